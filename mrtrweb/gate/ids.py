@@ -1,0 +1,62 @@
+"""JSON-RPC ids and canonical digests.
+
+JSON-RPC ids are strings or numbers, compared with their JSON type: ``1`` and ``"1"`` differ,
+``2`` and ``2.0`` are the same number. ``true``/``false``/``null`` are not ids.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from typing import Any
+
+RequestId = str | int | float
+
+
+def is_request_id(value: Any) -> bool:
+    """True for a JSON-RPC id: a string, or a finite number that is not a boolean."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, str):
+        return True
+    if isinstance(value, int):
+        return True
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return False
+
+
+def id_key(value: RequestId) -> str:
+    """A string that identifies an id with its JSON type (``s:1`` vs ``n:1``).
+
+    Raises:
+        ValueError: ``value`` is not a JSON-RPC id.
+    """
+    if not is_request_id(value):
+        raise ValueError("not a JSON-RPC id")
+    if isinstance(value, str):
+        return "s:" + value
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return "n:" + repr(value)
+
+
+def canonical_json(value: Any) -> str:
+    """Canonical JSON text: sorted keys, no insignificant white space, UTF-8 kept as is.
+
+    Raises:
+        ValueError/TypeError: the value is not JSON (NaN, a set, a non-string key...).
+    """
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def digest(value: Any) -> str:
+    """``sha256:<hex>`` of the canonical JSON of ``value`` (surrogates escaped, never raises on text)."""
+    text = canonical_json(value)
+    return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def text_digest(text: str) -> str:
+    """``sha256:<hex>`` of a string's UTF-8 bytes (lone surrogates kept via surrogatepass)."""
+    return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()

@@ -1,0 +1,512 @@
+"""The MCP restricted ``requestedSchema`` subset: checking a server's schema, describing its
+fields for a form, and validating a person's answer (mrtr-gate.md §1 row
+``invalid_form_requestedSchema`` and §2 row ``input_response_schema_mismatch``).
+
+Accepted (spec 2026-07-28 ``client/elicitation``; SEP-1034 defaults; SEP-1330 enums):
+
+* the root: ``{"type": "object", "properties": {...}, "required": [...]}`` plus annotations
+  (``title``, ``description``, ``$schema``, ``$id``, ``$defs``, ``x-*``), a boolean
+  ``additionalProperties``;
+* each property (directly or through a ``$ref`` that stays inside the document, ``#/...``):
+  ``string`` (``minLength``, ``maxLength``, ``pattern``, ``format``), ``number`` / ``integer``
+  (``minimum``, ``maximum``, ``exclusiveMinimum``, ``exclusiveMaximum``, ``multipleOf``),
+  ``boolean``, a single-select enum (``enum``, or ``oneOf`` of ``const`` + ``title``; legacy
+  ``enumNames`` as labels), a multi-select ``array`` whose ``items`` are an enum (``enum``, or
+  ``anyOf``/``oneOf`` of ``const`` + ``title``) with ``minItems``, ``maxItems``, ``uniqueItems``;
+* annotations anywhere: ``title``, ``description``, ``default``, ``examples``, ``deprecated``,
+  ``readOnly``, ``writeOnly``, ``$comment``, ``enumNames``, ``x-*`` and unknown keywords (ignored
+  for validation).
+
+Refused: nested objects, other arrays, composition beyond the enum ``oneOf``/``anyOf``, a ``$ref``
+leaving the document (or cyclic / unresolvable), a ``format`` the gate cannot check, ill-typed
+keyword values, a ``required`` name that is not a property.
+
+The checked schema is compiled into a *normalized* schema (refs resolved, annotations dropped)
+that is what answers are validated against, with real format checks.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+import re
+import urllib.parse
+from collections.abc import Mapping
+from typing import Any
+
+import jsonschema
+from jsonschema import Draft202012Validator
+
+from . import formats
+
+MAX_PROPERTIES = 256
+MAX_NAME_LENGTH = 256
+MAX_ENUM_VALUES = 1000
+MAX_REF_DEPTH = 16
+
+_ANNOTATIONS = frozenset(
+    {"title", "description", "default", "examples", "deprecated", "readOnly", "writeOnly", "$comment",
+     "enumNames", "contentEncoding", "contentMediaType"}
+)
+# JSON Schema keywords that change what validates; one not consumed by a type below is refused.
+_KNOWN_KEYWORDS = frozenset(
+    {"$ref", "$dynamicRef", "$recursiveRef", "$id", "$anchor", "$dynamicAnchor", "$recursiveAnchor",
+     "$vocabulary", "$schema", "$defs", "definitions", "allOf", "anyOf", "oneOf", "not", "if", "then",
+     "else", "dependentSchemas", "dependentRequired", "dependencies", "prefixItems", "items", "contains",
+     "minContains", "maxContains", "additionalItems", "unevaluatedItems", "unevaluatedProperties",
+     "properties", "patternProperties", "additionalProperties", "propertyNames", "minProperties",
+     "maxProperties", "required", "const", "enum", "type", "minLength", "maxLength", "pattern", "format",
+     "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minItems", "maxItems",
+     "uniqueItems", "contentSchema"}
+)
+_BY_TYPE = {
+    "string": frozenset({"type", "minLength", "maxLength", "pattern", "format", "enum", "oneOf"}),
+    "number": frozenset({"type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "enum"}),
+    "integer": frozenset({"type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "enum"}),
+    "boolean": frozenset({"type", "enum"}),
+    "array": frozenset({"type", "items", "minItems", "maxItems", "uniqueItems"}),
+}
+_ROOT_ALLOWED = frozenset({"type", "properties", "required", "additionalProperties", "$schema", "$id", "$defs",
+                           "definitions"})
+
+
+class SchemaRefused(ValueError):
+    """The ``requestedSchema`` is outside the restricted subset; ``str(exc)`` says why (no values)."""
+
+
+class ContentMismatch(ValueError):
+    """An answer does not satisfy the schema.
+
+    Attributes:
+        errors: field name (or ``""`` for the whole answer) -> list of messages for the person.
+    """
+
+    def __init__(self, errors: dict[str, list[str]]) -> None:
+        self.errors = errors
+        fields = ", ".join(sorted(k or "(answer)" for k in errors))
+        super().__init__(f"answer does not match the requested schema (fields: {fields})")
+
+
+@dataclasses.dataclass(frozen=True)
+class Option:
+    value: Any
+    label: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Field:
+    """One requested field, normalized for rendering.
+
+    ``kind`` is one of ``string``, ``number``, ``integer``, ``boolean``, ``choice`` (single
+    select) or ``multi`` (multi select). ``constraints`` holds the enforced keywords
+    (``minLength``, ``maximum``, ``format``...). ``has_default``/``default`` carry SEP-1034
+    defaults. ``title``/``description`` are server text (escape when rendering).
+    """
+
+    name: str
+    kind: str
+    title: str
+    description: str
+    required: bool
+    has_default: bool
+    default: Any
+    options: tuple[Option, ...]
+    constraints: Mapping[str, Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckedSchema:
+    """A requestedSchema that passed :func:`check_requested_schema`."""
+
+    fields: tuple[Field, ...]
+    normalized: dict[str, Any]
+    defaults: Mapping[str, Any]
+
+    def validate(self, content: Any) -> dict[str, Any]:
+        """Fill absent fields that have a ``default``, then validate. Returns the filled content.
+
+        Raises:
+            ContentMismatch: ``content`` is not an object, has an undeclared key, or breaks a rule.
+        """
+        return validate_content(self, content)
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _non_negative_int(v: Any) -> bool:
+    if isinstance(v, bool):
+        return False
+    if isinstance(v, int):
+        return v >= 0
+    return isinstance(v, float) and math.isfinite(v) and v.is_integer() and v >= 0
+
+
+def _str_or_empty(v: Any) -> str:
+    return v if isinstance(v, str) else ""
+
+
+def _resolve_pointer(root: Any, ref: str) -> Any:
+    if not ref.startswith("#"):
+        raise SchemaRefused("a $ref leaves the document")
+    fragment = urllib.parse.unquote(ref[1:])
+    if fragment == "":
+        return root
+    if not fragment.startswith("/"):
+        raise SchemaRefused("a $ref names an anchor, not a JSON pointer")
+    node = root
+    for raw in fragment[1:].split("/"):
+        token = raw.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict) and token in node:
+            node = node[token]
+        elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
+            node = node[int(token)]
+        else:
+            raise SchemaRefused("a $ref does not resolve inside the document")
+    return node
+
+
+def _deref(root: Mapping[str, Any], prop: Any) -> Mapping[str, Any]:
+    seen: set[str] = set()
+    annotations: dict[str, Any] = {}
+    depth = 0
+    while isinstance(prop, dict) and "$ref" in prop:
+        ref = prop["$ref"]
+        if not isinstance(ref, str):
+            raise SchemaRefused("$ref must be a string")
+        extra = [k for k in prop if k != "$ref" and k not in _ANNOTATIONS and not k.startswith("x-")]
+        if extra:
+            raise SchemaRefused("a $ref has sibling keywords other than annotations")
+        for k, v in prop.items():
+            if k != "$ref":
+                annotations.setdefault(k, v)
+        if ref in seen or depth >= MAX_REF_DEPTH:
+            raise SchemaRefused("a $ref is cyclic or too deep")
+        seen.add(ref)
+        depth += 1
+        prop = _resolve_pointer(root, ref)
+    if not isinstance(prop, dict):
+        raise SchemaRefused("a property schema is not an object")
+    if annotations:
+        merged = dict(prop)
+        for k, v in annotations.items():
+            merged[k] = v  # the referring site's annotations win
+        prop = merged
+    return prop
+
+
+def _check_refused_keywords(schema: Mapping[str, Any], allowed: frozenset[str], where: str) -> None:
+    for key in schema:
+        if key in allowed or key in _ANNOTATIONS or key.startswith("x-"):
+            continue
+        if key in _KNOWN_KEYWORDS:
+            raise SchemaRefused(f"{where}: keyword {key!r} is outside the restricted subset")
+        # Unknown keywords are annotations in JSON Schema 2020-12: ignored.
+
+
+def _enum_values(values: Any, type_name: str, where: str) -> list[Any]:
+    if not isinstance(values, list) or not values:
+        raise SchemaRefused(f"{where}: enum must be a non-empty list")
+    if len(values) > MAX_ENUM_VALUES:
+        raise SchemaRefused(f"{where}: too many enum values")
+    for v in values:
+        if not _matches_type(v, type_name):
+            raise SchemaRefused(f"{where}: an enum value does not match the type {type_name}")
+    keys = [_hashable(v) for v in values]
+    if len(set(keys)) != len(keys):
+        raise SchemaRefused(f"{where}: enum values repeat")
+    return list(values)
+
+
+def _hashable(v: Any) -> Any:
+    return (type(v) is bool, v)
+
+
+def _matches_type(v: Any, type_name: str) -> bool:
+    if type_name == "string":
+        return isinstance(v, str)
+    if type_name == "boolean":
+        return isinstance(v, bool)
+    if type_name == "integer":
+        return _is_number(v) and float(v).is_integer()
+    if type_name == "number":
+        return _is_number(v)
+    return False
+
+
+def _titled_options(items: Any, type_name: str, where: str) -> list[Option]:
+    if not isinstance(items, list) or not items:
+        raise SchemaRefused(f"{where}: oneOf/anyOf must be a non-empty list of {{const, title}}")
+    if len(items) > MAX_ENUM_VALUES:
+        raise SchemaRefused(f"{where}: too many options")
+    options: list[Option] = []
+    for item in items:
+        if not isinstance(item, dict) or "const" not in item:
+            raise SchemaRefused(f"{where}: each option needs const and title")
+        _check_refused_keywords(item, frozenset({"const", "type"}), where)
+        if "type" in item and item["type"] != type_name:
+            raise SchemaRefused(f"{where}: an option's type differs")
+        if not _matches_type(item["const"], type_name):
+            raise SchemaRefused(f"{where}: an option's const does not match the type {type_name}")
+        if "title" not in item:
+            raise SchemaRefused(f"{where}: each option needs const and title")
+        label = item["title"] if isinstance(item["title"], str) else str(item["const"])
+        options.append(Option(item["const"], label))
+    keys = [_hashable(o.value) for o in options]
+    if len(set(keys)) != len(keys):
+        raise SchemaRefused(f"{where}: option values repeat")
+    return options
+
+
+def _plain_options(values: list[Any], names: Any) -> list[Option]:
+    if isinstance(names, list) and len(names) == len(values) and all(isinstance(n, str) for n in names):
+        return [Option(v, n) for v, n in zip(values, names)]
+    return [Option(v, v if isinstance(v, str) else _json_text(v)) for v in values]
+
+
+def _json_text(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
+
+
+def _check_property(name: str, prop: Mapping[str, Any], required: bool) -> tuple[Field, dict[str, Any]]:
+    where = f"property {name!r}"
+    type_name = prop.get("type")
+    if not isinstance(type_name, str) or type_name not in _BY_TYPE:
+        raise SchemaRefused(f"{where}: type must be one of string, number, integer, boolean, array")
+    _check_refused_keywords(prop, _BY_TYPE[type_name], where)
+    normalized: dict[str, Any] = {"type": type_name}
+    constraints: dict[str, Any] = {}
+    options: tuple[Option, ...] = ()
+    kind = type_name
+
+    for key in ("minLength", "maxLength", "minItems", "maxItems"):
+        if key in prop:
+            if not _non_negative_int(prop[key]):
+                raise SchemaRefused(f"{where}: {key} must be a non-negative integer")
+            normalized[key] = constraints[key] = int(prop[key])
+    for key in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+        if key in prop:
+            if not _is_number(prop[key]):
+                raise SchemaRefused(f"{where}: {key} must be a number")
+            normalized[key] = constraints[key] = prop[key]
+    if "multipleOf" in prop:
+        if not _is_number(prop["multipleOf"]) or prop["multipleOf"] <= 0:
+            raise SchemaRefused(f"{where}: multipleOf must be a number > 0")
+        normalized["multipleOf"] = constraints["multipleOf"] = prop["multipleOf"]
+    if "uniqueItems" in prop:
+        if not isinstance(prop["uniqueItems"], bool):
+            raise SchemaRefused(f"{where}: uniqueItems must be a boolean")
+        normalized["uniqueItems"] = constraints["uniqueItems"] = prop["uniqueItems"]
+    if "pattern" in prop:
+        pattern = prop["pattern"]
+        if not isinstance(pattern, str) or len(pattern) > 1000:
+            raise SchemaRefused(f"{where}: pattern must be a string")
+        try:
+            re.compile(pattern)
+        except (re.error, RecursionError, OverflowError, ValueError) as exc:
+            raise SchemaRefused(f"{where}: pattern does not compile") from exc
+        normalized["pattern"] = constraints["pattern"] = pattern
+    if "format" in prop:
+        fmt = prop["format"]
+        if not isinstance(fmt, str) or fmt not in formats.CHECKERS:
+            raise SchemaRefused(f"{where}: format must be one the gate checks ({', '.join(formats.CHECKERS)})")
+        normalized["format"] = constraints["format"] = fmt
+    if "enum" in prop and "oneOf" in prop:
+        raise SchemaRefused(f"{where}: enum and oneOf together")
+    if "enum" in prop:
+        values = _enum_values(prop["enum"], type_name, where)
+        normalized["enum"] = values
+        options = tuple(_plain_options(values, prop.get("enumNames")))
+        kind = "choice"
+    elif "oneOf" in prop:
+        opts = _titled_options(prop["oneOf"], type_name, where)
+        normalized["enum"] = [o.value for o in opts]
+        options = tuple(opts)
+        kind = "choice"
+    if type_name == "array":
+        items = prop.get("items")
+        if not isinstance(items, dict):
+            raise SchemaRefused(f"{where}: an array must have items that are an enum")
+        item_type = items.get("type", "string")
+        if item_type != "string":
+            raise SchemaRefused(f"{where}: multi-select items must be strings")
+        if "enum" in items:
+            _check_refused_keywords(items, frozenset({"type", "enum"}), where + " items")
+            values = _enum_values(items["enum"], "string", where + " items")
+            options = tuple(_plain_options(values, items.get("enumNames")))
+        else:
+            combo = [k for k in ("anyOf", "oneOf") if k in items]
+            if len(combo) != 1:
+                raise SchemaRefused(f"{where}: an array must have items that are an enum")
+            _check_refused_keywords(items, frozenset({"type", combo[0]}), where + " items")
+            options = tuple(_titled_options(items[combo[0]], "string", where + " items"))
+        normalized["items"] = {"type": "string", "enum": [o.value for o in options]}
+        kind = "multi"
+    has_default = "default" in prop
+    field = Field(
+        name=name,
+        kind=kind,
+        title=_str_or_empty(prop.get("title")) or name,
+        description=_str_or_empty(prop.get("description")),
+        required=required,
+        has_default=has_default,
+        default=copy.deepcopy(prop["default"]) if has_default else None,
+        options=options,
+        constraints=constraints,
+    )
+    return field, normalized
+
+
+def check_requested_schema(schema: Any) -> CheckedSchema:
+    """Check a form-mode ``requestedSchema`` against the restricted subset.
+
+    Returns:
+        a :class:`CheckedSchema` (fields for rendering, the normalized schema, the defaults).
+
+    Raises:
+        SchemaRefused: the schema is outside the subset (the message names no values).
+    """
+    if not isinstance(schema, dict):
+        raise SchemaRefused("requestedSchema must be an object")
+    if schema.get("type") != "object":
+        raise SchemaRefused('requestedSchema must have "type": "object"')
+    _check_refused_keywords(schema, _ROOT_ALLOWED, "requestedSchema")
+    for key in ("$schema", "$id"):
+        if key in schema and not isinstance(schema[key], str):
+            raise SchemaRefused(f"{key} must be a string")
+    for key in ("$defs", "definitions"):
+        if key in schema and not isinstance(schema[key], dict):
+            raise SchemaRefused(f"{key} must be an object")
+    if "additionalProperties" in schema and not isinstance(schema["additionalProperties"], bool):
+        raise SchemaRefused("additionalProperties must be a boolean (nested schemas are refused)")
+    properties = schema.get("properties", {})
+    if not isinstance(properties, dict):
+        raise SchemaRefused("properties must be an object")
+    if len(properties) > MAX_PROPERTIES:
+        raise SchemaRefused(f"more than {MAX_PROPERTIES} properties")
+    required = schema.get("required", [])
+    if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
+        raise SchemaRefused("required must be a list of property names")
+    if len(set(required)) != len(required):
+        raise SchemaRefused("required repeats a name")
+    missing = [r for r in required if r not in properties]
+    if missing:
+        raise SchemaRefused("required names a property that is not declared")
+    fields: list[Field] = []
+    norm_props: dict[str, Any] = {}
+    defaults: dict[str, Any] = {}
+    for name, raw in properties.items():
+        if not name or len(name) > MAX_NAME_LENGTH:
+            raise SchemaRefused("a property name is empty or too long")
+        prop = _deref(schema, raw)
+        field, normalized = _check_property(name, prop, name in required)
+        fields.append(field)
+        norm_props[name] = normalized
+        if field.has_default:
+            defaults[name] = field.default
+    normalized_schema = {
+        "type": "object",
+        "properties": norm_props,
+        "required": list(required),
+        "additionalProperties": False,
+    }
+    return CheckedSchema(fields=tuple(fields), normalized=normalized_schema, defaults=defaults)
+
+
+_FORMAT_CHECKER = jsonschema.FormatChecker(formats=())
+for _name, _fn in formats.CHECKERS.items():
+    _FORMAT_CHECKER.checks(_name)(_fn)
+
+
+def _message(error: jsonschema.ValidationError, field: Field | None) -> str:
+    v = error.validator
+    val = error.validator_value
+    if v == "type":
+        return {"string": "Enter text.", "number": "Enter a number.", "integer": "Enter a whole number.",
+                "boolean": "Choose yes or no.", "array": "Choose from the list."}.get(str(val), "Wrong type.")
+    if v == "required":
+        return "This field is required."
+    if v == "minLength":
+        return f"Enter at least {val} characters."
+    if v == "maxLength":
+        return f"Enter at most {val} characters."
+    if v == "pattern":
+        return "Enter a value in the requested pattern."
+    if v == "format":
+        return f"Enter {formats.DESCRIPTIONS.get(str(val), 'a valid value')}."
+    if v == "minimum":
+        return f"Enter a value of at least {val}."
+    if v == "maximum":
+        return f"Enter a value of at most {val}."
+    if v == "exclusiveMinimum":
+        return f"Enter a value greater than {val}."
+    if v == "exclusiveMaximum":
+        return f"Enter a value less than {val}."
+    if v == "multipleOf":
+        return f"Enter a multiple of {val}."
+    if v == "enum":
+        return "Choose one of the offered options."
+    if v == "minItems":
+        return f"Choose at least {val}."
+    if v == "maxItems":
+        return f"Choose at most {val}."
+    if v == "uniqueItems":
+        return "Choose each option once."
+    if v == "additionalProperties":
+        return "The answer has a field that was not asked for."
+    return "This value is not accepted."
+
+
+def validate_content(checked: CheckedSchema, content: Any) -> dict[str, Any]:
+    """Fill defaults into ``content`` and validate it against ``checked.normalized``.
+
+    Args:
+        checked: the result of :func:`check_requested_schema`.
+        content: the answer's ``content`` (``None`` means absent and counts as ``{}``).
+
+    Returns:
+        the default-filled content (a new dict).
+
+    Raises:
+        ContentMismatch: per-field messages for the person.
+    """
+    if content is None:
+        content = {}
+    if not isinstance(content, dict):
+        raise ContentMismatch({"": ["The answer must be an object of fields."]})
+    filled = dict(content)
+    for name, default in checked.defaults.items():
+        if name not in filled:
+            filled[name] = copy.deepcopy(default)
+    errors: dict[str, list[str]] = {}
+    declared = checked.normalized["properties"]
+    for key in filled:
+        if key not in declared:
+            errors.setdefault("", []).append("The answer has a field that was not asked for.")
+    by_name = {f.name: f for f in checked.fields}
+    validator = Draft202012Validator(checked.normalized, format_checker=_FORMAT_CHECKER)
+    try:
+        found = list(validator.iter_errors(filled))
+    except (RecursionError, re.error, TypeError, ValueError, OverflowError):
+        raise ContentMismatch({"": ["The answer could not be checked."]}) from None
+    for error in found:
+        if error.validator == "additionalProperties":
+            continue  # reported above, once
+        if error.validator == "required":
+            missing = [r for r in checked.normalized["required"] if r not in filled]
+            for name in missing:
+                errors.setdefault(name, []).append("This field is required.")
+            continue
+        path = [p for p in error.absolute_path]
+        name = str(path[0]) if path else ""
+        msg = _message(error, by_name.get(name))
+        bucket = errors.setdefault(name, [])
+        if msg not in bucket:
+            bucket.append(msg)
+    if errors:
+        raise ContentMismatch(errors)
+    return filled

@@ -1,0 +1,118 @@
+"""Binding stores: where live operations, their rounds and their request-id index are kept.
+
+A store keeps JSON-serializable *records* under keys scoped by tenant. It needs three atomic
+primitives; the gate builds everything else on them:
+
+* ``save``/``load``/``delete`` of an operation record by ``(tenant, operation_id)``;
+* an index ``(tenant, user, request-id key) -> operation_id`` with add-if-absent;
+* ``claim(tenant, token)``: true for exactly one caller per token, across threads and processes
+  (it is what makes a round consumed once, so a double submit sends one retry).
+
+:class:`InMemoryBindingStore` serves one process (tests, ``mrtr_verify``); the Django app uses
+``mrtrweb.bindings.DjangoCacheBindingStore`` (signed records, per-tenant prefixes, shared cache).
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+import time
+from typing import Any, Protocol
+
+
+class BindingStore(Protocol):
+    """The storage interface of the gate. Every method may raise
+    :class:`mrtrweb.gate.codes.StoreUnavailable` (the gate then fails closed)."""
+
+    def load(self, tenant: str, operation_id: str) -> dict[str, Any] | None:
+        """The operation record, or ``None`` if absent or expired."""
+
+    def save(self, tenant: str, operation_id: str, record: dict[str, Any], ttl_s: float) -> None:
+        """Store (replace) the record for ``ttl_s`` seconds."""
+
+    def delete(self, tenant: str, operation_id: str) -> None:
+        """Forget the record."""
+
+    def index_get(self, tenant: str, user: str, id_key: str) -> str | None:
+        """The operation id bound to that request id for that user and tenant."""
+
+    def index_add(self, tenant: str, user: str, id_key: str, operation_id: str, ttl_s: float) -> bool:
+        """Bind the request id to the operation unless it is already bound; True if added."""
+
+    def index_delete(self, tenant: str, user: str, id_key: str) -> None:
+        """Unbind a request id."""
+
+    def claim(self, tenant: str, token: str, ttl_s: float) -> bool:
+        """Atomically mark ``token`` used; True for exactly one caller while it lives."""
+
+
+class InMemoryBindingStore:
+    """A thread-safe store for one process. Entries expire ``ttl_s`` seconds (wall time) after
+    they were written."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._records: dict[tuple[str, str], tuple[float, dict[str, Any]]] = {}
+        self._index: dict[tuple[str, str, str], tuple[float, str]] = {}
+        self._claims: dict[tuple[str, str], float] = {}
+
+    @staticmethod
+    def _alive(expires: float) -> bool:
+        return time.monotonic() < expires
+
+    def _sweep(self) -> None:
+        now = time.monotonic()
+        for table in (self._records, self._index):
+            for key in [k for k, (exp, _) in table.items() if exp <= now]:
+                del table[key]
+        for key in [k for k, exp in self._claims.items() if exp <= now]:
+            del self._claims[key]
+
+    def load(self, tenant: str, operation_id: str) -> dict[str, Any] | None:
+        with self._lock:
+            entry = self._records.get((tenant, operation_id))
+            if entry is None or not self._alive(entry[0]):
+                return None
+            return copy.deepcopy(entry[1])
+
+    def save(self, tenant: str, operation_id: str, record: dict[str, Any], ttl_s: float) -> None:
+        with self._lock:
+            if len(self._records) % 256 == 0:
+                self._sweep()
+            self._records[(tenant, operation_id)] = (time.monotonic() + ttl_s, copy.deepcopy(record))
+
+    def delete(self, tenant: str, operation_id: str) -> None:
+        with self._lock:
+            self._records.pop((tenant, operation_id), None)
+
+    def index_get(self, tenant: str, user: str, id_key: str) -> str | None:
+        with self._lock:
+            entry = self._index.get((tenant, user, id_key))
+            if entry is None or not self._alive(entry[0]):
+                return None
+            return entry[1]
+
+    def index_add(self, tenant: str, user: str, id_key: str, operation_id: str, ttl_s: float) -> bool:
+        with self._lock:
+            entry = self._index.get((tenant, user, id_key))
+            if entry is not None and self._alive(entry[0]):
+                return False
+            self._index[(tenant, user, id_key)] = (time.monotonic() + ttl_s, operation_id)
+            return True
+
+    def index_delete(self, tenant: str, user: str, id_key: str) -> None:
+        with self._lock:
+            self._index.pop((tenant, user, id_key), None)
+
+    def claim(self, tenant: str, token: str, ttl_s: float) -> bool:
+        with self._lock:
+            exp = self._claims.get((tenant, token))
+            if exp is not None and self._alive(exp):
+                return False
+            self._claims[(tenant, token)] = time.monotonic() + ttl_s
+            return True
+
+    def __len__(self) -> int:
+        with self._lock:
+            self._sweep()
+            return len(self._records)
