@@ -1,0 +1,12 @@
+from django.apps import AppConfig
+
+
+class MrtrwebConfig(AppConfig):
+    """The mrtrweb Django app: per-user MCP sessions, gated input rounds, consent, audit."""
+
+    name = "mrtrweb"
+    verbose_name = "MCP consent gateway"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from . import checks  # noqa: F401 -- registers the system checks

@@ -1,0 +1,88 @@
+"""The ``MRTRWEB`` settings namespace, read in this one place.
+
+Every key is optional; the defaults below are what an embedding project gets.
+
+==========================  ==========  =========================================================
+key                         default     meaning
+==========================  ==========  =========================================================
+``BINDING_CACHE``           "default"   cache alias holding live bindings (use Redis in production)
+``BINDING_KEY_PREFIX``      "mrtrweb"   prefix of every binding key (a tenant digest follows it)
+``TTL_S``                   600         lifetime of a binding / round, seconds
+``MAX_TTL_S``               3600        the highest TTL the system check lets through
+``MAX_STATE_BYTES``         65536       cap on ``requestState`` (UTF-8 bytes, inclusive)
+``MAX_ROUNDS``              10          rounds one operation may take
+``STATE_ONLY_BACKOFF_S``    0.05        first pause before a ``requestState``-only retry
+``STATE_ONLY_BACKOFF_CAP_S``1.0         cap of that pause (doubles per consecutive round)
+``POLICY_VERSION``          "mrtr-gate/1"  recorded in every audit row
+``CALL_TIMEOUT_S``          60          seconds to wait for one MCP response
+``CONNECTION_IDLE_S``       300         idle MCP client sessions are closed after this
+``AUDIT_SECRET``            None        HMAC key for audit digests (None: derived from SECRET_KEY)
+``MAX_PENDING_ROUNDS``      20          per user: operations waiting for an answer at once
+``MAX_STARTS_PER_MINUTE``   30          per user: operations started per minute
+==========================  ==========  =========================================================
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+DEFAULTS: dict[str, Any] = {
+    "BINDING_CACHE": "default",
+    "BINDING_KEY_PREFIX": "mrtrweb",
+    "TTL_S": 600,
+    "MAX_TTL_S": 3600,
+    "MAX_STATE_BYTES": 65536,
+    "MAX_ROUNDS": 10,
+    "STATE_ONLY_BACKOFF_S": 0.05,
+    "STATE_ONLY_BACKOFF_CAP_S": 1.0,
+    "POLICY_VERSION": "mrtr-gate/1",
+    "CALL_TIMEOUT_S": 60,
+    "CONNECTION_IDLE_S": 300,
+    "AUDIT_SECRET": None,
+    "MAX_PENDING_ROUNDS": 20,
+    "MAX_STARTS_PER_MINUTE": 30,
+}
+
+_NUMERIC = {"TTL_S", "MAX_TTL_S", "MAX_STATE_BYTES", "MAX_ROUNDS", "STATE_ONLY_BACKOFF_S",
+            "STATE_ONLY_BACKOFF_CAP_S", "CALL_TIMEOUT_S", "CONNECTION_IDLE_S", "MAX_PENDING_ROUNDS",
+            "MAX_STARTS_PER_MINUTE"}
+
+
+def get(key: str) -> Any:
+    """One ``MRTRWEB`` value (the project's, else the default).
+
+    Raises:
+        ImproperlyConfigured: unknown key, or a value of the wrong type.
+    """
+    if key not in DEFAULTS:
+        raise ImproperlyConfigured(f"unknown MRTRWEB setting {key!r}")
+    user = getattr(settings, "MRTRWEB", {}) or {}
+    if not isinstance(user, dict):
+        raise ImproperlyConfigured("MRTRWEB must be a dict")
+    value = user.get(key, DEFAULTS[key])
+    if key in _NUMERIC and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
+        raise ImproperlyConfigured(f"MRTRWEB[{key!r}] must be a positive number")
+    return value
+
+
+def unknown_keys() -> list[str]:
+    """Keys of the project's ``MRTRWEB`` that this version does not know (for the system check)."""
+    user = getattr(settings, "MRTRWEB", {}) or {}
+    return sorted(k for k in user if k not in DEFAULTS) if isinstance(user, dict) else []
+
+
+def policy():
+    """The deployed default gate :class:`~mrtrweb.gate.Policy` (no deprecated method allowed)."""
+    from .gate import Policy
+
+    return Policy(
+        ttl_s=float(get("TTL_S")),
+        max_state_bytes=int(get("MAX_STATE_BYTES")),
+        max_rounds=int(get("MAX_ROUNDS")),
+        state_only_backoff_s=float(get("STATE_ONLY_BACKOFF_S")),
+        state_only_backoff_cap_s=float(get("STATE_ONLY_BACKOFF_CAP_S")),
+        version=str(get("POLICY_VERSION")),
+    )

@@ -1,0 +1,51 @@
+"""The per-user WebSocket: operation updates pushed as server-rendered HTML.
+
+Mounted behind ``AllowedHostsOriginValidator(AuthMiddlewareStack(...))`` (see
+:mod:`mrtrweb.routing`). An anonymous connection is closed with code 4401. Each connection joins
+the group ``mrtrweb.user.<id>``; on ``operation.update`` it re-reads the operation *for this user*
+and sends ``{"type": "operation", "id", "status", "html"}``.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from asgiref.sync import sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from .models import Operation
+from .operations import user_group
+from .panels import render_panel
+
+logger = logging.getLogger("mrtrweb.consumers")
+
+
+class OperationsConsumer(AsyncJsonWebsocketConsumer):
+    async def connect(self) -> None:
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=4401)
+            return
+        self.user_id = user.pk
+        self.group = user_group(user.pk)
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.accept()
+
+    async def disconnect(self, code: int) -> None:
+        if getattr(self, "group", None):
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    async def receive_json(self, content, **kwargs) -> None:
+        # The browser only listens; answers go through CSRF-protected POSTs.
+        if isinstance(content, dict) and content.get("type") == "ping":
+            await self.send_json({"type": "pong"})
+
+    async def operation_update(self, event) -> None:
+        try:
+            op = await Operation.objects.select_related("server", "tenant").aget(
+                pk=event.get("operation_id"), user_id=self.user_id)
+        except (Operation.DoesNotExist, ValueError):
+            return
+        csrf = self.scope.get("cookies", {}).get("csrftoken", "")
+        html = await sync_to_async(render_panel)(op, csrf)
+        await self.send_json({"type": "operation", "id": str(op.id), "status": op.status, "html": html})

@@ -1,0 +1,181 @@
+"""Django forms derived from JSON schemas.
+
+* :class:`SchemaForm` -- one field per property of a flat schema (a ``requestedSchema`` checked by
+  the gate, or a flat tool ``inputSchema``), defaults pre-filled; ``content()`` gives the JSON
+  answer. The browser's constraints are hints; the gate's validation is the truth.
+* :class:`JsonArgumentsForm` -- a JSON editor for tool input schemas that are not flat, checked
+  with ``jsonschema``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import jsonschema
+from django import forms
+from django.utils.translation import gettext_lazy as _
+
+from .gate import formats
+from .gate.schema import CheckedSchema, Field
+
+_EMPTY = ""
+
+
+def _option_key(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value)
+
+
+class SchemaForm(forms.Form):
+    """A form for a :class:`CheckedSchema`.
+
+    Args:
+        checked: the schema (from :func:`mrtrweb.gate.check_requested_schema`).
+        prefix: the input-request key (so several requests share one card).
+    """
+
+    def __init__(self, checked: CheckedSchema, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.checked = checked
+        self._maps: dict[str, dict[str, Any]] = {}
+        for spec in checked.fields:
+            self.fields[spec.name] = self._field(spec)
+
+    def _field(self, spec: Field) -> forms.Field:
+        c = spec.constraints
+        hints: list[str] = []
+        attrs: dict[str, Any] = {}
+        common: dict[str, Any] = {"label": spec.title, "required": spec.required and not spec.has_default}
+        if spec.kind == "boolean":
+            field: forms.Field = forms.BooleanField(required=False, label=spec.title)
+        elif spec.kind in ("choice", "multi"):
+            mapping = {_option_key(o.value): o.value for o in spec.options}
+            self._maps[spec.name] = mapping
+            choices = [(_option_key(o.value), o.label) for o in spec.options]
+            if spec.kind == "multi":
+                field = forms.MultipleChoiceField(choices=choices, widget=forms.CheckboxSelectMultiple,
+                                                  required=common["required"] and c.get("minItems", 0) > 0,
+                                                  label=spec.title)
+                if "minItems" in c:
+                    hints.append(f"choose at least {c['minItems']}")
+                if "maxItems" in c:
+                    hints.append(f"choose at most {c['maxItems']}")
+            else:
+                if not common["required"]:
+                    choices = [(_EMPTY, "—")] + choices
+                field = forms.ChoiceField(choices=choices, **common)
+        elif spec.kind in ("integer", "number"):
+            kwargs: dict[str, Any] = dict(common)
+            if "minimum" in c:
+                kwargs["min_value"] = c["minimum"]
+                hints.append(f"at least {c['minimum']}")
+            if "maximum" in c:
+                kwargs["max_value"] = c["maximum"]
+                hints.append(f"at most {c['maximum']}")
+            if "exclusiveMinimum" in c:
+                hints.append(f"greater than {c['exclusiveMinimum']}")
+            if "exclusiveMaximum" in c:
+                hints.append(f"less than {c['exclusiveMaximum']}")
+            if "multipleOf" in c:
+                hints.append(f"a multiple of {c['multipleOf']}")
+            field = forms.IntegerField(**kwargs) if spec.kind == "integer" else forms.FloatField(**kwargs)
+            if spec.kind == "number":
+                field.widget.attrs["step"] = "any"
+        else:
+            kwargs = dict(common)
+            kwargs["strip"] = False
+            if "minLength" in c:
+                kwargs["min_length"] = c["minLength"]
+                hints.append(f"at least {c['minLength']} characters")
+            if "maxLength" in c:
+                kwargs["max_length"] = c["maxLength"]
+                hints.append(f"at most {c['maxLength']} characters")
+            fmt = c.get("format")
+            widget: forms.Widget = forms.TextInput()
+            if fmt == "email":
+                widget = forms.EmailInput()
+            elif fmt == "uri":
+                widget = forms.URLInput()
+            elif fmt == "date":
+                widget = forms.DateInput(attrs={"type": "date"})
+            if fmt:
+                hints.append(formats.DESCRIPTIONS.get(fmt, fmt))
+            if "pattern" in c:
+                hints.append("must match the pattern the server gave")
+            kwargs["widget"] = widget
+            field = forms.CharField(**kwargs)
+        if spec.has_default:
+            default = spec.default
+            if spec.kind == "choice":
+                default = _option_key(default)
+            elif spec.kind == "multi" and isinstance(default, list):
+                default = [_option_key(v) for v in default]
+            field.initial = default
+        help_parts = [spec.description] if spec.description else []
+        if hints:
+            help_parts.append("(" + "; ".join(hints) + ")")
+        field.help_text = " ".join(help_parts)
+        field.widget.attrs.update(attrs)
+        return field
+
+    def content(self) -> dict[str, Any]:
+        """The JSON answer from ``cleaned_data``: typed values, optional empty fields omitted
+        (the gate then fills their defaults). Call after ``is_valid()``."""
+        out: dict[str, Any] = {}
+        for spec in self.checked.fields:
+            value = self.cleaned_data.get(spec.name)
+            if spec.kind == "boolean":
+                out[spec.name] = bool(value)
+            elif spec.kind == "choice":
+                if value not in (None, _EMPTY):
+                    out[spec.name] = self._maps[spec.name][value]
+            elif spec.kind == "multi":
+                if value or spec.required:
+                    out[spec.name] = [self._maps[spec.name][v] for v in value or []]
+            elif value is None or (value == "" and not spec.required):
+                continue
+            else:
+                out[spec.name] = value
+        return out
+
+    def add_gate_errors(self, errors: dict[str, list[str]]) -> None:
+        """Show the gate's per-field messages on this form."""
+        for name, messages in errors.items():
+            for message in messages:
+                self.add_error(name if name in self.fields else None, message)
+
+
+class JsonArgumentsForm(forms.Form):
+    """Tool arguments as JSON, checked against the tool's ``inputSchema`` with ``jsonschema``."""
+
+    arguments = forms.CharField(label=_("Arguments (JSON)"), widget=forms.Textarea(attrs={"rows": 8}),
+                                initial="{}")
+
+    def __init__(self, schema: Any, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.schema = schema if isinstance(schema, dict) else {}
+
+    def clean_arguments(self) -> dict[str, Any]:
+        try:
+            value = json.loads(self.cleaned_data["arguments"])
+        except ValueError:
+            raise forms.ValidationError(_("Enter valid JSON.")) from None
+        if not isinstance(value, dict):
+            raise forms.ValidationError(_("The arguments must be a JSON object."))
+        try:
+            validator_cls = jsonschema.validators.validator_for(self.schema, default=jsonschema.Draft202012Validator)
+            validator_cls.check_schema(self.schema)
+            errors = sorted(validator_cls(self.schema).iter_errors(value), key=lambda e: list(e.path))
+        except (jsonschema.SchemaError, jsonschema.exceptions.RefResolutionError, Exception):  # noqa: BLE001
+            errors = []  # an unusable schema from the server: the server judges the arguments
+        if errors:
+            first = errors[0]
+            where = "/".join(str(p) for p in first.absolute_path) or "(root)"
+            raise forms.ValidationError(_("Arguments do not match the tool's schema at %(where)s: %(what)s"),
+                                        params={"where": where, "what": first.validator})
+        return value
+
+    def content(self) -> dict[str, Any]:
+        return self.cleaned_data["arguments"]

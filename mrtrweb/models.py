@@ -1,0 +1,200 @@
+"""Tenants, their MCP servers, operations and the (minimal, append-only) audit trail."""
+
+from __future__ import annotations
+
+import urllib.parse
+import uuid
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+
+class Tenant(models.Model):
+    """An organisation whose members share configured MCP servers."""
+
+    name = models.CharField(_("name"), max_length=120, unique=True)
+    slug = models.SlugField(_("slug"), max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Membership(models.Model):
+    """A user's membership of a tenant, with a role."""
+
+    class Role(models.TextChoices):
+        MEMBER = "member", _("Member")
+        ADMIN = "admin", _("Tenant admin")
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="mrtr_memberships")
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.MEMBER)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["tenant", "user"], name="mrtrweb_unique_membership")]
+
+    def __str__(self) -> str:
+        return f"{self.user} @ {self.tenant} ({self.role})"
+
+
+def origin_of_url(url: str) -> str:
+    """``scheme://host:port`` of an http(s) URL, the default port made explicit.
+
+    Raises:
+        ValueError: not an absolute http(s) URL with a host.
+    """
+    parts = urllib.parse.urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("the URL must be an absolute http(s) URL with a host")
+    port = parts.port or (443 if scheme == "https" else 80)
+    host = parts.hostname.lower()
+    if ":" in host:
+        host = f"[{host}]"
+    return f"{scheme}://{host}:{port}"
+
+
+def validate_server_url(url: str) -> None:
+    try:
+        origin_of_url(url)
+    except ValueError as exc:
+        raise ValidationError(str(exc)) from exc
+    if urllib.parse.urlsplit(url).username:
+        raise ValidationError("the URL must not carry credentials")
+
+
+class McpServer(models.Model):
+    """An MCP server (Streamable HTTP endpoint) configured for one tenant by an admin.
+
+    The *verified origin* is derived from the URL; results are accepted only from it.
+    """
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="servers")
+    name = models.CharField(_("display name"), max_length=120)
+    url = models.URLField(_("Streamable HTTP URL"), max_length=500, validators=[validate_server_url])
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["tenant__name", "name"]
+        constraints = [models.UniqueConstraint(fields=["tenant", "name"], name="mrtrweb_unique_server_name")]
+        verbose_name = _("MCP server")
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.tenant})"
+
+    @property
+    def origin(self) -> str:
+        return origin_of_url(self.url)
+
+
+class Operation(models.Model):
+    """One ``tools/call`` / ``prompts/get`` / ``resources/read`` a user started, with its rounds.
+
+    The live binding (rounds, ``requestState``) is not here: it is in the binding store.
+    """
+
+    class Status(models.TextChoices):
+        RUNNING = "running", _("Running")
+        AWAITING_INPUT = "awaiting_input", _("Waiting for your answer")
+        COMPLETED = "completed", _("Completed")
+        FAILED = "failed", _("Failed")
+        INTERRUPTED = "interrupted", _("Interrupted")
+
+    TERMINAL = (Status.COMPLETED, Status.FAILED, Status.INTERRUPTED)
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="operations")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="mrtr_operations")
+    server = models.ForeignKey(McpServer, on_delete=models.CASCADE, related_name="operations")
+    method = models.CharField(max_length=32)
+    name = models.CharField(max_length=500, help_text=_("tool or prompt name, or resource URI"))
+    params = models.JSONField(default=dict)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.RUNNING)
+    request_id = models.CharField(max_length=64)
+    latest_request_id = models.CharField(max_length=64)
+    rounds = models.PositiveIntegerField(default=0)
+    result = models.JSONField(null=True, blank=True)
+    error_code = models.CharField(max_length=64, blank=True)
+    error_message = models.CharField(max_length=500, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["user", "status"])]
+
+    def __str__(self) -> str:
+        return f"{self.method} {self.name} ({self.status})"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in self.TERMINAL
+
+
+class AppendOnlyQuerySet(models.QuerySet):
+    def update(self, **kwargs):
+        raise PermissionError("audit events are append-only")
+
+    def delete(self):
+        raise PermissionError("audit events are append-only")
+
+
+class AuditEvent(models.Model):
+    """One event of a round (append-only; digests only -- never a secret, token, ``requestState``
+    or answer value).
+
+    ``event`` is ``received``, ``rejected`` (with ``code``), ``submitted`` (with ``actions`` and
+    ``retry_id``), or a terminal ``completed`` / ``failed`` / ``cancelled`` / ``expired``.
+    """
+
+    class Event(models.TextChoices):
+        RECEIVED = "received"
+        REJECTED = "rejected"
+        SUBMITTED = "submitted"
+        COMPLETED = "completed"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+        EXPIRED = "expired"
+
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="audit_events")
+    operation_id = models.UUIDField(db_index=True)
+    event = models.CharField(max_length=16, choices=Event.choices)
+    code = models.CharField(max_length=64, blank=True)
+    round_number = models.PositiveIntegerField(default=0)
+    request_id = models.CharField(max_length=64, blank=True)
+    retry_id = models.CharField(max_length=64, blank=True)
+    server_id = models.CharField(max_length=32)
+    server_origin = models.CharField(max_length=300)
+    method = models.CharField(max_length=32)
+    name = models.CharField(max_length=500)
+    user_digest = models.CharField(max_length=80)
+    tenant_digest = models.CharField(max_length=80)
+    state_digest = models.CharField(max_length=80, blank=True)
+    schema_digests = models.JSONField(default=dict, blank=True)
+    actions = models.JSONField(default=dict, blank=True)
+    policy_version = models.CharField(max_length=40)
+
+    objects = AppendOnlyQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["created_at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.event} {self.operation_id} r{self.round_number}"
+
+    def save(self, *args, **kwargs):
+        if not self._state.adding:
+            raise PermissionError("audit events are append-only")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise PermissionError("audit events are append-only")

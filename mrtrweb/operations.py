@@ -1,0 +1,338 @@
+"""Running operations: send through the user's MCP session, judge results with the gate, push
+rounds to the browser, build and send retries (the Django edge around :mod:`mrtrweb.gate`).
+
+Everything here runs on the ASGI server's event loop. A call returns as soon as the operation is
+registered and its request is scheduled; results arrive in a background task that updates the
+:class:`~mrtrweb.models.Operation` row, writes audit events and notifies the user's WebSocket
+group ``mrtrweb.user.<id>``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+import weakref
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
+from django.db import close_old_connections
+
+from . import audit, conf
+from .bindings import DjangoCacheBindingStore
+from .gate import Gate, GateRejection, OperationHandle, Retry, Round, StoreUnavailable
+from .mcp_client import ConnectionPool, McpCallError
+from .models import McpServer, Operation
+
+logger = logging.getLogger("mrtrweb.operations")
+
+#: product error codes (besides the gate's): shown to the person and recorded
+STORE_UNAVAILABLE = "binding_store_unavailable"
+AUDIT_UNAVAILABLE = "audit_unavailable"
+INVALID_RESULT = "invalid_result"
+LIMIT_REACHED = "limit_reached"
+
+MESSAGES = {
+    STORE_UNAVAILABLE: "The round store is unavailable right now; nothing was sent. Try again shortly.",
+    AUDIT_UNAVAILABLE: "The audit trail could not be written; your answer was not sent.",
+    INVALID_RESULT: "The server's result is malformed and was refused.",
+    "transport_error": "The MCP server could not be reached.",
+    "jsonrpc_error": "The MCP server answered with an error.",
+    "timeout": "The MCP server did not answer in time.",
+    "inactive_mrtr_round": "This round is no longer open: it was already answered, expired or ended.",
+    "mrtr_round_limit_exceeded": "The server asked for more rounds than allowed; the operation was stopped.",
+}
+
+
+def message_for(code: str) -> str:
+    return MESSAGES.get(code, f"The server's request was refused by the gate ({code}).")
+
+
+def new_request_id() -> str:
+    """A fresh JSON-RPC id: a UUID string, unique across workers and connections."""
+    return f"mrtr-{uuid.uuid4()}"
+
+
+def user_group(user_id: Any) -> str:
+    """The Channels group of one user's browser connections."""
+    return f"mrtrweb.user.{user_id}"
+
+
+_gate: Gate | None = None
+
+
+def get_gate() -> Gate:
+    """The process's gate over the configured binding store and policy."""
+    global _gate
+    if _gate is None:
+        _gate = Gate(DjangoCacheBindingStore(), conf.policy())
+    return _gate
+
+
+def reset_gate() -> None:
+    """Forget the cached gate (tests that change settings)."""
+    global _gate
+    _gate = None
+
+
+_pools: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, ConnectionPool]" = weakref.WeakKeyDictionary()
+_tasks: set[asyncio.Task] = set()
+
+
+def pool() -> ConnectionPool:
+    """The connection pool of the running event loop (one MCP session per user and server)."""
+    loop = asyncio.get_running_loop()
+    p = _pools.get(loop)
+    if p is None:
+        p = _pools[loop] = ConnectionPool(idle_s=float(conf.get("CONNECTION_IDLE_S")))
+    return p
+
+
+def handle_of(op: Operation) -> OperationHandle:
+    return OperationHandle(str(op.tenant_id), str(op.id))
+
+
+def _spawn(coro) -> asyncio.Task:
+    task = asyncio.get_running_loop().create_task(coro)
+    _tasks.add(task)
+    task.add_done_callback(_tasks.discard)
+    return task
+
+
+async def wait_idle(timeout: float = 10.0) -> None:
+    """Wait until no operation task of this loop is running (tests)."""
+    loop = asyncio.get_running_loop()
+    pending = [t for t in _tasks if t.get_loop() is loop]
+    if pending:
+        await asyncio.wait(pending, timeout=timeout)
+
+
+async def notify(op: Operation) -> None:
+    """Tell the user's browsers that the operation changed (they re-render it server-side)."""
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    try:
+        await layer.group_send(user_group(op.user_id), {"type": "operation.update", "operation_id": str(op.id)})
+    except Exception as exc:  # noqa: BLE001 -- a lost push is recovered by a page reload
+        logger.warning("push for operation %s failed: %s", op.id, exc.__class__.__name__)
+
+
+async def _load(op_id: Any) -> Operation:
+    return await Operation.objects.select_related("server", "tenant", "user").aget(pk=op_id)
+
+
+async def _audit(op: Operation, event: str, **kw: Any) -> None:
+    await sync_to_async(audit.record)(op, event, **kw)
+
+
+async def _finish(op: Operation, status: str, *, code: str = "", message: str = "", result: Any = None,
+                  event: str | None = None) -> None:
+    op.status = status
+    op.error_code = code
+    op.error_message = message[:500]
+    if result is not None:
+        op.result = result
+    await op.asave(update_fields=["status", "error_code", "error_message", "result", "updated_at"])
+    try:
+        await sync_to_async(get_gate().close)(handle_of(op))
+    except StoreUnavailable:
+        logger.warning("could not close binding of operation %s (store unavailable); it expires on its own", op.id)
+    try:
+        await _audit(op, event or ("completed" if status == Operation.Status.COMPLETED else "failed"), code=code,
+                     round_number=op.rounds, request_id=op.latest_request_id)
+    except audit.AuditUnavailable:
+        pass  # logged by audit.record
+    await notify(op)
+
+
+async def start_operation(*, user: Any, server: McpServer, method: str, name: str, params: dict[str, Any]) -> Operation:
+    """Register and start an operation; returns at once (the request goes out in the background).
+
+    Raises:
+        OperationRefused: a per-user limit is reached, or the binding store is unavailable.
+    """
+    await _check_limits(user)
+    request_id = new_request_id()
+    op = await Operation.objects.acreate(
+        tenant_id=server.tenant_id, user=user, server=server, method=method, name=name, params=params,
+        request_id=request_id, latest_request_id=request_id,
+    )
+    op.server = server
+    try:
+        await sync_to_async(get_gate().register)(
+            request_id=request_id, server_id=str(server.pk), origin=server.origin, user=str(user.pk),
+            tenant=str(server.tenant_id), method=method, params=params, operation_id=str(op.id),
+        )
+    except StoreUnavailable:
+        op.status = Operation.Status.FAILED
+        op.error_code = STORE_UNAVAILABLE
+        op.error_message = message_for(STORE_UNAVAILABLE)
+        await op.asave()
+        raise OperationRefused(STORE_UNAVAILABLE, message_for(STORE_UNAVAILABLE)) from None
+    _spawn(_drive(op.id, request_id, params))
+    return op
+
+
+class OperationRefused(Exception):
+    """An operation or an answer was refused before anything was sent."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+async def _check_limits(user: Any) -> None:
+    from django.utils import timezone
+
+    pending = await Operation.objects.filter(user=user, status=Operation.Status.AWAITING_INPUT).acount()
+    if pending >= int(conf.get("MAX_PENDING_ROUNDS")):
+        raise OperationRefused(LIMIT_REACHED, "You have too many rounds waiting for an answer; answer or let them expire first.")
+    since = timezone.now() - timezone.timedelta(minutes=1)
+    started = await Operation.objects.filter(user=user, created_at__gte=since).acount()
+    if started >= int(conf.get("MAX_STARTS_PER_MINUTE")):
+        raise OperationRefused(LIMIT_REACHED, "You started too many operations in the last minute; wait a moment.")
+
+
+def _is_final(raw: Any) -> bool:
+    """A result that claims to be final: an object with ``resultType`` absent (older servers) or
+    ``"complete"`` and no MRTR payload. Anything else goes to the gate."""
+    if not isinstance(raw, dict):
+        return False
+    if "inputRequests" in raw or "requestState" in raw:
+        return False
+    return "resultType" not in raw or raw["resultType"] == "complete"
+
+
+def _parse_final(method: str, raw: dict[str, Any]) -> bool:
+    """Whether the SDK accepts the final result for ``method``."""
+    import mcp_types
+    from pydantic import ValidationError
+
+    model = {"tools/call": mcp_types.CallToolResult, "prompts/get": mcp_types.GetPromptResult,
+             "resources/read": mcp_types.ReadResourceResult}.get(method)
+    if model is None:
+        return True
+    try:
+        model.model_validate({k: v for k, v in raw.items() if k != "resultType"})
+    except (ValidationError, ValueError, TypeError):
+        return False
+    return True
+
+
+async def _drive(op_id: Any, request_id: str, params: dict[str, Any]) -> None:
+    """Send one request of the operation and follow it until it needs the person or ends."""
+    try:
+        op = await _load(op_id)
+        while True:
+            try:
+                conn = await pool().get(str(op.user_id), str(op.server_id), op.server.url)
+                raw = await conn.send(op.method, params, request_id)
+            except McpCallError as exc:
+                logger.info("operation %s: MCP call failed (%s)", op.id, exc.code)
+                await _finish(op, Operation.Status.FAILED, code=exc.code, message=message_for(exc.code))
+                return
+            nxt = await _handle_result(op, request_id, raw)
+            if nxt is None:
+                return
+            request_id, params = nxt.id, nxt.params
+    except asyncio.CancelledError:
+        raise
+    except Exception:  # noqa: BLE001 -- never leave an operation spinning
+        logger.exception("operation %s crashed", op_id)
+        try:
+            op = await _load(op_id)
+            await _finish(op, Operation.Status.FAILED, code="internal_error",
+                          message="The operation stopped on an internal error; nothing more was sent.")
+        except Exception:  # noqa: BLE001
+            logger.exception("operation %s could not be marked failed", op_id)
+    finally:
+        await sync_to_async(close_old_connections)()
+
+
+async def _handle_result(op: Operation, request_id: str, raw: Any) -> Retry | None:
+    """Judge one result. Returns the retry to send next (state-only rounds), or None."""
+    gate = get_gate()
+    if _is_final(raw):
+        if not _parse_final(op.method, raw):
+            logger.info("operation %s: final result refused by the SDK types", op.id)
+            await _finish(op, Operation.Status.FAILED, code=INVALID_RESULT, message=message_for(INVALID_RESULT))
+            return None
+        await _finish(op, Operation.Status.COMPLETED, result=raw)
+        return None
+    try:
+        rnd: Round = await sync_to_async(gate.receive)(
+            tenant=str(op.tenant_id), user=str(op.user_id), request_id=request_id, origin=op.server.origin, result=raw)
+    except GateRejection as exc:
+        logger.info("operation %s: round refused (%s): %s", op.id, exc.code, exc.reason)
+        try:
+            await _audit(op, "rejected", code=exc.code, round_number=op.rounds + 1, request_id=request_id)
+        except audit.AuditUnavailable:
+            pass
+        await _finish(op, Operation.Status.FAILED, code=exc.code, message=message_for(exc.code))
+        return None
+    except StoreUnavailable:
+        await _finish(op, Operation.Status.FAILED, code=STORE_UNAVAILABLE, message=message_for(STORE_UNAVAILABLE))
+        return None
+    await _audit(op, "received", round_number=rnd.number, request_id=request_id, state_digest=rnd.state_digest,
+                 schema_digests={k: v.schema_digest for k, v in rnd.requests.items() if v.schema_digest})
+    op.rounds = rnd.number
+    if rnd.state_only:
+        await asyncio.sleep(rnd.backoff_s)
+        return await _build_and_record(op, None)
+    op.status = Operation.Status.AWAITING_INPUT
+    await op.asave(update_fields=["status", "rounds", "updated_at"])
+    await notify(op)
+    return None
+
+
+async def _build_and_record(op: Operation, responses: dict[str, Any] | None) -> Retry:
+    """Build the retry with the gate, write + read back its ``submitted`` event, then return it.
+
+    Raises:
+        GateRejection: the gate refused the answer (nothing changed, nothing sent).
+        OperationRefused: the store or the audit failed (nothing sent; the operation ends when
+            its round was already consumed).
+    """
+    gate = get_gate()
+    retry_id = new_request_id()
+    try:
+        retry: Retry = await sync_to_async(gate.respond)(
+            handle_of(op), retry_id=retry_id, responses=responses, user=str(op.user_id), tenant=str(op.tenant_id),
+            params=op.params)
+    except StoreUnavailable:
+        raise OperationRefused(STORE_UNAVAILABLE, message_for(STORE_UNAVAILABLE)) from None
+    try:
+        await _audit(op, "submitted", round_number=retry.round_number, request_id=op.latest_request_id,
+                     retry_id=retry.id, actions=dict(retry.actions), read_back=True)
+    except audit.AuditUnavailable:
+        await _finish(op, Operation.Status.FAILED, code=AUDIT_UNAVAILABLE, message=message_for(AUDIT_UNAVAILABLE))
+        raise OperationRefused(AUDIT_UNAVAILABLE, message_for(AUDIT_UNAVAILABLE)) from None
+    op.latest_request_id = str(retry.id)
+    op.status = Operation.Status.RUNNING
+    await op.asave(update_fields=["latest_request_id", "status", "rounds", "updated_at"])
+    return retry
+
+
+async def answer_round(op: Operation, responses: dict[str, Any]) -> Retry:
+    """Answer the operation's open round (the person's validated answers) and send the retry in
+    the background. The caller has checked that ``op`` belongs to the requesting user.
+
+    Raises:
+        GateRejection: refused by the gate (recorded as ``rejected``; nothing sent).
+        OperationRefused: store or audit unavailable (nothing sent).
+    """
+    try:
+        retry = await _build_and_record(op, responses)
+    except GateRejection as exc:
+        logger.info("operation %s: answer refused (%s): %s", op.id, exc.code, exc.reason)
+        try:
+            await _audit(op, "rejected", code=exc.code, round_number=op.rounds, request_id=op.latest_request_id)
+        except audit.AuditUnavailable:
+            pass
+        raise
+    await notify(op)
+    _spawn(_drive(op.id, str(retry.id), retry.params))
+    return retry

@@ -1,0 +1,74 @@
+"""Server-side rendering of an operation's panel: its status, the consent card of its open round,
+or its result. Used by the operation page and by the WebSocket consumer (the same HTML)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.template.loader import render_to_string
+
+from .forms import SchemaForm
+from .gate import Round, StoreUnavailable
+from .models import Operation
+from .operations import get_gate, handle_of, message_for
+
+
+def consent_forms(rnd: Round, data: Any = None) -> dict[str, SchemaForm]:
+    """One :class:`SchemaForm` per form-mode request of the round, prefixed by its key."""
+    return {
+        key: SchemaForm(view.schema, data=data, prefix=f"in-{key}")
+        for key, view in rnd.requests.items()
+        if view.kind == "form" and view.schema is not None
+    }
+
+
+def _result_blocks(op: Operation) -> list[dict[str, Any]]:
+    result = op.result if isinstance(op.result, dict) else {}
+    blocks: list[dict[str, Any]] = []
+    items = result.get("content") if op.method == "tools/call" else None
+    if op.method == "prompts/get":
+        items = [m.get("content") for m in result.get("messages", []) if isinstance(m, dict)]
+    if op.method == "resources/read":
+        items = result.get("contents")
+    for item in items or []:
+        if isinstance(item, dict) and isinstance(item.get("text"), str):
+            blocks.append({"kind": "text", "text": item["text"]})
+        else:
+            blocks.append({"kind": "json", "text": json.dumps(item, indent=2, ensure_ascii=False)[:20000]})
+    if "structuredContent" in result:
+        blocks.append({"kind": "json", "text": json.dumps(result["structuredContent"], indent=2,
+                                                          ensure_ascii=False)[:20000]})
+    return blocks
+
+
+def panel_context(op: Operation, *, forms: dict[str, SchemaForm] | None = None, error: str = "") -> dict[str, Any]:
+    """The template context of an operation panel (reads the live round from the binding store)."""
+    ctx: dict[str, Any] = {"op": op, "error": error, "round": None, "requests": [], "store_error": ""}
+    if op.status == Operation.Status.AWAITING_INPUT:
+        try:
+            state = get_gate().state(handle_of(op))
+        except StoreUnavailable:
+            state = None
+            ctx["store_error"] = message_for("binding_store_unavailable")
+        rnd = state.round if state else None
+        if rnd is not None:
+            forms = forms if forms is not None else consent_forms(rnd)
+            ctx["round"] = rnd
+            ctx["requests"] = [
+                {"key": key, "view": view, "form": forms.get(key)}
+                for key, view in rnd.requests.items()
+            ]
+        elif not ctx["store_error"]:
+            ctx["round_gone"] = True
+    if op.status == Operation.Status.COMPLETED:
+        ctx["blocks"] = _result_blocks(op)
+        ctx["is_error"] = bool(isinstance(op.result, dict) and op.result.get("isError"))
+    return ctx
+
+
+def render_panel(op: Operation, csrf_token: str, request: Any = None, **kwargs: Any) -> str:
+    """The panel's HTML (escaped server text; the URL-mode URL is the only link)."""
+    ctx = panel_context(op, **kwargs)
+    ctx["csrf_token"] = csrf_token
+    return render_to_string("mrtrweb/_panel.html", ctx, request=request)

@@ -1,0 +1,70 @@
+// Live updates of one operation page: the server pushes the operation's panel, rendered
+// server-side, over the per-user WebSocket. No HTML is built here from server data.
+(function () {
+  "use strict";
+  var root = document.getElementById("operation");
+  if (!root) return;
+  var opId = root.getAttribute("data-operation");
+  var live = document.getElementById("live");
+  var retry = 500;
+
+  function focusCard() {
+    var card = root.querySelector("form.card");
+    if (card) {
+      card.focus();
+      if (live) live.textContent = "A server asks for your input.";
+    }
+  }
+
+  function apply(html, status) {
+    var hadCard = !!root.querySelector("form.card");
+    var wasFocusedInside = root.contains(document.activeElement) && hadCard;
+    // Keep a card the person is filling in: replace only when the round changed.
+    if (hadCard && wasFocusedInside && status === "awaiting_input") {
+      var tpl = document.createElement("template");
+      tpl.innerHTML = html;
+      var incoming = tpl.content.querySelector("input[name=round]");
+      var current = root.querySelector("input[name=round]");
+      if (incoming && current && incoming.value === current.value) return;
+    }
+    root.innerHTML = html;
+    root.setAttribute("data-status", status);
+    if (status === "awaiting_input") focusCard();
+    else if (live) live.textContent = "Status: " + status.replace("_", " ");
+  }
+
+  function refresh() {
+    fetch(root.getAttribute("data-panel-url"), {credentials: "same-origin"})
+      .then(function (r) { return r.ok ? r.text() : null; })
+      .then(function (html) {
+        if (html !== null) {
+          var tpl = document.createElement("template");
+          tpl.innerHTML = html;
+          var sec = tpl.content.querySelector("section.panel");
+          apply(html, sec ? sec.getAttribute("data-status") : "");
+        }
+      })
+      .catch(function () {});
+  }
+
+  function connect() {
+    var scheme = location.protocol === "https:" ? "wss://" : "ws://";
+    var ws = new WebSocket(scheme + location.host + root.getAttribute("data-ws"));
+    ws.onopen = function () { retry = 500; root.setAttribute("data-ws-state", "open"); refresh(); };
+    ws.onmessage = function (ev) {
+      var msg;
+      try { msg = JSON.parse(ev.data); } catch (e) { return; }
+      if (msg && msg.type === "operation" && msg.id === opId && typeof msg.html === "string") {
+        apply(msg.html, String(msg.status || ""));
+      }
+    };
+    ws.onclose = function () {
+      root.setAttribute("data-ws-state", "closed");
+      setTimeout(connect, retry);
+      retry = Math.min(retry * 2, 10000);
+    };
+  }
+
+  if (root.querySelector("form.card")) focusCard();
+  connect();
+})();

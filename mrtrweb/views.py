@@ -1,0 +1,186 @@
+"""Views: servers and their tools, starting calls, the operation page and answering a round.
+
+Every view requires login; objects are looked up through the requesting user's memberships or
+ownership, so another user (same or other tenant) gets 404 and nothing is sent.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed
+from django.middleware.csrf import get_token
+from django.shortcuts import redirect
+from django.template.response import TemplateResponse
+from django.views.decorators.http import require_POST
+
+from . import operations
+from .forms import JsonArgumentsForm, SchemaForm
+from .gate import GateRejection, SchemaRefused, StoreUnavailable, check_requested_schema
+from .mcp_client import McpCallError
+from .models import McpServer, Membership, Operation
+from .panels import consent_forms, panel_context
+
+logger = logging.getLogger("mrtrweb.views")
+
+
+async def _user(request: HttpRequest):
+    return await request.auser()
+
+
+async def _server_for(user: Any, server_id: int) -> McpServer:
+    try:
+        return await McpServer.objects.select_related("tenant").aget(
+            pk=server_id, enabled=True, tenant__memberships__user=user)
+    except McpServer.DoesNotExist:
+        raise Http404("No such server") from None
+
+
+async def _operation_for(user: Any, op_id: Any) -> Operation:
+    try:
+        return await Operation.objects.select_related("server", "tenant").aget(pk=op_id, user=user)
+    except (Operation.DoesNotExist, ValueError):
+        raise Http404("No such operation") from None
+
+
+@login_required
+async def index(request: HttpRequest) -> HttpResponse:
+    user = await _user(request)
+    memberships = [m async for m in Membership.objects.filter(user=user).select_related("tenant")]
+    servers = [s async for s in McpServer.objects.filter(tenant__memberships__user=user, enabled=True)
+               .select_related("tenant")]
+    ops = [o async for o in Operation.objects.filter(user=user).select_related("server")[:20]]
+    return TemplateResponse(request, "mrtrweb/index.html",
+                            {"memberships": memberships, "servers": servers, "operations": ops})
+
+
+@login_required
+async def server_detail(request: HttpRequest, server_id: int) -> HttpResponse:
+    user = await _user(request)
+    server = await _server_for(user, server_id)
+    tools: list[dict[str, Any]] = []
+    error = ""
+    try:
+        conn = await operations.pool().get(str(user.pk), str(server.pk), server.url)
+        tools = [t for t in await conn.list_tools() if isinstance(t, dict) and isinstance(t.get("name"), str)]
+    except McpCallError as exc:
+        logger.info("listing tools of server %s failed (%s)", server.pk, exc.code)
+        error = operations.message_for(exc.code)
+    return TemplateResponse(request, "mrtrweb/server.html", {"server": server, "tools": tools, "error": error})
+
+
+def _arguments_form(schema: Any, data: Any = None) -> SchemaForm | JsonArgumentsForm:
+    try:
+        checked = check_requested_schema(schema if isinstance(schema, dict) else {"type": "object"})
+    except SchemaRefused:
+        return JsonArgumentsForm(schema, data=data)
+    return SchemaForm(checked, data=data, prefix="arg")
+
+
+@login_required
+async def tool_call(request: HttpRequest, server_id: int, tool: str) -> HttpResponse:
+    user = await _user(request)
+    server = await _server_for(user, server_id)
+    error = ""
+    try:
+        conn = await operations.pool().get(str(user.pk), str(server.pk), server.url)
+        listed = {t.get("name"): t for t in await conn.list_tools() if isinstance(t, dict)}
+    except McpCallError as exc:
+        listed, error = {}, operations.message_for(exc.code)
+    spec = listed.get(tool)
+    if spec is None and not error:
+        raise Http404("No such tool")
+    schema = (spec or {}).get("inputSchema") or {"type": "object"}
+    if request.method == "POST":
+        form = _arguments_form(schema, request.POST)
+        if not error and form.is_valid():
+            try:
+                op = await operations.start_operation(user=user, server=server, method="tools/call", name=tool,
+                                                      params={"name": tool, "arguments": form.content()})
+            except operations.OperationRefused as exc:
+                error = exc.message
+            else:
+                return redirect("mrtrweb:operation", op_id=op.id)
+    elif request.method == "GET":
+        form = _arguments_form(schema)
+    else:
+        return HttpResponseNotAllowed(["GET", "POST"])
+    return TemplateResponse(request, "mrtrweb/tool.html",
+                            {"server": server, "tool": spec or {"name": tool}, "form": form, "error": error},
+                            status=200 if not error else 503 if not spec else 200)
+
+
+@login_required
+async def operation_detail(request: HttpRequest, op_id: Any) -> HttpResponse:
+    user = await _user(request)
+    op = await _operation_for(user, op_id)
+    ctx = await sync_to_async(panel_context)(op)
+    ctx["csrf_token"] = get_token(request)
+    return TemplateResponse(request, "mrtrweb/operation.html", ctx)
+
+
+@login_required
+async def operation_panel(request: HttpRequest, op_id: Any) -> HttpResponse:
+    """The panel alone (the page's fallback refresh when the WebSocket is down)."""
+    user = await _user(request)
+    op = await _operation_for(user, op_id)
+    ctx = await sync_to_async(panel_context)(op)
+    ctx["csrf_token"] = get_token(request)
+    return TemplateResponse(request, "mrtrweb/_panel.html", ctx)
+
+
+@login_required
+@require_POST
+async def operation_answer(request: HttpRequest, op_id: Any) -> HttpResponse:
+    """Answer the open round: ``action`` is ``accept``, ``decline`` or ``cancel`` (for every
+    request of the card); form fields are validated by the form, then by the gate."""
+    user = await _user(request)
+    op = await _operation_for(user, op_id)
+    action = request.POST.get("action")
+    round_no = request.POST.get("round")
+    try:
+        state = await sync_to_async(operations.get_gate().state)(operations.handle_of(op))
+    except StoreUnavailable:
+        return await _panel_response(request, op, error=operations.message_for(operations.STORE_UNAVAILABLE),
+                                     status=503)
+    rnd = state.round if state else None
+    if rnd is None or op.status != Operation.Status.AWAITING_INPUT or round_no != str(rnd.number):
+        return await _panel_response(request, op, error=operations.message_for("inactive_mrtr_round"), status=409)
+    if action not in ("accept", "decline", "cancel"):
+        return await _panel_response(request, op, error="Choose Accept, Decline or Cancel.", status=400)
+    forms = consent_forms(rnd, request.POST if action == "accept" else None)
+    responses: dict[str, Any] = {}
+    if action == "accept":
+        if not all(f.is_valid() for f in forms.values()):
+            return await _panel_response(request, op, forms=forms, error="Some answers need attention.", status=400)
+        for key, view in rnd.requests.items():
+            if view.kind == "form":
+                responses[key] = {"action": "accept", "content": forms[key].content()}
+            elif view.kind == "url":
+                responses[key] = {"action": "accept"}
+            else:  # deprecated requests are never allowed by the default policy
+                return await _panel_response(request, op, error="This request type cannot be answered here.",
+                                             status=400)
+    else:
+        responses = {key: {"action": action} for key in rnd.requests}
+    try:
+        await operations.answer_round(op, responses)
+    except GateRejection as exc:
+        cause = exc.__cause__
+        if exc.code == "input_response_schema_mismatch" and exc.key in forms and hasattr(cause, "errors"):
+            forms[exc.key].add_gate_errors(cause.errors)
+            return await _panel_response(request, op, forms=forms, error="Some answers need attention.", status=400)
+        return await _panel_response(request, op, error=operations.message_for(exc.code), status=409)
+    except operations.OperationRefused as exc:
+        return await _panel_response(request, op, error=exc.message, status=503)
+    return redirect("mrtrweb:operation", op_id=op.id)
+
+
+async def _panel_response(request: HttpRequest, op: Operation, *, status: int, **kwargs: Any) -> HttpResponse:
+    op = await Operation.objects.select_related("server", "tenant").aget(pk=op.pk)
+    ctx = await sync_to_async(panel_context)(op, **kwargs)
+    ctx["csrf_token"] = get_token(request)
+    return TemplateResponse(request, "mrtrweb/operation.html", ctx, status=status)
