@@ -14,9 +14,17 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 
 from mrtrweb.routing import websocket_urlpatterns  # noqa: E402
 
+from django.conf import settings  # noqa: E402
+from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
+
+# The standalone site serves its own static files (a production deployment may put them
+# behind the reverse proxy instead: MRTRWEB_SERVE_STATIC=0).
+http_app = ASGIStaticFilesHandler(django_asgi_app) if os.environ.get("MRTRWEB_SERVE_STATIC", "1") == "1" \
+    else django_asgi_app
+
 application = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
+        "http": http_app,
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )
