@@ -58,6 +58,8 @@ DATABASES = {
         "ENGINE": "django.db.backends.sqlite3",
         "NAME": os.environ.get("MRTRWEB_SQLITE_PATH", str(VAR_DIR / "db.sqlite3")),
         "OPTIONS": {"timeout": 20},
+        # A file, not :memory:, so that the ASGI server's threads in live tests share it.
+        "TEST": {"NAME": os.environ.get("MRTRWEB_TEST_SQLITE_PATH", str(VAR_DIR / "test-db.sqlite3"))},
     }
 }
 

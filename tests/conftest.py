@@ -1,0 +1,55 @@
+"""Shared fixtures: the real demo MCP server on loopback, seeded tenants and users."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+(ROOT / "var").mkdir(exist_ok=True)
+
+
+def shared_dir() -> Path:
+    """The ``shared/`` folder beside the checkout (or ``$MRTR_SHARED_DIR``)."""
+    env = os.environ.get("MRTR_SHARED_DIR")
+    return Path(env) if env else ROOT.parent / "shared"
+
+
+@pytest.fixture(scope="session")
+def demo_mcp():
+    """The demo MCP server (``MCPServer`` over Streamable HTTP) on 127.0.0.1, for the session."""
+    from mrtrweb.demo.server import serve_in_thread
+
+    handle = serve_in_thread()
+    yield handle
+    handle.stop()
+
+
+@pytest.fixture
+def seeded(transactional_db, demo_mcp):
+    """Tenants acme (alice admin, carol member) and globex (bob), each with a "Demo server"."""
+    from django.contrib.auth import get_user_model
+
+    from mrtrweb.management.commands.mrtrweb_demo import seed_demo
+    from mrtrweb.models import McpServer
+
+    seed_demo(demo_mcp.url)
+    User = get_user_model()
+    users = {u.username: u for u in User.objects.all()}
+    servers = {s.tenant.slug: s for s in McpServer.objects.select_related("tenant")}
+    demo_mcp.log.clear()
+    return {"users": users, "servers": servers, "mcp": demo_mcp}
+
+
+@pytest.fixture(autouse=True)
+def _fresh_gate_and_cache():
+    """Each test starts with an empty binding cache and a new gate."""
+    from django.core.cache import caches
+
+    from mrtrweb import operations
+
+    caches["default"].clear()
+    operations.reset_gate()
+    yield
