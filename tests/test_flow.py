@@ -75,7 +75,7 @@ async def test_one_round_form_end_to_end(seeded):
     assert "Deployed 3 replica(s) to production" in text and "region us-east-1" in text and "window 3h" in text
     assert mcp.calls[("deploy", True)] == 1 and mcp.calls[("deploy", False)] == 1
     # the product chose the ids: UUID strings, different for the call and its retry
-    ids = [r.id for r in mcp.log.tool_calls("deploy")]
+    ids = [r.request_id for r in mcp.log.tool_calls("deploy")]
     assert len(set(ids)) == 2 and all(isinstance(i, str) and i.startswith("mrtr-") for i in ids)
     page = (await client.get(f"/mcp/operations/{op.id}/")).content.decode()
     assert "Deployed 3 replica(s)" in page
