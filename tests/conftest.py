@@ -44,6 +44,12 @@ def seeded(transactional_db, demo_mcp):
 
 
 @pytest.fixture(autouse=True)
+def _fast_password_hasher(settings):
+    """Seeding users with the production hasher costs seconds per test."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(autouse=True)
 def _fresh_gate_and_cache():
     """Each test starts with an empty binding cache and a new gate."""
     from django.core.cache import caches
