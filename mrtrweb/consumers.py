@@ -35,6 +35,18 @@ class OperationsConsumer(AsyncJsonWebsocketConsumer):
         if getattr(self, "group", None):
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
+    async def receive(self, text_data=None, bytes_data=None, **kwargs) -> None:
+        """Bad input from a browser is ignored (logged), never a crash of the connection."""
+        if text_data is None or len(text_data) > 4096:
+            logger.info("websocket: ignored a binary or oversized frame from user %s", self.user_id)
+            return
+        try:
+            content = await self.decode_json(text_data)
+        except ValueError:
+            logger.info("websocket: ignored a frame that is not JSON from user %s", self.user_id)
+            return
+        await self.receive_json(content)
+
     async def receive_json(self, content, **kwargs) -> None:
         # The browser only listens; answers go through CSRF-protected POSTs.
         if isinstance(content, dict) and content.get("type") == "ping":
