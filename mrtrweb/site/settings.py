@@ -59,7 +59,8 @@ DATABASES = {
         "NAME": os.environ.get("MRTRWEB_SQLITE_PATH", str(VAR_DIR / "db.sqlite3")),
         "OPTIONS": {"timeout": 20},
         # A file, not :memory:, so that the ASGI server's threads in live tests share it.
-        "TEST": {"NAME": os.environ.get("MRTRWEB_TEST_SQLITE_PATH", str(VAR_DIR / "test-db.sqlite3"))},
+        # One per test process, so concurrent test runs never share it.
+        "TEST": {"NAME": os.environ.get("MRTRWEB_TEST_SQLITE_PATH", str(VAR_DIR / f"test-db-{os.getpid()}.sqlite3"))},
     }
 }
 
