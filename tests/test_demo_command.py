@@ -1,0 +1,68 @@
+"""``manage.py mrtrweb_demo`` from scratch: migrates a fresh SQLite, seeds, serves HTTP and the demo
+MCP server, and a signed-in user sees the demo tools."""
+
+from __future__ import annotations
+
+import http.cookiejar
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_demo_command_serves_the_demo(tmp_path):
+    port = _free_port()
+    env = dict(os.environ, MRTRWEB_VAR_DIR=str(tmp_path), PYTHONUNBUFFERED="1")
+    env.pop("DJANGO_SETTINGS_MODULE", None)
+    proc = subprocess.Popen([sys.executable, "manage.py", "mrtrweb_demo", "--port", str(port)], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        lines: list[str] = []
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            lines.append(line)
+            if "open http://127.0.0.1" in line:
+                break
+        out = "".join(lines)
+        assert f"open http://127.0.0.1:{port}/" in out, out
+        assert re.search(r"user alice\s+password alice-demo-pw", out)
+        assert (tmp_path / "db.sqlite3").exists()
+        base = f"http://127.0.0.1:{port}"
+        jar = http.cookiejar.CookieJar()
+        opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+        for _ in range(100):
+            try:
+                page = opener.open(base + "/accounts/login/", timeout=5).read().decode()
+                break
+            except OSError:
+                time.sleep(0.1)
+        token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page).group(1)
+        data = urllib.parse.urlencode({"username": "alice", "password": "alice-demo-pw",
+                                       "csrfmiddlewaretoken": token, "next": "/mcp/"}).encode()
+        req = urllib.request.Request(base + "/accounts/login/", data=data, headers={"Referer": base + "/accounts/login/"})
+        index = opener.open(req, timeout=10).read().decode()
+        server_url = re.search(r'href="(/mcp/servers/\d+/)"', index).group(1)
+        server_page = opener.open(base + server_url, timeout=20).read().decode()
+        for tool in ("deploy", "book_trip", "connect_account", "busy_report", "endless", "echo"):
+            assert f'data-tool="{tool}"' in server_page
+        css = opener.open(base + "/static/mrtrweb/app.css", timeout=5)
+        assert css.status == 200
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
