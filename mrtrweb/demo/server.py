@@ -1,0 +1,673 @@
+"""The demo MRTR server: an SDK ``MCPServer`` whose tools answer with ``input_required`` rounds.
+
+It speaks MCP 2026-07-28 Multi Round-Trip Requests over Streamable HTTP on loopback, for local
+development (``python -m mrtrweb.demo.server --port 8765``) and for the product's tests
+(:func:`serve_in_thread`). Tools:
+
+``deploy(env, replicas)``
+    One form round (boolean, bounded string, email, bounded integer with a default, titled
+    single-select, multi-select), then a text summary (or "declined"/"cancelled").
+``book_trip(destination)``
+    Two form rounds threaded through ``requestState``: dates, then seat + confirmation.
+``connect_account(provider)``
+    One URL-mode round (``https://auth.example.test/connect?provider=...``). The tool sets an
+    ``elicitationId``, but the 2026-07-28 schema has no such field and the SDK's outbound result
+    sieve drops it: on a 2026-07-28 wire the URL request carries ``mode``, ``message``, ``url`` only.
+``busy_report(topic)``
+    A ``requestState``-only round (load shedding: no questions), then a form round, then the result
+    (reporting two ``notifications/progress`` when the final request carries a progress token).
+``endless()``
+    Always another ``requestState``-only round (the state carries a counter), to exercise round limits.
+``echo(text)``
+    Returns ``text`` at once.
+
+requestState: each tool mints a small JSON plaintext; ``MCPServer``'s built-in
+``RequestStateBoundary`` seals it (AES-256-GCM under a process-local key, bound to the method,
+tool name, argument digest and audience, 600 s TTL) before it reaches the wire and verifies it on
+the retry, so a tool only ever reads plaintext it minted. A tampered, expired or re-targeted state
+is answered with JSON-RPC error -32602 "Invalid or expired requestState". Restarting the server
+(or a second instance) invalidates outstanding states.
+
+Every received JSON-RPC request is recorded by an ASGI middleware (:class:`CallLog`), so tests can
+assert which ids reached the server and that a retry arrived exactly once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import dataclasses
+import json
+import socket
+import threading
+import time
+import urllib.parse
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from typing import Any, Literal
+
+import uvicorn
+from mcp.server.mcpserver import Context, MCPServer
+from mcp_types import (
+    ElicitRequest,
+    ElicitRequestFormParams,
+    ElicitRequestURLParams,
+    InputRequiredResult,
+)
+
+__all__ = [
+    "CallLog",
+    "CountingMiddleware",
+    "DemoServerHandle",
+    "RecordedRequest",
+    "build_demo_server",
+    "main",
+    "serve_asgi_in_thread",
+    "serve_in_thread",
+]
+
+SERVER_NAME = "mrtr-demo"
+MCP_PATH = "/mcp"
+#: Base of the URL-mode elicitation target (a reserved ``.test`` name: never resolvable).
+CONNECT_URL_BASE = "https://auth.example.test/connect"
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+# --------------------------------------------------------------------------------------------
+# Elicitation schemas (the spec's restricted JSON Schema subset: flat object, primitive fields)
+# --------------------------------------------------------------------------------------------
+
+DEPLOY_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "confirm": {
+            "type": "boolean",
+            "title": "Confirm deployment",
+            "description": "Tick to confirm you want to deploy now.",
+        },
+        "ticket": {
+            "type": "string",
+            "title": "Change ticket",
+            "description": "The change-management ticket id (3 to 32 characters).",
+            "minLength": 3,
+            "maxLength": 32,
+        },
+        "email": {
+            "type": "string",
+            "title": "Contact email",
+            "description": "Who to contact if the deployment fails.",
+            "format": "email",
+        },
+        "window": {
+            "type": "integer",
+            "title": "Maintenance window (hours)",
+            "description": "How long the maintenance window lasts, in hours.",
+            "minimum": 1,
+            "maximum": 24,
+            "default": 2,
+        },
+        "region": {
+            "type": "string",
+            "title": "Region",
+            "description": "The region to deploy to.",
+            "oneOf": [
+                {"const": "eu-west-1", "title": "Europe (Ireland)"},
+                {"const": "us-east-1", "title": "US East (N. Virginia)"},
+                {"const": "ap-south-1", "title": "Asia Pacific (Mumbai)"},
+            ],
+        },
+        "notify": {
+            "type": "array",
+            "title": "Notify",
+            "description": "Channels to notify when the deployment finishes.",
+            "items": {"type": "string", "enum": ["email", "slack", "pager"]},
+        },
+    },
+    "required": ["confirm", "ticket"],
+}
+
+TRIP_DATES_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "start": {
+            "type": "string",
+            "title": "Check-in date",
+            "description": "First night of the stay.",
+            "format": "date",
+        },
+        "nights": {
+            "type": "integer",
+            "title": "Nights",
+            "description": "How many nights to stay.",
+            "minimum": 1,
+            "maximum": 30,
+        },
+    },
+    "required": ["start", "nights"],
+}
+
+TRIP_SEAT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "seat": {
+            "type": "string",
+            "title": "Seat",
+            "description": "Seat preference for the flight.",
+            "enum": ["window", "aisle", "middle"],
+        },
+        "confirm": {
+            "type": "boolean",
+            "title": "Confirm booking",
+            "description": "Tick to book the trip.",
+        },
+    },
+    "required": ["seat", "confirm"],
+}
+
+REPORT_FORMAT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "format": {
+            "type": "string",
+            "title": "Format",
+            "description": "How the report should be delivered.",
+            "oneOf": [
+                {"const": "pdf", "title": "PDF document"},
+                {"const": "html", "title": "Web page"},
+                {"const": "csv", "title": "CSV data"},
+            ],
+        }
+    },
+    "required": ["format"],
+}
+
+
+# --------------------------------------------------------------------------------------------
+# Tool helpers
+# --------------------------------------------------------------------------------------------
+
+
+def _form(message: str, schema: dict[str, Any]) -> ElicitRequest:
+    return ElicitRequest(params=ElicitRequestFormParams(message=message, requested_schema=schema))
+
+
+def _ask(requests: dict[str, ElicitRequest] | None, state: dict[str, Any]) -> InputRequiredResult:
+    """An ``input_required`` round; ``state`` is minted as compact JSON (the SDK seals it)."""
+    return InputRequiredResult(input_requests=requests, request_state=json.dumps(state, separators=(",", ":")))
+
+
+def _read_state(ctx: Context) -> dict[str, Any]:
+    """The plaintext state this server minted for the previous round, or ``{}`` on round one."""
+    raw = ctx.request_state
+    if not raw:
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _answer(ctx: Context, key: str) -> tuple[str, dict[str, Any]] | None:
+    """``(action, content)`` of the client's response under ``key``, or ``None`` when absent."""
+    responses = ctx.input_responses or {}
+    response = responses.get(key)
+    if response is None:
+        return None
+    action = getattr(response, "action", None)
+    if action not in ("accept", "decline", "cancel"):
+        return None
+    content = getattr(response, "content", None)
+    return action, dict(content) if isinstance(content, Mapping) else {}
+
+
+def _refused(what: str, action: str) -> str:
+    return f"{what} {'declined' if action == 'decline' else 'cancelled'} by the user; nothing was done."
+
+
+class _BadAnswer(ValueError):
+    """A response that does not satisfy the requested schema (reported as a tool error)."""
+
+
+def _str_field(content: Mapping[str, Any], name: str, *, required: bool) -> str | None:
+    value = content.get(name)
+    if value is None:
+        if required:
+            raise _BadAnswer(f"{name} is required")
+        return None
+    if not isinstance(value, str):
+        raise _BadAnswer(f"{name} must be a string")
+    return value
+
+
+def _int_field(content: Mapping[str, Any], name: str, lo: int, hi: int, *, default: int | None = None) -> int:
+    value = content.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value:
+        raise _BadAnswer(f"{name} must be an integer")
+    if not lo <= value <= hi:
+        raise _BadAnswer(f"{name} must be between {lo} and {hi}")
+    return int(value)
+
+
+def _bool_field(content: Mapping[str, Any], name: str) -> bool:
+    value = content.get(name)
+    if not isinstance(value, bool):
+        raise _BadAnswer(f"{name} must be true or false")
+    return value
+
+
+# --------------------------------------------------------------------------------------------
+# The server
+# --------------------------------------------------------------------------------------------
+
+
+def build_demo_server() -> MCPServer:
+    """Build the demo ``MCPServer`` (tools described in the module docstring).
+
+    The server uses the SDK's default request-state protection: a process-local key, so states
+    do not survive a restart.
+    """
+    mcp = MCPServer(
+        name=SERVER_NAME,
+        title="MRTR demo server",
+        version="0.1.0",
+        instructions="Demo tools that ask the user questions through input_required rounds.",
+        log_level="WARNING",
+    )
+
+    @mcp.tool(structured_output=False)
+    async def deploy(
+        env: Literal["staging", "production"], replicas: int, ctx: Context
+    ) -> str | InputRequiredResult:
+        """Deploy the service to an environment, after a confirmation form."""
+        answer = _answer(ctx, "confirm_deploy")
+        if answer is None:
+            return _ask(
+                {"confirm_deploy": _form(f"Deploy {replicas} replica(s) to {env}?", DEPLOY_SCHEMA)},
+                {"tool": "deploy", "round": 1},
+            )
+        action, content = answer
+        if action != "accept":
+            return _refused("Deployment", action)
+        try:
+            confirm = _bool_field(content, "confirm")
+            ticket = _str_field(content, "ticket", required=True) or ""
+            if not 3 <= len(ticket) <= 32:
+                raise _BadAnswer("ticket must be 3 to 32 characters")
+            email = _str_field(content, "email", required=False)
+            window = _int_field(content, "window", 1, 24, default=2)
+            region = _str_field(content, "region", required=False) or "eu-west-1"
+            notify = content.get("notify") or []
+            if not isinstance(notify, list) or not all(n in ("email", "slack", "pager") for n in notify):
+                raise _BadAnswer("notify must be a list of email, slack, pager")
+        except _BadAnswer as exc:
+            return f"Invalid answer: {exc}."
+        if not confirm:
+            return "Deployment not confirmed; nothing was deployed."
+        parts = [f"ticket {ticket}", f"region {region}", f"window {window}h"]
+        if email:
+            parts.append(f"contact {email}")
+        parts.append(f"notify {', '.join(notify) if notify else 'nobody'}")
+        return f"Deployed {replicas} replica(s) to {env} ({'; '.join(parts)})."
+
+    @mcp.tool(structured_output=False)
+    async def book_trip(destination: str, ctx: Context) -> str | InputRequiredResult:
+        """Book a trip: asks for the dates, then for the seat and a confirmation."""
+        state = _read_state(ctx)
+        if state.get("round") == 2:
+            answer = _answer(ctx, "seat")
+            if answer is None:
+                return _ask({"seat": _form("Choose your seat and confirm.", TRIP_SEAT_SCHEMA)}, state)
+            action, content = answer
+            if action != "accept":
+                return _refused("Trip booking", action)
+            try:
+                seat = _str_field(content, "seat", required=True)
+                if seat not in ("window", "aisle", "middle"):
+                    raise _BadAnswer("seat must be window, aisle or middle")
+                confirm = _bool_field(content, "confirm")
+            except _BadAnswer as exc:
+                return f"Invalid answer: {exc}."
+            if not confirm:
+                return "Trip not confirmed; nothing was booked."
+            return (
+                f"Booked {state.get('nights')} night(s) in {destination} from {state.get('start')}, "
+                f"{seat} seat."
+            )
+        answer = _answer(ctx, "dates")
+        if answer is None:
+            return _ask({"dates": _form(f"When do you travel to {destination}?", TRIP_DATES_SCHEMA)},
+                        {"tool": "book_trip", "round": 1})
+        action, content = answer
+        if action != "accept":
+            return _refused("Trip booking", action)
+        try:
+            start = _str_field(content, "start", required=True)
+            nights = _int_field(content, "nights", 1, 30)
+        except _BadAnswer as exc:
+            return f"Invalid answer: {exc}."
+        return _ask(
+            {"seat": _form(f"{nights} night(s) from {start}. Choose your seat and confirm.", TRIP_SEAT_SCHEMA)},
+            {"tool": "book_trip", "round": 2, "start": start, "nights": nights},
+        )
+
+    @mcp.tool(structured_output=False)
+    async def connect_account(provider: str, ctx: Context) -> str | InputRequiredResult:
+        """Connect an account at a provider through an out-of-band (URL mode) authorization page."""
+        answer = _answer(ctx, "authorize")
+        if answer is None:
+            elicitation_id = str(uuid.uuid4())
+            url = f"{CONNECT_URL_BASE}?{urllib.parse.urlencode({'provider': provider})}"
+            request = ElicitRequest(
+                params=ElicitRequestURLParams(
+                    message=f"Sign in to {provider} to connect your account.",
+                    url=url,
+                    elicitation_id=elicitation_id,
+                )
+            )
+            return _ask({"authorize": request}, {"tool": "connect_account", "elicitation": elicitation_id})
+        action, _content = answer
+        if action != "accept":
+            return _refused("Account connection", action)
+        return f"Account at {provider} connected."
+
+    @mcp.tool(structured_output=False)
+    async def busy_report(topic: str, ctx: Context) -> str | InputRequiredResult:
+        """Build a report; the server is busy at first and asks the client to come back."""
+        state = _read_state(ctx)
+        phase = state.get("phase")
+        if phase is None:
+            # Load shedding: no questions, just "retry later with this state".
+            return _ask(None, {"tool": "busy_report", "phase": "queued", "queued_at": time.time()})
+        if phase == "queued":
+            return _ask({"format": _form(f"Report on {topic}: choose a format.", REPORT_FORMAT_SCHEMA)},
+                        {"tool": "busy_report", "phase": "format"})
+        answer = _answer(ctx, "format")
+        if answer is None:
+            return _ask({"format": _form(f"Report on {topic}: choose a format.", REPORT_FORMAT_SCHEMA)}, state)
+        action, content = answer
+        if action != "accept":
+            return _refused("Report", action)
+        fmt = content.get("format")
+        if fmt not in ("pdf", "html", "csv"):
+            return "Invalid answer: format must be pdf, html or csv."
+        # Progress reaches the client only when its request carried a progressToken.
+        await ctx.report_progress(1, 2, "collecting data")
+        await ctx.report_progress(2, 2, "rendering")
+        return f"Report on {topic} ready as {fmt}."
+
+    @mcp.tool(structured_output=False)
+    async def endless(ctx: Context) -> InputRequiredResult:
+        """Never finishes: every call answers another requestState-only round."""
+        count = _read_state(ctx).get("n", 0)
+        if not isinstance(count, int):
+            count = 0
+        return _ask(None, {"tool": "endless", "n": count + 1})
+
+    @mcp.tool(structured_output=False)
+    async def echo(text: str) -> str:
+        """Return the text unchanged."""
+        return text
+
+    return mcp
+
+
+# --------------------------------------------------------------------------------------------
+# Request recording (ASGI middleware)
+# --------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class RecordedRequest:
+    """One JSON-RPC request as the server received it.
+
+    ``request_id`` is the wire id verbatim (str or int); ``tool`` is ``params.name`` for
+    ``tools/call`` (else ``None``); ``params`` is the params object as received (sealed state
+    included).
+    """
+
+    request_id: str | int | None
+    method: str
+    tool: str | None
+    has_input_responses: bool
+    has_request_state: bool
+    params: Mapping[str, Any]
+
+    @property
+    def is_retry(self) -> bool:
+        """Whether the request carried ``inputResponses`` or ``requestState``."""
+        return self.has_input_responses or self.has_request_state
+
+
+class CallLog:
+    """Thread-safe record of the JSON-RPC requests the demo server received."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._records: list[RecordedRequest] = []
+
+    def add(self, record: RecordedRequest) -> None:
+        with self._lock:
+            self._records.append(record)
+
+    def records(self, method: str | None = None) -> list[RecordedRequest]:
+        """All records (oldest first), optionally only those of ``method``."""
+        with self._lock:
+            return [r for r in self._records if method is None or r.method == method]
+
+    def tool_calls(self, tool: str | None = None) -> list[RecordedRequest]:
+        """The ``tools/call`` records, optionally only those for ``tool``."""
+        return [r for r in self.records("tools/call") if tool is None or r.tool == tool]
+
+    def ids(self, method: str | None = None) -> list[str | int | None]:
+        """The wire ids received, in order."""
+        return [r.request_id for r in self.records(method)]
+
+    def counts(self) -> collections.Counter[tuple[str | None, bool]]:
+        """``tools/call`` counts keyed by ``(tool name, is_retry)``."""
+        return collections.Counter((r.tool, r.is_retry) for r in self.tool_calls())
+
+    def clear(self) -> None:
+        with self._lock:
+            self._records.clear()
+
+
+class CountingMiddleware:
+    """ASGI middleware recording every JSON-RPC request POSTed to the app into a :class:`CallLog`.
+
+    It buffers the request body, records what parses (a single message or a batch; anything
+    unparseable is ignored), and replays the body to the wrapped app unchanged.
+    """
+
+    def __init__(self, app: ASGIApp, log: CallLog) -> None:
+        self.app = app
+        self.log = log
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope.get("type") != "http" or scope.get("method") != "POST":
+            await self.app(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        while True:
+            message = await receive()
+            if message.get("type") != "http.request":
+                # Client went away before the body was complete: pass the event on as-is.
+                replayed = False
+
+                async def replay_disconnect() -> Message:
+                    nonlocal replayed
+                    if not replayed:
+                        replayed = True
+                        return message
+                    return await receive()
+
+                await self.app(scope, replay_disconnect, send)
+                return
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        self._record(body)
+        sent = False
+
+        async def replay() -> Message:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+    def _record(self, body: bytes) -> None:
+        try:
+            payload = json.loads(body)
+        except ValueError:
+            return
+        for item in payload if isinstance(payload, list) else [payload]:
+            if not isinstance(item, dict) or not isinstance(item.get("method"), str) or "id" not in item:
+                continue  # notifications and responses are not requests
+            params = item.get("params")
+            params = params if isinstance(params, dict) else {}
+            name = params.get("name") if item["method"] == "tools/call" else None
+            self.log.add(
+                RecordedRequest(
+                    request_id=item.get("id"),
+                    method=item["method"],
+                    tool=name if isinstance(name, str) else None,
+                    has_input_responses="inputResponses" in params,
+                    has_request_state="requestState" in params,
+                    params=params,
+                )
+            )
+
+
+# --------------------------------------------------------------------------------------------
+# Serving
+# --------------------------------------------------------------------------------------------
+
+
+def build_demo_app(server: MCPServer | None = None, *, host: str = "127.0.0.1") -> ASGIApp:
+    """The demo server's Streamable HTTP ASGI app (endpoint :data:`MCP_PATH`)."""
+    mcp = server or build_demo_server()
+    return mcp.streamable_http_app(streamable_http_path=MCP_PATH, host=host)
+
+
+class DemoServerHandle:
+    """A server running under uvicorn in a daemon thread (see :func:`serve_in_thread`).
+
+    Attributes:
+        host, port: where it listens.
+        url: the Streamable HTTP endpoint, e.g. ``http://127.0.0.1:PORT/mcp``.
+        log: the :class:`CallLog` of received JSON-RPC requests.
+    """
+
+    def __init__(
+        self, host: str, port: int, path: str, log: CallLog, server: uvicorn.Server, thread: threading.Thread
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.log = log
+        self._server = server
+        self._thread = thread
+        netloc = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        self.url = f"http://{netloc}{path}"
+
+    @property
+    def calls(self) -> collections.Counter[tuple[str | None, bool]]:
+        """``tools/call`` requests received so far, keyed by ``(tool name, carried inputResponses/requestState)``."""
+        return self.log.counts()
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Ask uvicorn to exit and wait (up to ``timeout_s`` seconds) for the thread to end."""
+        self._server.should_exit = True
+        self._thread.join(timeout_s)
+
+    def __enter__(self) -> DemoServerHandle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def serve_asgi_in_thread(
+    app: ASGIApp, host: str = "127.0.0.1", port: int = 0, *, path: str = MCP_PATH, start_timeout_s: float = 15.0
+) -> DemoServerHandle:
+    """Serve any ASGI ``app`` (wrapped in a :class:`CountingMiddleware`) under uvicorn in a daemon thread.
+
+    The server runs on its own event loop. ``port=0`` picks a free port; ``path`` only shapes the
+    handle's ``url``. Returns once the socket accepts connections.
+
+    Raises:
+        RuntimeError: the server did not start within ``start_timeout_s`` seconds.
+        OSError: the address could not be bound.
+    """
+    log = CallLog()
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    bound_port = sock.getsockname()[1]
+    config = uvicorn.Config(
+        CountingMiddleware(app, log),
+        log_level="warning",
+        lifespan="on",
+        loop="asyncio",
+        timeout_graceful_shutdown=2,
+        access_log=False,
+    )
+    userver = uvicorn.Server(config)
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            asyncio.run(userver.serve(sockets=[sock]))
+        except BaseException as exc:  # reported to the starting thread
+            errors.append(exc)
+        finally:
+            sock.close()
+
+    thread = threading.Thread(target=run, name=f"mcp-test-server-{bound_port}", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + start_timeout_s
+    while not userver.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            userver.should_exit = True
+            raise RuntimeError(f"server did not start: {errors[0] if errors else 'timeout'}")
+        time.sleep(0.01)
+    return DemoServerHandle(host, bound_port, path, log, userver, thread)
+
+
+def serve_in_thread(
+    host: str = "127.0.0.1", port: int = 0, *, server: MCPServer | None = None, start_timeout_s: float = 15.0
+) -> DemoServerHandle:
+    """Start the demo server (or ``server``) over Streamable HTTP in a daemon thread.
+
+    See :func:`serve_asgi_in_thread`; ``handle.url`` is ``http://HOST:PORT/mcp``.
+    """
+    return serve_asgi_in_thread(build_demo_app(server, host=host), host, port, start_timeout_s=start_timeout_s)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Command line: ``python -m mrtrweb.demo.server [--host 127.0.0.1] [--port 8765]``."""
+    parser = argparse.ArgumentParser(description="Run the MRTR demo MCP server (Streamable HTTP).")
+    parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8765, help="port to bind (default 8765)")
+    args = parser.parse_args(argv)
+    app = CountingMiddleware(build_demo_app(host=args.host), CallLog())
+    netloc = f"[{args.host}]:{args.port}" if ":" in args.host else f"{args.host}:{args.port}"
+    print(f"MRTR demo server on http://{netloc}{MCP_PATH}", flush=True)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="info", lifespan="on")
+
+
+if __name__ == "__main__":
+    main()
