@@ -10,6 +10,8 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
+from .mcp_client import origin_of
+
 
 class Tenant(models.Model):
     """An organisation whose members share configured MCP servers."""
@@ -43,26 +45,9 @@ class Membership(models.Model):
         return f"{self.user} @ {self.tenant} ({self.role})"
 
 
-def origin_of_url(url: str) -> str:
-    """``scheme://host:port`` of an http(s) URL, the default port made explicit.
-
-    Raises:
-        ValueError: not an absolute http(s) URL with a host.
-    """
-    parts = urllib.parse.urlsplit(url)
-    scheme = parts.scheme.lower()
-    if scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError("the URL must be an absolute http(s) URL with a host")
-    port = parts.port or (443 if scheme == "https" else 80)
-    host = parts.hostname.lower()
-    if ":" in host:
-        host = f"[{host}]"
-    return f"{scheme}://{host}:{port}"
-
-
 def validate_server_url(url: str) -> None:
     try:
-        origin_of_url(url)
+        origin_of(url)
     except ValueError as exc:
         raise ValidationError(str(exc)) from exc
     if urllib.parse.urlsplit(url).username:
@@ -92,7 +77,7 @@ class McpServer(models.Model):
 
     @property
     def origin(self) -> str:
-        return origin_of_url(self.url)
+        return origin_of(self.url)
 
 
 class Operation(models.Model):
