@@ -33,6 +33,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
+    "mrtrweb.middleware.FailClosedMiddleware",
 ]
 
 ROOT_URLCONF = "mrtrweb.site.urls"
@@ -84,7 +86,27 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "staticfiles"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# Framing: only this site by default. MRTRWEB_FRAME_ANCESTORS="https://portal.example ..." lets the
+# listed portals embed the app (CSP frame-ancestors; X-Frame-Options is then left out).
+FRAME_ANCESTORS = [o for o in os.environ.get("MRTRWEB_FRAME_ANCESTORS", "").split() if o]
 X_FRAME_OPTIONS = "SAMEORIGIN"
+if FRAME_ANCESTORS:
+    MIDDLEWARE.remove("django.middleware.clickjacking.XFrameOptionsMiddleware")
+
+# Content-Security-Policy (django-csp): no inline script or style, nothing from elsewhere.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "form-action": ["'self'"],
+        "base-uri": ["'none'"],
+        "object-src": ["'none'"],
+        "frame-ancestors": ["'self'", *FRAME_ANCESTORS],
+    }
+}
 
 MRTRWEB = {
     "TTL_S": int(os.environ.get("MRTRWEB_TTL_S", "600")),
