@@ -53,7 +53,7 @@ def _is_ip(value: str, version: int) -> bool:
 
 def is_ipv4(value: str) -> bool:
     """Dotted-quad IPv4 address, no leading zeros."""
-    return bool(re.fullmatch(r"(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(?:\.(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}", value))
+    return bool(re.fullmatch(r"(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(?:\.(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}", value, re.ASCII))
 
 
 def is_ipv6(value: str) -> bool:
@@ -99,8 +99,8 @@ def is_uri(value: str) -> bool:
     return True
 
 
-_DATE_RE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})$")
-_TIME_RE = re.compile(r"^(\d{2}):(\d{2}):(\d{2})(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
+_DATE_RE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})$", re.ASCII)  # ASCII digits only, as RFC 3339
+_TIME_RE = re.compile(r"^(\d{2}):(\d{2}):(\d{2})(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$", re.ASCII)
 
 
 def is_date(value: str) -> bool:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import re
+import urllib.parse
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -256,7 +257,7 @@ class Gate:
         ):
             raise GateRejection(codes.NO_LIVE_REQUEST, "no live, unexpired, unused binding for this request id")
         # Row 2: the bound origin.
-        if origin != record["origin"]:
+        if not _same_origin(origin, record["origin"]):
             raise GateRejection(codes.SERVER_ORIGIN_MISMATCH, "the result came from another origin than the bound server")
         # Row 3: the method may carry input_required.
         if record["method"] not in INPUT_REQUIRED_METHODS:
@@ -343,7 +344,7 @@ class Gate:
                     checked = check_requested_schema(params.get("requestedSchema"))
                 except SchemaRefused as exc:
                     raise GateRejection(codes.INVALID_FORM_REQUESTED_SCHEMA, str(exc), key=key) from None
-                except (RecursionError, ValueError, TypeError) as exc:
+                except (RecursionError, ValueError, TypeError, OverflowError) as exc:
                     raise GateRejection(codes.INVALID_FORM_REQUESTED_SCHEMA, "requestedSchema could not be read",
                                         key=key) from exc
                 return InputRequestView(key, method, "form", message, checked, None, params,
@@ -428,7 +429,11 @@ class Gate:
         new_key = id_key(retry_id)
         if new_key in record["ids_used"]:
             raise GateRejection(codes.RETRY_REQUIRES_NEW_JSONRPC_ID, "the retry id was already used by this operation")
-        if self.store.index_get(record["tenant"], record["user"], new_key) is not None:
+        bound_to = self.store.index_get(record["tenant"], record["user"], new_key)
+        if bound_to == handle.operation_id:
+            # our record is stale: a concurrent submission already built this round's retry under this id
+            raise GateRejection(codes.INACTIVE_MRTR_ROUND, "the round was answered by a concurrent submission")
+        if bound_to is not None:
             raise GateRejection(codes.RETRY_REQUIRES_NEW_JSONRPC_ID, "the retry id is bound to another live operation")
         # Row 3: identity and params.
         held = record["params"] if params is None else params
@@ -452,8 +457,8 @@ class Gate:
         # Row 5: action.
         for k in elicit:
             answer = responses[k]
-            if not isinstance(answer, dict) or answer.get("action") not in _ACTIONS or \
-                    not isinstance(answer.get("action"), str) or set(answer) - {"action", "content", "_meta"}:
+            if not isinstance(answer, dict) or not isinstance(answer.get("action"), str) or \
+                    answer["action"] not in _ACTIONS:
                 raise GateRejection(codes.INVALID_INPUT_RESPONSE,
                                     "an elicitation answer must be an object with action accept, decline or cancel",
                                     key=k)
@@ -471,7 +476,9 @@ class Gate:
                 out["_meta"] = copy.deepcopy(answer["_meta"])
             if views[k].kind == "form" and answer["action"] == "accept":
                 try:
-                    out["content"] = views[k].schema.validate(copy.deepcopy(answer.get("content")))  # type: ignore[union-attr]
+                    if answer.get("content", {}) is None:  # null is present, and not an object
+                        raise ContentMismatch({"": ["The answer must be an object of fields."]})
+                    out["content"] = views[k].schema.validate(copy.deepcopy(answer.get("content", {})))  # type: ignore[union-attr]
                 except ContentMismatch as exc:
                     raise GateRejection(codes.INPUT_RESPONSE_SCHEMA_MISMATCH, str(exc), key=k) from exc
             built[k] = out
@@ -540,6 +547,34 @@ class Gate:
                              self._policy(record).ttl_s + _STORE_SLACK_S)
         self.store.index_delete(handle.tenant, record["user"], record["latest_key"])
         self.store.delete(handle.tenant, handle.operation_id)
+
+
+_DEFAULT_PORTS = {"https": 443, "wss": 443, "http": 80, "ws": 80}
+
+
+def _origin_triple(origin: Any) -> tuple[str, str, int] | None:
+    """``(scheme, host, port)`` of an origin ``scheme://host[:port]`` (RFC 6454: scheme and host
+    compared case-insensitively, the default port made explicit); ``None`` if it is not one."""
+    if not isinstance(origin, str) or any(c <= " " or c in "?#@\\" for c in origin):
+        return None
+    try:
+        parts = urllib.parse.urlsplit(origin)
+        port = parts.port
+    except ValueError:
+        return None
+    scheme = parts.scheme.lower()
+    if not parts.hostname or parts.path or not origin[len(parts.scheme):].startswith("://"):
+        return None
+    port = _DEFAULT_PORTS.get(scheme) if port is None else port
+    return None if port is None else (scheme, parts.hostname.lower(), port)
+
+
+def _same_origin(received: Any, bound: str) -> bool:
+    """Whether a result came from the bound origin: the same string, or the same origin triple."""
+    if isinstance(received, str) and received == bound:
+        return True
+    triple = _origin_triple(received)
+    return triple is not None and triple == _origin_triple(bound)
 
 
 def _valid_create_message_result(value: Any) -> bool:

@@ -43,12 +43,26 @@ def id_key(value: RequestId) -> str:
 
 
 def canonical_json(value: Any) -> str:
-    """Canonical JSON text: sorted keys, no insignificant white space, UTF-8 kept as is.
+    """Canonical JSON text: sorted keys, no insignificant white space, UTF-8 kept as is, integral
+    floats written as integers.
 
     Raises:
         ValueError/TypeError: the value is not JSON (NaN, a set, a non-string key...).
     """
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return json.dumps(_same_numbers(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      allow_nan=False)
+
+
+def _same_numbers(value: Any) -> Any:
+    """``value`` with each integral float written as an integer: ``3`` and ``3.0`` are one JSON
+    number (as for ids), so they must not give two digests of the same params."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _same_numbers(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_same_numbers(v) for v in value]
+    return value
 
 
 def digest(value: Any) -> str:

@@ -133,7 +133,11 @@ class CheckedSchema:
 
 
 def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    if isinstance(v, bool):
+        return False
+    if isinstance(v, int):
+        return True  # math.isfinite would overflow on a huge JSON integer
+    return isinstance(v, float) and math.isfinite(v)
 
 
 def _non_negative_int(v: Any) -> bool:
@@ -230,7 +234,7 @@ def _matches_type(v: Any, type_name: str) -> bool:
     if type_name == "boolean":
         return isinstance(v, bool)
     if type_name == "integer":
-        return _is_number(v) and float(v).is_integer()
+        return _is_number(v) and (isinstance(v, int) or v.is_integer())
     if type_name == "number":
         return _is_number(v)
     return False
@@ -403,6 +407,8 @@ def check_requested_schema(schema: Any) -> CheckedSchema:
         if not name or len(name) > MAX_NAME_LENGTH:
             raise SchemaRefused("a property name is empty or too long")
         prop = _deref(schema, raw)
+        if isinstance(prop.get("items"), dict) and "$ref" in prop["items"]:
+            prop = {**prop, "items": _deref(schema, prop["items"])}  # a local $ref is legal here too
         field, normalized = _check_property(name, prop, name in required)
         fields.append(field)
         norm_props[name] = normalized
@@ -419,7 +425,8 @@ def check_requested_schema(schema: Any) -> CheckedSchema:
 
 _FORMAT_CHECKER = jsonschema.FormatChecker(formats=())
 for _name, _fn in formats.CHECKERS.items():
-    _FORMAT_CHECKER.checks(_name)(_fn)
+    # ``format`` applies to strings only; another type is judged by ``type`` (the checkers expect str).
+    _FORMAT_CHECKER.checks(_name)(lambda value, _fn=_fn: not isinstance(value, str) or _fn(value))
 
 
 def _message(error: jsonschema.ValidationError, field: Field | None) -> str:

@@ -69,6 +69,7 @@ def check_url(url: object) -> UrlView:
     host = parts.hostname
     if not host:
         raise UnsafeUrl("url has no host")
+    bracketed = "[" in parts.netloc
     host = host.rstrip(".") if not host.startswith("[") else host
     warnings: list[str] = []
     display_host = host
@@ -76,6 +77,8 @@ def check_url(url: object) -> UrlView:
         ip = ipaddress.ip_address(host.strip("[]"))
     except ValueError:
         ip = None
+    if bracketed and (ip is None or ip.version != 6 or "%" in host):
+        raise UnsafeUrl("url host in brackets is not an IPv6 address")  # IPvFuture and zone ids do not parse
     if ip is not None:
         warnings.append("The address is a raw IP address, not a named site.")
         registrable = host
@@ -88,10 +91,7 @@ def check_url(url: object) -> UrlView:
         if not all(_HOST_LABEL.match(label) for label in labels):
             raise UnsafeUrl("url host is not a valid domain name")
         if not host.isascii() or any(label.startswith("xn--") for label in labels):
-            try:
-                display_host = ascii_host.encode("ascii").decode("idna")
-            except UnicodeError:
-                display_host = ascii_host
+            display_host = ".".join(_punycode_label(label) for label in labels)
             warnings.append(
                 "The host uses international (punycode/IDN) characters and may imitate another site: "
                 f"its ASCII form is {ascii_host}."
@@ -103,6 +103,20 @@ def check_url(url: object) -> UrlView:
     if port is not None and port != 443:
         warnings.append(f"The address uses the unusual port {port}.")
     return UrlView(url=url, host=host, registrable=registrable, display_host=display_host, warnings=tuple(warnings))
+
+
+def _punycode_label(label: str) -> str:
+    """The Unicode form of an ``xn--`` label (other labels as they are); a label that is not valid
+    Punycode, or decodes to nothing or to control characters, does not parse as a host."""
+    if not label.startswith("xn--"):
+        return label
+    try:
+        text = label[4:].encode("ascii").decode("punycode")
+    except UnicodeError as exc:
+        raise UnsafeUrl("url host has an invalid punycode label") from exc
+    if not text or any(unicodedata.category(ch)[0] == "C" for ch in text):
+        raise UnsafeUrl("url host has an invalid punycode label")
+    return text
 
 
 def _mixed_scripts(text: str) -> bool:
