@@ -23,3 +23,42 @@ def check_settings(app_configs=None, **kwargs):
     if ttl > max_ttl:
         messages.append(Error(f"MRTRWEB TTL_S ({ttl}) is above MAX_TTL_S ({max_ttl})", id="mrtrweb.E002"))
     return messages
+
+
+_IN_PROCESS_CACHES = ("django.core.cache.backends.locmem.LocMemCache", "django.core.cache.backends.dummy.DummyCache",
+                      "django.core.cache.backends.filebased.FileBasedCache")
+
+
+@register(Tags.security, deploy=True)
+def check_production_topology(app_configs=None, **kwargs):
+    """``check --deploy``: several workers need a shared binding cache and channel layer."""
+    from django.conf import settings
+
+    messages = []
+    try:
+        alias = conf.get("BINDING_CACHE")
+        prefix = conf.get("BINDING_KEY_PREFIX")
+    except ImproperlyConfigured:
+        return messages  # reported by check_settings
+    backend = (getattr(settings, "CACHES", {}).get(alias) or {}).get("BACKEND", "")
+    if not backend:
+        messages.append(Error(f"MRTRWEB BINDING_CACHE names the cache alias {alias!r}, which is not configured",
+                              id="mrtrweb.E003"))
+    elif backend in _IN_PROCESS_CACHES:
+        messages.append(Warning(
+            f"The binding cache {alias!r} is in-process ({backend.rsplit('.', 1)[-1]}): a round received by one "
+            "worker cannot be answered through another, and a double submit split across workers is not caught.",
+            hint="Use django_redis.cache.RedisCache for MRTRWEB['BINDING_CACHE'].", id="mrtrweb.W010"))
+    layer = (getattr(settings, "CHANNEL_LAYERS", {}) or {}).get("default", {}).get("BACKEND", "")
+    if not layer or layer.endswith("InMemoryChannelLayer"):
+        messages.append(Warning(
+            "The channel layer is in-process: a round received on one worker never reaches a browser connected "
+            "to another.", hint="Use channels_redis.core.RedisChannelLayer.", id="mrtrweb.W011"))
+    if not isinstance(prefix, str) or not prefix.strip():
+        messages.append(Warning("MRTRWEB BINDING_KEY_PREFIX is empty: binding keys are unprefixed and may collide "
+                                "with other data in the cache.", id="mrtrweb.W012"))
+    options = (getattr(settings, "CACHES", {}).get(alias) or {}).get("OPTIONS", {})
+    if options.get("IGNORE_EXCEPTIONS"):
+        messages.append(Error("The binding cache ignores exceptions (IGNORE_EXCEPTIONS): an unreachable cache "
+                              "would look like an empty one instead of failing closed.", id="mrtrweb.E004"))
+    return messages

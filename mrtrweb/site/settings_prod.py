@@ -1,0 +1,99 @@
+"""Production settings: PostgreSQL, Redis (bindings, channel layer), TLS behind a reverse proxy.
+
+Everything comes from the environment (see README "Production"):
+
+=============================  ===========================================================
+``DJANGO_SECRET_KEY``          required; at least 50 random characters
+``DJANGO_ALLOWED_HOSTS``       required; comma-separated host names
+``DATABASE_URL``               required; ``postgres://user:password@host:5432/dbname``
+``REDIS_URL``                  required; ``redis://host:6379/0`` (bindings: db as given,
+                               channel layer: ``REDIS_CHANNELS_URL`` or the same server)
+``REDIS_CHANNELS_URL``         optional; channel layer Redis (default ``REDIS_URL``)
+``CSRF_TRUSTED_ORIGINS``       optional; comma-separated ``https://host`` origins
+``MRTRWEB_BEHIND_PROXY``       ``1`` (default): trust ``X-Forwarded-Proto`` from the proxy
+``MRTRWEB_SSL_REDIRECT``       ``1`` (default): redirect http to https
+``MRTRWEB_HSTS_SECONDS``       default 31536000
+``MRTRWEB_FRAME_ANCESTORS``    optional; portals allowed to embed the app (CSP frame-ancestors)
+``MRTRWEB_REDIS_TIMEOUT_S``    socket timeout to Redis, default 2 (fail closed quickly)
+=============================  ===========================================================
+"""
+
+from __future__ import annotations
+
+import os
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from .settings import *  # noqa: F401,F403
+from .settings import MRTRWEB as _BASE_MRTRWEB
+
+
+def _required(name: str) -> str:
+    value = os.environ.get(name, "").strip()
+    if not value:
+        raise ImproperlyConfigured(f"the environment variable {name} is required in production")
+    return value
+
+
+def _flag(name: str, default: str) -> bool:
+    return os.environ.get(name, default).strip().lower() in ("1", "true", "yes", "on")
+
+
+DEBUG = False
+SECRET_KEY = _required("DJANGO_SECRET_KEY")
+ALLOWED_HOSTS = [h.strip() for h in _required("DJANGO_ALLOWED_HOSTS").split(",") if h.strip()]
+CSRF_TRUSTED_ORIGINS = [o.strip() for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()]
+
+DATABASES = {"default": dj_database_url.parse(_required("DATABASE_URL"), conn_max_age=60, conn_health_checks=True)}
+
+_REDIS_URL = _required("REDIS_URL")
+_REDIS_TIMEOUT = float(os.environ.get("MRTRWEB_REDIS_TIMEOUT_S", "2"))
+CACHES = {
+    "default": {
+        "BACKEND": "django_redis.cache.RedisCache",
+        "LOCATION": _REDIS_URL,
+        "KEY_PREFIX": os.environ.get("MRTRWEB_CACHE_PREFIX", "mrtrweb"),
+        "OPTIONS": {
+            "SOCKET_CONNECT_TIMEOUT": _REDIS_TIMEOUT,
+            "SOCKET_TIMEOUT": _REDIS_TIMEOUT,
+            # Never swallow Redis errors: a binding that cannot be read must fail closed.
+            "IGNORE_EXCEPTIONS": False,
+        },
+    }
+}
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {
+            "hosts": [os.environ.get("REDIS_CHANNELS_URL", _REDIS_URL)],
+            "prefix": os.environ.get("MRTRWEB_CHANNELS_PREFIX", "mrtrweb-asgi"),
+        },
+    }
+}
+SESSION_ENGINE = "django.contrib.sessions.backends.db"
+
+if _flag("MRTRWEB_BEHIND_PROXY", "1"):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    USE_X_FORWARDED_HOST = False
+SECURE_SSL_REDIRECT = _flag("MRTRWEB_SSL_REDIRECT", "1")
+SECURE_HSTS_SECONDS = int(os.environ.get("MRTRWEB_HSTS_SECONDS", "31536000"))
+SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+SECURE_HSTS_PRELOAD = True
+SESSION_COOKIE_SECURE = True
+CSRF_COOKIE_SECURE = True
+SESSION_COOKIE_HTTPONLY = True
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+
+MRTRWEB = dict(_BASE_MRTRWEB)
+
+# Framing: nobody by default; the portals in MRTRWEB_FRAME_ANCESTORS when configured (the base
+# settings then drop X-Frame-Options and rely on CSP frame-ancestors).
+X_FRAME_OPTIONS = "DENY"
+CONTENT_SECURITY_POLICY = {  # noqa: F405
+    "DIRECTIVES": dict(
+        CONTENT_SECURITY_POLICY["DIRECTIVES"],  # noqa: F405
+        **{"frame-ancestors": FRAME_ANCESTORS or ["'none'"]},  # noqa: F405
+    )
+}

@@ -1,0 +1,54 @@
+"""System checks and the production settings module."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+import sys
+from pathlib import Path
+
+from django.core.checks import run_checks
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _ids(**kw):
+    return {m.id for m in run_checks(include_deployment_checks=True, **kw)}
+
+
+def test_in_process_backends_warn_on_deploy(settings):
+    ids = _ids()
+    assert {"mrtrweb.W010", "mrtrweb.W011"} <= ids
+
+
+def test_ttl_above_maximum_and_bad_values(settings):
+    settings.MRTRWEB = {"TTL_S": 7200, "MAX_TTL_S": 3600}
+    assert "mrtrweb.E002" in _ids()
+    settings.MRTRWEB = {"TTL_S": "ten minutes"}
+    assert "mrtrweb.E001" in _ids()
+    settings.MRTRWEB = {"NOT_A_KEY": 1}
+    assert "mrtrweb.W001" in _ids()
+
+
+def test_unprefixed_and_ignored_errors(settings):
+    settings.CACHES = {"default": {"BACKEND": "django_redis.cache.RedisCache", "LOCATION": "redis://127.0.0.1:6379/9",
+                                   "OPTIONS": {"IGNORE_EXCEPTIONS": True}}}
+    settings.MRTRWEB = {"BINDING_KEY_PREFIX": " "}
+    ids = _ids()
+    assert {"mrtrweb.W012", "mrtrweb.E004"} <= ids and "mrtrweb.W010" not in ids
+    settings.MRTRWEB = {"BINDING_CACHE": "nope"}
+    assert "mrtrweb.E003" in _ids()
+
+
+def test_production_settings_pass_check_deploy():
+    env = dict(os.environ, DJANGO_SETTINGS_MODULE="mrtrweb.site.settings_prod",
+               DJANGO_SECRET_KEY=secrets.token_urlsafe(60), DJANGO_ALLOWED_HOSTS="mrtr.example",
+               DATABASE_URL="postgres://postgres@127.0.0.1:5432/test", REDIS_URL="redis://127.0.0.1:6379/5")
+    out = subprocess.run([sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"], cwd=ROOT,
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "no issues" in out.stdout, out.stdout + out.stderr
+    env.pop("DATABASE_URL")
+    out = subprocess.run([sys.executable, "manage.py", "check"], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode != 0 and "DATABASE_URL is required" in out.stderr
