@@ -7,6 +7,7 @@
   var opId = root.getAttribute("data-operation");
   var live = document.getElementById("live");
   var retry = 500;
+  var pushes = 0; // operation messages applied so far (a refresh started before one is stale)
 
   function focusCard() {
     var card = root.querySelector("form.card");
@@ -34,10 +35,12 @@
   }
 
   function refresh() {
+    var seen = pushes;
     fetch(root.getAttribute("data-panel-url"), {credentials: "same-origin"})
       .then(function (r) { return r.ok ? r.text() : null; })
       .then(function (html) {
-        if (html !== null) {
+        // A push that arrived meanwhile is newer than this response: keep it.
+        if (html !== null && seen === pushes) {
           var tpl = document.createElement("template");
           tpl.innerHTML = html;
           var sec = tpl.content.querySelector("section.panel");
@@ -55,6 +58,7 @@
       var msg;
       try { msg = JSON.parse(ev.data); } catch (e) { return; }
       if (msg && msg.type === "operation" && msg.id === opId && typeof msg.html === "string") {
+        pushes += 1;
         apply(msg.html, String(msg.status || ""));
       }
     };
