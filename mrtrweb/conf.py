@@ -19,6 +19,7 @@ key                         default     meaning
 ``AUDIT_SECRET``            None        HMAC key for audit digests (None: derived from SECRET_KEY)
 ``MAX_PENDING_ROUNDS``      20          per user: operations waiting for an answer at once
 ``MAX_STARTS_PER_MINUTE``   30          per user: operations started per minute
+``HEARTBEAT_S``             5           worker heartbeat period; a worker silent 3 periods is dead
 ==========================  ==========  =========================================================
 """
 
@@ -44,11 +45,12 @@ DEFAULTS: dict[str, Any] = {
     "AUDIT_SECRET": None,
     "MAX_PENDING_ROUNDS": 20,
     "MAX_STARTS_PER_MINUTE": 30,
+    "HEARTBEAT_S": 5,
 }
 
 _NUMERIC = {"TTL_S", "MAX_TTL_S", "MAX_STATE_BYTES", "MAX_ROUNDS", "STATE_ONLY_BACKOFF_S",
             "STATE_ONLY_BACKOFF_CAP_S", "CALL_TIMEOUT_S", "CONNECTION_IDLE_S", "MAX_PENDING_ROUNDS",
-            "MAX_STARTS_PER_MINUTE"}
+            "MAX_STARTS_PER_MINUTE", "HEARTBEAT_S"}
 
 
 def get(key: str) -> Any:

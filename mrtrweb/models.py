@@ -106,6 +106,7 @@ class Operation(models.Model):
     request_id = models.CharField(max_length=64)
     latest_request_id = models.CharField(max_length=64)
     rounds = models.PositiveIntegerField(default=0)
+    worker = models.CharField(max_length=120, blank=True, help_text=_("the worker driving the call, while running"))
     result = models.JSONField(null=True, blank=True)
     error_code = models.CharField(max_length=64, blank=True)
     error_message = models.CharField(max_length=500, blank=True)

@@ -18,6 +18,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.db import close_old_connections
+from django.utils import timezone
 
 from . import audit, conf
 from .bindings import DjangoCacheBindingStore
@@ -42,6 +43,8 @@ MESSAGES = {
     "timeout": "The MCP server did not answer in time.",
     "inactive_mrtr_round": "This round is no longer open: it was already answered, expired or ended.",
     "mrtr_round_limit_exceeded": "The server asked for more rounds than allowed; the operation was stopped.",
+    "worker_lost": "The worker handling this call stopped before the server answered. Nothing more will be "
+                   "sent for it; you may run it again.",
 }
 
 
@@ -85,7 +88,8 @@ def pool() -> ConnectionPool:
     loop = asyncio.get_running_loop()
     p = _pools.get(loop)
     if p is None:
-        p = _pools[loop] = ConnectionPool(idle_s=float(conf.get("CONNECTION_IDLE_S")))
+        p = _pools[loop] = ConnectionPool(idle_s=float(conf.get("CONNECTION_IDLE_S")),
+                                          timeout_s=float(conf.get("CALL_TIMEOUT_S")))
     return p
 
 
@@ -128,13 +132,23 @@ async def _audit(op: Operation, event: str, **kw: Any) -> None:
 
 
 async def _finish(op: Operation, status: str, *, code: str = "", message: str = "", result: Any = None,
-                  event: str | None = None) -> None:
+                  event: str | None = None, already_marked: bool = False) -> None:
+    """End an operation once: update its row (only if it is not already terminal), close its
+    binding, write the terminal audit event and tell the browsers."""
     op.status = status
     op.error_code = code
     op.error_message = message[:500]
     if result is not None:
         op.result = result
-    await op.asave(update_fields=["status", "error_code", "error_message", "result", "updated_at"])
+    fields = {"status": status, "error_code": code, "error_message": op.error_message, "result": op.result,
+              "updated_at": timezone.now()}
+    if not already_marked:
+        updated = await Operation.objects.filter(pk=op.pk).exclude(status__in=Operation.TERMINAL).aupdate(**fields)
+        if not updated:
+            logger.info("operation %s was already ended; late outcome %s ignored", op.id, status)
+            return
+    else:
+        await Operation.objects.filter(pk=op.pk).aupdate(error_message=op.error_message)
     try:
         await sync_to_async(get_gate().close)(handle_of(op))
     except StoreUnavailable:
@@ -185,8 +199,6 @@ class OperationRefused(Exception):
 
 
 async def _check_limits(user: Any) -> None:
-    from django.utils import timezone
-
     pending = await Operation.objects.filter(user=user, status=Operation.Status.AWAITING_INPUT).acount()
     if pending >= int(conf.get("MAX_PENDING_ROUNDS")):
         raise OperationRefused(LIMIT_REACHED, "You have too many rounds waiting for an answer; answer or let them expire first.")
@@ -222,10 +234,23 @@ def _parse_final(method: str, raw: dict[str, Any]) -> bool:
     return True
 
 
+async def finish_interrupted(op: Operation) -> None:
+    """Settle an operation whose worker died during a call (already marked ``interrupted``)."""
+    from .workers import WORKER_LOST
+
+    await _finish(op, Operation.Status.INTERRUPTED, code=WORKER_LOST, message=message_for(WORKER_LOST),
+                  event="failed", already_marked=True)
+
+
 async def _drive(op_id: Any, request_id: str, params: dict[str, Any]) -> None:
     """Send one request of the operation and follow it until it needs the person or ends."""
+    from .workers import WORKER_ID, ensure_heartbeat
+
     try:
+        await ensure_heartbeat()
         op = await _load(op_id)
+        op.worker = WORKER_ID
+        await op.asave(update_fields=["worker", "updated_at"])
         while True:
             try:
                 conn = await pool().get(str(op.user_id), str(op.server_id), op.server.url)

@@ -17,7 +17,7 @@ from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.views.decorators.http import require_POST
 
-from . import operations
+from . import operations, workers
 from .forms import JsonArgumentsForm, SchemaForm
 from .gate import GateRejection, SchemaRefused, StoreUnavailable, check_requested_schema
 from .mcp_client import McpCallError
@@ -113,10 +113,19 @@ async def tool_call(request: HttpRequest, server_id: int, tool: str) -> HttpResp
                             status=200 if not error else 503 if not spec else 200)
 
 
+async def _current(user: Any, op_id: Any) -> Operation:
+    """The user's operation, after settling it if its worker died during the call."""
+    op = await _operation_for(user, op_id)
+    if op.status == Operation.Status.RUNNING and op.worker:
+        if await workers.reap_interrupted(op.pk):
+            op = await _operation_for(user, op_id)
+    return op
+
+
 @login_required
 async def operation_detail(request: HttpRequest, op_id: Any) -> HttpResponse:
     user = await _user(request)
-    op = await _operation_for(user, op_id)
+    op = await _current(user, op_id)
     ctx = await sync_to_async(panel_context)(op)
     ctx["csrf_token"] = get_token(request)
     return TemplateResponse(request, "mrtrweb/operation.html", ctx)
@@ -126,7 +135,7 @@ async def operation_detail(request: HttpRequest, op_id: Any) -> HttpResponse:
 async def operation_panel(request: HttpRequest, op_id: Any) -> HttpResponse:
     """The panel alone (the page's fallback refresh when the WebSocket is down)."""
     user = await _user(request)
-    op = await _operation_for(user, op_id)
+    op = await _current(user, op_id)
     ctx = await sync_to_async(panel_context)(op)
     ctx["csrf_token"] = get_token(request)
     return TemplateResponse(request, "mrtrweb/_panel.html", ctx)

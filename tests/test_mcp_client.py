@@ -125,7 +125,8 @@ def test_sdk_internals_still_exist() -> None:
 async def test_negotiates_2026_and_lists(conn: McpConnection) -> None:
     assert conn.protocol_version == MODERN and conn.is_open
     tools = {t["name"]: t for t in await conn.list_tools()}
-    assert set(tools) == {"deploy", "book_trip", "connect_account", "busy_report", "endless", "echo"}
+    assert set(tools) == {"deploy", "book_trip", "connect_account", "busy_report", "endless", "echo", "long_task",
+                          "wait_then_ask"}
     deploy = tools["deploy"]
     assert deploy["description"] and deploy["inputSchema"]["type"] == "object"
     assert deploy["inputSchema"]["properties"]["env"]["enum"] == ["staging", "production"]

@@ -20,6 +20,10 @@ development (``python -m mrtrweb.demo.server --port 8765``) and for the product'
     Always another ``requestState``-only round (the state carries a counter), to exercise round limits.
 ``echo(text)``
     Returns ``text`` at once.
+``long_task(seconds)``
+    Works ``seconds`` (at most 60), reporting progress each second; no round.
+``wait_then_ask(seconds)``
+    Thinks ``seconds`` (at most 30), then asks one yes/no question.
 
 requestState: each tool mints a small JSON plaintext; ``MCPServer``'s built-in
 ``RequestStateBoundary`` seals it (AES-256-GCM under a process-local key, bound to the method,
@@ -129,6 +133,12 @@ DEPLOY_SCHEMA: dict[str, Any] = {
         },
     },
     "required": ["confirm", "ticket"],
+}
+
+GO_ON_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"go": {"type": "boolean", "title": "Go on", "default": True}},
+    "required": ["go"],
 }
 
 TRIP_DATES_SCHEMA: dict[str, Any] = {
@@ -413,6 +423,27 @@ def build_demo_server() -> MCPServer:
     async def echo(text: str) -> str:
         """Return the text unchanged."""
         return text
+
+    @mcp.tool(structured_output=False)
+    async def long_task(seconds: int, ctx: Context) -> str:
+        """Work for a while (at most 60 s), reporting progress every second, then answer."""
+        seconds = max(0, min(int(seconds), 60))
+        for done in range(seconds):
+            await ctx.report_progress(done, seconds, f"{done} of {seconds} s")
+            await asyncio.sleep(1)
+        return f"Worked for {seconds} s."
+
+    @mcp.tool(structured_output=False)
+    async def wait_then_ask(seconds: int, ctx: Context) -> str | InputRequiredResult:
+        """Think for a few seconds (at most 30), then ask one yes/no question."""
+        answer = _answer(ctx, "go_on")
+        if answer is None:
+            await asyncio.sleep(max(0, min(int(seconds), 30)))
+            return _ask({"go_on": _form("Go on?", GO_ON_SCHEMA)}, {"tool": "wait_then_ask"})
+        action, content = answer
+        if action != "accept":
+            return _refused("Waiting task", action)
+        return "Went on." if content.get("go") is True else "Stopped."
 
     return mcp
 

@@ -108,9 +108,15 @@ CONTENT_SECURITY_POLICY = {
     }
 }
 
+# MRTRWEB settings (reference: mrtrweb/conf.py); numeric ones may come from MRTRWEB_<KEY>.
 MRTRWEB = {
-    "TTL_S": int(os.environ.get("MRTRWEB_TTL_S", "600")),
+    key: float(os.environ[f"MRTRWEB_{key}"])
+    for key in ("TTL_S", "MAX_ROUNDS", "MAX_STATE_BYTES", "MAX_PENDING_ROUNDS", "MAX_STARTS_PER_MINUTE",
+                "HEARTBEAT_S", "CALL_TIMEOUT_S")
+    if os.environ.get(f"MRTRWEB_{key}")
 }
+if os.environ.get("MRTRWEB_BINDING_KEY_PREFIX"):
+    MRTRWEB["BINDING_KEY_PREFIX"] = os.environ["MRTRWEB_BINDING_KEY_PREFIX"]
 
 LOGGING = {
     "version": 1,

@@ -57,11 +57,18 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=8000, help="HTTP port of the web app (default 8000)")
         parser.add_argument("--mcp-port", type=int, default=0, help="port of the demo MCP server (default: any free)")
         parser.add_argument("--no-serve", action="store_true", help="set up and exit (for checks)")
+        parser.add_argument("--seed-only", metavar="MCP_URL",
+                            help="only create the demo tenants, users and servers pointing at MCP_URL, then exit "
+                                 "(for a production-like deployment against another demo server)")
 
     def handle(self, *args, **options):
         from mrtrweb.demo.server import serve_in_thread
 
         call_command("migrate", interactive=False, verbosity=0)
+        if options["seed_only"]:
+            for username, password, tenant in seed_demo(options["seed_only"]):
+                self.stdout.write(f"  user {username:6} password {password:15} tenant {tenant}")
+            return
         mcp = serve_in_thread(host="127.0.0.1", port=options["mcp_port"])
         self.stdout.write(f"Demo MCP server (Streamable HTTP): {mcp.url}")
         for username, password, tenant in seed_demo(mcp.url):
