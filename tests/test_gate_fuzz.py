@@ -32,7 +32,7 @@ from mrtrweb.gate import formats
 
 ORIGIN = "https://mcp.example.test"
 PARAMS = {"name": "deploy", "arguments": {"env": "prod", "replicas": 3}}
-FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+FUZZ = settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                          HealthCheck.too_slow])
 
 
@@ -54,7 +54,10 @@ def _fast_password_hasher():
 WORDS = ["input_required", "elicitation/create", "sampling/createMessage", "roots/list", "form", "url", "object",
          "string", "number", "integer", "boolean", "array", "email", "uri", "date", "date-time", "accept", "decline",
          "cancel", "content", "action", "#/$defs/x", "#", "https://a.test/", "file:///x", "", "1", "k", "x"]
+# JSON text has no lone surrogates; check_url and the format checkers also get them (``any_char``).
+# (An explicit alphabet also spares Hypothesis building its UTF-8 codec table, ~10 s on a fresh checkout.)
 text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=12) | st.sampled_from(WORDS)
+any_char = st.characters()
 numbers = (st.integers() | st.integers(min_value=-(10**400), max_value=10**400)
            | st.sampled_from([0, -0.0, 2**53 + 1, 2**63, -(2**63), 10**300, 10**400, -(10**400), 1e308, 5e-324])
            | st.floats(allow_nan=False, allow_infinity=False))
@@ -135,13 +138,15 @@ def _deliver(result, policy=Policy(allow_deprecated={"sampling/createMessage", "
     gate = _gate(policy)
     handle = gate.register(request_id=1, server_id="srv", origin=ORIGIN, user="alice", tenant="acme",
                            method="tools/call", params=PARAMS)
-    before = _snapshot(gate, handle)
+    before, sent = _snapshot(gate, handle), copy.deepcopy(result)
     try:
         rnd = gate.receive(tenant="acme", user="alice", request_id=request_id, origin=origin, result=result)
     except GateRejection as exc:
+        assert result == sent  # the gate never changes what it judges
         assert exc.code in gate_codes()
         assert _snapshot(gate, handle) == before  # a rejection changes nothing
         return gate, handle, None
+    assert result == sent
     assert isinstance(rnd, Round) and rnd.handle == handle
     assert gate.state(handle).status == "round_open"
     return gate, handle, rnd
@@ -160,7 +165,7 @@ def gate_codes():
 @FUZZ
 @given(result=json_values)
 def test_any_json_as_the_whole_result(result):
-    _deliver(copy.deepcopy(result))
+    _deliver(result)
 
 
 @FUZZ
@@ -173,7 +178,7 @@ def test_any_json_with_any_request_id_and_origin(result, request_id, origin):
 # (b) values inside a plausible input_required result
 # ---------------------------------------------------------------------------------------------
 
-@settings(FUZZ, max_examples=150)
+@settings(FUZZ, max_examples=120)
 @given(result=plausible_result)
 def test_any_json_inside_a_plausible_result(result):
     gate, handle, rnd = _deliver(result)
@@ -195,7 +200,7 @@ KEYWORDS = ["type", "format", "enum", "oneOf", "anyOf", "items", "minLength", "m
             "title", "$ref", "const", "required", "properties", "additionalProperties"]
 
 
-@settings(FUZZ, max_examples=200)
+@settings(FUZZ, max_examples=150)
 @given(base=st.sampled_from([{"type": t} for t in ("string", "number", "integer", "boolean")]
                             + [{"type": "array", "items": {"type": "string", "enum": ["a", "b"]}},
                                {"type": "string", "enum": ["a"]}]),
@@ -226,9 +231,9 @@ def test_any_url_and_mode(url, mode):
               "inputRequests": {"u": {"method": "elicitation/create", "params": {"mode": mode, "url": url}}}})
 
 
-@settings(FUZZ, max_examples=150)
-@given(url=st.text(max_size=40) | st.text(max_size=12).map(lambda t: "https://" + t)
-       | st.text(max_size=12).map(lambda t: "https://a.test" + t))
+@settings(FUZZ, max_examples=120)
+@given(url=st.text(any_char, max_size=40) | st.text(any_char, max_size=12).map(lambda t: "https://" + t)
+       | st.text(any_char, max_size=12).map(lambda t: "https://a.test" + t))
 def test_check_url_only_ever_refuses_with_unsafe_url(url):
     try:
         view = check_url(url)
@@ -237,8 +242,8 @@ def test_check_url_only_ever_refuses_with_unsafe_url(url):
     assert isinstance(view, UrlView) and view.url == url and url.lower().startswith("https://")
 
 
-@settings(FUZZ, max_examples=150)
-@given(value=st.text(max_size=30) | st.sampled_from(["a@b.c", "2026-02-29", "2026-01-01T00:00:00Z", "x:y"]))
+@settings(FUZZ, max_examples=120)
+@given(value=st.text(any_char, max_size=30) | st.sampled_from(["a@b.c", "2026-02-29", "2026-01-01T00:00:00Z", "x:y"]))
 def test_format_checkers_never_raise(value):
     for check in formats.CHECKERS.values():
         assert check(value) in (True, False)
@@ -291,14 +296,15 @@ def _open_round():
 
 
 def _respond(gate, handle, expect_round=True, **kwargs):
-    before = _snapshot(gate, handle)
+    before, sent = _snapshot(gate, handle), copy.deepcopy(kwargs)
     try:
         retry = gate.respond(handle, **kwargs)
     except GateRejection as exc:
+        assert kwargs == sent  # the gate never changes the answers it judges
         assert exc.code in gate_codes()
         assert _snapshot(gate, handle) == before  # the round stays open, nothing changed
         return None
-    assert isinstance(retry, Retry)
+    assert isinstance(retry, Retry) and kwargs == sent
     json.dumps(retry.params, allow_nan=False)
     state = gate.state(handle)
     assert state.status == "awaiting_result" and state.round is None and state.latest_id == retry.id

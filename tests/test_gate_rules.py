@@ -109,11 +109,11 @@ class Op:
         return self.gate.receive(tenant=self.tenant if tenant is None else tenant,
                                  user=self.user if user is None else user,
                                  request_id=self.latest if request_id is LATEST else request_id,
-                                 origin=origin, result=copy.deepcopy(result))
+                                 origin=origin, result=result)
 
     def respond(self, responses=None, *, retry_id=FRESH, user=None, tenant=None, params=None) -> Retry:
         retry = self.gate.respond(self.handle, retry_id=f"r-{next(_ids)}" if retry_id is FRESH else retry_id,
-                                  responses=copy.deepcopy(responses), user=self.user if user is None else user,
+                                  responses=responses, user=self.user if user is None else user,
                                   tenant=self.tenant if tenant is None else tenant, params=params)
         self.latest = retry.id
         return retry
@@ -993,3 +993,48 @@ def test_sampling_and_roots_refused_by_default_accepted_when_allowed():
 def test_policy_refuses_unknown_deprecated_names():
     with pytest.raises(ValueError):
         Policy(allow_deprecated={"elicitation/create"})
+
+
+def test_sampling_answers_with_tool_blocks_are_valid_create_message_results():
+    tool_use = {"type": "tool_use", "id": "t1", "name": "lookup", "input": {"q": "x"}}
+    tool_result = {"type": "tool_result", "toolUseId": "t1", "content": [{"type": "text", "text": "r"}],
+                   "isError": False}
+    for content in (tool_use, [{"type": "text", "text": "a"}, tool_use], [tool_result]):
+        op = Op(policy=ALLOW_ALL)
+        op.receive(ir({"s": SAMPLING}))
+        answer = {"role": "assistant", "model": "m", "content": content, "stopReason": "toolUse"}
+        assert op.respond({"s": answer}).params["inputResponses"] == {"s": answer}
+    for bad in ({**tool_use, "input": "x"}, {**tool_use, "id": None}, {**tool_result, "content": "r"},
+                {**tool_result, "isError": "no"}, {"type": "resource_link", "uri": "file:///x", "name": "x"}, []):
+        op = Op(policy=ALLOW_ALL)
+        op.receive(ir({"s": SAMPLING}))
+        assert code(op.respond, {"s": {"role": "assistant", "model": "m", "content": bad}}) == \
+            "invalid_deprecated_response", bad
+
+
+def _deep(depth):
+    value: object = "leaf"
+    for i in range(depth):
+        value = [value] if i % 2 else {"d": value}
+    return value
+
+
+@pytest.mark.parametrize("depth", [70, 600, 5000])
+def test_deeply_nested_json_is_refused_not_a_crash(depth):
+    """JSON parsers accept nesting far beyond Python's recursion limit; the gate must still only
+    ever answer with a code (interpretation: an input request nested deeper than any legal one is
+    not a usable request object, row ``invalid_named_input_request``)."""
+    deep = _deep(depth)
+    assert code(Op().receive, ir({"k": form(message=deep)})) == "invalid_named_input_request"
+    assert isinstance(Op().receive(ir(None, "s", junk=deep)), Round)  # unread members are ignored
+    op = Op(policy=ALLOW_ALL)
+    op.receive(ir({"f": form({"type": "object", "properties": {"a": {"type": "string"}}}), "s": SAMPLING}))
+    sampled = {"role": "assistant", "model": "m", "content": {"type": "tool_use", "id": "1", "name": "n",
+                                                             "input": {"x": deep}}}
+    assert code(op.respond, {"f": {"action": "accept", "content": {"a": deep}}, "s": CMR}) == \
+        "input_response_schema_mismatch"
+    assert code(op.respond, {"f": {"action": "decline"}, "s": sampled}) == "invalid_deprecated_response"
+    assert code(op.respond, {"f": {"action": "decline"}, "s": CMR}, params={**PARAMS, "x": deep}) == \
+        "mrtr_identity_or_argument_mismatch"
+    retry = op.respond({"f": {"action": "decline", "_meta": {"deep": deep}}, "s": CMR})
+    assert retry.params["inputResponses"]["f"] == {"action": "decline"}  # an unusable _meta is not forwarded

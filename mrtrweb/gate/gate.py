@@ -43,6 +43,9 @@ ROOTS = "roots/list"
 _ACTIONS = ("accept", "decline", "cancel")
 #: extra seconds a store keeps a record after its logical expiry (for late-answer diagnostics)
 _STORE_SLACK_S = 60.0
+#: nesting an input request or an answer may have: far beyond any legal one, and well within the
+#: interpreter's recursion limit (copying, digesting and storing them recurse)
+_MAX_DEPTH = 64
 
 
 @dataclasses.dataclass(frozen=True)
@@ -331,6 +334,8 @@ class Gate:
                 not isinstance(entry.get("params"), dict):
             raise GateRejection(codes.INVALID_NAMED_INPUT_REQUEST,
                                 "an input request must be an object with a string method and object params", key=key)
+        if not _within_depth(entry):
+            raise GateRejection(codes.INVALID_NAMED_INPUT_REQUEST, "an input request is nested too deeply", key=key)
         method = entry["method"]
         params = entry["params"]
         message = params.get("message") if isinstance(params.get("message"), str) else ""
@@ -439,7 +444,7 @@ class Gate:
         held = record["params"] if params is None else params
         try:
             held_digest = digest(held) if isinstance(held, Mapping) else None
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, RecursionError):
             held_digest = None
         if user != record["user"] or tenant != record["tenant"] or held_digest != record["params_digest"]:
             raise GateRejection(codes.MRTR_IDENTITY_OR_ARGUMENT_MISMATCH,
@@ -472,13 +477,14 @@ class Gate:
         for k in elicit:
             answer = responses[k]
             out: dict[str, Any] = {"action": answer["action"]}
-            if "_meta" in answer and isinstance(answer["_meta"], dict):
+            if "_meta" in answer and isinstance(answer["_meta"], dict) and _within_depth(answer["_meta"]):
                 out["_meta"] = copy.deepcopy(answer["_meta"])
             if views[k].kind == "form" and answer["action"] == "accept":
                 try:
                     if answer.get("content", {}) is None:  # null is present, and not an object
                         raise ContentMismatch({"": ["The answer must be an object of fields."]})
-                    out["content"] = views[k].schema.validate(copy.deepcopy(answer.get("content", {})))  # type: ignore[union-attr]
+                    # validated before it is copied: valid content is flat, any other may be arbitrarily deep
+                    out["content"] = copy.deepcopy(views[k].schema.validate(answer.get("content", {})))  # type: ignore[union-attr]
                 except ContentMismatch as exc:
                     raise GateRejection(codes.INPUT_RESPONSE_SCHEMA_MISMATCH, str(exc), key=k) from exc
             built[k] = out
@@ -490,11 +496,11 @@ class Gate:
         # Row 9: deprecated answers.
         for k in keys:
             if views[k].kind == "sampling":
-                if not _valid_create_message_result(responses[k]):
+                if not _valid_create_message_result(responses[k]) or not _within_depth(responses[k]):
                     raise GateRejection(codes.INVALID_DEPRECATED_RESPONSE, "not a valid CreateMessageResult", key=k)
                 built[k] = copy.deepcopy(responses[k])
             elif views[k].kind == "roots":
-                if not _valid_list_roots_result(responses[k]):
+                if not _valid_list_roots_result(responses[k]) or not _within_depth(responses[k]):
                     raise GateRejection(codes.INVALID_DEPRECATED_RESPONSE,
                                         "not a valid ListRootsResult with file:// URIs", key=k)
                 built[k] = copy.deepcopy(responses[k])
@@ -549,6 +555,20 @@ class Gate:
         self.store.delete(handle.tenant, handle.operation_id)
 
 
+def _within_depth(value: Any, limit: int = _MAX_DEPTH) -> bool:
+    """Whether ``value`` nests objects/arrays at most ``limit`` deep (checked without recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        node, level = stack.pop()
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else None
+        if children is None:
+            continue
+        if level > limit:
+            return False
+        stack.extend((child, level + 1) for child in children)
+    return True
+
+
 _DEFAULT_PORTS = {"https": 443, "wss": 443, "http": 80, "ws": 80}
 
 
@@ -578,7 +598,7 @@ def _same_origin(received: Any, bound: str) -> bool:
 
 
 def _valid_create_message_result(value: Any) -> bool:
-    """``CreateMessageResult``: ``role``, ``content`` (text/image/audio block, or a list of them),
+    """``CreateMessageResult``: ``role``, ``content`` (text/image/audio/tool_use/tool_result block, or a list),
     ``model`` string, optional ``stopReason`` string."""
     if not isinstance(value, dict):
         return False
@@ -599,6 +619,16 @@ def _valid_create_message_result(value: Any) -> bool:
                 return False
         elif kind in ("image", "audio"):
             if not isinstance(block.get("data"), str) or not isinstance(block.get("mimeType"), str):
+                return False
+        elif kind == "tool_use":  # SamplingMessageContentBlock of 2026-07-28 (sampling with tools)
+            if not isinstance(block.get("id"), str) or not isinstance(block.get("name"), str) or \
+                    not isinstance(block.get("input"), dict):
+                return False
+        elif kind == "tool_result":
+            inner = block.get("content")
+            if not isinstance(block.get("toolUseId"), str) or not isinstance(inner, list) or \
+                    not all(isinstance(b, dict) and isinstance(b.get("type"), str) for b in inner) or \
+                    ("isError" in block and not isinstance(block["isError"], bool)):
                 return False
         else:
             return False
