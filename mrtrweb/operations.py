@@ -10,6 +10,7 @@ group ``mrtrweb.user.<id>``.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import uuid
 import weakref
@@ -98,7 +99,10 @@ def handle_of(op: Operation) -> OperationHandle:
 
 
 def _spawn(coro) -> asyncio.Task:
-    task = asyncio.get_running_loop().create_task(coro)
+    """Run ``coro`` in the background, outside the request's context: its ORM calls then share the
+    process's one sync thread (one database connection) instead of pinning a connection in the
+    finished request's thread for as long as the MCP server takes."""
+    task = asyncio.get_running_loop().create_task(coro, context=contextvars.Context())
     _tasks.add(task)
     task.add_done_callback(_tasks.discard)
     return task

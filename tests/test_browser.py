@@ -63,7 +63,7 @@ def browser():
     """One headless Chromium per module. Playwright's sync API runs an event loop in this thread,
     so Django's async-safety check must be relaxed for the test's own ORM calls."""
     if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} is not installed")
+        pytest.fail(f"{CHROMIUM} is not installed (./dev test installs it)")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
         pw = playwright_sync.sync_playwright().start()

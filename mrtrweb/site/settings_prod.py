@@ -15,6 +15,10 @@ Everything comes from the environment (see README "Production"):
 ``MRTRWEB_HSTS_SECONDS``       default 31536000
 ``MRTRWEB_FRAME_ANCESTORS``    optional; portals allowed to embed the app (CSP frame-ancestors)
 ``MRTRWEB_REDIS_TIMEOUT_S``    socket timeout to Redis, default 2 (fail closed quickly)
+``MRTRWEB_SECURE_COOKIES``     ``1`` (default); ``0`` only for local tests without TLS
+``MRTRWEB_DB_POOL_SIZE``       PostgreSQL connections per worker process (pool), default 10
+``MRTRWEB_CACHE_PREFIX``       key prefix of the Redis cache (default ``mrtrweb``)
+``MRTRWEB_CHANNELS_PREFIX``    prefix of the channel layer's keys (default ``mrtrweb-asgi``)
 =============================  ===========================================================
 """
 
@@ -45,7 +49,14 @@ SECRET_KEY = _required("DJANGO_SECRET_KEY")
 ALLOWED_HOSTS = [h.strip() for h in _required("DJANGO_ALLOWED_HOSTS").split(",") if h.strip()]
 CSRF_TRUSTED_ORIGINS = [o.strip() for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()]
 
-DATABASES = {"default": dj_database_url.parse(_required("DATABASE_URL"), conn_max_age=60, conn_health_checks=True)}
+# Under ASGI every request may run its ORM calls in its own thread: persistent per-thread
+# connections would pile up, so connections come from a psycopg pool instead (Django >= 5.1).
+DATABASES = {"default": dj_database_url.parse(_required("DATABASE_URL"), conn_max_age=0)}
+DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+    "min_size": 1,
+    "max_size": int(os.environ.get("MRTRWEB_DB_POOL_SIZE", "10")),
+    "timeout": float(os.environ.get("MRTRWEB_DB_POOL_TIMEOUT_S", "10")),
+}
 
 _REDIS_URL = _required("REDIS_URL")
 _REDIS_TIMEOUT = float(os.environ.get("MRTRWEB_REDIS_TIMEOUT_S", "2"))
@@ -80,8 +91,8 @@ SECURE_SSL_REDIRECT = _flag("MRTRWEB_SSL_REDIRECT", "1")
 SECURE_HSTS_SECONDS = int(os.environ.get("MRTRWEB_HSTS_SECONDS", "31536000"))
 SECURE_HSTS_INCLUDE_SUBDOMAINS = True
 SECURE_HSTS_PRELOAD = True
-SESSION_COOKIE_SECURE = True
-CSRF_COOKIE_SECURE = True
+# Secure cookies need https; MRTRWEB_SECURE_COOKIES=0 only for a local test without TLS.
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = _flag("MRTRWEB_SECURE_COOKIES", "1")
 SESSION_COOKIE_HTTPONLY = True
 SECURE_REFERRER_POLICY = "same-origin"
 SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
