@@ -158,9 +158,13 @@ class JsonArgumentsForm(forms.Form):
         self.schema = schema if isinstance(schema, dict) else {}
 
     def clean_arguments(self) -> dict[str, Any]:
+        def refuse_constant(name: str) -> Any:
+            raise ValueError(name)
+
         try:
-            value = json.loads(self.cleaned_data["arguments"])
-        except ValueError:
+            value = json.loads(self.cleaned_data["arguments"], parse_constant=refuse_constant)
+            json.dumps(value, allow_nan=False)  # 1e400 reads as infinity: not sendable
+        except (ValueError, RecursionError):
             raise forms.ValidationError(_("Enter valid JSON.")) from None
         if not isinstance(value, dict):
             raise forms.ValidationError(_("The arguments must be a JSON object."))

@@ -108,11 +108,12 @@ def is_date(value: str) -> bool:
     m = _DATE_RE.match(value)
     if not m or value.endswith("\n"):
         return False
-    try:
-        datetime.date(int(m.group(1)), int(m.group(2)), int(m.group(3)))
-    except ValueError:
+    year, month, day = int(m.group(1)), int(m.group(2)), int(m.group(3))
+    if not 1 <= month <= 12 or day < 1:
         return False
-    return True
+    leap = year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)  # proleptic Gregorian; 0000 is leap
+    days = [31, 29 if leap else 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][month - 1]
+    return day <= days
 
 
 def is_time(value: str) -> bool:

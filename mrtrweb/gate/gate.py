@@ -27,10 +27,10 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from . import codes
+from . import codes, formats
 from .clock import Clock, SystemClock
 from .codes import BindingConflict, GateRejection
-from .ids import canonical_json, digest, id_key, is_request_id, text_digest
+from .ids import digest, id_key, is_request_id, is_strict_json, text_digest
 from .policy import DEPRECATED_METHODS, INPUT_REQUIRED_METHODS, Policy
 from .schema import CheckedSchema, ContentMismatch, SchemaRefused, check_requested_schema
 from .store import BindingStore
@@ -45,7 +45,7 @@ _ACTIONS = ("accept", "decline", "cancel")
 _STORE_SLACK_S = 60.0
 #: nesting an input request or an answer may have: far beyond any legal one, and well within the
 #: interpreter's recursion limit (copying, digesting and storing them recurse)
-_MAX_DEPTH = 64
+_MAX_DEPTH = 200
 
 
 @dataclasses.dataclass(frozen=True)
@@ -334,8 +334,18 @@ class Gate:
                 not isinstance(entry.get("params"), dict):
             raise GateRejection(codes.INVALID_NAMED_INPUT_REQUEST,
                                 "an input request must be an object with a string method and object params", key=key)
+        try:
+            view = self._judge_request(key, entry, policy)
+        except RecursionError:
+            raise GateRejection(codes.INVALID_NAMED_INPUT_REQUEST, "an input request is nested too deeply",
+                                key=key) from None
+        # Checked last, so that every contract row gives its own code first: an otherwise valid
+        # request nested beyond any legal shape is refused before it is copied or stored.
         if not _within_depth(entry):
             raise GateRejection(codes.INVALID_NAMED_INPUT_REQUEST, "an input request is nested too deeply", key=key)
+        return view
+
+    def _judge_request(self, key: str, entry: dict[str, Any], policy: Policy) -> InputRequestView:
         method = entry["method"]
         params = entry["params"]
         message = params.get("message") if isinstance(params.get("message"), str) else ""
@@ -477,14 +487,18 @@ class Gate:
         for k in elicit:
             answer = responses[k]
             out: dict[str, Any] = {"action": answer["action"]}
-            if "_meta" in answer and isinstance(answer["_meta"], dict) and _within_depth(answer["_meta"]):
+            if "_meta" in answer and isinstance(answer["_meta"], dict) and _within_depth(answer["_meta"]) and \
+                    is_strict_json(answer["_meta"]):
                 out["_meta"] = copy.deepcopy(answer["_meta"])
             if views[k].kind == "form" and answer["action"] == "accept":
                 try:
                     if answer.get("content", {}) is None:  # null is present, and not an object
                         raise ContentMismatch({"": ["The answer must be an object of fields."]})
                     # validated before it is copied: valid content is flat, any other may be arbitrarily deep
-                    out["content"] = copy.deepcopy(views[k].schema.validate(answer.get("content", {})))  # type: ignore[union-attr]
+                    content = views[k].schema.validate(answer.get("content", {}))  # type: ignore[union-attr]
+                    if not is_strict_json(content):  # 1e400 reads as infinity: not sendable as JSON
+                        raise ContentMismatch({"": ["A number in the answer is too large."]})
+                    out["content"] = copy.deepcopy(content)
                 except ContentMismatch as exc:
                     raise GateRejection(codes.INPUT_RESPONSE_SCHEMA_MISMATCH, str(exc), key=k) from exc
             built[k] = out
@@ -496,11 +510,13 @@ class Gate:
         # Row 9: deprecated answers.
         for k in keys:
             if views[k].kind == "sampling":
-                if not _valid_create_message_result(responses[k]) or not _within_depth(responses[k]):
+                if not _valid_create_message_result(responses[k]) or not _within_depth(responses[k]) or \
+                        not is_strict_json(responses[k]):
                     raise GateRejection(codes.INVALID_DEPRECATED_RESPONSE, "not a valid CreateMessageResult", key=k)
                 built[k] = copy.deepcopy(responses[k])
             elif views[k].kind == "roots":
-                if not _valid_list_roots_result(responses[k]) or not _within_depth(responses[k]):
+                if not _valid_list_roots_result(responses[k]) or not _within_depth(responses[k]) or \
+                        not is_strict_json(responses[k]):
                     raise GateRejection(codes.INVALID_DEPRECATED_RESPONSE,
                                         "not a valid ListRootsResult with file:// URIs", key=k)
                 built[k] = copy.deepcopy(responses[k])
@@ -511,7 +527,6 @@ class Gate:
             retry_params["inputResponses"] = {k: built[k] for k in keys}
         if rnd["has_state"]:
             retry_params["requestState"] = rnd["state"]
-        canonical_json(retry_params)  # the retry must be JSON (raises on NaN etc. -- never the case for checked input)
         ttl = policy.ttl_s + _STORE_SLACK_S
         if not self.store.claim(record["tenant"], f"round:{handle.operation_id}:{rnd['number']}", ttl):
             raise GateRejection(codes.INACTIVE_MRTR_ROUND, "the round was answered by a concurrent submission")
@@ -586,7 +601,13 @@ def _origin_triple(origin: Any) -> tuple[str, str, int] | None:
     if not parts.hostname or parts.path or not origin[len(parts.scheme):].startswith("://"):
         return None
     port = _DEFAULT_PORTS.get(scheme) if port is None else port
-    return None if port is None else (scheme, parts.hostname.lower(), port)
+    host = parts.hostname.lower()
+    if not host.isascii():
+        try:
+            host = host.encode("idna").decode("ascii")  # an IDN and its punycode are one origin
+        except UnicodeError:
+            return None
+    return None if port is None else (scheme, host, port)
 
 
 def _same_origin(received: Any, bound: str) -> bool:
@@ -635,13 +656,19 @@ def _valid_create_message_result(value: Any) -> bool:
     return True
 
 
+def _is_file_uri(uri: Any) -> bool:
+    """A valid RFC 3986 ``file:`` URI (scheme case-insensitive) that names a path."""
+    if not isinstance(uri, str) or not uri[:7].lower() == "file://" or not formats.is_uri(uri):
+        return False
+    return urllib.parse.urlsplit(uri).path not in ("", "/") or uri[7:].startswith("/")
+
+
 def _valid_list_roots_result(value: Any) -> bool:
     """``ListRootsResult``: ``roots`` a list of ``{uri: "file://...", name?: str}``."""
     if not isinstance(value, dict) or not isinstance(value.get("roots"), list):
         return False
     for root in value["roots"]:
-        if not isinstance(root, dict) or not isinstance(root.get("uri"), str) or \
-                not root["uri"].startswith("file://"):
+        if not isinstance(root, dict) or not _is_file_uri(root.get("uri")):
             return False
         if "name" in root and not isinstance(root["name"], str):
             return False

@@ -66,11 +66,22 @@ def _same_numbers(value: Any) -> Any:
 
 
 def digest(value: Any) -> str:
-    """``sha256:<hex>`` of the canonical JSON of ``value`` (surrogates escaped, never raises on text)."""
-    text = canonical_json(value)
+    """``sha256:<hex>`` of the canonical JSON of ``value`` (surrogates kept, never raises on text;
+    a non-finite number -- ``1e400`` parses as infinity -- is digested as ``Infinity``)."""
+    text = json.dumps(_same_numbers(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      allow_nan=True)
     return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def text_digest(text: str) -> str:
     """``sha256:<hex>`` of a string's UTF-8 bytes (lone surrogates kept via surrogatepass)."""
     return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def is_strict_json(value: Any) -> bool:
+    """Whether ``value`` can be sent as standard JSON (no NaN or infinity anywhere)."""
+    try:
+        json.dumps(value, allow_nan=False)
+    except (ValueError, TypeError, RecursionError):
+        return False
+    return True

@@ -40,8 +40,9 @@ from jsonschema import Draft202012Validator
 
 from . import formats
 
-MAX_PROPERTIES = 256
-MAX_NAME_LENGTH = 256
+MAX_PROPERTIES = 4096
+#: seconds one ``pattern`` may take on one answer before the answer is refused (ReDoS guard)
+PATTERN_TIMEOUT_S = 0.5
 MAX_ENUM_VALUES = 1000
 MAX_REF_DEPTH = 16
 
@@ -153,6 +154,10 @@ def _str_or_empty(v: Any) -> str:
 
 
 def _resolve_pointer(root: Any, ref: str) -> Any:
+    base = root.get("$id") if isinstance(root, dict) else None
+    if isinstance(base, str) and base and ref.startswith(base.split("#", 1)[0]) and \
+            ref[len(base.split("#", 1)[0]):][:1] in ("", "#"):
+        ref = "#" + ref[len(base.split("#", 1)[0]):].lstrip("#")  # the document's own $id: same document
     if not ref.startswith("#"):
         raise SchemaRefused("a $ref leaves the document")
     fragment = urllib.parse.unquote(ref[1:])
@@ -307,13 +312,10 @@ def _check_property(name: str, prop: Mapping[str, Any], required: bool) -> tuple
         normalized["uniqueItems"] = constraints["uniqueItems"] = prop["uniqueItems"]
     if "pattern" in prop:
         pattern = prop["pattern"]
-        if not isinstance(pattern, str) or len(pattern) > 1000:
+        if not isinstance(pattern, str):
             raise SchemaRefused(f"{where}: pattern must be a string")
-        try:
-            re.compile(pattern)
-        except (re.error, RecursionError, OverflowError, ValueError) as exc:
-            raise SchemaRefused(f"{where}: pattern does not compile") from exc
-        normalized["pattern"] = constraints["pattern"] = pattern
+        compile_pattern(pattern, where)  # raises SchemaRefused
+        constraints["pattern"] = pattern  # enforced by validate_content, not by jsonschema
     if "format" in prop:
         fmt = prop["format"]
         if not isinstance(fmt, str) or fmt not in formats.CHECKERS:
@@ -365,6 +367,70 @@ def _check_property(name: str, prop: Mapping[str, Any], required: bool) -> tuple
     return field, normalized
 
 
+def ecma_to_python(pattern: str) -> str:
+    """Translate an ECMA-262 ``pattern`` (JSON Schema's dialect) to the ``regex`` module's syntax:
+    ``$`` outside a class matches only at the very end (``\\Z``, not before a final newline),
+    ``(?<name>`` becomes ``(?P<name>``. ``\\d``/``\\w``/``\\b`` are made ASCII by the caller's flag."""
+    out: list[str] = []
+    i, in_class = 0, False
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\" and i + 1 < len(pattern):
+            out.append(pattern[i:i + 2])
+            i += 2
+            continue
+        if in_class:
+            if ch == "]":
+                in_class = False
+        elif ch == "[":
+            in_class = True
+        elif ch == "$":
+            out.append("\\Z")
+            i += 1
+            continue
+        elif pattern.startswith("(?<", i) and not pattern.startswith(("(?<=", "(?<!"), i):
+            out.append("(?P<")
+            i += 3
+            continue
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+_PATTERNS: dict[str, Any] = {}
+
+
+def compile_pattern(pattern: str, where: str = "pattern"):
+    """Compile (and cache) an ECMA-262 pattern with the ``regex`` module.
+
+    Raises:
+        SchemaRefused: the pattern is not a regular expression the gate can enforce.
+    """
+    import regex
+
+    compiled = _PATTERNS.get(pattern)
+    if compiled is None:
+        if len(pattern) > 10000:
+            raise SchemaRefused(f"{where}: pattern is too long")
+        try:
+            compiled = regex.compile(ecma_to_python(pattern), flags=regex.ASCII | regex.V0)
+        except (regex.error, RecursionError, OverflowError, ValueError, TypeError) as exc:
+            raise SchemaRefused(f"{where}: pattern does not compile") from exc
+        if len(_PATTERNS) > 1024:
+            _PATTERNS.clear()
+        _PATTERNS[pattern] = compiled
+    return compiled
+
+
+def pattern_matches(pattern: str, value: str) -> bool:
+    """ECMA-262 ``pattern`` semantics (unanchored search); False when it takes longer than
+    :data:`PATTERN_TIMEOUT_S` (a server's catastrophic pattern never hangs a worker)."""
+    try:
+        return compile_pattern(pattern).search(value, timeout=PATTERN_TIMEOUT_S) is not None
+    except TimeoutError:
+        return False
+
+
 def check_requested_schema(schema: Any) -> CheckedSchema:
     """Check a form-mode ``requestedSchema`` against the restricted subset.
 
@@ -404,8 +470,8 @@ def check_requested_schema(schema: Any) -> CheckedSchema:
     norm_props: dict[str, Any] = {}
     defaults: dict[str, Any] = {}
     for name, raw in properties.items():
-        if not name or len(name) > MAX_NAME_LENGTH:
-            raise SchemaRefused("a property name is empty or too long")
+        if not name:
+            raise SchemaRefused("a property name is empty")
         prop = _deref(schema, raw)
         if isinstance(prop.get("items"), dict) and "$ref" in prop["items"]:
             prop = {**prop, "items": _deref(schema, prop["items"])}  # a local $ref is legal here too
@@ -514,6 +580,13 @@ def validate_content(checked: CheckedSchema, content: Any) -> dict[str, Any]:
         bucket = errors.setdefault(name, [])
         if msg not in bucket:
             bucket.append(msg)
+    for spec in checked.fields:
+        pattern = spec.constraints.get("pattern")
+        value = filled.get(spec.name)
+        if pattern is not None and isinstance(value, str) and not pattern_matches(pattern, value):
+            bucket = errors.setdefault(spec.name, [])
+            if "Enter a value in the requested pattern." not in bucket:
+                bucket.append("Enter a value in the requested pattern.")
     if errors:
         raise ContentMismatch(errors)
     return filled

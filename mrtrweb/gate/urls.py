@@ -13,9 +13,12 @@ import re
 import unicodedata
 import urllib.parse
 
-MAX_URL_LENGTH = 8192
-_FORBIDDEN = re.compile(r"[\x00-\x20\x7f-\x9f\\<>\"`{}|^]")
-_HOST_LABEL = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$")
+MAX_URL_LENGTH = 65536
+# White space, control characters and the backslash (which browsers read as "/", so that
+# "https://evil.test\@good.test" would not open what it shows) are refused; other characters are
+# escaped when shown and percent-encoded by the browser, as the URL standard does.
+_FORBIDDEN = re.compile(r"[\x00-\x20\x7f-\x9f\\]")
+_HOST_LABEL = re.compile(r"^(?!-)[a-z0-9_-]{1,63}(?<!-)$")
 
 
 class UnsafeUrl(ValueError):

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import math
+import sys
+import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TextIO
@@ -33,15 +35,31 @@ def json_equal(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b
 
 
+def _parse_int(text: str) -> int:
+    # JSON integers have no size limit; Python's str->int guard (4300 digits) does.
+    old = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(0)
+    try:
+        return int(text)
+    finally:
+        sys.set_int_max_str_digits(old)
+
+
+def loads(text: str) -> Any:
+    """``json.loads`` for any valid JSON: integers of any length, nesting as deep as the caller's
+    stack allows (see :func:`run_file`, which runs with a raised recursion limit)."""
+    return json.loads(text, parse_int=_parse_int)
+
+
 def read_cases(lines: Iterable[str]) -> Iterator[tuple[int, dict[str, Any] | None, str | None]]:
     """Yield ``(line number, case or None, error)`` for each non-blank line."""
     for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            case = json.loads(line)
-        except ValueError as exc:
-            yield n, None, f"line {n} is not JSON ({exc.__class__.__name__})"
+            case = loads(line)
+        except (ValueError, RecursionError) as exc:
+            yield n, None, f"line {n} is not JSON the runner can read ({exc.__class__.__name__})"
             continue
         if not isinstance(case, dict) or not isinstance(case.get("operation"), dict) or \
                 not isinstance(case.get("steps"), list):
@@ -61,7 +79,7 @@ def run_case(case: dict[str, Any], store: BindingStore, base_policy: Policy,
     except (TypeError, ValueError) as exc:
         out(f"FAIL {name}: bad policy ({exc})")
         return False
-    clock = ManualClock()
+    clock = ManualClock(start=0.0)  # integral times: exact TTL boundaries
     gate = Gate(store, policy, clock)
     try:
         handle = gate.register(
@@ -127,7 +145,38 @@ def _run_step(gate: Gate, handle: Any, op: dict[str, Any], ns: str, latest: Any,
 def run_file(stream: TextIO, store_factory: Callable[[], BindingStore], base_policy: Policy,
              out: Callable[[str], None]) -> tuple[int, int]:
     """Run every case of a JSON Lines stream. Returns ``(passed, failed)`` case counts and prints
-    the closing ``N passed, M failed`` line."""
+    the closing ``N passed, M failed`` line.
+
+    The cases run in a thread with a large stack and a raised recursion limit, so that deeply
+    nested JSON in a case is read and judged instead of crashing the runner."""
+    result: list[tuple[int, int]] = []
+    error: list[BaseException] = []
+
+    def target() -> None:
+        old = sys.getrecursionlimit()
+        sys.setrecursionlimit(max(old, 60000))
+        try:
+            result.append(_run_file(stream, store_factory, base_policy, out))
+        except BaseException as exc:  # noqa: BLE001 -- reported below
+            error.append(exc)
+        finally:
+            sys.setrecursionlimit(old)
+
+    old_size = threading.stack_size()
+    threading.stack_size(512 * 1024 * 1024)
+    try:
+        thread = threading.Thread(target=target, name="mrtr-verify")
+        thread.start()
+    finally:
+        threading.stack_size(old_size)
+    thread.join()
+    if error:
+        raise error[0]
+    return result[0]
+
+
+def _run_file(stream: TextIO, store_factory: Callable[[], BindingStore], base_policy: Policy,
+              out: Callable[[str], None]) -> tuple[int, int]:
     passed = failed = 0
     for n, case, error in read_cases(stream):
         if case is None:
