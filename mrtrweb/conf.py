@@ -20,6 +20,8 @@ key                         default     meaning
 ``MAX_PENDING_ROUNDS``      20          per user: operations waiting for an answer at once
 ``MAX_STARTS_PER_MINUTE``   30          per user: operations started per minute
 ``HEARTBEAT_S``             5           worker heartbeat period; a worker silent 3 periods is dead
+``MAX_TENANT_PENDING_ROUNDS``   200     per tenant: operations waiting for an answer at once
+``MAX_TENANT_STARTS_PER_MINUTE`` 300    per tenant: operations started per minute
 ==========================  ==========  =========================================================
 """
 
@@ -46,11 +48,13 @@ DEFAULTS: dict[str, Any] = {
     "MAX_PENDING_ROUNDS": 20,
     "MAX_STARTS_PER_MINUTE": 30,
     "HEARTBEAT_S": 5,
+    "MAX_TENANT_PENDING_ROUNDS": 200,
+    "MAX_TENANT_STARTS_PER_MINUTE": 300,
 }
 
 _NUMERIC = {"TTL_S", "MAX_TTL_S", "MAX_STATE_BYTES", "MAX_ROUNDS", "STATE_ONLY_BACKOFF_S",
             "STATE_ONLY_BACKOFF_CAP_S", "CALL_TIMEOUT_S", "CONNECTION_IDLE_S", "MAX_PENDING_ROUNDS",
-            "MAX_STARTS_PER_MINUTE", "HEARTBEAT_S"}
+            "MAX_STARTS_PER_MINUTE", "HEARTBEAT_S", "MAX_TENANT_PENDING_ROUNDS", "MAX_TENANT_STARTS_PER_MINUTE"}
 
 
 def get(key: str) -> Any:

@@ -171,7 +171,7 @@ async def start_operation(*, user: Any, server: McpServer, method: str, name: st
     Raises:
         OperationRefused: a per-user limit is reached, or the binding store is unavailable.
     """
-    await _check_limits(user)
+    await _check_limits(user, server.tenant_id)
     request_id = new_request_id()
     op = await Operation.objects.acreate(
         tenant_id=server.tenant_id, user=user, server=server, method=method, name=name, params=params,
@@ -202,14 +202,25 @@ class OperationRefused(Exception):
         self.message = message
 
 
-async def _check_limits(user: Any) -> None:
-    pending = await Operation.objects.filter(user=user, status=Operation.Status.AWAITING_INPUT).acount()
-    if pending >= int(conf.get("MAX_PENDING_ROUNDS")):
-        raise OperationRefused(LIMIT_REACHED, "You have too many rounds waiting for an answer; answer or let them expire first.")
+async def _check_limits(user: Any, tenant_id: Any) -> None:
+    """Refuse a new operation when the user or the tenant has too many rounds waiting for an
+    answer, or started too many operations in the last minute (``MRTRWEB`` limits)."""
     since = timezone.now() - timezone.timedelta(minutes=1)
-    started = await Operation.objects.filter(user=user, created_at__gte=since).acount()
-    if started >= int(conf.get("MAX_STARTS_PER_MINUTE")):
-        raise OperationRefused(LIMIT_REACHED, "You started too many operations in the last minute; wait a moment.")
+    waiting = Operation.Status.AWAITING_INPUT
+    checks = (
+        (Operation.objects.filter(user=user, status=waiting), "MAX_PENDING_ROUNDS",
+         "You have too many rounds waiting for an answer; answer or let them expire first."),
+        (Operation.objects.filter(user=user, created_at__gte=since), "MAX_STARTS_PER_MINUTE",
+         "You started too many operations in the last minute; wait a moment."),
+        (Operation.objects.filter(tenant_id=tenant_id, status=waiting), "MAX_TENANT_PENDING_ROUNDS",
+         "Your organisation has too many rounds waiting for an answer right now; try again later."),
+        (Operation.objects.filter(tenant_id=tenant_id, created_at__gte=since), "MAX_TENANT_STARTS_PER_MINUTE",
+         "Your organisation started too many operations in the last minute; wait a moment."),
+    )
+    for queryset, key, message in checks:
+        if await queryset.acount() >= int(conf.get(key)):
+            logger.info("limit %s reached for user %s / tenant %s", key, getattr(user, "pk", "?"), tenant_id)
+            raise OperationRefused(LIMIT_REACHED, message)
 
 
 def _is_final(raw: Any) -> bool:

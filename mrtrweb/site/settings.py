@@ -112,7 +112,7 @@ CONTENT_SECURITY_POLICY = {
 MRTRWEB = {
     key: float(os.environ[f"MRTRWEB_{key}"])
     for key in ("TTL_S", "MAX_ROUNDS", "MAX_STATE_BYTES", "MAX_PENDING_ROUNDS", "MAX_STARTS_PER_MINUTE",
-                "HEARTBEAT_S", "CALL_TIMEOUT_S")
+                "HEARTBEAT_S", "CALL_TIMEOUT_S", "MAX_TENANT_PENDING_ROUNDS", "MAX_TENANT_STARTS_PER_MINUTE")
     if os.environ.get(f"MRTRWEB_{key}")
 }
 if os.environ.get("MRTRWEB_BINDING_KEY_PREFIX"):

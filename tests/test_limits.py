@@ -1,0 +1,67 @@
+"""Per-user and per-tenant limits on pending rounds and starts per minute: a clear message, and
+nothing is sent."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import AsyncClient
+
+from mrtrweb import operations
+from mrtrweb.models import Operation
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+
+async def _client(user) -> AsyncClient:
+    client = AsyncClient()
+    await client.aforce_login(user)
+    return client
+
+
+async def _start(client, server, provider: str):
+    resp = await client.post(f"/mcp/servers/{server.pk}/tools/connect_account/", {"arg-provider": provider})
+    await operations.wait_idle()
+    return resp
+
+
+async def test_user_pending_rounds_cap(seeded, settings):
+    settings.MRTRWEB = {"MAX_PENDING_ROUNDS": 2}
+    alice, server, mcp = seeded["users"]["alice"], seeded["servers"]["acme"], seeded["mcp"]
+    client = await _client(alice)
+    assert (await _start(client, server, "a")).status_code == 302
+    assert (await _start(client, server, "b")).status_code == 302
+    third = await _start(client, server, "c")
+    assert third.status_code == 200 and "too many rounds waiting for an answer" in third.content.decode()
+    assert mcp.calls[("connect_account", False)] == 2
+    # another user of the same tenant is not held back by alice's cap
+    carol = await _client(seeded["users"]["carol"])
+    assert (await _start(carol, server, "d")).status_code == 302
+
+
+async def test_user_starts_per_minute_cap(seeded, settings):
+    settings.MRTRWEB = {"MAX_STARTS_PER_MINUTE": 3}
+    client = await _client(seeded["users"]["alice"])
+    server = seeded["servers"]["acme"]
+    for i in range(3):
+        resp = await client.post(f"/mcp/servers/{server.pk}/tools/echo/", {"arg-text": f"hi {i}"})
+        assert resp.status_code == 302
+    resp = await client.post(f"/mcp/servers/{server.pk}/tools/echo/", {"arg-text": "one more"})
+    assert resp.status_code == 200 and "started too many operations in the last minute" in resp.content.decode()
+    await operations.wait_idle()
+    assert await Operation.objects.acount() == 3
+
+
+async def test_tenant_caps(seeded, settings):
+    settings.MRTRWEB = {"MAX_TENANT_PENDING_ROUNDS": 2, "MAX_TENANT_STARTS_PER_MINUTE": 3}
+    server = seeded["servers"]["acme"]
+    alice, carol = await _client(seeded["users"]["alice"]), await _client(seeded["users"]["carol"])
+    assert (await _start(alice, server, "a")).status_code == 302
+    assert (await _start(carol, server, "b")).status_code == 302
+    resp = await _start(carol, server, "c")
+    assert "organisation has too many rounds waiting" in resp.content.decode()
+    # the other tenant is not affected
+    bob = await _client(seeded["users"]["bob"])
+    assert (await _start(bob, seeded["servers"]["globex"], "x")).status_code == 302
+    settings.MRTRWEB = {"MAX_TENANT_STARTS_PER_MINUTE": 2}
+    resp = await alice.post(f"/mcp/servers/{server.pk}/tools/echo/", {"arg-text": "x"})
+    assert "organisation started too many operations" in resp.content.decode()
