@@ -1,0 +1,42 @@
+"""The standalone site's settings with real services, for running the in-process suite a second
+time against PostgreSQL and Redis (``./dev test`` does):
+
+    DJANGO_SETTINGS_MODULE=tests.services_settings pytest -m "not browser and not services"
+
+Redis databases 13 (cache, flushed by the tests) and 14 (channel layer) are used; the test
+database is created on 127.0.0.1:5432 and dropped afterwards.
+"""
+
+import os
+
+from mrtrweb.site.settings import *  # noqa: F401,F403
+
+_PG = os.environ.get("MRTRWEB_TEST_PG_HOST", "127.0.0.1")
+_REDIS = os.environ.get("MRTRWEB_TEST_REDIS_HOST", "127.0.0.1")
+
+DATABASES = {
+    "default": {
+        "ENGINE": "django.db.backends.postgresql",
+        "HOST": _PG,
+        "PORT": 5432,
+        "USER": "postgres",
+        "NAME": "mrtrweb",
+        # A fixed name: a connection left open by a worker thread can keep pytest-django from
+        # dropping it at the end; the next run then drops and recreates it.
+        "TEST": {"NAME": "test_mrtrweb_services"},
+    }
+}
+CACHES = {
+    "default": {
+        "BACKEND": "django_redis.cache.RedisCache",
+        "LOCATION": f"redis://{_REDIS}:6379/13",
+        "KEY_PREFIX": f"mrtrweb-test-{os.getpid()}",
+        "OPTIONS": {"SOCKET_CONNECT_TIMEOUT": 2, "SOCKET_TIMEOUT": 2},
+    }
+}
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {"hosts": [f"redis://{_REDIS}:6379/14"], "prefix": f"mrtrweb-test-{os.getpid()}"},
+    }
+}
