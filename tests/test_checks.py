@@ -52,3 +52,38 @@ def test_production_settings_pass_check_deploy():
     out = subprocess.run([sys.executable, "manage.py", "check"], cwd=ROOT, env=env, capture_output=True, text=True,
                          timeout=120)
     assert out.returncode != 0 and "DATABASE_URL is required" in out.stderr
+
+
+HEADERS_SCRIPT = r"""
+import django
+django.setup()
+from django.test import Client
+r = Client().get("/accounts/login/", secure=True, HTTP_HOST="mrtr.example")
+assert r.status_code == 200, r.status_code
+print("CSP=" + r["Content-Security-Policy"])
+print("XFO=" + r.headers.get("X-Frame-Options", "-"))
+print("HSTS=" + r.headers.get("Strict-Transport-Security", "-"))
+print("COOKIE=" + str(r.cookies["csrftoken"]["secure"]))
+r = Client().get("/accounts/login/", HTTP_HOST="mrtr.example")
+print("HTTP=" + str(r.status_code))
+"""
+
+
+def _prod_headers(**extra: str) -> dict[str, str]:
+    env = dict(os.environ, DJANGO_SETTINGS_MODULE="mrtrweb.site.settings_prod",
+               DJANGO_SECRET_KEY=secrets.token_urlsafe(60), DJANGO_ALLOWED_HOSTS="mrtr.example",
+               DATABASE_URL="postgres://postgres@127.0.0.1:5432/test", REDIS_URL="redis://127.0.0.1:6379/5", **extra)
+    out = subprocess.run([sys.executable, "-c", HEADERS_SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    return dict(line.split("=", 1) for line in out.stdout.splitlines() if "=" in line)
+
+
+def test_production_headers_default_and_portal_embedding():
+    h = _prod_headers()
+    assert "frame-ancestors 'none'" in h["CSP"] and "script-src 'self'" in h["CSP"]
+    assert "unsafe-inline" not in h["CSP"]
+    assert h["XFO"] == "DENY" and h["HSTS"].startswith("max-age=31536000") and h["COOKIE"] == "True"
+    assert h["HTTP"] == "301"  # http is redirected to https
+    h = _prod_headers(MRTRWEB_FRAME_ANCESTORS="https://portal.example")
+    assert "frame-ancestors https://portal.example" in h["CSP"] and h["XFO"] == "-"
