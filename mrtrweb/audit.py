@@ -9,13 +9,18 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import logging
+import random
+import time
 from typing import Any
 
 from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from . import conf
-from .models import AuditEvent, Operation
+from .models import AuditChainHead, AuditEvent, Operation
 
 logger = logging.getLogger("mrtrweb.audit")
 
@@ -31,45 +36,101 @@ def keyed_digest(value: str) -> str:
     return "hmac-sha256:" + mac.hexdigest()
 
 
-def record(operation: Operation, event: str, *, code: str = "", round_number: int = 0, request_id: Any = "",
-           retry_id: Any = "", state_digest: str | None = None, schema_digests: dict[str, str] | None = None,
-           actions: dict[str, str] | None = None, read_back: bool = False) -> AuditEvent:
+GENESIS = "0" * 64
+
+#: the fields an event's hash covers, in the canonical JSON (with ``prev_hash`` and the sequence)
+HASHED_FIELDS = ("tenant_id", "sequence", "prev_hash", "created_at", "operation_id", "event", "code", "reason",
+                 "round_number", "original_request_id", "request_id", "retry_id", "server_id", "server_origin",
+                 "method", "name", "user_digest", "tenant_digest", "state_digest", "schema_digests",
+                 "display_digest", "config_digest", "actions", "policy_version")
+
+
+def event_hash(values: dict[str, Any]) -> str:
+    """SHA-256 (hex) of an event's canonical JSON: the :data:`HASHED_FIELDS`, ``created_at`` in
+    ISO 8601, ids as strings. It includes ``prev_hash``, which chains it to the previous event."""
+    content = {}
+    for name in HASHED_FIELDS:
+        value = values.get(name)
+        if name == "created_at":
+            value = value.isoformat()
+        elif name in ("tenant_id", "operation_id"):
+            value = str(value)
+        content[name] = value
+    text = json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _append(values: dict[str, Any]) -> AuditEvent:
+    """Append one event at the head of its tenant's chain (compare-and-set on the head row, so
+    concurrent writers in any process never fork the chain)."""
+    tenant_id = values["tenant_id"]
+    for _attempt in range(100):
+        try:
+            with transaction.atomic():
+                head, _ = AuditChainHead.objects.get_or_create(tenant_id=tenant_id, defaults={"hash": GENESIS})
+                values = dict(values, sequence=head.sequence + 1, prev_hash=head.hash,
+                              created_at=timezone.now())
+                digest_hex = event_hash(values)
+                moved = AuditChainHead.objects.filter(tenant_id=tenant_id, sequence=head.sequence,
+                                                      hash=head.hash).update(sequence=head.sequence + 1,
+                                                                             hash=digest_hex)
+                if moved != 1:
+                    raise _Contended()
+                return AuditEvent.objects.create(hash=digest_hex, **values)
+        except (_Contended, IntegrityError):
+            time.sleep(random.uniform(0.001, 0.02))
+    raise AuditUnavailable("the audit chain head stayed contended")
+
+
+class _Contended(Exception):
+    pass
+
+
+def record(operation: Operation, event: str, *, code: str = "", reason: str = "", round_number: int = 0,
+           request_id: Any = "", retry_id: Any = "", state_digest: str | None = None,
+           schema_digests: dict[str, str] | None = None, actions: dict[str, str] | None = None,
+           display_digest: str = "", config_digest: str = "", user_id: Any = None,
+           read_back: bool = False) -> AuditEvent:
     """Append one event for ``operation`` (sync; call through ``sync_to_async`` from async code).
 
     Args:
-        read_back: re-read the row from the database and compare it (used before a retry leaves).
+        user_id: whose action it is, when not the operation's owner (an attempt by another user).
+        read_back: re-read the row from the database and check its hash (used before a retry leaves).
 
     Raises:
         AuditUnavailable: the write or the read-back failed (reason logged).
     """
     try:
-        row = AuditEvent.objects.create(
-            tenant_id=operation.tenant_id,
-            operation_id=operation.id,
-            event=event,
-            code=code,
-            round_number=round_number,
-            request_id=str(request_id or ""),
-            retry_id=str(retry_id or ""),
-            server_id=str(operation.server_id),
-            server_origin=operation.server.origin,
-            method=operation.method,
-            name=operation.name[:500],
-            user_digest=keyed_digest(f"user:{operation.user_id}"),
-            tenant_digest=keyed_digest(f"tenant:{operation.tenant_id}"),
-            state_digest=state_digest or "",
-            schema_digests=schema_digests or {},
-            actions=actions or {},
-            policy_version=str(conf.get("POLICY_VERSION")),
-        )
+        row = _append({
+            "tenant_id": operation.tenant_id,
+            "operation_id": operation.id,
+            "event": event,
+            "code": code,
+            "reason": reason[:200],
+            "round_number": round_number,
+            "original_request_id": str(operation.request_id or ""),
+            "request_id": str(request_id or ""),
+            "retry_id": str(retry_id or ""),
+            "server_id": str(operation.server_id),
+            "server_origin": operation.server.origin,
+            "method": operation.method,
+            "name": operation.name[:500],
+            "user_digest": keyed_digest(f"user:{operation.user_id if user_id is None else user_id}"),
+            "tenant_digest": keyed_digest(f"tenant:{operation.tenant_id}"),
+            "state_digest": state_digest or "",
+            "schema_digests": schema_digests or {},
+            "display_digest": display_digest,
+            "config_digest": config_digest,
+            "actions": actions or {},
+            "policy_version": str(conf.get("POLICY_VERSION")),
+        })
         if read_back:
             again = AuditEvent.objects.get(pk=row.pk)
-            if (again.event, again.operation_id, again.retry_id, again.actions) != \
-                    (row.event, row.operation_id, row.retry_id, row.actions):
+            if again.hash != event_hash(again.__dict__) or again.hash != row.hash:
                 raise AuditUnavailable("the audit event read back differs from what was written")
         return row
     except AuditUnavailable:
-        logger.error("audit read-back mismatch for operation %s (%s)", operation.id, event)
+        logger.error("audit write/read-back failed for operation %s (%s)", operation.id, event)
         raise
     except Exception as exc:  # noqa: BLE001 -- any sink failure denies the retry
         logger.error("audit write failed for operation %s (%s): %s", operation.id, event, exc.__class__.__name__)

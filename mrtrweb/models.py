@@ -8,6 +8,7 @@ import uuid
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
+from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from .mcp_client import origin_of
@@ -79,6 +80,13 @@ class McpServer(models.Model):
     def origin(self) -> str:
         return origin_of(self.url)
 
+    def config_digest(self) -> str:
+        """``sha256:`` of what a consent card shows and a retry depends on (name, URL, enabled):
+        an answer is denied when it changed since the round arrived."""
+        from .gate import digest
+
+        return digest({"name": self.name, "url": self.url, "enabled": self.enabled})
+
 
 class Operation(models.Model):
     """One ``tools/call`` / ``prompts/get`` / ``resources/read`` a user started, with its rounds.
@@ -92,8 +100,10 @@ class Operation(models.Model):
         COMPLETED = "completed", _("Completed")
         FAILED = "failed", _("Failed")
         INTERRUPTED = "interrupted", _("Interrupted")
+        DENIED = "denied", _("Denied")
+        EXPIRED = "expired", _("Expired")
 
-    TERMINAL = (Status.COMPLETED, Status.FAILED, Status.INTERRUPTED)
+    TERMINAL = (Status.COMPLETED, Status.FAILED, Status.INTERRUPTED, Status.DENIED, Status.EXPIRED)
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="operations")
@@ -134,45 +144,62 @@ class AppendOnlyQuerySet(models.QuerySet):
 
 
 class AuditEvent(models.Model):
-    """One event of a round (append-only; digests only -- never a secret, token, ``requestState``
-    or answer value).
+    """One event of a round: append-only, hash-chained per tenant, digests only (never a secret,
+    token, ``requestState`` or answer value).
 
-    ``event`` is ``received``, ``rejected`` (with ``code``), ``submitted`` (with ``actions`` and
-    ``retry_id``), or a terminal ``completed`` / ``failed`` / ``cancelled`` / ``expired``.
+    ``event``: ``received``, ``rejected`` (``code``), ``shown`` (the consent receipt:
+    ``display_digest`` of exactly what the person saw), ``submitted`` (``actions`` per key,
+    ``retry_id``), and one terminal outcome per operation: ``completed``, ``failed``, ``expired``,
+    ``cancelled`` or ``denied`` (``reason``).
+
+    ``sequence``/``prev_hash``/``hash`` chain the events of a tenant: ``hash`` is SHA-256 of
+    ``prev_hash`` and the canonical JSON of the event (see :func:`mrtrweb.audit.event_hash`).
     """
 
     class Event(models.TextChoices):
         RECEIVED = "received"
         REJECTED = "rejected"
+        SHOWN = "shown"
         SUBMITTED = "submitted"
         COMPLETED = "completed"
         FAILED = "failed"
         CANCELLED = "cancelled"
         EXPIRED = "expired"
+        DENIED = "denied"
 
-    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    TERMINAL = ("completed", "failed", "cancelled", "expired", "denied")
+
+    created_at = models.DateTimeField(default=timezone.now, editable=False, db_index=True)
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="audit_events")
+    sequence = models.PositiveBigIntegerField(default=0)
+    prev_hash = models.CharField(max_length=64, blank=True)
+    hash = models.CharField(max_length=64, blank=True)
     operation_id = models.UUIDField(db_index=True)
     event = models.CharField(max_length=16, choices=Event.choices)
     code = models.CharField(max_length=64, blank=True)
+    reason = models.CharField(max_length=200, blank=True)
     round_number = models.PositiveIntegerField(default=0)
+    original_request_id = models.CharField(max_length=64, blank=True)
     request_id = models.CharField(max_length=64, blank=True)
     retry_id = models.CharField(max_length=64, blank=True)
     server_id = models.CharField(max_length=32)
     server_origin = models.CharField(max_length=300)
     method = models.CharField(max_length=32)
     name = models.CharField(max_length=500)
-    user_digest = models.CharField(max_length=80)
+    user_digest = models.CharField(max_length=80, db_index=True)
     tenant_digest = models.CharField(max_length=80)
-    state_digest = models.CharField(max_length=80, blank=True)
+    state_digest = models.CharField(max_length=80, blank=True, db_index=True)
     schema_digests = models.JSONField(default=dict, blank=True)
+    display_digest = models.CharField(max_length=80, blank=True)
+    config_digest = models.CharField(max_length=80, blank=True)
     actions = models.JSONField(default=dict, blank=True)
     policy_version = models.CharField(max_length=40)
 
     objects = AppendOnlyQuerySet.as_manager()
 
     class Meta:
-        ordering = ["created_at", "id"]
+        ordering = ["tenant_id", "sequence"]
+        constraints = [models.UniqueConstraint(fields=["tenant", "sequence"], name="mrtrweb_audit_chain_unique")]
 
     def __str__(self) -> str:
         return f"{self.event} {self.operation_id} r{self.round_number}"
@@ -184,3 +211,27 @@ class AuditEvent(models.Model):
 
     def delete(self, *args, **kwargs):
         raise PermissionError("audit events are append-only")
+
+
+class AuditChainHead(models.Model):
+    """The last link of a tenant's audit chain (sequence and hash), moved by compare-and-set."""
+
+    tenant = models.OneToOneField(Tenant, on_delete=models.PROTECT, primary_key=True, related_name="audit_head")
+    sequence = models.PositiveBigIntegerField(default=0)
+    hash = models.CharField(max_length=64)
+
+
+class AuditCheckpoint(models.Model):
+    """A signed record of the chain head at a purge: events up to ``sequence`` were removed, and
+    the next event must link to ``hash``. ``signature`` is :mod:`django.core.signing` over
+    (tenant, sequence, hash)."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="audit_checkpoints")
+    sequence = models.PositiveBigIntegerField()
+    hash = models.CharField(max_length=64)
+    purged = models.PositiveBigIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now)
+    signature = models.TextField()
+
+    class Meta:
+        ordering = ["tenant_id", "sequence"]
