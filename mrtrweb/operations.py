@@ -136,7 +136,7 @@ async def _audit(op: Operation, event: str, **kw: Any) -> None:
 
 
 async def _finish(op: Operation, status: str, *, code: str = "", message: str = "", result: Any = None,
-                  event: str | None = None, already_marked: bool = False) -> None:
+                  event: str | None = None, already_marked: bool = False, reason: str = "") -> None:
     """End an operation once: update its row (only if it is not already terminal), close its
     binding, write the terminal audit event and tell the browsers."""
     op.status = status
@@ -159,7 +159,7 @@ async def _finish(op: Operation, status: str, *, code: str = "", message: str = 
         logger.warning("could not close binding of operation %s (store unavailable); it expires on its own", op.id)
     try:
         await _audit(op, event or ("completed" if status == Operation.Status.COMPLETED else "failed"), code=code,
-                     round_number=op.rounds, request_id=op.latest_request_id)
+                     reason=reason, round_number=op.rounds, request_id=op.latest_request_id)
     except audit.AuditUnavailable:
         pass  # logged by audit.record
     await notify(op)
@@ -257,6 +257,45 @@ async def finish_interrupted(op: Operation) -> None:
                   event="failed", already_marked=True)
 
 
+#: reasons of a ``denied`` outcome (issue "audit trail", deny conditions)
+DENY_MESSAGES = {
+    "missing_consent_receipt": "No record shows that this round was displayed to you, so no answer is sent for it.",
+    "request_state_replayed": "The server sent a requestState already seen in another round; the operation was "
+                              "stopped and nothing was sent.",
+    "server_config_changed": "The server's configuration changed after it asked; your answer was not sent.",
+    "timeout": "This round expired before the answer arrived; nothing was sent.",
+    AUDIT_UNAVAILABLE: "The audit trail could not be written or read back; your answer was not sent.",
+}
+
+
+async def deny(op: Operation, reason: str) -> None:
+    """End the operation with a ``denied`` outcome for ``reason``; nothing more is sent for it."""
+    logger.info("operation %s denied: %s", op.id, reason)
+    await _finish(op, Operation.Status.DENIED, code="denied", reason=reason,
+                  message=DENY_MESSAGES.get(reason, "The answer was denied."), event="denied")
+
+
+def _shown_exists(op_id: Any, round_number: int) -> bool:
+    from .models import AuditEvent
+
+    return AuditEvent.objects.filter(operation_id=op_id, round_number=round_number, event="shown").exists()
+
+
+def _received_config(op_id: Any, round_number: int) -> str | None:
+    from .models import AuditEvent
+
+    row = AuditEvent.objects.filter(operation_id=op_id, round_number=round_number, event="received") \
+        .order_by("-sequence").values_list("config_digest", flat=True).first()
+    return row
+
+
+def _state_seen_elsewhere(op: Operation, state_digest: str, round_number: int) -> bool:
+    from .models import AuditEvent
+
+    return AuditEvent.objects.filter(tenant_id=op.tenant_id, event="received", state_digest=state_digest) \
+        .exclude(operation_id=op.id, round_number=round_number).exists()
+
+
 async def _drive(op_id: Any, request_id: str, params: dict[str, Any]) -> None:
     """Send one request of the operation and follow it until it needs the person or ends."""
     from .workers import WORKER_ID, ensure_heartbeat
@@ -316,9 +355,18 @@ async def _handle_result(op: Operation, request_id: str, raw: Any) -> Retry | No
     except StoreUnavailable:
         await _finish(op, Operation.Status.FAILED, code=STORE_UNAVAILABLE, message=message_for(STORE_UNAVAILABLE))
         return None
-    await _audit(op, "received", round_number=rnd.number, request_id=request_id, state_digest=rnd.state_digest,
-                 schema_digests={k: v.schema_digest for k, v in rnd.requests.items() if v.schema_digest})
     op.rounds = rnd.number
+    replayed = bool(rnd.state_digest) and await sync_to_async(_state_seen_elsewhere)(op, rnd.state_digest, rnd.number)
+    try:
+        await _audit(op, "received", round_number=rnd.number, request_id=request_id, state_digest=rnd.state_digest,
+                     schema_digests={k: v.schema_digest for k, v in rnd.requests.items() if v.schema_digest},
+                     config_digest=op.server.config_digest())
+    except audit.AuditUnavailable:
+        await deny(op, AUDIT_UNAVAILABLE)
+        return None
+    if replayed:
+        await deny(op, "request_state_replayed")
+        return None
     if rnd.state_only:
         await asyncio.sleep(rnd.backoff_s)
         return await _build_and_record(op, None)
@@ -348,8 +396,8 @@ async def _build_and_record(op: Operation, responses: dict[str, Any] | None) -> 
         await _audit(op, "submitted", round_number=retry.round_number, request_id=op.latest_request_id,
                      retry_id=retry.id, actions=dict(retry.actions), read_back=True)
     except audit.AuditUnavailable:
-        await _finish(op, Operation.Status.FAILED, code=AUDIT_UNAVAILABLE, message=message_for(AUDIT_UNAVAILABLE))
-        raise OperationRefused(AUDIT_UNAVAILABLE, message_for(AUDIT_UNAVAILABLE)) from None
+        await deny(op, AUDIT_UNAVAILABLE)
+        raise OperationRefused(AUDIT_UNAVAILABLE, DENY_MESSAGES[AUDIT_UNAVAILABLE]) from None
     op.latest_request_id = str(retry.id)
     op.status = Operation.Status.RUNNING
     await op.asave(update_fields=["latest_request_id", "status", "rounds", "updated_at"])
@@ -362,8 +410,15 @@ async def answer_round(op: Operation, responses: dict[str, Any]) -> Retry:
 
     Raises:
         GateRejection: refused by the gate (recorded as ``rejected``; nothing sent).
-        OperationRefused: store or audit unavailable (nothing sent).
+        OperationRefused: store or audit unavailable, or a deny condition (nothing sent).
     """
+    op = await _load(op.pk)
+    if not await sync_to_async(_shown_exists)(op.id, op.rounds):
+        await deny(op, "missing_consent_receipt")
+        raise OperationRefused("denied", DENY_MESSAGES["missing_consent_receipt"])
+    if await sync_to_async(_received_config)(op.id, op.rounds) != op.server.config_digest():
+        await deny(op, "server_config_changed")
+        raise OperationRefused("denied", DENY_MESSAGES["server_config_changed"])
     try:
         retry = await _build_and_record(op, responses)
     except GateRejection as exc:

@@ -8,9 +8,10 @@ from typing import Any
 
 from django.template.loader import render_to_string
 
+from . import audit
 from .forms import SchemaForm
-from .gate import Round, StoreUnavailable
-from .models import Operation
+from .gate import Round, StoreUnavailable, digest
+from .models import AuditEvent, Operation
 from .operations import get_gate, handle_of, message_for
 
 
@@ -21,6 +22,31 @@ def consent_forms(rnd: Round, data: Any = None) -> dict[str, SchemaForm]:
         for key, view in rnd.requests.items()
         if view.kind == "form" and view.schema is not None
     }
+
+
+def display_digest(op: Operation, rnd: Round) -> str:
+    """``sha256:`` of exactly what the consent card shows: the verified server, the operation, the
+    round, and each request's kind, message, schema (by digest) and URL."""
+    return digest({
+        "server": op.server.name, "origin": op.server.origin, "method": op.method, "name": op.name,
+        "round": rnd.number,
+        "requests": {key: {"kind": v.kind, "message": v.message, "schema": v.schema_digest,
+                           "url": v.url.url if v.url else None, "warnings": list(v.url.warnings) if v.url else []}
+                     for key, v in rnd.requests.items()},
+    })
+
+
+def record_shown(op: Operation, rnd: Round) -> None:
+    """Write the consent receipt (``shown`` event) the first time this card is displayed."""
+    shown = display_digest(op, rnd)
+    if AuditEvent.objects.filter(operation_id=op.id, round_number=rnd.number, event="shown",
+                                 display_digest=shown).exists():
+        return
+    try:
+        audit.record(op, "shown", round_number=rnd.number, request_id=op.latest_request_id, display_digest=shown,
+                     schema_digests={k: v.schema_digest for k, v in rnd.requests.items() if v.schema_digest})
+    except audit.AuditUnavailable:
+        pass  # logged; without a receipt an answer to this round is denied
 
 
 def _result_blocks(op: Operation) -> list[dict[str, Any]]:
@@ -53,6 +79,7 @@ def panel_context(op: Operation, *, forms: dict[str, SchemaForm] | None = None, 
             ctx["store_error"] = message_for("binding_store_unavailable")
         rnd = state.round if state else None
         if rnd is not None:
+            record_shown(op, rnd)
             forms = forms if forms is not None else consent_forms(rnd)
             ctx["round"] = rnd
             ctx["requests"] = [

@@ -7,6 +7,7 @@ ownership, so another user (same or other tenant) gets 404 and nothing is sent.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -15,9 +16,10 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllow
 from django.middleware.csrf import get_token
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
+from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from . import operations, workers
+from . import audit, conf, operations, workers
 from .forms import JsonArgumentsForm, SchemaForm
 from .gate import GateRejection, SchemaRefused, StoreUnavailable, check_requested_schema
 from .mcp_client import McpCallError
@@ -147,7 +149,11 @@ async def operation_answer(request: HttpRequest, op_id: Any) -> HttpResponse:
     """Answer the open round: ``action`` is ``accept``, ``decline`` or ``cancel`` (for every
     request of the card); form fields are validated by the form, then by the gate."""
     user = await _user(request)
-    op = await _operation_for(user, op_id)
+    try:
+        op = await _operation_for(user, op_id)
+    except Http404:
+        await _record_foreign_attempt(user, op_id)
+        raise
     action = request.POST.get("action")
     round_no = request.POST.get("round")
     try:
@@ -156,6 +162,9 @@ async def operation_answer(request: HttpRequest, op_id: Any) -> HttpResponse:
         return await _panel_response(request, op, error=operations.message_for(operations.STORE_UNAVAILABLE),
                                      status=503)
     rnd = state.round if state else None
+    if op.status == Operation.Status.AWAITING_INPUT and _expired(state, op):
+        await operations.deny(op, "timeout")  # the round expired before this answer: denied, nothing sent
+        return await _panel_response(request, op, error=operations.DENY_MESSAGES["timeout"], status=409)
     if rnd is None or op.status != Operation.Status.AWAITING_INPUT or round_no != str(rnd.number):
         return await _panel_response(request, op, error=operations.message_for("inactive_mrtr_round"), status=409)
     if action not in ("accept", "decline", "cancel"):
@@ -186,6 +195,30 @@ async def operation_answer(request: HttpRequest, op_id: Any) -> HttpResponse:
     except operations.OperationRefused as exc:
         return await _panel_response(request, op, error=exc.message, status=503)
     return redirect("mrtrweb:operation", op_id=op.id)
+
+
+def _expired(state: Any, op: Operation) -> bool:
+    """Whether the open round of ``op`` is past its lifetime (not merely answered concurrently)."""
+    if state is not None:
+        return state.round is not None and state.round.expires_at <= time.time()
+    # no binding at all: gone after its lifetime (the store keeps it TTL + a minute)
+    return (timezone.now() - op.updated_at).total_seconds() > float(conf.get("TTL_S"))
+
+
+async def _record_foreign_attempt(user: Any, op_id: Any) -> None:
+    """An answer posted by someone who does not own the operation: recorded (the owner's tenant
+    chain, the attempting user's digest), never acted on."""
+    try:
+        op = await Operation.objects.select_related("server", "tenant").aget(pk=op_id)
+    except (Operation.DoesNotExist, ValueError):
+        return
+    logger.warning("answer attempt on operation %s by another user", op.id)
+    try:
+        await sync_to_async(audit.record)(op, "rejected", code="mrtr_identity_or_argument_mismatch",
+                                          reason="answer attempt by another user", round_number=op.rounds,
+                                          request_id=op.latest_request_id, user_id=user.pk)
+    except audit.AuditUnavailable:
+        pass
 
 
 async def _panel_response(request: HttpRequest, op: Operation, *, status: int, **kwargs: Any) -> HttpResponse:

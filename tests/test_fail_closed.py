@@ -50,6 +50,7 @@ async def test_answer_fails_closed_then_recovers(seeded, caches_with_dead_redis)
     await operations.wait_idle()
     op = await Operation.objects.aget(pk=resp["Location"].rstrip("/").split("/")[-1])
     assert op.status == Operation.Status.AWAITING_INPUT
+    assert (await client.get(f"/mcp/operations/{op.id}/")).status_code == 200  # alice sees the card
 
     _use_store(settings, "dead")  # the store becomes unreachable while the round waits
     answer = await client.post(f"/mcp/operations/{op.id}/answer/", {"action": "accept", "round": "1"})

@@ -32,6 +32,8 @@ async def _start(client: AsyncClient, server, tool: str, args: dict[str, str]) -
 
 async def _answer(client: AsyncClient, op: Operation, action: str, fields: dict[str, object] | None = None,
                   round_no: int | None = None):
+    """Look at the card (as a person does: that writes the consent receipt), then answer it."""
+    await client.get(f"/mcp/operations/{op.id}/")
     data: dict[str, object] = {"action": action, "round": str(round_no or op.rounds)}
     data.update(fields or {})
     resp = await client.post(f"/mcp/operations/{op.id}/answer/", data)
@@ -118,6 +120,7 @@ async def test_double_submit_sends_once(seeded):
     alice, server, mcp = seeded["users"]["alice"], seeded["servers"]["acme"], seeded["mcp"]
     client = await _client(alice)
     op = await _start(client, server, "deploy", {"env": "staging", "replicas": "1"})
+    await client.get(f"/mcp/operations/{op.id}/")  # the card is shown
     first, second = await asyncio.gather(
         client.post(f"/mcp/operations/{op.id}/answer/", dict(DEPLOY_OK, action="accept", round="1")),
         client.post(f"/mcp/operations/{op.id}/answer/", dict(DEPLOY_OK, action="accept", round="1")),
@@ -217,8 +220,8 @@ async def test_audit_rows_hold_digests_only(seeded):
     op = await _start(client, server, "deploy", {"env": "production", "replicas": "2"})
     await _answer(client, op, "accept", DEPLOY_OK)
     rows = [r async for r in AuditEvent.objects.filter(operation_id=op.id).values()]
-    assert [r["event"] for r in rows] == ["received", "submitted", "completed"]
-    submitted = rows[1]
+    assert [r["event"] for r in rows] == ["received", "shown", "submitted", "completed"]
+    submitted = rows[2]
     assert submitted["actions"] == {"confirm_deploy": "accept"} and submitted["retry_id"].startswith("mrtr-")
     assert rows[0]["state_digest"].startswith("sha256:") and rows[0]["schema_digests"]["confirm_deploy"]
     blob = repr(rows)

@@ -73,7 +73,7 @@ def test_round_received_on_a_is_answered_in_a_browser_on_b(cluster, alice, demo_
             browser.close()
     assert _retries(demo_mcp, "wait_then_ask") == 1
     rows = cluster.db.query("SELECT event FROM mrtrweb_auditevent WHERE operation_id = %s ORDER BY id", op_id)
-    assert [r[0] for r in rows] == ["received", "submitted", "completed"]
+    assert [r[0] for r in rows] == ["received", "shown", "submitted", "completed"]
 
 
 def test_hundred_rounds_each_answered_twice_across_workers(cluster, alice, demo_mcp):
@@ -86,6 +86,8 @@ def test_hundred_rounds_each_answered_twice_across_workers(cluster, alice, demo_
     def answer_pair(op_id: str) -> list[int]:
         gate = threading.Barrier(2)
         results: list[int] = []
+
+        alice.page(a, op_id)  # the card is shown (consent receipt) before the two answers race
 
         def one(base: str) -> None:
             gate.wait()
@@ -190,6 +192,7 @@ def test_redis_down_fails_closed_then_recovers(db, demo_mcp, own_redis):
         demo_mcp.log.clear()
         op_id = user.start(base, c.server_id(), "connect_account", {"provider": "redis-down"})
         c.wait_status(op_id, "awaiting_input")
+        user.page(base, op_id)  # alice sees the card
 
         own_redis.stop()
         status, body = user.answer(base, op_id, 1)
@@ -269,6 +272,7 @@ def test_postgres_down_fails_closed_then_recovers(demo_mcp, own_postgres):
         demo_mcp.log.clear()
         op_id = user.start(base, c.server_id(), "connect_account", {"provider": "pg-down"})
         c.wait_status(op_id, "awaiting_input")
+        user.page(base, op_id)  # alice sees the card
 
         own_postgres.stop()
         status, body = user.answer(base, op_id, 1)
