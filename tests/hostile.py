@@ -81,6 +81,7 @@ RESULTS["xss_round"] = form_round(XSS_SCHEMA, message=XSS + " see https://evil.e
 RESULTS["xss_url"] = {"resultType": "input_required", "inputRequests": {"u": {
     "method": "elicitation/create",
     "params": {"mode": "url", "message": XSS, "url": "https://xn--80ak6aa92e.com/login?next=%3Cscript%3E"}}}}
+RESULTS["same_state"] = form_round({"type": "object", "properties": {"ok": {"type": "boolean"}}}, state="fixed-state")
 RESULTS["xss_final"] = {"content": [{"type": "text", "text": XSS}], "isError": False}
 
 

@@ -1,0 +1,22 @@
+"""``manage.py mrtr_reconcile [--json] [--dry-run]``: pair every received round with exactly one
+outcome, settle expired rounds, report anomalies; exits 1 when one cannot be settled."""
+
+import json
+
+from django.core.management.base import BaseCommand, CommandError
+
+from mrtrweb.reconcile import reconcile, summary
+
+
+class Command(BaseCommand):
+    help = "Reconcile the audit trail: expired rounds, duplicate/late answers, foreign attempts, repeated states."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--json", action="store_true", help="print the report as JSON")
+        parser.add_argument("--dry-run", action="store_true", help="report expired rounds without settling them")
+
+    def handle(self, *args, **options):
+        report = reconcile(settle=not options["dry_run"])
+        self.stdout.write(json.dumps(report, indent=2, default=str) if options["json"] else summary(report))
+        if report["unsettled"]:
+            raise CommandError(f"{report['unsettled']} anomaly(ies) cannot be settled", returncode=1)

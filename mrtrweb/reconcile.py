@@ -1,0 +1,112 @@
+"""Reconciliation of the audit trail: every received round paired with what ended it.
+
+A round (an ``input_required`` the gate accepted, event ``received``) ends with exactly one of:
+its ``submitted`` answer, or the operation's one terminal outcome (``completed``, ``failed``,
+``expired``, ``cancelled``, ``denied``). :func:`reconcile` reports, per tenant:
+
+* ``expired`` -- rounds past their lifetime with no outcome: it settles them by writing their
+  ``expired`` event (and marking the operation expired, its binding closed);
+* ``duplicate_submissions`` -- a round answered more than once (never settleable);
+* ``late_submissions`` -- an answer recorded after the round's lifetime (never settleable);
+* ``multiple_outcomes`` -- an operation with more than one terminal outcome (never settleable);
+* ``foreign_attempts`` -- answers attempted by another user or tenant (recorded, nothing sent);
+* ``repeated_states`` -- a ``requestState`` digest received in more than one round.
+"""
+
+from __future__ import annotations
+
+import collections
+import datetime
+from typing import Any
+
+from django.utils import timezone
+
+from . import audit, conf
+from .models import AuditEvent, Operation
+
+UNSETTLEABLE = ("duplicate_submissions", "late_submissions", "multiple_outcomes")
+
+
+def reconcile(*, settle: bool = True, now: datetime.datetime | None = None) -> dict[str, Any]:
+    """Scan every tenant's events; returns the JSON report (see the module docstring)."""
+    now = now or timezone.now()
+    ttl = datetime.timedelta(seconds=float(conf.get("TTL_S")))
+    report: dict[str, Any] = {k: [] for k in ("expired", "duplicate_submissions", "late_submissions",
+                                              "multiple_outcomes", "foreign_attempts", "repeated_states")}
+    report.update(rounds=0, operations=0, pending=0)
+    by_op: dict[Any, list[AuditEvent]] = collections.defaultdict(list)
+    states: dict[tuple[Any, str], set[tuple[str, int]]] = collections.defaultdict(set)
+    for ev in AuditEvent.objects.order_by("tenant_id", "sequence").iterator():
+        by_op[ev.operation_id].append(ev)
+        if ev.event == "received" and ev.state_digest:
+            states[(ev.tenant_id, ev.state_digest)].add((str(ev.operation_id), ev.round_number))
+        if ev.event == "rejected" and ev.reason == "answer attempt by another user":
+            report["foreign_attempts"].append({"operation": str(ev.operation_id), "round": ev.round_number,
+                                               "event_id": ev.pk, "at": ev.created_at.isoformat()})
+    for (tenant_id, state), rounds in states.items():
+        if len(rounds) > 1:
+            report["repeated_states"].append({"tenant": tenant_id, "state_digest": state,
+                                              "rounds": sorted([list(r) for r in rounds])})
+    for op_id, events in by_op.items():
+        received = {e.round_number: e for e in events if e.event == "received"}
+        if not received:
+            continue
+        report["operations"] += 1
+        report["rounds"] += len(received)
+        terminal = [e for e in events if e.event in AuditEvent.TERMINAL]
+        if len(terminal) > 1:
+            report["multiple_outcomes"].append({"operation": str(op_id), "outcomes": [e.event for e in terminal]})
+        submitted = collections.defaultdict(list)
+        for e in events:
+            if e.event == "submitted":
+                submitted[e.round_number].append(e)
+        for number, rnd in sorted(received.items()):
+            answers = submitted.get(number, [])
+            if len(answers) > 1:
+                report["duplicate_submissions"].append({"operation": str(op_id), "round": number,
+                                                        "retry_ids": [a.retry_id for a in answers]})
+            for a in answers:
+                if a.created_at > rnd.created_at + ttl:
+                    report["late_submissions"].append({"operation": str(op_id), "round": number,
+                                                       "retry_id": a.retry_id})
+            if answers or terminal:
+                continue
+            if rnd.created_at + ttl < now:
+                report["expired"].append({"operation": str(op_id), "round": number})
+                if settle:
+                    _settle_expired(op_id, number)
+            else:
+                report["pending"] += 1
+    report["unsettled"] = sum(len(report[k]) for k in UNSETTLEABLE)
+    return report
+
+
+def _settle_expired(op_id: Any, round_number: int) -> None:
+    op = Operation.objects.select_related("server", "tenant").filter(pk=op_id).first()
+    if op is None:
+        return
+    Operation.objects.filter(pk=op.pk).exclude(status__in=Operation.TERMINAL).update(
+        status=Operation.Status.EXPIRED, error_code="expired",
+        error_message="The round expired without an answer; nothing was sent.", updated_at=timezone.now())
+    try:
+        from .operations import get_gate, handle_of
+
+        get_gate().close(handle_of(op))
+    except Exception:  # noqa: BLE001 -- the binding expires on its own
+        pass
+    audit.record(op, "expired", round_number=round_number, request_id=op.latest_request_id)
+
+
+def summary(report: dict[str, Any]) -> str:
+    """The human-readable lines of a report."""
+    lines = [f"{report['operations']} operations, {report['rounds']} rounds received, {report['pending']} still live"]
+    labels = {"expired": "rounds expired without an outcome (expired event written)",
+              "duplicate_submissions": "rounds answered more than once",
+              "late_submissions": "answers recorded after the round's lifetime",
+              "multiple_outcomes": "operations with more than one outcome",
+              "foreign_attempts": "answer attempts by another user or tenant (refused)",
+              "repeated_states": "requestState digests seen in more than one round"}
+    for key, label in labels.items():
+        lines.append(f"{len(report[key]):5d}  {label}")
+    lines.append("anomalies that cannot be settled: " + str(report["unsettled"]))
+    return "\n".join(lines)
