@@ -264,6 +264,7 @@ DENY_MESSAGES = {
                               "stopped and nothing was sent.",
     "server_config_changed": "The server's configuration changed after it asked; your answer was not sent.",
     "timeout": "This round expired before the answer arrived; nothing was sent.",
+    "cancelled": "You stopped this operation; nothing was sent for its open round.",
     AUDIT_UNAVAILABLE: "The audit trail could not be written or read back; your answer was not sent.",
 }
 
@@ -273,6 +274,27 @@ async def deny(op: Operation, reason: str) -> None:
     logger.info("operation %s denied: %s", op.id, reason)
     await _finish(op, Operation.Status.DENIED, code="denied", reason=reason,
                   message=DENY_MESSAGES.get(reason, "The answer was denied."), event="denied")
+
+
+def _last_answer_was_cancel(op_id: Any) -> bool:
+    """Whether the person's last answer of the operation was Cancel on every request (the outcome
+    is then ``cancelled``: the server was told, and finished)."""
+    from .models import AuditEvent
+
+    actions = AuditEvent.objects.filter(operation_id=op_id, event="submitted").order_by("-sequence") \
+        .values_list("actions", flat=True).first()
+    return bool(actions) and set(actions.values()) == {"cancel"}
+
+
+async def stop_operation(op: Operation) -> bool:
+    """The person stops an operation whose round waits for them: its binding is closed, nothing
+    is sent, and the outcome is ``denied`` (reason ``cancelled``). Returns False when the
+    operation was not waiting (already answered or ended)."""
+    op = await _load(op.pk)
+    if op.status != Operation.Status.AWAITING_INPUT:
+        return False
+    await deny(op, "cancelled")
+    return True
 
 
 def _shown_exists(op_id: Any, round_number: int) -> bool:
@@ -339,7 +361,8 @@ async def _handle_result(op: Operation, request_id: str, raw: Any) -> Retry | No
             logger.info("operation %s: final result refused by the SDK types", op.id)
             await _finish(op, Operation.Status.FAILED, code=INVALID_RESULT, message=message_for(INVALID_RESULT))
             return None
-        await _finish(op, Operation.Status.COMPLETED, result=raw)
+        cancelled = await sync_to_async(_last_answer_was_cancel)(op.id)
+        await _finish(op, Operation.Status.COMPLETED, result=raw, event="cancelled" if cancelled else "completed")
         return None
     try:
         rnd: Round = await sync_to_async(gate.receive)(

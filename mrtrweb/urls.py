@@ -13,4 +13,5 @@ urlpatterns = [
     path("operations/<uuid:op_id>/", views.operation_detail, name="operation"),
     path("operations/<uuid:op_id>/panel/", views.operation_panel, name="operation-panel"),
     path("operations/<uuid:op_id>/answer/", views.operation_answer, name="operation-answer"),
+    path("operations/<uuid:op_id>/stop/", views.operation_stop, name="operation-stop"),
 ]

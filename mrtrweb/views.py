@@ -205,6 +205,17 @@ def _expired(state: Any, op: Operation) -> bool:
     return (timezone.now() - op.updated_at).total_seconds() > float(conf.get("TTL_S"))
 
 
+@login_required
+@require_POST
+async def operation_stop(request: HttpRequest, op_id: Any) -> HttpResponse:
+    """Stop an operation whose round waits for the person (nothing is sent; outcome denied/cancelled)."""
+    user = await _user(request)
+    op = await _operation_for(user, op_id)
+    if not await operations.stop_operation(op):
+        return await _panel_response(request, op, error=operations.message_for("inactive_mrtr_round"), status=409)
+    return redirect("mrtrweb:operation", op_id=op.id)
+
+
 async def _record_foreign_attempt(user: Any, op_id: Any) -> None:
     """An answer posted by someone who does not own the operation: recorded (the owner's tenant
     chain, the attempting user's digest), never acted on."""

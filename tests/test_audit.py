@@ -285,3 +285,30 @@ async def test_no_secret_in_any_stored_audit_row(seeded):
     blob = await sync_to_async(dump)()
     leaked = [s for s in secrets if s in blob]
     assert not leaked, leaked
+
+
+async def test_cancel_answer_is_sent_and_outcome_cancelled(seeded):
+    client = await _client(seeded["users"]["alice"])
+    op = await _start(client, seeded["servers"]["acme"], "connect_account", {"provider": "c"})
+    await _answer(client, op, "cancel")
+    op = await _reload(op)
+    assert op.status == "completed" and "cancel" in op.result["content"][0]["text"].lower()
+    assert seeded["mcp"].calls[("connect_account", True)] == 1  # the cancel went to the server
+    last = await AuditEvent.objects.filter(operation_id=op.id).order_by("-sequence").afirst()
+    assert last.event == "cancelled"
+
+
+async def test_stopping_an_operation_denies_its_round(seeded):
+    client = await _client(seeded["users"]["alice"])
+    op = await _start(client, seeded["servers"]["acme"], "connect_account", {"provider": "stop"})
+    await client.get(f"/mcp/operations/{op.id}/")
+    resp = await client.post(f"/mcp/operations/{op.id}/stop/")
+    assert resp.status_code == 302
+    assert (await _reload(op)).status == "denied"
+    late = await client.post(f"/mcp/operations/{op.id}/answer/", {"action": "accept", "round": "1"})
+    assert late.status_code == 409
+    assert seeded["mcp"].calls[("connect_account", True)] == 0
+    events = [(e.event, e.reason) async for e in AuditEvent.objects.filter(operation_id=op.id).order_by("sequence")]
+    assert events[-1] == ("denied", "cancelled")
+    other = await _client(seeded["users"]["bob"])
+    assert (await other.post(f"/mcp/operations/{op.id}/stop/")).status_code == 404
