@@ -28,7 +28,7 @@ def demo_mcp():
 
 
 @pytest.fixture
-def seeded(transactional_db, demo_mcp):
+def seeded(transactional_db, demo_mcp, _fast_password_hasher, _fresh_gate_and_cache):
     """Tenants acme (alice admin, carol member) and globex (bob), each with a "Demo server"."""
     from django.contrib.auth import get_user_model
 
@@ -43,13 +43,13 @@ def seeded(transactional_db, demo_mcp):
     return {"users": users, "servers": servers, "mcp": demo_mcp}
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture
 def _fast_password_hasher(settings):
     """Seeding users with the production hasher costs seconds per test."""
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture
 def _fresh_gate_and_cache():
     """Each test starts with an empty binding cache and a new gate."""
     from django.core.cache import caches

@@ -17,15 +17,6 @@ HERE = Path(__file__).resolve().parent
 EXTRA = HERE / "gate_cases_extra.jsonl"
 
 
-# The Django conftest's autouse fixtures, overridden: these tests use no Django.
-@pytest.fixture(autouse=True)
-def _fresh_gate_and_cache():
-    yield
-
-
-@pytest.fixture(autouse=True)
-def _fast_password_hasher():
-    yield
 
 
 def shared_cases() -> Path | None:

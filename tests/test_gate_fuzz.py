@@ -37,15 +37,6 @@ FUZZ = settings(max_examples=50, deadline=None, suppress_health_check=[HealthChe
                                                                          HealthCheck.too_slow])
 
 
-# The Django conftest's autouse fixtures, overridden: these tests use no Django.
-@pytest.fixture(autouse=True)
-def _fresh_gate_and_cache():
-    yield
-
-
-@pytest.fixture(autouse=True)
-def _fast_password_hasher():
-    yield
 
 
 # ---------------------------------------------------------------------------------------------

@@ -39,16 +39,6 @@ FRESH = object()
 _ids = itertools.count(1000)
 
 
-# The Django conftest's autouse fixtures, overridden here: these tests use no Django (they also run
-# with ``-p no:django``).
-@pytest.fixture(autouse=True)
-def _fresh_gate_and_cache():
-    yield
-
-
-@pytest.fixture(autouse=True)
-def _fast_password_hasher():
-    yield
 
 
 def form(schema=BOOL_SCHEMA, **params):

@@ -21,15 +21,6 @@ ORIGIN = "https://mcp.example.test"
 PARAMS = {"name": "deploy", "arguments": {"env": "prod"}}
 
 
-# The Django conftest's autouse fixtures, overridden: these tests use no Django.
-@pytest.fixture(autouse=True)
-def _fresh_gate_and_cache():
-    yield
-
-
-@pytest.fixture(autouse=True)
-def _fast_password_hasher():
-    yield
 
 
 def _gate(policy=None):

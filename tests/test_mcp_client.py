@@ -30,15 +30,6 @@ from mrtrweb.mcp_client import ConnectionPool, McpCallError, McpConnection, orig
 MODERN = "2026-07-28"
 
 
-# These tests need no Django: override conftest.py's Django-backed autouse fixtures by name.
-@pytest.fixture(autouse=True)
-def _fresh_gate_and_cache():
-    yield
-
-
-@pytest.fixture(autouse=True)
-def _fast_password_hasher():
-    yield
 
 
 @pytest.fixture
