@@ -3,6 +3,7 @@
 from django.urls import path
 
 from . import views
+from . import history
 
 app_name = "mrtrweb"
 
@@ -14,4 +15,7 @@ urlpatterns = [
     path("operations/<uuid:op_id>/panel/", views.operation_panel, name="operation-panel"),
     path("operations/<uuid:op_id>/answer/", views.operation_answer, name="operation-answer"),
     path("operations/<uuid:op_id>/stop/", views.operation_stop, name="operation-stop"),
+    path("history/", history.own_history, name="history"),
+    path("history/operations/<uuid:op_id>/", history.operation_timeline, name="history-operation"),
+    path("tenants/<slug:slug>/history/", history.tenant_history, name="tenant-history"),
 ]

@@ -1,0 +1,537 @@
+"""The consent history (in-process, against the real demo MCP server): a person's own rounds, a
+tenant admin's filtered and exported view of the tenant's events, an operation's timeline; who may
+see what (everyone else gets 404); bad filters give form errors, never a 500; exports hold audit
+fields only (no answer value, no ``requestState``)."""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+import json
+import re
+import types
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.test import AsyncClient
+from django.utils import timezone
+
+from mrtrweb import audit, operations
+from mrtrweb.history import EXPORT_FIELDS, PER_PAGE
+from mrtrweb.models import AuditEvent, Operation
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+DEPLOY_OK = {
+    "in-confirm_deploy-confirm": "on",
+    "in-confirm_deploy-ticket": "CHG-1042",
+    "in-confirm_deploy-email": "ops@example.test",
+    "in-confirm_deploy-window": "3",
+    "in-confirm_deploy-region": "us-east-1",
+    "in-confirm_deploy-notify": ["email", "slack"],
+}
+#: values typed into answers: never in a page or an export
+ANSWER_VALUES = ("CHG-1042", "CHG-2077", "CHG-3000", "ops@example.test", "us-east-1")
+
+OLD_DAYS = 3  # the backdated event (a foreign answer attempt) is this many days old
+
+
+async def _client(user) -> AsyncClient:
+    client = AsyncClient()
+    await client.aforce_login(user)
+    return client
+
+
+async def _start(client: AsyncClient, server, tool: str, args: dict[str, str]) -> Operation:
+    resp = await client.post(f"/mcp/servers/{server.pk}/tools/{tool}/", {f"arg-{k}": v for k, v in args.items()})
+    assert resp.status_code == 302, resp.content.decode()[:2000]
+    op_id = resp["Location"].rstrip("/").split("/")[-1]
+    await operations.wait_idle()
+    return await Operation.objects.select_related("server").aget(pk=op_id)
+
+
+async def _answer(client: AsyncClient, op: Operation, action: str, fields: dict[str, object] | None = None) -> None:
+    await client.get(f"/mcp/operations/{op.id}/")  # the card is looked at, then answered
+    data: dict[str, object] = {"action": action, "round": str(op.rounds)}
+    data.update(fields or {})
+    resp = await client.post(f"/mcp/operations/{op.id}/answer/", data)
+    assert resp.status_code == 302, resp.content.decode()[:2000]
+    await operations.wait_idle()
+
+
+async def _status(op: Operation) -> str:
+    return (await Operation.objects.aget(pk=op.pk)).status
+
+
+def _record_backdated(op: Operation, user_id: int, when: dt.datetime) -> AuditEvent:
+    """An answer attempt by ``user_id`` on ``op`` (someone else's), recorded as if at ``when``."""
+    real = audit.timezone
+    audit.timezone = types.SimpleNamespace(now=lambda: when)
+    try:
+        op = Operation.objects.select_related("server").get(pk=op.pk)
+        return audit.record(op, "rejected", code="mrtr_identity_or_argument_mismatch",
+                            reason="answer attempt by another user", round_number=op.rounds,
+                            request_id=op.latest_request_id, user_id=user_id)
+    finally:
+        audit.timezone = real
+
+
+@pytest.fixture
+async def world(seeded, settings):
+    """Operations through the real flow: alice (acme admin) deploys and accepts, deploys and
+    declines, connects an account, runs an endless tool stopped by the round limit; carol (acme
+    member) deploys and accepts; bob (globex admin) deploys and accepts, and once tried to answer
+    alice's round (recorded three days ago)."""
+    settings.MRTRWEB = {"MAX_ROUNDS": 2, "STATE_ONLY_BACKOFF_S": 0.01, "STATE_ONLY_BACKOFF_CAP_S": 0.02}
+    operations.reset_gate()
+    users, servers = seeded["users"], seeded["servers"]
+    alice, carol, bob = [await _client(users[n]) for n in ("alice", "carol", "bob")]
+    ops: dict[str, Operation] = {}
+
+    ops["alice_deploy"] = await _start(alice, servers["acme"], "deploy", {"env": "production", "replicas": "3"})
+    await _answer(alice, ops["alice_deploy"], "accept", DEPLOY_OK)
+    ops["alice_decline"] = await _start(alice, servers["acme"], "deploy", {"env": "staging", "replicas": "1"})
+    await _answer(alice, ops["alice_decline"], "decline")
+    ops["alice_connect"] = await _start(alice, servers["acme"], "connect_account", {"provider": "github"})
+    await _answer(alice, ops["alice_connect"], "accept")
+    ops["alice_endless"] = await _start(alice, servers["acme"], "endless", {})
+    ops["carol_deploy"] = await _start(carol, servers["acme"], "deploy", {"env": "staging", "replicas": "2"})
+    await _answer(carol, ops["carol_deploy"], "accept", dict(DEPLOY_OK, **{"in-confirm_deploy-ticket": "CHG-2077"}))
+    ops["bob_deploy"] = await _start(bob, servers["globex"], "deploy", {"env": "staging", "replicas": "1"})
+    await _answer(bob, ops["bob_deploy"], "accept", dict(DEPLOY_OK, **{"in-confirm_deploy-ticket": "CHG-3000"}))
+
+    for key in ("alice_deploy", "alice_decline", "alice_connect", "carol_deploy", "bob_deploy"):
+        assert await _status(ops[key]) == Operation.Status.COMPLETED, key
+    assert await _status(ops["alice_endless"]) == Operation.Status.FAILED
+
+    old = timezone.now() - dt.timedelta(days=OLD_DAYS)
+    foreign = await sync_to_async(_record_backdated)(ops["alice_deploy"], users["bob"].pk, old)
+    return {"users": users, "servers": servers, "ops": ops, "foreign": foreign, "old": old,
+            "clients": {"alice": alice, "carol": carol, "bob": bob}}
+
+
+def _op_ids(html: str) -> set[str]:
+    return set(re.findall(r'data-operation="([0-9a-f-]{36})"', html))
+
+
+def _timeline_links(html: str) -> set[str]:
+    return set(re.findall(r'/mcp/history/operations/([0-9a-f-]{36})/', html))
+
+
+def _sequences(html: str) -> list[int]:
+    return [int(s) for s in re.findall(r'data-sequence="(\d+)"', html)]
+
+
+async def _events(tenant_slug: str, **filters) -> list[AuditEvent]:
+    return [e async for e in AuditEvent.objects.filter(tenant__slug=tenant_slug, **filters).order_by("-sequence")]
+
+
+async def _get(client: AsyncClient, url: str, params: dict[str, str] | None = None):
+    return await client.get(url, params or {})
+
+
+async def _body(resp) -> str:
+    if resp.streaming:
+        return b"".join([chunk async for chunk in resp.streaming_content]).decode()
+    return resp.content.decode()
+
+
+# ------------------------------------------------------------------------------------------------
+# A person's own rounds
+# ------------------------------------------------------------------------------------------------
+
+
+async def test_own_history_shows_only_own_operations(world):
+    ops, clients = world["ops"], world["clients"]
+    own = {"alice": {"alice_deploy", "alice_decline", "alice_connect", "alice_endless"},
+           "carol": {"carol_deploy"}, "bob": {"bob_deploy"}}
+    for name, keys in own.items():
+        resp = await _get(clients[name], "/mcp/history/")
+        assert resp.status_code == 200
+        html = resp.content.decode()
+        mine = {str(ops[k].id) for k in keys}
+        others = {str(o.id) for k, o in ops.items() if k not in keys}
+        assert mine <= _op_ids(html), name
+        assert mine == _timeline_links(html), name  # each own operation links to its timeline
+        if name != "bob":
+            assert not (others & _op_ids(html)), name
+        for value in ANSWER_VALUES:
+            assert value not in html
+        assert "requestState" not in html
+
+    # newest first
+    html = (await _get(clients["alice"], "/mcp/history/")).content.decode()
+    order = [i for i in re.findall(r'data-operation="([0-9a-f-]{36})"', html)]
+    assert order == [str(ops[k].id) for k in ("alice_endless", "alice_connect", "alice_decline", "alice_deploy")]
+    # the declined round shows its action (keys and actions only); the endless one its code
+    assert "decline" in html and "mrtr_round_limit_exceeded" in html
+    # alice administers acme: her history links to the tenant history
+    assert 'href="/mcp/tenants/acme/history/"' in html
+    assert "/mcp/tenants/" not in (await _get(clients["carol"], "/mcp/history/")).content.decode()
+
+
+async def test_own_history_hides_what_someone_elses_operation_is(world):
+    """bob's own (rejected) answer attempt on alice's operation is his event: listed, but not what
+    alice's operation is, and no way to her timeline."""
+    ops, bob = world["ops"], world["clients"]["bob"]
+    html = (await _get(bob, "/mcp/history/")).content.decode()
+    alice_op = str(ops["alice_deploy"].id)
+    assert alice_op in _op_ids(html)
+    assert alice_op not in _timeline_links(html)
+    assert "someone else's operation" in html
+    section = html.split(f'data-operation="{alice_op}"', 1)[1].split("</section>", 1)[0]
+    assert "mrtr_identity_or_argument_mismatch" in section
+    assert "deploy" not in section and "Acme" not in section and "://" not in section
+    assert "Acme Corp" not in html
+    assert _sequences(section) == [world["foreign"].sequence]
+    # and she does not see bob's attempt as hers (only her own digest's events)
+    html = (await _get(world["clients"]["alice"], "/mcp/history/")).content.decode()
+    own = html.split(f'data-operation="{alice_op}"', 1)[1].split("</section>", 1)[0]
+    assert "mrtr_identity_or_argument_mismatch" not in own
+
+
+# ------------------------------------------------------------------------------------------------
+# Who may see what
+# ------------------------------------------------------------------------------------------------
+
+
+async def test_access_is_scoped_to_owner_and_tenant_admins(world):
+    ops, clients = world["ops"], world["clients"]
+    alice, carol, bob = clients["alice"], clients["carol"], clients["bob"]
+
+    assert (await _get(alice, "/mcp/tenants/acme/history/")).status_code == 200
+    assert (await _get(bob, "/mcp/tenants/globex/history/")).status_code == 200
+    for client, slug in ((carol, "acme"), (bob, "acme"), (alice, "globex"), (carol, "globex"), (alice, "nope")):
+        for params in ({}, {"format": "csv"}, {"format": "json"}, {"outcome": "completed"}):
+            resp = await _get(client, f"/mcp/tenants/{slug}/history/", params)
+            assert resp.status_code == 404, (slug, params)
+
+    def timeline(key: str) -> str:
+        return f"/mcp/history/operations/{ops[key].id}/"
+
+    # owners see their own; alice (acme admin) sees carol's; carol (member) not alice's
+    for client, key in ((alice, "alice_deploy"), (carol, "carol_deploy"), (bob, "bob_deploy"),
+                        (alice, "carol_deploy")):
+        assert (await _get(client, timeline(key))).status_code == 200, key
+    for client, key in ((bob, "alice_deploy"), (bob, "carol_deploy"), (carol, "alice_deploy"),
+                        (alice, "bob_deploy"), (carol, "bob_deploy")):
+        assert (await _get(client, timeline(key))).status_code == 404, key
+    assert (await _get(alice, "/mcp/history/operations/00000000-0000-4000-8000-000000000000/")).status_code == 404
+
+    anon = AsyncClient()
+    for url in ("/mcp/history/", "/mcp/tenants/acme/history/", timeline("alice_deploy")):
+        resp = await anon.get(url)
+        assert resp.status_code == 302 and "/accounts/login/" in resp["Location"]
+    # read-only
+    assert (await alice.post("/mcp/tenants/acme/history/", {})).status_code == 405
+
+
+async def test_admin_history_never_mixes_tenants(world):
+    ops, clients = world["ops"], world["clients"]
+    html = (await _get(clients["alice"], "/mcp/tenants/acme/history/")).content.decode()
+    acme = await _events("acme")
+    assert _sequences(html) == [e.sequence for e in acme][:50]
+    assert str(ops["bob_deploy"].id) not in html
+    html = (await _get(clients["bob"], "/mcp/tenants/globex/history/")).content.decode()
+    globex = await _events("globex")
+    assert _sequences(html) == [e.sequence for e in globex]
+    for key in ("alice_deploy", "carol_deploy"):
+        assert str(ops[key].id) not in html
+    # a server of another tenant is not a valid choice
+    resp = await _get(clients["alice"], "/mcp/tenants/acme/history/", {"server": str(world["servers"]["globex"].pk)})
+    assert resp.status_code == 200 and "Select a valid choice" in resp.content.decode()
+    assert _sequences(resp.content.decode()) == []
+
+
+# ------------------------------------------------------------------------------------------------
+# The admin's filters
+# ------------------------------------------------------------------------------------------------
+
+
+async def test_admin_filters(world):
+    ops, users, alice = world["ops"], world["users"], world["clients"]["alice"]
+    url = "/mcp/tenants/acme/history/"
+
+    async def seqs(**params) -> list[int]:
+        resp = await _get(alice, url, params)
+        assert resp.status_code == 200
+        html = resp.content.decode()
+        assert 'class="field-error"' not in html, html
+        return _sequences(html)
+
+    everything = await _events("acme")
+    assert await seqs() == [e.sequence for e in everything]
+    assert 0 < len(everything) <= PER_PAGE
+
+    digest = {n: audit.keyed_digest(f"user:{users[n].pk}") for n in ("alice", "carol", "bob")}
+    carols = [e.sequence for e in everything if e.user_digest == digest["carol"]]
+    assert carols and await seqs(user="carol") == carols
+    assert {e.operation_id for e in everything if e.sequence in carols} == {ops["carol_deploy"].id}
+    alices = [e.sequence for e in everything if e.user_digest == digest["alice"]]
+    assert await seqs(user="alice") == alices and set(alices).isdisjoint(carols)
+
+    server = world["servers"]["acme"]
+    assert await seqs(server=str(server.pk)) == [e.sequence for e in everything]  # one server in acme
+
+    connect = [e.sequence for e in everything if e.name == "connect_account"]
+    assert connect and await seqs(tool="connect_account") == connect
+    assert await seqs(tool="connect") == []  # exact
+    assert await seqs(tool="deploy", user="carol") == carols
+
+    completed = [e.sequence for e in everything if e.event == "completed"]
+    assert len(completed) == 4  # alice: deploy, decline, connect; carol: deploy
+    assert await seqs(outcome="completed") == completed
+    failed = await seqs(outcome="failed")
+    assert [e.operation_id for e in everything if e.sequence in failed] == [ops["alice_endless"].id]
+    assert await seqs(outcome="completed", user="carol") == [e.sequence for e in everything
+                                                           if e.event == "completed" and e.sequence in carols]
+
+    limit = [e.sequence for e in everything if e.code == "mrtr_round_limit_exceeded"]
+    assert limit and await seqs(code="mrtr_round_limit_exceeded") == limit
+    assert await seqs(code="mrtr_identity_or_argument_mismatch") == [world["foreign"].sequence]
+    assert await seqs(code="no_such_code") == []
+
+    def day(e: AuditEvent) -> dt.date:
+        return timezone.localtime(e.created_at).date()
+
+    def between(start: dt.date | None, end: dt.date | None) -> list[int]:
+        return [e.sequence for e in everything if (start is None or start <= day(e)) and (end is None or day(e) <= end)]
+
+    today = timezone.localdate()
+    old_day = day(world["foreign"])
+    assert [e.sequence for e in everything if day(e) == old_day] == [world["foreign"].sequence]
+    cases = [(today, None), (None, today - dt.timedelta(days=1)), (old_day, old_day),
+             (old_day + dt.timedelta(days=1), today - dt.timedelta(days=1)), (old_day, today),
+             (today - dt.timedelta(days=1), today)]
+    for start, end in cases:
+        params = {k: v.isoformat() for k, v in (("from", start), ("to", end)) if v is not None}
+        assert await seqs(**params) == between(start, end), params
+    assert await seqs(**{"from": old_day.isoformat(), "to": old_day.isoformat()}) == [world["foreign"].sequence]
+    assert await seqs(**{"to": (old_day - dt.timedelta(days=1)).isoformat()}) == []
+
+    # the page shows what a timeline link needs and who acted (members by name)
+    html = (await _get(alice, url, {"user": "carol", "outcome": "completed"})).content.decode()
+    assert f"/mcp/history/operations/{ops['carol_deploy'].id}/" in html
+    assert ">carol<" in html
+    # and the form keeps the filters
+    assert re.search(r'<option value="carol" selected>', html)
+    assert re.search(r'<option value="completed" selected>', html)
+
+
+async def test_pagination(world):
+    alice = world["clients"]["alice"]
+    acme_op = world["ops"]["alice_deploy"]
+    await sync_to_async(_bulk_events)(acme_op, 2 * PER_PAGE)
+    everything = [e.sequence for e in await _events("acme")]
+    assert len(everything) > 2 * PER_PAGE
+    pages = []
+    for number in ("1", "2", "3"):
+        resp = await _get(alice, "/mcp/tenants/acme/history/", {"page": number})
+        assert resp.status_code == 200
+        pages.append(_sequences(resp.content.decode()))
+    assert [len(p) for p in pages[:2]] == [PER_PAGE, PER_PAGE]
+    assert sum(pages, []) == everything
+    html = (await _get(alice, "/mcp/tenants/acme/history/", {"page": "2", "outcome": "rejected"})).content.decode()
+    # page links keep the filters
+    assert 'href="?page=1&amp;outcome=rejected"' in html or 'href="?outcome=rejected&amp;page=1"' in html
+
+
+def _bulk_events(op: Operation, n: int) -> None:
+    op = Operation.objects.select_related("server").get(pk=op.pk)
+    for i in range(n):
+        audit.record(op, "rejected", code="inactive_mrtr_round", round_number=i)
+
+
+# ------------------------------------------------------------------------------------------------
+# Bad input
+# ------------------------------------------------------------------------------------------------
+
+
+BAD_FILTERS = [
+    ({"user": "mallory"}, "Select a valid choice"),
+    ({"user": "bob"}, "Select a valid choice"),  # a user of another tenant
+    ({"from": "2026-13-45"}, "Enter a valid date"),
+    ({"to": "yesterday"}, "Enter a valid date"),
+    ({"from": "2026-02-02", "to": "2026-02-01"}, "The end date is before the start date"),
+    ({"server": "999999"}, "Select a valid choice"),
+    ({"server": "abc"}, "Select a valid choice"),
+    ({"server": "99999999999999999999999999"}, "Select a valid choice"),
+    ({"server": "-1"}, "Select a valid choice"),
+    ({"outcome": "exploded"}, "Select a valid choice"),
+    ({"code": "x" * 65}, "at most 64 characters"),
+    ({"tool": "dep\x00loy"}, "Null characters are not allowed"),
+]
+
+
+async def test_bad_filters_are_form_errors(world):
+    alice = world["clients"]["alice"]
+    for params, error in BAD_FILTERS:
+        resp = await _get(alice, "/mcp/tenants/acme/history/", params)
+        assert resp.status_code == 200, params
+        html = resp.content.decode()
+        assert 'class="field-error"' in html and error in html, params
+        assert _sequences(html) == [], params  # nothing listed while a filter is wrong
+        for fmt in ("csv", "json"):  # an export with a wrong filter exports nothing
+            resp = await _get(alice, "/mcp/tenants/acme/history/", dict(params, format=fmt))
+            assert resp.status_code == 400 and not resp.streaming, params
+            assert "Content-Disposition" not in resp and error in resp.content.decode(), params
+    # repeated parameters: the last one counts, like any QueryDict
+    resp = await alice.get("/mcp/tenants/acme/history/?outcome=completed&outcome=bogus")
+    assert resp.status_code == 200 and "Select a valid choice" in resp.content.decode()
+
+
+async def test_bad_page_numbers_and_formats(world):
+    alice = world["clients"]["alice"]
+    for page in ("abc", "0", "-1", "999999", "1e9", "", "99999999999999999999999"):
+        for url in ("/mcp/tenants/acme/history/", "/mcp/history/"):
+            resp = await _get(alice, url, {"page": page})
+            assert resp.status_code == 200, (url, page)
+            assert _sequences(resp.content.decode()), (url, page)  # a real page (first or last)
+    resp = await _get(alice, "/mcp/tenants/acme/history/", {"format": "xml"})  # not an export: the page
+    assert resp.status_code == 200 and resp["Content-Type"].startswith("text/html")
+
+
+# ------------------------------------------------------------------------------------------------
+# Exports
+# ------------------------------------------------------------------------------------------------
+
+
+async def _export(client: AsyncClient, fmt: str, **params):
+    resp = await _get(client, "/mcp/tenants/acme/history/", dict(params, format=fmt))
+    assert resp.status_code == 200
+    disposition = resp["Content-Disposition"]
+    assert re.fullmatch(rf'attachment; filename="mrtr-audit-acme-\d{{8}}T\d{{6}}Z\.{fmt}"', disposition), disposition
+    assert resp["Cache-Control"] == "no-store"
+    return resp, await _body(resp)
+
+
+def _csv_rows(text: str) -> list[dict[str, str]]:
+    reader = csv.reader(io.StringIO(text))
+    header = next(reader)
+    assert tuple(header) == EXPORT_FIELDS
+    return [dict(zip(header, row, strict=True)) for row in reader]
+
+
+async def test_exports_csv_and_json(world):
+    ops, alice = world["ops"], world["clients"]["alice"]
+    everything = sorted(await _events("acme"), key=lambda e: e.sequence)  # exports are in chain order
+
+    resp, text = await _export(alice, "csv")
+    assert resp["Content-Type"].startswith("text/csv")
+    rows = _csv_rows(text)
+    assert [int(r["sequence"]) for r in rows] == [e.sequence for e in everything]
+    assert [r["hash"] for r in rows] == [e.hash for e in everything]
+    assert all(r["tenant_id"] == str(everything[0].tenant_id) for r in rows)
+    submitted = [r for r in rows if r["event"] == "submitted" and r["operation_id"] == str(ops["alice_decline"].id)]
+    assert len(submitted) == 1 and json.loads(submitted[0]["actions"]) == {"confirm_deploy": "decline"}
+
+    resp, text = await _export(alice, "json")
+    assert resp["Content-Type"] == "application/json"
+    data = json.loads(text)
+    assert isinstance(data, list) and all(set(d) == set(EXPORT_FIELDS) for d in data)
+    assert [d["sequence"] for d in data] == [e.sequence for e in everything]
+    by_seq = {e.sequence: e for e in everything}
+    for d in data:
+        e = by_seq[d["sequence"]]
+        assert d["created_at"] == e.created_at.isoformat() and d["operation_id"] == str(e.operation_id)
+        assert d["user_digest"] == e.user_digest and d["actions"] == e.actions and d["prev_hash"] == e.prev_hash
+    # the chain links up in the export
+    assert all(b["prev_hash"] == a["hash"] for a, b in zip(data, data[1:], strict=False))
+
+    # the same filters as the page
+    _, text = await _export(alice, "csv", user="carol", outcome="completed")
+    rows = _csv_rows(text)
+    assert [r["operation_id"] for r in rows] == [str(ops["carol_deploy"].id)]
+    _, text = await _export(alice, "json", code="mrtr_round_limit_exceeded")
+    assert {d["operation_id"] for d in json.loads(text)} == {str(ops["alice_endless"].id)}
+    old_day = timezone.localtime(world["old"]).date().isoformat()
+    _, text = await _export(alice, "json", **{"from": old_day, "to": old_day})
+    assert [d["sequence"] for d in json.loads(text)] == [world["foreign"].sequence]
+    _, text = await _export(alice, "csv", tool="no-such-tool")
+    assert _csv_rows(text) == []
+    _, text = await _export(alice, "json", tool="no-such-tool")
+    assert json.loads(text) == []
+    # a filter on page 2 does not limit an export
+    _, text = await _export(alice, "json", page="2")
+    assert len(json.loads(text)) == len(everything)
+
+
+async def test_exports_hold_no_answer_value_and_no_request_state(world):
+    alice = world["clients"]["alice"]
+    blobs = [(await _export(alice, fmt))[1] for fmt in ("csv", "json")]
+    blobs.append((await _get(alice, "/mcp/tenants/acme/history/")).content.decode())
+    for key in ("alice_deploy", "alice_endless"):
+        blobs.append((await _get(alice, f"/mcp/history/operations/{world['ops'][key].id}/")).content.decode())
+    for blob in blobs:
+        for value in ANSWER_VALUES + ("requestState", "inputResponses", "production", "replicas", "github"):
+            assert value not in blob, value
+        assert "alice-demo-pw" not in blob
+
+
+async def test_csv_cells_are_not_spreadsheet_formulas(world):
+    """A name that a spreadsheet would run (server- or user-chosen text) is exported as text."""
+    alice = world["clients"]["alice"]
+    op = world["ops"]["alice_deploy"]
+
+    def hostile() -> None:
+        o = Operation.objects.select_related("server").get(pk=op.pk)
+        o.name = '=HYPERLINK("http://evil.test","x")'
+        audit.record(o, "rejected", code="invalid_result", reason="+cmd|' /C calc'!A0")
+
+    await sync_to_async(hostile)()
+    _, text = await _export(alice, "csv", code="invalid_result")
+    [row] = _csv_rows(text)
+    assert row["name"] == "'" + '=HYPERLINK("http://evil.test","x")'
+    assert row["reason"] == "'+cmd|' /C calc'!A0"
+    _, text = await _export(alice, "json", code="invalid_result")
+    [item] = json.loads(text)
+    assert item["name"] == '=HYPERLINK("http://evil.test","x")'  # JSON is exact
+    html = (await _get(alice, "/mcp/tenants/acme/history/", {"code": "invalid_result"})).content.decode()
+    assert "=HYPERLINK(&quot;http://evil.test&quot;,&quot;x&quot;)" in html  # escaped on the page
+
+
+# ------------------------------------------------------------------------------------------------
+# Timelines
+# ------------------------------------------------------------------------------------------------
+
+
+async def test_timeline_shows_the_rounds_in_chain_order(world):
+    ops, alice, carol = world["ops"], world["clients"]["alice"], world["clients"]["carol"]
+    op = ops["alice_deploy"]
+    events = [e async for e in AuditEvent.objects.filter(operation_id=op.id).order_by("sequence")]
+    html = (await _get(alice, f"/mcp/history/operations/{op.id}/")).content.decode()
+    assert _sequences(html) == [e.sequence for e in events]
+    kinds = [e.event for e in events]
+    assert kinds[0] == "received" and "submitted" in kinds and "completed" in kinds
+    submitted = next(e for e in events if e.event == "submitted")
+    assert submitted.retry_id and submitted.retry_id in html and op.request_id in html
+    assert "<code>confirm_deploy</code>: accept" in html
+    received = events[0]
+    assert received.state_digest[:len("sha256:") + 12] in html  # shortened ...
+    assert f">{received.state_digest}<" not in html  # ... the full digest only in a title
+    assert "Demo server" in html and "Completed" in html
+    # bob's attempt is in the chain of alice's operation: she sees it, as a digest
+    assert world["foreign"].sequence in _sequences(html)
+    bob_digest = audit.keyed_digest(f"user:{world['users']['bob'].pk}")
+    assert bob_digest[:24] + "…" in html and ">bob<" not in html  # not in her tenant: a digest only
+
+    # the admin sees a member's timeline, with the member's name; the member sees "you"
+    html = (await _get(alice, f"/mcp/history/operations/{ops['carol_deploy'].id}/")).content.decode()
+    assert ">carol<" in html and f"/mcp/operations/{ops['carol_deploy'].id}/" not in html
+    html = (await _get(carol, f"/mcp/history/operations/{ops['carol_deploy'].id}/")).content.decode()
+    assert ">you<" in html and f"/mcp/operations/{ops['carol_deploy'].id}/" in html
+    assert "/mcp/tenants/acme/history/" not in html  # carol is no admin
+
+
+async def test_timeline_survives_the_operation_row(world):
+    """A removed server takes its operations with it; the audit events remain, and so does the
+    timeline (for the tenant's admins and the owner by digest)."""
+    ops, clients = world["ops"], world["clients"]
+    op_id = ops["carol_deploy"].id
+    await Operation.objects.filter(pk=op_id).adelete()
+    url = f"/mcp/history/operations/{op_id}/"
+    for name, status in (("alice", 200), ("carol", 200), ("bob", 404)):
+        assert (await _get(clients[name], url)).status_code == status, name
+    html = (await _get(clients["carol"], "/mcp/history/")).content.decode()
+    assert str(op_id) in _timeline_links(html)
