@@ -193,12 +193,23 @@ async def test_deny_audit_sink_failure(seeded):
     op = await _start(client, seeded["servers"]["acme"], "connect_account", {"provider": "sink"})
     await client.get(f"/mcp/operations/{op.id}/")
     # a real failure of the sink: the database refuses every new "submitted" row
-    await sync_to_async(_raw)("CREATE TRIGGER sink_down BEFORE INSERT ON mrtrweb_auditevent "
-                              "WHEN NEW.event = 'submitted' BEGIN SELECT RAISE(ABORT, 'sink down'); END")
+    if connection.vendor == "postgresql":
+        create = ["CREATE FUNCTION sink_down() RETURNS trigger AS $$ BEGIN RAISE EXCEPTION 'sink down'; END; "
+                  "$$ LANGUAGE plpgsql",
+                  "CREATE TRIGGER sink_down BEFORE INSERT ON mrtrweb_auditevent FOR EACH ROW "
+                  "WHEN (NEW.event = 'submitted') EXECUTE FUNCTION sink_down()"]
+        drop = ["DROP TRIGGER sink_down ON mrtrweb_auditevent", "DROP FUNCTION sink_down()"]
+    else:
+        create = ["CREATE TRIGGER sink_down BEFORE INSERT ON mrtrweb_auditevent "
+                  "WHEN NEW.event = 'submitted' BEGIN SELECT RAISE(ABORT, 'sink down'); END"]
+        drop = ["DROP TRIGGER sink_down"]
+    for sql in create:
+        await sync_to_async(_raw)(sql)
     try:
         resp = await _answer(client, op, view=False)
     finally:
-        await sync_to_async(_raw)("DROP TRIGGER sink_down")
+        for sql in drop:
+            await sync_to_async(_raw)(sql)
     assert resp.status_code == 503 and "audit trail could not be written" in resp.content.decode()
     assert (await _reload(op)).status == "denied"
     assert seeded["mcp"].calls[("connect_account", True)] == 0
