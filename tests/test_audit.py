@@ -323,3 +323,21 @@ async def test_stopping_an_operation_denies_its_round(seeded):
     assert events[-1] == ("denied", "cancelled")
     other = await _client(seeded["users"]["bob"])
     assert (await other.post(f"/mcp/operations/{op.id}/stop/")).status_code == 404
+
+
+async def test_superuser_admin_is_read_only(seeded):
+    await _some_history(seeded)
+    admin = await _client(seeded["users"]["admin"])
+    row = await AuditEvent.objects.afirst()
+    listing = await admin.get("/admin/mrtrweb/auditevent/")
+    assert listing.status_code == 200 and "received" in listing.content.decode()
+    change = await admin.get(f"/admin/mrtrweb/auditevent/{row.pk}/change/")
+    assert change.status_code == 200 and 'name="_save"' not in change.content.decode()
+    assert (await admin.post(f"/admin/mrtrweb/auditevent/{row.pk}/change/", {"code": "x"})).status_code == 403
+    assert (await admin.post(f"/admin/mrtrweb/auditevent/{row.pk}/delete/", {"post": "yes"})).status_code == 403
+    assert (await admin.get("/admin/mrtrweb/auditevent/add/")).status_code == 403
+    assert (await AuditEvent.objects.aget(pk=row.pk)).code == row.code
+    with pytest.raises(PermissionError):
+        await sync_to_async(row.save)()
+    with pytest.raises(PermissionError):
+        await sync_to_async(row.delete)()
