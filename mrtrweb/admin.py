@@ -17,8 +17,8 @@ class TenantAdmin(admin.ModelAdmin):
 
 @admin.register(McpServer)
 class McpServerAdmin(admin.ModelAdmin):
-    list_display = ("name", "tenant", "url", "verified_origin", "enabled")
-    list_filter = ("tenant", "enabled")
+    list_display = ("name", "tenant", "url", "verified_origin", "enabled", "allow_sampling", "allow_roots")
+    list_filter = ("tenant", "enabled", "allow_sampling", "allow_roots")
     search_fields = ("name", "url")
 
     @admin.display(description="verified origin")

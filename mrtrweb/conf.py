@@ -22,6 +22,9 @@ key                         default     meaning
 ``HEARTBEAT_S``             5           worker heartbeat period; a worker silent 3 periods is dead
 ``MAX_TENANT_PENDING_ROUNDS``   200     per tenant: operations waiting for an answer at once
 ``MAX_TENANT_STARTS_PER_MINUTE`` 300    per tenant: operations started per minute
+``SAMPLING_PROVIDER``       "mrtrweb.sampling.PersonWritesReply"  dotted path of the object or
+                                        callable answering an approved ``sampling/createMessage``
+                                        (see :mod:`mrtrweb.sampling`)
 ==========================  ==========  =========================================================
 """
 
@@ -50,6 +53,7 @@ DEFAULTS: dict[str, Any] = {
     "HEARTBEAT_S": 5,
     "MAX_TENANT_PENDING_ROUNDS": 200,
     "MAX_TENANT_STARTS_PER_MINUTE": 300,
+    "SAMPLING_PROVIDER": "mrtrweb.sampling.PersonWritesReply",
 }
 
 _NUMERIC = {"TTL_S", "MAX_TTL_S", "MAX_STATE_BYTES", "MAX_ROUNDS", "STATE_ONLY_BACKOFF_S",
@@ -92,3 +96,11 @@ def policy():
         state_only_backoff_cap_s=float(get("STATE_ONLY_BACKOFF_CAP_S")),
         version=str(get("POLICY_VERSION")),
     )
+
+
+def server_policy(server: Any):
+    """The gate policy of one server's operations: the deployed default, with the deprecated
+    requests (``sampling/createMessage``, ``roots/list``) a tenant admin allowed for that server."""
+    import dataclasses
+
+    return dataclasses.replace(policy(), allow_deprecated=server.allowed_deprecated())

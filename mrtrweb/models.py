@@ -55,6 +55,20 @@ def validate_server_url(url: str) -> None:
         raise ValidationError("the URL must not carry credentials")
 
 
+def validate_roots(value: object) -> None:
+    """The configured roots of a server: a list of ``{"uri": "file:///...", "name"?: str}``."""
+    from .gate.gate import _valid_list_roots_result
+
+    if not isinstance(value, list):
+        raise ValidationError(_("Roots must be a list of {\"uri\": \"file:///...\", \"name\": \"...\"} objects."))
+    for root in value:
+        if not isinstance(root, dict) or set(root) - {"uri", "name"}:
+            raise ValidationError(_("Each root must be an object with a \"uri\" and an optional \"name\"."))
+        if not _valid_list_roots_result({"roots": [root]}):
+            raise ValidationError(_("Root %(uri)s is not a file:// URI with a path (or its name is not text)."),
+                                  params={"uri": repr(root.get("uri"))[:200]})
+
+
 class McpServer(models.Model):
     """An MCP server (Streamable HTTP endpoint) configured for one tenant by an admin.
 
@@ -65,6 +79,17 @@ class McpServer(models.Model):
     name = models.CharField(_("display name"), max_length=120)
     url = models.URLField(_("Streamable HTTP URL"), max_length=500, validators=[validate_server_url])
     enabled = models.BooleanField(default=True)
+    allow_sampling = models.BooleanField(
+        _("allow sampling (deprecated)"), default=False,
+        help_text=_("Let this server ask for sampling/createMessage in its rounds; each request is shown to the "
+                    "person and answered only with their explicit approval."))
+    allow_roots = models.BooleanField(
+        _("allow roots (deprecated)"), default=False,
+        help_text=_("Let this server ask for roots/list in its rounds; the person sees the roots below before "
+                    "they are sent."))
+    roots = models.JSONField(
+        _("roots"), default=list, blank=True, validators=[validate_roots],
+        help_text=_('The roots answered to roots/list: a JSON list of {"uri": "file:///...", "name": "..."}.'))
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -81,11 +106,19 @@ class McpServer(models.Model):
         return origin_of(self.url)
 
     def config_digest(self) -> str:
-        """``sha256:`` of what a consent card shows and a retry depends on (name, URL, enabled):
-        an answer is denied when it changed since the round arrived."""
+        """``sha256:`` of what a consent card shows and a retry depends on (name, URL, enabled, the
+        deprecated-request allowances and the roots): an answer is denied when it changed since the
+        round arrived."""
         from .gate import digest
 
-        return digest({"name": self.name, "url": self.url, "enabled": self.enabled})
+        return digest({"name": self.name, "url": self.url, "enabled": self.enabled,
+                       "allow_sampling": self.allow_sampling, "allow_roots": self.allow_roots,
+                       "roots": self.roots})
+
+    def allowed_deprecated(self) -> frozenset[str]:
+        """The deprecated client requests this server may ask for (none unless an admin allowed them)."""
+        return frozenset(m for m, on in (("sampling/createMessage", self.allow_sampling),
+                                         ("roots/list", self.allow_roots)) if on)
 
 
 class Operation(models.Model):

@@ -182,6 +182,7 @@ async def start_operation(*, user: Any, server: McpServer, method: str, name: st
         await sync_to_async(get_gate().register)(
             request_id=request_id, server_id=str(server.pk), origin=server.origin, user=str(user.pk),
             tenant=str(server.tenant_id), method=method, params=params, operation_id=str(op.id),
+            policy=conf.server_policy(server),
         )
     except StoreUnavailable:
         op.status = Operation.Status.FAILED
@@ -266,6 +267,8 @@ DENY_MESSAGES = {
     "timeout": "This round expired before the answer arrived; nothing was sent.",
     "cancelled": "You stopped this operation; nothing was sent for its open round.",
     AUDIT_UNAVAILABLE: "The audit trail could not be written or read back; your answer was not sent.",
+    "deprecated_request_refused": "You refused the server's sampling or roots request; the operation ended and "
+                                  "nothing was sent to the server.",
 }
 
 
