@@ -24,6 +24,11 @@ development (``python -m mrtrweb.demo.server --port 8765``) and for the product'
     Works ``seconds`` (at most 60), reporting progress each second; no round.
 ``wait_then_ask(seconds)``
     Thinks ``seconds`` (at most 30), then asks one yes/no question.
+``summarize_with_sampling(text)``
+    One round asking ``sampling/createMessage`` (a deprecated client request: the client answers it
+    only where a tenant admin allowed sampling for this server), then returns the sampled text.
+``list_my_roots()``
+    One round asking ``roots/list`` (deprecated, allowed per server), then lists the roots it got.
 
 requestState: each tool mints a small JSON plaintext; ``MCPServer``'s built-in
 ``RequestStateBoundary`` seals it (AES-256-GCM under a process-local key, bound to the method,
@@ -54,10 +59,18 @@ from typing import Any, Literal
 import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import (
+    CreateMessageRequest,
+    CreateMessageRequestParams,
     ElicitRequest,
     ElicitRequestFormParams,
     ElicitRequestURLParams,
     InputRequiredResult,
+    ListRootsRequest,
+    ModelHint,
+    ModelPreferences,
+    RequestParams,
+    SamplingMessage,
+    TextContent,
 )
 
 __all__ = [
@@ -444,6 +457,41 @@ def build_demo_server() -> MCPServer:
         if action != "accept":
             return _refused("Waiting task", action)
         return "Went on." if content.get("go") is True else "Stopped."
+
+    @mcp.tool(structured_output=False)
+    async def summarize_with_sampling(text: str, ctx: Context) -> str | InputRequiredResult:
+        """Summarize a text by asking the client to sample a model (deprecated: allowed per server)."""
+        response = (ctx.input_responses or {}).get("summary")
+        if response is None:
+            request = CreateMessageRequest(params=CreateMessageRequestParams(
+                messages=[SamplingMessage(role="user", content=TextContent(type="text", text=f"Summarize: {text}"))],
+                system_prompt="You are a concise summarizer. Answer in one sentence.",
+                max_tokens=200,
+                model_preferences=ModelPreferences(hints=[ModelHint(name="claude-sonnet")], intelligence_priority=0.8),
+            ))
+            return InputRequiredResult(input_requests={"summary": request},
+                                       request_state=json.dumps({"tool": "summarize_with_sampling"}))
+        content = getattr(response, "content", None)
+        blocks = content if isinstance(content, list) else [content]
+        texts = [b.text for b in blocks if getattr(b, "type", None) == "text" and isinstance(b.text, str)]
+        if not texts:
+            return "Invalid answer: the sampling result carried no text."
+        return f"Summary ({getattr(response, 'model', '?')}): {' '.join(texts)}"
+
+    @mcp.tool(structured_output=False)
+    async def list_my_roots(ctx: Context) -> str | InputRequiredResult:
+        """List the client's filesystem roots (asks roots/list: deprecated, allowed per server)."""
+        response = (ctx.input_responses or {}).get("roots")
+        if response is None:
+            # params present (empty): an input request is an object with an object ``params``
+            return InputRequiredResult(input_requests={"roots": ListRootsRequest(params=RequestParams())},
+                                       request_state=json.dumps({"tool": "list_my_roots"}))
+        roots = getattr(response, "roots", None)
+        if not isinstance(roots, list):
+            return "Invalid answer: not a list of roots."
+        if not roots:
+            return "No roots."
+        return "Roots: " + "; ".join(f"{r.uri}" + (f" ({r.name})" if r.name else "") for r in roots)
 
     return mcp
 
