@@ -8,20 +8,23 @@ from typing import Any
 
 from django.template.loader import render_to_string
 
-from . import audit
+from . import audit, sampling
 from .forms import SchemaForm
 from .gate import Round, StoreUnavailable, digest
-from .models import AuditEvent, Operation
+from .models import AuditEvent, Membership, Operation
 from .operations import get_gate, handle_of, message_for
 
 
 def consent_forms(rnd: Round, data: Any = None) -> dict[str, SchemaForm]:
-    """One :class:`SchemaForm` per form-mode request of the round, prefixed by its key."""
-    return {
+    """One :class:`SchemaForm` per form-mode request of the round, prefixed by its key (and one
+    :class:`~mrtrweb.sampling.SamplingForm` per allowed sampling request)."""
+    forms = {
         key: SchemaForm(view.schema, data=data, prefix=f"in-{key}")
         for key, view in rnd.requests.items()
         if view.kind == "form" and view.schema is not None
     }
+    forms.update(sampling.sampling_forms(rnd, data))
+    return forms
 
 
 def display_digest(op: Operation, rnd: Round) -> str:
@@ -31,9 +34,29 @@ def display_digest(op: Operation, rnd: Round) -> str:
         "server": op.server.name, "origin": op.server.origin, "method": op.method, "name": op.name,
         "round": rnd.number,
         "requests": {key: {"kind": v.kind, "message": v.message, "schema": v.schema_digest,
-                           "url": v.url.url if v.url else None, "warnings": list(v.url.warnings) if v.url else []}
+                           "url": v.url.url if v.url else None, "warnings": list(v.url.warnings) if v.url else [],
+                           **_deprecated_display(op, v)}
                      for key, v in rnd.requests.items()},
     })
+
+
+def _deprecated_display(op: Operation, view: Any) -> dict[str, Any]:
+    """The extra content a sampling/roots request shows: the request itself, or the roots sent."""
+    if view.kind == "sampling":
+        return {"sampling": digest(dict(view.params))}
+    if view.kind == "roots":
+        return {"roots": digest(sampling.roots_answer(op.server))}
+    return {}
+
+
+def deprecated_refusal(op: Operation) -> dict[str, Any] | None:
+    """For an operation the gate stopped because the server asked for a client request not allowed
+    for it (``unapproved_deprecated_client_request``): what the page explains."""
+    if op.error_code != sampling.UNAPPROVED:
+        return None
+    is_admin = Membership.objects.filter(tenant_id=op.tenant_id, user_id=op.user_id,
+                                         role=Membership.Role.ADMIN).exists()
+    return {"server": op.server, "is_admin": is_admin}
 
 
 def record_shown(op: Operation, rnd: Round) -> None:
@@ -83,11 +106,16 @@ def panel_context(op: Operation, *, forms: dict[str, SchemaForm] | None = None, 
             forms = forms if forms is not None else consent_forms(rnd)
             ctx["round"] = rnd
             ctx["requests"] = [
-                {"key": key, "view": view, "form": forms.get(key)}
+                {"key": key, "view": view, "form": forms.get(key),
+                 "sampling": sampling.sampling_view(view.params) if view.kind == "sampling" else None,
+                 "roots": sampling.roots_answer(op.server)["roots"] if view.kind == "roots" else None}
                 for key, view in rnd.requests.items()
             ]
+            ctx["has_deprecated"] = any(v.kind in sampling.DEPRECATED_KINDS for v in rnd.requests.values())
         elif not ctx["store_error"]:
             ctx["round_gone"] = True
+    if op.status == Operation.Status.FAILED:
+        ctx["deprecated_refusal"] = deprecated_refusal(op)
     if op.status == Operation.Status.COMPLETED:
         ctx["blocks"] = _result_blocks(op)
         ctx["is_error"] = bool(isinstance(op.result, dict) and op.result.get("isError"))

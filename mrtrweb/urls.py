@@ -18,4 +18,5 @@ urlpatterns = [
     path("history/", history.own_history, name="history"),
     path("history/operations/<uuid:op_id>/", history.operation_timeline, name="history-operation"),
     path("tenants/<slug:slug>/history/", history.tenant_history, name="tenant-history"),
+    path("servers/<int:server_id>/settings/", views.server_settings, name="server-settings"),
 ]

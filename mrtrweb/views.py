@@ -19,7 +19,7 @@ from django.template.response import TemplateResponse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from . import audit, conf, operations, workers
+from . import audit, conf, operations, sampling, workers
 from .forms import JsonArgumentsForm, SchemaForm
 from .gate import GateRejection, SchemaRefused, StoreUnavailable, check_requested_schema
 from .mcp_client import McpCallError
@@ -169,6 +169,8 @@ async def operation_answer(request: HttpRequest, op_id: Any) -> HttpResponse:
         return await _panel_response(request, op, error=operations.message_for("inactive_mrtr_round"), status=409)
     if action not in ("accept", "decline", "cancel"):
         return await _panel_response(request, op, error="Choose Accept, Decline or Cancel.", status=400)
+    if any(view.kind in sampling.DEPRECATED_KINDS for view in rnd.requests.values()):
+        return await _answer_deprecated(request, op, rnd, action, user)
     forms = consent_forms(rnd, request.POST if action == "accept" else None)
     responses: dict[str, Any] = {}
     if action == "accept":
@@ -179,7 +181,7 @@ async def operation_answer(request: HttpRequest, op_id: Any) -> HttpResponse:
                 responses[key] = {"action": "accept", "content": forms[key].content()}
             elif view.kind == "url":
                 responses[key] = {"action": "accept"}
-            else:  # deprecated requests are never allowed by the default policy
+            else:  # sampling/roots cards are answered by _answer_deprecated
                 return await _panel_response(request, op, error="This request type cannot be answered here.",
                                              status=400)
     else:
@@ -191,6 +193,55 @@ async def operation_answer(request: HttpRequest, op_id: Any) -> HttpResponse:
         if exc.code == "input_response_schema_mismatch" and exc.key in forms and hasattr(cause, "errors"):
             forms[exc.key].add_gate_errors(cause.errors)
             return await _panel_response(request, op, forms=forms, error="Some answers need attention.", status=400)
+        return await _panel_response(request, op, error=operations.message_for(exc.code), status=409)
+    except operations.OperationRefused as exc:
+        return await _panel_response(request, op, error=exc.message, status=503)
+    return redirect("mrtrweb:operation", op_id=op.id)
+
+
+async def _answer_deprecated(request: HttpRequest, op: Operation, rnd: Any, action: str, user: Any) -> HttpResponse:
+    """Answer a card holding an allowed sampling or roots request (the deprecated exception).
+
+    Decline/Cancel ends the operation (denied, ``deprecated_request_refused``): no retry is sent.
+    Accept needs every form valid and every sampling request approved; roots are answered with
+    the server's configured roots, sampling by the configured provider; the gate validates both."""
+    if action != "accept":
+        await operations.deny(op, "deprecated_request_refused")
+        return redirect("mrtrweb:operation", op_id=op.id)
+    try:
+        forms = await sync_to_async(consent_forms)(rnd, request.POST)
+        valid = await sync_to_async(lambda: all(f.is_valid() for f in forms.values()))()
+    except (ImportError, TypeError, AttributeError) as exc:  # a misconfigured SAMPLING_PROVIDER
+        logger.error("sampling provider unusable: %s", exc)
+        return await _panel_response(request, op, error=sampling.PROVIDER_FAILED_MESSAGE, status=503)
+    if not valid:
+        return await _panel_response(request, op, forms=forms, error="Some answers need attention.", status=400)
+    provider = sampling.get_provider() if any(v.kind == "sampling" for v in rnd.requests.values()) else None
+    responses: dict[str, Any] = {}
+    for key, view in rnd.requests.items():
+        if view.kind == "form":
+            responses[key] = {"action": "accept", "content": forms[key].content()}
+        elif view.kind == "url":
+            responses[key] = {"action": "accept"}
+        elif view.kind == "roots":
+            responses[key] = sampling.roots_answer(op.server)
+        else:
+            try:
+                responses[key] = await sampling.provide(provider, dict(view.params), user=user, operation=op,
+                                                        form_data=forms[key].provider_data())
+            except Exception:  # noqa: BLE001 -- a provider failure sends nothing
+                logger.exception("sampling provider failed for operation %s", op.id)
+                return await _panel_response(request, op, forms=forms, error=sampling.PROVIDER_FAILED_MESSAGE,
+                                             status=502)
+    try:
+        await operations.answer_round(op, responses)
+    except GateRejection as exc:
+        cause = exc.__cause__
+        if exc.code == "input_response_schema_mismatch" and exc.key in forms and hasattr(cause, "errors"):
+            forms[exc.key].add_gate_errors(cause.errors)
+            return await _panel_response(request, op, forms=forms, error="Some answers need attention.", status=400)
+        if exc.code == sampling.INVALID_ANSWER:
+            return await _panel_response(request, op, forms=forms, error=sampling.INVALID_ANSWER_MESSAGE, status=400)
         return await _panel_response(request, op, error=operations.message_for(exc.code), status=409)
     except operations.OperationRefused as exc:
         return await _panel_response(request, op, error=exc.message, status=503)
@@ -237,3 +288,35 @@ async def _panel_response(request: HttpRequest, op: Operation, *, status: int, *
     ctx = await sync_to_async(panel_context)(op, **kwargs)
     ctx["csrf_token"] = get_token(request)
     return TemplateResponse(request, "mrtrweb/operation.html", ctx, status=status)
+
+
+def _server_settings_sync(request: HttpRequest, user: Any, server_id: int) -> HttpResponse:
+    try:
+        server = McpServer.objects.select_related("tenant").get(
+            pk=server_id, tenant__memberships__user=user, tenant__memberships__role=Membership.Role.ADMIN)
+    except McpServer.DoesNotExist:
+        raise Http404("No such server") from None
+    saved = False
+    if request.method == "POST":
+        form = sampling.ServerSettingsForm(request.POST, instance=server)
+        if form.is_valid():
+            form.save()
+            logger.info("server %s: deprecated-request settings changed by user %s", server.pk, user.pk)
+            saved = True
+            form = sampling.ServerSettingsForm(instance=server)
+    elif request.method == "GET":
+        form = sampling.ServerSettingsForm(instance=server)
+    else:
+        return HttpResponseNotAllowed(["GET", "POST"])
+    return TemplateResponse(request, "mrtrweb/server_settings.html",
+                            {"server": server, "form": form, "saved": saved},
+                            status=400 if request.method == "POST" and not saved else 200)
+
+
+@login_required
+async def server_settings(request: HttpRequest, server_id: int) -> HttpResponse:
+    """A tenant admin's settings of one server: whether it may ask for sampling / roots (deprecated
+    capabilities, denied by default) and the roots it is answered with. Others get 404."""
+    user = await _user(request)
+    response = await sync_to_async(_server_settings_sync)(request, user, server_id)
+    return response
