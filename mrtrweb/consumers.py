@@ -52,6 +52,11 @@ class OperationsConsumer(AsyncJsonWebsocketConsumer):
         if isinstance(content, dict) and content.get("type") == "ping":
             await self.send_json({"type": "pong"})
 
+    async def operation_progress(self, event) -> None:
+        """Progress of a call in flight (numbers and the server's short message, shown escaped)."""
+        await self.send_json({"type": "progress", "id": event.get("operation_id"), "progress": event.get("progress"),
+                              "total": event.get("total"), "message": event.get("message", "")})
+
     async def operation_update(self, event) -> None:
         try:
             op = await Operation.objects.select_related("server", "tenant").aget(

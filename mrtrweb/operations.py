@@ -290,14 +290,18 @@ def _last_answer_was_cancel(op_id: Any) -> bool:
 
 
 async def stop_operation(op: Operation) -> bool:
-    """The person stops an operation whose round waits for them: its binding is closed, nothing
-    is sent, and the outcome is ``denied`` (reason ``cancelled``). Returns False when the
-    operation was not waiting (already answered or ended)."""
+    """The person stops an operation. A round waiting for them: its binding is closed, nothing is
+    sent, the outcome is ``denied`` (reason ``cancelled``). A call in flight: the worker driving it
+    (any worker) cancels the request within ``STOP_POLL_S`` and ends it the same way. Returns
+    False when the operation had already ended."""
     op = await _load(op.pk)
-    if op.status != Operation.Status.AWAITING_INPUT:
-        return False
-    await deny(op, "cancelled")
-    return True
+    if op.status == Operation.Status.AWAITING_INPUT:
+        await deny(op, "cancelled")
+        return True
+    if op.status == Operation.Status.RUNNING:
+        await sync_to_async(request_stop)(op.id)
+        return True
+    return False
 
 
 def _shown_exists(op_id: Any, round_number: int) -> bool:
@@ -321,6 +325,70 @@ def _state_seen_elsewhere(op: Operation, state_digest: str, round_number: int) -
         .exclude(operation_id=op.id, round_number=round_number).exists()
 
 
+_STOPPED = object()
+#: seconds between two checks of a stop request while a call is in flight
+STOP_POLL_S = 0.25
+
+
+def _stop_key(op_id: Any) -> str:
+    return f"{conf.get('BINDING_KEY_PREFIX')}:stop:{op_id}"
+
+
+def request_stop(op_id: Any) -> None:
+    """Ask whichever worker drives the operation to abandon its in-flight call (sync)."""
+    from django.core.cache import caches
+
+    caches[conf.get("BINDING_CACHE")].set(_stop_key(op_id), 1, timeout=int(conf.get("TTL_S")))
+
+
+def _stop_requested(op_id: Any) -> bool:
+    from django.core.cache import caches
+
+    try:
+        return caches[conf.get("BINDING_CACHE")].get(_stop_key(op_id)) is not None
+    except Exception:  # noqa: BLE001 -- a cache outage never stops a call by itself
+        return False
+
+
+async def _send_cancellable(op: Operation, conn: Any, params: dict[str, Any], request_id: str) -> Any:
+    """Send one request, pushing its progress notifications to the user's browsers, and abandon it
+    when the person stops the operation: the SDK then cancels the request (``notifications/cancelled``
+    on a stream transport; on 2026-07-28 Streamable HTTP the request's POST is closed). Returns the
+    raw result, or ``_STOPPED``."""
+    last_push = 0.0
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        nonlocal last_push
+        now = asyncio.get_running_loop().time()
+        if now - last_push < 0.2 and (total is None or progress < total):
+            return  # throttled
+        last_push = now
+        layer = get_channel_layer()
+        if layer is not None:
+            try:
+                await layer.group_send(user_group(op.user_id), {
+                    "type": "operation.progress", "operation_id": str(op.id), "progress": progress,
+                    "total": total, "message": (message or "")[:200]})
+            except Exception:  # noqa: BLE001
+                pass
+
+    call = asyncio.ensure_future(conn.send(op.method, params, request_id, on_progress=on_progress))
+    try:
+        while True:
+            done, _ = await asyncio.wait({call}, timeout=STOP_POLL_S)
+            if done:
+                return call.result()
+            if await sync_to_async(_stop_requested)(op.id):
+                call.cancel()
+                logger.info("operation %s stopped by the person during the call", op.id)
+                await _finish(op, Operation.Status.DENIED, code="denied", reason="cancelled", event="denied",
+                              message="You stopped this operation; the call was cancelled at the server.")
+                return _STOPPED
+    finally:
+        if not call.done():
+            call.cancel()
+
+
 async def _drive(op_id: Any, request_id: str, params: dict[str, Any]) -> None:
     """Send one request of the operation and follow it until it needs the person or ends."""
     from .workers import WORKER_ID, ensure_heartbeat
@@ -333,7 +401,9 @@ async def _drive(op_id: Any, request_id: str, params: dict[str, Any]) -> None:
         while True:
             try:
                 conn = await pool().get(str(op.user_id), str(op.server_id), op.server.url)
-                raw = await conn.send(op.method, params, request_id)
+                raw = await _send_cancellable(op, conn, params, request_id)
+                if raw is _STOPPED:
+                    return
             except McpCallError as exc:
                 logger.info("operation %s: MCP call failed (%s)", op.id, exc.code)
                 await _finish(op, Operation.Status.FAILED, code=exc.code, message=message_for(exc.code))
@@ -373,10 +443,13 @@ async def _handle_result(op: Operation, request_id: str, raw: Any) -> Retry | No
     except GateRejection as exc:
         logger.info("operation %s: round refused (%s): %s", op.id, exc.code, exc.reason)
         try:
-            await _audit(op, "rejected", code=exc.code, round_number=op.rounds + 1, request_id=request_id)
+            await _audit(op, "rejected", code=exc.code, reason=exc.reason, round_number=op.rounds + 1,
+                         request_id=request_id)
         except audit.AuditUnavailable:
             pass
-        await _finish(op, Operation.Status.FAILED, code=exc.code, message=message_for(exc.code))
+        # The gate's reason names the refused check (never a value), e.g. which method was asked.
+        await _finish(op, Operation.Status.FAILED, code=exc.code,
+                      message=f"{message_for(exc.code)} Reason: {exc.reason}.")
         return None
     except StoreUnavailable:
         await _finish(op, Operation.Status.FAILED, code=STORE_UNAVAILABLE, message=message_for(STORE_UNAVAILABLE))

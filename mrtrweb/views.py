@@ -7,8 +7,12 @@ ownership, so another user (same or other tenant) gets 404 and nothing is sent.
 from __future__ import annotations
 
 import logging
+import re
 import time
+import urllib.parse
 from typing import Any
+
+from django import forms
 
 from asgiref.sync import sync_to_async
 from django.contrib.auth.decorators import login_required
@@ -64,14 +68,33 @@ async def server_detail(request: HttpRequest, server_id: int) -> HttpResponse:
     user = await _user(request)
     server = await _server_for(user, server_id)
     tools: list[dict[str, Any]] = []
+    prompts: list[dict[str, Any]] = []
+    templates: list[dict[str, Any]] = []
     error = ""
     try:
         conn = await operations.pool().get(str(user.pk), str(server.pk), server.url)
         tools = [t for t in await conn.list_tools() if isinstance(t, dict) and isinstance(t.get("name"), str)]
+        prompts = await _listing(conn.list_prompts, "name")
+        templates = await _listing(conn.list_resource_templates, "uriTemplate")
     except McpCallError as exc:
         logger.info("listing tools of server %s failed (%s)", server.pk, exc.code)
         error = operations.message_for(exc.code)
-    return TemplateResponse(request, "mrtrweb/server.html", {"server": server, "tools": tools, "error": error})
+    is_admin = await Membership.objects.filter(tenant_id=server.tenant_id, user=user,
+                                               role=Membership.Role.ADMIN).aexists()
+    return TemplateResponse(request, "mrtrweb/server.html", {"server": server, "tools": tools, "prompts": prompts,
+                                                             "templates": templates, "error": error,
+                                                             "is_admin": is_admin})
+
+
+async def _listing(fetch, key: str) -> list[dict[str, Any]]:
+    """A server's prompts or resource templates; a server without the capability lists none."""
+    try:
+        items = await fetch()
+    except McpCallError as exc:
+        if exc.code == "jsonrpc_error":  # e.g. "Method not found": the server has none
+            return []
+        raise
+    return [i for i in items if isinstance(i, dict) and isinstance(i.get(key), str)]
 
 
 def _arguments_form(schema: Any, data: Any = None) -> SchemaForm | JsonArgumentsForm:
@@ -122,6 +145,97 @@ async def _current(user: Any, op_id: Any) -> Operation:
         if await workers.reap_interrupted(op.pk):
             op = await _operation_for(user, op_id)
     return op
+
+
+class PromptArgumentsForm(forms.Form):
+    """``prompts/get`` arguments: strings, required where the server says so."""
+
+    def __init__(self, arguments: list[Any], *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for arg in arguments:
+            if isinstance(arg, dict) and isinstance(arg.get("name"), str) and arg["name"]:
+                self.fields[arg["name"]] = forms.CharField(
+                    label=arg.get("title") if isinstance(arg.get("title"), str) else arg["name"],
+                    help_text=arg.get("description") if isinstance(arg.get("description"), str) else "",
+                    required=arg.get("required") is True, strip=False)
+
+    def content(self) -> dict[str, str]:
+        return {k: v for k, v in self.cleaned_data.items() if v != ""}
+
+
+_TEMPLATE_VAR = re.compile(r"\{([A-Za-z0-9_.]+)\}")
+
+
+class ResourceTemplateForm(forms.Form):
+    """The variables of a resource URI template (RFC 6570 simple expansion)."""
+
+    def __init__(self, template: str, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.template = template
+        for name in dict.fromkeys(_TEMPLATE_VAR.findall(template)):
+            self.fields[name] = forms.CharField(label=name, max_length=500)
+
+    def uri(self) -> str:
+        return _TEMPLATE_VAR.sub(lambda m: urllib.parse.quote(self.cleaned_data[m.group(1)], safe=""), self.template)
+
+
+async def _start_and_redirect(user: Any, server: McpServer, method: str, name: str, params: dict[str, Any]):
+    try:
+        op = await operations.start_operation(user=user, server=server, method=method, name=name, params=params)
+    except operations.OperationRefused as exc:
+        return None, exc.message
+    return redirect("mrtrweb:operation", op_id=op.id), ""
+
+
+@login_required
+async def prompt_get(request: HttpRequest, server_id: int, prompt: str) -> HttpResponse:
+    """Get a prompt with its arguments (``prompts/get``); its rounds go through the same card."""
+    user = await _user(request)
+    server = await _server_for(user, server_id)
+    try:
+        conn = await operations.pool().get(str(user.pk), str(server.pk), server.url)
+        listed = {p["name"]: p for p in await _listing(conn.list_prompts, "name")}
+    except McpCallError as exc:
+        return TemplateResponse(request, "mrtrweb/call.html", {"server": server, "kind": "prompt", "title": prompt,
+                                "error": operations.message_for(exc.code)}, status=503)
+    spec = listed.get(prompt)
+    if spec is None:
+        raise Http404("No such prompt")
+    form = PromptArgumentsForm(spec.get("arguments") or [], request.POST if request.method == "POST" else None)
+    error = ""
+    if request.method == "POST" and form.is_valid():
+        response, error = await _start_and_redirect(user, server, "prompts/get", prompt,
+                                                    {"name": prompt, "arguments": form.content()})
+        if response is not None:
+            return response
+    return TemplateResponse(request, "mrtrweb/call.html", {"server": server, "kind": "prompt", "title": prompt,
+                            "description": spec.get("description"), "form": form, "error": error})
+
+
+@login_required
+async def resource_read(request: HttpRequest, server_id: int) -> HttpResponse:
+    """Read a resource from a template (``resources/read``); ``?template=`` names the URI template."""
+    user = await _user(request)
+    server = await _server_for(user, server_id)
+    template = request.GET.get("template", "")
+    try:
+        conn = await operations.pool().get(str(user.pk), str(server.pk), server.url)
+        listed = {t["uriTemplate"]: t for t in await _listing(conn.list_resource_templates, "uriTemplate")}
+    except McpCallError as exc:
+        return TemplateResponse(request, "mrtrweb/call.html", {"server": server, "kind": "resource",
+                                "title": template, "error": operations.message_for(exc.code)}, status=503)
+    spec = listed.get(template)
+    if spec is None:
+        raise Http404("No such resource template")
+    form = ResourceTemplateForm(template, request.POST if request.method == "POST" else None)
+    error = ""
+    if request.method == "POST" and form.is_valid():
+        uri = form.uri()
+        response, error = await _start_and_redirect(user, server, "resources/read", uri, {"uri": uri})
+        if response is not None:
+            return response
+    return TemplateResponse(request, "mrtrweb/call.html", {"server": server, "kind": "resource", "title": template,
+                            "description": spec.get("description"), "form": form, "error": error})
 
 
 @login_required

@@ -123,8 +123,8 @@ async def test_negotiates_2026_and_lists(conn: McpConnection) -> None:
     assert deploy["inputSchema"]["properties"]["env"]["enum"] == ["staging", "production"]
     assert deploy["inputSchema"]["properties"]["replicas"]["type"] == "integer"
     assert tools["endless"]["inputSchema"]["properties"] == {}
-    assert await conn.list_prompts() == []
-    assert await conn.list_resource_templates() == []
+    assert [p["name"] for p in await conn.list_prompts()] == ["release_notes"]
+    assert [t["uriTemplate"] for t in await conn.list_resource_templates()] == ["demo://reports/{team}"]
 
 
 async def test_deploy_by_hand_with_chosen_ids(demo: DemoServerHandle, conn: McpConnection) -> None:

@@ -289,6 +289,50 @@ def _bool_field(content: Mapping[str, Any], name: str) -> bool:
 # --------------------------------------------------------------------------------------------
 
 
+AUDIENCE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "audience": {"type": "string", "title": "Audience", "enum": ["developers", "customers", "executives"],
+                     "default": "developers"},
+    },
+    "required": ["audience"],
+}
+PERIOD_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"since": {"type": "string", "format": "date", "title": "Since"}},
+    "required": ["since"],
+}
+
+
+def add_prompts_and_resources(mcp: MCPServer) -> None:
+    """A prompt and a resource template that ask a question before answering (``prompts/get`` and
+    ``resources/read`` rounds)."""
+
+    @mcp.prompt()
+    async def release_notes(version: str, ctx: Context) -> str | InputRequiredResult:
+        """Draft release notes; asks who will read them first."""
+        answer = _answer(ctx, "audience")
+        if answer is None:
+            return _ask({"audience": _form(f"Who will read the notes for {version}?", AUDIENCE_SCHEMA)},
+                        {"prompt": "release_notes"})
+        action, content = answer
+        if action != "accept":
+            return f"Write short, neutral release notes for version {version}."
+        return f"Write release notes for version {version} for {content.get('audience')}."
+
+    @mcp.resource("demo://reports/{team}", mime_type="text/plain")
+    async def team_report(team: str, ctx: Context) -> str | InputRequiredResult:
+        """A team's activity report; asks for the start date first."""
+        answer = _answer(ctx, "period")
+        if answer is None:
+            return _ask({"period": _form(f"Report for team {team}: since when?", PERIOD_SCHEMA)},
+                        {"resource": "team_report"})
+        action, content = answer
+        if action != "accept":
+            return f"No report for {team}: {action}."
+        return f"Report for team {team} since {content.get('since')}: 12 changes, 3 releases."
+
+
 def build_demo_server() -> MCPServer:
     """Build the demo ``MCPServer`` (tools described in the module docstring).
 
@@ -493,6 +537,7 @@ def build_demo_server() -> MCPServer:
             return "No roots."
         return "Roots: " + "; ".join(f"{r.uri}" + (f" ({r.name})" if r.name else "") for r in roots)
 
+    add_prompts_and_resources(mcp)
     return mcp
 
 

@@ -34,6 +34,18 @@
     else if (live) live.textContent = "Status: " + status.replace("_", " ");
   }
 
+  // Progress of a call in flight: numbers into a <progress>, the server's message as text only.
+  function showProgress(msg) {
+    var bar = root.querySelector("progress.call-progress");
+    var text = root.querySelector(".progress-message");
+    if (!bar) return;
+    var value = Number(msg.progress), total = Number(msg.total);
+    if (isFinite(total) && total > 0) { bar.max = total; bar.value = Math.min(value, total); }
+    else { bar.removeAttribute("value"); }
+    bar.hidden = false;
+    if (text) text.textContent = String(msg.message || "");
+  }
+
   function refresh() {
     var seen = pushes;
     fetch(root.getAttribute("data-panel-url"), {credentials: "same-origin"})
@@ -60,6 +72,8 @@
       if (msg && msg.type === "operation" && msg.id === opId && typeof msg.html === "string") {
         pushes += 1;
         apply(msg.html, String(msg.status || ""));
+      } else if (msg && msg.type === "progress" && msg.id === opId) {
+        showProgress(msg);
       }
     };
     ws.onclose = function () {
