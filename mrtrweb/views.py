@@ -179,63 +179,53 @@ class ResourceTemplateForm(forms.Form):
         return _TEMPLATE_VAR.sub(lambda m: urllib.parse.quote(self.cleaned_data[m.group(1)], safe=""), self.template)
 
 
-async def _start_and_redirect(user: Any, server: McpServer, method: str, name: str, params: dict[str, Any]):
+async def _listed_call(request: HttpRequest, server_id: int, *, kind: str, title: str, list_name: str, key: str,
+                       make_form, build) -> HttpResponse:
+    """The shared flow of a prompt or resource call page: find ``title`` among the server's
+    listing (``list_name`` of the connection, items keyed by ``key``), show ``make_form(spec, data)``,
+    and on a valid POST start ``build(form) -> (method, name, params)``."""
+    user = await _user(request)
+    server = await _server_for(user, server_id)
+    ctx: dict[str, Any] = {"server": server, "kind": kind, "title": title}
     try:
-        op = await operations.start_operation(user=user, server=server, method=method, name=name, params=params)
-    except operations.OperationRefused as exc:
-        return None, exc.message
-    return redirect("mrtrweb:operation", op_id=op.id), ""
+        conn = await operations.pool().get(str(user.pk), str(server.pk), server.url)
+        listed = {item[key]: item for item in await _listing(getattr(conn, list_name), key)}
+    except McpCallError as exc:
+        ctx["error"] = operations.message_for(exc.code)
+        return TemplateResponse(request, "mrtrweb/call.html", ctx, status=503)
+    spec = listed.get(title)
+    if spec is None:
+        raise Http404(f"No such {kind}")
+    form = make_form(spec, request.POST if request.method == "POST" else None)
+    ctx.update(description=spec.get("description"), form=form, error="")
+    if request.method == "POST" and form.is_valid():
+        method, name, params = build(form)
+        try:
+            op = await operations.start_operation(user=user, server=server, method=method, name=name, params=params)
+        except operations.OperationRefused as exc:
+            ctx["error"] = exc.message
+        else:
+            return redirect("mrtrweb:operation", op_id=op.id)
+    return TemplateResponse(request, "mrtrweb/call.html", ctx)
 
 
 @login_required
 async def prompt_get(request: HttpRequest, server_id: int, prompt: str) -> HttpResponse:
     """Get a prompt with its arguments (``prompts/get``); its rounds go through the same card."""
-    user = await _user(request)
-    server = await _server_for(user, server_id)
-    try:
-        conn = await operations.pool().get(str(user.pk), str(server.pk), server.url)
-        listed = {p["name"]: p for p in await _listing(conn.list_prompts, "name")}
-    except McpCallError as exc:
-        return TemplateResponse(request, "mrtrweb/call.html", {"server": server, "kind": "prompt", "title": prompt,
-                                "error": operations.message_for(exc.code)}, status=503)
-    spec = listed.get(prompt)
-    if spec is None:
-        raise Http404("No such prompt")
-    form = PromptArgumentsForm(spec.get("arguments") or [], request.POST if request.method == "POST" else None)
-    error = ""
-    if request.method == "POST" and form.is_valid():
-        response, error = await _start_and_redirect(user, server, "prompts/get", prompt,
-                                                    {"name": prompt, "arguments": form.content()})
-        if response is not None:
-            return response
-    return TemplateResponse(request, "mrtrweb/call.html", {"server": server, "kind": "prompt", "title": prompt,
-                            "description": spec.get("description"), "form": form, "error": error})
+    return await _listed_call(
+        request, server_id, kind="prompt", title=prompt, list_name="list_prompts", key="name",
+        make_form=lambda spec, data: PromptArgumentsForm(spec.get("arguments") or [], data),
+        build=lambda form: ("prompts/get", prompt, {"name": prompt, "arguments": form.content()}))
 
 
 @login_required
 async def resource_read(request: HttpRequest, server_id: int) -> HttpResponse:
     """Read a resource from a template (``resources/read``); ``?template=`` names the URI template."""
-    user = await _user(request)
-    server = await _server_for(user, server_id)
     template = request.GET.get("template", "")
-    try:
-        conn = await operations.pool().get(str(user.pk), str(server.pk), server.url)
-        listed = {t["uriTemplate"]: t for t in await _listing(conn.list_resource_templates, "uriTemplate")}
-    except McpCallError as exc:
-        return TemplateResponse(request, "mrtrweb/call.html", {"server": server, "kind": "resource",
-                                "title": template, "error": operations.message_for(exc.code)}, status=503)
-    spec = listed.get(template)
-    if spec is None:
-        raise Http404("No such resource template")
-    form = ResourceTemplateForm(template, request.POST if request.method == "POST" else None)
-    error = ""
-    if request.method == "POST" and form.is_valid():
-        uri = form.uri()
-        response, error = await _start_and_redirect(user, server, "resources/read", uri, {"uri": uri})
-        if response is not None:
-            return response
-    return TemplateResponse(request, "mrtrweb/call.html", {"server": server, "kind": "resource", "title": template,
-                            "description": spec.get("description"), "form": form, "error": error})
+    return await _listed_call(
+        request, server_id, kind="resource", title=template, list_name="list_resource_templates",
+        key="uriTemplate", make_form=lambda spec, data: ResourceTemplateForm(template, data),
+        build=lambda form: ("resources/read", form.uri(), {"uri": form.uri()}))
 
 
 @login_required
