@@ -62,3 +62,19 @@ def check_production_topology(app_configs=None, **kwargs):
         messages.append(Error("The binding cache ignores exceptions (IGNORE_EXCEPTIONS): an unreachable cache "
                               "would look like an empty one instead of failing closed.", id="mrtrweb.E004"))
     return messages
+
+
+@register(Tags.compatibility)
+def check_sampling_provider(app_configs=None, **kwargs):
+    """``MRTRWEB["SAMPLING_PROVIDER"]`` must import and be usable, or sampling cards cannot render."""
+    try:
+        from .sampling import get_provider
+
+        get_provider()
+    except ImproperlyConfigured:
+        return []  # reported by check_settings
+    except Exception as exc:  # noqa: BLE001 -- import errors of any kind
+        return [Error(f"MRTRWEB SAMPLING_PROVIDER cannot be used: {exc.__class__.__name__}: {exc}",
+                      hint="Give the dotted path of an object with provide(), or of a callable.",
+                      id="mrtrweb.E005")]
+    return []

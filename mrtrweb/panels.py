@@ -4,9 +4,12 @@ or its result. Used by the operation page and by the WebSocket consumer (the sam
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 from django.template.loader import render_to_string
+
+logger = logging.getLogger("mrtrweb.panels")
 
 from . import audit, sampling
 from .forms import SchemaForm
@@ -103,7 +106,13 @@ def panel_context(op: Operation, *, forms: dict[str, SchemaForm] | None = None, 
         rnd = state.round if state else None
         if rnd is not None:
             record_shown(op, rnd)
-            forms = forms if forms is not None else consent_forms(rnd)
+            if forms is None:
+                try:
+                    forms = consent_forms(rnd)
+                except (ImportError, TypeError, AttributeError):  # a misconfigured SAMPLING_PROVIDER
+                    logger.error("sampling provider unusable while rendering operation %s", op.id)
+                    ctx["store_error"] = sampling.PROVIDER_FAILED_MESSAGE
+                    forms = {}
             ctx["round"] = rnd
             ctx["requests"] = [
                 {"key": key, "view": view, "form": forms.get(key),

@@ -87,3 +87,12 @@ def test_production_headers_default_and_portal_embedding():
     assert h["HTTP"] == "301"  # http is redirected to https
     h = _prod_headers(MRTRWEB_FRAME_ANCESTORS="https://portal.example")
     assert "frame-ancestors https://portal.example" in h["CSP"] and h["XFO"] == "-"
+
+
+def test_unusable_sampling_provider_is_an_error(settings):
+    settings.MRTRWEB = {"SAMPLING_PROVIDER": "mrtrweb.no_such_module.Provider"}
+    assert "mrtrweb.E005" in _ids()
+    settings.MRTRWEB = {"SAMPLING_PROVIDER": "mrtrweb.conf.DEFAULTS"}  # neither provide() nor callable
+    assert "mrtrweb.E005" in _ids()
+    settings.MRTRWEB = {}
+    assert "mrtrweb.E005" not in _ids()

@@ -287,3 +287,26 @@ async def test_the_admin_allows_sampling_then_it_is_asked(seeded):
     assert resp.status_code == 200
     op = await _start(client, server, "summarize_with_sampling", {"text": "t"})
     assert op.status == Operation.Status.AWAITING_INPUT, (op.error_code, op.error_message)
+
+
+async def test_misconfigured_provider_never_gives_a_500(seeded, settings):
+    """An open sampling round whose provider path does not import: the page says so (no 500)."""
+    from django.test import AsyncClient
+
+    from mrtrweb.models import McpServer, Operation
+
+    server = seeded["servers"]["acme"]
+    await McpServer.objects.filter(pk=server.pk).aupdate(allow_sampling=True)
+    client = AsyncClient()
+    await client.aforce_login(seeded["users"]["alice"])
+    resp = await client.post(f"/mcp/servers/{server.pk}/tools/summarize_with_sampling/", {"arg-text": "hello"})
+    from mrtrweb import operations
+
+    await operations.wait_idle()
+    op = await Operation.objects.aget(pk=resp["Location"].rstrip("/").split("/")[-1])
+    assert op.status == "awaiting_input", (op.error_code, op.error_message)
+    settings.MRTRWEB = {"SAMPLING_PROVIDER": "mrtrweb.no_such_module.Provider"}
+    page = await client.get(f"/mcp/operations/{op.id}/")
+    assert page.status_code == 200
+    answer = await client.post(f"/mcp/operations/{op.id}/answer/", {"action": "accept", "round": "1"})
+    assert answer.status_code in (400, 503) and seeded["mcp"].calls[("summarize_with_sampling", True)] == 0
