@@ -9,13 +9,13 @@ from typing import Any
 
 from django.template.loader import render_to_string
 
-logger = logging.getLogger("mrtrweb.panels")
-
 from . import audit, sampling
 from .forms import SchemaForm
 from .gate import Round, StoreUnavailable, digest
 from .models import AuditEvent, Membership, Operation
 from .operations import get_gate, handle_of, message_for
+
+logger = logging.getLogger("mrtrweb.panels")
 
 
 def consent_forms(rnd: Round, data: Any = None) -> dict[str, SchemaForm]:
