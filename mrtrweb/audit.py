@@ -102,6 +102,13 @@ def record(operation: Operation, event: str, *, code: str = "", reason: str = ""
         AuditUnavailable: the write or the read-back failed (reason logged).
     """
     try:
+        if event != "received" and round_number and (state_digest is None or schema_digests is None):
+            # every event of a round carries the round's requestState and requestedSchema digests
+            received = AuditEvent.objects.filter(operation_id=operation.id, round_number=round_number,
+                                                 event="received").order_by("-sequence").first()
+            if received is not None:
+                state_digest = received.state_digest if state_digest is None else state_digest
+                schema_digests = received.schema_digests if schema_digests is None else schema_digests
         row = _append({
             "tenant_id": operation.tenant_id,
             "operation_id": operation.id,

@@ -341,3 +341,13 @@ async def test_superuser_admin_is_read_only(seeded):
         await sync_to_async(row.save)()
     with pytest.raises(PermissionError):
         await sync_to_async(row.delete)()
+
+
+async def test_every_event_of_a_round_carries_its_digests(seeded):
+    op = await _some_history(seeded)
+    rows = [r async for r in AuditEvent.objects.filter(operation_id=op.id).order_by("sequence")]
+    received = rows[0]
+    assert received.event == "received" and received.state_digest and received.schema_digests
+    for row in rows[1:]:
+        assert (row.state_digest, row.schema_digests) == (received.state_digest, received.schema_digests), row.event
+        assert row.original_request_id == received.original_request_id and row.policy_version
