@@ -228,23 +228,23 @@ async def resource_read(request: HttpRequest, server_id: int) -> HttpResponse:
         build=lambda form: ("resources/read", form.uri(), {"uri": form.uri()}))
 
 
-@login_required
-async def operation_detail(request: HttpRequest, op_id: Any) -> HttpResponse:
+async def _render_operation(request: HttpRequest, op_id: Any, template: str) -> HttpResponse:
     user = await _user(request)
     op = await _current(user, op_id)
     ctx = await sync_to_async(panel_context)(op)
     ctx["csrf_token"] = get_token(request)
-    return TemplateResponse(request, "mrtrweb/operation.html", ctx)
+    return TemplateResponse(request, template, ctx)
+
+
+@login_required
+async def operation_detail(request: HttpRequest, op_id: Any) -> HttpResponse:
+    return await _render_operation(request, op_id, "mrtrweb/operation.html")
 
 
 @login_required
 async def operation_panel(request: HttpRequest, op_id: Any) -> HttpResponse:
     """The panel alone (the page's fallback refresh when the WebSocket is down)."""
-    user = await _user(request)
-    op = await _current(user, op_id)
-    ctx = await sync_to_async(panel_context)(op)
-    ctx["csrf_token"] = get_token(request)
-    return TemplateResponse(request, "mrtrweb/_panel.html", ctx)
+    return await _render_operation(request, op_id, "mrtrweb/_panel.html")
 
 
 @login_required
