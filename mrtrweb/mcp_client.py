@@ -432,6 +432,14 @@ class McpConnection:
         return client.session.protocol_version if client is not None else None
 
     @property
+    def server_capabilities(self) -> dict[str, Any] | None:
+        """The capabilities the server declared (``server/discover`` or ``initialize``), as JSON,
+        or ``None`` when not open."""
+        client = self._client
+        caps = client.session.server_capabilities if client is not None else None
+        return caps.model_dump(by_alias=True, mode="json", exclude_none=True) if caps is not None else None
+
+    @property
     def in_flight(self) -> int:
         """Number of requests currently awaiting their response."""
         return self._in_flight
