@@ -273,6 +273,7 @@ async def arun(*, url: str, user: Any, tenant: Any, method: str, params: dict[st
     while True:
         op = await Operation.objects.aget(pk=op.pk)
         if op.is_terminal:
+            await _settled(op)
             return _outcome(op)
         if time.monotonic() >= deadline:
             logger.info("operation %s: headless timeout after %ss; stopping it", op.id, timeout_s)
@@ -284,6 +285,22 @@ async def arun(*, url: str, user: Any, tenant: Any, method: str, params: dict[st
             answered = op.rounds
             await _answer(op, consent)
             continue
+        await asyncio.sleep(POLL_S)
+
+
+#: the audit events that end an operation (written just after its row turned terminal)
+TERMINAL_EVENTS = ("completed", "failed", "denied", "cancelled")
+
+
+async def _settled(op: Operation, grace_s: float = 5.0) -> None:
+    """Wait (briefly) until the operation's terminal audit event is written: the row turns
+    terminal first, so a caller reading the trail right after :func:`arun` sees it whole."""
+    from .models import AuditEvent
+
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        if await AuditEvent.objects.filter(operation_id=op.id, event__in=TERMINAL_EVENTS).aexists():
+            return
         await asyncio.sleep(POLL_S)
 
 

@@ -590,6 +590,14 @@ class McpConnection:
         """
         return await self._listing("prompts/list", lambda c, cursor: c.list_prompts(cursor=cursor), "prompts")
 
+    async def list_resources(self) -> list[dict[str, Any]]:
+        """All resources as raw dicts (``uri``, ``name``, ...), all pages.
+
+        Raises:
+            McpCallError: as :meth:`list_tools`.
+        """
+        return await self._listing("resources/list", lambda c, cursor: c.list_resources(cursor=cursor), "resources")
+
     async def list_resource_templates(self) -> list[dict[str, Any]]:
         """All resource templates as raw dicts (``uriTemplate``, ``name``, ...), all pages.
 

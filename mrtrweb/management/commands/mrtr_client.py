@@ -8,7 +8,7 @@ a scripted consent policy instead of a person. Examples::
     manage.py mrtr_client URL --tool deploy --args '{"env": "staging", "replicas": 2}' --consent accept-defaults
     manage.py mrtr_client URL --prompt release_notes --args '{"version": "1.2"}' --consent decline --json
     manage.py mrtr_client URL --resource 'demo://reports/ops' --consent answers:answers.json
-    manage.py mrtr_client URL --each --consent accept-defaults   # every tool and prompt once
+    manage.py mrtr_client URL --each --consent accept-defaults   # every tool, prompt and resource once
 
 Who runs it: ``--user``/``--tenant`` (an existing member of an existing tenant), by default the
 dedicated user ``mrtr-headless`` in the tenant ``headless``, created on first use.
@@ -146,8 +146,8 @@ async def _optional_listing(fetch) -> list[dict[str, Any]]:
 
 
 async def plan_each(user: Any, tenant: Any, url: str) -> list[tuple[str, dict[str, Any]]]:
-    """Every listed tool (arguments from its input schema) and every listed prompt, once; only
-    what the server declares (its ``tools`` / ``prompts`` capabilities)."""
+    """Every listed tool (arguments from its input schema), prompt and resource, once; only what
+    the server declares (its ``tools`` / ``prompts`` / ``resources`` capabilities)."""
     conn = await _connection(user, tenant, url)
     caps = conn.server_capabilities or {}
     ops: list[tuple[str, dict[str, Any]]] = []
@@ -160,6 +160,10 @@ async def plan_each(user: Any, tenant: Any, url: str) -> list[tuple[str, dict[st
         for prompt in await _optional_listing(conn.list_prompts):
             if isinstance(prompt.get("name"), str):
                 ops.append(("prompts/get", {"name": prompt["name"], "arguments": _prompt_arguments(prompt)}))
+    if "resources" in caps:
+        for resource in await _optional_listing(conn.list_resources):
+            if isinstance(resource.get("uri"), str):
+                ops.append(("resources/read", {"uri": resource["uri"]}))
     return ops
 
 
@@ -203,7 +207,8 @@ class Command(BaseCommand):
         what.add_argument("--resource", metavar="URI", help="read this resource (resources/read)")
         what.add_argument("--list", action="store_true", help="list the tools, prompts and resource templates")
         what.add_argument("--each", action="store_true",
-                          help="call every tool and get every prompt once, arguments from their schemas")
+                          help="call every tool, get every prompt and read every resource once "
+                               "(arguments from their schemas)")
         what.add_argument("--conformance", action="store_true",
                           help="run the plan of the conformance scenario named in $MCP_CONFORMANCE_SCENARIO")
         parser.add_argument("--args", dest="arguments", metavar="JSON", default="{}",
@@ -298,13 +303,15 @@ class Command(BaseCommand):
         conn = await _connection(user, tenant, url)
         caps = conn.server_capabilities or {}
         listing = {"tools": await conn.list_tools() if "tools" in caps else [],
+                   "resources": await _optional_listing(conn.list_resources) if "resources" in caps else [],
                    "prompts": await _optional_listing(conn.list_prompts) if "prompts" in caps else [],
                    "resourceTemplates": await _optional_listing(conn.list_resource_templates)
                    if "resources" in caps else []}
         if as_json:
             self.stdout.write(json.dumps(listing, indent=2, ensure_ascii=False))
             return
-        for kind, key in (("tools", "name"), ("prompts", "name"), ("resourceTemplates", "uriTemplate")):
+        for kind, key in (("tools", "name"), ("prompts", "name"), ("resources", "uri"),
+                          ("resourceTemplates", "uriTemplate")):
             self.stdout.write(f"{kind}:")
             for item in listing[kind]:
                 self.stdout.write(f"  {item.get(key)}  {str(item.get('description') or '').splitlines()[0:1]}")
