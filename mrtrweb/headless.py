@@ -38,7 +38,8 @@ Consent policies (:meth:`ConsentPolicy.parse`):
 
 URL-mode requests are **declined** under every policy unless ``url_done=True`` (command flag
 ``--url-done``): a machine cannot open the page, so "accept" (meaning "I completed it") is only
-sent when the caller vouches that the out-of-band step is done. ``cancel`` cancels them.
+sent when the caller vouches that the out-of-band step is done. The ``cancel`` policy cancels
+them; an answers file may decline or cancel one by its key.
 
 Sampling and roots requests (the deprecated exception, only where a tenant admin allowed them)
 are never approved by a scripted agent: the operation ends ``denied``
@@ -170,15 +171,18 @@ class ConsentPolicy:
         for key, view in rnd.requests.items():
             if view.kind in ("sampling", "roots"):
                 return None
+            given = self.answers.get(key, DECLINE) if self.kind == ANSWERS else None
             if self.kind in (DECLINE, CANCEL):
                 out[key] = {"action": self.kind}
             elif view.kind == "url":
-                out[key] = {"action": "accept"} if self.url_done else {"action": DECLINE}
+                if given in (DECLINE, CANCEL):
+                    out[key] = {"action": given}
+                else:
+                    out[key] = {"action": "accept"} if self.url_done else {"action": DECLINE}
             elif self.kind == ACCEPT_DEFAULTS:
                 content = default_content(view.schema) if view.schema is not None else None
                 out[key] = {"action": "accept", "content": content} if content is not None else {"action": DECLINE}
             else:
-                given = self.answers.get(key, DECLINE)
                 out[key] = {"action": "accept", "content": dict(given)} if isinstance(given, dict) \
                     else {"action": given}
         return out

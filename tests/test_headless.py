@@ -101,12 +101,15 @@ async def test_accept_defaults_declines_a_form_its_defaults_cannot_answer(seeded
     assert _text(outcome) == "Deployment declined by the user; nothing was done."
 
 
-@pytest.mark.parametrize("url_done, text", [
-    (False, "Account connection declined by the user; nothing was done."),
-    (True, "Account at github connected."),
+@pytest.mark.parametrize("policy, url_done, text", [
+    ("accept-defaults", False, "Account connection declined by the user; nothing was done."),
+    ("accept-defaults", True, "Account at github connected."),
+    ({"authorize": "cancel"}, True, "Account connection cancelled by the user; nothing was done."),
+    ({}, False, "Account connection declined by the user; nothing was done."),
 ])
-async def test_url_mode_is_declined_unless_vouched_done(seeded, url_done, text):
-    consent = ConsentPolicy.parse("accept-defaults", url_done=url_done)
+async def test_url_mode_is_declined_unless_vouched_done(seeded, policy, url_done, text):
+    consent = ConsentPolicy.parse(policy, url_done=url_done) if isinstance(policy, str) \
+        else ConsentPolicy.from_answers(policy, url_done=url_done)
     outcome = await _run(seeded, "connect_account", {"provider": "github"}, consent)
     assert outcome.status == "completed"
     assert _text(outcome) == text
