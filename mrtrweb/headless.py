@@ -68,8 +68,8 @@ from .models import McpServer, Membership, Operation
 
 logger = logging.getLogger("mrtrweb.headless")
 
-__all__ = ["ACCEPT_DEFAULTS", "CANCEL", "DECLINE", "ANSWERS", "ConsentPolicy", "HeadlessError",
-           "HeadlessOutcome", "TIMEOUT", "arun", "run", "server_for"]
+__all__ = ["ACCEPT_DEFAULTS", "ANSWERS", "CANCEL", "DECLINE", "TIMEOUT", "ConsentPolicy", "HeadlessError",
+           "HeadlessOutcome", "arun", "close_connections", "default_content", "operation_name", "run", "server_for"]
 
 ACCEPT_DEFAULTS = "accept-defaults"
 DECLINE = "decline"
@@ -246,7 +246,8 @@ def _server_name(url: str, tenant: Any) -> str:
     return name
 
 
-def _operation_name(method: str, params: Mapping[str, Any]) -> str:
+def operation_name(method: str, params: Mapping[str, Any]) -> str:
+    """What an Operation row is named after: the tool or prompt name, or the resource URI."""
     value = params.get("uri") if method == "resources/read" else params.get("name")
     return str(value or "")[:500]
 
@@ -269,7 +270,7 @@ async def arun(*, url: str, user: Any, tenant: Any, method: str, params: dict[st
     server = await sync_to_async(server_for)(url, tenant)
     try:
         op = await operations.start_operation(user=user, server=server, method=method,
-                                              name=_operation_name(method, params), params=params)
+                                              name=operation_name(method, params), params=params)
     except operations.OperationRefused as exc:
         raise HeadlessError(exc.code, exc.message) from None
     deadline = time.monotonic() + timeout_s
@@ -282,8 +283,11 @@ async def arun(*, url: str, user: Any, tenant: Any, method: str, params: dict[st
         if time.monotonic() >= deadline:
             logger.info("operation %s: headless timeout after %ss; stopping it", op.id, timeout_s)
             await operations.stop_operation(op)
-            await operations.wait_idle(timeout=5)
-            op = await Operation.objects.aget(pk=op.pk)
+            stopped_by = time.monotonic() + 5
+            while not op.is_terminal and time.monotonic() < stopped_by:  # the driving task ends it
+                await asyncio.sleep(POLL_S)
+                op = await Operation.objects.aget(pk=op.pk)
+            await _settled(op)
             return HeadlessOutcome(TIMEOUT, None, op.rounds, str(op.id), "headless_timeout")
         if op.status == Operation.Status.AWAITING_INPUT and op.rounds > answered:
             answered = op.rounds

@@ -294,7 +294,7 @@ class Command(BaseCommand):
             await headless.close_connections()
         if options["json"]:
             self.stdout.write(json.dumps({"operations": [
-                {"method": m, "name": headless._operation_name(m, p), "status": o.status, "rounds": o.rounds,
+                {"method": m, "name": headless.operation_name(m, p), "status": o.status, "rounds": o.rounds,
                  "operation_id": o.operation_id, "error_code": o.error_code, "result": o.result,
                  "exit_code": exit_code(o)} for m, p, o in outcomes]}, indent=2, ensure_ascii=False))
         return next((c for c in (exit_code(o) for _, _, o in outcomes) if c), 0)
@@ -317,7 +317,7 @@ class Command(BaseCommand):
                 self.stdout.write(f"  {item.get(key)}  {str(item.get('description') or '').splitlines()[0:1]}")
 
     def _print_outcome(self, method: str, params: dict[str, Any], outcome: headless.HeadlessOutcome) -> None:
-        name = headless._operation_name(method, params)
+        name = headless.operation_name(method, params)
         line = f"{method} {name}: {outcome.status} after {outcome.rounds} round(s) (operation {outcome.operation_id})"
         if outcome.error_code:
             line += f" [{outcome.error_code}]"
