@@ -251,3 +251,50 @@ def test_no_answer_value_or_request_state_in_logs_or_audit(seeded, tmp_path, cap
     for secret in (secret_day, *states):
         assert secret not in logged
         assert secret not in rows
+
+
+def test_each_runs_every_listed_tool_and_prompt_once(seeded, capsys):
+    code = _command(seeded["mcp"].url, "--each", "--consent", "accept-defaults", "--json")
+    ops = json.loads(capsys.readouterr().out)["operations"]
+    names = [(o["method"], o["name"]) for o in ops]
+    assert ("tools/call", "deploy") in names and ("prompts/get", "release_notes") in names
+    assert len(names) == len(set(names)) == 11  # ten tools, one prompt
+    by_name = {o["name"]: o for o in ops}
+    assert by_name["echo"]["status"] == "completed" and by_name["wait_then_ask"]["status"] == "completed"
+    assert by_name["endless"]["status"] == "failed"  # past the round limit
+    assert code == next(o["exit_code"] for o in ops if o["exit_code"])  # the first non-zero one
+
+
+async def test_headless_and_browser_write_the_same_audit_trail(seeded):
+    """The same tool answered the same way in the browser and headless: the same events, each with
+    the same kinds of digests; only the consent receipt's reason tells them apart."""
+    from django.test import AsyncClient
+
+    from mrtrweb import operations
+
+    alice, server = seeded["users"]["alice"], seeded["servers"]["acme"]
+    client = AsyncClient()
+    await client.aforce_login(alice)
+    resp = await client.post(f"/mcp/servers/{server.pk}/tools/wait_then_ask/", {"arg-seconds": "0"})
+    assert resp.status_code == 302
+    op_id = resp["Location"].rstrip("/").split("/")[-1]
+    await operations.wait_idle()
+    await client.get(f"/mcp/operations/{op_id}/")  # the person sees the card
+    resp = await client.post(f"/mcp/operations/{op_id}/answer/", {"action": "accept", "round": "1",
+                                                                  "in-go_on-go": "on"})
+    assert resp.status_code == 302
+    await operations.wait_idle()
+    outcome = await _run(seeded, "wait_then_ask", {"seconds": 0}, ConsentPolicy.parse("accept-defaults"))
+
+    def shape(e: AuditEvent) -> tuple:
+        return (e.event, e.round_number, bool(e.state_digest), sorted(e.schema_digests or {}), bool(e.display_digest),
+                bool(e.config_digest), e.actions, e.code)
+
+    browser = [e async for e in AuditEvent.objects.filter(operation_id=op_id).order_by("sequence")]
+    scripted = [e async for e in AuditEvent.objects.filter(operation_id=outcome.operation_id).order_by("sequence")]
+    assert [shape(e) for e in browser] == [shape(e) for e in scripted]
+    assert [e.reason for e in browser if e.event == "shown"] == [""]
+    assert [e.reason for e in scripted if e.event == "shown"] == ["headless: scripted consent policy accept-defaults"]
+    # the same display digest: the scripted agent was shown exactly what the person was
+    assert {e.display_digest for e in browser if e.event == "shown"} == \
+        {e.display_digest for e in scripted if e.event == "shown"}

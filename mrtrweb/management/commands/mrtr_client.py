@@ -205,7 +205,7 @@ class Command(BaseCommand):
         what.add_argument("--tool", metavar="NAME", help="call this tool (tools/call)")
         what.add_argument("--prompt", metavar="NAME", help="get this prompt (prompts/get)")
         what.add_argument("--resource", metavar="URI", help="read this resource (resources/read)")
-        what.add_argument("--list", action="store_true", help="list the tools, prompts and resource templates")
+        what.add_argument("--list", action="store_true", help="list the tools, prompts, resources and resource templates")
         what.add_argument("--each", action="store_true",
                           help="call every tool, get every prompt and read every resource once "
                                "(arguments from their schemas)")
