@@ -432,6 +432,14 @@ class McpConnection:
         return client.session.protocol_version if client is not None else None
 
     @property
+    def server_capabilities(self) -> dict[str, Any] | None:
+        """The capabilities the server declared (``server/discover`` or ``initialize``), as JSON,
+        or ``None`` when not open."""
+        client = self._client
+        caps = client.session.server_capabilities if client is not None else None
+        return caps.model_dump(by_alias=True, mode="json", exclude_none=True) if caps is not None else None
+
+    @property
     def in_flight(self) -> int:
         """Number of requests currently awaiting their response."""
         return self._in_flight
@@ -581,6 +589,14 @@ class McpConnection:
             McpCallError: as :meth:`list_tools`.
         """
         return await self._listing("prompts/list", lambda c, cursor: c.list_prompts(cursor=cursor), "prompts")
+
+    async def list_resources(self) -> list[dict[str, Any]]:
+        """All resources as raw dicts (``uri``, ``name``, ...), all pages.
+
+        Raises:
+            McpCallError: as :meth:`list_tools`.
+        """
+        return await self._listing("resources/list", lambda c, cursor: c.list_resources(cursor=cursor), "resources")
 
     async def list_resource_templates(self) -> list[dict[str, Any]]:
         """All resource templates as raw dicts (``uriTemplate``, ``name``, ...), all pages.

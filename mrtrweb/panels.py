@@ -62,14 +62,17 @@ def deprecated_refusal(op: Operation) -> dict[str, Any] | None:
     return {"server": op.server, "is_admin": is_admin}
 
 
-def record_shown(op: Operation, rnd: Round) -> None:
-    """Write the consent receipt (``shown`` event) the first time this card is displayed."""
+def record_shown(op: Operation, rnd: Round, *, reason: str = "") -> None:
+    """Write the consent receipt (``shown`` event) the first time this card is displayed.
+
+    ``reason`` says who saw it when it was not a person's browser (the headless client: no values)."""
     shown = display_digest(op, rnd)
     if AuditEvent.objects.filter(operation_id=op.id, round_number=rnd.number, event="shown",
                                  display_digest=shown).exists():
         return
     try:
-        audit.record(op, "shown", round_number=rnd.number, request_id=op.latest_request_id, display_digest=shown,
+        audit.record(op, "shown", reason=reason, round_number=rnd.number, request_id=op.latest_request_id,
+                     display_digest=shown,
                      schema_digests={k: v.schema_digest for k, v in rnd.requests.items() if v.schema_digest})
     except audit.AuditUnavailable:
         pass  # logged; without a receipt an answer to this round is denied

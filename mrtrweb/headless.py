@@ -1,0 +1,369 @@
+"""Headless operations: the browser's code path driven by a scripted consent policy.
+
+A machine (the ``mrtr_client`` management command, the conformance suite, another service)
+runs an MCP operation exactly as a person does in the browser:
+:func:`mrtrweb.operations.start_operation` registers it with the gate and sends it; every
+``input_required`` round is accepted by the gate and audited (``received``); the round's consent
+receipt (``shown``) is written by :func:`mrtrweb.panels.record_shown`, with a reason saying that a
+scripted agent, not a person, saw it; the answers are built by a :class:`ConsentPolicy` and sent
+once by :func:`mrtrweb.operations.answer_round` (``submitted``), which applies every deny
+condition of the browser. ``requestState``-only rounds are retried by the operation itself.
+
+API::
+
+    from mrtrweb import headless
+
+    outcome = await headless.arun(url="http://127.0.0.1:8765/mcp", user=user, tenant=tenant,
+                                  method="tools/call", params={"name": "deploy", "arguments": {...}},
+                                  consent=headless.ConsentPolicy.parse("accept-defaults"))
+    outcome.status      # "completed", "failed", "denied", "expired", "interrupted" or "timeout"
+
+    headless.run(url=..., user=..., ...)   # the same from sync code (its own event loop)
+
+Consent policies (:meth:`ConsentPolicy.parse`):
+
+``accept-defaults``
+    Accept every form with its schema's defaults (SEP-1034). A *required* field without a default
+    gets a stand-in: the first enum option (the minimum number of options for a multi-select), the
+    ``minimum`` for a number, ``false`` for a boolean, ``""`` for a string; optional fields
+    without a default are left out. If that content does not validate against the schema (for
+    instance a required string with ``minLength``), the request is **declined**: a machine does
+    not invent answers.
+``decline`` / ``cancel``
+    Answer every request of every round with that action.
+``answers:FILE.json``
+    A JSON object keyed by input-request key: an object value is the form content to accept
+    (absent fields take their defaults; the gate validates it), the strings ``"decline"`` /
+    ``"cancel"`` answer that key with that action. A key absent from the file is declined.
+
+URL-mode requests are **declined** under every policy unless ``url_done=True`` (command flag
+``--url-done``): a machine cannot open the page, so "accept" (meaning "I completed it") is only
+sent when the caller vouches that the out-of-band step is done. The ``cancel`` policy cancels
+them; an answers file may decline or cancel one by its key.
+
+Sampling and roots requests (the deprecated exception, only where a tenant admin allowed them)
+are never approved by a scripted agent: the operation ends ``denied``
+(``deprecated_request_refused``), as when a person refuses one; nothing is sent.
+
+Nothing here logs or prints an answer value or a ``requestState``: audit rows carry digests,
+log lines carry operation ids, round numbers, keys and actions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from asgiref.sync import sync_to_async
+
+from . import operations
+from .gate import CheckedSchema, ContentMismatch, GateRejection, Round, StoreUnavailable
+from .models import McpServer, Membership, Operation
+
+logger = logging.getLogger("mrtrweb.headless")
+
+__all__ = ["ACCEPT_DEFAULTS", "ANSWERS", "CANCEL", "DECLINE", "TIMEOUT", "ConsentPolicy", "HeadlessError",
+           "HeadlessOutcome", "arun", "close_connections", "default_content", "operation_name", "run", "server_for"]
+
+ACCEPT_DEFAULTS = "accept-defaults"
+DECLINE = "decline"
+CANCEL = "cancel"
+ANSWERS = "answers"
+
+#: the outcome status when ``timeout_s`` passed first (the operation is then stopped)
+TIMEOUT = "timeout"
+#: seconds between two looks at the operation row while it runs
+POLL_S = 0.05
+
+
+class HeadlessError(Exception):
+    """The operation could not be run at all (bad policy, not a member, refused before sending).
+
+    Attributes:
+        code: a stable code (``bad_policy``, ``not_a_member``, ``limit_reached``,
+            ``binding_store_unavailable``...).
+    """
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclasses.dataclass(frozen=True)
+class HeadlessOutcome:
+    """How a headless operation ended.
+
+    Attributes:
+        status: an :class:`~mrtrweb.models.Operation` terminal status (``completed``, ``failed``,
+            ``denied``, ``expired``, ``interrupted``) or ``timeout``.
+        result: the server's final result object (``completed`` only), else ``None``.
+        rounds: how many ``input_required`` rounds the operation had.
+        operation_id: the Operation row's id (its audit trail and history page).
+        error_code: the operation's error code (``""`` when completed), or ``headless_timeout``.
+    """
+
+    status: str
+    result: Any
+    rounds: int
+    operation_id: str
+    error_code: str
+
+
+@dataclasses.dataclass(frozen=True)
+class ConsentPolicy:
+    """A scripted consent policy (see the module docstring).
+
+    Attributes:
+        kind: ``accept-defaults``, ``decline``, ``cancel`` or ``answers``.
+        answers: for ``answers``: input-request key -> content object, or ``"decline"``/``"cancel"``.
+        url_done: accept URL-mode requests (the caller completed the out-of-band step).
+    """
+
+    kind: str
+    answers: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    url_done: bool = False
+
+    @classmethod
+    def parse(cls, spec: str, *, url_done: bool = False) -> ConsentPolicy:
+        """``accept-defaults``, ``decline``, ``cancel`` or ``answers:PATH`` (a JSON file).
+
+        Raises:
+            HeadlessError: ``bad_policy`` (unknown policy, unreadable file, not a JSON object, a
+                value that is neither an object nor ``"decline"``/``"cancel"``).
+        """
+        if spec in (ACCEPT_DEFAULTS, DECLINE, CANCEL):
+            return cls(spec, url_done=url_done)
+        if spec.startswith(ANSWERS + ":"):
+            path = Path(spec[len(ANSWERS) + 1:])
+            try:
+                data = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                raise HeadlessError("bad_policy", f"cannot read answers file {path}: {exc.__class__.__name__}") \
+                    from None
+            return cls.from_answers(data, url_done=url_done)
+        raise HeadlessError("bad_policy", f"unknown consent policy {spec!r} (accept-defaults, decline, cancel, "
+                                          "answers:FILE.json)")
+
+    @classmethod
+    def from_answers(cls, data: Any, *, url_done: bool = False) -> ConsentPolicy:
+        """An ``answers`` policy from an already-parsed object (see :meth:`parse`)."""
+        if not isinstance(data, dict):
+            raise HeadlessError("bad_policy", "the answers file must hold a JSON object keyed by input-request key")
+        for key, value in data.items():
+            if not (isinstance(value, dict) or value in (DECLINE, CANCEL)):
+                raise HeadlessError("bad_policy", f"answer for {key!r} must be an object (the content) or "
+                                                  "\"decline\"/\"cancel\"")
+        return cls(ANSWERS, answers=dict(data), url_done=url_done)
+
+    # -- building the answers of one round ---------------------------------------------------
+
+    def responses(self, rnd: Round) -> dict[str, Any] | None:
+        """The answers to every request of ``rnd``, or ``None`` when the round holds a request
+        this policy never approves (sampling/roots): the operation is then refused."""
+        out: dict[str, Any] = {}
+        for key, view in rnd.requests.items():
+            if view.kind in ("sampling", "roots"):
+                return None
+            given = self.answers.get(key, DECLINE) if self.kind == ANSWERS else None
+            if self.kind in (DECLINE, CANCEL):
+                out[key] = {"action": self.kind}
+            elif view.kind == "url":
+                if given in (DECLINE, CANCEL):
+                    out[key] = {"action": given}
+                else:
+                    out[key] = {"action": "accept"} if self.url_done else {"action": DECLINE}
+            elif self.kind == ACCEPT_DEFAULTS:
+                content = default_content(view.schema) if view.schema is not None else None
+                out[key] = {"action": "accept", "content": content} if content is not None else {"action": DECLINE}
+            else:
+                out[key] = {"action": "accept", "content": dict(given)} if isinstance(given, dict) \
+                    else {"action": given}
+        return out
+
+
+def default_content(checked: CheckedSchema) -> dict[str, Any] | None:
+    """The ``accept-defaults`` content of a form: defaults, stand-ins for required fields without
+    one (first option / minimum / false / ""), or ``None`` when that does not validate."""
+    content: dict[str, Any] = {}
+    for spec in checked.fields:
+        if spec.has_default:
+            content[spec.name] = spec.default
+        elif spec.required:
+            content[spec.name] = _stand_in(spec)
+    try:
+        return checked.validate(content)
+    except ContentMismatch:
+        return None
+
+
+def _stand_in(spec: Any) -> Any:
+    c = spec.constraints
+    if spec.kind == "choice":
+        return spec.options[0].value if spec.options else ""
+    if spec.kind == "multi":
+        return [o.value for o in spec.options[: int(c.get("minItems", 0) or 0)]]
+    if spec.kind in ("integer", "number"):
+        return c.get("minimum", 0)
+    if spec.kind == "boolean":
+        return False
+    return ""
+
+
+# --------------------------------------------------------------------------------------------
+# Running one operation
+# --------------------------------------------------------------------------------------------
+
+
+def server_for(url: str, tenant: Any) -> McpServer:
+    """The tenant's :class:`McpServer` for ``url`` (the first one with exactly that URL), created
+    (named after the URL) when the tenant has none (sync).
+
+    Raises:
+        django.core.exceptions.ValidationError: ``url`` is not an http(s) URL without credentials.
+    """
+    server = McpServer.objects.filter(tenant=tenant, url=url).order_by("pk").first()
+    if server is not None:
+        return server
+    server = McpServer(tenant=tenant, url=url, name=_server_name(url, tenant))
+    server.full_clean(exclude=["tenant"])
+    server.save()
+    return server
+
+
+def _server_name(url: str, tenant: Any) -> str:
+    base = ("headless " + url)[:110]
+    name, n = base, 1
+    while McpServer.objects.filter(tenant=tenant, name=name).exists():
+        n += 1
+        name = f"{base} ({n})"
+    return name
+
+
+def operation_name(method: str, params: Mapping[str, Any]) -> str:
+    """What an Operation row is named after: the tool or prompt name, or the resource URI."""
+    value = params.get("uri") if method == "resources/read" else params.get("name")
+    return str(value or "")[:500]
+
+
+async def arun(*, url: str, user: Any, tenant: Any, method: str, params: dict[str, Any], consent: ConsentPolicy,
+               timeout_s: float = 60) -> HeadlessOutcome:
+    """Run one operation (``tools/call``, ``prompts/get`` or ``resources/read``) through the
+    browser's code path, answering its rounds with ``consent``; return when it has ended.
+
+    Creates (or reuses) the tenant's :class:`McpServer` row for ``url``. ``user`` must be a
+    member of ``tenant``. After ``timeout_s`` the operation is stopped (as the person's Stop
+    button does) and the outcome is ``timeout``.
+
+    Raises:
+        HeadlessError: ``not_a_member``, or the operation was refused before anything was sent
+            (``limit_reached``, ``binding_store_unavailable``).
+    """
+    if not await Membership.objects.filter(tenant=tenant, user=user).aexists():
+        raise HeadlessError("not_a_member", "the user is not a member of the tenant")
+    server = await sync_to_async(server_for)(url, tenant)
+    try:
+        op = await operations.start_operation(user=user, server=server, method=method,
+                                              name=operation_name(method, params), params=params)
+    except operations.OperationRefused as exc:
+        raise HeadlessError(exc.code, exc.message) from None
+    deadline = time.monotonic() + timeout_s
+    answered = 0  # the last round number this agent answered
+    while True:
+        op = await Operation.objects.aget(pk=op.pk)
+        if op.is_terminal:
+            await _settled(op)
+            return _outcome(op)
+        if time.monotonic() >= deadline:
+            logger.info("operation %s: headless timeout after %ss; stopping it", op.id, timeout_s)
+            await operations.stop_operation(op)
+            stopped_by = time.monotonic() + 5
+            while not op.is_terminal and time.monotonic() < stopped_by:  # the driving task ends it
+                await asyncio.sleep(POLL_S)
+                op = await Operation.objects.aget(pk=op.pk)
+            await _settled(op)
+            return HeadlessOutcome(TIMEOUT, None, op.rounds, str(op.id), "headless_timeout")
+        if op.status == Operation.Status.AWAITING_INPUT and op.rounds > answered:
+            answered = op.rounds
+            await _answer(op, consent)
+            continue
+        await asyncio.sleep(POLL_S)
+
+
+#: the audit events that end an operation (written just after its row turned terminal)
+TERMINAL_EVENTS = ("completed", "failed", "denied", "cancelled")
+
+
+async def _settled(op: Operation, grace_s: float = 5.0) -> None:
+    """Wait (briefly) until the operation's terminal audit event is written: the row turns
+    terminal first, so a caller reading the trail right after :func:`arun` sees it whole."""
+    from .models import AuditEvent
+
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        if await AuditEvent.objects.filter(operation_id=op.id, event__in=TERMINAL_EVENTS).aexists():
+            return
+        await asyncio.sleep(POLL_S)
+
+
+def _outcome(op: Operation) -> HeadlessOutcome:
+    return HeadlessOutcome(str(op.status), op.result if op.status == Operation.Status.COMPLETED else None,
+                           op.rounds, str(op.id), op.error_code)
+
+
+async def _answer(op: Operation, consent: ConsentPolicy) -> None:
+    """Show the open round to the scripted agent (consent receipt), then answer it once."""
+    from .panels import record_shown
+
+    try:
+        state = await sync_to_async(operations.get_gate().state)(operations.handle_of(op))
+    except StoreUnavailable:
+        await operations.deny(op, operations.STORE_UNAVAILABLE)
+        return
+    rnd = state.round if state else None
+    if rnd is None or rnd.number != op.rounds:
+        return  # the round ended meanwhile (expired, stopped): the row says how
+    full = await Operation.objects.select_related("server", "tenant", "user").aget(pk=op.pk)
+    await sync_to_async(record_shown)(full, rnd, reason=f"headless: scripted consent policy {consent.kind}")
+    responses = consent.responses(rnd)
+    if responses is None:
+        logger.info("operation %s round %s: sampling/roots refused by the scripted policy", op.id, rnd.number)
+        await operations.deny(full, "deprecated_request_refused")
+        return
+    logger.info("operation %s round %s: answering %s", op.id, rnd.number,
+                {k: v.get("action") for k, v in responses.items()})
+    try:
+        await operations.answer_round(full, responses)
+    except GateRejection as exc:
+        # e.g. answers that do not match the schema: no person can correct them here
+        logger.info("operation %s round %s: answer refused by the gate (%s)", op.id, rnd.number, exc.code)
+        await operations.deny(full, exc.code)
+    except operations.OperationRefused as exc:
+        logger.info("operation %s round %s: answer refused (%s)", op.id, rnd.number, exc.code)
+        if not (await Operation.objects.aget(pk=op.pk)).is_terminal:
+            await operations.deny(full, exc.code)
+
+
+def run(**kw: Any) -> HeadlessOutcome:
+    """:func:`arun` from sync code: on a new event loop whose MCP connections are closed before
+    returning (the same keyword arguments)."""
+
+    async def main() -> HeadlessOutcome:
+        try:
+            return await arun(**kw)
+        finally:
+            await close_connections()
+
+    return asyncio.run(main())
+
+
+async def close_connections() -> None:
+    """Wait for this loop's operation tasks, then close its MCP connections (end of a run)."""
+    await operations.wait_idle(timeout=5)
+    await operations.pool().close_all()

@@ -1,0 +1,330 @@
+"""``manage.py mrtr_client URL ...``: the headless MCP client (the browser's code path, scripted consent).
+
+Runs ``tools/call``, ``prompts/get`` or ``resources/read`` against the MCP server at URL through
+:mod:`mrtrweb.headless` (start_operation -> gate -> binding store -> audit -> answer_round), with
+a scripted consent policy instead of a person. Examples::
+
+    manage.py mrtr_client http://127.0.0.1:8765/mcp --list
+    manage.py mrtr_client URL --tool deploy --args '{"env": "staging", "replicas": 2}' --consent accept-defaults
+    manage.py mrtr_client URL --prompt release_notes --args '{"version": "1.2"}' --consent decline --json
+    manage.py mrtr_client URL --resource 'demo://reports/ops' --consent answers:answers.json
+    manage.py mrtr_client URL --each --consent accept-defaults   # every tool, prompt and resource once
+
+Who runs it: ``--user``/``--tenant`` (an existing member of an existing tenant), by default the
+dedicated user ``mrtr-headless`` in the tenant ``headless``, created on first use.
+
+Exit codes (several operations: the first non-zero one, in order):
+
+==  =====================================================================================
+0   every operation completed (whatever the consent answers were: a declined round
+    completes when the server answers the decline)
+1   nothing was run: bad options, unreachable server for ``--list``/``--each``, not a
+    member, a limit reached (``CommandError``); 2 is argparse's usage error
+3   failed (transport or JSON-RPC error, a round refused by the gate, malformed result)
+4   denied (a deny condition, a sampling/roots request the policy refused, an answer the
+    gate refused)
+5   expired (the round's binding expired)
+6   interrupted (the worker stopped)
+7   timeout (``--timeout`` passed; the operation was stopped)
+8   completed, but the tool's result says ``isError: true``
+==  =====================================================================================
+
+``--conformance`` is for the official MCP conformance suite
+(``@modelcontextprotocol/conformance client --command``): it reads the scenario name from
+``MCP_CONFORMANCE_SCENARIO`` and runs that scenario's plan (``CONFORMANCE_PLANS``; by default the
+same as ``--each``).
+
+Never printed or logged: answer values, ``requestState`` (the audit trail keeps digests).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError
+
+from mrtrweb import headless, operations
+from mrtrweb.mcp_client import McpCallError
+from mrtrweb.models import Membership, Operation, Tenant
+
+DEFAULT_USER = "mrtr-headless"
+DEFAULT_TENANT = "headless"
+
+EXIT_CODES = {
+    Operation.Status.COMPLETED: 0,
+    Operation.Status.FAILED: 3,
+    Operation.Status.DENIED: 4,
+    Operation.Status.EXPIRED: 5,
+    Operation.Status.INTERRUPTED: 6,
+    headless.TIMEOUT: 7,
+}
+EXIT_TOOL_ERROR = 8
+
+
+def exit_code(outcome: headless.HeadlessOutcome) -> int:
+    """The process exit code of one outcome (see the module docstring)."""
+    code = EXIT_CODES.get(outcome.status, 3)
+    if code == 0 and isinstance(outcome.result, dict) and outcome.result.get("isError") is True:
+        return EXIT_TOOL_ERROR
+    return code
+
+
+# --------------------------------------------------------------------------------------------
+# Arguments synthesized from an input schema (--each): defaults, else a minimal typed value
+# --------------------------------------------------------------------------------------------
+
+
+def synthesize_arguments(schema: Any) -> dict[str, Any]:
+    """Arguments for a tool or prompt from its input schema: each required property takes its
+    ``default``, else its first ``enum``/``const`` value, else its ``minimum``, else a minimal value
+    of its type (0, false, "", [], {}). Optional properties are left out. ``$ref`` is never
+    followed (a schema may point at the network)."""
+    if not isinstance(schema, dict):
+        return {}
+    props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+    required = [r for r in schema.get("required", []) if isinstance(r, str)] \
+        if isinstance(schema.get("required"), list) else []
+    return {name: _minimal(props.get(name)) for name in required}
+
+
+def _minimal(prop: Any) -> Any:
+    if not isinstance(prop, dict):
+        return ""
+    if "default" in prop:
+        return prop["default"]
+    if "const" in prop:
+        return prop["const"]
+    if isinstance(prop.get("enum"), list) and prop["enum"]:
+        return prop["enum"][0]
+    kind = prop.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "null")
+    if kind in ("number", "integer"):
+        low = prop.get("minimum", 0)
+        return low if isinstance(low, int | float) and not isinstance(low, bool) else 0
+    if kind == "boolean":
+        return False
+    if kind == "array":
+        return []
+    if kind == "object":
+        return synthesize_arguments(prop)
+    if kind == "null":
+        return None
+    return ""
+
+
+def _prompt_arguments(prompt: dict[str, Any]) -> dict[str, str]:
+    """``prompts/get`` arguments: every required argument as an empty string (prompt args are strings)."""
+    return {a["name"]: "" for a in prompt.get("arguments") or []
+            if isinstance(a, dict) and isinstance(a.get("name"), str) and a.get("required")}
+
+
+# --------------------------------------------------------------------------------------------
+# Plans: which operations one invocation runs
+# --------------------------------------------------------------------------------------------
+
+
+async def _connection(user: Any, tenant: Any, url: str):
+    server = await sync_to_async(headless.server_for)(url, tenant)
+    return await operations.pool().get(str(user.pk), str(server.pk), server.url)
+
+
+async def _optional_listing(fetch) -> list[dict[str, Any]]:
+    try:
+        return await fetch()
+    except McpCallError as exc:
+        if exc.code == "jsonrpc_error":  # the server has no such capability
+            return []
+        raise
+
+
+async def plan_each(user: Any, tenant: Any, url: str) -> list[tuple[str, dict[str, Any]]]:
+    """Every listed tool (arguments from its input schema), prompt and resource, once; only what
+    the server declares (its ``tools`` / ``prompts`` / ``resources`` capabilities)."""
+    conn = await _connection(user, tenant, url)
+    caps = conn.server_capabilities or {}
+    ops: list[tuple[str, dict[str, Any]]] = []
+    if "tools" in caps:
+        for tool in await conn.list_tools():
+            if isinstance(tool.get("name"), str):
+                ops.append(("tools/call", {"name": tool["name"],
+                                           "arguments": synthesize_arguments(tool.get("inputSchema"))}))
+    if "prompts" in caps:
+        for prompt in await _optional_listing(conn.list_prompts):
+            if isinstance(prompt.get("name"), str):
+                ops.append(("prompts/get", {"name": prompt["name"], "arguments": _prompt_arguments(prompt)}))
+    if "resources" in caps:
+        for resource in await _optional_listing(conn.list_resources):
+            if isinstance(resource.get("uri"), str):
+                ops.append(("resources/read", {"uri": resource["uri"]}))
+    return ops
+
+
+async def plan_list_only(user: Any, tenant: Any, url: str) -> list[tuple[str, dict[str, Any]]]:
+    """``json-schema-ref-no-deref``: the suite requires the client to list the tools (and not to
+    fetch the network ``$ref`` of their schemas); no call is required."""
+    conn = await _connection(user, tenant, url)
+    if "tools" in (conn.server_capabilities or {}):
+        await conn.list_tools()
+    return []
+
+
+async def plan_schema_echo(user: Any, tenant: Any, url: str) -> list[tuple[str, dict[str, Any]]]:
+    """``json-schema-2020-12-preservation``: the suite requires the client to send the focal tool's
+    ``inputSchema``, exactly as listed, as the ``schema`` argument of its echo tool."""
+    conn = await _connection(user, tenant, url)
+    tools = {t.get("name"): t for t in await conn.list_tools()}
+    focal = tools.get("json_schema_2020_12_tool", {}).get("inputSchema")
+    if "json_schema_echo" not in tools or not isinstance(focal, dict):
+        raise CommandError("the server lists no json_schema_echo / json_schema_2020_12_tool tools")
+    return [("tools/call", {"name": "json_schema_echo", "arguments": {"schema": focal}})]
+
+
+#: scenario name -> plan, for ``--conformance`` (any other scenario: :func:`plan_each`). Only
+#: scenarios whose documented client requirement is a specific call are listed.
+CONFORMANCE_PLANS = {
+    "json-schema-2020-12-preservation": plan_schema_echo,
+    "json-schema-ref-no-deref": plan_list_only,
+}
+
+
+class Command(BaseCommand):
+    help = ("Headless MCP client: run tools/call, prompts/get or resources/read through the browser's code path "
+            "(gate, binding store, audit) with a scripted consent policy.")
+
+    def add_arguments(self, parser):
+        parser.add_argument("url", help="the MCP server's Streamable HTTP URL")
+        what = parser.add_mutually_exclusive_group(required=True)
+        what.add_argument("--tool", metavar="NAME", help="call this tool (tools/call)")
+        what.add_argument("--prompt", metavar="NAME", help="get this prompt (prompts/get)")
+        what.add_argument("--resource", metavar="URI", help="read this resource (resources/read)")
+        what.add_argument("--list", action="store_true", help="list the tools, prompts, resources and resource templates")
+        what.add_argument("--each", action="store_true",
+                          help="call every tool, get every prompt and read every resource once "
+                               "(arguments from their schemas)")
+        what.add_argument("--conformance", action="store_true",
+                          help="run the plan of the conformance scenario named in $MCP_CONFORMANCE_SCENARIO")
+        parser.add_argument("--args", dest="arguments", metavar="JSON", default="{}",
+                            help="arguments of the tool or prompt, a JSON object (default {})")
+        parser.add_argument("--consent", metavar="POLICY", default=headless.DECLINE,
+                            help="accept-defaults, decline (default), cancel or answers:FILE.json")
+        parser.add_argument("--url-done", action="store_true",
+                            help="accept URL-mode requests as completed (default: decline them)")
+        parser.add_argument("--user", metavar="USERNAME", help=f"run as this user (default {DEFAULT_USER}, created)")
+        parser.add_argument("--tenant", metavar="SLUG", help=f"in this tenant (default {DEFAULT_TENANT}, created)")
+        parser.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
+                            help="per operation (default 60)")
+        parser.add_argument("--json", action="store_true", help="print the outcomes as one JSON object")
+        parser.add_argument("--migrate", action="store_true", help="apply the database migrations first")
+
+    def handle(self, *args, **options):
+        if options["migrate"]:
+            call_command("migrate", interactive=False, verbosity=0)
+        try:
+            consent = headless.ConsentPolicy.parse(options["consent"], url_done=options["url_done"])
+        except headless.HeadlessError as exc:
+            raise CommandError(exc.message) from None
+        try:
+            arguments = json.loads(options["arguments"])
+        except ValueError:
+            raise CommandError("--args must be a JSON object") from None
+        if not isinstance(arguments, dict):
+            raise CommandError("--args must be a JSON object")
+        user, tenant = self._identity(options["user"], options["tenant"])
+        try:
+            code = asyncio.run(self._main(options, user, tenant, consent, arguments))
+        except headless.HeadlessError as exc:
+            raise CommandError(f"{exc.code}: {exc.message}") from None
+        except McpCallError as exc:
+            raise CommandError(f"{exc.code}: {operations.message_for(exc.code)}") from None
+        except ValidationError as exc:
+            raise CommandError(f"invalid URL: {'; '.join(exc.messages)}") from None
+        if code:
+            raise SystemExit(code)
+
+    def _identity(self, username: str | None, slug: str | None) -> tuple[Any, Any]:
+        User = get_user_model()
+        if username is None and slug is None:
+            user, _ = User.objects.get_or_create(username=DEFAULT_USER)
+            tenant, _ = Tenant.objects.get_or_create(slug=DEFAULT_TENANT, defaults={"name": "Headless clients"})
+            Membership.objects.get_or_create(tenant=tenant, user=user)
+            return user, tenant
+        try:
+            user = User.objects.get(username=username or DEFAULT_USER)
+            tenant = Tenant.objects.get(slug=slug or DEFAULT_TENANT)
+        except (User.DoesNotExist, Tenant.DoesNotExist):
+            raise CommandError("no such user or tenant") from None
+        if not Membership.objects.filter(tenant=tenant, user=user).exists():
+            raise CommandError("the user is not a member of the tenant")
+        return user, tenant
+
+    async def _main(self, options: dict[str, Any], user: Any, tenant: Any, consent: headless.ConsentPolicy,
+                    arguments: dict[str, Any]) -> int:
+        url = options["url"]
+        try:
+            if options["list"]:
+                await self._list(user, tenant, url, options["json"])
+                return 0
+            if options["tool"]:
+                plan = [("tools/call", {"name": options["tool"], "arguments": arguments})]
+            elif options["prompt"]:
+                plan = [("prompts/get", {"name": options["prompt"], "arguments": arguments})]
+            elif options["resource"]:
+                plan = [("resources/read", {"uri": options["resource"]})]
+            elif options["each"]:
+                plan = await plan_each(user, tenant, url)
+            else:
+                scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
+                plan = await CONFORMANCE_PLANS.get(scenario, plan_each)(user, tenant, url)
+            outcomes = []
+            for method, params in plan:
+                outcome = await headless.arun(url=url, user=user, tenant=tenant, method=method, params=params,
+                                              consent=consent, timeout_s=options["timeout"])
+                outcomes.append((method, params, outcome))
+                if not options["json"]:
+                    self._print_outcome(method, params, outcome)
+        finally:
+            await headless.close_connections()
+        if options["json"]:
+            self.stdout.write(json.dumps({"operations": [
+                {"method": m, "name": headless.operation_name(m, p), "status": o.status, "rounds": o.rounds,
+                 "operation_id": o.operation_id, "error_code": o.error_code, "result": o.result,
+                 "exit_code": exit_code(o)} for m, p, o in outcomes]}, indent=2, ensure_ascii=False))
+        return next((c for c in (exit_code(o) for _, _, o in outcomes) if c), 0)
+
+    async def _list(self, user: Any, tenant: Any, url: str, as_json: bool) -> None:
+        conn = await _connection(user, tenant, url)
+        caps = conn.server_capabilities or {}
+        listing = {"tools": await conn.list_tools() if "tools" in caps else [],
+                   "resources": await _optional_listing(conn.list_resources) if "resources" in caps else [],
+                   "prompts": await _optional_listing(conn.list_prompts) if "prompts" in caps else [],
+                   "resourceTemplates": await _optional_listing(conn.list_resource_templates)
+                   if "resources" in caps else []}
+        if as_json:
+            self.stdout.write(json.dumps(listing, indent=2, ensure_ascii=False))
+            return
+        for kind, key in (("tools", "name"), ("prompts", "name"), ("resources", "uri"),
+                          ("resourceTemplates", "uriTemplate")):
+            self.stdout.write(f"{kind}:")
+            for item in listing[kind]:
+                self.stdout.write(f"  {item.get(key)}  {str(item.get('description') or '').splitlines()[0:1]}")
+
+    def _print_outcome(self, method: str, params: dict[str, Any], outcome: headless.HeadlessOutcome) -> None:
+        name = headless.operation_name(method, params)
+        line = f"{method} {name}: {outcome.status} after {outcome.rounds} round(s) (operation {outcome.operation_id})"
+        if outcome.error_code:
+            line += f" [{outcome.error_code}]"
+        self.stdout.write(line)
+        result = outcome.result if isinstance(outcome.result, dict) else {}
+        items = result.get("content") or [m.get("content") for m in result.get("messages", []) if isinstance(m, dict)] \
+            or result.get("contents") or []
+        for item in items:
+            if isinstance(item, dict) and isinstance(item.get("text"), str):
+                self.stdout.write("  " + item["text"])
