@@ -1,0 +1,377 @@
+/**
+ * An MRTR test server for mrtrweb's interop tests, written with the official TypeScript SDK
+ * (`@modelcontextprotocol/server@2.4.0`), served over Streamable HTTP on loopback.
+ *
+ *     node build/server.js --port 0 --log /path/requests.jsonl
+ *
+ * prints `listening http://127.0.0.1:PORT/mcp` on stdout once it accepts connections.
+ *
+ * Only the 2026-07-28 ("modern") protocol is served (`legacy: 'reject'`): multi round-trip
+ * requests exist only there, so a client that falls back to the 2025 handshake fails loudly.
+ *
+ * Tools (each answer is read with the SDK's `acceptedContent` / `inputResponse` helpers):
+ *
+ * - `form(subject)`: one form round (`inputRequired.elicit`) with a boolean, a bounded string,
+ *   an email, a bounded integer with a default, a number with a default, a titled single-select
+ *   with a default and a multi-select with a default; the result lists the accepted values.
+ * - `url(provider)`: one URL-mode round (`inputRequired.elicitUrl`).
+ * - `state_only(ticket)`: one round carrying only `requestState` (no inputRequests); the client
+ *   echoes it back unchanged and the result names the ticket the state carried.
+ * - `multi_round(destination)`: two form rounds, each with its own `requestState`; the second
+ *   state carries the first answer.
+ *
+ * requestState: every state is minted with the SDK's `createRequestStateCodec` (HMAC-SHA256,
+ * process-local key, 600 s TTL, bound to the JSON-RPC method) and verified by the SDK's
+ * `ServerOptions.requestState.verify` seam before a handler runs: a tampered, expired or
+ * re-bound state is answered with JSON-RPC -32602 "Invalid or expired requestState". On top of
+ * that, this server (not the SDK: its codec has no replay protection) makes each state
+ * single-use inside the same hook: every state carries a fresh nonce, and a second request
+ * echoing an already consumed one (a replay, or a retry the client sent twice) gets the same
+ * -32602. A state of another tool (same method binding) is refused by the tool (the SDK turns
+ * that into a `tools/call` result with `isError: true`).
+ *
+ * Recording: every HTTP request (raw JSON body, headers of interest) and its response (status,
+ * body) is appended as one JSON line to the `--log` file, and so is every state the tools mint
+ * (`{"kind":"minted", ...}`), so the tests can assert what reached the server and how often.
+ */
+import { appendFileSync } from 'node:fs';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { parseArgs } from 'node:util';
+
+import type { CallToolResult, InputRequiredResult, ServerContext } from '@modelcontextprotocol/server';
+import {
+    acceptedContent,
+    createMcpHandler,
+    createRequestStateCodec,
+    inputRequired,
+    inputResponse,
+    McpServer,
+    ProtocolError,
+    ProtocolErrorCode
+} from '@modelcontextprotocol/server';
+import * as z from 'zod';
+
+const { values: opts } = parseArgs({
+    options: {
+        port: { type: 'string', default: '0' },
+        log: { type: 'string' }
+    }
+});
+const LOG_PATH = opts.log;
+
+function record(entry: Record<string, unknown>): void {
+    if (LOG_PATH !== undefined) {
+        appendFileSync(LOG_PATH, JSON.stringify({ t: Date.now() / 1000, ...entry }) + '\n');
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// requestState: the SDK's codec, plus this server's single-use nonces.
+
+type State =
+    | { tool: 'form'; nonce: string; subject: string }
+    | { tool: 'url'; nonce: string; provider: string; elicitation: string }
+    | { tool: 'state_only'; nonce: string; ticket: string; queuedAt: number }
+    | { tool: 'multi_round'; nonce: string; step: 1; destination: string }
+    | { tool: 'multi_round'; nonce: string; step: 2; destination: string; start: string; nights: number };
+
+const codec = createRequestStateCodec<State>({
+    key: randomBytes(32),
+    ttlSeconds: 600,
+    bind: (ctx: ServerContext) => ctx.mcpReq.method
+});
+
+const consumed = new Set<string>();
+
+async function ask(tool: string, ctx: ServerContext, state: State, inputRequests?: InputRequiredResult['inputRequests']): Promise<InputRequiredResult> {
+    const requestState = await codec.mint(state, ctx);
+    record({ kind: 'minted', tool, nonce: state.nonce, requestState, payload: state, keys: Object.keys(inputRequests ?? {}) });
+    return inputRequests === undefined ? inputRequired({ requestState }) : inputRequired({ inputRequests, requestState });
+}
+
+/**
+ * `ServerOptions.requestState.verify`: the SDK codec's verification (MAC, expiry, binding), then
+ * this server's single-use rule. Throwing here makes the SDK's seam answer -32602 "Invalid or
+ * expired requestState" before any handler runs; the reason is recorded.
+ */
+async function verifyState(wire: string, ctx: ServerContext): Promise<State> {
+    let state: State;
+    try {
+        state = await codec.verify(wire, ctx);
+    } catch (error) {
+        record({ kind: 'refused', reason: error instanceof Error ? error.message : String(error), requestState: wire });
+        throw error;
+    }
+    if (consumed.has(state.nonce)) {
+        record({ kind: 'refused', reason: 'replay', nonce: state.nonce, requestState: wire });
+        throw new Error('replay');
+    }
+    consumed.add(state.nonce);
+    record({ kind: 'consumed', tool: state.tool, nonce: state.nonce, requestState: wire });
+    return state;
+}
+
+/** The verified state of this retry (undefined on a first call); refuses another tool's state. */
+function takeState<T extends State['tool']>(tool: T, ctx: ServerContext): Extract<State, { tool: T }> | undefined {
+    const state = ctx.mcpReq.requestState<State>();
+    if (state === undefined) {
+        return undefined;
+    }
+    if (state.tool !== tool) {
+        record({ kind: 'refused', reason: 'state of another tool', tool, nonce: state.nonce });
+        throw new ProtocolError(ProtocolErrorCode.InvalidParams, 'requestState belongs to another tool');
+    }
+    return state as Extract<State, { tool: T }>;
+}
+
+function text(value: string): CallToolResult {
+    return { content: [{ type: 'text', text: value }] };
+}
+
+function refusedText(what: string, key: string, ctx: ServerContext): CallToolResult | undefined {
+    const view = inputResponse(ctx.mcpReq.inputResponses, key);
+    if (view.kind === 'elicit' && view.action !== 'accept') {
+        return text(`${what} ${view.action === 'decline' ? 'declined' : 'cancelled'}; nothing was done.`);
+    }
+    if (view.kind !== 'elicit') {
+        return { isError: true, content: [{ type: 'text', text: `no answer for ${key} (${view.kind})` }] };
+    }
+    return undefined;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Schemas of the questions (the SDK turns the zod schemas into the wire requestedSchema).
+
+const PROFILE = z.object({
+    confirm: z.boolean().default(false).describe('Tick to confirm the order').meta({ title: 'Confirm' }),
+    name: z.string().min(2).max(40).meta({ title: 'Full name', description: 'As on the invoice' }),
+    email: z.email().meta({ title: 'Email', description: 'Where the receipt goes' }),
+    quantity: z.int().min(1).max(10).default(2).meta({ title: 'Quantity' }),
+    budget: z.number().min(0).max(1000).default(99.5).meta({ title: 'Budget (EUR)' }),
+    color: z.enum(['red', 'green', 'blue']).default('green').meta({ title: 'Color' }),
+    extras: z
+        .array(z.enum(['gift-wrap', 'express', 'insurance']))
+        .max(3)
+        .default(['express'])
+        .meta({ title: 'Extras' })
+});
+
+const DATES = z.object({
+    start: z.iso.date().meta({ title: 'Start date' }),
+    nights: z.int().min(1).max(30).default(3).meta({ title: 'Nights' })
+});
+
+const SEAT = z.object({
+    seat: z.enum(['window', 'aisle', 'middle']).meta({ title: 'Seat' }),
+    meal: z.boolean().default(true).meta({ title: 'Meal included' })
+});
+
+export const CONNECT_URL = 'https://auth.example.test/ts-connect';
+
+// ---------------------------------------------------------------------------------------------
+
+function buildServer(): McpServer {
+    const server = new McpServer(
+        { name: 'mrtrweb-ts-mrtr-server', version: '1.0.0' },
+        { capabilities: { tools: {} }, requestState: { verify: verifyState } }
+    );
+
+    server.registerTool(
+        'form',
+        {
+            title: 'Order form (TypeScript SDK)',
+            description: 'One form round with several field types and defaults.',
+            inputSchema: z.object({ subject: z.string() })
+        },
+        async ({ subject }, ctx): Promise<CallToolResult | InputRequiredResult> => {
+            const state = takeState('form', ctx);
+            if (state === undefined) {
+                return ask('form', ctx, { tool: 'form', nonce: randomUUID(), subject }, {
+                    profile: inputRequired.elicit({ message: `Order ${subject}: who orders, and what?`, requestedSchema: PROFILE })
+                });
+            }
+            const refused = refusedText('Order', 'profile', ctx);
+            if (refused !== undefined) {
+                return refused;
+            }
+            const p = acceptedContent(ctx.mcpReq.inputResponses, 'profile', PROFILE);
+            if (p === undefined) {
+                return { isError: true, content: [{ type: 'text', text: 'the profile answer did not match the schema' }] };
+            }
+            return text(
+                `Order of ${state.subject} for ${p.name} <${p.email}>: confirm=${p.confirm}, quantity=${p.quantity}, ` +
+                    `budget=${p.budget}, color=${p.color}, extras=${p.extras.join('+') || 'none'}.`
+            );
+        }
+    );
+
+    server.registerTool(
+        'url',
+        {
+            title: 'Connect an account (TypeScript SDK)',
+            description: 'One URL-mode round.',
+            inputSchema: z.object({ provider: z.string() })
+        },
+        async ({ provider }, ctx): Promise<CallToolResult | InputRequiredResult> => {
+            const state = takeState('url', ctx);
+            if (state === undefined) {
+                const elicitation = randomUUID();
+                return ask('url', ctx, { tool: 'url', nonce: randomUUID(), provider, elicitation }, {
+                    signin: inputRequired.elicitUrl({
+                        message: `Sign in to ${provider} to connect your account.`,
+                        url: `${CONNECT_URL}?provider=${encodeURIComponent(provider)}&e=${elicitation}`
+                    })
+                });
+            }
+            const refused = refusedText('Connection', 'signin', ctx);
+            return refused ?? text(`Account at ${state.provider} connected (elicitation ${state.elicitation}).`);
+        }
+    );
+
+    server.registerTool(
+        'state_only',
+        {
+            title: 'Queued job (TypeScript SDK)',
+            description: 'One round that carries only requestState: the client echoes it back.',
+            inputSchema: z.object({ ticket: z.string() })
+        },
+        async ({ ticket }, ctx): Promise<CallToolResult | InputRequiredResult> => {
+            const state = takeState('state_only', ctx);
+            if (state === undefined) {
+                return ask('state_only', ctx, { tool: 'state_only', nonce: randomUUID(), ticket, queuedAt: Date.now() });
+            }
+            if (ctx.mcpReq.inputResponses !== undefined && Object.keys(ctx.mcpReq.inputResponses).length > 0) {
+                return { isError: true, content: [{ type: 'text', text: 'unexpected inputResponses on a state-only retry' }] };
+            }
+            return text(`Job ${state.ticket} done after a state-only round (state nonce ${state.nonce}).`);
+        }
+    );
+
+    server.registerTool(
+        'multi_round',
+        {
+            title: 'Book a trip (TypeScript SDK)',
+            description: 'Two form rounds, each with its own requestState.',
+            inputSchema: z.object({ destination: z.string() })
+        },
+        async ({ destination }, ctx): Promise<CallToolResult | InputRequiredResult> => {
+            const state = takeState('multi_round', ctx);
+            if (state === undefined) {
+                return ask('multi_round', ctx, { tool: 'multi_round', nonce: randomUUID(), step: 1, destination }, {
+                    dates: inputRequired.elicit({ message: `When do you travel to ${destination}?`, requestedSchema: DATES })
+                });
+            }
+            if (state.step === 1) {
+                const refused = refusedText('Trip', 'dates', ctx);
+                if (refused !== undefined) {
+                    return refused;
+                }
+                const d = acceptedContent(ctx.mcpReq.inputResponses, 'dates', DATES);
+                if (d === undefined) {
+                    return { isError: true, content: [{ type: 'text', text: 'the dates answer did not match the schema' }] };
+                }
+                const next: State = { tool: 'multi_round', nonce: randomUUID(), step: 2, destination: state.destination, start: d.start, nights: d.nights };
+                return ask('multi_round', ctx, next, {
+                    seat: inputRequired.elicit({ message: `${d.nights} night(s) in ${state.destination} from ${d.start}: choose your seat.`, requestedSchema: SEAT })
+                });
+            }
+            const refused = refusedText('Trip', 'seat', ctx);
+            if (refused !== undefined) {
+                return refused;
+            }
+            const s = acceptedContent(ctx.mcpReq.inputResponses, 'seat', SEAT);
+            if (s === undefined) {
+                return { isError: true, content: [{ type: 'text', text: 'the seat answer did not match the schema' }] };
+            }
+            return text(
+                `Booked ${state.nights} night(s) in ${state.destination} from ${state.start}, ${s.seat} seat, meal ${s.meal ? 'included' : 'not included'}.`
+            );
+        }
+    );
+
+    return server;
+}
+
+// ---------------------------------------------------------------------------------------------
+// HTTP: node:http in front of the SDK's web-standard handler, recording what goes in and out.
+
+const handler = createMcpHandler(() => buildServer(), {
+    legacy: 'reject',
+    onerror: (error: Error) => record({ kind: 'sdk-error', message: error.message })
+});
+
+function parsed(body: string): unknown {
+    try {
+        return JSON.parse(body);
+    } catch {
+        return null;
+    }
+}
+
+async function serve(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const chunks: Buffer[] = [];
+    for await (const chunk of req) {
+        chunks.push(chunk as Buffer);
+    }
+    const body = Buffer.concat(chunks).toString('utf8');
+    const headers = new Headers();
+    for (const [name, value] of Object.entries(req.headers)) {
+        if (Array.isArray(value)) {
+            value.forEach(v => headers.append(name, v));
+        } else if (value !== undefined) {
+            headers.set(name, value);
+        }
+    }
+    const seq = randomUUID();
+    record({
+        kind: 'request',
+        seq,
+        httpMethod: req.method,
+        path: req.url,
+        protocolHeader: req.headers['mcp-protocol-version'] ?? null,
+        body: body === '' ? null : parsed(body)
+    });
+    const request = new Request(`http://${req.headers.host ?? '127.0.0.1'}${req.url ?? '/'}`, {
+        method: req.method,
+        headers,
+        body: req.method === 'GET' || req.method === 'HEAD' ? undefined : body
+    });
+    const response = await handler.fetch(request);
+    res.writeHead(response.status, Object.fromEntries(response.headers.entries()));
+    let out = '';
+    if (response.body !== null) {
+        const decoder = new TextDecoder();
+        for await (const chunk of response.body) {
+            out += decoder.decode(chunk, { stream: true });
+            res.write(chunk);
+        }
+    }
+    res.end();
+    const contentType = response.headers.get('content-type') ?? '';
+    record({ kind: 'response', seq, status: response.status, contentType, body: contentType.includes('json') ? parsed(out) : out });
+}
+
+const http = createServer((req, res) => {
+    serve(req, res).catch((error: unknown) => {
+        record({ kind: 'http-error', message: String(error) });
+        if (!res.headersSent) {
+            res.writeHead(500);
+        }
+        res.end();
+    });
+});
+
+http.listen(Number(opts.port), '127.0.0.1', () => {
+    const address = http.address();
+    const port = typeof address === 'object' && address !== null ? address.port : Number(opts.port);
+    process.stdout.write(`listening http://127.0.0.1:${port}/mcp\n`);
+});
+
+for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+    process.on(signal, () => {
+        http.close();
+        void handler.close();
+        process.exit(0);
+    });
+}
