@@ -1,0 +1,292 @@
+"""Interop: mrtrweb against an MRTR server written with the official TypeScript SDK
+(``@modelcontextprotocol/server@2.4.0``, ``tests/ts_server/``), started on loopback by
+:func:`tests.ts_peer.ts_server`.
+
+In-process (the Django app through its ASGI test client, as in ``tests/test_flow.py``): every tool
+of the TypeScript server is started, each round answered, and the operation completes with the
+result the TypeScript server really produced; the server's own log shows each retry carried the
+``requestState`` the server minted for that round and reached it exactly once. The server speaks
+2026-07-28 only, seals its states with the SDK's ``createRequestStateCodec`` and refuses tampered
+and replayed states: checked here through the product's own connection adapter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+import pytest
+from django.test import AsyncClient
+
+from mrtrweb import operations
+from mrtrweb.mcp_client import McpCallError, McpConnection
+from mrtrweb.models import AuditEvent, McpServer, Operation
+from tests.ts_peer import PROTOCOL_META, PROTOCOL_VERSION, ts_server  # noqa: F401  (fixture)
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+TS_SERVER_NAME = "TypeScript server"
+
+
+@pytest.fixture
+def ts(seeded, ts_server):  # noqa: F811
+    """Tenant acme gets a "TypeScript server" pointing at the TypeScript MRTR server."""
+    server = McpServer.objects.create(tenant=seeded["servers"]["acme"].tenant, name=TS_SERVER_NAME,
+                                      url=ts_server.url)
+    ts_server.clear()
+    return {"alice": seeded["users"]["alice"], "server": server, "peer": ts_server}
+
+
+# -- the person's steps (one place each, so a review step can be added here) ------------------------
+
+
+async def _client(user) -> AsyncClient:
+    client = AsyncClient()
+    await client.aforce_login(user)
+    return client
+
+
+async def _start(client: AsyncClient, server: McpServer, tool: str, args: dict[str, str]) -> Operation:
+    resp = await client.post(f"/mcp/servers/{server.pk}/tools/{tool}/", {f"arg-{k}": v for k, v in args.items()})
+    assert resp.status_code == 302, resp.content.decode()[:2000]
+    op_id = resp["Location"].rstrip("/").split("/")[-1]
+    await operations.wait_idle()
+    return await _load(op_id)
+
+
+async def _load(op_id: Any) -> Operation:
+    return await Operation.objects.select_related("server").aget(pk=op_id)
+
+
+async def _answer(client: AsyncClient, op: Operation, action: str, fields: dict[str, object] | None = None):
+    """Look at the card (as a person does), then post the answer to the open round; returns the
+    response and the reloaded operation."""
+    page = await client.get(f"/mcp/operations/{op.id}/")
+    assert page.status_code == 200
+    data: dict[str, object] = {"action": action, "round": str(op.rounds)}
+    data.update(fields or {})
+    resp = await client.post(f"/mcp/operations/{op.id}/answer/", data)
+    await operations.wait_idle()
+    return resp, await _load(op.id)
+
+
+# -- checks on what the TypeScript server received ------------------------------------------------
+
+
+def _assert_modern(peer) -> None:
+    """The product negotiated 2026-07-28 (``server/discover``, no ``initialize``) and every request
+    the server got carried that version in its ``_meta`` envelope and ``MCP-Protocol-Version``."""
+    assert peer.rpc_requests("server/discover") and not peer.rpc_requests("initialize")
+    http = peer.entries("request")
+    assert http
+    for entry in http:
+        assert entry["protocolHeader"] == PROTOCOL_VERSION, entry
+        assert entry["body"]["params"]["_meta"][PROTOCOL_META] == PROTOCOL_VERSION, entry
+    assert peer.entries("sdk-error") == []
+
+
+def _assert_rounds(peer, tool: str, answers: list[dict[str, Any] | None]) -> list[dict[str, Any]]:
+    """``tool`` was called once, then retried once per minted state, each retry echoing exactly
+    the state minted for its round (and, where given, carrying exactly ``answers[i]`` as its
+    ``inputResponses``); each state was consumed once. Returns the retries."""
+    calls = peer.tool_calls(tool)
+    minted = peer.minted(tool)
+    assert len(minted) == len(answers), [m["payload"] for m in minted]
+    first, retries = calls[0], calls[1:]
+    assert "requestState" not in first["params"] and "inputResponses" not in first["params"]
+    assert len(retries) == len(minted), [r["params"] for r in retries]
+    ids = [c["id"] for c in calls]
+    assert len(set(ids)) == len(ids)  # each request is new, under its own id
+    for retry, state, answer in zip(retries, minted, answers, strict=True):
+        params = retry["params"]
+        assert params["requestState"] == state["requestState"]
+        assert params["arguments"] == first["params"]["arguments"]
+        if answer is None:  # a requestState-only round: the state alone is echoed
+            assert "inputResponses" not in params, params
+        else:
+            assert params["inputResponses"] == answer
+    consumed = [e["nonce"] for e in peer.entries("consumed") if e["tool"] == tool]
+    assert sorted(consumed) == sorted(m["nonce"] for m in minted)  # every state once
+    assert peer.entries("refused") == []
+    return retries
+
+
+def _result_text(op: Operation) -> str:
+    assert op.status == Operation.Status.COMPLETED, (op.status, op.error_code, op.error_message)
+    assert op.result.get("isError") is not True, op.result
+    return op.result["content"][0]["text"]
+
+
+# -- the tools ---------------------------------------------------------------------------------
+
+
+PROFILE_FIELDS = {
+    "in-profile-confirm": "on",
+    "in-profile-name": "Ada Lovelace",
+    "in-profile-email": "ada@example.test",
+    "in-profile-quantity": "4",
+    # budget left at its default (99.5) by the person: the default is what is sent
+    "in-profile-budget": "99.5",
+    "in-profile-color": "blue",
+    "in-profile-extras": ["gift-wrap", "insurance"],
+}
+
+
+async def test_form_round_several_field_types(ts):
+    alice, server, peer = ts["alice"], ts["server"], ts["peer"]
+    client = await _client(alice)
+    op = await _start(client, server, "form", {"subject": "tea"})
+    assert op.status == Operation.Status.AWAITING_INPUT, (op.error_code, op.error_message)
+    page = (await client.get(f"/mcp/operations/{op.id}/")).content.decode()
+    assert TS_SERVER_NAME in page and "Order tea: who orders, and what?" in page
+    # the SDK-converted zod schema renders with its defaults pre-filled
+    assert 'name="in-profile-quantity"' in page and 'value="2"' in page
+    assert 'value="99.5"' in page and 'type="email"' in page
+    assert 'value="green" selected' in page or 'value="green"  selected' in page
+
+    resp, op = await _answer(client, op, "accept", PROFILE_FIELDS)
+    assert resp.status_code == 302
+    assert _result_text(op) == ("Order of tea for Ada Lovelace <ada@example.test>: confirm=true, quantity=4, "
+                                "budget=99.5, color=blue, extras=gift-wrap+insurance.")
+    _assert_rounds(peer, "form", [{"profile": {"action": "accept", "content": {
+        "confirm": True, "name": "Ada Lovelace", "email": "ada@example.test", "quantity": 4, "budget": 99.5,
+        "color": "blue", "extras": ["gift-wrap", "insurance"]}}}])
+    _assert_modern(peer)
+
+
+async def test_form_round_defaults_filled_when_left_empty(ts):
+    alice, server, peer = ts["alice"], ts["server"], ts["peer"]
+    client = await _client(alice)
+    op = await _start(client, server, "form", {"subject": "coffee"})
+    resp, op = await _answer(client, op, "accept", {"in-profile-name": "Grace Hopper",
+                                                   "in-profile-email": "grace@example.test"})
+    assert resp.status_code == 302
+    assert _result_text(op) == ("Order of coffee for Grace Hopper <grace@example.test>: confirm=false, quantity=2, "
+                                "budget=99.5, color=green, extras=express.")
+    # the gate filled the defaults of the fields left empty before sending (an unticked box is false)
+    _assert_rounds(peer, "form", [{"profile": {"action": "accept", "content": {
+        "confirm": False, "name": "Grace Hopper", "email": "grace@example.test", "quantity": 2, "budget": 99.5,
+        "color": "green", "extras": ["express"]}}}])
+
+
+async def test_form_round_invalid_answer_not_sent(ts):
+    alice, server, peer = ts["alice"], ts["server"], ts["peer"]
+    client = await _client(alice)
+    op = await _start(client, server, "form", {"subject": "tea"})
+    bad = dict(PROFILE_FIELDS, **{"in-profile-name": "A", "in-profile-quantity": "11"})
+    resp, op = await _answer(client, op, "accept", bad)
+    assert resp.status_code == 400
+    assert op.status == Operation.Status.AWAITING_INPUT
+    assert peer.retries("form") == []
+    resp, op = await _answer(client, op, "accept", PROFILE_FIELDS)
+    assert resp.status_code == 302 and "for Ada Lovelace" in _result_text(op)
+    assert len(peer.retries("form")) == 1
+
+
+async def test_form_round_declined(ts):
+    alice, server, peer = ts["alice"], ts["server"], ts["peer"]
+    client = await _client(alice)
+    op = await _start(client, server, "form", {"subject": "tea"})
+    _resp, op = await _answer(client, op, "decline")
+    assert _result_text(op) == "Order declined; nothing was done."
+    _assert_rounds(peer, "form", [{"profile": {"action": "decline"}}])
+
+
+async def test_url_round(ts):
+    alice, server, peer = ts["alice"], ts["server"], ts["peer"]
+    client = await _client(alice)
+    op = await _start(client, server, "url", {"provider": "github"})
+    assert op.status == Operation.Status.AWAITING_INPUT, (op.error_code, op.error_message)
+    [state] = peer.minted("url")
+    elicitation = state["payload"]["elicitation"]
+    page = (await client.get(f"/mcp/operations/{op.id}/")).content.decode()
+    assert f"https://auth.example.test/ts-connect?provider=github&amp;e={elicitation}" in page
+    assert "Sign in to github to connect your account." in page
+    _resp, op = await _answer(client, op, "accept")
+    assert _result_text(op) == f"Account at github connected (elicitation {elicitation})."
+    _assert_rounds(peer, "url", [{"signin": {"action": "accept"}}])
+    _assert_modern(peer)
+
+
+async def test_state_only_round_echoed(ts):
+    alice, server, peer = ts["alice"], ts["server"], ts["peer"]
+    client = await _client(alice)
+    op = await _start(client, server, "state_only", {"ticket": "JOB-77"})
+    op = await _load(op.id)
+    [state] = peer.minted("state_only")
+    assert state["keys"] == []
+    assert _result_text(op) == f"Job JOB-77 done after a state-only round (state nonce {state['payload']['nonce']})."
+    _assert_rounds(peer, "state_only", [None])
+    _assert_modern(peer)
+    events = [e.event async for e in AuditEvent.objects.filter(operation_id=op.id).order_by("pk")]
+    assert events[0] == "received" and events[-1] == "completed", events
+
+
+async def test_multi_round_each_with_its_own_state(ts):
+    alice, server, peer = ts["alice"], ts["server"], ts["peer"]
+    client = await _client(alice)
+    op = await _start(client, server, "multi_round", {"destination": "Oslo"})
+    assert op.status == Operation.Status.AWAITING_INPUT and op.rounds == 1, (op.error_code, op.error_message)
+    resp, op = await _answer(client, op, "accept", {"in-dates-start": "2026-12-01", "in-dates-nights": "4"})
+    assert resp.status_code == 302
+    assert op.status == Operation.Status.AWAITING_INPUT and op.rounds == 2, (op.error_code, op.error_message)
+    page = (await client.get(f"/mcp/operations/{op.id}/")).content.decode()
+    assert "4 night(s) in Oslo from 2026-12-01: choose your seat." in page
+    resp, op = await _answer(client, op, "accept", {"in-seat-seat": "window"})  # meal: unticked
+    assert resp.status_code == 302
+    assert _result_text(op) == "Booked 4 night(s) in Oslo from 2026-12-01, window seat, meal not included."
+    first, second = peer.minted("multi_round")
+    assert first["requestState"] != second["requestState"]
+    assert second["payload"] == {"tool": "multi_round", "nonce": second["payload"]["nonce"], "step": 2,
+                                 "destination": "Oslo", "start": "2026-12-01", "nights": 4}
+    _assert_rounds(peer, "multi_round", [
+        {"dates": {"action": "accept", "content": {"start": "2026-12-01", "nights": 4}}},
+        {"seat": {"action": "accept", "content": {"seat": "window", "meal": False}}},
+    ])
+    _assert_modern(peer)
+    events = [e.event async for e in AuditEvent.objects.filter(operation_id=op.id).order_by("pk")]
+    assert events.count("received") == 2 and events.count("submitted") == 2 and events[-1] == "completed"
+
+
+async def test_double_submit_reaches_the_server_once(ts):
+    alice, server, peer = ts["alice"], ts["server"], ts["peer"]
+    client = await _client(alice)
+    op = await _start(client, server, "url", {"provider": "gitlab"})
+    await client.get(f"/mcp/operations/{op.id}/")
+    data = {"action": "accept", "round": "1"}
+    first, second = await asyncio.gather(client.post(f"/mcp/operations/{op.id}/answer/", data),
+                                         client.post(f"/mcp/operations/{op.id}/answer/", data))
+    await operations.wait_idle()
+    assert sorted([first.status_code, second.status_code]) == [302, 409]
+    assert "Account at gitlab connected" in _result_text(await _load(op.id))
+    _assert_rounds(peer, "url", [{"signin": {"action": "accept"}}])
+
+
+# -- the server's own guards, through the product's connection adapter -------------------------------
+
+
+async def test_server_refuses_tampered_and_replayed_state(ts_server):  # noqa: F811
+    ts_server.clear()
+    async with McpConnection(ts_server.url) as conn:
+        assert conn.protocol_version == PROTOCOL_VERSION
+        args = {"name": "state_only", "arguments": {"ticket": "T-1"}}
+        asked = await conn.send("tools/call", args, f"mrtr-{uuid.uuid4()}")
+        assert asked["resultType"] == "input_required" and "inputRequests" not in asked
+        state = asked["requestState"]
+        body, mac = state.rsplit(".", 1)
+        tampered = f"{body}.{'A' if mac[0] != 'A' else 'B'}{mac[1:]}"
+        with pytest.raises(McpCallError) as refused:
+            await conn.send("tools/call", {**args, "requestState": tampered}, f"mrtr-{uuid.uuid4()}")
+        assert (refused.value.rpc_code, refused.value.rpc_message) == (-32602, "Invalid or expired requestState")
+        done = await conn.send("tools/call", {**args, "requestState": state}, f"mrtr-{uuid.uuid4()}")
+        assert done["content"][0]["text"].startswith("Job T-1 done")
+        with pytest.raises(McpCallError) as replayed:
+            await conn.send("tools/call", {**args, "requestState": state}, f"mrtr-{uuid.uuid4()}")
+        assert replayed.value.rpc_code == -32602
+        # a state minted for one tool is not accepted by another
+        other = await conn.send("tools/call", {"name": "url", "arguments": {"provider": "x"}}, f"mrtr-{uuid.uuid4()}")
+        wrong = await conn.send("tools/call", {**args, "requestState": other["requestState"]}, f"mrtr-{uuid.uuid4()}")
+        assert wrong.get("isError") is True and wrong["content"][0]["text"] == "requestState belongs to another tool"
+    reasons = [e["reason"] for e in ts_server.entries("refused")]
+    assert reasons == ["mac", "replay", "state of another tool"], reasons
