@@ -290,3 +290,93 @@ async def test_server_refuses_tampered_and_replayed_state(ts_server):  # noqa: F
         assert wrong.get("isError") is True and wrong["content"][0]["text"] == "requestState belongs to another tool"
     reasons = [e["reason"] for e in ts_server.entries("refused")]
     assert reasons == ["mac", "replay", "state of another tool"], reasons
+
+
+# -- more of the protocol: cancel, two requests in one round, SSE, prompts/get, resources/read -------
+
+
+async def test_form_round_cancelled(ts):
+    alice, server, peer = ts["alice"], ts["server"], ts["peer"]
+    client = await _client(alice)
+    op = await _start(client, server, "form", {"subject": "tea"})
+    _resp, op = await _answer(client, op, "cancel")
+    assert _result_text(op) == "Order cancelled; nothing was done."
+    _assert_rounds(peer, "form", [{"profile": {"action": "cancel"}}])
+
+
+async def test_two_requests_in_one_round(ts):
+    alice, server, peer = ts["alice"], ts["server"], ts["peer"]
+    client = await _client(alice)
+    op = await _start(client, server, "two_questions", {"topic": "db-down"})
+    assert op.status == Operation.Status.AWAITING_INPUT, (op.error_code, op.error_message)
+    page = (await client.get(f"/mcp/operations/{op.id}/")).content.decode()
+    assert "Incident db-down: how urgent is it?" in page and "Verify your identity." in page
+    assert "P2: next business day" in page and "https://verify.example.test/ts-verify?topic=db-down" in page
+    resp, op = await _answer(client, op, "accept", {"in-contact-priority": "p1", "in-contact-note": "disk full"})
+    assert resp.status_code == 302
+    assert _result_text(op) == 'Incident db-down: contact priority p1, note "disk full"; verify accept.'
+    _assert_rounds(peer, "two_questions", [{"contact": {"action": "accept", "content": {"priority": "p1",
+                                                                                        "note": "disk full"}},
+                                            "verify": {"action": "accept"}}])
+
+
+async def test_state_only_final_answer_streamed_with_progress(ts):
+    """The retry of the state-only round is answered as an SSE stream (progress, then the result)."""
+    alice, server, peer = ts["alice"], ts["server"], ts["peer"]
+    client = await _client(alice)
+    op = await _start(client, server, "state_only", {"ticket": "JOB-5"})
+    op = await _load(op.id)
+    assert _result_text(op).startswith("Job JOB-5 done after a state-only round")
+    [retry] = _assert_rounds(peer, "state_only", [None])
+    assert retry["params"]["_meta"]["progressToken"]
+    [streamed] = [e for e in peer.entries("response") if "text/event-stream" in e["contentType"]]
+    assert streamed["body"].count("notifications/progress") == 2 and retry["id"] in streamed["body"]
+
+
+async def test_prompt_round(ts):
+    alice, server, peer = ts["alice"], ts["server"], ts["peer"]
+    client = await _client(alice)
+    page = (await client.get(f"/mcp/servers/{server.pk}/")).content.decode()
+    assert 'data-prompt="briefing"' in page and 'data-template="ts://reports/{team}"' in page
+    resp = await client.post(f"/mcp/servers/{server.pk}/prompts/briefing/", {"topic": "the outage"})
+    assert resp.status_code == 302, resp.content.decode()[:2000]
+    await operations.wait_idle()
+    op = await _load(resp["Location"].rstrip("/").split("/")[-1])
+    assert op.method == "prompts/get" and op.status == Operation.Status.AWAITING_INPUT, (op.error_code,
+                                                                                         op.error_message)
+    page = (await client.get(f"/mcp/operations/{op.id}/")).content.decode()
+    assert "Who is the briefing on the outage for?" in page
+    assert f"Your answer goes to {TS_SERVER_NAME} as the retry of prompts/get briefing." in page
+    resp, op = await _answer(client, op, "accept", {"in-audience-audience": "executives"})
+    assert op.status == Operation.Status.COMPLETED, (op.error_code, op.error_message)
+    assert op.result["messages"] == [{"role": "user", "content": {"type": "text",
+                                                                  "text": "Brief executives on the outage."}}]
+    retries = [b for b in peer.rpc_requests("prompts/get") if "requestState" in b["params"]]
+    [minted] = peer.minted("briefing")
+    assert len(retries) == 1 and retries[0]["params"]["requestState"] == minted["requestState"]
+    assert retries[0]["params"]["inputResponses"] == {"audience": {"action": "accept",
+                                                                   "content": {"audience": "executives"}}}
+    _assert_modern(peer)
+
+
+async def test_resource_template_round(ts):
+    alice, server, peer = ts["alice"], ts["server"], ts["peer"]
+    client = await _client(alice)
+    url = f"/mcp/servers/{server.pk}/resources/?template=ts%3A%2F%2Freports%2F%7Bteam%7D"
+    resp = await client.post(url, {"team": "core ops"})
+    assert resp.status_code == 302, resp.content.decode()[:2000]
+    await operations.wait_idle()
+    op = await _load(resp["Location"].rstrip("/").split("/")[-1])
+    assert op.method == "resources/read" and op.name == "ts://reports/core%20ops"
+    assert op.status == Operation.Status.AWAITING_INPUT, (op.error_code, op.error_message)
+    bad, op = await _answer(client, op, "accept", {"in-period-since": "2026-02-30"})
+    assert bad.status_code == 400 and not [b for b in peer.rpc_requests("resources/read") if "requestState" in b["params"]]
+    resp, op = await _answer(client, op, "accept", {"in-period-since": "2026-01-05"})
+    assert op.status == Operation.Status.COMPLETED, (op.error_code, op.error_message)
+    assert op.result["contents"] == [{"uri": "ts://reports/core%20ops", "mimeType": "text/plain",
+                                      "text": "Report for team core ops since 2026-01-05: 7 changes."}]
+    retries = [b for b in peer.rpc_requests("resources/read") if "requestState" in b["params"]]
+    [minted] = peer.minted("team_report")
+    assert len(retries) == 1 and retries[0]["params"]["requestState"] == minted["requestState"]
+    assert retries[0]["params"]["uri"] == "ts://reports/core%20ops"
+    _assert_modern(peer)

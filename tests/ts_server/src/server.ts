@@ -16,9 +16,16 @@
  *   with a default and a multi-select with a default; the result lists the accepted values.
  * - `url(provider)`: one URL-mode round (`inputRequired.elicitUrl`).
  * - `state_only(ticket)`: one round carrying only `requestState` (no inputRequests); the client
- *   echoes it back unchanged and the result names the ticket the state carried.
+ *   echoes it back unchanged and the result names the ticket the state carried. When the retry
+ *   carries a progress token, two `notifications/progress` precede the result (so the SDK answers
+ *   that request as an SSE stream instead of a JSON body).
  * - `multi_round(destination)`: two form rounds, each with its own `requestState`; the second
  *   state carries the first answer.
+ * - `two_questions(topic)`: one round with two inputRequests, a form (a wire-shape schema with a
+ *   titled `oneOf` single-select) and a URL-mode request.
+ *
+ * Prompt `briefing(topic)` and resource template `ts://reports/{team}`: one form round each
+ * (`prompts/get` and `resources/read` rounds).
  *
  * requestState: every state is minted with the SDK's `createRequestStateCodec` (HMAC-SHA256,
  * process-local key, 600 s TTL, bound to the JSON-RPC method) and verified by the SDK's
@@ -48,7 +55,8 @@ import {
     inputResponse,
     McpServer,
     ProtocolError,
-    ProtocolErrorCode
+    ProtocolErrorCode,
+    ResourceTemplate
 } from '@modelcontextprotocol/server';
 import * as z from 'zod';
 
@@ -74,7 +82,10 @@ type State =
     | { tool: 'url'; nonce: string; provider: string; elicitation: string }
     | { tool: 'state_only'; nonce: string; ticket: string; queuedAt: number }
     | { tool: 'multi_round'; nonce: string; step: 1; destination: string }
-    | { tool: 'multi_round'; nonce: string; step: 2; destination: string; start: string; nights: number };
+    | { tool: 'multi_round'; nonce: string; step: 2; destination: string; start: string; nights: number }
+    | { tool: 'two_questions'; nonce: string; topic: string }
+    | { tool: 'briefing'; nonce: string; topic: string }
+    | { tool: 'team_report'; nonce: string; team: string };
 
 const codec = createRequestStateCodec<State>({
     key: randomBytes(32),
@@ -84,7 +95,7 @@ const codec = createRequestStateCodec<State>({
 
 const consumed = new Set<string>();
 
-async function ask(tool: string, ctx: ServerContext, state: State, inputRequests?: InputRequiredResult['inputRequests']): Promise<InputRequiredResult> {
+async function ask(tool: State['tool'], ctx: ServerContext, state: State, inputRequests?: InputRequiredResult['inputRequests']): Promise<InputRequiredResult> {
     const requestState = await codec.mint(state, ctx);
     record({ kind: 'minted', tool, nonce: state.nonce, requestState, payload: state, keys: Object.keys(inputRequests ?? {}) });
     return inputRequests === undefined ? inputRequired({ requestState }) : inputRequired({ inputRequests, requestState });
@@ -167,7 +178,35 @@ const SEAT = z.object({
     meal: z.boolean().default(true).meta({ title: 'Meal included' })
 });
 
+/** A wire-shape schema (passed through by the SDK as is): a titled single-select (`oneOf`). */
+const CONTACT = {
+    type: 'object' as const,
+    properties: {
+        priority: {
+            type: 'string' as const,
+            title: 'Priority',
+            oneOf: [
+                { const: 'p1', title: 'P1: page someone now' },
+                { const: 'p2', title: 'P2: next business day' },
+                { const: 'p3', title: 'P3: whenever' }
+            ],
+            default: 'p2'
+        },
+        note: { type: 'string' as const, title: 'Note', maxLength: 200 }
+    },
+    required: ['priority']
+};
+
+const AUDIENCE = z.object({
+    audience: z.enum(['engineers', 'customers', 'executives']).meta({ title: 'Audience' })
+});
+
+const PERIOD = z.object({
+    since: z.iso.date().meta({ title: 'Since' })
+});
+
 export const CONNECT_URL = 'https://auth.example.test/ts-connect';
+export const VERIFY_URL = 'https://verify.example.test/ts-verify';
 
 // ---------------------------------------------------------------------------------------------
 
@@ -244,6 +283,16 @@ function buildServer(): McpServer {
             if (ctx.mcpReq.inputResponses !== undefined && Object.keys(ctx.mcpReq.inputResponses).length > 0) {
                 return { isError: true, content: [{ type: 'text', text: 'unexpected inputResponses on a state-only retry' }] };
             }
+            // Two progress notifications before the result: the SDK upgrades this response to SSE.
+            const token = ctx.mcpReq._meta?.progressToken;
+            if (token !== undefined) {
+                for (const [progress, message] of [[1, 'collecting'], [2, 'rendering']] as const) {
+                    await ctx.mcpReq.notify({
+                        method: 'notifications/progress',
+                        params: { progressToken: token, progress, total: 2, message }
+                    });
+                }
+            }
             return text(`Job ${state.ticket} done after a state-only round (state nonce ${state.nonce}).`);
         }
     );
@@ -287,6 +336,69 @@ function buildServer(): McpServer {
             return text(
                 `Booked ${state.nights} night(s) in ${state.destination} from ${state.start}, ${s.seat} seat, meal ${s.meal ? 'included' : 'not included'}.`
             );
+        }
+    );
+
+    server.registerTool(
+        'two_questions',
+        {
+            title: 'Two questions in one round (TypeScript SDK)',
+            description: 'One round with two inputRequests: a form (titled single-select) and a URL.',
+            inputSchema: z.object({ topic: z.string() })
+        },
+        async ({ topic }, ctx): Promise<CallToolResult | InputRequiredResult> => {
+            const state = takeState('two_questions', ctx);
+            if (state === undefined) {
+                return ask('two_questions', ctx, { tool: 'two_questions', nonce: randomUUID(), topic }, {
+                    contact: inputRequired.elicit({ message: `Incident ${topic}: how urgent is it?`, requestedSchema: CONTACT }),
+                    verify: inputRequired.elicitUrl({ message: 'Verify your identity.', url: `${VERIFY_URL}?topic=${encodeURIComponent(topic)}` })
+                });
+            }
+            const contact = inputResponse(ctx.mcpReq.inputResponses, 'contact');
+            const verify = inputResponse(ctx.mcpReq.inputResponses, 'verify');
+            if (contact.kind !== 'elicit' || verify.kind !== 'elicit') {
+                return { isError: true, content: [{ type: 'text', text: `answers missing: contact ${contact.kind}, verify ${verify.kind}` }] };
+            }
+            const detail = contact.action === 'accept' ? `priority ${String(contact.content?.['priority'])}, note ${JSON.stringify(contact.content?.['note'] ?? null)}` : contact.action;
+            return text(`Incident ${state.topic}: contact ${detail}; verify ${verify.action}.`);
+        }
+    );
+
+    server.registerPrompt(
+        'briefing',
+        {
+            title: 'Briefing (TypeScript SDK)',
+            description: 'A prompt that asks who the audience is first.',
+            argsSchema: z.object({ topic: z.string() })
+        },
+        async ({ topic }, ctx) => {
+            const state = takeState('briefing', ctx);
+            if (state === undefined) {
+                return ask('briefing', ctx, { tool: 'briefing', nonce: randomUUID(), topic }, {
+                    audience: inputRequired.elicit({ message: `Who is the briefing on ${topic} for?`, requestedSchema: AUDIENCE })
+                });
+            }
+            const a = acceptedContent(ctx.mcpReq.inputResponses, 'audience', AUDIENCE);
+            const who = a?.audience ?? 'a general audience';
+            return { messages: [{ role: 'user', content: { type: 'text', text: `Brief ${who} on ${state.topic}.` } }] };
+        }
+    );
+
+    server.registerResource(
+        'team_report',
+        new ResourceTemplate('ts://reports/{team}', { list: undefined }),
+        { title: 'Team report (TypeScript SDK)', mimeType: 'text/plain' },
+        async (uri, variables, ctx) => {
+            const state = takeState('team_report', ctx);
+            if (state === undefined) {
+                const team = String(variables['team']);
+                return ask('team_report', ctx, { tool: 'team_report', nonce: randomUUID(), team }, {
+                    period: inputRequired.elicit({ message: `Report for team ${decodeURIComponent(team)}: since when?`, requestedSchema: PERIOD })
+                });
+            }
+            const p = acceptedContent(ctx.mcpReq.inputResponses, 'period', PERIOD);
+            const body = p === undefined ? `No report for ${decodeURIComponent(state.team)}.` : `Report for team ${decodeURIComponent(state.team)} since ${p.since}: 7 changes.`;
+            return { contents: [{ uri: uri.href, mimeType: 'text/plain', text: body }] };
         }
     );
 
