@@ -198,3 +198,19 @@ def test_multi_round_tool_through_two_cards(page, ts_server):  # noqa: F811
     expect(page.locator(".status")).to_contain_text("2 rounds")
     assert _op(op_id).status == "completed"
     _assert_each_retry_once(ts_server, "multi_round", 2)
+
+
+def test_two_requests_in_one_card(page, ts_server):  # noqa: F811
+    op_id = call_tool(page, "two_questions", {"topic": "db-down"})
+    c = card(page)
+    expect(c).to_contain_text("Incident db-down: how urgent is it?")
+    expect(c).to_contain_text("Verify your identity.")
+    expect(c.locator(".url-full")).to_have_text("https://verify.example.test/ts-verify?topic=db-down")
+    priority = c.get_by_label("Priority")
+    expect(priority).to_have_value("p2")  # the default of the titled oneOf
+    priority.select_option(label="P1: page someone now")
+    c.get_by_label("Note").fill("disk full")
+    accept(page)
+    expect(result(page)).to_have_text('Incident db-down: contact priority p1, note "disk full"; verify accept.')
+    assert _op(op_id).status == "completed"
+    _assert_each_retry_once(ts_server, "two_questions", 1)
