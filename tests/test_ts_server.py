@@ -380,3 +380,24 @@ async def test_resource_template_round(ts):
     assert len(retries) == 1 and retries[0]["params"]["requestState"] == minted["requestState"]
     assert retries[0]["params"]["uri"] == "ts://reports/core%20ops"
     _assert_modern(peer)
+
+
+async def test_expired_state_refused_by_the_server_fails_the_operation(ts):
+    """The person answers after the server's state expired: the server refuses the retry with
+    -32602, which reached it exactly once; the operation fails with the server's error."""
+    alice, server, peer = ts["alice"], ts["server"], ts["peer"]
+    client = await _client(alice)
+    op = await _start(client, server, "short_lived", {"what": "deploy now"})
+    assert op.status == Operation.Status.AWAITING_INPUT, (op.error_code, op.error_message)
+    await asyncio.sleep(2.5)  # the state lives one second
+    _resp, op = await _answer(client, op, "accept", {"in-ok-ok": "on"})
+    assert op.status == Operation.Status.FAILED and op.error_code == "jsonrpc_error", (op.status, op.error_code)
+    [minted] = peer.minted("short_lived")
+    [retry] = peer.retries("short_lived")
+    assert retry["params"]["requestState"] == minted["requestState"]
+    assert peer.response_to(retry["id"])["error"]["code"] == -32602
+    assert [e["reason"] for e in peer.entries("refused")] == ["expired"]
+    page = (await client.get(f"/mcp/operations/{op.id}/")).content.decode()
+    assert "The MCP server answered with an error." in page
+    events = [e.event async for e in AuditEvent.objects.filter(operation_id=op.id).order_by("pk")]
+    assert events[-2:] == ["submitted", "failed"], events

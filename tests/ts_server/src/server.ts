@@ -24,6 +24,9 @@
  * - `two_questions(topic)`: one round with two inputRequests, a form (a wire-shape schema with a
  *   titled `oneOf` single-select) and a URL-mode request.
  *
+ * - `short_lived(what)`: one form round whose state expires after one second (its own codec,
+ *   wire prefix `s.`): a late retry is refused by the SDK seam with -32602.
+ *
  * Prompt `briefing(topic)` and resource template `ts://reports/{team}`: one form round each
  * (`prompts/get` and `resources/read` rounds).
  *
@@ -85,7 +88,8 @@ type State =
     | { tool: 'multi_round'; nonce: string; step: 2; destination: string; start: string; nights: number }
     | { tool: 'two_questions'; nonce: string; topic: string }
     | { tool: 'briefing'; nonce: string; topic: string }
-    | { tool: 'team_report'; nonce: string; team: string };
+    | { tool: 'team_report'; nonce: string; team: string }
+    | { tool: 'short_lived'; nonce: string; what: string };
 
 const codec = createRequestStateCodec<State>({
     key: randomBytes(32),
@@ -93,10 +97,18 @@ const codec = createRequestStateCodec<State>({
     bind: (ctx: ServerContext) => ctx.mcpReq.method
 });
 
+/** States of `short_lived` live one second (wire prefix `s.`): the person is always too slow. */
+const SHORT_PREFIX = 's.';
+const shortCodec = createRequestStateCodec<State>({
+    key: randomBytes(32),
+    ttlSeconds: 1,
+    bind: (ctx: ServerContext) => ctx.mcpReq.method
+});
+
 const consumed = new Set<string>();
 
 async function ask(tool: State['tool'], ctx: ServerContext, state: State, inputRequests?: InputRequiredResult['inputRequests']): Promise<InputRequiredResult> {
-    const requestState = await codec.mint(state, ctx);
+    const requestState = state.tool === 'short_lived' ? SHORT_PREFIX + (await shortCodec.mint(state, ctx)) : await codec.mint(state, ctx);
     record({ kind: 'minted', tool, nonce: state.nonce, requestState, payload: state, keys: Object.keys(inputRequests ?? {}) });
     return inputRequests === undefined ? inputRequired({ requestState }) : inputRequired({ inputRequests, requestState });
 }
@@ -109,7 +121,7 @@ async function ask(tool: State['tool'], ctx: ServerContext, state: State, inputR
 async function verifyState(wire: string, ctx: ServerContext): Promise<State> {
     let state: State;
     try {
-        state = await codec.verify(wire, ctx);
+        state = wire.startsWith(SHORT_PREFIX) ? await shortCodec.verify(wire.slice(SHORT_PREFIX.length), ctx) : await codec.verify(wire, ctx);
     } catch (error) {
         record({ kind: 'refused', reason: error instanceof Error ? error.message : String(error), requestState: wire });
         throw error;
@@ -361,6 +373,24 @@ function buildServer(): McpServer {
             }
             const detail = contact.action === 'accept' ? `priority ${String(contact.content?.['priority'])}, note ${JSON.stringify(contact.content?.['note'] ?? null)}` : contact.action;
             return text(`Incident ${state.topic}: contact ${detail}; verify ${verify.action}.`);
+        }
+    );
+
+    server.registerTool(
+        'short_lived',
+        {
+            title: 'Short-lived question (TypeScript SDK)',
+            description: 'One form round whose requestState expires after a second.',
+            inputSchema: z.object({ what: z.string() })
+        },
+        async ({ what }, ctx): Promise<CallToolResult | InputRequiredResult> => {
+            const state = takeState('short_lived', ctx);
+            if (state === undefined) {
+                return ask('short_lived', ctx, { tool: 'short_lived', nonce: randomUUID(), what }, {
+                    ok: inputRequired.elicit({ message: `Quick: ${what}?`, requestedSchema: { type: 'object', properties: { ok: { type: 'boolean', title: 'OK' } } } })
+                });
+            }
+            return text(`${state.what}: answered in time.`);
         }
     );
 
