@@ -13,6 +13,8 @@ and replayed states: checked here through the product's own connection adapter.
 from __future__ import annotations
 
 import asyncio
+import json
+import urllib.request
 import uuid
 from typing import Any
 
@@ -20,7 +22,9 @@ import pytest
 from django.test import AsyncClient
 
 from mrtrweb import operations
-from mrtrweb.mcp_client import McpCallError, McpConnection
+from mrtrweb.gate import Gate, GateRejection, Policy
+from mrtrweb.gate.store import InMemoryBindingStore
+from mrtrweb.mcp_client import McpCallError, McpConnection, origin_of
 from mrtrweb.models import AuditEvent, McpServer, Operation
 from tests.ts_peer import PROTOCOL_META, PROTOCOL_VERSION, ts_server  # noqa: F401  (fixture)
 
@@ -401,3 +405,98 @@ async def test_expired_state_refused_by_the_server_fails_the_operation(ts):
     assert "The MCP server answered with an error." in page
     events = [e.event async for e in AuditEvent.objects.filter(operation_id=op.id).order_by("pk")]
     assert events[-2:] == ["submitted", "failed"], events
+
+
+# -- the deprecated requests (sampling/createMessage, roots/list) ----------------------------------
+#
+# The TypeScript SDK refuses to put a sampling/createMessage or roots/list request into an
+# input_required result unless the request's io.modelcontextprotocol/clientCapabilities declares
+# `sampling` / `roots` (JSON-RPC -32021, HTTP 400). mrtrweb declares only `elicitation` on every
+# request, even to a server whose tenant admin allowed sampling or roots: with this server, the
+# allowance can never take effect (interop bug, reported; not fixed here: mcp_client.py and
+# operations.py are outside this change). And the SDK's roots/list request carries no `params`
+# (optional in the 2026-07-28 schema), which the gate refuses (invalid_named_input_request).
+
+
+ROOTS = [{"uri": "file:///home/alice/projects", "name": "Projects"}, {"uri": "file:///srv/data"}]
+CAPABILITY_BUG = ("interop bug: mrtrweb's per-request clientCapabilities never declare sampling/roots, so the "
+                  "TypeScript SDK answers -32021 instead of asking")
+
+
+async def _start_json(client: AsyncClient, server: McpServer, tool: str, arguments: str) -> Operation:
+    """Start a tool whose arguments form is the JSON editor (an empty input schema)."""
+    resp = await client.post(f"/mcp/servers/{server.pk}/tools/{tool}/", {"arguments": arguments})
+    assert resp.status_code == 302, resp.content.decode()[:2000]
+    await operations.wait_idle()
+    return await _load(resp["Location"].rstrip("/").split("/")[-1])
+
+
+async def test_roots_not_allowed_server_refuses_for_want_of_the_capability(ts):
+    """Not allowed for this server: mrtrweb does not declare `roots`, and the TypeScript server
+    refuses to ask (-32021) rather than sending a round the client cannot answer."""
+    alice, server, peer = ts["alice"], ts["server"], ts["peer"]
+    client = await _client(alice)
+    op = await _start_json(client, server, "roots", "{}")
+    assert op.status == Operation.Status.FAILED and op.error_code == "jsonrpc_error", (op.status, op.error_code)
+    [call] = peer.tool_calls("roots")
+    assert "roots" not in call["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"]
+    error = peer.response_to(call["id"])["error"]
+    assert error["code"] == -32021 and error["data"] == {"requiredCapabilities": {"roots": {}}}
+    assert peer.retries("roots") == [] and peer.minted("roots") != []  # the tool asked, the SDK refused
+
+
+@pytest.mark.xfail(strict=True, reason=CAPABILITY_BUG + "; then the gate refuses roots/list without params")
+async def test_roots_round_allowed(ts):
+    alice, server, peer = ts["alice"], ts["server"], ts["peer"]
+    await McpServer.objects.filter(pk=server.pk).aupdate(allow_roots=True, roots=ROOTS)
+    client = await _client(alice)
+    op = await _start_json(client, server, "roots", "{}")
+    assert op.status == Operation.Status.AWAITING_INPUT, (op.error_code, op.error_message)
+    _resp, op = await _answer(client, op, "accept")
+    assert _result_text(op) == "Roots: file:///home/alice/projects (Projects); file:///srv/data"
+    _assert_rounds(peer, "roots", [{"roots": {"roots": ROOTS}}])
+
+
+@pytest.mark.xfail(strict=True, reason=CAPABILITY_BUG)
+async def test_sampling_round_allowed(ts):
+    alice, server, peer = ts["alice"], ts["server"], ts["peer"]
+    await McpServer.objects.filter(pk=server.pk).aupdate(allow_sampling=True)
+    client = await _client(alice)
+    op = await _start(client, server, "sampling", {"text": "the outage"})
+    assert op.status == Operation.Status.AWAITING_INPUT, (op.error_code, op.error_message)
+    page = (await client.get(f"/mcp/operations/{op.id}/")).content.decode()
+    assert "Summarize: the outage" in page and "Answer in one sentence." in page
+    _resp, op = await _answer(client, op, "accept", {"in-summary-approve": "on", "in-summary-reply": "All fixed."})
+    assert _result_text(op) == "Summary by human (endTurn): All fixed."
+    _assert_rounds(peer, "sampling", [{"summary": {"role": "assistant", "content": {"type": "text", "text": "All fixed."},
+                                                   "model": "human", "stopReason": "endTurn"}}])
+
+
+def _raw_call(url: str, tool: str, arguments: dict[str, Any], capabilities: dict[str, Any]) -> dict[str, Any]:
+    """One 2026-07-28 tools/call straight over HTTP (not through mrtrweb), declaring ``capabilities``."""
+    body = {"jsonrpc": "2.0", "id": "raw-1", "method": "tools/call", "params": {
+        "name": tool, "arguments": arguments, "_meta": {
+            PROTOCOL_META: PROTOCOL_VERSION, "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": capabilities}}}
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST", headers={
+        "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": PROTOCOL_VERSION, "Mcp-Method": "tools/call", "Mcp-Name": tool})
+    with urllib.request.urlopen(request, timeout=10) as resp:  # noqa: S310 (loopback)
+        return json.loads(resp.read())["result"]
+
+
+@pytest.mark.xfail(strict=True, raises=GateRejection,
+                   reason="gate bug: invalid_named_input_request for a roots/list request without params "
+                          "(mrtr-gate.md §1 row 7 demands object params; the 2026-07-28 schema makes them optional)")
+def test_sdk_asks_roots_when_declared_and_gate_accepts_it(ts_server):  # noqa: F811
+    """Declaring `roots`, the TypeScript server asks ``{"method": "roots/list"}`` (no params: optional
+    in the 2026-07-28 schema). The gate must accept that request where roots are allowed."""
+    result = _raw_call(ts_server.url, "roots", {}, {"roots": {}})
+    assert result["resultType"] == "input_required"
+    assert result["inputRequests"] == {"roots": {"method": "roots/list"}}
+    gate = Gate(InMemoryBindingStore(), Policy(allow_deprecated={"roots/list"}))
+    gate.register(request_id="raw-1", server_id="1", origin=origin_of(ts_server.url), user="alice",
+                  tenant="acme", method="tools/call", params={"name": "roots", "arguments": {}})
+    round_ = gate.receive(tenant="acme", user="alice", request_id="raw-1", origin=origin_of(ts_server.url),
+                          result=result)
+    assert [(k, v.method) for k, v in round_.requests.items()] == [("roots", "roots/list")]

@@ -27,6 +27,9 @@
  * - `short_lived(what)`: one form round whose state expires after one second (its own codec,
  *   wire prefix `s.`): a late retry is refused by the SDK seam with -32602.
  *
+ * - `sampling(text)` and `roots()`: one round asking `sampling/createMessage` / `roots/list`
+ *   (deprecated requests a client answers only where allowed), read back with `inputResponse`.
+ *
  * Prompt `briefing(topic)` and resource template `ts://reports/{team}`: one form round each
  * (`prompts/get` and `resources/read` rounds).
  *
@@ -89,7 +92,9 @@ type State =
     | { tool: 'two_questions'; nonce: string; topic: string }
     | { tool: 'briefing'; nonce: string; topic: string }
     | { tool: 'team_report'; nonce: string; team: string }
-    | { tool: 'short_lived'; nonce: string; what: string };
+    | { tool: 'short_lived'; nonce: string; what: string }
+    | { tool: 'sampling'; nonce: string; text: string }
+    | { tool: 'roots'; nonce: string };
 
 const codec = createRequestStateCodec<State>({
     key: randomBytes(32),
@@ -391,6 +396,56 @@ function buildServer(): McpServer {
                 });
             }
             return text(`${state.what}: answered in time.`);
+        }
+    );
+
+    server.registerTool(
+        'sampling',
+        {
+            title: 'Summarize through the client (TypeScript SDK)',
+            description: 'One round asking sampling/createMessage (deprecated; allowed per server).',
+            inputSchema: z.object({ text: z.string() })
+        },
+        async ({ text: input }, ctx): Promise<CallToolResult | InputRequiredResult> => {
+            const state = takeState('sampling', ctx);
+            if (state === undefined) {
+                return ask('sampling', ctx, { tool: 'sampling', nonce: randomUUID(), text: input }, {
+                    summary: inputRequired.createMessage({
+                        messages: [{ role: 'user', content: { type: 'text', text: `Summarize: ${input}` } }],
+                        systemPrompt: 'Answer in one sentence.',
+                        maxTokens: 120
+                    })
+                });
+            }
+            const view = inputResponse(ctx.mcpReq.inputResponses, 'summary');
+            if (view.kind !== 'sampling') {
+                const dropped = ctx.mcpReq.droppedInputResponseKeys ?? [];
+                return { isError: true, content: [{ type: 'text', text: `summary answer read as ${view.kind} (dropped: ${dropped.join(',') || 'none'})` }] };
+            }
+            const content = view.result.content;
+            const said = !Array.isArray(content) && content.type === 'text' ? content.text : JSON.stringify(content);
+            return text(`Summary by ${view.result.model} (${view.result.stopReason ?? 'no stop reason'}): ${said}`);
+        }
+    );
+
+    server.registerTool(
+        'roots',
+        {
+            title: 'List my roots (TypeScript SDK)',
+            description: 'One round asking roots/list (deprecated; allowed per server).',
+            inputSchema: z.object({})
+        },
+        async (_args, ctx): Promise<CallToolResult | InputRequiredResult> => {
+            const state = takeState('roots', ctx);
+            if (state === undefined) {
+                return ask('roots', ctx, { tool: 'roots', nonce: randomUUID() }, { roots: inputRequired.listRoots() });
+            }
+            const view = inputResponse(ctx.mcpReq.inputResponses, 'roots');
+            if (view.kind !== 'roots') {
+                const dropped = ctx.mcpReq.droppedInputResponseKeys ?? [];
+                return { isError: true, content: [{ type: 'text', text: `roots answer read as ${view.kind} (dropped: ${dropped.join(',') || 'none'})` }] };
+            }
+            return text(`Roots: ${view.roots.map(r => (r.name === undefined ? r.uri : `${r.uri} (${r.name})`)).join('; ')}`);
         }
     );
 
