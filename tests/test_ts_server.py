@@ -500,3 +500,35 @@ def test_sdk_asks_roots_when_declared_and_gate_accepts_it(ts_server):  # noqa: F
     round_ = gate.receive(tenant="acme", user="alice", request_id="raw-1", origin=origin_of(ts_server.url),
                           result=result)
     assert [(k, v.method) for k, v in round_.requests.items()] == [("roots", "roots/list")]
+
+
+async def test_stop_closes_the_call_in_flight(ts):
+    """Stop while a call runs: on 2026-07-28 Streamable HTTP the product closes the request's POST;
+    the TypeScript server sees its client go away and the handler's abort signal fire."""
+    alice, server, peer = ts["alice"], ts["server"], ts["peer"]
+    client = await _client(alice)
+    resp = await client.post(f"/mcp/servers/{server.pk}/tools/slow/", {"arg-seconds": "20"})
+    assert resp.status_code == 302, resp.content.decode()[:2000]
+    op_id = resp["Location"].rstrip("/").split("/")[-1]
+    for _ in range(100):  # the call reached the server and it is working
+        if peer.tool_calls("slow"):
+            break
+        await asyncio.sleep(0.1)
+    await asyncio.sleep(0.6)
+    assert (await client.post(f"/mcp/operations/{op_id}/stop/")).status_code == 302
+    for _ in range(100):
+        op = await _load(op_id)
+        if op.status != Operation.Status.RUNNING:
+            break
+        await asyncio.sleep(0.1)
+    await operations.wait_idle()
+    assert op.status == Operation.Status.DENIED and "cancelled" in op.error_message, (op.status, op.error_message)
+    [call] = peer.tool_calls("slow")
+    for _ in range(50):  # the server notices within its 200 ms step
+        if peer.entries("aborted"):
+            break
+        await asyncio.sleep(0.1)
+    [closed] = peer.entries("client-closed")
+    [aborted] = peer.entries("aborted")
+    assert aborted["id"] == call["id"] and aborted["step"] < 100
+    assert closed["seq"] in {e["seq"] for e in peer.entries("request") if e["body"].get("id") == call["id"]}

@@ -27,6 +27,8 @@
  * - `short_lived(what)`: one form round whose state expires after one second (its own codec,
  *   wire prefix `s.`): a late retry is refused by the SDK seam with -32602.
  *
+ * - `slow(seconds)`: no round; progress every 200 ms until done or until its request is aborted
+ *   (the HTTP client went away: recorded as `{"kind":"aborted"}`).
  * - `sampling(text)` and `roots()`: one round asking `sampling/createMessage` / `roots/list`
  *   (deprecated requests a client answers only where allowed), read back with `inputResponse`.
  *
@@ -45,7 +47,9 @@
  *
  * Recording: every HTTP request (raw JSON body, headers of interest) and its response (status,
  * body) is appended as one JSON line to the `--log` file, and so is every state the tools mint
- * (`{"kind":"minted", ...}`), so the tests can assert what reached the server and how often.
+ * (`{"kind":"minted", ...}`), every state verified (`consumed`) or refused (`refused`), and every
+ * request whose HTTP client went away before its response ended (`client-closed`), so the tests
+ * can assert what reached the server and how often.
  */
 import { appendFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
@@ -449,6 +453,30 @@ function buildServer(): McpServer {
         }
     );
 
+    server.registerTool(
+        'slow',
+        {
+            title: 'Slow job (TypeScript SDK)',
+            description: 'Works up to `seconds`, reporting progress every 200 ms; stops when the request is aborted.',
+            inputSchema: z.object({ seconds: z.int().min(1).max(60) })
+        },
+        async ({ seconds }, ctx): Promise<CallToolResult> => {
+            const token = ctx.mcpReq._meta?.progressToken;
+            const steps = seconds * 5;
+            for (let step = 1; step <= steps; step++) {
+                await new Promise(resolve => setTimeout(resolve, 200));
+                if (ctx.mcpReq.signal.aborted) {
+                    record({ kind: 'aborted', tool: 'slow', id: ctx.mcpReq.id, step });
+                    return text('aborted');
+                }
+                if (token !== undefined) {
+                    await ctx.mcpReq.notify({ method: 'notifications/progress', params: { progressToken: token, progress: step, total: steps, message: `step ${step}` } });
+                }
+            }
+            return text(`Worked ${seconds} s.`);
+        }
+    );
+
     server.registerPrompt(
         'briefing',
         {
@@ -529,19 +557,33 @@ async function serve(req: IncomingMessage, res: ServerResponse): Promise<void> {
         protocolHeader: req.headers['mcp-protocol-version'] ?? null,
         body: body === '' ? null : parsed(body)
     });
+    const abort = new AbortController();
+    res.on('close', () => {
+        if (!res.writableFinished) {
+            record({ kind: 'client-closed', seq });
+            abort.abort();
+        }
+    });
     const request = new Request(`http://${req.headers.host ?? '127.0.0.1'}${req.url ?? '/'}`, {
         method: req.method,
         headers,
-        body: req.method === 'GET' || req.method === 'HEAD' ? undefined : body
+        body: req.method === 'GET' || req.method === 'HEAD' ? undefined : body,
+        signal: abort.signal
     });
     const response = await handler.fetch(request);
     res.writeHead(response.status, Object.fromEntries(response.headers.entries()));
     let out = '';
     if (response.body !== null) {
         const decoder = new TextDecoder();
-        for await (const chunk of response.body) {
-            out += decoder.decode(chunk, { stream: true });
-            res.write(chunk);
+        try {
+            for await (const chunk of response.body) {
+                out += decoder.decode(chunk, { stream: true });
+                res.write(chunk);
+            }
+        } catch (error) {
+            if (!abort.signal.aborted) {
+                throw error;
+            }
         }
     }
     res.end();
