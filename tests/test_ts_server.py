@@ -532,3 +532,23 @@ async def test_stop_closes_the_call_in_flight(ts):
     [aborted] = peer.entries("aborted")
     assert aborted["id"] == call["id"] and aborted["step"] < 100
     assert closed["seq"] in {e["seq"] for e in peer.entries("request") if e["body"].get("id") == call["id"]}
+
+
+async def test_pattern_checked_with_ecma_semantics_before_sending(ts):
+    """The server's zod regexes reach the gate as ECMA-262 ``pattern``s: an answer V8 refuses (a
+    no-break space for ``\\S``) is refused on the card and never sent; a valid one completes."""
+    alice, server, peer = ts["alice"], ts["server"], ts["peer"]
+    client = await _client(alice)
+    op = await _start_json(client, server, "pattern_check", "{}")
+    assert op.status == Operation.Status.AWAITING_INPUT, (op.error_code, op.result, peer.entries()[-3:])
+    schema = peer.response_to(peer.tool_calls("pattern_check")[0]["id"])["result"]["inputRequests"]["code"]
+    assert schema["params"]["requestedSchema"]["properties"]["code"]["pattern"] == "^\\S{2,20}$"
+    for code, label in (("AB\u00a0CD", "ok"), ("AB-CD", "two\rlines")):
+        resp, op = await _answer(client, op, "accept", {"in-code-code": code, "in-code-label": label})
+        assert resp.status_code == 400, (code, label)
+        assert op.status == Operation.Status.AWAITING_INPUT and peer.retries("pattern_check") == []
+    resp, op = await _answer(client, op, "accept", {"in-code-code": "AB-CD", "in-code-label": "caf\u00e9 \u00a0ok"})
+    assert resp.status_code == 302
+    assert _result_text(op) == "Code AB-CD accepted (caf\u00e9 \u00a0ok)."
+    _assert_rounds(peer, "pattern_check", [{"code": {"action": "accept", "content": {
+        "code": "AB-CD", "label": "caf\u00e9 \u00a0ok"}}}])

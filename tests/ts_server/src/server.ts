@@ -29,6 +29,8 @@
  *
  * - `slow(seconds)`: no round; progress every 200 ms until done or until its request is aborted
  *   (the HTTP client went away: recorded as `{"kind":"aborted"}`).
+ * - `pattern_check()`: one form round whose fields carry ECMA-262 `pattern`s (a hand-written wire
+ *   schema), re-checked by zod (V8 regexes) on the retry.
  * - `sampling(text)` and `roots()`: one round asking `sampling/createMessage` / `roots/list`
  *   (deprecated requests a client answers only where allowed), read back with `inputResponse`.
  *
@@ -98,7 +100,8 @@ type State =
     | { tool: 'team_report'; nonce: string; team: string }
     | { tool: 'short_lived'; nonce: string; what: string }
     | { tool: 'sampling'; nonce: string; text: string }
-    | { tool: 'roots'; nonce: string };
+    | { tool: 'roots'; nonce: string }
+    | { tool: 'pattern_check'; nonce: string };
 
 const codec = createRequestStateCodec<State>({
     key: randomBytes(32),
@@ -217,6 +220,23 @@ const CONTACT = {
     },
     required: ['priority']
 };
+
+/**
+ * ECMA-262 `pattern`s: the SDK's zod conversion refuses `pattern` (not in the MCP string schema),
+ * so the wire schema is written by hand (the SDK passes wire schemas through) and the same
+ * regexes are re-checked by zod (V8) on the retry.
+ */
+const CODE_PATTERN = /^\S{2,20}$/;
+const LABEL_PATTERN = /^.{1,30}$/;
+const CODE_WIRE = {
+    type: 'object' as const,
+    properties: {
+        code: { type: 'string' as const, title: 'Code', description: 'No spaces', pattern: CODE_PATTERN.source },
+        label: { type: 'string' as const, title: 'Label', pattern: LABEL_PATTERN.source }
+    },
+    required: ['code']
+};
+const CODE = z.object({ code: z.string().regex(CODE_PATTERN), label: z.string().regex(LABEL_PATTERN).optional() });
 
 const AUDIENCE = z.object({
     audience: z.enum(['engineers', 'customers', 'executives']).meta({ title: 'Audience' })
@@ -474,6 +494,28 @@ function buildServer(): McpServer {
                 }
             }
             return text(`Worked ${seconds} s.`);
+        }
+    );
+
+    server.registerTool(
+        'pattern_check',
+        {
+            title: 'Pattern check (TypeScript SDK)',
+            description: 'One form round whose fields carry ECMA-262 patterns the server re-checks.',
+            inputSchema: z.object({})
+        },
+        async (_args, ctx): Promise<CallToolResult | InputRequiredResult> => {
+            const state = takeState('pattern_check', ctx);
+            if (state === undefined) {
+                return ask('pattern_check', ctx, { tool: 'pattern_check', nonce: randomUUID() }, {
+                    code: inputRequired.elicit({ message: 'Enter the code.', requestedSchema: CODE_WIRE })
+                });
+            }
+            const c = acceptedContent(ctx.mcpReq.inputResponses, 'code', CODE);
+            if (c === undefined) {
+                return { isError: true, content: [{ type: 'text', text: `the code answer did not match the schema: ${JSON.stringify(ctx.mcpReq.inputResponses?.['code'] ?? null)}` }] };
+            }
+            return text(`Code ${c.code} accepted${c.label === undefined ? '' : ` (${c.label})`}.`);
         }
     );
 
