@@ -374,7 +374,8 @@ async def test_resource_template_round(ts):
     assert op.method == "resources/read" and op.name == "ts://reports/core%20ops"
     assert op.status == Operation.Status.AWAITING_INPUT, (op.error_code, op.error_message)
     bad, op = await _answer(client, op, "accept", {"in-period-since": "2026-02-30"})
-    assert bad.status_code == 400 and not [b for b in peer.rpc_requests("resources/read") if "requestState" in b["params"]]
+    assert bad.status_code == 400
+    assert not [b for b in peer.rpc_requests("resources/read") if "requestState" in b["params"]]
     resp, op = await _answer(client, op, "accept", {"in-period-since": "2026-01-05"})
     assert op.status == Operation.Status.COMPLETED, (op.error_code, op.error_message)
     assert op.result["contents"] == [{"uri": "ts://reports/core%20ops", "mimeType": "text/plain",
@@ -468,8 +469,9 @@ async def test_sampling_round_allowed(ts):
     assert "Summarize: the outage" in page and "Answer in one sentence." in page
     _resp, op = await _answer(client, op, "accept", {"in-summary-approve": "on", "in-summary-reply": "All fixed."})
     assert _result_text(op) == "Summary by human (endTurn): All fixed."
-    _assert_rounds(peer, "sampling", [{"summary": {"role": "assistant", "content": {"type": "text", "text": "All fixed."},
-                                                   "model": "human", "stopReason": "endTurn"}}])
+    reply = {"role": "assistant", "content": {"type": "text", "text": "All fixed."}, "model": "human",
+             "stopReason": "endTurn"}
+    _assert_rounds(peer, "sampling", [{"summary": reply}])
 
 
 def _raw_call(url: str, tool: str, arguments: dict[str, Any], capabilities: dict[str, Any]) -> dict[str, Any]:

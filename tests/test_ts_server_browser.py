@@ -171,9 +171,10 @@ def test_url_tool_through_the_card(page, ts_server):  # noqa: F811
 
 def test_state_only_tool_completes_without_a_card(page, ts_server):  # noqa: F811
     op_id = call_tool(page, "state_only", {"ticket": "JOB-9"})
-    expect(result(page)).to_have_text(re.compile(r"^Job JOB-9 done after a state-only round \(state nonce [0-9a-f-]{36}\)\.$"))
+    expect(result(page)).to_contain_text("Job JOB-9 done")
     [state] = ts_server.minted("state_only")
-    expect(result(page)).to_contain_text(state["payload"]["nonce"])
+    nonce = state["payload"]["nonce"]
+    expect(result(page)).to_have_text(f"Job JOB-9 done after a state-only round (state nonce {nonce}).")
     expect(card(page)).to_have_count(0)  # nothing to ask the person
     assert _op(op_id).status == "completed"
     _assert_each_retry_once(ts_server, "state_only", 1)
