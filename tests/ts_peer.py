@@ -5,7 +5,7 @@ as a real peer for the tests: installed, type-checked, started on loopback, reco
   ``var/ts_server`` (once, through :func:`tests.nodejs.npm_install`), copies the TypeScript source
   there and compiles it with the pinned ``typescript`` (strict type-check against the SDK's own
   types; skipped when the compiled output is of the same source).
-* :func:`start` runs ``node build/server.js --port 0 --log FILE`` with Node >= 22
+* :func:`start` runs ``node build/server.mjs --port 0 --log FILE`` with Node >= 22
   (:func:`tests.nodejs.node22`), waits for its ``listening URL`` line and returns a
   :class:`TsServer`.
 * :class:`TsServer` reads the server's JSON-lines log: every HTTP request the server got (raw
@@ -52,7 +52,7 @@ def _installed_version(name: str) -> str:
 
 
 def build() -> Path:
-    """Install, copy and compile; returns the compiled ``server.js``.
+    """Install, copy and compile; returns the compiled ``server.mjs`` (an ES module).
 
     Raises:
         tests.nodejs.NodeUnavailable: npm or Node >= 22 is missing, or an install failed.
@@ -66,14 +66,14 @@ def build() -> Path:
             shutil.rmtree(PREFIX / "node_modules" / name)
             npm_install(PREFIX, *specs, marker=name)
     node = node22()
-    sources = sorted(p for p in (SOURCE / "src").rglob("*.ts"))
+    sources = sorted(p for p in (SOURCE / "src").rglob("*.mts"))
     digest = hashlib.sha256()
     for path in [SOURCE / "tsconfig.json", SOURCE / "package.json", *sources]:
         digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     stamp = PREFIX / "build" / ".source-sha256"
     with _locked("ts_server_build"):
         if stamp.exists() and stamp.read_text() == digest.hexdigest():
-            return PREFIX / "build" / "server.js"
+            return PREFIX / "build" / "server.mjs"
         shutil.rmtree(PREFIX / "src", ignore_errors=True)
         shutil.rmtree(PREFIX / "build", ignore_errors=True)
         shutil.copytree(SOURCE / "src", PREFIX / "src")
@@ -84,7 +84,7 @@ def build() -> Path:
         if proc.returncode != 0:
             raise RuntimeError(f"tsc failed:\n{proc.stdout[-4000:]}{proc.stderr[-2000:]}")
         stamp.write_text(digest.hexdigest())
-    return PREFIX / "build" / "server.js"
+    return PREFIX / "build" / "server.mjs"
 
 
 class TsServer:

@@ -2,7 +2,7 @@
  * An MRTR test server for mrtrweb's interop tests, written with the official TypeScript SDK
  * (`@modelcontextprotocol/server@2.4.0`), served over Streamable HTTP on loopback.
  *
- *     node build/server.js --port 0 --log /path/requests.jsonl
+ *     node build/server.mjs --port 0 --log /path/requests.jsonl
  *
  * prints `listening http://127.0.0.1:PORT/mcp` on stdout once it accepts connections.
  *
