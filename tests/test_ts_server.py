@@ -232,6 +232,9 @@ async def test_multi_round_each_with_its_own_state(ts):
     client = await _client(alice)
     op = await _start(client, server, "multi_round", {"destination": "Oslo"})
     assert op.status == Operation.Status.AWAITING_INPUT and op.rounds == 1, (op.error_code, op.error_message)
+    # the first input_required came on an SSE stream, after a progress notification
+    [streamed] = [e for e in peer.entries("response") if "text/event-stream" in e["contentType"]]
+    assert "notifications/progress" in streamed["body"] and '"input_required"' in streamed["body"]
     resp, op = await _answer(client, op, "accept", {"in-dates-start": "2026-12-01", "in-dates-nights": "4"})
     assert resp.status_code == 302
     assert op.status == Operation.Status.AWAITING_INPUT and op.rounds == 2, (op.error_code, op.error_message)

@@ -20,7 +20,8 @@
  *   carries a progress token, two `notifications/progress` precede the result (so the SDK answers
  *   that request as an SSE stream instead of a JSON body).
  * - `multi_round(destination)`: two form rounds, each with its own `requestState`; the second
- *   state carries the first answer.
+ *   state carries the first answer. The first `input_required` follows a progress notification
+ *   (when the call carries a progress token), so it arrives on an SSE stream.
  * - `two_questions(topic)`: one round with two inputRequests, a form (a wire-shape schema with a
  *   titled `oneOf` single-select) and a URL-mode request.
  *
@@ -348,6 +349,11 @@ function buildServer(): McpServer {
         async ({ destination }, ctx): Promise<CallToolResult | InputRequiredResult> => {
             const state = takeState('multi_round', ctx);
             if (state === undefined) {
+                // A progress notification before the first input_required: that result arrives on SSE.
+                const token = ctx.mcpReq._meta?.progressToken;
+                if (token !== undefined) {
+                    await ctx.mcpReq.notify({ method: 'notifications/progress', params: { progressToken: token, progress: 0, message: 'planning' } });
+                }
                 return ask('multi_round', ctx, { tool: 'multi_round', nonce: randomUUID(), step: 1, destination }, {
                     dates: inputRequired.elicit({ message: `When do you travel to ${destination}?`, requestedSchema: DATES })
                 });
