@@ -557,3 +557,22 @@ async def test_pattern_checked_with_ecma_semantics_before_sending(ts):
     assert _result_text(op) == "Code AB-CD accepted (caf\u00e9 \u00a0ok)."
     _assert_rounds(peer, "pattern_check", [{"code": {"action": "accept", "content": {
         "code": "AB-CD", "label": "caf\u00e9 \u00a0ok"}}}])
+
+
+async def test_every_field_defaulted(ts):
+    """A card whose every field has a default (the case a scripted accept-defaults policy completes);
+    the browser test accepts it untouched."""
+    alice, server, peer = ts["alice"], ts["server"], ts["peer"]
+    client = await _client(alice)
+    op = await _start(client, server, "defaults_form", {"item": "pizza"})
+    assert op.status == Operation.Status.AWAITING_INPUT, (op.error_code, op.error_message)
+    # what a browser posts for the card as shown: the pre-filled defaults (the ticked box included)
+    shown = {"in-order-accept": "on", "in-order-nickname": "guest", "in-order-email": "guest@example.test",
+             "in-order-seats": "1", "in-order-tip": "2.5", "in-order-size": "m",
+             "in-order-toppings": ["cheese", "basil"]}
+    _resp, op = await _answer(client, op, "accept", shown)
+    assert _result_text(op) == ("pizza for guest <guest@example.test>: accept=true, seats=1, tip=2.5, size=m, "
+                                "toppings=cheese+basil.")
+    _assert_rounds(peer, "defaults_form", [{"order": {"action": "accept", "content": {
+        "accept": True, "nickname": "guest", "email": "guest@example.test", "seats": 1, "tip": 2.5, "size": "m",
+        "toppings": ["cheese", "basil"]}}}])

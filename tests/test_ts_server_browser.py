@@ -215,3 +215,17 @@ def test_two_requests_in_one_card(page, ts_server):  # noqa: F811
     expect(result(page)).to_have_text('Incident db-down: contact priority p1, note "disk full"; verify accept.')
     assert _op(op_id).status == "completed"
     _assert_each_retry_once(ts_server, "two_questions", 1)
+
+
+def test_defaults_form_accepted_untouched(page, ts_server):  # noqa: F811
+    """Every field pre-filled with the server's default: Accept without touching sends them."""
+    op_id = call_tool(page, "defaults_form", {"item": "pizza"})
+    c = card(page)
+    expect(c.locator(".server-message")).to_have_text("Order pizza: check the details.")
+    expect(c.get_by_label("Accept the terms")).to_be_checked()
+    expect(c.get_by_label("Nickname")).to_have_value("guest")
+    accept(page)
+    expect(result(page)).to_have_text("pizza for guest <guest@example.test>: accept=true, seats=1, tip=2.5, size=m, "
+                                      "toppings=cheese+basil.")
+    assert _op(op_id).status == "completed"
+    _assert_each_retry_once(ts_server, "defaults_form", 1)

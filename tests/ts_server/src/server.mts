@@ -14,13 +14,15 @@
  * - `form(subject)`: one form round (`inputRequired.elicit`) with a boolean, a bounded string,
  *   an email, a bounded integer with a default, a number with a default, a titled single-select
  *   with a default and a multi-select with a default; the result lists the accepted values.
+ * - `defaults_form(item)`: one form round in which every field (of every type) has a default, so
+ *   a scripted "accept with the defaults" completes it.
  * - `url(provider)`: one URL-mode round (`inputRequired.elicitUrl`).
  * - `state_only(ticket)`: one round carrying only `requestState` (no inputRequests); the client
  *   echoes it back unchanged and the result names the ticket the state carried. When the retry
  *   carries a progress token, two `notifications/progress` precede the result (so the SDK answers
  *   that request as an SSE stream instead of a JSON body).
  * - `multi_round(destination)`: two form rounds, each with its own `requestState`; the second
- *   state carries the first answer. The first `input_required` follows a progress notification
+ *   state carries the first answer; every field has a default. The first `input_required` follows a progress notification
  *   (when the call carries a progress token), so it arrives on an SSE stream.
  * - `two_questions(topic)`: one round with two inputRequests, a form (a wire-shape schema with a
  *   titled `oneOf` single-select) and a URL-mode request.
@@ -102,7 +104,8 @@ type State =
     | { tool: 'short_lived'; nonce: string; what: string }
     | { tool: 'sampling'; nonce: string; text: string }
     | { tool: 'roots'; nonce: string }
-    | { tool: 'pattern_check'; nonce: string };
+    | { tool: 'pattern_check'; nonce: string }
+    | { tool: 'defaults_form'; nonce: string; item: string };
 
 const codec = createRequestStateCodec<State>({
     key: randomBytes(32),
@@ -193,13 +196,24 @@ const PROFILE = z.object({
         .meta({ title: 'Extras' })
 });
 
+/** Every field defaulted: "accept with the defaults" answers it (a scripted consent policy can). */
+const DEFAULTS = z.object({
+    accept: z.boolean().default(true).meta({ title: 'Accept the terms' }),
+    nickname: z.string().min(2).max(20).default('guest').meta({ title: 'Nickname' }),
+    email: z.email().default('guest@example.test').meta({ title: 'Email' }),
+    seats: z.int().min(1).max(9).default(1).meta({ title: 'Seats' }),
+    tip: z.number().min(0).max(50).default(2.5).meta({ title: 'Tip (EUR)' }),
+    size: z.enum(['s', 'm', 'l']).default('m').meta({ title: 'Size' }),
+    toppings: z.array(z.enum(['cheese', 'olives', 'basil'])).default(['cheese', 'basil']).meta({ title: 'Toppings' })
+});
+
 const DATES = z.object({
-    start: z.iso.date().meta({ title: 'Start date' }),
+    start: z.iso.date().default('2026-12-01').meta({ title: 'Start date' }),
     nights: z.int().min(1).max(30).default(3).meta({ title: 'Nights' })
 });
 
 const SEAT = z.object({
-    seat: z.enum(['window', 'aisle', 'middle']).meta({ title: 'Seat' }),
+    seat: z.enum(['window', 'aisle', 'middle']).default('window').meta({ title: 'Seat' }),
     meal: z.boolean().default(true).meta({ title: 'Meal included' })
 });
 
@@ -283,6 +297,35 @@ function buildServer(): McpServer {
             return text(
                 `Order of ${state.subject} for ${p.name} <${p.email}>: confirm=${p.confirm}, quantity=${p.quantity}, ` +
                     `budget=${p.budget}, color=${p.color}, extras=${p.extras.join('+') || 'none'}.`
+            );
+        }
+    );
+
+    server.registerTool(
+        'defaults_form',
+        {
+            title: 'Order with defaults (TypeScript SDK)',
+            description: 'One form round in which every field has a default.',
+            inputSchema: z.object({ item: z.string() })
+        },
+        async ({ item }, ctx): Promise<CallToolResult | InputRequiredResult> => {
+            const state = takeState('defaults_form', ctx);
+            if (state === undefined) {
+                return ask('defaults_form', ctx, { tool: 'defaults_form', nonce: randomUUID(), item }, {
+                    order: inputRequired.elicit({ message: `Order ${item}: check the details.`, requestedSchema: DEFAULTS })
+                });
+            }
+            const refused = refusedText('Order', 'order', ctx);
+            if (refused !== undefined) {
+                return refused;
+            }
+            const o = acceptedContent(ctx.mcpReq.inputResponses, 'order', DEFAULTS);
+            if (o === undefined) {
+                return { isError: true, content: [{ type: 'text', text: 'the order answer did not match the schema' }] };
+            }
+            return text(
+                `${state.item} for ${o.nickname} <${o.email}>: accept=${o.accept}, seats=${o.seats}, tip=${o.tip}, ` +
+                    `size=${o.size}, toppings=${o.toppings.join('+') || 'none'}.`
             );
         }
     );
