@@ -367,16 +367,30 @@ def _check_property(name: str, prop: Mapping[str, Any], required: bool) -> tuple
     return field, normalized
 
 
+#: ECMA-262 ``\\s``: WhiteSpace (TAB, VT, FF, SP, NBSP, ZWNBSP and the Zs category) and LineTerminator
+_ECMA_SPACE = "\\t\\n\\v\\f\\r \\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff"
+#: ECMA-262 ``.`` (without the ``s`` flag): any character but a LineTerminator
+_ECMA_DOT = "[^\\n\\r\\u2028\\u2029]"
+
+
 def ecma_to_python(pattern: str) -> str:
     """Translate an ECMA-262 ``pattern`` (JSON Schema's dialect) to the ``regex`` module's syntax:
     ``$`` outside a class matches only at the very end (``\\Z``, not before a final newline),
-    ``(?<name>`` becomes ``(?P<name>``. ``\\d``/``\\w``/``\\b`` are made ASCII by the caller's flag."""
+    ``(?<name>`` becomes ``(?P<name>``, ``.`` excludes every ECMA LineTerminator (``\\r``,
+    U+2028, U+2029 too), ``\\s``/``\\S`` are ECMA's Unicode white space (``\\S`` inside a class keeps
+    the ASCII meaning). ``\\d``/``\\w``/``\\b`` are made ASCII by the caller's flag."""
     out: list[str] = []
     i, in_class = 0, False
     while i < len(pattern):
         ch = pattern[i]
         if ch == "\\" and i + 1 < len(pattern):
-            out.append(pattern[i:i + 2])
+            escape = pattern[i:i + 2]
+            if escape == "\\s":
+                out.append(_ECMA_SPACE if in_class else f"[{_ECMA_SPACE}]")
+            elif escape == "\\S" and not in_class:
+                out.append(f"[^{_ECMA_SPACE}]")
+            else:
+                out.append(escape)
             i += 2
             continue
         if in_class:
@@ -386,6 +400,10 @@ def ecma_to_python(pattern: str) -> str:
             in_class = True
         elif ch == "$":
             out.append("\\Z")
+            i += 1
+            continue
+        elif ch == ".":
+            out.append(_ECMA_DOT)
             i += 1
             continue
         elif pattern.startswith("(?<", i) and not pattern.startswith(("(?<=", "(?<!"), i):
