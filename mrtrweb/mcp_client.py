@@ -21,6 +21,11 @@ id and returns the raw result dict). The SDK itself does the same in
 id and validates the result with pydantic (raising ``ValidationError`` on malformed results,
 losing the raw dict).
 
+Server-to-client requests (2025-11-25 servers): an ``elicitation/create``, ``sampling/createMessage``
+or ``roots/list`` the server sends while a call is open goes to that call's ``on_server_request``
+handler (``send(..., on_server_request=...)``), matched as the only call in flight on the
+connection; anything else is refused with a JSON-RPC error (see :meth:`McpConnection._route`).
+
 Error model: every failure surfaces as :class:`McpCallError` with a stable ``code``:
 ``transport_error`` (connect/HTTP/network failure, unusable response body, closed connection),
 ``jsonrpc_error`` (the server answered with a JSON-RPC error; ``rpc_code``/``rpc_message``/
@@ -35,6 +40,7 @@ import contextlib
 import dataclasses
 import json
 import logging
+import math
 import time
 import urllib.parse
 from collections.abc import Awaitable, Callable, Mapping
@@ -49,8 +55,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, create_mcp_http_client
 from mcp.shared.dispatcher import CallOptions
 from mcp.shared.exceptions import MCPError
-from mcp_types import CONNECTION_CLOSED, INVALID_REQUEST, PARSE_ERROR
-from pydantic import ValidationError
+from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR
+from pydantic import TypeAdapter, ValidationError
 
 from mrtrweb import __version__
 
@@ -63,6 +69,7 @@ __all__ = [
     "McpCallError",
     "McpConnection",
     "ProgressCallback",
+    "ServerRequestHandler",
     "origin_of",
 ]
 
@@ -76,9 +83,16 @@ INVALID_RESULT: Final = "invalid_result"
 #: ``async (progress, total, message) -> None``; ``progress``/``total`` are the server's numbers.
 ProgressCallback = Callable[[float, float | None, str | None], Awaitable[None]]
 
+#: ``async (method, params) -> result | ErrorData``: answers a request the server sent while a call
+#: was open (2025-11-25 ``elicitation/create``, ``sampling/createMessage``, ``roots/list``).
+#: ``params`` are the request's params as JSON; the result is the JSON result object (an
+#: ``ElicitResult``, ``CreateMessageResult`` or ``ListRootsResult``) or an ``ErrorData`` to refuse.
+ServerRequestHandler = Callable[[str, dict[str, Any]], Awaitable["dict[str, Any] | types.ErrorData"]]
+
 CLIENT_INFO = types.Implementation(name="mrtrweb", version=__version__)
 _LIST_PAGE_CAP = 100  # a paginator that never ends cannot hang a listing
 _CLOSE_GRACE_S = 5.0  # how long close() lets the SDK unwind before cancelling it
+_SAMPLING_RESULT: TypeAdapter[Any] = TypeAdapter(types.CreateMessageResult | types.CreateMessageResultWithTools)
 
 
 class McpCallError(Exception):
@@ -265,17 +279,15 @@ def _leaf_exception(exc: BaseException) -> BaseException:
     return exc
 
 
-async def _refuse_pushed_elicitation(
-    context: ClientRequestContext, params: types.ElicitRequestParams
-) -> types.ErrorData:
-    """Answer a legacy server-pushed ``elicitation/create`` request: the product only handles MRTR rounds.
+@dataclasses.dataclass
+class _OpenCall:
+    """A request sent by :meth:`McpConnection.send` and not answered yet (see :meth:`McpConnection._route`)."""
 
-    Installing a callback is also what makes the SDK advertise the ``elicitation`` (form + url)
-    capability, which the product does support through ``input_required`` rounds.
-    """
-    return types.ErrorData(
-        code=INVALID_REQUEST, message="This client answers elicitation only through input_required results"
-    )
+    method: str
+    handler: ServerRequestHandler | None
+    budget: float
+    scope: anyio.CancelScope | None = None
+    holding: int = 0  # server requests of this call being answered right now (its timeout is paused)
 
 
 # --------------------------------------------------------------------------------------------
@@ -311,6 +323,7 @@ class McpConnection:
         self._broken = False
         self._in_flight = 0
         self._last_activity = time.monotonic()
+        self._open_calls: dict[tuple[str, str | int], _OpenCall] = {}
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -355,7 +368,10 @@ class McpConnection:
                     mode="auto",
                     cache=None,
                     client_info=CLIENT_INFO,
-                    elicitation_callback=_refuse_pushed_elicitation,
+                    # Server-to-client requests on an open call (2025-11-25): see _route.
+                    elicitation_callback=self._on_server_elicitation,
+                    sampling_callback=self._on_server_sampling,
+                    list_roots_callback=self._on_server_list_roots,
                 )
                 async with client:
                     self._client = client
@@ -458,6 +474,7 @@ class McpConnection:
         *,
         on_progress: ProgressCallback | None = None,
         timeout_s: float | None = None,
+        on_server_request: ServerRequestHandler | None = None,
     ) -> dict[str, Any]:
         """Send one JSON-RPC request under exactly ``request_id``; return the raw ``result`` object.
 
@@ -475,6 +492,10 @@ class McpConnection:
                 are integers and ``"7"`` correlates like ``7``.
             on_progress: ``async (progress, total, message)`` for ``notifications/progress``.
             timeout_s: overrides the connection's ``timeout_s`` for this request.
+            on_server_request: answers the requests the server sends while this call is open
+                (2025-11-25 servers: ``elicitation/create``, ``sampling/createMessage``,
+                ``roots/list``); while it runs, this call's timeout is paused. Without it such
+                requests are refused. See :meth:`_route` for how a request is matched to a call.
 
         Raises:
             McpCallError: ``transport_error``, ``jsonrpc_error`` or ``timeout``.
@@ -505,8 +526,9 @@ class McpConnection:
         budget = self.timeout_s if timeout_s is None else timeout_s
         self._evidence.expect(request_id)
         self._in_flight += 1
+        open_call = self._open_calls[_id_key(request_id)] = _OpenCall(method, on_server_request, budget)
         try:
-            with anyio.fail_after(budget):
+            with anyio.fail_after(budget) as open_call.scope:
                 raw = await dispatcher.send_raw_request(method, data.get("params"), opts)
         except TimeoutError:
             raise McpCallError(TIMEOUT, f"{method}: no response within {budget:g}s") from None
@@ -524,9 +546,68 @@ class McpConnection:
             self._in_flight -= 1
             self._last_activity = time.monotonic()
             self._evidence.take(request_id)
+            self._open_calls.pop(_id_key(request_id), None)
         if not isinstance(raw, dict):  # pragma: no cover - the SDK's JSONRPCResponse guarantees a dict
             raise McpCallError(TRANSPORT_ERROR, f"{method}: result is not a JSON object")
         return raw
+
+    # -- requests from the server during an open call (2025-11-25) -------------------------------
+
+    async def _route(self, method: str, params: dict[str, Any]) -> dict[str, Any] | types.ErrorData:
+        """Hand a server-to-client request to the handler of the call it belongs to.
+
+        The SDK does not tell which of our requests a server request relates to (the Streamable
+        HTTP transport drops the stream it came on), so the rule is: it belongs to **the only call
+        in flight** on this connection. With no call, several calls, or a call sent without
+        ``on_server_request``, it is refused with an error rather than guessed. While the handler
+        runs (a person may be deciding), the call's timeout is paused; it restarts in full after.
+        """
+        calls = list(self._open_calls.values())
+        if len(calls) != 1 or calls[0].handler is None:
+            why = ("no call is in flight" if not calls else
+                   "several calls are in flight, so it cannot be told which one it belongs to" if len(calls) > 1 else
+                   "the call in flight does not take server requests")
+            logger.info("server request %s from %s refused: %s", method, self.origin, why)
+            return types.ErrorData(code=INVALID_REQUEST, message=f"{method} refused by the client: {why}")
+        call = calls[0]
+        assert call.handler is not None
+        call.holding += 1
+        if call.scope is not None:
+            call.scope.deadline = math.inf
+        try:
+            return await call.handler(method, params)
+        except Exception:  # noqa: BLE001 - a handler bug must not kill the connection
+            logger.exception("handler of server request %s failed", method)
+            return types.ErrorData(code=INTERNAL_ERROR, message=f"{method}: the client failed to handle it")
+        finally:
+            call.holding -= 1
+            if call.scope is not None and not call.holding:
+                call.scope.deadline = anyio.current_time() + call.budget
+
+    async def _route_typed(self, method: str, params: Any, model: Any) -> Any:
+        out = await self._route(method, params.model_dump(by_alias=True, mode="json", exclude_none=True)
+                                if params is not None else {})
+        if isinstance(out, types.ErrorData):
+            return out
+        try:
+            return model.validate_python(out) if isinstance(model, TypeAdapter) else model.model_validate(out)
+        except ValidationError:
+            logger.warning("handler of server request %s returned an invalid %s", method, getattr(model, "__name__", model))
+            return types.ErrorData(code=INTERNAL_ERROR, message=f"{method}: the client built an invalid result")
+
+    async def _on_server_elicitation(
+        self, context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult | types.ErrorData:
+        # Installing it also makes the SDK advertise the elicitation capability (form + url).
+        return await self._route_typed("elicitation/create", params, types.ElicitResult)
+
+    async def _on_server_sampling(
+        self, context: ClientRequestContext, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult | types.CreateMessageResultWithTools | types.ErrorData:
+        return await self._route_typed("sampling/createMessage", params, _SAMPLING_RESULT)
+
+    async def _on_server_list_roots(self, context: ClientRequestContext) -> types.ListRootsResult | types.ErrorData:
+        return await self._route_typed("roots/list", None, types.ListRootsResult)
 
     async def _listing(
         self, method: str, fetch: Callable[[Client, str | None], Awaitable[Any]], field: str
