@@ -388,3 +388,100 @@ async def test_the_held_call_outlives_the_call_timeout(legacy_mcp):
         raw = await conn.send("tools/call", {"name": "legacy_deploy", "arguments": {"env": "x"}}, "slow-1",
                               on_server_request=slow)
     assert raw["content"][0]["text"] == "Deployed 1 replica(s) to x (ticket CHG-7)."
+
+
+async def test_answer_from_another_worker_reaches_the_held_call(legacy):
+    """The answer may be posted to another ASGI worker than the one holding the call: here it is
+    built on another thread with its own event loop, sharing only the database and the binding
+    cache (as two workers share PostgreSQL and Redis); the holder picks it up from the cache."""
+    alice, server, mcp = legacy["users"]["alice"], legacy["servers"]["acme"], legacy["mcp"]
+    client = await _client(alice)
+    op = await _start(client, server, "legacy_deploy", {"env": "eu"})
+    await client.get(f"/mcp/operations/{op.id}/")  # the consent receipt
+
+    def other_worker():
+        async def answer():
+            mine = await Operation.objects.select_related("server", "tenant", "user").aget(pk=op.pk)
+            return await operations.answer_round(mine, {"elicitation": {
+                "action": "accept", "content": {"confirm": True, "ticket": "CHG-9", "replicas": 3}}})
+        return asyncio.run(answer())
+
+    retry = await asyncio.to_thread(other_worker)
+    assert retry.actions == {"elicitation": "accept"}
+    op = await _until(op, lambda o: o.status in Operation.TERMINAL)
+    assert _result_text(op) == "Deployed 3 replica(s) to eu (ticket CHG-9)."
+    assert len(mcp.log.responses()) == 1
+    await _finish_idle()
+
+
+async def test_answer_while_the_holding_worker_is_gone(legacy):
+    """The worker holding the server's call died (no heartbeat): an answer cannot reach the
+    server any more, so it is refused (nothing consumed, nothing sent) and the operation is
+    interrupted; the reaper does the same without an answer."""
+    alice, server, mcp = legacy["users"]["alice"], legacy["servers"]["acme"], legacy["mcp"]
+    client = await _client(alice)
+    op = await _start(client, server, "legacy_deploy", {"env": "eu"})
+    await Operation.objects.filter(pk=op.pk).aupdate(worker="gone-host:1:deadbeef")
+    resp = await _post_answer(client, op, "accept", DEPLOY_OK)
+    assert resp.status_code == 503
+    assert "worker handling this call stopped" in resp.content.decode()
+    op = await _reload(op)
+    assert op.status == Operation.Status.INTERRUPTED and op.error_code == "worker_lost"
+    assert not await AuditEvent.objects.filter(operation_id=op.id, event="submitted").aexists()
+    # the call really was held here, on a live worker: it sees the operation ended and says cancel
+    [response] = await _responses_until(mcp, 1)
+    assert response.result == {"action": "cancel"}
+    await _finish_idle()
+
+
+async def test_the_reaper_interrupts_a_call_held_by_a_dead_worker(legacy):
+    from django.utils import timezone
+
+    from mrtrweb.workers import reap_interrupted
+
+    alice, server, mcp = legacy["users"]["alice"], legacy["servers"]["acme"], legacy["mcp"]
+    client = await _client(alice)
+    held = await _start(client, server, "legacy_deploy", {"env": "eu"})
+    await Operation.objects.filter(pk=held.pk).aupdate(worker="gone-host:1:deadbeef",
+                                                       updated_at=timezone.now() - timezone.timedelta(minutes=5))
+    assert await reap_interrupted(held.pk) == 1
+    held = await _reload(held)
+    assert held.status == Operation.Status.INTERRUPTED
+    await _responses_until(mcp, 1)
+    await _finish_idle()
+
+
+async def test_the_reaper_leaves_mrtr_rounds_alone(seeded):
+    """An MRTR round waits in the binding store, not on a worker: its worker's death changes nothing."""
+    from django.utils import timezone
+
+    from mrtrweb.workers import reap_interrupted
+
+    alice, server = seeded["users"]["alice"], seeded["servers"]["acme"]
+    client = await _client(alice)
+    resp = await client.post(f"/mcp/servers/{server.pk}/tools/deploy/", {"arg-env": "staging", "arg-replicas": "1"})
+    op = await Operation.objects.aget(pk=resp["Location"].rstrip("/").split("/")[-1])
+    op = await _until(op, lambda o: o.status != Operation.Status.RUNNING)
+    assert op.status == Operation.Status.AWAITING_INPUT
+    await Operation.objects.filter(pk=op.pk).aupdate(worker="gone-host:1:deadbeef",
+                                                     updated_at=timezone.now() - timezone.timedelta(minutes=5))
+    assert await reap_interrupted(op.pk) == 0
+    assert (await _reload(op)).status == Operation.Status.AWAITING_INPUT
+    await _finish_idle()
+
+
+def test_legacy_hold_setting_checks(settings):
+    from django.core.checks import run_checks
+
+    def ids():
+        return {m.id for m in run_checks()}
+
+    assert not {"mrtrweb.E006", "mrtrweb.W013"} & ids()
+    settings.MRTRWEB = {"LEGACY_HOLD_S": 295}  # beyond the held call's SSE read timeout (300 s) less 10 s
+    assert "mrtrweb.E006" in ids()
+    settings.MRTRWEB = {"LEGACY_HOLD_S": 295, "CALL_TIMEOUT_S": 600}  # the read timeout follows CALL_TIMEOUT_S
+    assert "mrtrweb.E006" not in ids()
+    settings.MRTRWEB = {"LEGACY_HOLD_S": 200, "TTL_S": 100}
+    assert "mrtrweb.W013" in ids()
+    settings.MRTRWEB = {"LEGACY_HOLD_S": 0}
+    assert "mrtrweb.E001" in ids()
