@@ -332,6 +332,45 @@ async def test_sampling_is_refused_by_default_and_audited(legacy):
     assert (await _reload(op)).status == Operation.Status.FAILED  # the tool's later result is ignored
 
 
+async def test_sampling_allowed_for_the_server_goes_through_the_card(legacy):
+    alice, server, mcp = legacy["users"]["alice"], legacy["servers"]["acme"], legacy["mcp"]
+    server.allow_sampling = True
+    await server.asave()
+    client = await _client(alice)
+    op = await _start(client, server, "legacy_summarize", {"text": "numbers went up"})
+    assert op.status == Operation.Status.AWAITING_INPUT, op.error_message
+    page = (await client.get(f"/mcp/operations/{op.id}/")).content.decode()
+    assert "Summarize: numbers went up" in page and 'name="in-sampling-approve"' in page
+    resp = await _post_answer(client, op, "accept", {"in-sampling-approve": "on",
+                                                     "in-sampling-reply": "They rose."})
+    assert resp.status_code == 302, resp.content.decode()[:2000]
+    op = await _until(op, lambda o: o.status in Operation.TERMINAL)
+    assert _result_text(op) == "Summary: They rose."
+    [response] = mcp.log.responses()
+    assert response.result["role"] == "assistant" and response.result["content"]["text"] == "They rose."
+    await _finish_idle()
+    events = await _events(op)
+    assert [e.event for e in events] == ["received", "shown", "submitted", "completed"]
+    assert events[2].actions == {"sampling": "result"}
+    assert all("They rose" not in json.dumps(e.actions) + e.reason for e in events)
+
+
+async def test_declined_sampling_is_an_error_to_the_server_and_denies(legacy):
+    alice, server, mcp = legacy["users"]["alice"], legacy["servers"]["acme"], legacy["mcp"]
+    server.allow_sampling = True
+    await server.asave()
+    client = await _client(alice)
+    op = await _start(client, server, "legacy_summarize", {"text": "numbers went up"})
+    resp = await _post_answer(client, op, "decline")
+    assert resp.status_code == 302
+    [response] = await _responses_until(mcp, 1)
+    assert response.result is None and "did not approve" in response.error["message"]
+    op = await _reload(op)
+    assert op.status == Operation.Status.DENIED and op.error_code == "denied"
+    await _finish_idle()
+    assert (await AuditEvent.objects.aget(operation_id=op.id, event="denied")).reason == "deprecated_request_refused"
+
+
 async def test_roots_allowed_for_the_server_go_through_the_card(legacy):
     alice, server, mcp = legacy["users"]["alice"], legacy["servers"]["acme"], legacy["mcp"]
     server.allow_roots = True

@@ -35,10 +35,12 @@ import argparse
 import json
 import urllib.parse
 import uuid
+import warnings
 from typing import Any, Literal
 
 import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types import SamplingMessage, TextContent
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import BaseModel, Field
@@ -115,9 +117,11 @@ def build_legacy_server() -> MCPServer:
     async def legacy_summarize(text: str, ctx: Context) -> str:
         """Summarize a text by asking the client to sample (sampling/createMessage during the call)."""
         try:
-            result = await ctx.request_context.session.create_message(  # pyright: ignore[reportDeprecated]
-                [SamplingMessage(role="user", content=TextContent(type="text", text=f"Summarize: {text}"))],
-                max_tokens=200, related_request_id=ctx.request_id)
+            with warnings.catch_warnings():  # deprecated at 2026-07-28; this server speaks 2025-11-25
+                warnings.simplefilter("ignore", MCPDeprecationWarning)
+                result = await ctx.request_context.session.create_message(  # pyright: ignore[reportDeprecated]
+                    [SamplingMessage(role="user", content=TextContent(type="text", text=f"Summarize: {text}"))],
+                    max_tokens=200, related_request_id=ctx.request_id)
         except Exception as exc:  # noqa: BLE001 - the client refused: say so in the result
             return f"Sampling refused by the client: {getattr(getattr(exc, 'error', None), 'message', exc)}"
         content = result.content
@@ -127,7 +131,9 @@ def build_legacy_server() -> MCPServer:
     async def legacy_roots(ctx: Context) -> str:
         """List the client's roots (roots/list during the call)."""
         try:
-            result = await ctx.request_context.session.list_roots()  # pyright: ignore[reportDeprecated]
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", MCPDeprecationWarning)
+                result = await ctx.request_context.session.list_roots()  # pyright: ignore[reportDeprecated]
         except Exception as exc:  # noqa: BLE001
             return f"Roots refused by the client: {getattr(getattr(exc, 'error', None), 'message', exc)}"
         return "Roots: " + ", ".join(str(r.uri) for r in result.roots)
