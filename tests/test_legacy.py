@@ -524,3 +524,15 @@ def test_legacy_hold_setting_checks(settings):
     assert "mrtrweb.W013" in ids()
     settings.MRTRWEB = {"LEGACY_HOLD_S": 0}
     assert "mrtrweb.E001" in ids()
+
+
+async def test_a_request_during_a_call_without_handler_is_refused(legacy_mcp):
+    """A call sent without ``on_server_request`` (e.g. by code that cannot hold a round) takes no
+    server request: the server gets an error, the call is not held."""
+    legacy_mcp.log.clear()
+    async with McpConnection(legacy_mcp.url, timeout_s=10) as conn:
+        with pytest.raises(McpCallError) as failure:
+            await conn.send("tools/call", {"name": "legacy_deploy", "arguments": {"env": "a"}}, "bare-1")
+    assert "does not take server requests" in failure.value.rpc_message
+    [response] = legacy_mcp.log.responses()
+    assert response.error["code"] == -32600
