@@ -22,6 +22,7 @@ from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.db import close_old_connections
 from django.utils import timezone
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from . import audit, conf
 from .bindings import DjangoCacheBindingStore
@@ -336,6 +337,8 @@ def _state_seen_elsewhere(op: Operation, state_digest: str, round_number: int) -
 
 
 _STOPPED = object()
+#: protocol versions negotiated with the ``initialize`` handshake (a "legacy" server, before 2026-07-28)
+_HANDSHAKE_VERSIONS = HANDSHAKE_PROTOCOL_VERSIONS
 #: seconds between two checks of a stop request while a call is in flight
 STOP_POLL_S = 0.25
 
@@ -420,9 +423,19 @@ async def _drive(op_id: Any, request_id: str, params: dict[str, Any]) -> None:
         await op.asave(update_fields=["worker", "updated_at"])
         while True:
             call = _Call(op, request_id)
+            dedicated = ""
             try:
                 conn = await pool().get(str(op.user_id), str(op.server_id), op.server.url)
-                raw = await _send_cancellable(op, conn, params, request_id, call)
+                if conn.protocol_version in _HANDSHAKE_VERSIONS:
+                    # A legacy server asks during the call, and its requests can only be matched to a
+                    # call as the one in flight on a connection: each operation gets its own.
+                    dedicated = f"{op.server_id}/operation:{op.id}"
+                    conn = await pool().get(str(op.user_id), dedicated, op.server.url)
+                try:
+                    raw = await _send_cancellable(op, conn, params, request_id, call)
+                finally:
+                    if dedicated:
+                        await pool().close(str(op.user_id), dedicated)
                 if call.rounds:  # legacy rounds were answered during the call: the row moved on
                     op = await _load(op_id)
                 if raw is _STOPPED:

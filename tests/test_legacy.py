@@ -536,3 +536,24 @@ async def test_a_request_during_a_call_without_handler_is_refused(legacy_mcp):
     assert "does not take server requests" in failure.value.rpc_message
     [response] = legacy_mcp.log.responses()
     assert response.error["code"] == -32600
+
+
+async def test_two_operations_on_one_legacy_server_each_get_their_own_call(legacy):
+    """Two operations of one person on one legacy server at once: each call runs on its own
+    connection, so each server request is matched to its operation (never refused as ambiguous)."""
+    alice, server, mcp = legacy["users"]["alice"], legacy["servers"]["acme"], legacy["mcp"]
+    client = await _client(alice)
+    first = await _start(client, server, "legacy_deploy", {"env": "one"})
+    second = await _start(client, server, "legacy_deploy", {"env": "two"})
+    assert first.status == second.status == Operation.Status.AWAITING_INPUT
+    assert mcp.log.responses() == []
+    assert (await _post_answer(client, second, "accept", DEPLOY_OK)).status_code == 302
+    second = await _until(second, lambda o: o.status in Operation.TERMINAL)
+    assert _result_text(second) == "Deployed 2 replica(s) to two (ticket CHG-1042)."
+    assert (await _reload(first)).status == Operation.Status.AWAITING_INPUT  # still held
+    assert (await _post_answer(client, first, "decline")).status_code == 302
+    first = await _until(first, lambda o: o.status in Operation.TERMINAL)
+    assert _result_text(first) == "Deployment: decline; nothing was deployed."
+    assert sorted(r.result["action"] for r in mcp.log.responses()) == ["accept", "decline"]
+    await _finish_idle()
+    assert len(operations.pool()) == 1  # the per-operation connections were closed after their call
