@@ -15,6 +15,7 @@ import time
 
 import pytest
 from asgiref.sync import sync_to_async
+from mcp.server.mcpserver import Context, MCPServer
 from django.template.loader import render_to_string
 from django.test import AsyncClient
 
@@ -557,3 +558,47 @@ async def test_two_operations_on_one_legacy_server_each_get_their_own_call(legac
     assert sorted(r.result["action"] for r in mcp.log.responses()) == ["accept", "decline"]
     await _finish_idle()
     assert len(operations.pool()) == 1  # the per-operation connections were closed after their call
+
+
+@pytest.fixture(scope="module")
+def hostile_legacy():
+    """A 2025-11-25 server whose elicitations the gate must refuse: an http:// URL, a nested schema."""
+    from mrtrweb.demo.legacy import LegacyOnly
+    from mrtrweb.demo.server import MCP_PATH, serve_asgi_in_thread
+
+    mcp = MCPServer(name="hostile-legacy", log_level="WARNING")
+
+    @mcp.tool(structured_output=False)
+    async def plain_http_link(ctx: Context) -> str:
+        result = await ctx.elicit_url("Open this", "http://auth.example.test/connect", "e-1")
+        return f"link: {result.action}"
+
+    @mcp.tool(structured_output=False)
+    async def nested_form(ctx: Context) -> str:
+        result = await ctx.request_context.session.elicit_form(
+            "Where?", {"type": "object", "properties": {"address": {"type": "object", "properties": {
+                "city": {"type": "string"}}}}}, related_request_id=ctx.request_id)
+        return f"form: {result.action}"
+
+    handle = serve_asgi_in_thread(LegacyOnly(mcp.streamable_http_app(streamable_http_path=MCP_PATH)))
+    yield handle
+    handle.stop()
+
+
+@pytest.mark.parametrize("tool, code", [("plain_http_link", "unsafe_url_elicitation"),
+                                        ("nested_form", "invalid_form_requestedSchema")])
+async def test_the_gate_refuses_what_it_refuses_for_mrtr(seeded, hostile_legacy, tool, code):
+    """The gate's checks apply to a server's request during the call as to an MRTR round: refused,
+    audited as rejected, never on a card; the server gets an error naming the refusal."""
+    alice, acme = seeded["users"]["alice"], seeded["servers"]["acme"]
+    server = await McpServer.objects.acreate(tenant_id=acme.tenant_id, name="Hostile legacy", url=hostile_legacy.url)
+    hostile_legacy.log.clear()
+    client = await _client(alice)
+    op = await _start(client, server, tool, {})
+    assert op.status == Operation.Status.FAILED and op.error_code == code
+    [response] = await _responses_until(hostile_legacy, 1)
+    assert response.result is None and code in response.error["message"]
+    events = await _events(op)
+    assert [(e.event, e.code) for e in events][:1] == [("rejected", code)]
+    assert not [e for e in events if e.event in ("received", "shown", "submitted")]
+    await _finish_idle()
