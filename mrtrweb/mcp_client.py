@@ -759,7 +759,11 @@ class ConnectionPool:
 
     async def close(self, user_key: str, server_key: str) -> None:
         """Close and forget the connection for this user and server, if any."""
-        slot = self._slots.pop((str(user_key), str(server_key)), None)
+        key = (str(user_key), str(server_key))
+        slot = self._slots.pop(key, None)
+        lock = self._locks.get(key)
+        if lock is not None and not lock.locked():
+            del self._locks[key]  # short-lived keys (one per operation) must not pile up
         if slot is not None:
             await slot.connection.close()
 

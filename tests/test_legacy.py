@@ -558,6 +558,7 @@ async def test_two_operations_on_one_legacy_server_each_get_their_own_call(legac
     assert sorted(r.result["action"] for r in mcp.log.responses()) == ["accept", "decline"]
     await _finish_idle()
     assert len(operations.pool()) == 1  # the per-operation connections were closed after their call
+    assert len(operations.pool()._locks) == 1  # and forgotten
 
 
 @pytest.fixture(scope="module")
