@@ -43,7 +43,7 @@ import logging
 import math
 import time
 import urllib.parse
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import Any, Final
 
 import anyio
@@ -92,6 +92,8 @@ ServerRequestHandler = Callable[[str, dict[str, Any]], Awaitable["dict[str, Any]
 CLIENT_INFO = types.Implementation(name="mrtrweb", version=__version__)
 _LIST_PAGE_CAP = 100  # a paginator that never ends cannot hang a listing
 _CLOSE_GRACE_S = 5.0  # how long close() lets the SDK unwind before cancelling it
+#: the deprecated client capabilities a connection may declare (``McpConnection(declare=...)``)
+DECLARABLE: Final = frozenset({"sampling", "roots"})
 _SAMPLING_RESULT: TypeAdapter[Any] = TypeAdapter(types.CreateMessageResult | types.CreateMessageResultWithTools)
 
 
@@ -307,11 +309,18 @@ class McpConnection:
         url: the Streamable HTTP endpoint (``http``/``https``).
         timeout_s: seconds allowed for :meth:`open` (connect + negotiation) and, by default,
             for each request.
+        declare: the deprecated client capabilities to declare to this server: ``"sampling"``,
+            ``"roots"`` (where a tenant admin allowed them). ``elicitation`` (form + url) is always
+            declared. A server's request for an undeclared one still reaches the call's
+            ``on_server_request`` (to be refused and recorded there), see :meth:`_route`.
     """
 
-    def __init__(self, url: str, *, timeout_s: float = 30.0) -> None:
+    def __init__(self, url: str, *, timeout_s: float = 30.0, declare: Collection[str] = ()) -> None:
         if not timeout_s > 0:
             raise ValueError("timeout_s must be positive")
+        if not set(declare) <= DECLARABLE:
+            raise ValueError(f"declare may only name {sorted(DECLARABLE)}")
+        self.declare = frozenset(declare)
         self.url = url
         self.origin = origin_of(url)
         self.timeout_s = float(timeout_s)
@@ -363,17 +372,22 @@ class McpConnection:
         http.event_hooks["response"].append(self._evidence.on_response)
         try:
             async with http:
+                # Server-to-client requests on an open call (2025-11-25): see _route. Installing a
+                # callback is what makes the SDK declare the capability, so sampling/roots only as asked.
+                callbacks: dict[str, Any] = {"elicitation_callback": self._on_server_elicitation}
+                if "sampling" in self.declare:
+                    callbacks["sampling_callback"] = self._on_server_sampling
+                if "roots" in self.declare:
+                    callbacks["list_roots_callback"] = self._on_server_list_roots
                 client = Client(
                     streamable_http_client(self.url, http_client=http),
                     mode="auto",
                     cache=None,
                     client_info=CLIENT_INFO,
-                    # Server-to-client requests on an open call (2025-11-25): see _route.
-                    elicitation_callback=self._on_server_elicitation,
-                    sampling_callback=self._on_server_sampling,
-                    list_roots_callback=self._on_server_list_roots,
+                    **callbacks,
                 )
                 async with client:
+                    self._route_undeclared(client.session)
                     self._client = client
                     if not ready.done():
                         ready.set_result(None)
@@ -553,6 +567,20 @@ class McpConnection:
 
     # -- requests from the server during an open call (2025-11-25) -------------------------------
 
+    def _route_undeclared(self, session: Any) -> None:
+        """Route undeclared sampling/roots requests to the call too, once the capabilities are sent.
+
+        The SDK answers a request for an undeclared capability itself ("not supported"), unseen by
+        the product; after negotiation (the capabilities already went out: at ``initialize``, or
+        fixed in the 2026-07-28 stamp), our handlers replace its defaults so that such a request
+        reaches the call's handler and is refused and recorded there. SDK internals:
+        ``ClientSession._sampling_callback`` / ``_list_roots_callback`` (``mcp==2.3``).
+        """
+        if "sampling" not in self.declare:
+            session._sampling_callback = self._on_server_sampling  # pyright: ignore[reportPrivateUsage]
+        if "roots" not in self.declare:
+            session._list_roots_callback = self._on_server_list_roots  # pyright: ignore[reportPrivateUsage]
+
     async def _route(self, method: str, params: dict[str, Any]) -> dict[str, Any] | types.ErrorData:
         """Hand a server-to-client request to the handler of the call it belongs to.
 
@@ -685,6 +713,7 @@ class McpConnection:
 class _Slot:
     url: str
     connection: McpConnection
+    declare: frozenset[str] = frozenset()
 
 
 class ConnectionPool:
@@ -711,7 +740,7 @@ class ConnectionPool:
             raise ValueError("idle_s must be positive")
         self.idle_s = float(idle_s)
         self.timeout_s = float(timeout_s)
-        self._factory = factory or (lambda url: McpConnection(url, timeout_s=self.timeout_s))
+        self._factory = factory or (lambda url, **kw: McpConnection(url, timeout_s=self.timeout_s, **kw))
         self._slots: dict[tuple[str, str], _Slot] = {}
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -725,11 +754,13 @@ class ConnectionPool:
         elif self._loop is not loop:
             raise RuntimeError("ConnectionPool used from a different event loop than the one it belongs to")
 
-    async def get(self, user_key: str, server_key: str, url: str) -> McpConnection:
+    async def get(self, user_key: str, server_key: str, url: str, *, declare: Collection[str] = ()) -> McpConnection:
         """The open connection for this user and server, opening (or reopening) it if needed.
 
-        A connection whose URL differs from ``url`` (the server was re-configured) or that died
-        is closed and replaced. Concurrent calls for one key open at most one connection.
+        A connection whose URL differs from ``url`` (the server was re-configured), that declares
+        other capabilities than ``declare`` (see :class:`McpConnection`) or that died is closed and
+        replaced: callers that declare differently use different ``server_key`` values. Concurrent
+        calls for one key open at most one connection.
 
         Raises:
             McpCallError: opening failed (``transport_error`` or ``timeout``).
@@ -745,15 +776,16 @@ class ConnectionPool:
             if self._closed:
                 raise RuntimeError("ConnectionPool is closed")
             slot = self._slots.get(key)
-            if slot is not None and slot.url == url and slot.connection.is_open:
+            wanted = frozenset(declare)
+            if slot is not None and slot.url == url and slot.declare == wanted and slot.connection.is_open:
                 slot.connection._last_activity = time.monotonic()  # a hand-out counts as activity
                 return slot.connection
             if slot is not None:
                 del self._slots[key]
                 await slot.connection.close()
-            connection = self._factory(url)
+            connection = self._factory(url, declare=wanted) if wanted else self._factory(url)
             await connection.open()
-            self._slots[key] = _Slot(url, connection)
+            self._slots[key] = _Slot(url, connection, wanted)
             self._ensure_sweeper()
             return connection
 

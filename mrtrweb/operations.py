@@ -425,12 +425,13 @@ async def _drive(op_id: Any, request_id: str, params: dict[str, Any]) -> None:
             call = _Call(op, request_id)
             dedicated = ""
             try:
-                conn = await pool().get(str(op.user_id), str(op.server_id), op.server.url)
+                declare, suffix = _declared(op.server)
+                conn = await pool().get(str(op.user_id), f"{op.server_id}{suffix}", op.server.url, declare=declare)
                 if conn.protocol_version in _HANDSHAKE_VERSIONS:
                     # A legacy server asks during the call, and its requests can only be matched to a
                     # call as the one in flight on a connection: each operation gets its own.
-                    dedicated = f"{op.server_id}/operation:{op.id}"
-                    conn = await pool().get(str(op.user_id), dedicated, op.server.url)
+                    dedicated = f"{op.server_id}{suffix}/operation:{op.id}"
+                    conn = await pool().get(str(op.user_id), dedicated, op.server.url, declare=declare)
                 try:
                     raw = await _send_cancellable(op, conn, params, request_id, call)
                 finally:
@@ -621,6 +622,15 @@ class _Call:
 
     def __post_init__(self) -> None:
         self.gate_id = self.gate_id or self.wire_id
+
+
+def _declared(server: McpServer) -> tuple[frozenset[str], str]:
+    """The deprecated client capabilities to declare to ``server`` (those a tenant admin allowed
+    for it), and the pool key suffix of connections declaring them ("" for none: the connection
+    shared with the server's listings)."""
+    names = {"sampling/createMessage": "sampling", "roots/list": "roots"}
+    declare = frozenset(names[m] for m in server.allowed_deprecated() if m in names)
+    return declare, ("#" + "+".join(sorted(declare)) if declare else "")
 
 
 def legacy_hold_s() -> float:

@@ -603,3 +603,24 @@ async def test_the_gate_refuses_what_it_refuses_for_mrtr(seeded, hostile_legacy,
     assert [(e.event, e.code) for e in events][:1] == [("rejected", code)]
     assert not [e for e in events if e.event in ("received", "shown", "submitted")]
     await _finish_idle()
+
+
+async def test_sampling_and_roots_are_declared_only_where_allowed(legacy):
+    """The client declares sampling/roots to a server only where a tenant admin allowed them
+    (elicitation always); a request for an undeclared one is still refused and audited (above)."""
+    alice, server, mcp = legacy["users"]["alice"], legacy["servers"]["acme"], legacy["mcp"]
+    client = await _client(alice)
+
+    async def declared() -> set[str]:
+        op = await _start(client, server, "echo", {"text": "hi"})
+        assert op.status == Operation.Status.COMPLETED
+        await _finish_idle()
+        return set(mcp.log.records("initialize")[-1].params["capabilities"])
+
+    assert await declared() == {"elicitation"}
+    server.allow_sampling = True
+    await server.asave()
+    assert await declared() == {"elicitation", "sampling"}
+    server.allow_roots = True
+    await server.asave()
+    assert await declared() == {"elicitation", "sampling", "roots"}
