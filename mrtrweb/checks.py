@@ -22,7 +22,30 @@ def check_settings(app_configs=None, **kwargs):
         return messages + [Error(str(exc), id="mrtrweb.E001")]
     if ttl > max_ttl:
         messages.append(Error(f"MRTRWEB TTL_S ({ttl}) is above MAX_TTL_S ({max_ttl})", id="mrtrweb.E002"))
+    messages.extend(_check_legacy_hold(ttl))
     return messages
+
+
+#: the SDK's read timeout of an SSE response (``mcp.shared._httpx_utils.MCP_DEFAULT_SSE_READ_TIMEOUT``)
+SSE_READ_TIMEOUT_S = 300.0
+#: what a held call needs beyond the hold: the answer's hand-over and the reply to the server
+LEGACY_HOLD_MARGIN_S = 10.0
+
+
+def _check_legacy_hold(ttl: float) -> list:
+    """``LEGACY_HOLD_S`` must end before the held call's SSE stream times out (the call would fail
+    instead of the server hearing ``cancel``); above ``TTL_S`` it is cut to the round's TTL."""
+    hold = conf.get("LEGACY_HOLD_S")
+    read_timeout = max(float(conf.get("CALL_TIMEOUT_S")), SSE_READ_TIMEOUT_S)
+    if hold + LEGACY_HOLD_MARGIN_S > read_timeout:
+        return [Error(f"MRTRWEB LEGACY_HOLD_S ({hold}) is too long: a call held open that long would hit the SSE "
+                      f"read timeout of {read_timeout:g}s before the server is told cancel",
+                      hint=f"Use at most {read_timeout - LEGACY_HOLD_MARGIN_S:g} seconds (or raise CALL_TIMEOUT_S).",
+                      id="mrtrweb.E006")]
+    if hold > ttl:
+        return [Warning(f"MRTRWEB LEGACY_HOLD_S ({hold}) is above TTL_S ({ttl}): a held call ends with its round's "
+                        "TTL anyway", id="mrtrweb.W013")]
+    return []
 
 
 _IN_PROCESS_CACHES = ("django.core.cache.backends.locmem.LocMemCache", "django.core.cache.backends.dummy.DummyCache",

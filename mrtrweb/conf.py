@@ -25,6 +25,13 @@ key                         default     meaning
 ``SAMPLING_PROVIDER``       "mrtrweb.sampling.PersonWritesReply"  dotted path of the object or
                                         callable answering an approved ``sampling/createMessage``
                                         (see :mod:`mrtrweb.sampling`)
+``LEGACY_HOLD_S``           120         the longest a 2025-11-25 server's call is held open while the
+                                        person decides on a request it sent during the call
+                                        (``elicitation/create``...); the hold also ends with the
+                                        round's TTL. Then the server is told ``cancel`` and the
+                                        operation ends denied (reason ``timeout``). Must stay below
+                                        the SSE read timeout of the held call (max(CALL_TIMEOUT_S,
+                                        300) s, less a 10 s margin): system check mrtrweb.E006
 ==========================  ==========  =========================================================
 """
 
@@ -54,11 +61,13 @@ DEFAULTS: dict[str, Any] = {
     "MAX_TENANT_PENDING_ROUNDS": 200,
     "MAX_TENANT_STARTS_PER_MINUTE": 300,
     "SAMPLING_PROVIDER": "mrtrweb.sampling.PersonWritesReply",
+    "LEGACY_HOLD_S": 120,
 }
 
 _NUMERIC = {"TTL_S", "MAX_TTL_S", "MAX_STATE_BYTES", "MAX_ROUNDS", "STATE_ONLY_BACKOFF_S",
             "STATE_ONLY_BACKOFF_CAP_S", "CALL_TIMEOUT_S", "CONNECTION_IDLE_S", "MAX_PENDING_ROUNDS",
-            "MAX_STARTS_PER_MINUTE", "HEARTBEAT_S", "MAX_TENANT_PENDING_ROUNDS", "MAX_TENANT_STARTS_PER_MINUTE"}
+            "MAX_STARTS_PER_MINUTE", "HEARTBEAT_S", "MAX_TENANT_PENDING_ROUNDS", "MAX_TENANT_STARTS_PER_MINUTE",
+            "LEGACY_HOLD_S"}
 
 
 def get(key: str) -> Any:

@@ -21,6 +21,11 @@ id and returns the raw result dict). The SDK itself does the same in
 id and validates the result with pydantic (raising ``ValidationError`` on malformed results,
 losing the raw dict).
 
+Server-to-client requests (2025-11-25 servers): an ``elicitation/create``, ``sampling/createMessage``
+or ``roots/list`` the server sends while a call is open goes to that call's ``on_server_request``
+handler (``send(..., on_server_request=...)``), matched as the only call in flight on the
+connection; anything else is refused with a JSON-RPC error (see :meth:`McpConnection._route`).
+
 Error model: every failure surfaces as :class:`McpCallError` with a stable ``code``:
 ``transport_error`` (connect/HTTP/network failure, unusable response body, closed connection),
 ``jsonrpc_error`` (the server answered with a JSON-RPC error; ``rpc_code``/``rpc_message``/
@@ -35,9 +40,10 @@ import contextlib
 import dataclasses
 import json
 import logging
+import math
 import time
 import urllib.parse
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import Any, Final
 
 import anyio
@@ -49,8 +55,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, create_mcp_http_client
 from mcp.shared.dispatcher import CallOptions
 from mcp.shared.exceptions import MCPError
-from mcp_types import CONNECTION_CLOSED, INVALID_REQUEST, PARSE_ERROR
-from pydantic import ValidationError
+from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR
+from pydantic import TypeAdapter, ValidationError
 
 from mrtrweb import __version__
 
@@ -63,6 +69,7 @@ __all__ = [
     "McpCallError",
     "McpConnection",
     "ProgressCallback",
+    "ServerRequestHandler",
     "origin_of",
 ]
 
@@ -76,9 +83,18 @@ INVALID_RESULT: Final = "invalid_result"
 #: ``async (progress, total, message) -> None``; ``progress``/``total`` are the server's numbers.
 ProgressCallback = Callable[[float, float | None, str | None], Awaitable[None]]
 
+#: ``async (method, params) -> result | ErrorData``: answers a request the server sent while a call
+#: was open (2025-11-25 ``elicitation/create``, ``sampling/createMessage``, ``roots/list``).
+#: ``params`` are the request's params as JSON; the result is the JSON result object (an
+#: ``ElicitResult``, ``CreateMessageResult`` or ``ListRootsResult``) or an ``ErrorData`` to refuse.
+ServerRequestHandler = Callable[[str, dict[str, Any]], Awaitable["dict[str, Any] | types.ErrorData"]]
+
 CLIENT_INFO = types.Implementation(name="mrtrweb", version=__version__)
 _LIST_PAGE_CAP = 100  # a paginator that never ends cannot hang a listing
 _CLOSE_GRACE_S = 5.0  # how long close() lets the SDK unwind before cancelling it
+#: the deprecated client capabilities a connection may declare (``McpConnection(declare=...)``)
+DECLARABLE: Final = frozenset({"sampling", "roots"})
+_SAMPLING_RESULT: TypeAdapter[Any] = TypeAdapter(types.CreateMessageResult | types.CreateMessageResultWithTools)
 
 
 class McpCallError(Exception):
@@ -265,17 +281,15 @@ def _leaf_exception(exc: BaseException) -> BaseException:
     return exc
 
 
-async def _refuse_pushed_elicitation(
-    context: ClientRequestContext, params: types.ElicitRequestParams
-) -> types.ErrorData:
-    """Answer a legacy server-pushed ``elicitation/create`` request: the product only handles MRTR rounds.
+@dataclasses.dataclass
+class _OpenCall:
+    """A request sent by :meth:`McpConnection.send` and not answered yet (see :meth:`McpConnection._route`)."""
 
-    Installing a callback is also what makes the SDK advertise the ``elicitation`` (form + url)
-    capability, which the product does support through ``input_required`` rounds.
-    """
-    return types.ErrorData(
-        code=INVALID_REQUEST, message="This client answers elicitation only through input_required results"
-    )
+    method: str
+    handler: ServerRequestHandler | None
+    budget: float
+    scope: anyio.CancelScope | None = None
+    holding: int = 0  # server requests of this call being answered right now (its timeout is paused)
 
 
 # --------------------------------------------------------------------------------------------
@@ -295,11 +309,18 @@ class McpConnection:
         url: the Streamable HTTP endpoint (``http``/``https``).
         timeout_s: seconds allowed for :meth:`open` (connect + negotiation) and, by default,
             for each request.
+        declare: the deprecated client capabilities to declare to this server: ``"sampling"``,
+            ``"roots"`` (where a tenant admin allowed them). ``elicitation`` (form + url) is always
+            declared. A server's request for an undeclared one still reaches the call's
+            ``on_server_request`` (to be refused and recorded there), see :meth:`_route`.
     """
 
-    def __init__(self, url: str, *, timeout_s: float = 30.0) -> None:
+    def __init__(self, url: str, *, timeout_s: float = 30.0, declare: Collection[str] = ()) -> None:
         if not timeout_s > 0:
             raise ValueError("timeout_s must be positive")
+        if not set(declare) <= DECLARABLE:
+            raise ValueError(f"declare may only name {sorted(DECLARABLE)}")
+        self.declare = frozenset(declare)
         self.url = url
         self.origin = origin_of(url)
         self.timeout_s = float(timeout_s)
@@ -311,6 +332,7 @@ class McpConnection:
         self._broken = False
         self._in_flight = 0
         self._last_activity = time.monotonic()
+        self._open_calls: dict[tuple[str, str | int], _OpenCall] = {}
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -350,14 +372,22 @@ class McpConnection:
         http.event_hooks["response"].append(self._evidence.on_response)
         try:
             async with http:
+                # Server-to-client requests on an open call (2025-11-25): see _route. Installing a
+                # callback is what makes the SDK declare the capability, so sampling/roots only as asked.
+                callbacks: dict[str, Any] = {"elicitation_callback": self._on_server_elicitation}
+                if "sampling" in self.declare:
+                    callbacks["sampling_callback"] = self._on_server_sampling
+                if "roots" in self.declare:
+                    callbacks["list_roots_callback"] = self._on_server_list_roots
                 client = Client(
                     streamable_http_client(self.url, http_client=http),
                     mode="auto",
                     cache=None,
                     client_info=CLIENT_INFO,
-                    elicitation_callback=_refuse_pushed_elicitation,
+                    **callbacks,
                 )
                 async with client:
+                    self._route_undeclared(client.session)
                     self._client = client
                     if not ready.done():
                         ready.set_result(None)
@@ -466,6 +496,7 @@ class McpConnection:
         *,
         on_progress: ProgressCallback | None = None,
         timeout_s: float | None = None,
+        on_server_request: ServerRequestHandler | None = None,
     ) -> dict[str, Any]:
         """Send one JSON-RPC request under exactly ``request_id``; return the raw ``result`` object.
 
@@ -483,6 +514,10 @@ class McpConnection:
                 are integers and ``"7"`` correlates like ``7``.
             on_progress: ``async (progress, total, message)`` for ``notifications/progress``.
             timeout_s: overrides the connection's ``timeout_s`` for this request.
+            on_server_request: answers the requests the server sends while this call is open
+                (2025-11-25 servers: ``elicitation/create``, ``sampling/createMessage``,
+                ``roots/list``); while it runs, this call's timeout is paused. Without it such
+                requests are refused. See :meth:`_route` for how a request is matched to a call.
 
         Raises:
             McpCallError: ``transport_error``, ``jsonrpc_error`` or ``timeout``.
@@ -513,8 +548,9 @@ class McpConnection:
         budget = self.timeout_s if timeout_s is None else timeout_s
         self._evidence.expect(request_id)
         self._in_flight += 1
+        open_call = self._open_calls[_id_key(request_id)] = _OpenCall(method, on_server_request, budget)
         try:
-            with anyio.fail_after(budget):
+            with anyio.fail_after(budget) as open_call.scope:
                 raw = await dispatcher.send_raw_request(method, data.get("params"), opts)
         except TimeoutError:
             raise McpCallError(TIMEOUT, f"{method}: no response within {budget:g}s") from None
@@ -532,9 +568,82 @@ class McpConnection:
             self._in_flight -= 1
             self._last_activity = time.monotonic()
             self._evidence.take(request_id)
+            self._open_calls.pop(_id_key(request_id), None)
         if not isinstance(raw, dict):  # pragma: no cover - the SDK's JSONRPCResponse guarantees a dict
             raise McpCallError(TRANSPORT_ERROR, f"{method}: result is not a JSON object")
         return raw
+
+    # -- requests from the server during an open call (2025-11-25) -------------------------------
+
+    def _route_undeclared(self, session: Any) -> None:
+        """Route undeclared sampling/roots requests to the call too, once the capabilities are sent.
+
+        The SDK answers a request for an undeclared capability itself ("not supported"), unseen by
+        the product; after negotiation (the capabilities already went out: at ``initialize``, or
+        fixed in the 2026-07-28 stamp), our handlers replace its defaults so that such a request
+        reaches the call's handler and is refused and recorded there. SDK internals:
+        ``ClientSession._sampling_callback`` / ``_list_roots_callback`` (``mcp==2.3``).
+        """
+        if "sampling" not in self.declare:
+            session._sampling_callback = self._on_server_sampling  # pyright: ignore[reportPrivateUsage]
+        if "roots" not in self.declare:
+            session._list_roots_callback = self._on_server_list_roots  # pyright: ignore[reportPrivateUsage]
+
+    async def _route(self, method: str, params: dict[str, Any]) -> dict[str, Any] | types.ErrorData:
+        """Hand a server-to-client request to the handler of the call it belongs to.
+
+        The SDK does not tell which of our requests a server request relates to (the Streamable
+        HTTP transport drops the stream it came on), so the rule is: it belongs to **the only call
+        in flight** on this connection. With no call, several calls, or a call sent without
+        ``on_server_request``, it is refused with an error rather than guessed. While the handler
+        runs (a person may be deciding), the call's timeout is paused; it restarts in full after.
+        """
+        calls = list(self._open_calls.values())
+        if len(calls) != 1 or calls[0].handler is None:
+            why = ("no call is in flight" if not calls else
+                   "several calls are in flight, so it cannot be told which one it belongs to" if len(calls) > 1 else
+                   "the call in flight does not take server requests")
+            logger.info("server request %s from %s refused: %s", method, self.origin, why)
+            return types.ErrorData(code=INVALID_REQUEST, message=f"{method} refused by the client: {why}")
+        call = calls[0]
+        assert call.handler is not None
+        call.holding += 1
+        if call.scope is not None:
+            call.scope.deadline = math.inf
+        try:
+            return await call.handler(method, params)
+        except Exception:  # noqa: BLE001 - a handler bug must not kill the connection
+            logger.exception("handler of server request %s failed", method)
+            return types.ErrorData(code=INTERNAL_ERROR, message=f"{method}: the client failed to handle it")
+        finally:
+            call.holding -= 1
+            if call.scope is not None and not call.holding:
+                call.scope.deadline = anyio.current_time() + call.budget
+
+    async def _route_typed(self, method: str, params: Any, model: Any) -> Any:
+        out = await self._route(method, params.model_dump(by_alias=True, mode="json", exclude_none=True)
+                                if params is not None else {})
+        if isinstance(out, types.ErrorData):
+            return out
+        try:
+            return model.validate_python(out) if isinstance(model, TypeAdapter) else model.model_validate(out)
+        except ValidationError:
+            logger.warning("handler of server request %s returned an invalid %s", method, getattr(model, "__name__", model))
+            return types.ErrorData(code=INTERNAL_ERROR, message=f"{method}: the client built an invalid result")
+
+    async def _on_server_elicitation(
+        self, context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult | types.ErrorData:
+        # Installing it also makes the SDK advertise the elicitation capability (form + url).
+        return await self._route_typed("elicitation/create", params, types.ElicitResult)
+
+    async def _on_server_sampling(
+        self, context: ClientRequestContext, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult | types.CreateMessageResultWithTools | types.ErrorData:
+        return await self._route_typed("sampling/createMessage", params, _SAMPLING_RESULT)
+
+    async def _on_server_list_roots(self, context: ClientRequestContext) -> types.ListRootsResult | types.ErrorData:
+        return await self._route_typed("roots/list", None, types.ListRootsResult)
 
     async def _listing(
         self, method: str, fetch: Callable[[Client, str | None], Awaitable[Any]], field: str
@@ -620,6 +729,7 @@ class McpConnection:
 class _Slot:
     url: str
     connection: McpConnection
+    declare: frozenset[str] = frozenset()
 
 
 class ConnectionPool:
@@ -646,7 +756,7 @@ class ConnectionPool:
             raise ValueError("idle_s must be positive")
         self.idle_s = float(idle_s)
         self.timeout_s = float(timeout_s)
-        self._factory = factory or (lambda url: McpConnection(url, timeout_s=self.timeout_s))
+        self._factory = factory or (lambda url, **kw: McpConnection(url, timeout_s=self.timeout_s, **kw))
         self._slots: dict[tuple[str, str], _Slot] = {}
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -660,11 +770,13 @@ class ConnectionPool:
         elif self._loop is not loop:
             raise RuntimeError("ConnectionPool used from a different event loop than the one it belongs to")
 
-    async def get(self, user_key: str, server_key: str, url: str) -> McpConnection:
+    async def get(self, user_key: str, server_key: str, url: str, *, declare: Collection[str] = ()) -> McpConnection:
         """The open connection for this user and server, opening (or reopening) it if needed.
 
-        A connection whose URL differs from ``url`` (the server was re-configured) or that died
-        is closed and replaced. Concurrent calls for one key open at most one connection.
+        A connection whose URL differs from ``url`` (the server was re-configured), that declares
+        other capabilities than ``declare`` (see :class:`McpConnection`) or that died is closed and
+        replaced: callers that declare differently use different ``server_key`` values. Concurrent
+        calls for one key open at most one connection.
 
         Raises:
             McpCallError: opening failed (``transport_error`` or ``timeout``).
@@ -680,21 +792,26 @@ class ConnectionPool:
             if self._closed:
                 raise RuntimeError("ConnectionPool is closed")
             slot = self._slots.get(key)
-            if slot is not None and slot.url == url and slot.connection.is_open:
+            wanted = frozenset(declare)
+            if slot is not None and slot.url == url and slot.declare == wanted and slot.connection.is_open:
                 slot.connection._last_activity = time.monotonic()  # a hand-out counts as activity
                 return slot.connection
             if slot is not None:
                 del self._slots[key]
                 await slot.connection.close()
-            connection = self._factory(url)
+            connection = self._factory(url, declare=wanted) if wanted else self._factory(url)
             await connection.open()
-            self._slots[key] = _Slot(url, connection)
+            self._slots[key] = _Slot(url, connection, wanted)
             self._ensure_sweeper()
             return connection
 
     async def close(self, user_key: str, server_key: str) -> None:
         """Close and forget the connection for this user and server, if any."""
-        slot = self._slots.pop((str(user_key), str(server_key)), None)
+        key = (str(user_key), str(server_key))
+        slot = self._slots.pop(key, None)
+        lock = self._locks.get(key)
+        if lock is not None and not lock.locked():
+            del self._locks[key]  # short-lived keys (one per operation) must not pile up
         if slot is not None:
             await slot.connection.close()
 

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import dataclasses
 import logging
+import time
 import uuid
 import weakref
 from typing import Any
@@ -20,10 +22,11 @@ from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.db import close_old_connections
 from django.utils import timezone
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from . import audit, conf
 from .bindings import DjangoCacheBindingStore
-from .gate import Gate, GateRejection, OperationHandle, Retry, Round, StoreUnavailable
+from .gate import Gate, GateRejection, OperationHandle, Retry, Round, StoreUnavailable, codes
 from .mcp_client import ConnectionPool, McpCallError
 from .models import McpServer, Operation
 
@@ -269,6 +272,8 @@ DENY_MESSAGES = {
     AUDIT_UNAVAILABLE: "The audit trail could not be written or read back; your answer was not sent.",
     "deprecated_request_refused": "You refused the server's sampling or roots request; the operation ended and "
                                   "nothing was sent to the server.",
+    "legacy_handover_failed": "Your answer was accepted but could not be handed to the worker holding the "
+                              "server's call; the server was told cancel.",
 }
 
 
@@ -297,6 +302,12 @@ async def stop_operation(op: Operation) -> bool:
     op = await _load(op.pk)
     if op.status == Operation.Status.AWAITING_INPUT:
         await deny(op, "cancelled")
+        # a legacy server may be holding its call open for this round: the worker holding it
+        # answers the server "cancel" when it sees the stop (see _hold)
+        try:
+            await sync_to_async(request_stop)(op.id)
+        except Exception:  # noqa: BLE001 -- the holder still sees the operation ended within a second
+            logger.warning("could not write the stop request of operation %s", op.id)
         return True
     if op.status == Operation.Status.RUNNING:
         await sync_to_async(request_stop)(op.id)
@@ -326,6 +337,8 @@ def _state_seen_elsewhere(op: Operation, state_digest: str, round_number: int) -
 
 
 _STOPPED = object()
+#: protocol versions negotiated with the ``initialize`` handshake (a "legacy" server, before 2026-07-28)
+_HANDSHAKE_VERSIONS = HANDSHAKE_PROTOCOL_VERSIONS
 #: seconds between two checks of a stop request while a call is in flight
 STOP_POLL_S = 0.25
 
@@ -350,11 +363,16 @@ def _stop_requested(op_id: Any) -> bool:
         return False
 
 
-async def _send_cancellable(op: Operation, conn: Any, params: dict[str, Any], request_id: str) -> Any:
+async def _send_cancellable(op: Operation, conn: Any, params: dict[str, Any], request_id: str,
+                            call: "_Call | None" = None) -> Any:
     """Send one request, pushing its progress notifications to the user's browsers, and abandon it
     when the person stops the operation: the SDK then cancels the request (``notifications/cancelled``
     on a stream transport; on 2026-07-28 Streamable HTTP the request's POST is closed). Returns the
-    raw result, or ``_STOPPED``."""
+    raw result, or ``_STOPPED``.
+
+    With ``call``, requests the server sends during the call (2025-11-25) become rounds of the
+    operation (:func:`_on_server_request`); while one is held for the person, a stop is answered
+    there first ("cancel" to the server), and the call is abandoned after."""
     last_push = 0.0
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
@@ -372,21 +390,26 @@ async def _send_cancellable(op: Operation, conn: Any, params: dict[str, Any], re
             except Exception:  # noqa: BLE001
                 pass
 
-    call = asyncio.ensure_future(conn.send(op.method, params, request_id, on_progress=on_progress))
+    extra: dict[str, Any] = {}
+    if call is not None:
+        extra["on_server_request"] = lambda method, p: _on_server_request(call, method, p)
+    task = asyncio.ensure_future(conn.send(op.method, params, request_id, on_progress=on_progress, **extra))
     try:
         while True:
-            done, _ = await asyncio.wait({call}, timeout=STOP_POLL_S)
+            done, _ = await asyncio.wait({task}, timeout=STOP_POLL_S)
             if done:
-                return call.result()
+                return task.result()
+            if call is not None and call.holding:
+                continue  # the held round answers the stop first (see _hold)
             if await sync_to_async(_stop_requested)(op.id):
-                call.cancel()
+                task.cancel()
                 logger.info("operation %s stopped by the person during the call", op.id)
                 await _finish(op, Operation.Status.DENIED, code="denied", reason="cancelled", event="denied",
                               message="You stopped this operation; the call was cancelled at the server.")
                 return _STOPPED
     finally:
-        if not call.done():
-            call.cancel()
+        if not task.done():
+            task.cancel()
 
 
 async def _drive(op_id: Any, request_id: str, params: dict[str, Any]) -> None:
@@ -399,16 +422,32 @@ async def _drive(op_id: Any, request_id: str, params: dict[str, Any]) -> None:
         op.worker = WORKER_ID
         await op.asave(update_fields=["worker", "updated_at"])
         while True:
+            call = _Call(op, request_id)
+            dedicated = ""
             try:
-                conn = await pool().get(str(op.user_id), str(op.server_id), op.server.url)
-                raw = await _send_cancellable(op, conn, params, request_id)
+                declare, suffix = _declared(op.server)
+                conn = await pool().get(str(op.user_id), f"{op.server_id}{suffix}", op.server.url, declare=declare)
+                if conn.protocol_version in _HANDSHAKE_VERSIONS:
+                    # A legacy server asks during the call, and its requests can only be matched to a
+                    # call as the one in flight on a connection: each operation gets its own.
+                    dedicated = f"{op.server_id}{suffix}/operation:{op.id}"
+                    conn = await pool().get(str(op.user_id), dedicated, op.server.url, declare=declare)
+                try:
+                    raw = await _send_cancellable(op, conn, params, request_id, call)
+                finally:
+                    if dedicated:
+                        await pool().close(str(op.user_id), dedicated)
+                if call.rounds:  # legacy rounds were answered during the call: the row moved on
+                    op = await _load(op_id)
                 if raw is _STOPPED:
                     return
             except McpCallError as exc:
                 logger.info("operation %s: MCP call failed (%s)", op.id, exc.code)
+                if call.rounds:
+                    op = await _load(op_id)
                 await _finish(op, Operation.Status.FAILED, code=exc.code, message=message_for(exc.code))
                 return
-            nxt = await _handle_result(op, request_id, raw)
+            nxt = await _handle_result(op, call.gate_id, raw)
             if nxt is None:
                 return
             request_id, params = nxt.id, nxt.params
@@ -475,7 +514,8 @@ async def _handle_result(op: Operation, request_id: str, raw: Any) -> Retry | No
     return None
 
 
-async def _build_and_record(op: Operation, responses: dict[str, Any] | None) -> Retry:
+async def _build_and_record(op: Operation, responses: dict[str, Any] | None, *, retry_id: str | None = None,
+                            code: str = "") -> Retry:
     """Build the retry with the gate, write + read back its ``submitted`` event, then return it.
 
     Raises:
@@ -484,7 +524,7 @@ async def _build_and_record(op: Operation, responses: dict[str, Any] | None) -> 
             its round was already consumed).
     """
     gate = get_gate()
-    retry_id = new_request_id()
+    retry_id = retry_id or new_request_id()
     try:
         retry: Retry = await sync_to_async(gate.respond)(
             handle_of(op), retry_id=retry_id, responses=responses, user=str(op.user_id), tenant=str(op.tenant_id),
@@ -492,7 +532,7 @@ async def _build_and_record(op: Operation, responses: dict[str, Any] | None) -> 
     except StoreUnavailable:
         raise OperationRefused(STORE_UNAVAILABLE, message_for(STORE_UNAVAILABLE)) from None
     try:
-        await _audit(op, "submitted", round_number=retry.round_number, request_id=op.latest_request_id,
+        await _audit(op, "submitted", code=code, round_number=retry.round_number, request_id=op.latest_request_id,
                      retry_id=retry.id, actions=dict(retry.actions), read_back=True)
     except audit.AuditUnavailable:
         await deny(op, AUDIT_UNAVAILABLE)
@@ -518,6 +558,8 @@ async def answer_round(op: Operation, responses: dict[str, Any]) -> Retry:
     if await sync_to_async(_received_config)(op.id, op.rounds) != op.server.config_digest():
         await deny(op, "server_config_changed")
         raise OperationRefused("denied", DENY_MESSAGES["server_config_changed"])
+    if await sync_to_async(_is_legacy_round)(op.id, op.rounds):
+        return await _answer_legacy(op, responses)
     try:
         retry = await _build_and_record(op, responses)
     except GateRejection as exc:
@@ -529,4 +571,351 @@ async def answer_round(op: Operation, responses: dict[str, Any]) -> Retry:
         raise
     await notify(op)
     _spawn(_drive(op.id, str(retry.id), retry.params))
+    return retry
+
+
+# ---------------------------------------------------------------------------------------------
+# Legacy servers (2025-11-25): requests the server sends while its call is open
+# ---------------------------------------------------------------------------------------------
+#
+# A 2025-11-25 server asks its questions as server-to-client requests (``elicitation/create``,
+# form or URL mode; ``sampling/createMessage``; ``roots/list``) on the open call. The worker
+# driving the call (A) turns each one into a gate round, exactly as if the server had answered
+# ``input_required`` with that one input request: ``gate.receive`` against the operation's current
+# request id (schema subset, URL checks, deprecated-method policy, TTL, single use, identity), the
+# ``received`` event, the operation awaiting input, the card pushed. The person's answer comes
+# through ``answer_round`` on any worker (B): consent receipt, configuration check, ``gate.respond``
+# (validation, consumed once), the ``submitted`` event; then, instead of a retry, the validated
+# response goes to A through the binding cache (signed, single use), and A returns it to the server
+# as the result of its request. The call goes on; its final result completes the operation.
+#
+# One key per round, ``<prefix>:legacy:<op>:<round>:settle``, is taken (``cache.add``) by whoever
+# settles the round first: B before it consumes the round, A before it gives up on it (deadline,
+# stop, operation ended). So an answer that was consumed is always delivered, and a round that A
+# gave up on can no longer be consumed. B gives the key back when the gate refuses the answer.
+
+#: ``code`` of the ``received``/``submitted`` events of a legacy round
+LEGACY = "legacy_server_request"
+#: the input request key of a legacy round, per method
+LEGACY_KEYS = {"elicitation/create": "elicitation", "sampling/createMessage": "sampling", "roots/list": "roots"}
+#: seconds A keeps waiting for an answer that B is submitting when the hold ends
+LEGACY_SETTLE_GRACE_S = 30.0
+#: seconds between two reads of the operation's row while a call is held
+_STATUS_POLL_S = 1.0
+_SIGN_SALT = "mrtrweb.legacy-answer"
+
+
+@dataclasses.dataclass
+class _Call:
+    """One request of an operation in flight on this worker.
+
+    ``gate_id`` is the id the gate's binding awaits a result for: the wire id, then, after each
+    legacy round, that round's retry id (never sent: the call goes on under its wire id).
+    """
+
+    op: Operation
+    wire_id: str
+    gate_id: str = ""
+    holding: bool = False
+    rounds: int = 0
+    lock: asyncio.Lock = dataclasses.field(default_factory=asyncio.Lock)
+
+    def __post_init__(self) -> None:
+        self.gate_id = self.gate_id or self.wire_id
+
+
+def _declared(server: McpServer) -> tuple[frozenset[str], str]:
+    """The deprecated client capabilities to declare to ``server`` (those a tenant admin allowed
+    for it), and the pool key suffix of connections declaring them ("" for none: the connection
+    shared with the server's listings)."""
+    names = {"sampling/createMessage": "sampling", "roots/list": "roots"}
+    declare = frozenset(names[m] for m in server.allowed_deprecated() if m in names)
+    return declare, ("#" + "+".join(sorted(declare)) if declare else "")
+
+
+def legacy_hold_s() -> float:
+    """``MRTRWEB["LEGACY_HOLD_S"]``: the longest a legacy server's call is held open for one round."""
+    return float(conf.get("LEGACY_HOLD_S"))
+
+
+def _legacy_key(op_id: Any, round_number: int, what: str) -> str:
+    return f"{conf.get('BINDING_KEY_PREFIX')}:legacy:{op_id}:{round_number}:{what}"
+
+
+def _hold_key(op_id: Any) -> str:
+    return f"{conf.get('BINDING_KEY_PREFIX')}:legacy:{op_id}:hold"
+
+
+def _cache():
+    from django.core.cache import caches
+
+    return caches[conf.get("BINDING_CACHE")]
+
+
+def _settle(op_id: Any, round_number: int, who: str) -> bool:
+    """Take the round's settle key (sync). False: the other side holds it.
+
+    Raises:
+        StoreUnavailable: the cache failed.
+    """
+    try:
+        return bool(_cache().add(_legacy_key(op_id, round_number, "settle"), who, timeout=int(conf.get("TTL_S")) + 60))
+    except Exception as exc:  # noqa: BLE001
+        logger.warning("legacy settle key of operation %s failed: %s", op_id, exc.__class__.__name__)
+        raise StoreUnavailable("binding store unavailable (legacy settle)") from exc
+
+
+def _unsettle(op_id: Any, round_number: int) -> None:
+    try:
+        _cache().delete(_legacy_key(op_id, round_number, "settle"))
+    except Exception as exc:  # noqa: BLE001 -- the holder then gives up at its deadline (+ grace)
+        logger.warning("legacy settle key of operation %s could not be released: %s", op_id, exc.__class__.__name__)
+
+
+def _put_answer(op_id: Any, round_number: int, payload: dict[str, Any]) -> None:
+    from django.core import signing
+
+    _cache().set(_legacy_key(op_id, round_number, "answer"), signing.dumps(payload, salt=_SIGN_SALT, compress=True),
+                 timeout=int(conf.get("TTL_S")) + 60)
+
+
+def _take_answer(op_id: Any, round_number: int) -> dict[str, Any] | None:
+    """The answer B handed over for this round, once (sync; None while there is none)."""
+    from django.core import signing
+
+    key = _legacy_key(op_id, round_number, "answer")
+    try:
+        token = _cache().get(key)
+    except Exception as exc:  # noqa: BLE001 -- retried at the next poll
+        logger.warning("legacy answer of operation %s unreadable: %s", op_id, exc.__class__.__name__)
+        return None
+    if token is None:
+        return None
+    try:
+        _cache().delete(key)
+    except Exception:  # noqa: BLE001 -- only this worker reads it, and it stops reading now
+        pass
+    try:
+        payload = signing.loads(token, salt=_SIGN_SALT)
+    except signing.BadSignature:
+        logger.error("legacy answer of operation %s has a bad signature; ignored", op_id)
+        return None
+    return payload if isinstance(payload, dict) and "response" in payload else None
+
+
+def legacy_hold(op: Operation) -> dict[str, Any] | None:
+    """The hold of an operation's open legacy round, for its panel (sync): ``{"deadline": aware
+    datetime, "method": ..., "round": n}``, or None when the server is not holding a call for it."""
+    import datetime
+
+    if op.status != Operation.Status.AWAITING_INPUT:
+        return None
+    try:
+        hold = _cache().get(_hold_key(op.id))
+    except Exception:  # noqa: BLE001 -- the card still shows; only the notice is missing
+        logger.warning("legacy hold of operation %s unreadable", op.id)
+        return None
+    if not isinstance(hold, dict) or hold.get("round") != op.rounds:
+        return None
+    deadline = datetime.datetime.fromtimestamp(float(hold["deadline"]), tz=datetime.timezone.utc)
+    return {"deadline": deadline, "method": hold.get("method", ""), "round": hold["round"]}
+
+
+def _is_legacy_round(op_id: Any, round_number: int) -> bool:
+    from .models import AuditEvent
+
+    return AuditEvent.objects.filter(operation_id=op_id, round_number=round_number, event="received",
+                                     code=LEGACY).exists()
+
+
+def _refusal(method: str, why: str) -> Any:
+    import mcp_types
+
+    return mcp_types.ErrorData(code=mcp_types.INVALID_REQUEST, message=f"{method} refused by the client: {why}")
+
+
+def _cancelled(method: str) -> Any:
+    """What the server gets when the person did not answer (stopped, ended, timed out)."""
+    if method == "elicitation/create":
+        return {"action": "cancel"}
+    return _refusal(method, "the person did not approve it")
+
+
+def _clock(ts: float) -> str:
+    import datetime
+
+    return timezone.localtime(datetime.datetime.fromtimestamp(ts, tz=datetime.timezone.utc)).strftime("%H:%M:%S %Z")
+
+
+async def _on_server_request(call: _Call, method: str, params: dict[str, Any]) -> Any:
+    """Answer a request the server sent during ``call`` (runs on the worker holding the call).
+    Requests arriving together are taken one after the other: each is a round of its own."""
+    async with call.lock:
+        return await _legacy_round(call, method, params)
+
+
+async def _legacy_round(call: _Call, method: str, params: dict[str, Any]) -> Any:
+    op = await _load(call.op.pk)
+    if op.status != Operation.Status.RUNNING:
+        logger.info("operation %s: %s from the server refused: the operation is %s", op.id, method, op.status)
+        return _refusal(method, "the operation has ended")
+    key = LEGACY_KEYS.get(method, "request")
+    result = {"resultType": "input_required", "inputRequests": {key: {"method": method, "params": params}}}
+    try:
+        rnd: Round = await sync_to_async(get_gate().receive)(
+            tenant=str(op.tenant_id), user=str(op.user_id), request_id=call.gate_id, origin=op.server.origin,
+            result=result)
+    except GateRejection as exc:
+        logger.info("operation %s: server request %s refused (%s): %s", op.id, method, exc.code, exc.reason)
+        try:
+            await _audit(op, "rejected", code=exc.code, reason=exc.reason, round_number=op.rounds + 1,
+                         request_id=call.gate_id)
+        except audit.AuditUnavailable:
+            pass
+        await _finish(op, Operation.Status.FAILED, code=exc.code,
+                      message=f"{message_for(exc.code)} Reason: {exc.reason}.")
+        return _refusal(method, exc.code)
+    except StoreUnavailable:
+        await _finish(op, Operation.Status.FAILED, code=STORE_UNAVAILABLE, message=message_for(STORE_UNAVAILABLE))
+        return _refusal(method, STORE_UNAVAILABLE)
+    call.rounds += 1
+    deadline = min(time.time() + legacy_hold_s(), rnd.expires_at)
+    try:
+        await _audit(op, "received", code=LEGACY, reason=f"{method} during the open call {call.wire_id}"[:200],
+                     round_number=rnd.number, request_id=call.gate_id,
+                     schema_digests={k: v.schema_digest for k, v in rnd.requests.items() if v.schema_digest},
+                     config_digest=op.server.config_digest())
+    except audit.AuditUnavailable:
+        op.rounds = rnd.number
+        await deny(op, AUDIT_UNAVAILABLE)
+        return _cancelled(method)
+    try:
+        await sync_to_async(_cache().set)(_hold_key(op.id), {"round": rnd.number, "deadline": deadline,
+                                                             "method": method}, timeout=int(legacy_hold_s()) + 120)
+    except Exception as exc:  # noqa: BLE001 -- only the panel's notice reads it
+        logger.warning("legacy hold of operation %s not recorded: %s", op.id, exc.__class__.__name__)
+    moved = await Operation.objects.filter(pk=op.pk, status=Operation.Status.RUNNING).aupdate(
+        status=Operation.Status.AWAITING_INPUT, rounds=rnd.number, updated_at=timezone.now())
+    op.rounds = rnd.number
+    if not moved:  # stopped between the check above and now
+        await _finish(op, Operation.Status.DENIED, code="denied", reason="cancelled", event="denied",
+                      message=DENY_MESSAGES["cancelled"])
+        return _cancelled(method)
+    op.status = Operation.Status.AWAITING_INPUT
+    await notify(op)
+    logger.info("operation %s: legacy round %s (%s) held until %s", op.id, rnd.number, method, _clock(deadline))
+    call.holding = True
+    try:
+        return await _hold(call, op, rnd, method, deadline)
+    finally:
+        call.holding = False
+        try:
+            await sync_to_async(_cache().delete)(_hold_key(op.id))
+        except Exception:  # noqa: BLE001 -- it expires on its own
+            pass
+
+
+async def _hold(call: _Call, op: Operation, rnd: Round, method: str, deadline: float) -> Any:
+    """Hold the server's request until the person's answer comes (from any worker), the person
+    stops, the operation ends, or ``deadline``; return what the server gets."""
+    loop = asyncio.get_running_loop()
+    next_status = loop.time() + _STATUS_POLL_S
+    giving_up: str | None = None  # why A wants to end the round without an answer
+    give_up_at = 0.0
+    while True:
+        payload = await sync_to_async(_take_answer)(op.id, rnd.number)
+        if payload is not None:
+            call.gate_id = str(payload["retry_id"])
+            logger.info("operation %s: legacy round %s answered; the server gets it now", op.id, rnd.number)
+            return payload["response"]
+        if giving_up is None:
+            if await sync_to_async(_stop_requested)(op.id):
+                giving_up = "stopped"
+            elif loop.time() >= next_status:
+                next_status = loop.time() + _STATUS_POLL_S
+                status = await Operation.objects.filter(pk=op.pk).values_list("status", flat=True).afirst()
+                if status in Operation.TERMINAL:
+                    giving_up = "ended"
+            if giving_up is None and time.time() >= deadline:
+                giving_up = "timeout"
+            give_up_at = time.time()
+        if giving_up is not None:
+            try:
+                won = await sync_to_async(_settle)(op.id, rnd.number, giving_up)
+            except StoreUnavailable:
+                won = False
+            if won:
+                return await _give_up(op, rnd, method, giving_up, deadline)
+            if time.time() - give_up_at > LEGACY_SETTLE_GRACE_S:
+                logger.error("operation %s: legacy round %s was being answered but no answer came in %ss; the "
+                             "server is told cancel", op.id, rnd.number, LEGACY_SETTLE_GRACE_S)
+                await _finish(op, Operation.Status.DENIED, code="denied", reason="legacy_handover_failed",
+                              event="denied", message=DENY_MESSAGES["legacy_handover_failed"])
+                return _cancelled(method)
+            # an answer is being submitted right now (B holds the settle key): wait for it
+        await asyncio.sleep(STOP_POLL_S)
+
+
+async def _give_up(op: Operation, rnd: Round, method: str, why: str, deadline: float) -> Any:
+    """End a held round without an answer; the server gets cancel (elicitation) or an error."""
+    if why == "timeout":
+        logger.info("operation %s: legacy round %s not answered by %s; the server is told cancel", op.id,
+                    rnd.number, _clock(deadline))
+        await _finish(op, Operation.Status.DENIED, code="denied", reason="timeout", event="denied",
+                      message=f"The server held its call open for your answer until {_clock(deadline)}; no answer "
+                              "came in time, so the server was told cancel. Nothing else was sent.")
+    else:
+        logger.info("operation %s: legacy round %s ended (%s); the server is told cancel", op.id, rnd.number, why)
+        # stopped: the stop already ended the operation (denied, cancelled); this is a no-op then
+        await _finish(op, Operation.Status.DENIED, code="denied", reason="cancelled", event="denied",
+                      message=DENY_MESSAGES["cancelled"])
+    return _cancelled(method)
+
+
+async def _answer_legacy(op: Operation, responses: dict[str, Any]) -> Retry:
+    """``answer_round`` for a legacy round: validate and consume it with the gate, record it, and
+    hand the validated response to the worker holding the server's call (no retry is sent)."""
+    from .workers import WORKER_LOST, is_alive
+
+    if not await sync_to_async(is_alive)(op.worker):
+        # the worker holding the server's call is gone, and the call with it: nothing can reach the server
+        claimed = await Operation.objects.filter(pk=op.pk, status=Operation.Status.AWAITING_INPUT).aupdate(
+            status=Operation.Status.INTERRUPTED, error_code=WORKER_LOST)
+        if claimed:
+            await finish_interrupted(op)
+        raise OperationRefused(WORKER_LOST, message_for(WORKER_LOST))
+    try:
+        won = await sync_to_async(_settle)(op.id, op.rounds, "answer")
+    except StoreUnavailable:
+        raise OperationRefused(STORE_UNAVAILABLE, message_for(STORE_UNAVAILABLE)) from None
+    if not won:
+        logger.info("operation %s: answer to legacy round %s refused: the round was already settled", op.id, op.rounds)
+        try:
+            await _audit(op, "rejected", code=codes.INACTIVE_MRTR_ROUND, reason="the server's request was already "
+                         "answered or given up", round_number=op.rounds, request_id=op.latest_request_id)
+        except audit.AuditUnavailable:
+            pass
+        raise GateRejection(codes.INACTIVE_MRTR_ROUND, "the legacy round was already settled")
+    try:
+        retry = await _build_and_record(op, responses, retry_id=f"mrtr-legacy-{uuid.uuid4()}", code=LEGACY)
+    except GateRejection as exc:
+        await sync_to_async(_unsettle)(op.id, op.rounds)
+        logger.info("operation %s: answer refused (%s): %s", op.id, exc.code, exc.reason)
+        try:
+            await _audit(op, "rejected", code=exc.code, round_number=op.rounds, request_id=op.latest_request_id)
+        except audit.AuditUnavailable:
+            pass
+        raise
+    except BaseException:
+        await sync_to_async(_unsettle)(op.id, op.rounds)
+        raise
+    (key, response), = retry.params["inputResponses"].items()
+    try:
+        await sync_to_async(_put_answer)(op.id, retry.round_number, {"retry_id": str(retry.id), "response": response})
+    except Exception as exc:  # noqa: BLE001
+        logger.error("operation %s: legacy answer not handed over (%s)", op.id, exc.__class__.__name__)
+        await sync_to_async(_unsettle)(op.id, retry.round_number)
+        await deny(op, "legacy_handover_failed")
+        raise OperationRefused(STORE_UNAVAILABLE, DENY_MESSAGES["legacy_handover_failed"]) from None
+    await notify(op)
     return retry

@@ -13,7 +13,7 @@ from . import audit, sampling
 from .forms import SchemaForm
 from .gate import Round, StoreUnavailable, digest
 from .models import AuditEvent, Membership, Operation
-from .operations import get_gate, handle_of, message_for
+from .operations import get_gate, handle_of, legacy_hold, message_for
 
 logger = logging.getLogger("mrtrweb.panels")
 
@@ -124,6 +124,8 @@ def panel_context(op: Operation, *, forms: dict[str, SchemaForm] | None = None, 
                 for key, view in rnd.requests.items()
             ]
             ctx["has_deprecated"] = any(v.kind in sampling.DEPRECATED_KINDS for v in rnd.requests.values())
+            # a 2025-11-25 server holding its call open for this round: the notice and its deadline
+            ctx["legacy_hold"] = legacy_hold(op)
         elif not ctx["store_error"]:
             ctx["round_gone"] = True
     if op.status == Operation.Status.FAILED:

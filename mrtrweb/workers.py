@@ -8,6 +8,9 @@ missed beats). What happens when a worker dies:
   -- run with every heartbeat, and when the operation is viewed -- sees the owner's heartbeat gone
   and marks the operation ``interrupted`` (code ``worker_lost``): its binding is closed, so a late
   result can never be accepted, and the person sees that and may run it again;
+* **while a legacy (2025-11-25) server holds its call open for the person** (the operation awaits
+  input, but the server's request is held by that worker): the same -- the reaper marks it
+  ``interrupted``; the server's call died with the worker, so no answer could reach it;
 * **while a round waits for the person**: nothing is lost. The binding lives in the shared cache,
   the operation row in the database; the answer may come through any worker, which builds the
   retry and sends it over its own MCP session (MRTR needs no server-side session).
@@ -88,6 +91,16 @@ async def _heartbeat_loop() -> None:
             logger.warning("heartbeat/reaper round failed: %s", exc.__class__.__name__)
 
 
+def _legacy_held(op_id: Any) -> bool:
+    """Whether a worker holds a legacy server's call open for this operation's round (sync)."""
+    from .operations import _hold_key
+
+    try:
+        return caches[conf.get("BINDING_CACHE")].get(_hold_key(op_id)) is not None
+    except Exception:  # noqa: BLE001 -- never interrupt on a cache outage
+        return False
+
+
 async def reap_interrupted(operation_id: Any = None) -> int:
     """Mark ``running`` operations whose worker's heartbeat is gone as ``interrupted``.
 
@@ -104,12 +117,18 @@ async def reap_interrupted(operation_id: Any = None) -> int:
     qs = Operation.objects.filter(status=Operation.Status.RUNNING, updated_at__lt=grace).exclude(worker="")
     if operation_id is not None:
         qs = qs.filter(pk=operation_id)
+    held = Operation.objects.filter(status=Operation.Status.AWAITING_INPUT, updated_at__lt=grace).exclude(worker="")
+    if operation_id is not None:
+        held = held.filter(pk=operation_id)
+    candidates = [op async for op in qs.select_related("server", "tenant")[:200]]
+    candidates += [op async for op in held.select_related("server", "tenant")[:200]
+                   if await sync_to_async(_legacy_held)(op.id)]
     count = 0
-    async for op in qs.select_related("server", "tenant")[:200]:
+    for op in candidates:
         alive = await sync_to_async(is_alive)(op.worker)
         if alive:
             continue
-        claimed = await Operation.objects.filter(pk=op.pk, status=Operation.Status.RUNNING, worker=op.worker).aupdate(
+        claimed = await Operation.objects.filter(pk=op.pk, status=op.status, worker=op.worker).aupdate(
             status=Operation.Status.INTERRUPTED, error_code=WORKER_LOST)
         if claimed:
             count += 1

@@ -57,10 +57,15 @@ def test_demo_command_serves_the_demo(tmp_path):
                                        "csrfmiddlewaretoken": token, "next": "/mcp/"}).encode()
         req = urllib.request.Request(base + "/accounts/login/", data=data, headers={"Referer": base + "/accounts/login/"})
         index = opener.open(req, timeout=10).read().decode()
-        server_url = re.search(r'href="(/mcp/servers/\d+/)"', index).group(1)
+        server_url = re.search(r'href="(/mcp/servers/\d+/)">Demo server</a>', index).group(1)
         server_page = opener.open(base + server_url, timeout=20).read().decode()
         for tool in ("deploy", "book_trip", "connect_account", "busy_report", "endless", "echo"):
             assert f'data-tool="{tool}"' in server_page
+        # the legacy (2025-11-25) demo server is started and seeded too
+        legacy_url = re.search(r'href="(/mcp/servers/\d+/)">Demo \(legacy 2025-11-25\)</a>', index).group(1)
+        legacy_page = opener.open(base + legacy_url, timeout=20).read().decode()
+        for tool in ("legacy_deploy", "legacy_connect", "legacy_trip"):
+            assert f'data-tool="{tool}"' in legacy_page
         css = opener.open(base + "/static/mrtrweb/app.css", timeout=5)
         assert css.status == 200
     finally:

@@ -78,6 +78,7 @@ __all__ = [
     "CountingMiddleware",
     "DemoServerHandle",
     "RecordedRequest",
+    "RecordedResponse",
     "build_demo_server",
     "main",
     "serve_asgi_in_thread",
@@ -568,16 +569,37 @@ class RecordedRequest:
         return self.has_input_responses or self.has_request_state
 
 
+@dataclasses.dataclass(frozen=True)
+class RecordedResponse:
+    """One JSON-RPC response the client POSTed to the server (an answer to a server-to-client
+    request, e.g. an ``ElicitResult``): its id, and its ``result`` or ``error`` object."""
+
+    request_id: str | int | None
+    result: Mapping[str, Any] | None
+    error: Mapping[str, Any] | None
+
+
 class CallLog:
-    """Thread-safe record of the JSON-RPC requests the demo server received."""
+    """Thread-safe record of the JSON-RPC requests the demo server received (and of the responses
+    the client sent to the server's own requests)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._records: list[RecordedRequest] = []
+        self._responses: list[RecordedResponse] = []
 
     def add(self, record: RecordedRequest) -> None:
         with self._lock:
             self._records.append(record)
+
+    def add_response(self, response: RecordedResponse) -> None:
+        with self._lock:
+            self._responses.append(response)
+
+    def responses(self) -> list[RecordedResponse]:
+        """The client's responses to the server's requests, oldest first."""
+        with self._lock:
+            return list(self._responses)
 
     def records(self, method: str | None = None) -> list[RecordedRequest]:
         """All records (oldest first), optionally only those of ``method``."""
@@ -599,6 +621,7 @@ class CallLog:
     def clear(self) -> None:
         with self._lock:
             self._records.clear()
+            self._responses.clear()
 
 
 class CountingMiddleware:
@@ -654,8 +677,13 @@ class CountingMiddleware:
         except ValueError:
             return
         for item in payload if isinstance(payload, list) else [payload]:
+            if isinstance(item, dict) and "method" not in item and "id" in item and ("result" in item or "error" in item):
+                result, error = item.get("result"), item.get("error")
+                self.log.add_response(RecordedResponse(item["id"], result if isinstance(result, dict) else None,
+                                                       error if isinstance(error, dict) else None))
+                continue
             if not isinstance(item, dict) or not isinstance(item.get("method"), str) or "id" not in item:
-                continue  # notifications and responses are not requests
+                continue  # notifications are not requests
             params = item.get("params")
             params = params if isinstance(params, dict) else {}
             name = params.get("name") if item["method"] == "tools/call" else None
