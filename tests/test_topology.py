@@ -88,10 +88,12 @@ def test_hundred_rounds_each_answered_twice_across_workers(cluster, alice, demo_
         results: list[int] = []
 
         alice.page(a, op_id)  # the card is shown (consent receipt) before the two answers race
+        status, token, body = alice.review(a, op_id, 1)  # reviewed once (nothing sent), then Send races
+        assert status == 200 and token, (status, body[:300])
 
         def one(base: str) -> None:
             gate.wait()
-            status, _ = alice.answer(base, op_id, 1)
+            status, _ = alice.send(base, op_id, 1, token)
             results.append(status)
 
         threads = [threading.Thread(target=one, args=(base,)) for base in (a, b)]
