@@ -27,7 +27,12 @@ from django.views.decorators.http import require_POST
 
 from . import audit, conf, operations, sampling, workers
 from .forms import JsonArgumentsForm, SchemaForm
-from .gate import GateRejection, SchemaRefused, StoreUnavailable, check_requested_schema, digest
+from .gate import (
+    ContentMismatch, GateRejection, SchemaRefused, StoreUnavailable, check_requested_schema, digest,
+)
+# the very checks the gate applies to sampling/roots answers when it builds the retry (read only)
+from .gate.gate import _valid_create_message_result, _valid_list_roots_result, _within_depth
+from .gate.ids import is_strict_json
 from .mcp_client import McpCallError
 from .models import McpServer, Membership, Operation
 from .panels import consent_forms, panel_context
@@ -293,6 +298,9 @@ async def operation_answer(request: HttpRequest, op_id: Any) -> HttpResponse:
         else:  # sampling/roots cards are answered by _answer_deprecated
             return await _panel_response(request, op, error="This request type cannot be answered here.",
                                          status=400)
+    failed = await _precheck(op, rnd, forms, responses)
+    if failed is not None:
+        return await _panel_response(request, op, forms=forms, error=failed, status=400)
     if action == "accept":
         return await _review_response(request, op, rnd, forms, responses, {})
     refused = _check_review(request, op, rnd, responses, {})
@@ -364,6 +372,35 @@ def _check_review(request: HttpRequest, op: Operation, rnd: Any, responses: dict
         return None
     logger.warning("operation %s round %s: Send refused, nothing sent (%s)", op.id, rnd.number, reason)
     return REVIEW_CHANGED_MESSAGE if reason == "answers differ from the reviewed ones" else REVIEW_INVALID_MESSAGE
+
+
+async def _precheck(op: Operation, rnd: Any, forms: dict[str, Any], responses: dict[str, Any]) -> str | None:
+    """The gate's own checks of the answers, before they are reviewed (the gate checks them again
+    when Send builds the retry): a form's content against its schema (pattern, bounds, item counts,
+    formats: the per-field messages go on the form), a sampling/roots answer as a valid result.
+    ``None`` when all pass; else the message shown, the refusal logged and audited (code only)
+    as a refused answer is."""
+    failed, code = None, ""
+    for key, view in rnd.requests.items():
+        response = responses.get(key)
+        if view.kind == "form" and key in forms:
+            try:
+                forms[key].checked.validate(response["content"])
+            except ContentMismatch as exc:
+                forms[key].add_gate_errors(exc.errors)
+                failed, code = failed or "Some answers need attention.", code or "input_response_schema_mismatch"
+        elif view.kind in sampling.DEPRECATED_KINDS:
+            valid = _valid_list_roots_result if view.kind == "roots" else _valid_create_message_result
+            if not (valid(response) and _within_depth(response) and is_strict_json(response)):
+                failed, code = sampling.INVALID_ANSWER_MESSAGE, sampling.INVALID_ANSWER
+    if failed is not None:
+        logger.info("operation %s round %s: answer refused before review (%s)", op.id, rnd.number, code)
+        try:
+            await sync_to_async(audit.record)(op, "rejected", code=code, round_number=rnd.number,
+                                              request_id=op.latest_request_id)
+        except audit.AuditUnavailable:
+            pass
+    return failed
 
 
 def _shown_value(value: Any) -> str:
@@ -500,6 +537,9 @@ async def _answer_deprecated(request: HttpRequest, op: Operation, rnd: Any, acti
                 return await _panel_response(request, op, forms=forms, error=sampling.PROVIDER_FAILED_MESSAGE,
                                              status=502)
         responses.update(provided)
+    failed = await _precheck(op, rnd, forms, responses)
+    if failed is not None:
+        return await _panel_response(request, op, forms=forms, error=failed, status=400)
     return await _review_response(request, op, rnd, forms, responses, provided)
 
 

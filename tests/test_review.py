@@ -248,13 +248,13 @@ async def test_url_mode_review_says_accept_with_no_content(seeded):
 
 async def test_roots_review_shows_the_roots_and_sends_them(seeded):
     mcp, server = seeded["mcp"], seeded["servers"]["acme"]
-    roots = [{"uri": "file:///home/alice/<p>", "name": "Mine <b>"}]
+    roots = [{"uri": "file:///home/alice/projects", "name": "Mine <b>"}]
     await McpServer.objects.filter(pk=server.pk).aupdate(allow_roots=True, roots=roots)
     client = await _client(seeded["users"]["alice"])
     op = await _start(client, server, "list_my_roots", {})
     page, token = await _reviewed(client, op, {})
     assert "The server receives exactly these roots:" in page
-    assert '<code class="root-uri">file:///home/alice/&lt;p&gt;</code> — <span class="root-name">Mine &lt;b&gt;</span>' in page
+    assert '<code class="root-uri">file:///home/alice/projects</code> — <span class="root-name">Mine &lt;b&gt;</span>' in page
     assert mcp.calls[("list_my_roots", True)] == 0
     # the roots configured after the review are not the reviewed ones: refused, nothing sent
     await McpServer.objects.filter(pk=server.pk).aupdate(roots=[{"uri": "file:///other"}])
@@ -302,3 +302,46 @@ def test_review_token_helper_reads_only_reviews():
         content = b'<input type="hidden" name="review_token" value="x">'
 
     assert review_token(R()) is None
+
+
+ONBOARD_OK = {
+    "in-profile-display_name": "Core ops",
+    "in-profile-budget": "99.5",
+    "in-profile-homepage": "https://core.example.test/",
+    "in-profile-channels": ["chat", "wiki"],
+    "in-profile-size": "medium",
+}
+
+
+async def test_a_card_of_two_requests_is_reviewed_and_sent_together(seeded):
+    mcp = seeded["mcp"]
+    client = await _client(seeded["users"]["alice"])
+    op = await _start(client, seeded["servers"]["acme"], "onboard_team", {"team": "core"})
+    assert op.status == Operation.Status.AWAITING_INPUT, (op.error_code, op.error_message)
+    card = (await client.get(f"/mcp/operations/{op.id}/")).content.decode()
+    assert card.count('class="input-request"') == 2 and 'data-kind="form"' in card and 'data-kind="url"' in card
+    assert 'type="number"' in card and 'step="any"' in card and 'type="url"' in card
+    assert 'name="in-profile-budget" value="250.5"' in card  # the number default, pre-filled
+    # invalid in both places: the pattern and maxItems; nothing sent
+    bad = await client.post(_url(op), dict(ONBOARD_OK, action="accept", round="1",
+                                          **{"in-profile-display_name": "Core/ops",
+                                             "in-profile-channels": ["chat", "mail", "wiki"]}))
+    assert bad.status_code == 400 and bad.content.decode().count('class="field-error"') == 2
+    page, token = await _reviewed(client, op, ONBOARD_OK)
+    assert page.count('class="review-request"') == 2
+    assert '<code class="review-value">99.5</code>' in page
+    assert '<code class="review-value">[&quot;chat&quot;, &quot;wiki&quot;]</code> <span class="review-option">Team chat, Wiki</span>' in page
+    assert '<code class="review-value">medium</code> <span class="review-option">6 to 20 people</span>' in page
+    assert "You confirm that you are done at sso.example.test." in page
+    assert mcp.calls[("onboard_team", True)] == 0
+    resp = await client.post(_url(op), dict(ONBOARD_OK, action="send", round="1", review_token=token))
+    assert resp.status_code == 302
+    await operations.wait_idle()
+    op = await _reload(op)
+    assert op.status == Operation.Status.COMPLETED, (op.error_code, op.error_message)
+    assert op.result["content"][0]["text"] == ("Team core onboarded (name Core ops; budget 99.5 EUR; channels chat, "
+                                               "wiki; page https://core.example.test/; size medium); "
+                                               "single sign-on confirmed.")
+    retry = [r for r in mcp.log.tool_calls("onboard_team") if r.is_retry]
+    assert len(retry) == 1 and set(retry[0].params["inputResponses"]) == {"profile", "sso"}
+    assert retry[0].params["inputResponses"]["sso"] == {"action": "accept"}
