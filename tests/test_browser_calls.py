@@ -247,3 +247,50 @@ def test_review_and_change(app):
         "notify pager).")
     assert app.mcp.calls[("deploy", True)] == 1
     assert _status(op_id) == "completed"
+
+
+def test_a_card_of_two_requests(app):
+    page = app.sign_in("alice")
+    op_id = app.call_tool(page, "onboard_team", fill={"team": "core"})
+    card = app.card(page)
+    expect(card).to_be_visible()
+    requests = card.locator("fieldset.input-request")
+    expect(requests).to_have_count(2)
+    expect(requests.nth(0)).to_have_attribute("data-kind", "form")
+    expect(requests.nth(1)).to_have_attribute("data-kind", "url")
+    expect(card.locator(".server-message")).to_have_text(["Describe team core.", "Enrol team core in single sign-on."])
+    budget = card.get_by_label("Monthly budget (EUR)")
+    expect(budget).to_have_attribute("type", "number")
+    expect(budget).to_have_value("250.5")  # the default, pre-filled
+    expect(card.get_by_label("Team page")).to_have_attribute("type", "url")
+    expect(card.get_by_label("Team size")).to_contain_text("6 to 20 people")  # enumNames as option labels
+    expect(card.locator("mark.host")).to_have_text("sso.example.test")
+    _screenshot(page, "multi-card.png")
+
+    # Both answers are checked by the gate's rules before anything is reviewed.
+    card.get_by_label("Display name").fill("Core/ops")  # outside the pattern
+    for label in ("Team chat", "Mailing list", "Wiki"):  # more than maxItems
+        card.get_by_label(label, exact=True).check()
+    app.submit(page, "Accept")
+    expect(page.locator(".panel > .error")).to_have_text("Some answers need attention.")
+    expect(page.locator(".field.invalid")).to_have_count(2)
+    expect(page.locator("#operation form.review")).to_have_count(0)
+    assert app.mcp.calls[("onboard_team", True)] == 0
+
+    card.get_by_label("Display name").fill("Core ops")
+    card.get_by_label("Mailing list", exact=True).uncheck()
+    budget.fill("99.5")
+    card.get_by_label("Team size").select_option(label="6 to 20 people")
+    app.submit(page, "Accept")
+    review = app.expect_review(page)
+    expect(review.locator("section.review-request")).to_have_count(2)
+    expect(review.locator("dd[data-name='budget'] .review-value")).to_have_text("99.5")
+    expect(review.locator("dd[data-name='channels']")).to_have_text('["chat", "wiki"] Team chat, Wiki')
+    expect(review.locator(".review-url")).to_contain_text("You confirm that you are done at sso.example.test.")
+    app.submit(page, "Send")
+
+    expect(page.locator(".result pre.block")).to_have_text(
+        "Team core onboarded (name Core ops; budget 99.5 EUR; channels chat, wiki; size medium); "
+        "single sign-on confirmed.")
+    assert app.mcp.calls[("onboard_team", True)] == 1
+    assert _status(op_id) == "completed"
