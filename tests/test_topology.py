@@ -68,6 +68,10 @@ def test_round_received_on_a_is_answered_in_a_browser_on_b(cluster, alice, demo_
             expect(card).to_be_visible(timeout=20_000)  # pushed from A's task through Redis to B's socket
             expect(card).to_contain_text("Go on?")
             card.get_by_role("button", name="Accept").click()
+            review = page.locator("form.review")  # reviewed on B, nothing sent yet
+            expect(review).to_be_visible(timeout=10_000)
+            assert _retries(demo_mcp, "wait_then_ask") == 0
+            review.get_by_role("button", name="Send").click()
             expect(page.locator(".result")).to_contain_text("Went on.", timeout=20_000)
         finally:
             browser.close()
