@@ -345,3 +345,23 @@ async def test_a_card_of_two_requests_is_reviewed_and_sent_together(seeded):
     retry = [r for r in mcp.log.tool_calls("onboard_team") if r.is_retry]
     assert len(retry) == 1 and set(retry[0].params["inputResponses"]) == {"profile", "sso"}
     assert retry[0].params["inputResponses"]["sso"] == {"action": "accept"}
+
+
+async def test_the_legacy_hold_notice_shows_only_when_set(seeded):
+    from asgiref.sync import sync_to_async
+    from django.template.loader import render_to_string
+
+    from mrtrweb.panels import panel_context
+
+    client, op = await _deploy(seeded)
+    op = await Operation.objects.select_related("server", "tenant").aget(pk=op.pk)
+
+    def render(**extra) -> str:
+        ctx = panel_context(op)
+        ctx.update(extra, csrf_token="t")
+        return render_to_string("mrtrweb/_panel.html", ctx)
+
+    held = await sync_to_async(render)(legacy_hold=True)
+    assert '<p class="legacy-notice" role="note">The server is holding its call open while you decide.</p>' in held
+    assert held.index("legacy-notice") < held.index('class="card"')
+    assert "legacy-notice" not in await sync_to_async(render)()
