@@ -225,7 +225,9 @@ async def test_a_review_of_a_closed_round_sends_nothing(seeded):
 async def test_decline_needs_no_review(seeded):
     mcp = seeded["mcp"]
     client, op = await _deploy(seeded)
-    await client.get(f"/mcp/operations/{op.id}/")
+    card = (await client.get(f"/mcp/operations/{op.id}/")).content.decode()
+    assert ("Accept shows you what will be sent, to review before you send it. Decline and Cancel are sent to the "
+            "server at once as your answer.") in card
     resp = await client.post(_url(op), {"action": "decline", "round": "1"})
     assert resp.status_code == 302
     await operations.wait_idle()
