@@ -367,3 +367,26 @@ async def test_the_legacy_hold_notice_shows_only_when_set(seeded):
     assert '<p class="legacy-notice" role="note">The server is holding its call open while you decide.</p>' in held
     assert held.index("legacy-notice") < held.index('class="card"')
     assert "legacy-notice" not in await sync_to_async(render)()
+
+
+@pytest.mark.parametrize("tool,fields", [("list_my_roots", {}),
+                                         ("summarize_with_sampling", {"in-summary-approve": "on",
+                                                                      "in-summary-reply": "R"})])
+async def test_a_deprecated_card_needs_its_review_to_send(seeded, caplog, tool, fields):
+    mcp, server = seeded["mcp"], seeded["servers"]["acme"]
+    await McpServer.objects.filter(pk=server.pk).aupdate(allow_roots=True, allow_sampling=True,
+                                                         roots=[{"uri": "file:///srv/data"}])
+    client = await _client(seeded["users"]["alice"])
+    op = await _start(client, server, tool, {"text": "x"} if tool == "summarize_with_sampling" else {})
+    _, token = await _reviewed(client, op, fields)
+    with caplog.at_level(logging.INFO, logger="mrtrweb"):
+        missing = await client.post(_url(op), dict(fields, action="send", round="1"))
+        forged = await client.post(_url(op), dict(fields, action="send", round="1", review_token=_forged(token)))
+    for resp in (missing, forged):
+        assert resp.status_code == 400 and views.REVIEW_INVALID_MESSAGE in html.unescape(resp.content.decode())
+    assert "(no review token)" in caplog.text and "(review token bad signature)" in caplog.text
+    assert mcp.calls[(tool, True)] == 0 and (await _reload(op)).status == Operation.Status.AWAITING_INPUT
+    resp = await client.post(_url(op), dict(fields, action="send", round="1", review_token=token))
+    assert resp.status_code == 302
+    await operations.wait_idle()
+    assert mcp.calls[(tool, True)] == 1 and (await _reload(op)).status == Operation.Status.COMPLETED
