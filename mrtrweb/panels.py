@@ -97,8 +97,12 @@ def _result_blocks(op: Operation) -> list[dict[str, Any]]:
     return blocks
 
 
-def panel_context(op: Operation, *, forms: dict[str, SchemaForm] | None = None, error: str = "") -> dict[str, Any]:
-    """The template context of an operation panel (reads the live round from the binding store)."""
+def panel_context(op: Operation, *, forms: dict[str, SchemaForm] | None = None, error: str = "",
+                  review: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The template context of an operation panel (reads the live round from the binding store).
+
+    ``review``: the review of the person's valid answers (``views._review_context``), shown
+    instead of the card while the round is still open."""
     ctx: dict[str, Any] = {"op": op, "error": error, "round": None, "requests": [], "store_error": ""}
     if op.status == Operation.Status.AWAITING_INPUT:
         try:
@@ -108,7 +112,8 @@ def panel_context(op: Operation, *, forms: dict[str, SchemaForm] | None = None, 
             ctx["store_error"] = message_for("binding_store_unavailable")
         rnd = state.round if state else None
         if rnd is not None:
-            record_shown(op, rnd)
+            if review is None:  # the review is no display of the card: it writes no consent receipt
+                record_shown(op, rnd)
             if forms is None:
                 try:
                     forms = consent_forms(rnd)
@@ -126,6 +131,7 @@ def panel_context(op: Operation, *, forms: dict[str, SchemaForm] | None = None, 
             ctx["has_deprecated"] = any(v.kind in sampling.DEPRECATED_KINDS for v in rnd.requests.values())
             # a 2025-11-25 server holding its call open for this round: the notice and its deadline
             ctx["legacy_hold"] = legacy_hold(op)
+            ctx["review"] = review
         elif not ctx["store_error"]:
             ctx["round_gone"] = True
     if op.status == Operation.Status.FAILED:

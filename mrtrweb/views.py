@@ -6,6 +6,7 @@ ownership, so another user (same or other tenant) gets 404 and nothing is sent.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import time
@@ -16,6 +17,7 @@ from django import forms
 
 from asgiref.sync import sync_to_async
 from django.contrib.auth.decorators import login_required
+from django.core import signing
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.middleware.csrf import get_token
 from django.shortcuts import redirect
@@ -25,7 +27,12 @@ from django.views.decorators.http import require_POST
 
 from . import audit, conf, operations, sampling, workers
 from .forms import JsonArgumentsForm, SchemaForm
-from .gate import GateRejection, SchemaRefused, StoreUnavailable, check_requested_schema
+from .gate import (
+    ContentMismatch, GateRejection, SchemaRefused, StoreUnavailable, check_requested_schema, digest,
+)
+# the very checks the gate applies to sampling/roots answers when it builds the retry (read only)
+from .gate.gate import _valid_create_message_result, _valid_list_roots_result, _within_depth
+from .gate.ids import is_strict_json
 from .mcp_client import McpCallError
 from .models import McpServer, Membership, Operation
 from .panels import consent_forms, panel_context
@@ -271,25 +278,196 @@ async def operation_answer(request: HttpRequest, op_id: Any) -> HttpResponse:
         return await _panel_response(request, op, error=operations.DENY_MESSAGES["timeout"], status=409)
     if rnd is None or op.status != Operation.Status.AWAITING_INPUT or round_no != str(rnd.number):
         return await _panel_response(request, op, error=operations.message_for("inactive_mrtr_round"), status=409)
-    if action not in ("accept", "decline", "cancel"):
+    if action not in ANSWER_ACTIONS:
         return await _panel_response(request, op, error="Choose Accept, Decline or Cancel.", status=400)
     if any(view.kind in sampling.DEPRECATED_KINDS for view in rnd.requests.values()):
         return await _answer_deprecated(request, op, rnd, action, user)
-    forms = consent_forms(rnd, request.POST if action == "accept" else None)
+    if action in ("decline", "cancel"):  # no review: nothing but the action is sent
+        return await _send(request, op, {key: {"action": action} for key in rnd.requests}, {})
+    forms = consent_forms(rnd, request.POST)
+    if action == "change":
+        return await _panel_response(request, op, forms=forms, status=200)
+    if not all(f.is_valid() for f in forms.values()):
+        return await _panel_response(request, op, forms=forms, error="Some answers need attention.", status=400)
     responses: dict[str, Any] = {}
+    for key, view in rnd.requests.items():
+        if view.kind == "form":
+            responses[key] = {"action": "accept", "content": forms[key].content()}
+        elif view.kind == "url":
+            responses[key] = {"action": "accept"}
+        else:  # sampling/roots cards are answered by _answer_deprecated
+            return await _panel_response(request, op, error="This request type cannot be answered here.",
+                                         status=400)
+    failed = await _precheck(op, rnd, forms, responses)
+    if failed is not None:
+        return await _panel_response(request, op, forms=forms, error=failed, status=400)
     if action == "accept":
-        if not all(f.is_valid() for f in forms.values()):
-            return await _panel_response(request, op, forms=forms, error="Some answers need attention.", status=400)
-        for key, view in rnd.requests.items():
-            if view.kind == "form":
-                responses[key] = {"action": "accept", "content": forms[key].content()}
-            elif view.kind == "url":
-                responses[key] = {"action": "accept"}
-            else:  # sampling/roots cards are answered by _answer_deprecated
-                return await _panel_response(request, op, error="This request type cannot be answered here.",
-                                             status=400)
-    else:
-        responses = {key: {"action": action} for key in rnd.requests}
+        return await _review_response(request, op, rnd, forms, responses, {})
+    refused = _check_review(request, op, rnd, responses, {})
+    if refused is not None:
+        return await _panel_response(request, op, forms=forms, error=refused, status=400)
+    return await _send(request, op, responses, forms)
+
+
+# -- the review step ---------------------------------------------------------------------------
+# Accept with valid answers sends nothing: the person sees what will be sent (review) and chooses
+# Send or Change. The review carries a signed token bound to the operation, the round and the
+# digest of the exact answers; Send re-validates the posted answers and sends only if they are
+# the reviewed ones.
+
+#: the card's actions: ``accept`` (to the review), ``send`` / ``change`` (from the review),
+#: ``decline`` / ``cancel`` (sent at once)
+ANSWER_ACTIONS = ("accept", "send", "change", "decline", "cancel")
+REVIEW_SALT = "mrtrweb.views.review"
+#: seconds a review stays valid for Send (the round's own lifetime still applies)
+REVIEW_MAX_AGE_S = 600
+REVIEW_CHANGED_MESSAGE = ("These answers are not the ones you reviewed, so nothing was sent. "
+                          "Check them and review them again.")
+REVIEW_INVALID_MESSAGE = ("Your review is no longer valid (it expired or was damaged), so nothing was sent. "
+                          "Review your answers again.")
+
+
+def _jsonable(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str, ensure_ascii=False))
+
+
+def _answers_digest(op: Operation, rnd: Any, responses: dict[str, Any], forms: dict[str, Any]) -> str:
+    """The digest of exactly what Send would send (and of the sampling card's own fields)."""
+    provider_data = {key: f.provider_data() for key, f in forms.items() if hasattr(f, "provider_data")}
+    return digest({"op": str(op.id), "round": rnd.number, "responses": _jsonable(responses),
+                   "provider_data": _jsonable(provider_data)})
+
+
+def _review_token(op: Operation, rnd: Any, responses: dict[str, Any], forms: dict[str, Any],
+                  provided: dict[str, Any]) -> str:
+    return signing.dumps({"op": str(op.id), "round": rnd.number, "digest": _answers_digest(op, rnd, responses, forms),
+                          "provided": _jsonable(provided)}, salt=REVIEW_SALT, compress=True)
+
+
+def _review_payload(request: HttpRequest, op: Operation, rnd: Any) -> tuple[dict[str, Any] | None, str]:
+    """The posted review token's payload, or ``(None, reason)`` (the reason is for the log only)."""
+    token = request.POST.get("review_token", "")
+    if not token:
+        return None, "no review token"
+    try:
+        payload = signing.loads(token, salt=REVIEW_SALT, max_age=REVIEW_MAX_AGE_S)
+    except signing.SignatureExpired:
+        return None, "review token expired"
+    except signing.BadSignature:
+        return None, "review token bad signature"
+    if not isinstance(payload, dict) or payload.get("op") != str(op.id) or payload.get("round") != rnd.number:
+        return None, "review token for another operation or round"
+    if not isinstance(payload.get("provided"), dict) or not isinstance(payload.get("digest"), str):
+        return None, "review token malformed"
+    return payload, ""
+
+
+def _check_review(request: HttpRequest, op: Operation, rnd: Any, responses: dict[str, Any],
+                  forms: dict[str, Any]) -> str | None:
+    """``None`` when the posted answers are the reviewed ones, else the message shown (reason logged)."""
+    payload, reason = _review_payload(request, op, rnd)
+    if payload is not None and payload["digest"] != _answers_digest(op, rnd, responses, forms):
+        reason = "answers differ from the reviewed ones"
+    if not reason:
+        return None
+    logger.warning("operation %s round %s: Send refused, nothing sent (%s)", op.id, rnd.number, reason)
+    return REVIEW_CHANGED_MESSAGE if reason == "answers differ from the reviewed ones" else REVIEW_INVALID_MESSAGE
+
+
+async def _precheck(op: Operation, rnd: Any, forms: dict[str, Any], responses: dict[str, Any]) -> str | None:
+    """The gate's own checks of the answers, before they are reviewed (the gate checks them again
+    when Send builds the retry): a form's content against its schema (pattern, bounds, item counts,
+    formats: the per-field messages go on the form), a sampling/roots answer as a valid result.
+    ``None`` when all pass; else the message shown, the refusal logged and audited (code only)
+    as a refused answer is."""
+    failed, code = None, ""
+    for key, view in rnd.requests.items():
+        response = responses.get(key)
+        if view.kind == "form" and key in forms:
+            try:
+                forms[key].checked.validate(response["content"])
+            except ContentMismatch as exc:
+                forms[key].add_gate_errors(exc.errors)
+                failed, code = failed or "Some answers need attention.", code or "input_response_schema_mismatch"
+        elif view.kind in sampling.DEPRECATED_KINDS:
+            valid = _valid_list_roots_result if view.kind == "roots" else _valid_create_message_result
+            if not (valid(response) and _within_depth(response) and is_strict_json(response)):
+                failed, code = sampling.INVALID_ANSWER_MESSAGE, sampling.INVALID_ANSWER
+    if failed is not None:
+        logger.info("operation %s round %s: answer refused before review (%s)", op.id, rnd.number, code)
+        try:
+            await sync_to_async(audit.record)(op, "rejected", code=code, round_number=rnd.number,
+                                              request_id=op.latest_request_id)
+        except audit.AuditUnavailable:
+            pass
+    return failed
+
+
+def _shown_value(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def _form_rows(form: Any, content: dict[str, Any]) -> list[dict[str, Any]]:
+    """Field label -> the value as it will be sent (server defaults filled as the gate fills them)."""
+    rows = []
+    defaults = getattr(form.checked, "defaults", {}) or {}
+    for spec in form.checked.fields:
+        row: dict[str, Any] = {"name": spec.name, "label": spec.title, "kind": spec.kind, "default": False,
+                               "omitted": False, "option": ""}
+        if spec.name in content:
+            value = content[spec.name]
+        elif spec.name in defaults:
+            value, row["default"] = defaults[spec.name], True
+        else:
+            row["omitted"] = True
+            rows.append(row)
+            continue
+        labels = {json.dumps(o.value): o.label for o in spec.options}
+        if spec.kind == "choice":
+            label = labels.get(json.dumps(value))
+            row["option"] = label if label not in (None, _shown_value(value)) else ""
+        elif spec.kind == "multi" and isinstance(value, list):
+            shown = [labels.get(json.dumps(v), _shown_value(v)) for v in value]
+            row["option"] = ", ".join(shown) if shown != [_shown_value(v) for v in value] else ""
+        row["value"] = _shown_value(value)
+        rows.append(row)
+    return rows
+
+
+def _review_context(op: Operation, rnd: Any, request: HttpRequest, forms: dict[str, Any],
+                    responses: dict[str, Any], token: str) -> dict[str, Any]:
+    items = []
+    for key, view in rnd.requests.items():
+        item: dict[str, Any] = {"key": key, "kind": view.kind, "message": view.message}
+        response = responses.get(key) or {}
+        if view.kind == "form":
+            item["rows"] = _form_rows(forms[key], response.get("content") or {})
+        elif view.kind == "url":
+            item["url"] = view.url
+        elif view.kind == "roots":
+            item["roots"] = response.get("roots") or []
+        elif view.kind == "sampling":
+            content = response.get("content")
+            blocks = content if isinstance(content, list) else [content]
+            item["reply"] = {"model": str(response.get("model", "")), "role": str(response.get("role", "")),
+                             "blocks": [sampling._block_text(b) for b in blocks]}
+        items.append(item)
+    hidden = [(name, value) for name, values in request.POST.lists() if name.startswith("in-") for value in values]
+    return {"token": token, "items": items, "hidden": hidden}
+
+
+async def _review_response(request: HttpRequest, op: Operation, rnd: Any, forms: dict[str, Any],
+                           responses: dict[str, Any], provided: dict[str, Any]) -> HttpResponse:
+    """The review of valid answers: nothing is sent; Send or Change follow."""
+    token = _review_token(op, rnd, responses, forms, provided)
+    review = _review_context(op, rnd, request, forms, responses, token)
+    logger.info("operation %s round %s: answers reviewed", op.id, rnd.number)
+    return await _panel_response(request, op, review=review, status=200)
+
+
+async def _send(request: HttpRequest, op: Operation, responses: dict[str, Any], forms: dict[str, Any],
+                *, deprecated: bool = False) -> HttpResponse:
+    """Send ``responses`` as the retry of the round (exactly once: the gate settles races)."""
     try:
         await operations.answer_round(op, responses)
     except GateRejection as exc:
@@ -297,6 +475,8 @@ async def operation_answer(request: HttpRequest, op_id: Any) -> HttpResponse:
         if exc.code == "input_response_schema_mismatch" and exc.key in forms and hasattr(cause, "errors"):
             forms[exc.key].add_gate_errors(cause.errors)
             return await _panel_response(request, op, forms=forms, error="Some answers need attention.", status=400)
+        if deprecated and exc.code == sampling.INVALID_ANSWER:
+            return await _panel_response(request, op, forms=forms, error=sampling.INVALID_ANSWER_MESSAGE, status=400)
         return await _panel_response(request, op, error=operations.message_for(exc.code), status=409)
     except operations.OperationRefused as exc:
         return await _panel_response(request, op, error=exc.message, status=503)
@@ -308,8 +488,9 @@ async def _answer_deprecated(request: HttpRequest, op: Operation, rnd: Any, acti
 
     Decline/Cancel ends the operation (denied, ``deprecated_request_refused``): no retry is sent.
     Accept needs every form valid and every sampling request approved; roots are answered with
-    the server's configured roots, sampling by the configured provider; the gate validates both."""
-    if action != "accept":
+    the server's configured roots, sampling by the configured provider (called once, for the
+    review: Send sends the reviewed reply); the gate validates both."""
+    if action in ("decline", "cancel"):
         await operations.deny(op, "deprecated_request_refused")
         return redirect("mrtrweb:operation", op_id=op.id)
     try:
@@ -318,9 +499,10 @@ async def _answer_deprecated(request: HttpRequest, op: Operation, rnd: Any, acti
     except (ImportError, TypeError, AttributeError) as exc:  # a misconfigured SAMPLING_PROVIDER
         logger.error("sampling provider unusable: %s", exc)
         return await _panel_response(request, op, error=sampling.PROVIDER_FAILED_MESSAGE, status=503)
+    if action == "change":
+        return await _panel_response(request, op, forms=forms, status=200)
     if not valid:
         return await _panel_response(request, op, forms=forms, error="Some answers need attention.", status=400)
-    provider = sampling.get_provider() if any(v.kind == "sampling" for v in rnd.requests.values()) else None
     responses: dict[str, Any] = {}
     for key, view in rnd.requests.items():
         if view.kind == "form":
@@ -329,27 +511,36 @@ async def _answer_deprecated(request: HttpRequest, op: Operation, rnd: Any, acti
             responses[key] = {"action": "accept"}
         elif view.kind == "roots":
             responses[key] = sampling.roots_answer(op.server)
-        else:
+    sampled = [key for key, view in rnd.requests.items() if view.kind == "sampling"]
+    if action == "send":
+        payload, reason = _review_payload(request, op, rnd)
+        provided = payload["provided"] if payload is not None else {}
+        if payload is not None and set(provided) != set(sampled):
+            reason = "review token does not cover the round's sampling requests"
+        if reason:
+            logger.warning("operation %s round %s: Send refused, nothing sent (%s)", op.id, rnd.number, reason)
+            return await _panel_response(request, op, forms=forms, error=REVIEW_INVALID_MESSAGE, status=400)
+        responses.update({key: provided[key] for key in sampled})  # the reply the person reviewed
+        refused = _check_review(request, op, rnd, responses, forms)
+        if refused is not None:
+            return await _panel_response(request, op, forms=forms, error=refused, status=400)
+        return await _send(request, op, responses, forms, deprecated=True)
+    provided = {}
+    if sampled:
+        provider = sampling.get_provider()
+        for key in sampled:
             try:
-                responses[key] = await sampling.provide(provider, dict(view.params), user=user, operation=op,
-                                                        form_data=forms[key].provider_data())
+                provided[key] = await sampling.provide(provider, dict(rnd.requests[key].params), user=user,
+                                                       operation=op, form_data=forms[key].provider_data())
             except Exception:  # noqa: BLE001 -- a provider failure sends nothing
                 logger.exception("sampling provider failed for operation %s", op.id)
                 return await _panel_response(request, op, forms=forms, error=sampling.PROVIDER_FAILED_MESSAGE,
                                              status=502)
-    try:
-        await operations.answer_round(op, responses)
-    except GateRejection as exc:
-        cause = exc.__cause__
-        if exc.code == "input_response_schema_mismatch" and exc.key in forms and hasattr(cause, "errors"):
-            forms[exc.key].add_gate_errors(cause.errors)
-            return await _panel_response(request, op, forms=forms, error="Some answers need attention.", status=400)
-        if exc.code == sampling.INVALID_ANSWER:
-            return await _panel_response(request, op, forms=forms, error=sampling.INVALID_ANSWER_MESSAGE, status=400)
-        return await _panel_response(request, op, error=operations.message_for(exc.code), status=409)
-    except operations.OperationRefused as exc:
-        return await _panel_response(request, op, error=exc.message, status=503)
-    return redirect("mrtrweb:operation", op_id=op.id)
+        responses.update(provided)
+    failed = await _precheck(op, rnd, forms, responses)
+    if failed is not None:
+        return await _panel_response(request, op, forms=forms, error=failed, status=400)
+    return await _review_response(request, op, rnd, forms, responses, provided)
 
 
 def _expired(state: Any, op: Operation) -> bool:

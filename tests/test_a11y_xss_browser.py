@@ -2,7 +2,7 @@
 the live ASGI app, fixtures from ``tests/test_browser.py``).
 
 * axe-core 4 is run on every kind of page a person sees (login, index, server, tool form, a pending
-  deploy card, a URL-mode card, a completed and a failed operation, the consent histories); no
+  deploy card, the review of its answer, a URL-mode card, a completed and a failed operation, the consent histories); no
   violation of impact "serious" or "critical" is allowed. axe is injected into a browser context
   created with ``bypass_csp=True`` (the app's CSP refuses injected scripts, rightly). It is installed
   once with npm into ``var/node`` (git-ignored), or taken from ``$AXE_CORE_JS`` if set.
@@ -176,6 +176,9 @@ def test_axe_finds_no_serious_or_critical_violations(app, hostile_server, axe_js
     card.get_by_label("Change ticket").fill("CHG-11")
     card.get_by_label("Contact email").fill("ops@example.test")
     app.submit(page, "Accept")
+    app.expect_review(page)
+    audit.check(page, "review of the answer")
+    app.submit(page, "Send")
     expect(page.locator(".result pre.block")).to_contain_text("Deployed 2 replica(s) to staging")
     expect(page.locator(".status")).to_contain_text("Completed")
     audit.check(page, "completed result")
@@ -196,7 +199,7 @@ def test_axe_finds_no_serious_or_critical_violations(app, hostile_server, axe_js
     page.goto("/mcp/tenants/acme/history/")
     audit.check(page, "tenant history")
 
-    assert len(audit.checked) == 10
+    assert len(audit.checked) == 11
     audit.assert_clean()
 
     # Positive control: axe does report a critical violation (a button without a name).

@@ -19,6 +19,7 @@ from mrtrweb import audit, operations
 from mrtrweb.models import AuditCheckpoint, AuditEvent, McpServer, Operation
 
 from . import hostile
+from tests.consent import post_answer
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -45,8 +46,8 @@ async def _start(client, server, tool, args) -> Operation:
 async def _answer(client, op, action="accept", fields=None, view=True):
     if view:
         assert (await client.get(f"/mcp/operations/{op.id}/")).status_code == 200
-    resp = await client.post(f"/mcp/operations/{op.id}/answer/", {"action": action, "round": str(op.rounds),
-                                                                  **(fields or {})})
+    resp = await post_answer(client, f"/mcp/operations/{op.id}/answer/", {"action": action, "round": str(op.rounds),
+                                                                           **(fields or {})})
     await operations.wait_idle()
     return resp
 
@@ -316,7 +317,7 @@ async def test_stopping_an_operation_denies_its_round(seeded):
     resp = await client.post(f"/mcp/operations/{op.id}/stop/")
     assert resp.status_code == 302
     assert (await _reload(op)).status == "denied"
-    late = await client.post(f"/mcp/operations/{op.id}/answer/", {"action": "accept", "round": "1"})
+    late = await post_answer(client, f"/mcp/operations/{op.id}/answer/", {"action": "accept", "round": "1"})
     assert late.status_code == 409
     assert seeded["mcp"].calls[("connect_account", True)] == 0
     events = [(e.event, e.reason) async for e in AuditEvent.objects.filter(operation_id=op.id).order_by("sequence")]

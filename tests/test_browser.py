@@ -34,7 +34,8 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
                  "--no-first-run"]
 PASSWORDS = {"alice": "alice-demo-pw", "carol": "carol-demo-pw", "bob": "bob-demo-pw"}
-SCREENSHOTS = Path(__file__).resolve().parents[1] / "var" / "screenshots"
+#: the README's screenshots, written by these tests (fixed viewport, full page)
+SCREENSHOTS = Path(__file__).resolve().parents[1] / "docs" / "screenshots"
 TIMEOUT_MS = 10_000
 OP_URL = re.compile(r"/mcp/operations/([0-9a-f-]{36})/$")
 
@@ -182,6 +183,21 @@ class App:
         with page.expect_navigation():
             self.card(page).get_by_role("button", name=button, exact=True).click()
 
+    @staticmethod
+    def expect_review(page):
+        """The review of the answer is shown (nothing sent yet) and has the focus."""
+        review = page.locator("#operation form.review")
+        expect(review).to_be_visible()
+        expect(review.locator(".review-title")).to_be_focused()
+        expect(page.locator("#live")).to_have_text("Review your answer before sending.")
+        return review
+
+    def accept(self, page) -> None:
+        """Accept the card as a person does: Accept, read the review, Send."""
+        self.submit(page, "Accept")
+        self.expect_review(page)
+        self.submit(page, "Send")
+
     def close(self) -> None:
         for context in self.contexts:
             context.close()
@@ -267,6 +283,21 @@ def test_deploy_card_is_pushed_answered_and_result_pushed(app):
 
     retry = app.valve.hold("deploy", retry=True)
     app.submit(page, "Accept")
+    review = app.expect_review(page)  # nothing is sent before the person reads what will be
+    expect(review.get_by_role("heading", name="Review your answer before sending")).to_be_visible()
+    expect(review.locator(".server-name")).to_have_text("Demo server")
+    expect(review.locator(".review-answers dt")).to_have_text(["Confirm deployment", "Change ticket", "Contact email",
+                                               "Maintenance window (hours)", "Region", "Notify"])
+    expect(review.locator(".review-answers dd .review-value")).to_have_text(["true", "CHG-1042", "ops@example.test", "3",
+                                                             "us-east-1", '["email", "slack"]'])
+    expect(review.locator(".review-option")).to_have_text(["US East (N. Virginia)"])
+    expect(review.locator(".effect")).to_have_text(
+        "Send gives this answer to Demo server as the retry of tools/call deploy. It is sent once and cannot be "
+        "taken back.")
+    _screenshot(page, "review.png")
+    page.wait_for_timeout(300)
+    assert app.mcp.calls[("deploy", True)] == 0 and not retry.arrived.is_set()
+    app.submit(page, "Send")
     expect(page).to_have_url(re.compile(f"/mcp/operations/{op_id}/$"))
     expect(page.locator(".panel")).to_have_attribute("data-status", "running")
     app.wait_live(page)
@@ -307,7 +338,7 @@ def test_invalid_answer_shows_field_error_and_sends_nothing(app):
     assert _status(op_id) == "awaiting_input"
 
     ticket.fill("CHG-7")
-    app.submit(page, "Accept")
+    app.accept(page)
     expect(page.locator(".result pre.block")).to_contain_text("Deployed 1 replica(s) to staging (ticket CHG-7;")
     expect(page.locator(".field-error")).to_have_count(0)
     assert app.mcp.calls[("deploy", True)] == 1
@@ -321,13 +352,13 @@ def test_book_trip_two_rounds(app):
     expect(card.locator(".server-message")).to_have_text("When do you travel to Lisbon?")
     card.get_by_label("Check-in date").fill("2026-12-01")
     card.get_by_label("Nights").fill("3")
-    app.submit(page, "Accept")
+    app.accept(page)
 
     expect(card).to_contain_text("round 2")
     expect(card.locator(".server-message")).to_have_text("3 night(s) from 2026-12-01. Choose your seat and confirm.")
     card.get_by_label("Seat").select_option("aisle")
     card.get_by_label("Confirm booking").check()
-    app.submit(page, "Accept")
+    app.accept(page)
 
     expect(page.locator(".result pre.block")).to_have_text("Booked 3 night(s) in Lisbon from 2026-12-01, aisle seat.")
     expect(page.locator(".status")).to_contain_text("2 rounds")
@@ -371,6 +402,11 @@ def test_url_mode_card_opens_nothing_until_clicked(app):
     popup.close()
 
     app.submit(page, "Accept")
+    review = app.expect_review(page)
+    expect(review.locator(".review-url")).to_have_text(
+        "You confirm that you are done at auth.example.test. The server receives “accept”, with no content.")
+    assert app.mcp.calls[("connect_account", True)] == 0
+    app.submit(page, "Send")
     expect(page.locator(".result pre.block")).to_have_text("Account at github connected.")
     assert app.mcp.calls[("connect_account", True)] == 1
     assert len(hits) == 1
@@ -388,7 +424,7 @@ def test_state_only_round_is_retried_without_asking(app):
         if f.get("status") == "awaiting_input":
             assert 'name="round" value="2"' in f["html"]
     card.get_by_label("Format").select_option(label="CSV data")
-    app.submit(page, "Accept")
+    app.accept(page)
     expect(page.locator(".result pre.block")).to_have_text("Report on sales ready as csv.")
     assert app.mcp.calls[("busy_report", True)] == 2
     assert app.mcp.calls[("busy_report", False)] == 1
@@ -410,7 +446,7 @@ def test_reload_shows_the_pending_round_again(app):
     # and the reloaded card still answers the round
     card.get_by_label("Confirm deployment").check()
     card.get_by_label("Change ticket").fill("CHG-9")
-    app.submit(page, "Accept")
+    app.accept(page)
     expect(page.locator(".result pre.block")).to_contain_text("Deployed 2 replica(s) to staging (ticket CHG-9;")
     assert app.mcp.calls[("deploy", True)] == 1
 
@@ -527,6 +563,10 @@ def test_keyboard_only(app):
     _tab_to(page, "[name='in-confirm_deploy-notify'][value='pager']")
     page.keyboard.press("Space")
     _tab_to(page, "button[value='accept']")
+    with page.expect_navigation():
+        page.keyboard.press("Enter")
+    app.expect_review(page)  # the focus is on the review's heading
+    _tab_to(page, "button[value='send']")
     with page.expect_navigation():
         page.keyboard.press("Enter")
     app.wait_live(page)

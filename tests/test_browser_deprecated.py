@@ -47,6 +47,11 @@ def test_admin_allows_sampling_then_approves_a_request_with_a_written_reply(app)
     card.get_by_label("Your reply (sent to the server as the assistant's message)").fill("Numbers rose this quarter.")
     _screenshot(page, "sampling-card.png")
     app.submit(page, "Accept")
+    review = app.expect_review(page)  # the reply as it will be sent; nothing sent yet
+    expect(review.locator(".reply-model")).to_have_text("human")
+    expect(review.locator(".reply-text")).to_have_text("Numbers rose this quarter.")
+    assert app.mcp.calls[("summarize_with_sampling", True)] == 0
+    app.submit(page, "Send")
     expect(page.locator(".result pre.block")).to_have_text("Summary (human): Numbers rose this quarter.")
     expect(page.locator(".status")).to_contain_text("Completed")
     assert app.mcp.calls[("summarize_with_sampling", True)] == 1

@@ -12,6 +12,7 @@ from django.utils.html import escape
 from mrtrweb import operations
 from mrtrweb.models import AuditEvent, McpServer, Operation
 from tests.test_flow import _answer, _client, _reload, _start
+from tests.consent import post_answer
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -308,5 +309,5 @@ async def test_misconfigured_provider_never_gives_a_500(seeded, settings):
     settings.MRTRWEB = {"SAMPLING_PROVIDER": "mrtrweb.no_such_module.Provider"}
     page = await client.get(f"/mcp/operations/{op.id}/")
     assert page.status_code == 200
-    answer = await client.post(f"/mcp/operations/{op.id}/answer/", {"action": "accept", "round": "1"})
+    answer = await post_answer(client, f"/mcp/operations/{op.id}/answer/", {"action": "accept", "round": "1"})
     assert answer.status_code in (400, 503) and seeded["mcp"].calls[("summarize_with_sampling", True)] == 0

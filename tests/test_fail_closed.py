@@ -9,6 +9,7 @@ from django.test import AsyncClient
 
 from mrtrweb import operations
 from mrtrweb.models import Operation
+from tests.consent import post_answer
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -53,7 +54,7 @@ async def test_answer_fails_closed_then_recovers(seeded, caches_with_dead_redis)
     assert (await client.get(f"/mcp/operations/{op.id}/")).status_code == 200  # alice sees the card
 
     _use_store(settings, "dead")  # the store becomes unreachable while the round waits
-    answer = await client.post(f"/mcp/operations/{op.id}/answer/", {"action": "accept", "round": "1"})
+    answer = await post_answer(client, f"/mcp/operations/{op.id}/answer/", {"action": "accept", "round": "1"})
     assert answer.status_code == 503 and "round store is unavailable" in answer.content.decode()
     page = await client.get(f"/mcp/operations/{op.id}/")
     assert page.status_code == 200 and "round store is unavailable" in page.content.decode()
@@ -61,7 +62,7 @@ async def test_answer_fails_closed_then_recovers(seeded, caches_with_dead_redis)
     assert mcp.calls[("connect_account", True)] == 0
 
     _use_store(settings, "default")  # back: the live round is answerable again
-    answer = await client.post(f"/mcp/operations/{op.id}/answer/", {"action": "accept", "round": "1"})
+    answer = await post_answer(client, f"/mcp/operations/{op.id}/answer/", {"action": "accept", "round": "1"})
     assert answer.status_code == 302
     await operations.wait_idle()
     assert (await Operation.objects.aget(pk=op.pk)).status == Operation.Status.COMPLETED

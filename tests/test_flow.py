@@ -12,6 +12,7 @@ from django.test import AsyncClient
 
 from mrtrweb import operations
 from mrtrweb.models import AuditEvent, Operation
+from tests.consent import post_answer, post_review
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -36,7 +37,7 @@ async def _answer(client: AsyncClient, op: Operation, action: str, fields: dict[
     await client.get(f"/mcp/operations/{op.id}/")
     data: dict[str, object] = {"action": action, "round": str(round_no or op.rounds)}
     data.update(fields or {})
-    resp = await client.post(f"/mcp/operations/{op.id}/answer/", data)
+    resp = await post_answer(client, f"/mcp/operations/{op.id}/answer/", data)
     await operations.wait_idle()
     return resp
 
@@ -121,9 +122,12 @@ async def test_double_submit_sends_once(seeded):
     client = await _client(alice)
     op = await _start(client, server, "deploy", {"env": "staging", "replicas": "1"})
     await client.get(f"/mcp/operations/{op.id}/")  # the card is shown
+    url = f"/mcp/operations/{op.id}/answer/"
+    review, token = await post_review(client, url, dict(DEPLOY_OK, round="1"))  # reviewed once, then sent twice
+    assert review.status_code == 200 and token and mcp.calls[("deploy", True)] == 0
     first, second = await asyncio.gather(
-        client.post(f"/mcp/operations/{op.id}/answer/", dict(DEPLOY_OK, action="accept", round="1")),
-        client.post(f"/mcp/operations/{op.id}/answer/", dict(DEPLOY_OK, action="accept", round="1")),
+        client.post(url, dict(DEPLOY_OK, action="send", round="1", review_token=token)),
+        client.post(url, dict(DEPLOY_OK, action="send", round="1", review_token=token)),
     )
     await operations.wait_idle()
     assert sorted([first.status_code, second.status_code]) == [302, 409]

@@ -20,6 +20,7 @@ from django.utils import timezone
 from mrtrweb import audit, operations
 from mrtrweb.history import EXPORT_FIELDS, PER_PAGE
 from mrtrweb.models import AuditEvent, Operation
+from tests.consent import post_answer
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -55,7 +56,7 @@ async def _answer(client: AsyncClient, op: Operation, action: str, fields: dict[
     await client.get(f"/mcp/operations/{op.id}/")  # the card is looked at, then answered
     data: dict[str, object] = {"action": action, "round": str(op.rounds)}
     data.update(fields or {})
-    resp = await client.post(f"/mcp/operations/{op.id}/answer/", data)
+    resp = await post_answer(client, f"/mcp/operations/{op.id}/answer/", data)
     assert resp.status_code == 302, resp.content.decode()[:2000]
     await operations.wait_idle()
 

@@ -27,7 +27,9 @@ def _deploy(app, page, *, replicas: str, env: str, action: str) -> str:
         card.get_by_label("Confirm deployment").check()
         card.get_by_label("Change ticket").fill("CHG-1042")
         card.get_by_label("Contact email").fill("ops@example.test")
-    app.submit(page, action)
+        app.accept(page)
+    else:
+        app.submit(page, action)
     expect(page.locator(".status")).to_contain_text("Completed")
     return op_id
 

@@ -14,6 +14,7 @@ from mrtrweb.gate import ALL_CODES
 from mrtrweb.models import AuditEvent, McpServer, Operation
 
 from . import hostile
+from tests.consent import post_answer
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -107,9 +108,9 @@ async def test_bad_browser_input_gets_clear_errors_not_500(setup, seeded):
     op = await _call(client, server, "xss_round")
     url = f"/mcp/operations/{op.id}/answer/"
     assert (await client.post(url, {"action": "explode", "round": "1"})).status_code == 400
-    assert (await client.post(url, {"action": "accept", "round": "99"})).status_code == 409
-    assert (await client.post(url, {"action": "accept"})).status_code == 409
-    assert (await client.post(url, {"action": "accept", "round": "1", "in-q-pick": "zzz"})).status_code == 400
+    assert (await post_answer(client, url, {"action": "accept", "round": "99"})).status_code == 409
+    assert (await post_answer(client, url, {"action": "accept"})).status_code == 409
+    assert (await post_answer(client, url, {"action": "accept", "round": "1", "in-q-pick": "zzz"})).status_code == 400
     assert (await client.get(url)).status_code == 405
     assert (await client.get("/mcp/operations/not-a-uuid/")).status_code == 404
     bad_json = await client.post(f"/mcp/servers/{server.pk}/tools/xss_round/", {"arguments": "[1"})

@@ -8,6 +8,7 @@ from django.test import AsyncClient
 
 from mrtrweb import operations
 from mrtrweb.models import Operation
+from tests.consent import post_answer
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -41,8 +42,8 @@ async def test_prompt_round_through_the_card(seeded):
     page = (await client.get(f"/mcp/operations/{op.id}/")).content.decode()
     assert "Who will read the notes for 2.0?" in page
     assert "Your answer goes to Demo server as the retry of prompts/get release_notes." in page
-    resp = await client.post(f"/mcp/operations/{op.id}/answer/", {"action": "accept", "round": "1",
-                                                                    "in-audience-audience": "customers"})
+    resp = await post_answer(client, f"/mcp/operations/{op.id}/answer/", {"action": "accept", "round": "1",
+                                                                             "in-audience-audience": "customers"})
     assert resp.status_code == 302
     await operations.wait_idle()
     op = await Operation.objects.aget(pk=op.pk)
@@ -60,11 +61,11 @@ async def test_resource_template_round_through_the_card(seeded):
     assert op.method == "resources/read" and op.name == "demo://reports/core%20ops"
     assert op.status == "awaiting_input", (op.error_code, op.error_message)
     await client.get(f"/mcp/operations/{op.id}/")
-    bad = await client.post(f"/mcp/operations/{op.id}/answer/", {"action": "accept", "round": "1",
-                                                                   "in-period-since": "2026-02-30"})
+    bad = await post_answer(client, f"/mcp/operations/{op.id}/answer/", {"action": "accept", "round": "1",
+                                                                            "in-period-since": "2026-02-30"})
     assert bad.status_code == 400 and len([r for r in mcp.log.records("resources/read") if r.is_retry]) == 0
-    resp = await client.post(f"/mcp/operations/{op.id}/answer/", {"action": "accept", "round": "1",
-                                                                    "in-period-since": "2026-01-05"})
+    resp = await post_answer(client, f"/mcp/operations/{op.id}/answer/", {"action": "accept", "round": "1",
+                                                                             "in-period-since": "2026-01-05"})
     assert resp.status_code == 302
     await operations.wait_idle()
     op = await Operation.objects.aget(pk=op.pk)

@@ -68,6 +68,10 @@ def test_round_received_on_a_is_answered_in_a_browser_on_b(cluster, alice, demo_
             expect(card).to_be_visible(timeout=20_000)  # pushed from A's task through Redis to B's socket
             expect(card).to_contain_text("Go on?")
             card.get_by_role("button", name="Accept").click()
+            review = page.locator("form.review")  # reviewed on B, nothing sent yet
+            expect(review).to_be_visible(timeout=10_000)
+            assert _retries(demo_mcp, "wait_then_ask") == 0
+            review.get_by_role("button", name="Send").click()
             expect(page.locator(".result")).to_contain_text("Went on.", timeout=20_000)
         finally:
             browser.close()
@@ -88,10 +92,12 @@ def test_hundred_rounds_each_answered_twice_across_workers(cluster, alice, demo_
         results: list[int] = []
 
         alice.page(a, op_id)  # the card is shown (consent receipt) before the two answers race
+        status, token, body = alice.review(a, op_id, 1)  # reviewed once (nothing sent), then Send races
+        assert status == 200 and token, (status, body[:300])
 
         def one(base: str) -> None:
             gate.wait()
-            status, _ = alice.answer(base, op_id, 1)
+            status, _ = alice.send(base, op_id, 1, token)
             results.append(status)
 
         threads = [threading.Thread(target=one, args=(base,)) for base in (a, b)]

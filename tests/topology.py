@@ -4,6 +4,7 @@ that signs in and drives the app like a browser would (CSRF included)."""
 
 from __future__ import annotations
 
+import html
 import http.cookiejar
 import os
 import re
@@ -191,7 +192,27 @@ class WebSession:
         return location.rstrip("/").split("/")[-1]
 
     def answer(self, base: str, op_id: str, round_no: int, action: str = "accept", **fields) -> tuple[int, str]:
+        """Answer a round as a person does; Accept goes through the review, then Send (the
+        response to Accept is returned when it is no review: a refusal, an outage...)."""
+        if action == "accept":
+            status, token, body = self.review(base, op_id, round_no, **fields)
+            if token is None:
+                return status, body
+            return self.send(base, op_id, round_no, token, **fields)
         data = {"action": action, "round": str(round_no), **fields}
+        status, _, body = self.request(f"{base}/mcp/operations/{op_id}/answer/", data)
+        return status, body
+
+    def review(self, base: str, op_id: str, round_no: int, **fields) -> tuple[int, str | None, str]:
+        """Accept: ``(status, review token or None, body)``; nothing is sent yet."""
+        data = {"action": "accept", "round": str(round_no), **fields}
+        status, _, body = self.request(f"{base}/mcp/operations/{op_id}/answer/", data)
+        m = re.search(r'<input type="hidden" name="review_token" value="([^"]*)">', body) if status == 200 else None
+        return status, (html.unescape(m.group(1)) if m else None), body
+
+    def send(self, base: str, op_id: str, round_no: int, token: str, **fields) -> tuple[int, str]:
+        """Send the reviewed answer (``fields`` must be the reviewed ones)."""
+        data = {"action": "send", "round": str(round_no), "review_token": token, **fields}
         status, _, body = self.request(f"{base}/mcp/operations/{op_id}/answer/", data)
         return status, body
 

@@ -18,6 +18,10 @@ development (``python -m mrtrweb.demo.server --port 8765``) and for the product'
     (reporting two ``notifications/progress`` when the final request carries a progress token).
 ``endless()``
     Always another ``requestState``-only round (the state carries a counter), to exercise round limits.
+``onboard_team(team)``
+    One round with two input requests answered together on one card: a form (pattern-checked
+    string, number with a default, ``uri``, titled multi-select with bounds, legacy ``enumNames``
+    single-select) and a URL-mode single sign-on page; then a summary.
 ``echo(text)``
     Returns ``text`` at once.
 ``long_task(seconds)``
@@ -192,6 +196,43 @@ TRIP_SEAT_SCHEMA: dict[str, Any] = {
     },
     "required": ["seat", "confirm"],
 }
+
+TEAM_PROFILE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "display_name": {
+            "type": "string",
+            "title": "Display name",
+            "description": "Letters, digits, spaces, dots, dashes and underscores (2 to 40).",
+            "minLength": 2,
+            "maxLength": 40,
+            "pattern": "^[A-Za-z0-9 ._-]+$",
+        },
+        "budget": {
+            "type": "number",
+            "title": "Monthly budget (EUR)",
+            "description": "Up to 10000.",
+            "minimum": 0,
+            "maximum": 10000,
+            "default": 250.5,
+        },
+        "homepage": {"type": "string", "title": "Team page", "description": "Its web address.", "format": "uri"},
+        "channels": {
+            "type": "array",
+            "title": "Channels",
+            "description": "Where the team talks (one or two).",
+            "items": {"anyOf": [{"const": "chat", "title": "Team chat"}, {"const": "mail", "title": "Mailing list"},
+                                {"const": "wiki", "title": "Wiki"}]},
+            "minItems": 1,
+            "maxItems": 2,
+        },
+        "size": {"type": "string", "title": "Team size", "enum": ["small", "medium", "large"],
+                 "enumNames": ["1 to 5 people", "6 to 20 people", "more than 20 people"]},
+    },
+    "required": ["display_name", "channels"],
+}
+#: Base of ``onboard_team``'s URL-mode request (a reserved ``.test`` name: never resolvable).
+SSO_URL_BASE = "https://sso.example.test/enrol"
 
 REPORT_FORMAT_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -476,6 +517,39 @@ def build_demo_server() -> MCPServer:
         if not isinstance(count, int):
             count = 0
         return _ask(None, {"tool": "endless", "n": count + 1})
+
+    @mcp.tool(structured_output=False)
+    async def onboard_team(team: str, ctx: Context) -> str | InputRequiredResult:
+        """Onboard a team: one card with two requests, a profile form and a single sign-on page."""
+        profile, sso = _answer(ctx, "profile"), _answer(ctx, "sso")
+        if profile is None or sso is None:
+            url = f"{SSO_URL_BASE}?{urllib.parse.urlencode({'team': team})}"
+            return _ask({
+                "profile": _form(f"Describe team {team}.", TEAM_PROFILE_SCHEMA),
+                "sso": ElicitRequest(params=ElicitRequestURLParams(
+                    message=f"Enrol team {team} in single sign-on.", url=url, elicitation_id=str(uuid.uuid4()))),
+            }, {"tool": "onboard_team"})
+        (p_action, content), (s_action, _content) = profile, sso
+        if p_action != "accept" or s_action != "accept":
+            return _refused("Onboarding", p_action if p_action != "accept" else s_action)
+        try:
+            name = _str_field(content, "display_name", required=True)
+            budget = content.get("budget", 250.5)
+            if isinstance(budget, bool) or not isinstance(budget, int | float) or not 0 <= budget <= 10000:
+                raise _BadAnswer("budget must be a number from 0 to 10000")
+            channels = content.get("channels")
+            if not isinstance(channels, list) or not 1 <= len(channels) <= 2:
+                raise _BadAnswer("choose one or two channels")
+            homepage = _str_field(content, "homepage", required=False)
+            size = _str_field(content, "size", required=False)
+        except _BadAnswer as exc:
+            return f"Invalid answer: {exc}."
+        parts = [f"name {name}", f"budget {budget:g} EUR", f"channels {', '.join(map(str, channels))}"]
+        if homepage:
+            parts.append(f"page {homepage}")
+        if size:
+            parts.append(f"size {size}")
+        return f"Team {team} onboarded ({'; '.join(parts)}); single sign-on confirmed."
 
     @mcp.tool(structured_output=False)
     async def echo(text: str) -> str:

@@ -10,6 +10,12 @@
   var pushes = 0; // operation messages applied so far (a refresh started before one is stale)
 
   function focusCard() {
+    var review = root.querySelector("form.review .review-title");
+    if (review) {
+      review.focus();
+      if (live) live.textContent = "Review your answer before sending.";
+      return;
+    }
     var card = root.querySelector("form.card");
     if (card) {
       card.focus();
@@ -20,8 +26,10 @@
   function apply(html, status) {
     var hadCard = !!root.querySelector("form.card");
     var wasFocusedInside = root.contains(document.activeElement) && hadCard;
-    // Keep a card the person is filling in: replace only when the round changed.
-    if (hadCard && wasFocusedInside && status === "awaiting_input") {
+    // Keep a card the person is filling in, or the review of their answer (which only the
+    // server's response to Send or Change replaces): replace only when the round changed.
+    var reviewing = !!root.querySelector("form.review");
+    if (hadCard && (wasFocusedInside || reviewing) && status === "awaiting_input") {
       var tpl = document.createElement("template");
       tpl.innerHTML = html;
       var incoming = tpl.content.querySelector("input[name=round]");

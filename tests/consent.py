@@ -1,0 +1,40 @@
+"""Answering a consent card as a person does, for tests that post through Django's test client.
+
+Accept with valid answers sends nothing: the server shows the review of the answers with a signed
+``review_token``; Send (the same answers and the token) sends them. :func:`post_answer` does both
+steps for ``action="accept"`` and returns the response to Send -- or the response to Accept when
+it is not a review (invalid answers, a closed round, a store outage...), so callers assert on the
+outcome exactly as before.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from typing import Any
+
+REVIEW_TOKEN = re.compile(r'<input type="hidden" name="review_token" value="([^"]*)">')
+
+
+def review_token(response: Any) -> str | None:
+    """The review token of a review page, or ``None`` when the response is not a review."""
+    if response.status_code != 200:
+        return None
+    m = REVIEW_TOKEN.search(response.content.decode())
+    return html.unescape(m.group(1)) if m else None
+
+
+async def post_review(client: Any, url: str, data: dict[str, Any]) -> tuple[Any, str | None]:
+    """POST Accept; returns ``(response, review token or None)``."""
+    resp = await client.post(url, dict(data, action="accept"))
+    return resp, review_token(resp)
+
+
+async def post_answer(client: Any, url: str, data: dict[str, Any]) -> Any:
+    """POST ``data`` to an answer ``url``; for Accept, through the review and Send."""
+    if data.get("action") != "accept":
+        return await client.post(url, data)
+    resp, token = await post_review(client, url, data)
+    if token is None:
+        return resp
+    return await client.post(url, dict(data, action="send", review_token=token))
