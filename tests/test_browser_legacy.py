@@ -48,8 +48,8 @@ def app(seeded, browser, live, legacy_mcp):  # noqa: F811 -- this module's app: 
 
 
 def _accept(app: App, page) -> None:
-    """THE one place that accepts a card (so a review step can be added here alone)."""
-    app.submit(page, "Accept")
+    """THE one place that accepts a card: Accept, the review, Send."""
+    app.accept(page)
 
 
 def test_legacy_form_elicitation_through_the_card(app):

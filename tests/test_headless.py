@@ -15,6 +15,7 @@ from mrtrweb import headless
 from mrtrweb.headless import ConsentPolicy, HeadlessError
 from mrtrweb.management.commands import mrtr_client
 from mrtrweb.models import AuditEvent, McpServer, Membership, Operation, Tenant
+from tests.consent import post_answer
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -258,7 +259,7 @@ def test_each_runs_every_listed_tool_and_prompt_once(seeded, capsys):
     ops = json.loads(capsys.readouterr().out)["operations"]
     names = [(o["method"], o["name"]) for o in ops]
     assert ("tools/call", "deploy") in names and ("prompts/get", "release_notes") in names
-    assert len(names) == len(set(names)) == 11  # ten tools, one prompt
+    assert len(names) == len(set(names)) == 12  # eleven tools, one prompt
     by_name = {o["name"]: o for o in ops}
     assert by_name["echo"]["status"] == "completed" and by_name["wait_then_ask"]["status"] == "completed"
     assert by_name["endless"]["status"] == "failed"  # past the round limit
@@ -280,8 +281,8 @@ async def test_headless_and_browser_write_the_same_audit_trail(seeded):
     op_id = resp["Location"].rstrip("/").split("/")[-1]
     await operations.wait_idle()
     await client.get(f"/mcp/operations/{op_id}/")  # the person sees the card
-    resp = await client.post(f"/mcp/operations/{op_id}/answer/", {"action": "accept", "round": "1",
-                                                                  "in-go_on-go": "on"})
+    resp = await post_answer(client, f"/mcp/operations/{op_id}/answer/", {"action": "accept", "round": "1",
+                                                                          "in-go_on-go": "on"})
     assert resp.status_code == 302
     await operations.wait_idle()
     outcome = await _run(seeded, "wait_then_ask", {"seconds": 0}, ConsentPolicy.parse("accept-defaults"))

@@ -23,6 +23,7 @@ from mrtrweb import operations
 from mrtrweb.demo.legacy import serve_legacy_in_thread
 from mrtrweb.mcp_client import McpCallError, McpConnection
 from mrtrweb.models import AuditEvent, McpServer, Operation
+from tests.consent import post_answer, post_review
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -89,7 +90,7 @@ async def _post_answer(client: AsyncClient, op: Operation, action: str, fields: 
     assert page.status_code == 200
     data: dict[str, object] = {"action": action, "round": str(op.rounds)}
     data.update(fields or {})
-    return await client.post(f"/mcp/operations/{op.id}/answer/", data)
+    return await post_answer(client, f"/mcp/operations/{op.id}/answer/", data)
 
 
 async def _events(op: Operation) -> list[AuditEvent]:
@@ -121,6 +122,8 @@ async def test_form_elicitation_through_the_card(legacy):
     assert 0 < left <= operations.legacy_hold_s()
     notice = await sync_to_async(render_to_string)("mrtrweb/_legacy_notice.html", ctx)
     assert "holding its call open" in notice and hold["deadline"].strftime("%H:%M:%S") in notice
+    assert 'class="legacy-notice"' in page and "holding its call open" in page  # the notice is on the page
+    assert "on its open tools/call legacy_deploy call" in page and "as the retry of" not in page
 
     resp = await _post_answer(client, op, "accept", DEPLOY_OK)
     assert resp.status_code == 302, resp.content.decode()[:2000]
@@ -250,9 +253,11 @@ async def test_concurrent_answers_deliver_exactly_once(legacy):
     client = await _client(alice)
     op = await _start(client, server, "legacy_deploy", {"env": "prod"})
     await client.get(f"/mcp/operations/{op.id}/")
-    data = dict(DEPLOY_OK, action="accept", round="1")
-    statuses = sorted(r.status_code for r in await asyncio.gather(
-        *(client.post(f"/mcp/operations/{op.id}/answer/", data) for _ in range(4))))
+    url = f"/mcp/operations/{op.id}/answer/"
+    review, token = await post_review(client, url, dict(DEPLOY_OK, round="1"))  # reviewed once, sent 4 times
+    assert review.status_code == 200 and token and mcp.log.responses() == []
+    data = dict(DEPLOY_OK, action="send", round="1", review_token=token)
+    statuses = sorted(r.status_code for r in await asyncio.gather(*(client.post(url, data) for _ in range(4))))
     assert statuses == [302, 409, 409, 409]
     op = await _until(op, lambda o: o.status in Operation.TERMINAL)
     await _finish_idle()

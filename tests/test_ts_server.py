@@ -26,6 +26,7 @@ from mrtrweb.gate import Gate, GateRejection, Policy
 from mrtrweb.gate.store import InMemoryBindingStore
 from mrtrweb.mcp_client import McpCallError, McpConnection, origin_of
 from mrtrweb.models import AuditEvent, McpServer, Operation
+from tests.consent import post_answer, post_review
 from tests.ts_peer import PROTOCOL_META, PROTOCOL_VERSION, ts_server  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
@@ -70,7 +71,7 @@ async def _answer(client: AsyncClient, op: Operation, action: str, fields: dict[
     assert page.status_code == 200
     data: dict[str, object] = {"action": action, "round": str(op.rounds)}
     data.update(fields or {})
-    resp = await client.post(f"/mcp/operations/{op.id}/answer/", data)
+    resp = await post_answer(client, f"/mcp/operations/{op.id}/answer/", data)
     await operations.wait_idle()
     return resp, await _load(op.id)
 
@@ -261,9 +262,11 @@ async def test_double_submit_reaches_the_server_once(ts):
     client = await _client(alice)
     op = await _start(client, server, "url", {"provider": "gitlab"})
     await client.get(f"/mcp/operations/{op.id}/")
-    data = {"action": "accept", "round": "1"}
-    first, second = await asyncio.gather(client.post(f"/mcp/operations/{op.id}/answer/", data),
-                                         client.post(f"/mcp/operations/{op.id}/answer/", data))
+    url = f"/mcp/operations/{op.id}/answer/"
+    review, token = await post_review(client, url, {"round": "1"})  # reviewed once, then sent twice
+    assert review.status_code == 200 and token and peer.retries("url") == []
+    data = {"action": "send", "round": "1", "review_token": token}
+    first, second = await asyncio.gather(client.post(url, data), client.post(url, data))
     await operations.wait_idle()
     assert sorted([first.status_code, second.status_code]) == [302, 409]
     assert "Account at gitlab connected" in _result_text(await _load(op.id))

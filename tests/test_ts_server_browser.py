@@ -96,9 +96,14 @@ def card(page):
 
 
 def accept(page) -> None:
-    """Click Accept on the card: the answer is sent and the browser lands on the operation page."""
+    """Accept the card as a person does: Accept shows the review (nothing sent yet), Send sends it;
+    the browser lands on the operation page."""
     with page.expect_navigation():
         card(page).get_by_role("button", name="Accept", exact=True).click()
+    review = page.locator("#operation form.review")
+    expect(review).to_be_visible()
+    with page.expect_navigation():
+        review.get_by_role("button", name="Send", exact=True).click()
 
 
 def result(page):
