@@ -36,10 +36,12 @@ Consent policies (:meth:`ConsentPolicy.parse`):
     (absent fields take their defaults; the gate validates it), the strings ``"decline"`` /
     ``"cancel"`` answer that key with that action. A key absent from the file is declined.
 
-URL-mode requests are **declined** under every policy unless ``url_done=True`` (command flag
-``--url-done``): a machine cannot open the page, so "accept" (meaning "I completed it") is only
-sent when the caller vouches that the out-of-band step is done. The ``cancel`` policy cancels
-them; an answers file may decline or cancel one by its key.
+URL-mode requests are **declined** unless ``url_done=True`` (command flag ``--url-done``): a
+machine cannot open the page, so "accept" (meaning "I completed it") is only sent when the caller
+vouches that the out-of-band step is done. ``url_done`` applies to the accepting policies
+(``accept-defaults``, ``answers``); with ``decline`` / ``cancel`` it is refused as ``bad_policy``
+(those policies answer every request with their action). An answers file may decline or cancel
+one URL request by its key.
 
 Sampling and roots requests (the deprecated exception, only where a tenant admin allowed them)
 are never approved by a scripted agent: the operation ends ``denied``
@@ -136,8 +138,12 @@ class ConsentPolicy:
 
         Raises:
             HeadlessError: ``bad_policy`` (unknown policy, unreadable file, not a JSON object, a
-                value that is neither an object nor ``"decline"``/``"cancel"``).
+                value that is neither an object nor ``"decline"``/``"cancel"``, or ``url_done``
+                with ``decline``/``cancel``).
         """
+        if url_done and spec in (DECLINE, CANCEL):
+            raise HeadlessError("bad_policy", f"--url-done accepts URL-mode requests, but the {spec!r} policy answers "
+                                              f"every request with {spec!r}: use accept-defaults or answers:FILE.json")
         if spec in (ACCEPT_DEFAULTS, DECLINE, CANCEL):
             return cls(spec, url_done=url_done)
         if spec.startswith(ANSWERS + ":"):

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from django.core.management import call_command
+from django.core.management.base import CommandError
 
 from mrtrweb import headless
 from mrtrweb.headless import ConsentPolicy
@@ -221,13 +222,15 @@ def test_url_accepted_with_url_done(peer, capsys):
     _assert_modern(peer)
 
 
-@pytest.mark.xfail(strict=True, reason="product: --url-done is ignored under the default (decline) policy; the "
-                                       "command help says it accepts URL-mode requests")
-def test_url_done_with_the_default_policy(peer, capsys):
-    code, op = _command(capsys, peer.url, "--tool", "url", "--args", '{"provider":"github"}', "--url-done")
-    assert code == 0
-    assert _tool_text(op).startswith("Account at github connected (elicitation ")
-    _assert_tool_rounds(peer, "url", [{"signin": {"action": "accept"}}])
+@pytest.mark.parametrize("policy", ["decline", "cancel"])
+def test_url_done_with_a_non_accepting_policy_is_refused_before_anything_runs(peer, policy):
+    """--url-done accepts URL-mode requests; decline/cancel answer every request with their action:
+    the contradiction is a usage error (bad_policy), and nothing reaches the server."""
+    peer.clear()
+    with pytest.raises(CommandError, match="bad_policy|--url-done"):
+        call_command("mrtr_client", peer.url, "--tool", "url", "--args", '{"provider":"github"}',
+                     "--consent", policy, "--url-done")
+    assert peer.tool_calls("url") == []
 
 
 # -- 5. a form and a URL in one round ------------------------------------------------------------------

@@ -216,7 +216,8 @@ class Command(BaseCommand):
         parser.add_argument("--consent", metavar="POLICY", default=headless.DECLINE,
                             help="accept-defaults, decline (default), cancel or answers:FILE.json")
         parser.add_argument("--url-done", action="store_true",
-                            help="accept URL-mode requests as completed (default: decline them)")
+                            help="with accept-defaults or answers:FILE: accept URL-mode requests as completed "
+                                 "(default: decline them; refused with decline/cancel)")
         parser.add_argument("--user", metavar="USERNAME", help=f"run as this user (default {DEFAULT_USER}, created)")
         parser.add_argument("--tenant", metavar="SLUG", help=f"in this tenant (default {DEFAULT_TENANT}, created)")
         parser.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
