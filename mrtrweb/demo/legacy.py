@@ -16,6 +16,11 @@ goes on and returns its result. Tools (each elicitation through the SDK's ``ctx.
     Asks ``sampling/createMessage`` during the call (deny-by-default at the client).
 ``legacy_roots()``
     Asks ``roots/list`` during the call (deny-by-default at the client).
+``legacy_long_task(seconds)``
+    Works for ``seconds`` (at most 60) in steps of one second, reporting progress at each step.
+    A ``notifications/cancelled`` for the call stops it (the SDK cancels the handler); the handler
+    notes in the :class:`WireLog` (when built with one) that it started, was cancelled at step N,
+    or finished.
 ``echo(text)``
     Returns ``text`` at once.
 
@@ -25,6 +30,11 @@ does to anything newer: a request carrying a protocol version it does not know (
 ``server/discover`` probe at 2026-07-28) gets HTTP 400 with a JSON-RPC error, so a ``mode="auto"``
 client falls back to the ``initialize`` handshake and negotiates 2025-11-25.
 
+:class:`WireRecorder` records everything the client POSTs, in arrival order, into a
+:class:`WireLog` (a :class:`~mrtrweb.demo.server.CallLog` that also keeps notifications, the
+session each message came on, the POSTs the client closed before their response ended, and the
+tools' own notes); :func:`serve_legacy_in_thread` serves the legacy server behind it.
+
 Run it alone with ``python -m mrtrweb.demo.legacy --port 8766``; ``manage.py mrtrweb_demo`` starts
 it too and adds it to each demo tenant as "Demo (legacy 2025-11-25)".
 """
@@ -32,12 +42,17 @@ it too and adds it to each demo tenant as "Demo (legacy 2025-11-25)".
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import itertools
 import json
+import threading
 import urllib.parse
 import uuid
 import warnings
+from collections.abc import Mapping
 from typing import Any, Literal
 
+import anyio
 import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPDeprecationWarning
@@ -45,10 +60,11 @@ from mcp_types import SamplingMessage, TextContent
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import BaseModel, Field
 
-from .server import CONNECT_URL_BASE, MCP_PATH, ASGIApp, CallLog, CountingMiddleware, DemoServerHandle, Receive, \
-    Scope, Send, serve_asgi_in_thread
+from .server import CONNECT_URL_BASE, MCP_PATH, ASGIApp, CallLog, CountingMiddleware, DemoServerHandle, Message, \
+    Receive, Scope, Send, serve_asgi_in_thread
 
-__all__ = ["LEGACY_VERSION", "LegacyOnly", "build_legacy_app", "build_legacy_server", "main", "serve_legacy_in_thread"]
+__all__ = ["LEGACY_VERSION", "ClosedPost", "LegacyOnly", "RecordedMessage", "ToolNote", "WireLog", "WireRecorder",
+           "build_legacy_app", "build_legacy_server", "main", "serve_legacy_in_thread"]
 
 LEGACY_VERSION = "2025-11-25"
 SERVER_NAME = "mrtr-legacy-demo"
@@ -70,8 +86,209 @@ class TripSeat(BaseModel):
     confirm: bool = Field(title="Confirm booking", description="Tick to book now.")
 
 
-def build_legacy_server() -> MCPServer:
-    """Build the legacy demo ``MCPServer`` (tools described in the module docstring)."""
+# --------------------------------------------------------------------------------------------
+# What reached the server: every JSON-RPC message, in order (ASGI middleware)
+# --------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class RecordedMessage:
+    """One JSON-RPC message the client POSTed, as received.
+
+    ``seq`` orders it among everything the :class:`WireLog` recorded (messages, closed POSTs, tool
+    notes); ``kind`` is ``"request"``, ``"notification"`` or ``"response"``; ``request_id`` is the
+    wire id verbatim (``None`` for a notification); ``session_id`` is the ``Mcp-Session-Id`` header
+    the POST carried (``None`` before the session exists, and at 2026-07-28).
+    """
+
+    seq: int
+    kind: Literal["request", "notification", "response"]
+    method: str | None
+    request_id: str | int | None
+    params: Mapping[str, Any]
+    session_id: str | None
+
+    @property
+    def cancelled_id(self) -> str | int | None:
+        """For a ``notifications/cancelled``: its ``params.requestId`` verbatim (else ``None``)."""
+        return self.params.get("requestId") if self.method == "notifications/cancelled" else None
+
+
+@dataclasses.dataclass(frozen=True)
+class ClosedPost:
+    """The client closed a POST carrying requests before the server had ended its response."""
+
+    seq: int
+    request_ids: tuple[str | int, ...]
+    session_id: str | None
+
+
+@dataclasses.dataclass(frozen=True)
+class ToolNote:
+    """What a tool handler noted about itself: ``event`` is ``"started"``, ``"cancelled"`` (its
+    handler was cancelled at ``step``) or ``"finished"``; ``request_id`` is the call's wire id.
+    ``cancel_requested``: whether the SDK had marked the call cancelled by the client's
+    ``notifications/cancelled`` for its id (rather than the handler being cancelled for another
+    reason, e.g. its session being closed); ``None`` when unknown."""
+
+    seq: int
+    tool: str
+    request_id: str | int | None
+    event: Literal["started", "cancelled", "finished"]
+    step: int
+    cancel_requested: bool | None = None
+
+
+class WireLog(CallLog):
+    """A :class:`~mrtrweb.demo.server.CallLog` (requests, and responses to the server's requests)
+    that also keeps, in one arrival order (``seq``): every JSON-RPC message including
+    notifications (:meth:`messages`), the POSTs the client closed early (:meth:`closed_posts`),
+    and the notes tools write about themselves (:meth:`tool_notes`). Thread-safe."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._wire_lock = threading.Lock()
+        self._seq = itertools.count(1)
+        self._messages: list[RecordedMessage] = []
+        self._closed: list[ClosedPost] = []
+        self._notes: list[ToolNote] = []
+
+    def add_message(self, kind: Literal["request", "notification", "response"], method: str | None,
+                    request_id: str | int | None, params: Mapping[str, Any], session_id: str | None) -> None:
+        with self._wire_lock:
+            self._messages.append(RecordedMessage(next(self._seq), kind, method, request_id, params, session_id))
+
+    def add_closed_post(self, request_ids: tuple[str | int, ...], session_id: str | None) -> None:
+        with self._wire_lock:
+            self._closed.append(ClosedPost(next(self._seq), request_ids, session_id))
+
+    def note(self, tool: str, request_id: str | int | None, event: Literal["started", "cancelled", "finished"],
+             step: int, cancel_requested: bool | None = None) -> None:
+        """A tool notes what happened to its call (see :class:`ToolNote`)."""
+        with self._wire_lock:
+            self._notes.append(ToolNote(next(self._seq), tool, request_id, event, step, cancel_requested))
+
+    def messages(self, *, after: int = 0) -> list[RecordedMessage]:
+        """Every JSON-RPC message received (oldest first), optionally only those with ``seq > after``."""
+        with self._wire_lock:
+            return [m for m in self._messages if m.seq > after]
+
+    def notifications(self, method: str | None = None) -> list[RecordedMessage]:
+        """The notifications received (oldest first), optionally only those of ``method``."""
+        return [m for m in self.messages() if m.kind == "notification" and (method is None or m.method == method)]
+
+    def cancellations(self) -> list[RecordedMessage]:
+        """The ``notifications/cancelled`` received (oldest first); see :attr:`RecordedMessage.cancelled_id`."""
+        return self.notifications("notifications/cancelled")
+
+    def closed_posts(self) -> list[ClosedPost]:
+        """The POSTs carrying requests that the client closed before their response ended."""
+        with self._wire_lock:
+            return list(self._closed)
+
+    def tool_notes(self, tool: str | None = None) -> list[ToolNote]:
+        """The tools' notes (oldest first), optionally only those of ``tool``."""
+        with self._wire_lock:
+            return [n for n in self._notes if tool is None or n.tool == tool]
+
+    def clear(self) -> None:
+        super().clear()
+        with self._wire_lock:
+            self._messages.clear()
+            self._closed.clear()
+            self._notes.clear()
+
+
+class WireRecorder(CountingMiddleware):
+    """ASGI middleware recording into a :class:`WireLog`: what :class:`CountingMiddleware` records
+    (requests, responses), plus every message in arrival order with its session, and POSTs the
+    client closed (``http.disconnect``) before the app ended their response."""
+
+    log: WireLog
+
+    def __init__(self, app: ASGIApp, log: WireLog) -> None:
+        super().__init__(app, log)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope.get("type") != "http" or scope.get("method") != "POST":
+            await self.app(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        while True:
+            message = await receive()
+            if message.get("type") != "http.request":
+                replayed = False
+
+                async def replay_disconnect() -> Message:
+                    nonlocal replayed
+                    if not replayed:
+                        replayed = True
+                        return message
+                    return await receive()
+
+                await self.app(scope, replay_disconnect, send)
+                return
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        session_id = next((v.decode("latin-1") for k, v in scope.get("headers", [])
+                           if k.lower() == b"mcp-session-id"), None)
+        self._record(body)  # CallLog: requests and responses
+        request_ids = self._record_wire(body, session_id)
+        sent_body, ended = False, False
+
+        async def replay() -> Message:
+            nonlocal sent_body
+            if not sent_body:
+                sent_body = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            event = await receive()
+            if event.get("type") == "http.disconnect" and request_ids and not ended:
+                self.log.add_closed_post(request_ids, session_id)
+            return event
+
+        async def watch(event: Message) -> None:
+            nonlocal ended
+            if event.get("type") == "http.response.body" and not event.get("more_body", False):
+                ended = True
+            await send(event)
+
+        await self.app(scope, replay, watch)
+
+    def _record_wire(self, body: bytes, session_id: str | None) -> tuple[str | int, ...]:
+        """Record each JSON-RPC message of ``body``; return the ids of the requests among them."""
+        try:
+            payload = json.loads(body)
+        except ValueError:
+            return ()
+        ids: list[str | int] = []
+        for item in payload if isinstance(payload, list) else [payload]:
+            if not isinstance(item, dict):
+                continue
+            params = item.get("params")
+            params = params if isinstance(params, dict) else {}
+            method = item.get("method") if isinstance(item.get("method"), str) else None
+            if method is None:
+                if "id" in item and ("result" in item or "error" in item):
+                    self.log.add_message("response", None, item["id"], {}, session_id)
+                continue
+            if "id" in item:
+                self.log.add_message("request", method, item["id"], params, session_id)
+                ids.append(item["id"])
+            else:
+                self.log.add_message("notification", method, None, params, session_id)
+        return tuple(ids)
+
+
+# --------------------------------------------------------------------------------------------
+# The server
+# --------------------------------------------------------------------------------------------
+
+
+def build_legacy_server(log: WireLog | None = None) -> MCPServer:
+    """Build the legacy demo ``MCPServer`` (tools described in the module docstring); with ``log``,
+    ``legacy_long_task`` notes there what happened to each of its calls."""
     mcp = MCPServer(
         name=SERVER_NAME,
         title="Legacy demo server (2025-11-25)",
@@ -139,11 +356,42 @@ def build_legacy_server() -> MCPServer:
         return "Roots: " + ", ".join(str(r.uri) for r in result.roots)
 
     @mcp.tool(structured_output=False)
+    async def legacy_long_task(seconds: int, ctx: Context) -> str:
+        """Work for a while (at most 60 s) in one-second steps, reporting progress; stops when cancelled."""
+        seconds = max(0, min(int(seconds), 60))
+        request_id = ctx.request_context.request_id
+        step = 0
+        if log is not None:
+            log.note("legacy_long_task", request_id, "started", 0)
+        try:
+            for step in range(seconds):
+                await ctx.report_progress(step, seconds, f"{step} of {seconds} s")
+                await anyio.sleep(1)  # a notifications/cancelled for this call cancels the handler here
+        except anyio.get_cancelled_exc_class():
+            if log is not None:
+                log.note("legacy_long_task", request_id, "cancelled", step, _cancel_requested(ctx))
+            raise
+        if log is not None:
+            log.note("legacy_long_task", request_id, "finished", seconds)
+        return f"Worked for {seconds} s."
+
+    @mcp.tool(structured_output=False)
     async def echo(text: str) -> str:
         """Return the text."""
         return text
 
     return mcp
+
+
+def _cancel_requested(ctx: Context) -> bool | None:
+    """Whether the SDK marked this call cancelled by a ``notifications/cancelled`` for its id.
+
+    SDK internals (``mcp==2.3``): the request-scoped ``ServerSession._request_outbound`` is the
+    call's dispatch context, whose ``cancel_requested`` event the dispatcher sets on the notice
+    (then cancels the handler). ``None`` if that is not reachable."""
+    dctx = getattr(ctx.request_context.session, "_request_outbound", None)
+    event = getattr(dctx, "cancel_requested", None)
+    return event.is_set() if isinstance(event, anyio.Event) else None
 
 
 class LegacyOnly:
@@ -178,9 +426,15 @@ def build_legacy_app(server: MCPServer | None = None, *, host: str = "127.0.0.1"
 
 def serve_legacy_in_thread(host: str = "127.0.0.1", port: int = 0, *, start_timeout_s: float = 15.0) -> DemoServerHandle:
     """Start the legacy demo server under uvicorn in a daemon thread (see
-    :func:`mrtrweb.demo.server.serve_asgi_in_thread`); ``handle.log`` records the requests it got
-    and the responses the client sent to its own requests (``handle.log.responses()``)."""
-    return serve_asgi_in_thread(build_legacy_app(host=host), host, port, start_timeout_s=start_timeout_s)
+    :func:`mrtrweb.demo.server.serve_asgi_in_thread`); ``handle.log`` is a :class:`WireLog`: the
+    requests it got, the responses the client sent to its own requests (``handle.log.responses()``),
+    every message in order with the notifications (``handle.log.messages()``,
+    ``handle.log.cancellations()``), and what ``legacy_long_task`` noted (``handle.log.tool_notes()``)."""
+    log = WireLog()
+    app = WireRecorder(build_legacy_app(build_legacy_server(log), host=host), log)
+    handle = serve_asgi_in_thread(app, host, port, start_timeout_s=start_timeout_s)
+    handle.log = log  # the CallLog serve_asgi_in_thread keeps (of the same POSTs) goes unused
+    return handle
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -189,7 +443,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8766, help="port to bind (default 8766)")
     args = parser.parse_args(argv)
-    app = CountingMiddleware(build_legacy_app(host=args.host), CallLog())
+    log = WireLog()
+    app = WireRecorder(build_legacy_app(build_legacy_server(log), host=args.host), log)
     netloc = f"[{args.host}]:{args.port}" if ":" in args.host else f"{args.host}:{args.port}"
     print(f"Legacy (2025-11-25) demo server on http://{netloc}{MCP_PATH}", flush=True)
     uvicorn.run(app, host=args.host, port=args.port, log_level="info", lifespan="on")
