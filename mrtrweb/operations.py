@@ -403,6 +403,9 @@ async def _send_cancellable(op: Operation, conn: Any, params: dict[str, Any], re
                 continue  # the held round answers the stop first (see _hold)
             if await sync_to_async(_stop_requested)(op.id):
                 task.cancel()
+                # let the SDK queue its notifications/cancelled (2025-11-25 sessions) before the
+                # operation ends and a per-operation connection is closed
+                await asyncio.wait({task}, timeout=1.0)
                 logger.info("operation %s stopped by the person during the call", op.id)
                 await _finish(op, Operation.Status.DENIED, code="denied", reason="cancelled", event="denied",
                               message="You stopped this operation; the call was cancelled at the server.")
