@@ -363,8 +363,13 @@ async def test_the_legacy_hold_notice_shows_only_when_set(seeded):
         ctx.update(extra, csrf_token="t")
         return render_to_string("mrtrweb/_panel.html", ctx)
 
-    held = await sync_to_async(render)(legacy_hold=True)
-    assert '<p class="legacy-notice" role="note">The server is holding its call open while you decide.</p>' in held
+    import datetime
+
+    deadline = datetime.datetime(2026, 11, 30, 12, 34, 56, tzinfo=datetime.timezone.utc)
+    held = await sync_to_async(render)(legacy_hold={"deadline": deadline, "method": "elicitation/create", "round": 1})
+    assert '<aside class="legacy-notice" role="note"' in held
+    assert "The server is holding its call open while you decide." in held
+    assert '<time datetime="2026-11-30T12:34:56+00:00">12:34:56 UTC</time>' in held
     assert held.index("legacy-notice") < held.index('class="card"')
     assert "legacy-notice" not in await sync_to_async(render)()
 
