@@ -1,0 +1,209 @@
+"""Benchmark 1 -- gate core: rounds per second for ``register`` + ``receive`` (accept) +
+``respond`` (build the retry) of the standard round, with the in-process store and with the
+Django cache on Redis; and the memory still held per finished round (tracemalloc) after
+10,000 rounds, once every operation is closed and garbage collected.
+
+Also benchmark 5 (growth) reuses :func:`rounds_per_second` with generated rounds."""
+
+from __future__ import annotations
+
+import copy
+import cProfile
+import gc
+import io
+import pstats
+import time
+import tracemalloc
+from typing import Any, Callable
+
+from ..gate import Gate, InMemoryBindingStore, Policy
+
+
+def _op(gate: Gate, r: dict[str, Any], i: int, tenant: str = "t1", user: str = "u1") -> tuple[float, float]:
+    """One standard round through the gate; returns (seconds for register+receive+respond, close)."""
+    params = r["request"]["params"]
+    t0 = time.perf_counter()
+    h = gate.register(request_id=f"r-{i}", server_id="1", origin="http://127.0.0.1:1", user=user, tenant=tenant,
+                      method="tools/call", params=params)
+    gate.receive(tenant=tenant, user=user, request_id=f"r-{i}", origin="http://127.0.0.1:1", result=r["result"])
+    gate.respond(h, retry_id=f"r-{i}-2", responses=r["responses"], user=user, tenant=tenant)
+    t1 = time.perf_counter()
+    gate.close(h)
+    return t1 - t0, time.perf_counter() - t1
+
+
+def rounds_per_second(gate: Gate, r: dict[str, Any], n: int, start: int = 0) -> dict[str, Any]:
+    """``n`` rounds one after another on this thread (one core)."""
+    busy = closing = 0.0
+    for i in range(start, start + n):
+        a, b = _op(gate, r, i)
+        busy += a
+        closing += b
+    return {
+        "rounds": n,
+        "rounds_per_s": round(n / busy, 1),
+        "us_per_round": round(busy / n * 1e6, 2),
+        "close_us_per_round": round(closing / n * 1e6, 2),
+    }
+
+
+def profile_top(fn: Callable[[], Any], limit: int = 15) -> list[dict[str, Any]]:
+    """cProfile of ``fn``: the top functions by own time (tottime)."""
+    prof = cProfile.Profile()
+    prof.enable()
+    fn()
+    prof.disable()
+    stats = pstats.Stats(prof, stream=io.StringIO())
+    total = sum(v[2] for v in stats.stats.values()) or 1.0  # type: ignore[attr-defined]
+    rows = []
+    for (filename, line, name), (cc, nc, tt, ct, _callers) in stats.stats.items():  # type: ignore[attr-defined]
+        rows.append({"function": f"{_short(filename)}:{line}({name})", "calls": nc, "tottime_s": round(tt, 4),
+                     "cumtime_s": round(ct, 4), "share_pct": round(100.0 * tt / total, 1)})
+    rows.sort(key=lambda row: row["tottime_s"], reverse=True)
+    return rows[:limit]
+
+
+def _short(filename: str) -> str:
+    for marker in ("site-packages/", "mrtrweb/", "lib/python3"):
+        if marker in filename:
+            return filename[filename.index(marker):]
+    return filename
+
+
+def held_memory(gate_factory: Callable[[], tuple[Gate, Callable[[], dict[str, Any]]]], r: dict[str, Any],
+                n: int) -> dict[str, Any]:
+    """tracemalloc bytes still allocated after ``n`` finished (closed) rounds, per round.
+
+    ``gate_factory`` returns the gate and a function describing what its store still holds (the
+    bounded part: claim tokens kept until their TTL so a round is consumed once)."""
+    gate, describe = gate_factory()
+    for i in range(200):  # warm caches (schema checker, regexes, interned strings)
+        _op(gate, r, 10_000_000 + i)
+    gc.collect()
+    tracemalloc.start(10)
+    before = tracemalloc.take_snapshot()
+    base, _ = tracemalloc.get_traced_memory()
+    for i in range(n):
+        _op(gate, r, i)
+    gc.collect()
+    after = tracemalloc.take_snapshot()
+    cur, peak = tracemalloc.get_traced_memory()
+    top = []
+    for stat in after.compare_to(before, "lineno")[:8]:
+        if stat.size_diff <= 0:
+            continue
+        frame = stat.traceback[0]
+        top.append({"where": f"{_short(frame.filename)}:{frame.lineno}", "bytes": stat.size_diff,
+                    "count": stat.count_diff})
+    tracemalloc.stop()
+    out = {"rounds": n, "held_bytes": cur - base, "held_bytes_per_round": round((cur - base) / n, 1),
+           "peak_bytes": peak - base, "top_allocations": top, "store": describe()}
+    return out
+
+
+def _inmemory_factory():
+    store = InMemoryBindingStore()
+
+    def describe() -> dict[str, Any]:
+        with store._lock:  # noqa: SLF001 -- the benchmark reads the store's tables' sizes
+            return {"records": len(store._records), "index": len(store._index), "claims": len(store._claims)}
+
+    return Gate(store, Policy()), describe
+
+
+def expired_sweep_held(r: dict[str, Any], n: int) -> dict[str, Any]:
+    """The same rounds, then the store's clock moved past the TTL and swept: what is left is the
+    truly leaked part (claims are bounded by their TTL)."""
+    import mrtrweb.gate.store as store_mod
+
+    gate, describe = _inmemory_factory()
+    for i in range(200):
+        _op(gate, r, 10_000_000 + i)
+    gate.store._sweep()
+    gc.collect()
+    tracemalloc.start(10)
+    base, _ = tracemalloc.get_traced_memory()
+    for i in range(n):
+        _op(gate, r, i)
+    real = store_mod.time
+
+    class _Later:
+        @staticmethod
+        def monotonic() -> float:
+            return real.monotonic() + Policy().ttl_s + 3600.0
+
+    store_mod.time = _Later  # type: ignore[assignment]
+    try:
+        gate.store._sweep()
+    finally:
+        store_mod.time = real
+    gc.collect()
+    cur, _ = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return {"rounds": n, "held_bytes": cur - base, "held_bytes_per_round": round((cur - base) / n, 2),
+            "store": describe()}
+
+
+def run(ctx: Any) -> dict[str, Any]:
+    from .common import standard_round
+
+    r = standard_round()
+    q = ctx.quick
+    n_mem = 10_000 if not q else 1_000
+    n_speed = 20_000 if not q else 2_000
+    n_redis = 2_000 if not q else 200
+    out: dict[str, Any] = {"benchmark": "gate_core", "quick": q}
+
+    gate, _ = _inmemory_factory()
+    rounds_per_second(gate, r, 500, start=50_000_000)  # warm-up
+    runs = [rounds_per_second(gate, r, n_speed // 3, start=k * n_speed) for k in range(3)]
+    best = max(runs, key=lambda x: x["rounds_per_s"])
+    out["inmemory"] = {**best, "runs_rounds_per_s": [x["rounds_per_s"] for x in runs]}
+    out["inmemory_profile"] = profile_top(lambda: rounds_per_second(Gate(InMemoryBindingStore()), r, 1000))
+
+    from ..bindings import DjangoCacheBindingStore
+
+    rgate = Gate(DjangoCacheBindingStore(), Policy())
+    rounds_per_second(rgate, r, 50, start=60_000_000)
+    before = ctx.services.redis_bytes()
+    res = rounds_per_second(rgate, r, n_redis, start=70_000_000)
+    after = ctx.services.redis_bytes()
+    res["redis_keys_left_per_round"] = round((after["keys"] - before["keys"]) / n_redis, 2)
+    res["redis_bytes_left_per_round"] = round((after["bytes"] - before["bytes"]) / n_redis, 1)
+    out["redis"] = res
+    out["redis_profile"] = profile_top(lambda: rounds_per_second(rgate, r, min(300, n_redis), start=80_000_000))
+
+    out["memory_inmemory"] = held_memory(_inmemory_factory, r, n_mem)
+    out["memory_inmemory_after_ttl"] = expired_sweep_held(r, n_mem)
+    n_rmem = n_mem // 5
+
+    def redis_factory():
+        return Gate(DjangoCacheBindingStore(), Policy()), lambda: {}
+
+    out["memory_redis"] = held_memory(redis_factory, r, n_rmem)
+    out["goals"] = {
+        "rounds_per_s_goal": 10_000,
+        "inmemory_met": out["inmemory"]["rounds_per_s"] >= 10_000,
+        "held_bytes_goal": 0,
+        "held_after_ttl_per_round": out["memory_inmemory_after_ttl"]["held_bytes_per_round"],
+    }
+    return out
+
+
+def summary(res: dict[str, Any]) -> list[str]:
+    m = res["memory_inmemory"]
+    return [
+        f"gate core, in-process store: {res['inmemory']['rounds_per_s']:,.0f} rounds/s "
+        f"({res['inmemory']['us_per_round']} us/round; goal >= 10,000)",
+        f"gate core, Django cache on Redis: {res['redis']['rounds_per_s']:,.0f} rounds/s "
+        f"({res['redis']['us_per_round']} us/round)",
+        f"held per finished round (in-process store, {m['rounds']} rounds): {m['held_bytes_per_round']} B "
+        f"(claims alive: {m['store'].get('claims')}); after TTL sweep: "
+        f"{res['memory_inmemory_after_ttl']['held_bytes_per_round']} B",
+        f"held per finished round (Redis store, Python side): {res['memory_redis']['held_bytes_per_round']} B; "
+        f"Redis keys left per round {res['redis']['redis_keys_left_per_round']} "
+        f"({res['redis']['redis_bytes_left_per_round']} B, expire with the TTL)",
+    ]
+
+
+__all__ = ["run", "summary", "rounds_per_second", "profile_top", "copy"]

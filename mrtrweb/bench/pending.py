@@ -1,0 +1,136 @@
+"""Benchmark 3 -- pending capacity: N users, each with the operations page's WebSocket open on one
+ASGI worker, each holding one pending round (started through the tool form POST, the consent card
+pushed). Measures the worker's RSS and this run's Redis keys (``MEMORY USAGE``; ``INFO memory``
+delta too, noisy on a shared Redis) per pending round, and the push latency: from the round being
+received (the audit ``received`` row's timestamp, written by the worker right after the gate
+accepted the round) to the WebSocket client holding the pushed card.
+
+Two latency figures: while the N rounds arrive in a burst (``fill``), and for probe rounds
+arriving one at a time while the N rounds are pending (``probe``, the figure the goal is about).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from .common import latency_summary, rss_kib, standard_round, tool_schema_fields
+
+
+async def _received_times(op_ids: list[str]) -> dict[str, float]:
+    from ..models import AuditEvent
+
+    rows = AuditEvent.objects.filter(operation_id__in=op_ids, event="received").values_list("operation_id",
+                                                                                             "created_at")
+    return {str(op): ts.timestamp() async for op, ts in rows}
+
+
+async def one_size(ctx: Any, n: int, seeded: dict[str, Any], n_probe: int) -> dict[str, Any]:
+    from .browser import new_http, open_users
+
+    s = ctx.services
+    r = standard_round()
+    args = r["request"]["params"]["arguments"]
+    base, proc = s.start_worker(f"pending-{n}")
+    http = new_http(32)
+    users: list[Any] = []
+    try:
+        # warm the worker (imports, template cache, first connections) with a user outside the N
+        (warm,) = await open_users(base, [seeded["sessions"][-1]], seeded["server_id"], http=http, fetch_page=False)
+        users.append(warm)
+        await warm.round(args, tool_schema_fields(r))
+        await asyncio.sleep(0.5)
+        rss0 = rss_kib(proc.pid)
+        redis0 = s.redis_bytes()
+        used0 = s.redis_used_memory()
+        t0 = time.monotonic()
+        users = users + await open_users(base, seeded["sessions"][:n], seeded["server_id"], concurrency=32, http=http,
+                                 fetch_page=False)
+        t_open = time.monotonic() - t0
+        rss_ws = rss_kib(proc.pid)
+        sem = asyncio.Semaphore(16)
+
+        async def hold(u: Any) -> tuple[str, float]:
+            async with sem:
+                op_id = await u.start(args)
+            _, _, wall = await u.wait_status(op_id, "awaiting_input", timeout_s=300)
+            return op_id, wall
+
+        t0 = time.monotonic()
+        held = await asyncio.gather(*(hold(u) for u in users[1:]))
+        t_fill = time.monotonic() - t0
+        await asyncio.sleep(1.0)
+        rss_pending = rss_kib(proc.pid)
+        redis1 = s.redis_bytes()
+        used1 = s.redis_used_memory()
+        received = await _received_times([op for op, _ in held])
+        fill = [max(0.0, wall - received[op]) for op, wall in held if op in received]
+        probes = []
+        for i in range(n_probe):
+            u = users[1 + (i * 7919) % n]
+            op_id = await u.start(args)
+            _, _, wall = await u.wait_status(op_id, "awaiting_input", timeout_s=60)
+            got = await _received_times([op_id])
+            probes.append(max(0.0, wall - got[op_id]))
+        out = {
+            "pending": n,
+            "open_users_s": round(t_open, 2),
+            "fill_s": round(t_fill, 2),
+            "fill_rounds_per_s": round(n / t_fill, 1),
+            "worker_rss_kib": {"idle": rss0, "connected": rss_ws, "pending": rss_pending},
+            "rss_per_connected_user_kib": round((rss_ws - rss0) / n, 2),
+            "rss_per_pending_round_kib": round((rss_pending - rss_ws) / n, 2),
+            "redis_run_keys": {"before": redis0["keys"], "pending": redis1["keys"]},
+            "redis_bytes_per_pending_round": round((redis1["bytes"] - redis0["bytes"]) / n, 1),
+            "redis_keys_per_pending_round": round((redis1["keys"] - redis0["keys"]) / n, 2),
+            "redis_info_used_memory_delta_per_round": round((used1 - used0) / n, 1),
+            "push_latency_fill": latency_summary(fill),
+            "push_latency_probe": latency_summary(probes),
+        }
+        return out
+    finally:
+        await asyncio.gather(*(u.close() for u in users), return_exceptions=True)
+        await http.aclose()
+        s.stop(proc)
+
+
+async def _run(ctx: Any) -> dict[str, Any]:
+    from asgiref.sync import sync_to_async
+
+    sizes = [5, 10] if ctx.tiny else [50, 200] if ctx.quick else [100, 1000, 5000]
+    n_probe = 5 if ctx.tiny else 20 if ctx.quick else 50
+    seeded = await sync_to_async(ctx.users)(max(sizes) + 1)
+    out: dict[str, Any] = {"benchmark": "pending", "quick": ctx.quick, "sizes": sizes, "results": []}
+    for n in sizes:
+        res = await one_size(ctx, n, seeded, n_probe)
+        out["results"].append(res)
+        # the next size starts from no pending round: end these (as a person's Stop would)
+        await sync_to_async(_end_pending)()
+    at = {x["pending"]: x for x in out["results"]}
+    goal_n = 1000 if 1000 in at else max(at)
+    out["goals"] = {"push_p99_goal_ms": 50, "at_pending": goal_n,
+                    "probe_p99_ms": at[goal_n]["push_latency_probe"]["p99_ms"],
+                    "met": at[goal_n]["push_latency_probe"]["p99_ms"] < 50}
+    return out
+
+
+def _end_pending() -> None:
+    from ..models import Operation
+
+    Operation.objects.filter(status=Operation.Status.AWAITING_INPUT).update(status=Operation.Status.EXPIRED)
+
+
+def run(ctx: Any):
+    return _run(ctx)
+
+
+def summary(res: dict[str, Any]) -> list[str]:
+    lines = []
+    for x in res["results"]:
+        lines.append(
+            f"N={x['pending']}: worker RSS {x['rss_per_connected_user_kib']} KiB/connected user + "
+            f"{x['rss_per_pending_round_kib']} KiB/pending round; Redis {x['redis_bytes_per_pending_round']} B/round "
+            f"({x['redis_keys_per_pending_round']} keys); push p99 probe {x['push_latency_probe']['p99_ms']} ms, "
+            f"fill {x['push_latency_fill']['p99_ms']} ms ({x['fill_rounds_per_s']} rounds/s)")
+    return lines
