@@ -12,6 +12,7 @@ import cProfile
 import gc
 import io
 import pstats
+import sys
 import time
 import tracemalloc
 from typing import Any, Callable
@@ -35,20 +36,24 @@ def _op(gate: Gate, r: dict[str, Any], i: int, tenant: str = "t1", user: str = "
 def rounds_per_second(gate: Gate, r: dict[str, Any], n: int, start: int = 0) -> dict[str, Any]:
     """``n`` rounds one after another on this thread (one core)."""
     busy = closing = 0.0
+    cpu0 = time.thread_time()
     for i in range(start, start + n):
         a, b = _op(gate, r, i)
         busy += a
         closing += b
+    cpu = time.thread_time() - cpu0
     return {
         "rounds": n,
         "rounds_per_s": round(n / busy, 1),
+        "cpu_us_per_round_incl_close": round(cpu / n * 1e6, 2),
         "us_per_round": round(busy / n * 1e6, 2),
         "close_us_per_round": round(closing / n * 1e6, 2),
     }
 
 
-def profile_top(fn: Callable[[], Any], limit: int = 15) -> list[dict[str, Any]]:
-    """cProfile of ``fn``: the top functions by own time (tottime)."""
+def profile_top(fn: Callable[[], Any], limit: int = 15) -> dict[str, list[dict[str, Any]]]:
+    """cProfile of ``fn``: the top functions by own time (``own``) and, among the project's
+    functions and ``copy.deepcopy``, by cumulative time (``cumulative``)."""
     prof = cProfile.Profile()
     prof.enable()
     fn()
@@ -59,8 +64,14 @@ def profile_top(fn: Callable[[], Any], limit: int = 15) -> list[dict[str, Any]]:
     for (filename, line, name), (cc, nc, tt, ct, _callers) in stats.stats.items():  # type: ignore[attr-defined]
         rows.append({"function": f"{_short(filename)}:{line}({name})", "calls": nc, "tottime_s": round(tt, 4),
                      "cumtime_s": round(ct, 4), "share_pct": round(100.0 * tt / total, 1)})
-    rows.sort(key=lambda row: row["tottime_s"], reverse=True)
-    return rows[:limit]
+    total_cum = max((r["cumtime_s"] for r in rows), default=1.0) or 1.0
+    for row in rows:
+        row["cum_share_pct"] = round(100.0 * row["cumtime_s"] / total_cum, 1)
+    own = sorted(rows, key=lambda row: row["tottime_s"], reverse=True)[:limit]
+    cum = sorted((r for r in rows if ("mrtrweb/" in r["function"] and "mrtrweb/bench/" not in r["function"])
+                  or "deepcopy" in r["function"] or "jsonschema/validators" in r["function"]),
+                 key=lambda row: row["cumtime_s"], reverse=True)[:limit]
+    return {"own": own, "cumulative": cum}
 
 
 def _short(filename: str) -> str:
@@ -71,34 +82,68 @@ def _short(filename: str) -> str:
 
 
 def held_memory(gate_factory: Callable[[], tuple[Gate, Callable[[], dict[str, Any]]]], r: dict[str, Any],
-                n: int) -> dict[str, Any]:
+                n: int, *, after_ttl: bool = False) -> dict[str, Any]:
     """tracemalloc bytes still allocated after ``n`` finished (closed) rounds, per round.
 
     ``gate_factory`` returns the gate and a function describing what its store still holds (the
-    bounded part: claim tokens kept until their TTL so a round is consumed once)."""
+    bounded part: claim tokens kept until their TTL so a round is consumed once). With
+    ``after_ttl`` (in-process store), the store's clock is then moved past the TTL and swept, and
+    what is still held is measured again. tracemalloc keeps one frame per block (deeper
+    tracebacks made each round ~30x slower here)."""
     gate, describe = gate_factory()
-    for i in range(200):  # warm caches (schema checker, regexes, interned strings)
+    for i in range(min(200, n)):  # warm caches (schema checker, regexes, interned strings)
         _op(gate, r, 10_000_000 + i)
+    if after_ttl:
+        gate.store._sweep()  # noqa: SLF001
     gc.collect()
-    tracemalloc.start(10)
+    blocks0 = sys.getallocatedblocks()
+    tracemalloc.start(1)
     before = tracemalloc.take_snapshot()
     base, _ = tracemalloc.get_traced_memory()
+    t0 = time.perf_counter()
     for i in range(n):
         _op(gate, r, i)
+    traced_s = time.perf_counter() - t0
     gc.collect()
     after = tracemalloc.take_snapshot()
     cur, peak = tracemalloc.get_traced_memory()
+    out = {"rounds": n, "held_bytes": cur - base, "held_bytes_per_round": round((cur - base) / n, 1),
+           "peak_bytes": peak - base, "top_allocations": _top(before, after), "store": describe(),
+           "traced_seconds": round(traced_s, 1)}
+    if after_ttl:
+        import mrtrweb.gate.store as store_mod
+
+        real = store_mod.time
+
+        class _Later:
+            @staticmethod
+            def monotonic() -> float:
+                return real.monotonic() + Policy().ttl_s + 3600.0
+
+        store_mod.time = _Later  # type: ignore[assignment]
+        try:
+            gate.store._sweep()  # noqa: SLF001
+        finally:
+            store_mod.time = real
+        gc.collect()
+        later = tracemalloc.take_snapshot()
+        cur2, _ = tracemalloc.get_traced_memory()
+        out["after_ttl"] = {"held_bytes": cur2 - base, "held_bytes_per_round": round((cur2 - base) / n, 2),
+                            "store": describe(), "top_allocations": _top(before, later),
+                            "allocated_blocks_delta": sys.getallocatedblocks() - blocks0}
+    tracemalloc.stop()
+    return out
+
+
+def _top(before: Any, after: Any, limit: int = 6) -> list[dict[str, Any]]:
     top = []
-    for stat in after.compare_to(before, "lineno")[:8]:
+    for stat in after.compare_to(before, "lineno")[:limit]:
         if stat.size_diff <= 0:
             continue
         frame = stat.traceback[0]
         top.append({"where": f"{_short(frame.filename)}:{frame.lineno}", "bytes": stat.size_diff,
                     "count": stat.count_diff})
-    tracemalloc.stop()
-    out = {"rounds": n, "held_bytes": cur - base, "held_bytes_per_round": round((cur - base) / n, 1),
-           "peak_bytes": peak - base, "top_allocations": top, "store": describe()}
-    return out
+    return top
 
 
 def _inmemory_factory():
@@ -111,55 +156,31 @@ def _inmemory_factory():
     return Gate(store, Policy()), describe
 
 
-def expired_sweep_held(r: dict[str, Any], n: int) -> dict[str, Any]:
-    """The same rounds, then the store's clock moved past the TTL and swept: what is left is the
-    truly leaked part (claims are bounded by their TTL)."""
-    import mrtrweb.gate.store as store_mod
-
-    gate, describe = _inmemory_factory()
-    for i in range(200):
-        _op(gate, r, 10_000_000 + i)
-    gate.store._sweep()
-    gc.collect()
-    tracemalloc.start(10)
-    base, _ = tracemalloc.get_traced_memory()
-    for i in range(n):
-        _op(gate, r, i)
-    real = store_mod.time
-
-    class _Later:
-        @staticmethod
-        def monotonic() -> float:
-            return real.monotonic() + Policy().ttl_s + 3600.0
-
-    store_mod.time = _Later  # type: ignore[assignment]
-    try:
-        gate.store._sweep()
-    finally:
-        store_mod.time = real
-    gc.collect()
-    cur, _ = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
-    return {"rounds": n, "held_bytes": cur - base, "held_bytes_per_round": round((cur - base) / n, 2),
-            "store": describe()}
-
-
 def run(ctx: Any) -> dict[str, Any]:
     from .common import standard_round
 
     r = standard_round()
     q = ctx.quick
-    n_mem = 10_000 if not q else 1_000
-    n_speed = 20_000 if not q else 2_000
-    n_redis = 2_000 if not q else 200
-    out: dict[str, Any] = {"benchmark": "gate_core", "quick": q}
+    n_mem = 300 if ctx.tiny else 2_000 if q else 10_000
+    n_speed = 300 if ctx.tiny else 3_000 if q else 15_000
+    n_redis = 50 if ctx.tiny else 300 if q else 2_000
+    out: dict[str, Any] = {"benchmark": "gate_core", "quick": q, "section_seconds": {}}
+    clock = [time.monotonic()]
+
+    def lap(name: str) -> None:
+        now = time.monotonic()
+        out["section_seconds"][name] = round(now - clock[0], 1)
+        clock[0] = now
 
     gate, _ = _inmemory_factory()
     rounds_per_second(gate, r, 500, start=50_000_000)  # warm-up
     runs = [rounds_per_second(gate, r, n_speed // 3, start=k * n_speed) for k in range(3)]
     best = max(runs, key=lambda x: x["rounds_per_s"])
     out["inmemory"] = {**best, "runs_rounds_per_s": [x["rounds_per_s"] for x in runs]}
-    out["inmemory_profile"] = profile_top(lambda: rounds_per_second(Gate(InMemoryBindingStore()), r, 1000))
+    n_prof = 100 if ctx.tiny else 1000
+    lap("inmemory")
+    out["inmemory_profile"] = profile_top(lambda: rounds_per_second(Gate(InMemoryBindingStore()), r, n_prof))
+    lap("inmemory_profile")
 
     from ..bindings import DjangoCacheBindingStore
 
@@ -171,16 +192,21 @@ def run(ctx: Any) -> dict[str, Any]:
     res["redis_keys_left_per_round"] = round((after["keys"] - before["keys"]) / n_redis, 2)
     res["redis_bytes_left_per_round"] = round((after["bytes"] - before["bytes"]) / n_redis, 1)
     out["redis"] = res
+    lap("redis")
     out["redis_profile"] = profile_top(lambda: rounds_per_second(rgate, r, min(300, n_redis), start=80_000_000))
+    lap("redis_profile")
 
-    out["memory_inmemory"] = held_memory(_inmemory_factory, r, n_mem)
-    out["memory_inmemory_after_ttl"] = expired_sweep_held(r, n_mem)
-    n_rmem = n_mem // 5
+    mem = held_memory(_inmemory_factory, r, n_mem, after_ttl=True)
+    out["memory_inmemory_after_ttl"] = dict(mem.pop("after_ttl"), rounds=n_mem)
+    out["memory_inmemory"] = mem
+    lap("memory_inmemory")
+    n_rmem = n_mem // 10
 
     def redis_factory():
         return Gate(DjangoCacheBindingStore(), Policy()), lambda: {}
 
     out["memory_redis"] = held_memory(redis_factory, r, n_rmem)
+    lap("memory_redis")
     out["goals"] = {
         "rounds_per_s_goal": 10_000,
         "inmemory_met": out["inmemory"]["rounds_per_s"] >= 10_000,

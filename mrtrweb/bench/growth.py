@@ -46,7 +46,7 @@ def run(ctx: Any) -> dict[str, Any]:
     from .common import standard_round
 
     base = standard_round()
-    n = 3000 if not ctx.quick else 300
+    n = 60 if ctx.tiny else 300 if ctx.quick else 2000
     cap = Policy().max_state_bytes
     out: dict[str, Any] = {"benchmark": "growth", "quick": ctx.quick, "state_cap_bytes": cap,
                            "schema": [], "state": []}
@@ -66,11 +66,12 @@ def run(ctx: Any) -> dict[str, Any]:
                   key=lambda x: x["rounds_per_s"])
         out["state"].append({"state_bytes": size, **res})
     big = round_with(base, fields=50)
+    n_prof = 30 if ctx.tiny else 300
     out["profile_50_fields"] = profile_top(
-        lambda: rounds_per_second(Gate(InMemoryBindingStore(), Policy()), big, 300), limit=12)
+        lambda: rounds_per_second(Gate(InMemoryBindingStore(), Policy()), big, n_prof), limit=12)
     capped = round_with(base, state_bytes=cap)
     out["profile_state_cap"] = profile_top(
-        lambda: rounds_per_second(Gate(InMemoryBindingStore(), Policy()), capped, 300), limit=12)
+        lambda: rounds_per_second(Gate(InMemoryBindingStore(), Policy()), capped, n_prof), limit=12)
     return out
 
 

@@ -26,69 +26,79 @@ async def _received_times(op_ids: list[str]) -> dict[str, float]:
     return {str(op): ts.timestamp() async for op, ts in rows}
 
 
-async def one_size(ctx: Any, n: int, seeded: dict[str, Any], n_probe: int) -> dict[str, Any]:
+async def grow(ctx: Any, sizes: list[int], seeded: dict[str, Any], n_probe: int) -> list[dict[str, Any]]:
+    """One worker; users are added level by level (N = sizes[0], then sizes[1]...), each new user
+    opening the WebSocket and then starting one round that stays pending; measured at each level
+    (per-user figures are deltas from the previous level)."""
     from .browser import new_http, open_users
 
     s = ctx.services
     r = standard_round()
     args = r["request"]["params"]["arguments"]
-    base, proc = s.start_worker(f"pending-{n}")
+    base, proc = s.start_worker("pending")
     http = new_http(32)
     users: list[Any] = []
+    results = []
     try:
         # warm the worker (imports, template cache, first connections) with a user outside the N
         (warm,) = await open_users(base, [seeded["sessions"][-1]], seeded["server_id"], http=http, fetch_page=False)
         users.append(warm)
         await warm.round(args, tool_schema_fields(r))
         await asyncio.sleep(0.5)
-        rss0 = rss_kib(proc.pid)
-        redis0 = s.redis_bytes()
-        used0 = s.redis_used_memory()
-        t0 = time.monotonic()
-        users = users + await open_users(base, seeded["sessions"][:n], seeded["server_id"], concurrency=32, http=http,
-                                 fetch_page=False)
-        t_open = time.monotonic() - t0
-        rss_ws = rss_kib(proc.pid)
-        sem = asyncio.Semaphore(16)
+        prev_rss = rss_kib(proc.pid)
+        prev_redis = s.redis_bytes()
+        prev_used = s.redis_used_memory()
+        prev_n = 0
+        for n in sizes:
+            delta = n - prev_n
+            t0 = time.monotonic()
+            new = await open_users(base, seeded["sessions"][prev_n:n], seeded["server_id"], concurrency=32,
+                                   http=http, fetch_page=False)
+            users += new
+            t_open = time.monotonic() - t0
+            rss_ws = rss_kib(proc.pid)
+            sem = asyncio.Semaphore(16)
 
-        async def hold(u: Any) -> tuple[str, float]:
-            async with sem:
+            async def hold(u: Any) -> tuple[str, float]:
+                async with sem:
+                    op_id = await u.start(args)
+                _, _, wall = await u.wait_status(op_id, "awaiting_input", timeout_s=600)
+                return op_id, wall
+
+            t0 = time.monotonic()
+            held = await asyncio.gather(*(hold(u) for u in new))
+            t_fill = time.monotonic() - t0
+            await asyncio.sleep(1.0)
+            rss_pending = rss_kib(proc.pid)
+            redis1 = s.redis_bytes()
+            used1 = s.redis_used_memory()
+            received = await _received_times([op for op, _ in held])
+            fill = [max(0.0, wall - received[op]) for op, wall in held if op in received]
+            probes = []
+            for i in range(n_probe):
+                u = users[1 + (i * 7919) % n]
                 op_id = await u.start(args)
-            _, _, wall = await u.wait_status(op_id, "awaiting_input", timeout_s=300)
-            return op_id, wall
-
-        t0 = time.monotonic()
-        held = await asyncio.gather(*(hold(u) for u in users[1:]))
-        t_fill = time.monotonic() - t0
-        await asyncio.sleep(1.0)
-        rss_pending = rss_kib(proc.pid)
-        redis1 = s.redis_bytes()
-        used1 = s.redis_used_memory()
-        received = await _received_times([op for op, _ in held])
-        fill = [max(0.0, wall - received[op]) for op, wall in held if op in received]
-        probes = []
-        for i in range(n_probe):
-            u = users[1 + (i * 7919) % n]
-            op_id = await u.start(args)
-            _, _, wall = await u.wait_status(op_id, "awaiting_input", timeout_s=60)
-            got = await _received_times([op_id])
-            probes.append(max(0.0, wall - got[op_id]))
-        out = {
-            "pending": n,
-            "open_users_s": round(t_open, 2),
-            "fill_s": round(t_fill, 2),
-            "fill_rounds_per_s": round(n / t_fill, 1),
-            "worker_rss_kib": {"idle": rss0, "connected": rss_ws, "pending": rss_pending},
-            "rss_per_connected_user_kib": round((rss_ws - rss0) / n, 2),
-            "rss_per_pending_round_kib": round((rss_pending - rss_ws) / n, 2),
-            "redis_run_keys": {"before": redis0["keys"], "pending": redis1["keys"]},
-            "redis_bytes_per_pending_round": round((redis1["bytes"] - redis0["bytes"]) / n, 1),
-            "redis_keys_per_pending_round": round((redis1["keys"] - redis0["keys"]) / n, 2),
-            "redis_info_used_memory_delta_per_round": round((used1 - used0) / n, 1),
-            "push_latency_fill": latency_summary(fill),
-            "push_latency_probe": latency_summary(probes),
-        }
-        return out
+                _, _, wall = await u.wait_status(op_id, "awaiting_input", timeout_s=60)
+                got = await _received_times([op_id])
+                probes.append(max(0.0, wall - got[op_id]))
+            results.append({
+                "pending": n,
+                "added": delta,
+                "open_users_s": round(t_open, 2),
+                "fill_s": round(t_fill, 2),
+                "fill_rounds_per_s": round(delta / t_fill, 1),
+                "worker_rss_kib": {"before": prev_rss, "connected": rss_ws, "pending": rss_pending},
+                "rss_per_connected_user_kib": round((rss_ws - prev_rss) / delta, 2),
+                "rss_per_pending_round_kib": round((rss_pending - rss_ws) / delta, 2),
+                "redis_bytes_per_pending_round": round((redis1["bytes"] - prev_redis["bytes"]) / delta, 1),
+                "redis_keys_per_pending_round": round((redis1["keys"] - prev_redis["keys"]) / delta, 2),
+                "redis_info_used_memory_delta_per_round": round((used1 - prev_used) / delta, 1),
+                "push_latency_fill": latency_summary(fill),
+                "push_latency_probe": latency_summary(probes),
+            })
+            # the probes' rounds stay pending too: the next level's baseline includes them
+            prev_rss, prev_redis, prev_used, prev_n = rss_kib(proc.pid), s.redis_bytes(), s.redis_used_memory(), n
+        return results
     finally:
         await asyncio.gather(*(u.close() for u in users), return_exceptions=True)
         await http.aclose()
@@ -101,12 +111,9 @@ async def _run(ctx: Any) -> dict[str, Any]:
     sizes = [5, 10] if ctx.tiny else [50, 200] if ctx.quick else [100, 1000, 5000]
     n_probe = 5 if ctx.tiny else 20 if ctx.quick else 50
     seeded = await sync_to_async(ctx.users)(max(sizes) + 1)
-    out: dict[str, Any] = {"benchmark": "pending", "quick": ctx.quick, "sizes": sizes, "results": []}
-    for n in sizes:
-        res = await one_size(ctx, n, seeded, n_probe)
-        out["results"].append(res)
-        # the next size starts from no pending round: end these (as a person's Stop would)
-        await sync_to_async(_end_pending)()
+    out: dict[str, Any] = {"benchmark": "pending", "quick": ctx.quick, "sizes": sizes}
+    out["results"] = await grow(ctx, sizes, seeded, n_probe)
+    await sync_to_async(_end_pending)()
     at = {x["pending"]: x for x in out["results"]}
     goal_n = 1000 if 1000 in at else max(at)
     out["goals"] = {"push_p99_goal_ms": 50, "at_pending": goal_n,

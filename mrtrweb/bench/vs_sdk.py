@@ -14,9 +14,6 @@ Per-round latency (sequential, one round at a time) and throughput (``concurrenc
 from __future__ import annotations
 
 import asyncio
-import cProfile
-import io
-import pstats
 import time
 from typing import Any
 
@@ -49,8 +46,7 @@ async def run_sdk(url: str, r: dict[str, Any], n_seq: int, n_conc: int, concurre
 
     async def worker(k: int) -> int:
         async with Client(url) as c:
-            await sdk_round(c, r)
-            ready.set() if k == concurrency - 1 else None
+            await sdk_round(c, r)  # connected and warm
             await go.wait()
             done = 0
             while True:
@@ -61,7 +57,7 @@ async def run_sdk(url: str, r: dict[str, Any], n_seq: int, n_conc: int, concurre
                 done += 1
 
     counter = [0]
-    ready, go = asyncio.Event(), asyncio.Event()
+    go = asyncio.Event()
     tasks = [asyncio.create_task(worker(k)) for k in range(concurrency)]
     await asyncio.sleep(0.5)
     t0 = time.perf_counter()
@@ -151,27 +147,9 @@ async def run_headless(users: list[Any], server: Any, r: dict[str, Any], n_seq: 
            "throughput_rounds_per_s": round(total / elapsed, 1), "concurrency": concurrency,
            "rounds_concurrent": total}
     if profile:
-        out["profile_event_loop_thread"] = await _profile(lambda: headless_round(users[0], server, params, responses),
-                                                          max(5, n_seq // 4))
+        out["spans"] = await component_spans(lambda: headless_round(users[0], server, params, responses),
+                                             max(5, n_seq // 4))
     return out
-
-
-async def _profile(make, n: int, limit: int = 15) -> list[dict[str, Any]]:
-    """cProfile of ``n`` rounds on the event loop's thread (ORM work in the sync thread shows as
-    the time the loop waits on it)."""
-    prof = cProfile.Profile()
-    prof.enable()
-    for _ in range(n):
-        await make()
-    prof.disable()
-    stats = pstats.Stats(prof, stream=io.StringIO())
-    rows = []
-    for (filename, line, name), (cc, nc, tt, ct, _c) in stats.stats.items():  # type: ignore[attr-defined]
-        short = filename.split("site-packages/")[-1].split("/wt-e/")[-1]
-        rows.append({"function": f"{short}:{line}({name})", "calls": nc, "tottime_s": round(tt, 4),
-                     "cumtime_s": round(ct, 4)})
-    rows.sort(key=lambda x: x["tottime_s"], reverse=True)
-    return rows[:limit]
 
 
 # ---------------------------------------------------------------------------------------------- (c)
@@ -221,8 +199,8 @@ async def _run(ctx: Any) -> dict[str, Any]:
 
     r = standard_round()
     s = ctx.services
-    n_seq = 5 if ctx.tiny else 30 if ctx.quick else 200
-    n_conc = 5 if ctx.tiny else 40 if ctx.quick else 300
+    n_seq = 5 if ctx.tiny else 30 if ctx.quick else 100
+    n_conc = 5 if ctx.tiny else 40 if ctx.quick else 200
     concurrency = 2 if ctx.tiny else 8
     seeded = await sync_to_async(ctx.users)(concurrency * 2 + 2)
     server = await McpServer.objects.aget(pk=seeded["server_id"])
@@ -232,7 +210,7 @@ async def _run(ctx: Any) -> dict[str, Any]:
     s.mcp_reset()
     out["a_sdk"] = await run_sdk(s.mcp_url, r, n_seq, n_conc, concurrency)
     out["b_headless"] = await run_headless(users[:concurrency], server, r, n_seq, n_conc, concurrency,
-                                           profile=not ctx.tiny)
+                                           profile=True)
     base, proc = s.start_worker("vs-sdk")
     try:
         out["c_browser"] = await run_browser(base, seeded["sessions"][concurrency:], seeded["server_id"], r, n_seq,
@@ -249,6 +227,8 @@ async def _run(ctx: Any) -> dict[str, Any]:
         "a_over_b_throughput": round(a["throughput_rounds_per_s"] / b["throughput_rounds_per_s"], 2),
         "a_over_c_throughput": round(a["throughput_rounds_per_s"] / c["throughput_rounds_per_s"], 2),
     }
+    if b.get("spans"):
+        out["b_spans"] = b["spans"]
     out["goals"] = {"headless_over_sdk_goal": 1.25, "met": out["ratios"]["b_over_a_p50"] <= 1.25}
     return out
 
@@ -263,3 +243,70 @@ def summary(res: dict[str, Any]) -> list[str]:
     lines.append(f"ratios p50: (b)/(a) {q['b_over_a_p50']}x, (c)/(a) {q['c_over_a_p50']}x (goal (b)/(a) <= 1.25)")
     lines.append(f"MCP server counts: {res['mcp_server_counts']}")
     return lines
+
+
+# ---------------------------------------------------------------------------------------------- spans
+async def component_spans(make, n: int) -> dict[str, dict[str, float]]:
+    """Wall time per round inside the product's components during ``n`` rounds of ``make()``,
+    by wrapping them for the measurement (nested spans overlap: SQL includes the audit's queries,
+    the audit includes its SQL)."""
+    import functools
+
+    from django.db.backends import utils as db_utils
+
+    from .. import audit, operations
+    from ..bindings import DjangoCacheBindingStore
+    from ..gate.gate import Gate
+    from ..mcp_client import McpConnection
+
+    acc: dict[str, list[float]] = {}
+
+    def add(name: str, dt: float) -> None:
+        slot = acc.setdefault(name, [0, 0.0])
+        slot[0] += 1
+        slot[1] += dt
+
+    def wrap_sync(fn, name):
+        @functools.wraps(fn)
+        def inner(*a, **k):
+            t = time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                add(name, time.perf_counter() - t)
+        return inner
+
+    def wrap_async(fn, name):
+        @functools.wraps(fn)
+        async def inner(*a, **k):
+            t = time.perf_counter()
+            try:
+                return await fn(*a, **k)
+            finally:
+                add(name, time.perf_counter() - t)
+        return inner
+
+    patches = [(Gate, m, wrap_sync(getattr(Gate, m), f"gate.{m}")) for m in
+               ("register", "receive", "respond", "state", "close")]
+    patches += [(audit, "record", wrap_sync(audit.record, "audit.record (chained append, SQL included)")),
+                (McpConnection, "send", wrap_async(McpConnection.send, "MCP request (SDK send + server)")),
+                (operations, "notify", wrap_async(operations.notify, "push (channel layer group_send)")),
+                (DjangoCacheBindingStore, "_call", wrap_sync(DjangoCacheBindingStore._call,
+                                                             "Redis (binding store calls)")),
+                (db_utils.CursorWrapper, "execute", wrap_sync(db_utils.CursorWrapper.execute,
+                                                              "SQL (every query, incl. audit's)"))]
+    saved = [(obj, name, getattr(obj, name)) for obj, name, _ in patches]
+    for obj, name, new in patches:
+        setattr(obj, name, new)
+    try:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            await make()
+        total = time.perf_counter() - t0
+    finally:
+        for obj, name, old in saved:
+            setattr(obj, name, old)
+    out = {k: {"calls": round(c / n, 1), "ms": round(s / n * 1000, 2)} for k, (c, s) in
+           sorted(acc.items(), key=lambda kv: -kv[1][1])}
+    out["whole round"] = {"calls": 1, "ms": round(total / n * 1000, 2)}
+    return out
