@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-BENCHMARKS = ("gate_core", "growth", "vs_sdk", "pending", "scaleout")
+#: in run order: pending goes last, it adapts its biggest N to the time left in the budget
+BENCHMARKS = ("gate_core", "growth", "vs_sdk", "scaleout", "pending")
 #: benchmarks that need the MCP server, users and ASGI workers
 NEEDS_SERVER = {"vs_sdk", "pending", "scaleout"}
 
@@ -37,6 +38,11 @@ class Context:
     services: Any
     out_dir: Path
     seeded: dict[str, Any] | None = None
+    deadline: float | None = None
+
+    def time_left(self) -> float | None:
+        """Seconds left of the suite's time budget (``None``: no budget)."""
+        return None if self.deadline is None else self.deadline - time.monotonic()
 
     def users(self, n: int) -> dict[str, Any]:
         """At least ``n`` seeded users with sessions (seeded once, grown on demand)."""
@@ -47,8 +53,11 @@ class Context:
         return self.seeded
 
 
-def run_suite(names: list[str], *, out_dir: Path, quick: bool = False, tiny: bool = False) -> dict[str, Any]:
-    """Run the named benchmarks in one process on fresh services; write one JSON file each."""
+def run_suite(names: list[str], *, out_dir: Path, quick: bool = False, tiny: bool = False,
+              budget_s: float = 0.0) -> dict[str, Any]:
+    """Run the named benchmarks in one process on fresh services; write one JSON file each.
+    ``budget_s`` (> 0): the pending-capacity benchmark skips a level that would not fit in it."""
+    t_start = time.monotonic()
     from .common import Services, machine, write_result
 
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -59,8 +68,9 @@ def run_suite(names: list[str], *, out_dir: Path, quick: bool = False, tiny: boo
         services.setup_django()
         if NEEDS_SERVER & set(names):
             services.start_mcp_server()
-        ctx = Context(quick=quick, tiny=tiny, services=services, out_dir=out_dir)
-        for name in names:
+        ctx = Context(quick=quick, tiny=tiny, services=services, out_dir=out_dir,
+                      deadline=t_start + budget_s if budget_s > 0 else None)
+        for name in sorted(names, key=BENCHMARKS.index):
             module = importlib.import_module(f".{name}", __name__)
             t0 = time.monotonic()
             print(f"== {name} ...", flush=True)
@@ -84,6 +94,8 @@ def run_suite(names: list[str], *, out_dir: Path, quick: bool = False, tiny: boo
         services.close()
     info["started"] = started
     info["mode"] = "tiny" if tiny else "quick" if quick else "full"
+    info["budget_s"] = budget_s
+    info["suite_seconds"] = round(time.monotonic() - t_start, 1)
     info["loadavg_at_end"] = [round(x, 2) for x in __import__("os").getloadavg()]
     write_result(out_dir, "machine", info)
     return results

@@ -34,13 +34,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where the JSON results go (var/bench)")
     parser.add_argument("--docs", type=Path, default=DOCS_DIR, help="where the report goes (docs/benchmarks)")
     parser.add_argument("--no-report", action="store_true", help="do not render the report")
+    parser.add_argument("--budget-s", type=float, default=540.0,
+                        help="time budget of the suite in seconds (default 540, so that run + report stay under "
+                             "10 minutes): the pending benchmark skips an N that would not fit; 0 = no budget")
     args = parser.parse_args(argv)
     only = [b for b in args.only.split(",") if b] or list(BENCHMARKS)
     unknown = set(only) - set(BENCHMARKS)
     if unknown:
         parser.error(f"unknown benchmark(s): {', '.join(sorted(unknown))}")
     t0 = time.monotonic()
-    run_suite(only, out_dir=args.out, quick=args.quick or args.tiny, tiny=args.tiny)
+    run_suite(only, out_dir=args.out, quick=args.quick or args.tiny, tiny=args.tiny, budget_s=args.budget_s)
     if not args.no_report:
         from .report import render
 

@@ -21,6 +21,7 @@ from websockets.asyncio.client import connect
 
 _CSRF_RE = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
 _ROUND_RE = re.compile(r'name="round" value="(\d+)"')
+_STATUS_RE = re.compile(r'data-status="([a-z_]+)"')
 
 
 class BrowserUser:
@@ -37,6 +38,11 @@ class BrowserUser:
         self.csrf = ""
         self.ws: Any = None
         self.reader: asyncio.Task | None = None
+        #: WebSocket closed by the server (reopened by the next wait, as the page does)
+        self.ws_closed = False
+        self.reconnects = 0
+        #: waits answered by fetching the panel (no push came within ``FALLBACK_S``)
+        self.fallback_fetches = 0
         #: op id -> [(monotonic time, status, html)] of the pushes received
         self.pushes: dict[str, list[tuple[float, str, str]]] = {}
         self._changed = asyncio.Condition()
@@ -71,11 +77,22 @@ class BrowserUser:
             self.csrf = m.group(1)
         else:
             self.csrf = self.cookies["csrftoken"] = secrets.token_hex(16)  # 32 characters: a CSRF secret
+        await self._connect()
+
+    async def _connect(self) -> None:
         cookies = self._headers()["Cookie"]
         ws_url = self.base.replace("http://", "ws://") + "/ws/mrtrweb/"
         self.ws = await connect(ws_url, origin=self.base, additional_headers={"Cookie": cookies},
                                 open_timeout=120, ping_interval=None, max_size=2 ** 22)
+        self.ws_closed = False
         self.reader = asyncio.get_running_loop().create_task(self._read())
+
+    async def _fetch_panel(self, op_id: str) -> None:
+        """The page's fallback: GET the panel (its ``data-status``) when no push came."""
+        resp = await self._get(f"/mcp/operations/{op_id}/panel/")
+        m = _STATUS_RE.search(resp.text)
+        if m:
+            self.pushes.setdefault(op_id, []).append((time.monotonic(), m.group(1), resp.text, time.time(), False))
 
     async def _read(self) -> None:
         try:
@@ -88,27 +105,47 @@ class BrowserUser:
                     continue
                 if msg.get("type") != "operation":
                     continue
-                self.pushes.setdefault(msg["id"], []).append((now, msg.get("status", ""), msg.get("html", ""), wall))
+                self.pushes.setdefault(msg["id"], []).append((now, msg.get("status", ""), msg.get("html", ""), wall,
+                                                              True))
                 async with self._changed:
                     self._changed.notify_all()
-        except Exception:  # noqa: BLE001 -- connection closed: waiters time out
-            return
-
-    async def wait_status(self, op_id: str, status: str, timeout_s: float = 60.0) -> tuple[float, str, float]:
-        """The first push of ``op_id`` with ``status``: (monotonic time received, panel html, wall time)."""
-        deadline = time.monotonic() + timeout_s
+        except Exception:  # noqa: BLE001 -- connection closed
+            pass
+        self.ws_closed = True
         async with self._changed:
+            self._changed.notify_all()
+
+    async def wait_status(self, op_id: str, status: str, timeout_s: float = 60.0,
+                          fallback_s: float = 10.0) -> tuple[float, str, float]:
+        """The first push of ``op_id`` with ``status``: (monotonic time received, panel html, wall
+        time; wall is NaN when the status was only seen by the fallback panel fetch). As the page
+        does, a closed WebSocket is reopened and the panel fetched, and so is the panel after
+        ``fallback_s`` seconds without the push."""
+        deadline = time.monotonic() + timeout_s
+        quiet_until = time.monotonic() + fallback_s
+        async with self._changed:  # held while checking: a push's notify cannot slip in between
             while True:
-                for t, s, html, wall in self.pushes.get(op_id, []):
+                for t, s, html, wall, pushed in self.pushes.get(op_id, []):
                     if s == status:
-                        return t, html, wall
+                        return t, html, wall if pushed else float("nan")
                     if s in ("failed", "denied", "expired", "interrupted") and status != s:
                         raise RuntimeError(f"operation {op_id} ended {s}")
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise TimeoutError(f"no {status} push for {op_id}: {[p[1] for p in self.pushes.get(op_id, [])]}")
+                now = time.monotonic()
+                if now >= deadline:
+                    raise TimeoutError(f"no {status} push for {op_id}: "
+                                       f"{[p[1] for p in self.pushes.get(op_id, [])]}")
+                if self.ws_closed:
+                    self.reconnects += 1
+                    await self._connect()
+                    await self._fetch_panel(op_id)
+                    continue
+                if now >= quiet_until:
+                    self.fallback_fetches += 1
+                    quiet_until = now + fallback_s
+                    await self._fetch_panel(op_id)
+                    continue
                 try:
-                    await asyncio.wait_for(self._changed.wait(), left)
+                    await asyncio.wait_for(self._changed.wait(), min(deadline, quiet_until) - now)
                 except asyncio.TimeoutError:
                     pass
 

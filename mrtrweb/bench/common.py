@@ -181,6 +181,7 @@ class Services:
     procs: list[subprocess.Popen] = field(default_factory=list)
     mcp_url: str = ""
     mcp_base: str = ""
+    logs: dict[str, Path] = field(default_factory=dict)
 
     @property
     def cache_prefix(self) -> str:
@@ -219,6 +220,8 @@ class Services:
             "MRTRWEB_DB_POOL_SIZE": "10",
             "PYTHONUNBUFFERED": "1",
         }
+        if os.environ.get("MRTRWEB_BENCH_REDIS_CHANNELS_URL"):  # e.g. "...?socket_timeout=30" (see the report)
+            self.env["REDIS_CHANNELS_URL"] = os.environ["MRTRWEB_BENCH_REDIS_CHANNELS_URL"]
         return self
 
     def setup_django(self) -> None:
@@ -250,6 +253,7 @@ class Services:
         """An ASGI worker (uvicorn, production settings) on the run's database and Redis."""
         port = free_port()
         log = ROOT / "var" / "bench" / f"worker-{name}-{self.tag}.log"
+        self.logs[name] = log
         proc = subprocess.Popen(
             [sys.executable, "-m", "uvicorn", "mrtrweb.site.asgi:application", "--host", "127.0.0.1", "--port",
              str(port), "--ws", "websockets-sansio", "--lifespan", "off", "--log-level", "warning",
@@ -258,6 +262,17 @@ class Services:
         self.procs.append(proc)
         wait_port(port)
         return f"http://127.0.0.1:{port}", proc
+
+    def worker_errors(self, name: str) -> dict[str, int]:
+        """What a worker's log shows: unhandled ASGI exceptions, and the Redis errors behind them."""
+        try:
+            text = self.logs[name].read_text(errors="replace")
+        except (KeyError, OSError):
+            return {}
+        return {"asgi_exceptions": text.count("Exception in ASGI application"),
+                "redis_read_timeouts": text.count("redis.exceptions.TimeoutError"),
+                "redis_max_connections": text.count("MaxConnectionsError"),
+                "error_lines": sum(1 for line in text.splitlines() if line.startswith("ERROR"))}
 
     def stop(self, proc: subprocess.Popen) -> None:
         if proc.poll() is None:

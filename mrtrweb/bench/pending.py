@@ -12,6 +12,7 @@ arriving one at a time while the N rounds are pending (``probe``, the figure the
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from typing import Any
 
@@ -24,6 +25,30 @@ async def _received_times(op_ids: list[str]) -> dict[str, float]:
     rows = AuditEvent.objects.filter(operation_id__in=op_ids, event="received").values_list("operation_id",
                                                                                              "created_at")
     return {str(op): ts.timestamp() async for op, ts in rows}
+
+
+def _limit_query_plans(tenant_id: Any, user_id: Any) -> dict[str, Any]:
+    """EXPLAIN ANALYZE of the per-start limit checks (``operations._check_limits``) with the
+    pending rounds in place: how their cost grows with N."""
+    import re
+
+    from django.utils import timezone
+
+    from ..models import Operation
+
+    since = timezone.now() - timezone.timedelta(minutes=1)
+    waiting = Operation.Status.AWAITING_INPUT
+    out = {}
+    for name, qs in (("user_pending", Operation.objects.filter(user_id=user_id, status=waiting)),
+                     ("user_starts_per_minute", Operation.objects.filter(user_id=user_id, created_at__gte=since)),
+                     ("tenant_pending", Operation.objects.filter(tenant_id=tenant_id, status=waiting)),
+                     ("tenant_starts_per_minute", Operation.objects.filter(tenant_id=tenant_id,
+                                                                           created_at__gte=since))):
+        plan = qs.only("id").explain(analyze=True)
+        m = re.search(r"Execution Time: ([0-9.]+) ms", plan)
+        first = plan.splitlines()[0].strip() if plan else ""
+        out[name] = {"execution_ms": float(m.group(1)) if m else None, "plan_top": first[:160]}
+    return out
 
 
 async def grow(ctx: Any, sizes: list[int], seeded: dict[str, Any], n_probe: int) -> list[dict[str, Any]]:
@@ -49,8 +74,17 @@ async def grow(ctx: Any, sizes: list[int], seeded: dict[str, Any], n_probe: int)
         prev_redis = s.redis_bytes()
         prev_used = s.redis_used_memory()
         prev_n = 0
+        fill_rate = None
         for n in sizes:
             delta = n - prev_n
+            left = ctx.time_left()
+            if results and left is not None and fill_rate:
+                need = delta / fill_rate * 1.3 + 30
+                if need > left:
+                    results.append({"pending": n, "skipped": f"not run: filling {delta} more rounds at "
+                                    f"{fill_rate:.1f} rounds/s needs ~{need:.0f} s, {left:.0f} s left of the "
+                                    f"suite's time budget (--budget-s 0 lifts it)"})
+                    break
             t0 = time.monotonic()
             new = await open_users(base, seeded["sessions"][prev_n:n], seeded["server_id"], concurrency=32,
                                    http=http, fetch_page=False)
@@ -73,15 +107,27 @@ async def grow(ctx: Any, sizes: list[int], seeded: dict[str, Any], n_probe: int)
             redis1 = s.redis_bytes()
             used1 = s.redis_used_memory()
             received = await _received_times([op for op, _ in held])
-            fill = [max(0.0, wall - received[op]) for op, wall in held if op in received]
+            fill = [max(0.0, wall - received[op]) for op, wall in held if op in received and not math.isnan(wall)]
+            missed = sum(1 for _, wall in held if math.isnan(wall))
+            fill_rate = delta / t_fill
+            rss_before_probes = rss_kib(proc.pid)
             probes = []
             for i in range(n_probe):
                 u = users[1 + (i * 7919) % n]
                 op_id = await u.start(args)
                 _, _, wall = await u.wait_status(op_id, "awaiting_input", timeout_s=60)
                 got = await _received_times([op_id])
-                probes.append(max(0.0, wall - got[op_id]))
+                if math.isnan(wall):
+                    missed += 1
+                else:
+                    probes.append(max(0.0, wall - got[op_id]))
+            await asyncio.sleep(0.5)
+            rss_probe_delta = rss_kib(proc.pid) - rss_before_probes
+            from asgiref.sync import sync_to_async
+
+            plans = await sync_to_async(_limit_query_plans)(seeded["tenant_id"], seeded["users"][0].pk)
             results.append({
+                "limit_query_plans": plans,
                 "pending": n,
                 "added": delta,
                 "open_users_s": round(t_open, 2),
@@ -90,9 +136,14 @@ async def grow(ctx: Any, sizes: list[int], seeded: dict[str, Any], n_probe: int)
                 "worker_rss_kib": {"before": prev_rss, "connected": rss_ws, "pending": rss_pending},
                 "rss_per_connected_user_kib": round((rss_ws - prev_rss) / delta, 2),
                 "rss_per_pending_round_kib": round((rss_pending - rss_ws) / delta, 2),
+                # the probes are second rounds of users whose MCP session is already open
+                "rss_per_extra_round_same_user_kib": round(rss_probe_delta / max(1, n_probe), 2),
                 "redis_bytes_per_pending_round": round((redis1["bytes"] - prev_redis["bytes"]) / delta, 1),
                 "redis_keys_per_pending_round": round((redis1["keys"] - prev_redis["keys"]) / delta, 2),
                 "redis_info_used_memory_delta_per_round": round((used1 - prev_used) / delta, 1),
+                "pushes_missed": missed,
+                "ws_reconnects": sum(u.reconnects for u in users),
+                "worker_errors_so_far": s.worker_errors("pending"),
                 "push_latency_fill": latency_summary(fill),
                 "push_latency_probe": latency_summary(probes),
             })
@@ -114,7 +165,7 @@ async def _run(ctx: Any) -> dict[str, Any]:
     out: dict[str, Any] = {"benchmark": "pending", "quick": ctx.quick, "sizes": sizes}
     out["results"] = await grow(ctx, sizes, seeded, n_probe)
     await sync_to_async(_end_pending)()
-    at = {x["pending"]: x for x in out["results"]}
+    at = {x["pending"]: x for x in out["results"] if "skipped" not in x}
     goal_n = 1000 if 1000 in at else max(at)
     out["goals"] = {"push_p99_goal_ms": 50, "at_pending": goal_n,
                     "probe_p99_ms": at[goal_n]["push_latency_probe"]["p99_ms"],
@@ -135,6 +186,9 @@ def run(ctx: Any):
 def summary(res: dict[str, Any]) -> list[str]:
     lines = []
     for x in res["results"]:
+        if "skipped" in x:
+            lines.append(f"N={x['pending']}: {x['skipped']}")
+            continue
         lines.append(
             f"N={x['pending']}: worker RSS {x['rss_per_connected_user_kib']} KiB/connected user + "
             f"{x['rss_per_pending_round_kib']} KiB/pending round; Redis {x['redis_bytes_per_pending_round']} B/round "

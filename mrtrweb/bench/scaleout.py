@@ -24,7 +24,7 @@ async def _load(bases: list[str], sessions: list[str], server_id: int, rounds: i
     http = new_http(64)
     users = await open_users(bases, sessions, server_id, http=http, fetch_page=False)
     try:
-        await asyncio.gather(*(u.round(args, fields) for u in users))  # warm every worker and connection
+        await asyncio.gather(*(u.round(args, fields) for u in users), return_exceptions=True)  # warm up
         counter = [0]
         lat: list[float] = []
         errors: list[str] = []
@@ -44,6 +44,8 @@ async def _load(bases: list[str], sessions: list[str], server_id: int, rounds: i
         await asyncio.gather(*(u.close() for u in users), return_exceptions=True)
         await http.aclose()
     return {"workers": len(bases), "users": len(sessions), "rounds": len(lat), "errors": len(errors),
+            "ws_reconnects": sum(u.reconnects for u in users),
+            "fallback_panel_fetches": sum(u.fallback_fetches for u in users),
             "error_samples": errors[:5], "throughput_rounds_per_s": round(len(lat) / elapsed, 2),
             "latency": latency_summary(lat)}
 
@@ -90,7 +92,7 @@ async def _run(ctx: Any) -> dict[str, Any]:
 
     s = ctx.services
     k = 4 if ctx.tiny else 16
-    rounds = 8 if ctx.tiny else 80 if ctx.quick else 600
+    rounds = 8 if ctx.tiny else 80 if ctx.quick else 240
     seeded = await sync_to_async(ctx.users)(k)
     sessions, server_id = seeded["sessions"][:k], seeded["server_id"]
     out: dict[str, Any] = {"benchmark": "scaleout", "quick": ctx.quick, "users": k, "rounds": rounds}
@@ -109,6 +111,8 @@ async def _run(ctx: Any) -> dict[str, Any]:
         finally:
             for _, p in procs:
                 s.stop(p)
+            out.setdefault(f"workers_{n_workers}", {})["worker_errors"] = [s.worker_errors(f"scale{n_workers}-{i}")
+                                                           for i in range(n_workers)]
     one, two = out["workers_1"], out["workers_2"]
     out["throughput_ratio"] = round(two["throughput_rounds_per_s"] / one["throughput_rounds_per_s"], 2)
     counts = [one["mcp_server_counts"], two["mcp_server_counts"], out["double_submit_race"]["mcp_server_counts"]]

@@ -149,7 +149,36 @@ async def run_headless(users: list[Any], server: Any, r: dict[str, Any], n_seq: 
     if profile:
         out["spans"] = await component_spans(lambda: headless_round(users[0], server, params, responses),
                                              max(5, n_seq // 4))
+
     return out
+
+
+async def push_work(user: Any, server: Any, params: dict[str, Any], n: int) -> dict[str, Any]:
+    """What the WebSocket consumer does for each ``operation.update`` push of a new round, timed
+    in this process: read the operation, render its panel (which reads the round from the binding
+    store and writes the consent receipt, the audit ``shown`` event). Spans as in
+    :func:`component_spans`."""
+    from asgiref.sync import sync_to_async
+
+    from .. import operations, panels
+    from ..models import Operation
+
+    ops = []
+    for _ in range(n):  # rounds waiting for an answer (they stay pending)
+        op = await operations.start_operation(user=user, server=server, method="tools/call", name=params["name"],
+                                              params=params)
+        ops.append(op.pk)
+    await operations.wait_idle(60)
+    it = iter(ops)
+
+    async def one() -> None:
+        op = await Operation.objects.select_related("server", "tenant").aget(pk=next(it), user_id=user.pk)
+        await sync_to_async(lambda: panels.render_panel(op, "x" * 32))()
+
+    return await component_spans(one, n, extra=[("panels", "render_panel", "render_panel (whole)"),
+                                                 ("panels", "record_shown", "panels.record_shown (consent receipt)"),
+                                                 ("panels", "consent_forms", "panels.consent_forms (form objects)"),
+                                                 ("panels", "render_to_string", "template render")])
 
 
 # ---------------------------------------------------------------------------------------------- (c)
@@ -184,7 +213,8 @@ async def run_browser(base: str, sessions: list[str], server_id: int, r: dict[st
             "phases_p50_ms": {k: round(sorted(p[k] for p in phases)[len(phases) // 2] * 1000, 2)
                               for k in phases[0] if k != "op_id"},
             "throughput_rounds_per_s": round(total / elapsed, 1), "concurrency": concurrency,
-            "rounds_concurrent": total}
+            "rounds_concurrent": total, "ws_reconnects": sum(u.reconnects for u in users),
+            "fallback_panel_fetches": sum(u.fallback_fetches for u in users)}
 
 
 # ---------------------------------------------------------------------------------------------- run
@@ -217,6 +247,7 @@ async def _run(ctx: Any) -> dict[str, Any]:
                                              n_conc, concurrency)
     finally:
         s.stop(proc)
+        out["c_worker_errors"] = s.worker_errors("vs-sdk")
     out["mcp_server_counts"] = s.mcp_counts()
     a, b, c = out["a_sdk"], out["b_headless"], out["c_browser"]
     out["ratios"] = {
@@ -229,6 +260,8 @@ async def _run(ctx: Any) -> dict[str, Any]:
     }
     if b.get("spans"):
         out["b_spans"] = b["spans"]
+    # rounds left waiting on purpose (after the counts): the consumer's work per push
+    out["push_spans"] = await push_work(users[0], server, r["request"]["params"], max(5, n_seq // 4))
     out["goals"] = {"headless_over_sdk_goal": 1.25, "met": out["ratios"]["b_over_a_p50"] <= 1.25}
     return out
 
@@ -246,7 +279,7 @@ def summary(res: dict[str, Any]) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------------- spans
-async def component_spans(make, n: int) -> dict[str, dict[str, float]]:
+async def component_spans(make, n: int, extra: list[tuple[str, str, str]] = ()) -> dict[str, dict[str, float]]:
     """Wall time per round inside the product's components during ``n`` rounds of ``make()``,
     by wrapping them for the measurement (nested spans overlap: SQL includes the audit's queries,
     the audit includes its SQL)."""
@@ -295,6 +328,11 @@ async def component_spans(make, n: int) -> dict[str, dict[str, float]]:
                                                              "Redis (binding store calls)")),
                 (db_utils.CursorWrapper, "execute", wrap_sync(db_utils.CursorWrapper.execute,
                                                               "SQL (every query, incl. audit's)"))]
+    import importlib
+
+    for mod, attr, label in extra:
+        module = importlib.import_module(f"mrtrweb.{mod}")
+        patches.append((module, attr, wrap_sync(getattr(module, attr), label)))
     saved = [(obj, name, getattr(obj, name)) for obj, name, _ in patches]
     for obj, name, new in patches:
         setattr(obj, name, new)
