@@ -46,7 +46,7 @@ def run(ctx: Any) -> dict[str, Any]:
     from .common import standard_round
 
     base = standard_round()
-    n = 60 if ctx.tiny else 300 if ctx.quick else 2000
+    n = 60 if ctx.tiny else 300 if ctx.quick else 1000
     cap = Policy().max_state_bytes
     out: dict[str, Any] = {"benchmark": "growth", "quick": ctx.quick, "state_cap_bytes": cap,
                            "schema": [], "state": []}

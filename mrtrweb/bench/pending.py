@@ -44,7 +44,7 @@ def _limit_query_plans(tenant_id: Any, user_id: Any) -> dict[str, Any]:
                      ("tenant_pending", Operation.objects.filter(tenant_id=tenant_id, status=waiting)),
                      ("tenant_starts_per_minute", Operation.objects.filter(tenant_id=tenant_id,
                                                                            created_at__gte=since))):
-        plan = qs.only("id").explain(analyze=True)
+        plan = qs.order_by().only("id").explain(analyze=True)
         m = re.search(r"Execution Time: ([0-9.]+) ms", plan)
         first = plan.splitlines()[0].strip() if plan else ""
         out[name] = {"execution_ms": float(m.group(1)) if m else None, "plan_top": first[:160]}
@@ -79,7 +79,7 @@ async def grow(ctx: Any, sizes: list[int], seeded: dict[str, Any], n_probe: int)
             delta = n - prev_n
             left = ctx.time_left()
             if results and left is not None and fill_rate:
-                need = delta / fill_rate * 1.3 + 30
+                need = delta / fill_rate * 1.15 + 20
                 if need > left:
                     results.append({"pending": n, "skipped": f"not run: filling {delta} more rounds at "
                                     f"{fill_rate:.1f} rounds/s needs ~{need:.0f} s, {left:.0f} s left of the "

@@ -92,7 +92,7 @@ async def _run(ctx: Any) -> dict[str, Any]:
 
     s = ctx.services
     k = 4 if ctx.tiny else 16
-    rounds = 8 if ctx.tiny else 80 if ctx.quick else 240
+    rounds = 8 if ctx.tiny else 80 if ctx.quick else 120
     seeded = await sync_to_async(ctx.users)(k)
     sessions, server_id = seeded["sessions"][:k], seeded["server_id"]
     out: dict[str, Any] = {"benchmark": "scaleout", "quick": ctx.quick, "users": k, "rounds": rounds}

@@ -229,8 +229,8 @@ async def _run(ctx: Any) -> dict[str, Any]:
 
     r = standard_round()
     s = ctx.services
-    n_seq = 5 if ctx.tiny else 30 if ctx.quick else 100
-    n_conc = 5 if ctx.tiny else 40 if ctx.quick else 200
+    n_seq = 5 if ctx.tiny else 30 if ctx.quick else 60
+    n_conc = 5 if ctx.tiny else 40 if ctx.quick else 100
     concurrency = 2 if ctx.tiny else 8
     seeded = await sync_to_async(ctx.users)(concurrency * 2 + 2)
     server = await McpServer.objects.aget(pk=seeded["server_id"])
