@@ -93,16 +93,24 @@ async def grow(ctx: Any, sizes: list[int], seeded: dict[str, Any], n_probe: int)
             rss_ws = rss_kib(proc.pid)
             sem = asyncio.Semaphore(16)
 
-            async def hold(u: Any) -> tuple[str, float]:
+            async def hold(u: Any) -> tuple[Any, str]:
                 async with sem:
                     op_id = await u.start(args)
-                _, _, wall = await u.wait_status(op_id, "awaiting_input", timeout_s=600)
-                return op_id, wall
+                await u.wait_status(op_id, "awaiting_input", timeout_s=600, fallback_s=60)
+                return u, op_id
+
+            def pushed_at(u: Any, op_id: str) -> float:
+                """Wall time the card's push arrived (NaN: no push, only the page's fallback fetch saw it)."""
+                for _t, status, _html, wall, pushed in u.pushes.get(op_id, []):
+                    if pushed and status == "awaiting_input":
+                        return wall
+                return float("nan")
 
             t0 = time.monotonic()
-            held = await asyncio.gather(*(hold(u) for u in new))
+            started = await asyncio.gather(*(hold(u) for u in new))
             t_fill = time.monotonic() - t0
-            await asyncio.sleep(1.0)
+            await asyncio.sleep(2.0)  # late pushes still count as pushes
+            held = [(op_id, pushed_at(u, op_id)) for u, op_id in started]
             rss_pending = rss_kib(proc.pid)
             redis1 = s.redis_bytes()
             used1 = s.redis_used_memory()
@@ -115,7 +123,9 @@ async def grow(ctx: Any, sizes: list[int], seeded: dict[str, Any], n_probe: int)
             for i in range(n_probe):
                 u = users[1 + (i * 7919) % n]
                 op_id = await u.start(args)
-                _, _, wall = await u.wait_status(op_id, "awaiting_input", timeout_s=60)
+                await u.wait_status(op_id, "awaiting_input", timeout_s=60)
+                await asyncio.sleep(0.05)
+                wall = pushed_at(u, op_id)
                 got = await _received_times([op_id])
                 if math.isnan(wall):
                     missed += 1
