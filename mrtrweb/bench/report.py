@@ -153,7 +153,13 @@ def render(inp: Path = DEFAULT_OUT, docs: Path = DOCS_DIR) -> Path:
           "(report only, from `var/bench/*.json`). Do not edit by hand.", ""]
     mode = m.get("mode", "?")
     L += [f"**Measured:** {m.get('started', '?')} (UTC), mode **{mode}**"
-          + (" -- small sizes, a smoke run: figures are indicative only." if mode != "full" else "."), ""]
+          + (" -- small sizes, a smoke run: figures are indicative only." if mode != "full" else ".")
+          + (f" The suite took {m['suite_seconds']:.0f} s" if m.get("suite_seconds") else "")
+          + (f" (time budget {m['budget_s']:.0f} s)." if m.get("budget_s") else "."), ""]
+    took = [f"{name} {data[name].get('seconds', '?')} s" for name in ("gate_core", "growth", "vs_sdk", "scaleout",
+                                                                       "pending") if name in data]
+    if took:
+        L += ["Per benchmark: " + ", ".join(took) + ".", ""]
     L += ["## Machine", ""]
     L += _table(["what", "value"], [
         ["CPU", m.get("cpu")], ["cores", m.get("cores")], ["RAM", f"{m.get('ram_gib')} GiB"], ["OS", m.get("os")],
