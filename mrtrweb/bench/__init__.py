@@ -39,6 +39,7 @@ class Context:
     out_dir: Path
     seeded: dict[str, Any] | None = None
     deadline: float | None = None
+    pending_sizes: list[int] | None = None
 
     def time_left(self) -> float | None:
         """Seconds left of the suite's time budget (``None``: no budget)."""
@@ -54,7 +55,7 @@ class Context:
 
 
 def run_suite(names: list[str], *, out_dir: Path, quick: bool = False, tiny: bool = False,
-              budget_s: float = 0.0) -> dict[str, Any]:
+              budget_s: float = 0.0, pending_sizes: list[int] | None = None) -> dict[str, Any]:
     """Run the named benchmarks in one process on fresh services; write one JSON file each.
     ``budget_s`` (> 0): the pending-capacity benchmark skips a level that would not fit in it."""
     t_start = time.monotonic()
@@ -69,7 +70,7 @@ def run_suite(names: list[str], *, out_dir: Path, quick: bool = False, tiny: boo
         if NEEDS_SERVER & set(names):
             services.start_mcp_server()
         ctx = Context(quick=quick, tiny=tiny, services=services, out_dir=out_dir,
-                      deadline=t_start + budget_s if budget_s > 0 else None)
+                      deadline=t_start + budget_s if budget_s > 0 else None, pending_sizes=pending_sizes)
         for name in sorted(names, key=BENCHMARKS.index):
             module = importlib.import_module(f".{name}", __name__)
             t0 = time.monotonic()

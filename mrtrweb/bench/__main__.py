@@ -37,13 +37,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget-s", type=float, default=580.0,
                         help="time budget of the suite in seconds (default 580, so that run + report stay under "
                              "10 minutes): the pending benchmark skips an N that would not fit; 0 = no budget")
+    parser.add_argument("--pending-sizes", default="",
+                        help="comma-separated N of the pending-capacity levels (default 100,1000,5000; quick 50,200)")
     args = parser.parse_args(argv)
     only = [b for b in args.only.split(",") if b] or list(BENCHMARKS)
     unknown = set(only) - set(BENCHMARKS)
     if unknown:
         parser.error(f"unknown benchmark(s): {', '.join(sorted(unknown))}")
     t0 = time.monotonic()
-    run_suite(only, out_dir=args.out, quick=args.quick or args.tiny, tiny=args.tiny, budget_s=args.budget_s)
+    run_suite(only, out_dir=args.out, quick=args.quick or args.tiny, tiny=args.tiny, budget_s=args.budget_s,
+              pending_sizes=[int(x) for x in args.pending_sizes.split(",") if x] or None)
     if not args.no_report:
         from .report import render
 

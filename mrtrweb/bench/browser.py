@@ -55,7 +55,10 @@ class BrowserUser:
         return {"Cookie": "; ".join(f"{k}={v}" for k, v in self.cookies.items())}
 
     async def _get(self, path: str):
-        resp = await self.http.get(self.base + path, headers=self._headers())
+        try:
+            resp = await self.http.get(self.base + path, headers=self._headers())
+        except (httpx2.ReadError, httpx2.RemoteProtocolError):  # a GET is safe to repeat
+            resp = await self.http.get(self.base + path, headers=self._headers())
         for name in ("csrftoken", "sessionid"):
             if name in resp.cookies:
                 self.cookies[name] = resp.cookies[name]
@@ -194,8 +197,10 @@ def new_http(max_connections: int = 64) -> Any:
     """An HTTP client whose own cookie jar keeps nothing (users' cookies go in each request)."""
     jar = http.cookiejar.CookieJar(policy=http.cookiejar.DefaultCookiePolicy(allowed_domains=[]))
     return httpx2.AsyncClient(follow_redirects=False, timeout=120.0, cookies=jar,
+                              # idle connections dropped before uvicorn's 5 s keep-alive closes them
+                              # (reusing one the server is closing fails with ReadError)
                               limits=httpx2.Limits(max_connections=max_connections,
-                                                   max_keepalive_connections=max_connections))
+                                                   max_keepalive_connections=max_connections, keepalive_expiry=2.0))
 
 
 async def open_users(base: str | list[str], sessions: list[str], server_id: int, concurrency: int = 16, *,

@@ -121,9 +121,11 @@ def _plots(data: dict[str, Any], docs: Path) -> dict[str, str]:
         ax1.grid(alpha=0.3)
         save(fig, "pending_push.png")
         fig, ax = plt.subplots(figsize=(6, 3.6))
-        ax.plot(ns, [x["rss_per_pending_round_kib"] for x in p["results"]], marker="o", label="worker RSS KiB / pending round")
-        ax.plot(ns, [x["rss_per_connected_user_kib"] for x in p["results"]], marker="s", label="worker RSS KiB / connected user")
-        ax.plot(ns, [x["redis_bytes_per_pending_round"] / 1024 for x in p["results"]], marker="^", label="Redis KiB / pending round")
+        res = p["results"]
+        ax.plot(ns, [x["rss_per_pending_round_kib"] for x in res], marker="o", label="worker RSS KiB / pending round")
+        ax.plot(ns, [x["rss_per_connected_user_kib"] for x in res], marker="s", label="worker RSS KiB / connected user")
+        ax.plot(ns, [x["redis_bytes_per_pending_round"] / 1024 for x in res], marker="^",
+                label="Redis KiB / pending round")
         ax.set_xscale("log")
         ax.set_xlabel("pending rounds on one worker")
         ax.set_ylabel("KiB")
@@ -272,7 +274,8 @@ def render(inp: Path = DEFAULT_OUT, docs: Path = DOCS_DIR) -> Path:
     if p and "error" not in p:
         L += ["N users with the WebSocket open on one worker, each holding one pending round. Push latency = "
               "WebSocket message received − the round's audit `received` timestamp. *Burst*: while the N rounds "
-              "arrive (16 starts in flight); *probe*: single rounds arriving while the N are pending.", ""]
+              "arrive (16 rounds outstanding at a time, each from its start to its pushed card); *probe*: single "
+              "rounds arriving while the N are pending.", ""]
         for name in ("pending_push.png", "pending_memory.png"):
             if name in plots:
                 L += [f"![{name}]({name})", ""]
@@ -283,7 +286,8 @@ def render(inp: Path = DEFAULT_OUT, docs: Path = DOCS_DIR) -> Path:
                      "push p50 / p99 ms (probe)", "push p50 / p99 ms (burst)", "burst rounds/s",
                      "pushes missed / WS reopened", "worker errors (so far)"],
                     [[x["pending"], x["rss_per_connected_user_kib"], x["rss_per_pending_round_kib"],
-                      x.get("rss_per_extra_round_same_user_kib", ""), x["redis_bytes_per_pending_round"], x["redis_keys_per_pending_round"],
+                      x.get("rss_per_extra_round_same_user_kib", ""), x["redis_bytes_per_pending_round"],
+                      x["redis_keys_per_pending_round"],
                       x["redis_info_used_memory_delta_per_round"],
                       f"{x['push_latency_probe']['p50_ms']} / {x['push_latency_probe']['p99_ms']}",
                       f"{x['push_latency_fill']['p50_ms']} / {x['push_latency_fill']['p99_ms']}",
@@ -323,7 +327,8 @@ def render(inp: Path = DEFAULT_OUT, docs: Path = DOCS_DIR) -> Path:
         race = s["double_submit_race"]
         L += [f"Throughput ratio 2 workers / 1 worker: **{s['throughput_ratio']}x**.", "",
               f"Double-submit race ({race['rounds']} rounds, each answer POSTed at the same moment to both workers): "
-              f"answer POSTs `{json.dumps(race['answer_posts'])}`; MCP server `{json.dumps(race['mcp_server_counts'])}`.",
+              f"answer POSTs `{json.dumps(race['answer_posts'])}`; "
+              f"MCP server `{json.dumps(race['mcp_server_counts'])}`.",
               ""]
     else:
         L += [_missing(s), ""]

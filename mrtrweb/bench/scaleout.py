@@ -1,5 +1,6 @@
-"""Benchmark 4 -- scale-out: the same load (K simulated browsers doing whole rounds through the
-tool form, the pushed card and ``operation_answer``) on 1 and on 2 ASGI workers (uvicorn
+"""Benchmark 4 -- scale-out: the same load (K simulated browsers doing whole rounds back to back
+for a fixed time, through the tool form, the pushed card and ``operation_answer``) on 1 and on 2
+ASGI workers (uvicorn
 processes, production settings) sharing Redis and PostgreSQL; users are spread round-robin.
 
 The MCP server counts retries per operation (nonce in its sealed ``requestState``): every
@@ -16,7 +17,8 @@ from typing import Any
 from .common import latency_summary, standard_round, tool_schema_fields
 
 
-async def _load(bases: list[str], sessions: list[str], server_id: int, rounds: int) -> dict[str, Any]:
+async def _load(bases: list[str], sessions: list[str], server_id: int, duration_s: float) -> dict[str, Any]:
+    """Every browser does whole rounds back to back for ``duration_s`` (rounds in flight then finish)."""
     from .browser import new_http, open_users
 
     r = standard_round()
@@ -25,25 +27,25 @@ async def _load(bases: list[str], sessions: list[str], server_id: int, rounds: i
     users = await open_users(bases, sessions, server_id, http=http, fetch_page=False)
     try:
         await asyncio.gather(*(u.round(args, fields) for u in users), return_exceptions=True)  # warm up
-        counter = [0]
         lat: list[float] = []
         errors: list[str] = []
 
         async def worker(u: Any) -> None:
-            while counter[0] < rounds:
-                counter[0] += 1
+            while time.perf_counter() < t_end:
                 try:
                     lat.append((await u.round(args, fields, timeout_s=120))["total"])
                 except Exception as exc:  # noqa: BLE001 -- counted, reported
                     errors.append(f"{exc.__class__.__name__}: {str(exc)[:120]}")
 
         t0 = time.perf_counter()
+        t_end = t0 + duration_s
         await asyncio.gather(*(worker(u) for u in users))
         elapsed = time.perf_counter() - t0
     finally:
         await asyncio.gather(*(u.close() for u in users), return_exceptions=True)
         await http.aclose()
-    return {"workers": len(bases), "users": len(sessions), "rounds": len(lat), "errors": len(errors),
+    return {"workers": len(bases), "users": len(sessions), "duration_s": round(elapsed, 1), "rounds": len(lat),
+            "errors": len(errors),
             "ws_reconnects": sum(u.reconnects for u in users),
             "fallback_panel_fetches": sum(u.fallback_fetches for u in users),
             "error_samples": errors[:5], "throughput_rounds_per_s": round(len(lat) / elapsed, 2),
@@ -92,20 +94,21 @@ async def _run(ctx: Any) -> dict[str, Any]:
 
     s = ctx.services
     k = 4 if ctx.tiny else 16
-    rounds = 8 if ctx.tiny else 80 if ctx.quick else 120
+    duration = 4.0 if ctx.tiny else 15.0 if ctx.quick else 25.0
+    race_rounds = 4 if ctx.tiny else 20 if ctx.quick else 32
     seeded = await sync_to_async(ctx.users)(k)
     sessions, server_id = seeded["sessions"][:k], seeded["server_id"]
-    out: dict[str, Any] = {"benchmark": "scaleout", "quick": ctx.quick, "users": k, "rounds": rounds}
+    out: dict[str, Any] = {"benchmark": "scaleout", "quick": ctx.quick, "users": k, "duration_s": duration}
     for n_workers in (1, 2):
         procs = [s.start_worker(f"scale{n_workers}-{i}") for i in range(n_workers)]
         try:
             s.mcp_reset()
-            res = await _load([b for b, _ in procs], sessions, server_id, rounds)
+            res = await _load([b for b, _ in procs], sessions, server_id, duration)
             res["mcp_server_counts"] = s.mcp_counts()
             out[f"workers_{n_workers}"] = res
             if n_workers == 2:
                 s.mcp_reset()
-                race = await _race([b for b, _ in procs], sessions, server_id, max(4, rounds // 4))
+                race = await _race([b for b, _ in procs], sessions, server_id, race_rounds)
                 race["mcp_server_counts"] = s.mcp_counts()
                 out["double_submit_race"] = race
         finally:
