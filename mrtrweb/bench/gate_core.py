@@ -220,9 +220,10 @@ def run(ctx: Any) -> dict[str, Any]:
         "inmemory_met": out["inmemory"]["cpu_rounds_per_s"] >= 10_000,
         "held_bytes_goal": 0,
         "held_after_ttl_per_round": out["memory_inmemory_after_ttl"]["held_bytes_per_round"],
-        # met when nothing per round is left once the TTL-bounded claims are gone: a handful of
-        # blocks (the claims dict's table at its peak size, type caches), not one per round
-        "held_met": out["memory_inmemory_after_ttl"]["held_blocks_per_round"] < 0.05,
+        # met when nothing per round is left once the TTL-bounded claims are gone: a constant
+        # handful of blocks (the claims dict's table at its peak size, jsonschema's type caches),
+        # seen here as 138 blocks after 2,000 rounds and 107 after 8,000 -- not one per round
+        "held_met": out["memory_inmemory_after_ttl"]["held_blocks"] <= 500,
     }
     return out
 
