@@ -7,7 +7,6 @@ Also benchmark 5 (growth) reuses :func:`rounds_per_second` with generated rounds
 
 from __future__ import annotations
 
-import copy
 import cProfile
 import gc
 import io
@@ -245,4 +244,4 @@ def summary(res: dict[str, Any]) -> list[str]:
     ]
 
 
-__all__ = ["run", "summary", "rounds_per_second", "profile_top", "copy"]
+__all__ = ["run", "summary", "rounds_per_second", "profile_top"]
