@@ -55,10 +55,19 @@ class InMemoryBindingStore:
         self._records: dict[tuple[str, str], tuple[float, dict[str, Any]]] = {}
         self._index: dict[tuple[str, str, str], tuple[float, str]] = {}
         self._claims: dict[tuple[str, str], float] = {}
+        self._writes = 0
 
     @staticmethod
     def _alive(expires: float) -> bool:
         return time.monotonic() < expires
+
+    def _count_write(self) -> None:
+        """Sweep expired entries once every 256 writes of any table (amortised: a sweep walks
+        every entry, so sweeping on a size condition that stays true -- e.g. no live record, as
+        when every operation is closed -- made each write O(live claims))."""
+        self._writes += 1
+        if self._writes % 256 == 0:
+            self._sweep()
 
     def _sweep(self) -> None:
         now = time.monotonic()
@@ -77,8 +86,7 @@ class InMemoryBindingStore:
 
     def save(self, tenant: str, operation_id: str, record: dict[str, Any], ttl_s: float) -> None:
         with self._lock:
-            if len(self._records) % 256 == 0:
-                self._sweep()
+            self._count_write()
             self._records[(tenant, operation_id)] = (time.monotonic() + ttl_s, copy.deepcopy(record))
 
     def delete(self, tenant: str, operation_id: str) -> None:
@@ -97,6 +105,7 @@ class InMemoryBindingStore:
             entry = self._index.get((tenant, user, id_key))
             if entry is not None and self._alive(entry[0]):
                 return False
+            self._count_write()
             self._index[(tenant, user, id_key)] = (time.monotonic() + ttl_s, operation_id)
             return True
 
@@ -109,6 +118,7 @@ class InMemoryBindingStore:
             exp = self._claims.get((tenant, token))
             if exp is not None and self._alive(exp):
                 return False
+            self._count_write()
             self._claims[(tenant, token)] = time.monotonic() + ttl_s
             return True
 

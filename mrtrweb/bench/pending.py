@@ -1,0 +1,216 @@
+"""Benchmark 3 -- pending capacity: N users, each with the operations page's WebSocket open on one
+ASGI worker, each holding one pending round (started through the tool form POST, the consent card
+pushed). Measures the worker's RSS and this run's Redis keys (``MEMORY USAGE``; ``INFO memory``
+delta too, noisy on a shared Redis) per pending round, and the push latency: from the round being
+received (the audit ``received`` row's timestamp, written by the worker right after the gate
+accepted the round) to the WebSocket client holding the pushed card.
+
+Two latency figures: while the N rounds arrive in a burst (``fill``), and for probe rounds
+arriving one at a time while the N rounds are pending (``probe``, the figure the goal is about).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from typing import Any
+
+from .common import latency_summary, rss_kib, standard_round, tool_schema_fields
+
+
+async def _received_times(op_ids: list[str]) -> dict[str, float]:
+    from ..models import AuditEvent
+
+    rows = AuditEvent.objects.filter(operation_id__in=op_ids, event="received").values_list("operation_id",
+                                                                                             "created_at")
+    return {str(op): ts.timestamp() async for op, ts in rows}
+
+
+def _limit_query_plans(tenant_id: Any, user_id: Any) -> dict[str, Any]:
+    """EXPLAIN ANALYZE of the per-start limit checks (``operations._check_limits``) with the
+    pending rounds in place: how their cost grows with N."""
+    import re
+
+    from django.utils import timezone
+
+    from ..models import Operation
+
+    since = timezone.now() - timezone.timedelta(minutes=1)
+    waiting = Operation.Status.AWAITING_INPUT
+    out = {}
+    for name, qs in (("user_pending", Operation.objects.filter(user_id=user_id, status=waiting)),
+                     ("user_starts_per_minute", Operation.objects.filter(user_id=user_id, created_at__gte=since)),
+                     ("tenant_pending", Operation.objects.filter(tenant_id=tenant_id, status=waiting)),
+                     ("tenant_starts_per_minute", Operation.objects.filter(tenant_id=tenant_id,
+                                                                           created_at__gte=since))):
+        plan = qs.order_by().only("id").explain(analyze=True)
+        m = re.search(r"Execution Time: ([0-9.]+) ms", plan)
+        first = plan.splitlines()[0].strip() if plan else ""
+        out[name] = {"execution_ms": float(m.group(1)) if m else None, "plan_top": first[:160]}
+    return out
+
+
+async def grow(ctx: Any, sizes: list[int], seeded: dict[str, Any], n_probe: int) -> list[dict[str, Any]]:
+    """One worker; users are added level by level (N = sizes[0], then sizes[1]...), each new user
+    opening the WebSocket and then starting one round that stays pending; measured at each level
+    (per-user figures are deltas from the previous level)."""
+    from .browser import new_http, open_users
+
+    s = ctx.services
+    r = standard_round()
+    args = r["request"]["params"]["arguments"]
+    base, proc = s.start_worker("pending")
+    http = new_http(32)
+    users: list[Any] = []
+    results = []
+    try:
+        # warm the worker (imports, template cache, first connections) with a user outside the N
+        (warm,) = await open_users(base, [seeded["sessions"][-1]], seeded["server_id"], http=http, fetch_page=False)
+        users.append(warm)
+        await warm.round(args, tool_schema_fields(r))
+        await asyncio.sleep(0.5)
+        prev_rss = rss_kib(proc.pid)
+        prev_redis = s.redis_bytes()
+        prev_used = s.redis_used_memory()
+        prev_n = 0
+        fill_rate = None
+        for n in sizes:
+            delta = n - prev_n
+            left = ctx.time_left()
+            if results and left is not None and fill_rate:
+                need = delta / fill_rate * 1.3 + 20  # the fill slows down as N grows
+                if need > left:
+                    results.append({"pending": n, "skipped": f"not run: filling {delta} more rounds at "
+                                    f"{fill_rate:.1f} rounds/s needs ~{need:.0f} s, {left:.0f} s left of the "
+                                    f"suite's time budget (--budget-s 0 lifts it)"})
+                    break
+            t0 = time.monotonic()
+            new = await open_users(base, seeded["sessions"][prev_n:n], seeded["server_id"], concurrency=32,
+                                   http=http, fetch_page=False)
+            users += new
+            t_open = time.monotonic() - t0
+            rss_ws = rss_kib(proc.pid)
+            sem = asyncio.Semaphore(16)
+
+            async def hold(u: Any) -> tuple[Any, str | None]:
+                # 16 rounds outstanding at a time (start .. card pushed): the worker is kept busy,
+                # not flooded with hundreds of calls in flight
+                async with sem:
+                    try:
+                        op_id = await u.start(args)
+                        await u.wait_status(op_id, "awaiting_input", timeout_s=300, fallback_s=30)
+                    except Exception as exc:  # noqa: BLE001 -- counted
+                        fill_errors.append(f"{exc.__class__.__name__}: {str(exc)[:120]}")
+                        return u, None
+                return u, op_id
+
+            def pushed_at(u: Any, op_id: str) -> float:
+                """Wall time the card's push arrived (NaN: no push, only the page's fallback fetch saw it)."""
+                for _t, status, _html, wall, pushed in u.pushes.get(op_id, []):
+                    if pushed and status == "awaiting_input":
+                        return wall
+                return float("nan")
+
+            fill_errors: list[str] = []
+            t0 = time.monotonic()
+            started = await asyncio.gather(*(hold(u) for u in new))
+            t_fill = time.monotonic() - t0
+            await asyncio.sleep(2.0)  # late pushes still count as pushes
+            held = [(op_id, pushed_at(u, op_id)) for u, op_id in started if op_id]
+            rss_pending = rss_kib(proc.pid)
+            redis1 = s.redis_bytes()
+            used1 = s.redis_used_memory()
+            received = await _received_times([op for op, _ in held])
+            fill = [max(0.0, wall - received[op]) for op, wall in held if op in received and not math.isnan(wall)]
+            missed = sum(1 for _, wall in held if math.isnan(wall))
+            fill_rate = delta / t_fill
+            rss_before_probes = rss_kib(proc.pid)
+            probes = []
+            for i in range(n_probe):
+                u = users[1 + (i * 7919) % n]
+                op_id = await u.start(args)
+                await u.wait_status(op_id, "awaiting_input", timeout_s=60)
+                await asyncio.sleep(0.05)
+                wall = pushed_at(u, op_id)
+                got = await _received_times([op_id])
+                if math.isnan(wall):
+                    missed += 1
+                else:
+                    probes.append(max(0.0, wall - got[op_id]))
+            await asyncio.sleep(0.5)
+            rss_probe_delta = rss_kib(proc.pid) - rss_before_probes
+            from asgiref.sync import sync_to_async
+
+            plans = await sync_to_async(_limit_query_plans)(seeded["tenant_id"], seeded["users"][0].pk)
+            results.append({
+                "limit_query_plans": plans,
+                "pending": n,
+                "added": delta,
+                "open_users_s": round(t_open, 2),
+                "fill_s": round(t_fill, 2),
+                "fill_rounds_per_s": round(delta / t_fill, 1),
+                "worker_rss_kib": {"before": prev_rss, "connected": rss_ws, "pending": rss_pending},
+                "rss_per_connected_user_kib": round((rss_ws - prev_rss) / delta, 2),
+                "rss_per_pending_round_kib": round((rss_pending - rss_ws) / delta, 2),
+                # the probes are second rounds of users whose MCP session is already open
+                "rss_per_extra_round_same_user_kib": round(rss_probe_delta / max(1, n_probe), 2),
+                "redis_bytes_per_pending_round": round((redis1["bytes"] - prev_redis["bytes"]) / delta, 1),
+                "redis_keys_per_pending_round": round((redis1["keys"] - prev_redis["keys"]) / delta, 2),
+                "redis_info_used_memory_delta_per_round": round((used1 - prev_used) / delta, 1),
+                "pushes_missed": missed,
+                "fill_errors": len(fill_errors),
+                "fill_error_samples": fill_errors[:5],
+                "ws_reconnects": sum(u.reconnects for u in users),
+                "worker_errors_so_far": s.worker_errors("pending"),
+                "push_latency_fill": latency_summary(fill),
+                "push_latency_probe": latency_summary(probes),
+            })
+            # the probes' rounds stay pending too: the next level's baseline includes them
+            prev_rss, prev_redis, prev_used, prev_n = rss_kib(proc.pid), s.redis_bytes(), s.redis_used_memory(), n
+        return results
+    finally:
+        await asyncio.gather(*(u.close() for u in users), return_exceptions=True)
+        await http.aclose()
+        s.stop(proc)
+
+
+async def _run(ctx: Any) -> dict[str, Any]:
+    from asgiref.sync import sync_to_async
+
+    sizes = ctx.pending_sizes or ([5, 10] if ctx.tiny else [50, 200] if ctx.quick else [100, 1000, 5000])
+    n_probe = 5 if ctx.tiny else 20 if ctx.quick else 50
+    seeded = await sync_to_async(ctx.users)(max(sizes) + 1)
+    out: dict[str, Any] = {"benchmark": "pending", "quick": ctx.quick, "sizes": sizes}
+    out["results"] = await grow(ctx, sizes, seeded, n_probe)
+    await sync_to_async(_end_pending)()
+    at = {x["pending"]: x for x in out["results"] if "skipped" not in x}
+    goal_n = 1000 if 1000 in at else max(at)
+    out["goals"] = {"push_p99_goal_ms": 50, "at_pending": goal_n,
+                    "probe_p99_ms": at[goal_n]["push_latency_probe"]["p99_ms"],
+                    "met": at[goal_n]["push_latency_probe"]["p99_ms"] < 50}
+    return out
+
+
+def _end_pending() -> None:
+    from ..models import Operation
+
+    Operation.objects.filter(status=Operation.Status.AWAITING_INPUT).update(status=Operation.Status.EXPIRED)
+
+
+def run(ctx: Any):
+    return _run(ctx)
+
+
+def summary(res: dict[str, Any]) -> list[str]:
+    lines = []
+    for x in res["results"]:
+        if "skipped" in x:
+            lines.append(f"N={x['pending']}: {x['skipped']}")
+            continue
+        lines.append(
+            f"N={x['pending']}: worker RSS {x['rss_per_connected_user_kib']} KiB/connected user + "
+            f"{x['rss_per_pending_round_kib']} KiB/pending round; Redis {x['redis_bytes_per_pending_round']} B/round "
+            f"({x['redis_keys_per_pending_round']} keys); push p99 probe {x['push_latency_probe']['p99_ms']} ms, "
+            f"fill {x['push_latency_fill']['p99_ms']} ms ({x['fill_rounds_per_s']} rounds/s)")
+    return lines

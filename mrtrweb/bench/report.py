@@ -1,0 +1,405 @@
+"""Render ``docs/benchmarks/README.md`` and its PNG plots from the JSON results of a run
+(``python -m mrtrweb.bench report [--in var/bench] [--docs docs/benchmarks]``)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from .common import DEFAULT_OUT, DOCS_DIR
+
+
+def _load(inp: Path) -> dict[str, Any]:
+    out = {}
+    for path in sorted(inp.glob("*.json")):
+        try:
+            out[path.stem] = json.loads(path.read_text())
+        except ValueError:
+            continue
+    return out
+
+
+def _fmt(x: Any, nd: int = 1) -> str:
+    if isinstance(x, bool):
+        return "yes" if x else "**no**"
+    if isinstance(x, float):
+        if math.isnan(x):
+            return "n/a"
+        return f"{x:,.{nd}f}"
+    if isinstance(x, int):
+        return f"{x:,}"
+    return str(x)
+
+
+def _table(headers: list[str], rows: list[list[Any]]) -> list[str]:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    for row in rows:
+        lines.append("| " + " | ".join(_fmt(c) for c in row) + " |")
+    return lines + [""]
+
+
+def _profile_table(prof: Any, limit: int = 10) -> list[str]:
+    """Own-time top functions, then the project's functions by cumulative time (share of the run)."""
+    rows = prof["own"] if isinstance(prof, dict) else prof
+    out = ["By own time:", ""]
+    out += _table(["function", "calls", "own s", "cumulative s"],
+                  [[f"`{r['function']}`", r["calls"], r["tottime_s"], r["cumtime_s"]] for r in rows[:limit]])
+    if isinstance(prof, dict) and prof.get("cumulative"):
+        out += ["By cumulative time (project functions, `deepcopy`, `jsonschema`):", ""]
+        out += _table(["function", "calls", "cumulative s", "share of run %"],
+                      [[f"`{r['function']}`", r["calls"], r["cumtime_s"], r.get("cum_share_pct", "")]
+                       for r in prof["cumulative"][:limit]])
+    return out
+
+
+def _plots(data: dict[str, Any], docs: Path) -> dict[str, str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    made: dict[str, str] = {}
+
+    def save(fig, name: str) -> None:
+        fig.tight_layout()
+        fig.savefig(docs / name, dpi=110)
+        plt.close(fig)
+        made[name] = name
+
+    g = data.get("growth")
+    if g and "error" not in g:
+        fig, ax = plt.subplots(figsize=(6, 3.6))
+        xs = [x["fields"] for x in g["schema"]]
+        ax.plot(xs, [x.get("cpu_us_per_round", x["us_per_round"]) for x in g["schema"]], marker="o")
+        ax.set_xlabel("fields in the requested schema")
+        ax.set_ylabel("µs CPU per round (register+accept+retry)")
+        ax.set_title("Gate cost vs schema size")
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+        save(fig, "growth_schema.png")
+        fig, ax = plt.subplots(figsize=(6, 3.6))
+        xs = [x["state_bytes"] for x in g["state"]]
+        ax.plot(xs, [x.get("cpu_us_per_round", x["us_per_round"]) for x in g["state"]], marker="o")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("requestState bytes (cap %d)" % g["state_cap_bytes"])
+        ax.set_ylabel("µs CPU per round")
+        ax.set_title("Gate cost vs requestState size")
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+        save(fig, "growth_state.png")
+    v = data.get("vs_sdk")
+    if v and "error" not in v:
+        fig, ax = plt.subplots(figsize=(6, 3.6))
+        labels = ["(a) bare SDK", "(b) headless", "(c) browser"]
+        keys = ["a_sdk", "b_headless", "c_browser"]
+        p50 = [v[k]["latency"]["p50_ms"] for k in keys]
+        p99 = [v[k]["latency"]["p99_ms"] for k in keys]
+        xs = range(len(keys))
+        ax.bar([x - 0.2 for x in xs], p50, 0.4, label="p50")
+        ax.bar([x + 0.2 for x in xs], p99, 0.4, label="p99")
+        ax.set_xticks(list(xs), labels)
+        ax.set_ylabel("ms per round")
+        ax.set_title("One standard round, end to end")
+        ax.legend()
+        save(fig, "vs_sdk_latency.png")
+    p = data.get("pending")
+    if p and "error" not in p and p.get("results"):
+        p = dict(p, results=[x for x in p["results"] if "skipped" not in x])
+        fig, ax1 = plt.subplots(figsize=(6, 3.6))
+        ns = [x["pending"] for x in p["results"]]
+        ax1.plot(ns, [x["push_latency_probe"]["p99_ms"] for x in p["results"]], marker="o", label="push p99 (probe)")
+        ax1.plot(ns, [x["push_latency_fill"]["p99_ms"] for x in p["results"]], marker="s", label="push p99 (burst)")
+        ax1.axhline(50, color="grey", linestyle="--", linewidth=1, label="goal 50 ms")
+        ax1.set_xscale("log")
+        ax1.set_yscale("log")
+        ax1.set_xlabel("pending rounds on one worker")
+        ax1.set_ylabel("ms (log scale)")
+        ax1.set_title("Push latency vs pending rounds")
+        ax1.legend(fontsize=8)
+        ax1.grid(alpha=0.3)
+        save(fig, "pending_push.png")
+        fig, ax = plt.subplots(figsize=(6, 3.6))
+        res = p["results"]
+        ax.plot(ns, [x["rss_per_pending_round_kib"] for x in res], marker="o", label="worker RSS KiB / pending round")
+        ax.plot(ns, [x["rss_per_connected_user_kib"] for x in res], marker="s", label="worker RSS KiB / connected user")
+        ax.plot(ns, [x["redis_bytes_per_pending_round"] / 1024 for x in res], marker="^",
+                label="Redis KiB / pending round")
+        ax.set_xscale("log")
+        ax.set_xlabel("pending rounds on one worker")
+        ax.set_ylabel("KiB")
+        ax.set_title("Memory per pending round")
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3)
+        save(fig, "pending_memory.png")
+    s = data.get("scaleout")
+    if s and "error" not in s:
+        fig, ax = plt.subplots(figsize=(5, 3.4))
+        ax.bar(["1 worker", "2 workers"], [s["workers_1"]["throughput_rounds_per_s"],
+                                            s["workers_2"]["throughput_rounds_per_s"]])
+        ax.set_ylabel("rounds/s")
+        ax.set_title(f"Scale-out ({s['users']} browsers), ratio {s['throughput_ratio']}x")
+        save(fig, "scaleout.png")
+    return made
+
+
+def render(inp: Path = DEFAULT_OUT, docs: Path = DOCS_DIR) -> Path:
+    """Write ``docs/README.md`` (and plots) from the JSON results in ``inp``; returns its path."""
+    data = _load(Path(inp))
+    docs = Path(docs)
+    docs.mkdir(parents=True, exist_ok=True)
+    plots = _plots(data, docs)
+    m = data.get("machine", {})
+    L: list[str] = ["# Benchmarks", ""]
+    L += ["Generated by `python -m mrtrweb.bench` (run + report) or `python -m mrtrweb.bench report` "
+          "(report only, from `var/bench/*.json`). Do not edit by hand.", ""]
+    mode = m.get("mode", "?")
+    L += [f"**Measured:** {m.get('started', '?')} (UTC), mode **{mode}**"
+          + (" -- small sizes, a smoke run: figures are indicative only." if mode != "full" else ".")
+          + (f" The suite took {m['suite_seconds']:.0f} s" if m.get("suite_seconds") else "")
+          + (f" (time budget {m['budget_s']:.0f} s)." if m.get("budget_s") else "."), ""]
+    took = [f"{name} {data[name].get('seconds', '?')} s" for name in ("gate_core", "growth", "vs_sdk", "scaleout",
+                                                                       "pending") if name in data]
+    if took:
+        L += ["Per benchmark: " + ", ".join(took) + ".", ""]
+    L += ["## Machine", ""]
+    L += _table(["what", "value"], [
+        ["CPU", m.get("cpu")], ["cores", m.get("cores")], ["RAM", f"{m.get('ram_gib')} GiB"], ["OS", m.get("os")],
+        ["Python", m.get("python")], ["Django", m.get("django")], ["mcp SDK", m.get("mcp")],
+        ["channels / channels-redis / django-redis", f"{m.get('channels')} / {m.get('channels_redis')} / "
+                                                     f"{m.get('django_redis')}"],
+        ["uvicorn / websockets", f"{m.get('uvicorn')} / {m.get('websockets')}"],
+        ["Redis", m.get("redis")], ["PostgreSQL", m.get("postgresql")],
+        ["load average at start / end", f"{m.get('loadavg_at_start')} / {m.get('loadavg_at_end')}"],
+    ])
+    L += ["Everything (benchmark client, MCP server process, ASGI workers, PostgreSQL, Redis) runs on this one "
+          "machine; a load average above the core count means other work shared the cores.", ""]
+
+    L += ["## Goals", ""]
+    L += _table(["goal", "target", "measured", "met"], _goal_rows(data))
+
+    gc_ = data.get("gate_core")
+    L += ["## 1. Gate core", ""]
+    if gc_ and "error" not in gc_:
+        L += ["`register` + `receive` (accept) + `respond` (build the retry) of the standard round, one thread, "
+              "rounds one after another; `close` timed apart. *CPU* figures count only the benchmark thread's CPU "
+              "time (what one dedicated core does, robust to other load on the machine); *wall* figures are "
+              "elapsed time.", ""]
+        gi, gr = gc_["inmemory"], gc_["redis"]
+        L += _table(["store", "rounds/s (CPU)", "µs CPU/round", "rounds/s (wall)", "µs wall/round",
+                     "close µs/round", "runs (CPU rounds/s)"], [
+            ["in-process (`InMemoryBindingStore`)", gi.get("cpu_rounds_per_s"), gi.get("cpu_us_per_round"),
+             gi["rounds_per_s"], gi["us_per_round"], gi["close_us_per_round"],
+             ", ".join(str(x) for x in gi.get("runs_cpu_rounds_per_s", []))],
+            ["Django cache on Redis (`DjangoCacheBindingStore`)", gr.get("cpu_rounds_per_s"),
+             gr.get("cpu_us_per_round"), gr["rounds_per_s"], gr["us_per_round"], gr["close_us_per_round"], ""],
+        ])
+        mi, mt, mr = gc_["memory_inmemory"], gc_["memory_inmemory_after_ttl"], gc_["memory_redis"]
+        L += ["Memory still held after finished (closed) rounds, `tracemalloc`, after `gc.collect()`:", ""]
+        L += _table(["case", "rounds", "held bytes", "bytes/round", "what the store still holds"], [
+            ["in-process store, right after", mi["rounds"], mi["held_bytes"], mi["held_bytes_per_round"],
+             json.dumps(mi["store"])],
+            ["in-process store, after the TTL passed (swept)", mt["rounds"], mt["held_bytes"],
+             mt["held_bytes_per_round"], json.dumps(mt["store"])],
+            ["Redis store (Python side)", mr["rounds"], mr["held_bytes"], mr["held_bytes_per_round"], ""],
+            ["Redis store (Redis side, keys left per round)", "", "", gc_["redis"]["redis_bytes_left_per_round"],
+             f"{gc_['redis']['redis_keys_left_per_round']} keys/round, expiring with the TTL"],
+        ])
+        L += ["What the in-process store holds right after is its claim tokens (`recv:` and `round:` per round): "
+              "they make a round consumed once and live for the TTL (+60 s), so they are bounded by "
+              "rate × TTL, not leaked; after the TTL they are swept. Largest allocations still held "
+              "right after:", ""]
+        L += _table(["where", "bytes", "blocks"], [[f"`{t['where']}`", t["bytes"], t["count"]]
+                                                  for t in mi["top_allocations"]])
+        if mt.get("top_allocations") is not None:
+            L += [f"After the TTL: {mt.get('held_blocks', '?')} blocks held in all for {mt['rounds']:,} rounds "
+                  f"({mt.get('held_blocks_per_round', '?')} per round), largest:", ""]
+            L += _table(["where", "bytes", "blocks"], [[f"`{t['where']}`", t["bytes"], t["count"]]
+                                                      for t in mt["top_allocations"]])
+            L += ["A single large block at the store's claims table is that dict's hash table, which keeps its peak "
+                  "size after the claims are swept (Python dicts do not shrink): bounded by the peak of live claims, "
+                  "not by the rounds ever run.", ""]
+        L += ["Profile (cProfile, in-process store, 1,000 rounds), top functions by own time:", ""]
+        L += _profile_table(gc_["inmemory_profile"])
+        L += ["Profile, Redis store:", ""]
+        L += _profile_table(gc_["redis_profile"])
+    else:
+        L += [_missing(gc_), ""]
+
+    v = data.get("vs_sdk")
+    L += ["## 2. Against the bare SDK", ""]
+    if v and "error" not in v:
+        L += ["Same run, same `MCPServer` process on loopback serving the standard round. Latency: "
+              f"{v['n_sequential']} rounds one at a time; throughput: {v['n_concurrent']} rounds by "
+              f"{v['concurrency']} concurrent clients/users.", ""]
+        if "vs_sdk_latency.png" in plots:
+            L += ["![latency](vs_sdk_latency.png)", ""]
+        rows = []
+        for key, label in (("a_sdk", "(a) bare SDK manual loop"), ("b_headless", "(b) headless: gate + Redis + "
+                                                                  "PostgreSQL audit"),
+                           ("c_browser", "(c) browser: WebSocket + form POSTs via ASGI")):
+            x = v[key]
+            rows.append([label, x["latency"]["p50_ms"], x["latency"]["p99_ms"], x["throughput_rounds_per_s"]])
+        L += _table(["path", "p50 ms", "p99 ms", "rounds/s"], rows)
+        q = v["ratios"]
+        L += _table(["ratio", "p50", "p99", "throughput (a)/(x)"], [
+            ["(b)/(a)", q["b_over_a_p50"], q["b_over_a_p99"], q["a_over_b_throughput"]],
+            ["(c)/(a)", q["c_over_a_p50"], q["c_over_a_p99"], q["a_over_c_throughput"]],
+        ])
+        L += ["Where a headless round's time goes (p50 of each phase, ms):", ""]
+        L += _table(list(v["b_headless"]["phases_p50_ms"]), [list(v["b_headless"]["phases_p50_ms"].values())])
+        L += ["Where a browser round's time goes (p50, ms):", ""]
+        L += _table(list(v["c_browser"]["phases_p50_ms"]), [list(v["c_browser"]["phases_p50_ms"].values())])
+        if v.get("b_spans"):
+            L += ["Time inside the product's components per headless round (wall time summed per component, "
+                  "measured by wrapping them; SQL is every query of the round):", ""]
+            L += _table(["component", "calls/round", "ms/round"],
+                        [[k, x["calls"], x["ms"]] for k, x in v["b_spans"].items()])
+        if v.get("push_spans"):
+            L += ["What the WebSocket consumer does per `operation.update` push of a new round (read the "
+                  "operation, render the panel: the round from Redis, the consent receipt written to the audit "
+                  "chain, the template), timed in-process:", ""]
+            L += _table(["component", "calls/push", "ms/push"],
+                        [[k, x["calls"], x["ms"]] for k, x in v["push_spans"].items()])
+        c = v["c_browser"]
+        L += [f"Browser path: WebSocket reopened {c.get('ws_reconnects', 0)} times, panel fetched for lack of a push "
+              f"{c.get('fallback_panel_fetches', 0)} times; worker errors: {_errs(v.get('c_worker_errors'))}.", ""]
+        L += [f"MCP server counts over the whole benchmark: `{json.dumps(v['mcp_server_counts'])}`", ""]
+    else:
+        L += [_missing(v), ""]
+
+    p = data.get("pending")
+    L += ["## 3. Pending capacity", ""]
+    if p and "error" not in p:
+        L += ["N users with the WebSocket open on one worker, each holding one pending round. Push latency = "
+              "WebSocket message received − the round's audit `received` timestamp. *Burst*: while the N rounds "
+              "arrive (16 rounds outstanding at a time, each from its start to its pushed card); *probe*: single "
+              "rounds arriving while the N are pending.", ""]
+        for name in ("pending_push.png", "pending_memory.png"):
+            if name in plots:
+                L += [f"![{name}]({name})", ""]
+        measured = [x for x in p["results"] if "skipped" not in x]
+        L += _table(["N", "worker RSS KiB / connected user", "worker RSS KiB / pending round",
+                     "worker RSS KiB / 2nd round of a user",
+                     "Redis B / pending round (MEMORY USAGE)", "Redis keys / round", "INFO used_memory Δ B / round",
+                     "push p50 / p99 ms (probe)", "push p50 / p99 ms (burst)", "burst rounds/s",
+                     "pushes missed / WS reopened", "worker errors (so far)"],
+                    [[x["pending"], x["rss_per_connected_user_kib"], x["rss_per_pending_round_kib"],
+                      x.get("rss_per_extra_round_same_user_kib", ""), x["redis_bytes_per_pending_round"],
+                      x["redis_keys_per_pending_round"],
+                      x["redis_info_used_memory_delta_per_round"],
+                      f"{x['push_latency_probe']['p50_ms']} / {x['push_latency_probe']['p99_ms']}",
+                      f"{x['push_latency_fill']['p50_ms']} / {x['push_latency_fill']['p99_ms']}",
+                      x["fill_rounds_per_s"], f"{x.get('pushes_missed', '')} / {x.get('ws_reconnects', '')}",
+                      _errs(x.get("worker_errors_so_far"))] for x in measured])
+        for x in p["results"]:
+            if "skipped" in x:
+                L += [f"N = {x['pending']}: {x['skipped']}.", ""]
+        L += ["A user's first pending round also opens the worker's MCP session for that user and server "
+              "(`ConnectionPool`: one per user and server, kept while used and for `CONNECTION_IDLE_S` after); "
+              "the *2nd round of a user* column is the cost of a round alone.", ""]
+        if measured and measured[-1].get("limit_query_plans"):
+            L += [f"The per-start limit checks with {measured[-1]['pending']} rounds pending (EXPLAIN ANALYZE):", ""]
+            L += _table(["check", "execution ms", "plan"],
+                        [[k, v["execution_ms"], f"`{v['plan_top']}`"]
+                         for k, v in measured[-1]["limit_query_plans"].items()])
+        L += ["`INFO used_memory` is the whole Redis server's (shared with other work on this machine); "
+              "`MEMORY USAGE` sums only this run's keys.", ""]
+    else:
+        L += [_missing(p), ""]
+
+    s = data.get("scaleout")
+    L += ["## 4. Scale-out", ""]
+    if s and "error" not in s:
+        if "scaleout.png" in plots:
+            L += ["![scaleout](scaleout.png)", ""]
+        rows = []
+        for key in ("workers_1", "workers_2"):
+            x = s[key]
+            c = x["mcp_server_counts"]
+            rows.append([x["workers"], x["users"], x["rounds"], x["throughput_rounds_per_s"], x["latency"]["p50_ms"],
+                         x["latency"]["p99_ms"], x["errors"], c["answered_once"], c["lost"], c["duplicated"],
+                         f"{x.get('ws_reconnects', '')} / {x.get('fallback_panel_fetches', '')}",
+                         "; ".join(_errs(e) for e in x.get("worker_errors", []))])
+        L += _table(["workers", "browsers", "rounds", "rounds/s", "p50 ms", "p99 ms", "errors", "answered once",
+                     "lost", "sent twice", "WS reopened / panel fetched", "worker errors"], rows)
+        race = s["double_submit_race"]
+        L += [f"Throughput ratio 2 workers / 1 worker: **{s['throughput_ratio']}x**.", "",
+              f"Double-submit race ({race['rounds']} rounds, each answer POSTed at the same moment to both workers): "
+              f"answer POSTs `{json.dumps(race['answer_posts'])}`; "
+              f"MCP server `{json.dumps(race['mcp_server_counts'])}`.",
+              ""]
+    else:
+        L += [_missing(s), ""]
+
+    g = data.get("growth")
+    L += ["## 5. Growth", ""]
+    if g and "error" not in g:
+        for name in ("growth_schema.png", "growth_state.png"):
+            if name in plots:
+                L += [f"![{name}]({name})", ""]
+        L += ["Gate cost (in-process store) per round; CPU time of the benchmark thread, best of three runs.", ""]
+        L += _table(["schema fields", "rounds/s (CPU)", "µs CPU/round", "µs wall/round"],
+                    [[x["fields"], x.get("cpu_rounds_per_s"), x.get("cpu_us_per_round"), x["us_per_round"]]
+                     for x in g["schema"]])
+        L += _table(["requestState bytes", "rounds/s (CPU)", "µs CPU/round", "µs wall/round"],
+                    [[x["state_bytes"], x.get("cpu_rounds_per_s"), x.get("cpu_us_per_round"), x["us_per_round"]]
+                     for x in g["state"]])
+        L += ["Profile at 50 fields:", ""] + _profile_table(g["profile_50_fields"], 8)
+        L += ["Profile at the requestState cap:", ""] + _profile_table(g["profile_state_cap"], 8)
+    else:
+        L += [_missing(g), ""]
+    notes = docs / "NOTES.md"
+    if notes.is_file():
+        L += ["## Analysis", "", notes.read_text().strip(), ""]
+    out = docs / "README.md"
+    out.write_text("\n".join(L).rstrip() + "\n")
+    return out
+
+
+def _errs(e: Any) -> str:
+    """A worker's log counts in a cell: unhandled ASGI exceptions (Redis read timeouts, pool exhausted)."""
+    if not e:
+        return "0"
+    if not e.get("asgi_exceptions") and not e.get("error_lines"):
+        return "0"
+    return (f"{e.get('asgi_exceptions', 0)} ASGI exceptions ({e.get('redis_read_timeouts', 0)} Redis read timeouts, "
+            f"{e.get('redis_max_connections', 0)} pool exhausted)")
+
+
+def _missing(res: Any) -> str:
+    if res is None:
+        return "_Not run._"
+    return f"_Failed: {res.get('error')}_"
+
+
+def _goal_rows(data: dict[str, Any]) -> list[list[Any]]:
+    rows: list[list[Any]] = []
+    gc_ = data.get("gate_core")
+    if gc_ and "error" not in gc_:
+        x = gc_["inmemory"].get("cpu_rounds_per_s", gc_["inmemory"]["rounds_per_s"])
+        rows.append(["gate core, in-process, one core", "≥ 10,000 rounds/s", f"{x:,.0f} rounds/s of CPU time"
+                     + ("" if x >= 10000 else f" ({10000 / x:.1f}x short)")
+                     + f"; {gc_['inmemory']['rounds_per_s']:,.0f}/s wall", x >= 10000])
+        mt = gc_["memory_inmemory_after_ttl"]
+        met = mt.get("held_blocks", 10 ** 9) <= 500
+        rows.append(["held per finished round", "0 B beyond bounded caches",
+                     f"{gc_['memory_inmemory']['held_bytes_per_round']} B right after (claim tokens, TTL-bounded); "
+                     f"after the TTL {mt.get('held_blocks', '?')} blocks / {mt['held_bytes']:,} B in all for "
+                     f"{mt['rounds']:,} rounds (dict table at peak size, caches)", met])
+    v = data.get("vs_sdk")
+    if v and "error" not in v:
+        q = v["ratios"]["b_over_a_p50"]
+        rows.append(["headless vs bare SDK (p50 per round)", "≤ 1.25x", f"{q}x", q <= 1.25])
+    p = data.get("pending")
+    if p and "error" not in p:
+        gl = p["goals"]
+        rows.append([f"push p99 with {gl['at_pending']} pending", "< 50 ms", f"{gl['probe_p99_ms']} ms"
+                     + ("" if gl["met"] else f" ({gl['probe_p99_ms'] / 50:.1f}x over)"), gl["met"]])
+    s = data.get("scaleout")
+    if s and "error" not in s:
+        rows.append(["2 workers vs 1", "≥ 1.8x", f"{s['throughput_ratio']}x", s["throughput_ratio"] >= 1.8])
+        rows.append(["answers lost / sent twice", "0 / 0", f"{s['lost']} / {s['duplicated']}",
+                     s["lost"] == 0 and s["duplicated"] == 0])
+    return rows

@@ -1,0 +1,350 @@
+"""Benchmark 2 -- against the bare SDK, in the same run, on the same ``MCPServer`` (its own process,
+:mod:`mrtrweb.bench.mcpserver`) serving the standard round:
+
+(a) the SDK's own manual loop, no gate: ``client.session.call_tool(..., allow_input_required=True)``
+    then the retry with ``input_responses`` and ``request_state``;
+(b) the product's headless path: gate + Redis binding store + PostgreSQL audit through
+    :mod:`mrtrweb.operations` (start -> awaiting_input -> consent receipt -> answer -> completed);
+(c) the browser path simulated: WebSocket clients on an ASGI worker (uvicorn, production
+    settings), starting with the tool form POST, answering through ``operation_answer``.
+
+Per-round latency (sequential, one round at a time) and throughput (``concurrency`` users at once).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from .common import latency_summary, standard_round, tool_schema_fields
+
+
+# ---------------------------------------------------------------------------------------------- (a)
+async def sdk_round(client: Any, r: dict[str, Any]) -> float:
+    """One standard round with the SDK's manual loop; returns seconds."""
+    name = r["request"]["params"]["name"]
+    args = r["request"]["params"]["arguments"]
+    t0 = time.perf_counter()
+    first = await client.session.call_tool(name, args, allow_input_required=True)
+    if getattr(first, "result_type", None) != "input_required":
+        raise RuntimeError(f"expected input_required, got {first!r}")
+    final = await client.session.call_tool(name, args, input_responses=r["responses"],
+                                           request_state=first.request_state, allow_input_required=True)
+    if getattr(final, "result_type", None) == "input_required" or getattr(final, "is_error", False):
+        raise RuntimeError(f"expected a final result, got {final!r}")
+    return time.perf_counter() - t0
+
+
+async def run_sdk(url: str, r: dict[str, Any], n_seq: int, n_conc: int, concurrency: int) -> dict[str, Any]:
+    from mcp import Client
+
+    async with Client(url) as client:
+        for _ in range(5):
+            await sdk_round(client, r)
+        seq = [await sdk_round(client, r) for _ in range(n_seq)]
+
+    async def worker(k: int) -> int:
+        async with Client(url) as c:
+            await sdk_round(c, r)  # connected and warm
+            await go.wait()
+            done = 0
+            while True:
+                if counter[0] >= n_conc:
+                    return done
+                counter[0] += 1
+                await sdk_round(c, r)
+                done += 1
+
+    counter = [0]
+    go = asyncio.Event()
+    tasks = [asyncio.create_task(worker(k)) for k in range(concurrency)]
+    await asyncio.sleep(0.5)
+    t0 = time.perf_counter()
+    go.set()
+    total = sum(await asyncio.gather(*tasks))
+    elapsed = time.perf_counter() - t0
+    return {"latency": latency_summary(seq), "throughput_rounds_per_s": round(total / elapsed, 1),
+            "concurrency": concurrency, "rounds_concurrent": total}
+
+
+# ---------------------------------------------------------------------------------------------- (b)
+async def headless_round(user: Any, server: Any, params: dict[str, Any], responses: dict[str, Any],
+                         timeout_s: float = 60.0) -> dict[str, float]:
+    """One round through the product's headless path, with the operations API directly.
+
+    TODO(after merge): swap for ``mrtrweb.headless.arun(url=..., user=..., tenant=..., method=...,
+    params=..., consent=..., timeout_s=...)`` -- this function does what it does, the same way.
+
+    start_operation -> wait for awaiting_input (the operation's push on the user's channel group)
+    -> write the consent receipt (``panels.record_shown``, the audit ``shown`` event) ->
+    answer_round -> wait for completed. Returns phase timings in seconds."""
+    from asgiref.sync import sync_to_async
+    from channels.layers import get_channel_layer
+
+    from .. import operations, panels
+    from ..models import Operation
+
+    layer = get_channel_layer()
+    channel = await layer.new_channel()
+    group = operations.user_group(user.pk)
+    await layer.group_add(group, channel)
+
+    async def until(op_id: Any, wanted: str) -> Operation:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            op = await Operation.objects.select_related("server", "tenant", "user").aget(pk=op_id)
+            if op.status == wanted:
+                return op
+            if op.status in Operation.TERMINAL:
+                raise RuntimeError(f"operation {op_id} ended {op.status} ({op.error_code})")
+            while True:  # next push for this operation
+                msg = await asyncio.wait_for(layer.receive(channel), max(0.01, deadline - time.monotonic()))
+                if msg.get("operation_id") == str(op_id):
+                    break
+
+    try:
+        t0 = time.perf_counter()
+        op = await operations.start_operation(user=user, server=server, method="tools/call", name=params["name"],
+                                              params=params)
+        op = await until(op.pk, Operation.Status.AWAITING_INPUT)
+        t1 = time.perf_counter()
+        state = await sync_to_async(operations.get_gate().state)(operations.handle_of(op))
+        await sync_to_async(panels.record_shown)(op, state.round)
+        t2 = time.perf_counter()
+        await operations.answer_round(op, responses)
+        t3 = time.perf_counter()
+        await until(op.pk, Operation.Status.COMPLETED)
+        t4 = time.perf_counter()
+    finally:
+        await layer.group_discard(group, channel)
+    return {"total": t4 - t0, "to_awaiting_input": t1 - t0, "consent_receipt": t2 - t1, "answer_round": t3 - t2,
+            "to_completed": t4 - t3}
+
+
+async def run_headless(users: list[Any], server: Any, r: dict[str, Any], n_seq: int, n_conc: int,
+                       concurrency: int, profile: bool = True) -> dict[str, Any]:
+    params, responses = r["request"]["params"], r["responses"]
+    for _ in range(3):
+        await headless_round(users[0], server, params, responses)
+    phases = [await headless_round(users[0], server, params, responses) for _ in range(n_seq)]
+    counter = [0]
+
+    async def worker(u: Any) -> int:
+        done = 0
+        while counter[0] < n_conc:
+            counter[0] += 1
+            await headless_round(u, server, params, responses)
+            done += 1
+        return done
+
+    t0 = time.perf_counter()
+    total = sum(await asyncio.gather(*(worker(u) for u in users[:concurrency])))
+    elapsed = time.perf_counter() - t0
+    out = {"latency": latency_summary([p["total"] for p in phases]),
+           "phases_p50_ms": {k: round(sorted(p[k] for p in phases)[len(phases) // 2] * 1000, 2)
+                             for k in phases[0]},
+           "throughput_rounds_per_s": round(total / elapsed, 1), "concurrency": concurrency,
+           "rounds_concurrent": total}
+    if profile:
+        out["spans"] = await component_spans(lambda: headless_round(users[0], server, params, responses),
+                                             max(5, n_seq // 4))
+
+    return out
+
+
+async def push_work(user: Any, server: Any, params: dict[str, Any], n: int) -> dict[str, Any]:
+    """What the WebSocket consumer does for each ``operation.update`` push of a new round, timed
+    in this process: read the operation, render its panel (which reads the round from the binding
+    store and writes the consent receipt, the audit ``shown`` event). Spans as in
+    :func:`component_spans`."""
+    from asgiref.sync import sync_to_async
+
+    from .. import operations, panels
+    from ..models import Operation
+
+    ops = []
+    for _ in range(n):  # rounds waiting for an answer (they stay pending)
+        op = await operations.start_operation(user=user, server=server, method="tools/call", name=params["name"],
+                                              params=params)
+        ops.append(op.pk)
+    await operations.wait_idle(60)
+    it = iter(ops)
+
+    async def one() -> None:
+        op = await Operation.objects.select_related("server", "tenant").aget(pk=next(it), user_id=user.pk)
+        await sync_to_async(lambda: panels.render_panel(op, "x" * 32))()
+
+    return await component_spans(one, n, extra=[("panels", "render_panel", "render_panel (whole)"),
+                                                 ("panels", "record_shown", "panels.record_shown (consent receipt)"),
+                                                 ("panels", "consent_forms", "panels.consent_forms (form objects)"),
+                                                 ("panels", "render_to_string", "template render")])
+
+
+# ---------------------------------------------------------------------------------------------- (c)
+async def run_browser(base: str, sessions: list[str], server_id: int, r: dict[str, Any], n_seq: int, n_conc: int,
+                      concurrency: int) -> dict[str, Any]:
+    from .browser import open_users
+
+    users = await open_users(base, sessions[:max(1, concurrency)], server_id)
+    args = r["request"]["params"]["arguments"]
+    fields = tool_schema_fields(r)
+    try:
+        for _ in range(3):
+            await users[0].round(args, fields)
+        phases = [await users[0].round(args, fields) for _ in range(n_seq)]
+        counter = [0]
+
+        async def worker(u: Any) -> int:
+            done = 0
+            while counter[0] < n_conc:
+                counter[0] += 1
+                await u.round(args, fields)
+                done += 1
+            return done
+
+        t0 = time.perf_counter()
+        total = sum(await asyncio.gather(*(worker(u) for u in users[:concurrency])))
+        elapsed = time.perf_counter() - t0
+    finally:
+        for u in users:
+            await u.close()
+    return {"latency": latency_summary([p["total"] for p in phases]),
+            "phases_p50_ms": {k: round(sorted(p[k] for p in phases)[len(phases) // 2] * 1000, 2)
+                              for k in phases[0] if k != "op_id"},
+            "throughput_rounds_per_s": round(total / elapsed, 1), "concurrency": concurrency,
+            "rounds_concurrent": total, "ws_reconnects": sum(u.reconnects for u in users),
+            "fallback_panel_fetches": sum(u.fallback_fetches for u in users)}
+
+
+# ---------------------------------------------------------------------------------------------- run
+def run(ctx: Any) -> dict[str, Any]:
+    return _run(ctx)
+
+
+async def _run(ctx: Any) -> dict[str, Any]:
+    from asgiref.sync import sync_to_async
+
+    from ..models import McpServer
+
+    r = standard_round()
+    s = ctx.services
+    n_seq = 5 if ctx.tiny else 30 if ctx.quick else 60
+    n_conc = 5 if ctx.tiny else 40 if ctx.quick else 100
+    concurrency = 2 if ctx.tiny else 8
+    seeded = await sync_to_async(ctx.users)(concurrency * 2 + 2)
+    server = await McpServer.objects.aget(pk=seeded["server_id"])
+    users = seeded["users"]
+    out: dict[str, Any] = {"benchmark": "vs_sdk", "quick": ctx.quick, "n_sequential": n_seq,
+                           "n_concurrent": n_conc, "concurrency": concurrency}
+    s.mcp_reset()
+    out["a_sdk"] = await run_sdk(s.mcp_url, r, n_seq, n_conc, concurrency)
+    out["b_headless"] = await run_headless(users[:concurrency], server, r, n_seq, n_conc, concurrency,
+                                           profile=True)
+    base, proc = s.start_worker("vs-sdk")
+    try:
+        out["c_browser"] = await run_browser(base, seeded["sessions"][concurrency:], seeded["server_id"], r, n_seq,
+                                             n_conc, concurrency)
+    finally:
+        s.stop(proc)
+        out["c_worker_errors"] = s.worker_errors("vs-sdk")
+    out["mcp_server_counts"] = s.mcp_counts()
+    a, b, c = out["a_sdk"], out["b_headless"], out["c_browser"]
+    out["ratios"] = {
+        "b_over_a_p50": round(b["latency"]["p50_ms"] / a["latency"]["p50_ms"], 2),
+        "b_over_a_p99": round(b["latency"]["p99_ms"] / a["latency"]["p99_ms"], 2),
+        "c_over_a_p50": round(c["latency"]["p50_ms"] / a["latency"]["p50_ms"], 2),
+        "c_over_a_p99": round(c["latency"]["p99_ms"] / a["latency"]["p99_ms"], 2),
+        "a_over_b_throughput": round(a["throughput_rounds_per_s"] / b["throughput_rounds_per_s"], 2),
+        "a_over_c_throughput": round(a["throughput_rounds_per_s"] / c["throughput_rounds_per_s"], 2),
+    }
+    if b.get("spans"):
+        out["b_spans"] = b["spans"]
+    # rounds left waiting on purpose (after the counts): the consumer's work per push
+    out["push_spans"] = await push_work(users[0], server, r["request"]["params"], max(5, n_seq // 4))
+    out["goals"] = {"headless_over_sdk_goal": 1.25, "met": out["ratios"]["b_over_a_p50"] <= 1.25}
+    return out
+
+
+def summary(res: dict[str, Any]) -> list[str]:
+    lines = []
+    for key, label in (("a_sdk", "(a) bare SDK"), ("b_headless", "(b) headless"), ("c_browser", "(c) browser")):
+        x = res[key]
+        lines.append(f"{label}: p50 {x['latency']['p50_ms']} ms, p99 {x['latency']['p99_ms']} ms, "
+                     f"{x['throughput_rounds_per_s']} rounds/s at {x['concurrency']} concurrent")
+    q = res["ratios"]
+    lines.append(f"ratios p50: (b)/(a) {q['b_over_a_p50']}x, (c)/(a) {q['c_over_a_p50']}x (goal (b)/(a) <= 1.25)")
+    lines.append(f"MCP server counts: {res['mcp_server_counts']}")
+    return lines
+
+
+# ---------------------------------------------------------------------------------------------- spans
+async def component_spans(make, n: int, extra: list[tuple[str, str, str]] = ()) -> dict[str, dict[str, float]]:
+    """Wall time per round inside the product's components during ``n`` rounds of ``make()``,
+    by wrapping them for the measurement (nested spans overlap: SQL includes the audit's queries,
+    the audit includes its SQL)."""
+    import functools
+
+    from django.db.backends import utils as db_utils
+
+    from .. import audit, operations
+    from ..bindings import DjangoCacheBindingStore
+    from ..gate.gate import Gate
+    from ..mcp_client import McpConnection
+
+    acc: dict[str, list[float]] = {}
+
+    def add(name: str, dt: float) -> None:
+        slot = acc.setdefault(name, [0, 0.0])
+        slot[0] += 1
+        slot[1] += dt
+
+    def wrap_sync(fn, name):
+        @functools.wraps(fn)
+        def inner(*a, **k):
+            t = time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                add(name, time.perf_counter() - t)
+        return inner
+
+    def wrap_async(fn, name):
+        @functools.wraps(fn)
+        async def inner(*a, **k):
+            t = time.perf_counter()
+            try:
+                return await fn(*a, **k)
+            finally:
+                add(name, time.perf_counter() - t)
+        return inner
+
+    patches = [(Gate, m, wrap_sync(getattr(Gate, m), f"gate.{m}")) for m in
+               ("register", "receive", "respond", "state", "close")]
+    patches += [(audit, "record", wrap_sync(audit.record, "audit.record (chained append, SQL included)")),
+                (McpConnection, "send", wrap_async(McpConnection.send, "MCP request (SDK send + server)")),
+                (operations, "notify", wrap_async(operations.notify, "push (channel layer group_send)")),
+                (DjangoCacheBindingStore, "_call", wrap_sync(DjangoCacheBindingStore._call,
+                                                             "Redis (binding store calls)")),
+                (db_utils.CursorWrapper, "execute", wrap_sync(db_utils.CursorWrapper.execute,
+                                                              "SQL (every query, incl. audit's)"))]
+    import importlib
+
+    for mod, attr, label in extra:
+        module = importlib.import_module(f"mrtrweb.{mod}")
+        patches.append((module, attr, wrap_sync(getattr(module, attr), label)))
+    saved = [(obj, name, getattr(obj, name)) for obj, name, _ in patches]
+    for obj, name, new in patches:
+        setattr(obj, name, new)
+    try:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            await make()
+        total = time.perf_counter() - t0
+    finally:
+        for obj, name, old in saved:
+            setattr(obj, name, old)
+    out = {k: {"calls": round(c / n, 1), "ms": round(s / n * 1000, 2)} for k, (c, s) in
+           sorted(acc.items(), key=lambda kv: -kv[1][1])}
+    out["whole round"] = {"calls": 1, "ms": round(total / n * 1000, 2)}
+    return out

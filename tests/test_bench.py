@@ -1,0 +1,107 @@
+"""Smoke test of the benchmark suite: every benchmark runs in its tiny mode against the real
+services (private PostgreSQL database, Redis database 12 under private prefixes), writes its JSON
+of the documented shape, and the report renders. No timing assertion: performance goals live in
+the benchmark's report, not in tests."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mrtrweb.bench.common import ROOT
+
+pytestmark = [pytest.mark.services]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench-out")
+    docs = tmp_path_factory.mktemp("bench-docs")
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    proc = subprocess.run([sys.executable, "-m", "mrtrweb.bench", "--tiny", "--out", str(out), "--docs", str(docs)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return out, docs, proc.stdout
+
+
+def _json(out: Path, name: str) -> dict:
+    data = json.loads((out / f"{name}.json").read_text())
+    assert "error" not in data, data.get("error")
+    assert data["mode"] == "tiny"
+    return data
+
+
+def _latency(x: dict) -> None:
+    assert {"n", "p50_ms", "p99_ms"} <= set(x)
+    assert x["n"] > 0 and x["p99_ms"] >= x["p50_ms"] >= 0
+
+
+def test_machine(run):
+    out, _, _ = run
+    m = json.loads((out / "machine.json").read_text())
+    for key in ("cpu", "cores", "ram_gib", "python", "django", "mcp", "redis", "postgresql", "started"):
+        assert key in m
+
+
+def test_gate_core(run):
+    d = _json(run[0], "gate_core")
+    for key in ("inmemory", "redis"):
+        assert d[key]["rounds_per_s"] > 0 and d[key]["rounds"] > 0
+    assert d["memory_inmemory"]["rounds"] > 0 and "held_bytes_per_round" in d["memory_inmemory"]
+    assert d["memory_inmemory_after_ttl"]["store"] == {"records": 0, "index": 0, "claims": 0}
+    assert d["memory_redis"]["rounds"] > 0
+    assert d["inmemory_profile"]["own"] and d["inmemory_profile"]["cumulative"]
+
+
+def test_growth(run):
+    d = _json(run[0], "growth")
+    assert [x["fields"] for x in d["schema"]] == [1, 5, 10, 25, 50]
+    assert d["state"][-1]["state_bytes"] == d["state_cap_bytes"] == 65536
+    assert all(x["us_per_round"] > 0 for x in d["schema"] + d["state"])
+
+
+def test_vs_sdk(run):
+    d = _json(run[0], "vs_sdk")
+    for key in ("a_sdk", "b_headless", "c_browser"):
+        _latency(d[key]["latency"])
+        assert d[key]["throughput_rounds_per_s"] > 0
+    assert set(d["ratios"]) >= {"b_over_a_p50", "c_over_a_p50"}
+    counts = d["mcp_server_counts"]
+    assert counts["lost"] == counts["duplicated"] == counts["bad_answers"] == 0
+    assert counts["answered_once"] == counts["operations"] > 0
+    assert "gate.receive" in d["b_spans"]
+
+
+def test_pending(run):
+    d = _json(run[0], "pending")
+    assert [x["pending"] for x in d["results"]] == d["sizes"]
+    for x in d["results"]:
+        _latency(x["push_latency_probe"])
+        _latency(x["push_latency_fill"])
+        assert x["redis_keys_per_pending_round"] > 0
+
+
+def test_scaleout(run):
+    d = _json(run[0], "scaleout")
+    assert d["workers_1"]["workers"] == 1 and d["workers_2"]["workers"] == 2
+    assert d["workers_1"]["errors"] == d["workers_2"]["errors"] == 0
+    assert d["lost"] == 0 and d["duplicated"] == 0
+    race = d["double_submit_race"]
+    assert race["mcp_server_counts"]["answered_once"] == race["rounds"]
+
+
+def test_report(run):
+    _, docs, stdout = run
+    text = (docs / "README.md").read_text()
+    for heading in ("## Machine", "## Goals", "## 1. Gate core", "## 2. Against the bare SDK",
+                    "## 3. Pending capacity", "## 4. Scale-out", "## 5. Growth"):
+        assert heading in text
+    assert "_Failed" not in text and "_Not run._" not in text
+    for png in ("growth_schema.png", "growth_state.png", "vs_sdk_latency.png", "pending_push.png", "scaleout.png"):
+        assert (docs / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "report:" in stdout
