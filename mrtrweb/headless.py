@@ -82,6 +82,52 @@ ANSWERS = "answers"
 TIMEOUT = "timeout"
 #: seconds between two looks at the operation row while it runs
 POLL_S = 0.05
+#: the longest wait for a push before the operation row is read again anyway (a lost push, or no
+#: channel layer, costs at most this)
+PUSH_WAIT_S = 0.5
+
+
+class _Pushes:
+    """The user's operation pushes (group ``mrtrweb.user.<id>``, the same ones the browser gets):
+    :meth:`wait` returns when one arrives, or after ``timeout`` -- a wake-up only, the operation
+    row is always read again."""
+
+    def __init__(self, user_id: Any) -> None:
+        self.group = operations.user_group(user_id)
+        self.layer: Any = None
+        self.channel = ""
+
+    async def __aenter__(self) -> _Pushes:
+        from channels.layers import get_channel_layer
+
+        try:
+            self.layer = get_channel_layer()
+            if self.layer is not None:
+                self.channel = await self.layer.new_channel()
+                await self.layer.group_add(self.group, self.channel)
+        except Exception as exc:  # noqa: BLE001 -- no pushes: fall back to reading the row
+            logger.info("headless: no push channel (%s); polling", exc.__class__.__name__)
+            self.layer = None
+        return self
+
+    async def wait(self, timeout: float) -> None:
+        if self.layer is None:
+            await asyncio.sleep(min(timeout, POLL_S))
+            return
+        try:
+            await asyncio.wait_for(self.layer.receive(self.channel), timeout)
+        except asyncio.TimeoutError:
+            pass
+        except Exception as exc:  # noqa: BLE001
+            logger.info("headless: push channel failed (%s); polling", exc.__class__.__name__)
+            self.layer = None
+
+    async def __aexit__(self, *exc: Any) -> None:
+        if self.layer is not None:
+            try:
+                await self.layer.group_discard(self.group, self.channel)
+            except Exception:  # noqa: BLE001
+                pass
 
 
 class HeadlessError(Exception):
@@ -274,6 +320,12 @@ async def arun(*, url: str, user: Any, tenant: Any, method: str, params: dict[st
     if not await Membership.objects.filter(tenant=tenant, user=user).aexists():
         raise HeadlessError("not_a_member", "the user is not a member of the tenant")
     server = await sync_to_async(server_for)(url, tenant)
+    async with _Pushes(user.pk) as pushes:  # subscribed before the start: no push is missed
+        return await _run(pushes, server, user, method, params, consent, timeout_s)
+
+
+async def _run(pushes: _Pushes, server: McpServer, user: Any, method: str, params: dict[str, Any],
+               consent: ConsentPolicy, timeout_s: float) -> HeadlessOutcome:
     try:
         op = await operations.start_operation(user=user, server=server, method=method,
                                               name=operation_name(method, params), params=params)
@@ -299,7 +351,7 @@ async def arun(*, url: str, user: Any, tenant: Any, method: str, params: dict[st
             answered = op.rounds
             await _answer(op, consent)
             continue
-        await asyncio.sleep(POLL_S)
+        await pushes.wait(min(PUSH_WAIT_S, max(0.0, deadline - time.monotonic())))
 
 
 #: the audit events that end an operation (written just after its row turned terminal)

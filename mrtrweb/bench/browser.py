@@ -9,6 +9,7 @@ answer view gains its review step)."""
 from __future__ import annotations
 
 import asyncio
+import html
 import http.cookiejar
 import json
 import re
@@ -184,11 +185,19 @@ class BrowserUser:
             await self.http.aclose()
 
 
+_REVIEW_TOKEN = re.compile(r'<input type="hidden" name="review_token" value="([^"]*)">')
+
+
 async def answer_post(user: BrowserUser, op_id: str, round_no: str, fields: dict[str, Any]) -> None:
-    """Accept the consent card with ``fields`` (the one place an answer is posted: after the review
-    step lands -- Accept -> review page -> Send with a signed token -- adapt only this function)."""
+    """Accept the consent card with ``fields`` as a person does: Accept (the server renders the
+    review, nothing sent), then Send with the review's signed token (the answer leaves)."""
+    url = f"/mcp/operations/{op_id}/answer/"
     data = {"action": "accept", "round": round_no, "csrfmiddlewaretoken": user.csrf, **fields}
-    resp = await user._post(f"/mcp/operations/{op_id}/answer/", data)
+    review = await user._post(url, data)
+    match = _REVIEW_TOKEN.search(review.text) if review.status_code == 200 else None
+    if match is None:
+        raise RuntimeError(f"review: HTTP {review.status_code}: {review.text[:300]}")
+    resp = await user._post(url, dict(data, action="send", review_token=html.unescape(match.group(1))))
     if resp.status_code != 302:
         raise RuntimeError(f"answer: HTTP {resp.status_code}: {resp.text[:300]}")
 

@@ -71,10 +71,8 @@ async def run_sdk(url: str, r: dict[str, Any], n_seq: int, n_conc: int, concurre
 # ---------------------------------------------------------------------------------------------- (b)
 async def headless_round(user: Any, server: Any, params: dict[str, Any], responses: dict[str, Any],
                          timeout_s: float = 60.0) -> dict[str, float]:
-    """One round through the product's headless path, with the operations API directly.
-
-    TODO(after merge): swap for ``mrtrweb.headless.arun(url=..., user=..., tenant=..., method=...,
-    params=..., consent=..., timeout_s=...)`` -- this function does what it does, the same way.
+    """One round through the calls :func:`mrtrweb.headless.arun` makes, timed phase by phase (the
+    headline (b) figures come from ``arun`` itself, :func:`arun_round`).
 
     start_operation -> wait for awaiting_input (the operation's push on the user's channel group)
     -> write the consent receipt (``panels.record_shown``, the audit ``shown`` event) ->
@@ -122,26 +120,49 @@ async def headless_round(user: Any, server: Any, params: dict[str, Any], respons
             "to_completed": t4 - t3}
 
 
+async def arun_round(user: Any, server: Any, tenant: Any, params: dict[str, Any], consent: Any) -> float:
+    """One operation through the product's headless client, :func:`mrtrweb.headless.arun` (gate,
+    binding store, consent receipt, audit, retry); returns its duration in seconds.
+
+    Raises:
+        RuntimeError: the operation did not complete."""
+    from .. import headless
+
+    t0 = time.perf_counter()
+    outcome = await headless.arun(url=server.url, user=user, tenant=tenant, method="tools/call",
+                                  params=params, consent=consent, timeout_s=60)
+    if outcome.status != "completed":
+        raise RuntimeError(f"headless operation {outcome.operation_id} ended {outcome.status} ({outcome.error_code})")
+    return time.perf_counter() - t0
+
+
 async def run_headless(users: list[Any], server: Any, r: dict[str, Any], n_seq: int, n_conc: int,
                        concurrency: int, profile: bool = True) -> dict[str, Any]:
+    from .. import headless
+
     params, responses = r["request"]["params"], r["responses"]
+    consent = headless.ConsentPolicy.from_answers({k: v["content"] for k, v in responses.items()})
+    from ..models import Tenant
+
+    tenant = await Tenant.objects.aget(pk=server.tenant_id)
     for _ in range(3):
-        await headless_round(users[0], server, params, responses)
-    phases = [await headless_round(users[0], server, params, responses) for _ in range(n_seq)]
+        await arun_round(users[0], server, tenant, params, consent)
+    totals = [await arun_round(users[0], server, tenant, params, consent) for _ in range(n_seq)]
+    phases = [await headless_round(users[0], server, params, responses) for _ in range(max(5, n_seq // 4))]
     counter = [0]
 
     async def worker(u: Any) -> int:
         done = 0
         while counter[0] < n_conc:
             counter[0] += 1
-            await headless_round(u, server, params, responses)
+            await arun_round(u, server, tenant, params, consent)
             done += 1
         return done
 
     t0 = time.perf_counter()
     total = sum(await asyncio.gather(*(worker(u) for u in users[:concurrency])))
     elapsed = time.perf_counter() - t0
-    out = {"latency": latency_summary([p["total"] for p in phases]),
+    out = {"latency": latency_summary(totals),
            "phases_p50_ms": {k: round(sorted(p[k] for p in phases)[len(phases) // 2] * 1000, 2)
                              for k in phases[0]},
            "throughput_rounds_per_s": round(total / elapsed, 1), "concurrency": concurrency,
