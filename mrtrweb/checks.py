@@ -87,6 +87,42 @@ def check_production_topology(app_configs=None, **kwargs):
     return messages
 
 
+#: channels_redis's blocking receive, seconds (``RedisChannelLayer.brpop_timeout``)
+_LAYER_RECEIVE_S = 5.0
+
+
+@register(Tags.compatibility)
+def check_redis_channel_hosts(app_configs=None, **kwargs) -> list:
+    """W014: a channels_redis host whose socket timeout is not above the layer's 5 s blocking
+    receive (a plain URL gets redis-py's 5 s default): an idle consumer's receive then fails with
+    a TimeoutError after 5 s and its WebSocket is closed."""
+    from urllib.parse import parse_qs, urlsplit
+
+    from django.conf import settings
+
+    layer = (getattr(settings, "CHANNEL_LAYERS", {}) or {}).get("default", {})
+    if "channels_redis" not in layer.get("BACKEND", ""):
+        return []
+    messages = []
+    for host in (layer.get("CONFIG") or {}).get("hosts") or []:
+        address = host.get("address", "") if isinstance(host, dict) else host if isinstance(host, str) else ""
+        timeout = host.get("socket_timeout") if isinstance(host, dict) else None
+        query = parse_qs(urlsplit(address).query) if isinstance(address, str) else {}
+        if query.get("socket_timeout"):
+            timeout = query["socket_timeout"][0]  # redis-py: the URL's options win
+        try:
+            ok = timeout is not None and float(timeout) > _LAYER_RECEIVE_S
+        except (TypeError, ValueError):
+            ok = False
+        if not ok:
+            messages.append(Warning(
+                "A channels_redis host has no socket timeout above the layer's 5 s blocking receive: idle "
+                "WebSocket consumers fail with a Redis TimeoutError after 5 s and their pushes are lost.",
+                hint='Give the host as {"address": URL, "socket_timeout": 30} (settings_prod.py does).',
+                id="mrtrweb.W014"))
+    return messages
+
+
 @register(Tags.compatibility)
 def check_sampling_provider(app_configs=None, **kwargs):
     """``MRTRWEB["SAMPLING_PROVIDER"]`` must import and be usable, or sampling cards cannot render."""

@@ -37,6 +37,8 @@ CACHES = {
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [f"redis://{_REDIS}:6379/14"], "prefix": f"mrtrweb-test-{os.getpid()}"},
+        # a socket timeout above the layer's 5 s blocking receive (mrtrweb.W014)
+        "CONFIG": {"hosts": [{"address": f"redis://{_REDIS}:6379/14", "socket_timeout": 30}],
+                   "prefix": f"mrtrweb-test-{os.getpid()}"},
     }
 }

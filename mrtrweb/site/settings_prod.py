@@ -19,6 +19,12 @@ Everything comes from the environment (see README "Production"):
 ``MRTRWEB_DB_POOL_SIZE``       PostgreSQL connections per worker process (pool), default 10
 ``MRTRWEB_CACHE_PREFIX``       key prefix of the Redis cache (default ``mrtrweb``)
 ``MRTRWEB_CHANNELS_PREFIX``    prefix of the channel layer's keys (default ``mrtrweb-asgi``)
+``MRTRWEB_CHANNELS_SOCKET_TIMEOUT_S``  channel layer socket timeout, default 30: it must exceed
+                               the layer's 5 s blocking receive (redis-py's own default, 5 s,
+                               makes an idle WebSocket consumer fail after 5 s)
+``MRTRWEB_CHANNELS_MAX_CONNECTIONS``   channel layer connections per worker, default 1000
+                               (redis-py's pool refuses at once beyond its cap, e.g. when many
+                               WebSockets disconnect together)
 =============================  ===========================================================
 """
 
@@ -77,7 +83,11 @@ CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
         "CONFIG": {
-            "hosts": [os.environ.get("REDIS_CHANNELS_URL", _REDIS_URL)],
+            "hosts": [{
+                "address": os.environ.get("REDIS_CHANNELS_URL", _REDIS_URL),
+                "socket_timeout": float(os.environ.get("MRTRWEB_CHANNELS_SOCKET_TIMEOUT_S", "30")),
+                "max_connections": int(os.environ.get("MRTRWEB_CHANNELS_MAX_CONNECTIONS", "1000")),
+            }],
             "prefix": os.environ.get("MRTRWEB_CHANNELS_PREFIX", "mrtrweb-asgi"),
         },
     }
