@@ -65,6 +65,9 @@ class SchemaForm(forms.Form):
             else:
                 if not common["required"]:
                     choices = [(_EMPTY, "—")] + choices
+                elif not spec.has_default:
+                    # nothing pre-selected: the person picks; an untouched select is "required"
+                    choices = [(_EMPTY, _("— choose —"))] + choices
                 field = forms.ChoiceField(choices=choices, **common)
         elif spec.kind in ("integer", "number"):
             kwargs: dict[str, Any] = dict(common)
@@ -139,6 +142,21 @@ class SchemaForm(forms.Form):
             else:
                 out[spec.name] = value
         return out
+
+    def add_gate_errors_to_valid_fields(self) -> None:
+        """On an invalid form, also run the gate's checks (pattern, formats, item counts...) on the
+        fields Django accepted, so every invalid field shows its message at the first Accept, not
+        only after the Django-level errors are fixed. Fields with errors already, and whole-answer
+        messages (e.g. a required field left empty, reported by Django), are left alone."""
+        from .gate import ContentMismatch
+
+        if self.is_valid():
+            return
+        ok = {name for name in self.fields if name not in self.errors}
+        try:
+            self.checked.validate({k: v for k, v in self.content().items() if k in ok})
+        except ContentMismatch as exc:
+            self.add_gate_errors({name: messages for name, messages in exc.errors.items() if name in ok})
 
     def add_gate_errors(self, errors: dict[str, list[str]]) -> None:
         """Show the gate's per-field messages on this form."""

@@ -288,6 +288,7 @@ async def operation_answer(request: HttpRequest, op_id: Any) -> HttpResponse:
     if action == "change":
         return await _panel_response(request, op, forms=forms, status=200)
     if not all(f.is_valid() for f in forms.values()):
+        _all_messages(forms)
         return await _panel_response(request, op, forms=forms, error="Some answers need attention.", status=400)
     responses: dict[str, Any] = {}
     for key, view in rnd.requests.items():
@@ -372,6 +373,14 @@ def _check_review(request: HttpRequest, op: Operation, rnd: Any, responses: dict
         return None
     logger.warning("operation %s round %s: Send refused, nothing sent (%s)", op.id, rnd.number, reason)
     return REVIEW_CHANGED_MESSAGE if reason == "answers differ from the reviewed ones" else REVIEW_INVALID_MESSAGE
+
+
+def _all_messages(forms: dict[str, Any]) -> None:
+    """An invalid card: add the gate's messages for the fields Django accepted (see
+    :meth:`SchemaForm.add_gate_errors_to_valid_fields`), so one Accept shows every problem."""
+    for form in forms.values():
+        if hasattr(form, "add_gate_errors_to_valid_fields"):
+            form.add_gate_errors_to_valid_fields()
 
 
 async def _precheck(op: Operation, rnd: Any, forms: dict[str, Any], responses: dict[str, Any]) -> str | None:
@@ -496,6 +505,8 @@ async def _answer_deprecated(request: HttpRequest, op: Operation, rnd: Any, acti
     try:
         forms = await sync_to_async(consent_forms)(rnd, request.POST)
         valid = await sync_to_async(lambda: all(f.is_valid() for f in forms.values()))()
+        if not valid:
+            await sync_to_async(_all_messages)(forms)
     except (ImportError, TypeError, AttributeError) as exc:  # a misconfigured SAMPLING_PROVIDER
         logger.error("sampling provider unusable: %s", exc)
         return await _panel_response(request, op, error=sampling.PROVIDER_FAILED_MESSAGE, status=503)

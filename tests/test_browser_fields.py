@@ -178,6 +178,7 @@ DJANGO_MESSAGES = {
     "seats": "Ensure this value is less than or equal to 10.",
     "budget": "Ensure this value is greater than or equal to 0.5.",
     "channels": "This field is required.",
+    "region": "This field is required.",  # left on "— choose —"
 }
 #: ... and the gate's
 GATE_MESSAGES = {
@@ -260,16 +261,17 @@ def test_every_field_type_widgets_defaults_messages_review_and_exact_content(app
     expect(_input(card, "budget")).to_have_attribute("step", "any")
     expect(_labelled(card, "nda")).to_have_attribute("type", "checkbox")
     # A field with a default may be left empty ("—": the server's default is then sent); a required one
-    # without a default has no empty option.
+    # without a default starts on "— choose —" (nothing chosen for the person) and must be picked.
     for name, options in {"env": ["—", "dev", "staging", "prod"],
                           "tier": ["—", "Gold tier", "Silver tier", "Bronze tier"],
-                          "region": ["Europe", "United States"]}.items():
+                          "region": ["— choose —", "Europe", "United States"]}.items():
         select = _labelled(card, name)
         assert select.evaluate("e => e.tagName") == "SELECT", name
         expect(select.locator("option")).to_have_text(options)  # titles / enumNames as the labels
     assert _labelled(card, "tier").locator("option").evaluate_all("os => os.map(o => o.value)") == [
         "", "gold", "silver", "bronze"]
-    assert _labelled(card, "region").locator("option").evaluate_all("os => os.map(o => o.value)") == ["eu", "us"]
+    assert _labelled(card, "region").locator("option").evaluate_all("os => os.map(o => o.value)") == ["", "eu", "us"]
+    expect(_labelled(card, "region")).to_have_value("")
     for name, labels in {"tags": ["alpha", "beta", "gamma"],
                          "channels": ["E-mail", "Text message", "Push notification"]}.items():
         boxes = _input(card, name)
@@ -297,29 +299,13 @@ def test_every_field_type_widgets_defaults_messages_review_and_exact_content(app
     _fill_invalid(card)
     app.submit(page, "Accept")
     _expect_refused(page, fields_mcp, op_id)
-    # The form's own checks (required, length, bounds, item count) are reported at once ...
-    flagged = _invalid_names(card)
-    assert set(DJANGO_MESSAGES) <= set(flagged) <= set(MESSAGES), flagged
-    _expect_messages(card, {name: MESSAGES[name] for name in flagged})
+    # Every invalid field has its message at the first Accept: the form's own checks (required,
+    # length, bounds, item count) and the gate's (pattern, formats, maxItems) together.
+    assert sorted(_invalid_names(card)) == sorted(MESSAGES)
+    _expect_messages(card, MESSAGES)
     for name, value in INVALID.items():  # what was typed is kept
         expect(_input(card, name)).to_have_value(value)
     expect(_box(card, "tags").locator("input:checked")).to_have_count(3)
-
-    # ... the gate's (pattern, formats, maxItems) at the latest once those are fixed (see the
-    # strict xfail below: the product reports them only in this second pass).
-    _input(card, "full_name").fill(EXPECTED["full_name"])
-    _input(card, "team_code").fill(EXPECTED["team_code"])
-    _input(card, "seats").fill("3")
-    _input(card, "budget").fill("12.5")
-    _box(card, "channels").get_by_label("E-mail", exact=True).check()
-    app.submit(page, "Accept")
-    _expect_refused(page, fields_mcp, op_id)
-    assert sorted(_invalid_names(card)) == sorted(GATE_MESSAGES)
-    _expect_messages(card, GATE_MESSAGES)
-    for name in GATE_MESSAGES:
-        if name in INVALID:
-            expect(_input(card, name)).to_have_value(INVALID[name])
-    expect(_input(card, "seats")).to_have_value("3")
 
     # Fix them (and change some defaults), Accept, review, Send.
     for name in ("full_name", "team_code", "ticket", "email", "homepage", "start", "kickoff"):
@@ -331,7 +317,7 @@ def test_every_field_type_widgets_defaults_messages_review_and_exact_content(app
     _labelled(card, "tier").select_option(label="Gold tier")
     _labelled(card, "region").select_option(label="United States")
     _box(card, "tags").get_by_label("beta", exact=True).uncheck()
-    expect(_box(card, "channels").get_by_label("E-mail", exact=True)).to_be_checked()
+    _box(card, "channels").get_by_label("E-mail", exact=True).check()
     _box(card, "channels").get_by_label("Text message", exact=True).check()
     app.submit(page, "Accept")
     review = app.expect_review(page)
@@ -358,8 +344,6 @@ def test_every_field_type_widgets_defaults_messages_review_and_exact_content(app
     assert _status(op_id) == "completed"
 
 
-@pytest.mark.xfail(strict=True, reason="product bug: the gate's per-field checks (pattern, formats, maxItems) run "
-                   "only when the Django form is valid, so the first Accept shows only some of the messages")
 def test_all_invalid_fields_are_reported_at_the_first_accept(app, fields_server, fields_mcp):
     page = app.sign_in("alice")
     op_id = _call(page, fields_server, "fill_profile")
