@@ -31,6 +31,7 @@ from . import codes, formats
 from .clock import Clock, SystemClock
 from .codes import BindingConflict, GateRejection
 from .ids import digest, id_key, is_request_id, is_strict_json, text_digest
+from .jsoncopy import json_copy
 from .policy import DEPRECATED_METHODS, INPUT_REQUIRED_METHODS, Policy
 from .schema import CheckedSchema, ContentMismatch, SchemaRefused, check_requested_schema
 from .store import BindingStore
@@ -191,6 +192,7 @@ class Gate:
                 raise ValueError(f"{name} must be a non-empty string")
         if not isinstance(params, Mapping):
             raise ValueError("params must be an object")
+        # deepcopy, not json_copy: params nested too deeply for it keep raising RecursionError here
         params = copy.deepcopy(dict(params))
         params_digest = digest(params)  # raises ValueError on non-JSON params
         policy = policy or self.policy
@@ -317,7 +319,7 @@ class Gate:
         record["round"] = {
             "number": number,
             "request_id": record["latest_id"],
-            "requests": {k: copy.deepcopy(requests[k]) for k in views},
+            "requests": {k: json_copy(requests[k]) for k in views},
             "has_state": has_state_key,
             "state": state if has_state_key else None,
             "expires_at": record["expires_at"],
@@ -489,7 +491,7 @@ class Gate:
             out: dict[str, Any] = {"action": answer["action"]}
             if "_meta" in answer and isinstance(answer["_meta"], dict) and _within_depth(answer["_meta"]) and \
                     is_strict_json(answer["_meta"]):
-                out["_meta"] = copy.deepcopy(answer["_meta"])
+                out["_meta"] = json_copy(answer["_meta"])
             if views[k].kind == "form" and answer["action"] == "accept":
                 try:
                     if answer.get("content", {}) is None:  # null is present, and not an object
@@ -498,7 +500,7 @@ class Gate:
                     content = views[k].schema.validate(answer.get("content", {}))  # type: ignore[union-attr]
                     if not is_strict_json(content):  # 1e400 reads as infinity: not sendable as JSON
                         raise ContentMismatch({"": ["A number in the answer is too large."]})
-                    out["content"] = copy.deepcopy(content)
+                    out["content"] = json_copy(content)
                 except ContentMismatch as exc:
                     raise GateRejection(codes.INPUT_RESPONSE_SCHEMA_MISMATCH, str(exc), key=k) from exc
             built[k] = out
@@ -513,15 +515,15 @@ class Gate:
                 if not _valid_create_message_result(responses[k]) or not _within_depth(responses[k]) or \
                         not is_strict_json(responses[k]):
                     raise GateRejection(codes.INVALID_DEPRECATED_RESPONSE, "not a valid CreateMessageResult", key=k)
-                built[k] = copy.deepcopy(responses[k])
+                built[k] = json_copy(responses[k])
             elif views[k].kind == "roots":
                 if not _valid_list_roots_result(responses[k]) or not _within_depth(responses[k]) or \
                         not is_strict_json(responses[k]):
                     raise GateRejection(codes.INVALID_DEPRECATED_RESPONSE,
                                         "not a valid ListRootsResult with file:// URIs", key=k)
-                built[k] = copy.deepcopy(responses[k])
+                built[k] = json_copy(responses[k])
         # Build and consume.
-        retry_params = {k: copy.deepcopy(v) for k, v in record["params"].items()
+        retry_params = {k: json_copy(v) for k, v in record["params"].items()
                         if k not in ("inputResponses", "requestState")}
         if views:
             retry_params["inputResponses"] = {k: built[k] for k in keys}
