@@ -33,7 +33,7 @@ from .codes import BindingConflict, GateRejection
 from .ids import digest, id_key, is_request_id, is_strict_json, text_digest
 from .jsoncopy import json_copy
 from .policy import DEPRECATED_METHODS, INPUT_REQUIRED_METHODS, Policy
-from .schema import CheckedSchema, ContentMismatch, SchemaRefused, check_requested_schema
+from .schema import CheckedSchema, ContentMismatch, SchemaRefused, check_requested_schema_cached
 from .store import BindingStore
 from .urls import UnsafeUrl, UrlView, check_url
 
@@ -326,9 +326,15 @@ class Gate:
             "backoff_s": backoff,
         }
         self.store.save(record["tenant"], handle.operation_id, record, policy.ttl_s + _STORE_SLACK_S)
-        return self._round_view(record)
+        # the views judged above, over the stored copies of the requests (as a re-check would give)
+        stored = record["round"]["requests"]
+        return self._round_view(record, {k: dataclasses.replace(v, params=stored[k]["params"])
+                                         for k, v in views.items()})
 
-    def _check_request(self, key: Any, entry: Any, policy: Policy, server_id: str) -> InputRequestView:
+    def _check_request(self, key: Any, entry: Any, policy: Policy, server_id: str,
+                       internal: bool = False) -> InputRequestView:
+        """Rows 7-11 for one entry. ``internal``: the view is only used inside the gate, never
+        returned (its checked schema may then be the cached one, see ``check_requested_schema_cached``)."""
         # Row 7: name and shape.
         if not isinstance(key, str) or not _KEY_RE.fullmatch(key):
             raise GateRejection(codes.INVALID_NAMED_INPUT_REQUEST, "an input request key is not [A-Za-z0-9._-]{1,64}")
@@ -337,7 +343,7 @@ class Gate:
             raise GateRejection(codes.INVALID_NAMED_INPUT_REQUEST,
                                 "an input request must be an object with a string method and object params", key=key)
         try:
-            view = self._judge_request(key, entry, policy)
+            view = self._judge_request(key, entry, policy, internal)
         except RecursionError:
             raise GateRejection(codes.INVALID_NAMED_INPUT_REQUEST, "an input request is nested too deeply",
                                 key=key) from None
@@ -347,7 +353,7 @@ class Gate:
             raise GateRejection(codes.INVALID_NAMED_INPUT_REQUEST, "an input request is nested too deeply", key=key)
         return view
 
-    def _judge_request(self, key: str, entry: dict[str, Any], policy: Policy) -> InputRequestView:
+    def _judge_request(self, key: str, entry: dict[str, Any], policy: Policy, internal: bool) -> InputRequestView:
         method = entry["method"]
         params = entry["params"]
         message = params.get("message") if isinstance(params.get("message"), str) else ""
@@ -357,15 +363,17 @@ class Gate:
                 mode = None
             if mode == "form":
                 # Row 8.
+                schema = params.get("requestedSchema")
                 try:
-                    checked = check_requested_schema(params.get("requestedSchema"))
+                    checked, schema_digest = check_requested_schema_cached(schema, shared=internal)
                 except SchemaRefused as exc:
                     raise GateRejection(codes.INVALID_FORM_REQUESTED_SCHEMA, str(exc), key=key) from None
                 except (RecursionError, ValueError, TypeError, OverflowError) as exc:
                     raise GateRejection(codes.INVALID_FORM_REQUESTED_SCHEMA, "requestedSchema could not be read",
                                         key=key) from exc
-                return InputRequestView(key, method, "form", message, checked, None, params,
-                                        digest(params.get("requestedSchema")))
+                if schema_digest is None:
+                    schema_digest = digest(schema)
+                return InputRequestView(key, method, "form", message, checked, None, params, schema_digest)
             if mode == "url":
                 # Row 9.
                 try:
@@ -383,15 +391,17 @@ class Gate:
                             f"{method if method in DEPRECATED_METHODS else 'this method'} is not allowed for this server",
                             key=key)
 
-    def _round_view(self, record: Mapping[str, Any]) -> Round | None:
+    def _round_view(self, record: Mapping[str, Any],
+                    views: dict[str, InputRequestView] | None = None) -> Round | None:
         r = record.get("round")
         if not r:
             return None
-        policy = self._policy(record)
-        views = {
-            key: self._check_request(key, entry, policy, record["server_id"])
-            for key, entry in sorted(r["requests"].items())
-        }
+        if views is None:
+            policy = self._policy(record)
+            views = {
+                key: self._check_request(key, entry, policy, record["server_id"])
+                for key, entry in sorted(r["requests"].items())
+            }
         return Round(
             handle=OperationHandle(record["tenant"], record["operation_id"]),
             number=r["number"],
@@ -461,7 +471,7 @@ class Gate:
         if user != record["user"] or tenant != record["tenant"] or held_digest != record["params_digest"]:
             raise GateRejection(codes.MRTR_IDENTITY_OR_ARGUMENT_MISMATCH,
                                 "the answering user, tenant or the operation's params differ from the binding")
-        views = {key: self._check_request(key, entry, policy, record["server_id"])
+        views = {key: self._check_request(key, entry, policy, record["server_id"], internal=True)
                  for key, entry in sorted(rnd["requests"].items())}
         # Row 4: population.
         if responses is None:

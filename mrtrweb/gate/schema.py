@@ -29,9 +29,12 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 import math
 import re
+import threading
 import urllib.parse
+from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
@@ -39,6 +42,8 @@ import jsonschema
 from jsonschema import Draft202012Validator
 
 from . import formats
+from .ids import digest
+from .jsoncopy import json_copy
 
 MAX_PROPERTIES = 4096
 #: seconds one ``pattern`` may take on one answer before the answer is refused (ReDoS guard)
@@ -507,6 +512,100 @@ def check_requested_schema(schema: Any) -> CheckedSchema:
     return CheckedSchema(fields=tuple(fields), normalized=normalized_schema, defaults=defaults)
 
 
+#: checked schemas kept (LRU), keyed by their exact JSON text; bounded in count and key size
+CACHE_MAX_ENTRIES = 256
+CACHE_MAX_KEY_CHARS = 65536
+#: nesting a cached schema may have (a deeper one is checked every time, as before the cache)
+_CACHE_MAX_DEPTH = 32
+_ATOM_TYPES = frozenset({str, int, float, bool, type(None)})
+_cache: OrderedDict[str, tuple[CheckedSchema, str]] = OrderedDict()
+_cache_lock = threading.Lock()
+
+
+def _exact_key(schema: Any) -> str | None:
+    """A text that identifies ``schema`` exactly -- key order, ``1`` vs ``1.0`` vs ``true`` --
+    when it is plain JSON (``dict`` with ``str`` keys, ``list``, ``str``, ``int``, ``float``,
+    ``bool``, ``None``, no subclass or tuple) at most :data:`_CACHE_MAX_DEPTH` deep; else ``None``.
+    For such values ``json.dumps`` (unsorted) is injective, so equal keys mean equal schemas."""
+    atoms = _ATOM_TYPES
+    stack = [(schema, 1)]
+    while stack:
+        node, level = stack.pop()
+        if level > _CACHE_MAX_DEPTH:
+            return None
+        cls = type(node)
+        if cls is dict:
+            for k, v in node.items():
+                if type(k) is not str:
+                    return None
+                if type(v) not in atoms:
+                    stack.append((v, level + 1))
+        elif cls is list:
+            for v in node:
+                if type(v) not in atoms:
+                    stack.append((v, level + 1))
+        elif cls not in atoms:
+            return None
+    try:
+        return json.dumps(schema, ensure_ascii=False, allow_nan=True)
+    except (ValueError, TypeError, RecursionError):
+        return None
+
+
+def _fresh(checked: CheckedSchema) -> CheckedSchema:
+    """A copy of a cached :class:`CheckedSchema` that shares nothing mutable with it (what
+    :func:`check_requested_schema` would have returned: each field's default is also the
+    ``defaults`` value)."""
+    fields = tuple(
+        Field(f.name, f.kind, f.title, f.description, f.required, f.has_default,
+              json_copy(f.default) if f.has_default else None, f.options, dict(f.constraints))
+        for f in checked.fields
+    )
+    defaults = {f.name: f.default for f in fields if f.has_default}
+    return CheckedSchema(fields=fields, normalized=json_copy(checked.normalized), defaults=defaults)
+
+
+def check_requested_schema_cached(schema: Any, *, shared: bool = False) -> tuple[CheckedSchema, str | None]:
+    """:func:`check_requested_schema` and :func:`ids.digest` of ``schema``, remembered for plain
+    schemas in a bounded LRU (a round's schema is checked when it arrives, when it is shown and
+    when it is answered).
+
+    Returns a :class:`CheckedSchema` of its own (``shared=False``), or with ``shared=True`` the
+    cached one -- for internal use only: it must not be handed out or mutated (answers validated
+    against it reuse one compiled validator).
+
+    The digest is ``None`` when computing it raised: the caller then calls :func:`ids.digest`
+    itself (outside its handling of a refused schema), so that it raises where it always did.
+
+    Raises:
+        as :func:`check_requested_schema`.
+    """
+    key = _exact_key(schema)
+    if key is not None:
+        with _cache_lock:
+            hit = _cache.get(key)
+            if hit is not None:
+                _cache.move_to_end(key)
+        if hit is not None:
+            return (hit[0] if shared else _fresh(hit[0])), hit[1]
+    checked = check_requested_schema(schema)
+    try:
+        schema_digest = digest(schema)
+    except Exception:  # noqa: BLE001 -- the caller digests it again, raising as it always did
+        return checked, None
+    if key is not None and len(key) <= CACHE_MAX_KEY_CHARS:
+        pristine = _fresh(checked)
+        object.__setattr__(pristine, "_shared", True)
+        with _cache_lock:
+            _cache[key] = (pristine, schema_digest)
+            _cache.move_to_end(key)
+            while len(_cache) > CACHE_MAX_ENTRIES:
+                _cache.popitem(last=False)
+        if shared:
+            return pristine, schema_digest
+    return checked, schema_digest
+
+
 _FORMAT_CHECKER = jsonschema.FormatChecker(formats=())
 for _name, _fn in formats.CHECKERS.items():
     # ``format`` applies to strings only; another type is judged by ``type`` (the checkers expect str).
@@ -579,7 +678,11 @@ def validate_content(checked: CheckedSchema, content: Any) -> dict[str, Any]:
         if key not in declared:
             errors.setdefault("", []).append("The answer has a field that was not asked for.")
     by_name = {f.name: f for f in checked.fields}
-    validator = Draft202012Validator(checked.normalized, format_checker=_FORMAT_CHECKER)
+    validator = checked.__dict__.get("_validator")
+    if validator is None:
+        validator = Draft202012Validator(checked.normalized, format_checker=_FORMAT_CHECKER)
+        if checked.__dict__.get("_shared"):  # a cached, never mutated schema: compile once
+            object.__setattr__(checked, "_validator", validator)
     try:
         found = list(validator.iter_errors(filled))
     except (RecursionError, re.error, TypeError, ValueError, OverflowError):
