@@ -499,3 +499,57 @@ def test_naive_fault_equal_ids_crossing_users():
     assert gate.respond(alice, retry_id=8, user="alice", tenant="acme").params["requestState"] == "alice-secret"
     assert gate.respond(bob, retry_id=8, user="bob", tenant="acme").params == {
         "name": "deploy", "arguments": {"env": "bob"}, "requestState": "bob-secret"}
+
+
+# --- the validation shortcut agrees with jsonschema -------------------------------------------------
+
+from unittest import mock  # noqa: E402
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_SHORTCUT_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "s": {"type": "string", "minLength": 2, "maxLength": 5},
+        "e": {"type": "string", "enum": ["a", "b"]},
+        "m": {"type": "string", "format": "email"},
+        "d": {"type": "string", "format": "date"},
+        "i": {"type": "integer", "minimum": -3, "maximum": 7},
+        "n": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1.5},
+        "b": {"type": "boolean"},
+        "p": {"type": "string", "pattern": "^x"},
+        "c": {"type": "array", "items": {"enum": ["u", "v"]}, "minItems": 1},
+    },
+    "required": ["s", "i"],
+}
+_VALUES = st.one_of(st.none(), st.booleans(), st.integers(-10, 10), st.floats(allow_nan=True, allow_infinity=True),
+                    st.sampled_from(["", "a", "b", "ab", "abcdef", "x@example.com", "x@", "2024-02-29",
+                                     "2023-02-29", "xy", "yx"]),
+                    st.lists(st.sampled_from(["u", "v", "w"]), max_size=3))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.dictionaries(st.sampled_from(["s", "e", "m", "d", "i", "n", "b", "p", "c", "zz"]), _VALUES))
+def test_validation_shortcut_never_skips_an_error(content):
+    """``validate`` skips jsonschema only when jsonschema would find nothing: the same answers
+    pass and fail, with the same messages, as with jsonschema alone."""
+    from jsonschema import Draft202012Validator
+
+    from mrtrweb.gate import schema as schema_mod
+
+    checked = check_requested_schema(_SHORTCUT_SCHEMA)
+    filled = dict(content)
+    if schema_mod._surely_valid(checked.normalized, filled):  # noqa: SLF001
+        validator = Draft202012Validator(checked.normalized, format_checker=schema_mod._FORMAT_CHECKER)  # noqa: SLF001
+        assert not list(validator.iter_errors(filled)), content
+    shared, _ = schema_mod.check_requested_schema_cached(copy.deepcopy(_SHORTCUT_SCHEMA), shared=True)
+    outcomes = []
+    for candidate, shortcut in ((checked, False), (checked, True), (shared, True)):
+        with mock.patch.object(schema_mod, "_surely_valid", schema_mod._surely_valid if shortcut  # noqa: SLF001
+                               else lambda *_: False):
+            try:
+                outcomes.append(candidate.validate(copy.deepcopy(content)))
+            except schema_mod.ContentMismatch as exc:
+                outcomes.append(exc.errors)
+    assert outcomes[0] == outcomes[1] == outcomes[2]

@@ -651,6 +651,75 @@ def _message(error: jsonschema.ValidationError, field: Field | None) -> str:
     return "This value is not accepted."
 
 
+_ROOT_KEYS = frozenset({"type", "properties", "required", "additionalProperties"})
+_FAST_KEYS = {
+    "string": frozenset({"type", "minLength", "maxLength", "format", "enum"}),
+    "integer": frozenset({"type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}),
+    "number": frozenset({"type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}),
+    "boolean": frozenset({"type"}),
+}
+_BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
+
+
+def _surely_valid(normalized: Any, filled: dict[str, Any]) -> bool:
+    """True only if validating ``filled`` against ``normalized`` with jsonschema would find no
+    error (the common answer of plain strings, numbers and booleans); False when it might find
+    one, or when the schema or a value is of a shape this shortcut does not judge -- jsonschema
+    then judges it, as always (so every error, message and order comes from it)."""
+    try:
+        if type(normalized) is not dict or normalized.keys() != _ROOT_KEYS or normalized["type"] != "object" or \
+                normalized["additionalProperties"] is not False:
+            return False
+        properties, required = normalized["properties"], normalized["required"]
+        if type(properties) is not dict or type(required) is not list:
+            return False
+        for name in required:
+            if type(name) is not str or name not in filled:
+                return False
+        for name, value in filled.items():
+            prop = properties.get(name)
+            if type(prop) is not dict:
+                return False
+            kind = prop.get("type")
+            allowed = _FAST_KEYS.get(kind) if type(kind) is str else None
+            if allowed is None or not prop.keys() <= allowed:
+                return False
+            vtype = type(value)
+            if kind == "string":
+                if vtype is not str:
+                    return False
+                if "minLength" in prop and (type(prop["minLength"]) is not int or len(value) < prop["minLength"]):
+                    return False
+                if "maxLength" in prop and (type(prop["maxLength"]) is not int or len(value) > prop["maxLength"]):
+                    return False
+                if "enum" in prop:
+                    enum = prop["enum"]
+                    if type(enum) is not list or not all(type(e) is str for e in enum) or value not in enum:
+                        return False
+                if "format" in prop:
+                    entry = _FORMAT_CHECKER.checkers.get(prop["format"]) if type(prop["format"]) is str else None
+                    if entry is None or not entry[0](value):
+                        return False
+            elif kind == "boolean":
+                if vtype is not bool:
+                    return False
+            else:
+                if not (vtype is int or (kind == "number" and vtype is float and math.isfinite(value))):
+                    return False
+                for key in _BOUNDS:
+                    if key in prop:
+                        bound = prop[key]
+                        if type(bound) not in (int, float) or not math.isfinite(bound):
+                            return False
+                        if (key == "minimum" and value < bound) or (key == "maximum" and value > bound) or \
+                                (key == "exclusiveMinimum" and value <= bound) or \
+                                (key == "exclusiveMaximum" and value >= bound):
+                            return False
+        return True
+    except Exception:  # noqa: BLE001 -- anything odd: let jsonschema judge (and raise) as before
+        return False
+
+
 def validate_content(checked: CheckedSchema, content: Any) -> dict[str, Any]:
     """Fill defaults into ``content`` and validate it against ``checked.normalized``.
 
@@ -672,6 +741,8 @@ def validate_content(checked: CheckedSchema, content: Any) -> dict[str, Any]:
     for name, default in checked.defaults.items():
         if name not in filled:
             filled[name] = copy.deepcopy(default)
+    if _surely_valid(checked.normalized, filled):
+        return _checked_patterns(checked, filled, {})
     errors: dict[str, list[str]] = {}
     declared = checked.normalized["properties"]
     for key in filled:
@@ -701,6 +772,11 @@ def validate_content(checked: CheckedSchema, content: Any) -> dict[str, Any]:
         bucket = errors.setdefault(name, [])
         if msg not in bucket:
             bucket.append(msg)
+    return _checked_patterns(checked, filled, errors)
+
+
+def _checked_patterns(checked: CheckedSchema, filled: dict[str, Any], errors: dict[str, list[str]]) -> dict[str, Any]:
+    """Check the ``pattern`` constraints (ECMA-262, with the timeout), then raise the errors if any."""
     for spec in checked.fields:
         pattern = spec.constraints.get("pattern")
         value = filled.get(spec.name)
