@@ -1066,3 +1066,18 @@ def test_schema_views_are_not_shared_between_rounds():
     s1.fields[0].constraints["minLength"] = 99
     assert s2.normalized["properties"]["a"]["enum"] == ["x", "y"]
     assert s2.fields[0].constraints == {}
+
+
+def test_policy_round_trip_memo_keeps_types_and_isolation():
+    """``as_dict``/``from_dict`` are memoized: each call still returns a new dict, and records that
+    differ only in ``600`` vs ``600.0`` (or ``0.0`` vs ``-0.0``) give policies of those values."""
+    policy = Policy(allow_deprecated=frozenset({"roots/list"}))
+    first = policy.as_dict()
+    first["allow_deprecated"].append("x")
+    first["ttl_s"] = 1
+    assert policy.as_dict() == {**Policy().as_dict(), "allow_deprecated": ["roots/list"]}
+    for a, b in ((600, 600.0), (0.0, -0.0)):
+        pa = Policy.from_dict({"ttl_s": 5, "state_only_backoff_s": a})
+        pb = Policy.from_dict({"ttl_s": 5, "state_only_backoff_s": b})
+        assert repr(pa.state_only_backoff_s) == repr(a) and repr(pb.state_only_backoff_s) == repr(b)
+    assert Policy.from_dict(policy.as_dict()) == policy

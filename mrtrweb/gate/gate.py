@@ -584,16 +584,21 @@ class Gate:
 
 def _within_depth(value: Any, limit: int = _MAX_DEPTH) -> bool:
     """Whether ``value`` nests objects/arrays at most ``limit`` deep (checked without recursion)."""
+    if not isinstance(value, _CONTAINERS):
+        return True
     stack = [(value, 1)]
     while stack:
         node, level = stack.pop()
-        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else None
-        if children is None:
-            continue
         if level > limit:
             return False
-        stack.extend((child, level + 1) for child in children)
+        level += 1
+        for child in (node.values() if isinstance(node, dict) else node):
+            if isinstance(child, _CONTAINERS):  # only objects and arrays nest
+                stack.append((child, level))
     return True
+
+
+_CONTAINERS = (dict, list)
 
 
 _DEFAULT_PORTS = {"https": 443, "wss": 443, "http": 80, "ws": 80}
