@@ -584,17 +584,17 @@ class Gate:
 
 def _within_depth(value: Any, limit: int = _MAX_DEPTH) -> bool:
     """Whether ``value`` nests objects/arrays at most ``limit`` deep (checked without recursion)."""
-    if not isinstance(value, _CONTAINERS):
-        return True
-    stack = [(value, 1)]
-    while stack:
-        node, level = stack.pop()
-        if level > limit:
+    level = [value] if isinstance(value, _CONTAINERS) else []
+    depth = 0
+    while level:  # breadth first, one nesting level at a time; only objects and arrays nest
+        depth += 1
+        if depth > limit:
             return False
-        level += 1
-        for child in (node.values() if isinstance(node, dict) else node):
-            if isinstance(child, _CONTAINERS):  # only objects and arrays nest
-                stack.append((child, level))
+        below: list[Any] = []
+        for node in level:
+            below.extend([c for c in (node.values() if isinstance(node, dict) else node)
+                          if isinstance(c, _CONTAINERS)])
+        level = below
     return True
 
 

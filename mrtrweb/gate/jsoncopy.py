@@ -24,28 +24,24 @@ def json_copy(value: Any) -> Any:
     return _copy(value, {})
 
 
-def _copy(x: Any, memo: dict[int, Any]) -> Any:
-    cls = type(x)
-    if cls in _ATOMS:
-        return x
-    y = memo.get(id(x), _MISSING)
+def _copy(x: Any, memo: dict[int, Any], atoms: frozenset[type] = _ATOMS) -> Any:
+    """Copy a non-atom ``x`` (callers return atoms themselves). Each copied container enters
+    ``memo`` before its members are copied, as in deepcopy, so sharing and cycles carry over."""
+    i = id(x)
+    y = memo.get(i, _MISSING)
     if y is not _MISSING:
         return y
-    atoms = _ATOMS
+    cls = type(x)
     if cls is dict:
         y = {}
-        memo[id(x)] = y
+        memo[i] = y
         for k, v in x.items():
-            if type(k) not in atoms:
-                k = _copy(k, memo)
-            y[k] = v if type(v) in atoms else _copy(v, memo)
+            y[k if type(k) in atoms else _copy(k, memo)] = v if type(v) in atoms else _copy(v, memo)
         return y
     if cls is list:
         y = []
-        memo[id(x)] = y
-        append = y.append
-        for v in x:
-            append(v if type(v) in atoms else _copy(v, memo))
+        memo[i] = y
+        y.extend([v if type(v) in atoms else _copy(v, memo) for v in x])
         return y
     return copy.deepcopy(x, memo)
 

@@ -528,24 +528,25 @@ def _exact_key(schema: Any) -> str | None:
     ``bool``, ``None``, no subclass or tuple) at most :data:`_CACHE_MAX_DEPTH` deep; else ``None``.
     For such values ``json.dumps`` (unsorted) is injective, so equal keys mean equal schemas."""
     atoms = _ATOM_TYPES
-    stack = [(schema, 1)]
-    while stack:
-        node, level = stack.pop()
-        if level > _CACHE_MAX_DEPTH:
+    level = [schema]
+    depth = 0
+    while level:  # breadth first, one nesting level at a time
+        depth += 1
+        if depth > _CACHE_MAX_DEPTH:
             return None
-        cls = type(node)
-        if cls is dict:
-            for k, v in node.items():
-                if type(k) is not str:
-                    return None
-                if type(v) not in atoms:
-                    stack.append((v, level + 1))
-        elif cls is list:
-            for v in node:
-                if type(v) not in atoms:
-                    stack.append((v, level + 1))
-        elif cls not in atoms:
-            return None
+        below: list[Any] = []
+        for node in level:
+            cls = type(node)
+            if cls is dict:
+                for k in node:
+                    if type(k) is not str:
+                        return None
+                below.extend([v for v in node.values() if type(v) not in atoms])
+            elif cls is list:
+                below.extend([v for v in node if type(v) not in atoms])
+            elif cls not in atoms:
+                return None
+        level = below
     try:
         return json.dumps(schema, ensure_ascii=False, allow_nan=True)
     except (ValueError, TypeError, RecursionError):
@@ -556,13 +557,18 @@ def _fresh(checked: CheckedSchema) -> CheckedSchema:
     """A copy of a cached :class:`CheckedSchema` that shares nothing mutable with it (what
     :func:`check_requested_schema` would have returned: each field's default is also the
     ``defaults`` value)."""
-    fields = tuple(
-        Field(f.name, f.kind, f.title, f.description, f.required, f.has_default,
-              json_copy(f.default) if f.has_default else None, f.options, dict(f.constraints))
-        for f in checked.fields
-    )
+    fields = tuple(map(_fresh_field, checked.fields))
     defaults = {f.name: f.default for f in fields if f.has_default}
     return CheckedSchema(fields=fields, normalized=json_copy(checked.normalized), defaults=defaults)
+
+
+def _fresh_field(f: Field) -> Field:
+    copied = object.__new__(Field)  # a frozen dataclass: fill its __dict__ as __init__ would
+    copied.__dict__.update(f.__dict__)
+    copied.__dict__["constraints"] = dict(f.constraints)  # values are numbers, strings, booleans
+    if f.has_default:
+        copied.__dict__["default"] = json_copy(f.default)
+    return copied
 
 
 def check_requested_schema_cached(schema: Any, *, shared: bool = False) -> tuple[CheckedSchema, str | None]:
