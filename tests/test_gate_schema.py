@@ -553,3 +553,40 @@ def test_validation_shortcut_never_skips_an_error(content):
             except schema_mod.ContentMismatch as exc:
                 outcomes.append(exc.errors)
     assert outcomes[0] == outcomes[1] == outcomes[2]
+
+
+def test_checked_schema_cache_is_bounded():
+    """The cache of checked schemas stays within its count and size bounds, and a schema too big
+    to keep is still checked (every time)."""
+    from mrtrweb.gate import schema as schema_mod
+
+    for i in range(schema_mod.CACHE_MAX_ENTRIES + 50):
+        checked, digest_ = schema_mod.check_requested_schema_cached(
+            {"type": "object", "properties": {f"p{i}": {"type": "string", "title": "x" * (i % 7000)}}})
+        assert checked.fields[0].name == f"p{i}" and digest_.startswith("sha256:")
+        assert len(schema_mod._cache) <= schema_mod.CACHE_MAX_ENTRIES  # noqa: SLF001
+        assert schema_mod._cache_chars == sum(map(len, schema_mod._cache))  # noqa: SLF001
+        assert schema_mod._cache_chars <= schema_mod.CACHE_MAX_TOTAL_CHARS  # noqa: SLF001
+    big = {"type": "object", "properties": {"a": {"type": "string", "description": "d" * 20000}}}
+    assert schema_mod.check_requested_schema_cached(big)[0] == check_requested_schema(big)
+
+
+def test_checked_schema_cache_tells_apart_what_the_check_tells_apart():
+    """Schemas with the same digest (key order, ``1`` vs ``1.0``, a tuple for a list) are not one
+    cache entry: each gets what an uncached check gives it (or its refusal)."""
+    from mrtrweb.gate import schema as schema_mod
+    from mrtrweb.gate.schema import SchemaRefused
+
+    a = {"type": "object", "properties": {"x": {"type": "integer", "minimum": 1}, "y": {"type": "boolean"}}}
+    b = {"type": "object", "properties": {"y": {"type": "boolean"}, "x": {"type": "integer", "minimum": 1.0}}}
+    for schema in (a, b, a, b):
+        cached, _ = schema_mod.check_requested_schema_cached(copy.deepcopy(schema))
+        plain = check_requested_schema(copy.deepcopy(schema))
+        assert cached == plain
+        assert [f.name for f in cached.fields] == list(schema["properties"])
+        assert repr(cached.fields[[f.name for f in cached.fields].index("x")].constraints["minimum"]) == \
+            repr(schema["properties"]["x"]["minimum"])
+    with_list = {"type": "object", "properties": {"x": {"type": "string"}}, "required": ["x"]}
+    schema_mod.check_requested_schema_cached(with_list)
+    with pytest.raises(SchemaRefused):
+        schema_mod.check_requested_schema_cached({**with_list, "required": ("x",)})

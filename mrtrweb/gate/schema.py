@@ -512,14 +512,17 @@ def check_requested_schema(schema: Any) -> CheckedSchema:
     return CheckedSchema(fields=tuple(fields), normalized=normalized_schema, defaults=defaults)
 
 
-#: checked schemas kept (LRU), keyed by their exact JSON text; bounded in count and key size
+#: checked schemas kept (LRU), keyed by their exact JSON text; bounded in count, in the size of
+#: one schema and in the total size of the schemas kept (their text; a few times that in objects)
 CACHE_MAX_ENTRIES = 256
-CACHE_MAX_KEY_CHARS = 65536
+CACHE_MAX_KEY_CHARS = 16384
+CACHE_MAX_TOTAL_CHARS = 1 << 20
 #: nesting a cached schema may have (a deeper one is checked every time, as before the cache)
 _CACHE_MAX_DEPTH = 32
 _ATOM_TYPES = frozenset({str, int, float, bool, type(None)})
 _cache: OrderedDict[str, tuple[CheckedSchema, str]] = OrderedDict()
 _cache_lock = threading.Lock()
+_cache_chars = 0
 
 
 def _exact_key(schema: Any) -> str | None:
@@ -602,11 +605,14 @@ def check_requested_schema_cached(schema: Any, *, shared: bool = False) -> tuple
     if key is not None and len(key) <= CACHE_MAX_KEY_CHARS:
         pristine = _fresh(checked)
         object.__setattr__(pristine, "_shared", True)
+        global _cache_chars
         with _cache_lock:
+            if key not in _cache:
+                _cache_chars += len(key)
             _cache[key] = (pristine, schema_digest)
             _cache.move_to_end(key)
-            while len(_cache) > CACHE_MAX_ENTRIES:
-                _cache.popitem(last=False)
+            while len(_cache) > CACHE_MAX_ENTRIES or _cache_chars > CACHE_MAX_TOTAL_CHARS:
+                _cache_chars -= len(_cache.popitem(last=False)[0])
         if shared:
             return pristine, schema_digest
     return checked, schema_digest
