@@ -1028,3 +1028,56 @@ def test_deeply_nested_json_is_refused_not_a_crash(depth):
         "mrtr_identity_or_argument_mismatch"
     retry = op.respond({"f": {"action": "decline", "_meta": {"deep": deep}}, "s": CMR})
     assert retry.params["inputResponses"]["f"] == {"action": "decline"}  # an unusable _meta is not forwarded
+
+
+def test_in_memory_store_isolates_records():
+    """A caller mutating the record it saved, or one it loaded, never changes what is stored
+    (the gate mutates loaded records freely); shared sub-objects and tuples copy as deepcopy would."""
+    from mrtrweb.gate.jsoncopy import json_copy
+
+    store = InMemoryBindingStore()
+    shared = [1, {"x": "y"}]
+    record = {"a": {"b": [1, 2.5, None, True, "s"]}, "t": (shared, 3), "s1": shared, "s2": shared}
+    pristine = copy.deepcopy(record)
+    store.save("t", "op", record, 60)
+    record["a"]["b"].append("mutated")
+    shared[1]["x"] = "z"
+    loaded = store.load("t", "op")
+    assert loaded == pristine
+    assert loaded["s1"] is loaded["s2"] and loaded["t"][0] is loaded["s1"]  # sharing kept, like deepcopy
+    loaded["a"]["b"].clear()
+    loaded["s1"].append("mutated")
+    assert store.load("t", "op") == pristine
+    cyclic: dict = {"k": []}
+    cyclic["k"].append(cyclic)
+    copied = json_copy(cyclic)
+    assert copied is not cyclic and copied["k"][0] is copied
+
+
+def test_schema_views_are_not_shared_between_rounds():
+    """Each round's view carries its own checked schema: mutating one never changes another."""
+    first, second = Op(), Op()
+    schema = {"type": "object", "properties": {"a": {"type": "string", "default": ["x"], "enum": ["x", "y"]}}}
+    r1 = first.receive(ir({"f": form(copy.deepcopy(schema))}))
+    r2 = second.receive(ir({"f": form(copy.deepcopy(schema))}))
+    s1, s2 = r1.requests["f"].schema, r2.requests["f"].schema
+    assert s1 == s2
+    s1.normalized["properties"]["a"]["enum"].append("z")
+    s1.fields[0].constraints["minLength"] = 99
+    assert s2.normalized["properties"]["a"]["enum"] == ["x", "y"]
+    assert s2.fields[0].constraints == {}
+
+
+def test_policy_round_trip_memo_keeps_types_and_isolation():
+    """``as_dict``/``from_dict`` are memoized: each call still returns a new dict, and records that
+    differ only in ``600`` vs ``600.0`` (or ``0.0`` vs ``-0.0``) give policies of those values."""
+    policy = Policy(allow_deprecated=frozenset({"roots/list"}))
+    first = policy.as_dict()
+    first["allow_deprecated"].append("x")
+    first["ttl_s"] = 1
+    assert policy.as_dict() == {**Policy().as_dict(), "allow_deprecated": ["roots/list"]}
+    for a, b in ((600, 600.0), (0.0, -0.0)):
+        pa = Policy.from_dict({"ttl_s": 5, "state_only_backoff_s": a})
+        pb = Policy.from_dict({"ttl_s": 5, "state_only_backoff_s": b})
+        assert repr(pa.state_only_backoff_s) == repr(a) and repr(pb.state_only_backoff_s) == repr(b)
+    assert Policy.from_dict(policy.as_dict()) == policy

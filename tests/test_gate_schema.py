@@ -499,3 +499,94 @@ def test_naive_fault_equal_ids_crossing_users():
     assert gate.respond(alice, retry_id=8, user="alice", tenant="acme").params["requestState"] == "alice-secret"
     assert gate.respond(bob, retry_id=8, user="bob", tenant="acme").params == {
         "name": "deploy", "arguments": {"env": "bob"}, "requestState": "bob-secret"}
+
+
+# --- the validation shortcut agrees with jsonschema -------------------------------------------------
+
+from unittest import mock  # noqa: E402
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_SHORTCUT_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "s": {"type": "string", "minLength": 2, "maxLength": 5},
+        "e": {"type": "string", "enum": ["a", "b"]},
+        "m": {"type": "string", "format": "email"},
+        "d": {"type": "string", "format": "date"},
+        "i": {"type": "integer", "minimum": -3, "maximum": 7},
+        "n": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1.5},
+        "b": {"type": "boolean"},
+        "p": {"type": "string", "pattern": "^x"},
+        "c": {"type": "array", "items": {"enum": ["u", "v"]}, "minItems": 1},
+    },
+    "required": ["s", "i"],
+}
+_VALUES = st.one_of(st.none(), st.booleans(), st.integers(-10, 10), st.floats(allow_nan=True, allow_infinity=True),
+                    st.sampled_from(["", "a", "b", "ab", "abcdef", "x@example.com", "x@", "2024-02-29",
+                                     "2023-02-29", "xy", "yx"]),
+                    st.lists(st.sampled_from(["u", "v", "w"]), max_size=3))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.dictionaries(st.sampled_from(["s", "e", "m", "d", "i", "n", "b", "p", "c", "zz"]), _VALUES))
+def test_validation_shortcut_never_skips_an_error(content):
+    """``validate`` skips jsonschema only when jsonschema would find nothing: the same answers
+    pass and fail, with the same messages, as with jsonschema alone."""
+    from jsonschema import Draft202012Validator
+
+    from mrtrweb.gate import schema as schema_mod
+
+    checked = check_requested_schema(_SHORTCUT_SCHEMA)
+    filled = dict(content)
+    if schema_mod._surely_valid(checked.normalized, filled):  # noqa: SLF001
+        validator = Draft202012Validator(checked.normalized, format_checker=schema_mod._FORMAT_CHECKER)  # noqa: SLF001
+        assert not list(validator.iter_errors(filled)), content
+    shared, _ = schema_mod.check_requested_schema_cached(copy.deepcopy(_SHORTCUT_SCHEMA), shared=True)
+    outcomes = []
+    for candidate, shortcut in ((checked, False), (checked, True), (shared, True)):
+        with mock.patch.object(schema_mod, "_surely_valid", schema_mod._surely_valid if shortcut  # noqa: SLF001
+                               else lambda *_: False):
+            try:
+                outcomes.append(candidate.validate(copy.deepcopy(content)))
+            except schema_mod.ContentMismatch as exc:
+                outcomes.append(exc.errors)
+    assert outcomes[0] == outcomes[1] == outcomes[2]
+
+
+def test_checked_schema_cache_is_bounded():
+    """The cache of checked schemas stays within its count and size bounds, and a schema too big
+    to keep is still checked (every time)."""
+    from mrtrweb.gate import schema as schema_mod
+
+    for i in range(schema_mod.CACHE_MAX_ENTRIES + 50):
+        checked, digest_ = schema_mod.check_requested_schema_cached(
+            {"type": "object", "properties": {f"p{i}": {"type": "string", "title": "x" * (i % 7000)}}})
+        assert checked.fields[0].name == f"p{i}" and digest_.startswith("sha256:")
+        assert len(schema_mod._cache) <= schema_mod.CACHE_MAX_ENTRIES  # noqa: SLF001
+        assert schema_mod._cache_chars == sum(map(len, schema_mod._cache))  # noqa: SLF001
+        assert schema_mod._cache_chars <= schema_mod.CACHE_MAX_TOTAL_CHARS  # noqa: SLF001
+    big = {"type": "object", "properties": {"a": {"type": "string", "description": "d" * 20000}}}
+    assert schema_mod.check_requested_schema_cached(big)[0] == check_requested_schema(big)
+
+
+def test_checked_schema_cache_tells_apart_what_the_check_tells_apart():
+    """Schemas with the same digest (key order, ``1`` vs ``1.0``, a tuple for a list) are not one
+    cache entry: each gets what an uncached check gives it (or its refusal)."""
+    from mrtrweb.gate import schema as schema_mod
+    from mrtrweb.gate.schema import SchemaRefused
+
+    a = {"type": "object", "properties": {"x": {"type": "integer", "minimum": 1}, "y": {"type": "boolean"}}}
+    b = {"type": "object", "properties": {"y": {"type": "boolean"}, "x": {"type": "integer", "minimum": 1.0}}}
+    for schema in (a, b, a, b):
+        cached, _ = schema_mod.check_requested_schema_cached(copy.deepcopy(schema))
+        plain = check_requested_schema(copy.deepcopy(schema))
+        assert cached == plain
+        assert [f.name for f in cached.fields] == list(schema["properties"])
+        assert repr(cached.fields[[f.name for f in cached.fields].index("x")].constraints["minimum"]) == \
+            repr(schema["properties"]["x"]["minimum"])
+    with_list = {"type": "object", "properties": {"x": {"type": "string"}}, "required": ["x"]}
+    schema_mod.check_requested_schema_cached(with_list)
+    with pytest.raises(SchemaRefused):
+        schema_mod.check_requested_schema_cached({**with_list, "required": ("x",)})

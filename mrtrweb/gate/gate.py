@@ -31,8 +31,9 @@ from . import codes, formats
 from .clock import Clock, SystemClock
 from .codes import BindingConflict, GateRejection
 from .ids import digest, id_key, is_request_id, is_strict_json, text_digest
+from .jsoncopy import json_copy
 from .policy import DEPRECATED_METHODS, INPUT_REQUIRED_METHODS, Policy
-from .schema import CheckedSchema, ContentMismatch, SchemaRefused, check_requested_schema
+from .schema import CheckedSchema, ContentMismatch, SchemaRefused, check_requested_schema_cached
 from .store import BindingStore
 from .urls import UnsafeUrl, UrlView, check_url
 
@@ -191,6 +192,7 @@ class Gate:
                 raise ValueError(f"{name} must be a non-empty string")
         if not isinstance(params, Mapping):
             raise ValueError("params must be an object")
+        # deepcopy, not json_copy: params nested too deeply for it keep raising RecursionError here
         params = copy.deepcopy(dict(params))
         params_digest = digest(params)  # raises ValueError on non-JSON params
         policy = policy or self.policy
@@ -317,16 +319,22 @@ class Gate:
         record["round"] = {
             "number": number,
             "request_id": record["latest_id"],
-            "requests": {k: copy.deepcopy(requests[k]) for k in views},
+            "requests": {k: json_copy(requests[k]) for k in views},
             "has_state": has_state_key,
             "state": state if has_state_key else None,
             "expires_at": record["expires_at"],
             "backoff_s": backoff,
         }
         self.store.save(record["tenant"], handle.operation_id, record, policy.ttl_s + _STORE_SLACK_S)
-        return self._round_view(record)
+        # the views judged above, over the stored copies of the requests (as a re-check would give)
+        stored = record["round"]["requests"]
+        return self._round_view(record, {k: dataclasses.replace(v, params=stored[k]["params"])
+                                         for k, v in views.items()})
 
-    def _check_request(self, key: Any, entry: Any, policy: Policy, server_id: str) -> InputRequestView:
+    def _check_request(self, key: Any, entry: Any, policy: Policy, server_id: str,
+                       internal: bool = False) -> InputRequestView:
+        """Rows 7-11 for one entry. ``internal``: the view is only used inside the gate, never
+        returned (its checked schema may then be the cached one, see ``check_requested_schema_cached``)."""
         # Row 7: name and shape.
         if not isinstance(key, str) or not _KEY_RE.fullmatch(key):
             raise GateRejection(codes.INVALID_NAMED_INPUT_REQUEST, "an input request key is not [A-Za-z0-9._-]{1,64}")
@@ -335,7 +343,7 @@ class Gate:
             raise GateRejection(codes.INVALID_NAMED_INPUT_REQUEST,
                                 "an input request must be an object with a string method and object params", key=key)
         try:
-            view = self._judge_request(key, entry, policy)
+            view = self._judge_request(key, entry, policy, internal)
         except RecursionError:
             raise GateRejection(codes.INVALID_NAMED_INPUT_REQUEST, "an input request is nested too deeply",
                                 key=key) from None
@@ -345,7 +353,7 @@ class Gate:
             raise GateRejection(codes.INVALID_NAMED_INPUT_REQUEST, "an input request is nested too deeply", key=key)
         return view
 
-    def _judge_request(self, key: str, entry: dict[str, Any], policy: Policy) -> InputRequestView:
+    def _judge_request(self, key: str, entry: dict[str, Any], policy: Policy, internal: bool) -> InputRequestView:
         method = entry["method"]
         params = entry["params"]
         message = params.get("message") if isinstance(params.get("message"), str) else ""
@@ -355,15 +363,17 @@ class Gate:
                 mode = None
             if mode == "form":
                 # Row 8.
+                schema = params.get("requestedSchema")
                 try:
-                    checked = check_requested_schema(params.get("requestedSchema"))
+                    checked, schema_digest = check_requested_schema_cached(schema, shared=internal)
                 except SchemaRefused as exc:
                     raise GateRejection(codes.INVALID_FORM_REQUESTED_SCHEMA, str(exc), key=key) from None
                 except (RecursionError, ValueError, TypeError, OverflowError) as exc:
                     raise GateRejection(codes.INVALID_FORM_REQUESTED_SCHEMA, "requestedSchema could not be read",
                                         key=key) from exc
-                return InputRequestView(key, method, "form", message, checked, None, params,
-                                        digest(params.get("requestedSchema")))
+                if schema_digest is None:
+                    schema_digest = digest(schema)
+                return InputRequestView(key, method, "form", message, checked, None, params, schema_digest)
             if mode == "url":
                 # Row 9.
                 try:
@@ -381,15 +391,17 @@ class Gate:
                             f"{method if method in DEPRECATED_METHODS else 'this method'} is not allowed for this server",
                             key=key)
 
-    def _round_view(self, record: Mapping[str, Any]) -> Round | None:
+    def _round_view(self, record: Mapping[str, Any],
+                    views: dict[str, InputRequestView] | None = None) -> Round | None:
         r = record.get("round")
         if not r:
             return None
-        policy = self._policy(record)
-        views = {
-            key: self._check_request(key, entry, policy, record["server_id"])
-            for key, entry in sorted(r["requests"].items())
-        }
+        if views is None:
+            policy = self._policy(record)
+            views = {
+                key: self._check_request(key, entry, policy, record["server_id"])
+                for key, entry in sorted(r["requests"].items())
+            }
         return Round(
             handle=OperationHandle(record["tenant"], record["operation_id"]),
             number=r["number"],
@@ -459,7 +471,7 @@ class Gate:
         if user != record["user"] or tenant != record["tenant"] or held_digest != record["params_digest"]:
             raise GateRejection(codes.MRTR_IDENTITY_OR_ARGUMENT_MISMATCH,
                                 "the answering user, tenant or the operation's params differ from the binding")
-        views = {key: self._check_request(key, entry, policy, record["server_id"])
+        views = {key: self._check_request(key, entry, policy, record["server_id"], internal=True)
                  for key, entry in sorted(rnd["requests"].items())}
         # Row 4: population.
         if responses is None:
@@ -489,7 +501,7 @@ class Gate:
             out: dict[str, Any] = {"action": answer["action"]}
             if "_meta" in answer and isinstance(answer["_meta"], dict) and _within_depth(answer["_meta"]) and \
                     is_strict_json(answer["_meta"]):
-                out["_meta"] = copy.deepcopy(answer["_meta"])
+                out["_meta"] = json_copy(answer["_meta"])
             if views[k].kind == "form" and answer["action"] == "accept":
                 try:
                     if answer.get("content", {}) is None:  # null is present, and not an object
@@ -498,7 +510,7 @@ class Gate:
                     content = views[k].schema.validate(answer.get("content", {}))  # type: ignore[union-attr]
                     if not is_strict_json(content):  # 1e400 reads as infinity: not sendable as JSON
                         raise ContentMismatch({"": ["A number in the answer is too large."]})
-                    out["content"] = copy.deepcopy(content)
+                    out["content"] = json_copy(content)
                 except ContentMismatch as exc:
                     raise GateRejection(codes.INPUT_RESPONSE_SCHEMA_MISMATCH, str(exc), key=k) from exc
             built[k] = out
@@ -513,15 +525,15 @@ class Gate:
                 if not _valid_create_message_result(responses[k]) or not _within_depth(responses[k]) or \
                         not is_strict_json(responses[k]):
                     raise GateRejection(codes.INVALID_DEPRECATED_RESPONSE, "not a valid CreateMessageResult", key=k)
-                built[k] = copy.deepcopy(responses[k])
+                built[k] = json_copy(responses[k])
             elif views[k].kind == "roots":
                 if not _valid_list_roots_result(responses[k]) or not _within_depth(responses[k]) or \
                         not is_strict_json(responses[k]):
                     raise GateRejection(codes.INVALID_DEPRECATED_RESPONSE,
                                         "not a valid ListRootsResult with file:// URIs", key=k)
-                built[k] = copy.deepcopy(responses[k])
+                built[k] = json_copy(responses[k])
         # Build and consume.
-        retry_params = {k: copy.deepcopy(v) for k, v in record["params"].items()
+        retry_params = {k: json_copy(v) for k, v in record["params"].items()
                         if k not in ("inputResponses", "requestState")}
         if views:
             retry_params["inputResponses"] = {k: built[k] for k in keys}
@@ -572,16 +584,21 @@ class Gate:
 
 def _within_depth(value: Any, limit: int = _MAX_DEPTH) -> bool:
     """Whether ``value`` nests objects/arrays at most ``limit`` deep (checked without recursion)."""
-    stack = [(value, 1)]
-    while stack:
-        node, level = stack.pop()
-        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else None
-        if children is None:
-            continue
-        if level > limit:
+    level = [value] if isinstance(value, _CONTAINERS) else []
+    depth = 0
+    while level:  # breadth first, one nesting level at a time; only objects and arrays nest
+        depth += 1
+        if depth > limit:
             return False
-        stack.extend((child, level + 1) for child in children)
+        below: list[Any] = []
+        for node in level:
+            below.extend([c for c in (node.values() if isinstance(node, dict) else node)
+                          if isinstance(c, _CONTAINERS)])
+        level = below
     return True
+
+
+_CONTAINERS = (dict, list)
 
 
 _DEFAULT_PORTS = {"https": 443, "wss": 443, "http": 80, "ws": 80}

@@ -63,13 +63,54 @@ class Policy:
         return dataclasses.replace(self, **changes)
 
     def as_dict(self) -> dict[str, Any]:
-        d = dataclasses.asdict(self)
-        d["allow_deprecated"] = sorted(self.allow_deprecated)
-        return d
+        d = self.__dict__.get("_as_dict")  # per instance: equal policies may differ in 1 vs 1.0
+        if d is None:
+            d = dataclasses.asdict(self)
+            d["allow_deprecated"] = sorted(self.allow_deprecated)
+            object.__setattr__(self, "_as_dict", d)
+        return {**d, "allow_deprecated": list(d["allow_deprecated"])}  # a new dict, as asdict gave
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Policy":
-        return cls().with_overrides(data)
+        key = _plain_key(data) if cls is Policy else None
+        if key is not None:
+            hit = _FROM_DICT.get(key)
+            if hit is not None:
+                return hit  # frozen, so one instance can serve every equal record
+        policy = cls().with_overrides(data)
+        if key is not None:
+            _remember(_FROM_DICT, key, policy)
+        return policy
+
+
+#: bounded memo of ``from_dict`` (an operation's policy is read on every call)
+_FROM_DICT: dict[tuple[Any, ...], Policy] = {}
+_MEMO_MAX = 256
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+
+
+def _remember(memo: dict[Any, Any], key: Any, value: Any) -> None:
+    if len(memo) >= _MEMO_MAX:
+        memo.clear()
+    memo[key] = value
+
+
+def _plain_key(data: Any) -> tuple[Any, ...] | None:
+    """``data`` as a hashable key that keeps each value's exact type and text (``1``, ``1.0``,
+    ``True`` and ``-0.0`` vs ``0.0`` differ), when it is a plain ``dict`` of atoms and lists of
+    atoms; else ``None`` (not memoized)."""
+    if type(data) is not dict:
+        return None
+    items = []
+    for k, v in data.items():
+        if type(v) is list:
+            if not all(type(x) in _PLAIN for x in v):
+                return None
+            v = ("list", tuple((type(x), repr(x)) for x in v))
+        elif type(v) not in _PLAIN:
+            return None
+        items.append((type(k), k, type(v), repr(v) if type(v) is float else v))  # -0.0 is not 0.0
+    return tuple(items)
 
 
 def _as_str_list(value: Iterable[Any]) -> list[str]:

@@ -29,9 +29,12 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 import math
 import re
+import threading
 import urllib.parse
+from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
@@ -39,6 +42,8 @@ import jsonschema
 from jsonschema import Draft202012Validator
 
 from . import formats
+from .ids import digest
+from .jsoncopy import json_copy
 
 MAX_PROPERTIES = 4096
 #: seconds one ``pattern`` may take on one answer before the answer is refused (ReDoS guard)
@@ -507,6 +512,112 @@ def check_requested_schema(schema: Any) -> CheckedSchema:
     return CheckedSchema(fields=tuple(fields), normalized=normalized_schema, defaults=defaults)
 
 
+#: checked schemas kept (LRU), keyed by their exact JSON text; bounded in count, in the size of
+#: one schema and in the total size of the schemas kept (their text; a few times that in objects)
+CACHE_MAX_ENTRIES = 256
+CACHE_MAX_KEY_CHARS = 16384
+CACHE_MAX_TOTAL_CHARS = 1 << 20
+#: nesting a cached schema may have (a deeper one is checked every time, as before the cache)
+_CACHE_MAX_DEPTH = 32
+_ATOM_TYPES = frozenset({str, int, float, bool, type(None)})
+_cache: OrderedDict[str, tuple[CheckedSchema, str]] = OrderedDict()
+_cache_lock = threading.Lock()
+_cache_chars = 0
+
+
+def _exact_key(schema: Any) -> str | None:
+    """A text that identifies ``schema`` exactly -- key order, ``1`` vs ``1.0`` vs ``true`` --
+    when it is plain JSON (``dict`` with ``str`` keys, ``list``, ``str``, ``int``, ``float``,
+    ``bool``, ``None``, no subclass or tuple) at most :data:`_CACHE_MAX_DEPTH` deep; else ``None``.
+    For such values ``json.dumps`` (unsorted) is injective, so equal keys mean equal schemas."""
+    atoms = _ATOM_TYPES
+    level = [schema]
+    depth = 0
+    while level:  # breadth first, one nesting level at a time
+        depth += 1
+        if depth > _CACHE_MAX_DEPTH:
+            return None
+        below: list[Any] = []
+        for node in level:
+            cls = type(node)
+            if cls is dict:
+                for k in node:
+                    if type(k) is not str:
+                        return None
+                below.extend([v for v in node.values() if type(v) not in atoms])
+            elif cls is list:
+                below.extend([v for v in node if type(v) not in atoms])
+            elif cls not in atoms:
+                return None
+        level = below
+    try:
+        return json.dumps(schema, ensure_ascii=False, allow_nan=True)
+    except (ValueError, TypeError, RecursionError):
+        return None
+
+
+def _fresh(checked: CheckedSchema) -> CheckedSchema:
+    """A copy of a cached :class:`CheckedSchema` that shares nothing mutable with it (what
+    :func:`check_requested_schema` would have returned: each field's default is also the
+    ``defaults`` value)."""
+    fields = tuple(map(_fresh_field, checked.fields))
+    defaults = {f.name: f.default for f in fields if f.has_default}
+    return CheckedSchema(fields=fields, normalized=json_copy(checked.normalized), defaults=defaults)
+
+
+def _fresh_field(f: Field) -> Field:
+    copied = object.__new__(Field)  # a frozen dataclass: fill its __dict__ as __init__ would
+    copied.__dict__.update(f.__dict__)
+    copied.__dict__["constraints"] = dict(f.constraints)  # values are numbers, strings, booleans
+    if f.has_default:
+        copied.__dict__["default"] = json_copy(f.default)
+    return copied
+
+
+def check_requested_schema_cached(schema: Any, *, shared: bool = False) -> tuple[CheckedSchema, str | None]:
+    """:func:`check_requested_schema` and :func:`ids.digest` of ``schema``, remembered for plain
+    schemas in a bounded LRU (a round's schema is checked when it arrives, when it is shown and
+    when it is answered).
+
+    Returns a :class:`CheckedSchema` of its own (``shared=False``), or with ``shared=True`` the
+    cached one -- for internal use only: it must not be handed out or mutated (answers validated
+    against it reuse one compiled validator).
+
+    The digest is ``None`` when computing it raised: the caller then calls :func:`ids.digest`
+    itself (outside its handling of a refused schema), so that it raises where it always did.
+
+    Raises:
+        as :func:`check_requested_schema`.
+    """
+    key = _exact_key(schema)
+    if key is not None:
+        with _cache_lock:
+            hit = _cache.get(key)
+            if hit is not None:
+                _cache.move_to_end(key)
+        if hit is not None:
+            return (hit[0] if shared else _fresh(hit[0])), hit[1]
+    checked = check_requested_schema(schema)
+    try:
+        schema_digest = digest(schema)
+    except Exception:  # noqa: BLE001 -- the caller digests it again, raising as it always did
+        return checked, None
+    if key is not None and len(key) <= CACHE_MAX_KEY_CHARS:
+        pristine = _fresh(checked)
+        object.__setattr__(pristine, "_shared", True)
+        global _cache_chars
+        with _cache_lock:
+            if key not in _cache:
+                _cache_chars += len(key)
+            _cache[key] = (pristine, schema_digest)
+            _cache.move_to_end(key)
+            while len(_cache) > CACHE_MAX_ENTRIES or _cache_chars > CACHE_MAX_TOTAL_CHARS:
+                _cache_chars -= len(_cache.popitem(last=False)[0])
+        if shared:
+            return pristine, schema_digest
+    return checked, schema_digest
+
+
 _FORMAT_CHECKER = jsonschema.FormatChecker(formats=())
 for _name, _fn in formats.CHECKERS.items():
     # ``format`` applies to strings only; another type is judged by ``type`` (the checkers expect str).
@@ -552,6 +663,75 @@ def _message(error: jsonschema.ValidationError, field: Field | None) -> str:
     return "This value is not accepted."
 
 
+_ROOT_KEYS = frozenset({"type", "properties", "required", "additionalProperties"})
+_FAST_KEYS = {
+    "string": frozenset({"type", "minLength", "maxLength", "format", "enum"}),
+    "integer": frozenset({"type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}),
+    "number": frozenset({"type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}),
+    "boolean": frozenset({"type"}),
+}
+_BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
+
+
+def _surely_valid(normalized: Any, filled: dict[str, Any]) -> bool:
+    """True only if validating ``filled`` against ``normalized`` with jsonschema would find no
+    error (the common answer of plain strings, numbers and booleans); False when it might find
+    one, or when the schema or a value is of a shape this shortcut does not judge -- jsonschema
+    then judges it, as always (so every error, message and order comes from it)."""
+    try:
+        if type(normalized) is not dict or normalized.keys() != _ROOT_KEYS or normalized["type"] != "object" or \
+                normalized["additionalProperties"] is not False:
+            return False
+        properties, required = normalized["properties"], normalized["required"]
+        if type(properties) is not dict or type(required) is not list:
+            return False
+        for name in required:
+            if type(name) is not str or name not in filled:
+                return False
+        for name, value in filled.items():
+            prop = properties.get(name)
+            if type(prop) is not dict:
+                return False
+            kind = prop.get("type")
+            allowed = _FAST_KEYS.get(kind) if type(kind) is str else None
+            if allowed is None or not prop.keys() <= allowed:
+                return False
+            vtype = type(value)
+            if kind == "string":
+                if vtype is not str:
+                    return False
+                if "minLength" in prop and (type(prop["minLength"]) is not int or len(value) < prop["minLength"]):
+                    return False
+                if "maxLength" in prop and (type(prop["maxLength"]) is not int or len(value) > prop["maxLength"]):
+                    return False
+                if "enum" in prop:
+                    enum = prop["enum"]
+                    if type(enum) is not list or not all(type(e) is str for e in enum) or value not in enum:
+                        return False
+                if "format" in prop:
+                    entry = _FORMAT_CHECKER.checkers.get(prop["format"]) if type(prop["format"]) is str else None
+                    if entry is None or not entry[0](value):
+                        return False
+            elif kind == "boolean":
+                if vtype is not bool:
+                    return False
+            else:
+                if not (vtype is int or (kind == "number" and vtype is float and math.isfinite(value))):
+                    return False
+                for key in _BOUNDS:
+                    if key in prop:
+                        bound = prop[key]
+                        if type(bound) not in (int, float) or not math.isfinite(bound):
+                            return False
+                        if (key == "minimum" and value < bound) or (key == "maximum" and value > bound) or \
+                                (key == "exclusiveMinimum" and value <= bound) or \
+                                (key == "exclusiveMaximum" and value >= bound):
+                            return False
+        return True
+    except Exception:  # noqa: BLE001 -- anything odd: let jsonschema judge (and raise) as before
+        return False
+
+
 def validate_content(checked: CheckedSchema, content: Any) -> dict[str, Any]:
     """Fill defaults into ``content`` and validate it against ``checked.normalized``.
 
@@ -573,13 +753,19 @@ def validate_content(checked: CheckedSchema, content: Any) -> dict[str, Any]:
     for name, default in checked.defaults.items():
         if name not in filled:
             filled[name] = copy.deepcopy(default)
+    if _surely_valid(checked.normalized, filled):
+        return _checked_patterns(checked, filled, {})
     errors: dict[str, list[str]] = {}
     declared = checked.normalized["properties"]
     for key in filled:
         if key not in declared:
             errors.setdefault("", []).append("The answer has a field that was not asked for.")
     by_name = {f.name: f for f in checked.fields}
-    validator = Draft202012Validator(checked.normalized, format_checker=_FORMAT_CHECKER)
+    validator = checked.__dict__.get("_validator")
+    if validator is None:
+        validator = Draft202012Validator(checked.normalized, format_checker=_FORMAT_CHECKER)
+        if checked.__dict__.get("_shared"):  # a cached, never mutated schema: compile once
+            object.__setattr__(checked, "_validator", validator)
     try:
         found = list(validator.iter_errors(filled))
     except (RecursionError, re.error, TypeError, ValueError, OverflowError):
@@ -598,6 +784,11 @@ def validate_content(checked: CheckedSchema, content: Any) -> dict[str, Any]:
         bucket = errors.setdefault(name, [])
         if msg not in bucket:
             bucket.append(msg)
+    return _checked_patterns(checked, filled, errors)
+
+
+def _checked_patterns(checked: CheckedSchema, filled: dict[str, Any], errors: dict[str, list[str]]) -> dict[str, Any]:
+    """Check the ``pattern`` constraints (ECMA-262, with the timeout), then raise the errors if any."""
     for spec in checked.fields:
         pattern = spec.constraints.get("pattern")
         value = filled.get(spec.name)

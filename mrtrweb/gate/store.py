@@ -14,10 +14,11 @@ primitives; the gate builds everything else on them:
 
 from __future__ import annotations
 
-import copy
 import threading
 import time
 from typing import Any, Protocol
+
+from .jsoncopy import json_copy
 
 
 class BindingStore(Protocol):
@@ -82,12 +83,12 @@ class InMemoryBindingStore:
             entry = self._records.get((tenant, operation_id))
             if entry is None or not self._alive(entry[0]):
                 return None
-            return copy.deepcopy(entry[1])
+            return json_copy(entry[1])
 
     def save(self, tenant: str, operation_id: str, record: dict[str, Any], ttl_s: float) -> None:
         with self._lock:
             self._count_write()
-            self._records[(tenant, operation_id)] = (time.monotonic() + ttl_s, copy.deepcopy(record))
+            self._records[(tenant, operation_id)] = (time.monotonic() + ttl_s, json_copy(record))
 
     def delete(self, tenant: str, operation_id: str) -> None:
         with self._lock:
