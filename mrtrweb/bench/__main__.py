@@ -25,6 +25,11 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
         from .report import render
 
+        results = [p for p in sorted(args.inp.glob("*.json")) if p.stem != "machine"]
+        if not results:  # never overwrite the committed report with an empty one
+            print(f"no benchmark results in {args.inp}: run `python -m mrtrweb.bench` (or ./dev bench) first; "
+                  "the report was left as it is", file=sys.stderr)
+            return 2
         path = render(args.inp, args.docs)
         print(f"report: {path}")
         return 0
