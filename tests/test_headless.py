@@ -235,6 +235,13 @@ def test_command_list(seeded, capsys):
     assert [t["uriTemplate"] for t in listing["resourceTemplates"]] == ["demo://reports/{team}"]
 
 
+def test_command_list_as_text_shows_each_first_description_line(seeded, capsys):
+    assert _command(seeded["mcp"].url, "--list") == 0
+    out = capsys.readouterr().out
+    assert "  deploy  Deploy the service to an environment, after a confirmation form." in out.splitlines()
+    assert "['" not in out
+
+
 def test_no_answer_value_or_request_state_in_logs_or_audit(seeded, tmp_path, caplog):
     secret_day = "2031-07-19"
     answers = tmp_path / "answers.json"

@@ -315,7 +315,8 @@ class Command(BaseCommand):
                           ("resourceTemplates", "uriTemplate")):
             self.stdout.write(f"{kind}:")
             for item in listing[kind]:
-                self.stdout.write(f"  {item.get(key)}  {str(item.get('description') or '').splitlines()[0:1]}")
+                first_line = (str(item.get("description") or "").splitlines() or [""])[0]
+                self.stdout.write(f"  {item.get(key)}  {first_line}".rstrip())
 
     def _print_outcome(self, method: str, params: dict[str, Any], outcome: headless.HeadlessOutcome) -> None:
         name = headless.operation_name(method, params)
