@@ -213,25 +213,9 @@ class WireRecorder(CountingMiddleware):
         if scope.get("type") != "http" or scope.get("method") != "POST":
             await self.app(scope, receive, send)
             return
-        chunks: list[bytes] = []
-        while True:
-            message = await receive()
-            if message.get("type") != "http.request":
-                replayed = False
-
-                async def replay_disconnect() -> Message:
-                    nonlocal replayed
-                    if not replayed:
-                        replayed = True
-                        return message
-                    return await receive()
-
-                await self.app(scope, replay_disconnect, send)
-                return
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body", False):
-                break
-        body = b"".join(chunks)
+        body = await self._read_body(scope, receive, send)
+        if body is None:
+            return
         session_id = next((v.decode("latin-1") for k, v in scope.get("headers", [])
                            if k.lower() == b"mcp-session-id"), None)
         self._record(body)  # CallLog: requests and responses

@@ -709,15 +709,13 @@ class CountingMiddleware:
         self.app = app
         self.log = log
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope.get("type") != "http" or scope.get("method") != "POST":
-            await self.app(scope, receive, send)
-            return
+    async def _read_body(self, scope: Scope, receive: Receive, send: Send) -> bytes | None:
+        """The whole request body; ``None`` when the client went away before it was complete (the
+        wrapped app has then been called with that event passed on as-is)."""
         chunks: list[bytes] = []
         while True:
             message = await receive()
             if message.get("type") != "http.request":
-                # Client went away before the body was complete: pass the event on as-is.
                 replayed = False
 
                 async def replay_disconnect() -> Message:
@@ -728,11 +726,18 @@ class CountingMiddleware:
                     return await receive()
 
                 await self.app(scope, replay_disconnect, send)
-                return
+                return None
             chunks.append(message.get("body", b""))
             if not message.get("more_body", False):
-                break
-        body = b"".join(chunks)
+                return b"".join(chunks)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope.get("type") != "http" or scope.get("method") != "POST":
+            await self.app(scope, receive, send)
+            return
+        body = await self._read_body(scope, receive, send)
+        if body is None:
+            return
         self._record(body)
         sent = False
 
