@@ -38,9 +38,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import json
 import logging
 import math
+import ssl
 import time
 import urllib.parse
 from collections.abc import Awaitable, Callable, Collection, Mapping
@@ -52,7 +54,7 @@ import mcp_types as types
 from mcp import Client
 from mcp.client.session import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, create_mcp_http_client
+from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT
 from mcp.shared.dispatcher import CallOptions
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR
@@ -297,6 +299,20 @@ class _OpenCall:
 # --------------------------------------------------------------------------------------------
 
 
+@functools.cache
+def tls_client_context() -> ssl.SSLContext:
+    """The TLS client context every :class:`McpConnection` of this process shares.
+
+    It is httpx2's default (``httpx2.create_ssl_context()``: certificate and host name verified,
+    the CA bundle httpx2 uses, ``SSL_CERT_FILE``/``SSL_CERT_DIR`` honoured as httpx2 honours
+    them), built once. An httpx2 client left to build its own context loads the CA bundle each
+    time: about 25 ms of CPU and 0.8 MiB per connection, i.e. per user and server, measured in
+    ``docs/benchmarks`` (pending capacity). Sharing one ``ssl.SSLContext`` between clients is
+    what the ``ssl`` module designs it for; nothing per user lives in it.
+    """
+    return httpx2.create_ssl_context()
+
+
 class McpConnection:
     """One Streamable HTTP connection to an MCP server, negotiated with ``mode="auto"``.
 
@@ -368,7 +384,8 @@ class McpConnection:
         """Owner task: hold ``async with Client(...)`` open until :meth:`close` sets the stop event."""
         assert self._stop is not None
         timeout = httpx2.Timeout(self.timeout_s, read=max(self.timeout_s, MCP_DEFAULT_SSE_READ_TIMEOUT))
-        http = create_mcp_http_client(timeout=timeout)
+        # what the SDK's create_mcp_http_client builds (it only sets the timeout), with the shared TLS context
+        http = httpx2.AsyncClient(timeout=timeout, verify=tls_client_context())
         http.event_hooks["response"].append(self._evidence.on_response)
         try:
             async with http:

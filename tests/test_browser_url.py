@@ -11,48 +11,21 @@ has no ``window.opener``; then Accept, the review, Send.
 
 from __future__ import annotations
 
-import datetime
 import http.server
 import json
 import ssl
 import threading
-from pathlib import Path
 
 import pytest
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import ElicitRequest, ElicitRequestURLParams, InputRequiredResult
 
+from tests.certs import self_signed
 from tests.test_browser import (  # noqa: F401 -- fixtures
     OP_URL, PASSWORDS, TIMEOUT_MS, _status, app, browser, expect, live, valved_mcp,
 )
 
 pytestmark = [pytest.mark.browser]
-
-
-def _self_signed(directory: Path) -> tuple[Path, Path]:
-    """A certificate for ``localhost`` and 127.0.0.1 (test only)."""
-    import ipaddress
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
-    now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(hours=1))
-            .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost"),
-                                                        x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-                           critical=False)
-            .sign(key, hashes.SHA256()))
-    cert_path, key_path = directory / "cert.pem", directory / "key.pem"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
-    return cert_path, key_path
 
 
 class CountingHttpsServer(http.server.ThreadingHTTPServer):
@@ -99,7 +72,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def counting_site(tmp_path):
-    cert, key = _self_signed(tmp_path)
+    cert, key = self_signed(tmp_path)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(cert, key)
     server = CountingHttpsServer(context)
