@@ -151,6 +151,45 @@ def rss_kib(pid: int) -> int:
     return 0
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds a process has used so far (Linux ``/proc/<pid>/stat``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def machine_cpu() -> tuple[float, float]:
+    """(busy, total) CPU seconds of the whole machine so far, all cores (``/proc/stat``)."""
+    values = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    idle = values[3] + (values[4] if len(values) > 4 else 0)  # idle + iowait
+    total = sum(values[:8])  # guest time is already counted in user
+    return (total - idle) / os.sysconf("SC_CLK_TCK"), total / os.sysconf("SC_CLK_TCK")
+
+
+class CpuShare:
+    """Where the machine's CPU went during a phase: cores busy in all, and the cores used by the
+    named processes (the rest: PostgreSQL, Redis, the OS, other work). Use as a context manager;
+    read :attr:`result` after."""
+
+    def __init__(self, pids: dict[str, list[int]]) -> None:
+        self.pids = pids
+        self.result: dict[str, Any] = {}
+
+    def _take(self) -> tuple[float, tuple[float, float], dict[str, float]]:
+        return time.monotonic(), machine_cpu(), {k: sum(cpu_seconds(p) for p in v) for k, v in self.pids.items()}
+
+    def __enter__(self) -> CpuShare:
+        self._t0, self._m0, self._p0 = self._take()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        t1, m1, p1 = self._take()
+        wall = max(1e-9, t1 - self._t0)
+        busy = (m1[0] - self._m0[0]) / wall
+        named = {k: round((p1[k] - self._p0[k]) / wall, 2) for k in self.pids}
+        self.result = {"cores": os.cpu_count(), "cores_busy": round(busy, 2), "by_process_cores": named,
+                       "other_cores": round(busy - sum(named.values()), 2)}
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -244,6 +283,7 @@ class Services:
                                 env=dict(os.environ, PYTHONUNBUFFERED="1"), stdout=log.open("w"),
                                 stderr=subprocess.STDOUT)
         self.procs.append(proc)
+        self.mcp_pid = proc.pid
         wait_port(port)
         self.mcp_base = f"http://127.0.0.1:{port}"
         self.mcp_url = self.mcp_base + "/mcp"

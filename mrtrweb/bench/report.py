@@ -324,6 +324,14 @@ def render(inp: Path = DEFAULT_OUT, docs: Path = DOCS_DIR) -> Path:
                          "; ".join(_errs(e) for e in x.get("worker_errors", []))])
         L += _table(["workers", "browsers", "rounds", "rounds/s", "p50 ms", "p99 ms", "errors", "answered once",
                      "lost", "sent twice", "WS reopened / panel fetched", "worker errors"], rows)
+        if all("cpu" in s[k] for k in ("workers_1", "workers_2")):
+            names = list(s["workers_2"]["cpu"]["by_process_cores"])
+            L += ["Where the machine's CPU went during each load phase (cores in use on average; *other* is "
+                  "PostgreSQL, Redis, the OS and anything else running):", ""]
+            L += _table(["workers", "cores busy / cores"] + names + ["other"],
+                        [[s[k]["workers"], f"{s[k]['cpu']['cores_busy']} / {s[k]['cpu']['cores']}"]
+                         + [s[k]["cpu"]["by_process_cores"].get(n, "") for n in names] + [s[k]["cpu"]["other_cores"]]
+                         for k in ("workers_1", "workers_2")])
         race = s["double_submit_race"]
         L += [f"Throughput ratio 2 workers / 1 worker: **{s['throughput_ratio']}x**.", "",
               f"Double-submit race ({race['rounds']} rounds, each answer POSTed at the same moment to both workers): "

@@ -11,10 +11,11 @@ exactly one retry per operation."""
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from typing import Any
 
-from .common import latency_summary, standard_round, tool_schema_fields
+from .common import CpuShare, latency_summary, standard_round, tool_schema_fields
 
 
 async def _load(bases: list[str], sessions: list[str], server_id: int, duration_s: float) -> dict[str, Any]:
@@ -103,7 +104,11 @@ async def _run(ctx: Any) -> dict[str, Any]:
         procs = [s.start_worker(f"scale{n_workers}-{i}") for i in range(n_workers)]
         try:
             s.mcp_reset()
-            res = await _load([b for b, _ in procs], sessions, server_id, duration)
+            pids = {"ASGI workers": [p.pid for _, p in procs], "benchmark client (browsers)": [os.getpid()],
+                    "MCP server": [s.mcp_pid]}
+            with CpuShare(pids) as cpu:
+                res = await _load([b for b, _ in procs], sessions, server_id, duration)
+            res["cpu"] = cpu.result
             res["mcp_server_counts"] = s.mcp_counts()
             out[f"workers_{n_workers}"] = res
             if n_workers == 2:
@@ -136,6 +141,9 @@ def summary(res: dict[str, Any]) -> list[str]:
         f"1 worker: {one['throughput_rounds_per_s']} rounds/s (p50 {one['latency']['p50_ms']} ms, errors "
         f"{one['errors']}); 2 workers: {two['throughput_rounds_per_s']} rounds/s (p50 {two['latency']['p50_ms']} ms, "
         f"errors {two['errors']}); ratio {res['throughput_ratio']}x (goal >= 1.8)",
+        f"cores busy (of {one['cpu']['cores']}): 1 worker {one['cpu']['cores_busy']}, 2 workers "
+        f"{two['cpu']['cores_busy']}; by process with 2 workers {two['cpu']['by_process_cores']}, other "
+        f"{two['cpu']['other_cores']}",
         f"answers lost {res['lost']}, sent twice {res['duplicated']} (MCP server counts); double-submit race: "
         f"{race['answer_posts']} -> {race['mcp_server_counts']}",
     ]
