@@ -405,6 +405,17 @@ def _goal_rows(data: dict[str, Any]) -> list[list[Any]]:
         gl = p["goals"]
         rows.append([f"push p99 with {gl['at_pending']} pending", "< 50 ms", f"{gl['probe_p99_ms']} ms"
                      + ("" if gl["met"] else f" ({gl['probe_p99_ms'] / 50:.1f}x over)"), gl["met"]])
+        done = [x for x in p["results"] if "skipped" not in x]
+        skipped = [x["pending"] for x in p["results"] if "skipped" in x]
+        if done:
+            top = done[-1]
+            rows.append([f"pending rounds on one worker, N = {', '.join(f'{n:,}' for n in p['sizes'])}",
+                         "every N measured in the one command",
+                         f"largest N {top['pending']:,}: {top['rss_per_pending_round_kib']} KiB worker RSS + "
+                         f"{top['redis_bytes_per_pending_round']:,} B Redis per pending round, push p99 "
+                         f"{top['push_latency_probe']['p99_ms']} ms"
+                         + (f"; skipped: {', '.join(f'{n:,}' for n in skipped)}" if skipped else ""),
+                         not skipped])
     s = data.get("scaleout")
     if s and "error" not in s:
         rows.append(["2 workers vs 1", "≥ 1.8x", f"{s['throughput_ratio']}x", s["throughput_ratio"] >= 1.8])
