@@ -8,7 +8,9 @@ and sends ``{"type": "operation", "id", "status", "html"}``.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import weakref
 
 from asgiref.sync import sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
@@ -19,6 +21,23 @@ from .panels import render_panel
 
 logger = logging.getLogger("mrtrweb.consumers")
 
+#: at most this many push-group joins/leaves (``group_add``/``group_discard``) of one worker in
+#: flight at once. Thousands of sockets closing together (a deploy, a network blip, a page-wide
+#: reload) otherwise ask the channel layer for thousands of Redis connections at the same moment,
+#: and channels-redis's pool fails at once beyond its ``max_connections`` (measured: 5,000 sockets
+#: closing on one worker, pool of 1,000). Queued here, they finish in about a second.
+GROUP_CALLS_MAX = 50
+_group_slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
+
+
+def group_slots() -> asyncio.Semaphore:
+    """This event loop's semaphore bounding group joins/leaves (:data:`GROUP_CALLS_MAX`)."""
+    loop = asyncio.get_running_loop()
+    slots = _group_slots.get(loop)
+    if slots is None:
+        slots = _group_slots[loop] = asyncio.Semaphore(GROUP_CALLS_MAX)
+    return slots
+
 
 class OperationsConsumer(AsyncJsonWebsocketConsumer):
     async def connect(self) -> None:
@@ -27,13 +46,26 @@ class OperationsConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=4401)
             return
         self.user_id = user.pk
-        self.group = user_group(user.pk)
-        await self.channel_layer.group_add(self.group, self.channel_name)
+        group = user_group(user.pk)
+        try:
+            async with group_slots():
+                await self.channel_layer.group_add(group, self.channel_name)
+        except Exception as exc:  # noqa: BLE001 -- the page falls back to reloading; never a crash
+            logger.warning("websocket: user %s could not join its push group (%s); connection closed",
+                           self.user_id, type(exc).__name__)
+            await self.close(code=1011)
+            return
+        self.group = group
         await self.accept()
 
     async def disconnect(self, code: int) -> None:
         if getattr(self, "group", None):
-            await self.channel_layer.group_discard(self.group, self.channel_name)
+            try:
+                async with group_slots():
+                    await self.channel_layer.group_discard(self.group, self.channel_name)
+            except Exception as exc:  # noqa: BLE001 -- the layer's group entry expires by itself
+                logger.warning("websocket: user %s could not leave its push group (%s)", self.user_id,
+                               type(exc).__name__)
 
     async def receive(self, text_data=None, bytes_data=None, **kwargs) -> None:
         """Bad input from a browser is ignored (logged), never a crash of the connection."""

@@ -340,7 +340,7 @@ async def _run(pushes: _Pushes, server: McpServer, user: Any, method: str, param
             return _outcome(op)
         if time.monotonic() >= deadline:
             logger.info("operation %s: headless timeout after %ss; stopping it", op.id, timeout_s)
-            await operations.stop_operation(op)
+            await operations.stop_operation(op, by="headless_timeout")
             stopped_by = time.monotonic() + 5
             while not op.is_terminal and time.monotonic() < stopped_by:  # the driving task ends it
                 await asyncio.sleep(POLL_S)

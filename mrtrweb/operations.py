@@ -16,7 +16,7 @@ import logging
 import time
 import uuid
 import weakref
-from typing import Any
+from typing import Any, Final
 
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
@@ -294,23 +294,36 @@ def _last_answer_was_cancel(op_id: Any) -> bool:
     return bool(actions) and set(actions.values()) == {"cancel"}
 
 
-async def stop_operation(op: Operation) -> bool:
-    """The person stops an operation. A round waiting for them: its binding is closed, nothing is
-    sent, the outcome is ``denied`` (reason ``cancelled``). A call in flight: the worker driving it
-    (any worker) cancels the request within ``STOP_POLL_S`` and ends it the same way. Returns
-    False when the operation had already ended."""
+#: who stops an operation (:func:`stop_operation`), and what the operation's page then says
+STOPPED_BY: Final = {
+    "person": "You stopped this operation; the call was cancelled at the server.",
+    "headless_timeout": "The headless client's time limit passed; the call was cancelled at the server.",
+}
+
+
+async def stop_operation(op: Operation, *, by: str = "person") -> bool:
+    """Stop an operation: the person's Stop, or ``by="headless_timeout"`` (see :data:`STOPPED_BY`).
+    A round waiting for an answer: its binding is closed, nothing is sent, the outcome is
+    ``denied`` (reason ``cancelled``). A call in flight: the worker driving it (any worker) cancels
+    the request within ``STOP_POLL_S`` and ends it the same way. Returns False when the operation
+    had already ended.
+
+    Raises:
+        ValueError: ``by`` is not a key of :data:`STOPPED_BY`."""
+    if by not in STOPPED_BY:
+        raise ValueError(f"by must be one of {sorted(STOPPED_BY)}")
     op = await _load(op.pk)
     if op.status == Operation.Status.AWAITING_INPUT:
         await deny(op, "cancelled")
         # a legacy server may be holding its call open for this round: the worker holding it
         # answers the server "cancel" when it sees the stop (see _hold)
         try:
-            await sync_to_async(request_stop)(op.id)
+            await sync_to_async(request_stop)(op.id, by)
         except Exception:  # noqa: BLE001 -- the holder still sees the operation ended within a second
             logger.warning("could not write the stop request of operation %s", op.id)
         return True
     if op.status == Operation.Status.RUNNING:
-        await sync_to_async(request_stop)(op.id)
+        await sync_to_async(request_stop)(op.id, by)
         return True
     return False
 
@@ -347,20 +360,25 @@ def _stop_key(op_id: Any) -> str:
     return f"{conf.get('BINDING_KEY_PREFIX')}:stop:{op_id}"
 
 
-def request_stop(op_id: Any) -> None:
-    """Ask whichever worker drives the operation to abandon its in-flight call (sync)."""
+def request_stop(op_id: Any, by: str = "person") -> None:
+    """Ask whichever worker drives the operation to abandon its in-flight call (sync); ``by`` is
+    who stops it (a key of :data:`STOPPED_BY`)."""
     from django.core.cache import caches
 
-    caches[conf.get("BINDING_CACHE")].set(_stop_key(op_id), 1, timeout=int(conf.get("TTL_S")))
+    caches[conf.get("BINDING_CACHE")].set(_stop_key(op_id), by, timeout=int(conf.get("TTL_S")))
 
 
-def _stop_requested(op_id: Any) -> bool:
+def _stop_requested(op_id: Any) -> str | None:
+    """Who asked to stop the operation (a key of :data:`STOPPED_BY`), or None."""
     from django.core.cache import caches
 
     try:
-        return caches[conf.get("BINDING_CACHE")].get(_stop_key(op_id)) is not None
+        by = caches[conf.get("BINDING_CACHE")].get(_stop_key(op_id))
     except Exception:  # noqa: BLE001 -- a cache outage never stops a call by itself
-        return False
+        return None
+    if by is None:
+        return None
+    return by if by in STOPPED_BY else "person"
 
 
 async def _send_cancellable(op: Operation, conn: Any, params: dict[str, Any], request_id: str,
@@ -401,14 +419,15 @@ async def _send_cancellable(op: Operation, conn: Any, params: dict[str, Any], re
                 return task.result()
             if call is not None and call.holding:
                 continue  # the held round answers the stop first (see _hold)
-            if await sync_to_async(_stop_requested)(op.id):
+            by = await sync_to_async(_stop_requested)(op.id)
+            if by:
                 task.cancel()
                 # let the SDK queue its notifications/cancelled (2025-11-25 sessions) before the
                 # operation ends and a per-operation connection is closed
                 await asyncio.wait({task}, timeout=1.0)
-                logger.info("operation %s stopped by the person during the call", op.id)
+                logger.info("operation %s stopped during the call (by: %s)", op.id, by)
                 await _finish(op, Operation.Status.DENIED, code="denied", reason="cancelled", event="denied",
-                              message="You stopped this operation; the call was cancelled at the server.")
+                              message=STOPPED_BY[by])
                 return _STOPPED
     finally:
         if not task.done():

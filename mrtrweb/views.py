@@ -590,7 +590,14 @@ async def _record_foreign_attempt(user: Any, op_id: Any) -> None:
 
 
 async def _panel_response(request: HttpRequest, op: Operation, *, status: int, **kwargs: Any) -> HttpResponse:
+    """The operation's page as it is now. A card or review (``forms``/``review``) whose round was
+    answered meanwhile (from another tab or worker) is not shown: 409 with the inactive-round
+    message instead, so the person knows this answer was not sent."""
     op = await Operation.objects.select_related("server", "tenant").aget(pk=op.pk)
+    if (kwargs.get("forms") or kwargs.get("review")) and op.status != Operation.Status.AWAITING_INPUT:
+        logger.info("operation %s: card or review not shown, the round is no longer open (%s)", op.id, op.status)
+        kwargs = {"error": operations.message_for("inactive_mrtr_round")}
+        status = 409
     ctx = await sync_to_async(panel_context)(op, **kwargs)
     ctx["csrf_token"] = get_token(request)
     return TemplateResponse(request, "mrtrweb/operation.html", ctx, status=status)

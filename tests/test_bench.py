@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from mrtrweb.bench.common import ROOT
+from mrtrweb.bench.common import ROOT, ROUND_PATHS, standard_round, wait_port
 
 pytestmark = [pytest.mark.services]
 
@@ -84,10 +84,17 @@ def test_pending(run):
         _latency(x["push_latency_probe"])
         _latency(x["push_latency_fill"])
         assert x["redis_keys_per_pending_round"] > 0
+    md = d["mass_disconnect"]  # every socket closed at once at the end, without a worker error
+    assert md["sockets"] == d["sizes"][-1] + 1
+    assert md["worker_errors"]["asgi_exceptions"] == md["worker_errors"]["push_group_failures"] == 0
 
 
 def test_scaleout(run):
     d = _json(run[0], "scaleout")
+    for key in ("workers_1", "workers_2"):
+        cpu = d[key]["cpu"]
+        assert 0 < cpu["cores_busy"] <= cpu["cores"] + 0.1
+        assert cpu["by_process_cores"]["ASGI workers"] > 0
     assert d["workers_1"]["workers"] == 1 and d["workers_2"]["workers"] == 2
     assert d["workers_1"]["errors"] == d["workers_2"]["errors"] == 0
     assert d["lost"] == 0 and d["duplicated"] == 0
@@ -105,3 +112,24 @@ def test_report(run):
     for png in ("growth_schema.png", "growth_state.png", "vs_sdk_latency.png", "pending_push.png", "scaleout.png"):
         assert (docs / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "report:" in stdout
+
+
+def test_the_standard_round_ships_with_the_package():
+    """A clone anywhere can run the suite: the package carries the standard round, identical to the
+    workplace's shared/bench/round.json when that is beside the checkout."""
+    shared, packaged = ROUND_PATHS
+    assert packaged.is_file()
+    assert (ROOT / "mrtrweb" / "bench" / "round.json") == packaged
+    if shared.is_file():
+        assert json.loads(shared.read_text()) == json.loads(packaged.read_text()) == standard_round()
+    assert standard_round()["result"]["resultType"] == "input_required"
+
+
+def test_a_process_that_does_not_start_is_explained(tmp_path):
+    log = tmp_path / "server.log"
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; print('round.json is missing'); sys.exit(3)"],
+                            stdout=log.open("w"), stderr=subprocess.STDOUT)
+    with pytest.raises(RuntimeError) as err:
+        wait_port(1, timeout_s=20, proc=proc, log=log)
+    text = str(err.value)
+    assert "exited with code 3" in text and str(log) in text and "round.json is missing" in text

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from channels.testing.websocket import WebsocketCommunicator
 from django.test import AsyncClient
@@ -76,3 +78,80 @@ async def test_ping(seeded):
     await ws.send_json_to({"type": "ping"})
     assert (await ws.receive_json_from(timeout=2)) == {"type": "pong"}
     await ws.disconnect()
+
+
+class _CountingLayer:
+    """Wraps the real channel layer: counts group joins/leaves in flight, can fail them."""
+
+    def __init__(self, real, *, fail: str = "") -> None:
+        self.real, self.fail = real, fail
+        self.in_flight = self.peak = 0
+        self.done: dict[str, int] = {}
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+    async def _counted(self, name, *args):
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+        try:
+            await asyncio.sleep(0.005)  # a Redis round trip
+            if self.fail == name:
+                raise ConnectionError("Too many connections")
+            result = await getattr(self.real, name)(*args)
+            self.done[name] = self.done.get(name, 0) + 1
+            return result
+        finally:
+            self.in_flight -= 1
+
+    async def group_add(self, group, channel):
+        return await self._counted("group_add", group, channel)
+
+    async def group_discard(self, group, channel):
+        return await self._counted("group_discard", group, channel)
+
+
+async def _layer(monkeypatch, **kw) -> _CountingLayer:
+    from channels import layers
+
+    layer = _CountingLayer(layers.get_channel_layer(), **kw)
+    monkeypatch.setattr("channels.consumer.get_channel_layer", lambda alias="default": layer)
+    return layer
+
+
+async def test_a_mass_disconnect_queues_its_group_leaves(seeded, monkeypatch):
+    """Many sockets closing together: at most GROUP_CALLS_MAX leaves in flight, all of them done."""
+    from mrtrweb import consumers
+
+    monkeypatch.setattr(consumers, "GROUP_CALLS_MAX", 3)
+    monkeypatch.setattr(consumers, "_group_slots", __import__("weakref").WeakKeyDictionary())
+    layer = await _layer(monkeypatch)
+    client = await _login(seeded["users"]["alice"])
+    sockets = [_ws(client) for _ in range(12)]
+    for ws in sockets:
+        assert (await ws.connect())[0]
+    layer.peak = 0
+    await asyncio.gather(*(ws.disconnect() for ws in sockets))
+    assert layer.peak == 3 and layer.in_flight == 0
+    assert layer.done["group_discard"] == 12  # every socket left the group
+
+
+async def test_a_failed_group_leave_is_logged_not_raised(seeded, monkeypatch, caplog):
+    await _layer(monkeypatch, fail="group_discard")
+    client = await _login(seeded["users"]["alice"])
+    ws = _ws(client)
+    assert (await ws.connect())[0]
+    with caplog.at_level("WARNING", logger="mrtrweb.consumers"):
+        await ws.disconnect()  # would raise out of the consumer before
+    assert "could not leave its push group (ConnectionError)" in caplog.text
+
+
+async def test_a_failed_group_join_closes_the_socket(seeded, monkeypatch, caplog):
+    await _layer(monkeypatch, fail="group_add")
+    client = await _login(seeded["users"]["alice"])
+    ws = _ws(client)
+    with caplog.at_level("WARNING", logger="mrtrweb.consumers"):
+        connected, code = await ws.connect()
+    assert not connected and code == 1011
+    assert "could not join its push group (ConnectionError)" in caplog.text
+    await ws.disconnect()  # let the consumer finish (and its database connection close)

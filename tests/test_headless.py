@@ -11,7 +11,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from mrtrweb import headless
+from mrtrweb import headless, operations
 from mrtrweb.headless import ConsentPolicy, HeadlessError
 from mrtrweb.management.commands import mrtr_client
 from mrtrweb.models import AuditEvent, McpServer, Membership, Operation, Tenant
@@ -141,6 +141,13 @@ async def test_timeout_stops_the_operation(seeded):
     assert outcome.status == "timeout" and outcome.error_code == "headless_timeout"
     op = await Operation.objects.aget(pk=outcome.operation_id)
     assert op.status == "denied"  # stopped as the person's Stop button does
+    # ... but says who stopped it: the time limit, not the person
+    assert op.error_message == "The headless client's time limit passed; the call was cancelled at the server."
+
+
+async def test_stop_by_must_be_known(seeded):
+    with pytest.raises(ValueError):
+        await operations.stop_operation(Operation(), by="someone")
 
 
 async def test_not_a_member_is_refused_before_anything_is_sent(seeded):

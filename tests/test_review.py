@@ -222,6 +222,28 @@ async def test_a_review_of_a_closed_round_sends_nothing(seeded):
     assert mcp.calls[("deploy", True)] == 1
 
 
+async def test_a_round_answered_meanwhile_shows_no_review(seeded, monkeypatch):
+    """Two tabs (or workers): this tab's Accept passed the checks, then the other tab's Send
+    answered the round before the review was rendered. No review (its Send could only fail) and no
+    silent 200 page: 409 saying the round is no longer open."""
+    mcp = seeded["mcp"]
+    client, op = await _deploy(seeded)
+    assert (await client.get(f"/mcp/operations/{op.id}/")).status_code == 200
+    real = views._review_response
+
+    async def answered_elsewhere_first(request, op_, *args, **kwargs):
+        await Operation.objects.filter(pk=op_.pk).aupdate(status=Operation.Status.RUNNING)
+        return await real(request, op_, *args, **kwargs)
+
+    monkeypatch.setattr(views, "_review_response", answered_elsewhere_first)
+    resp, token = await post_review(client, _url(op), dict(DEPLOY_OK, round="1"))
+    assert resp.status_code == 409 and token is None
+    page = resp.content.decode()
+    assert operations.message_for("inactive_mrtr_round") in html.unescape(page)
+    assert "Review your answer before sending" not in page
+    assert mcp.calls[("deploy", True)] == 0
+
+
 async def test_decline_needs_no_review(seeded):
     mcp = seeded["mcp"]
     client, op = await _deploy(seeded)

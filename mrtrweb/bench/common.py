@@ -21,7 +21,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
-ROUND_PATHS = [ROOT.parent / "shared" / "bench" / "round.json", ROOT / "shared" / "bench" / "round.json"]
+#: the standard round: the workplace's ``shared/bench/round.json`` beside the checkout when there is
+#: one, else the copy shipped with this package (``tests/test_bench.py`` checks they are the same)
+ROUND_PATHS = [ROOT.parent / "shared" / "bench" / "round.json", Path(__file__).resolve().parent / "round.json"]
 DEFAULT_OUT = ROOT / "var" / "bench"
 DOCS_DIR = ROOT / "docs" / "benchmarks"
 PG_ADMIN = os.environ.get("MRTRWEB_BENCH_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -38,7 +40,7 @@ def standard_round() -> dict[str, Any]:
     for path in ROUND_PATHS:
         if path.is_file():
             return json.loads(path.read_text())
-    raise FileNotFoundError("shared/bench/round.json not found beside the project")
+    raise FileNotFoundError(f"the standard round is missing: none of {', '.join(map(str, ROUND_PATHS))}")
 
 
 def round_copy(r: dict[str, Any]) -> dict[str, Any]:
@@ -196,15 +198,32 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_port(port: int, timeout_s: float = 30.0) -> None:
+def wait_port(port: int, timeout_s: float = 30.0, *, proc: subprocess.Popen | None = None,
+              log: Path | None = None) -> None:
+    """Wait until something listens on ``port``.
+
+    Raises:
+        RuntimeError: not within ``timeout_s``, or ``proc`` exited first; the message names ``log``
+            and quotes its last lines (why the process did not start)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.5):
                 return
         except OSError:
+            if proc is not None and proc.poll() is not None:
+                break
             time.sleep(0.05)
-    raise RuntimeError(f"nothing listens on port {port}")
+    why = f"nothing listens on port {port}"
+    if proc is not None and proc.poll() is not None:
+        why += f" (the process exited with code {proc.returncode})"
+    if log is not None:
+        try:
+            tail = "\n".join(log.read_text(errors="replace").splitlines()[-8:])
+        except OSError:
+            tail = ""
+        why += f"; its log, {log}, ends:\n{tail}"
+    raise RuntimeError(why)
 
 
 # ---------------------------------------------------------------------------------------------- the run's services
@@ -284,7 +303,7 @@ class Services:
                                 stderr=subprocess.STDOUT)
         self.procs.append(proc)
         self.mcp_pid = proc.pid
-        wait_port(port)
+        wait_port(port, proc=proc, log=log)
         self.mcp_base = f"http://127.0.0.1:{port}"
         self.mcp_url = self.mcp_base + "/mcp"
         return self.mcp_url
@@ -300,7 +319,7 @@ class Services:
              "--no-access-log"],
             cwd=ROOT, env=dict(os.environ, **self.env), stdout=log.open("w"), stderr=subprocess.STDOUT)
         self.procs.append(proc)
-        wait_port(port)
+        wait_port(port, proc=proc, log=log)
         return f"http://127.0.0.1:{port}", proc
 
     def worker_errors(self, name: str) -> dict[str, int]:
@@ -312,6 +331,7 @@ class Services:
         return {"asgi_exceptions": text.count("Exception in ASGI application"),
                 "redis_read_timeouts": text.count("redis.exceptions.TimeoutError"),
                 "redis_max_connections": text.count("MaxConnectionsError"),
+                "push_group_failures": text.count("its push group ("),
                 "error_lines": sum(1 for line in text.splitlines() if line.startswith("ERROR"))}
 
     def stop(self, proc: subprocess.Popen) -> None:

@@ -51,10 +51,12 @@ def _limit_query_plans(tenant_id: Any, user_id: Any) -> dict[str, Any]:
     return out
 
 
-async def grow(ctx: Any, sizes: list[int], seeded: dict[str, Any], n_probe: int) -> list[dict[str, Any]]:
+async def grow(ctx: Any, sizes: list[int], seeded: dict[str, Any], n_probe: int,
+               closing: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """One worker; users are added level by level (N = sizes[0], then sizes[1]...), each new user
     opening the WebSocket and then starting one round that stays pending; measured at each level
-    (per-user figures are deltas from the previous level)."""
+    (per-user figures are deltas from the previous level). At the end every socket closes at once
+    (a mass disconnect); ``closing`` gets the worker's errors after it."""
     from .browser import new_http, open_users
 
     s = ctx.services
@@ -170,8 +172,13 @@ async def grow(ctx: Any, sizes: list[int], seeded: dict[str, Any], n_probe: int)
             prev_rss, prev_redis, prev_used, prev_n = rss_kib(proc.pid), s.redis_bytes(), s.redis_used_memory(), n
         return results
     finally:
+        t0 = time.monotonic()
         await asyncio.gather(*(u.close() for u in users), return_exceptions=True)
         await http.aclose()
+        await asyncio.sleep(2.0)  # the worker runs the consumers' disconnects
+        if closing is not None:
+            closing.update({"sockets": len(users), "close_s": round(time.monotonic() - t0, 2),
+                            "worker_errors": s.worker_errors("pending")})
         s.stop(proc)
 
 
@@ -182,7 +189,9 @@ async def _run(ctx: Any) -> dict[str, Any]:
     n_probe = 5 if ctx.tiny else 20 if ctx.quick else 50
     seeded = await sync_to_async(ctx.users)(max(sizes) + 1)
     out: dict[str, Any] = {"benchmark": "pending", "quick": ctx.quick, "sizes": sizes}
-    out["results"] = await grow(ctx, sizes, seeded, n_probe)
+    closing: dict[str, Any] = {}
+    out["results"] = await grow(ctx, sizes, seeded, n_probe, closing)
+    out["mass_disconnect"] = closing
     await sync_to_async(_end_pending)()
     at = {x["pending"]: x for x in out["results"] if "skipped" not in x}
     goal_n = 1000 if 1000 in at else max(at)
@@ -213,4 +222,7 @@ def summary(res: dict[str, Any]) -> list[str]:
             f"{x['rss_per_pending_round_kib']} KiB/pending round; Redis {x['redis_bytes_per_pending_round']} B/round "
             f"({x['redis_keys_per_pending_round']} keys); push p99 probe {x['push_latency_probe']['p99_ms']} ms, "
             f"fill {x['push_latency_fill']['p99_ms']} ms ({x['fill_rounds_per_s']} rounds/s)")
+    md = res.get("mass_disconnect")
+    if md:
+        lines.append(f"mass disconnect of {md['sockets']} sockets: worker errors {md['worker_errors']}")
     return lines

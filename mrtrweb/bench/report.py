@@ -296,6 +296,10 @@ def render(inp: Path = DEFAULT_OUT, docs: Path = DOCS_DIR) -> Path:
         for x in p["results"]:
             if "skipped" in x:
                 L += [f"N = {x['pending']}: {x['skipped']}.", ""]
+        md = p.get("mass_disconnect")
+        if md:
+            L += [f"At the end all {md['sockets']:,} WebSockets close at once (a mass disconnect): worker errors "
+                  f"after it (whole run): {_errs(md.get('worker_errors'))}.", ""]
         L += ["A user's first pending round also opens the worker's MCP session for that user and server "
               "(`ConnectionPool`: one per user and server, kept while used and for `CONNECTION_IDLE_S` after); "
               "the *2nd round of a user* column is the cost of a round alone.", ""]
@@ -370,10 +374,11 @@ def _errs(e: Any) -> str:
     """A worker's log counts in a cell: unhandled ASGI exceptions (Redis read timeouts, pool exhausted)."""
     if not e:
         return "0"
-    if not e.get("asgi_exceptions") and not e.get("error_lines"):
+    if not e.get("asgi_exceptions") and not e.get("error_lines") and not e.get("push_group_failures"):
         return "0"
     return (f"{e.get('asgi_exceptions', 0)} ASGI exceptions ({e.get('redis_read_timeouts', 0)} Redis read timeouts, "
-            f"{e.get('redis_max_connections', 0)} pool exhausted)")
+            f"{e.get('redis_max_connections', 0)} pool exhausted), {e.get('push_group_failures', 0)} push-group "
+            "joins/leaves failed")
 
 
 def _missing(res: Any) -> str:
