@@ -8,6 +8,7 @@ import copy
 import json
 import os
 import platform
+import re
 import secrets
 import signal
 import socket
@@ -314,7 +315,7 @@ class Services:
         log = ROOT / "var" / "bench" / f"worker-{name}-{self.tag}.log"
         self.logs[name] = log
         proc = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "mrtrweb.site.asgi:application", "--host", "127.0.0.1", "--port",
+            [sys.executable, "-m", "uvicorn", "mrtrweb.bench.worker_app:application", "--host", "127.0.0.1", "--port",
              str(port), "--ws", "websockets-sansio", "--lifespan", "off", "--log-level", "warning",
              "--no-access-log"],
             cwd=ROOT, env=dict(os.environ, **self.env), stdout=log.open("w"), stderr=subprocess.STDOUT)
@@ -332,6 +333,8 @@ class Services:
                 "redis_read_timeouts": text.count("redis.exceptions.TimeoutError"),
                 "redis_max_connections": text.count("MaxConnectionsError"),
                 "push_group_failures": text.count("its push group ("),
+                "gc_pauses_20ms": text.count("GC pause "),
+                "gc_pause_max_ms": max((float(m) for m in re.findall(r"GC pause ([0-9.]+) ms", text)), default=0.0),
                 "error_lines": sum(1 for line in text.splitlines() if line.startswith("ERROR"))}
 
     def stop(self, proc: subprocess.Popen) -> None:

@@ -284,7 +284,7 @@ def render(inp: Path = DEFAULT_OUT, docs: Path = DOCS_DIR) -> Path:
                      "worker RSS KiB / 2nd round of a user",
                      "Redis B / pending round (MEMORY USAGE)", "Redis keys / round", "INFO used_memory Δ B / round",
                      "push p50 / p99 ms (probe)", "push p50 / p99 ms (burst)", "burst rounds/s",
-                     "pushes missed / WS reopened", "worker errors (so far)"],
+                     "pushes missed / WS reopened", "worker errors (so far)", "worker GC pauses ≥ 20 ms (so far; longest ms)"],
                     [[x["pending"], x["rss_per_connected_user_kib"], x["rss_per_pending_round_kib"],
                       x.get("rss_per_extra_round_same_user_kib", ""), x["redis_bytes_per_pending_round"],
                       x["redis_keys_per_pending_round"],
@@ -292,14 +292,16 @@ def render(inp: Path = DEFAULT_OUT, docs: Path = DOCS_DIR) -> Path:
                       f"{x['push_latency_probe']['p50_ms']} / {x['push_latency_probe']['p99_ms']}",
                       f"{x['push_latency_fill']['p50_ms']} / {x['push_latency_fill']['p99_ms']}",
                       x["fill_rounds_per_s"], f"{x.get('pushes_missed', '')} / {x.get('ws_reconnects', '')}",
-                      _errs(x.get("worker_errors_so_far"))] for x in measured])
+                      _errs(x.get("worker_errors_so_far")), _gc(x.get("worker_errors_so_far"))] for x in measured])
         for x in p["results"]:
             if "skipped" in x:
                 L += [f"N = {x['pending']}: {x['skipped']}.", ""]
         md = p.get("mass_disconnect")
         if md:
             L += [f"At the end all {md['sockets']:,} WebSockets close at once (a mass disconnect): worker errors "
-                  f"after it (whole run): {_errs(md.get('worker_errors'))}.", ""]
+                  f"after it (whole run): {_errs(md.get('worker_errors'))}. The worker's garbage-collector pauses of "
+                  f"20 ms or more over the whole run (`gc.callbacks`, `mrtrweb/bench/worker_app.py`): "
+                  f"{_gc(md.get('worker_errors'))}.", ""]
         L += ["A user's first pending round also opens the worker's MCP session for that user and server "
               "(`ConnectionPool`: one per user and server, kept while used and for `CONNECTION_IDLE_S` after); "
               "the *2nd round of a user* column is the cost of a round alone.", ""]
@@ -368,6 +370,13 @@ def render(inp: Path = DEFAULT_OUT, docs: Path = DOCS_DIR) -> Path:
     out = docs / "README.md"
     out.write_text("\n".join(L).rstrip() + "\n")
     return out
+
+
+def _gc(e: Any) -> str:
+    """A worker's garbage-collector pauses of 20 ms or more: how many, the longest."""
+    if not e or "gc_pauses_20ms" not in e:
+        return ""
+    return f"{e['gc_pauses_20ms']} ({e.get('gc_pause_max_ms', 0):.0f})" if e["gc_pauses_20ms"] else "0"
 
 
 def _errs(e: Any) -> str:
