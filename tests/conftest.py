@@ -59,3 +59,18 @@ def _fresh_gate_and_cache():
     caches["default"].clear()
     operations.reset_gate()
     yield
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _close_sync_thread_connections(django_db_setup, django_db_blocker):
+    """Async tests reach the database from asgiref's shared sync thread (``sync_to_async``); its
+    connection outlives the test and kept PostgreSQL from dropping the test database at the end
+    ("is being accessed by other users"). Closed here, before the database is dropped."""
+    yield
+    import asyncio
+
+    from asgiref.sync import sync_to_async
+    from django.db import connections
+
+    with django_db_blocker.unblock():
+        asyncio.run(sync_to_async(connections.close_all)())
