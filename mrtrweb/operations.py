@@ -14,6 +14,7 @@ import contextvars
 import dataclasses
 import logging
 import time
+import unicodedata
 import uuid
 import weakref
 from typing import Any, Final
@@ -50,6 +51,37 @@ MESSAGES = {
     "worker_lost": "The worker handling this call stopped before the server answered. Nothing more will be "
                    "sent for it; you may run it again.",
 }
+
+
+#: at most this many characters of a server's own error message are shown to the person
+SERVER_ERROR_SHOWN_CHARS: Final = 300
+
+
+def server_error_text(text: Any) -> str:
+    """A server's JSON-RPC error message made fit to show: control and format characters (bidi
+    overrides, zero-width, newlines) become spaces, whitespace is collapsed, and it is cut to
+    :data:`SERVER_ERROR_SHOWN_CHARS` characters (with "…"). Not HTML-escaped (templates do that).
+    Returns ``""`` for a non-string or blank message."""
+    if not isinstance(text, str):
+        return ""
+    cleaned = "".join(" " if unicodedata.category(ch).startswith("C") else ch for ch in text)
+    cleaned = " ".join(cleaned.split())
+    if len(cleaned) > SERVER_ERROR_SHOWN_CHARS:
+        cleaned = cleaned[: SERVER_ERROR_SHOWN_CHARS - 1].rstrip() + "…"
+    return cleaned
+
+
+def failure_message(exc: McpCallError) -> str:
+    """What the person reads when a call failed: the stable message of ``exc.code`` and, for a
+    JSON-RPC error, the server's own code and message (:func:`server_error_text`). Stored on the
+    operation and shown escaped; never logged or written to the audit trail (it is server text
+    and may echo what was sent)."""
+    message = message_for(exc.code)
+    said = server_error_text(exc.rpc_message) if exc.code == "jsonrpc_error" else ""
+    if said:
+        code = f" {exc.rpc_code}" if isinstance(exc.rpc_code, int) else ""
+        message += f" It said (JSON-RPC error{code}): {said}"
+    return message
 
 
 def message_for(code: str) -> str:
@@ -467,7 +499,7 @@ async def _drive(op_id: Any, request_id: str, params: dict[str, Any]) -> None:
                 logger.info("operation %s: MCP call failed (%s)", op.id, exc.code)
                 if call.rounds:
                     op = await _load(op_id)
-                await _finish(op, Operation.Status.FAILED, code=exc.code, message=message_for(exc.code))
+                await _finish(op, Operation.Status.FAILED, code=exc.code, message=failure_message(exc))
                 return
             nxt = await _handle_result(op, call.gate_id, raw)
             if nxt is None:

@@ -85,7 +85,7 @@ async def server_detail(request: HttpRequest, server_id: int) -> HttpResponse:
         templates = await _listing(conn.list_resource_templates, "uriTemplate")
     except McpCallError as exc:
         logger.info("listing tools of server %s failed (%s)", server.pk, exc.code)
-        error = operations.message_for(exc.code)
+        error = operations.failure_message(exc)
     is_admin = await Membership.objects.filter(tenant_id=server.tenant_id, user=user,
                                                role=Membership.Role.ADMIN).aexists()
     return TemplateResponse(request, "mrtrweb/server.html", {"server": server, "tools": tools, "prompts": prompts,
@@ -121,7 +121,7 @@ async def tool_call(request: HttpRequest, server_id: int, tool: str) -> HttpResp
         conn = await operations.pool().get(str(user.pk), str(server.pk), server.url)
         listed = {t.get("name"): t for t in await conn.list_tools() if isinstance(t, dict)}
     except McpCallError as exc:
-        listed, error = {}, operations.message_for(exc.code)
+        listed, error = {}, operations.failure_message(exc)
     spec = listed.get(tool)
     if spec is None and not error:
         raise Http404("No such tool")
@@ -198,7 +198,7 @@ async def _listed_call(request: HttpRequest, server_id: int, *, kind: str, title
         conn = await operations.pool().get(str(user.pk), str(server.pk), server.url)
         listed = {item[key]: item for item in await _listing(getattr(conn, list_name), key)}
     except McpCallError as exc:
-        ctx["error"] = operations.message_for(exc.code)
+        ctx["error"] = operations.failure_message(exc)
         return TemplateResponse(request, "mrtrweb/call.html", ctx, status=503)
     spec = listed.get(title)
     if spec is None:

@@ -4,6 +4,7 @@ with a stable code (never a 500, nothing sent); server text is always escaped, n
 from __future__ import annotations
 
 import html as htmllib
+import json
 import re
 
 import pytest
@@ -66,12 +67,34 @@ async def test_malformed_result_fails_closed_with_its_code(setup, tool):
     assert events[-1][0] == "failed"
 
 
-async def test_jsonrpc_error_is_a_clean_failure(setup):
+async def test_jsonrpc_error_is_a_clean_failure(setup, caplog):
     client, server, _ = setup
-    op = await _call(client, server, "jsonrpc_error")
+    with caplog.at_level("DEBUG", logger="mrtrweb"):
+        op = await _call(client, server, "jsonrpc_error")
     assert op.status == Operation.Status.FAILED and op.error_code == "jsonrpc_error"
     page = (await client.get(f"/mcp/operations/{op.id}/")).content.decode()
     assert "<script>window.__xss" not in page
+    # the server's own code and message are shown to the person, escaped ...
+    said = "The MCP server answered with an error. It said (JSON-RPC error -32000): " + hostile.XSS
+    assert op.error_message == said
+    assert htmllib.escape(said) in page
+    # ... and kept out of the logs and the audit trail (server text may echo what was sent)
+    assert hostile.XSS not in caplog.text
+    async for row in AuditEvent.objects.filter(operation_id=op.id).values():
+        assert hostile.XSS not in json.dumps(row, default=str)
+
+
+@pytest.mark.parametrize(("raw", "shown"), [
+    ("plain", "plain"),
+    ("line one\nline two\r\n\tend", "line one line two end"),
+    ("evil\u202etxt.exe \u200bzero\x00nul", "evil txt.exe zero nul"),
+    ("x" * 400, "x" * 299 + "…"),
+    ("   ", ""),
+    (None, ""),
+    (42, ""),
+])
+def test_server_error_text(raw, shown):
+    assert operations.server_error_text(raw) == shown
 
 
 async def test_server_text_is_escaped_on_every_page(setup):

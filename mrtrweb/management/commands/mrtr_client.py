@@ -244,7 +244,7 @@ class Command(BaseCommand):
         except headless.HeadlessError as exc:
             raise CommandError(f"{exc.code}: {exc.message}") from None
         except McpCallError as exc:
-            raise CommandError(f"{exc.code}: {operations.message_for(exc.code)}") from None
+            raise CommandError(f"{exc.code}: {operations.failure_message(exc)}") from None
         except ValidationError as exc:
             raise CommandError(f"invalid URL: {'; '.join(exc.messages)}") from None
         if code:
