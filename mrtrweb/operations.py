@@ -331,6 +331,11 @@ STOPPED_BY: Final = {
     "person": "You stopped this operation; the call was cancelled at the server.",
     "headless_timeout": "The headless client's time limit passed; the call was cancelled at the server.",
 }
+#: the same, when the operation was stopped while a round waited for its answer
+STOPPED_BY_AT_ROUND: Final = {
+    "person": DENY_MESSAGES["cancelled"],
+    "headless_timeout": "The headless client's time limit passed; nothing was sent for its open round.",
+}
 
 
 async def stop_operation(op: Operation, *, by: str = "person") -> bool:
@@ -346,7 +351,9 @@ async def stop_operation(op: Operation, *, by: str = "person") -> bool:
         raise ValueError(f"by must be one of {sorted(STOPPED_BY)}")
     op = await _load(op.pk)
     if op.status == Operation.Status.AWAITING_INPUT:
-        await deny(op, "cancelled")
+        logger.info("operation %s denied: cancelled (by: %s)", op.id, by)
+        await _finish(op, Operation.Status.DENIED, code="denied", reason="cancelled", event="denied",
+                      message=STOPPED_BY_AT_ROUND[by])
         # a legacy server may be holding its call open for this round: the worker holding it
         # answers the server "cancel" when it sees the stop (see _hold)
         try:

@@ -145,6 +145,21 @@ async def test_timeout_stops_the_operation(seeded):
     assert op.error_message == "The headless client's time limit passed; the call was cancelled at the server."
 
 
+async def test_a_timeout_while_a_round_waits_says_so(seeded):
+    alice, server = seeded["users"]["alice"], seeded["servers"]["acme"]
+    op = await operations.start_operation(user=alice, server=server, method="tools/call", name="deploy",
+                                          params={"name": "deploy", "arguments": {"env": "staging", "replicas": 2}})
+    await operations.wait_idle()
+    op = await Operation.objects.aget(pk=op.pk)
+    assert op.status == "awaiting_input"
+    assert await operations.stop_operation(op, by="headless_timeout")
+    op = await Operation.objects.aget(pk=op.pk)
+    assert op.status == "denied"
+    assert op.error_message == "The headless client's time limit passed; nothing was sent for its open round."
+    assert await AuditEvent.objects.filter(operation_id=op.id, event="denied", reason="cancelled").aexists()
+    assert [c.has_input_responses for c in seeded["mcp"].log.tool_calls("deploy")] == [False]
+
+
 async def test_stop_by_must_be_known(seeded):
     with pytest.raises(ValueError):
         await operations.stop_operation(Operation(), by="someone")
