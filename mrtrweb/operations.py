@@ -941,7 +941,8 @@ async def _answer_legacy(op: Operation, responses: dict[str, Any]) -> Retry:
     if not await sync_to_async(is_alive)(op.worker):
         # the worker holding the server's call is gone, and the call with it: nothing can reach the server
         claimed = await Operation.objects.filter(pk=op.pk, status=Operation.Status.AWAITING_INPUT).aupdate(
-            status=Operation.Status.INTERRUPTED, error_code=WORKER_LOST)
+            status=Operation.Status.INTERRUPTED, error_code=WORKER_LOST,
+            error_message=message_for(WORKER_LOST))
         if claimed:
             await finish_interrupted(op)
         raise OperationRefused(WORKER_LOST, message_for(WORKER_LOST))

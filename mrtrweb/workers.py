@@ -111,7 +111,7 @@ async def reap_interrupted(operation_id: Any = None) -> int:
         how many operations were marked.
     """
     from .models import Operation
-    from .operations import finish_interrupted
+    from .operations import finish_interrupted, message_for
 
     grace = timezone.now() - timezone.timedelta(seconds=_ttl())
     qs = Operation.objects.filter(status=Operation.Status.RUNNING, updated_at__lt=grace).exclude(worker="")
@@ -129,7 +129,8 @@ async def reap_interrupted(operation_id: Any = None) -> int:
         if alive:
             continue
         claimed = await Operation.objects.filter(pk=op.pk, status=op.status, worker=op.worker).aupdate(
-            status=Operation.Status.INTERRUPTED, error_code=WORKER_LOST)
+            status=Operation.Status.INTERRUPTED, error_code=WORKER_LOST,
+            error_message=message_for(WORKER_LOST))
         if claimed:
             count += 1
             logger.info("operation %s interrupted: worker %s stopped during the call", op.id, op.worker)
