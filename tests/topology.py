@@ -10,7 +10,6 @@ import os
 import re
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,26 +20,11 @@ from pathlib import Path
 
 import psycopg
 
+from mrtrweb.bench.common import free_port, wait_port
+
 ROOT = Path(__file__).resolve().parents[1]
 PG_ADMIN = os.environ.get("MRTRWEB_TEST_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 REDIS_URL = os.environ.get("MRTRWEB_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_port(port: int, timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError(f"nothing listens on port {port}")
 
 
 class PrivateDatabase:
@@ -105,7 +89,7 @@ class Cluster:
              str(port), "--ws", "websockets-sansio", "--lifespan", "off", "--log-level", "warning"],
             cwd=ROOT, env=self.env, stdout=log.open("w"), stderr=subprocess.STDOUT)
         self.workers[name] = (proc, port)
-        wait_port(port)
+        wait_port(port, proc=proc, log=log)
         return self.url(name)
 
     def url(self, name: str) -> str:
