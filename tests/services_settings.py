@@ -23,7 +23,8 @@ DATABASES = {
         "NAME": "mrtrweb",
         # A fixed name: a connection left open by a worker thread can keep pytest-django from
         # dropping it at the end; the next run then drops and recreates it.
-        "TEST": {"NAME": "test_mrtrweb_services"},
+        # MRTRWEB_TEST_PG_NAME lets two checkouts run this suite at once on one server.
+        "TEST": {"NAME": os.environ.get("MRTRWEB_TEST_PG_NAME", "test_mrtrweb_services")},
     }
 }
 CACHES = {
