@@ -36,6 +36,7 @@ from django.views.decorators.http import require_GET
 
 from .audit import keyed_digest
 from .models import AuditEvent, McpServer, Membership, Operation, Tenant
+from .operations import STATE_REUSED
 
 PER_PAGE = 50
 EXPORT_CHUNK = 1000
@@ -80,10 +81,14 @@ def _actions_text(actions: Any) -> list[tuple[str, str]]:
     return [(str(k), str(v)) for k, v in sorted(actions.items())]
 
 
-def _row(event: dict[str, Any], *, names: dict[str, str], servers: dict[str, str]) -> dict[str, Any]:
+def _row(event: dict[str, Any], *, names: dict[str, str], servers: dict[str, str], admin: bool = True) -> dict[str, Any]:
     """A template row for one event (``values()`` dict): digests shortened, users resolved only
-    through ``names`` (digest -> label), which the caller fills with whom the viewer may know."""
+    through ``names`` (digest -> label), which the caller fills with whom the viewer may know.
+    Only an ``admin`` of the tenant reads that a round's ``requestState`` was also received by
+    another operation (code ``request_state_reused``: it speaks of other people's operations)."""
     digest = event["user_digest"]
+    if not admin and event["code"] == STATE_REUSED:
+        event = dict(event, code="", reason="")
     return dict(
         event,
         user_label=names.get(digest, ""),
@@ -168,7 +173,7 @@ def _own_history(user: Any, page_number: Any) -> dict[str, Any]:
             "status_code": op.status if owned and op is not None else "",
             "live": owned and op is not None,
             "last_at": max(r["created_at"] for r in rows),
-            "events": [_row(r, names=names, servers=servers) for r in rows],
+            "events": [_row(r, names=names, servers=servers, admin=False) for r in rows],
         })
     administered = list(Tenant.objects.filter(memberships__user=user, memberships__role=Membership.Role.ADMIN)
                         .order_by("name"))
@@ -269,7 +274,9 @@ def _tenant_history(user: Any, slug: str, params: Any) -> dict[str, Any]:
         names, servers = _member_names(tenant.pk), _server_names(tenant.pk)
         rows = [_row(e, names=names, servers=servers) for e in page.object_list]
     filtered = any(params.get(k) for k in FILTER_PARAMS)
-    return {"tenant": tenant, "form": form, "page_obj": page, "rows": rows, "filtered": filtered}
+    reused = AuditEvent.objects.filter(tenant=tenant, event="received", code=STATE_REUSED).count()
+    return {"tenant": tenant, "form": form, "page_obj": page, "rows": rows, "filtered": filtered,
+            "reused_states": reused, "reused_code": STATE_REUSED}
 
 
 def _safe_filename_part(value: str) -> str:
@@ -388,7 +395,7 @@ def _timeline(user: Any, op_id: Any) -> dict[str, Any]:
     names = _member_names(tenant_id) if admin else {}
     names[user_digest(user.pk)] = str(_("you"))
     servers = _server_names(tenant_id)
-    rows = [_row(e, names=names, servers=servers) for e in events]
+    rows = [_row(e, names=names, servers=servers, admin=admin) for e in events]
     first = rows[0] if rows else None
     tenant = op.tenant if op is not None else Tenant.objects.get(pk=tenant_id)
     return {

@@ -296,8 +296,8 @@ async def finish_interrupted(op: Operation) -> None:
 #: reasons of a ``denied`` outcome (issue "audit trail", deny conditions)
 DENY_MESSAGES = {
     "missing_consent_receipt": "No record shows that this round was displayed to you, so no answer is sent for it.",
-    "request_state_replayed": "The server sent a requestState already seen in another round; the operation was "
-                              "stopped and nothing was sent.",
+    "request_state_replayed": "The server sent again a requestState this operation had already sent back in an "
+                              "earlier round; the operation was stopped and nothing was sent.",
     "server_config_changed": "The server's configuration changed after it asked; your answer was not sent.",
     "timeout": "This round expired before the answer arrived; nothing was sent.",
     "cancelled": "You stopped this operation; nothing was sent for its open round.",
@@ -381,11 +381,25 @@ def _received_config(op_id: Any, round_number: int) -> str | None:
     return row
 
 
-def _state_seen_elsewhere(op: Operation, state_digest: str, round_number: int) -> bool:
+#: the code of a ``received`` row whose ``requestState`` another operation of the tenant also
+#: received: legal (the state is opaque, a server may mint it deterministically), so it is recorded
+#: for the tenant's admins (history, ``mrtr_reconcile``) and never denied
+STATE_REUSED: Final = "request_state_reused"
+STATE_REUSED_REASON: Final = "the same requestState was received by another operation of this tenant (not a replay)"
+
+
+def _state_seen(op: Operation, state_digest: str, round_number: int) -> tuple[bool, bool]:
+    """Where the tenant's audit trail already holds ``state_digest`` (a ``received`` row), sync.
+
+    Returns ``(replayed, reused)``: *replayed* -- another round of **this** operation received it,
+    so its retry already sent that state back (denied: ``request_state_replayed``); *reused* --
+    another operation of the tenant (same or another user) received it (recorded as
+    :data:`STATE_REUSED`, not denied)."""
     from .models import AuditEvent
 
-    return AuditEvent.objects.filter(tenant_id=op.tenant_id, event="received", state_digest=state_digest) \
-        .exclude(operation_id=op.id, round_number=round_number).exists()
+    rows = AuditEvent.objects.filter(tenant_id=op.tenant_id, event="received", state_digest=state_digest)
+    replayed = rows.filter(operation_id=op.id).exclude(round_number=round_number).exists()
+    return replayed, rows.exclude(operation_id=op.id).exists()
 
 
 _STOPPED = object()
@@ -555,9 +569,11 @@ async def _handle_result(op: Operation, request_id: str, raw: Any) -> Retry | No
         await _finish(op, Operation.Status.FAILED, code=STORE_UNAVAILABLE, message=message_for(STORE_UNAVAILABLE))
         return None
     op.rounds = rnd.number
-    replayed = bool(rnd.state_digest) and await sync_to_async(_state_seen_elsewhere)(op, rnd.state_digest, rnd.number)
+    replayed, reused = (await sync_to_async(_state_seen)(op, rnd.state_digest, rnd.number)) if rnd.state_digest \
+        else (False, False)
     try:
-        await _audit(op, "received", round_number=rnd.number, request_id=request_id, state_digest=rnd.state_digest,
+        await _audit(op, "received", code=STATE_REUSED if reused else "", reason=STATE_REUSED_REASON if reused else "",
+                     round_number=rnd.number, request_id=request_id, state_digest=rnd.state_digest,
                      schema_digests={k: v.schema_digest for k, v in rnd.requests.items() if v.schema_digest},
                      config_digest=op.server.config_digest())
     except audit.AuditUnavailable:

@@ -10,7 +10,15 @@ its ``submitted`` answer, or the operation's one terminal outcome (``completed``
 * ``late_submissions`` -- an answer recorded after the round's lifetime (never settleable);
 * ``multiple_outcomes`` -- an operation with more than one terminal outcome (never settleable);
 * ``foreign_attempts`` -- answers attempted by another user or tenant (recorded, nothing sent);
-* ``repeated_states`` -- a ``requestState`` digest received in more than one round.
+* ``replayed_states`` -- a ``requestState`` digest received again by the operation whose earlier
+  round had already sent it back (the operation was denied ``request_state_replayed``);
+* ``reused_states`` -- a ``requestState`` digest received by more than one operation of a tenant
+  (same or different users): legal, a server may mint its opaque state deterministically, so it
+  was not denied; listed for the tenant's admins.
+
+Entries: ``replayed_states`` ``{"tenant", "operation", "state_digest", "rounds": [n, ...]}``;
+``reused_states`` ``{"tenant", "state_digest", "operations": [{"operation", "rounds"}, ...],
+"users": number of distinct user digests}``. Digests only, never a state.
 """
 
 from __future__ import annotations
@@ -32,21 +40,30 @@ def reconcile(*, settle: bool = True, now: datetime.datetime | None = None) -> d
     now = now or timezone.now()
     ttl = datetime.timedelta(seconds=float(conf.get("TTL_S")))
     report: dict[str, Any] = {k: [] for k in ("expired", "duplicate_submissions", "late_submissions",
-                                              "multiple_outcomes", "foreign_attempts", "repeated_states")}
+                                              "multiple_outcomes", "foreign_attempts", "replayed_states",
+                                              "reused_states")}
     report.update(rounds=0, operations=0, pending=0)
     by_op: dict[Any, list[AuditEvent]] = collections.defaultdict(list)
-    states: dict[tuple[Any, str], set[tuple[str, int]]] = collections.defaultdict(set)
+    # (tenant, state digest) -> operation -> its round numbers; and the users who received it
+    states: dict[tuple[Any, str], dict[str, set[int]]] = collections.defaultdict(lambda: collections.defaultdict(set))
+    state_users: dict[tuple[Any, str], set[str]] = collections.defaultdict(set)
     for ev in AuditEvent.objects.order_by("tenant_id", "sequence").iterator():
         by_op[ev.operation_id].append(ev)
         if ev.event == "received" and ev.state_digest:
-            states[(ev.tenant_id, ev.state_digest)].add((str(ev.operation_id), ev.round_number))
+            states[(ev.tenant_id, ev.state_digest)][str(ev.operation_id)].add(ev.round_number)
+            state_users[(ev.tenant_id, ev.state_digest)].add(ev.user_digest)
         if ev.event == "rejected" and ev.reason == "answer attempt by another user":
             report["foreign_attempts"].append({"operation": str(ev.operation_id), "round": ev.round_number,
                                                "event_id": ev.pk, "at": ev.created_at.isoformat()})
-    for (tenant_id, state), rounds in states.items():
-        if len(rounds) > 1:
-            report["repeated_states"].append({"tenant": tenant_id, "state_digest": state,
-                                              "rounds": sorted([list(r) for r in rounds])})
+    for (tenant_id, state), ops in states.items():
+        for op_id, numbers in sorted(ops.items()):
+            if len(numbers) > 1:
+                report["replayed_states"].append({"tenant": tenant_id, "operation": op_id, "state_digest": state,
+                                                  "rounds": sorted(numbers)})
+        if len(ops) > 1:
+            report["reused_states"].append({
+                "tenant": tenant_id, "state_digest": state, "users": len(state_users[(tenant_id, state)]),
+                "operations": [{"operation": op_id, "rounds": sorted(numbers)} for op_id, numbers in sorted(ops.items())]})
     for op_id, events in by_op.items():
         received = {e.round_number: e for e in events if e.event == "received"}
         if not received:
@@ -105,7 +122,8 @@ def summary(report: dict[str, Any]) -> str:
               "late_submissions": "answers recorded after the round's lifetime",
               "multiple_outcomes": "operations with more than one outcome",
               "foreign_attempts": "answer attempts by another user or tenant (refused)",
-              "repeated_states": "requestState digests seen in more than one round"}
+              "replayed_states": "requestState digests an operation received again after sending them back (denied)",
+              "reused_states": "requestState digests received by more than one operation (allowed, recorded)"}
     for key, label in labels.items():
         lines.append(f"{len(report[key]):5d}  {label}")
     lines.append("anomalies that cannot be settled: " + str(report["unsettled"]))

@@ -228,10 +228,14 @@ async def test_deny_replayed_request_state(seeded, hostile_mcp):
     client = await _client(seeded["users"]["alice"])
     first = await _start(client, server, "same_state", {})
     assert first.status == "awaiting_input"
-    second = await _start(client, server, "same_state", {})  # the same requestState again
-    assert second.status == "denied"
-    last = await AuditEvent.objects.filter(operation_id=second.id).order_by("-sequence").afirst()
-    assert (last.event, last.reason) == ("denied", "request_state_replayed")
+    second = await _start(client, server, "same_state", {})  # the same state in another operation: allowed
+    assert second.status == "awaiting_input"
+    await _answer(client, first, "accept")  # the retry sends it back; the server answers with it again
+    first = await _reload(first)
+    assert first.status == "denied"
+    last = await AuditEvent.objects.filter(operation_id=first.id).order_by("-sequence").afirst()
+    assert (last.event, last.round_number, last.reason) == ("denied", 2, "request_state_replayed")
+    assert (await _reload(second)).status == "awaiting_input"
 
 
 def _reconcile(*args) -> tuple[int, dict]:
@@ -258,7 +262,7 @@ async def test_reconcile_settles_expired_and_finds_planted_anomalies(seeded, set
     code, report = await sync_to_async(_reconcile)()
     assert code == 0 and report["pending"] >= 1 and report["expired"] == []
     assert len(report["foreign_attempts"]) == 1 and report["foreign_attempts"][0]["operation"] == str(waiting.id)
-    assert len(report["repeated_states"]) == 1
+    assert len(report["reused_states"]) == 1 and report["replayed_states"] == []
 
     settings.MRTRWEB = {"TTL_S": 1}
     time.sleep(1.2)

@@ -9,7 +9,7 @@ from mrtrweb.reconcile import reconcile, summary
 
 
 class Command(BaseCommand):
-    help = "Reconcile the audit trail: expired rounds, duplicate/late answers, foreign attempts, repeated states."
+    help = "Reconcile the audit trail: expired rounds, duplicate/late answers, foreign attempts, replayed and reused states."
 
     def add_arguments(self, parser):
         parser.add_argument("--json", action="store_true", help="print the report as JSON")
