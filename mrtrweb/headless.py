@@ -23,12 +23,13 @@ API::
 Consent policies (:meth:`ConsentPolicy.parse`):
 
 ``accept-defaults``
-    Accept every form with its schema's defaults (SEP-1034). A *required* field without a default
-    gets a stand-in: the first enum option (the minimum number of options for a multi-select), the
-    ``minimum`` for a number, ``false`` for a boolean, ``""`` for a string; optional fields
-    without a default are left out. If that content does not validate against the schema (for
-    instance a required string with ``minLength``), the request is **declined**: a machine does
-    not invent answers.
+    Accept every form with its schema's defaults (SEP-1034), optional fields without a default
+    left out -- **only when every required field has a default** (that validates). A machine does
+    not invent answers: when a form of the round has a required field without one (a "drop the
+    database?" boolean, a ticket number, a choice), no stand-in is picked (not the first option,
+    not ``false``, not ``""``); the whole round is answered ``cancel`` (sent as the retry, as a
+    person's Cancel), the outcome names those fields (``missing_defaults``: ``KEY.FIELD``, names
+    only, never a value) and ``mrtr_client`` exits 9.
 ``decline`` / ``cancel``
     Answer every request of every round with that action.
 ``answers:FILE.json``
@@ -58,6 +59,7 @@ import dataclasses
 import json
 import logging
 import time
+import unicodedata
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -71,7 +73,8 @@ from .models import McpServer, Membership, Operation
 logger = logging.getLogger("mrtrweb.headless")
 
 __all__ = ["ACCEPT_DEFAULTS", "ANSWERS", "CANCEL", "DECLINE", "TIMEOUT", "ConsentPolicy", "HeadlessError",
-           "HeadlessOutcome", "arun", "close_connections", "default_content", "operation_name", "run", "server_for"]
+           "HeadlessOutcome", "arun", "close_connections", "default_content", "operation_name", "run", "server_for",
+           "shown_name"]
 
 ACCEPT_DEFAULTS = "accept-defaults"
 DECLINE = "decline"
@@ -155,6 +158,10 @@ class HeadlessOutcome:
         rounds: how many ``input_required`` rounds the operation had.
         operation_id: the Operation row's id (its audit trail and history page).
         error_code: the operation's error code (``""`` when completed), or ``headless_timeout``.
+        missing_defaults: for ``accept-defaults``: the required fields without a (valid) default
+            that made it answer a round ``cancel``, as ``KEY.FIELD`` in round order (server names,
+            control and format characters shown as ``\\uXXXX``, see :func:`shown_name`); ``()``
+            when it cancelled nothing.
     """
 
     status: str
@@ -162,6 +169,7 @@ class HeadlessOutcome:
     rounds: int
     operation_id: str
     error_code: str
+    missing_defaults: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -218,11 +226,15 @@ class ConsentPolicy:
 
     def responses(self, rnd: Round) -> dict[str, Any] | None:
         """The answers to every request of ``rnd``, or ``None`` when the round holds a request
-        this policy never approves (sampling/roots): the operation is then refused."""
+        this policy never approves (sampling/roots): the operation is then refused. For
+        ``accept-defaults``, every request is answered ``cancel`` when :meth:`missing_defaults`
+        names a field."""
         out: dict[str, Any] = {}
+        if any(view.kind in ("sampling", "roots") for view in rnd.requests.values()):
+            return None
+        if self.missing_defaults(rnd):
+            return {key: {"action": CANCEL} for key in rnd.requests}
         for key, view in rnd.requests.items():
-            if view.kind in ("sampling", "roots"):
-                return None
             given = self.answers.get(key, DECLINE) if self.kind == ANSWERS else None
             if self.kind in (DECLINE, CANCEL):
                 out[key] = {"action": self.kind}
@@ -233,39 +245,55 @@ class ConsentPolicy:
                     out[key] = {"action": "accept"} if self.url_done else {"action": DECLINE}
             elif self.kind == ACCEPT_DEFAULTS:
                 content = default_content(view.schema) if view.schema is not None else None
-                out[key] = {"action": "accept", "content": content} if content is not None else {"action": DECLINE}
+                out[key] = {"action": "accept", "content": content} if content is not None else {"action": CANCEL}
             else:
                 out[key] = {"action": "accept", "content": dict(given)} if isinstance(given, dict) \
                     else {"action": given}
         return out
 
+    def missing_defaults(self, rnd: Round) -> list[str]:
+        """For ``accept-defaults``: the fields of ``rnd``'s forms that keep it from accepting --
+        required fields without a default, or whose defaults fail the form's own schema -- as
+        ``KEY.FIELD`` (:func:`shown_name`), in request and field order; ``[]`` for any other
+        policy, or when every form can be accepted with its defaults."""
+        if self.kind != ACCEPT_DEFAULTS:
+            return []
+        missing: list[str] = []
+        for key, view in rnd.requests.items():
+            if view.kind == "url" or view.schema is None:
+                continue
+            names = [f.name for f in view.schema.fields if f.required and not f.has_default]
+            if not names:
+                try:
+                    view.schema.validate({f.name: f.default for f in view.schema.fields if f.has_default})
+                except ContentMismatch as exc:  # the server's own defaults break its schema
+                    names = [f.name for f in view.schema.fields if f.name in exc.errors] or \
+                        [f.name for f in view.schema.fields if f.has_default]
+            missing += [f"{shown_name(key)}.{shown_name(name)}" for name in names]
+        return missing
+
 
 def default_content(checked: CheckedSchema) -> dict[str, Any] | None:
-    """The ``accept-defaults`` content of a form: defaults, stand-ins for required fields without
-    one (first option / minimum / false / ""), or ``None`` when that does not validate."""
-    content: dict[str, Any] = {}
-    for spec in checked.fields:
-        if spec.has_default:
-            content[spec.name] = spec.default
-        elif spec.required:
-            content[spec.name] = _stand_in(spec)
+    """The ``accept-defaults`` content of a form: its defaults (optional fields without one left
+    out), or ``None`` when a required field has no default or the defaults do not validate."""
+    if any(spec.required and not spec.has_default for spec in checked.fields):
+        return None
     try:
-        return checked.validate(content)
+        return checked.validate({spec.name: spec.default for spec in checked.fields if spec.has_default})
     except ContentMismatch:
         return None
 
 
-def _stand_in(spec: Any) -> Any:
-    c = spec.constraints
-    if spec.kind == "choice":
-        return spec.options[0].value if spec.options else ""
-    if spec.kind == "multi":
-        return [o.value for o in spec.options[: int(c.get("minItems", 0) or 0)]]
-    if spec.kind in ("integer", "number"):
-        return c.get("minimum", 0)
-    if spec.kind == "boolean":
-        return False
-    return ""
+#: the longest server name :func:`shown_name` returns, in characters
+SHOWN_NAME_CHARS = 100
+
+
+def shown_name(name: Any) -> str:
+    """A server-chosen key or field name fit for a terminal line or a log: control and format
+    characters (C0/C1, bidi overrides, zero-width...) become visible ``\\uXXXX`` escapes; at most
+    :data:`SHOWN_NAME_CHARS` characters (then "…")."""
+    text = "".join(f"\\u{ord(ch):04x}" if unicodedata.category(ch).startswith("C") else ch for ch in str(name))
+    return text if len(text) <= SHOWN_NAME_CHARS else text[: SHOWN_NAME_CHARS - 1] + "…"
 
 
 # --------------------------------------------------------------------------------------------
@@ -333,11 +361,12 @@ async def _run(pushes: _Pushes, server: McpServer, user: Any, method: str, param
         raise HeadlessError(exc.code, exc.message) from None
     deadline = time.monotonic() + timeout_s
     answered = 0  # the last round number this agent answered
+    missing: list[str] = []  # fields without a default that made accept-defaults cancel
     while True:
         op = await Operation.objects.aget(pk=op.pk)
         if op.is_terminal:
             await _settled(op)
-            return _outcome(op)
+            return _outcome(op, missing)
         if time.monotonic() >= deadline:
             logger.info("operation %s: headless timeout after %ss; stopping it", op.id, timeout_s)
             await operations.stop_operation(op, by="headless_timeout")
@@ -346,10 +375,10 @@ async def _run(pushes: _Pushes, server: McpServer, user: Any, method: str, param
                 await asyncio.sleep(POLL_S)
                 op = await Operation.objects.aget(pk=op.pk)
             await _settled(op)
-            return HeadlessOutcome(TIMEOUT, None, op.rounds, str(op.id), "headless_timeout")
+            return HeadlessOutcome(TIMEOUT, None, op.rounds, str(op.id), "headless_timeout", tuple(missing))
         if op.status == Operation.Status.AWAITING_INPUT and op.rounds > answered:
             answered = op.rounds
-            await _answer(op, consent)
+            missing += await _answer(op, consent)
             continue
         await pushes.wait(min(PUSH_WAIT_S, max(0.0, deadline - time.monotonic())))
 
@@ -370,32 +399,38 @@ async def _settled(op: Operation, grace_s: float = 5.0) -> None:
         await asyncio.sleep(POLL_S)
 
 
-def _outcome(op: Operation) -> HeadlessOutcome:
+def _outcome(op: Operation, missing: list[str]) -> HeadlessOutcome:
     return HeadlessOutcome(str(op.status), op.result if op.status == Operation.Status.COMPLETED else None,
-                           op.rounds, str(op.id), op.error_code)
+                           op.rounds, str(op.id), op.error_code, tuple(missing))
 
 
-async def _answer(op: Operation, consent: ConsentPolicy) -> None:
-    """Show the open round to the scripted agent (consent receipt), then answer it once."""
+async def _answer(op: Operation, consent: ConsentPolicy) -> list[str]:
+    """Show the open round to the scripted agent (consent receipt), then answer it once. Returns
+    :meth:`ConsentPolicy.missing_defaults` of the round when the policy answered it ``cancel``
+    for them (else ``[]``)."""
     from .panels import record_shown
 
     try:
         state = await sync_to_async(operations.get_gate().state)(operations.handle_of(op))
     except StoreUnavailable:
         await operations.deny(op, operations.STORE_UNAVAILABLE)
-        return
+        return []
     rnd = state.round if state else None
     if rnd is None or rnd.number != op.rounds:
-        return  # the round ended meanwhile (expired, stopped): the row says how
+        return []  # the round ended meanwhile (expired, stopped): the row says how
     full = await Operation.objects.select_related("server", "tenant", "user").aget(pk=op.pk)
     await sync_to_async(record_shown)(full, rnd, reason=f"headless: scripted consent policy {consent.kind}")
     responses = consent.responses(rnd)
     if responses is None:
         logger.info("operation %s round %s: sampling/roots refused by the scripted policy", op.id, rnd.number)
         await operations.deny(full, "deprecated_request_refused")
-        return
+        return []
+    missing = consent.missing_defaults(rnd)
+    if missing:
+        logger.info("operation %s round %s: accept-defaults answers cancel: required fields without a default: %s",
+                    op.id, rnd.number, ", ".join(missing))
     logger.info("operation %s round %s: answering %s", op.id, rnd.number,
-                {k: v.get("action") for k, v in responses.items()})
+                {shown_name(k): v.get("action") for k, v in responses.items()})
     try:
         await operations.answer_round(full, responses)
     except GateRejection as exc:
@@ -406,6 +441,7 @@ async def _answer(op: Operation, consent: ConsentPolicy) -> None:
         logger.info("operation %s round %s: answer refused (%s)", op.id, rnd.number, exc.code)
         if not (await Operation.objects.aget(pk=op.pk)).is_terminal:
             await operations.deny(full, exc.code)
+    return missing
 
 
 def run(**kw: Any) -> HeadlessOutcome:

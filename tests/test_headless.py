@@ -55,15 +55,20 @@ async def test_accept_defaults_completes_a_form_round_with_the_browsers_audit_tr
     assert sub.actions == {"go_on": "accept"}
 
 
-async def test_state_only_round_then_form_with_first_option(seeded):
+async def test_state_only_round_then_a_form_without_default_is_cancelled(seeded):
     outcome = await _run(seeded, "busy_report", {"topic": "ops"}, ConsentPolicy.parse("accept-defaults"))
     assert outcome.status == "completed", outcome
-    assert _text(outcome) == "Report on ops ready as pdf."  # required oneOf without default: first option
+    # a required single-select without default: never its first option, the round is cancelled
+    assert _text(outcome) == "Report cancelled by the user; nothing was done."
+    assert outcome.missing_defaults == ("format.format",)
     assert outcome.rounds == 2
     events = await _aevents(outcome.operation_id)
     # round 1 is requestState-only: retried by the operation itself, nothing shown to anyone
     assert [(e, n) for e, n, _ in events] == [("received", 1), ("submitted", 1), ("received", 2), ("shown", 2),
-                                              ("submitted", 2), ("completed", 2)]
+                                              ("submitted", 2), ("cancelled", 2)]
+    sub = await AuditEvent.objects.filter(operation_id=outcome.operation_id, event="submitted").order_by("-sequence") \
+        .afirst()
+    assert sub.actions == {"format": "cancel"}
 
 
 async def test_multi_round_with_an_answers_file(seeded, tmp_path):
@@ -95,11 +100,12 @@ async def test_decline_and_cancel(seeded, policy, text, last_event):
     assert sub.actions == {"confirm_deploy": policy}
 
 
-async def test_accept_defaults_declines_a_form_its_defaults_cannot_answer(seeded):
-    # deploy requires a ticket of 3 to 32 characters and has no default for it: a machine does not invent one
+async def test_accept_defaults_cancels_a_form_its_defaults_cannot_answer(seeded):
+    # deploy requires a confirmation and a ticket, with no default for either: a machine does not invent them
     outcome = await _run(seeded, "deploy", {"env": "staging", "replicas": 1}, ConsentPolicy.parse("accept-defaults"))
     assert outcome.status == "completed"
-    assert _text(outcome) == "Deployment declined by the user; nothing was done."
+    assert _text(outcome) == "Deployment cancelled by the user; nothing was done."
+    assert outcome.missing_defaults == ("confirm_deploy.confirm", "confirm_deploy.ticket")
 
 
 @pytest.mark.parametrize("policy, url_done, text", [
@@ -227,6 +233,12 @@ def test_command_default_identity_and_exit_codes(seeded, capsys, tmp_path):
     assert _command(url, "--tool", "long_task", "--args", '{"seconds": 10}', "--timeout", "1") == 7
     # 8 completed with a tool error: an argument the tool's schema refuses
     assert _command(url, "--tool", "echo", "--args", '{"text": 5}') == 8
+    # 9 accept-defaults cancelled a round: required fields without a default, named on the outcome's line
+    capsys.readouterr()
+    assert _command(url, "--tool", "deploy", "--args", '{"env": "staging", "replicas": 1}',
+                    "--consent", "accept-defaults") == 9
+    assert "  accept-defaults answered cancel: required field(s) without a default: confirm_deploy.confirm, " \
+           "confirm_deploy.ticket" in capsys.readouterr().out.splitlines()
     # 1 nothing run
     with pytest.raises(CommandError):
         call_command("mrtr_client", url, "--tool", "echo", "--consent", "sure")

@@ -27,6 +27,10 @@ Exit codes (several operations: the first non-zero one, in order):
 6   interrupted (the worker stopped)
 7   timeout (``--timeout`` passed; the operation was stopped)
 8   completed, but the tool's result says ``isError: true``
+9   ``accept-defaults`` answered a round ``cancel``: a form had a required field without a
+    (valid) default; the fields are named (``KEY.FIELD``) on the outcome's line and in the
+    JSON's ``missing_defaults``, and the operation completed with the server's answer to the
+    cancel (a failed, denied... operation keeps its own code)
 ==  =====================================================================================
 
 ``--conformance`` is for the official MCP conformance suite
@@ -66,11 +70,14 @@ EXIT_CODES = {
     headless.TIMEOUT: 7,
 }
 EXIT_TOOL_ERROR = 8
+EXIT_MISSING_DEFAULTS = 9
 
 
 def exit_code(outcome: headless.HeadlessOutcome) -> int:
     """The process exit code of one outcome (see the module docstring)."""
     code = EXIT_CODES.get(outcome.status, 3)
+    if code == 0 and outcome.missing_defaults:
+        return EXIT_MISSING_DEFAULTS
     if code == 0 and isinstance(outcome.result, dict) and outcome.result.get("isError") is True:
         return EXIT_TOOL_ERROR
     return code
@@ -297,7 +304,8 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps({"operations": [
                 {"method": m, "name": headless.operation_name(m, p), "status": o.status, "rounds": o.rounds,
                  "operation_id": o.operation_id, "error_code": o.error_code, "result": o.result,
-                 "exit_code": exit_code(o)} for m, p, o in outcomes]}, indent=2, ensure_ascii=False))
+                 "missing_defaults": list(o.missing_defaults), "exit_code": exit_code(o)}
+                for m, p, o in outcomes]}, indent=2, ensure_ascii=False))
         return next((c for c in (exit_code(o) for _, _, o in outcomes) if c), 0)
 
     async def _list(self, user: Any, tenant: Any, url: str, as_json: bool) -> None:
@@ -324,6 +332,9 @@ class Command(BaseCommand):
         if outcome.error_code:
             line += f" [{outcome.error_code}]"
         self.stdout.write(line)
+        if outcome.missing_defaults:
+            self.stdout.write("  accept-defaults answered cancel: required field(s) without a default: "
+                              + ", ".join(outcome.missing_defaults))
         result = outcome.result if isinstance(outcome.result, dict) else {}
         items = result.get("content") or [m.get("content") for m in result.get("messages", []) if isinstance(m, dict)] \
             or result.get("contents") or []
