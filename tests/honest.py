@@ -23,6 +23,11 @@ Tools (``TOOLS``):
     without default).
 ``odd_names``
     A required field whose name carries a bidi override and a BEL (no default).
+``ping_pong`` (not honest)
+    Form rounds whose states go ``"A"``, ``"B"``, then ``"A"`` again: the third round hands this
+    operation back a state it already sent back.
+``busy_forever`` (not honest)
+    ``requestState``-only rounds, always with the same state ``"busy-1"``.
 
 A retry whose ``requestState`` differs from the one minted is answered with JSON-RPC error
 -32602. Every request is recorded in the handle's ``log`` (:class:`mrtrweb.demo.server.CallLog`).
@@ -72,7 +77,13 @@ TOOLS: dict[str, tuple[dict[str, Any] | None, str]] = {
     "two_forms": ({"a": _form("A", {"x": {"type": "string", "default": "x"}}, ["x"]),
                    "b": _form("B", {"y": {"type": "boolean"}}, ["y"])}, "two-1"),
     "odd_names": ({"q": _form("Odd", {ODD: {"type": "boolean"}}, [ODD])}, "odd-1"),
+    "ping_pong": ({"q": _form("Again?", {"ok": {"type": "boolean", "default": True}}, [])}, "A"),
+    "busy_forever": (None, "busy-1"),
 }
+
+
+#: the rounds of ``ping_pong``: state received on the retry -> the next state
+PING_PONG = {"A": "B", "B": "A"}
 
 
 def _final(tool: str, responses: dict[str, Any]) -> str:
@@ -116,6 +127,11 @@ async def endpoint(request: Request) -> Response:
             if requests is not None:
                 result["inputRequests"] = requests
             return ok(result)
+        if tool == "ping_pong" and params["requestState"] in PING_PONG:
+            return ok({"resultType": "input_required", "requestState": PING_PONG[params["requestState"]],
+                       "inputRequests": requests})
+        if tool == "busy_forever" and params["requestState"] == state:
+            return ok({"resultType": "input_required", "requestState": state})
         if params["requestState"] != state:
             return JSONResponse({"jsonrpc": "2.0", "id": rid,
                                  "error": {"code": -32602, "message": "Invalid or expired requestState"}})

@@ -139,6 +139,21 @@ async def test_an_operation_that_gets_back_its_own_earlier_state_is_denied(seede
     assert "already sent back" in op.error_message
 
 
+@pytest.mark.parametrize("tool, denied_at", [("ping_pong", 3), ("busy_forever", 2)])
+async def test_a_state_from_any_earlier_round_of_the_operation_is_a_replay(seeded, servers, honest_mcp, tool,
+                                                                          denied_at):
+    """States A, B, then A again (form rounds); the same state on a state-only round."""
+    server = servers["honest"]
+    outcome = await headless.arun(url=server.url, user=seeded["users"]["alice"], tenant=server.tenant,
+                                  method="tools/call", params={"name": tool, "arguments": {}},
+                                  consent=ConsentPolicy.parse("accept-defaults"))
+    assert outcome.status == "denied"
+    last = await AuditEvent.objects.filter(operation_id=outcome.operation_id).order_by("-sequence").afirst()
+    assert (last.event, last.round_number, last.reason) == ("denied", denied_at, "request_state_replayed")
+    # the original and one retry per earlier round; nothing for the replayed one
+    assert len(honest_mcp.log.tool_calls(tool)) == denied_at
+
+
 async def test_reconcile_and_history_show_reuse_and_replay(seeded, servers, hostile_mcp):
     alice, carol = seeded["users"]["alice"], seeded["users"]["carol"]
     first = await _browser_confirm_step(alice, servers["honest"])

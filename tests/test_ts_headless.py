@@ -253,19 +253,20 @@ def test_two_questions_accept_defaults_url_done(peer, capsys):
 # -- 6. required fields without a default ------------------------------------------------------------
 
 
-def test_form_accept_defaults_declines_what_it_cannot_answer(peer, capsys):
-    """``form`` requires a name of 2 to 40 characters and an email, neither with a default: the
-    stand-ins ("") do not validate, so accept-defaults declines the form (it invents nothing)."""
+def test_form_accept_defaults_cancels_what_it_cannot_answer(peer, capsys):
+    """``form`` requires a name of 2 to 40 characters and an email, neither with a default:
+    accept-defaults invents nothing, it answers cancel, names the two fields and exits 9."""
     code, op = _command(capsys, peer.url, "--tool", "form", "--args", '{"subject":"tea"}',
                         "--consent", "accept-defaults")
-    assert code == 0 and op["rounds"] == 1 and op["error_code"] == ""
-    assert _tool_text(op) == "Order declined; nothing was done."
-    [retry] = _assert_tool_rounds(peer, "form", [{"profile": {"action": "decline"}}])
+    assert code == 9 and op["rounds"] == 1 and op["error_code"] == ""
+    assert op["missing_defaults"] == ["profile.name", "profile.email"]
+    assert _tool_text(op) == "Order cancelled; nothing was done."
+    [retry] = _assert_tool_rounds(peer, "form", [{"profile": {"action": "cancel"}}])
     assert "content" not in retry["params"]["inputResponses"]["profile"]  # no content of any kind was sent
     _assert_modern(peer)
     events = _events(op["operation_id"])
-    assert [e for e, _, _ in events] == ["received", "shown", "submitted", "completed"]
-    assert _submitted_actions(op["operation_id"]) == [{"profile": "decline"}]
+    assert [e for e, _, _ in events] == ["received", "shown", "submitted", "cancelled"]
+    assert _submitted_actions(op["operation_id"]) == [{"profile": "cancel"}]
 
 
 def test_form_invalid_answers_file_denied_and_nothing_sent(peer, capsys, tmp_path):
@@ -311,14 +312,14 @@ def test_prompt_briefing_answers_file(peer, capsys, tmp_path):
     _assert_modern(peer)
 
 
-def test_prompt_briefing_accept_defaults_takes_the_first_option(peer, capsys):
+def test_prompt_briefing_accept_defaults_never_takes_the_first_option(peer, capsys):
     code, op = _command(capsys, peer.url, "--prompt", "briefing", "--args", '{"topic":"the outage"}',
                         "--consent", "accept-defaults")
-    assert code == 0 and op["rounds"] == 1
+    assert code == 9 and op["rounds"] == 1 and op["missing_defaults"] == ["audience.audience"]
     assert op["result"]["messages"] == [{"role": "user", "content": {"type": "text",
-                                                                     "text": "Brief engineers on the outage."}}]
+                                                                     "text": "Brief a general audience on the outage."}}]
     _assert_rounds(peer, _prompt_retries(peer), peer.minted("briefing"), "briefing",
-                   [{"audience": {"action": "accept", "content": {"audience": "engineers"}}}])
+                   [{"audience": {"action": "cancel"}}])
 
 
 def _resource_calls(peer) -> list[dict[str, Any]]:
@@ -337,14 +338,15 @@ def test_resource_template_answers_file(peer, capsys, tmp_path):
     _assert_modern(peer)
 
 
-def test_resource_template_accept_defaults_declines_a_required_date(peer, capsys):
-    # "since" is a required date without a default: the stand-in "" is no date, so the form is declined
+def test_resource_template_accept_defaults_cancels_a_required_date(peer, capsys):
+    # "since" is a required date without a default: accept-defaults answers cancel
     code, op = _command(capsys, peer.url, "--resource", "ts://reports/ops", "--consent", "accept-defaults")
-    assert code == 0 and op["status"] == "completed" and op["rounds"] == 1
+    assert code == 9 and op["status"] == "completed" and op["rounds"] == 1
+    assert op["missing_defaults"] == ["period.since"]
     assert op["result"]["contents"] == [{"uri": "ts://reports/ops", "mimeType": "text/plain",
                                          "text": "No report for ops."}]
     _assert_rounds(peer, _resource_calls(peer), peer.minted("team_report"), "team_report",
-                   [{"period": {"action": "decline"}}])
+                   [{"period": {"action": "cancel"}}])
 
 
 # -- 9. the audit trail of a headless run (headless.arun) ----------------------------------------------
