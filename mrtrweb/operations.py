@@ -580,6 +580,7 @@ async def _handle_result(op: Operation, request_id: str, raw: Any) -> Retry | No
         await deny(op, AUDIT_UNAVAILABLE)
         return None
     if replayed:
+        await Operation.objects.filter(pk=op.pk).aupdate(rounds=rnd.number)  # the page counts the replayed round
         await deny(op, "request_state_replayed")
         return None
     if rnd.state_only:

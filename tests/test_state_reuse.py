@@ -128,7 +128,7 @@ async def test_an_operation_that_gets_back_its_own_earlier_state_is_denied(seede
     outcome = await headless.arun(url=server.url, user=seeded["users"]["alice"], tenant=server.tenant,
                                   method="tools/call", params={"name": "same_state", "arguments": {}},
                                   consent=ConsentPolicy.parse("accept-defaults"))
-    assert outcome.status == "denied"
+    assert (outcome.status, outcome.rounds) == ("denied", 2)
     events = [(e.event, e.round_number, e.reason) async for e in
               AuditEvent.objects.filter(operation_id=outcome.operation_id).order_by("sequence")]
     assert events == [("received", 1, ""), ("shown", 1, "headless: scripted consent policy accept-defaults"),
@@ -147,7 +147,7 @@ async def test_a_state_from_any_earlier_round_of_the_operation_is_a_replay(seede
     outcome = await headless.arun(url=server.url, user=seeded["users"]["alice"], tenant=server.tenant,
                                   method="tools/call", params={"name": tool, "arguments": {}},
                                   consent=ConsentPolicy.parse("accept-defaults"))
-    assert outcome.status == "denied"
+    assert (outcome.status, outcome.rounds) == ("denied", denied_at)
     last = await AuditEvent.objects.filter(operation_id=outcome.operation_id).order_by("-sequence").afirst()
     assert (last.event, last.round_number, last.reason) == ("denied", denied_at, "request_state_replayed")
     # the original and one retry per earlier round; nothing for the replayed one
