@@ -18,9 +18,11 @@ cleaned.
   ``help_text`` with ``|safe``) and a portal's own form templates print it as text, escaped once.
 * :func:`json_text` -- JSON for a terminal or a file: the same characters written as ``\\uXXXX``
   escapes (the value parses back unchanged; nothing invisible is in the text).
+* :func:`href` -- the URL-mode URL as a link target: the same address, its invisible characters
+  percent-encoded.
 * :func:`hidden_characters` -- whether a string holds any bidi control (for warnings).
 
-The same rules are applied in templates by the filters ``shown`` and ``shown_text`` of the
+The same rules are applied in templates by the filters ``shown``, ``shown_text`` and ``href`` of the
 template library ``mrtrweb_display`` (:mod:`mrtrweb.templatetags.mrtrweb_display`).
 """
 
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import json
 import re
+import urllib.parse
 from typing import Any
 
 from django.utils.html import escape
@@ -84,6 +87,17 @@ def html(value: Any, *, multiline: bool = False) -> SafeString:
     text or choice label, so any form template prints it as text, escaped exactly once."""
     text = "" if value is None else str(value)
     return escape(shown_text(text) if multiline else shown(text))
+
+
+def href(url: Any) -> Any:
+    """The URL-mode URL as a link's ``href``: each control, bidi or invisible character
+    percent-encoded (UTF-8), as a browser encodes it when it opens the link anyway -- the same
+    address, with no invisible character in the page. (The gate's URL check has refused white
+    space and C0/C1 controls already, and such characters cannot be in a valid host.) A
+    non-string is returned as it is."""
+    if not isinstance(url, str):
+        return url
+    return _HIDDEN.sub(lambda m: urllib.parse.quote(m.group(0), safe=""), url)
 
 
 def hidden_characters(value: Any) -> bool:
