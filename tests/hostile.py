@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from typing import Any
 
 import mcp_types as types
@@ -166,8 +167,9 @@ SLOW_TOOL = "slow\x1b[2J"
 NESTED_TOOL = "nested\u202e"
 PROMPT = "prompt<img src=x onerror=window.__xss=7>\x07\u202etpmorp"
 TEMPLATE = "hostile://reports/{team}?x=<img src=x onerror=window.__xss=8>\u202e"
-#: the URL-mode URL: reads as https://evil.example/google.com where U+202E is obeyed
-BIDI_URL = "https://evil.example/\u202emoc.elgoog"
+#: the URL-mode URL: reads as https://evil.example/google.com where U+202E is obeyed; the Hebrew
+#: path segment (strong right-to-left letters, no control character) would be drawn right to left
+BIDI_URL = "https://evil.example/\u202emoc.elgoog/\u05d0\u05d1\u05d2?next=1"
 
 LISTING_SCHEMA = {
     "type": "object",
@@ -240,6 +242,12 @@ PROGRESS_MESSAGE = f'Progress {CONTROLS} <img src=x onerror="window.__xss=9"><me
 SLOW_S = 4.0
 
 
+def _fresh(round_: dict[str, Any]) -> dict[str, Any]:
+    """``round_`` with a requestState of its own (the same state in two operations is judged by
+    another rule of the product, not under test here)."""
+    return dict(round_, requestState=f"{round_['requestState']}-{uuid.uuid4()}")
+
+
 def _listing_result(method: str, params: dict[str, Any]) -> Any:
     """The hostile listing server's result for ``method`` (``None``: method not found)."""
     if method == "server/discover":
@@ -262,14 +270,14 @@ def _listing_result(method: str, params: dict[str, Any]) -> Any:
     if method == "tools/call":
         name = params.get("name")
         if name == ASK_TOOL:
-            return FINAL_RESULT if answered else ELICITATION
+            return FINAL_RESULT if answered else _fresh(ELICITATION)
         if name == URL_TOOL:
-            return FINAL_RESULT if answered else URL_ROUND
+            return FINAL_RESULT if answered else _fresh(URL_ROUND)
         if name in (NESTED_TOOL, SLOW_TOOL):
             return FINAL_RESULT
     if method == "prompts/get" and params.get("name") == PROMPT:
         if not answered:
-            return ELICITATION
+            return _fresh(ELICITATION)
         return {"description": hostile_text("Prompt result description"),
                 "messages": [{"role": "user", "content": {"type": "text", "text": hostile_text("Prompt result")}}]}
     if method == "resources/read":
@@ -300,13 +308,15 @@ async def listing_endpoint(request: Request) -> Response:
 
 
 async def _slow_stream(rid: Any, token: Any):
-    """Server-sent events: a progress notification with a hostile message, then (after
-    :data:`SLOW_S`) the final result."""
-    if token is not None:
-        note = {"jsonrpc": "2.0", "method": "notifications/progress",
-                "params": {"progressToken": token, "progress": 1, "total": 2, "message": PROGRESS_MESSAGE}}
-        yield f"event: message\ndata: {json.dumps(note)}\n\n"
-    await asyncio.sleep(SLOW_S)
+    """Server-sent events: a progress notification with a hostile message every half second for
+    :data:`SLOW_S` (so that a page that connects late still sees one), then the final result."""
+    for step in range(int(SLOW_S * 2)):
+        if token is not None:
+            note = {"jsonrpc": "2.0", "method": "notifications/progress",
+                    "params": {"progressToken": token, "progress": step + 1, "total": int(SLOW_S * 2) + 1,
+                               "message": PROGRESS_MESSAGE}}
+            yield f"event: message\ndata: {json.dumps(note)}\n\n"
+        await asyncio.sleep(0.5)
     yield f"event: message\ndata: {json.dumps({'jsonrpc': '2.0', 'id': rid, 'result': FINAL_RESULT})}\n\n"
 
 

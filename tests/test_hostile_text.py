@@ -189,11 +189,12 @@ async def test_url_mode_card_shows_the_bidi_url_visibly_and_warns(setup):
     await operations.wait_idle()
     card = (await client.get(f"/mcp/operations/{op_id}/")).content.decode()
     assert_text_only(card, "URL card", "Open")
-    assert '<code dir="ltr">https://evil.example/⟨U+202E⟩moc.elgoog</code>' in card
+    assert '<code dir="ltr">https://evil.example/⟨U+202E⟩moc.elgoog/\u05d0\u05d1\u05d2?next=1</code>' in card
     assert "invisible or direction-changing characters" in card
     # the link opens what the server sent, its invisible character percent-encoded as a browser
     # encodes it anyway (so that no raw bidi character is in the page), on the person's click only
-    assert '<a class="open-url" href="https://evil.example/%E2%80%AEmoc.elgoog" target="_blank"' in card
+    assert ('<a class="open-url" href="https://evil.example/%E2%80%AEmoc.elgoog/\u05d0\u05d1\u05d2?next=1" '
+            'target="_blank"') in card
 
 
 async def test_failed_prompt_and_resource_operations_show_text(setup):
