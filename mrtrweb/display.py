@@ -20,7 +20,6 @@ cleaned.
   escapes (the value parses back unchanged; nothing invisible is in the text).
 * :func:`href` -- the URL-mode URL as a link target: the same address, its invisible characters
   percent-encoded.
-* :func:`hidden_characters` -- whether a string holds any bidi control (for warnings).
 
 The same rules are applied in templates by the filters ``shown``, ``shown_text`` and ``href`` of the
 template library ``mrtrweb_display`` (:mod:`mrtrweb.templatetags.mrtrweb_display`).
@@ -49,7 +48,6 @@ _CONTROLS = "\x00-\x1f\x7f-\x9f"
 
 _HIDDEN = re.compile(f"[{_CONTROLS}{BIDI_CONTROLS}{_INVISIBLE}]")
 _HIDDEN_KEEP_LINES = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{BIDI_CONTROLS}{_INVISIBLE}]")
-_BIDI = re.compile(f"[{BIDI_CONTROLS}]")
 # what json.dumps(ensure_ascii=False) leaves raw inside strings (it escapes C0 itself; a raw newline
 # or space in its output is indentation, outside any string)
 _JSON_RAW = re.compile(f"[\x7f-\x9f{BIDI_CONTROLS}{_INVISIBLE}]")
@@ -98,12 +96,6 @@ def href(url: Any) -> Any:
     if not isinstance(url, str):
         return url
     return _HIDDEN.sub(lambda m: urllib.parse.quote(m.group(0), safe=""), url)
-
-
-def hidden_characters(value: Any) -> bool:
-    """Whether ``value`` is a string holding a bidi control character (which can reorder what is
-    read around it)."""
-    return isinstance(value, str) and _BIDI.search(value) is not None
 
 
 def _json_escape(match: re.Match[str]) -> str:
