@@ -165,6 +165,7 @@ URL_TOOL = "url\u202e<b>lru"
 FAIL_TOOL = "fail\x07<i>"
 SLOW_TOOL = "slow\x1b[2J"
 NESTED_TOOL = "nested\u202e"
+SAMPLE_TOOL = "sample\x07"
 PROMPT = "prompt<img src=x onerror=window.__xss=7>\x07\u202etpmorp"
 TEMPLATE = "hostile://reports/{team}?x=<img src=x onerror=window.__xss=8>\u202e"
 #: the URL-mode URL: reads as https://evil.example/google.com where U+202E is obeyed; the Hebrew
@@ -203,6 +204,7 @@ LISTED_TOOLS = [
     {"name": URL_TOOL, "description": hostile_text("Url"), "inputSchema": {"type": "object"}},
     {"name": FAIL_TOOL, "description": hostile_text("Fail"), "inputSchema": {"type": "object"}},
     {"name": SLOW_TOOL, "description": hostile_text("Slow"), "inputSchema": {"type": "object"}},
+    {"name": SAMPLE_TOOL, "description": hostile_text("Sample"), "inputSchema": {"type": "object"}},
     {"name": NESTED_TOOL, "description": hostile_text("Nested"),
      "inputSchema": {"type": "object", "description": hostile_text("Nested schema"),
                      "properties": {"cfg": {"type": "object", "title": hostile_text("Cfg")}}}},
@@ -227,6 +229,18 @@ ELICITATION = {
     "inputRequests": {"q": {"method": "elicitation/create", "params": {
         "message": hostile_text("Message"),
         "requestedSchema": LISTING_SCHEMA}}},
+}
+
+#: a sampling request (answered only where a tenant admin allowed sampling for the server)
+SAMPLING_ROUND = {
+    "resultType": "input_required",
+    "requestState": "sampling-state",
+    "inputRequests": {"s": {"method": "sampling/createMessage", "params": {
+        "messages": [{"role": "user", "content": {"type": "text", "text": hostile_text("Sampled message")}},
+                     {"role": "user", "content": {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}}],
+        "systemPrompt": hostile_text("System prompt"), "maxTokens": 50,
+        "modelPreferences": {"hints": [{"name": hostile_text("Hint")}], "costPriority": 0.5},
+        "metadata": {"note": hostile_text("Metadata")}}}},
 }
 
 URL_ROUND = {
@@ -273,6 +287,8 @@ def _listing_result(method: str, params: dict[str, Any]) -> Any:
             return FINAL_RESULT if answered else _fresh(ELICITATION)
         if name == URL_TOOL:
             return FINAL_RESULT if answered else _fresh(URL_ROUND)
+        if name == SAMPLE_TOOL:
+            return FINAL_RESULT if answered else _fresh(SAMPLING_ROUND)
         if name in (NESTED_TOOL, SLOW_TOOL):
             return FINAL_RESULT
     if method == "prompts/get" and params.get("name") == PROMPT:

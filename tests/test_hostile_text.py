@@ -218,6 +218,42 @@ async def test_failed_prompt_and_resource_operations_show_text(setup):
     assert_text_only(page, "resource result", "Resource")
 
 
+async def test_sampling_card_shows_the_request_as_text(setup):
+    client, server, _ = setup
+    server.allow_sampling = True
+    await server.asave()
+    op_id = _op_id(await client.post(reverse("mrtrweb:tool", args=[server.pk, hostile.SAMPLE_TOOL]), {}))
+    await operations.wait_idle()
+    assert (await Operation.objects.aget(pk=op_id)).status == Operation.Status.AWAITING_INPUT
+    card = (await client.get(f"/mcp/operations/{op_id}/")).content.decode()
+    assert 'data-kind="sampling"' in card
+    assert_text_only(card, "sampling card", "Sampled message", "System prompt", "Hint")
+    assert "[image image/png, 12 base64 characters]" in card  # summarized, never an image
+    assert htmllib.escape(display.shown(json.dumps({"note": hostile.hostile_text("Metadata")},
+                                                   ensure_ascii=False))) in card
+
+
+async def test_names_chosen_by_admins_and_users_show_their_characters(setup, seeded):
+    """Server, tenant and user names are chosen by people, not servers: shown the same way."""
+    client, server, _ = setup
+    server.name = "Listing\u202e<b>x"
+    await server.asave()
+    tenant = server.tenant
+    tenant.name = "Acme\x07\u2066"
+    await tenant.asave()
+    alice = seeded["users"]["alice"]
+    alice.username = "alice\u202e"
+    await alice.asave()
+    for path in ("/mcp/", f"/mcp/servers/{server.pk}/", "/mcp/history/", "/mcp/tenants/acme/history/",
+                 f"/mcp/servers/{server.pk}/settings/"):
+        page = (await client.get(path)).content.decode()
+        # a filter's option value stays the exact name (it is sent back, never shown)
+        assert_text_only(re.sub(r'<option value="[^"]*"', "<option", page), path)
+        assert "alice⟨U+202E⟩" in page, path
+    page = (await client.get(f"/mcp/servers/{server.pk}/")).content.decode()
+    assert "Listing⟨U+202E⟩&lt;b&gt;x" in page and "Acme⟨U+0007⟩⟨U+2066⟩" in page
+
+
 # ------------------------------------------------------------------------------------------------
 # Pushes
 # ------------------------------------------------------------------------------------------------
