@@ -1,6 +1,25 @@
 from django.contrib import admin
 
+from . import display
 from .models import AuditEvent, McpServer, Membership, Operation, Tenant
+
+
+def _shown_field(name: str, label: str):
+    """A read-only admin column/field showing the model's text field ``name`` with its control and
+    bidi characters made visible (:func:`mrtrweb.display.shown`; the admin escapes it): server,
+    admin and user text must not reorder or hide what the admin reads."""
+
+    @admin.display(description=label, ordering=name)
+    def show(self, obj) -> str:
+        return display.shown(getattr(obj, name))
+
+    show.__name__ = f"shown_{name}"
+    return show
+
+
+def _readonly_shown(model, shown: tuple[str, ...]) -> list[str]:
+    """Every field of ``model`` read-only, those in ``shown`` through their ``shown_<name>`` display."""
+    return [f"shown_{f.name}" if f.name in shown else f.name for f in model._meta.fields]
 
 
 class MembershipInline(admin.TabularInline):
@@ -10,30 +29,42 @@ class MembershipInline(admin.TabularInline):
 
 @admin.register(Tenant)
 class TenantAdmin(admin.ModelAdmin):
-    list_display = ("name", "slug", "created_at")
+    list_display = ("shown_name", "slug", "created_at")
     prepopulated_fields = {"slug": ("name",)}
     inlines = [MembershipInline]
+    shown_name = _shown_field("name", "name")
 
 
 @admin.register(McpServer)
 class McpServerAdmin(admin.ModelAdmin):
-    list_display = ("name", "tenant", "url", "verified_origin", "enabled", "allow_sampling", "allow_roots")
+    list_display = ("shown_name", "tenant", "shown_url", "verified_origin", "enabled", "allow_sampling",
+                    "allow_roots")
     list_filter = ("tenant", "enabled", "allow_sampling", "allow_roots")
     search_fields = ("name", "url")
+    shown_name = _shown_field("name", "display name")
+    shown_url = _shown_field("url", "Streamable HTTP URL")
 
     @admin.display(description="verified origin")
     def verified_origin(self, obj: McpServer) -> str:
         try:
-            return obj.origin
+            return display.shown(obj.origin)
         except ValueError:
             return "(invalid URL)"
 
 
+#: text fields of operations and audit events that hold server text (tool names, messages, reasons)
+_OPERATION_TEXT = ("name", "error_message")
+_AUDIT_TEXT = ("name", "reason", "server_origin")
+
+
 @admin.register(Operation)
 class OperationAdmin(admin.ModelAdmin):
-    list_display = ("id", "method", "name", "user", "tenant", "status", "rounds", "created_at")
+    list_display = ("id", "method", "shown_name", "user", "tenant", "status", "rounds", "created_at")
     list_filter = ("status", "method", "tenant")
-    readonly_fields = [f.name for f in Operation._meta.fields]
+    readonly_fields = _readonly_shown(Operation, _OPERATION_TEXT)
+    exclude = _OPERATION_TEXT  # shown through shown_<name> only, never as a raw or editable field
+    shown_name = _shown_field("name", "name")
+    shown_error_message = _shown_field("error_message", "error message")
 
     def has_add_permission(self, request) -> bool:
         return False
@@ -43,9 +74,13 @@ class OperationAdmin(admin.ModelAdmin):
 class AuditEventAdmin(admin.ModelAdmin):
     """Read-only: audit events are append-only."""
 
-    list_display = ("created_at", "event", "code", "operation_id", "round_number", "method", "name", "tenant")
+    list_display = ("created_at", "event", "code", "operation_id", "round_number", "method", "shown_name", "tenant")
     list_filter = ("event", "code", "tenant", "method")
-    readonly_fields = [f.name for f in AuditEvent._meta.fields]
+    readonly_fields = _readonly_shown(AuditEvent, _AUDIT_TEXT)
+    exclude = _AUDIT_TEXT
+    shown_name = _shown_field("name", "name")
+    shown_reason = _shown_field("reason", "reason")
+    shown_server_origin = _shown_field("server_origin", "server origin")
 
     def has_add_permission(self, request) -> bool:
         return False

@@ -16,6 +16,7 @@ import jsonschema
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
+from . import display
 from .gate import formats
 from .gate.schema import CheckedSchema, Field
 
@@ -30,6 +31,11 @@ def _option_key(value: Any) -> str:
 
 class SchemaForm(forms.Form):
     """A form for a :class:`CheckedSchema`.
+
+    Labels, help texts and choice labels are server text: each is cleaned
+    (:func:`mrtrweb.display.html`: control and bidi characters made visible) and escaped into a
+    ``SafeString``, so whichever form template renders it (Django's, which prints ``help_text``
+    with ``|safe``, or a portal's own) shows it as text.
 
     Args:
         checked: the schema (from :func:`mrtrweb.gate.check_requested_schema`).
@@ -47,17 +53,18 @@ class SchemaForm(forms.Form):
         c = spec.constraints
         hints: list[str] = []
         attrs: dict[str, Any] = {}
-        common: dict[str, Any] = {"label": spec.title, "required": spec.required and not spec.has_default}
+        label = display.html(spec.title)
+        common: dict[str, Any] = {"label": label, "required": spec.required and not spec.has_default}
         if spec.kind == "boolean":
-            field: forms.Field = forms.BooleanField(required=False, label=spec.title)
+            field: forms.Field = forms.BooleanField(required=False, label=label)
         elif spec.kind in ("choice", "multi"):
             mapping = {_option_key(o.value): o.value for o in spec.options}
             self._maps[spec.name] = mapping
-            choices = [(_option_key(o.value), o.label) for o in spec.options]
+            choices = [(_option_key(o.value), display.html(o.label)) for o in spec.options]
             if spec.kind == "multi":
                 field = forms.MultipleChoiceField(choices=choices, widget=forms.CheckboxSelectMultiple,
                                                   required=common["required"] and c.get("minItems", 0) > 0,
-                                                  label=spec.title)
+                                                  label=label)
                 if "minItems" in c:
                     hints.append(f"choose at least {c['minItems']}")
                 if "maxItems" in c:
@@ -119,7 +126,7 @@ class SchemaForm(forms.Form):
         help_parts = [spec.description] if spec.description else []
         if hints:
             help_parts.append("(" + "; ".join(hints) + ")")
-        field.help_text = " ".join(help_parts)
+        field.help_text = display.html(" ".join(help_parts), multiline=True)
         field.widget.attrs.update(attrs)
         return field
 

@@ -59,14 +59,13 @@ import dataclasses
 import json
 import logging
 import time
-import unicodedata
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from asgiref.sync import sync_to_async
 
-from . import operations
+from . import display, operations
 from .gate import CheckedSchema, ContentMismatch, GateRejection, Round, StoreUnavailable
 from .models import McpServer, Membership, Operation
 
@@ -289,10 +288,10 @@ SHOWN_NAME_CHARS = 100
 
 
 def shown_name(name: Any) -> str:
-    """A server-chosen key or field name fit for a terminal line or a log: control and format
-    characters (C0/C1, bidi overrides, zero-width...) become visible ``\\uXXXX`` escapes; at most
+    """A server-chosen key or field name fit for a terminal line or a log: control, bidi and
+    invisible characters made visible (``⟨U+202E⟩``, :func:`mrtrweb.display.shown`); at most
     :data:`SHOWN_NAME_CHARS` characters (then "…")."""
-    text = "".join(f"\\u{ord(ch):04x}" if unicodedata.category(ch).startswith("C") else ch for ch in str(name))
+    text = display.shown(str(name))
     return text if len(text) <= SHOWN_NAME_CHARS else text[: SHOWN_NAME_CHARS - 1] + "…"
 
 

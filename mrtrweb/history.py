@@ -18,7 +18,6 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import io
-import json
 import re
 from collections.abc import AsyncIterator
 from typing import Any
@@ -34,6 +33,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_GET
 
+from . import display
 from .audit import keyed_digest
 from .models import AuditEvent, McpServer, Membership, Operation, Tenant
 from .operations import STATE_REUSED
@@ -215,8 +215,10 @@ class TenantHistoryForm(forms.Form):
         self.tenant = tenant
         self.members = dict(Membership.objects.filter(tenant=tenant).order_by("user__username")
                             .values_list("user__username", "user_id"))
-        self.fields["user"].choices = [("", _("anyone"))] + [(name, name) for name in self.members]
+        # names chosen by users and admins: shown with their control and bidi characters visible
+        self.fields["user"].choices = [("", _("anyone"))] + [(name, display.shown(name)) for name in self.members]
         self.fields["server"].queryset = McpServer.objects.filter(tenant=tenant).order_by("name")
+        self.fields["server"].label_from_instance = lambda server: display.shown(server.name)
         # "from" and "to" are Python keywords: declared here rather than as class attributes.
         self.fields["from"] = forms.DateField(label=_("From"), required=False, widget=DateInput,
                                               input_formats=["%Y-%m-%d"])
@@ -297,11 +299,13 @@ _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
 def _csv_cell(value: Any) -> str:
-    """A CSV cell: JSON for structured values; text that a spreadsheet would run as a formula is
-    prefixed with ``'`` (the JSON export carries every value exactly)."""
+    """A CSV cell: JSON for structured values (control and bidi characters as ``\\uXXXX``); text
+    with its control and bidi characters made visible (:func:`mrtrweb.display.shown`), and
+    prefixed with ``'`` where a spreadsheet would run it as a formula (the JSON export carries
+    every value exactly)."""
     if isinstance(value, (dict, list)):
-        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    text = "" if value is None else str(value)
+        return display.json_text(value, sort_keys=True, separators=(",", ":"))
+    text = "" if value is None else display.shown(str(value))
     return "'" + text if text.startswith(_FORMULA_START) else text
 
 
@@ -337,7 +341,8 @@ async def _json_stream(events: QuerySet) -> AsyncIterator[str]:
     yield "["
     first = True
     async for event in _export_events(events):
-        yield ("\n" if first else ",\n") + json.dumps(event, ensure_ascii=False, sort_keys=True)
+        # exact values; control and bidi characters written as \uXXXX escapes (nothing invisible)
+        yield ("\n" if first else ",\n") + display.json_text(event, sort_keys=True)
         first = False
     yield "\n]\n"
 

@@ -11,6 +11,7 @@ from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from . import display
 from .mcp_client import origin_of
 
 
@@ -161,7 +162,7 @@ class Operation(models.Model):
         indexes = [models.Index(fields=["user", "status"])]
 
     def __str__(self) -> str:
-        return f"{self.method} {self.name} ({self.status})"
+        return f"{self.method} {display.shown(self.name)} ({self.status})"  # the name is server text
 
     @property
     def is_terminal(self) -> bool:

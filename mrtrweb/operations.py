@@ -25,7 +25,7 @@ from django.db import close_old_connections
 from django.utils import timezone
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
-from . import audit, conf
+from . import audit, conf, display
 from .bindings import DjangoCacheBindingStore
 from .gate import Gate, GateRejection, OperationHandle, Retry, Round, StoreUnavailable, codes
 from .mcp_client import ConnectionPool, McpCallError
@@ -457,7 +457,9 @@ async def _send_cancellable(op: Operation, conn: Any, params: dict[str, Any], re
             try:
                 await layer.group_send(user_group(op.user_id), {
                     "type": "operation.progress", "operation_id": str(op.id), "progress": progress,
-                    "total": total, "message": (message or "")[:200]})
+                    "total": total,
+                    # server text: pushed as data (the page sets it as textContent), bidi/controls visible
+                    "message": display.shown(message[:200]) if isinstance(message, str) else ""})
             except Exception:  # noqa: BLE001
                 pass
 

@@ -25,7 +25,7 @@ from django.template.response import TemplateResponse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from . import audit, conf, operations, sampling, workers
+from . import audit, conf, display, operations, sampling, workers
 from .forms import JsonArgumentsForm, SchemaForm
 from .gate import (
     ContentMismatch, GateRejection, SchemaRefused, StoreUnavailable, check_requested_schema, digest,
@@ -161,9 +161,11 @@ class PromptArgumentsForm(forms.Form):
         super().__init__(*args, **kwargs)
         for arg in arguments:
             if isinstance(arg, dict) and isinstance(arg.get("name"), str) and arg["name"]:
+                # server text: cleaned and escaped (a SafeString), whatever form template prints it
                 self.fields[arg["name"]] = forms.CharField(
-                    label=arg.get("title") if isinstance(arg.get("title"), str) else arg["name"],
-                    help_text=arg.get("description") if isinstance(arg.get("description"), str) else "",
+                    label=display.html(arg.get("title") if isinstance(arg.get("title"), str) else arg["name"]),
+                    help_text=display.html(arg.get("description") if isinstance(arg.get("description"), str)
+                                           else "", multiline=True),
                     required=arg.get("required") is True, strip=False)
 
     def content(self) -> dict[str, str]:
@@ -180,7 +182,7 @@ class ResourceTemplateForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.template = template
         for name in dict.fromkeys(_TEMPLATE_VAR.findall(template)):
-            self.fields[name] = forms.CharField(label=name, max_length=500)
+            self.fields[name] = forms.CharField(label=display.html(name), max_length=500)
 
     def uri(self) -> str:
         return _TEMPLATE_VAR.sub(lambda m: urllib.parse.quote(self.cleaned_data[m.group(1)], safe=""), self.template)

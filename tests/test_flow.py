@@ -160,7 +160,7 @@ async def test_url_mode_round(seeded):
     page = (await client.get(f"/mcp/operations/{op.id}/")).content.decode()
     assert "https://auth.example.test/connect?provider=github" in page
     assert 'rel="noopener noreferrer"' in page and 'target="_blank"' in page
-    assert re.search(r'<mark class="host">auth\.example\.test</mark>', page)
+    assert re.search(r'<mark class="host" dir="ltr">auth\.example\.test</mark>', page)
     await _answer(client, op, "accept")
     op = await _reload(op)
     assert op.status == Operation.Status.COMPLETED

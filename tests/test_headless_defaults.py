@@ -133,7 +133,7 @@ def test_field_names_are_shown_with_their_control_characters_visible(seeded, ser
     assert _command(server.url, "--tool", "odd_names", "--consent", "accept-defaults",
                     "--user", "alice", "--tenant", "acme") == 9
     out = capsys.readouterr().out
-    assert "required field(s) without a default: q.dro\\u202ep\\u0007" in out
+    assert "required field(s) without a default: q.dro⟨U+202E⟩p⟨U+0007⟩" in out
     assert "\u202e" not in out and "\u0007" not in out
     assert "\u202e" not in caplog.text and "\u0007" not in caplog.text
     assert len(headless.shown_name("x" * 500)) == headless.SHOWN_NAME_CHARS

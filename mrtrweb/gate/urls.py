@@ -18,6 +18,9 @@ MAX_URL_LENGTH = 65536
 # "https://evil.test\@good.test" would not open what it shows) are refused; other characters are
 # escaped when shown and percent-encoded by the browser, as the URL standard does.
 _FORBIDDEN = re.compile(r"[\x00-\x20\x7f-\x9f\\]")
+# Format characters (bidi controls such as U+202E, zero-width characters) and line/paragraph
+# separators: allowed in a URL's path or query, but shown visibly (mrtrweb.display) and warned about.
+_INVISIBLE_CATEGORIES = frozenset({"Cf", "Zl", "Zp"})
 _HOST_LABEL = re.compile(r"^(?!-)[a-z0-9_-]{1,63}(?<!-)$")
 
 
@@ -34,7 +37,8 @@ class UrlView:
         host: the host, lower-case ASCII (punycode kept as ``xn--``).
         registrable: the part of the host to highlight (the last two labels, or the IP).
         display_host: the Unicode form of an IDN host, else ``host``.
-        warnings: reasons to look twice (punycode/IDN, mixed scripts, IP address, odd port).
+        warnings: reasons to look twice (punycode/IDN, mixed scripts, IP address, odd port,
+            invisible or bidi characters).
     """
 
     url: str
@@ -105,6 +109,9 @@ def check_url(url: object) -> UrlView:
         registrable = ".".join(labels[-2:]) if len(labels) >= 2 else ascii_host
     if port is not None and port != 443:
         warnings.append(f"The address uses the unusual port {port}.")
+    if any(unicodedata.category(ch) in _INVISIBLE_CATEGORIES for ch in url):
+        warnings.append("The address contains invisible or direction-changing characters (shown as ⟨U+…⟩): "
+                        "it may not go where it seems to.")
     return UrlView(url=url, host=host, registrable=registrable, display_host=display_host, warnings=tuple(warnings))
 
 

@@ -39,6 +39,9 @@ Exit codes (several operations: the first non-zero one, in order):
 same as ``--each``).
 
 Never printed or logged: answer values, ``requestState`` (the audit trail keeps digests).
+Server text (names, descriptions, results) is printed with its control, escape and bidi
+characters made visible as ``⟨U+001B⟩`` (:mod:`mrtrweb.display`), and written as ``\\uXXXX``
+escapes in ``--json`` output: a server cannot move the cursor, recolour or rewrite the terminal.
 """
 
 from __future__ import annotations
@@ -54,7 +57,7 @@ from django.core.exceptions import ValidationError
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
-from mrtrweb import headless, operations
+from mrtrweb import display, headless, operations
 from mrtrweb.mcp_client import McpCallError
 from mrtrweb.models import Membership, Operation, Tenant
 
@@ -301,11 +304,11 @@ class Command(BaseCommand):
         finally:
             await headless.close_connections()
         if options["json"]:
-            self.stdout.write(json.dumps({"operations": [
+            self.stdout.write(display.json_text({"operations": [
                 {"method": m, "name": headless.operation_name(m, p), "status": o.status, "rounds": o.rounds,
                  "operation_id": o.operation_id, "error_code": o.error_code, "result": o.result,
                  "missing_defaults": list(o.missing_defaults), "exit_code": exit_code(o)}
-                for m, p, o in outcomes]}, indent=2, ensure_ascii=False))
+                for m, p, o in outcomes]}, indent=2))
         return next((c for c in (exit_code(o) for _, _, o in outcomes) if c), 0)
 
     async def _list(self, user: Any, tenant: Any, url: str, as_json: bool) -> None:
@@ -317,20 +320,20 @@ class Command(BaseCommand):
                    "resourceTemplates": await _optional_listing(conn.list_resource_templates)
                    if "resources" in caps else []}
         if as_json:
-            self.stdout.write(json.dumps(listing, indent=2, ensure_ascii=False))
+            self.stdout.write(display.json_text(listing, indent=2))
             return
         for kind, key in (("tools", "name"), ("prompts", "name"), ("resources", "uri"),
                           ("resourceTemplates", "uriTemplate")):
             self.stdout.write(f"{kind}:")
             for item in listing[kind]:
                 first_line = (str(item.get("description") or "").splitlines() or [""])[0]
-                self.stdout.write(f"  {item.get(key)}  {first_line}".rstrip())
+                self.stdout.write(display.shown(f"  {item.get(key)}  {first_line}".rstrip()))
 
     def _print_outcome(self, method: str, params: dict[str, Any], outcome: headless.HeadlessOutcome) -> None:
         name = headless.operation_name(method, params)
-        line = f"{method} {name}: {outcome.status} after {outcome.rounds} round(s) (operation {outcome.operation_id})"
+        line = f"{method} {display.shown(name)}: {outcome.status} after {outcome.rounds} round(s) (operation {outcome.operation_id})"
         if outcome.error_code:
-            line += f" [{outcome.error_code}]"
+            line += f" [{display.shown(outcome.error_code)}]"
         self.stdout.write(line)
         if outcome.missing_defaults:
             self.stdout.write("  accept-defaults answered cancel: required field(s) without a default: "
@@ -340,4 +343,4 @@ class Command(BaseCommand):
             or result.get("contents") or []
         for item in items:
             if isinstance(item, dict) and isinstance(item.get("text"), str):
-                self.stdout.write("  " + item["text"])
+                self.stdout.write("  " + display.shown_text(item["text"]))

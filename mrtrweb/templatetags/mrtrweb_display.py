@@ -1,0 +1,39 @@
+"""Template filters that show server text as text (see :mod:`mrtrweb.display`).
+
+``{% load mrtrweb_display %}``, then:
+
+* ``{{ value|shown }}`` -- one-line text (names, titles, codes, URLs): control, bidi and invisible
+  characters made visible as ``⟨U+202E⟩``, newlines and tabs included;
+* ``{{ value|shown_text }}`` -- multi-line text (descriptions, messages, results): the same, with
+  newline and tab kept;
+* ``{{ url|href }}`` -- the URL-mode URL as a link target, its invisible characters percent-encoded.
+
+Both leave HTML escaping to autoescape (and keep a value that is already escaped, a
+``SafeString``, safe: the markers hold no HTML special character). A non-string is returned as it
+is.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import template
+
+from .. import display
+
+register = template.Library()
+
+
+@register.filter(is_safe=True)
+def shown(value: Any) -> Any:
+    return display.shown(value)
+
+
+@register.filter(is_safe=True)
+def shown_text(value: Any) -> Any:
+    return display.shown_text(value)
+
+
+@register.filter(is_safe=True)
+def href(value: Any) -> Any:
+    return display.href(value)
