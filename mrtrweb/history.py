@@ -133,7 +133,9 @@ def _first_digest(op_id: Any) -> str | None:
 
 def _own_history(user: Any, page_number: Any) -> dict[str, Any]:
     digest = user_digest(user.pk)
-    mine = AuditEvent.objects.filter(user_digest=digest)
+    # only in tenants the person still belongs to (access that ended shows nothing more)
+    mine = AuditEvent.objects.filter(user_digest=digest, tenant_id__in=Membership.objects.filter(user=user)
+                                     .values("tenant_id"))
     groups = (mine.values("operation_id").annotate(last_at=Max("created_at"))
               .order_by("-last_at", "operation_id"))
     page = Paginator(groups, PER_PAGE).get_page(page_number)
@@ -380,6 +382,10 @@ def _timeline(user: Any, op_id: Any) -> dict[str, Any]:
         if tenant_id is None:
             raise Http404("No such operation")
         owner = _first_digest(op_id) == user_digest(user.pk)
+    from .access import denial
+
+    if owner and denial(user.pk, tenant_id):  # an owner who left the tenant (or was deactivated): not theirs now
+        owner = False
     admin = _is_admin(user, tenant_id)
     if not (owner or admin):
         raise Http404("No such operation")

@@ -635,6 +635,8 @@ def _server_settings_sync(request: HttpRequest, user: Any, server_id: int) -> Ht
             pk=server_id, tenant__memberships__user=user, tenant__memberships__role=Membership.Role.ADMIN)
     except McpServer.DoesNotExist:
         raise Http404("No such server") from None
+    if access.denial(user.pk, server.tenant_id):  # e.g. an inactive user
+        raise Http404("No such server")
     saved = False
     if request.method == "POST":
         form = sampling.ServerSettingsForm(request.POST, instance=server)

@@ -230,3 +230,45 @@ async def test_other_members_keep_their_rounds(seeded):
     await operations.wait_idle()
     assert (await Operation.objects.aget(pk=alice_op.pk)).status == Operation.Status.COMPLETED
     await alice_ws.disconnect()
+
+
+async def test_a_removed_member_no_longer_sees_her_timeline(seeded):
+    client, op, ws = await _waiting_round(seeded)
+    assert (await client.get(f"/mcp/history/operations/{op.id}/")).status_code == 200
+    assert str(op.id) in (await client.get("/mcp/history/")).content.decode()
+    await Membership.objects.filter(tenant=op.tenant, user=op.user_id).adelete()
+    await _closed_with(ws, access.CLOSE_CODE)
+    assert (await client.get(f"/mcp/history/operations/{op.id}/")).status_code == 404
+    assert str(op.id) not in (await client.get("/mcp/history/")).content.decode()
+
+
+async def test_deleting_a_tenant_ends_its_calls_and_closes_sockets(seeded):
+    """A tenant can be deleted only before its audit trail starts (PROTECT): a call just started
+    there is abandoned and its members' sockets are closed."""
+    from mrtrweb.models import Tenant
+
+    user = seeded["users"]["carol"]
+    tenant = await Tenant.objects.acreate(name="Short-lived", slug="short")
+    await Membership.objects.acreate(tenant=tenant, user=user)
+    server = await McpServer.objects.acreate(tenant=tenant, name="S", url=seeded["mcp"].url)
+    op = await Operation.objects.acreate(tenant=tenant, user=user, server=server, method="tools/call", name="echo",
+                                         params={}, request_id="mrtr-x", latest_request_id="mrtr-x")
+    ws = _ws(await _client(user))
+    assert (await ws.connect())[0]
+    await tenant.adelete()
+    await _closed_with(ws, access.CLOSE_CODE)
+    assert not await Operation.objects.filter(pk=op.pk).aexists()
+
+
+async def test_headless_refuses_an_inactive_user(seeded):
+    from mrtrweb import headless
+
+    user = seeded["users"]["carol"]
+    await type(user).objects.filter(pk=user.pk).aupdate(is_active=False)
+    user = await type(user).objects.aget(pk=user.pk)
+    tenant = seeded["servers"]["acme"].tenant
+    with pytest.raises(headless.HeadlessError) as err:
+        await headless.arun(url=seeded["mcp"].url, user=user, tenant=tenant, method="tools/call",
+                            params={"name": "echo", "arguments": {"text": "hi"}}, consent=headless.ConsentPolicy("decline"))
+    assert err.value.code == "not_a_member"
+    assert not seeded["mcp"].log.tool_calls()
