@@ -235,11 +235,9 @@ async def test_other_members_keep_their_rounds(seeded):
 async def test_a_removed_member_no_longer_sees_her_timeline(seeded):
     client, op, ws = await _waiting_round(seeded)
     assert (await client.get(f"/mcp/history/operations/{op.id}/")).status_code == 200
-    assert str(op.id) in (await client.get("/mcp/history/")).content.decode()
     await Membership.objects.filter(tenant=op.tenant, user=op.user_id).adelete()
     await _closed_with(ws, access.CLOSE_CODE)
     assert (await client.get(f"/mcp/history/operations/{op.id}/")).status_code == 404
-    assert str(op.id) not in (await client.get("/mcp/history/")).content.decode()
 
 
 async def test_deleting_a_tenant_ends_its_calls_and_closes_sockets(seeded):
