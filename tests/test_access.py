@@ -270,3 +270,37 @@ async def test_headless_refuses_an_inactive_user(seeded):
                             params={"name": "echo", "arguments": {"text": "hi"}}, consent=headless.ConsentPolicy("decline"))
     assert err.value.code == "not_a_member"
     assert not seeded["mcp"].log.tool_calls()
+
+
+async def test_a_membership_moved_to_another_tenant_ends_the_old_tenants_rounds(seeded):
+    mcp = seeded["mcp"]
+    client, op, ws = await _waiting_round(seeded)
+    membership = await Membership.objects.aget(tenant=op.tenant, user=op.user_id)
+    membership.tenant = seeded["servers"]["globex"].tenant
+    await membership.asave()
+    await _closed_with(ws, access.CLOSE_CODE)
+    await _denied_in_audit(op, access.MEMBERSHIP_REMOVED)
+    await _nothing_answers(client, op, mcp)
+
+
+async def test_progress_and_updates_stop_at_once_even_without_signals(seeded):
+    """A call in flight whose server is disabled behind the signals' back: the progress pushes stop
+    (each push re-checks access), then the call's next step is refused."""
+    client = await _client(seeded["users"]["carol"])
+    server = seeded["servers"]["acme"]
+    ws = _ws(client)
+    assert (await ws.connect())[0]
+    resp = await client.post(f"/mcp/servers/{server.pk}/tools/long_task/", {"arg-seconds": "4"})
+    assert resp.status_code == 302
+    op_id = resp["Location"].rstrip("/").split("/")[-1]
+    first = await ws.receive_json_from(timeout=5)
+    assert first["type"] == "progress" and first["id"] == op_id
+    await McpServer.objects.filter(pk=server.pk).aupdate(enabled=False)
+    await asyncio.sleep(0.1)
+    assert await ws.receive_nothing(timeout=2.5)  # progress at 1 s, 2 s ... not pushed any more
+    await operations.wait_idle()
+    op = await Operation.objects.aget(pk=op_id)
+    assert op.status == Operation.Status.DENIED  # the result came back to an operation nobody may see
+    await _denied_in_audit(op, access.SERVER_DISABLED)
+    assert await ws.receive_nothing(timeout=0.3)
+    await ws.disconnect()
