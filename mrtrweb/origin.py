@@ -94,7 +94,7 @@ def own_origin(scope: Scope) -> Origin | None:
         number = int(port) if port else _DEFAULT_PORTS[scheme]
     except ValueError:
         return None
-    return scheme, domain, number
+    return scheme, domain.removeprefix("[").removesuffix("]"), number  # "[::1]" -> "::1", as urlsplit
 
 
 def trusted(origin: Origin, entries: Iterable[str]) -> bool:

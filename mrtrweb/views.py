@@ -1,7 +1,9 @@
 """Views: servers and their tools, starting calls, the operation page and answering a round.
 
 Every view requires login; objects are looked up through the requesting user's memberships or
-ownership, so another user (same or other tenant) gets 404 and nothing is sent.
+ownership, so another user (same or other tenant) gets 404 and nothing is sent. Each request also
+re-checks access (:mod:`mrtrweb.access`: the user active, a member of the tenant, the server there
+and enabled): once it ended, the person's own operations are 404 as well, and ended as denied.
 """
 
 from __future__ import annotations

@@ -68,6 +68,13 @@ async def test_a_host_outside_allowed_hosts_is_refused(seeded):
     assert not await _connect(cookie, b"http://rebind.example:8000", host=b"rebind.example:8000")
 
 
+async def test_ipv6_host(seeded, settings):
+    settings.ALLOWED_HOSTS = ["[::1]"]
+    cookie = await _cookie(seeded["users"]["alice"])
+    assert await _connect(cookie, b"http://[::1]:8000", host=b"[::1]:8000")
+    assert not await _connect(cookie, b"http://[::1]:8001", host=b"[::1]:8000")
+
+
 async def test_wss_makes_the_own_origin_https(seeded):
     cookie = await _cookie(seeded["users"]["alice"])
     assert await _connect(cookie, b"https://127.0.0.1:8000", scheme="wss")
