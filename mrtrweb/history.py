@@ -109,14 +109,22 @@ def _server_names(tenant_id: int) -> dict[str, str]:
 
 def _admin_tenant(user: Any, slug: str) -> Tenant:
     """The tenant ``slug`` if ``user`` administers it, else 404 (sync)."""
+    from .access import denial
+
     try:
-        return Tenant.objects.get(slug=slug, memberships__user=user, memberships__role=Membership.Role.ADMIN)
+        tenant = Tenant.objects.get(slug=slug, memberships__user=user, memberships__role=Membership.Role.ADMIN)
     except Tenant.DoesNotExist:
         raise Http404("No such tenant") from None
+    if denial(user.pk, tenant.pk):  # e.g. an inactive admin signed in by a permissive backend
+        raise Http404("No such tenant")
+    return tenant
 
 
 def _is_admin(user: Any, tenant_id: int) -> bool:
-    return Membership.objects.filter(tenant_id=tenant_id, user=user, role=Membership.Role.ADMIN).exists()
+    from .access import denial
+
+    return Membership.objects.filter(tenant_id=tenant_id, user=user, role=Membership.Role.ADMIN).exists() \
+        and not denial(user.pk, tenant_id)
 
 
 def _first_digest(op_id: Any) -> str | None:
