@@ -327,3 +327,20 @@ async def test_a_legacy_call_held_for_her_is_told_cancel(legacy):
     assert resp.status_code == 404
     await operations.wait_idle(timeout=15)
     assert len(mcp.log.responses()) == 1
+
+
+async def test_an_operation_ended_while_its_answer_is_recorded_sends_nothing(seeded):
+    """The operation ends (access revoked, stopped) after every check passed but before its answer
+    left: the retry is not sent and the row is not revived."""
+    _client_, op, ws = await _waiting_round(seeded)
+    # ended behind the answer's back: the row only (its binding still open, as in the instant
+    # between another worker's revoke and its closing of the binding)
+    await Operation.objects.filter(pk=op.pk).aupdate(status=Operation.Status.DENIED)
+    full = await Operation.objects.select_related("server", "tenant", "user").aget(pk=op.pk)
+    full.status = Operation.Status.AWAITING_INPUT  # what the answering side read a moment before
+    with pytest.raises(operations.OperationRefused):
+        await operations._build_and_record(full, {"confirm_deploy": {"action": "decline"}})
+    await operations.wait_idle()
+    assert (await Operation.objects.aget(pk=op.pk)).status == Operation.Status.DENIED
+    assert seeded["mcp"].calls[("deploy", True)] == 0
+    await ws.disconnect()
