@@ -57,6 +57,8 @@ class AccessEnded(Http404):
 
 
 def _query(user_id: Any, tenant_id: Any, server_id: Any):
+    """One row for the user (or none): ``is_active`` (when the model has it), ``_member`` (bool),
+    ``_server`` (the server's ``enabled`` in that tenant, None when it is not there)."""
     User = get_user_model()
     fields = {f.name for f in User._meta.get_fields()}
     annotations = {"_member": Exists(Membership.objects.filter(tenant_id=tenant_id, user_id=OuterRef("pk")))}
