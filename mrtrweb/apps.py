@@ -10,3 +10,6 @@ class MrtrwebConfig(AppConfig):
 
     def ready(self) -> None:
         from . import checks  # noqa: F401 -- registers the system checks
+        from .access import connect_signals
+
+        connect_signals()  # access that ends (membership, user, server, tenant) ends pending operations

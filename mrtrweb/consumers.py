@@ -1,9 +1,12 @@
 """The per-user WebSocket: operation updates pushed as server-rendered HTML.
 
-Mounted behind ``AllowedHostsOriginValidator(AuthMiddlewareStack(...))`` (see
-:mod:`mrtrweb.routing`). An anonymous connection is closed with code 4401. Each connection joins
-the group ``mrtrweb.user.<id>``; on ``operation.update`` it re-reads the operation *for this user*
-and sends ``{"type": "operation", "id", "status", "html"}``.
+Mounted behind ``SameOriginValidator(AuthMiddlewareStack(...))`` (:mod:`mrtrweb.origin`, see
+:mod:`mrtrweb.routing`). An anonymous connection is closed with code 4401, an inactive user's with
+4403. Each connection joins the group ``mrtrweb.user.<id>``; on ``operation.update`` it re-reads
+the operation *for this user*, while they may still act on it (:mod:`mrtrweb.access`: active,
+member of its tenant, its server enabled), and sends ``{"type": "operation", "id", "status",
+"html"}``; progress is pushed under the same check. On ``access.revoked`` (the user's access
+ended somewhere) the connection is closed with code 4403.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import weakref
 from asgiref.sync import sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from .models import Operation
+from . import access
 from .operations import user_group
 from .panels import render_panel
 
@@ -46,6 +49,10 @@ class OperationsConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=4401)
             return
         self.user_id = user.pk
+        if not await access.user_may_connect(user):
+            logger.info("websocket: user %s is inactive or gone; connection refused", self.user_id)
+            await self.close(code=access.CLOSE_CODE)
+            return
         group = user_group(user.pk)
         try:
             async with group_slots():
@@ -66,6 +73,18 @@ class OperationsConsumer(AsyncJsonWebsocketConsumer):
             except Exception as exc:  # noqa: BLE001 -- the layer's group entry expires by itself
                 logger.warning("websocket: user %s could not leave its push group (%s)", self.user_id,
                                type(exc).__name__)
+
+    async def dispatch(self, message) -> None:
+        """Progress of an operation is pushed only while the user may see it (as updates are)."""
+        if message.get("type") == "operation.progress" and \
+                await access.visible_operation(self.user_id, message.get("operation_id")) is None:
+            return
+        await super().dispatch(message)
+
+    async def access_revoked(self, event) -> None:
+        """The user's access ended somewhere: close (the page reloads and sees what is left)."""
+        logger.info("websocket: user %s's access ended (%s); connection closed", self.user_id, event.get("cause"))
+        await self.close(code=access.CLOSE_CODE)
 
     async def receive(self, text_data=None, bytes_data=None, **kwargs) -> None:
         """Bad input from a browser is ignored (logged), never a crash of the connection."""
@@ -90,10 +109,8 @@ class OperationsConsumer(AsyncJsonWebsocketConsumer):
                               "total": event.get("total"), "message": event.get("message", "")})
 
     async def operation_update(self, event) -> None:
-        try:
-            op = await Operation.objects.select_related("server", "tenant").aget(
-                pk=event.get("operation_id"), user_id=self.user_id)
-        except (Operation.DoesNotExist, ValueError):
+        op = await access.visible_operation(self.user_id, event.get("operation_id"))
+        if op is None:  # not this user's, or their access to it ended
             return
         csrf = self.scope.get("cookies", {}).get("csrftoken", "")
         html = await sync_to_async(render_panel)(op, csrf)

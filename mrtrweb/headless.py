@@ -344,8 +344,10 @@ async def arun(*, url: str, user: Any, tenant: Any, method: str, params: dict[st
         HeadlessError: ``not_a_member``, or the operation was refused before anything was sent
             (``limit_reached``, ``binding_store_unavailable``).
     """
-    if not await Membership.objects.filter(tenant=tenant, user=user).aexists():
-        raise HeadlessError("not_a_member", "the user is not a member of the tenant")
+    from .access import adenial
+
+    if await adenial(user.pk, tenant.pk):  # not a member, or inactive
+        raise HeadlessError("not_a_member", "the user is not an active member of the tenant")
     server = await sync_to_async(server_for)(url, tenant)
     async with _Pushes(user.pk) as pushes:  # subscribed before the start: no push is missed
         return await _run(pushes, server, user, method, params, consent, timeout_s)

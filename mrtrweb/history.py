@@ -114,14 +114,22 @@ def _server_names(tenant_id: int) -> dict[str, str]:
 
 def _admin_tenant(user: Any, slug: str) -> Tenant:
     """The tenant ``slug`` if ``user`` administers it, else 404 (sync)."""
+    from .access import denial
+
     try:
-        return Tenant.objects.get(slug=slug, memberships__user=user, memberships__role=Membership.Role.ADMIN)
+        tenant = Tenant.objects.get(slug=slug, memberships__user=user, memberships__role=Membership.Role.ADMIN)
     except Tenant.DoesNotExist:
         raise Http404("No such tenant") from None
+    if denial(user.pk, tenant.pk):  # e.g. an inactive admin signed in by a permissive backend
+        raise Http404("No such tenant")
+    return tenant
 
 
 def _is_admin(user: Any, tenant_id: int) -> bool:
-    return Membership.objects.filter(tenant_id=tenant_id, user=user, role=Membership.Role.ADMIN).exists()
+    from .access import denial
+
+    return Membership.objects.filter(tenant_id=tenant_id, user=user, role=Membership.Role.ADMIN).exists() \
+        and not denial(user.pk, tenant_id)
 
 
 def _first_digest(op_id: Any) -> str | None:
@@ -392,6 +400,10 @@ def _timeline(user: Any, op_id: Any) -> dict[str, Any]:
         if tenant_id is None:
             raise Http404("No such operation")
         owner = _first_digest(op_id) == user_digest(user.pk)
+    from .access import denial
+
+    if owner and denial(user.pk, tenant_id):  # an owner who left the tenant (or was deactivated): not theirs now
+        owner = False
     admin = _is_admin(user, tenant_id)
     if not (owner or admin):
         raise Http404("No such operation")

@@ -306,6 +306,8 @@ DENY_MESSAGES = {
                                   "nothing was sent to the server.",
     "legacy_handover_failed": "Your answer was accepted but could not be handed to the worker holding the "
                               "server's call; the server was told cancel.",
+    "access_revoked": "Your access to this server or organisation ended; nothing more was sent for this "
+                      "operation.",
 }
 
 
@@ -365,6 +367,17 @@ async def stop_operation(op: Operation, *, by: str = "person") -> bool:
         await sync_to_async(request_stop)(op.id, by)
         return True
     return False
+
+
+async def _access_ended(op: Operation) -> bool:
+    """Whether the owner's access to ``op`` ended (:mod:`mrtrweb.access`); it is then ended as
+    ``denied`` (``access_revoked``) and nothing more is sent for it."""
+    from . import access
+
+    cause = await access.operation_denial(op)
+    if cause:
+        await access.end_operation(op, cause)
+    return bool(cause)
 
 
 def _shown_exists(op_id: Any, round_number: int) -> bool:
@@ -499,6 +512,8 @@ async def _drive(op_id: Any, request_id: str, params: dict[str, Any]) -> None:
         op.worker = WORKER_ID
         await op.asave(update_fields=["worker", "updated_at"])
         while True:
+            if await _access_ended(op):
+                return
             call = _Call(op, request_id)
             dedicated = ""
             try:
@@ -523,6 +538,8 @@ async def _drive(op_id: Any, request_id: str, params: dict[str, Any]) -> None:
                 if call.rounds:
                     op = await _load(op_id)
                 await _finish(op, Operation.Status.FAILED, code=exc.code, message=failure_message(exc))
+                return
+            if await _access_ended(op):
                 return
             nxt = await _handle_result(op, call.gate_id, raw)
             if nxt is None:
@@ -588,8 +605,12 @@ async def _handle_result(op: Operation, request_id: str, raw: Any) -> Retry | No
     if rnd.state_only:
         await asyncio.sleep(rnd.backoff_s)
         return await _build_and_record(op, None)
+    moved = await Operation.objects.filter(pk=op.pk, status=Operation.Status.RUNNING).aupdate(
+        status=Operation.Status.AWAITING_INPUT, rounds=rnd.number, updated_at=timezone.now())
+    if not moved:  # ended meanwhile (stopped, access ended): its round is never shown
+        logger.info("operation %s ended while its round %s arrived; the round is not shown", op.id, rnd.number)
+        return None
     op.status = Operation.Status.AWAITING_INPUT
-    await op.asave(update_fields=["status", "rounds", "updated_at"])
     await notify(op)
     return None
 
@@ -617,9 +638,13 @@ async def _build_and_record(op: Operation, responses: dict[str, Any] | None, *, 
     except audit.AuditUnavailable:
         await deny(op, AUDIT_UNAVAILABLE)
         raise OperationRefused(AUDIT_UNAVAILABLE, DENY_MESSAGES[AUDIT_UNAVAILABLE]) from None
+    moved = await Operation.objects.filter(pk=op.pk).exclude(status__in=Operation.TERMINAL).aupdate(
+        latest_request_id=str(retry.id), status=Operation.Status.RUNNING, rounds=op.rounds, updated_at=timezone.now())
+    if not moved:  # ended meanwhile (stopped, access ended): the retry is not sent
+        logger.info("operation %s ended while its answer was recorded; retry %s not sent", op.id, retry.id)
+        raise OperationRefused(codes.INACTIVE_MRTR_ROUND, message_for(codes.INACTIVE_MRTR_ROUND))
     op.latest_request_id = str(retry.id)
     op.status = Operation.Status.RUNNING
-    await op.asave(update_fields=["latest_request_id", "status", "rounds", "updated_at"])
     return retry
 
 
@@ -632,6 +657,8 @@ async def answer_round(op: Operation, responses: dict[str, Any]) -> Retry:
         OperationRefused: store or audit unavailable, or a deny condition (nothing sent).
     """
     op = await _load(op.pk)
+    if await _access_ended(op):
+        raise OperationRefused("denied", DENY_MESSAGES["access_revoked"])
     if not await sync_to_async(_shown_exists)(op.id, op.rounds):
         await deny(op, "missing_consent_receipt")
         raise OperationRefused("denied", DENY_MESSAGES["missing_consent_receipt"])
@@ -838,6 +865,8 @@ async def _legacy_round(call: _Call, method: str, params: dict[str, Any]) -> Any
     op = await _load(call.op.pk)
     if op.status != Operation.Status.RUNNING:
         logger.info("operation %s: %s from the server refused: the operation is %s", op.id, method, op.status)
+        return _refusal(method, "the operation has ended")
+    if await _access_ended(op):
         return _refusal(method, "the operation has ended")
     key = LEGACY_KEYS.get(method, "request")
     result = {"resultType": "input_required", "inputRequests": {key: {"method": method, "params": params}}}

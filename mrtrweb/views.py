@@ -1,7 +1,9 @@
 """Views: servers and their tools, starting calls, the operation page and answering a round.
 
 Every view requires login; objects are looked up through the requesting user's memberships or
-ownership, so another user (same or other tenant) gets 404 and nothing is sent.
+ownership, so another user (same or other tenant) gets 404 and nothing is sent. Each request also
+re-checks access (:mod:`mrtrweb.access`: the user active, a member of the tenant, the server there
+and enabled): once it ended, the person's own operations are 404 as well, and ended as denied.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from django.template.response import TemplateResponse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from . import audit, conf, display, operations, sampling, workers
+from . import access, audit, conf, display, operations, sampling, workers
 from .forms import JsonArgumentsForm, SchemaForm
 from .gate import (
     ContentMismatch, GateRejection, SchemaRefused, StoreUnavailable, check_requested_schema, digest,
@@ -46,17 +48,22 @@ async def _user(request: HttpRequest):
 
 async def _server_for(user: Any, server_id: int) -> McpServer:
     try:
-        return await McpServer.objects.select_related("tenant").aget(
+        server = await McpServer.objects.select_related("tenant").aget(
             pk=server_id, enabled=True, tenant__memberships__user=user)
     except McpServer.DoesNotExist:
         raise Http404("No such server") from None
+    if await access.adenial(user.pk, server.tenant_id, server.pk):  # e.g. an inactive user
+        raise Http404("No such server")
+    return server
 
 
 async def _operation_for(user: Any, op_id: Any) -> Operation:
-    try:
-        return await Operation.objects.select_related("server", "tenant").aget(pk=op_id, user=user)
-    except (Operation.DoesNotExist, ValueError):
-        raise Http404("No such operation") from None
+    """The user's operation while they may act on it (:func:`mrtrweb.access.operation_for`).
+
+    Raises:
+        Http404: not theirs; :class:`~mrtrweb.access.AccessEnded` (a 404 too) when their access
+            ended (the operation is then ended as denied, nothing sent)."""
+    return await access.operation_for(user, op_id)
 
 
 @login_required
@@ -65,7 +72,9 @@ async def index(request: HttpRequest) -> HttpResponse:
     memberships = [m async for m in Membership.objects.filter(user=user).select_related("tenant")]
     servers = [s async for s in McpServer.objects.filter(tenant__memberships__user=user, enabled=True)
                .select_related("tenant")]
-    ops = [o async for o in Operation.objects.filter(user=user).select_related("server")[:20]]
+    # only operations the user may still act on (a server disabled or a tenant left: not listed)
+    ops = [o async for o in Operation.objects.filter(user=user, server__enabled=True, tenant__memberships__user=user)
+           .select_related("server")[:20]]
     return TemplateResponse(request, "mrtrweb/index.html",
                             {"memberships": memberships, "servers": servers, "operations": ops})
 
@@ -264,6 +273,9 @@ async def operation_answer(request: HttpRequest, op_id: Any) -> HttpResponse:
     user = await _user(request)
     try:
         op = await _operation_for(user, op_id)
+    except access.AccessEnded as exc:
+        await _record_refused_after_access(exc, "answer")
+        raise
     except Http404:
         await _record_foreign_attempt(user, op_id)
         raise
@@ -569,10 +581,26 @@ def _expired(state: Any, op: Operation) -> bool:
 async def operation_stop(request: HttpRequest, op_id: Any) -> HttpResponse:
     """Stop an operation whose round waits for the person (nothing is sent; outcome denied/cancelled)."""
     user = await _user(request)
-    op = await _operation_for(user, op_id)
+    try:
+        op = await _operation_for(user, op_id)
+    except access.AccessEnded as exc:
+        await _record_refused_after_access(exc, "stop")
+        raise
     if not await operations.stop_operation(op):
         return await _panel_response(request, op, error=operations.message_for("inactive_mrtr_round"), status=409)
     return redirect("mrtrweb:operation", op_id=op.id)
+
+
+async def _record_refused_after_access(exc: access.AccessEnded, what: str) -> None:
+    """An answer or a stop posted by the owner after their access ended: refused (404, nothing
+    sent) and recorded as ``rejected`` with code ``access_revoked``."""
+    logger.warning("%s on operation %s refused: access ended (%s)", what, exc.op.id, exc.cause)
+    try:
+        await sync_to_async(audit.record)(exc.op, "rejected", code=access.ACCESS_REVOKED,
+                                          reason=f"{what} after access ended: {exc.cause}", round_number=exc.op.rounds,
+                                          request_id=exc.op.latest_request_id)
+    except audit.AuditUnavailable:
+        pass
 
 
 async def _record_foreign_attempt(user: Any, op_id: Any) -> None:
@@ -611,6 +639,8 @@ def _server_settings_sync(request: HttpRequest, user: Any, server_id: int) -> Ht
             pk=server_id, tenant__memberships__user=user, tenant__memberships__role=Membership.Role.ADMIN)
     except McpServer.DoesNotExist:
         raise Http404("No such server") from None
+    if access.denial(user.pk, server.tenant_id):  # e.g. an inactive user
+        raise Http404("No such server")
     saved = False
     if request.method == "POST":
         form = sampling.ServerSettingsForm(request.POST, instance=server)

@@ -35,7 +35,7 @@ class LiveAsgiServer:
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._sock.bind(("127.0.0.1", 0))
         self.port = self._sock.getsockname()[1]
-        # The WebSocket is behind AllowedHostsOriginValidator: 127.0.0.1 is an allowed host.
+        # The WebSocket is behind SameOriginValidator: pages of exactly this origin (this port) may open it.
         self.url = f"http://127.0.0.1:{self.port}"
         config = uvicorn.Config(app, ws="websockets-sansio", lifespan="off", loop="asyncio",
                                 log_level="warning", access_log=False, timeout_graceful_shutdown=2)

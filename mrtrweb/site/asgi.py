@@ -1,5 +1,6 @@
 """ASGI entry point: HTTP through Django, WebSockets through Channels behind the session auth
-middleware and an origin check against ALLOWED_HOSTS."""
+middleware and the full origin check (scheme, host, port: the site's own origin or one of
+CSRF_TRUSTED_ORIGINS, see :mod:`mrtrweb.origin`)."""
 
 import os
 
@@ -10,8 +11,8 @@ django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from mrtrweb.origin import SameOriginValidator  # noqa: E402
 from mrtrweb.routing import websocket_urlpatterns  # noqa: E402
 
 from django.conf import settings  # noqa: E402
@@ -25,6 +26,6 @@ http_app = ASGIStaticFilesHandler(django_asgi_app) if os.environ.get("MRTRWEB_SE
 application = ProtocolTypeRouter(
     {
         "http": http_app,
-        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

@@ -84,7 +84,13 @@
         showProgress(msg);
       }
     };
-    ws.onclose = function () {
+    ws.onclose = function (ev) {
+      if (ev.code === 4403) {
+        // The person's access ended somewhere: reload, so the page shows what is left (or 404).
+        root.setAttribute("data-ws-state", "revoked");
+        location.reload();
+        return;
+      }
       root.setAttribute("data-ws-state", "closed");
       setTimeout(connect, retry);
       retry = Math.min(retry * 2, 10000);
