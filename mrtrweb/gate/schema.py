@@ -33,6 +33,7 @@ import json
 import math
 import re
 import threading
+import time
 import urllib.parse
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -48,6 +49,9 @@ from .jsoncopy import json_copy
 MAX_PROPERTIES = 4096
 #: seconds one ``pattern`` may take on one answer before the answer is refused (ReDoS guard)
 PATTERN_TIMEOUT_S = 0.5
+#: seconds all the ``pattern`` checks of one answer may take together (thousands of fields, each
+#: with a slow pattern, must not hold a worker for minutes): a field not checked in time is refused
+PATTERN_BUDGET_S = 1.0
 MAX_ENUM_VALUES = 1000
 MAX_REF_DEPTH = 16
 
@@ -445,11 +449,14 @@ def compile_pattern(pattern: str, where: str = "pattern"):
     return compiled
 
 
-def pattern_matches(pattern: str, value: str) -> bool:
+def pattern_matches(pattern: str, value: str, timeout_s: float = PATTERN_TIMEOUT_S) -> bool:
     """ECMA-262 ``pattern`` semantics (unanchored search); False when it takes longer than
-    :data:`PATTERN_TIMEOUT_S` (a server's catastrophic pattern never hangs a worker)."""
+    ``timeout_s`` seconds (default :data:`PATTERN_TIMEOUT_S`; a server's catastrophic pattern
+    never hangs a worker), or when ``timeout_s`` is not positive."""
+    if timeout_s <= 0:
+        return False
     try:
-        return compile_pattern(pattern).search(value, timeout=PATTERN_TIMEOUT_S) is not None
+        return compile_pattern(pattern).search(value, timeout=timeout_s) is not None
     except TimeoutError:
         return False
 
@@ -788,11 +795,14 @@ def validate_content(checked: CheckedSchema, content: Any) -> dict[str, Any]:
 
 
 def _checked_patterns(checked: CheckedSchema, filled: dict[str, Any], errors: dict[str, list[str]]) -> dict[str, Any]:
-    """Check the ``pattern`` constraints (ECMA-262, with the timeout), then raise the errors if any."""
+    """Check the ``pattern`` constraints (ECMA-262, each within :data:`PATTERN_TIMEOUT_S`, all
+    within :data:`PATTERN_BUDGET_S`; one not decided in time fails), then raise the errors if any."""
+    deadline = time.monotonic() + PATTERN_BUDGET_S
     for spec in checked.fields:
         pattern = spec.constraints.get("pattern")
         value = filled.get(spec.name)
-        if pattern is not None and isinstance(value, str) and not pattern_matches(pattern, value):
+        if pattern is not None and isinstance(value, str) and \
+                not pattern_matches(pattern, value, min(PATTERN_TIMEOUT_S, deadline - time.monotonic())):
             bucket = errors.setdefault(spec.name, [])
             if "Enter a value in the requested pattern." not in bucket:
                 bucket.append("Enter a value in the requested pattern.")
