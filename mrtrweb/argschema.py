@@ -92,7 +92,7 @@ def _search(pattern: str, value: str) -> bool:
     if remaining <= 0:
         raise _Deadline
     try:
-        return compile_pattern(pattern).search(value, timeout=remaining) is not None
+        return compile_pattern(pattern).search(value, timeout=remaining, concurrent=True) is not None
     except TimeoutError:
         raise _Deadline from None
     except SchemaRefused:  # surveyed before; a pattern reached only through a metaschema

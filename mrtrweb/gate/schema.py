@@ -425,6 +425,72 @@ def ecma_to_python(pattern: str) -> str:
 
 
 _PATTERNS: dict[str, Any] = {}
+#: the most a pattern may expand to when compiled: its atoms, each counted once per repetition a
+#: bounded quantifier (``{n}``, ``{n,m}``) around it asks for (the ``regex`` module expands those:
+#: ``[a-z]{4294967294}`` would exhaust memory, ``(?:a{1000}){1000}`` takes half a second)
+MAX_PATTERN_WEIGHT = 100_000
+_BOUND = re.compile(r"\{(\d*)(?:,(\d*))?\}")
+
+
+def pattern_weight(pattern: str, limit: int = MAX_PATTERN_WEIGHT) -> int:
+    """An upper estimate of what ``pattern`` expands to when compiled (see
+    :data:`MAX_PATTERN_WEIGHT`): alternatives and a sequence add up, a bounded quantifier
+    multiplies by its larger bound, ``*``/``+``/``?`` do not. Stops early, returning a value above
+    ``limit``, once that is exceeded. Never raises; a malformed pattern is left to the compiler."""
+    sums = [0]  # the running weight of each open group, innermost last
+    last = 0  # the weight of the previous atom or group (what a quantifier repeats)
+    i, n = 0, len(pattern)
+    while i < n:
+        ch = pattern[i]
+        atom = 1
+        if ch == "\\":
+            j = i + 2
+            if i + 1 < n and pattern[i + 1] in "pPNxuk" and j < n and pattern[j] in "{<":
+                close = pattern.find("}" if pattern[j] == "{" else ">", j)
+                j = n if close < 0 else close + 1
+            i = j
+        elif ch == "[":
+            j = i + 1
+            if j < n and pattern[j] == "^":
+                j += 1
+            if j < n and pattern[j] == "]":
+                j += 1
+            while j < n and pattern[j] != "]":
+                j += 2 if pattern[j] == "\\" else 1
+            i = j + 1
+        elif ch == "(":
+            sums.append(0)
+            last = 0
+            i += 1
+            continue
+        elif ch == ")" and len(sums) > 1:
+            atom = max(sums.pop(), 1)
+            i += 1
+        elif ch == "{" and last:
+            m = _BOUND.match(pattern, i)
+            if m is None or not (m.group(1) or m.group(2)):
+                i += 1
+            else:
+                digits = [g for g in m.groups() if g]
+                if any(len(g) > 9 for g in digits):
+                    return limit + 1
+                factor = max(int(g) for g in digits)
+                sums[-1] += last * (factor - 1) if factor else 0
+                last *= max(factor, 1)
+                i = m.end()
+                if sums[-1] > limit:
+                    return limit + 1
+                continue
+        elif ch in "*+?":
+            i += 1
+            continue
+        else:
+            i += 1
+        sums[-1] += atom
+        last = atom
+        if sums[-1] > limit:
+            return limit + 1
+    return sum(sums)
 
 
 def compile_pattern(pattern: str, where: str = "pattern"):
@@ -439,6 +505,8 @@ def compile_pattern(pattern: str, where: str = "pattern"):
     if compiled is None:
         if len(pattern) > 10000:
             raise SchemaRefused(f"{where}: pattern is too long")
+        if pattern_weight(pattern) > MAX_PATTERN_WEIGHT:
+            raise SchemaRefused(f"{where}: pattern repeats too much")
         try:
             compiled = regex.compile(ecma_to_python(pattern), flags=regex.ASCII | regex.V0)
         except (regex.error, RecursionError, OverflowError, ValueError, TypeError) as exc:
@@ -456,7 +524,7 @@ def pattern_matches(pattern: str, value: str, timeout_s: float = PATTERN_TIMEOUT
     if timeout_s <= 0:
         return False
     try:
-        return compile_pattern(pattern).search(value, timeout=timeout_s) is not None
+        return compile_pattern(pattern).search(value, timeout=timeout_s, concurrent=True) is not None
     except TimeoutError:
         return False
 
