@@ -6,8 +6,9 @@ and **never runs unbounded**:
 * ``$ref`` / ``$dynamicRef`` / ``$recursiveRef`` resolve only inside the schema itself and against
   the JSON Schema metaschemas bundled with ``jsonschema`` (a ``referencing.Registry`` whose
   ``retrieve`` refuses every URI: ``http(s)://``, ``file://``, ``urn:``... are never opened);
-* ``$schema`` only picks one of the dialects ``jsonschema`` ships (an unknown one is refused, never
-  looked up); a dialect change *inside* the schema is refused (it would leave the bounded keywords);
+* ``$schema`` only picks one of the dialects ``jsonschema`` ships (an unknown one, never looked up,
+  means 2020-12, as an absent one); a dialect change *inside* the schema to another shipped dialect
+  is refused (it would leave the bounded keywords);
 * the schema is surveyed without recursion first: at most :data:`MAX_DEPTH` levels and
   :data:`MAX_NODES` values, every ``pattern`` / ``patternProperties`` key must compile;
 * ``pattern``, ``patternProperties`` and ``additionalProperties`` match with the ``regex`` module
@@ -45,7 +46,6 @@ CODES = {
     "schema_too_deep": "it is nested too deeply",
     "schema_too_large": "it is too large",
     "schema_ref_outside": "it refers to a document outside itself, which is never fetched",
-    "schema_dialect_unknown": "it names a JSON Schema dialect ($schema) that is not known here, which is never fetched",
     "schema_dialect_nested": "it changes its JSON Schema dialect ($schema) inside itself",
     "schema_pattern_invalid": "one of its patterns is not a regular expression that can be checked",
     "schema_unsupported": "it combines unevaluatedProperties with patternProperties",
@@ -230,13 +230,8 @@ def check_arguments(schema: Any, value: Any) -> list[jsonschema.ValidationError]
     has_pp, has_up, nested = _survey(schema)
     if has_pp and has_up:
         raise SchemaUnchecked("schema_unsupported")
-    dialect = schema.get("$schema")
-    if dialect is None:
-        cls: Any = jsonschema.Draft202012Validator
-    else:
-        cls = jsonschema.validators.validator_for(schema, default=None)  # a lookup in a dict, never a fetch
-        if cls is None:
-            raise SchemaUnchecked("schema_dialect_unknown")
+    # a lookup among the bundled dialects, never a fetch; an unknown (or absent) $schema: 2020-12
+    cls: Any = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     if any(jsonschema.validators.validator_for({"$schema": d}, default=None) is not None
            for d in nested if isinstance(d, str)):
         raise SchemaUnchecked("schema_dialect_nested")  # it would switch to the stock (unbounded) keywords

@@ -29,8 +29,6 @@ _UNCHECKED = {
     "schema_too_deep": _("it is nested too deeply"),
     "schema_too_large": _("it is too large"),
     "schema_ref_outside": _("it refers to a document outside itself ($ref), and mrtrweb never fetches one"),
-    "schema_dialect_unknown": _("it names a JSON Schema dialect ($schema) that mrtrweb does not know, "
-                                "and mrtrweb never fetches one"),
     "schema_dialect_nested": _("it changes its JSON Schema dialect ($schema) inside itself"),
     "schema_pattern_invalid": _("one of its patterns is not a regular expression mrtrweb can check"),
     "schema_unsupported": _("it combines unevaluatedProperties with patternProperties"),

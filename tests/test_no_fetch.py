@@ -32,8 +32,6 @@ pytestmark = [pytest.mark.django_db(transaction=True)]
 #: what the person is told per code (the form's English wording)
 UNCHECKED = {
     "schema_ref_outside": "it refers to a document outside itself ($ref), and mrtrweb never fetches one",
-    "schema_dialect_unknown": "it names a JSON Schema dialect ($schema) that mrtrweb does not know, "
-                              "and mrtrweb never fetches one",
     "schema_dialect_nested": "it changes its JSON Schema dialect ($schema) inside itself",
     "schema_too_deep": "it is nested too deeply",
     "schema_too_large": "it is too large",
@@ -110,7 +108,6 @@ def _unchecked_message(code: str) -> str:
 @pytest.mark.parametrize("tool, code", [
     ("ref_http", "schema_ref_outside"),
     ("ref_file", "schema_ref_outside"),
-    ("schema_http", "schema_dialect_unknown"),
     ("id_relative", "schema_ref_outside"),
     ("dynamic_ref", "schema_ref_outside"),
     ("nested_dialect", "schema_dialect_nested"),
@@ -121,10 +118,23 @@ async def test_a_schema_naming_another_document_is_refused_and_nothing_is_fetche
     assert page.status_code == 200 and 'name="arguments"' in page.content.decode()  # the JSON editor
     with caplog.at_level("WARNING", logger="mrtrweb.forms"):
         resp = await _post(client, server, tool, {"x": "text", "cfg": {}})
+    _nothing_fetched(listener)
     assert resp.status_code == 200
     assert _unchecked_message(code) in _text(resp)
     assert f"inputSchema cannot be checked ({code})" in caplog.text
     assert mcp.log.tool_calls() == [] and await Operation.objects.acount() == 0  # nothing was sent
+
+
+async def test_an_unknown_dialect_is_never_looked_up(setup):
+    """``$schema`` naming the listener: not a dialect jsonschema ships, so the arguments are checked
+    as 2020-12 (as with no ``$schema``), and the URL is never opened."""
+    client, server, listener, mcp = setup
+    resp = await _post(client, server, "schema_http", {"x": 5, "cfg": {}})
+    _nothing_fetched(listener)
+    assert resp.status_code == 200 and "Arguments do not match the tool's schema at x: type" in _text(resp)
+    resp = await _post(client, server, "schema_http", {"x": "text", "cfg": {}})
+    assert resp.status_code == 302, _text(resp)[:2000]
+    await operations.wait_idle()
     _nothing_fetched(listener)
 
 
