@@ -12,8 +12,8 @@ and **never runs unbounded**:
 * the schema is surveyed without recursion first: at most :data:`MAX_DEPTH` levels and
   :data:`MAX_NODES` values, every ``pattern`` / ``patternProperties`` key must compile;
 * ``pattern``, ``patternProperties`` and ``additionalProperties`` match with the ``regex`` module
-  (ECMA-262 dialect, as the gate) under a timeout, and every keyword application checks one
-  deadline of :data:`CHECK_TIMEOUT_S` for the whole check.
+  (ECMA-262 dialect, as the gate; the GIL released) under a timeout, ``uniqueItems`` is linear, and
+  every keyword application checks one deadline of :data:`CHECK_TIMEOUT_S` for the whole check.
 
 :func:`check_arguments` returns the errors or raises :class:`SchemaUnchecked` with a stable
 ``code``; it does not import Django (the form in :mod:`mrtrweb.forms` turns both into messages).
@@ -30,6 +30,7 @@ import jsonschema
 import referencing
 import referencing.exceptions
 
+from .gate.ids import canonical_json
 from .gate.schema import SchemaRefused, compile_pattern
 
 #: nesting levels a tool's input schema may have (a deeper one is not checked: ``schema_too_deep``)
@@ -127,6 +128,20 @@ def _additional_properties(validator: Any, ap: Any, instance: Any, schema: Any) 
                                          % ", ".join(repr(e) for e in sorted(extras, key=str)))
 
 
+def _unique_items(validator: Any, ui: Any, instance: Any, schema: Any) -> Iterator[jsonschema.ValidationError]:
+    """``uniqueItems`` in linear time (jsonschema compares objects pairwise: quadratic), with
+    JSON equality: ``1`` equals ``1.0``, ``true`` does not equal ``1``, key order does not matter."""
+    if not ui or not validator.is_type(instance, "array"):
+        return
+    seen: set[str] = set()
+    for item in instance:
+        key = canonical_json(item)
+        if key in seen:
+            yield jsonschema.ValidationError("the array has non-unique elements")
+            return
+        seen.add(key)
+
+
 def _ticking(fn: Any) -> Any:
     def keyword(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
         _tick()
@@ -147,7 +162,7 @@ def _bounded(cls: type) -> type:
         out = _BOUNDED.get(cls)
         if out is None:
             replaced = {"pattern": _pattern, "patternProperties": _pattern_properties,
-                        "additionalProperties": _additional_properties}
+                        "additionalProperties": _additional_properties, "uniqueItems": _unique_items}
             keywords = {k: _ticking(replaced.get(k, fn)) for k, fn in cls.VALIDATORS.items()}  # type: ignore[attr-defined]
             out = _BOUNDED[cls] = jsonschema.validators.extend(cls, validators=keywords)
         return out

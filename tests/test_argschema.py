@@ -83,7 +83,7 @@ def test_patterns_are_ecma_and_bounded():
     started = time.monotonic()
     slow = {"properties": {"x": {"pattern": hostile_refs.SLOW_PATTERN}}}
     assert code_of(slow, {"x": hostile_refs.SLOW_VALUE}) == "check_timeout"
-    assert time.monotonic() - started < 3 * argschema.CHECK_TIMEOUT_S + 1
+    assert time.monotonic() - started < 10  # generous for a loaded machine; Python re never ends here
     assert code_of(slow, {"x": "aaaa"}) == "ok"
 
 
@@ -139,6 +139,16 @@ def test_depth_size_and_time_bounds_have_codes():
     assert argschema.arguments_too_deep({"a": too_deep}) is True
 
 
+def test_unique_items_is_linear_with_json_equality():
+    schema = {"properties": {"x": {"type": "array", "uniqueItems": True}}}
+    many = [{"n": i, "tags": [str(i)]} for i in range(20_000)]
+    started = time.monotonic()
+    assert code_of(schema, {"x": many}) == "ok"  # jsonschema's pairwise comparison: minutes
+    assert time.monotonic() - started < 10
+    assert code_of(schema, {"x": many + [{"tags": ["7"], "n": 7.0}]}) == "errors:x:uniqueItems"
+    assert code_of(schema, {"x": [1, True]}) == "ok" and code_of(schema, {"x": [1, 1.0]}) == "errors:x:uniqueItems"
+
+
 @pytest.mark.parametrize("pattern", ["[a-z]{4294967294}", "(?:a{1000}){1000}", "a{60000}" * 4, "x{99999999999}",
                                      "(?:(?:a{100}){100}){100}"])
 def test_the_gate_refuses_patterns_that_expand_too_much(pattern):
@@ -146,6 +156,24 @@ def test_the_gate_refuses_patterns_that_expand_too_much(pattern):
         compile_pattern(pattern)
     with pytest.raises(SchemaRefused):
         check_requested_schema({"type": "object", "properties": {"x": {"type": "string", "pattern": pattern}}})
+
+
+def test_the_patterns_of_one_schema_are_bounded_together():
+    """Thousands of properties, each with a pattern within the single bound, compile for a long
+    time together: refused in one pass instead of compiled (in the event loop, for a tool page)."""
+    heavy = {"type": "object", "properties": {
+        f"f{i}": {"type": "string", "pattern": f"^[a-z]{{{60_000 + i}}}$"} for i in range(4000)}}
+    started = time.monotonic()
+    with pytest.raises(SchemaRefused, match="repeat too much together"):
+        check_requested_schema(heavy)
+    assert time.monotonic() - started < 2
+    long = {"type": "object", "properties": {f"f{i}": {"type": "string", "pattern": "a" * 9000 + str(i)}
+                                             for i in range(4000)}}
+    with pytest.raises(SchemaRefused, match="too long together"):
+        check_requested_schema(long)
+    fine = {"type": "object", "properties": {f"f{i}": {"type": "string", "pattern": f"^[a-z]{{1,{i + 1}}}$"}
+                                             for i in range(300)}}
+    assert len(check_requested_schema(fine).fields) == 300
 
 
 @pytest.mark.parametrize("pattern, weight", [("abc", 3), ("^\\d{3}-\\d{4}$", 10), ("(a|b){3}", 9),
@@ -164,5 +192,5 @@ def test_all_pattern_checks_of_one_answer_share_one_budget():
         checked.validate({f"f{i}": hostile_refs.SLOW_VALUE for i in range(fields)})
     elapsed = time.monotonic() - started
     assert sorted(info.value.errors) == sorted(f"f{i}" for i in range(fields))
-    assert elapsed < 3 * gate_schema.PATTERN_BUDGET_S + 1, elapsed  # not 40 x PATTERN_TIMEOUT_S (20 s)
+    assert elapsed < 10, elapsed  # not 40 x PATTERN_TIMEOUT_S (20 s); generous for a loaded machine
     assert checked.validate({f"f{i}": "aa" for i in range(fields)}) == {f"f{i}": "aa" for i in range(fields)}

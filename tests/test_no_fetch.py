@@ -209,10 +209,10 @@ async def test_pathological_schemas_end_with_a_code_without_stalling_the_event_l
     assert _unchecked_message(code) in _text(resp)
     assert f"inputSchema cannot be checked ({code})" in caplog.text
     assert mcp.log.tool_calls() == []
-    assert elapsed < 5, elapsed  # "does not hang": the check's own bound is argschema.CHECK_TIMEOUT_S
+    assert elapsed < 8, elapsed  # "does not hang": the check's own bound is argschema.CHECK_TIMEOUT_S
     # the event loop kept running while the check ran in a thread (a blocked loop shows a gap as
-    # long as the check); generous for a loaded machine
-    assert max(gaps, default=0) < 0.5, max(gaps)
+    # long as the check, >= 1 s); generous for a loaded machine
+    assert max(gaps, default=0) < 0.8, max(gaps)
     _nothing_fetched(listener)
 
 
@@ -313,6 +313,6 @@ async def test_many_slow_patterns_in_one_answer_share_one_time_budget(setup):
     assert resp.status_code == 400
     assert "Enter a value in the requested pattern." in _text(resp)
     assert elapsed < 8, elapsed  # 40 x 0.5 s = 20 s before the shared budget
-    assert max(gaps, default=0) < 0.5, max(gaps)
+    assert max(gaps, default=0) < 0.8, max(gaps)
     assert [r.tool for r in mcp.log.tool_calls()] == ["elicit_slow_defaults"]  # no retry
     assert (await Operation.objects.aget(pk=op.pk)).status == Operation.Status.AWAITING_INPUT

@@ -425,6 +425,13 @@ def ecma_to_python(pattern: str) -> str:
 
 
 _PATTERNS: dict[str, Any] = {}
+#: the compiled patterns kept hold at most this total weight (a heavy pattern is large compiled)
+_CACHE_MAX_WEIGHT = 1_000_000
+_patterns_weight = 0
+#: what the patterns of one ``requestedSchema`` may add up to: characters, and weight (compiling
+#: is roughly linear in the weight, and a schema may have thousands of properties)
+MAX_SCHEMA_PATTERN_CHARS = 100_000
+MAX_SCHEMA_PATTERN_WEIGHT = 200_000
 #: the most a pattern may expand to when compiled: its atoms, each counted once per repetition a
 #: bounded quantifier (``{n}``, ``{n,m}``) around it asks for (the ``regex`` module expands those:
 #: ``[a-z]{4294967294}`` would exhaust memory, ``(?:a{1000}){1000}`` takes half a second)
@@ -501,19 +508,23 @@ def compile_pattern(pattern: str, where: str = "pattern"):
     """
     import regex
 
+    global _patterns_weight
     compiled = _PATTERNS.get(pattern)
     if compiled is None:
         if len(pattern) > 10000:
             raise SchemaRefused(f"{where}: pattern is too long")
-        if pattern_weight(pattern) > MAX_PATTERN_WEIGHT:
+        weight = pattern_weight(pattern)
+        if weight > MAX_PATTERN_WEIGHT:
             raise SchemaRefused(f"{where}: pattern repeats too much")
         try:
             compiled = regex.compile(ecma_to_python(pattern), flags=regex.ASCII | regex.V0)
         except (regex.error, RecursionError, OverflowError, ValueError, TypeError) as exc:
             raise SchemaRefused(f"{where}: pattern does not compile") from exc
-        if len(_PATTERNS) > 1024:
+        if len(_PATTERNS) > 1024 or _patterns_weight + weight > _CACHE_MAX_WEIGHT:
             _PATTERNS.clear()
+            _patterns_weight = 0
         _PATTERNS[pattern] = compiled
+        _patterns_weight += weight
     return compiled
 
 
@@ -567,12 +578,20 @@ def check_requested_schema(schema: Any) -> CheckedSchema:
     fields: list[Field] = []
     norm_props: dict[str, Any] = {}
     defaults: dict[str, Any] = {}
+    pattern_chars = pattern_total = 0
     for name, raw in properties.items():
         if not name:
             raise SchemaRefused("a property name is empty")
         prop = _deref(schema, raw)
         if isinstance(prop.get("items"), dict) and "$ref" in prop["items"]:
             prop = {**prop, "items": _deref(schema, prop["items"])}  # a local $ref is legal here too
+        if isinstance(prop.get("pattern"), str):
+            pattern_chars += len(prop["pattern"])
+            if pattern_chars > MAX_SCHEMA_PATTERN_CHARS:
+                raise SchemaRefused("the patterns are too long together")
+            pattern_total += pattern_weight(prop["pattern"])
+            if pattern_total > MAX_SCHEMA_PATTERN_WEIGHT:
+                raise SchemaRefused("the patterns repeat too much together")
         field, normalized = _check_property(name, prop, name in required)
         fields.append(field)
         norm_props[name] = normalized
