@@ -432,6 +432,11 @@ _patterns_weight = 0
 #: is roughly linear in the weight, and a schema may have thousands of properties)
 MAX_SCHEMA_PATTERN_CHARS = 100_000
 MAX_SCHEMA_PATTERN_WEIGHT = 200_000
+#: patterns one ``requestedSchema`` may have (each is compiled: about a millisecond)
+MAX_SCHEMA_PATTERNS = 256
+#: options (enum values, titled options) one ``requestedSchema`` may have in all (4,096 fields of
+#: 1,000 options each took 19 s to check)
+MAX_SCHEMA_OPTIONS = 10_000
 #: the most a pattern may expand to when compiled: its atoms, each counted once per repetition a
 #: bounded quantifier (``{n}``, ``{n,m}``) around it asks for (the ``regex`` module expands those:
 #: ``[a-z]{4294967294}`` would exhaust memory, ``(?:a{1000}){1000}`` takes half a second)
@@ -578,7 +583,7 @@ def check_requested_schema(schema: Any) -> CheckedSchema:
     fields: list[Field] = []
     norm_props: dict[str, Any] = {}
     defaults: dict[str, Any] = {}
-    pattern_chars = pattern_total = 0
+    pattern_chars = pattern_total = pattern_count = options = 0
     for name, raw in properties.items():
         if not name:
             raise SchemaRefused("a property name is empty")
@@ -586,6 +591,9 @@ def check_requested_schema(schema: Any) -> CheckedSchema:
         if isinstance(prop.get("items"), dict) and "$ref" in prop["items"]:
             prop = {**prop, "items": _deref(schema, prop["items"])}  # a local $ref is legal here too
         if isinstance(prop.get("pattern"), str):
+            pattern_count += 1
+            if pattern_count > MAX_SCHEMA_PATTERNS:
+                raise SchemaRefused(f"more than {MAX_SCHEMA_PATTERNS} patterns")
             pattern_chars += len(prop["pattern"])
             if pattern_chars > MAX_SCHEMA_PATTERN_CHARS:
                 raise SchemaRefused("the patterns are too long together")
@@ -593,6 +601,9 @@ def check_requested_schema(schema: Any) -> CheckedSchema:
             if pattern_total > MAX_SCHEMA_PATTERN_WEIGHT:
                 raise SchemaRefused("the patterns repeat too much together")
         field, normalized = _check_property(name, prop, name in required)
+        options += len(field.options)
+        if options > MAX_SCHEMA_OPTIONS:
+            raise SchemaRefused(f"more than {MAX_SCHEMA_OPTIONS} options in all")
         fields.append(field)
         norm_props[name] = normalized
         if field.has_default:
