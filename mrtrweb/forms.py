@@ -33,7 +33,6 @@ _UNCHECKED = {
     "schema_pattern_invalid": _("one of its patterns is not a regular expression mrtrweb can check"),
     "schema_unsupported": _("it combines unevaluatedProperties with patternProperties"),
     "check_timeout": _("checking these arguments against it took too long"),
-    "check_failed": _("it could not be applied to these arguments"),
 }
 
 
