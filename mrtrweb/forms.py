@@ -4,23 +4,36 @@
   the gate, or a flat tool ``inputSchema``), defaults pre-filled; ``content()`` gives the JSON
   answer. The browser's constraints are hints; the gate's validation is the truth.
 * :class:`JsonArgumentsForm` -- a JSON editor for tool input schemas that are not flat, checked
-  with ``jsonschema``.
+  with ``jsonschema`` through :mod:`mrtrweb.argschema` (nothing the schema names is fetched; the
+  check is bounded in depth, size and time).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
-import jsonschema
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
-from . import display
+from . import argschema, display
 from .gate import formats
 from .gate.schema import CheckedSchema, Field
 
 _EMPTY = ""
+logger = logging.getLogger(__name__)
+
+#: why a tool's input schema could not be checked (:data:`mrtrweb.argschema.CODES`), for the person
+_UNCHECKED = {
+    "schema_too_deep": _("it is nested too deeply"),
+    "schema_too_large": _("it is too large"),
+    "schema_ref_outside": _("it refers to a document outside itself ($ref), and mrtrweb never fetches one"),
+    "schema_dialect_nested": _("it changes its JSON Schema dialect ($schema) inside itself"),
+    "schema_pattern_invalid": _("one of its patterns is not a regular expression mrtrweb can check"),
+    "schema_unsupported": _("it combines unevaluatedProperties with patternProperties"),
+    "check_timeout": _("checking these arguments against it took too long"),
+}
 
 
 def _option_key(value: Any) -> str:
@@ -173,7 +186,16 @@ class SchemaForm(forms.Form):
 
 
 class JsonArgumentsForm(forms.Form):
-    """Tool arguments as JSON, checked against the tool's ``inputSchema`` with ``jsonschema``."""
+    """Tool arguments as JSON, checked against the tool's ``inputSchema`` with
+    :func:`mrtrweb.argschema.check_arguments`.
+
+    Errors (on the ``arguments`` field): not JSON or not an object; nested deeper than
+    :data:`mrtrweb.argschema.MAX_ARGUMENT_DEPTH`; not matching the schema (the first error's path and
+    keyword); or the schema cannot be checked within the bounds (code
+    :class:`~mrtrweb.argschema.SchemaUnchecked` ``.code``, logged; nothing is sent). A schema that
+    is not a valid JSON Schema leaves judging the arguments to the server. Run ``is_valid()`` off
+    the event loop: the check may take up to :data:`mrtrweb.argschema.CHECK_TIMEOUT_S` seconds.
+    """
 
     arguments = forms.CharField(label=_("Arguments (JSON)"), widget=forms.Textarea(attrs={"rows": 8}),
                                 initial="{}")
@@ -190,20 +212,24 @@ class JsonArgumentsForm(forms.Form):
             value = json.loads(self.cleaned_data["arguments"], parse_constant=refuse_constant)
             json.dumps(value, allow_nan=False)  # 1e400 reads as infinity: not sendable
         except (ValueError, RecursionError):
-            raise forms.ValidationError(_("Enter valid JSON.")) from None
+            raise forms.ValidationError(_("Enter valid JSON."), code="invalid_json") from None
         if not isinstance(value, dict):
-            raise forms.ValidationError(_("The arguments must be a JSON object."))
+            raise forms.ValidationError(_("The arguments must be a JSON object."), code="not_object")
+        if argschema.arguments_too_deep(value):
+            raise forms.ValidationError(_("The arguments are nested more than %(n)s levels deep."), code="too_deep",
+                                        params={"n": argschema.MAX_ARGUMENT_DEPTH})
         try:
-            validator_cls = jsonschema.validators.validator_for(self.schema, default=jsonschema.Draft202012Validator)
-            validator_cls.check_schema(self.schema)
-            errors = sorted(validator_cls(self.schema).iter_errors(value), key=lambda e: list(e.path))
-        except (jsonschema.SchemaError, jsonschema.exceptions.RefResolutionError, Exception):  # noqa: BLE001
-            errors = []  # an unusable schema from the server: the server judges the arguments
+            errors = argschema.check_arguments(self.schema, value)
+        except argschema.SchemaUnchecked as exc:
+            logger.warning("tool arguments refused: the tool's inputSchema cannot be checked (%s)", exc.code)
+            raise forms.ValidationError(
+                _("The tool's input schema cannot be checked here: %(why)s. Nothing was sent."),
+                code=exc.code, params={"why": _UNCHECKED.get(exc.code, exc.code)}) from None
         if errors:
             first = errors[0]
             where = "/".join(str(p) for p in first.absolute_path) or "(root)"
             raise forms.ValidationError(_("Arguments do not match the tool's schema at %(where)s: %(what)s"),
-                                        params={"where": where, "what": first.validator})
+                                        code="schema_mismatch", params={"where": where, "what": first.validator})
         return value
 
     def content(self) -> dict[str, Any]:

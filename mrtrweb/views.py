@@ -137,7 +137,8 @@ async def tool_call(request: HttpRequest, server_id: int, tool: str) -> HttpResp
     schema = (spec or {}).get("inputSchema") or {"type": "object"}
     if request.method == "POST":
         form = _arguments_form(schema, request.POST)
-        if not error and form.is_valid():
+        # off the event loop: checking a server's schema may take up to argschema.CHECK_TIMEOUT_S
+        if not error and await sync_to_async(form.is_valid, thread_sensitive=False)():
             try:
                 op = await operations.start_operation(user=user, server=server, method="tools/call", name=tool,
                                                       params={"name": tool, "arguments": form.content()})
@@ -302,7 +303,7 @@ async def operation_answer(request: HttpRequest, op_id: Any) -> HttpResponse:
     if action == "change":
         return await _panel_response(request, op, forms=forms, status=200)
     if not all(f.is_valid() for f in forms.values()):
-        _all_messages(forms)
+        await sync_to_async(_all_messages, thread_sensitive=False)(forms)  # patterns: off the event loop
         return await _panel_response(request, op, forms=forms, error="Some answers need attention.", status=400)
     responses: dict[str, Any] = {}
     for key, view in rnd.requests.items():
@@ -408,7 +409,7 @@ async def _precheck(op: Operation, rnd: Any, forms: dict[str, Any], responses: d
         response = responses.get(key)
         if view.kind == "form" and key in forms:
             try:
-                forms[key].checked.validate(response["content"])
+                await sync_to_async(forms[key].checked.validate, thread_sensitive=False)(response["content"])
             except ContentMismatch as exc:
                 forms[key].add_gate_errors(exc.errors)
                 failed, code = failed or "Some answers need attention.", code or "input_response_schema_mismatch"

@@ -33,6 +33,7 @@ import json
 import math
 import re
 import threading
+import time
 import urllib.parse
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -48,6 +49,9 @@ from .jsoncopy import json_copy
 MAX_PROPERTIES = 4096
 #: seconds one ``pattern`` may take on one answer before the answer is refused (ReDoS guard)
 PATTERN_TIMEOUT_S = 0.5
+#: seconds all the ``pattern`` checks of one answer may take together (thousands of fields, each
+#: with a slow pattern, must not hold a worker for minutes): a field not checked in time is refused
+PATTERN_BUDGET_S = 1.0
 MAX_ENUM_VALUES = 1000
 MAX_REF_DEPTH = 16
 
@@ -421,6 +425,84 @@ def ecma_to_python(pattern: str) -> str:
 
 
 _PATTERNS: dict[str, Any] = {}
+#: the compiled patterns kept hold at most this total weight (a heavy pattern is large compiled)
+_CACHE_MAX_WEIGHT = 1_000_000
+_patterns_weight = 0
+#: what the patterns of one ``requestedSchema`` may add up to: characters, and weight (compiling
+#: is roughly linear in the weight, and a schema may have thousands of properties)
+MAX_SCHEMA_PATTERN_CHARS = 100_000
+MAX_SCHEMA_PATTERN_WEIGHT = 200_000
+#: patterns one ``requestedSchema`` may have (each is compiled: about a millisecond)
+MAX_SCHEMA_PATTERNS = 256
+#: options (enum values, titled options) one ``requestedSchema`` may have in all (4,096 fields of
+#: 1,000 options each took 19 s to check)
+MAX_SCHEMA_OPTIONS = 10_000
+#: the most a pattern may expand to when compiled: its atoms, each counted once per repetition a
+#: bounded quantifier (``{n}``, ``{n,m}``) around it asks for (the ``regex`` module expands those:
+#: ``[a-z]{4294967294}`` would exhaust memory, ``(?:a{1000}){1000}`` takes half a second)
+MAX_PATTERN_WEIGHT = 100_000
+_BOUND = re.compile(r"\{(\d*)(?:,(\d*))?\}")
+
+
+def pattern_weight(pattern: str, limit: int = MAX_PATTERN_WEIGHT) -> int:
+    """An upper estimate of what ``pattern`` expands to when compiled (see
+    :data:`MAX_PATTERN_WEIGHT`): alternatives and a sequence add up, a bounded quantifier
+    multiplies by its larger bound, ``*``/``+``/``?`` do not. Stops early, returning a value above
+    ``limit``, once that is exceeded. Never raises; a malformed pattern is left to the compiler."""
+    sums = [0]  # the running weight of each open group, innermost last
+    last = 0  # the weight of the previous atom or group (what a quantifier repeats)
+    i, n = 0, len(pattern)
+    while i < n:
+        ch = pattern[i]
+        atom = 1
+        if ch == "\\":
+            j = i + 2
+            if i + 1 < n and pattern[i + 1] in "pPNxuk" and j < n and pattern[j] in "{<":
+                close = pattern.find("}" if pattern[j] == "{" else ">", j)
+                j = n if close < 0 else close + 1
+            i = j
+        elif ch == "[":
+            j = i + 1
+            if j < n and pattern[j] == "^":
+                j += 1
+            if j < n and pattern[j] == "]":
+                j += 1
+            while j < n and pattern[j] != "]":
+                j += 2 if pattern[j] == "\\" else 1
+            i = j + 1
+        elif ch == "(":
+            sums.append(0)
+            last = 0
+            i += 1
+            continue
+        elif ch == ")" and len(sums) > 1:
+            atom = max(sums.pop(), 1)
+            i += 1
+        elif ch == "{" and last:
+            m = _BOUND.match(pattern, i)
+            if m is None or not (m.group(1) or m.group(2)):
+                i += 1
+            else:
+                digits = [g for g in m.groups() if g]
+                if any(len(g) > 9 for g in digits):
+                    return limit + 1
+                factor = max(int(g) for g in digits)
+                sums[-1] += last * (factor - 1) if factor else 0
+                last *= max(factor, 1)
+                i = m.end()
+                if sums[-1] > limit:
+                    return limit + 1
+                continue
+        elif ch in "*+?":
+            i += 1
+            continue
+        else:
+            i += 1
+        sums[-1] += atom
+        last = atom
+        if sums[-1] > limit:
+            return limit + 1
+    return sum(sums)
 
 
 def compile_pattern(pattern: str, where: str = "pattern"):
@@ -431,25 +513,34 @@ def compile_pattern(pattern: str, where: str = "pattern"):
     """
     import regex
 
+    global _patterns_weight
     compiled = _PATTERNS.get(pattern)
     if compiled is None:
         if len(pattern) > 10000:
             raise SchemaRefused(f"{where}: pattern is too long")
+        weight = pattern_weight(pattern)
+        if weight > MAX_PATTERN_WEIGHT:
+            raise SchemaRefused(f"{where}: pattern repeats too much")
         try:
             compiled = regex.compile(ecma_to_python(pattern), flags=regex.ASCII | regex.V0)
         except (regex.error, RecursionError, OverflowError, ValueError, TypeError) as exc:
             raise SchemaRefused(f"{where}: pattern does not compile") from exc
-        if len(_PATTERNS) > 1024:
+        if len(_PATTERNS) > 1024 or _patterns_weight + weight > _CACHE_MAX_WEIGHT:
             _PATTERNS.clear()
+            _patterns_weight = 0
         _PATTERNS[pattern] = compiled
+        _patterns_weight += weight
     return compiled
 
 
-def pattern_matches(pattern: str, value: str) -> bool:
+def pattern_matches(pattern: str, value: str, timeout_s: float = PATTERN_TIMEOUT_S) -> bool:
     """ECMA-262 ``pattern`` semantics (unanchored search); False when it takes longer than
-    :data:`PATTERN_TIMEOUT_S` (a server's catastrophic pattern never hangs a worker)."""
+    ``timeout_s`` seconds (default :data:`PATTERN_TIMEOUT_S`; a server's catastrophic pattern
+    never hangs a worker), or when ``timeout_s`` is not positive."""
+    if timeout_s <= 0:
+        return False
     try:
-        return compile_pattern(pattern).search(value, timeout=PATTERN_TIMEOUT_S) is not None
+        return compile_pattern(pattern).search(value, timeout=timeout_s, concurrent=True) is not None
     except TimeoutError:
         return False
 
@@ -492,13 +583,27 @@ def check_requested_schema(schema: Any) -> CheckedSchema:
     fields: list[Field] = []
     norm_props: dict[str, Any] = {}
     defaults: dict[str, Any] = {}
+    pattern_chars = pattern_total = pattern_count = options = 0
     for name, raw in properties.items():
         if not name:
             raise SchemaRefused("a property name is empty")
         prop = _deref(schema, raw)
         if isinstance(prop.get("items"), dict) and "$ref" in prop["items"]:
             prop = {**prop, "items": _deref(schema, prop["items"])}  # a local $ref is legal here too
+        if isinstance(prop.get("pattern"), str):
+            pattern_count += 1
+            if pattern_count > MAX_SCHEMA_PATTERNS:
+                raise SchemaRefused(f"more than {MAX_SCHEMA_PATTERNS} patterns")
+            pattern_chars += len(prop["pattern"])
+            if pattern_chars > MAX_SCHEMA_PATTERN_CHARS:
+                raise SchemaRefused("the patterns are too long together")
+            pattern_total += pattern_weight(prop["pattern"])
+            if pattern_total > MAX_SCHEMA_PATTERN_WEIGHT:
+                raise SchemaRefused("the patterns repeat too much together")
         field, normalized = _check_property(name, prop, name in required)
+        options += len(field.options)
+        if options > MAX_SCHEMA_OPTIONS:
+            raise SchemaRefused(f"more than {MAX_SCHEMA_OPTIONS} options in all")
         fields.append(field)
         norm_props[name] = normalized
         if field.has_default:
@@ -788,11 +893,14 @@ def validate_content(checked: CheckedSchema, content: Any) -> dict[str, Any]:
 
 
 def _checked_patterns(checked: CheckedSchema, filled: dict[str, Any], errors: dict[str, list[str]]) -> dict[str, Any]:
-    """Check the ``pattern`` constraints (ECMA-262, with the timeout), then raise the errors if any."""
+    """Check the ``pattern`` constraints (ECMA-262, each within :data:`PATTERN_TIMEOUT_S`, all
+    within :data:`PATTERN_BUDGET_S`; one not decided in time fails), then raise the errors if any."""
+    deadline = time.monotonic() + PATTERN_BUDGET_S
     for spec in checked.fields:
         pattern = spec.constraints.get("pattern")
         value = filled.get(spec.name)
-        if pattern is not None and isinstance(value, str) and not pattern_matches(pattern, value):
+        if pattern is not None and isinstance(value, str) and \
+                not pattern_matches(pattern, value, min(PATTERN_TIMEOUT_S, deadline - time.monotonic())):
             bucket = errors.setdefault(spec.name, [])
             if "Enter a value in the requested pattern." not in bucket:
                 bucket.append("Enter a value in the requested pattern.")
