@@ -1,5 +1,6 @@
 from django.contrib import admin
 
+from .jsonfields import bounded_json_overrides
 from .models import AuditEvent, McpServer, Membership, Operation, Tenant
 
 
@@ -20,6 +21,7 @@ class McpServerAdmin(admin.ModelAdmin):
     list_display = ("name", "tenant", "url", "verified_origin", "enabled", "allow_sampling", "allow_roots")
     list_filter = ("tenant", "enabled", "allow_sampling", "allow_roots")
     search_fields = ("name", "url")
+    formfield_overrides = bounded_json_overrides()  # roots: bad JSON of any depth is a form error
 
     @admin.display(description="verified origin")
     def verified_origin(self, obj: McpServer) -> str:

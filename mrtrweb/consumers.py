@@ -3,7 +3,8 @@
 Mounted behind ``AllowedHostsOriginValidator(AuthMiddlewareStack(...))`` (see
 :mod:`mrtrweb.routing`). An anonymous connection is closed with code 4401. Each connection joins
 the group ``mrtrweb.user.<id>``; on ``operation.update`` it re-reads the operation *for this user*
-and sends ``{"type": "operation", "id", "status", "html"}``.
+and sends ``{"type": "operation", "id", "status", "html"}`` (``html`` null when the panel is over
+``MAX_PUSH_BYTES``: the page then fetches it).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import weakref
 from asgiref.sync import sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
+from . import conf
 from .models import Operation
 from .operations import user_group
 from .panels import render_panel
@@ -97,4 +99,8 @@ class OperationsConsumer(AsyncJsonWebsocketConsumer):
             return
         csrf = self.scope.get("cookies", {}).get("csrftoken", "")
         html = await sync_to_async(render_panel)(op, csrf)
+        if len(html.encode("utf-8", "replace")) > int(conf.get("MAX_PUSH_BYTES")):
+            # too large for a push: the page fetches the panel itself (``"html": null``)
+            logger.info("websocket: panel of operation %s over MAX_PUSH_BYTES; the page fetches it", op.id)
+            html = None
         await self.send_json({"type": "operation", "id": str(op.id), "status": op.status, "html": html})

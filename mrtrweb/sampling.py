@@ -30,6 +30,8 @@ from django.utils.module_loading import import_string
 from django.utils.translation import gettext_lazy as _
 
 from . import conf
+from .jsonfields import BoundedJSONField
+from .results import shown_text
 
 SAMPLING = "sampling/createMessage"
 ROOTS = "roots/list"
@@ -117,7 +119,7 @@ def _block_text(block: Any) -> dict[str, str]:
         return {"summary": "[unreadable content]"}
     kind = block.get("type")
     if kind == "text" and isinstance(block.get("text"), str):
-        return {"text": block["text"]}
+        return {"text": shown_text(block["text"])}  # at most MAX_SHOWN_CHARS
     if kind in ("image", "audio"):
         size = len(block["data"]) if isinstance(block.get("data"), str) else 0
         return {"summary": f"[{kind} {block.get('mimeType', '?')}, {size} base64 characters]"}
@@ -149,7 +151,7 @@ def sampling_view(params: Any) -> dict[str, Any]:
             extras.append({"name": key, "value": json.dumps(params[key], ensure_ascii=False)[:2000]})
     return {
         "messages": messages,
-        "system_prompt": params.get("systemPrompt") if isinstance(params.get("systemPrompt"), str) else "",
+        "system_prompt": shown_text(params.get("systemPrompt")) if isinstance(params.get("systemPrompt"), str) else "",
         "max_tokens": params.get("maxTokens"),
         "hints": hints,
         "priorities": priorities,
@@ -172,3 +174,4 @@ class ServerSettingsForm(forms.ModelForm):
         model = McpServer
         fields = ["allow_sampling", "allow_roots", "roots"]
         widgets = {"roots": forms.Textarea(attrs={"rows": 6, "cols": 70})}
+        field_classes = {"roots": BoundedJSONField}  # a too-deep or broken JSON is a form error, never a 500

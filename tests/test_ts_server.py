@@ -348,7 +348,7 @@ async def test_prompt_round(ts):
     client = await _client(alice)
     page = (await client.get(f"/mcp/servers/{server.pk}/")).content.decode()
     assert 'data-prompt="briefing"' in page and 'data-template="ts://reports/{team}"' in page
-    resp = await client.post(f"/mcp/servers/{server.pk}/prompts/briefing/", {"topic": "the outage"})
+    resp = await client.post(f"/mcp/servers/{server.pk}/prompts/briefing/", {"arg-topic": "the outage"})
     assert resp.status_code == 302, resp.content.decode()[:2000]
     await operations.wait_idle()
     op = await _load(resp["Location"].rstrip("/").split("/")[-1])
