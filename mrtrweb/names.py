@@ -65,7 +65,9 @@ def call_url(kind: str, server_id: Any, name: Any) -> str:
 
 def stored_name(name: str) -> str:
     """``name`` as kept in the operation's ``name`` column (and audit rows): at most
-    :data:`STORED_NAME_CHARS` characters, a cut one ending in ``…``. What is sent is the params' name."""
+    :data:`STORED_NAME_CHARS` characters, a cut one ending in ``…``, NUL characters as U+FFFD
+    (PostgreSQL stores none). What is sent is the params' name."""
+    name = name.replace("\x00", "\ufffd")
     return name if len(name) <= STORED_NAME_CHARS else name[: STORED_NAME_CHARS - 1] + "…"
 
 

@@ -210,7 +210,8 @@ async def start_operation(*, user: Any, server: McpServer, method: str, name: st
     await _check_limits(user, server.tenant_id)
     request_id = new_request_id()
     op = await Operation.objects.acreate(
-        tenant_id=server.tenant_id, user=user, server=server, method=method, name=stored_name(name), params=params,
+        tenant_id=server.tenant_id, user=user, server=server, method=method, name=stored_name(name),
+        params=results.params_for_storage(params),
         request_id=request_id, latest_request_id=request_id,
     )
     op.server = server
@@ -590,7 +591,7 @@ async def _build_and_record(op: Operation, responses: dict[str, Any] | None, *, 
     try:
         retry: Retry = await sync_to_async(gate.respond)(
             handle_of(op), retry_id=retry_id, responses=responses, user=str(op.user_id), tenant=str(op.tenant_id),
-            params=op.params)
+            params=results.stored_params(op.params))
     except StoreUnavailable:
         raise OperationRefused(STORE_UNAVAILABLE, message_for(STORE_UNAVAILABLE)) from None
     try:

@@ -9,7 +9,7 @@ from typing import Any
 
 from django.template.loader import render_to_string
 
-from . import audit, results, sampling
+from . import audit, names, results, sampling
 from .forms import SchemaForm
 from .gate import Round, StoreUnavailable, digest
 from .models import AuditEvent, Membership, Operation
@@ -28,6 +28,15 @@ def consent_forms(rnd: Round, data: Any = None) -> dict[str, SchemaForm]:
     }
     forms.update(sampling.sampling_forms(rnd, data))
     return forms
+
+
+def run_again_url(op: Operation) -> str:
+    """Where "Run it again" leads: the call page of the operation's tool or prompt (named exactly
+    as it was called, :mod:`mrtrweb.names`), else the server page."""
+    kind = {"tools/call": "tool", "prompts/get": "prompt"}.get(op.method)
+    params = results.stored_params(op.params)
+    name = params.get("name") if isinstance(params, dict) else None
+    return names.call_url(kind, op.server_id, name) if kind else names.call_url("tool", op.server_id, None)
 
 
 def display_digest(op: Operation, rnd: Round) -> str:
@@ -118,6 +127,8 @@ def panel_context(op: Operation, *, forms: dict[str, SchemaForm] | None = None, 
             ctx["round_gone"] = True
     if op.status == Operation.Status.FAILED:
         ctx["deprecated_refusal"] = deprecated_refusal(op)
+    if op.status in (Operation.Status.FAILED, Operation.Status.INTERRUPTED):
+        ctx["run_again_url"] = run_again_url(op)
     if op.status == Operation.Status.COMPLETED:
         ctx.update(results.shown(op.method, op.result))  # blocks within MAX_SHOWN_CHARS; the rest downloads
         ctx["is_error"] = bool(isinstance(op.result, dict) and op.result.get("isError") is True)

@@ -7,7 +7,8 @@ A server's final result can be any size. Two settings bound what the product doe
   (:func:`for_storage`): ``{"mrtrweb_truncated": {"original_bytes": N, "stored_bytes": M},
   "text": "<the first characters of the result's JSON>", "isError": bool}``, the whole object
   within the cap. A server result that itself holds the key ``mrtrweb_truncated`` has it renamed
-  ``server:mrtrweb_truncated`` on storage, so no server can fake the mark.
+  ``server:mrtrweb_truncated`` on storage, so no server can fake the mark. A NUL character in a
+  result's strings is stored as U+FFFD (PostgreSQL keeps none).
 * ``MRTRWEB["MAX_SHOWN_CHARS"]`` (default 20,000): the most characters of server text one page or
   push shows of a result (all its blocks together, at most :data:`MAX_SHOWN_BLOCKS` blocks), of one
   elicitation message, and of one sampling message or system prompt (:func:`shown_text`). The
@@ -21,6 +22,7 @@ import json
 import logging
 from typing import Any
 
+import regex
 from django.utils.translation import gettext as _
 
 from . import conf
@@ -52,6 +54,8 @@ def for_storage(result: Any, *, op_id: Any = "") -> Any:
     if isinstance(result, dict) and TRUNCATED_KEY in result:
         result = {(f"server:{k}" if k == TRUNCATED_KEY else k): v for k, v in result.items()}
     text = _json(result)
+    if text is not None:
+        result, text = _without_nul(result, text)
     if text is not None and _utf8_len(text) <= cap:
         return result
     original = _utf8_len(text) if text is not None else 0
@@ -67,6 +71,39 @@ def for_storage(result: Any, *, op_id: Any = "") -> Any:
     logger.info("operation %s: result of %d bytes stored truncated to %d bytes (MAX_STORED_RESULT_BYTES %d)",
                 op_id, original, _utf8_len(kept), cap)
     return marked
+
+
+#: a JSON ``\u0000`` escape (not an escaped backslash followed by ``u0000``)
+_NUL_ESCAPE = regex.compile(r"(?<!\\)((?:\\\\)*)\\u0000")
+#: the key of an operation's params kept as JSON text (they hold a NUL character)
+PARAMS_TEXT_KEY = "mrtrweb_params_json"
+
+
+def _without_nul(value: Any, text: str) -> tuple[Any, str]:
+    """``value`` and its JSON ``text`` with every NUL character of its strings made U+FFFD
+    (PostgreSQL stores no NUL in text or ``jsonb``)."""
+    if "\\u0000" not in text:
+        return value, text
+    text = _NUL_ESCAPE.sub(lambda m: m.group(1) + "\\ufffd", text)
+    return json.loads(text), text
+
+
+def params_for_storage(params: dict[str, Any]) -> dict[str, Any]:
+    """An operation's params as its ``params`` column keeps them, exactly: as they are, or, when a
+    string in them holds a NUL character (a tool name, a typed argument), as their JSON text under
+    :data:`PARAMS_TEXT_KEY` with ASCII escapes (``\\u0000`` stays a backslash sequence: PostgreSQL's
+    ``jsonb`` refuses the character). :func:`stored_params` gives them back unchanged."""
+    text = json.dumps(params, ensure_ascii=False)
+    if "\\u0000" not in text:
+        return params
+    return {PARAMS_TEXT_KEY: json.dumps(params, ensure_ascii=True)}
+
+
+def stored_params(value: Any) -> Any:
+    """The params an operation was started with, from its ``params`` column (see :func:`params_for_storage`)."""
+    if isinstance(value, dict) and set(value) == {PARAMS_TEXT_KEY} and isinstance(value[PARAMS_TEXT_KEY], str):
+        return json.loads(value[PARAMS_TEXT_KEY])
+    return value
 
 
 def truncation(result: Any) -> dict[str, int] | None:

@@ -26,7 +26,7 @@ LONG_NAME = "long-" + "x" * 2995  # 3,000 characters: too long for a link, linke
 ODD_NAMES = [
     "a/b", "a?b=1&c=2", "a#frag", "100%", "%2F%2e%2e", "with space", " padded ", "ünï©ødé 名前 🚀",
     "..", ".", "../../admin", "a/../b", "Case", "case", "+plus", "&amp;", "back\\slash", "quote'\"",
-    "", LONG_NAME,
+    "", LONG_NAME, "nul\x00name", "tab\tnew\nline",
 ]
 #: a tool whose call fails (JSON-RPC error): its page offers "Run it again"
 FAILING = "fail/again?#%"
@@ -64,6 +64,13 @@ RESULTS: dict[str, Any] = {
     # quotes grow when JSON-escaped: a cut copy must still fit the cap
     "big_structured": {"content": [], "structuredContent": {"s": '"\\' * MB}},
     # a server result that tries to look like the product's truncation mark
+    # PostgreSQL cannot store NUL in text or jsonb: the operation must still end, its result shown
+    "nul_result": _text("before\x00after \\u0000 literal"),
+    # a NUL in the tool's name: its params are stored as JSON text, and its retry still matches
+    "ask\x00nul": {"resultType": "input_required", "requestState": "s", "inputRequests": {"q": {
+        "method": "elicitation/create",
+        "params": {"message": "ok?", "requestedSchema": {"type": "object", "properties": {
+            "ok": {"type": "boolean", "title": "OK?"}}}}}}},
     "marked": {"content": [{"type": "text", "text": "small"}],
                "mrtrweb_truncated": {"original_bytes": 99, "stored_bytes": 1}},
     "big_message": {"resultType": "input_required", "requestState": "s", "inputRequests": {"q": {
@@ -132,8 +139,8 @@ async def _endpoint(request: Request, bad: bool) -> Response:
         if name == FAILING:
             return JSONResponse({"jsonrpc": "2.0", "id": rid, "error": {"code": -32000, "message": "no"}})
         if name in RESULTS:
-            if name == "big_message" and params.get("inputResponses"):
-                return ok(_text("answered"))
+            if params.get("inputResponses"):
+                return ok(_text(f"answered:{json.dumps(params['inputResponses'], sort_keys=True)}"))
             return ok(RESULTS[name])
         return ok(_text(f"called:{name}"))
     if method == "prompts/get":

@@ -4,16 +4,16 @@ the server receives byte for byte the name it listed. Bad admin input is a form 
 
 from __future__ import annotations
 
-import html.parser
 
 import pytest
 from django.test import AsyncClient
 from django.utils.html import escape
 
-from mrtrweb import names, operations
+from mrtrweb import names, operations, results
 from mrtrweb.models import McpServer, Operation
 
 from . import hostile_names as hn
+from .consent import post_answer
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -35,25 +35,14 @@ async def setup(seeded, names_mcp):
     return client, server, names_mcp
 
 
-class _Links(html.parser.HTMLParser):
-    """``data-<attr>`` value (unescaped) -> list of hrefs of the links carrying it."""
-
-    def __init__(self, attr: str) -> None:
-        super().__init__()
-        self.attr, self.links = f"data-{attr}", {}
-
-    def handle_starttag(self, tag, attrs):
-        attrs = dict(attrs)
-        if tag == "a" and self.attr in attrs:
-            self.links.setdefault(attrs[self.attr], []).append(attrs["href"])
-
-
-def _links(page: str, attr: str) -> dict[str, str]:
-    parser = _Links(attr)
-    parser.feed(page)
-    for name, hrefs in parser.links.items():
-        assert len(hrefs) == 1, (name, hrefs)  # each name listed once
-    return {name: hrefs[0] for name, hrefs in parser.links.items()}
+def _links(page: str, kind: str, server: McpServer, listed: list[str]) -> dict[str, str]:
+    """name -> the href of its link on the server page (each listed name linked exactly once)."""
+    links = {}
+    for name in listed:
+        href = names.call_url(kind, server.pk, name)
+        assert page.count(f'href="{escape(href)}"') == 1, (name, href)
+        links[name] = href
+    return links
 
 
 async def _server_page(client, server) -> str:
@@ -70,8 +59,7 @@ async def _op(resp) -> Operation:
 
 async def test_every_odd_tool_name_is_listed_linked_and_called(setup):
     client, server, mcp = setup
-    links = _links(await _server_page(client, server), "tool")
-    assert set(hn.ODD_NAMES) <= set(links)
+    links = _links(await _server_page(client, server), "tool", server, hn.ODD_NAMES)
     for name in hn.ODD_NAMES:
         href = links[name]
         assert href.startswith(f"/mcp/servers/{server.pk}/tools/?")
@@ -80,11 +68,11 @@ async def test_every_odd_tool_name_is_listed_linked_and_called(setup):
         mcp.log.clear()
         op = await _op(await client.post(href, {}))
         assert [r.tool for r in mcp.log.tool_calls()] == [name]  # exactly the listed name, once
-        assert op.status == Operation.Status.COMPLETED and op.params["name"] == name
-        assert op.result["content"][0]["text"] == f"called:{name}"
+        assert op.status == Operation.Status.COMPLETED and results.stored_params(op.params)["name"] == name
+        assert op.result["content"][0]["text"] == f"called:{name}".replace("\x00", "\ufffd")  # stored: no NUL
         assert len(op.name) <= names.STORED_NAME_CHARS
         shown = (await client.get(f"/mcp/operations/{op.id}/")).content.decode()
-        assert escape(f"called:{name}")[:60] in shown  # the result, escaped
+        assert escape(op.result["content"][0]["text"])[:60] in shown  # the result, escaped
     assert "sha256=" + names.name_digest(hn.LONG_NAME) in links[hn.LONG_NAME]
     assert links["Case"] != links["case"]
 
@@ -102,7 +90,7 @@ async def test_unknown_or_missing_names_are_404(setup):
 
 async def test_a_failed_call_of_an_odd_name_runs_again(setup):
     client, server, mcp = setup
-    href = _links(await _server_page(client, server), "tool")[hn.FAILING]
+    href = _links(await _server_page(client, server), "tool", server, [hn.FAILING])[hn.FAILING]
     op = await _op(await client.post(href, {}))
     assert op.status == Operation.Status.FAILED
     page = (await client.get(f"/mcp/operations/{op.id}/")).content.decode()
@@ -114,7 +102,7 @@ async def test_a_failed_call_of_an_odd_name_runs_again(setup):
 async def test_a_name_listed_twice_is_shown_and_called_once(setup):
     client, server, mcp = setup
     page = await _server_page(client, server)
-    assert list(_links(page, "tool")).count(hn.DUPLICATE) == 1
+    _links(page, "tool", server, [hn.DUPLICATE])  # linked once
     assert "first" in page and "second" not in page and "already listed" in page
     op = await _op(await client.post(names.call_url("tool", server.pk, hn.DUPLICATE), {}))  # the first: no field
     assert op.status == Operation.Status.COMPLETED and [r.tool for r in mcp.log.tool_calls()] == [hn.DUPLICATE]
@@ -122,8 +110,7 @@ async def test_a_name_listed_twice_is_shown_and_called_once(setup):
 
 async def test_every_odd_prompt_name_is_listed_linked_and_called(setup):
     client, server, mcp = setup
-    links = _links(await _server_page(client, server), "prompt")
-    assert set(hn.PROMPT_NAMES) <= set(links)
+    links = _links(await _server_page(client, server), "prompt", server, hn.PROMPT_NAMES)
     for name in hn.PROMPT_NAMES:
         assert (await client.get(links[name])).status_code == 200, name
         mcp.log.clear()
@@ -151,8 +138,7 @@ async def test_prompt_arguments_named_like_form_fields_never_get_the_csrf_token(
 
 async def test_odd_resource_templates_are_linked_and_read(setup):
     client, server, mcp = setup
-    links = _links(await _server_page(client, server), "template")
-    assert set(hn.TEMPLATES) <= set(links)
+    links = _links(await _server_page(client, server), "resource", server, hn.TEMPLATES)
     href = links["odd://{x}/a b?c#d%"]
     assert 'name="arg-x"' in (await client.get(href)).content.decode()
     op = await _op(await client.post(href, {"arg-x": "v/1"}))
@@ -173,6 +159,22 @@ async def test_a_listing_with_names_that_are_not_strings_is_no_500(setup):
     page = resp.content.decode()
     assert "malformed" in page or 'data-tool="ok"' in page
     assert (await client.get(f"/mcp/servers/{bad.pk}/tools/?name=5")).status_code in (404, 503)
+
+
+async def test_a_round_of_a_tool_named_with_a_nul_is_answered_as_its_retry(setup):
+    client, server, mcp = setup
+    name = "ask\x00nul"
+    op = await _op(await client.post(names.call_url("tool", server.pk, name), {}))
+    assert op.status == Operation.Status.AWAITING_INPUT and op.name == "ask\ufffdnul", (op.error_code, op.error_message)
+    await client.get(f"/mcp/operations/{op.id}/")  # the card is shown (consent receipt)
+    resp = await post_answer(client, f"/mcp/operations/{op.id}/answer/",
+                             {"action": "accept", "round": "1", "in-q-ok": "on"})
+    assert resp.status_code == 302, resp.content.decode()[:400]
+    await operations.wait_idle()
+    await op.arefresh_from_db()
+    calls = mcp.log.tool_calls()
+    assert [r.tool for r in calls] == [name, name] and calls[1].is_retry
+    assert op.status == Operation.Status.COMPLETED, (op.error_code, op.error_message)
 
 
 async def test_older_path_links_still_work_for_plain_names(setup):

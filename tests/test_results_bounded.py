@@ -121,6 +121,15 @@ async def test_many_blocks_are_shown_within_the_cap(setup):
     assert "Showing" in body and "download it to read the rest" in body
 
 
+async def test_a_result_holding_nul_characters_is_stored_and_shown(setup):
+    client, server, mcp = setup
+    op = await _run(client, server, "tool", "nul_result")
+    assert op.status == Operation.Status.COMPLETED, (op.error_code, op.error_message)
+    assert op.result["content"][0]["text"] == "before\ufffdafter \\u0000 literal"  # the escape text kept
+    page = await client.get(f"/mcp/operations/{op.id}/")
+    assert page.status_code == 200 and "after" in page.content.decode()
+
+
 async def test_a_server_cannot_fake_the_truncation_mark(setup):
     client, server, mcp = setup
     op = await _run(client, server, "tool", "marked")
