@@ -158,13 +158,27 @@ def shown(method: str, result: Any) -> dict[str, Any]:
             "result_cut": shown_chars < total or len(out) < len(blocks), "stored_truncated": truncation(result)}
 
 
-def shown_text(text: Any) -> Any:
-    """One piece of server text as a card shows it: at most ``MAX_SHOWN_CHARS`` characters, a cut
-    one ending with a note of how many characters were left out. Non-strings are returned as is."""
-    cap = int(conf.get("MAX_SHOWN_CHARS"))
+#: the most characters of one description a server page shows per listed tool, prompt or template
+LISTED_DESCRIPTION_CHARS = 2000
+
+
+def shown_text(text: Any, limit: int | None = None) -> Any:
+    """One piece of server text as a page shows it: at most ``limit`` (default ``MAX_SHOWN_CHARS``)
+    characters, a cut one ending with a note of how many characters were left out. Non-strings
+    are returned as is."""
+    cap = int(conf.get("MAX_SHOWN_CHARS")) if limit is None else limit
     if not isinstance(text, str) or len(text) <= cap:
         return text
     return text[:cap] + " … " + _("(%(n)d more characters not shown)") % {"n": len(text) - cap}
+
+
+def cap_descriptions(items: list[dict[str, Any]], limit: int | None = None) -> list[dict[str, Any]]:
+    """``items`` (listed tools, prompts, templates: copies) with each string ``description`` cut by
+    :func:`shown_text` (``limit``, default ``MAX_SHOWN_CHARS``); changed in place, returned."""
+    for item in items:
+        if isinstance(item.get("description"), str):
+            item["description"] = shown_text(item["description"], limit)
+    return items
 
 
 def download(op: Any) -> tuple[bytes, str, str]:

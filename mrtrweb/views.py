@@ -86,6 +86,8 @@ async def server_detail(request: HttpRequest, server_id: int) -> HttpResponse:
         templates, dup_templates = names.unique_items(await _listing(conn.list_resource_templates, "uriTemplate"),
                                                       "uriTemplate", what="resource template")
         duplicates = dup_tools + dup_prompts + dup_templates
+        for items in (tools, prompts, templates):  # a page of bounded size, whatever the server lists
+            results.cap_descriptions(items, results.LISTED_DESCRIPTION_CHARS)
     except McpCallError as exc:
         logger.info("listing tools of server %s failed (%s)", server.pk, exc.code)
         error = operations.failure_message(exc)
@@ -133,6 +135,7 @@ async def tool_call(request: HttpRequest, server_id: int, tool: str | None = Non
     spec = names.find(listed, "name", asked, wanted)
     if spec is None and not error:
         raise Http404("No such tool")
+    results.cap_descriptions([spec] if spec is not None else [])
     tool = spec["name"] if spec is not None else (asked or "")
     schema = (spec or {}).get("inputSchema") or {"type": "object"}
     if request.method == "POST":
@@ -216,6 +219,7 @@ async def _listed_call(request: HttpRequest, server_id: int, *, kind: str, title
     if spec is None:
         raise Http404(f"No such {kind}")
     ctx["title"] = spec[key]
+    results.cap_descriptions([spec])
     form = make_form(spec, request.POST if request.method == "POST" else None)
     ctx.update(description=spec.get("description"), form=form, error="")
     if request.method == "POST" and form.is_valid():

@@ -84,6 +84,7 @@ def _tools() -> list[dict[str, Any]]:
     tools = [{"name": name, "description": f"odd tool {i}", "inputSchema": FLAT} for i, name in enumerate(ODD_NAMES)]
     tools += [{"name": name, "description": name, "inputSchema": FLAT} for name in RESULTS]
     tools.append({"name": FAILING, "description": "fails", "inputSchema": FLAT})
+    tools.append({"name": "long_description", "description": "D" * MB, "inputSchema": FLAT})
     tools.append({"name": DUPLICATE, "description": "first", "inputSchema": FLAT})
     tools.append({"name": DUPLICATE, "description": "second",
                   "inputSchema": {"type": "object", "properties": {"x": {"type": "string"}}, "required": ["x"]}})
@@ -95,6 +96,7 @@ def _prompts() -> list[dict[str, Any]]:
     prompts.append({"name": FIELD_CLASH, "arguments": [{"name": "csrfmiddlewaretoken"}, {"name": "action"},
                                                         {"name": "name"}]})
     prompts.append({"name": "big_prompt", "arguments": []})
+    prompts.append({"name": "long_prompt_description", "description": "P" * MB, "arguments": []})
     return prompts
 
 

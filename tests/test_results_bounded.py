@@ -150,6 +150,16 @@ async def test_prompt_and_resource_results_are_bounded(setup, kind, name, data):
     assert (await client.get(f"/mcp/operations/{op.id}/result/")).status_code == 200
 
 
+async def test_megabyte_descriptions_give_bounded_pages(setup):
+    client, server, mcp = setup
+    page = await client.get(f"/mcp/servers/{server.pk}/")
+    assert page.status_code == 200 and len(page.content) < 2 * results.LISTED_DESCRIPTION_CHARS + PAGE_OVERHEAD * 2
+    assert "more characters not shown" in page.content.decode()
+    for kind, name in (("tool", "long_description"), ("prompt", "long_prompt_description")):
+        page = await client.get(names.call_url(kind, server.pk, name))
+        assert page.status_code == 200 and len(page.content) < SHOWN + PAGE_OVERHEAD, (name, len(page.content))
+
+
 async def test_a_1mb_elicitation_message_gives_a_bounded_card(setup):
     client, server, mcp = setup
     op = await _run(client, server, "tool", "big_message")
