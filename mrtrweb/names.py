@@ -29,6 +29,8 @@ NAME_PARAM = "name"
 DIGEST_PARAM = "sha256"
 #: a name whose encoded form is longer than this (characters) is linked by its digest
 MAX_LINKED_NAME_CHARS = 2000
+#: a server page lists at most this many tools, prompts and resource templates of each kind
+MAX_LISTED_SHOWN = 500
 #: an operation's ``name`` column holds at most this many characters (the full name stays in its params)
 STORED_NAME_CHARS = 500
 

@@ -78,7 +78,7 @@ async def server_detail(request: HttpRequest, server_id: int) -> HttpResponse:
     prompts: list[dict[str, Any]] = []
     templates: list[dict[str, Any]] = []
     error = ""
-    duplicates = 0
+    duplicates = not_shown = 0
     try:
         conn = await operations.pool().get(str(user.pk), str(server.pk), server.url)
         tools, dup_tools = names.unique_items(await conn.list_tools(), "name", what="tool")
@@ -87,6 +87,8 @@ async def server_detail(request: HttpRequest, server_id: int) -> HttpResponse:
                                                       "uriTemplate", what="resource template")
         duplicates = dup_tools + dup_prompts + dup_templates
         for items in (tools, prompts, templates):  # a page of bounded size, whatever the server lists
+            not_shown += max(len(items) - names.MAX_LISTED_SHOWN, 0)
+            del items[names.MAX_LISTED_SHOWN:]
             results.cap_descriptions(items, results.LISTED_DESCRIPTION_CHARS)
     except McpCallError as exc:
         logger.info("listing tools of server %s failed (%s)", server.pk, exc.code)
@@ -95,7 +97,8 @@ async def server_detail(request: HttpRequest, server_id: int) -> HttpResponse:
                                                role=Membership.Role.ADMIN).aexists()
     return TemplateResponse(request, "mrtrweb/server.html", {"server": server, "tools": tools, "prompts": prompts,
                                                              "templates": templates, "error": error,
-                                                             "is_admin": is_admin, "duplicates": duplicates})
+                                                             "is_admin": is_admin, "duplicates": duplicates,
+                                                             "not_shown": not_shown, "max_shown": names.MAX_LISTED_SHOWN})
 
 
 async def _listing(fetch, key: str) -> list[dict[str, Any]]:

@@ -105,8 +105,15 @@ def _prompt(name: str, arguments: Any) -> dict[str, Any]:
     return {"messages": [{"role": "user", "content": {"type": "text", "text": text}}]}
 
 
-def _listing(method: str, bad: bool) -> dict[str, Any] | None:
+#: how many tools ``/many/mcp`` lists
+MANY = 1200
+
+
+def _listing(method: str, bad: bool, many: bool = False) -> dict[str, Any] | None:
     page = {"resultType": "complete", "ttlMs": 0, "cacheScope": "private"}
+    if method == "tools/list" and many:
+        return {"tools": [{"name": f"t{i}", "description": "d" * 3000, "inputSchema": FLAT} for i in range(MANY)],
+                **page}
     if method == "tools/list":
         tools = [{"name": 5, "inputSchema": FLAT}, {"name": "ok", "inputSchema": FLAT}] if bad else _tools()
         return {"tools": tools, **page}
@@ -118,7 +125,7 @@ def _listing(method: str, bad: bool) -> dict[str, Any] | None:
     return None
 
 
-async def _endpoint(request: Request, bad: bool) -> Response:
+async def _endpoint(request: Request, bad: bool, many: bool = False) -> Response:
     try:
         message = await request.json()
     except ValueError:
@@ -133,7 +140,7 @@ async def _endpoint(request: Request, bad: bool) -> Response:
 
     if method == "server/discover":
         return ok(DISCOVER)
-    listed = _listing(method, bad)
+    listed = _listing(method, bad, many)
     if listed is not None:
         return ok(listed)
     if method == "tools/call":
@@ -162,8 +169,14 @@ async def bad_endpoint(request: Request) -> Response:
     return await _endpoint(request, bad=True)
 
 
+async def many_endpoint(request: Request) -> Response:
+    return await _endpoint(request, bad=False, many=True)
+
+
 def serve():
     """Start the server; returns a handle with ``.url`` (``/mcp``), ``.log`` and ``.stop()``;
-    ``handle.url.replace("/mcp", "/bad/mcp")`` lists names that are not strings."""
-    app = Starlette(routes=[Route("/mcp", endpoint, methods=["POST"]), Route("/bad/mcp", bad_endpoint, methods=["POST"])])
+    ``handle.url.replace("/mcp", "/bad/mcp")`` lists names that are not strings, ``/many/mcp``
+    :data:`MANY` tools with long descriptions."""
+    app = Starlette(routes=[Route("/mcp", endpoint, methods=["POST"]), Route("/bad/mcp", bad_endpoint, methods=["POST"]),
+                            Route("/many/mcp", many_endpoint, methods=["POST"])])
     return serve_asgi_in_thread(app)

@@ -160,6 +160,18 @@ async def test_megabyte_descriptions_give_bounded_pages(setup):
         assert page.status_code == 200 and len(page.content) < SHOWN + PAGE_OVERHEAD, (name, len(page.content))
 
 
+async def test_a_listing_of_many_tools_gives_a_bounded_page(setup):
+    client, server, mcp = setup
+    many = await McpServer.objects.acreate(tenant_id=server.tenant_id, name="Many", url=mcp.url.replace("/mcp", "/many/mcp"))
+    page = await client.get(f"/mcp/servers/{many.pk}/")
+    body = page.content.decode()
+    assert page.status_code == 200 and body.count("data-tool=") == names.MAX_LISTED_SHOWN
+    assert f"This server lists {hn.MANY - names.MAX_LISTED_SHOWN} more items than this page shows" in body
+    assert len(page.content) < names.MAX_LISTED_SHOWN * (results.LISTED_DESCRIPTION_CHARS + 600) + PAGE_OVERHEAD
+    last = await client.get(names.call_url("tool", many.pk, f"t{hn.MANY - 1}"))  # not shown, still callable
+    assert last.status_code == 200
+
+
 async def test_a_1mb_elicitation_message_gives_a_bounded_card(setup):
     client, server, mcp = setup
     op = await _run(client, server, "tool", "big_message")
