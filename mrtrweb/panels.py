@@ -42,10 +42,11 @@ def run_again_url(op: Operation) -> str:
 def display_digest(op: Operation, rnd: Round) -> str:
     """``sha256:`` of exactly what the consent card shows: the verified server, the operation, the
     round, and each request's kind, message, schema (by digest) and URL."""
+    messages = results.shown_messages(rnd.requests)
     return digest({
         "server": op.server.name, "origin": op.server.origin, "method": op.method, "name": op.name,
         "round": rnd.number,
-        "requests": {key: {"kind": v.kind, "message": results.shown_text(v.message), "schema": v.schema_digest,
+        "requests": {key: {"kind": v.kind, "message": messages[key], "schema": v.schema_digest,
                            "url": v.url.url if v.url else None, "warnings": list(v.url.warnings) if v.url else [],
                            **_deprecated_display(op, v)}
                      for key, v in rnd.requests.items()},
@@ -112,8 +113,9 @@ def panel_context(op: Operation, *, forms: dict[str, SchemaForm] | None = None, 
                     ctx["store_error"] = sampling.PROVIDER_FAILED_MESSAGE
                     forms = {}
             ctx["round"] = rnd
-            ctx["requests"] = [  # server messages as shown: at most MAX_SHOWN_CHARS (mrtrweb.results)
-                {"key": key, "view": dataclasses.replace(view, message=results.shown_text(view.message)),
+            messages = results.shown_messages(rnd.requests)  # at most MAX_SHOWN_CHARS in all (mrtrweb.results)
+            ctx["requests"] = [
+                {"key": key, "view": dataclasses.replace(view, message=messages[key]),
                  "form": forms.get(key),
                  "sampling": sampling.sampling_view(view.params) if view.kind == "sampling" else None,
                  "roots": sampling.roots_answer(op.server)["roots"] if view.kind == "roots" else None}

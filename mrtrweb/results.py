@@ -172,6 +172,24 @@ def shown_text(text: Any, limit: int | None = None) -> Any:
     return text[:cap] + " … " + _("(%(n)d more characters not shown)") % {"n": len(text) - cap}
 
 
+#: each message of a card shows at least this many characters, however many the card holds
+MIN_MESSAGE_CHARS = 200
+
+
+def shown_messages(requests: Any) -> dict[str, Any]:
+    """The messages of a round's input requests (``{key: view}``, in order) as its card shows them:
+    :func:`shown_text` with one budget of ``MAX_SHOWN_CHARS`` characters for the whole card (each
+    message at least :data:`MIN_MESSAGE_CHARS`). The consent receipt digests exactly these."""
+    budget = int(conf.get("MAX_SHOWN_CHARS"))
+    out: dict[str, Any] = {}
+    for key, view in requests.items():
+        message = getattr(view, "message", None)
+        out[key] = shown_text(message, max(budget, MIN_MESSAGE_CHARS))
+        if isinstance(message, str):
+            budget -= min(len(message), max(budget, MIN_MESSAGE_CHARS))
+    return out
+
+
 def cap_descriptions(items: list[dict[str, Any]], limit: int | None = None) -> list[dict[str, Any]]:
     """``items`` (listed tools, prompts, templates: copies) with each string ``description`` cut by
     :func:`shown_text` (``limit``, default ``MAX_SHOWN_CHARS``); changed in place, returned."""

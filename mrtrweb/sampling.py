@@ -31,7 +31,7 @@ from django.utils.translation import gettext_lazy as _
 
 from . import conf
 from .jsonfields import BoundedJSONField
-from .results import shown_text
+from .results import MAX_SHOWN_BLOCKS, MIN_MESSAGE_CHARS, shown_text
 
 SAMPLING = "sampling/createMessage"
 ROOTS = "roots/list"
@@ -134,12 +134,25 @@ def sampling_view(params: Any) -> dict[str, Any]:
     """What the card shows of a ``sampling/createMessage`` request (server text: escape it)."""
     params = params if isinstance(params, dict) else {}
     messages = []
-    for message in params.get("messages") or []:
+    # bounded whatever the server sends: at most MAX_SHOWN_BLOCKS messages and blocks, their text
+    # sharing one budget of MAX_SHOWN_CHARS characters (mrtrweb.results)
+    budget, listed = int(conf.get("MAX_SHOWN_CHARS")), params.get("messages")
+    listed = listed if isinstance(listed, list) else []
+    for message in listed[:MAX_SHOWN_BLOCKS]:
         if not isinstance(message, dict):
             continue
         content = message.get("content")
-        blocks = [_block_text(b) for b in (content if isinstance(content, list) else [content])]
-        messages.append({"role": str(message.get("role", "?")), "blocks": blocks})
+        blocks = []
+        for block in (content if isinstance(content, list) else [content])[:MAX_SHOWN_BLOCKS]:
+            shown = _block_text(block)
+            if isinstance(block, dict) and "text" in shown:
+                limit = max(budget, MIN_MESSAGE_CHARS)
+                shown = {"text": shown_text(block["text"], limit)}
+                budget -= min(len(block["text"]), limit)
+            blocks.append(shown)
+        messages.append({"role": str(message.get("role", "?"))[:100], "blocks": blocks})
+    if len(listed) > MAX_SHOWN_BLOCKS:
+        messages.append({"role": "…", "blocks": [{"summary": f"[{len(listed) - MAX_SHOWN_BLOCKS} more messages not shown]"}]})
     prefs = params.get("modelPreferences") if isinstance(params.get("modelPreferences"), dict) else {}
     hints = [h.get("name") for h in prefs.get("hints") or [] if isinstance(h, dict) and isinstance(h.get("name"), str)]
     priorities = [(label, prefs[key]) for key, label in (("costPriority", "cost"), ("speedPriority", "speed"),

@@ -468,8 +468,9 @@ def _form_rows(form: Any, content: dict[str, Any]) -> list[dict[str, Any]]:
 def _review_context(op: Operation, rnd: Any, request: HttpRequest, forms: dict[str, Any],
                     responses: dict[str, Any], token: str) -> dict[str, Any]:
     items = []
+    messages = results.shown_messages(rnd.requests)  # as the card showed them
     for key, view in rnd.requests.items():
-        item: dict[str, Any] = {"key": key, "kind": view.kind, "message": results.shown_text(view.message)}
+        item: dict[str, Any] = {"key": key, "kind": view.kind, "message": messages[key]}
         response = responses.get(key) or {}
         if view.kind == "form":
             item["rows"] = _form_rows(forms[key], response.get("content") or {})

@@ -39,6 +39,7 @@ FIELD_CLASH = "field_clash"
 TEMPLATES = ["odd://{x}/a b?c#d%", "odd://{csrfmiddlewaretoken}/{x}", "big://{n}"]
 
 MB = 1024 * 1024
+MANY_REQUESTS = 50
 BIG_TEXT = "A" * (5 * MB)
 BIG_MESSAGE = "M" * MB
 FLAT = {"type": "object", "properties": {}}
@@ -71,6 +72,14 @@ RESULTS: dict[str, Any] = {
         "method": "elicitation/create",
         "params": {"message": "ok?", "requestedSchema": {"type": "object", "properties": {
             "ok": {"type": "boolean", "title": "OK?"}}}}}}},
+    # one card, many requests, each with a long message: the card shares one budget
+    "many_messages": {"resultType": "input_required", "requestState": "many", "inputRequests": {
+        f"q{i}": {"method": "elicitation/create", "params": {"message": f"{i:02d}" + "m" * 100_000, "requestedSchema": {
+            "type": "object", "properties": {"ok": {"type": "boolean"}}}}} for i in range(MANY_REQUESTS)}},
+    # sampling (allowed for the server by a tenant admin): 500 messages of 100,000 characters
+    "big_sampling": {"resultType": "input_required", "requestState": "sampling", "inputRequests": {"s": {
+        "method": "sampling/createMessage", "params": {"maxTokens": 5, "messages": [
+            {"role": "user", "content": {"type": "text", "text": "S" * 100_000}}] * 500}}}},
     "marked": {"content": [{"type": "text", "text": "small"}],
                "mrtrweb_truncated": {"original_bytes": 99, "stored_bytes": 1}},
     "big_message": {"resultType": "input_required", "requestState": "s", "inputRequests": {"q": {

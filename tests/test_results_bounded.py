@@ -184,6 +184,32 @@ async def test_a_1mb_elicitation_message_gives_a_bounded_card(setup):
     assert review.status_code == 200 and len(review.content) < SHOWN + PAGE_OVERHEAD, len(review.content)
 
 
+async def test_a_card_of_many_long_messages_shares_one_budget(setup):
+    client, server, mcp = setup
+    op = await _run(client, server, "tool", "many_messages")
+    assert op.status == Operation.Status.AWAITING_INPUT, (op.error_code, op.error_message)
+    page = await client.get(f"/mcp/operations/{op.id}/")
+    body = page.content.decode()
+    assert body.count('class="server-message"') == hn.MANY_REQUESTS  # every request shown, each cut
+    text = body.count("m")
+    assert text < SHOWN + hn.MANY_REQUESTS * results.MIN_MESSAGE_CHARS + 20_000, text
+    assert len(page.content) < SHOWN + hn.MANY_REQUESTS * (results.MIN_MESSAGE_CHARS + 3000) + PAGE_OVERHEAD
+
+
+async def test_a_sampling_request_of_500_long_messages_gives_a_bounded_card(setup):
+    client, server, mcp = setup
+    server.allow_sampling = True
+    await server.asave()
+    op = await _run(client, server, "tool", "big_sampling")
+    assert op.status == Operation.Status.AWAITING_INPUT, (op.error_code, op.error_message)
+    page = await client.get(f"/mcp/operations/{op.id}/")
+    body = page.content.decode()
+    assert page.status_code == 200 and 'class="card"' in body
+    assert body.count("S" * 100) < (SHOWN + results.MAX_SHOWN_BLOCKS * results.MIN_MESSAGE_CHARS) // 100 + 1
+    assert f"[{500 - results.MAX_SHOWN_BLOCKS} more messages not shown]" in body
+    assert len(page.content) < SHOWN + results.MAX_SHOWN_BLOCKS * (results.MIN_MESSAGE_CHARS + 400) + PAGE_OVERHEAD
+
+
 async def test_a_panel_over_the_push_cap_is_fetched_not_pushed(setup, settings):
     client, server, mcp = setup
     settings.MRTRWEB = {"MAX_PUSH_BYTES": 5000}
