@@ -27,6 +27,7 @@ ODD_NAMES = [
     "a/b", "a?b=1&c=2", "a#frag", "100%", "%2F%2e%2e", "with space", " padded ", "ünï©ødé 名前 🚀",
     "..", ".", "../../admin", "a/../b", "Case", "case", "+plus", "&amp;", "back\\slash", "quote'\"",
     "", LONG_NAME, "nul\x00name", "tab\tnew\nline",
+    "caf\u00e9", "cafe\u0301",  # the same word, NFC and NFD: two names
 ]
 #: a tool whose call fails (JSON-RPC error): its page offers "Run it again"
 FAILING = "fail/again?#%"

@@ -130,6 +130,15 @@ async def test_a_result_holding_nul_characters_is_stored_and_shown(setup):
     assert page.status_code == 200 and "after" in page.content.decode()
 
 
+async def test_the_caps_are_settings(setup, settings):
+    client, server, mcp = setup
+    settings.MRTRWEB = {"MAX_STORED_RESULT_BYTES": 10_000, "MAX_SHOWN_CHARS": 500}
+    op = await _run(client, server, "tool", "many_blocks")
+    assert _stored_bytes(op) <= 10_000 and results.truncation(op.result)["original_bytes"] > 500_000
+    body = (await client.get(f"/mcp/operations/{op.id}/")).content.decode()
+    assert body.count("b" * 95) <= 5 and "Showing 500 of" in body
+
+
 async def test_a_server_cannot_fake_the_truncation_mark(setup):
     client, server, mcp = setup
     op = await _run(client, server, "tool", "marked")
