@@ -40,29 +40,32 @@ def name_digest(name: str) -> str:
     return hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def name_query(name: str, param: str = NAME_PARAM) -> str:
-    """The query string (without ``?``) that names ``name`` on a call page: ``<param>=...`` or ``sha256=...``."""
+def name_query(name: str, param: str = NAME_PARAM, digest_param: str = DIGEST_PARAM) -> str:
+    """The query string (without ``?``) that names ``name`` on a call page: ``<param>=...`` or
+    ``<digest_param>=<name_digest(name)>``."""
     try:
         encoded = urllib.parse.quote(name, safe="", encoding="utf-8", errors="strict")
     except UnicodeEncodeError:
         encoded = None
     if encoded is None or len(encoded) > MAX_LINKED_NAME_CHARS:
-        return f"{DIGEST_PARAM}={name_digest(name)}"
+        return f"{digest_param}={name_digest(name)}"
     return f"{param}={encoded}"
 
 
-#: the query parameter naming the listed item, per kind of call page
-PARAMS = {"tool": NAME_PARAM, "prompt": NAME_PARAM, "resource": "template"}
+#: per kind of call page: its URL name and the query parameters naming the listed item (by value, by digest)
+PARAMS = {"tool": ("tool", NAME_PARAM, DIGEST_PARAM), "prompt": ("prompt", NAME_PARAM, DIGEST_PARAM),
+          "resource": ("resource", "template", DIGEST_PARAM), "resource-uri": ("resource", "uri", "uri_sha256")}
 
 
 def call_url(kind: str, server_id: Any, name: Any) -> str:
-    """The call page of the tool, prompt or resource template ``name`` of a server (``kind``:
-    ``"tool"``, ``"prompt"`` or ``"resource"``; a template is named by ``?template=``).
+    """The call page of the tool, prompt, resource template or resource ``name`` of a server
+    (``kind``: ``"tool"``, ``"prompt"``, ``"resource"`` (``?template=``) or ``"resource-uri"`` (``?uri=``)).
 
     Returns the server page's URL when ``name`` is not a string (nothing can be called by it)."""
     if not isinstance(name, str):
         return reverse("mrtrweb:server", args=[server_id])
-    return f"{reverse(f'mrtrweb:{kind}', args=[server_id])}?{name_query(name, PARAMS[kind])}"
+    url_name, param, digest_param = PARAMS[kind]
+    return f"{reverse(f'mrtrweb:{url_name}', args=[server_id])}?{name_query(name, param, digest_param)}"
 
 
 def stored_name(name: str) -> str:
@@ -94,7 +97,7 @@ def unique_items(items: Iterable[Any], key: str, *, what: str = "item") -> tuple
 
 
 def requested(query: Mapping[str, Any], path_name: str | None = None,
-              param: str = NAME_PARAM) -> tuple[str | None, str | None]:
+              param: str = NAME_PARAM, digest_param: str = DIGEST_PARAM) -> tuple[str | None, str | None]:
     """What a call page was asked for: ``(name, None)``, ``(None, digest)`` or ``(None, None)``.
 
     ``param`` is the query parameter of the name; ``path_name`` comes from the older
@@ -103,7 +106,7 @@ def requested(query: Mapping[str, Any], path_name: str | None = None,
         return path_name, None
     if param in query:
         return str(query.get(param)), None
-    wanted = str(query.get(DIGEST_PARAM) or "").lower()
+    wanted = str(query.get(digest_param) or "").lower()
     if len(wanted) == 64 and all(c in "0123456789abcdef" for c in wanted):
         return None, wanted
     return None, None

@@ -77,6 +77,7 @@ async def server_detail(request: HttpRequest, server_id: int) -> HttpResponse:
     tools: list[dict[str, Any]] = []
     prompts: list[dict[str, Any]] = []
     templates: list[dict[str, Any]] = []
+    resources: list[dict[str, Any]] = []
     error = ""
     duplicates = not_shown = 0
     try:
@@ -85,8 +86,10 @@ async def server_detail(request: HttpRequest, server_id: int) -> HttpResponse:
         prompts, dup_prompts = names.unique_items(await _listing(conn.list_prompts, "name"), "name", what="prompt")
         templates, dup_templates = names.unique_items(await _listing(conn.list_resource_templates, "uriTemplate"),
                                                       "uriTemplate", what="resource template")
-        duplicates = dup_tools + dup_prompts + dup_templates
-        for items in (tools, prompts, templates):  # a page of bounded size, whatever the server lists
+        resources, dup_resources = names.unique_items(await _listing(conn.list_resources, "uri"), "uri",
+                                                      what="resource")
+        duplicates = dup_tools + dup_prompts + dup_templates + dup_resources
+        for items in (tools, prompts, templates, resources):  # a page of bounded size, whatever the server lists
             not_shown += max(len(items) - names.MAX_LISTED_SHOWN, 0)
             del items[names.MAX_LISTED_SHOWN:]
             results.cap_descriptions(items, results.LISTED_DESCRIPTION_CHARS)
@@ -96,7 +99,8 @@ async def server_detail(request: HttpRequest, server_id: int) -> HttpResponse:
     is_admin = await Membership.objects.filter(tenant_id=server.tenant_id, user=user,
                                                role=Membership.Role.ADMIN).aexists()
     return TemplateResponse(request, "mrtrweb/server.html", {"server": server, "tools": tools, "prompts": prompts,
-                                                             "templates": templates, "error": error,
+                                                             "templates": templates, "resources": resources,
+                                                             "error": error,
                                                              "is_admin": is_admin, "duplicates": duplicates,
                                                              "not_shown": not_shown, "max_shown": names.MAX_LISTED_SHOWN})
 
@@ -249,7 +253,14 @@ async def prompt_get(request: HttpRequest, server_id: int, prompt: str | None = 
 
 @login_required
 async def resource_read(request: HttpRequest, server_id: int) -> HttpResponse:
-    """Read a resource from a template (``resources/read``); ``?template=`` (or ``?sha256=``) names the URI template."""
+    """Read a resource (``resources/read``) from a template, named by ``?template=`` (or ``?sha256=``),
+    or a listed resource, named by ``?uri=`` (or ``?uri_sha256=``): its URI is read exactly as listed."""
+    if "uri" in request.GET or "uri_sha256" in request.GET:
+        uri, wanted = names.requested(request.GET, param="uri", digest_param="uri_sha256")
+        return await _listed_call(
+            request, server_id, kind="resource", title=uri, wanted=wanted, list_name="list_resources", key="uri",
+            make_form=lambda spec, data: forms.Form(data),
+            build=lambda spec, form: ("resources/read", spec["uri"], {"uri": spec["uri"]}))
     template, wanted = names.requested(request.GET, param="template")
     return await _listed_call(
         request, server_id, kind="resource", title=template, wanted=wanted, list_name="list_resource_templates",

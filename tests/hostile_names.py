@@ -38,6 +38,8 @@ PROMPT_NAMES = ["", "a/b", "..", "q?x#y", "Case", "case", LONG_NAME]
 #: a prompt whose arguments are named like the page's own form fields
 FIELD_CLASH = "field_clash"
 TEMPLATES = ["odd://{x}/a b?c#d%", "odd://{csrfmiddlewaretoken}/{x}", "big://{n}"]
+#: listed resources (read as they are listed)
+RESOURCES = ["odd://a/../b?c#d%", "", "odd://Case", "odd://case", "odd:// space/ünï", "odd://" + "r" * 3000]
 
 MB = 1024 * 1024
 MANY_REQUESTS = 50
@@ -129,6 +131,9 @@ def _listing(method: str, bad: bool, many: bool = False) -> dict[str, Any] | Non
         return {"tools": tools, **page}
     if method == "prompts/list":
         return {"prompts": [{"name": None}, {"name": "ok"}] if bad else _prompts(), **page}
+    if method == "resources/list":
+        resources = [{"uri": 9, "name": "r"}] if bad else [{"uri": u, "name": f"r{i}"} for i, u in enumerate(RESOURCES)]
+        return {"resources": resources, **page}
     if method == "resources/templates/list":
         templates = [{"uriTemplate": 7, "name": "t"}] if bad else [{"uriTemplate": t, "name": t} for t in TEMPLATES]
         return {"resourceTemplates": templates, **page}

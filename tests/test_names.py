@@ -150,6 +150,19 @@ async def test_odd_resource_templates_are_linked_and_read(setup):
     assert [r.params["uri"] for r in mcp.log.records("resources/read")] == ["odd://t/y"]
 
 
+async def test_odd_resource_uris_are_linked_and_read_exactly(setup):
+    client, server, mcp = setup
+    links = _links(await _server_page(client, server), "resource-uri", server, hn.RESOURCES)
+    assert "uri_sha256=" in links[hn.RESOURCES[-1]]
+    for uri in hn.RESOURCES:
+        assert (await client.get(links[uri])).status_code == 200, uri
+        mcp.log.clear()
+        op = await _op(await client.post(links[uri], {}))
+        assert [r.params["uri"] for r in mcp.log.records("resources/read")] == [uri]
+        assert op.status == Operation.Status.COMPLETED and op.result["contents"][0]["text"] == f"read:{uri}"
+    assert (await client.get(f"/mcp/servers/{server.pk}/resources/?uri=odd://nope")).status_code == 404
+
+
 async def test_a_listing_with_names_that_are_not_strings_is_no_500(setup):
     client, server, mcp = setup
     bad = await McpServer.objects.acreate(tenant_id=server.tenant_id, name="Bad names",
