@@ -1,6 +1,7 @@
 from django.contrib import admin
 
 from . import display
+from .jsonfields import bounded_json_overrides
 from .models import AuditEvent, McpServer, Membership, Operation, Tenant
 
 
@@ -43,6 +44,7 @@ class McpServerAdmin(admin.ModelAdmin):
     search_fields = ("name", "url")
     shown_name = _shown_field("name", "display name")
     shown_url = _shown_field("url", "Streamable HTTP URL")
+    formfield_overrides = bounded_json_overrides()  # roots: bad JSON of any depth is a form error
 
     @admin.display(description="verified origin")
     def verified_origin(self, obj: McpServer) -> str:

@@ -32,6 +32,14 @@ key                         default     meaning
                                         operation ends denied (reason ``timeout``). Must stay below
                                         the SSE read timeout of the held call (max(CALL_TIMEOUT_S,
                                         300) s, less a 10 s margin): system check mrtrweb.E006
+``MAX_STORED_RESULT_BYTES`` 1048576     the most of one result an operation keeps (compact JSON,
+                                        UTF-8 bytes); a larger one is kept as a marked, truncated
+                                        copy (see :mod:`mrtrweb.results`)
+``MAX_SHOWN_CHARS``         20000       the most characters of a result (all blocks), of one
+                                        elicitation message or sampling text a page or push shows;
+                                        the rest of a result is behind its download
+``MAX_PUSH_BYTES``          262144      a pushed panel larger than this (UTF-8 bytes of its HTML)
+                                        is not pushed: the page fetches it instead
 ==========================  ==========  =========================================================
 """
 
@@ -62,12 +70,15 @@ DEFAULTS: dict[str, Any] = {
     "MAX_TENANT_STARTS_PER_MINUTE": 300,
     "SAMPLING_PROVIDER": "mrtrweb.sampling.PersonWritesReply",
     "LEGACY_HOLD_S": 120,
+    "MAX_STORED_RESULT_BYTES": 1048576,
+    "MAX_SHOWN_CHARS": 20000,
+    "MAX_PUSH_BYTES": 262144,
 }
 
 _NUMERIC = {"TTL_S", "MAX_TTL_S", "MAX_STATE_BYTES", "MAX_ROUNDS", "STATE_ONLY_BACKOFF_S",
             "STATE_ONLY_BACKOFF_CAP_S", "CALL_TIMEOUT_S", "CONNECTION_IDLE_S", "MAX_PENDING_ROUNDS",
             "MAX_STARTS_PER_MINUTE", "HEARTBEAT_S", "MAX_TENANT_PENDING_ROUNDS", "MAX_TENANT_STARTS_PER_MINUTE",
-            "LEGACY_HOLD_S"}
+            "LEGACY_HOLD_S", "MAX_STORED_RESULT_BYTES", "MAX_SHOWN_CHARS", "MAX_PUSH_BYTES"}
 
 
 def get(key: str) -> Any:

@@ -5,7 +5,8 @@ Mounted behind ``SameOriginValidator(AuthMiddlewareStack(...))`` (:mod:`mrtrweb.
 4403. Each connection joins the group ``mrtrweb.user.<id>``; on ``operation.update`` it re-reads
 the operation *for this user*, while they may still act on it (:mod:`mrtrweb.access`: active,
 member of its tenant, its server enabled), and sends ``{"type": "operation", "id", "status",
-"html"}``; progress is pushed under the same check. On ``access.revoked`` (the user's access
+"html"}`` (``html`` null when the panel is over ``MAX_PUSH_BYTES``: the page then fetches
+it); progress is pushed under the same check. On ``access.revoked`` (the user's access
 ended somewhere) the connection is closed with code 4403.
 """
 
@@ -18,7 +19,7 @@ import weakref
 from asgiref.sync import sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from . import access
+from . import access, conf
 from .operations import user_group
 from .panels import render_panel
 
@@ -114,4 +115,8 @@ class OperationsConsumer(AsyncJsonWebsocketConsumer):
             return
         csrf = self.scope.get("cookies", {}).get("csrftoken", "")
         html = await sync_to_async(render_panel)(op, csrf)
+        if len(html.encode("utf-8", "replace")) > int(conf.get("MAX_PUSH_BYTES")):
+            # too large for a push: the page fetches the panel itself (``"html": null``)
+            logger.info("websocket: panel of operation %s over MAX_PUSH_BYTES; the page fetches it", op.id)
+            html = None
         await self.send_json({"type": "operation", "id": str(op.id), "status": op.status, "html": html})

@@ -25,10 +25,11 @@ from django.db import close_old_connections
 from django.utils import timezone
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
-from . import audit, conf, display
+from . import audit, conf, display, results
 from .bindings import DjangoCacheBindingStore
 from .gate import Gate, GateRejection, OperationHandle, Retry, Round, StoreUnavailable, codes
 from .mcp_client import ConnectionPool, McpCallError
+from .names import stored_name
 from .models import McpServer, Operation
 
 logger = logging.getLogger("mrtrweb.operations")
@@ -178,7 +179,7 @@ async def _finish(op: Operation, status: str, *, code: str = "", message: str = 
     op.error_code = code
     op.error_message = message[:500]
     if result is not None:
-        op.result = result
+        op.result = results.for_storage(result, op_id=op.id)  # within MAX_STORED_RESULT_BYTES
     fields = {"status": status, "error_code": code, "error_message": op.error_message, "result": op.result,
               "updated_at": timezone.now()}
     if not already_marked:
@@ -209,7 +210,8 @@ async def start_operation(*, user: Any, server: McpServer, method: str, name: st
     await _check_limits(user, server.tenant_id)
     request_id = new_request_id()
     op = await Operation.objects.acreate(
-        tenant_id=server.tenant_id, user=user, server=server, method=method, name=name, params=params,
+        tenant_id=server.tenant_id, user=user, server=server, method=method, name=stored_name(name),
+        params=results.params_for_storage(params),
         request_id=request_id, latest_request_id=request_id,
     )
     op.server = server
@@ -629,7 +631,7 @@ async def _build_and_record(op: Operation, responses: dict[str, Any] | None, *, 
     try:
         retry: Retry = await sync_to_async(gate.respond)(
             handle_of(op), retry_id=retry_id, responses=responses, user=str(op.user_id), tenant=str(op.tenant_id),
-            params=op.params)
+            params=results.stored_params(op.params))
     except StoreUnavailable:
         raise OperationRefused(STORE_UNAVAILABLE, message_for(STORE_UNAVAILABLE)) from None
     try:

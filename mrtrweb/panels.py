@@ -3,13 +3,13 @@ or its result. Used by the operation page and by the WebSocket consumer (the sam
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import logging
 from typing import Any
 
 from django.template.loader import render_to_string
 
-from . import audit, sampling
+from . import audit, names, results, sampling
 from .forms import SchemaForm
 from .gate import Round, StoreUnavailable, digest
 from .models import AuditEvent, Membership, Operation
@@ -30,13 +30,23 @@ def consent_forms(rnd: Round, data: Any = None) -> dict[str, SchemaForm]:
     return forms
 
 
+def run_again_url(op: Operation) -> str:
+    """Where "Run it again" leads: the call page of the operation's tool or prompt (named exactly
+    as it was called, :mod:`mrtrweb.names`), else the server page."""
+    kind = {"tools/call": "tool", "prompts/get": "prompt"}.get(op.method)
+    params = results.stored_params(op.params)
+    name = params.get("name") if isinstance(params, dict) else None
+    return names.call_url(kind, op.server_id, name) if kind else names.call_url("tool", op.server_id, None)
+
+
 def display_digest(op: Operation, rnd: Round) -> str:
     """``sha256:`` of exactly what the consent card shows: the verified server, the operation, the
     round, and each request's kind, message, schema (by digest) and URL."""
+    messages = results.shown_messages(rnd.requests)
     return digest({
         "server": op.server.name, "origin": op.server.origin, "method": op.method, "name": op.name,
         "round": rnd.number,
-        "requests": {key: {"kind": v.kind, "message": v.message, "schema": v.schema_digest,
+        "requests": {key: {"kind": v.kind, "message": messages[key], "schema": v.schema_digest,
                            "url": v.url.url if v.url else None, "warnings": list(v.url.warnings) if v.url else [],
                            **_deprecated_display(op, v)}
                      for key, v in rnd.requests.items()},
@@ -78,25 +88,6 @@ def record_shown(op: Operation, rnd: Round, *, reason: str = "") -> None:
         pass  # logged; without a receipt an answer to this round is denied
 
 
-def _result_blocks(op: Operation) -> list[dict[str, Any]]:
-    result = op.result if isinstance(op.result, dict) else {}
-    blocks: list[dict[str, Any]] = []
-    items = result.get("content") if op.method == "tools/call" else None
-    if op.method == "prompts/get":
-        items = [m.get("content") for m in result.get("messages", []) if isinstance(m, dict)]
-    if op.method == "resources/read":
-        items = result.get("contents")
-    for item in items or []:
-        if isinstance(item, dict) and isinstance(item.get("text"), str):
-            blocks.append({"kind": "text", "text": item["text"]})
-        else:
-            blocks.append({"kind": "json", "text": json.dumps(item, indent=2, ensure_ascii=False)[:20000]})
-    if "structuredContent" in result:
-        blocks.append({"kind": "json", "text": json.dumps(result["structuredContent"], indent=2,
-                                                          ensure_ascii=False)[:20000]})
-    return blocks
-
-
 def panel_context(op: Operation, *, forms: dict[str, SchemaForm] | None = None, error: str = "",
                   review: dict[str, Any] | None = None) -> dict[str, Any]:
     """The template context of an operation panel (reads the live round from the binding store).
@@ -122,8 +113,10 @@ def panel_context(op: Operation, *, forms: dict[str, SchemaForm] | None = None, 
                     ctx["store_error"] = sampling.PROVIDER_FAILED_MESSAGE
                     forms = {}
             ctx["round"] = rnd
+            messages = results.shown_messages(rnd.requests)  # at most MAX_SHOWN_CHARS in all (mrtrweb.results)
             ctx["requests"] = [
-                {"key": key, "view": view, "form": forms.get(key),
+                {"key": key, "view": dataclasses.replace(view, message=messages[key]),
+                 "form": forms.get(key),
                  "sampling": sampling.sampling_view(view.params) if view.kind == "sampling" else None,
                  "roots": sampling.roots_answer(op.server)["roots"] if view.kind == "roots" else None}
                 for key, view in rnd.requests.items()
@@ -136,9 +129,11 @@ def panel_context(op: Operation, *, forms: dict[str, SchemaForm] | None = None, 
             ctx["round_gone"] = True
     if op.status == Operation.Status.FAILED:
         ctx["deprecated_refusal"] = deprecated_refusal(op)
+    if op.status in (Operation.Status.FAILED, Operation.Status.INTERRUPTED):
+        ctx["run_again_url"] = run_again_url(op)
     if op.status == Operation.Status.COMPLETED:
-        ctx["blocks"] = _result_blocks(op)
-        ctx["is_error"] = bool(isinstance(op.result, dict) and op.result.get("isError"))
+        ctx.update(results.shown(op.method, op.result))  # blocks within MAX_SHOWN_CHARS; the rest downloads
+        ctx["is_error"] = bool(isinstance(op.result, dict) and op.result.get("isError") is True)
     return ctx
 
 

@@ -30,6 +30,8 @@ from django.utils.module_loading import import_string
 from django.utils.translation import gettext_lazy as _
 
 from . import conf
+from .jsonfields import BoundedJSONField
+from .results import MAX_SHOWN_BLOCKS, MIN_MESSAGE_CHARS, shown_text
 
 SAMPLING = "sampling/createMessage"
 ROOTS = "roots/list"
@@ -117,7 +119,7 @@ def _block_text(block: Any) -> dict[str, str]:
         return {"summary": "[unreadable content]"}
     kind = block.get("type")
     if kind == "text" and isinstance(block.get("text"), str):
-        return {"text": block["text"]}
+        return {"text": shown_text(block["text"])}  # at most MAX_SHOWN_CHARS
     if kind in ("image", "audio"):
         size = len(block["data"]) if isinstance(block.get("data"), str) else 0
         return {"summary": f"[{kind} {block.get('mimeType', '?')}, {size} base64 characters]"}
@@ -132,12 +134,25 @@ def sampling_view(params: Any) -> dict[str, Any]:
     """What the card shows of a ``sampling/createMessage`` request (server text: escape it)."""
     params = params if isinstance(params, dict) else {}
     messages = []
-    for message in params.get("messages") or []:
+    # bounded whatever the server sends: at most MAX_SHOWN_BLOCKS messages and blocks, their text
+    # sharing one budget of MAX_SHOWN_CHARS characters (mrtrweb.results)
+    budget, listed = int(conf.get("MAX_SHOWN_CHARS")), params.get("messages")
+    listed = listed if isinstance(listed, list) else []
+    for message in listed[:MAX_SHOWN_BLOCKS]:
         if not isinstance(message, dict):
             continue
         content = message.get("content")
-        blocks = [_block_text(b) for b in (content if isinstance(content, list) else [content])]
-        messages.append({"role": str(message.get("role", "?")), "blocks": blocks})
+        blocks = []
+        for block in (content if isinstance(content, list) else [content])[:MAX_SHOWN_BLOCKS]:
+            shown = _block_text(block)
+            if isinstance(block, dict) and "text" in shown:
+                limit = max(budget, MIN_MESSAGE_CHARS)
+                shown = {"text": shown_text(block["text"], limit)}
+                budget -= min(len(block["text"]), limit)
+            blocks.append(shown)
+        messages.append({"role": str(message.get("role", "?"))[:100], "blocks": blocks})
+    if len(listed) > MAX_SHOWN_BLOCKS:
+        messages.append({"role": "…", "blocks": [{"summary": f"[{len(listed) - MAX_SHOWN_BLOCKS} more messages not shown]"}]})
     prefs = params.get("modelPreferences") if isinstance(params.get("modelPreferences"), dict) else {}
     hints = [h.get("name") for h in prefs.get("hints") or [] if isinstance(h, dict) and isinstance(h.get("name"), str)]
     priorities = [(label, prefs[key]) for key, label in (("costPriority", "cost"), ("speedPriority", "speed"),
@@ -149,7 +164,7 @@ def sampling_view(params: Any) -> dict[str, Any]:
             extras.append({"name": key, "value": json.dumps(params[key], ensure_ascii=False)[:2000]})
     return {
         "messages": messages,
-        "system_prompt": params.get("systemPrompt") if isinstance(params.get("systemPrompt"), str) else "",
+        "system_prompt": shown_text(params.get("systemPrompt")) if isinstance(params.get("systemPrompt"), str) else "",
         "max_tokens": params.get("maxTokens"),
         "hints": hints,
         "priorities": priorities,
@@ -172,3 +187,4 @@ class ServerSettingsForm(forms.ModelForm):
         model = McpServer
         fields = ["allow_sampling", "allow_roots", "roots"]
         widgets = {"roots": forms.Textarea(attrs={"rows": 6, "cols": 70})}
+        field_classes = {"roots": BoundedJSONField}  # a too-deep or broken JSON is a form error, never a 500

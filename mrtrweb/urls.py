@@ -10,13 +10,18 @@ app_name = "mrtrweb"
 urlpatterns = [
     path("", views.index, name="index"),
     path("servers/<int:server_id>/", views.server_detail, name="server"),
-    path("servers/<int:server_id>/tools/<str:tool>/", views.tool_call, name="tool"),
-    path("servers/<int:server_id>/prompts/<str:prompt>/", views.prompt_get, name="prompt"),
+    # a tool or prompt is named in the query (?name=... or ?sha256=...): any name a server chooses
+    # (mrtrweb.names); the older path forms still serve plain names
+    path("servers/<int:server_id>/tools/", views.tool_call, name="tool"),
+    path("servers/<int:server_id>/tools/<str:tool>/", views.tool_call, name="tool-by-path"),
+    path("servers/<int:server_id>/prompts/", views.prompt_get, name="prompt"),
+    path("servers/<int:server_id>/prompts/<str:prompt>/", views.prompt_get, name="prompt-by-path"),
     path("servers/<int:server_id>/resources/", views.resource_read, name="resource"),
     path("operations/<uuid:op_id>/", views.operation_detail, name="operation"),
     path("operations/<uuid:op_id>/panel/", views.operation_panel, name="operation-panel"),
     path("operations/<uuid:op_id>/answer/", views.operation_answer, name="operation-answer"),
     path("operations/<uuid:op_id>/stop/", views.operation_stop, name="operation-stop"),
+    path("operations/<uuid:op_id>/result/", views.operation_result, name="operation-result"),
     path("history/", history.own_history, name="history"),
     path("history/operations/<uuid:op_id>/", history.operation_timeline, name="history-operation"),
     path("tenants/<slug:slug>/history/", history.tenant_history, name="tenant-history"),

@@ -25,9 +25,9 @@ from django.middleware.csrf import get_token
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.utils import timezone
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_GET, require_POST
 
-from . import access, audit, conf, display, operations, sampling, workers
+from . import access, audit, conf, display, names, operations, results, sampling, workers
 from .forms import JsonArgumentsForm, SchemaForm
 from .gate import (
     ContentMismatch, GateRejection, SchemaRefused, StoreUnavailable, check_requested_schema, digest,
@@ -86,20 +86,32 @@ async def server_detail(request: HttpRequest, server_id: int) -> HttpResponse:
     tools: list[dict[str, Any]] = []
     prompts: list[dict[str, Any]] = []
     templates: list[dict[str, Any]] = []
+    resources: list[dict[str, Any]] = []
     error = ""
+    duplicates = not_shown = 0
     try:
         conn = await operations.pool().get(str(user.pk), str(server.pk), server.url)
-        tools = [t for t in await conn.list_tools() if isinstance(t, dict) and isinstance(t.get("name"), str)]
-        prompts = await _listing(conn.list_prompts, "name")
-        templates = await _listing(conn.list_resource_templates, "uriTemplate")
+        tools, dup_tools = names.unique_items(await conn.list_tools(), "name", what="tool")
+        prompts, dup_prompts = names.unique_items(await _listing(conn.list_prompts, "name"), "name", what="prompt")
+        templates, dup_templates = names.unique_items(await _listing(conn.list_resource_templates, "uriTemplate"),
+                                                      "uriTemplate", what="resource template")
+        resources, dup_resources = names.unique_items(await _listing(conn.list_resources, "uri"), "uri",
+                                                      what="resource")
+        duplicates = dup_tools + dup_prompts + dup_templates + dup_resources
+        for items in (tools, prompts, templates, resources):  # a page of bounded size, whatever the server lists
+            not_shown += max(len(items) - names.MAX_LISTED_SHOWN, 0)
+            del items[names.MAX_LISTED_SHOWN:]
+            results.cap_descriptions(items, results.LISTED_DESCRIPTION_CHARS)
     except McpCallError as exc:
         logger.info("listing tools of server %s failed (%s)", server.pk, exc.code)
         error = operations.failure_message(exc)
     is_admin = await Membership.objects.filter(tenant_id=server.tenant_id, user=user,
                                                role=Membership.Role.ADMIN).aexists()
     return TemplateResponse(request, "mrtrweb/server.html", {"server": server, "tools": tools, "prompts": prompts,
-                                                             "templates": templates, "error": error,
-                                                             "is_admin": is_admin})
+                                                             "templates": templates, "resources": resources,
+                                                             "error": error,
+                                                             "is_admin": is_admin, "duplicates": duplicates,
+                                                             "not_shown": not_shown, "max_shown": names.MAX_LISTED_SHOWN})
 
 
 async def _listing(fetch, key: str) -> list[dict[str, Any]]:
@@ -122,18 +134,25 @@ def _arguments_form(schema: Any, data: Any = None) -> SchemaForm | JsonArguments
 
 
 @login_required
-async def tool_call(request: HttpRequest, server_id: int, tool: str) -> HttpResponse:
+async def tool_call(request: HttpRequest, server_id: int, tool: str | None = None) -> HttpResponse:
+    """A tool's call page, the tool named by ``?name=`` or ``?sha256=`` (:mod:`mrtrweb.names`; ``tool``:
+    the older path form). The name called is the one the server lists, byte for byte. 404: not listed."""
     user = await _user(request)
     server = await _server_for(user, server_id)
     error = ""
+    asked, wanted = names.requested(request.GET, tool)
+    if asked is None and wanted is None:
+        raise Http404("No such tool")
     try:
         conn = await operations.pool().get(str(user.pk), str(server.pk), server.url)
-        listed = {t.get("name"): t for t in await conn.list_tools() if isinstance(t, dict)}
+        listed, _ = names.unique_items(await conn.list_tools(), "name", what="tool")
     except McpCallError as exc:
-        listed, error = {}, operations.failure_message(exc)
-    spec = listed.get(tool)
+        listed, error = [], operations.failure_message(exc)
+    spec = names.find(listed, "name", asked, wanted)
     if spec is None and not error:
         raise Http404("No such tool")
+    results.cap_descriptions([spec] if spec is not None else [])
+    tool = spec["name"] if spec is not None else (asked or "")
     schema = (spec or {}).get("inputSchema") or {"type": "object"}
     if request.method == "POST":
         form = _arguments_form(schema, request.POST)
@@ -198,27 +217,32 @@ class ResourceTemplateForm(forms.Form):
         return _TEMPLATE_VAR.sub(lambda m: urllib.parse.quote(self.cleaned_data[m.group(1)], safe=""), self.template)
 
 
-async def _listed_call(request: HttpRequest, server_id: int, *, kind: str, title: str, list_name: str, key: str,
-                       make_form, build) -> HttpResponse:
-    """The shared flow of a prompt or resource call page: find ``title`` among the server's
-    listing (``list_name`` of the connection, items keyed by ``key``), show ``make_form(spec, data)``,
-    and on a valid POST start ``build(form) -> (method, name, params)``."""
+async def _listed_call(request: HttpRequest, server_id: int, *, kind: str, title: str | None, list_name: str,
+                       key: str, make_form, build, wanted: str | None = None) -> HttpResponse:
+    """The shared flow of a prompt or resource call page: find ``title`` (or the name whose digest
+    is ``wanted``) among the server's listing (``list_name`` of the connection, items keyed by
+    ``key``; the first of a repeated name), show ``make_form(spec, data)``, and on a valid POST
+    start ``build(spec, form) -> (method, name, params)``. 404: not listed (or nothing named)."""
     user = await _user(request)
     server = await _server_for(user, server_id)
-    ctx: dict[str, Any] = {"server": server, "kind": kind, "title": title}
+    if title is None and wanted is None:
+        raise Http404(f"No such {kind}")
+    ctx: dict[str, Any] = {"server": server, "kind": kind, "title": title or ""}
     try:
         conn = await operations.pool().get(str(user.pk), str(server.pk), server.url)
-        listed = {item[key]: item for item in await _listing(getattr(conn, list_name), key)}
+        listed, _ = names.unique_items(await _listing(getattr(conn, list_name), key), key, what=kind)
     except McpCallError as exc:
         ctx["error"] = operations.failure_message(exc)
         return TemplateResponse(request, "mrtrweb/call.html", ctx, status=503)
-    spec = listed.get(title)
+    spec = names.find(listed, key, title, wanted)
     if spec is None:
         raise Http404(f"No such {kind}")
+    ctx["title"] = spec[key]
+    results.cap_descriptions([spec])
     form = make_form(spec, request.POST if request.method == "POST" else None)
     ctx.update(description=spec.get("description"), form=form, error="")
     if request.method == "POST" and form.is_valid():
-        method, name, params = build(form)
+        method, name, params = build(spec, form)
         try:
             op = await operations.start_operation(user=user, server=server, method=method, name=name, params=params)
         except operations.OperationRefused as exc:
@@ -229,22 +253,31 @@ async def _listed_call(request: HttpRequest, server_id: int, *, kind: str, title
 
 
 @login_required
-async def prompt_get(request: HttpRequest, server_id: int, prompt: str) -> HttpResponse:
-    """Get a prompt with its arguments (``prompts/get``); its rounds go through the same card."""
+async def prompt_get(request: HttpRequest, server_id: int, prompt: str | None = None) -> HttpResponse:
+    """Get a prompt with its arguments (``prompts/get``); its rounds go through the same card.
+    The prompt is named by ``?name=`` or ``?sha256=`` (``prompt``: the older path form)."""
+    asked, wanted = names.requested(request.GET, prompt)
     return await _listed_call(
-        request, server_id, kind="prompt", title=prompt, list_name="list_prompts", key="name",
-        make_form=lambda spec, data: PromptArgumentsForm(spec.get("arguments") or [], data),
-        build=lambda form: ("prompts/get", prompt, {"name": prompt, "arguments": form.content()}))
+        request, server_id, kind="prompt", title=asked, wanted=wanted, list_name="list_prompts", key="name",
+        make_form=lambda spec, data: PromptArgumentsForm(spec.get("arguments") or [], data, prefix="arg"),
+        build=lambda spec, form: ("prompts/get", spec["name"], {"name": spec["name"], "arguments": form.content()}))
 
 
 @login_required
 async def resource_read(request: HttpRequest, server_id: int) -> HttpResponse:
-    """Read a resource from a template (``resources/read``); ``?template=`` names the URI template."""
-    template = request.GET.get("template", "")
+    """Read a resource (``resources/read``) from a template, named by ``?template=`` (or ``?sha256=``),
+    or a listed resource, named by ``?uri=`` (or ``?uri_sha256=``): its URI is read exactly as listed."""
+    if "uri" in request.GET or "uri_sha256" in request.GET:
+        uri, wanted = names.requested(request.GET, param="uri", digest_param="uri_sha256")
+        return await _listed_call(
+            request, server_id, kind="resource", title=uri, wanted=wanted, list_name="list_resources", key="uri",
+            make_form=lambda spec, data: forms.Form(data),
+            build=lambda spec, form: ("resources/read", spec["uri"], {"uri": spec["uri"]}))
+    template, wanted = names.requested(request.GET, param="template")
     return await _listed_call(
-        request, server_id, kind="resource", title=template, list_name="list_resource_templates",
-        key="uriTemplate", make_form=lambda spec, data: ResourceTemplateForm(template, data),
-        build=lambda form: ("resources/read", form.uri(), {"uri": form.uri()}))
+        request, server_id, kind="resource", title=template, wanted=wanted, list_name="list_resource_templates",
+        key="uriTemplate", make_form=lambda spec, data: ResourceTemplateForm(spec["uriTemplate"], data, prefix="arg"),
+        build=lambda spec, form: ("resources/read", form.uri(), {"uri": form.uri()}))
 
 
 async def _render_operation(request: HttpRequest, op_id: Any, template: str) -> HttpResponse:
@@ -461,8 +494,9 @@ def _form_rows(form: Any, content: dict[str, Any]) -> list[dict[str, Any]]:
 def _review_context(op: Operation, rnd: Any, request: HttpRequest, forms: dict[str, Any],
                     responses: dict[str, Any], token: str) -> dict[str, Any]:
     items = []
+    messages = results.shown_messages(rnd.requests)  # as the card showed them
     for key, view in rnd.requests.items():
-        item: dict[str, Any] = {"key": key, "kind": view.kind, "message": view.message}
+        item: dict[str, Any] = {"key": key, "kind": view.kind, "message": messages[key]}
         response = responses.get(key) or {}
         if view.kind == "form":
             item["rows"] = _form_rows(forms[key], response.get("content") or {})
@@ -602,6 +636,25 @@ async def _record_refused_after_access(exc: access.AccessEnded, what: str) -> No
                                           request_id=exc.op.latest_request_id)
     except audit.AuditUnavailable:
         pass
+
+
+@login_required
+@require_GET
+async def operation_result(request: HttpRequest, op_id: Any) -> HttpResponse:
+    """The stored result of the user's completed operation as a download (``mrtrweb.results.download``):
+    an attachment, ``nosniff``, a sandboxing CSP, never rendered as a page. 404: not the user's,
+    or no result."""
+    user = await _user(request)
+    op = await _operation_for(user, op_id)
+    if op.status != Operation.Status.COMPLETED or op.result is None:
+        raise Http404("No result")
+    body, content_type, filename = results.download(op)
+    response = HttpResponse(body, content_type=content_type)
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    response["X-Content-Type-Options"] = "nosniff"
+    response["Content-Security-Policy"] = "default-src 'none'; sandbox"
+    response["Cache-Control"] = "private, no-store"
+    return response
 
 
 async def _record_foreign_attempt(user: Any, op_id: Any) -> None:

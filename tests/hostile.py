@@ -152,10 +152,16 @@ def hostile_text(label: str) -> str:
     return f"{label} {MARKUP} {CONTROLS}end"
 
 
+#: labels of texts that reach the page from a stored result, where NUL was replaced by U+FFFD
+#: when it was stored (:mod:`mrtrweb.results`: PostgreSQL cannot store NUL in JSON)
+STORED_LABELS = {"Result", "Resource"}
+
+
 def hostile_shown(label: str) -> str:
     """What a person must read for :func:`hostile_text` ``(label)``: the markup as text, each control
-    character as its visible marker."""
-    return f"{label} {MARKUP} {CONTROLS_SHOWN}end"
+    character as its visible marker (NUL as U+FFFD in a stored result, see :data:`STORED_LABELS`)."""
+    shown = f"{label} {MARKUP} {CONTROLS_SHOWN}end"
+    return shown.replace("⟨U+0000⟩", "\ufffd") if label in STORED_LABELS else shown
 
 
 #: names the server chooses: markup without "/" (so that they stay one URL path segment) and

@@ -21,7 +21,7 @@ import urllib.parse
 import pytest
 from django.urls import reverse
 
-from mrtrweb import display
+from mrtrweb import names, display
 from tests.test_browser import (  # noqa: F401 -- fixtures
     OP_URL, PASSWORDS, TIMEOUT_MS, app, browser, expect, live, valved_mcp,
 )
@@ -155,14 +155,14 @@ def test_every_page_shows_hostile_server_text_as_text(app, listing, listing_mcp)
                                             "Name X", "Many", "Many help", "Item P")),
                          (hostile.URL_TOOL, ("Url",)), (hostile.FAIL_TOOL, ("Fail",)), (hostile.SLOW_TOOL, ("Slow",)),
                          (hostile.NESTED_TOOL, ("Nested",))):
-        _goto(page, watch, reverse("mrtrweb:tool", args=[listing.pk, tool]))
+        _goto(page, watch, names.call_url("tool", listing.pk, tool))
         expect(page.get_by_role("button", name="Call tool")).to_be_visible()
         assert_clean(page, watch, f"tool page {tool!r}", *labels)
         assert display.shown(tool) in page.locator("h1").inner_text()
         assert display.shown(tool) in page.title()
 
     # The prompt and resource pages.
-    _goto(page, watch, reverse("mrtrweb:prompt", args=[listing.pk, hostile.PROMPT]))
+    _goto(page, watch, names.call_url("prompt", listing.pk, hostile.PROMPT))
     expect(page.get_by_role("button", name="Get prompt")).to_be_visible()
     assert_clean(page, watch, "prompt page", "Prompt", "Who", "Who help")
     _goto(page, watch, f"/mcp/servers/{listing.pk}/resources/?" + urllib.parse.urlencode({"template": hostile.TEMPLATE}))
@@ -171,7 +171,7 @@ def test_every_page_shows_hostile_server_text_as_text(app, listing, listing_mcp)
 
     # The form tool: its card (message, titles, descriptions, oneOf titles, enumNames), the review,
     # the result (text; an image, a resource link and an embedded resource as JSON text).
-    _goto(page, watch, reverse("mrtrweb:tool", args=[listing.pk, hostile.ASK_TOOL]))
+    _goto(page, watch, names.call_url("tool", listing.pk, hostile.ASK_TOOL))
     watch.mark()
     page.get_by_role("button", name="Call tool").click()
     expect(page).to_have_url(OP_URL)
@@ -196,7 +196,7 @@ def test_every_page_shows_hostile_server_text_as_text(app, listing, listing_mcp)
 
     # The URL-mode card: the URL with U+202E visible, drawn left to right in stored order (its
     # Hebrew letters too), a warning, the only link the product makes from server text.
-    _goto(page, watch, reverse("mrtrweb:tool", args=[listing.pk, hostile.URL_TOOL]))
+    _goto(page, watch, names.call_url("tool", listing.pk, hostile.URL_TOOL))
     watch.mark()
     page.get_by_role("button", name="Call tool").click()
     expect(card).to_be_visible()
@@ -211,14 +211,14 @@ def test_every_page_shows_hostile_server_text_as_text(app, listing, listing_mcp)
     expect(card.locator("a.open-url")).to_have_attribute("href", display.href(hostile.BIDI_URL))
 
     # A JSON-RPC error whose message is hostile.
-    _goto(page, watch, reverse("mrtrweb:tool", args=[listing.pk, hostile.FAIL_TOOL]))
+    _goto(page, watch, names.call_url("tool", listing.pk, hostile.FAIL_TOOL))
     watch.mark()
     page.get_by_role("button", name="Call tool").click()
     expect(page.locator(".panel")).to_have_attribute("data-status", "failed")
     assert_clean(page, watch, "failure")
 
     # A pushed progress message (set as text by operations.js), then the pushed result.
-    _goto(page, watch, reverse("mrtrweb:tool", args=[listing.pk, hostile.SLOW_TOOL]))
+    _goto(page, watch, names.call_url("tool", listing.pk, hostile.SLOW_TOOL))
     watch.mark()
     page.get_by_role("button", name="Call tool").click()
     expect(page.locator(".progress-message")).to_have_text(display.shown(hostile.PROGRESS_MESSAGE))
@@ -227,8 +227,8 @@ def test_every_page_shows_hostile_server_text_as_text(app, listing, listing_mcp)
     assert_clean(page, watch, "pushed result", "Result")
 
     # The prompt's round.
-    _goto(page, watch, reverse("mrtrweb:prompt", args=[listing.pk, hostile.PROMPT]))
-    page.locator("[name='who']").fill("me")
+    _goto(page, watch, names.call_url("prompt", listing.pk, hostile.PROMPT))
+    page.locator("[name='arg-who']").fill("me")
     watch.mark()
     page.get_by_role("button", name="Get prompt").click()
     expect(card).to_be_visible()

@@ -28,7 +28,7 @@ from django.test import AsyncClient
 from django.urls import reverse
 from django.utils.safestring import SafeString, mark_safe
 
-from mrtrweb import display, operations
+from mrtrweb import names, display, operations
 from mrtrweb.gate.urls import check_url
 from mrtrweb.models import AuditEvent, McpServer, Operation
 from mrtrweb.site.asgi import application
@@ -101,7 +101,7 @@ FORM_ANSWER = {"text": "plain", "pick": "a", "legacy": "x", "many": ["p"]}
 
 async def _ask(client, server) -> str:
     """Start the form tool (its flat form, with the defaults) and wait for its round."""
-    resp = await client.post(reverse("mrtrweb:tool", args=[server.pk, hostile.ASK_TOOL]),
+    resp = await client.post(names.call_url("tool", server.pk, hostile.ASK_TOOL),
                              {f"arg-{k}": v for k, v in FORM_ANSWER.items()})
     op_id = _op_id(resp)
     await operations.wait_idle()
@@ -120,19 +120,19 @@ async def test_listing_pages_show_every_server_string_as_text(setup):
     for name in (hostile.ASK_TOOL, hostile.PROMPT, hostile.URL_TOOL):
         assert htmllib.escape(display.shown(name)) in page  # the names, BEL/ESC/RLO visible
     # the links still name the tools exactly (percent-encoded)
-    assert htmllib.escape(reverse("mrtrweb:tool", args=[server.pk, hostile.ASK_TOOL])) in page
+    assert htmllib.escape(names.call_url("tool", server.pk, hostile.ASK_TOOL)) in page
 
-    tool = await client.get(reverse("mrtrweb:tool", args=[server.pk, hostile.ASK_TOOL]))
+    tool = await client.get(names.call_url("tool", server.pk, hostile.ASK_TOOL))
     assert tool.status_code == 200
     # property titles (labels), descriptions (help texts), oneOf titles, enumNames, anyOf item titles
     assert_text_only(tool.content.decode(), "tool", "Ask", "Text", "Text help", "Pick", "Pick help", "Option A",
                      "Legacy", "Name X", "Many", "Many help", "Item P")
 
-    nested = await client.get(reverse("mrtrweb:tool", args=[server.pk, hostile.NESTED_TOOL]))
+    nested = await client.get(names.call_url("tool", server.pk, hostile.NESTED_TOOL))
     assert nested.status_code == 200 and 'name="arguments"' in nested.content.decode()  # the JSON editor
     assert_text_only(nested.content.decode(), "nested tool", "Nested")
 
-    prompt = await client.get(reverse("mrtrweb:prompt", args=[server.pk, hostile.PROMPT]))
+    prompt = await client.get(names.call_url("prompt", server.pk, hostile.PROMPT))
     assert prompt.status_code == 200
     assert_text_only(prompt.content.decode(), "prompt", "Prompt", "Who", "Who help")
 
@@ -167,7 +167,8 @@ async def test_card_review_result_and_histories_show_server_text_as_text(setup):
     # and the links are JSON text, never an <img> or an <a>
     assert_text_only(result, "result", "Result")
     for label in ("Link", "Embedded", "Structured"):
-        assert htmllib.escape(display.shown_text(json.dumps(hostile.hostile_text(label), ensure_ascii=False))[1:-1]) \
+        assert htmllib.escape(display.shown_text(json.dumps(hostile.hostile_text(label).replace("\x00", "\ufffd"),
+                                                       ensure_ascii=False))[1:-1]) \
             in result
     assert "http://127.0.0.1:1/leak" in result and 'href="http://127.0.0.1:1/leak' not in result
 
@@ -185,7 +186,7 @@ async def test_card_review_result_and_histories_show_server_text_as_text(setup):
 
 async def test_url_mode_card_shows_the_bidi_url_visibly_and_warns(setup):
     client, server, _ = setup
-    op_id = _op_id(await client.post(reverse("mrtrweb:tool", args=[server.pk, hostile.URL_TOOL]), {}))
+    op_id = _op_id(await client.post(names.call_url("tool", server.pk, hostile.URL_TOOL), {}))
     await operations.wait_idle()
     card = (await client.get(f"/mcp/operations/{op_id}/")).content.decode()
     assert_text_only(card, "URL card", "Open")
@@ -199,19 +200,19 @@ async def test_url_mode_card_shows_the_bidi_url_visibly_and_warns(setup):
 
 async def test_failed_prompt_and_resource_operations_show_text(setup):
     client, server, _ = setup
-    fail = _op_id(await client.post(reverse("mrtrweb:tool", args=[server.pk, hostile.FAIL_TOOL]), {"arguments": "{}"}))
+    fail = _op_id(await client.post(names.call_url("tool", server.pk, hostile.FAIL_TOOL), {"arguments": "{}"}))
     await operations.wait_idle()
     page = (await client.get(f"/mcp/operations/{fail}/")).content.decode()
     assert (await Operation.objects.aget(pk=fail)).status == Operation.Status.FAILED
     assert_text_only(page, "failure")
 
-    prompt = _op_id(await client.post(reverse("mrtrweb:prompt", args=[server.pk, hostile.PROMPT]), {"who": "me"}))
+    prompt = _op_id(await client.post(names.call_url("prompt", server.pk, hostile.PROMPT), {"arg-who": "me"}))
     await operations.wait_idle()
     page = (await client.get(f"/mcp/operations/{prompt}/")).content.decode()
     assert_text_only(page, "prompt card", "Message", "Text help")
 
     resource = _op_id(await client.post(f"/mcp/servers/{server.pk}/resources/?"
-                                        + urllib.parse.urlencode({"template": hostile.TEMPLATE}), {"team": "ops"}))
+                                        + urllib.parse.urlencode({"template": hostile.TEMPLATE}), {"arg-team": "ops"}))
     await operations.wait_idle()
     page = (await client.get(f"/mcp/operations/{resource}/")).content.decode()
     assert (await Operation.objects.aget(pk=resource)).status == Operation.Status.COMPLETED
@@ -222,7 +223,7 @@ async def test_sampling_card_shows_the_request_as_text(setup):
     client, server, _ = setup
     server.allow_sampling = True
     await server.asave()
-    op_id = _op_id(await client.post(reverse("mrtrweb:tool", args=[server.pk, hostile.SAMPLE_TOOL]), {}))
+    op_id = _op_id(await client.post(names.call_url("tool", server.pk, hostile.SAMPLE_TOOL), {}))
     await operations.wait_idle()
     assert (await Operation.objects.aget(pk=op_id)).status == Operation.Status.AWAITING_INPUT
     card = (await client.get(f"/mcp/operations/{op_id}/")).content.decode()
@@ -277,7 +278,7 @@ async def test_pushed_card_and_progress_are_text(setup):
         assert msg["id"] == op_id
         assert_text_only(msg["html"], "pushed card", "Message", "Text help", "Option A")
 
-        slow = _op_id(await client.post(reverse("mrtrweb:tool", args=[server.pk, hostile.SLOW_TOOL]),
+        slow = _op_id(await client.post(names.call_url("tool", server.pk, hostile.SLOW_TOOL),
                                         {"arguments": "{}"}))
         progress = None
         while progress is None:
@@ -314,7 +315,7 @@ async def test_exports_carry_names_exactly_and_nothing_invisible(setup):
 
 async def test_admin_shows_server_text_visibly(setup, seeded):
     client, server, _ = setup
-    op_id = _op_id(await client.post(reverse("mrtrweb:tool", args=[server.pk, hostile.FAIL_TOOL]),
+    op_id = _op_id(await client.post(names.call_url("tool", server.pk, hostile.FAIL_TOOL),
                                      {"arguments": "{}"}))
     await operations.wait_idle()
     admin = AsyncClient()
@@ -345,7 +346,7 @@ def test_mrtr_client_prints_nothing_a_terminal_would_act_on(seeded, listing_mcp)
     out = io.StringIO()
     call_command("mrtr_client", listing_mcp.url, "--tool", hostile.NESTED_TOOL, stdout=out)
     text = out.getvalue()
-    assert RAW_HIDDEN.search(text) is None and display.shown_text(hostile.hostile_text("Result")) in text
+    assert RAW_HIDDEN.search(text) is None and hostile.hostile_shown("Result") in text
     assert listing_mcp.log.tool_calls(hostile.NESTED_TOOL)  # called by its exact name
 
 
@@ -406,7 +407,8 @@ PRODUCT_EXPRESSIONS = {
     "row.hash_short", "row.method", "op.status_code", "op.request_id", "op_id", "op.status", "what",
     "clock", "tz", "iso", "sampling", "roots", "host", "server", "logout_url", "next", "LANGUAGE_CODE",
     "op.rounds", "page_obj.number", "page_obj.paginator.num_pages", "page_obj.paginator.count",
-    "reused_states",
+    "reused_states", "run_again_url", "shown_chars", "total_chars", "stored_truncated.original_bytes",
+    "stored_truncated.stored_bytes", "max_shown", "duplicates", "not_shown",
 }
 
 

@@ -34,10 +34,10 @@ async def test_server_page_lists_prompts_and_resource_templates(seeded):
 async def test_prompt_round_through_the_card(seeded):
     client, server, mcp = await _client(seeded["users"]["alice"]), seeded["servers"]["acme"], seeded["mcp"]
     form = await client.get(f"/mcp/servers/{server.pk}/prompts/release_notes/")
-    assert form.status_code == 200 and 'name="version"' in form.content.decode()
+    assert form.status_code == 200 and 'name="arg-version"' in form.content.decode()
     missing = await client.post(f"/mcp/servers/{server.pk}/prompts/release_notes/", {})
     assert missing.status_code == 200 and "This field is required" in missing.content.decode()
-    op = await _op(await client.post(f"/mcp/servers/{server.pk}/prompts/release_notes/", {"version": "2.0"}))
+    op = await _op(await client.post(f"/mcp/servers/{server.pk}/prompts/release_notes/", {"arg-version": "2.0"}))
     assert op.method == "prompts/get" and op.status == "awaiting_input", (op.error_code, op.error_message)
     page = (await client.get(f"/mcp/operations/{op.id}/")).content.decode()
     assert "Who will read the notes for 2.0?" in page
@@ -56,8 +56,8 @@ async def test_prompt_round_through_the_card(seeded):
 async def test_resource_template_round_through_the_card(seeded):
     client, server, mcp = await _client(seeded["users"]["alice"]), seeded["servers"]["acme"], seeded["mcp"]
     url = f"/mcp/servers/{server.pk}/resources/?template=demo%3A%2F%2Freports%2F%7Bteam%7D"
-    assert 'name="team"' in (await client.get(url)).content.decode()
-    op = await _op(await client.post(url, {"team": "core ops"}))
+    assert 'name="arg-team"' in (await client.get(url)).content.decode()
+    op = await _op(await client.post(url, {"arg-team": "core ops"}))
     assert op.method == "resources/read" and op.name == "demo://reports/core%20ops"
     assert op.status == "awaiting_input", (op.error_code, op.error_message)
     await client.get(f"/mcp/operations/{op.id}/")

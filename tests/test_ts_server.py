@@ -348,7 +348,7 @@ async def test_prompt_round(ts):
     client = await _client(alice)
     page = (await client.get(f"/mcp/servers/{server.pk}/")).content.decode()
     assert 'data-prompt="briefing"' in page and 'data-template="ts://reports/{team}"' in page
-    resp = await client.post(f"/mcp/servers/{server.pk}/prompts/briefing/", {"topic": "the outage"})
+    resp = await client.post(f"/mcp/servers/{server.pk}/prompts/briefing/", {"arg-topic": "the outage"})
     assert resp.status_code == 302, resp.content.decode()[:2000]
     await operations.wait_idle()
     op = await _load(resp["Location"].rstrip("/").split("/")[-1])
@@ -373,7 +373,7 @@ async def test_resource_template_round(ts):
     alice, server, peer = ts["alice"], ts["server"], ts["peer"]
     client = await _client(alice)
     url = f"/mcp/servers/{server.pk}/resources/?template=ts%3A%2F%2Freports%2F%7Bteam%7D"
-    resp = await client.post(url, {"team": "core ops"})
+    resp = await client.post(url, {"arg-team": "core ops"})
     assert resp.status_code == 302, resp.content.decode()[:2000]
     await operations.wait_idle()
     op = await _load(resp["Location"].rstrip("/").split("/")[-1])

@@ -80,6 +80,8 @@
       if (msg && msg.type === "operation" && msg.id === opId && typeof msg.html === "string") {
         pushes += 1;
         apply(msg.html, String(msg.status || ""));
+      } else if (msg && msg.type === "operation" && msg.id === opId && msg.html === null) {
+        refresh();  // a panel too large to push: fetched instead
       } else if (msg && msg.type === "progress" && msg.id === opId) {
         showProgress(msg);
       }
