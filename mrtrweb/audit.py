@@ -7,6 +7,7 @@ each ``requestedSchema`` as SHA-256 digests; answers as their keys and actions o
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import hmac
@@ -61,20 +62,25 @@ def event_hash(values: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def _append(values: dict[str, Any]) -> AuditEvent:
+def _append(values: dict[str, Any], *, once: tuple[str, ...] = ()) -> AuditEvent:
     """Append one event at the head of its tenant's chain, in one short transaction that locks the
     chain head first, so concurrent appenders (threads or processes) queue instead of failing:
 
     * PostgreSQL: ``SELECT ... FOR UPDATE`` on the tenant's head row (other tenants' appends do
       not wait), bounded by ``lock_timeout`` = what is left of ``MRTRWEB["AUDIT_WAIT_S"]``;
     * SQLite: the transaction's first statement is a write (``INSERT OR IGNORE`` of the head row),
-      so the database's one write lock is taken at once and waited for with the connection's busy
-      timeout -- never the read-then-write lock upgrade that fails at once with "database is
-      locked" (with ``"transaction_mode": "IMMEDIATE"`` the ``BEGIN`` already takes it).
+      so the database's one write lock is taken at once and waited for (busy timeout = what is left
+      of ``AUDIT_WAIT_S``) -- never the read-then-write lock upgrade that fails at once with
+      "database is locked" (with ``"transaction_mode": "IMMEDIATE"`` the ``BEGIN`` takes it).
 
     Then the event is linked to the head (sequence + 1, ``prev_hash``), inserted, and the head
     moved, all before the commit. A lock wait that fails is retried until ``AUDIT_WAIT_S`` seconds
     have passed (not inside a caller's transaction, which a failed statement may have spoilt).
+
+    Args:
+        once: names of fields; when an event of the same operation and kind with equal values of
+            these fields exists, it is returned and nothing is appended (checked under the lock,
+            so concurrent writers of the same receipt append it once).
 
     Raises:
         AuditUnavailable: the chain stayed locked by others for ``AUDIT_WAIT_S`` seconds.
@@ -88,8 +94,14 @@ def _append(values: dict[str, Any]) -> AuditEvent:
     nested = conn.in_atomic_block
     while True:
         try:
-            with transaction.atomic(using=using):
+            with _sqlite_busy_timeout(conn, deadline, nested), transaction.atomic(using=using):
                 head = _locked_head(conn, tenant_id, deadline)
+                if once:
+                    same = AuditEvent.objects.using(using).filter(
+                        operation_id=values["operation_id"], event=values["event"],
+                        **{name: values[name] for name in once}).first()
+                    if same is not None:
+                        return same
                 values = dict(values, sequence=head.sequence + 1, prev_hash=head.hash, created_at=timezone.now())
                 digest_hex = event_hash(values)
                 row = AuditEvent.objects.using(using).create(hash=digest_hex, **values)
@@ -104,6 +116,27 @@ def _append(values: dict[str, Any]) -> AuditEvent:
             if time.monotonic() >= deadline:
                 raise AuditUnavailable(f"the audit chain stayed locked by other writers for {wait_s:g} s") from exc
             time.sleep(random.uniform(0.005, 0.05))
+
+
+@contextlib.contextmanager
+def _sqlite_busy_timeout(conn, deadline: float, nested: bool):
+    """On SQLite (outside a caller's transaction), wait for the write lock at most until
+    ``deadline``, then restore the connection's own busy timeout (``OPTIONS["timeout"]``, s)."""
+    if conn.vendor != "sqlite" or nested:
+        yield
+        return
+    left_ms = max(1, int((deadline - time.monotonic()) * 1000))
+    own_ms = int(float(conn.settings_dict.get("OPTIONS", {}).get("timeout", 5)) * 1000)
+    with conn.cursor() as cur:
+        cur.execute(f"PRAGMA busy_timeout = {left_ms}")
+    try:
+        yield
+    finally:
+        try:
+            with conn.cursor() as cur:
+                cur.execute(f"PRAGMA busy_timeout = {own_ms}")
+        except DatabaseError:  # the connection broke: the append's own error is what counts
+            logger.warning("could not restore the SQLite busy timeout after an audit append")
 
 
 def _locked_head(conn, tenant_id: Any, deadline: float) -> AuditChainHead:
@@ -139,12 +172,16 @@ def record(operation: Operation, event: str, *, code: str = "", reason: str = ""
            request_id: Any = "", retry_id: Any = "", state_digest: str | None = None,
            schema_digests: dict[str, str] | None = None, actions: dict[str, str] | None = None,
            display_digest: str = "", config_digest: str = "", user_id: Any = None,
-           read_back: bool = False) -> AuditEvent:
+           read_back: bool = False, once: tuple[str, ...] = ()) -> AuditEvent:
     """Append one event for ``operation`` (sync; call through ``sync_to_async`` from async code).
+    Concurrent appends wait for each other (bounded by ``MRTRWEB["AUDIT_WAIT_S"]``, see
+    :func:`_append`); a real outage of the database fails at once.
 
     Args:
         user_id: whose action it is, when not the operation's owner (an attempt by another user).
         read_back: re-read the row from the database and check its hash (used before a retry leaves).
+        once: field names (e.g. ``("round_number", "display_digest")``): when this operation already
+            has an event of this kind with the same values, that one is returned, nothing appended.
 
     Raises:
         AuditUnavailable: the write or the read-back failed (reason logged).
@@ -179,7 +216,7 @@ def record(operation: Operation, event: str, *, code: str = "", reason: str = ""
             "config_digest": config_digest,
             "actions": actions or {},
             "policy_version": str(conf.get("POLICY_VERSION")),
-        })
+        }, once=once)
         if read_back:
             again = AuditEvent.objects.get(pk=row.pk)
             if again.hash != event_hash(again.__dict__) or again.hash != row.hash:

@@ -128,6 +128,14 @@ def _wait_status(op_id: str, statuses: set[str], timeout_s: float = 120.0) -> st
         time.sleep(0.05)
 
 
+def _wait_event(op_id: str, events: set[str], timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not AuditEvent.objects.filter(operation_id=op_id, event__in=events).exists():
+        if time.monotonic() > deadline:
+            return  # the count below names what is missing
+        time.sleep(0.05)
+
+
 def test_twenty_users_of_two_tenants_answer_at_once(seeded, live, settings, caplog):
     """20 users (10 per tenant) start ``deploy``, open its card and answer at once; 3 per tenant
     first post 3 invalid answers each (refused and audited ``rejected``), then the valid one.
@@ -157,8 +165,8 @@ def test_twenty_users_of_two_tenants_answer_at_once(seeded, live, settings, capl
         op_id = s.start(live.url, server.pk, "deploy", {"env": "staging", "replicas": str(i + 1)})
         ops[i] = op_id
         deadline = time.monotonic() + 60
-        while status_in(s.page(live.url, op_id)) != "awaiting_input":  # the card shown: its receipt
-            assert time.monotonic() < deadline, f"{name}: no round"
+        while (status := status_in(s.page(live.url, op_id))) != "awaiting_input":  # the card shown: its receipt
+            assert status in ("running", None) and time.monotonic() < deadline, f"{name}: no round ({status})"
             time.sleep(0.05)
         codes = []
         if invalid:
@@ -177,6 +185,7 @@ def test_twenty_users_of_two_tenants_answer_at_once(seeded, live, settings, capl
     assert not errors, f"{len(errors)} people failed: {errors[:3]!r}"
     for i, op_id in ops.items():
         _wait_status(op_id, {"completed", "failed", "denied", "expired"})
+        _wait_event(op_id, {"completed", "failed", "denied", "cancelled"})  # written just after the status
     statuses = Counter(Operation.objects.filter(pk__in=ops.values()).values_list("status", flat=True))
     assert statuses == {"completed": len(people)}, (statuses, list(Operation.objects.exclude(
         status="completed").values_list("error_code", "error_message")))
@@ -198,3 +207,123 @@ def test_twenty_users_of_two_tenants_answer_at_once(seeded, live, settings, capl
     out = _verify()
     assert "OK acme" in out and "OK globex" in out, out
     close_old_connections()
+
+
+def test_standalone_sqlite_runs_in_wal_with_immediate_transactions_and_a_busy_timeout(db):
+    """The standalone site's (and these tests') SQLite: WAL, BEGIN IMMEDIATE, a busy timeout,
+    synchronous FULL (a committed audit row survives a power cut)."""
+    if connection.vendor != "sqlite":
+        pytest.skip("SQLite settings")
+    with connection.cursor() as cur:
+        cur.execute("PRAGMA journal_mode")
+        assert cur.fetchone()[0] == "wal"
+        cur.execute("PRAGMA busy_timeout")
+        assert cur.fetchone()[0] >= 20000
+        cur.execute("PRAGMA synchronous")
+        assert cur.fetchone()[0] == 2  # FULL
+    assert connection.transaction_mode == "IMMEDIATE"
+
+
+class _ChainHolder:
+    """Another writer in the middle of its transaction: it holds ``tenant``'s chain head (a row
+    lock on PostgreSQL, the write lock on SQLite) until :meth:`release`."""
+
+    def __init__(self, tenant) -> None:
+        self.tenant = tenant
+        self.locked = threading.Event()
+        self._release = threading.Event()
+        self.errors: list[BaseException] = []
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        assert self.locked.wait(10), self.errors
+
+    def _run(self) -> None:
+        from django.db import transaction
+        from django.db.models import F
+
+        from mrtrweb.models import AuditChainHead
+
+        try:
+            with transaction.atomic():
+                AuditChainHead.objects.get_or_create(tenant=self.tenant, defaults={"hash": audit.GENESIS})
+                AuditChainHead.objects.filter(tenant=self.tenant).update(sequence=F("sequence"))
+                self.locked.set()
+                self._release.wait(20)
+        except BaseException as exc:  # noqa: BLE001
+            self.errors.append(exc)
+        finally:
+            connections.close_all()
+
+    def release(self) -> None:
+        self._release.set()
+        self._thread.join(20)
+        assert not self.errors, self.errors
+
+
+def test_an_append_waits_for_a_writer_holding_the_chain(seeded, settings):
+    """While another writer holds the tenant's chain, an append waits for it (it does not fail),
+    then lands after it."""
+    settings.MRTRWEB = {"AUDIT_WAIT_S": 20}
+    op = _operation(seeded["users"]["alice"], seeded["servers"]["acme"])
+    holder = _ChainHolder(op.tenant)
+    done: list = []
+    writer = threading.Thread(target=lambda: (done.append(audit.record(op, "shown", round_number=1)),
+                                              connections.close_all()), daemon=True)
+    writer.start()
+    writer.join(0.5)
+    assert writer.is_alive() and not done  # it waits for the holder
+    holder.release()
+    writer.join(20)
+    assert done and done[0].sequence == 1
+    assert "OK acme" in _verify()
+
+
+def test_an_append_fails_closed_after_the_wait_limit(seeded, settings, caplog):
+    """A chain held by someone else for longer than AUDIT_WAIT_S: the append gives up with
+    AuditUnavailable (logged, with that reason), so the retry it guards is not sent; the chain
+    is intact and appends work again once it is free."""
+    settings.MRTRWEB = {"AUDIT_WAIT_S": 0.5}
+    op = _operation(seeded["users"]["alice"], seeded["servers"]["acme"])
+    holder = _ChainHolder(op.tenant)
+    try:
+        with pytest.raises(audit.AuditUnavailable, match="stayed locked by other writers for 0.5 s"):
+            audit.record(op, "submitted", round_number=1, read_back=True)
+    finally:
+        holder.release()
+    assert "stayed locked by other writers" in caplog.text and "submitted" in caplog.text
+    assert not AuditEvent.objects.filter(operation_id=op.id).exists()
+    assert audit.record(op, "submitted", round_number=1, read_back=True).sequence == 1
+    assert "OK acme" in _verify()
+
+
+def test_another_tenants_chain_does_not_wait_on_postgresql(seeded, settings):
+    """PostgreSQL locks one tenant's chain head: another tenant's appends go on meanwhile."""
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite has one writer lock for the whole database")
+    settings.MRTRWEB = {"AUDIT_WAIT_S": 1}
+    acme, globex = seeded["servers"]["acme"], seeded["servers"]["globex"]
+    holder = _ChainHolder(acme.tenant)
+    try:
+        row = audit.record(_operation(seeded["users"]["bob"], globex), "received", round_number=1)
+    finally:
+        holder.release()
+    assert row.sequence == 1
+
+
+def test_a_card_shown_in_many_tabs_at_once_has_one_receipt(seeded, live):
+    """The consent receipt (``shown``) is written once per round and display, however many tabs
+    render the card at the same moment (checked again under the chain lock)."""
+    from mrtrweb import panels
+    from mrtrweb.operations import get_gate, handle_of
+
+    s = WebSession()
+    s.login(live.url, "alice", "alice-demo-pw")
+    op_id = s.start(live.url, seeded["servers"]["acme"].pk, "deploy", {"env": "staging", "replicas": "1"})
+    assert _wait_status(op_id, {"awaiting_input", "failed", "denied"}) == "awaiting_input"
+    op = Operation.objects.select_related("server", "tenant").get(pk=op_id)
+    rnd = get_gate().state(handle_of(op)).round
+    assert not AuditEvent.objects.filter(operation_id=op_id, event="shown").exists()
+
+    assert not _run_threads(lambda _i: panels.record_shown(op, rnd), 12)
+    assert AuditEvent.objects.filter(operation_id=op_id, event="shown").count() == 1
+    assert "OK acme" in _verify()
