@@ -224,6 +224,32 @@ def test_standalone_sqlite_runs_in_wal_with_immediate_transactions_and_a_busy_ti
     assert connection.transaction_mode == "IMMEDIATE"
 
 
+def test_appends_wait_on_an_embedding_projects_plain_sqlite(seeded, monkeypatch):
+    """An embedding project's SQLite on Django's defaults (DEFERRED transactions, 5 s busy
+    timeout): concurrent appends still wait for each other instead of failing, because an
+    append's first statement is a write (no read-to-write lock upgrade)."""
+    if connection.vendor != "sqlite":
+        pytest.skip("SQLite settings")
+    options = connections.settings["default"]["OPTIONS"]  # what the writers' new connections use
+    monkeypatch.setitem(options, "transaction_mode", None)
+    monkeypatch.setitem(options, "timeout", 5)
+    monkeypatch.delitem(options, "init_command", raising=False)
+    op = _operation(seeded["users"]["alice"], seeded["servers"]["acme"])
+    modes: list = []
+
+    def write(i: int) -> None:
+        connections["default"].ensure_connection()
+        modes.append(connections["default"].transaction_mode)
+        for n in range(10):
+            audit.record(op, "shown", round_number=1, reason=f"writer {i}", read_back=(n == 5))
+
+    errors = _run_threads(write, 20)
+    assert set(modes) == {None}  # the writers really ran with DEFERRED transactions
+    assert not errors, f"{len(errors)} of 20 writers failed: {errors[:3]!r}"
+    assert AuditEvent.objects.filter(operation_id=op.id).count() == 200
+    assert "OK acme" in _verify()
+
+
 class _ChainHolder:
     """Another writer in the middle of its transaction: it holds ``tenant``'s chain head (a row
     lock on PostgreSQL, the write lock on SQLite) until :meth:`release`."""
