@@ -31,7 +31,6 @@ from .topology import WebSession, status_in
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
 USERS_PER_TENANT = 10
-INVALID_PER_TENANT = 3  # users who first post invalid answers (3 each), then a valid one
 INVALID_POSTS = 3
 
 VALID = {"in-confirm_deploy-confirm": "on", "in-confirm_deploy-ticket": "CHG-1", "in-confirm_deploy-window": "3",
@@ -136,23 +135,37 @@ def _wait_event(op_id: str, events: set[str], timeout_s: float = 30.0) -> None:
         time.sleep(0.05)
 
 
-def test_twenty_users_of_two_tenants_answer_at_once(seeded, live, settings, caplog):
-    """20 users (10 per tenant) start ``deploy``, open its card and answer at once; 3 per tenant
-    first post 3 invalid answers each (refused and audited ``rejected``), then the valid one.
-    Every valid answer is sent (no ``audit_unavailable``, no missing receipt), every round has
-    exactly its rows, the server got 20 retries, and the chains verify."""
-    settings.MRTRWEB = {"MAX_STARTS_PER_MINUTE": 1000, "MAX_TENANT_STARTS_PER_MINUTE": 1000}
+#: what each user of a tenant does, by index (the rest accept valid answers at once)
+ROLES = {0: "invalid_then_accept", 1: "invalid_then_accept", 2: "invalid_then_accept", 3: "decline",
+         4: "cancel", 5: "stop"}
+#: the audit rows each role's operation must have, and its final status
+EXPECTED = {
+    "accept": ({"received": 1, "shown": 1, "submitted": 1, "completed": 1}, "completed"),
+    "invalid_then_accept": ({"received": 1, "shown": 1, "rejected": INVALID_POSTS, "submitted": 1, "completed": 1},
+                            "completed"),
+    "decline": ({"received": 1, "shown": 1, "submitted": 1, "completed": 1}, "completed"),
+    "cancel": ({"received": 1, "shown": 1, "submitted": 1, "cancelled": 1}, "completed"),
+    "stop": ({"received": 1, "shown": 1, "denied": 1}, "denied"),
+}
+
+
+def test_twenty_users_of_two_tenants_answer_at_once(seeded, live, caplog):
+    """20 users (10 per tenant) start ``deploy``, open its card and answer at once: 3 per tenant
+    first post 3 invalid answers each (refused, audited ``rejected``) then a valid one, one
+    declines, one cancels, one stops the operation, the rest accept. Every valid answer is sent
+    (no ``audit_unavailable``, no missing receipt), every operation has exactly its rows of every
+    kind, the server got one retry per answer, and the chains verify."""
     User = get_user_model()
-    people: list[tuple[str, McpServer, bool]] = []
+    people: list[tuple[str, McpServer, str]] = []
     for slug in ("acme", "globex"):
         server = seeded["servers"][slug]
         for i in range(USERS_PER_TENANT):
             name = f"{slug}-user-{i}"
             user = User.objects.create_user(name, password=f"{name}-pw")
             Membership.objects.create(tenant=server.tenant, user=user)
-            people.append((name, server, i < INVALID_PER_TENANT))
+            people.append((name, server, ROLES.get(i, "accept")))
     sessions = []
-    for name, _server, _invalid in people:
+    for name, _server, _role in people:
         s = WebSession()
         s.login(live.url, name, f"{name}-pw")
         sessions.append(s)
@@ -160,7 +173,7 @@ def test_twenty_users_of_two_tenants_answer_at_once(seeded, live, settings, capl
     outcomes: dict[int, list[int]] = {}
 
     def person(i: int) -> None:
-        name, server, invalid = people[i]
+        name, server, role = people[i]
         s = sessions[i]
         op_id = s.start(live.url, server.pk, "deploy", {"env": "staging", "replicas": str(i + 1)})
         ops[i] = op_id
@@ -169,14 +182,19 @@ def test_twenty_users_of_two_tenants_answer_at_once(seeded, live, settings, capl
             assert status in ("running", None) and time.monotonic() < deadline, f"{name}: no round ({status})"
             time.sleep(0.05)
         codes = []
-        if invalid:
+        if role == "invalid_then_accept":
             for _ in range(INVALID_POSTS):
                 status, token, body = s.review(live.url, op_id, 1, **INVALID)
                 assert token is None, f"{name}: an invalid answer was reviewed"
                 codes.append(status)
-        status, token, body = s.review(live.url, op_id, 1, **VALID)
-        assert token is not None, f"{name}: valid answer not reviewed ({status}): {body[:300]}"
-        status, body = s.send(live.url, op_id, 1, token, **VALID)
+        if role in ("decline", "cancel"):
+            status, _body = s.answer(live.url, op_id, 1, role)
+        elif role == "stop":
+            status, _location, _body = s.request(f"{live.url}/mcp/operations/{op_id}/stop/", {})
+        else:
+            status, token, body = s.review(live.url, op_id, 1, **VALID)
+            assert token is not None, f"{name}: valid answer not reviewed ({status}): {body[:300]}"
+            status, body = s.send(live.url, op_id, 1, token, **VALID)
         codes.append(status)
         outcomes[i] = codes
 
@@ -186,23 +204,22 @@ def test_twenty_users_of_two_tenants_answer_at_once(seeded, live, settings, capl
     for i, op_id in ops.items():
         _wait_status(op_id, {"completed", "failed", "denied", "expired"})
         _wait_event(op_id, {"completed", "failed", "denied", "cancelled"})  # written just after the status
-    statuses = Counter(Operation.objects.filter(pk__in=ops.values()).values_list("status", flat=True))
-    assert statuses == {"completed": len(people)}, (statuses, list(Operation.objects.exclude(
-        status="completed").values_list("error_code", "error_message")))
-    invalid_people = [i for i, p in enumerate(people) if p[2]]
-    for i, codes in outcomes.items():
-        assert codes == ([400] * INVALID_POSTS if i in invalid_people else []) + [302], (people[i][0], codes)
-    assert seeded["mcp"].calls[("deploy", True)] == len(people)  # every valid answer reached the server once
     for i, op_id in ops.items():
+        name, _server, role = people[i]
+        rows, status = EXPECTED[role]
+        op = Operation.objects.get(pk=op_id)
+        assert (op.status, op.error_code) == (status, "denied" if role == "stop" else ""), (name, op.error_message)
+        assert outcomes[i] == [400] * (INVALID_POSTS if role == "invalid_then_accept" else 0) + [302], (name, outcomes[i])
         kinds = Counter(AuditEvent.objects.filter(operation_id=op_id).values_list("event", flat=True))
-        expected = {"received": 1, "shown": 1, "submitted": 1, "completed": 1}
-        if i in invalid_people:
-            expected["rejected"] = INVALID_POSTS
-        assert kinds == expected, (people[i][0], kinds)
-        codes = set(AuditEvent.objects.filter(operation_id=op_id, event="rejected").values_list("code", flat=True))
-        assert codes <= {"input_response_schema_mismatch"}
-        result = Operation.objects.get(pk=op_id).result
-        assert result["content"][0]["text"].startswith(f"Deployed {i + 1} replica(s) to staging"), result
+        assert kinds == rows, (name, role, kinds)
+        if role == "stop":
+            assert AuditEvent.objects.get(operation_id=op_id, event="denied").reason == "cancelled"
+        if role in ("accept", "invalid_then_accept"):
+            assert op.result["content"][0]["text"].startswith(f"Deployed {i + 1} replica(s) to staging"), op.result
+    assert set(AuditEvent.objects.filter(event="rejected").values_list("code", flat=True)) == {
+        "input_response_schema_mismatch"}
+    answered = sum(1 for p in people if p[2] != "stop")
+    assert seeded["mcp"].calls[("deploy", True)] == answered  # every answer reached the server once
     assert not [r for r in caplog.records if r.name.startswith("mrtrweb.audit")], caplog.text
     out = _verify()
     assert "OK acme" in out and "OK globex" in out, out
