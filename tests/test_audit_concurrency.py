@@ -209,7 +209,8 @@ def test_twenty_users_of_two_tenants_answer_at_once(seeded, live, caplog):
         rows, status = EXPECTED[role]
         op = Operation.objects.get(pk=op_id)
         assert (op.status, op.error_code) == (status, "denied" if role == "stop" else ""), (name, op.error_message)
-        assert outcomes[i] == [400] * (INVALID_POSTS if role == "invalid_then_accept" else 0) + [302], (name, outcomes[i])
+        refused = [400] * (INVALID_POSTS if role == "invalid_then_accept" else 0)
+        assert outcomes[i] == refused + [302], (name, outcomes[i])
         kinds = Counter(AuditEvent.objects.filter(operation_id=op_id).values_list("event", flat=True))
         assert kinds == rows, (name, role, kinds)
         if role == "stop":
