@@ -371,3 +371,25 @@ def test_a_card_shown_in_many_tabs_at_once_has_one_receipt(seeded, live):
     assert not _run_threads(lambda _i: panels.record_shown(op, rnd), 12)
     assert AuditEvent.objects.filter(operation_id=op_id, event="shown").count() == 1
     assert "OK acme" in _verify()
+
+
+def test_two_reconciles_at_once_settle_an_expired_round_once(seeded):
+    """``mrtr_reconcile`` run from two cron hosts at the same moment: one ``expired`` outcome per
+    expired round, so the next run reports no operation with several outcomes."""
+    import datetime
+
+    from django.utils import timezone
+
+    from mrtrweb import reconcile
+
+    op = _operation(seeded["users"]["alice"], seeded["servers"]["acme"])
+    Operation.objects.filter(pk=op.pk).update(status=Operation.Status.AWAITING_INPUT, rounds=1)
+    audit.record(op, "received", round_number=1, state_digest="", schema_digests={})
+    later = timezone.now() + datetime.timedelta(hours=2)  # past the round's lifetime
+
+    assert not _run_threads(lambda _i: reconcile.reconcile(now=later), 6)
+    assert AuditEvent.objects.filter(operation_id=op.id, event="expired").count() == 1
+    report = reconcile.reconcile(now=later)
+    assert report["multiple_outcomes"] == [] and report["expired"] == []
+    assert Operation.objects.get(pk=op.pk).status == "expired"
+    assert "OK acme" in _verify()
