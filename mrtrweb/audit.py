@@ -7,6 +7,7 @@ each ``requestedSchema`` as SHA-256 digests; answers as their keys and actions o
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import hmac
@@ -17,7 +18,7 @@ import time
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import DatabaseError, OperationalError, connections, router, transaction
 from django.utils import timezone
 
 from . import conf
@@ -61,42 +62,126 @@ def event_hash(values: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def _append(values: dict[str, Any]) -> AuditEvent:
-    """Append one event at the head of its tenant's chain (compare-and-set on the head row, so
-    concurrent writers in any process never fork the chain)."""
+def _append(values: dict[str, Any], *, once: tuple[str, ...] = ()) -> AuditEvent:
+    """Append one event at the head of its tenant's chain, in one short transaction that locks the
+    chain head first, so concurrent appenders (threads or processes) queue instead of failing:
+
+    * PostgreSQL: ``SELECT ... FOR UPDATE`` on the tenant's head row (other tenants' appends do
+      not wait), bounded by ``lock_timeout`` = what is left of ``MRTRWEB["AUDIT_WAIT_S"]``;
+    * SQLite: the transaction's first statement is a write (``INSERT OR IGNORE`` of the head row),
+      so the database's one write lock is taken at once and waited for (busy timeout = what is left
+      of ``AUDIT_WAIT_S``) -- never the read-then-write lock upgrade that fails at once with
+      "database is locked" (with ``"transaction_mode": "IMMEDIATE"`` the ``BEGIN`` takes it).
+
+    Then the event is linked to the head (sequence + 1, ``prev_hash``), inserted, and the head
+    moved, all before the commit. A lock wait that fails is retried until ``AUDIT_WAIT_S`` seconds
+    have passed (not inside a caller's transaction, which a failed statement may have spoilt).
+
+    Args:
+        once: names of fields; when an event of the same operation and kind with equal values of
+            these fields exists, it is returned and nothing is appended (checked under the lock,
+            so concurrent writers of the same receipt append it once).
+
+    Raises:
+        AuditUnavailable: the chain stayed locked by others for ``AUDIT_WAIT_S`` seconds.
+        django.db.DatabaseError: any other failure of the database (the caller denies).
+    """
     tenant_id = values["tenant_id"]
-    for _attempt in range(100):
+    using = router.db_for_write(AuditEvent)
+    conn = connections[using]
+    wait_s = float(conf.get("AUDIT_WAIT_S"))
+    deadline = time.monotonic() + wait_s
+    nested = conn.in_atomic_block
+    while True:
         try:
-            with transaction.atomic():
-                head, _ = AuditChainHead.objects.get_or_create(tenant_id=tenant_id, defaults={"hash": GENESIS})
-                values = dict(values, sequence=head.sequence + 1, prev_hash=head.hash,
-                              created_at=timezone.now())
+            with _sqlite_busy_timeout(conn, deadline, nested), transaction.atomic(using=using):
+                head = _locked_head(conn, tenant_id, deadline)
+                if once:
+                    same = AuditEvent.objects.using(using).filter(
+                        operation_id=values["operation_id"], event=values["event"],
+                        **{name: values[name] for name in once}).first()
+                    if same is not None:
+                        return same
+                values = dict(values, sequence=head.sequence + 1, prev_hash=head.hash, created_at=timezone.now())
                 digest_hex = event_hash(values)
-                moved = AuditChainHead.objects.filter(tenant_id=tenant_id, sequence=head.sequence,
-                                                      hash=head.hash).update(sequence=head.sequence + 1,
-                                                                             hash=digest_hex)
-                if moved != 1:
-                    raise _Contended()
-                return AuditEvent.objects.create(hash=digest_hex, **values)
-        except (_Contended, IntegrityError):
-            time.sleep(random.uniform(0.001, 0.02))
-    raise AuditUnavailable("the audit chain head stayed contended")
+                row = AuditEvent.objects.using(using).create(hash=digest_hex, **values)
+                moved = AuditChainHead.objects.using(using).filter(tenant_id=tenant_id).update(
+                    sequence=head.sequence + 1, hash=digest_hex)
+                if moved != 1:  # cannot happen while the lock is held; never fork the chain
+                    raise DatabaseError("the audit chain head moved while locked")
+                return row
+        except OperationalError as exc:
+            if nested or not _is_lock_wait(conn, exc):
+                raise
+            if time.monotonic() >= deadline:
+                raise AuditUnavailable(f"the audit chain stayed locked by other writers for {wait_s:g} s") from exc
+            time.sleep(random.uniform(0.005, 0.05))
 
 
-class _Contended(Exception):
-    pass
+@contextlib.contextmanager
+def _sqlite_busy_timeout(conn, deadline: float, nested: bool):
+    """On SQLite (outside a caller's transaction), wait for the write lock at most until
+    ``deadline``, then restore the connection's own busy timeout (``OPTIONS["timeout"]``, s)."""
+    if conn.vendor != "sqlite" or nested:
+        yield
+        return
+    left_ms = max(1, int((deadline - time.monotonic()) * 1000))
+    own_ms = int(float(conn.settings_dict.get("OPTIONS", {}).get("timeout", 5)) * 1000)
+    with conn.cursor() as cur:
+        cur.execute(f"PRAGMA busy_timeout = {left_ms}")
+    try:
+        yield
+    finally:
+        try:
+            with conn.cursor() as cur:
+                cur.execute(f"PRAGMA busy_timeout = {own_ms}")
+        except DatabaseError:  # the connection broke: the append's own error is what counts
+            logger.warning("could not restore the SQLite busy timeout after an audit append")
+
+
+def _locked_head(conn, tenant_id: Any, deadline: float) -> AuditChainHead:
+    """The tenant's chain head, locked for the current transaction (created at the genesis when the
+    tenant has none yet)."""
+    heads = AuditChainHead.objects.using(conn.alias)
+    if conn.vendor == "postgresql":
+        left_ms = max(1, int((deadline - time.monotonic()) * 1000))
+        with conn.cursor() as cur:
+            cur.execute("SELECT set_config('lock_timeout', %s, true)", [f"{left_ms}ms"])
+        head = heads.select_for_update().filter(tenant_id=tenant_id).first()
+        if head is not None:
+            return head
+    # SQLite: this write comes first (it takes the database's write lock); elsewhere it creates a
+    # missing head (a concurrent creator makes it wait, then do nothing)
+    heads.bulk_create([AuditChainHead(tenant_id=tenant_id, sequence=0, hash=GENESIS)], ignore_conflicts=True)
+    return heads.select_for_update().get(tenant_id=tenant_id)
+
+
+#: PostgreSQL SQLSTATEs of a lock wait that ended: lock_not_available, serialization_failure,
+#: deadlock_detected (the last two only under a stricter isolation level than READ COMMITTED)
+_PG_LOCK_STATES = {"55P03", "40001", "40P01"}
+
+
+def _is_lock_wait(conn, exc: OperationalError) -> bool:
+    """Whether ``exc`` says that others held the lock (rather than that the database is down)."""
+    if conn.vendor == "sqlite":
+        return "locked" in str(exc) or "busy" in str(exc)
+    return getattr(exc.__cause__, "sqlstate", None) in _PG_LOCK_STATES
 
 
 def record(operation: Operation, event: str, *, code: str = "", reason: str = "", round_number: int = 0,
            request_id: Any = "", retry_id: Any = "", state_digest: str | None = None,
            schema_digests: dict[str, str] | None = None, actions: dict[str, str] | None = None,
            display_digest: str = "", config_digest: str = "", user_id: Any = None,
-           read_back: bool = False) -> AuditEvent:
+           read_back: bool = False, once: tuple[str, ...] = ()) -> AuditEvent:
     """Append one event for ``operation`` (sync; call through ``sync_to_async`` from async code).
+    Concurrent appends wait for each other (bounded by ``MRTRWEB["AUDIT_WAIT_S"]``, see
+    :func:`_append`); a real outage of the database fails at once.
 
     Args:
         user_id: whose action it is, when not the operation's owner (an attempt by another user).
         read_back: re-read the row from the database and check its hash (used before a retry leaves).
+        once: field names (e.g. ``("round_number", "display_digest")``): when this operation already
+            has an event of this kind with the same values, that one is returned, nothing appended.
 
     Raises:
         AuditUnavailable: the write or the read-back failed (reason logged).
@@ -131,14 +216,14 @@ def record(operation: Operation, event: str, *, code: str = "", reason: str = ""
             "config_digest": config_digest,
             "actions": actions or {},
             "policy_version": str(conf.get("POLICY_VERSION")),
-        })
+        }, once=once)
         if read_back:
             again = AuditEvent.objects.get(pk=row.pk)
             if again.hash != event_hash(again.__dict__) or again.hash != row.hash:
                 raise AuditUnavailable("the audit event read back differs from what was written")
         return row
-    except AuditUnavailable:
-        logger.error("audit write/read-back failed for operation %s (%s)", operation.id, event)
+    except AuditUnavailable as exc:
+        logger.error("audit write/read-back failed for operation %s (%s): %s", operation.id, event, exc)
         raise
     except Exception as exc:  # noqa: BLE001 -- any sink failure denies the retry
         logger.error("audit write failed for operation %s (%s): %s", operation.id, event, exc.__class__.__name__)

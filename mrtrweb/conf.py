@@ -17,6 +17,8 @@ key                         default     meaning
 ``CALL_TIMEOUT_S``          60          seconds to wait for one MCP response
 ``CONNECTION_IDLE_S``       300         idle MCP client sessions are closed after this
 ``AUDIT_SECRET``            None        HMAC key for audit digests (None: derived from SECRET_KEY)
+``AUDIT_WAIT_S``            15          the longest one audit append waits for its tenant's chain
+                                        while others append (then it fails: ``audit_unavailable``)
 ``MAX_PENDING_ROUNDS``      20          per user: operations waiting for an answer at once
 ``MAX_STARTS_PER_MINUTE``   30          per user: operations started per minute
 ``HEARTBEAT_S``             5           worker heartbeat period; a worker silent 3 periods is dead
@@ -63,6 +65,7 @@ DEFAULTS: dict[str, Any] = {
     "CALL_TIMEOUT_S": 60,
     "CONNECTION_IDLE_S": 300,
     "AUDIT_SECRET": None,
+    "AUDIT_WAIT_S": 15,
     "MAX_PENDING_ROUNDS": 20,
     "MAX_STARTS_PER_MINUTE": 30,
     "HEARTBEAT_S": 5,
@@ -78,7 +81,7 @@ DEFAULTS: dict[str, Any] = {
 _NUMERIC = {"TTL_S", "MAX_TTL_S", "MAX_STATE_BYTES", "MAX_ROUNDS", "STATE_ONLY_BACKOFF_S",
             "STATE_ONLY_BACKOFF_CAP_S", "CALL_TIMEOUT_S", "CONNECTION_IDLE_S", "MAX_PENDING_ROUNDS",
             "MAX_STARTS_PER_MINUTE", "HEARTBEAT_S", "MAX_TENANT_PENDING_ROUNDS", "MAX_TENANT_STARTS_PER_MINUTE",
-            "LEGACY_HOLD_S", "MAX_STORED_RESULT_BYTES", "MAX_SHOWN_CHARS", "MAX_PUSH_BYTES"}
+            "LEGACY_HOLD_S", "MAX_STORED_RESULT_BYTES", "MAX_SHOWN_CHARS", "MAX_PUSH_BYTES", "AUDIT_WAIT_S"}
 
 
 def get(key: str) -> Any:

@@ -248,7 +248,8 @@ class AuditEvent(models.Model):
 
 
 class AuditChainHead(models.Model):
-    """The last link of a tenant's audit chain (sequence and hash), moved by compare-and-set."""
+    """The last link of a tenant's audit chain (sequence and hash): an append locks this row (the
+    database's write lock on SQLite), links its event to it and moves it, in one transaction."""
 
     tenant = models.OneToOneField(Tenant, on_delete=models.PROTECT, primary_key=True, related_name="audit_head")
     sequence = models.PositiveBigIntegerField(default=0)

@@ -83,7 +83,8 @@ def record_shown(op: Operation, rnd: Round, *, reason: str = "") -> None:
     try:
         audit.record(op, "shown", reason=reason, round_number=rnd.number, request_id=op.latest_request_id,
                      display_digest=shown,
-                     schema_digests={k: v.schema_digest for k, v in rnd.requests.items() if v.schema_digest})
+                     schema_digests={k: v.schema_digest for k, v in rnd.requests.items() if v.schema_digest},
+                     once=("round_number", "display_digest"))  # two tabs at once: one receipt
     except audit.AuditUnavailable:
         pass  # logged; without a receipt an answer to this round is denied
 

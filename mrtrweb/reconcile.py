@@ -111,7 +111,8 @@ def _settle_expired(op_id: Any, round_number: int) -> None:
         get_gate().close(handle_of(op))
     except Exception:  # noqa: BLE001 -- the binding expires on its own
         pass
-    audit.record(op, "expired", round_number=round_number, request_id=op.latest_request_id)
+    # once: two reconciles settling the same round at the same moment write one outcome
+    audit.record(op, "expired", round_number=round_number, request_id=op.latest_request_id, once=("round_number",))
 
 
 def summary(report: dict[str, Any]) -> str:

@@ -18,6 +18,21 @@ def shared_dir() -> Path:
 
 
 @pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix):
+    """Before the test databases are made: remove the WAL files (``-wal``, ``-shm``) an earlier
+    test process with the same pid may have left beside its SQLite test database (a WAL journal
+    outlives a file deleted while a connection was open; replayed into a new file of that name it
+    would corrupt it)."""
+    from django.conf import settings
+
+    for db in settings.DATABASES.values():
+        name = (db.get("TEST") or {}).get("NAME")
+        if db.get("ENGINE", "").endswith("sqlite3") and name and name != ":memory:":
+            for suffix in ("-wal", "-shm"):
+                Path(f"{name}{suffix}").unlink(missing_ok=True)
+
+
+@pytest.fixture(scope="session")
 def demo_mcp():
     """The demo MCP server (``MCPServer`` over Streamable HTTP) on 127.0.0.1, for the session."""
     from mrtrweb.demo.server import serve_in_thread

@@ -60,7 +60,12 @@ DATABASES = {
     "default": {
         "ENGINE": "django.db.backends.sqlite3",
         "NAME": os.environ.get("MRTRWEB_SQLITE_PATH", str(VAR_DIR / "db.sqlite3")),
-        "OPTIONS": {"timeout": 20},
+        # Concurrent users write at once (audit appends, consent receipts): WAL lets readers and the
+        # one writer go on together; IMMEDIATE transactions take the write lock at BEGIN and wait
+        # for it up to the busy timeout (seconds) instead of failing with "database is locked" on
+        # a read-to-write lock upgrade. synchronous stays FULL: a committed audit row is on disk.
+        "OPTIONS": {"timeout": 20, "transaction_mode": "IMMEDIATE",
+                    "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"},
         # A file, not :memory:, so that the ASGI server's threads in live tests share it.
         # One per test process, so concurrent test runs never share it.
         "TEST": {"NAME": os.environ.get("MRTRWEB_TEST_SQLITE_PATH", str(VAR_DIR / f"test-db-{os.getpid()}.sqlite3"))},
