@@ -7,11 +7,16 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from mrtrweb.secretkeys import load_or_create
+
 BASE_DIR = Path(__file__).resolve().parents[2]
 VAR_DIR = Path(os.environ.get("MRTRWEB_VAR_DIR", BASE_DIR / "var"))
 VAR_DIR.mkdir(parents=True, exist_ok=True)  # SQLite, logs: a fresh MRTRWEB_VAR_DIR just works
 
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "dev-only-insecure-key-change-me-0123456789abcdefghijklmnop")
+# DJANGO_SECRET_KEY, or this installation's own random key: made on first run and kept in
+# VAR_DIR/secret_key (mode 0600; back it up with the database: a new key signs everyone out and
+# changes the audit digests). No key ships with the code (check mrtrweb.E020 refuses known ones).
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY") or load_or_create(VAR_DIR / "secret_key")
 DEBUG = os.environ.get("DJANGO_DEBUG", "0") == "1"
 ALLOWED_HOSTS = [h for h in os.environ.get("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost").split(",") if h]
 
