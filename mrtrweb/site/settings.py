@@ -5,6 +5,7 @@ channel layer. Environment variables override (see README "Settings reference").
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 from mrtrweb.secretkeys import load_or_create
@@ -29,6 +30,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "channels",
     "mrtrweb",
+    "axes",
 ]
 
 MIDDLEWARE = [
@@ -41,6 +43,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
     "mrtrweb.middleware.FailClosedMiddleware",
+    "axes.middleware.AxesMiddleware",  # last (django-axes): turns a lockout into the locked-out page
 ]
 
 ROOT_URLCONF = "mrtrweb.site.urls"
@@ -81,6 +84,20 @@ AUTH_PASSWORD_VALIDATORS = [
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "mrtrweb:index"
 LOGOUT_REDIRECT_URL = "login"
+
+# Sign-in throttling (django-axes): after MRTRWEB_LOGIN_FAILURE_LIMIT wrong passwords for one user
+# name from one address, that pair cannot sign in (even with the right password) for
+# MRTRWEB_LOGIN_COOLOFF_S seconds: HTTP 429 with the locked-out page, the lockout logged (user
+# name and address masked, never the password) and kept in the axes tables (admin). Only failures
+# count; a successful sign-in clears them. The address is the ASGI server's peer address
+# (REMOTE_ADDR), never a header the client sets.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = int(os.environ.get("MRTRWEB_LOGIN_FAILURE_LIMIT", "5"))
+AXES_COOLOFF_TIME = timedelta(seconds=float(os.environ.get("MRTRWEB_LOGIN_COOLOFF_S", "900")))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "mrtrweb.site.lockout.locked_out"
+AXES_IPWARE_META_PRECEDENCE_ORDER = ("REMOTE_ADDR",)
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -129,5 +146,7 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "loggers": {"mrtrweb": {"handlers": ["console"], "level": os.environ.get("MRTRWEB_LOG_LEVEL", "INFO")}},
+    "loggers": {"mrtrweb": {"handlers": ["console"], "level": os.environ.get("MRTRWEB_LOG_LEVEL", "INFO")},
+                # failures and lockouts (warnings), not axes' start-up banner
+                "axes": {"handlers": ["console"], "level": "WARNING"}},
 }
