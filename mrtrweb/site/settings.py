@@ -90,8 +90,10 @@ LOGOUT_REDIRECT_URL = "login"
 # MRTRWEB_LOGIN_COOLOFF_S seconds: HTTP 429 with the locked-out page, the lockout logged (user
 # name and address masked, never the password) and kept in the axes tables (admin). Only failures
 # count; a successful sign-in clears them. The address is the ASGI server's peer address
-# (REMOTE_ADDR), never a header the client sets.
-AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+# (REMOTE_ADDR), never a header the client sets. SignInsInFlight: guesses sent at the same moment
+# count too (at most AXES_FAILURE_LIMIT passwords are checked per pair and cool-off).
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "mrtrweb.site.throttle.SignInsInFlight",
+                           "django.contrib.auth.backends.ModelBackend"]
 AXES_FAILURE_LIMIT = int(os.environ.get("MRTRWEB_LOGIN_FAILURE_LIMIT", "5"))
 AXES_COOLOFF_TIME = timedelta(seconds=float(os.environ.get("MRTRWEB_LOGIN_COOLOFF_S", "900")))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
