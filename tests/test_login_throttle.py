@@ -324,3 +324,12 @@ async def test_an_unreachable_attempt_counter_refuses_the_sign_in(transactional_
     resp = await _signin(client, "alice", RIGHT)
     assert resp.status_code == 200 and CountingSlowHasher.checks == 0  # refused, no password checked
     assert "attempt counter is unavailable" in caplog.text and RIGHT not in caplog.text
+
+
+async def test_with_axes_switched_off_nothing_is_throttled(users, settings):
+    """``AXES_ENABLED = False`` (a portal's own choice) switches the in-flight count off too."""
+    settings.AXES_ENABLED = False
+    client = AsyncClient()
+    for i in range(8):
+        assert (await _signin(client, "alice", f"guess-{i}")).status_code == 200
+    assert (await _signin(client, "alice", RIGHT)).status_code == 302

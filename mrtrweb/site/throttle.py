@@ -41,12 +41,15 @@ def _slot_key(username: str | None, ip_address: str | None) -> str:
 class SignInsInFlight:
     """Authentication backend that checks no password: it refuses an attempt beyond the limit
     (:class:`~django.core.exceptions.PermissionDenied`) or lets the next backend decide
-    (returns ``None``). Needs the request (``authenticate(request, ...)``); without one it
-    stands aside, as django-axes refuses such calls itself."""
+    (returns ``None``). Needs the request (``authenticate(request, ...)``); without one, or with
+    ``AXES_ENABLED = False``, it stands aside (django-axes refuses request-less calls itself).
+    Requires django-axes installed and configured."""
 
     def authenticate(self, request, username=None, password=None, **kwargs):
-        if request is None:
-            return None
+        from django.conf import settings
+
+        if request is None or not getattr(settings, "AXES_ENABLED", True):
+            return None  # as axes: no request, or throttling switched off (AXES_ENABLED = False)
         from axes.handlers.proxy import AxesProxyHandler
         from axes.helpers import get_client_username, get_credentials, get_failure_limit
 
