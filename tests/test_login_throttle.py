@@ -333,3 +333,19 @@ async def test_with_axes_switched_off_nothing_is_throttled(users, settings):
     for i in range(8):
         assert (await _signin(client, "alice", f"guess-{i}")).status_code == 200
     assert (await _signin(client, "alice", RIGHT)).status_code == 302
+
+
+async def test_sessions_name_the_password_backend_never_the_throttle(users):
+    """``force_login`` (tests, the bench) and the sign-in form store the backend that restores the
+    user: the throttling backends have no ``get_user`` and are never that backend."""
+    from django.contrib.auth import BACKEND_SESSION_KEY, get_user_model
+
+    user = await sync_to_async(get_user_model().objects.get)(username="carol")
+    forced = AsyncClient()
+    await forced.aforce_login(user)
+    assert await _signed_in(forced)
+    signed = AsyncClient()
+    assert (await _signin(signed, "alice", RIGHT)).status_code == 302 and await _signed_in(signed)
+    for client in (forced, signed):
+        session = await client.asession()
+        assert await session.aget(BACKEND_SESSION_KEY) == "django.contrib.auth.backends.ModelBackend"
