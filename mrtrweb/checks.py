@@ -137,3 +137,40 @@ def check_sampling_provider(app_configs=None, **kwargs):
                       hint="Give the dotted path of an object with provide(), or of a callable.",
                       id="mrtrweb.E005")]
     return []
+
+
+@register(Tags.security)
+def check_secret_keys(app_configs=None, **kwargs) -> list:
+    """E020 / E021, with ``DEBUG`` off: ``SECRET_KEY`` (or one of ``SECRET_KEY_FALLBACKS``,
+    which still verify signatures) or ``MRTRWEB["AUDIT_SECRET"]`` is known or weak
+    (:func:`mrtrweb.secretkeys.key_problem`: published in this repository, Django's
+    ``django-insecure-`` prefix, under 50 characters or under 5 different ones). Whoever knows the
+    key can sign review tokens and sessions, and map the audit rows' user digests back to users.
+    Not only under ``--deploy``: ``migrate`` refuses to run with such a key."""
+    from django.conf import settings
+
+    from .secretkeys import key_problem
+
+    if settings.DEBUG:
+        return []
+    messages = []
+    keys = [("SECRET_KEY", getattr(settings, "SECRET_KEY", None))]
+    keys += [(f"SECRET_KEY_FALLBACKS[{i}]", key)
+             for i, key in enumerate(getattr(settings, "SECRET_KEY_FALLBACKS", None) or [])]
+    hint = ("Set DJANGO_SECRET_KEY to at least 50 random characters (python -c 'import secrets; "
+            "print(secrets.token_urlsafe(50))'), or leave it unset for the standalone site's own key in var/.")
+    for name, key in keys:
+        problem = key_problem(key)
+        if problem:
+            messages.append(Error(f"{name} cannot protect anything: {problem}.", hint=hint, id="mrtrweb.E020"))
+    try:
+        audit_secret = conf.get("AUDIT_SECRET")
+    except ImproperlyConfigured:
+        return messages  # reported by check_settings
+    if audit_secret not in (None, ""):  # empty: derived from SECRET_KEY, as unset (audit.keyed_digest)
+        problem = key_problem(audit_secret)
+        if problem:
+            messages.append(Error(f"MRTRWEB AUDIT_SECRET cannot protect the audit digests: {problem}.",
+                                  hint="Use at least 50 random characters, or leave it unset (derived from "
+                                       "SECRET_KEY).", id="mrtrweb.E021"))
+    return messages

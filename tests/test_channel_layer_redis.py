@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import os
+import secrets
 import time
 
 import pytest
@@ -27,7 +28,7 @@ REDIS = f"redis://{os.environ.get('MRTRWEB_TEST_REDIS_HOST', '127.0.0.1')}:6379/
 
 @pytest.fixture
 def prod_layer_config(monkeypatch):
-    monkeypatch.setenv("DJANGO_SECRET_KEY", "x" * 60)
+    monkeypatch.setenv("DJANGO_SECRET_KEY", secrets.token_urlsafe(60))
     monkeypatch.setenv("DJANGO_ALLOWED_HOSTS", "example.test")
     monkeypatch.setenv("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/unused")
     monkeypatch.setenv("REDIS_URL", REDIS)

@@ -426,7 +426,7 @@ def seed(mcp_url: str, n_users: int, *, prefix: str = "u") -> dict[str, Any]:
     """One tenant, one MCP server at ``mcp_url``, ``n_users`` member users (bulk-created, with a
     cheap password hash), each with a signed-in session. Returns ids and session keys."""
     from django.conf import settings
-    from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user_model
+    from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user_model, load_backend
     from django.contrib.auth.hashers import make_password
     from django.contrib.sessions.backends.db import SessionStore
     from django.contrib.sessions.models import Session
@@ -449,7 +449,9 @@ def seed(mcp_url: str, n_users: int, *, prefix: str = "u") -> dict[str, Any]:
                                     for u in users if u.pk not in have], batch_size=1000)
     sessions = []
     rows = []
-    backend = settings.AUTHENTICATION_BACKENDS[0]
+    # the backend that restores a session's user, as force_login picks it (the throttling
+    # backends listed before it have no get_user)
+    backend = next(path for path in settings.AUTHENTICATION_BACKENDS if hasattr(load_backend(path), "get_user"))
     for u in users:
         store = SessionStore()
         data = {SESSION_KEY: str(u.pk), BACKEND_SESSION_KEY: backend, HASH_SESSION_KEY: u.get_session_auth_hash()}

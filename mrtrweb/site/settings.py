@@ -5,13 +5,19 @@ channel layer. Environment variables override (see README "Settings reference").
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
+
+from mrtrweb.secretkeys import load_or_create
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 VAR_DIR = Path(os.environ.get("MRTRWEB_VAR_DIR", BASE_DIR / "var"))
 VAR_DIR.mkdir(parents=True, exist_ok=True)  # SQLite, logs: a fresh MRTRWEB_VAR_DIR just works
 
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "dev-only-insecure-key-change-me-0123456789abcdefghijklmnop")
+# DJANGO_SECRET_KEY, or this installation's own random key: made on first run and kept in
+# VAR_DIR/secret_key (mode 0600; back it up with the database: a new key signs everyone out and
+# changes the audit digests). No key ships with the code (check mrtrweb.E020 refuses known ones).
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY") or load_or_create(VAR_DIR / "secret_key")
 DEBUG = os.environ.get("DJANGO_DEBUG", "0") == "1"
 ALLOWED_HOSTS = [h for h in os.environ.get("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost").split(",") if h]
 
@@ -24,6 +30,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "channels",
     "mrtrweb",
+    "axes",
 ]
 
 MIDDLEWARE = [
@@ -36,6 +43,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
     "mrtrweb.middleware.FailClosedMiddleware",
+    "axes.middleware.AxesMiddleware",  # last (django-axes): turns a lockout into the locked-out page
 ]
 
 ROOT_URLCONF = "mrtrweb.site.urls"
@@ -81,6 +89,22 @@ AUTH_PASSWORD_VALIDATORS = [
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "mrtrweb:index"
 LOGOUT_REDIRECT_URL = "login"
+
+# Sign-in throttling (django-axes): after MRTRWEB_LOGIN_FAILURE_LIMIT wrong passwords for one user
+# name from one address, that pair cannot sign in (even with the right password) for
+# MRTRWEB_LOGIN_COOLOFF_S seconds: HTTP 429 with the locked-out page, the lockout logged (user
+# name and address masked, never the password) and kept in the axes tables (admin). Only failures
+# count; a successful sign-in clears them. The address is the ASGI server's peer address
+# (REMOTE_ADDR), never a header the client sets. SignInsInFlight: guesses sent at the same moment
+# count too (at most AXES_FAILURE_LIMIT passwords are checked per pair and cool-off).
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "mrtrweb.site.throttle.SignInsInFlight",
+                           "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = int(os.environ.get("MRTRWEB_LOGIN_FAILURE_LIMIT", "5"))
+AXES_COOLOFF_TIME = timedelta(seconds=float(os.environ.get("MRTRWEB_LOGIN_COOLOFF_S", "900")))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "mrtrweb.site.lockout.locked_out"
+AXES_IPWARE_META_PRECEDENCE_ORDER = ("REMOTE_ADDR",)
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -129,5 +153,7 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "loggers": {"mrtrweb": {"handlers": ["console"], "level": os.environ.get("MRTRWEB_LOG_LEVEL", "INFO")}},
+    "loggers": {"mrtrweb": {"handlers": ["console"], "level": os.environ.get("MRTRWEB_LOG_LEVEL", "INFO")},
+                # failures and lockouts (warnings), not axes' start-up banner
+                "axes": {"handlers": ["console"], "level": "WARNING"}},
 }

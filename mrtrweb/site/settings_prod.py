@@ -3,7 +3,8 @@
 Everything comes from the environment (see README "Production"):
 
 =============================  ===========================================================
-``DJANGO_SECRET_KEY``          required; at least 50 random characters
+``DJANGO_SECRET_KEY``          required; at least 50 random characters (a key published in
+                               this repository, ``django-insecure-...`` or a weak key is refused)
 ``DJANGO_ALLOWED_HOSTS``       required; comma-separated host names
 ``DATABASE_URL``               required; ``postgres://user:password@host:5432/dbname``
 ``REDIS_URL``                  required; ``redis://host:6379/0`` (bindings: db as given,
@@ -37,6 +38,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from .settings import *  # noqa: F401,F403
 from .settings import MRTRWEB as _BASE_MRTRWEB
+from ..secretkeys import key_problem
 
 
 def _required(name: str) -> str:
@@ -52,6 +54,10 @@ def _flag(name: str, default: str) -> bool:
 
 DEBUG = False
 SECRET_KEY = _required("DJANGO_SECRET_KEY")
+if key_problem(SECRET_KEY):
+    raise ImproperlyConfigured(f"DJANGO_SECRET_KEY cannot sign anything in production: {key_problem(SECRET_KEY)}; "
+                               "use at least 50 random characters, e.g. python -c 'import secrets; "
+                               "print(secrets.token_urlsafe(50))'")
 ALLOWED_HOSTS = [h.strip() for h in _required("DJANGO_ALLOWED_HOSTS").split(",") if h.strip()]
 CSRF_TRUSTED_ORIGINS = [o.strip() for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()]
 

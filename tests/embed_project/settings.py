@@ -2,10 +2,11 @@
 template, no 'logout' URL of mrtrweb's making)."""
 
 import os
+import secrets
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SECRET_KEY = "embed-test-key-0123456789-abcdefghijklmnopqrstuvwxyz"
+SECRET_KEY = secrets.token_urlsafe(50)  # a portal's own key; a fixed one here would be published (mrtrweb.E020)
 DEBUG = False
 ALLOWED_HOSTS = ["testserver", "127.0.0.1"]
 INSTALLED_APPS = [

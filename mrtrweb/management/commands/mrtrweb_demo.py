@@ -98,8 +98,10 @@ class Command(BaseCommand):
         import uvicorn
 
         try:
+            # proxy_headers off: no proxy in front, so a client's X-Forwarded-For is not its address
+            # (it would dodge the sign-in throttling, which counts per user name and address)
             uvicorn.run("mrtrweb.site.asgi:application", host="127.0.0.1", port=options["port"],
-                        ws="websockets-sansio", lifespan="off", log_level="info")
+                        ws="websockets-sansio", lifespan="off", log_level="info", proxy_headers=False)
         finally:
             mcp.stop()
             legacy.stop()
