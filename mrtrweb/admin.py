@@ -1,4 +1,5 @@
 from django.contrib import admin
+from django.db import models
 
 from . import display
 from .jsonfields import bounded_json_overrides
@@ -44,7 +45,8 @@ class McpServerAdmin(admin.ModelAdmin):
     search_fields = ("name", "url")
     shown_name = _shown_field("name", "display name")
     shown_url = _shown_field("url", "Streamable HTTP URL")
-    formfield_overrides = bounded_json_overrides()  # roots: bad JSON of any depth is a form error
+    # roots: bad JSON of any depth is a form error; a URL typed without a scheme reads as https
+    formfield_overrides = {**bounded_json_overrides(), models.URLField: {"assume_scheme": "https"}}
 
     @admin.display(description="verified origin")
     def verified_origin(self, obj: McpServer) -> str:
