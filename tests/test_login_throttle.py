@@ -303,8 +303,9 @@ def test_guesses_sent_at_once_check_no_more_passwords_than_the_limit(transaction
     get_user_model().objects.create_user("alice", password=RIGHT)
     CountingSlowHasher.checks = 0
     statuses = _burst([f"guess-{i}" for i in range(20)])
-    # (on SQLite, some of these are 503s until its writers wait for each other: item 5)
-    assert len(statuses) == 20 and 302 not in statuses, statuses
+    # each guess is answered: the form again (200) or locked (429); never a sign-in, never a 503
+    # (SQLite's writers wait for each other: WAL + IMMEDIATE transactions)
+    assert len(statuses) == 20 and set(statuses) <= {200, 429}, statuses
     assert CountingSlowHasher.checks <= 5, (CountingSlowHasher.checks, statuses)
     # and the pair is locked: the right password alone is refused now
     from django.test import Client
