@@ -25,6 +25,7 @@ from django.middleware.csrf import get_token
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.utils import timezone
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
 from . import access, audit, conf, display, names, operations, results, sampling, workers
@@ -183,11 +184,39 @@ async def _current(user: Any, op_id: Any) -> Operation:
     return op
 
 
-class PromptArgumentsForm(forms.Form):
+#: the most fields a prompt's arguments or a resource template's variables make on a call page;
+#: a server asking for more gets a form that cannot be sent (it says why), not thousands of fields
+MAX_CALL_FIELDS = 100
+
+
+class _BoundedCallForm(forms.Form):
+    """A call page's form whose fields a server chooses: at most :data:`MAX_CALL_FIELDS`."""
+
+    too_many = 0  #: how many fields the server asked for, when that is over the cap
+
+    def _refuse_if_too_many(self, count: int) -> bool:
+        if count > MAX_CALL_FIELDS:
+            self.too_many = count
+            return True
+        return False
+
+    def clean(self) -> dict[str, Any]:
+        if self.too_many:
+            logger.info("call form refused: the server asks for %s fields (at most %s)", self.too_many,
+                        MAX_CALL_FIELDS)
+            raise forms.ValidationError(
+                _("The server asks for %(n)s values here, more than this page takes (%(max)s): nothing can be sent."),
+                params={"n": self.too_many, "max": MAX_CALL_FIELDS})
+        return super().clean()
+
+
+class PromptArgumentsForm(_BoundedCallForm):
     """``prompts/get`` arguments: strings, required where the server says so."""
 
     def __init__(self, arguments: list[Any], *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        if self._refuse_if_too_many(len(arguments)):
+            return
         for arg in arguments:
             if isinstance(arg, dict) and isinstance(arg.get("name"), str) and arg["name"]:
                 # server text: cleaned and escaped (a SafeString), whatever form template prints it
@@ -204,13 +233,16 @@ class PromptArgumentsForm(forms.Form):
 _TEMPLATE_VAR = re.compile(r"\{([A-Za-z0-9_.]+)\}")
 
 
-class ResourceTemplateForm(forms.Form):
+class ResourceTemplateForm(_BoundedCallForm):
     """The variables of a resource URI template (RFC 6570 simple expansion)."""
 
     def __init__(self, template: str, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.template = template
-        for name in dict.fromkeys(_TEMPLATE_VAR.findall(template)):
+        variables = list(dict.fromkeys(_TEMPLATE_VAR.findall(template)))
+        if self._refuse_if_too_many(len(variables)):
+            return
+        for name in variables:
             self.fields[name] = forms.CharField(label=display.html(name), max_length=500)
 
     def uri(self) -> str:
