@@ -11,5 +11,7 @@ class MrtrwebConfig(AppConfig):
     def ready(self) -> None:
         from . import checks  # noqa: F401 -- registers the system checks
         from .access import connect_signals
+        from .logsafe import hold_sdk_wire_loggers
 
+        hold_sdk_wire_loggers()  # the SDK's DEBUG lines carry requestState and answers
         connect_signals()  # access that ends (membership, user, server, tenant) ends pending operations
