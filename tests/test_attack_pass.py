@@ -1,0 +1,177 @@
+"""Regressions found by the attack pass on the running demo after issue 12 (one test per fault):
+
+* kind 11 (unbounded): a server's long schema property ``title`` / ``description`` / enum label
+  (the tool page), prompt argument ``title`` / ``description`` (the prompt page) and elicitation
+  field ``title`` / ``description`` (the card) are shown in full: only descriptions of listed
+  items and messages are capped by ``MAX_SHOWN_CHARS``;
+* 500 from bad browser input: a lone surrogate (``"\\ud800"``) in the roots JSON of the server
+  settings form (and the admin's) gives ``UnicodeEncodeError`` while the page is rendered.
+
+The hostile server here is a raw JSON-RPC endpoint (Streamable HTTP, JSON responses), as
+``tests/hostile_names.py``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.test import AsyncClient
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+from mrtrweb import conf, names, operations
+from mrtrweb.demo.server import serve_asgi_in_thread
+from mrtrweb.models import McpServer, Operation
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+SHOWN = conf.DEFAULTS["MAX_SHOWN_CHARS"]
+#: a page's own markup besides the capped server text (layout, card, links): generous
+PAGE_OVERHEAD = 40_000
+MB = 1024 * 1024
+#: each long string is one letter pair repeated: ``page.count(pair * 1000)`` measures what is shown
+LONG = 500_000
+
+DISCOVER = {"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}, "prompts": {}},
+            "resultType": "complete", "ttlMs": 0, "cacheScope": "public"}
+
+BIG_PROPERTY_SCHEMA = {"type": "object", "properties": {
+    "p": {"type": "string", "title": "PT" * LONG, "description": "PD" * LONG},
+    "e": {"type": "string", "oneOf": [{"const": "a", "title": "EL" * LONG}, {"const": "b", "title": "B"}]},
+}}
+BIG_ROUND = {"resultType": "input_required", "requestState": "s", "inputRequests": {"q": {
+    "method": "elicitation/create",
+    "params": {"message": "short", "requestedSchema": {"type": "object", "properties": {
+        "f": {"type": "string", "title": "FT" * LONG, "description": "FD" * LONG}}}}}}}
+PROMPT = {"name": "big_args", "description": "d", "arguments": [
+    {"name": "a", "title": "AT" * LONG, "description": "AD" * LONG}]}
+
+
+async def endpoint(request: Request) -> Response:
+    try:
+        message = await request.json()
+    except ValueError:
+        return PlainTextResponse("bad json", status_code=400)
+    if "id" not in message:
+        return Response(status_code=202)
+    rid, method = message["id"], message.get("method")
+    params = message.get("params") or {}
+    listing = {"resultType": "complete", "ttlMs": 0, "cacheScope": "private"}
+    result: Any
+    if method == "server/discover":
+        result = DISCOVER
+    elif method == "tools/list":
+        result = {"tools": [{"name": "big_property", "description": "d", "inputSchema": BIG_PROPERTY_SCHEMA},
+                            {"name": "big_round", "description": "d",
+                             "inputSchema": {"type": "object", "properties": {}}}], **listing}
+    elif method == "prompts/list":
+        result = {"prompts": [PROMPT], **listing}
+    elif method == "tools/call" and params.get("name") == "big_round" and not params.get("inputResponses"):
+        result = BIG_ROUND
+    elif method in ("tools/call", "prompts/get"):
+        result = {"content": [{"type": "text", "text": "ok"}], "isError": False,
+                  "messages": [{"role": "user", "content": {"type": "text", "text": "ok"}}]}
+    else:
+        return JSONResponse({"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": "Method not found"}})
+    return JSONResponse({"jsonrpc": "2.0", "id": rid, "result": result})
+
+
+@pytest.fixture(scope="module")
+def long_mcp():
+    handle = serve_asgi_in_thread(Starlette(routes=[Route("/mcp", endpoint, methods=["POST"])]))
+    yield handle
+    handle.stop()
+
+
+@pytest.fixture
+async def setup(seeded, long_mcp):
+    acme = seeded["servers"]["acme"].tenant
+    server = await McpServer.objects.acreate(tenant=acme, name="Long strings", url=long_mcp.url)
+    client = AsyncClient()
+    await client.aforce_login(seeded["users"]["alice"])
+    return client, server
+
+
+def _shown(body: str, pair: str) -> int:
+    """How many characters of the long string made of ``pair`` the page shows (about)."""
+    return body.count(pair * 1000) * 2000
+
+
+async def test_a_tool_page_bounds_long_schema_titles_descriptions_and_labels(setup):
+    client, server = setup
+    page = await client.get(names.call_url("tool", server.pk, "big_property"))
+    body = page.content.decode()
+    assert page.status_code == 200
+    # today: 2.4 MB, each 1 MB string in full
+    for pair in ("PT", "PD", "EL"):
+        assert _shown(body, pair) <= SHOWN, (pair, _shown(body, pair))
+    assert len(page.content) < 3 * SHOWN + PAGE_OVERHEAD, len(page.content)
+
+
+async def test_a_prompt_page_bounds_long_argument_titles_and_descriptions(setup):
+    client, server = setup
+    page = await client.get(names.call_url("prompt", server.pk, "big_args"))
+    body = page.content.decode()
+    assert page.status_code == 200
+    # today: 2 MB, both 1 MB strings in full
+    for pair in ("AT", "AD"):
+        assert _shown(body, pair) <= SHOWN, (pair, _shown(body, pair))
+    assert len(page.content) < 2 * SHOWN + PAGE_OVERHEAD, len(page.content)
+
+
+async def test_a_card_bounds_long_field_titles_and_descriptions(setup):
+    client, server = setup
+    resp = await client.post(names.call_url("tool", server.pk, "big_round"), {})
+    assert resp.status_code == 302, resp.content.decode()[:300]
+    await operations.wait_idle()
+    op = await Operation.objects.aget(pk=resp["Location"].rstrip("/").split("/")[-1])
+    assert op.status == Operation.Status.AWAITING_INPUT, (op.error_code, op.error_message)
+    for url in (f"/mcp/operations/{op.id}/", f"/mcp/operations/{op.id}/panel/"):
+        page = await client.get(url)
+        body = page.content.decode()
+        assert page.status_code == 200 and 'class="card"' in body
+        # today: the message is cut, but the field's 1 MB title and 1 MB description are shown in full
+        for pair in ("FT", "FD"):
+            assert _shown(body, pair) <= SHOWN, (url, pair, _shown(body, pair))
+        assert len(page.content) < 2 * SHOWN + PAGE_OVERHEAD, (url, len(page.content))
+
+
+LONE_SURROGATES = ['[{"uri": "file:///x\\ud800"}]', '[{"uri": "file:///x", "name": "\\udfff"}]']
+
+
+@pytest.mark.parametrize("roots", LONE_SURROGATES)
+async def test_server_settings_refuse_lone_surrogates_with_a_form_error(seeded, roots):
+    client = AsyncClient()
+    await client.aforce_login(seeded["users"]["alice"])
+    server = seeded["servers"]["acme"]
+    # today: 500 (UnicodeEncodeError: surrogates not allowed, while rendering the form again)
+    resp = await client.post(f"/mcp/servers/{server.pk}/settings/", {"allow_roots": "on", "roots": roots})
+    assert resp.status_code == 400, resp.content[:300]
+    assert 'class="field-error"' in resp.content.decode()
+    await server.arefresh_from_db()
+    assert not server.allow_roots
+    page = await client.get(f"/mcp/servers/{server.pk}/settings/")
+    assert page.status_code == 200
+
+
+@pytest.mark.parametrize("roots", LONE_SURROGATES)
+async def test_admin_refuses_lone_surrogates_with_a_form_error(seeded, roots):
+    from django.contrib.auth import get_user_model
+
+    admin = await get_user_model().objects.aget(username="admin")
+    client = AsyncClient()
+    await client.aforce_login(admin)
+    server = seeded["servers"]["acme"]
+    url = f"/admin/mrtrweb/mcpserver/{server.pk}/change/"
+    data = {"tenant": server.tenant_id, "name": server.name, "url": server.url, "enabled": "on",
+            "allow_roots": "on", "roots": roots}
+    resp = await client.post(url, data)
+    assert resp.status_code in (200, 302), resp.content[:300]
+    # whatever the admin did, every page that shows the roots still renders
+    assert (await client.get(url)).status_code == 200
+    alice = AsyncClient()
+    await alice.aforce_login(seeded["users"]["alice"])
+    assert (await alice.get(f"/mcp/servers/{server.pk}/settings/")).status_code == 200
+    assert (await alice.get(f"/mcp/servers/{server.pk}/")).status_code == 200
