@@ -4,6 +4,9 @@
   (the tool page), prompt argument ``title`` / ``description`` (the prompt page) and elicitation
   field ``title`` / ``description`` (the card) are shown in full: only descriptions of listed
   items and messages are capped by ``MAX_SHOWN_CHARS``;
+* 500 from bad browser input: the JSON editor accepts arguments holding a lone surrogate
+  (``{"u": "\\ud800"}``): the call starts (and fails, ``transport_error``), its ``params`` are
+  stored with the surrogate, and the admin's page of that operation is a 500 from then on;
 * 500 from bad browser input: a lone surrogate (``"\\ud800"``) in the roots JSON of the server
   settings form (and the admin's) gives ``UnicodeEncodeError`` while the page is rendered.
 
@@ -45,6 +48,8 @@ BIG_ROUND = {"resultType": "input_required", "requestState": "s", "inputRequests
     "method": "elicitation/create",
     "params": {"message": "short", "requestedSchema": {"type": "object", "properties": {
         "f": {"type": "string", "title": "FT" * LONG, "description": "FD" * LONG}}}}}}}
+#: not flat: the tool page shows the JSON editor
+NESTED = {"type": "object", "properties": {"cfg": {"type": "object"}, "u": {"type": "string"}}}
 PROMPT = {"name": "big_args", "description": "d", "arguments": [
     {"name": "a", "title": "AT" * LONG, "description": "AD" * LONG}]}
 
@@ -65,7 +70,8 @@ async def endpoint(request: Request) -> Response:
     elif method == "tools/list":
         result = {"tools": [{"name": "big_property", "description": "d", "inputSchema": BIG_PROPERTY_SCHEMA},
                             {"name": "big_round", "description": "d",
-                             "inputSchema": {"type": "object", "properties": {}}}], **listing}
+                             "inputSchema": {"type": "object", "properties": {}}},
+                            {"name": "nested", "description": "d", "inputSchema": NESTED}], **listing}
     elif method == "prompts/list":
         result = {"prompts": [PROMPT], **listing}
     elif method == "tools/call" and params.get("name") == "big_round" and not params.get("inputResponses"):
@@ -175,3 +181,27 @@ async def test_admin_refuses_lone_surrogates_with_a_form_error(seeded, roots):
     await alice.aforce_login(seeded["users"]["alice"])
     assert (await alice.get(f"/mcp/servers/{server.pk}/settings/")).status_code == 200
     assert (await alice.get(f"/mcp/servers/{server.pk}/")).status_code == 200
+
+
+async def test_the_json_editor_refuses_a_lone_surrogate_and_no_page_breaks(setup, seeded):
+    from django.contrib.auth import get_user_model
+
+    client, server = setup
+    url = names.call_url("tool", server.pk, "nested")
+    page = await client.get(url)
+    assert page.status_code == 200 and 'name="arguments"' in page.content.decode()
+    before = await Operation.objects.filter(server=server).acount()
+    resp = await client.post(url, {"arguments": '{"cfg": {}, "u": "x\\ud800y"}'})
+    await operations.wait_idle()
+    # whatever was stored, every page of every operation of this server renders
+    admin = await get_user_model().objects.aget(username="admin")
+    staff = AsyncClient()
+    await staff.aforce_login(admin)
+    async for op in Operation.objects.filter(server=server):
+        for who, path in ((staff, f"/admin/mrtrweb/operation/{op.pk}/change/"), (client, f"/mcp/operations/{op.pk}/"),
+                          (client, f"/mcp/history/operations/{op.pk}/")):
+            # today: the admin's change page is a 500 (UnicodeEncodeError: surrogates not allowed)
+            assert (await who.get(path)).status_code == 200, path
+    # today: the operation is started (302), fails with transport_error, and keeps the surrogate
+    assert resp.status_code in (200, 400), resp.status_code
+    assert await Operation.objects.filter(server=server).acount() == before
