@@ -4,6 +4,11 @@
   (the tool page), prompt argument ``title`` / ``description`` (the prompt page) and elicitation
   field ``title`` / ``description`` (the card) are shown in full: only descriptions of listed
   items and messages are capped by ``MAX_SHOWN_CHARS``;
+* kind 7 (bidi reaches the person): a URL-mode URL sent with raw right-to-left characters
+  (``https://مثال.إختبار/moc.elgoog``, ``https://evil.example/اختبار/moc.elgoog``) is shown as is in
+  the card's address line: Chromium draws the host's labels in reverse order (the TLD first) and
+  the RTL run reorders the neutral characters around it; the same URL sent in its ASCII form
+  (punycode, percent-encoding) is shown in ASCII;
 * 500 from bad browser input: the JSON editor accepts arguments holding a lone surrogate
   (``{"u": "\\ud800"}``): the call starts (and fails, ``transport_error``), its ``params`` are
   stored with the surrogate, and the admin's page of that operation is a 500 from then on;
@@ -48,6 +53,11 @@ BIG_ROUND = {"resultType": "input_required", "requestState": "s", "inputRequests
     "method": "elicitation/create",
     "params": {"message": "short", "requestedSchema": {"type": "object", "properties": {
         "f": {"type": "string", "title": "FT" * LONG, "description": "FD" * LONG}}}}}}}
+#: tool name -> the URL-mode URL it asks the person to open (raw right-to-left characters)
+RTL_URLS = {
+    "rtl_host": "https://\u0645\u062b\u0627\u0644.\u0625\u062e\u062a\u0628\u0627\u0631/moc.elgoog",
+    "rtl_path": "https://evil.example/\u0627\u062e\u062a\u0628\u0627\u0631/moc.elgoog",
+}
 #: not flat: the tool page shows the JSON editor
 NESTED = {"type": "object", "properties": {"cfg": {"type": "object"}, "u": {"type": "string"}}}
 PROMPT = {"name": "big_args", "description": "d", "arguments": [
@@ -71,11 +81,16 @@ async def endpoint(request: Request) -> Response:
         result = {"tools": [{"name": "big_property", "description": "d", "inputSchema": BIG_PROPERTY_SCHEMA},
                             {"name": "big_round", "description": "d",
                              "inputSchema": {"type": "object", "properties": {}}},
-                            {"name": "nested", "description": "d", "inputSchema": NESTED}], **listing}
+                            {"name": "nested", "description": "d", "inputSchema": NESTED},
+                            *({"name": n, "description": "d", "inputSchema": {"type": "object", "properties": {}}}
+                              for n in RTL_URLS)], **listing}
     elif method == "prompts/list":
         result = {"prompts": [PROMPT], **listing}
     elif method == "tools/call" and params.get("name") == "big_round" and not params.get("inputResponses"):
         result = BIG_ROUND
+    elif method == "tools/call" and params.get("name") in RTL_URLS and not params.get("inputResponses"):
+        result = {"resultType": "input_required", "inputRequests": {"u": {"method": "elicitation/create", "params": {
+            "mode": "url", "elicitationId": "e1", "message": "go", "url": RTL_URLS[params["name"]]}}}}
     elif method in ("tools/call", "prompts/get"):
         result = {"content": [{"type": "text", "text": "ok"}], "isError": False,
                   "messages": [{"role": "user", "content": {"type": "text", "text": "ok"}}]}
@@ -205,3 +220,24 @@ async def test_the_json_editor_refuses_a_lone_surrogate_and_no_page_breaks(setup
     # today: the operation is started (302), fails with transport_error, and keeps the surrogate
     assert resp.status_code in (200, 400), resp.status_code
     assert await Operation.objects.filter(server=server).acount() == before
+
+
+@pytest.mark.parametrize("tool", sorted(RTL_URLS))
+async def test_the_url_mode_address_line_holds_no_right_to_left_characters(setup, tool):
+    import html
+    import re
+    import unicodedata
+
+    client, server = setup
+    resp = await client.post(names.call_url("tool", server.pk, tool), {})
+    assert resp.status_code == 302
+    await operations.wait_idle()
+    op = await Operation.objects.aget(pk=resp["Location"].rstrip("/").split("/")[-1])
+    assert op.status == Operation.Status.AWAITING_INPUT, (op.error_code, op.error_message)
+    body = (await client.get(f"/mcp/operations/{op.id}/")).content.decode()
+    line = re.search(r'<p class="url-full">(.*?)</p>', body, re.S)
+    assert line, body[:2000]
+    shown = html.unescape(re.sub(r"<[^>]+>", "", line.group(1)))
+    # today: the raw Arabic letters, which Chromium reorders (the host's labels drawn TLD first)
+    rtl = [c for c in shown if unicodedata.bidirectional(c) in ("R", "AL", "AN")]
+    assert not rtl, (shown, rtl)
