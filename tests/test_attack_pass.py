@@ -9,6 +9,8 @@
   the card's address line: Chromium draws the host's labels in reverse order (the TLD first) and
   the RTL run reorders the neutral characters around it; the same URL sent in its ASCII form
   (punycode, percent-encoding) is shown in ASCII;
+* kind 3 (access that ended still answers): a WebSocket opened by a session keeps receiving
+  every pushed card (server text, the card's form) after that session signed out;
 * 500 from bad browser input: the JSON editor accepts arguments holding a lone surrogate
   (``{"u": "\\ud800"}``): the call starts (and fails, ``transport_error``), its ``params`` are
   stored with the surrogate, and the admin's page of that operation is a 500 from then on;
@@ -241,3 +243,35 @@ async def test_the_url_mode_address_line_holds_no_right_to_left_characters(setup
     # today: the raw Arabic letters, which Chromium reorders (the host's labels drawn TLD first)
     rtl = [c for c in shown if unicodedata.bidirectional(c) in ("R", "AL", "AN")]
     assert not rtl, (shown, rtl)
+
+
+async def test_a_socket_of_a_session_that_signed_out_gets_no_more_pushes(setup, seeded):
+    from channels.testing.websocket import WebsocketCommunicator
+
+    from mrtrweb.site.asgi import application
+
+    client, server = setup
+    await client.get("/mcp/")
+    cookie = "; ".join(f"{k}={v.value}" for k, v in client.cookies.items())
+    ws = WebsocketCommunicator(application, "/ws/mrtrweb/", headers=[
+        (b"origin", b"http://127.0.0.1:8000"), (b"host", b"127.0.0.1:8000"), (b"cookie", cookie.encode())])
+    connected, _ = await ws.connect()
+    assert connected
+    resp = await client.post("/accounts/logout/")
+    assert resp.status_code == 302
+    assert (await client.get("/mcp/")).status_code == 302  # this session is signed out
+    # the same person, signed in elsewhere, starts an operation that asks for input
+    other = AsyncClient()
+    await other.aforce_login(seeded["users"]["alice"])
+    started = await other.post(names.call_url("tool", server.pk, "rtl_path"), {})
+    assert started.status_code == 302
+    await operations.wait_idle()
+    # today: the signed-out session's socket receives the card ({"type": "operation", "html": ...})
+    pushed = []
+    while not await ws.receive_nothing(timeout=1):
+        message = await ws.receive_output(timeout=1)
+        if message.get("type") == "websocket.close":
+            break
+        pushed.append(message)
+    await ws.disconnect()
+    assert not [m for m in pushed if m.get("type") == "websocket.send"], pushed[:1]
