@@ -15,7 +15,8 @@
   and resource templates (about 15 MB of JSON, each list well-formed) freezes every user's pages
   for 4-5 s each time its server page is opened (measured on the demo: another user's sign-in page
   took 4.6 s); its prompt page for 2-3 s. The listing is parsed and checked on the
-  event loop;
+  event loop; so is a tool result of 200,000 small text blocks (about 6 MB): every user's pages
+  wait 2.5 s while the call's result is read (measured on the demo);
 * 500 from bad browser input: the JSON editor accepts arguments holding a lone surrogate
   (``{"u": "\\ud800"}``): the call starts (and fails, ``transport_error``), its ``params`` are
   stored with the surrogate, and the admin's page of that operation is a 500 from then on;
@@ -69,6 +70,10 @@ RTL_URLS = {
     "rtl_host": "https://\u0645\u062b\u0627\u0644.\u0625\u062e\u062a\u0628\u0627\u0631/moc.elgoog",
     "rtl_path": "https://evil.example/\u0627\u062e\u062a\u0628\u0627\u0631/moc.elgoog",
 }
+#: a tool result of 200,000 small text blocks, its JSON made once (``%s``: the JSON-RPC id)
+MANY_BLOCKS_JSON = '{"jsonrpc":"2.0","id":%s,"result":' + json.dumps(
+    {"content": [{"type": "text", "text": "b%06d" % i} for i in range(200_000)], "isError": False}
+).replace("%", "%%") + "}"
 #: not flat: the tool page shows the JSON editor
 NESTED = {"type": "object", "properties": {"cfg": {"type": "object"}, "u": {"type": "string"}}}
 PROMPT = {"name": "big_args", "description": "d", "arguments": [
@@ -93,10 +98,13 @@ async def endpoint(request: Request) -> Response:
                             {"name": "big_round", "description": "d",
                              "inputSchema": {"type": "object", "properties": {}}},
                             {"name": "nested", "description": "d", "inputSchema": NESTED},
+                            {"name": "many_blocks", "description": "d", "inputSchema": {"type": "object", "properties": {}}},
                             *({"name": n, "description": "d", "inputSchema": {"type": "object", "properties": {}}}
                               for n in RTL_URLS)], **listing}
     elif method == "prompts/list":
         result = {"prompts": [PROMPT], **listing}
+    elif method == "tools/call" and params.get("name") == "many_blocks":
+        return Response(MANY_BLOCKS_JSON % json.dumps(rid), media_type="application/json")
     elif method == "tools/call" and params.get("name") == "big_round" and not params.get("inputResponses"):
         result = BIG_ROUND
     elif method == "tools/call" and params.get("name") in RTL_URLS and not params.get("inputResponses"):
@@ -341,4 +349,29 @@ async def test_a_huge_listing_does_not_stall_the_event_loop(setup, long_mcp, pag
     assert resp.status_code == 200, resp.status_code
     # today: the listing is parsed on the event loop: a gap of seconds (every other user waits);
     # generous for a loaded machine, as test_no_fetch's bound for the argument check
+    assert max(gaps, default=0) < 0.8, max(gaps)
+
+
+async def test_a_result_of_many_blocks_does_not_stall_the_event_loop(setup):
+    client, server = setup
+    gaps: list[float] = []
+    done = asyncio.Event()
+
+    async def heartbeat() -> None:
+        last = time.monotonic()
+        while not done.is_set():
+            await asyncio.sleep(0.02)
+            now = time.monotonic()
+            gaps.append(now - last)
+            last = now
+
+    beat = asyncio.create_task(heartbeat())
+    resp = await client.post(names.call_url("tool", server.pk, "many_blocks"), {})
+    await operations.wait_idle()
+    done.set()
+    await beat
+    assert resp.status_code == 302
+    op = await Operation.objects.aget(pk=resp["Location"].rstrip("/").split("/")[-1])
+    assert op.status == Operation.Status.COMPLETED, (op.error_code, op.error_message)
+    # today: seconds (the result is parsed and stored on the event loop)
     assert max(gaps, default=0) < 0.8, max(gaps)
