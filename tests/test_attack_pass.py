@@ -9,6 +9,10 @@
   the card's address line: Chromium draws the host's labels in reverse order (the TLD first) and
   the RTL run reorders the neutral characters around it; the same URL sent in its ASCII form
   (punycode, percent-encoding) is shown in ASCII;
+* kind 7 (bidi reaches the person): a server's ``default`` is prefilled raw into the text box
+  the person reads (the card's field, the tool page's argument field): ``https://evil.example/``
+  U+202E ``moc.elgoog`` reads ``https://evil.example/google.com`` in the box (the labels, options and
+  the review page show ``⟨U+202E⟩``);
 * kind 3 (access that ended still answers): a WebSocket opened by a session keeps receiving
   every pushed card (server text, the card's form) after that session signed out;
 * kind 1 (event-loop stall by server input): a server listing 30,000 tools, prompts, resources
@@ -74,6 +78,9 @@ RTL_URLS = {
 MANY_BLOCKS_JSON = '{"jsonrpc":"2.0","id":%s,"result":' + json.dumps(
     {"content": [{"type": "text", "text": "b%06d" % i} for i in range(200_000)], "isError": False}
 ).replace("%", "%%") + "}"
+#: a server default that reads differently from what it is
+BIDI_DEFAULT = "https://evil.example/\u202emoc.elgoog\x1b[2J"
+BIDI_DEFAULT_SCHEMA = {"type": "object", "properties": {"u": {"type": "string", "title": "Callback", "default": BIDI_DEFAULT}}}
 #: not flat: the tool page shows the JSON editor
 NESTED = {"type": "object", "properties": {"cfg": {"type": "object"}, "u": {"type": "string"}}}
 PROMPT = {"name": "big_args", "description": "d", "arguments": [
@@ -98,11 +105,16 @@ async def endpoint(request: Request) -> Response:
                             {"name": "big_round", "description": "d",
                              "inputSchema": {"type": "object", "properties": {}}},
                             {"name": "nested", "description": "d", "inputSchema": NESTED},
+                            {"name": "bidi_default_args", "description": "d", "inputSchema": BIDI_DEFAULT_SCHEMA},
+                            {"name": "bidi_default_round", "description": "d", "inputSchema": {"type": "object", "properties": {}}},
                             {"name": "many_blocks", "description": "d", "inputSchema": {"type": "object", "properties": {}}},
                             *({"name": n, "description": "d", "inputSchema": {"type": "object", "properties": {}}}
                               for n in RTL_URLS)], **listing}
     elif method == "prompts/list":
         result = {"prompts": [PROMPT], **listing}
+    elif method == "tools/call" and params.get("name") == "bidi_default_round" and not params.get("inputResponses"):
+        result = {"resultType": "input_required", "requestState": "s", "inputRequests": {"q": {
+            "method": "elicitation/create", "params": {"message": "m", "requestedSchema": BIDI_DEFAULT_SCHEMA}}}}
     elif method == "tools/call" and params.get("name") == "many_blocks":
         return Response(MANY_BLOCKS_JSON % json.dumps(rid), media_type="application/json")
     elif method == "tools/call" and params.get("name") == "big_round" and not params.get("inputResponses"):
@@ -375,3 +387,36 @@ async def test_a_result_of_many_blocks_does_not_stall_the_event_loop(setup):
     assert op.status == Operation.Status.COMPLETED, (op.error_code, op.error_message)
     # today: seconds (the result is parsed and stored on the event loop)
     assert max(gaps, default=0) < 0.8, max(gaps)
+
+
+_CONTROLS = {chr(c) for c in [*range(0x00, 0x09), *range(0x0B, 0x20), 0x7F, *range(0x80, 0xA0), 0x061C, 0x200E, 0x200F,
+                              *range(0x202A, 0x202F), *range(0x2066, 0x206A)]}
+
+
+def _shown_values(body: str) -> list[str]:
+    """The values of the text boxes a page shows (``<input type=text value>``, ``<textarea>``)."""
+    import html
+    import re
+
+    values = [html.unescape(m.group(1)) for m in re.finditer(r'<input type="text"[^>]*\svalue="([^"]*)"', body)]
+    values += [html.unescape(m.group(1)) for m in re.finditer(r"<textarea[^>]*>(.*?)</textarea>", body, re.S)]
+    return values
+
+
+async def test_a_prefilled_server_default_shows_no_bidi_or_control_characters(setup):
+    client, server = setup
+    page = (await client.get(names.call_url("tool", server.pk, "bidi_default_args"))).content.decode()
+    values = _shown_values(page)
+    assert values, page[:3000]
+    # today: the tool page's box holds the raw U+202E and ESC
+    assert not [v for v in values if set(v) & _CONTROLS], values
+    resp = await client.post(names.call_url("tool", server.pk, "bidi_default_round"), {})
+    assert resp.status_code == 302
+    await operations.wait_idle()
+    op = await Operation.objects.aget(pk=resp["Location"].rstrip("/").split("/")[-1])
+    assert op.status == Operation.Status.AWAITING_INPUT, (op.error_code, op.error_message)
+    card = (await client.get(f"/mcp/operations/{op.id}/")).content.decode()
+    values = _shown_values(card)
+    assert values, card[:3000]
+    # today: the card's box holds the raw U+202E and ESC
+    assert not [v for v in values if set(v) & _CONTROLS], values
