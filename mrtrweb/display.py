@@ -20,8 +20,13 @@ cleaned.
   escapes (the value parses back unchanged; nothing invisible is in the text).
 * :func:`href` -- the URL-mode URL as a link target: the same address, its invisible characters
   percent-encoded.
+* :func:`ascii_url` -- the URL-mode URL's ASCII form, for its address line: the host in IDNA
+  (punycode), every other non-ASCII or invisible character percent-encoded (UTF-8), so no
+  right-to-left letter can reorder what the person reads (``https://evil.example/اختبار/moc.elgoog``
+  is shown as ``https://evil.example/%D8%A7...%B1/moc.elgoog``).
 
-The same rules are applied in templates by the filters ``shown``, ``shown_text`` and ``href`` of the
+The same rules are applied in templates by the filters ``shown``, ``shown_text``, ``href`` and
+``ascii_url`` of the
 template library ``mrtrweb_display`` (:mod:`mrtrweb.templatetags.mrtrweb_display`).
 """
 
@@ -96,6 +101,44 @@ def href(url: Any) -> Any:
     if not isinstance(url, str):
         return url
     return _HIDDEN.sub(lambda m: urllib.parse.quote(m.group(0), safe=""), url)
+
+
+_NOT_PRINTABLE_ASCII = re.compile(r"[^\x21-\x7e]")
+
+
+def _percent(match: re.Match[str]) -> str:
+    return urllib.parse.quote(match.group(0), safe="", errors="surrogatepass")
+
+
+def _ascii_host(host: str) -> str:
+    try:
+        return host.encode("idna").decode("ascii").lower()
+    except UnicodeError:  # not a valid domain name (the gate refuses these): each byte shown
+        return _NOT_PRINTABLE_ASCII.sub(_percent, host)
+
+
+def ascii_url(url: Any) -> Any:
+    """The ASCII form of a URL, for the line the person reads: a non-ASCII host in its IDNA
+    (punycode) form, lower case, and every other character outside printable ASCII (non-ASCII
+    letters, bidi controls, invisible characters, controls) percent-encoded as UTF-8, as a browser
+    serializes the URL it opens. The result holds only printable ASCII, so nothing in it is
+    reordered or hidden; an ASCII URL is returned unchanged. A non-string is returned as it is."""
+    if not isinstance(url, str):
+        return url
+    if url.isascii() and not _HIDDEN.search(url):
+        return url
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return _NOT_PRINTABLE_ASCII.sub(_percent, url)
+    cut = min((i for i in (rest.find(c) for c in "/?#") if i >= 0), default=len(rest))
+    netloc, tail = rest[:cut], rest[cut:]
+    if not netloc.isascii():
+        userinfo, at, hostport = netloc.rpartition("@")
+        host, colon, port = hostport.partition(":")  # a non-ASCII host is never an IPv6 literal
+        netloc = _NOT_PRINTABLE_ASCII.sub(_percent, userinfo) + at + _ascii_host(host) + colon \
+            + _NOT_PRINTABLE_ASCII.sub(_percent, port)
+    return (_NOT_PRINTABLE_ASCII.sub(_percent, scheme) + sep + _NOT_PRINTABLE_ASCII.sub(_percent, netloc)
+            + _NOT_PRINTABLE_ASCII.sub(_percent, tail))
 
 
 def _json_escape(match: re.Match[str]) -> str:

@@ -190,7 +190,10 @@ async def test_url_mode_card_shows_the_bidi_url_visibly_and_warns(setup):
     await operations.wait_idle()
     card = (await client.get(f"/mcp/operations/{op_id}/")).content.decode()
     assert_text_only(card, "URL card", "Open")
-    assert '<code dir="ltr">https://evil.example/⟨U+202E⟩moc.elgoog/\u05d0\u05d1\u05d2?next=1</code>' in card
+    # the address line in its ASCII form (nothing in it reorders); the form the server wrote on its
+    # own line, its U+202E visible, drawn left to right in stored order
+    assert '<p class="url-full"><code dir="ltr">https://evil.example/%E2%80%AEmoc.elgoog/%D7%90%D7%91%D7%92?next=1</code>' in card
+    assert '<code dir="ltr"><bdo dir="ltr">https://evil.example/⟨U+202E⟩moc.elgoog/\u05d0\u05d1\u05d2?next=1</bdo></code>' in card
     assert "invisible or direction-changing characters" in card
     # the link opens what the server sent, its invisible character percent-encoded as a browser
     # encodes it anyway (so that no raw bidi character is in the page), on the person's click only
@@ -393,6 +396,20 @@ def test_url_with_bidi_characters_is_warned_about():
     assert not any("invisible" in w for w in check_url("https://example.com/google.com").warnings)
 
 
+@pytest.mark.parametrize("url,ascii_form", [
+    ("https://example.com/a?b=1#c", "https://example.com/a?b=1#c"),  # ASCII: unchanged
+    ("https://xn--mgbh0fb.xn--kgbechtv/moc.elgoog", "https://xn--mgbh0fb.xn--kgbechtv/moc.elgoog"),
+    ("https://\u0645\u062b\u0627\u0644.\u0625\u062e\u062a\u0628\u0627\u0631:8443/moc.elgoog",
+     "https://xn--mgbh0fb.xn--kgbechtv:8443/moc.elgoog"),
+    ("https://evil.example/\u0627\u062e/x?\u05d0=\u202e#\u2066",
+     "https://evil.example/%D8%A7%D8%AE/x?%D7%90=%E2%80%AE#%E2%81%A6"),
+    ("https://\u0430\u0440\u0440\u04cf\u0435.example/", "https://xn--80ak6aa92e.example/"),
+])
+def test_the_ascii_form_of_a_url_mode_url_holds_printable_ascii_only(url, ascii_form):
+    assert display.ascii_url(url) == ascii_form
+    assert re.fullmatch(r"[\x21-\x7e]+", display.ascii_url(url))
+
+
 TEMPLATES = Path(__file__).resolve().parents[1] / "mrtrweb" / "templates" / "mrtrweb"
 #: template expressions that are the product's own (ids, numbers, codes of the product, CSRF,
 #: rendered form parts whose server text is escaped in the form) or must stay raw (hidden inputs
@@ -424,7 +441,7 @@ def test_every_template_expression_is_shown_or_the_products_own():
         exprs += re.findall(r"\b\w+=([\w.]+(?:\|[\w:\"',_()]+)?)", " ".join(attrs for attrs, _ in blocks))
         for expr in exprs:
             base, _, filters = expr.partition("|")
-            if filters.split(":")[0] in ("shown", "shown_text", "href") or base in PRODUCT_EXPRESSIONS:
+            if filters.split(":")[0] in ("shown", "shown_text", "href", "ascii_url") or base in PRODUCT_EXPRESSIONS:
                 continue
             if base.startswith(("row.created_at", "op.created_at")) or filters.startswith(("date", "yesno", "time", "urlencode")):
                 continue  # dates, product choices, a percent-encoded query

@@ -6,7 +6,9 @@
   characters made visible as ``⟨U+202E⟩``, newlines and tabs included;
 * ``{{ value|shown_text }}`` -- multi-line text (descriptions, messages, results): the same, with
   newline and tab kept;
-* ``{{ url|href }}`` -- the URL-mode URL as a link target, its invisible characters percent-encoded.
+* ``{{ url|href }}`` -- the URL-mode URL as a link target, its invisible characters percent-encoded;
+* ``{{ url|ascii_url }}`` -- the URL-mode URL's ASCII form for its address line (IDNA host, the
+  rest percent-encoded): nothing in it can be reordered by right-to-left letters.
 
 Both leave HTML escaping to autoescape (and keep a value that is already escaped, a
 ``SafeString``, safe: the markers hold no HTML special character). A non-string is returned as it
@@ -37,3 +39,8 @@ def shown_text(value: Any) -> Any:
 @register.filter(is_safe=True)
 def href(value: Any) -> Any:
     return display.href(value)
+
+
+@register.filter(is_safe=True)
+def ascii_url(value: Any) -> Any:
+    return display.ascii_url(value)
