@@ -84,6 +84,19 @@ def shown_text(value: Any) -> Any:
     return _HIDDEN_KEEP_LINES.sub(_mark, value.replace("\r\n", "\n").replace("\r", "\n"))
 
 
+def has_hidden(value: Any) -> bool:
+    """Whether ``value`` (a string, or a JSON value holding strings) holds a control, bidi or
+    invisible character that :func:`shown` would mark: such a value must not be put raw where a
+    person reads it (a text box's pre-filled value cannot show markers)."""
+    if isinstance(value, str):
+        return _HIDDEN.search(value) is not None
+    if isinstance(value, (list, tuple)):
+        return any(has_hidden(v) for v in value)
+    if isinstance(value, dict):
+        return any(has_hidden(k) or has_hidden(v) for k, v in value.items())
+    return False
+
+
 def html(value: Any, *, multiline: bool = False) -> SafeString:
     """``value`` (``str()`` of a non-string; ``None`` is ``""``) cleaned by :func:`shown` (or
     :func:`shown_text`) and HTML-escaped: a ``SafeString`` to use as a form field's label, help

@@ -42,6 +42,18 @@ def _option_key(value: Any) -> str:
     return json.dumps(value)
 
 
+#: at most this many characters of a default that is not pre-filled are quoted in its notice
+MAX_DEFAULT_NOTICE_CHARS = 300
+
+
+def _shown_default(value: Any) -> str:
+    """A server default as one line of text, its control, bidi and invisible characters marked
+    (:func:`mrtrweb.display.shown`), at most :data:`MAX_DEFAULT_NOTICE_CHARS` characters."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    cut = text[:MAX_DEFAULT_NOTICE_CHARS]
+    return display.shown(cut) + ("…" if len(cut) < len(text) else "")
+
+
 class SchemaForm(forms.Form):
     """A form for a :class:`CheckedSchema`.
 
@@ -129,7 +141,14 @@ class SchemaForm(forms.Form):
                 hints.append("must match the pattern the server gave")
             kwargs["widget"] = widget
             field = forms.CharField(**kwargs)
-        if spec.has_default:
+        held_default = spec.has_default and display.has_hidden(spec.default)
+        if held_default:
+            # a text box (or a pre-selected option) cannot show markers: U+202E would make
+            # "https://evil.example/\u202emoc.elgoog" read ".../google.com" in the box. Not filled in;
+            # the default is shown, marked, in the help (and, if the gate fills it in, on the review)
+            # (a select keeps its empty first option: a field with a default is optional here)
+            logger.info("a server default holding control, bidi or invisible characters was not pre-filled")
+        elif spec.has_default:
             default = spec.default
             if spec.kind == "choice":
                 default = _option_key(default)
@@ -139,6 +158,9 @@ class SchemaForm(forms.Form):
         help_parts = [spec.description] if spec.description else []
         if hints:
             help_parts.append("(" + "; ".join(hints) + ")")
+        if held_default:
+            help_parts.append(str(_("The server's default holds invisible or control characters, so it is not "
+                                    "filled in: %(default)s")) % {"default": _shown_default(spec.default)})
         field.help_text = display.html(" ".join(help_parts), multiline=True)
         field.widget.attrs.update(attrs)
         return field
