@@ -153,3 +153,29 @@ async def test_session_denial_reads_and_writes_nothing_else(seeded):
     assert await sync_to_async(sessions.session_denial)("", user_id) == sessions.SESSION_GONE
     assert await sync_to_async(sessions.session_denial)("nosuchsession" * 3, user_id) == sessions.SESSION_GONE
     assert await sync_to_async(sessions.session_denial)(key, user_id) == ""  # the session is unchanged
+
+
+@pytest.mark.parametrize("engine", ["django.contrib.sessions.backends.cache",
+                                    "django.contrib.sessions.backends.cached_db",
+                                    "django.contrib.sessions.backends.signed_cookies"])
+async def test_every_session_engine_ends_its_sockets(seeded, settings, engine):
+    """Sign-out closes the socket whatever the engine; a session the store no longer holds gets no
+    push (a signed cookie cannot be deleted server-side: sign-out alone ends it)."""
+    from importlib import import_module
+
+    settings.SESSION_ENGINE = engine
+    user = seeded["users"]["alice"]
+    signing_out, gone = await _client(user), await _client(user)
+    ws_out, ws_gone = await _socket(signing_out), await _socket(gone)
+    op = await _operation(seeded)
+    await _push(op)
+    await _receives_push(ws_out, op)
+    await _receives_push(ws_gone, op)
+    assert (await signing_out.post("/accounts/logout/")).status_code == 302
+    await _closed_without_push(ws_out)
+    if engine.endswith("signed_cookies"):
+        await ws_gone.disconnect()
+        return
+    await import_module(engine).SessionStore(gone.session.session_key).adelete()
+    await _push(op)
+    await _closed_without_push(ws_gone)
