@@ -83,8 +83,9 @@ class OperationsConsumer(AsyncJsonWebsocketConsumer):
 
     async def disconnect(self, code: int) -> None:
         recheck = getattr(self, "recheck", None)
-        if recheck is not None and recheck is not asyncio.current_task():
-            recheck.cancel()
+        for task in [recheck, *getattr(self, "checks", ())]:
+            if task is not None and task is not asyncio.current_task():
+                task.cancel()
         groups = [(self.group, "its push group")] if getattr(self, "group", None) else []
         if groups and getattr(self, "session_key", ""):
             groups.append((sessions.session_group(self.session_key), "its session's group"))
@@ -143,8 +144,21 @@ class OperationsConsumer(AsyncJsonWebsocketConsumer):
         await self._end_session(str(event.get("cause", sessions.SIGNED_OUT)))
 
     async def session_check(self, event) -> None:
-        """The user's sessions may have ended (their password changed): re-validate this one."""
-        await self._session_holds()
+        """The user's sessions may have ended (their password changed): re-validate this one, a
+        moment later (``sessions.CHECK_DELAY_S``), so that the session that changed the password,
+        whose auth hash Django updates just after the save, keeps its socket; pushes meanwhile are
+        re-validated anyway."""
+        task = asyncio.create_task(self._check_later())
+        self.checks = getattr(self, "checks", set())
+        self.checks.add(task)
+        task.add_done_callback(self.checks.discard)
+
+    async def _check_later(self) -> None:
+        try:
+            await asyncio.sleep(sessions.CHECK_DELAY_S)
+            await self._session_holds()
+        except Exception as exc:  # noqa: BLE001 -- the next push re-validates anyway
+            logger.warning("websocket: user %s's session check failed (%s)", self.user_id, type(exc).__name__)
 
     async def access_revoked(self, event) -> None:
         """The user's access ended somewhere: close (the page reloads and sees what is left)."""

@@ -8,8 +8,9 @@ its sockets are closed with code :data:`CLOSE_CODE` in each:
 * sign-out (``user_logged_out``): the session's group is told ``session.ended`` at once, on every
   worker (the channel layer);
 * the user's password changed (which invalidates their other sessions through the session auth
-  hash): the user's group is told ``session.check``; each socket re-validates its own session and
-  closes when it is no longer valid (the session that changed the password keeps a valid hash);
+  hash): the user's group is told ``session.check``; each socket re-validates its own session a
+  moment later (:data:`CHECK_DELAY_S`) and closes when it is no longer valid (the session that
+  changed the password keeps a valid hash, and its socket);
 * the session flushed, deleted or expired by any other path (another sign-in on the same browser,
   ``clearsessions``, an admin deleting it, the cache evicting it): every push re-validates the
   socket's session before anything is sent (:func:`session_denial`: the session still exists,
@@ -37,6 +38,9 @@ logger = logging.getLogger("mrtrweb.sessions")
 CLOSE_CODE: Final = 4401
 #: a socket re-validates its session at least this often (seconds), pushes or not
 RECHECK_S: Final = 60
+#: after a password change, each socket re-validates its session this much later (seconds): the
+#: session that changed it gets its new auth hash just after the save (``update_session_auth_hash``)
+CHECK_DELAY_S: Final = 1.0
 SIGNED_OUT, SESSION_GONE, SESSION_INVALID = "signed_out", "session_gone", "session_invalid"
 #: the session is fine but its backend gives back no user (inactive or deleted): access ended, as
 #: :mod:`mrtrweb.access` says (the socket is closed with its code, 4403)

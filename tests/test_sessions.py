@@ -179,3 +179,27 @@ async def test_every_session_engine_ends_its_sockets(seeded, settings, engine):
     await import_module(engine).SessionStore(gone.session.session_key).adelete()
     await _push(op)
     await _closed_without_push(ws_gone)
+
+
+async def test_the_session_that_changed_the_password_keeps_its_socket(seeded):
+    """As Django's password change views do: ``set_password``, save, then
+    ``update_session_auth_hash`` for the session that asked; the others' sockets close."""
+    from importlib import import_module
+
+    from django.conf import settings
+    from django.contrib.auth import HASH_SESSION_KEY
+
+    user = seeded["users"]["alice"]
+    changing, other = await _client(user), await _client(user)
+    ws_changing, ws_other = await _socket(changing), await _socket(other)
+    user.set_password("a-new-password-for-alice")
+    await user.asave()
+    store = import_module(settings.SESSION_ENGINE).SessionStore(changing.session.session_key)
+    await store.aload()
+    await store.aset(HASH_SESSION_KEY, user.get_session_auth_hash())
+    await store.asave()
+    await _closed_without_push(ws_other)
+    op = await _operation(seeded)
+    await _push(op)
+    await _receives_push(ws_changing, op)
+    await ws_changing.disconnect()
