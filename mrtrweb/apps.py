@@ -12,6 +12,8 @@ class MrtrwebConfig(AppConfig):
         from . import checks  # noqa: F401 -- registers the system checks
         from .access import connect_signals
         from .logsafe import hold_sdk_wire_loggers
+        from .sessions import connect_signals as connect_session_signals
 
         hold_sdk_wire_loggers()  # the SDK's DEBUG lines carry requestState and answers
         connect_signals()  # access that ends (membership, user, server, tenant) ends pending operations
+        connect_session_signals()  # a session that ends (sign-out, password change) closes its sockets

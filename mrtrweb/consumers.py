@@ -8,6 +8,11 @@ member of its tenant, its server enabled), and sends ``{"type": "operation", "id
 "html"}`` (``html`` null when the panel is over ``MAX_PUSH_BYTES``: the page then fetches
 it); progress is pushed under the same check. On ``access.revoked`` (the user's access
 ended somewhere) the connection is closed with code 4403.
+
+A connection lives only as long as the sign-in session that opened it (:mod:`mrtrweb.sessions`):
+it also joins its session's group, is closed with code 4401 on ``session.ended`` (sign-out), and
+re-validates its session on ``session.check`` (the password changed), before every push and at
+least every ``sessions.RECHECK_S`` seconds, closing with 4401 once the session no longer holds.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import weakref
 from asgiref.sync import sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from . import access, conf
+from . import access, conf, sessions
 from .operations import user_group
 from .panels import render_panel
 
@@ -64,23 +69,96 @@ class OperationsConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=1011)
             return
         self.group = group
-        await self.accept()
-
-    async def disconnect(self, code: int) -> None:
-        if getattr(self, "group", None):
+        # the session's key stays in this object only: its group is named by a digest of it
+        self.session_key = getattr(self.scope.get("session"), "session_key", None) or ""
+        if self.session_key:
             try:
                 async with group_slots():
-                    await self.channel_layer.group_discard(self.group, self.channel_name)
+                    await self.channel_layer.group_add(sessions.session_group(self.session_key), self.channel_name)
+            except Exception as exc:  # noqa: BLE001 -- every push re-validates the session anyway
+                logger.warning("websocket: user %s could not join its session's group (%s)", self.user_id,
+                               type(exc).__name__)
+        await self.accept()
+        self.recheck = asyncio.create_task(self._recheck_periodically())
+
+    async def disconnect(self, code: int) -> None:
+        recheck = getattr(self, "recheck", None)
+        for task in [recheck, *getattr(self, "checks", ())]:
+            if task is not None and task is not asyncio.current_task():
+                task.cancel()
+        groups = [(self.group, "its push group")] if getattr(self, "group", None) else []
+        if groups and getattr(self, "session_key", ""):
+            groups.append((sessions.session_group(self.session_key), "its session's group"))
+        for group, what in groups:
+            try:
+                async with group_slots():
+                    await self.channel_layer.group_discard(group, self.channel_name)
             except Exception as exc:  # noqa: BLE001 -- the layer's group entry expires by itself
-                logger.warning("websocket: user %s could not leave its push group (%s)", self.user_id,
+                logger.warning("websocket: user %s could not leave %s (%s)", self.user_id, what,
                                type(exc).__name__)
 
     async def dispatch(self, message) -> None:
-        """Progress of an operation is pushed only while the user may see it (as updates are)."""
+        """Nothing is pushed once this connection's session ended; progress of an operation is
+        pushed only while the user may see it (as updates are)."""
+        if message.get("type") in ("operation.update", "operation.progress") and not await self._session_holds():
+            return
         if message.get("type") == "operation.progress" and \
                 await access.visible_operation(self.user_id, message.get("operation_id")) is None:
             return
         await super().dispatch(message)
+
+    async def _session_holds(self) -> bool:
+        """Whether this connection's session still authenticates its user; if not, close (4401)."""
+        if getattr(self, "session_closed", False):
+            return False
+        cause = await sync_to_async(sessions.session_denial)(getattr(self, "session_key", ""), self.user_id)
+        if not cause:
+            return True
+        await self._end_session(cause)
+        return False
+
+    async def _end_session(self, cause: str) -> None:
+        if getattr(self, "session_closed", False):
+            return
+        self.session_closed = True
+        if cause == sessions.USER_ENDED:  # the user is inactive or gone: access ended (4403)
+            logger.info("websocket: user %s's access ended (%s); connection closed", self.user_id, cause)
+            await self.close(code=access.CLOSE_CODE)
+            return
+        logger.info("websocket: user %s's session ended (%s); connection closed", self.user_id, cause)
+        await self.close(code=sessions.CLOSE_CODE)
+
+    async def _recheck_periodically(self) -> None:
+        """Re-validate the session every ``sessions.RECHECK_S`` seconds, pushes or not."""
+        try:
+            while not getattr(self, "session_closed", False):
+                await asyncio.sleep(sessions.RECHECK_S)
+                await self._session_holds()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 -- the next push re-validates anyway
+            logger.warning("websocket: user %s's session re-check failed (%s)", self.user_id, type(exc).__name__)
+
+    async def session_ended(self, event) -> None:
+        """This connection's session signed out (on some worker): close."""
+        await self._end_session(str(event.get("cause", sessions.SIGNED_OUT)))
+
+    async def session_check(self, event) -> None:
+        """The user's sessions may have ended (their password changed): re-validate this one, a
+        moment later (``sessions.CHECK_DELAY_S``), so that the session that changed the password,
+        whose auth hash Django updates just after the save, keeps its socket; pushes meanwhile are
+        re-validated anyway."""
+        task = asyncio.create_task(self._check_later())
+        self.checks = getattr(self, "checks", set())
+        self.checks.add(task)
+        task.add_done_callback(self.checks.discard)
+
+    async def _check_later(self) -> None:
+        try:
+            await asyncio.sleep(sessions.CHECK_DELAY_S)
+            await self._session_holds()
+        except Exception as exc:  # noqa: BLE001 -- the next push re-validates anyway
+            logger.warning("websocket: user %s's session check failed (%s)", self.user_id, type(exc).__name__)
 
     async def access_revoked(self, event) -> None:
         """The user's access ended somewhere: close (the page reloads and sees what is left)."""

@@ -231,13 +231,21 @@ async def start_operation(*, user: Any, server: McpServer, method: str, name: st
     return op
 
 
+#: refusals that a service of ours being down caused (the binding store, the audit trail): the
+#: only ones answered "503 Service Unavailable"; every other refusal of an answer means this
+#: round can no longer be answered (denied, ended, its worker gone): 409 Conflict
+UNAVAILABLE_CODES = frozenset({STORE_UNAVAILABLE, AUDIT_UNAVAILABLE})
+
+
 class OperationRefused(Exception):
-    """An operation or an answer was refused before anything was sent."""
+    """An operation or an answer was refused before anything was sent; ``status`` is the HTTP
+    status of an answer refused so (503 for :data:`UNAVAILABLE_CODES`, else 409)."""
 
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
+        self.status = 503 if code in UNAVAILABLE_CODES else 409
 
 
 async def _check_limits(user: Any, tenant_id: Any) -> None:
@@ -300,7 +308,9 @@ DENY_MESSAGES = {
     "missing_consent_receipt": "No record shows that this round was displayed to you, so no answer is sent for it.",
     "request_state_replayed": "The server sent again a requestState this operation had already sent back in an "
                               "earlier round; the operation was stopped and nothing was sent.",
-    "server_config_changed": "The server's configuration changed after it asked; your answer was not sent.",
+    "server_config_changed": "The server's configuration changed after it asked (its name, address, or what it "
+                             "may ask for, such as roots or sampling): this round can no longer be answered, and "
+                             "your answer was not sent.",
     "timeout": "This round expired before the answer arrived; nothing was sent.",
     "cancelled": "You stopped this operation; nothing was sent for its open round.",
     AUDIT_UNAVAILABLE: "The audit trail could not be written or read back; your answer was not sent.",

@@ -12,7 +12,10 @@ exactly the site's own origin as this very request sees it, or one of ``CSRF_TRU
   ``SECURE_PROXY_SSL_HEADER`` says so (the same rule as ``HttpRequest.is_secure()``), else ``http``;
 * ``CSRF_TRUSTED_ORIGINS`` entries match exactly (scheme, host, port), or ``scheme://*.domain``
   any subdomain with that scheme (and port, when the entry names one), as Django's CSRF check;
-* a missing, ``null``, repeated or malformed ``Origin`` is refused.
+* a missing, ``null``, repeated or malformed ``Origin`` is refused; the header must be exactly
+  an origin as browsers serialize it (:func:`parse_header_origin`: ``scheme://host[:port]``,
+  lower case, no default port, no leading zero in the port, nothing around it: no whitespace,
+  path, ``?``, ``#`` or credentials).
 
 A refused connection is closed before it is accepted (the handshake fails with HTTP 403) and the
 reason is logged (``mrtrweb.origin``, the origin's first 200 characters, escaped by ``%r``).
@@ -24,7 +27,9 @@ Usage (``asgi.py``; also for an embedding portal)::
 
 from __future__ import annotations
 
+import ipaddress
 import logging
+import re
 import urllib.parse
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any
@@ -41,20 +46,45 @@ Origin = tuple[str, str, int]
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
+#: ``scheme://host[:port]``, nothing else: a host name (ASCII, as browsers send IDN hosts in
+#: punycode) or a bracketed IPv6 address; a port of 1-5 digits without a leading zero
+_ORIGIN_RE = re.compile(r"(?P<scheme>[A-Za-z]+)://(?P<host>[A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\])"
+                        r"(?::(?P<port>[1-9][0-9]{0,4}))?", re.ASCII)
+
+
 def parse_origin(text: str) -> Origin | None:
     """``"https://Example.com:8443"`` -> ``("https", "example.com", 8443)``; the default port when
-    none is given. None for anything that is not a bare http(s) origin (``null``, a path, a query,
-    credentials, no host, a bad port)."""
-    try:
-        parts = urllib.parse.urlsplit(text.strip())
-        port = parts.port
-    except ValueError:
+    none is given. None for anything that is not exactly an http(s) origin: ``null``, whitespace
+    around it, a path (even ``/``), a ``?`` or ``#`` (even empty), credentials, no host, a port
+    that is empty, has a leading zero or is above 65535. Scheme and host are case-insensitive
+    (``CSRF_TRUSTED_ORIGINS`` entries); the ``Origin`` header is checked by
+    :func:`parse_header_origin`, stricter."""
+    match = _ORIGIN_RE.fullmatch(text) if isinstance(text, str) else None
+    if match is None:
         return None
-    scheme = parts.scheme.lower()
-    if scheme not in _DEFAULT_PORTS or not parts.hostname or parts.username is not None \
-            or parts.password is not None or parts.path not in ("", "/") or parts.query or parts.fragment:
+    scheme, host, port = match["scheme"].lower(), match["host"].lower(), match["port"]
+    if scheme not in _DEFAULT_PORTS or (port is not None and int(port) > 65535):
         return None
-    return scheme, parts.hostname.lower(), port if port is not None else _DEFAULT_PORTS[scheme]
+    if host.startswith("["):
+        try:  # "[::1]" -> "::1" (as urlsplit gives it), in its compressed form, as browsers send it
+            host = ipaddress.IPv6Address(host[1:-1]).compressed
+        except ValueError:
+            return None
+    return scheme, host, int(port) if port is not None else _DEFAULT_PORTS[scheme]
+
+
+def serialize_origin(origin: Origin) -> str:
+    """``("https", "example.com", 443)`` -> ``"https://example.com"``: the form browsers send."""
+    scheme, host, port = origin
+    host = f"[{host}]" if ":" in host else host
+    return f"{scheme}://{host}" if port == _DEFAULT_PORTS[scheme] else f"{scheme}://{host}:{port}"
+
+
+def parse_header_origin(text: str) -> Origin | None:
+    """An ``Origin`` header's origin, or None unless ``text`` is exactly the serialization a
+    browser sends (RFC 6454 section 6.1: lower-case scheme and host, no default port)."""
+    origin = parse_origin(text)
+    return origin if origin is not None and serialize_origin(origin) == text else None
 
 
 def _header_values(scope: Scope, name: bytes) -> list[str]:
@@ -125,7 +155,7 @@ def refusal(scope: Scope, extra_trusted: Iterable[str] = ()) -> str:
         return "no Origin header"
     if len(values) > 1:
         return "more than one Origin header"
-    origin = parse_origin(values[0])
+    origin = parse_header_origin(values[0])
     if origin is None:
         return f"malformed Origin {values[0][:200]!r}"
     if origin == own_origin(scope):

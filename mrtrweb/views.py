@@ -569,7 +569,9 @@ async def _send(request: HttpRequest, op: Operation, responses: dict[str, Any], 
             return await _panel_response(request, op, forms=forms, error=sampling.INVALID_ANSWER_MESSAGE, status=400)
         return await _panel_response(request, op, error=operations.message_for(exc.code), status=409)
     except operations.OperationRefused as exc:
-        return await _panel_response(request, op, error=exc.message, status=503)
+        # 503 only when a service of ours is down; a denied or ended round is a 409
+        logger.info("operation %s: answer refused (%s), HTTP %s", op.id, exc.code, exc.status)
+        return await _panel_response(request, op, error=exc.message, status=exc.status)
     return redirect("mrtrweb:operation", op_id=op.id)
 
 

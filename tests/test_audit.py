@@ -154,7 +154,7 @@ async def test_deny_missing_consent_receipt(seeded):
     client = await _client(seeded["users"]["alice"])
     op = await _start(client, seeded["servers"]["acme"], "connect_account", {"provider": "no-look"})
     resp = await _answer(client, op, view=False)  # answered without the card ever being displayed
-    assert resp.status_code == 503 and "No record shows that this round was displayed" in resp.content.decode()
+    assert resp.status_code == 409 and "No record shows that this round was displayed" in resp.content.decode()
     op = await _reload(op)
     assert op.status == "denied"
     assert seeded["mcp"].calls[("connect_account", True)] == 0
@@ -169,7 +169,7 @@ async def test_deny_server_config_changed(seeded):
     await client.get(f"/mcp/operations/{op.id}/")
     await McpServer.objects.filter(pk=server.pk).aupdate(name="Renamed server")
     resp = await _answer(client, op, view=False)
-    assert resp.status_code == 503 and "configuration changed" in resp.content.decode()
+    assert resp.status_code == 409 and "configuration changed" in resp.content.decode()
     assert (await _reload(op)).status == "denied"
     assert seeded["mcp"].calls[("connect_account", True)] == 0
 

@@ -133,7 +133,7 @@ async def test_a_mass_disconnect_queues_its_group_leaves(seeded, monkeypatch):
     layer.peak = 0
     await asyncio.gather(*(ws.disconnect() for ws in sockets))
     assert layer.peak == 3 and layer.in_flight == 0
-    assert layer.done["group_discard"] == 12  # every socket left the group
+    assert layer.done["group_discard"] == 24  # every socket left its two groups (the user's, the session's)
 
 
 async def test_a_failed_group_leave_is_logged_not_raised(seeded, monkeypatch, caplog):

@@ -127,7 +127,8 @@ async def test_changing_the_allowance_mid_round_denies_the_answer(seeded):
     await client.get(f"/mcp/operations/{op.id}/")  # the card is shown
     await _allow(server, allow_roots=False)
     resp = await _answer(client, op, "accept")
-    assert resp.status_code == 503
+    assert resp.status_code == 409  # the round can no longer be answered; nothing of ours is down
+    assert "can no longer be answered" in resp.content.decode()
     assert escape(operations.DENY_MESSAGES["server_config_changed"]) in resp.content.decode()
     op = await _reload(op)
     assert op.status == Operation.Status.DENIED
@@ -143,7 +144,7 @@ async def test_changing_the_roots_mid_round_denies_the_answer(seeded):
     await client.get(f"/mcp/operations/{op.id}/")
     await _allow(server, roots=[{"uri": "file:///etc"}])  # not what the person saw
     resp = await _answer(client, op, "accept")
-    assert resp.status_code == 503 and (await _reload(op)).status == Operation.Status.DENIED
+    assert resp.status_code == 409 and (await _reload(op)).status == Operation.Status.DENIED
     assert _retries(mcp, "list_my_roots") == []
 
 

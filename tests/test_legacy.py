@@ -468,7 +468,7 @@ async def test_answer_while_the_holding_worker_is_gone(legacy):
     op = await _start(client, server, "legacy_deploy", {"env": "eu"})
     await Operation.objects.filter(pk=op.pk).aupdate(worker="gone-host:1:deadbeef")
     resp = await _post_answer(client, op, "accept", DEPLOY_OK)
-    assert resp.status_code == 503
+    assert resp.status_code == 409  # interrupted: the round can no longer be answered
     assert "worker handling this call stopped" in resp.content.decode()
     op = await _reload(op)
     assert op.status == Operation.Status.INTERRUPTED and op.error_code == "worker_lost"

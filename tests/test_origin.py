@@ -129,3 +129,36 @@ def test_the_embedding_snippet_uses_it():
     assert "AllowedHostsOriginValidator(" not in readme
     source = (Path(__file__).resolve().parent / "embed_project" / "asgi.py").read_text()
     assert "SameOriginValidator(AuthMiddlewareStack(" in source
+
+
+def test_an_origin_is_exactly_what_browsers_send():
+    """The ``Origin`` header is ``scheme://host[:port]`` as browsers serialize it, nothing more."""
+    from mrtrweb.origin import parse_header_origin
+
+    assert parse_header_origin("http://127.0.0.1:8000") == ("http", "127.0.0.1", 8000)
+    assert parse_header_origin("https://portal.example") == ("https", "portal.example", 443)
+    assert parse_header_origin("http://[::1]:8000") == ("http", "::1", 8000)
+    assert parse_header_origin("https://xn--mgbh0fb.xn--kgbechtv") == ("https", "xn--mgbh0fb.xn--kgbechtv", 443)
+    for text in ["http://127.0.0.1:8000 ", " http://127.0.0.1:8000", "http://127.0.0.1:8000\t",
+                 "http://127.0.0.1:8000\n", "http://127.0.0.1:8000?", "http://127.0.0.1:8000#",
+                 "http://127.0.0.1:8000/", "http://127.0.0.1:08000", "http://127.0.0.1:", "http://127.0.0.1:0",
+                 "http://127.0.0.1:65536", "http://127.0.0.1:+8000", "HTTP://127.0.0.1:8000",
+                 "http://Portal.example", "https://portal.example:443", "http://portal.example:80",
+                 "http://u@127.0.0.1:8000", "http://u:p@127.0.0.1:8000", "http://[0:0::1]:8000", "http://[::1",
+                 "http://127.0.0.1:8000/?#", "http://exa mple", "http://ex\u0430mple.com", "null", ""]:
+        assert parse_header_origin(text) is None, text
+    # settings entries stay case-insensitive and may name the default port; nothing else loosens
+    assert parse_origin("https://portal.example:443") == ("https", "portal.example", 443)
+    for text in ["https://portal.example ", "https://portal.example?", "https://portal.example#",
+                 "https://portal.example:0443", "https://portal.example/"]:
+        assert parse_origin(text) is None, text
+
+
+@pytest.mark.parametrize("origin", [b"http://127.0.0.1:8000 ", b"http://127.0.0.1:8000?", b"http://127.0.0.1:8000#",
+                                    b"http://127.0.0.1:08000", b"http://127.0.0.1:8000/", b"HTTP://127.0.0.1:8000"])
+async def test_a_lenient_spelling_of_the_own_origin_is_refused(seeded, origin, caplog):
+    cookie = await _cookie(seeded["users"]["alice"])
+    assert await _connect(cookie, b"http://127.0.0.1:8000")
+    with caplog.at_level("WARNING", logger="mrtrweb.origin"):
+        assert not await _connect(cookie, origin)
+    assert "malformed Origin" in caplog.text

@@ -110,3 +110,20 @@ def test_a_page_left_open_after_access_ended_leaves_the_card(app):  # noqa: F811
     assert row.reason == "access_revoked: server_disabled"
     assert Operation.objects.get(pk=op_id).status == Operation.Status.DENIED
     assert app.mcp.calls[("deploy", True)] == 0
+
+
+def test_a_tab_left_open_after_signing_out_elsewhere_leaves_the_card(app):  # noqa: F811
+    """carol signs out in another tab of the same browser: the first tab's socket is closed (4401),
+    the page reloads to the sign-in page and shows no card."""
+    carol = app.sign_in("carol")
+    app.call_tool(carol, "deploy", fill={"replicas": "2"}, select={"env": "staging"})
+    expect(app.card(carol)).to_be_visible()
+    app.wait_live(carol)
+    other = carol.context.new_page()
+    other.goto("/mcp/")
+    other.get_by_role("button", name="Sign out").click()
+    other.wait_for_url("**/accounts/login/**")
+    # the first tab reloads by itself (no click) and lands on the sign-in page
+    carol.wait_for_url("**/accounts/login/**")
+    expect(carol.locator("#operation")).to_have_count(0)
+    expect(carol.get_by_label("Username")).to_be_visible()

@@ -87,8 +87,9 @@
       }
     };
     ws.onclose = function (ev) {
-      if (ev.code === 4403) {
-        // The person's access ended somewhere: reload, so the page shows what is left (or 404).
+      if (ev.code === 4403 || ev.code === 4401) {
+        // The person's access or this session ended somewhere: reload, so the page shows what is
+        // left (or 404, or the sign-in page).
         root.setAttribute("data-ws-state", "revoked");
         location.reload();
         return;
