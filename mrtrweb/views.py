@@ -735,6 +735,9 @@ def _server_settings_sync(request: HttpRequest, user: Any, server_id: int) -> Ht
             logger.info("server %s: deprecated-request settings changed by user %s", server.pk, user.pk)
             saved = True
             form = sampling.ServerSettingsForm(instance=server)
+        else:
+            logger.info("server %s: settings refused (%s)", server.pk,
+                        ", ".join(sorted({e.code or "invalid" for errs in form.errors.as_data().values() for e in errs})))
     elif request.method == "GET":
         form = sampling.ServerSettingsForm(instance=server)
     else:
