@@ -17,7 +17,7 @@ from typing import Any
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
-from . import argschema, display
+from . import argschema, display, results
 from .gate import formats
 from .gate.schema import CheckedSchema, Field
 
@@ -48,17 +48,25 @@ class SchemaForm(forms.Form):
     Labels, help texts and choice labels are server text: each is cleaned
     (:func:`mrtrweb.display.html`: control and bidi characters made visible) and escaped into a
     ``SafeString``, so whichever form template renders it (Django's, which prints ``help_text``
-    with ``|safe``, or a portal's own) shows it as text.
+    with ``|safe``, or a portal's own) shows it as text. Each is also bounded
+    (:class:`mrtrweb.results.ShownBudget`: a cap per string, one budget for the page or card);
+    ``shown_labels`` and ``shown_options`` keep the cut texts for the review.
 
     Args:
         checked: the schema (from :func:`mrtrweb.gate.check_requested_schema`).
         prefix: the input-request key (so several requests share one card).
+        budget: the page's or card's budget, shared by several forms (default: a new one).
     """
 
-    def __init__(self, checked: CheckedSchema, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, checked: CheckedSchema, *args: Any, budget: results.ShownBudget | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.checked = checked
+        self.budget = budget if budget is not None else results.ShownBudget()
         self._maps: dict[str, dict[str, Any]] = {}
+        #: field name -> its title as shown (cut); field name -> option key -> its label as shown
+        self.shown_labels: dict[str, Any] = {}
+        self.shown_options: dict[str, dict[str, Any]] = {}
         for spec in checked.fields:
             self.fields[spec.name] = self._field(spec)
 
@@ -66,14 +74,17 @@ class SchemaForm(forms.Form):
         c = spec.constraints
         hints: list[str] = []
         attrs: dict[str, Any] = {}
-        label = display.html(spec.title)
+        title = self.shown_labels[spec.name] = self.budget.label(spec.title)
+        label = display.html(title)
         common: dict[str, Any] = {"label": label, "required": spec.required and not spec.has_default}
         if spec.kind == "boolean":
             field: forms.Field = forms.BooleanField(required=False, label=label)
         elif spec.kind in ("choice", "multi"):
             mapping = {_option_key(o.value): o.value for o in spec.options}
             self._maps[spec.name] = mapping
-            choices = [(_option_key(o.value), display.html(o.label)) for o in spec.options]
+            shown_options = [(_option_key(o.value), self.budget.label(o.label)) for o in spec.options]
+            self.shown_options[spec.name] = dict(shown_options)
+            choices = [(key, display.html(text)) for key, text in shown_options]
             if spec.kind == "multi":
                 field = forms.MultipleChoiceField(choices=choices, widget=forms.CheckboxSelectMultiple,
                                                   required=common["required"] and c.get("minItems", 0) > 0,
@@ -136,7 +147,7 @@ class SchemaForm(forms.Form):
             elif spec.kind == "multi" and isinstance(default, list):
                 default = [_option_key(v) for v in default]
             field.initial = default
-        help_parts = [spec.description] if spec.description else []
+        help_parts = [self.budget.description(spec.description)] if spec.description else []
         if hints:
             help_parts.append("(" + "; ".join(hints) + ")")
         field.help_text = display.html(" ".join(help_parts), multiline=True)
