@@ -29,7 +29,7 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
 from . import access, audit, conf, display, names, operations, results, sampling, workers
-from .forms import JsonArgumentsForm, SchemaForm, _option_key
+from .forms import JsonArgumentsForm, SchemaForm, _option_key, stand_in_keys
 from .gate import (
     ContentMismatch, GateRejection, SchemaRefused, StoreUnavailable, check_requested_schema, digest,
 )
@@ -231,18 +231,22 @@ class PromptArgumentsForm(_BoundedCallForm):
         if self._refuse_if_too_many(len(arguments)):
             return
         budget = budget if budget is not None else results.ShownBudget()
+        arguments = [a for a in arguments if isinstance(a, dict) and isinstance(a.get("name"), str)]
+        # a long name is keyed by a short stand-in in the page (forms.stand_in_keys)
+        self.keys = stand_in_keys([a["name"] for a in arguments])
         for arg in arguments:
-            if isinstance(arg, dict) and isinstance(arg.get("name"), str) and arg["name"] not in self.fields:
+            if self.keys[arg["name"]] not in self.fields:
                 title = arg.get("title") if isinstance(arg.get("title"), str) and arg.get("title") else arg["name"]
                 # server text: bounded, cleaned and escaped (a SafeString), whatever form template prints it
-                self.fields[arg["name"]] = forms.CharField(
+                self.fields[self.keys[arg["name"]]] = forms.CharField(
                     label=display.html(budget.label(title) if title else _("(an argument with an empty name)")),
                     help_text=display.html(budget.description(arg.get("description"))
                                            if isinstance(arg.get("description"), str) else "", multiline=True),
                     required=arg.get("required") is True, strip=False)
 
     def content(self) -> dict[str, str]:
-        return {k: v for k, v in self.cleaned_data.items() if v != ""}
+        names_of = {key: name for name, key in getattr(self, "keys", {}).items()}
+        return {names_of.get(k, k): v for k, v in self.cleaned_data.items() if v != ""}
 
 
 _TEMPLATE_VAR = re.compile(r"\{([A-Za-z0-9_.]+)\}")
@@ -258,11 +262,13 @@ class ResourceTemplateForm(_BoundedCallForm):
         if self._refuse_if_too_many(len(variables)):
             return
         budget = budget if budget is not None else results.ShownBudget()
+        self.keys = stand_in_keys(variables)  # a long name is keyed by a short stand-in in the page
         for name in variables:
-            self.fields[name] = forms.CharField(label=display.html(budget.label(name)), max_length=500)
+            self.fields[self.keys[name]] = forms.CharField(label=display.html(budget.label(name)), max_length=500)
 
     def uri(self) -> str:
-        return _TEMPLATE_VAR.sub(lambda m: urllib.parse.quote(self.cleaned_data[m.group(1)], safe=""), self.template)
+        return _TEMPLATE_VAR.sub(lambda m: urllib.parse.quote(self.cleaned_data[self.keys[m.group(1)]], safe=""),
+                                 self.template)
 
 
 async def _listed_call(request: HttpRequest, server_id: int, *, kind: str, title: str | None, list_name: str,
