@@ -147,3 +147,14 @@ async def test_a_prompt_argument_named_empty_gets_a_field_and_is_sent(setup):
     assert resp.status_code == 302, resp.content.decode()[:300]
     await operations.wait_idle()
     assert GOT == [{"": "given"}]
+
+
+async def test_the_server_page_cuts_long_listed_names(setup):
+    client, server = setup
+    page = await client.get(f"/mcp/servers/{server.pk}/")
+    body = page.content.decode()
+    assert page.status_code == 200
+    # before: the 1 MB tool name twice (link text and data-tool), the 1.5 MB template variable too
+    for pair in ("LN", "TV", "PN"):
+        assert _shown(body, pair) <= 2 * 2000, (pair, _shown(body, pair))
+    assert names.call_url("tool", server.pk, "LN" * LONG) in body  # still linked (by its digest)

@@ -6,7 +6,9 @@
   characters made visible as ``⟨U+202E⟩``, newlines and tabs included;
 * ``{{ value|shown_text }}`` -- multi-line text (descriptions, messages, results): the same, with
   newline and tab kept;
-* ``{{ url|href }}`` -- the URL-mode URL as a link target, its invisible characters percent-encoded.
+* ``{{ url|href }}`` -- the URL-mode URL as a link target, its invisible characters percent-encoded;
+* ``{{ name|label }}`` -- a name or title cut to :data:`mrtrweb.results.MAX_LABEL_CHARS` characters
+  (a cut one says how many were left out): use after ``shown``.
 
 Both leave HTML escaping to autoescape (and keep a value that is already escaped, a
 ``SafeString``, safe: the markers hold no HTML special character). A non-string is returned as it
@@ -19,7 +21,7 @@ from typing import Any
 
 from django import template
 
-from .. import display
+from .. import display, results
 
 register = template.Library()
 
@@ -37,3 +39,8 @@ def shown_text(value: Any) -> Any:
 @register.filter(is_safe=True)
 def href(value: Any) -> Any:
     return display.href(value)
+
+
+@register.filter(is_safe=True)
+def label(value: Any) -> Any:
+    return results.shown_text(value, results.MAX_LABEL_CHARS)
