@@ -158,3 +158,13 @@ async def test_the_server_page_cuts_long_listed_names(setup):
     for pair in ("LN", "TV", "PN"):
         assert _shown(body, pair) <= 2 * 2000, (pair, _shown(body, pair))
     assert names.call_url("tool", server.pk, "LN" * LONG) in body  # still linked (by its digest)
+
+
+def test_a_sampling_card_bounds_its_model_hints():
+    from mrtrweb import sampling
+
+    view = sampling.sampling_view({"messages": [], "maxTokens": 5, "modelPreferences": {
+        "hints": [{"name": "HN" * LONG}] + [{"name": f"h{i}"} for i in range(5000)]}})
+    # before: 5,001 hints, the first 1 MB long
+    assert len(view["hints"]) == sampling.MAX_SHOWN_HINTS + 1 and "more hints not shown" in view["hints"][-1]
+    assert sum(len(h) for h in view["hints"]) < 2000
