@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from typing import Any
 
 from django import forms
@@ -22,6 +23,7 @@ from .gate import formats
 from .gate.schema import CheckedSchema, Field
 
 _EMPTY = ""
+_SURROGATE = re.compile("[\ud800-\udfff]")
 logger = logging.getLogger(__name__)
 
 #: why a tool's input schema could not be checked (:data:`mrtrweb.argschema.CODES`), for the person
@@ -49,13 +51,17 @@ MAX_KEY_CHARS = 100
 
 def stand_in_keys(keys: list[str]) -> dict[str, str]:
     """``{key: what the page uses}``: a key of at most :data:`MAX_KEY_CHARS` characters as it is,
-    a longer one as ``#<its position>`` (primes added while that is taken by another key)."""
-    taken = {k for k in keys if len(k) <= MAX_KEY_CHARS}
+    a longer one (or one holding a lone surrogate, which no page can carry) as ``#<its position>``
+    (primes added while that is taken by another key)."""
+    def kept(k: str) -> bool:
+        return len(k) <= MAX_KEY_CHARS and not _SURROGATE.search(k)
+
+    taken = {k for k in keys if kept(k)}
     out: dict[str, str] = {}
     for i, key in enumerate(keys):
         if key in out:
             continue
-        if len(key) <= MAX_KEY_CHARS:
+        if kept(key):
             out[key] = key
             continue
         stand_in = f"#{i}"

@@ -18,7 +18,7 @@ from django.core.management import call_command
 from django.test import AsyncClient
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 
 from mrtrweb import conf, names, operations
@@ -35,6 +35,9 @@ LISTING = {"resultType": "complete", "ttlMs": 0, "cacheScope": "private"}
 TOOLS = [{"name": "LN" * LONG, "description": "LD" * LONG, "inputSchema": {"type": "object"}},
          {"name": "review_me", "description": "d", "inputSchema": {"type": "object"}},
          *({"name": f"t{i}", "description": "d", "inputSchema": {"type": "object"}} for i in range(700))]
+#: listed by /bad/mcp: strings holding lone surrogates
+SURROGATE_TOOLS = [{"name": "surrogates", "description": "d\ud800", "inputSchema": {"type": "object", "properties": {
+    "p": {"type": "string", "title": "t\udfff", "description": "x\ud800y"}}}}]
 REVIEW_ROUND = {"resultType": "input_required", "requestState": "s", "inputRequests": {"q": {
     "method": "elicitation/create", "params": {"message": "m", "requestedSchema": {"type": "object", "properties": {
         "f": {"type": "string", "title": "RT" * LONG, "default": "x"},
@@ -55,7 +58,7 @@ async def endpoint(request: Request) -> Response:
     if method == "server/discover":
         result: Any = DISCOVER
     elif method == "tools/list":
-        result = {"tools": TOOLS, **LISTING}
+        result = {"tools": SURROGATE_TOOLS if request.url.path.startswith("/bad/") else TOOLS, **LISTING}
     elif method == "prompts/list":
         result = {"prompts": PROMPTS, **LISTING}
     elif method == "resources/list":
@@ -69,12 +72,14 @@ async def endpoint(request: Request) -> Response:
         result = {"messages": [{"role": "user", "content": {"type": "text", "text": "ok"}}]}
     else:
         result = {"content": [{"type": "text", "text": "ok"}], "isError": False}
-    return JSONResponse({"jsonrpc": "2.0", "id": rid, "result": result})
+    # json.dumps escapes the lone surrogates some strings here hold ("\\ud800")
+    return Response(json.dumps({"jsonrpc": "2.0", "id": rid, "result": result}), media_type="application/json")
 
 
 @pytest.fixture(scope="module")
 def mcp():
-    handle = serve_asgi_in_thread(Starlette(routes=[Route("/mcp", endpoint, methods=["POST"])]))
+    handle = serve_asgi_in_thread(Starlette(routes=[Route("/mcp", endpoint, methods=["POST"]),
+                                                    Route("/bad/mcp", endpoint, methods=["POST"])]))
     yield handle
     handle.stop()
 
@@ -168,3 +173,22 @@ def test_a_sampling_card_bounds_its_model_hints():
     # before: 5,001 hints, the first 1 MB long
     assert len(view["hints"]) == sampling.MAX_SHOWN_HINTS + 1 and "more hints not shown" in view["hints"][-1]
     assert sum(len(h) for h in view["hints"]) < 2000
+
+
+
+async def test_lone_surrogates_from_a_server_never_break_a_page(setup, mcp):
+    client, server = setup
+    server = await McpServer.objects.acreate(tenant_id=server.tenant_id, name="Bad", url=mcp.url.replace("/mcp", "/bad/mcp"))
+    # the SDK refuses such a listing (a clean 503 saying the server failed); whatever reaches a page
+    # is shown with the surrogate marked, never a 500 (UnicodeEncodeError)
+    for url in (names.call_url("tool", server.pk, "surrogates"), f"/mcp/servers/{server.pk}/"):
+        page = await client.get(url)
+        assert page.status_code in (200, 503), (url, page.status_code)
+
+
+def test_lone_surrogates_are_shown_as_markers():
+    from mrtrweb import display, forms
+
+    assert display.shown("a\ud800b") == "a⟨U+D800⟩b" and display.shown_text("\udfff\n") == "⟨U+DFFF⟩\n"
+    assert display.html("\ud800").encode("utf-8") and json.loads(display.json_text(["\ud800"])) == ["\ud800"]
+    assert forms.stand_in_keys(["ok", "x\ud800"]) == {"ok": "ok", "x\ud800": "#1"}
