@@ -4,7 +4,7 @@ Every string a server (or an admin, or a user) chooses -- names, titles, descrip
 results, errors -- may carry characters a person cannot see but that change what they read:
 bidi controls (U+202E turns ``https://evil.example/\\u202emoc.elgoog`` into what reads as
 ``.../google.com``), C0/C1 controls (BEL, ESC and its terminal escape sequences, NUL), zero-width
-characters, line separators and invisible tag characters. Before such text is shown, each of these
+characters, line separators, invisible tag characters and lone surrogates. Before such text is shown, each of these
 is replaced by a visible marker ``⟨U+202E⟩``; nothing else changes. The raw value stays what is
 stored and sent back to the server (a tool is called with its name unchanged): only the display is
 cleaned.
@@ -51,11 +51,14 @@ _INVISIBLE = "\u00ad\u180e\u200b\u2028\u2029\u2060-\u2064\ufeff\ufff9-\ufffb\U00
 #: C0 controls, DEL and C1 controls
 _CONTROLS = "\x00-\x1f\x7f-\x9f"
 
-_HIDDEN = re.compile(f"[{_CONTROLS}{BIDI_CONTROLS}{_INVISIBLE}]")
-_HIDDEN_KEEP_LINES = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{BIDI_CONTROLS}{_INVISIBLE}]")
+#: lone surrogates (a server's JSON may hold "\\ud800"): no character, and no UTF-8 page can carry one
+_SURROGATES = "\ud800-\udfff"
+
+_HIDDEN = re.compile(f"[{_CONTROLS}{BIDI_CONTROLS}{_INVISIBLE}{_SURROGATES}]")
+_HIDDEN_KEEP_LINES = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{BIDI_CONTROLS}{_INVISIBLE}{_SURROGATES}]")
 # what json.dumps(ensure_ascii=False) leaves raw inside strings (it escapes C0 itself; a raw newline
 # or space in its output is indentation, outside any string)
-_JSON_RAW = re.compile(f"[\x7f-\x9f{BIDI_CONTROLS}{_INVISIBLE}]")
+_JSON_RAW = re.compile(f"[\x7f-\x9f{BIDI_CONTROLS}{_INVISIBLE}{_SURROGATES}]")
 
 
 def marker(ch: str) -> str:
@@ -113,7 +116,7 @@ def href(url: Any) -> Any:
     non-string is returned as it is."""
     if not isinstance(url, str):
         return url
-    return _HIDDEN.sub(lambda m: urllib.parse.quote(m.group(0), safe=""), url)
+    return _HIDDEN.sub(lambda m: urllib.parse.quote(m.group(0), safe="", errors="replace"), url)
 
 
 _NOT_PRINTABLE_ASCII = re.compile(r"[^\x21-\x7e]")

@@ -12,16 +12,18 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from typing import Any
 
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
-from . import argschema, display
+from . import argschema, display, results
 from .gate import formats
 from .gate.schema import CheckedSchema, Field
 
 _EMPTY = ""
+_SURROGATE = re.compile("[\ud800-\udfff]")
 logger = logging.getLogger(__name__)
 
 #: why a tool's input schema could not be checked (:data:`mrtrweb.argschema.CODES`), for the person
@@ -54,38 +56,83 @@ def _shown_default(value: Any) -> str:
     return display.shown(cut) + ("…" if len(cut) < len(text) else "")
 
 
+#: a field or option named by more characters than this is keyed in the page by a short stand-in
+#: (``#<n>``): a server's long name is never repeated in every name, id and label attribute
+MAX_KEY_CHARS = 100
+
+
+def stand_in_keys(keys: list[str]) -> dict[str, str]:
+    """``{key: what the page uses}``: a key of at most :data:`MAX_KEY_CHARS` characters as it is,
+    a longer one (or one holding a lone surrogate, which no page can carry) as ``#<its position>``
+    (primes added while that is taken by another key)."""
+    def kept(k: str) -> bool:
+        return len(k) <= MAX_KEY_CHARS and not _SURROGATE.search(k)
+
+    taken = {k for k in keys if kept(k)}
+    out: dict[str, str] = {}
+    for i, key in enumerate(keys):
+        if key in out:
+            continue
+        if kept(key):
+            out[key] = key
+            continue
+        stand_in = f"#{i}"
+        while stand_in in taken:
+            stand_in += "'"
+        taken.add(stand_in)
+        out[key] = stand_in
+    return out
+
+
 class SchemaForm(forms.Form):
     """A form for a :class:`CheckedSchema`.
 
     Labels, help texts and choice labels are server text: each is cleaned
     (:func:`mrtrweb.display.html`: control and bidi characters made visible) and escaped into a
     ``SafeString``, so whichever form template renders it (Django's, which prints ``help_text``
-    with ``|safe``, or a portal's own) shows it as text.
+    with ``|safe``, or a portal's own) shows it as text. Each is also bounded
+    (:class:`mrtrweb.results.ShownBudget`: a cap per string, one budget for the page or card);
+    ``shown_labels`` and ``shown_options`` keep the cut texts for the review. A field or option
+    whose name is long is keyed by a stand-in (:func:`stand_in_keys`; ``keys``: name -> field key).
 
     Args:
         checked: the schema (from :func:`mrtrweb.gate.check_requested_schema`).
         prefix: the input-request key (so several requests share one card).
+        budget: the page's or card's budget, shared by several forms (default: a new one).
     """
 
-    def __init__(self, checked: CheckedSchema, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, checked: CheckedSchema, *args: Any, budget: results.ShownBudget | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.checked = checked
+        self.budget = budget if budget is not None else results.ShownBudget()
         self._maps: dict[str, dict[str, Any]] = {}
+        self._option_keys: dict[str, dict[str, str]] = {}
+        #: field name -> its title as shown (cut); field name -> option key -> its label as shown
+        self.shown_labels: dict[str, Any] = {}
+        self.shown_options: dict[str, dict[str, Any]] = {}
+        self.keys = stand_in_keys([spec.name for spec in checked.fields])
         for spec in checked.fields:
-            self.fields[spec.name] = self._field(spec)
+            if self.keys[spec.name] not in self.fields:
+                self.fields[self.keys[spec.name]] = self._field(spec)
 
     def _field(self, spec: Field) -> forms.Field:
         c = spec.constraints
         hints: list[str] = []
         attrs: dict[str, Any] = {}
-        label = display.html(spec.title)
+        title = self.shown_labels[spec.name] = self.budget.label(spec.title)
+        label = display.html(title)
         common: dict[str, Any] = {"label": label, "required": spec.required and not spec.has_default}
         if spec.kind == "boolean":
             field: forms.Field = forms.BooleanField(required=False, label=label)
         elif spec.kind in ("choice", "multi"):
-            mapping = {_option_key(o.value): o.value for o in spec.options}
+            option_keys = stand_in_keys([_option_key(o.value) for o in spec.options])
+            self._option_keys[spec.name] = option_keys
+            mapping = {option_keys[_option_key(o.value)]: o.value for o in spec.options}
             self._maps[spec.name] = mapping
-            choices = [(_option_key(o.value), display.html(o.label)) for o in spec.options]
+            shown_options = [(_option_key(o.value), self.budget.label(o.label)) for o in spec.options]
+            self.shown_options[spec.name] = dict(shown_options)
+            choices = [(option_keys[key], display.html(text)) for key, text in shown_options]
             if spec.kind == "multi":
                 field = forms.MultipleChoiceField(choices=choices, widget=forms.CheckboxSelectMultiple,
                                                   required=common["required"] and c.get("minItems", 0) > 0,
@@ -150,12 +197,13 @@ class SchemaForm(forms.Form):
             logger.info("a server default holding control, bidi or invisible characters was not pre-filled")
         elif spec.has_default:
             default = spec.default
+            option_keys = self._option_keys.get(spec.name, {})
             if spec.kind == "choice":
-                default = _option_key(default)
+                default = option_keys.get(_option_key(default), _option_key(default))
             elif spec.kind == "multi" and isinstance(default, list):
-                default = [_option_key(v) for v in default]
+                default = [option_keys.get(_option_key(v), _option_key(v)) for v in default]
             field.initial = default
-        help_parts = [spec.description] if spec.description else []
+        help_parts = [self.budget.description(spec.description)] if spec.description else []
         if hints:
             help_parts.append("(" + "; ".join(hints) + ")")
         if held_default:
@@ -170,7 +218,7 @@ class SchemaForm(forms.Form):
         (the gate then fills their defaults). Call after ``is_valid()``."""
         out: dict[str, Any] = {}
         for spec in self.checked.fields:
-            value = self.cleaned_data.get(spec.name)
+            value = self.cleaned_data.get(self.keys[spec.name])
             if spec.kind == "boolean":
                 out[spec.name] = bool(value)
             elif spec.kind == "choice":
@@ -194,7 +242,7 @@ class SchemaForm(forms.Form):
 
         if self.is_valid():
             return
-        ok = {name for name in self.fields if name not in self.errors}
+        ok = {name for name, key in self.keys.items() if key in self.fields and key not in self.errors}
         try:
             self.checked.validate({k: v for k, v in self.content().items() if k in ok})
         except ContentMismatch as exc:
@@ -204,7 +252,8 @@ class SchemaForm(forms.Form):
         """Show the gate's per-field messages on this form."""
         for name, messages in errors.items():
             for message in messages:
-                self.add_error(name if name in self.fields else None, message)
+                key = self.keys.get(name) if isinstance(name, str) else None
+                self.add_error(key if key in self.fields else None, message)
 
 
 class JsonArgumentsForm(forms.Form):

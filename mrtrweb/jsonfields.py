@@ -4,7 +4,9 @@ Django's ``forms.JSONField`` catches ``json.JSONDecodeError`` only: a 5,000-deep
 ``json.loads`` raise ``RecursionError`` (a 500), on validation and again when the bound form is
 rendered (``bound_data``, ``has_changed``). :class:`BoundedJSONField` measures the nesting of the
 text before parsing it (no recursion) and refuses more than ``max_depth`` levels with the error
-code ``too_deep``; whatever still fails to parse or to encode is an ``invalid`` form error.
+code ``too_deep``; a value holding a lone surrogate (``"\\ud800"``: valid JSON, but no UTF-8 page,
+database or server can carry it) is refused with the code ``surrogate``; whatever still fails to
+parse or to encode is an ``invalid`` form error.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ MAX_CONFIG_JSON_DEPTH = 32
 
 _STRINGS = regex.compile(r'"(?:[^"\\]|\\.)*+"', regex.DOTALL)
 _BRACKETS = regex.compile(r"[\[\]{}]")
+_SURROGATE = regex.compile(r"[\ud800-\udfff]")
 
 
 def text_depth(text: str) -> int:
@@ -50,11 +53,29 @@ def value_depth(value: Any) -> int:
     return deepest
 
 
+def has_lone_surrogate(value: Any) -> bool:
+    """Whether a parsed JSON value holds a lone surrogate in any string (key or value), iteratively."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item):
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
 class BoundedJSONField(forms.JSONField):
-    """``forms.JSONField`` whose every failure is a form error (codes ``invalid``, ``too_deep``)."""
+    """``forms.JSONField`` whose every failure is a form error (codes ``invalid``, ``too_deep``,
+    ``surrogate``)."""
 
     default_error_messages = {
         "too_deep": _("This JSON nests deeper than %(max)s levels."),
+        "surrogate": _("This JSON holds a lone surrogate (\\ud800-\\udfff), which is not text."),
     }
 
     def __init__(self, *args: Any, max_depth: int = MAX_CONFIG_JSON_DEPTH, **kwargs: Any) -> None:
@@ -71,9 +92,12 @@ class BoundedJSONField(forms.JSONField):
             raise ValidationError(self.error_messages["too_deep"], code="too_deep",
                                   params={"max": self.max_depth})
         try:
-            return super().to_python(value)
+            parsed = super().to_python(value)
         except (RecursionError, ValueError):
             raise ValidationError(self.error_messages["invalid"], code="invalid", params={"value": ""}) from None
+        if has_lone_surrogate(parsed):
+            raise ValidationError(self.error_messages["surrogate"], code="surrogate")
+        return parsed
 
     def bound_data(self, data: Any, initial: Any) -> Any:
         if self.disabled:
@@ -83,15 +107,24 @@ class BoundedJSONField(forms.JSONField):
         if self._too_deep(data):
             return InvalidJSONInput(data)
         try:
-            return super().bound_data(data, initial)
+            bound = super().bound_data(data, initial)
         except (RecursionError, ValueError):
             return InvalidJSONInput(data)
+        # shown again as typed (its escapes kept), never re-dumped with the raw surrogate
+        return InvalidJSONInput(data) if has_lone_surrogate(bound) else bound
 
     def prepare_value(self, value: Any) -> Any:
         try:
-            return super().prepare_value(value)
+            prepared = super().prepare_value(value)
         except (RecursionError, ValueError, TypeError):
             return ""
+        if isinstance(prepared, str) and _SURROGATE.search(prepared):
+            # a stored value with a lone surrogate: shown with ASCII escapes, so the page encodes
+            try:
+                return json.dumps(value, ensure_ascii=True, cls=self.encoder)
+            except (RecursionError, ValueError, TypeError):
+                return ""
+        return prepared
 
     def has_changed(self, initial: Any, data: Any) -> bool:
         try:

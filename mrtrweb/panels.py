@@ -20,9 +20,12 @@ logger = logging.getLogger("mrtrweb.panels")
 
 def consent_forms(rnd: Round, data: Any = None) -> dict[str, SchemaForm]:
     """One :class:`SchemaForm` per form-mode request of the round, prefixed by its key (and one
-    :class:`~mrtrweb.sampling.SamplingForm` per allowed sampling request)."""
+    :class:`~mrtrweb.sampling.SamplingForm` per allowed sampling request). Their titles, labels
+    and descriptions share one budget: what ``MAX_SHOWN_CHARS`` leaves after the card's messages
+    (:func:`mrtrweb.results.card_budget`)."""
+    budget = results.card_budget(results.shown_messages(rnd.requests))
     forms = {
-        key: SchemaForm(view.schema, data=data, prefix=f"in-{key}")
+        key: SchemaForm(view.schema, data=data, prefix=f"in-{key}", budget=budget)
         for key, view in rnd.requests.items()
         if view.kind == "form" and view.schema is not None
     }

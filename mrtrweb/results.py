@@ -11,7 +11,8 @@ A server's final result can be any size. Two settings bound what the product doe
   result's strings is stored as U+FFFD (PostgreSQL keeps none).
 * ``MRTRWEB["MAX_SHOWN_CHARS"]`` (default 20,000): the most characters of server text one page or
   push shows of a result (all its blocks together, at most :data:`MAX_SHOWN_BLOCKS` blocks), of one
-  elicitation message, and of one sampling message or system prompt (:func:`shown_text`). The
+  elicitation message, and of one sampling message or system prompt (:func:`shown_text`), and
+  of all the titles, labels and descriptions of one call page or card (:class:`ShownBudget`). The
   page says what was left out; the whole stored result is behind a download
   (:func:`download`), served as an attachment, never rendered.
 """
@@ -170,6 +171,47 @@ def shown_text(text: Any, limit: int | None = None) -> Any:
     if not isinstance(text, str) or len(text) <= cap:
         return text
     return text[:cap] + " … " + _("(%(n)d more characters not shown)") % {"n": len(text) - cap}
+
+
+#: the most characters of one title, label, option label or name in a heading a page shows
+MAX_LABEL_CHARS = 500
+#: a label shows at least this many characters, however much of the page's budget is spent, so
+#: every field and option stays told apart (the number of fields and options is bounded elsewhere)
+MIN_LABEL_CHARS = 40
+
+
+class ShownBudget:
+    """One page's (or card's) budget of server text for everything besides messages and results:
+    the titles, labels, option labels, descriptions and names of a schema or an argument list,
+    ``total`` characters in all (default ``MAX_SHOWN_CHARS``). Each string is cut by
+    :func:`shown_text` to its own cap and to what is left of the budget (a label keeps at least
+    :data:`MIN_LABEL_CHARS`); a cut one says how many characters were left out."""
+
+    def __init__(self, total: int | None = None) -> None:
+        self.left = int(conf.get("MAX_SHOWN_CHARS")) if total is None else max(int(total), 0)
+
+    def text(self, value: Any, cap: int, floor: int = 0) -> Any:
+        """``value`` cut to ``min(cap, max(left, floor))`` characters (non-strings as they are)."""
+        if not isinstance(value, str):
+            return value
+        limit = min(cap, max(self.left, floor))
+        self.left = max(self.left - min(len(value), limit), 0)
+        return shown_text(value, limit)
+
+    def label(self, value: Any) -> Any:
+        """A title, label, option label or name: at most :data:`MAX_LABEL_CHARS`."""
+        return self.text(value, MAX_LABEL_CHARS, MIN_LABEL_CHARS)
+
+    def description(self, value: Any) -> Any:
+        """A description or help text: at most :data:`LISTED_DESCRIPTION_CHARS`."""
+        return self.text(value, LISTED_DESCRIPTION_CHARS)
+
+
+def card_budget(messages: dict[str, Any]) -> ShownBudget:
+    """The budget of a card's fields: what ``MAX_SHOWN_CHARS`` leaves after its shown
+    ``messages`` (:func:`shown_messages`), so a card shows at most that much server text in all."""
+    used = sum(len(m) for m in messages.values() if isinstance(m, str))
+    return ShownBudget(int(conf.get("MAX_SHOWN_CHARS")) - used)
 
 
 #: each message of a card shows at least this many characters, however many the card holds

@@ -31,7 +31,10 @@ from django.utils.translation import gettext_lazy as _
 
 from . import conf
 from .jsonfields import BoundedJSONField
-from .results import MAX_SHOWN_BLOCKS, MIN_MESSAGE_CHARS, shown_text
+from .results import MAX_SHOWN_BLOCKS, MIN_MESSAGE_CHARS, ShownBudget, shown_text
+
+#: the most model hints a sampling card shows
+MAX_SHOWN_HINTS = 20
 
 SAMPLING = "sampling/createMessage"
 ROOTS = "roots/list"
@@ -155,6 +158,11 @@ def sampling_view(params: Any) -> dict[str, Any]:
         messages.append({"role": "…", "blocks": [{"summary": f"[{len(listed) - MAX_SHOWN_BLOCKS} more messages not shown]"}]})
     prefs = params.get("modelPreferences") if isinstance(params.get("modelPreferences"), dict) else {}
     hints = [h.get("name") for h in prefs.get("hints") or [] if isinstance(h, dict) and isinstance(h.get("name"), str)]
+    # bounded like every label: at most MAX_SHOWN_HINTS hints, each cut, one budget (mrtrweb.results)
+    hint_budget = ShownBudget()
+    hints = [hint_budget.label(h) for h in hints[:MAX_SHOWN_HINTS]] + (
+        [str(_("(%(n)d more hints not shown)") % {"n": len(hints) - MAX_SHOWN_HINTS})]
+        if len(hints) > MAX_SHOWN_HINTS else [])
     priorities = [(label, prefs[key]) for key, label in (("costPriority", "cost"), ("speedPriority", "speed"),
                                                           ("intelligencePriority", "intelligence"))
                   if isinstance(prefs.get(key), (int, float)) and not isinstance(prefs.get(key), bool)]

@@ -29,7 +29,7 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
 from . import access, audit, conf, display, names, operations, results, sampling, workers
-from .forms import JsonArgumentsForm, SchemaForm
+from .forms import JsonArgumentsForm, SchemaForm, _option_key, stand_in_keys
 from .gate import (
     ContentMismatch, GateRejection, SchemaRefused, StoreUnavailable, check_requested_schema, digest,
 )
@@ -126,12 +126,21 @@ async def _listing(fetch, key: str) -> list[dict[str, Any]]:
     return [i for i in items if isinstance(i, dict) and isinstance(i.get(key), str)]
 
 
-def _arguments_form(schema: Any, data: Any = None) -> SchemaForm | JsonArgumentsForm:
+def _arguments_form(schema: Any, data: Any = None, budget: results.ShownBudget | None = None,
+                    ) -> SchemaForm | JsonArgumentsForm:
     try:
         checked = check_requested_schema(schema if isinstance(schema, dict) else {"type": "object"})
     except SchemaRefused:
         return JsonArgumentsForm(schema, data=data)
-    return SchemaForm(checked, data=data, prefix="arg")
+    return SchemaForm(checked, data=data, prefix="arg", budget=budget)
+
+
+def _page_texts(name: Any, description: Any) -> tuple[results.ShownBudget, Any, Any]:
+    """A call page's budget of server text (``MAX_SHOWN_CHARS``), and the name in its heading and
+    its description as shown, both taken from that budget; its form's labels take the rest."""
+    budget = results.ShownBudget()
+    heading = budget.label(name)
+    return budget, heading, budget.text(description, int(conf.get("MAX_SHOWN_CHARS")))
 
 
 @login_required
@@ -152,11 +161,11 @@ async def tool_call(request: HttpRequest, server_id: int, tool: str | None = Non
     spec = names.find(listed, "name", asked, wanted)
     if spec is None and not error:
         raise Http404("No such tool")
-    results.cap_descriptions([spec] if spec is not None else [])
     tool = spec["name"] if spec is not None else (asked or "")
     schema = (spec or {}).get("inputSchema") or {"type": "object"}
+    budget, heading, description = _page_texts(tool, (spec or {}).get("description"))
     if request.method == "POST":
-        form = _arguments_form(schema, request.POST)
+        form = _arguments_form(schema, request.POST, budget)
         # off the event loop: checking a server's schema may take up to argschema.CHECK_TIMEOUT_S
         if not error and await sync_to_async(form.is_valid, thread_sensitive=False)():
             try:
@@ -167,11 +176,12 @@ async def tool_call(request: HttpRequest, server_id: int, tool: str | None = Non
             else:
                 return redirect("mrtrweb:operation", op_id=op.id)
     elif request.method == "GET":
-        form = _arguments_form(schema)
+        form = _arguments_form(schema, budget=budget)
     else:
         return HttpResponseNotAllowed(["GET", "POST"])
     return TemplateResponse(request, "mrtrweb/tool.html",
-                            {"server": server, "tool": spec or {"name": tool}, "form": form, "error": error},
+                            {"server": server, "tool": spec or {"name": tool}, "form": form, "error": error,
+                             "heading": heading, "description": description},
                             status=200 if not error else 503 if not spec else 200)
 
 
@@ -211,23 +221,32 @@ class _BoundedCallForm(forms.Form):
 
 
 class PromptArgumentsForm(_BoundedCallForm):
-    """``prompts/get`` arguments: strings, required where the server says so."""
+    """``prompts/get`` arguments: strings, required where the server says so. An argument named
+    ``""`` gets a field too (labelled as having no name). Titles and descriptions are bounded
+    (``budget``: the page's :class:`~mrtrweb.results.ShownBudget`)."""
 
-    def __init__(self, arguments: list[Any], *args: Any, **kwargs: Any) -> None:
+    def __init__(self, arguments: list[Any], *args: Any, budget: results.ShownBudget | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         if self._refuse_if_too_many(len(arguments)):
             return
+        budget = budget if budget is not None else results.ShownBudget()
+        arguments = [a for a in arguments if isinstance(a, dict) and isinstance(a.get("name"), str)]
+        # a long name is keyed by a short stand-in in the page (forms.stand_in_keys)
+        self.keys = stand_in_keys([a["name"] for a in arguments])
         for arg in arguments:
-            if isinstance(arg, dict) and isinstance(arg.get("name"), str) and arg["name"]:
-                # server text: cleaned and escaped (a SafeString), whatever form template prints it
-                self.fields[arg["name"]] = forms.CharField(
-                    label=display.html(arg.get("title") if isinstance(arg.get("title"), str) else arg["name"]),
-                    help_text=display.html(arg.get("description") if isinstance(arg.get("description"), str)
-                                           else "", multiline=True),
+            if self.keys[arg["name"]] not in self.fields:
+                title = arg.get("title") if isinstance(arg.get("title"), str) and arg.get("title") else arg["name"]
+                # server text: bounded, cleaned and escaped (a SafeString), whatever form template prints it
+                self.fields[self.keys[arg["name"]]] = forms.CharField(
+                    label=display.html(budget.label(title) if title else _("(an argument with an empty name)")),
+                    help_text=display.html(budget.description(arg.get("description"))
+                                           if isinstance(arg.get("description"), str) else "", multiline=True),
                     required=arg.get("required") is True, strip=False)
 
     def content(self) -> dict[str, str]:
-        return {k: v for k, v in self.cleaned_data.items() if v != ""}
+        names_of = {key: name for name, key in getattr(self, "keys", {}).items()}
+        return {names_of.get(k, k): v for k, v in self.cleaned_data.items() if v != ""}
 
 
 _TEMPLATE_VAR = re.compile(r"\{([A-Za-z0-9_.]+)\}")
@@ -236,24 +255,28 @@ _TEMPLATE_VAR = re.compile(r"\{([A-Za-z0-9_.]+)\}")
 class ResourceTemplateForm(_BoundedCallForm):
     """The variables of a resource URI template (RFC 6570 simple expansion)."""
 
-    def __init__(self, template: str, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, template: str, *args: Any, budget: results.ShownBudget | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.template = template
         variables = list(dict.fromkeys(_TEMPLATE_VAR.findall(template)))
         if self._refuse_if_too_many(len(variables)):
             return
+        budget = budget if budget is not None else results.ShownBudget()
+        self.keys = stand_in_keys(variables)  # a long name is keyed by a short stand-in in the page
         for name in variables:
-            self.fields[name] = forms.CharField(label=display.html(name), max_length=500)
+            self.fields[self.keys[name]] = forms.CharField(label=display.html(budget.label(name)), max_length=500)
 
     def uri(self) -> str:
-        return _TEMPLATE_VAR.sub(lambda m: urllib.parse.quote(self.cleaned_data[m.group(1)], safe=""), self.template)
+        return _TEMPLATE_VAR.sub(lambda m: urllib.parse.quote(self.cleaned_data[self.keys[m.group(1)]], safe=""),
+                                 self.template)
 
 
 async def _listed_call(request: HttpRequest, server_id: int, *, kind: str, title: str | None, list_name: str,
                        key: str, make_form, build, wanted: str | None = None) -> HttpResponse:
     """The shared flow of a prompt or resource call page: find ``title`` (or the name whose digest
     is ``wanted``) among the server's listing (``list_name`` of the connection, items keyed by
-    ``key``; the first of a repeated name), show ``make_form(spec, data)``, and on a valid POST
+    ``key``; the first of a repeated name), show ``make_form(spec, data, budget)`` (``budget``: the
+    page's :class:`~mrtrweb.results.ShownBudget`, the heading and description taken), and on a valid POST
     start ``build(spec, form) -> (method, name, params)``. 404: not listed (or nothing named)."""
     user = await _user(request)
     server = await _server_for(user, server_id)
@@ -269,10 +292,10 @@ async def _listed_call(request: HttpRequest, server_id: int, *, kind: str, title
     spec = names.find(listed, key, title, wanted)
     if spec is None:
         raise Http404(f"No such {kind}")
-    ctx["title"] = spec[key]
-    results.cap_descriptions([spec])
-    form = make_form(spec, request.POST if request.method == "POST" else None)
-    ctx.update(description=spec.get("description"), form=form, error="")
+    # the name in the heading, the description and the form's labels share one budget
+    budget, ctx["title"], description = _page_texts(spec[key], spec.get("description"))
+    form = make_form(spec, request.POST if request.method == "POST" else None, budget)
+    ctx.update(description=description, form=form, error="")
     if request.method == "POST" and form.is_valid():
         method, name, params = build(spec, form)
         try:
@@ -291,7 +314,8 @@ async def prompt_get(request: HttpRequest, server_id: int, prompt: str | None = 
     asked, wanted = names.requested(request.GET, prompt)
     return await _listed_call(
         request, server_id, kind="prompt", title=asked, wanted=wanted, list_name="list_prompts", key="name",
-        make_form=lambda spec, data: PromptArgumentsForm(spec.get("arguments") or [], data, prefix="arg"),
+        make_form=lambda spec, data, budget: PromptArgumentsForm(spec.get("arguments") or [], data, prefix="arg",
+                                                                 budget=budget),
         build=lambda spec, form: ("prompts/get", spec["name"], {"name": spec["name"], "arguments": form.content()}))
 
 
@@ -303,12 +327,13 @@ async def resource_read(request: HttpRequest, server_id: int) -> HttpResponse:
         uri, wanted = names.requested(request.GET, param="uri", digest_param="uri_sha256")
         return await _listed_call(
             request, server_id, kind="resource", title=uri, wanted=wanted, list_name="list_resources", key="uri",
-            make_form=lambda spec, data: forms.Form(data),
+            make_form=lambda spec, data, budget: forms.Form(data),
             build=lambda spec, form: ("resources/read", spec["uri"], {"uri": spec["uri"]}))
     template, wanted = names.requested(request.GET, param="template")
     return await _listed_call(
         request, server_id, kind="resource", title=template, wanted=wanted, list_name="list_resource_templates",
-        key="uriTemplate", make_form=lambda spec, data: ResourceTemplateForm(spec["uriTemplate"], data, prefix="arg"),
+        key="uriTemplate",
+        make_form=lambda spec, data, budget: ResourceTemplateForm(spec["uriTemplate"], data, prefix="arg", budget=budget),
         build=lambda spec, form: ("resources/read", form.uri(), {"uri": form.uri()}))
 
 
@@ -497,12 +522,17 @@ def _shown_value(value: Any) -> str:
 
 
 def _form_rows(form: Any, content: dict[str, Any]) -> list[dict[str, Any]]:
-    """Field label -> the value as it will be sent (server defaults filled as the gate fills them)."""
+    """Field label -> the value as it will be sent (server defaults filled as the gate fills them).
+    Labels and option labels as the card showed them (bounded, :class:`~mrtrweb.results.ShownBudget`);
+    a value longer than ``MAX_SHOWN_CHARS`` is shown cut, saying so (it is sent whole)."""
     rows = []
     defaults = getattr(form.checked, "defaults", {}) or {}
+    shown_labels = getattr(form, "shown_labels", {})
+    shown_options = getattr(form, "shown_options", {})
     for spec in form.checked.fields:
-        row: dict[str, Any] = {"name": spec.name, "label": spec.title, "kind": spec.kind, "default": False,
-                               "omitted": False, "option": ""}
+        row: dict[str, Any] = {"name": results.shown_text(spec.name, results.MAX_LABEL_CHARS),
+                               "label": shown_labels.get(spec.name, spec.title), "kind": spec.kind,
+                               "default": False, "omitted": False, "option": ""}
         if spec.name in content:
             value = content[spec.name]
         elif spec.name in defaults:
@@ -511,14 +541,15 @@ def _form_rows(form: Any, content: dict[str, Any]) -> list[dict[str, Any]]:
             row["omitted"] = True
             rows.append(row)
             continue
-        labels = {json.dumps(o.value): o.label for o in spec.options}
+        cut = shown_options.get(spec.name, {})
+        labels = {json.dumps(o.value): cut.get(_option_key(o.value), o.label) for o in spec.options}
         if spec.kind == "choice":
             label = labels.get(json.dumps(value))
             row["option"] = label if label not in (None, _shown_value(value)) else ""
         elif spec.kind == "multi" and isinstance(value, list):
             shown = [labels.get(json.dumps(v), _shown_value(v)) for v in value]
             row["option"] = ", ".join(shown) if shown != [_shown_value(v) for v in value] else ""
-        row["value"] = _shown_value(value)
+        row["value"] = results.shown_text(_shown_value(value))
         rows.append(row)
     return rows
 
@@ -737,6 +768,9 @@ def _server_settings_sync(request: HttpRequest, user: Any, server_id: int) -> Ht
             logger.info("server %s: deprecated-request settings changed by user %s", server.pk, user.pk)
             saved = True
             form = sampling.ServerSettingsForm(instance=server)
+        else:
+            logger.info("server %s: settings refused (%s)", server.pk,
+                        ", ".join(sorted({e.code or "invalid" for errs in form.errors.as_data().values() for e in errs})))
     elif request.method == "GET":
         form = sampling.ServerSettingsForm(instance=server)
     else:

@@ -9,6 +9,8 @@
 * ``{{ url|href }}`` -- the URL-mode URL as a link target, its invisible characters percent-encoded;
 * ``{{ url|ascii_url }}`` -- the URL-mode URL's ASCII form for its address line (IDNA host, the
   rest percent-encoded): nothing in it can be reordered by right-to-left letters.
+* ``{{ name|label }}`` -- a name or title cut to :data:`mrtrweb.results.MAX_LABEL_CHARS` characters
+  (a cut one says how many were left out): use after ``shown``.
 
 Both leave HTML escaping to autoescape (and keep a value that is already escaped, a
 ``SafeString``, safe: the markers hold no HTML special character). A non-string is returned as it
@@ -21,7 +23,7 @@ from typing import Any
 
 from django import template
 
-from .. import display
+from .. import display, results
 
 register = template.Library()
 
@@ -44,3 +46,8 @@ def href(value: Any) -> Any:
 @register.filter(is_safe=True)
 def ascii_url(value: Any) -> Any:
     return display.ascii_url(value)
+
+
+@register.filter(is_safe=True)
+def label(value: Any) -> Any:
+    return results.shown_text(value, results.MAX_LABEL_CHARS)

@@ -42,6 +42,12 @@ Never printed or logged: answer values, ``requestState`` (the audit trail keeps 
 Server text (names, descriptions, results) is printed with its control, escape and bidi
 characters made visible as ``⟨U+001B⟩`` (:mod:`mrtrweb.display`), and written as ``\\uXXXX``
 escapes in ``--json`` output: a server cannot move the cursor, recolour or rewrite the terminal.
+
+``--list`` is bounded like the server page: at most ``names.MAX_LISTED_SHOWN`` items of each kind
+(then how many were left out), each name cut to ``results.MAX_LABEL_CHARS`` characters and each
+description (its first line, in text) to ``results.LISTED_DESCRIPTION_CHARS``, a cut marked. In
+``--json`` names stay whole (they are what is called), descriptions are cut the same way, and
+``notShown`` counts the items left out of each kind.
 """
 
 from __future__ import annotations
@@ -49,6 +55,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -57,9 +64,12 @@ from django.core.exceptions import ValidationError
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
-from mrtrweb import display, headless, operations
+from mrtrweb import display, headless, names, operations, results
 from mrtrweb.mcp_client import McpCallError
 from mrtrweb.models import Membership, Operation, Tenant
+
+#: the line boundaries of ``str.splitlines``
+_LINE_BREAK = re.compile("[\n\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
 
 DEFAULT_USER = "mrtr-headless"
 DEFAULT_TENANT = "headless"
@@ -319,15 +329,29 @@ class Command(BaseCommand):
                    "prompts": await _optional_listing(conn.list_prompts) if "prompts" in caps else [],
                    "resourceTemplates": await _optional_listing(conn.list_resource_templates)
                    if "resources" in caps else []}
+        # bounded like the server page (names.MAX_LISTED_SHOWN items of each kind, capped texts)
+        not_shown = {kind: max(len(items) - names.MAX_LISTED_SHOWN, 0) for kind, items in listing.items()}
+        listing = {kind: [dict(i) if isinstance(i, dict) else i for i in items[:names.MAX_LISTED_SHOWN]]
+                   for kind, items in listing.items()}
         if as_json:
-            self.stdout.write(display.json_text(listing, indent=2))
+            for items in listing.values():
+                results.cap_descriptions([i for i in items if isinstance(i, dict)], results.LISTED_DESCRIPTION_CHARS)
+            self.stdout.write(display.json_text({**listing, "notShown": not_shown}, indent=2))
             return
         for kind, key in (("tools", "name"), ("prompts", "name"), ("resources", "uri"),
                           ("resourceTemplates", "uriTemplate")):
             self.stdout.write(f"{kind}:")
             for item in listing[kind]:
-                first_line = (str(item.get("description") or "").splitlines() or [""])[0]
-                self.stdout.write(display.shown(f"  {item.get(key)}  {first_line}".rstrip()))
+                item = item if isinstance(item, dict) else {}
+                description = item.get("description") if isinstance(item.get("description"), str) else ""
+                # its first line (as str.splitlines breaks), cut
+                brk = _LINE_BREAK.search(description)
+                first = results.shown_text(description[:brk.start()] if brk else description,
+                                           results.LISTED_DESCRIPTION_CHARS)
+                name = results.shown_text(str(item.get(key)), results.MAX_LABEL_CHARS)
+                self.stdout.write(display.shown(f"  {name}  {first}".rstrip()))
+            if not_shown[kind]:
+                self.stdout.write(f"  ... {not_shown[kind]} more not shown (at most {names.MAX_LISTED_SHOWN})")
 
     def _print_outcome(self, method: str, params: dict[str, Any], outcome: headless.HeadlessOutcome) -> None:
         name = headless.operation_name(method, params)
