@@ -45,6 +45,7 @@ import math
 import ssl
 import time
 import urllib.parse
+import uuid
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import Any, Final
 
@@ -93,6 +94,8 @@ ServerRequestHandler = Callable[[str, dict[str, Any]], Awaitable["dict[str, Any]
 
 CLIENT_INFO = types.Implementation(name="mrtrweb", version=__version__)
 _LIST_PAGE_CAP = 100  # a paginator that never ends cannot hang a listing
+#: a listing (all its pages) of more items than this is refused as ``invalid_result``
+MAX_LISTED_ITEMS: Final = 50_000
 _CLOSE_GRACE_S = 5.0  # how long close() lets the SDK unwind before cancelling it
 #: the deprecated client capabilities a connection may declare (``McpConnection(declare=...)``)
 DECLARABLE: Final = frozenset({"sampling", "roots"})
@@ -662,42 +665,30 @@ class McpConnection:
     async def _on_server_list_roots(self, context: ClientRequestContext) -> types.ListRootsResult | types.ErrorData:
         return await self._route_typed("roots/list", None, types.ListRootsResult)
 
-    async def _listing(
-        self, method: str, fetch: Callable[[Client, str | None], Awaitable[Any]], field: str
-    ) -> list[dict[str, Any]]:
-        """Walk a paginated SDK listing (``fetch(client, cursor)``); return its items as raw JSON dicts."""
-        client = self._live_client()
+    async def _listing(self, method: str, field: str, model: Any, key: str) -> list[dict[str, Any]]:
+        """Walk a paginated listing; return its items as JSON dicts, each checked against ``model``.
+
+        Each page comes back raw (:meth:`send`: no validation on the event loop) and is checked
+        item by item in a worker thread (:func:`_check_page`): a listing of many thousands of
+        items never holds the event loop for the whole check. At most :data:`MAX_LISTED_ITEMS`
+        items in all are accepted; a longer listing is ``invalid_result``."""
+        self._live_client()
         items: list[dict[str, Any]] = []
         cursor: str | None = None
-        self._in_flight += 1
         try:
             with anyio.fail_after(self.timeout_s):
                 for _ in range(_LIST_PAGE_CAP):
-                    page = await fetch(client, cursor)
-                    for item in getattr(page, field):
-                        items.append(item.model_dump(by_alias=True, mode="json", exclude_none=True))
-                    cursor = page.next_cursor
+                    raw = await self.send(method, {"cursor": cursor} if cursor else {},
+                                          f"mrtrweb-list-{uuid.uuid4()}", timeout_s=self.timeout_s)
+                    page, cursor = await asyncio.to_thread(_check_page, raw, field, model,
+                                                           MAX_LISTED_ITEMS - len(items))
+                    items.extend(page)
                     if not cursor:
                         break
         except TimeoutError:
             raise McpCallError(TIMEOUT, f"{method}: no response within {self.timeout_s:g}s") from None
-        except MCPError as exc:
-            # No HTTP evidence here (the SDK mints these ids): an MCPError is taken at face value.
-            raise McpCallError(
-                JSONRPC_ERROR,
-                f"{method}: JSON-RPC error {exc.error.code}: {exc.error.message}",
-                rpc_code=exc.error.code,
-                rpc_message=exc.error.message,
-                rpc_data=exc.error.data,
-            ) from None
-        except ValidationError as exc:
-            raise McpCallError(INVALID_RESULT, f"{method}: malformed result ({exc.error_count()} errors)") from None
-        except Exception as exc:  # the transport failed underneath us
-            self._broken = True
-            raise McpCallError(TRANSPORT_ERROR, f"{method}: {type(exc).__name__}: {exc}") from None
-        finally:
-            self._in_flight -= 1
-            self._last_activity = time.monotonic()
+        except _ListingRefused as exc:
+            raise McpCallError(INVALID_RESULT, f"{method}: {exc}") from None
         return items
 
     async def list_tools(self) -> list[dict[str, Any]]:
@@ -706,7 +697,7 @@ class McpConnection:
         Raises:
             McpCallError: ``transport_error``, ``jsonrpc_error``, ``timeout`` or ``invalid_result``.
         """
-        return await self._listing("tools/list", lambda c, cursor: c.list_tools(cursor=cursor), "tools")
+        return await self._listing("tools/list", "tools", types.Tool, "name")
 
     async def list_prompts(self) -> list[dict[str, Any]]:
         """All prompts as raw dicts (``name``, ``description``, ``arguments``, ...), all pages.
@@ -714,7 +705,7 @@ class McpConnection:
         Raises:
             McpCallError: as :meth:`list_tools`.
         """
-        return await self._listing("prompts/list", lambda c, cursor: c.list_prompts(cursor=cursor), "prompts")
+        return await self._listing("prompts/list", "prompts", types.Prompt, "name")
 
     async def list_resources(self) -> list[dict[str, Any]]:
         """All resources as raw dicts (``uri``, ``name``, ...), all pages.
@@ -722,7 +713,7 @@ class McpConnection:
         Raises:
             McpCallError: as :meth:`list_tools`.
         """
-        return await self._listing("resources/list", lambda c, cursor: c.list_resources(cursor=cursor), "resources")
+        return await self._listing("resources/list", "resources", types.Resource, "uri")
 
     async def list_resource_templates(self) -> list[dict[str, Any]]:
         """All resource templates as raw dicts (``uriTemplate``, ``name``, ...), all pages.
@@ -730,11 +721,36 @@ class McpConnection:
         Raises:
             McpCallError: as :meth:`list_tools`.
         """
-        return await self._listing(
-            "resources/templates/list",
-            lambda c, cursor: c.list_resource_templates(cursor=cursor),
-            "resource_templates",
-        )
+        return await self._listing("resources/templates/list", "resourceTemplates", types.ResourceTemplate, "uriTemplate")
+
+
+class _ListingRefused(Exception):
+    """A listing page that is not a listing (or holds too many items); the message names why."""
+
+
+def _check_page(raw: Any, field: str, model: Any, room: int) -> tuple[list[dict[str, Any]], str | None]:
+    """One raw listing page: its items (each validated by ``model``, as JSON dicts) and its next cursor.
+
+    Runs in a worker thread: item by item, so the event loop gets its turn between items.
+    ``room``: how many more items the listing may hold."""
+    listed = raw.get(field) if isinstance(raw, dict) else None
+    if not isinstance(listed, list):
+        raise _ListingRefused(f"malformed result (no {field} list)")
+    if len(listed) > room:
+        raise _ListingRefused(f"the server lists more than {MAX_LISTED_ITEMS} items")
+    cursor = raw.get("nextCursor")
+    if cursor is not None and not isinstance(cursor, str):
+        raise _ListingRefused("malformed result (nextCursor is not a string)")
+    items: list[dict[str, Any]] = []
+    errors = 0
+    for item in listed:
+        try:
+            items.append(model.model_validate(item).model_dump(by_alias=True, mode="json", exclude_none=True))
+        except ValidationError as exc:
+            errors += exc.error_count()
+    if errors:
+        raise _ListingRefused(f"malformed result ({errors} errors)")
+    return items, cursor or None
 
 
 # --------------------------------------------------------------------------------------------
