@@ -96,6 +96,12 @@ CLIENT_INFO = types.Implementation(name="mrtrweb", version=__version__)
 _LIST_PAGE_CAP = 100  # a paginator that never ends cannot hang a listing
 #: a listing (all its pages) of more items than this is refused as ``invalid_result``
 MAX_LISTED_ITEMS: Final = 50_000
+#: the most bytes of one HTTP response body to a request the client POSTs (a JSON body or the SSE
+#: stream of one request): the SDK parses a body on the event loop (about 60 ms per MB), so a larger
+#: one fails the request with ``transport_error`` instead of stalling every user of the worker
+MAX_RESPONSE_BYTES: Final = 8 * 1024 * 1024
+#: the most bytes of a JSON body the HTTP evidence hook parses to tell a JSON-RPC error apart
+_EVIDENCE_PARSE_BYTES: Final = 1024 * 1024
 _CLOSE_GRACE_S = 5.0  # how long close() lets the SDK unwind before cancelling it
 #: the deprecated client capabilities a connection may declare (``McpConnection(declare=...)``)
 DECLARABLE: Final = frozenset({"sampling", "roots"})
@@ -230,12 +236,52 @@ class _HttpEvidence:
         body: str | None = None
         if content_type.startswith("application/json"):
             body = "other"
-            with contextlib.suppress(Exception):
+            try:
                 await response.aread()
-                parsed = json.loads(response.content)
-                if isinstance(parsed, dict) and isinstance(parsed.get("error"), dict) and "result" not in parsed:
-                    body = "error"
+            except ResponseTooLarge:
+                body = "too_large"
+            except Exception:  # noqa: BLE001 - the SDK reports an unreadable body itself
+                pass
+            else:
+                # a JSON-RPC error is small: a body of megabytes (a result) is not parsed on the loop again
+                if len(response.content) <= _EVIDENCE_PARSE_BYTES:
+                    with contextlib.suppress(Exception):
+                        parsed = json.loads(response.content)
+                        if isinstance(parsed, dict) and isinstance(parsed.get("error"), dict) and "result" not in parsed:
+                            body = "error"
         self._expected[key] = _HttpSeen(response.status_code, content_type, body)
+
+
+class ResponseTooLarge(httpx2.StreamError):
+    """A response body went past :data:`MAX_RESPONSE_BYTES` (reading it stopped there)."""
+
+
+class _BoundedStream(httpx2.AsyncByteStream):
+    """A response body that stops with :class:`ResponseTooLarge` past ``limit`` bytes."""
+
+    def __init__(self, inner: Any, limit: int) -> None:
+        self._inner, self._limit = inner, limit
+
+    async def __aiter__(self) -> Any:
+        seen = 0
+        async for chunk in self._inner:
+            seen += len(chunk)
+            if seen > self._limit:
+                raise ResponseTooLarge(f"the response is larger than {self._limit} bytes")
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+async def _bound_response(response: httpx2.Response) -> None:
+    """httpx2 response hook (the first): the body of each POST's response is bounded by
+    :data:`MAX_RESPONSE_BYTES` (:class:`_BoundedStream`), before anything reads it.
+
+    Only POSTs: a request's answer (a JSON body, or the SSE stream of that one request). The
+    long-lived GET stream of server notifications is left as the SDK reads it."""
+    if response.request.method == "POST":
+        response.stream = _BoundedStream(response.stream, MAX_RESPONSE_BYTES)
 
 
 def _sse_synthesized(error: types.ErrorData) -> bool:
@@ -273,6 +319,8 @@ def _classify(exc: MCPError, seen: _HttpSeen | None, method: str) -> McpCallErro
         return McpCallError(TRANSPORT_ERROR, f"{method}: no response ({error.message})")
     if not ok:
         return McpCallError(TRANSPORT_ERROR, f"{method}: HTTP {seen.status}", http_status=seen.status)
+    if seen.body == "too_large":
+        return McpCallError(TRANSPORT_ERROR, f"{method}: the response is larger than {MAX_RESPONSE_BYTES} bytes")
     return McpCallError(
         TRANSPORT_ERROR,
         f"{method}: unusable HTTP {seen.status} response ({seen.content_type or 'no content type'}): {error.message}",
@@ -389,6 +437,7 @@ class McpConnection:
         timeout = httpx2.Timeout(self.timeout_s, read=max(self.timeout_s, MCP_DEFAULT_SSE_READ_TIMEOUT))
         # what the SDK's create_mcp_http_client builds (it only sets the timeout), with the shared TLS context
         http = httpx2.AsyncClient(timeout=timeout, verify=tls_client_context())
+        http.event_hooks["response"].append(_bound_response)
         http.event_hooks["response"].append(self._evidence.on_response)
         try:
             async with http:
