@@ -97,9 +97,11 @@ _LIST_PAGE_CAP = 100  # a paginator that never ends cannot hang a listing
 #: a listing (all its pages) of more items than this is refused as ``invalid_result``
 MAX_LISTED_ITEMS: Final = 50_000
 #: the most bytes of one HTTP response body to a request the client POSTs (a JSON body or the SSE
-#: stream of one request): the SDK parses a body on the event loop (about 60 ms per MB), so a larger
-#: one fails the request with ``transport_error`` instead of stalling every user of the worker
-MAX_RESPONSE_BYTES: Final = 8 * 1024 * 1024
+#: stream of one request); a larger one fails the request with ``transport_error`` ("the response is
+#: larger than N bytes"). It bounds the memory of a response and the SDK's parse of it, which runs
+#: on the event loop (about 60 ms per MB): the product's own checks of a listing or a result run
+#: off the loop, item by item. (A 50 MB request of 500 sampling messages is still accepted.)
+MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 #: the most bytes of a JSON body the HTTP evidence hook parses to tell a JSON-RPC error apart
 _EVIDENCE_PARSE_BYTES: Final = 1024 * 1024
 _CLOSE_GRACE_S = 5.0  # how long close() lets the SDK unwind before cancelling it

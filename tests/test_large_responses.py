@@ -1,6 +1,6 @@
 """Large server responses never stall the event loop (issue 12, attack pass F7/F8).
 
-* a response body past ``MAX_RESPONSE_BYTES`` (JSON, declared or not by Content-Length; or a
+* a response body past ``MAX_RESPONSE_BYTES`` (set lower here; JSON, declared or not by Content-Length; or a
   request's SSE stream) fails the request with ``transport_error`` and a clear reason;
 * a listing is checked item by item off the loop: a malformed item is ``invalid_result``, a
   listing of more than ``MAX_LISTED_ITEMS`` items (over its pages) is ``invalid_result`` naming the
@@ -25,7 +25,9 @@ from mrtrweb.mcp_client import McpCallError, McpConnection
 DISCOVER = {"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}, "prompts": {}},
             "resultType": "complete", "ttlMs": 0, "cacheScope": "public"}
 LISTING = {"resultType": "complete", "ttlMs": 0, "cacheScope": "private"}
-BIG = 9 * 1024 * 1024
+#: the bound the tests set (``MAX_RESPONSE_BYTES`` is 64 MiB), and a body past it
+BOUND = 1024 * 1024
+BIG = 2 * BOUND
 
 
 def _tool(i: int) -> dict:
@@ -85,7 +87,8 @@ async def conn(server):
 
 
 @pytest.mark.parametrize("name", ["big_declared", "big_chunked", "big_sse"])
-async def test_a_response_past_the_bound_is_a_transport_error(conn, name):
+async def test_a_response_past_the_bound_is_a_transport_error(conn, name, monkeypatch):
+    monkeypatch.setattr(mcp_client, "MAX_RESPONSE_BYTES", BOUND)
     with pytest.raises(McpCallError) as err:
         await conn.send("tools/call", {"name": name, "arguments": {}}, f"req-{name}")
     assert err.value.code == "transport_error"
