@@ -46,11 +46,14 @@ _INVISIBLE = "\u00ad\u180e\u200b\u2028\u2029\u2060-\u2064\ufeff\ufff9-\ufffb\U00
 #: C0 controls, DEL and C1 controls
 _CONTROLS = "\x00-\x1f\x7f-\x9f"
 
-_HIDDEN = re.compile(f"[{_CONTROLS}{BIDI_CONTROLS}{_INVISIBLE}]")
-_HIDDEN_KEEP_LINES = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{BIDI_CONTROLS}{_INVISIBLE}]")
+#: lone UTF-16 surrogates: not characters; a page holding one cannot be encoded as UTF-8 (a 500)
+_SURROGATES = "\ud800-\udfff"
+
+_HIDDEN = re.compile(f"[{_CONTROLS}{BIDI_CONTROLS}{_INVISIBLE}{_SURROGATES}]")
+_HIDDEN_KEEP_LINES = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{BIDI_CONTROLS}{_INVISIBLE}{_SURROGATES}]")
 # what json.dumps(ensure_ascii=False) leaves raw inside strings (it escapes C0 itself; a raw newline
 # or space in its output is indentation, outside any string)
-_JSON_RAW = re.compile(f"[\x7f-\x9f{BIDI_CONTROLS}{_INVISIBLE}]")
+_JSON_RAW = re.compile(f"[\x7f-\x9f{BIDI_CONTROLS}{_INVISIBLE}{_SURROGATES}]")
 
 
 def marker(ch: str) -> str:

@@ -29,7 +29,7 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
 from . import access, audit, conf, display, names, operations, results, sampling, workers
-from .forms import JsonArgumentsForm, SchemaForm
+from .forms import JsonArgumentsForm, SchemaForm, refuse_lone_surrogates
 from .gate import (
     ContentMismatch, GateRejection, SchemaRefused, StoreUnavailable, check_requested_schema, digest,
 )
@@ -207,7 +207,9 @@ class _BoundedCallForm(forms.Form):
             raise forms.ValidationError(
                 _("The server asks for %(n)s values here, more than this page takes (%(max)s): nothing can be sent."),
                 params={"n": self.too_many, "max": MAX_CALL_FIELDS})
-        return super().clean()
+        cleaned = super().clean()
+        refuse_lone_surrogates(self)
+        return cleaned
 
 
 class PromptArgumentsForm(_BoundedCallForm):
