@@ -716,7 +716,7 @@ class McpConnection:
     async def _on_server_list_roots(self, context: ClientRequestContext) -> types.ListRootsResult | types.ErrorData:
         return await self._route_typed("roots/list", None, types.ListRootsResult)
 
-    async def _listing(self, method: str, field: str, model: Any, key: str) -> list[dict[str, Any]]:
+    async def _listing(self, method: str, field: str, model: Any) -> list[dict[str, Any]]:
         """Walk a paginated listing; return its items as JSON dicts, each checked against ``model``.
 
         Each page comes back raw (:meth:`send`: no validation on the event loop) and is checked
@@ -748,7 +748,7 @@ class McpConnection:
         Raises:
             McpCallError: ``transport_error``, ``jsonrpc_error``, ``timeout`` or ``invalid_result``.
         """
-        return await self._listing("tools/list", "tools", types.Tool, "name")
+        return await self._listing("tools/list", "tools", types.Tool)
 
     async def list_prompts(self) -> list[dict[str, Any]]:
         """All prompts as raw dicts (``name``, ``description``, ``arguments``, ...), all pages.
@@ -756,7 +756,7 @@ class McpConnection:
         Raises:
             McpCallError: as :meth:`list_tools`.
         """
-        return await self._listing("prompts/list", "prompts", types.Prompt, "name")
+        return await self._listing("prompts/list", "prompts", types.Prompt)
 
     async def list_resources(self) -> list[dict[str, Any]]:
         """All resources as raw dicts (``uri``, ``name``, ...), all pages.
@@ -764,7 +764,7 @@ class McpConnection:
         Raises:
             McpCallError: as :meth:`list_tools`.
         """
-        return await self._listing("resources/list", "resources", types.Resource, "uri")
+        return await self._listing("resources/list", "resources", types.Resource)
 
     async def list_resource_templates(self) -> list[dict[str, Any]]:
         """All resource templates as raw dicts (``uriTemplate``, ``name``, ...), all pages.
@@ -772,7 +772,7 @@ class McpConnection:
         Raises:
             McpCallError: as :meth:`list_tools`.
         """
-        return await self._listing("resources/templates/list", "resourceTemplates", types.ResourceTemplate, "uriTemplate")
+        return await self._listing("resources/templates/list", "resourceTemplates", types.ResourceTemplate)
 
 
 class _ListingRefused(Exception):
