@@ -19,6 +19,20 @@ def _shown_field(name: str, label: str):
     return show
 
 
+def _shown_json_field(name: str, label: str):
+    """A read-only admin field showing the model's JSON field ``name`` as :func:`mrtrweb.display.json_text`
+    (control, bidi and invisible characters and lone surrogates as ``\\uXXXX`` escapes; the admin
+    escapes it): Django's own display writes them raw, and a lone surrogate makes the page a 500."""
+
+    @admin.display(description=label)
+    def show(self, obj) -> str:
+        value = getattr(obj, name)
+        return "-" if value is None else display.json_text(value, indent=2)
+
+    show.__name__ = f"shown_{name}"
+    return show
+
+
 def _readonly_shown(model, shown: tuple[str, ...]) -> list[str]:
     """Every field of ``model`` read-only, those in ``shown`` through their ``shown_<name>`` display."""
     return [f"shown_{f.name}" if f.name in shown else f.name for f in model._meta.fields]
@@ -57,8 +71,8 @@ class McpServerAdmin(admin.ModelAdmin):
 
 
 #: text fields of operations and audit events that hold server text (tool names, messages, reasons)
-_OPERATION_TEXT = ("name", "error_message")
-_AUDIT_TEXT = ("name", "reason", "server_origin")
+_OPERATION_TEXT = ("name", "error_message", "params", "result")
+_AUDIT_TEXT = ("name", "reason", "server_origin", "schema_digests", "actions")
 
 
 @admin.register(Operation)
@@ -69,6 +83,8 @@ class OperationAdmin(admin.ModelAdmin):
     exclude = _OPERATION_TEXT  # shown through shown_<name> only, never as a raw or editable field
     shown_name = _shown_field("name", "name")
     shown_error_message = _shown_field("error_message", "error message")
+    shown_params = _shown_json_field("params", "params")
+    shown_result = _shown_json_field("result", "result")
 
     def has_add_permission(self, request) -> bool:
         return False
@@ -85,6 +101,8 @@ class AuditEventAdmin(admin.ModelAdmin):
     shown_name = _shown_field("name", "name")
     shown_reason = _shown_field("reason", "reason")
     shown_server_origin = _shown_field("server_origin", "server origin")
+    shown_schema_digests = _shown_json_field("schema_digests", "schema digests")
+    shown_actions = _shown_json_field("actions", "actions")
 
     def has_add_permission(self, request) -> bool:
         return False

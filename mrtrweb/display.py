@@ -51,7 +51,7 @@ _INVISIBLE = "\u00ad\u180e\u200b\u2028\u2029\u2060-\u2064\ufeff\ufff9-\ufffb\U00
 #: C0 controls, DEL and C1 controls
 _CONTROLS = "\x00-\x1f\x7f-\x9f"
 
-#: lone surrogates (a server's JSON may hold "\\ud800"): no character, and no UTF-8 page can carry one
+#: lone UTF-16 surrogates: not characters; a page holding one cannot be encoded as UTF-8 (a 500)
 _SURROGATES = "\ud800-\udfff"
 
 _HIDDEN = re.compile(f"[{_CONTROLS}{BIDI_CONTROLS}{_INVISIBLE}{_SURROGATES}]")

@@ -23,7 +23,6 @@ from .gate import formats
 from .gate.schema import CheckedSchema, Field
 
 _EMPTY = ""
-_SURROGATE = re.compile("[\ud800-\udfff]")
 logger = logging.getLogger(__name__)
 
 #: why a tool's input schema could not be checked (:data:`mrtrweb.argschema.CODES`), for the person
@@ -36,6 +35,39 @@ _UNCHECKED = {
     "schema_unsupported": _("it combines unevaluatedProperties with patternProperties"),
     "check_timeout": _("checking these arguments against it took too long"),
 }
+
+
+#: a lone UTF-16 surrogate: not a Unicode character, cannot be encoded as UTF-8 (nor sent, nor stored
+#: in a page); a browser never posts one, but a JSON ``\\ud800`` escape decodes to one
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+LONE_SURROGATE_MESSAGE = _("This holds text that is not valid Unicode (a lone surrogate, such as the JSON escape "
+                           "\\ud800 without its pair). Nothing was sent.")
+
+
+def has_lone_surrogate(value: Any, _depth: int = 0) -> bool:
+    """Whether a string, a key or a value anywhere in ``value`` (JSON-like) holds a lone surrogate.
+    (Nesting deeper than 100 levels counts as holding one: such a value is refused anyway.)"""
+    if isinstance(value, str):
+        return _LONE_SURROGATE.search(value) is not None
+    if _depth > 100:
+        return True
+    if isinstance(value, dict):
+        return any(has_lone_surrogate(k, _depth + 1) or has_lone_surrogate(v, _depth + 1) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return any(has_lone_surrogate(v, _depth + 1) for v in value)
+    return False
+
+
+def refuse_lone_surrogates(form: forms.Form) -> None:
+    """Add a form error (code ``lone_surrogate``) to each field of ``form`` whose cleaned value holds
+    a lone surrogate (:func:`has_lone_surrogate`), and log how many (not the values nor the field
+    names: both may be server or user text). Call from ``clean()`` of every form that starts a call
+    or answers a round: what it sends must be UTF-8 on the wire, in the database and on every page."""
+    bad = [name for name, value in list(form.cleaned_data.items()) if has_lone_surrogate(value)]
+    for name in bad:
+        form.add_error(name, forms.ValidationError(LONE_SURROGATE_MESSAGE, code="lone_surrogate"))
+    if bad:
+        logger.info("form refused: %d field(s) hold a lone surrogate", len(bad))
 
 
 def _option_key(value: Any) -> str:
@@ -66,7 +98,7 @@ def stand_in_keys(keys: list[str]) -> dict[str, str]:
     a longer one (or one holding a lone surrogate, which no page can carry) as ``#<its position>``
     (primes added while that is taken by another key)."""
     def kept(k: str) -> bool:
-        return len(k) <= MAX_KEY_CHARS and not _SURROGATE.search(k)
+        return len(k) <= MAX_KEY_CHARS and not _LONE_SURROGATE.search(k)
 
     taken = {k for k in keys if kept(k)}
     out: dict[str, str] = {}
@@ -213,6 +245,11 @@ class SchemaForm(forms.Form):
         field.widget.attrs.update(attrs)
         return field
 
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        refuse_lone_surrogates(self)
+        return cleaned
+
     def content(self) -> dict[str, Any]:
         """The JSON answer from ``cleaned_data``: typed values, optional empty fields omitted
         (the gate then fills their defaults). Call after ``is_valid()``."""
@@ -289,6 +326,9 @@ class JsonArgumentsForm(forms.Form):
         if argschema.arguments_too_deep(value):
             raise forms.ValidationError(_("The arguments are nested more than %(n)s levels deep."), code="too_deep",
                                         params={"n": argschema.MAX_ARGUMENT_DEPTH})
+        if has_lone_surrogate(value):  # e.g. "\ud800": not UTF-8, so not sendable (nor storable, nor showable)
+            logger.info("tool arguments refused: they hold a lone surrogate")
+            raise forms.ValidationError(LONE_SURROGATE_MESSAGE, code="lone_surrogate")
         try:
             errors = argschema.check_arguments(self.schema, value)
         except argschema.SchemaUnchecked as exc:

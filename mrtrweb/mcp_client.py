@@ -45,6 +45,7 @@ import math
 import ssl
 import time
 import urllib.parse
+import uuid
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import Any, Final
 
@@ -93,6 +94,16 @@ ServerRequestHandler = Callable[[str, dict[str, Any]], Awaitable["dict[str, Any]
 
 CLIENT_INFO = types.Implementation(name="mrtrweb", version=__version__)
 _LIST_PAGE_CAP = 100  # a paginator that never ends cannot hang a listing
+#: a listing (all its pages) of more items than this is refused as ``invalid_result``
+MAX_LISTED_ITEMS: Final = 50_000
+#: the most bytes of one HTTP response body to a request the client POSTs (a JSON body or the SSE
+#: stream of one request); a larger one fails the request with ``transport_error`` ("the response is
+#: larger than N bytes"). It bounds the memory of a response and the SDK's parse of it, which runs
+#: on the event loop (about 60 ms per MB): the product's own checks of a listing or a result run
+#: off the loop, item by item. (A 50 MB request of 500 sampling messages is still accepted.)
+MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+#: the most bytes of a JSON body the HTTP evidence hook parses to tell a JSON-RPC error apart
+_EVIDENCE_PARSE_BYTES: Final = 1024 * 1024
 _CLOSE_GRACE_S = 5.0  # how long close() lets the SDK unwind before cancelling it
 #: the deprecated client capabilities a connection may declare (``McpConnection(declare=...)``)
 DECLARABLE: Final = frozenset({"sampling", "roots"})
@@ -227,12 +238,52 @@ class _HttpEvidence:
         body: str | None = None
         if content_type.startswith("application/json"):
             body = "other"
-            with contextlib.suppress(Exception):
+            try:
                 await response.aread()
-                parsed = json.loads(response.content)
-                if isinstance(parsed, dict) and isinstance(parsed.get("error"), dict) and "result" not in parsed:
-                    body = "error"
+            except ResponseTooLarge:
+                body = "too_large"
+            except Exception:  # noqa: BLE001 - the SDK reports an unreadable body itself
+                pass
+            else:
+                # a JSON-RPC error is small: a body of megabytes (a result) is not parsed on the loop again
+                if len(response.content) <= _EVIDENCE_PARSE_BYTES:
+                    with contextlib.suppress(Exception):
+                        parsed = json.loads(response.content)
+                        if isinstance(parsed, dict) and isinstance(parsed.get("error"), dict) and "result" not in parsed:
+                            body = "error"
         self._expected[key] = _HttpSeen(response.status_code, content_type, body)
+
+
+class ResponseTooLarge(httpx2.StreamError):
+    """A response body went past :data:`MAX_RESPONSE_BYTES` (reading it stopped there)."""
+
+
+class _BoundedStream(httpx2.AsyncByteStream):
+    """A response body that stops with :class:`ResponseTooLarge` past ``limit`` bytes."""
+
+    def __init__(self, inner: Any, limit: int) -> None:
+        self._inner, self._limit = inner, limit
+
+    async def __aiter__(self) -> Any:
+        seen = 0
+        async for chunk in self._inner:
+            seen += len(chunk)
+            if seen > self._limit:
+                raise ResponseTooLarge(f"the response is larger than {self._limit} bytes")
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+async def _bound_response(response: httpx2.Response) -> None:
+    """httpx2 response hook (the first): the body of each POST's response is bounded by
+    :data:`MAX_RESPONSE_BYTES` (:class:`_BoundedStream`), before anything reads it.
+
+    Only POSTs: a request's answer (a JSON body, or the SSE stream of that one request). The
+    long-lived GET stream of server notifications is left as the SDK reads it."""
+    if response.request.method == "POST":
+        response.stream = _BoundedStream(response.stream, MAX_RESPONSE_BYTES)
 
 
 def _sse_synthesized(error: types.ErrorData) -> bool:
@@ -270,6 +321,8 @@ def _classify(exc: MCPError, seen: _HttpSeen | None, method: str) -> McpCallErro
         return McpCallError(TRANSPORT_ERROR, f"{method}: no response ({error.message})")
     if not ok:
         return McpCallError(TRANSPORT_ERROR, f"{method}: HTTP {seen.status}", http_status=seen.status)
+    if seen.body == "too_large":
+        return McpCallError(TRANSPORT_ERROR, f"{method}: the response is larger than {MAX_RESPONSE_BYTES} bytes")
     return McpCallError(
         TRANSPORT_ERROR,
         f"{method}: unusable HTTP {seen.status} response ({seen.content_type or 'no content type'}): {error.message}",
@@ -386,6 +439,7 @@ class McpConnection:
         timeout = httpx2.Timeout(self.timeout_s, read=max(self.timeout_s, MCP_DEFAULT_SSE_READ_TIMEOUT))
         # what the SDK's create_mcp_http_client builds (it only sets the timeout), with the shared TLS context
         http = httpx2.AsyncClient(timeout=timeout, verify=tls_client_context())
+        http.event_hooks["response"].append(_bound_response)
         http.event_hooks["response"].append(self._evidence.on_response)
         try:
             async with http:
@@ -662,42 +716,30 @@ class McpConnection:
     async def _on_server_list_roots(self, context: ClientRequestContext) -> types.ListRootsResult | types.ErrorData:
         return await self._route_typed("roots/list", None, types.ListRootsResult)
 
-    async def _listing(
-        self, method: str, fetch: Callable[[Client, str | None], Awaitable[Any]], field: str
-    ) -> list[dict[str, Any]]:
-        """Walk a paginated SDK listing (``fetch(client, cursor)``); return its items as raw JSON dicts."""
-        client = self._live_client()
+    async def _listing(self, method: str, field: str, model: Any) -> list[dict[str, Any]]:
+        """Walk a paginated listing; return its items as JSON dicts, each checked against ``model``.
+
+        Each page comes back raw (:meth:`send`: no validation on the event loop) and is checked
+        item by item in a worker thread (:func:`_check_page`): a listing of many thousands of
+        items never holds the event loop for the whole check. At most :data:`MAX_LISTED_ITEMS`
+        items in all are accepted; a longer listing is ``invalid_result``."""
+        self._live_client()
         items: list[dict[str, Any]] = []
         cursor: str | None = None
-        self._in_flight += 1
         try:
             with anyio.fail_after(self.timeout_s):
                 for _ in range(_LIST_PAGE_CAP):
-                    page = await fetch(client, cursor)
-                    for item in getattr(page, field):
-                        items.append(item.model_dump(by_alias=True, mode="json", exclude_none=True))
-                    cursor = page.next_cursor
+                    raw = await self.send(method, {"cursor": cursor} if cursor else {},
+                                          f"mrtrweb-list-{uuid.uuid4()}", timeout_s=self.timeout_s)
+                    page, cursor = await asyncio.to_thread(_check_page, raw, field, model,
+                                                           MAX_LISTED_ITEMS - len(items))
+                    items.extend(page)
                     if not cursor:
                         break
         except TimeoutError:
             raise McpCallError(TIMEOUT, f"{method}: no response within {self.timeout_s:g}s") from None
-        except MCPError as exc:
-            # No HTTP evidence here (the SDK mints these ids): an MCPError is taken at face value.
-            raise McpCallError(
-                JSONRPC_ERROR,
-                f"{method}: JSON-RPC error {exc.error.code}: {exc.error.message}",
-                rpc_code=exc.error.code,
-                rpc_message=exc.error.message,
-                rpc_data=exc.error.data,
-            ) from None
-        except ValidationError as exc:
-            raise McpCallError(INVALID_RESULT, f"{method}: malformed result ({exc.error_count()} errors)") from None
-        except Exception as exc:  # the transport failed underneath us
-            self._broken = True
-            raise McpCallError(TRANSPORT_ERROR, f"{method}: {type(exc).__name__}: {exc}") from None
-        finally:
-            self._in_flight -= 1
-            self._last_activity = time.monotonic()
+        except _ListingRefused as exc:
+            raise McpCallError(INVALID_RESULT, f"{method}: {exc}") from None
         return items
 
     async def list_tools(self) -> list[dict[str, Any]]:
@@ -706,7 +748,7 @@ class McpConnection:
         Raises:
             McpCallError: ``transport_error``, ``jsonrpc_error``, ``timeout`` or ``invalid_result``.
         """
-        return await self._listing("tools/list", lambda c, cursor: c.list_tools(cursor=cursor), "tools")
+        return await self._listing("tools/list", "tools", types.Tool)
 
     async def list_prompts(self) -> list[dict[str, Any]]:
         """All prompts as raw dicts (``name``, ``description``, ``arguments``, ...), all pages.
@@ -714,7 +756,7 @@ class McpConnection:
         Raises:
             McpCallError: as :meth:`list_tools`.
         """
-        return await self._listing("prompts/list", lambda c, cursor: c.list_prompts(cursor=cursor), "prompts")
+        return await self._listing("prompts/list", "prompts", types.Prompt)
 
     async def list_resources(self) -> list[dict[str, Any]]:
         """All resources as raw dicts (``uri``, ``name``, ...), all pages.
@@ -722,7 +764,7 @@ class McpConnection:
         Raises:
             McpCallError: as :meth:`list_tools`.
         """
-        return await self._listing("resources/list", lambda c, cursor: c.list_resources(cursor=cursor), "resources")
+        return await self._listing("resources/list", "resources", types.Resource)
 
     async def list_resource_templates(self) -> list[dict[str, Any]]:
         """All resource templates as raw dicts (``uriTemplate``, ``name``, ...), all pages.
@@ -730,11 +772,36 @@ class McpConnection:
         Raises:
             McpCallError: as :meth:`list_tools`.
         """
-        return await self._listing(
-            "resources/templates/list",
-            lambda c, cursor: c.list_resource_templates(cursor=cursor),
-            "resource_templates",
-        )
+        return await self._listing("resources/templates/list", "resourceTemplates", types.ResourceTemplate)
+
+
+class _ListingRefused(Exception):
+    """A listing page that is not a listing (or holds too many items); the message names why."""
+
+
+def _check_page(raw: Any, field: str, model: Any, room: int) -> tuple[list[dict[str, Any]], str | None]:
+    """One raw listing page: its items (each validated by ``model``, as JSON dicts) and its next cursor.
+
+    Runs in a worker thread: item by item, so the event loop gets its turn between items.
+    ``room``: how many more items the listing may hold."""
+    listed = raw.get(field) if isinstance(raw, dict) else None
+    if not isinstance(listed, list):
+        raise _ListingRefused(f"malformed result (no {field} list)")
+    if len(listed) > room:
+        raise _ListingRefused(f"the server lists more than {MAX_LISTED_ITEMS} items")
+    cursor = raw.get("nextCursor")
+    if cursor is not None and not isinstance(cursor, str):
+        raise _ListingRefused("malformed result (nextCursor is not a string)")
+    items: list[dict[str, Any]] = []
+    errors = 0
+    for item in listed:
+        try:
+            items.append(model.model_validate(item).model_dump(by_alias=True, mode="json", exclude_none=True))
+        except ValidationError as exc:
+            errors += exc.error_count()
+    if errors:
+        raise _ListingRefused(f"malformed result ({errors} errors)")
+    return items, cursor or None
 
 
 # --------------------------------------------------------------------------------------------

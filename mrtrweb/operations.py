@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import dataclasses
+import functools
 import logging
 import time
 import unicodedata
@@ -179,7 +180,8 @@ async def _finish(op: Operation, status: str, *, code: str = "", message: str = 
     op.error_code = code
     op.error_message = message[:500]
     if result is not None:
-        op.result = results.for_storage(result, op_id=op.id)  # within MAX_STORED_RESULT_BYTES
+        # within MAX_STORED_RESULT_BYTES; off the event loop (a result may be megabytes of JSON)
+        op.result = await sync_to_async(results.for_storage, thread_sensitive=False)(result, op_id=op.id)
     fields = {"status": status, "error_code": code, "error_message": op.error_message, "result": op.result,
               "updated_at": timezone.now()}
     if not already_marked:
@@ -279,17 +281,46 @@ def _is_final(raw: Any) -> bool:
     return "resultType" not in raw or raw["resultType"] == "complete"
 
 
-def _parse_final(method: str, raw: dict[str, Any]) -> bool:
-    """Whether the SDK accepts the final result for ``method``."""
+#: per method: the list of a final result that may be long (checked item by item, see _parse_final)
+_FINAL_LISTS = {"tools/call": "content", "prompts/get": "messages", "resources/read": "contents"}
+
+
+@functools.cache
+def _final_adapters(method: str) -> tuple[Any, Any] | None:
+    """The SDK model of ``method``'s final result and a TypeAdapter of one item of its long list."""
     import mcp_types
-    from pydantic import ValidationError
+    from pydantic import TypeAdapter
 
     model = {"tools/call": mcp_types.CallToolResult, "prompts/get": mcp_types.GetPromptResult,
              "resources/read": mcp_types.ReadResourceResult}.get(method)
     if model is None:
+        return None
+    field = model.model_fields[_FINAL_LISTS[method]]
+    return model, TypeAdapter(field.annotation.__args__[0])
+
+
+def _parse_final(method: str, raw: dict[str, Any]) -> bool:
+    """Whether the SDK accepts the final result for ``method``.
+
+    Blocking; run it off the event loop. The long list (``content``, ``messages``, ``contents``) is
+    checked one item at a time, so a result of many thousands of blocks never holds the GIL (and
+    so the event loop) for the whole check."""
+    from pydantic import ValidationError
+
+    adapters = _final_adapters(method)
+    if adapters is None:
         return True
+    model, item = adapters
+    body = {k: v for k, v in raw.items() if k != "resultType"}
+    key = _FINAL_LISTS[method]
+    listed = body.get(key)
     try:
-        model.model_validate({k: v for k, v in raw.items() if k != "resultType"})
+        if isinstance(listed, list):
+            model.model_validate({**body, key: []})
+            for value in listed:
+                item.validate_python(value)
+        else:
+            model.model_validate(body)
     except (ValidationError, ValueError, TypeError):
         return False
     return True
@@ -575,7 +606,8 @@ async def _handle_result(op: Operation, request_id: str, raw: Any) -> Retry | No
     """Judge one result. Returns the retry to send next (state-only rounds), or None."""
     gate = get_gate()
     if _is_final(raw):
-        if not _parse_final(op.method, raw):
+        # off the event loop: a result may hold hundreds of thousands of blocks
+        if not await sync_to_async(_parse_final, thread_sensitive=False)(op.method, raw):
             logger.info("operation %s: final result refused by the SDK types", op.id)
             await _finish(op, Operation.Status.FAILED, code=INVALID_RESULT, message=message_for(INVALID_RESULT))
             return None

@@ -31,6 +31,7 @@ from django.utils.translation import gettext_lazy as _
 
 from . import conf
 from .jsonfields import BoundedJSONField
+from .forms import refuse_lone_surrogates
 from .results import MAX_SHOWN_BLOCKS, MIN_MESSAGE_CHARS, ShownBudget, shown_text
 
 #: the most model hints a sampling card shows
@@ -102,6 +103,11 @@ class SamplingForm(forms.Form):
         for name, field in provider_fields(provider).items():
             if name != "approve":
                 self.fields[name] = field
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        refuse_lone_surrogates(self)  # the reply is sent to the server: UTF-8 only
+        return cleaned
 
     def provider_data(self) -> dict[str, Any]:
         return {k: v for k, v in self.cleaned_data.items() if k != "approve"}

@@ -29,7 +29,7 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
 from . import access, audit, conf, display, names, operations, results, sampling, workers
-from .forms import JsonArgumentsForm, SchemaForm, _option_key, stand_in_keys
+from .forms import JsonArgumentsForm, SchemaForm, _option_key, refuse_lone_surrogates, stand_in_keys
 from .gate import (
     ContentMismatch, GateRejection, SchemaRefused, StoreUnavailable, check_requested_schema, digest,
 )
@@ -92,17 +92,11 @@ async def server_detail(request: HttpRequest, server_id: int) -> HttpResponse:
     duplicates = not_shown = 0
     try:
         conn = await operations.pool().get(str(user.pk), str(server.pk), server.url)
-        tools, dup_tools = names.unique_items(await conn.list_tools(), "name", what="tool")
-        prompts, dup_prompts = names.unique_items(await _listing(conn.list_prompts, "name"), "name", what="prompt")
-        templates, dup_templates = names.unique_items(await _listing(conn.list_resource_templates, "uriTemplate"),
-                                                      "uriTemplate", what="resource template")
-        resources, dup_resources = names.unique_items(await _listing(conn.list_resources, "uri"), "uri",
-                                                      what="resource")
-        duplicates = dup_tools + dup_prompts + dup_templates + dup_resources
-        for items in (tools, prompts, templates, resources):  # a page of bounded size, whatever the server lists
-            not_shown += max(len(items) - names.MAX_LISTED_SHOWN, 0)
-            del items[names.MAX_LISTED_SHOWN:]
-            results.cap_descriptions(items, results.LISTED_DESCRIPTION_CHARS)
+        listed = (await conn.list_tools(), await _listing(conn.list_prompts, "name"),
+                  await _listing(conn.list_resource_templates, "uriTemplate"), await _listing(conn.list_resources, "uri"))
+        # off the event loop: a listing may hold tens of thousands of items
+        (tools, prompts, templates, resources), duplicates, not_shown = await sync_to_async(
+            _shown_lists, thread_sensitive=False)(*listed)
     except McpCallError as exc:
         logger.info("listing tools of server %s failed (%s)", server.pk, exc.code)
         error = operations.failure_message(exc)
@@ -113,6 +107,29 @@ async def server_detail(request: HttpRequest, server_id: int) -> HttpResponse:
                                                              "error": error,
                                                              "is_admin": is_admin, "duplicates": duplicates,
                                                              "not_shown": not_shown, "max_shown": names.MAX_LISTED_SHOWN})
+
+
+def _shown_lists(*listed: list[dict[str, Any]]) -> tuple[list[list[dict[str, Any]]], int, int]:
+    """The server page's tools, prompts, resource templates and resources (each name once, at most
+    ``MAX_LISTED_SHOWN`` of each, descriptions capped), how many duplicates were dropped and how many
+    items are not shown. Blocking: run it off the event loop."""
+    shown, duplicates, not_shown = [], 0, 0
+    for items, (key, what) in zip(listed, (("name", "tool"), ("name", "prompt"), ("uriTemplate", "resource template"),
+                                           ("uri", "resource")), strict=True):
+        items, dropped = names.unique_items(items, key, what=what)
+        duplicates += dropped
+        not_shown += max(len(items) - names.MAX_LISTED_SHOWN, 0)  # a page of bounded size, whatever is listed
+        del items[names.MAX_LISTED_SHOWN:]
+        results.cap_descriptions(items, results.LISTED_DESCRIPTION_CHARS)
+        shown.append(items)
+    return shown, duplicates, not_shown
+
+
+def _find_listed(items: list[dict[str, Any]], key: str, what: str, name: str | None,
+                 wanted: str | None) -> dict[str, Any] | None:
+    """The listed item a call page names (:func:`names.find` among :func:`names.unique_items`).
+    Blocking (digests of every name): run it off the event loop."""
+    return names.find(names.unique_items(items, key, what=what)[0], key, name, wanted)
 
 
 async def _listing(fetch, key: str) -> list[dict[str, Any]]:
@@ -155,10 +172,10 @@ async def tool_call(request: HttpRequest, server_id: int, tool: str | None = Non
         raise Http404("No such tool")
     try:
         conn = await operations.pool().get(str(user.pk), str(server.pk), server.url)
-        listed, _ = names.unique_items(await conn.list_tools(), "name", what="tool")
+        listed = await conn.list_tools()
     except McpCallError as exc:
         listed, error = [], operations.failure_message(exc)
-    spec = names.find(listed, "name", asked, wanted)
+    spec = await sync_to_async(_find_listed, thread_sensitive=False)(listed, "name", "tool", asked, wanted)
     if spec is None and not error:
         raise Http404("No such tool")
     tool = spec["name"] if spec is not None else (asked or "")
@@ -217,7 +234,9 @@ class _BoundedCallForm(forms.Form):
             raise forms.ValidationError(
                 _("The server asks for %(n)s values here, more than this page takes (%(max)s): nothing can be sent."),
                 params={"n": self.too_many, "max": MAX_CALL_FIELDS})
-        return super().clean()
+        cleaned = super().clean()
+        refuse_lone_surrogates(self)
+        return cleaned
 
 
 class PromptArgumentsForm(_BoundedCallForm):
@@ -285,11 +304,11 @@ async def _listed_call(request: HttpRequest, server_id: int, *, kind: str, title
     ctx: dict[str, Any] = {"server": server, "kind": kind, "title": title or ""}
     try:
         conn = await operations.pool().get(str(user.pk), str(server.pk), server.url)
-        listed, _ = names.unique_items(await _listing(getattr(conn, list_name), key), key, what=kind)
+        listed = await _listing(getattr(conn, list_name), key)
     except McpCallError as exc:
         ctx["error"] = operations.failure_message(exc)
         return TemplateResponse(request, "mrtrweb/call.html", ctx, status=503)
-    spec = names.find(listed, key, title, wanted)
+    spec = await sync_to_async(_find_listed, thread_sensitive=False)(listed, key, kind, title, wanted)
     if spec is None:
         raise Http404(f"No such {kind}")
     # the name in the heading, the description and the form's labels share one budget
