@@ -144,6 +144,10 @@ _HUGE_LISTS = {
 #: the JSON of each huge list, made once (the server thread only sends bytes)
 HUGE_JSON = {method: json.dumps({**value, "resultType": "complete", "ttlMs": 0, "cacheScope": "private"})
              for method, value in _HUGE_LISTS.items()}
+# only the JSON is kept: the 150,000 objects of the lists would otherwise stay in this process for
+# the whole run, and every full garbage collection (which can land while a page is being served)
+# would walk them -- a pause the test process makes, not the product
+del _HUGE_LISTS
 HUGE_DISCOVER = json.dumps({**DISCOVER, "capabilities": {"tools": {}, "prompts": {}, "resources": {}}})
 
 
