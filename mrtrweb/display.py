@@ -44,9 +44,10 @@ from django.utils.safestring import SafeString
 #: LRI, RLI, FSI, PDI
 BIDI_CONTROLS = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
 
-#: invisible characters that hide or disguise text: zero-width space, word joiner and invisible
-#: operators, the byte-order mark, line/paragraph separators, interlinear annotation marks, tags
-_INVISIBLE = "\u00ad\u180e\u200b\u2028\u2029\u2060-\u2064\ufeff\ufff9-\ufffb\U000e0000-\U000e007f"
+#: invisible characters that hide or disguise text: soft hyphen, combining grapheme joiner, Hangul
+#: fillers, zero-width space, word joiner and invisible operators, braille blank, the byte-order
+#: mark, line/paragraph separators, interlinear annotation marks, tags
+_INVISIBLE = "\u00ad\u034f\u115f\u1160\u180e\u200b\u2028\u2029\u2060-\u2064\u2800\u3164\ufeff\uffa0\ufff9-\ufffb\U000e0000-\U000e007f"
 
 #: C0 controls, DEL and C1 controls
 _CONTROLS = "\x00-\x1f\x7f-\x9f"

@@ -99,9 +99,10 @@ MAX_LISTED_ITEMS: Final = 50_000
 #: the most bytes of one HTTP response body to a request the client POSTs (a JSON body or the SSE
 #: stream of one request); a larger one fails the request with ``transport_error`` ("the response is
 #: larger than N bytes"). It bounds the memory of a response and the SDK's parse of it, which runs
-#: on the event loop (about 60 ms per MB): the product's own checks of a listing or a result run
-#: off the loop, item by item. (A 50 MB request of 500 sampling messages is still accepted.)
-MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+#: on the event loop (about 60-160 ms per MB, holding the GIL): the product's own checks of a
+#: listing or a result run off the loop, item by item. 8 MiB keeps that parse near half a second
+#: (and a stored result is at most ``MAX_STORED_RESULT_BYTES`` anyway).
+MAX_RESPONSE_BYTES = 8 * 1024 * 1024
 #: the most bytes of a JSON body the HTTP evidence hook parses to tell a JSON-RPC error apart
 _EVIDENCE_PARSE_BYTES: Final = 1024 * 1024
 _CLOSE_GRACE_S = 5.0  # how long close() lets the SDK unwind before cancelling it

@@ -79,10 +79,10 @@ RESULTS: dict[str, Any] = {
     "many_messages": {"resultType": "input_required", "requestState": "many", "inputRequests": {
         f"q{i}": {"method": "elicitation/create", "params": {"message": f"{i:02d}" + "m" * 100_000, "requestedSchema": {
             "type": "object", "properties": {"ok": {"type": "boolean"}}}}} for i in range(MANY_REQUESTS)}},
-    # sampling (allowed for the server by a tenant admin): 500 messages of 100,000 characters
+    # sampling (allowed for the server by a tenant admin): 500 messages of 5,000 characters (2.5 MB, under MAX_RESPONSE_BYTES)
     "big_sampling": {"resultType": "input_required", "requestState": "sampling", "inputRequests": {"s": {
         "method": "sampling/createMessage", "params": {"maxTokens": 5, "messages": [
-            {"role": "user", "content": {"type": "text", "text": "S" * 100_000}}] * 500}}}},
+            {"role": "user", "content": {"type": "text", "text": "S" * 5_000}}] * 500}}}},
     "marked": {"content": [{"type": "text", "text": "small"}],
                "mrtrweb_truncated": {"original_bytes": 99, "stored_bytes": 1}},
     "big_message": {"resultType": "input_required", "requestState": "s", "inputRequests": {"q": {

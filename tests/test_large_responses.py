@@ -25,7 +25,7 @@ from mrtrweb.mcp_client import McpCallError, McpConnection
 DISCOVER = {"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}, "prompts": {}},
             "resultType": "complete", "ttlMs": 0, "cacheScope": "public"}
 LISTING = {"resultType": "complete", "ttlMs": 0, "cacheScope": "private"}
-#: the bound the tests set (``MAX_RESPONSE_BYTES`` is 64 MiB), and a body past it
+#: the bound the tests set (``MAX_RESPONSE_BYTES`` is 8 MiB), and a body past it
 BOUND = 1024 * 1024
 BIG = 2 * BOUND
 

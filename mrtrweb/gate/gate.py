@@ -38,6 +38,13 @@ from .store import BindingStore
 from .urls import UnsafeUrl, UrlView, check_url
 
 _KEY_RE = re.compile(r"[A-Za-z0-9._-]{1,64}")
+#: the most input requests one round may hold (row 7: a larger ``inputRequests`` is refused as
+#: ``invalid_named_input_request``): one card shows them all, and a person answers them at once
+MAX_INPUT_REQUESTS = 64
+#: the most form fields all the form requests of one round may hold together (row 8: refused as
+#: ``invalid_form_requestedSchema``): the card is answered by one form post, which web frameworks
+#: cap (Django: 1,000 fields, ``DATA_UPLOAD_MAX_NUMBER_FIELDS``)
+MAX_ROUND_FIELDS = 512
 ELICITATION = "elicitation/create"
 SAMPLING = "sampling/createMessage"
 ROOTS = "roots/list"
@@ -296,8 +303,16 @@ class Gate:
         if has_requests_key:
             if not isinstance(requests, dict):
                 raise GateRejection(codes.INVALID_NAMED_INPUT_REQUEST, "inputRequests must be an object")
+            if len(requests) > MAX_INPUT_REQUESTS:
+                raise GateRejection(codes.INVALID_NAMED_INPUT_REQUEST,
+                                    f"{len(requests)} input requests, over the cap of {MAX_INPUT_REQUESTS}")
+            fields = 0
             for key in sorted(requests):
                 views[key] = self._check_request(key, requests[key], policy, record["server_id"])
+                fields += len(views[key].schema.fields) if views[key].schema is not None else 0
+                if fields > MAX_ROUND_FIELDS:
+                    raise GateRejection(codes.INVALID_FORM_REQUESTED_SCHEMA,
+                                        f"the round's forms hold more than {MAX_ROUND_FIELDS} fields together", key=key)
         # Row 12: the round limit.
         if record["rounds"] >= policy.max_rounds:
             raise GateRejection(codes.MRTR_ROUND_LIMIT_EXCEEDED,
