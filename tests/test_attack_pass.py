@@ -35,6 +35,7 @@ from __future__ import annotations
 from typing import Any
 
 import asyncio
+import gc
 import json
 import time
 
@@ -358,10 +359,18 @@ async def test_a_huge_listing_does_not_stall_the_event_loop(setup, long_mcp, pag
             gaps.append(now - last)
             last = now
 
-    beat = asyncio.create_task(heartbeat())
-    resp = await client.get(url)
-    done.set()
-    await beat
+    # the objects this long test process made before (other tests' servers, pages, listings) are
+    # frozen out of the collector for the measurement: a full collection walking them is a pause
+    # of the test process, not the product's (a worker's own start-up objects are issue 16's)
+    gc.collect()
+    gc.freeze()
+    try:
+        beat = asyncio.create_task(heartbeat())
+        resp = await client.get(url)
+        done.set()
+        await beat
+    finally:
+        gc.unfreeze()
     assert resp.status_code == 200, resp.status_code
     # today: the listing is parsed on the event loop: a gap of seconds (every other user waits);
     # generous for a loaded machine, as test_no_fetch's bound for the argument check
@@ -381,11 +390,16 @@ async def test_a_result_of_many_blocks_does_not_stall_the_event_loop(setup):
             gaps.append(now - last)
             last = now
 
-    beat = asyncio.create_task(heartbeat())
-    resp = await client.post(names.call_url("tool", server.pk, "many_blocks"), {})
-    await operations.wait_idle()
-    done.set()
-    await beat
+    gc.collect()
+    gc.freeze()  # as above: only the collector's work on what this measurement makes counts
+    try:
+        beat = asyncio.create_task(heartbeat())
+        resp = await client.post(names.call_url("tool", server.pk, "many_blocks"), {})
+        await operations.wait_idle()
+        done.set()
+        await beat
+    finally:
+        gc.unfreeze()
     assert resp.status_code == 302
     op = await Operation.objects.aget(pk=resp["Location"].rstrip("/").split("/")[-1])
     assert op.status == Operation.Status.COMPLETED, (op.error_code, op.error_message)
