@@ -12,7 +12,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from . import display
-from .mcp_client import origin_of
+from .mcp import origin_of
 
 
 class Tenant(models.Model):

@@ -29,7 +29,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from . import audit, conf, display, results
 from .bindings import DjangoCacheBindingStore
 from .gate import Gate, GateRejection, OperationHandle, Retry, Round, StoreUnavailable, codes
-from .mcp_client import ConnectionPool, McpCallError
+from .mcp import ConnectionPool, McpCallError
 from .names import stored_name
 from .models import McpServer, Operation
 

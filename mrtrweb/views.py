@@ -36,7 +36,7 @@ from .gate import (
 # the very checks the gate applies to sampling/roots answers when it builds the retry (read only)
 from .gate.gate import _valid_create_message_result, _valid_list_roots_result, _within_depth
 from .gate.ids import is_strict_json
-from .mcp_client import McpCallError
+from .mcp import McpCallError
 from .models import McpServer, Membership, Operation
 from .panels import consent_forms, panel_context
 

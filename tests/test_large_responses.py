@@ -18,9 +18,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from mrtrweb import mcp_client, operations
+from mrtrweb import operations
+from mrtrweb.mcp import evidence, listing
 from mrtrweb.demo.server import serve_asgi_in_thread
-from mrtrweb.mcp_client import McpCallError, McpConnection
+from mrtrweb.mcp import McpCallError, McpConnection
 
 DISCOVER = {"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}, "prompts": {}},
             "resultType": "complete", "ttlMs": 0, "cacheScope": "public"}
@@ -88,12 +89,12 @@ async def conn(server):
 
 @pytest.mark.parametrize("name", ["big_declared", "big_chunked", "big_sse"])
 async def test_a_response_past_the_bound_is_a_transport_error(conn, name, monkeypatch):
-    monkeypatch.setattr(mcp_client, "MAX_RESPONSE_BYTES", BOUND)
+    monkeypatch.setattr(evidence, "MAX_RESPONSE_BYTES", BOUND)
     with pytest.raises(McpCallError) as err:
         await conn.send("tools/call", {"name": name, "arguments": {}}, f"req-{name}")
     assert err.value.code == "transport_error"
     if name != "big_sse":  # the SDK reports a broken SSE stream in its own words
-        assert f"larger than {mcp_client.MAX_RESPONSE_BYTES} bytes" in err.value.message
+        assert f"larger than {evidence.MAX_RESPONSE_BYTES} bytes" in err.value.message
 
 
 async def test_a_small_response_is_unchanged(conn):
@@ -109,7 +110,7 @@ async def test_a_listing_follows_its_pages_and_is_checked_per_item(conn):
 
 
 async def test_a_listing_of_more_items_than_the_bound_is_refused(conn, monkeypatch):
-    monkeypatch.setattr(mcp_client, "MAX_LISTED_ITEMS", 7)
+    monkeypatch.setattr(listing, "MAX_LISTED_ITEMS", 7)
     with pytest.raises(McpCallError) as err:
         await conn.list_tools()
     assert err.value.code == "invalid_result" and "more than 7 items" in err.value.message

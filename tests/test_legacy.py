@@ -21,7 +21,7 @@ from django.test import AsyncClient
 
 from mrtrweb import operations
 from mrtrweb.demo.legacy import serve_legacy_in_thread
-from mrtrweb.mcp_client import McpCallError, McpConnection
+from mrtrweb.mcp import McpCallError, McpConnection
 from mrtrweb.models import AuditEvent, McpServer, Operation
 from tests.consent import post_answer, post_review
 

@@ -1,4 +1,4 @@
-"""The MCP connection adapter (``mrtrweb.mcp_client``) against real servers on loopback.
+"""The MCP connection adapter (``mrtrweb.mcp``) against real servers on loopback.
 
 No protocol mocks: the demo ``MCPServer`` (``mrtrweb.demo.server``) over Streamable HTTP, and a
 tiny raw JSON-RPC endpoint for the misbehaving-server cases. Needs no Django.
@@ -25,7 +25,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from mrtrweb.demo.server import CONNECT_URL_BASE, DemoServerHandle, serve_asgi_in_thread, serve_in_thread
-from mrtrweb.mcp_client import ConnectionPool, McpCallError, McpConnection, origin_of
+from mrtrweb.mcp import ConnectionPool, McpCallError, McpConnection, origin_of
 
 MODERN = "2026-07-28"
 

@@ -20,9 +20,9 @@ import httpx2
 import pytest
 import uvicorn
 
-from mrtrweb import mcp_client
+from mrtrweb.mcp import tls
 from mrtrweb.demo.server import MCP_PATH, build_demo_app
-from mrtrweb.mcp_client import McpCallError, McpConnection, tls_client_context
+from mrtrweb.mcp import McpCallError, McpConnection, tls_client_context
 from tests.certs import self_signed
 
 
@@ -58,7 +58,7 @@ def fresh_context(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
         built.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(mcp_client.httpx2, "create_ssl_context", counting)
+    monkeypatch.setattr(tls.httpx2, "create_ssl_context", counting)
     tls_client_context.cache_clear()
     yield built
     tls_client_context.cache_clear()

@@ -24,7 +24,7 @@ from django.test import AsyncClient
 from mrtrweb import operations
 from mrtrweb.gate import Gate, GateRejection, Policy
 from mrtrweb.gate.store import InMemoryBindingStore
-from mrtrweb.mcp_client import McpCallError, McpConnection, origin_of
+from mrtrweb.mcp import McpCallError, McpConnection, origin_of
 from mrtrweb.models import AuditEvent, McpServer, Operation
 from tests.consent import post_answer, post_review
 from tests.ts_peer import PROTOCOL_META, PROTOCOL_VERSION, ts_server  # noqa: F401  (fixture)

@@ -313,7 +313,7 @@ async def component_spans(make, n: int, extra: list[tuple[str, str, str]] = ()) 
     from .. import audit, operations
     from ..bindings import DjangoCacheBindingStore
     from ..gate.gate import Gate
-    from ..mcp_client import McpConnection
+    from ..mcp import McpConnection
 
     acc: dict[str, list[float]] = {}
 

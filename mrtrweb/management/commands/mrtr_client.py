@@ -65,7 +65,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from mrtrweb import display, headless, names, operations, results
-from mrtrweb.mcp_client import McpCallError
+from mrtrweb.mcp import McpCallError
 from mrtrweb.models import Membership, Operation, Tenant
 
 #: the line boundaries of ``str.splitlines``

@@ -1,4 +1,4 @@
-"""The product's MCP connection adapter: Streamable HTTP through the ``mcp`` SDK (``mcp==2.3.*``).
+"""One MCP connection: Streamable HTTP through the ``mcp`` SDK (``mcp==2.3.*``).
 
 :class:`McpConnection` connects with ``mode="auto"`` (``server/discover`` at 2026-07-28, falling back
 to the legacy ``initialize`` handshake) and sends single JSON-RPC requests whose **id the product
@@ -10,8 +10,6 @@ chooses** and whose **raw result object** comes back untouched, so the MRTR gate
         # raw == {"resultType": "input_required", "inputRequests": {...}, "requestState": "..."}
         final = await conn.send("tools/call", {..., "inputResponses": {...}, "requestState": "..."},
                                 "9a7e...-uuid")
-
-:class:`ConnectionPool` keeps one connection per ``(user, server)`` on one event loop.
 
 SDK internals used (all in :meth:`McpConnection.send`, pinned by ``tests/test_mcp_client.py``):
 ``ClientSession._stamp`` (adds the negotiated protocol's ``_meta`` and ``Mcp-*`` headers) and
@@ -36,15 +34,11 @@ listing did not parse).
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import dataclasses
-import functools
-import json
 import logging
+import dataclasses
+import json
 import math
-import ssl
 import time
-import urllib.parse
 import uuid
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import Any, Final
@@ -58,30 +52,19 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT
 from mcp.shared.dispatcher import CallOptions
 from mcp.shared.exceptions import MCPError
-from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR
+from mcp_types import INTERNAL_ERROR, INVALID_REQUEST
 from pydantic import TypeAdapter, ValidationError
 
 from mrtrweb import __version__
 
-__all__ = [
-    "INVALID_RESULT",
-    "JSONRPC_ERROR",
-    "TIMEOUT",
-    "TRANSPORT_ERROR",
-    "ConnectionPool",
-    "McpCallError",
-    "McpConnection",
-    "ProgressCallback",
-    "ServerRequestHandler",
-    "origin_of",
-]
+from . import listing
+from .errors import INVALID_RESULT, TIMEOUT, TRANSPORT_ERROR, McpCallError, origin_of
+from .evidence import HttpEvidence, bound_response, classify, id_key
+from .tls import tls_client_context
+
+__all__ = ["CLIENT_INFO", "DECLARABLE", "McpConnection", "ProgressCallback", "ServerRequestHandler"]
 
 logger = logging.getLogger(__name__)
-
-TRANSPORT_ERROR: Final = "transport_error"
-JSONRPC_ERROR: Final = "jsonrpc_error"
-TIMEOUT: Final = "timeout"
-INVALID_RESULT: Final = "invalid_result"
 
 #: ``async (progress, total, message) -> None``; ``progress``/``total`` are the server's numbers.
 ProgressCallback = Callable[[float, float | None, str | None], Awaitable[None]]
@@ -93,241 +76,10 @@ ProgressCallback = Callable[[float, float | None, str | None], Awaitable[None]]
 ServerRequestHandler = Callable[[str, dict[str, Any]], Awaitable["dict[str, Any] | types.ErrorData"]]
 
 CLIENT_INFO = types.Implementation(name="mrtrweb", version=__version__)
-_LIST_PAGE_CAP = 100  # a paginator that never ends cannot hang a listing
-#: a listing (all its pages) of more items than this is refused as ``invalid_result``
-MAX_LISTED_ITEMS: Final = 50_000
-#: the most bytes of one HTTP response body to a request the client POSTs (a JSON body or the SSE
-#: stream of one request); a larger one fails the request with ``transport_error`` ("the response is
-#: larger than N bytes"). It bounds the memory of a response and the SDK's parse of it, which runs
-#: on the event loop (about 60-160 ms per MB, holding the GIL): the product's own checks of a
-#: listing or a result run off the loop, item by item. 8 MiB keeps that parse near half a second
-#: (and a stored result is at most ``MAX_STORED_RESULT_BYTES`` anyway).
-MAX_RESPONSE_BYTES = 8 * 1024 * 1024
-#: the most bytes of a JSON body the HTTP evidence hook parses to tell a JSON-RPC error apart
-_EVIDENCE_PARSE_BYTES: Final = 1024 * 1024
 _CLOSE_GRACE_S = 5.0  # how long close() lets the SDK unwind before cancelling it
 #: the deprecated client capabilities a connection may declare (``McpConnection(declare=...)``)
 DECLARABLE: Final = frozenset({"sampling", "roots"})
 _SAMPLING_RESULT: TypeAdapter[Any] = TypeAdapter(types.CreateMessageResult | types.CreateMessageResultWithTools)
-
-
-class McpCallError(Exception):
-    """A call (or connect) failed. ``code`` is one of the stable codes below; ``message`` is for logs.
-
-    Attributes:
-        code: ``transport_error``, ``jsonrpc_error``, ``timeout`` or ``invalid_result``.
-        message: human-readable detail (may contain server text: escape before display).
-        rpc_code: the JSON-RPC error code (``jsonrpc_error`` only).
-        rpc_message: the JSON-RPC error message (``jsonrpc_error`` only).
-        rpc_data: the JSON-RPC error ``data`` member, if any (``jsonrpc_error`` only).
-        http_status: the HTTP status of the response, when one was seen and it was not 2xx.
-    """
-
-    def __init__(
-        self,
-        code: str,
-        message: str,
-        *,
-        rpc_code: int | None = None,
-        rpc_message: str | None = None,
-        rpc_data: Any = None,
-        http_status: int | None = None,
-    ) -> None:
-        super().__init__(f"{code}: {message}")
-        self.code = code
-        self.message = message
-        self.rpc_code = rpc_code
-        self.rpc_message = rpc_message
-        self.rpc_data = rpc_data
-        self.http_status = http_status
-
-
-def origin_of(url: str) -> str:
-    """``scheme://host:port`` of an http(s) URL: lowercase scheme and host, default port explicit.
-
-    >>> origin_of("HTTPS://MCP.Example.com/mcp")
-    'https://mcp.example.com:443'
-    >>> origin_of("http://[::1]:8080/x")
-    'http://[::1]:8080'
-
-    Userinfo, path, query and fragment are dropped.
-
-    Raises:
-        ValueError: not a string, not http/https, no host, or an invalid port.
-    """
-    if not isinstance(url, str):
-        raise ValueError("URL must be a string")
-    try:
-        parts = urllib.parse.urlsplit(url.strip())
-        port = parts.port
-    except ValueError as exc:
-        raise ValueError(f"unparseable URL: {exc}") from None
-    scheme = parts.scheme.lower()
-    if scheme not in ("http", "https"):
-        raise ValueError("URL scheme must be http or https")
-    host = (parts.hostname or "").lower()
-    if not host:
-        raise ValueError("URL has no host")
-    if port is None:
-        port = 443 if scheme == "https" else 80
-    if ":" in host:
-        host = f"[{host}]"
-    return f"{scheme}://{host}:{port}"
-
-
-# --------------------------------------------------------------------------------------------
-# HTTP evidence: tells a server's JSON-RPC error apart from one the SDK synthesized
-# --------------------------------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class _HttpSeen:
-    """The HTTP response that carried (or failed to carry) one request's answer.
-
-    ``body`` classifies a JSON body: ``"error"`` (a JSON-RPC error object), ``"other"`` (anything
-    else, including unparseable bytes), or ``None`` (not a JSON body: SSE, text, none).
-    """
-
-    status: int
-    content_type: str
-    body: str | None
-
-
-def _id_key(request_id: str | int) -> tuple[str, str | int]:
-    return (type(request_id).__name__, request_id)
-
-
-class _HttpEvidence:
-    """An httpx2 response hook recording, per expected request id, the HTTP response that answered it.
-
-    The SDK turns HTTP and body-level failures into JSON-RPC errors it synthesizes
-    (``MCPError``), indistinguishable by code from errors a server sends (``-32000`` is both the
-    SDK's "connection closed" and a common server error code). This hook supplies the missing
-    evidence: whether an HTTP response arrived for the request, its status, and, for a JSON body,
-    whether that body really is a JSON-RPC error. (The body is read here once; httpx2 caches it
-    and the SDK's own ``aread()`` gets the same bytes.)
-    """
-
-    def __init__(self) -> None:
-        self._expected: dict[tuple[str, str | int], _HttpSeen | None] = {}
-
-    def expecting(self, request_id: str | int) -> bool:
-        return _id_key(request_id) in self._expected
-
-    def expect(self, request_id: str | int) -> None:
-        self._expected[_id_key(request_id)] = None
-
-    def take(self, request_id: str | int) -> _HttpSeen | None:
-        return self._expected.pop(_id_key(request_id), None)
-
-    async def on_response(self, response: httpx2.Response) -> None:
-        if not self._expected or response.request.method != "POST":
-            return
-        try:
-            sent = json.loads(response.request.content)
-        except (ValueError, httpx2.RequestNotRead):
-            return
-        if not isinstance(sent, dict) or "method" not in sent:
-            return
-        request_id = sent.get("id")
-        if not isinstance(request_id, str | int) or isinstance(request_id, bool):
-            return
-        key = _id_key(request_id)
-        if key not in self._expected:
-            return
-        content_type = response.headers.get("content-type", "").lower()
-        body: str | None = None
-        if content_type.startswith("application/json"):
-            body = "other"
-            try:
-                await response.aread()
-            except ResponseTooLarge:
-                body = "too_large"
-            except Exception:  # noqa: BLE001 - the SDK reports an unreadable body itself
-                pass
-            else:
-                # a JSON-RPC error is small: a body of megabytes (a result) is not parsed on the loop again
-                if len(response.content) <= _EVIDENCE_PARSE_BYTES:
-                    with contextlib.suppress(Exception):
-                        parsed = json.loads(response.content)
-                        if isinstance(parsed, dict) and isinstance(parsed.get("error"), dict) and "result" not in parsed:
-                            body = "error"
-        self._expected[key] = _HttpSeen(response.status_code, content_type, body)
-
-
-class ResponseTooLarge(httpx2.StreamError):
-    """A response body went past :data:`MAX_RESPONSE_BYTES` (reading it stopped there)."""
-
-
-class _BoundedStream(httpx2.AsyncByteStream):
-    """A response body that stops with :class:`ResponseTooLarge` past ``limit`` bytes."""
-
-    def __init__(self, inner: Any, limit: int) -> None:
-        self._inner, self._limit = inner, limit
-
-    async def __aiter__(self) -> Any:
-        seen = 0
-        async for chunk in self._inner:
-            seen += len(chunk)
-            if seen > self._limit:
-                raise ResponseTooLarge(f"the response is larger than {self._limit} bytes")
-            yield chunk
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-
-async def _bound_response(response: httpx2.Response) -> None:
-    """httpx2 response hook (the first): the body of each POST's response is bounded by
-    :data:`MAX_RESPONSE_BYTES` (:class:`_BoundedStream`), before anything reads it.
-
-    Only POSTs: a request's answer (a JSON body, or the SSE stream of that one request). The
-    long-lived GET stream of server notifications is left as the SDK reads it."""
-    if response.request.method == "POST":
-        response.stream = _BoundedStream(response.stream, MAX_RESPONSE_BYTES)
-
-
-def _sse_synthesized(error: types.ErrorData) -> bool:
-    """Whether ``error`` is one the SDK's transport made up while reading an SSE response.
-
-    Matched on the SDK's own message texts (``mcp/client/streamable_http.py``, ``mcp==2.3``): an
-    unparseable SSE event, or a stream that ended or failed without a response. Only consulted
-    for SSE bodies, which the HTTP evidence cannot inspect.
-    """
-    if error.code == PARSE_ERROR and error.message.startswith("Failed to parse SSE"):
-        return True
-    return error.code == CONNECTION_CLOSED and (
-        error.message == "Connection closed" or error.message.startswith("SSE stream")
-    )
-
-
-def _classify(exc: MCPError, seen: _HttpSeen | None, method: str) -> McpCallError:
-    """Map an SDK ``MCPError`` for one request to our stable codes, using the HTTP evidence."""
-    error = exc.error
-    ok = seen is not None and 200 <= seen.status < 300
-    sse = ok and seen is not None and seen.status != 202 and seen.content_type.startswith("text/event-stream")
-    server_said = seen is not None and (seen.body == "error" or (sse and not _sse_synthesized(error)))
-    if server_said:
-        assert seen is not None
-        return McpCallError(
-            JSONRPC_ERROR,
-            f"{method}: JSON-RPC error {error.code}: {error.message}",
-            rpc_code=error.code,
-            rpc_message=error.message,
-            rpc_data=error.data,
-            http_status=None if ok else seen.status,
-        )
-    if seen is None:
-        # No HTTP response answered this request: network failure or the connection closed.
-        return McpCallError(TRANSPORT_ERROR, f"{method}: no response ({error.message})")
-    if not ok:
-        return McpCallError(TRANSPORT_ERROR, f"{method}: HTTP {seen.status}", http_status=seen.status)
-    if seen.body == "too_large":
-        return McpCallError(TRANSPORT_ERROR, f"{method}: the response is larger than {MAX_RESPONSE_BYTES} bytes")
-    return McpCallError(
-        TRANSPORT_ERROR,
-        f"{method}: unusable HTTP {seen.status} response ({seen.content_type or 'no content type'}): {error.message}",
-    )
 
 
 def _leaf_exception(exc: BaseException) -> BaseException:
@@ -347,24 +99,6 @@ class _OpenCall:
     scope: anyio.CancelScope | None = None
     holding: int = 0  # server requests of this call being answered right now (its timeout is paused)
 
-
-# --------------------------------------------------------------------------------------------
-# The connection
-# --------------------------------------------------------------------------------------------
-
-
-@functools.cache
-def tls_client_context() -> ssl.SSLContext:
-    """The TLS client context every :class:`McpConnection` of this process shares.
-
-    It is httpx2's default (``httpx2.create_ssl_context()``: certificate and host name verified,
-    the CA bundle httpx2 uses, ``SSL_CERT_FILE``/``SSL_CERT_DIR`` honoured as httpx2 honours
-    them), built once. An httpx2 client left to build its own context loads the CA bundle each
-    time: about 25 ms of CPU and 0.8 MiB per connection, i.e. per user and server, measured in
-    ``docs/benchmarks`` (pending capacity). Sharing one ``ssl.SSLContext`` between clients is
-    what the ``ssl`` module designs it for; nothing per user lives in it.
-    """
-    return httpx2.create_ssl_context()
 
 
 class McpConnection:
@@ -397,7 +131,7 @@ class McpConnection:
         self._client: Client | None = None
         self._owner: asyncio.Task[None] | None = None
         self._stop: asyncio.Event | None = None
-        self._evidence = _HttpEvidence()
+        self._evidence = HttpEvidence()
         self._failure: str | None = None
         self._broken = False
         self._in_flight = 0
@@ -440,7 +174,7 @@ class McpConnection:
         timeout = httpx2.Timeout(self.timeout_s, read=max(self.timeout_s, MCP_DEFAULT_SSE_READ_TIMEOUT))
         # what the SDK's create_mcp_http_client builds (it only sets the timeout), with the shared TLS context
         http = httpx2.AsyncClient(timeout=timeout, verify=tls_client_context())
-        http.event_hooks["response"].append(_bound_response)
+        http.event_hooks["response"].append(bound_response)
         http.event_hooks["response"].append(self._evidence.on_response)
         try:
             async with http:
@@ -620,14 +354,14 @@ class McpConnection:
         budget = self.timeout_s if timeout_s is None else timeout_s
         self._evidence.expect(request_id)
         self._in_flight += 1
-        open_call = self._open_calls[_id_key(request_id)] = _OpenCall(method, on_server_request, budget)
+        open_call = self._open_calls[id_key(request_id)] = _OpenCall(method, on_server_request, budget)
         try:
             with anyio.fail_after(budget) as open_call.scope:
                 raw = await dispatcher.send_raw_request(method, data.get("params"), opts)
         except TimeoutError:
             raise McpCallError(TIMEOUT, f"{method}: no response within {budget:g}s") from None
         except MCPError as exc:
-            error = _classify(exc, self._evidence.take(request_id), method)
+            error = classify(exc, self._evidence.take(request_id), method)
             if error.code == TRANSPORT_ERROR:
                 self._broken = True
             raise error from None
@@ -640,7 +374,7 @@ class McpConnection:
             self._in_flight -= 1
             self._last_activity = time.monotonic()
             self._evidence.take(request_id)
-            self._open_calls.pop(_id_key(request_id), None)
+            self._open_calls.pop(id_key(request_id), None)
         if not isinstance(raw, dict):  # pragma: no cover - the SDK's JSONRPCResponse guarantees a dict
             raise McpCallError(TRANSPORT_ERROR, f"{method}: result is not a JSON object")
         return raw
@@ -729,17 +463,17 @@ class McpConnection:
         cursor: str | None = None
         try:
             with anyio.fail_after(self.timeout_s):
-                for _ in range(_LIST_PAGE_CAP):
+                for _ in range(listing.LIST_PAGE_CAP):
                     raw = await self.send(method, {"cursor": cursor} if cursor else {},
                                           f"mrtrweb-list-{uuid.uuid4()}", timeout_s=self.timeout_s)
-                    page, cursor = await asyncio.to_thread(_check_page, raw, field, model,
-                                                           MAX_LISTED_ITEMS - len(items))
+                    page, cursor = await asyncio.to_thread(listing.check_page, raw, field, model,
+                                                           listing.MAX_LISTED_ITEMS - len(items))
                     items.extend(page)
                     if not cursor:
                         break
         except TimeoutError:
             raise McpCallError(TIMEOUT, f"{method}: no response within {self.timeout_s:g}s") from None
-        except _ListingRefused as exc:
+        except listing.ListingRefused as exc:
             raise McpCallError(INVALID_RESULT, f"{method}: {exc}") from None
         return items
 
@@ -775,175 +509,3 @@ class McpConnection:
         """
         return await self._listing("resources/templates/list", "resourceTemplates", types.ResourceTemplate)
 
-
-class _ListingRefused(Exception):
-    """A listing page that is not a listing (or holds too many items); the message names why."""
-
-
-def _check_page(raw: Any, field: str, model: Any, room: int) -> tuple[list[dict[str, Any]], str | None]:
-    """One raw listing page: its items (each validated by ``model``, as JSON dicts) and its next cursor.
-
-    Runs in a worker thread: item by item, so the event loop gets its turn between items.
-    ``room``: how many more items the listing may hold."""
-    listed = raw.get(field) if isinstance(raw, dict) else None
-    if not isinstance(listed, list):
-        raise _ListingRefused(f"malformed result (no {field} list)")
-    if len(listed) > room:
-        raise _ListingRefused(f"the server lists more than {MAX_LISTED_ITEMS} items")
-    cursor = raw.get("nextCursor")
-    if cursor is not None and not isinstance(cursor, str):
-        raise _ListingRefused("malformed result (nextCursor is not a string)")
-    items: list[dict[str, Any]] = []
-    errors = 0
-    for item in listed:
-        try:
-            items.append(model.model_validate(item).model_dump(by_alias=True, mode="json", exclude_none=True))
-        except ValidationError as exc:
-            errors += exc.error_count()
-    if errors:
-        raise _ListingRefused(f"malformed result ({errors} errors)")
-    return items, cursor or None
-
-
-# --------------------------------------------------------------------------------------------
-# The pool
-# --------------------------------------------------------------------------------------------
-
-
-@dataclasses.dataclass
-class _Slot:
-    url: str
-    connection: McpConnection
-    declare: frozenset[str] = frozenset()
-
-
-class ConnectionPool:
-    """One :class:`McpConnection` per ``(user_key, server_key)``, reused across that user's operations.
-
-    A connection is never shared between users: the key includes the user. The pool belongs to
-    the event loop of its first :meth:`get` and must only be used from that loop. Connections
-    idle (no request in flight) for ``idle_s`` seconds are closed by a background sweeper.
-
-    Args:
-        idle_s: idle lifetime in seconds (default 300).
-        timeout_s: passed to each :class:`McpConnection`.
-        factory: builds a connection (tests); default ``McpConnection(url, timeout_s=timeout_s)``.
-    """
-
-    def __init__(
-        self,
-        *,
-        idle_s: float = 300.0,
-        timeout_s: float = 30.0,
-        factory: Callable[[str], McpConnection] | None = None,
-    ) -> None:
-        if not idle_s > 0:
-            raise ValueError("idle_s must be positive")
-        self.idle_s = float(idle_s)
-        self.timeout_s = float(timeout_s)
-        self._factory = factory or (lambda url, **kw: McpConnection(url, timeout_s=self.timeout_s, **kw))
-        self._slots: dict[tuple[str, str], _Slot] = {}
-        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._sweeper: asyncio.Task[None] | None = None
-        self._closed = False
-
-    def _check_loop(self) -> None:
-        loop = asyncio.get_running_loop()
-        if self._loop is None:
-            self._loop = loop
-        elif self._loop is not loop:
-            raise RuntimeError("ConnectionPool used from a different event loop than the one it belongs to")
-
-    async def get(self, user_key: str, server_key: str, url: str, *, declare: Collection[str] = ()) -> McpConnection:
-        """The open connection for this user and server, opening (or reopening) it if needed.
-
-        A connection whose URL differs from ``url`` (the server was re-configured), that declares
-        other capabilities than ``declare`` (see :class:`McpConnection`) or that died is closed and
-        replaced: callers that declare differently use different ``server_key`` values. Concurrent
-        calls for one key open at most one connection.
-
-        Raises:
-            McpCallError: opening failed (``transport_error`` or ``timeout``).
-            ValueError: ``url`` is not an http(s) URL.
-            RuntimeError: the pool was closed, or is used from another event loop.
-        """
-        self._check_loop()
-        if self._closed:
-            raise RuntimeError("ConnectionPool is closed")
-        key = (str(user_key), str(server_key))
-        lock = self._locks.setdefault(key, asyncio.Lock())
-        async with lock:
-            if self._closed:
-                raise RuntimeError("ConnectionPool is closed")
-            slot = self._slots.get(key)
-            wanted = frozenset(declare)
-            if slot is not None and slot.url == url and slot.declare == wanted and slot.connection.is_open:
-                slot.connection._last_activity = time.monotonic()  # a hand-out counts as activity
-                return slot.connection
-            if slot is not None:
-                del self._slots[key]
-                await slot.connection.close()
-            connection = self._factory(url, declare=wanted) if wanted else self._factory(url)
-            await connection.open()
-            self._slots[key] = _Slot(url, connection, wanted)
-            self._ensure_sweeper()
-            return connection
-
-    async def close(self, user_key: str, server_key: str) -> None:
-        """Close and forget the connection for this user and server, if any."""
-        key = (str(user_key), str(server_key))
-        slot = self._slots.pop(key, None)
-        lock = self._locks.get(key)
-        if lock is not None and not lock.locked():
-            del self._locks[key]  # short-lived keys (one per operation) must not pile up
-        if slot is not None:
-            await slot.connection.close()
-
-    async def close_all(self) -> None:
-        """Close every connection and stop the sweeper. The pool cannot be used afterwards."""
-        self._closed = True
-        sweeper, self._sweeper = self._sweeper, None
-        if sweeper is not None:
-            sweeper.cancel()
-            await asyncio.wait([sweeper])
-        slots = list(self._slots.values())
-        self._slots.clear()
-        await asyncio.gather(*(slot.connection.close() for slot in slots), return_exceptions=True)
-
-    async def sweep(self) -> int:
-        """Close connections idle for ``idle_s`` or dead; return how many were closed."""
-        stale = [
-            key
-            for key, slot in self._slots.items()
-            if not slot.connection.is_open
-            or (slot.connection.in_flight == 0 and slot.connection.idle_for() >= self.idle_s)
-        ]
-        closed = 0
-        for key in stale:
-            lock = self._locks.get(key)
-            if lock is not None and lock.locked():
-                continue  # a get() is (re)opening it right now
-            slot = self._slots.pop(key, None)
-            if slot is None:
-                continue
-            await slot.connection.close()
-            self._locks.pop(key, None)
-            closed += 1
-        return closed
-
-    def __len__(self) -> int:
-        return len(self._slots)
-
-    def _ensure_sweeper(self) -> None:
-        if self._sweeper is None or self._sweeper.done():
-            self._sweeper = asyncio.get_running_loop().create_task(self._sweep_forever(), name="mcp-pool-sweeper")
-
-    async def _sweep_forever(self) -> None:
-        period = min(max(self.idle_s / 4, 0.05), 30.0)
-        while self._slots:
-            await asyncio.sleep(period)
-            try:
-                await self.sweep()
-            except Exception:  # pragma: no cover - close() does not raise; keep sweeping regardless
-                logger.exception("MCP connection pool sweep failed")

@@ -1,0 +1,34 @@
+"""The product's MCP client: Streamable HTTP through the ``mcp`` SDK (``mcp==2.3.*``).
+
+One concern per module:
+
+``errors``
+    :class:`McpCallError` and its stable codes, :func:`origin_of`.
+``connection``
+    :class:`McpConnection`: one negotiated connection; requests under the product's own ids, raw
+    results back (the MRTR gate judges exactly what the server put on the wire).
+``pool``
+    :class:`ConnectionPool`: one connection per ``(user, server)`` on one event loop.
+``evidence``
+    what the HTTP layer saw of each request (tells a server's JSON-RPC error from one the SDK made
+    up), and the response size bound.
+``listing``
+    listing pages checked item by item, off the event loop.
+``tls``
+    the process's one TLS client context.
+"""
+
+from .connection import CLIENT_INFO, DECLARABLE, McpConnection, ProgressCallback, ServerRequestHandler
+from .errors import (AUTHORIZATION_FAILED, AUTHORIZATION_REQUIRED, INSUFFICIENT_SCOPE, INVALID_RESULT, JSONRPC_ERROR,
+                     TIMEOUT, TRANSPORT_ERROR, McpCallError, origin_of)
+from .evidence import MAX_RESPONSE_BYTES, ResponseTooLarge
+from .listing import MAX_LISTED_ITEMS
+from .pool import ConnectionPool
+from .tls import tls_client_context
+
+__all__ = [
+    "AUTHORIZATION_FAILED", "AUTHORIZATION_REQUIRED", "CLIENT_INFO", "DECLARABLE", "INSUFFICIENT_SCOPE",
+    "INVALID_RESULT", "JSONRPC_ERROR", "MAX_LISTED_ITEMS", "MAX_RESPONSE_BYTES", "TIMEOUT", "TRANSPORT_ERROR",
+    "ConnectionPool", "McpCallError", "McpConnection", "ProgressCallback", "ResponseTooLarge", "ServerRequestHandler",
+    "origin_of", "tls_client_context",
+]

@@ -1,0 +1,98 @@
+"""The stable error model of the MCP client: :class:`McpCallError` and its codes, and :func:`origin_of`.
+
+Every failure of :mod:`mrtrweb.mcp` surfaces as :class:`McpCallError` with a ``code``:
+
+``transport_error``
+    connect/HTTP/network failure, unusable response body, closed connection.
+``jsonrpc_error``
+    the server answered with a JSON-RPC error (``rpc_code``/``rpc_message``/``rpc_data`` keep it).
+``timeout``
+    no answer in time.
+``invalid_result``
+    only from the listings: the listing did not parse.
+``authorization_required`` / ``insufficient_scope`` / ``authorization_failed``
+    the server answered ``401`` (no usable credentials for this person and server), ``403`` with
+    ``error="insufficient_scope"`` (MCP authorization, "Scope challenge handling"), or the
+    authorization server refused (its error text, cleaned, in ``message``).
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from typing import Any, Final
+
+__all__ = ["AUTHORIZATION_FAILED", "AUTHORIZATION_REQUIRED", "INSUFFICIENT_SCOPE", "INVALID_RESULT",
+           "JSONRPC_ERROR", "TIMEOUT", "TRANSPORT_ERROR", "McpCallError", "origin_of"]
+
+TRANSPORT_ERROR: Final = "transport_error"
+JSONRPC_ERROR: Final = "jsonrpc_error"
+TIMEOUT: Final = "timeout"
+INVALID_RESULT: Final = "invalid_result"
+AUTHORIZATION_REQUIRED: Final = "authorization_required"
+INSUFFICIENT_SCOPE: Final = "insufficient_scope"
+AUTHORIZATION_FAILED: Final = "authorization_failed"
+
+
+class McpCallError(Exception):
+    """A call (or connect) failed. ``code`` is one of the stable codes below; ``message`` is for logs.
+
+    Attributes:
+        code: ``transport_error``, ``jsonrpc_error``, ``timeout`` or ``invalid_result``.
+        message: human-readable detail (may contain server text: escape before display).
+        rpc_code: the JSON-RPC error code (``jsonrpc_error`` only).
+        rpc_message: the JSON-RPC error message (``jsonrpc_error`` only).
+        rpc_data: the JSON-RPC error ``data`` member, if any (``jsonrpc_error`` only).
+        http_status: the HTTP status of the response, when one was seen and it was not 2xx.
+    """
+
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        *,
+        rpc_code: int | None = None,
+        rpc_message: str | None = None,
+        rpc_data: Any = None,
+        http_status: int | None = None,
+    ) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+        self.rpc_code = rpc_code
+        self.rpc_message = rpc_message
+        self.rpc_data = rpc_data
+        self.http_status = http_status
+
+
+def origin_of(url: str) -> str:
+    """``scheme://host:port`` of an http(s) URL: lowercase scheme and host, default port explicit.
+
+    >>> origin_of("HTTPS://MCP.Example.com/mcp")
+    'https://mcp.example.com:443'
+    >>> origin_of("http://[::1]:8080/x")
+    'http://[::1]:8080'
+
+    Userinfo, path, query and fragment are dropped.
+
+    Raises:
+        ValueError: not a string, not http/https, no host, or an invalid port.
+    """
+    if not isinstance(url, str):
+        raise ValueError("URL must be a string")
+    try:
+        parts = urllib.parse.urlsplit(url.strip())
+        port = parts.port
+    except ValueError as exc:
+        raise ValueError(f"unparseable URL: {exc}") from None
+    scheme = parts.scheme.lower()
+    if scheme not in ("http", "https"):
+        raise ValueError("URL scheme must be http or https")
+    host = (parts.hostname or "").lower()
+    if not host:
+        raise ValueError("URL has no host")
+    if port is None:
+        port = 443 if scheme == "https" else 80
+    if ":" in host:
+        host = f"[{host}]"
+    return f"{scheme}://{host}:{port}"
+

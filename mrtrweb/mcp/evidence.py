@@ -1,0 +1,182 @@
+"""HTTP evidence and response bounds: what the HTTP layer saw, to classify the SDK's errors.
+
+The SDK turns HTTP failures into JSON-RPC errors it synthesizes; :class:`HttpEvidence` records,
+per request id, the HTTP response that answered it, and :func:`classify` maps an SDK
+``MCPError`` to a stable :class:`~mrtrweb.mcp.errors.McpCallError` with that evidence.
+:func:`bound_response` bounds each POST's response body by :data:`MAX_RESPONSE_BYTES`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+from typing import Any, Final
+
+import httpx2
+import mcp_types as types
+from mcp.shared.exceptions import MCPError
+from mcp_types import CONNECTION_CLOSED, PARSE_ERROR
+
+from .errors import JSONRPC_ERROR, TRANSPORT_ERROR, McpCallError
+
+#: the most bytes of one HTTP response body to a request the client POSTs (a JSON body or the SSE
+#: stream of one request); a larger one fails the request with ``transport_error`` ("the response is
+#: larger than N bytes"). It bounds the memory of a response and the SDK's parse of it, which runs
+#: on the event loop (about 60-160 ms per MB, holding the GIL): the product's own checks of a
+#: listing or a result run off the loop, item by item. 8 MiB keeps that parse near half a second
+#: (and a stored result is at most ``MAX_STORED_RESULT_BYTES`` anyway).
+MAX_RESPONSE_BYTES = 8 * 1024 * 1024
+#: the most bytes of a JSON body the HTTP evidence hook parses to tell a JSON-RPC error apart
+_EVIDENCE_PARSE_BYTES: Final = 1024 * 1024
+
+
+@dataclasses.dataclass(frozen=True)
+class HttpSeen:
+    """The HTTP response that carried (or failed to carry) one request's answer.
+
+    ``body`` classifies a JSON body: ``"error"`` (a JSON-RPC error object), ``"other"`` (anything
+    else, including unparseable bytes), or ``None`` (not a JSON body: SSE, text, none).
+    """
+
+    status: int
+    content_type: str
+    body: str | None
+
+
+def id_key(request_id: str | int) -> tuple[str, str | int]:
+    return (type(request_id).__name__, request_id)
+
+
+class HttpEvidence:
+    """An httpx2 response hook recording, per expected request id, the HTTP response that answered it.
+
+    The SDK turns HTTP and body-level failures into JSON-RPC errors it synthesizes
+    (``MCPError``), indistinguishable by code from errors a server sends (``-32000`` is both the
+    SDK's "connection closed" and a common server error code). This hook supplies the missing
+    evidence: whether an HTTP response arrived for the request, its status, and, for a JSON body,
+    whether that body really is a JSON-RPC error. (The body is read here once; httpx2 caches it
+    and the SDK's own ``aread()`` gets the same bytes.)
+    """
+
+    def __init__(self) -> None:
+        self._expected: dict[tuple[str, str | int], HttpSeen | None] = {}
+
+    def expecting(self, request_id: str | int) -> bool:
+        return id_key(request_id) in self._expected
+
+    def expect(self, request_id: str | int) -> None:
+        self._expected[id_key(request_id)] = None
+
+    def take(self, request_id: str | int) -> HttpSeen | None:
+        return self._expected.pop(id_key(request_id), None)
+
+    async def on_response(self, response: httpx2.Response) -> None:
+        if not self._expected or response.request.method != "POST":
+            return
+        try:
+            sent = json.loads(response.request.content)
+        except (ValueError, httpx2.RequestNotRead):
+            return
+        if not isinstance(sent, dict) or "method" not in sent:
+            return
+        request_id = sent.get("id")
+        if not isinstance(request_id, str | int) or isinstance(request_id, bool):
+            return
+        key = id_key(request_id)
+        if key not in self._expected:
+            return
+        content_type = response.headers.get("content-type", "").lower()
+        body: str | None = None
+        if content_type.startswith("application/json"):
+            body = "other"
+            try:
+                await response.aread()
+            except ResponseTooLarge:
+                body = "too_large"
+            except Exception:  # noqa: BLE001 - the SDK reports an unreadable body itself
+                pass
+            else:
+                # a JSON-RPC error is small: a body of megabytes (a result) is not parsed on the loop again
+                if len(response.content) <= _EVIDENCE_PARSE_BYTES:
+                    with contextlib.suppress(Exception):
+                        parsed = json.loads(response.content)
+                        if isinstance(parsed, dict) and isinstance(parsed.get("error"), dict) and "result" not in parsed:
+                            body = "error"
+        self._expected[key] = HttpSeen(response.status_code, content_type, body)
+
+
+class ResponseTooLarge(httpx2.StreamError):
+    """A response body went past :data:`MAX_RESPONSE_BYTES` (reading it stopped there)."""
+
+
+class BoundedStream(httpx2.AsyncByteStream):
+    """A response body that stops with :class:`ResponseTooLarge` past ``limit`` bytes."""
+
+    def __init__(self, inner: Any, limit: int) -> None:
+        self._inner, self._limit = inner, limit
+
+    async def __aiter__(self) -> Any:
+        seen = 0
+        async for chunk in self._inner:
+            seen += len(chunk)
+            if seen > self._limit:
+                raise ResponseTooLarge(f"the response is larger than {self._limit} bytes")
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+async def bound_response(response: httpx2.Response) -> None:
+    """httpx2 response hook (the first): the body of each POST's response is bounded by
+    :data:`MAX_RESPONSE_BYTES` (:class:`BoundedStream`), before anything reads it.
+
+    Only POSTs: a request's answer (a JSON body, or the SSE stream of that one request). The
+    long-lived GET stream of server notifications is left as the SDK reads it."""
+    if response.request.method == "POST":
+        response.stream = BoundedStream(response.stream, MAX_RESPONSE_BYTES)
+
+
+def _sse_synthesized(error: types.ErrorData) -> bool:
+    """Whether ``error`` is one the SDK's transport made up while reading an SSE response.
+
+    Matched on the SDK's own message texts (``mcp/client/streamable_http.py``, ``mcp==2.3``): an
+    unparseable SSE event, or a stream that ended or failed without a response. Only consulted
+    for SSE bodies, which the HTTP evidence cannot inspect.
+    """
+    if error.code == PARSE_ERROR and error.message.startswith("Failed to parse SSE"):
+        return True
+    return error.code == CONNECTION_CLOSED and (
+        error.message == "Connection closed" or error.message.startswith("SSE stream")
+    )
+
+
+def classify(exc: MCPError, seen: HttpSeen | None, method: str) -> McpCallError:
+    """Map an SDK ``MCPError`` for one request to our stable codes, using the HTTP evidence."""
+    error = exc.error
+    ok = seen is not None and 200 <= seen.status < 300
+    sse = ok and seen is not None and seen.status != 202 and seen.content_type.startswith("text/event-stream")
+    server_said = seen is not None and (seen.body == "error" or (sse and not _sse_synthesized(error)))
+    if server_said:
+        assert seen is not None
+        return McpCallError(
+            JSONRPC_ERROR,
+            f"{method}: JSON-RPC error {error.code}: {error.message}",
+            rpc_code=error.code,
+            rpc_message=error.message,
+            rpc_data=error.data,
+            http_status=None if ok else seen.status,
+        )
+    if seen is None:
+        # No HTTP response answered this request: network failure or the connection closed.
+        return McpCallError(TRANSPORT_ERROR, f"{method}: no response ({error.message})")
+    if not ok:
+        return McpCallError(TRANSPORT_ERROR, f"{method}: HTTP {seen.status}", http_status=seen.status)
+    if seen.body == "too_large":
+        return McpCallError(TRANSPORT_ERROR, f"{method}: the response is larger than {MAX_RESPONSE_BYTES} bytes")
+    return McpCallError(
+        TRANSPORT_ERROR,
+        f"{method}: unusable HTTP {seen.status} response ({seen.content_type or 'no content type'}): {error.message}",
+    )
+

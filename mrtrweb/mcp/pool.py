@@ -1,0 +1,154 @@
+"""The connection pool: one :class:`~mrtrweb.mcp.connection.McpConnection` per ``(user, server)``."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+from collections.abc import Callable, Collection
+
+from .connection import McpConnection
+
+__all__ = ["ConnectionPool"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass
+class _Slot:
+    url: str
+    connection: McpConnection
+    declare: frozenset[str] = frozenset()
+
+
+class ConnectionPool:
+    """One :class:`McpConnection` per ``(user_key, server_key)``, reused across that user's operations.
+
+    A connection is never shared between users: the key includes the user. The pool belongs to
+    the event loop of its first :meth:`get` and must only be used from that loop. Connections
+    idle (no request in flight) for ``idle_s`` seconds are closed by a background sweeper.
+
+    Args:
+        idle_s: idle lifetime in seconds (default 300).
+        timeout_s: passed to each :class:`McpConnection`.
+        factory: builds a connection (tests); default ``McpConnection(url, timeout_s=timeout_s)``.
+    """
+
+    def __init__(
+        self,
+        *,
+        idle_s: float = 300.0,
+        timeout_s: float = 30.0,
+        factory: Callable[[str], McpConnection] | None = None,
+    ) -> None:
+        if not idle_s > 0:
+            raise ValueError("idle_s must be positive")
+        self.idle_s = float(idle_s)
+        self.timeout_s = float(timeout_s)
+        self._factory = factory or (lambda url, **kw: McpConnection(url, timeout_s=self.timeout_s, **kw))
+        self._slots: dict[tuple[str, str], _Slot] = {}
+        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._sweeper: asyncio.Task[None] | None = None
+        self._closed = False
+
+    def _check_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        if self._loop is None:
+            self._loop = loop
+        elif self._loop is not loop:
+            raise RuntimeError("ConnectionPool used from a different event loop than the one it belongs to")
+
+    async def get(self, user_key: str, server_key: str, url: str, *, declare: Collection[str] = ()) -> McpConnection:
+        """The open connection for this user and server, opening (or reopening) it if needed.
+
+        A connection whose URL differs from ``url`` (the server was re-configured), that declares
+        other capabilities than ``declare`` (see :class:`McpConnection`) or that died is closed and
+        replaced: callers that declare differently use different ``server_key`` values. Concurrent
+        calls for one key open at most one connection.
+
+        Raises:
+            McpCallError: opening failed (``transport_error`` or ``timeout``).
+            ValueError: ``url`` is not an http(s) URL.
+            RuntimeError: the pool was closed, or is used from another event loop.
+        """
+        self._check_loop()
+        if self._closed:
+            raise RuntimeError("ConnectionPool is closed")
+        key = (str(user_key), str(server_key))
+        lock = self._locks.setdefault(key, asyncio.Lock())
+        async with lock:
+            if self._closed:
+                raise RuntimeError("ConnectionPool is closed")
+            slot = self._slots.get(key)
+            wanted = frozenset(declare)
+            if slot is not None and slot.url == url and slot.declare == wanted and slot.connection.is_open:
+                slot.connection._last_activity = time.monotonic()  # a hand-out counts as activity
+                return slot.connection
+            if slot is not None:
+                del self._slots[key]
+                await slot.connection.close()
+            connection = self._factory(url, declare=wanted) if wanted else self._factory(url)
+            await connection.open()
+            self._slots[key] = _Slot(url, connection, wanted)
+            self._ensure_sweeper()
+            return connection
+
+    async def close(self, user_key: str, server_key: str) -> None:
+        """Close and forget the connection for this user and server, if any."""
+        key = (str(user_key), str(server_key))
+        slot = self._slots.pop(key, None)
+        lock = self._locks.get(key)
+        if lock is not None and not lock.locked():
+            del self._locks[key]  # short-lived keys (one per operation) must not pile up
+        if slot is not None:
+            await slot.connection.close()
+
+    async def close_all(self) -> None:
+        """Close every connection and stop the sweeper. The pool cannot be used afterwards."""
+        self._closed = True
+        sweeper, self._sweeper = self._sweeper, None
+        if sweeper is not None:
+            sweeper.cancel()
+            await asyncio.wait([sweeper])
+        slots = list(self._slots.values())
+        self._slots.clear()
+        await asyncio.gather(*(slot.connection.close() for slot in slots), return_exceptions=True)
+
+    async def sweep(self) -> int:
+        """Close connections idle for ``idle_s`` or dead; return how many were closed."""
+        stale = [
+            key
+            for key, slot in self._slots.items()
+            if not slot.connection.is_open
+            or (slot.connection.in_flight == 0 and slot.connection.idle_for() >= self.idle_s)
+        ]
+        closed = 0
+        for key in stale:
+            lock = self._locks.get(key)
+            if lock is not None and lock.locked():
+                continue  # a get() is (re)opening it right now
+            slot = self._slots.pop(key, None)
+            if slot is None:
+                continue
+            await slot.connection.close()
+            self._locks.pop(key, None)
+            closed += 1
+        return closed
+
+    def __len__(self) -> int:
+        return len(self._slots)
+
+    def _ensure_sweeper(self) -> None:
+        if self._sweeper is None or self._sweeper.done():
+            self._sweeper = asyncio.get_running_loop().create_task(self._sweep_forever(), name="mcp-pool-sweeper")
+
+    async def _sweep_forever(self) -> None:
+        period = min(max(self.idle_s / 4, 0.05), 30.0)
+        while self._slots:
+            await asyncio.sleep(period)
+            try:
+                await self.sweep()
+            except Exception:  # pragma: no cover - close() does not raise; keep sweeping regardless
+                logger.exception("MCP connection pool sweep failed")
