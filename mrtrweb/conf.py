@@ -42,6 +42,23 @@ key                         default     meaning
                                         the rest of a result is behind its download
 ``MAX_PUSH_BYTES``          262144      a pushed panel larger than this (UTF-8 bytes of its HTML)
                                         is not pushed: the page fetches it instead
+``SECRET_KEYS``             None        Fernet keys sealing secrets at rest (tokens, client
+                                        secrets, tenant credentials); the first seals, all open
+                                        (None: one key derived from SECRET_KEY; mrtrweb.authz.crypto)
+``OAUTH_REDIRECT_URI``      None        the exact OAuth redirect URI (None: this site's callback URL
+                                        as the request that starts a flow sees it)
+``OAUTH_CLIENT_METADATA_URL`` None      the HTTPS URL at which this deployment serves its Client ID
+                                        Metadata Document (the view ``mrtrweb:oauth-client-metadata``);
+                                        None: no CIMD (pre-registered client, else DCR)
+``OAUTH_CLIENT_NAME``       "mrtrweb"   ``client_name`` in the CIMD and in DCR requests
+``OAUTH_PENDING_TTL_S``     600         a started authorization waits this long for its callback
+``OAUTH_REFRESH_MARGIN_S``  60          an access token is refreshed this long before it expires
+``OUTBOUND_ALLOW_HTTP_LOOPBACK`` False  allow plain http to loopback for discovery, registration and
+                                        tokens (development and tests only)
+``OUTBOUND_ALLOW_HOSTS``    []          host names (or IP literals) an admin allows even though they
+                                        resolve to private, link-local or loopback addresses
+``OUTBOUND_TIMEOUT_S``      10          the longest one outbound authorization request takes
+``OUTBOUND_MAX_BYTES``      1048576     the most bytes of one outbound authorization response
 ==========================  ==========  =========================================================
 """
 
@@ -76,12 +93,23 @@ DEFAULTS: dict[str, Any] = {
     "MAX_STORED_RESULT_BYTES": 1048576,
     "MAX_SHOWN_CHARS": 20000,
     "MAX_PUSH_BYTES": 262144,
+    "SECRET_KEYS": None,
+    "OAUTH_REDIRECT_URI": None,
+    "OAUTH_CLIENT_METADATA_URL": None,
+    "OAUTH_CLIENT_NAME": "mrtrweb",
+    "OAUTH_PENDING_TTL_S": 600,
+    "OAUTH_REFRESH_MARGIN_S": 60,
+    "OUTBOUND_ALLOW_HTTP_LOOPBACK": False,
+    "OUTBOUND_ALLOW_HOSTS": [],
+    "OUTBOUND_TIMEOUT_S": 10,
+    "OUTBOUND_MAX_BYTES": 1048576,
 }
 
 _NUMERIC = {"TTL_S", "MAX_TTL_S", "MAX_STATE_BYTES", "MAX_ROUNDS", "STATE_ONLY_BACKOFF_S",
             "STATE_ONLY_BACKOFF_CAP_S", "CALL_TIMEOUT_S", "CONNECTION_IDLE_S", "MAX_PENDING_ROUNDS",
             "MAX_STARTS_PER_MINUTE", "HEARTBEAT_S", "MAX_TENANT_PENDING_ROUNDS", "MAX_TENANT_STARTS_PER_MINUTE",
-            "LEGACY_HOLD_S", "MAX_STORED_RESULT_BYTES", "MAX_SHOWN_CHARS", "MAX_PUSH_BYTES", "AUDIT_WAIT_S"}
+            "LEGACY_HOLD_S", "MAX_STORED_RESULT_BYTES", "MAX_SHOWN_CHARS", "MAX_PUSH_BYTES", "AUDIT_WAIT_S",
+            "OAUTH_PENDING_TTL_S", "OAUTH_REFRESH_MARGIN_S", "OUTBOUND_TIMEOUT_S", "OUTBOUND_MAX_BYTES"}
 
 
 def get(key: str) -> Any:

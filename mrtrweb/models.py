@@ -88,6 +88,25 @@ class McpServer(models.Model):
         _("allow roots (deprecated)"), default=False,
         help_text=_("Let this server ask for roots/list in its rounds; the person sees the roots below before "
                     "they are sent."))
+    class AuthMode(models.TextChoices):
+        NONE = "none", _("None")
+        TENANT = "tenant", _("Tenant credentials (a bearer token or headers, the same for every member)")
+        OAUTH_USER = "oauth_user", _("OAuth per user (each person connects their own account)")
+        OAUTH_CLIENT = "oauth_client", _("OAuth client credentials (a machine identity)")
+
+    auth_mode = models.CharField(_("authorization"), max_length=16, choices=AuthMode.choices, default=AuthMode.NONE)
+    #: sealed JSON (mrtrweb.authz.crypto), by mode: tenant: {"bearer": str} or {"headers": {name: value}};
+    #: oauth_user / oauth_client: {"client_secret": str} when an admin pre-registered one. Write-only.
+    auth_secret_sealed = models.TextField(blank=True, editable=False)
+    oauth_client_id = models.CharField(
+        _("OAuth client id"), max_length=500, blank=True,
+        help_text=_("Pre-registered at the authorization server (leave empty to use the Client ID Metadata "
+                    "Document or Dynamic Client Registration)."))
+    oauth_scope = models.CharField(
+        _("OAuth scope"), max_length=1000, blank=True,
+        help_text=_("Space-separated scopes to ask for (empty: what the server asks for, else what it advertises)."))
+    #: digest of the sealed secret's content (changes when an admin replaces it; never the secret)
+    auth_secret_digest = models.CharField(max_length=80, blank=True, editable=False)
     roots = models.JSONField(
         _("roots"), default=list, blank=True, validators=[validate_roots],
         help_text=_('The roots answered to roots/list: a JSON list of {"uri": "file:///...", "name": "..."}.'))
@@ -114,7 +133,9 @@ class McpServer(models.Model):
 
         return digest({"name": self.name, "url": self.url, "enabled": self.enabled,
                        "allow_sampling": self.allow_sampling, "allow_roots": self.allow_roots,
-                       "roots": self.roots})
+                       "roots": self.roots, "auth_mode": self.auth_mode,
+                       "oauth_client_id": self.oauth_client_id, "oauth_scope": self.oauth_scope,
+                       "auth_secret": self.auth_secret_digest})
 
     def allowed_deprecated(self) -> frozenset[str]:
         """The deprecated client requests this server may ask for (none unless an admin allowed them)."""
@@ -270,3 +291,6 @@ class AuditCheckpoint(models.Model):
 
     class Meta:
         ordering = ["tenant_id", "sequence"]
+
+
+from .authz.models import OAuthClientRegistration, OAuthConnection, PendingAuthorization  # noqa: E402,F401
