@@ -375,11 +375,13 @@ def add_prompts_and_resources(mcp: MCPServer) -> None:
         return f"Report for team {team} since {content.get('since')}: 12 changes, 3 releases."
 
 
-def build_demo_server() -> MCPServer:
+def build_demo_server(**server_options: Any) -> MCPServer:
     """Build the demo ``MCPServer`` (tools described in the module docstring).
 
     The server uses the SDK's default request-state protection: a process-local key, so states
-    do not survive a restart.
+    do not survive a restart. ``server_options`` go to ``MCPServer`` as they are (e.g. ``auth=``
+    an ``AuthSettings`` and ``token_verifier=``: the demo as an OAuth-protected resource server,
+    as ``tests/oauth_as/mcp_server.py`` runs it).
     """
     mcp = MCPServer(
         name=SERVER_NAME,
@@ -387,6 +389,7 @@ def build_demo_server() -> MCPServer:
         version="0.1.0",
         instructions="Demo tools that ask the user questions through input_required rounds.",
         log_level="WARNING",
+        **server_options,
     )
 
     @mcp.tool(structured_output=False)

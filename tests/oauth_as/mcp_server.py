@@ -1,0 +1,173 @@
+"""The demo MCP server as an OAuth-protected resource server, in front of the test AS.
+
+:func:`serve_protected_demo` runs the product's real demo server (``build_demo_server``, every
+tool that asks ``input_required``) with the ``mcp`` SDK's resource-server auth:
+``AuthSettings(issuer_url=AS, resource_server_url=http://127.0.0.1:PORT/mcp,
+required_scopes=["mcp"], validate_token_resource=True)`` and an :class:`IntrospectionVerifier`
+(RFC 7662 at the AS, HTTP Basic as the AS's introspection client, no cache: a revoked token is
+refused at once). The SDK then serves RFC 9728 protected resource metadata at
+``/.well-known/oauth-protected-resource/mcp`` and answers a request without a valid token
+``401`` with ``WWW-Authenticate: Bearer ..., resource_metadata="..."`` (``403
+insufficient_scope`` without the scope). A token must be bound to this server by RFC 8707
+``resource`` (introspection's ``aud``), so a client that omits ``resource`` is refused.
+
+Two tools are added that say whom the server saw (the token's username from introspection):
+``whoami`` (no round) and ``confirm_as_me(note)`` (one ``input_required`` form round asking
+``confirm``, then ``"Confirmed NOTE for USERNAME."``). The handle's ``verifier.seen`` lists every
+verification as ``(username or None, active)``, so a test can check whose tokens arrived.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import socket
+import threading
+import time
+from typing import Any
+
+import httpx2
+import uvicorn
+from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.auth.provider import AccessToken
+from mcp.server.auth.settings import AuthSettings
+from mcp.server.mcpserver import Context
+from mcp_types import ElicitRequest, ElicitRequestFormParams, InputRequiredResult
+
+from mrtrweb.demo.server import MCP_PATH, CallLog, CountingMiddleware, DemoServerHandle, build_demo_server
+from tests.oauth_as import MCP_SCOPE, AuthServer
+
+CONFIRM_SCHEMA = {"type": "object", "properties": {"confirm": {"type": "boolean", "title": "Confirm"}},
+                  "required": ["confirm"]}
+
+
+class IntrospectionVerifier:
+    """``TokenVerifier`` by RFC 7662 introspection at the AS (``AccessToken`` with ``subject`` =
+    the username, ``claims["iss"]`` = the issuer, ``resource`` = the ``aud`` entry naming this
+    server, else the first, else None)."""
+
+    def __init__(self, auth_server: AuthServer, resource_url: str) -> None:
+        self._as = auth_server
+        self._resource = resource_url
+        self._lock = threading.Lock()
+        self.seen: list[tuple[str | None, bool]] = []
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        async with httpx2.AsyncClient(timeout=10) as client:
+            r = await client.post(self._as.introspect_url, data={"token": token},
+                                  auth=(self._as.rs_client_id, self._as.rs_client_secret))
+        body = r.json() if r.status_code == 200 else {}
+        active = body.get("active") is True
+        with self._lock:
+            self.seen.append((body.get("username"), active))
+        if not active:
+            return None
+        aud = body.get("aud") or []
+        aud = [aud] if isinstance(aud, str) else list(aud)
+        resource = next((a for a in aud if a.rstrip("/") == self._resource.rstrip("/")), aud[0] if aud else None)
+        return AccessToken(token=token, client_id=str(body.get("client_id", "")),
+                           scopes=str(body.get("scope", "")).split(), expires_at=body.get("exp"),
+                           resource=resource, subject=body.get("username"), claims={"iss": self._as.issuer})
+
+    def usernames(self) -> list[str | None]:
+        """The usernames of the active tokens verified so far, in order."""
+        with self._lock:
+            return [u for u, active in self.seen if active]
+
+    def clear(self) -> None:
+        with self._lock:
+            self.seen.clear()
+
+
+def _who() -> str:
+    token = get_access_token()
+    return (token.subject or f"client {token.client_id}") if token is not None else "nobody"
+
+
+def build_protected_demo(auth_server: AuthServer, resource_url: str) -> tuple[Any, IntrospectionVerifier]:
+    """The protected demo's ASGI app and its verifier (see the module docstring)."""
+    verifier = IntrospectionVerifier(auth_server, resource_url)
+    mcp = build_demo_server(
+        auth=AuthSettings(issuer_url=auth_server.issuer, resource_server_url=resource_url,
+                          required_scopes=[MCP_SCOPE], validate_token_resource=True),
+        token_verifier=verifier)
+
+    @mcp.tool(structured_output=False)
+    async def whoami() -> str:
+        """Say whom this server sees (the access token's user)."""
+        return f"You are {_who()}."
+
+    @mcp.tool(structured_output=False)
+    async def confirm_as_me(note: str, ctx: Context) -> str | InputRequiredResult:
+        """Ask for a confirmation, then say for whom the note was confirmed."""
+        response = (ctx.input_responses or {}).get("confirm")
+        if response is None:
+            form = ElicitRequest(params=ElicitRequestFormParams(message=f"Confirm the note {note!r}?",
+                                                                requested_schema=CONFIRM_SCHEMA))
+            return InputRequiredResult(input_requests={"confirm": form},
+                                       request_state=json.dumps({"tool": "confirm_as_me"}))
+        content = getattr(response, "content", None) or {}
+        if getattr(response, "action", None) != "accept" or content.get("confirm") is not True:
+            return f"Not confirmed for {_who()}."
+        return f"Confirmed {note} for {_who()}."
+
+    return mcp.streamable_http_app(streamable_http_path=MCP_PATH, host="127.0.0.1"), verifier
+
+
+@dataclasses.dataclass
+class ProtectedDemo:
+    """A running protected demo: ``handle`` (``url``, ``log``, ``stop()`` as for the ``demo_mcp``
+    fixture), ``verifier`` (see :class:`IntrospectionVerifier`), ``resource_url`` (= ``handle.url``),
+    ``metadata_url`` (its RFC 9728 document)."""
+
+    handle: DemoServerHandle
+    verifier: IntrospectionVerifier
+
+    @property
+    def url(self) -> str:
+        return self.handle.url
+
+    @property
+    def metadata_url(self) -> str:
+        return f"http://127.0.0.1:{self.handle.port}/.well-known/oauth-protected-resource{MCP_PATH}"
+
+    def stop(self) -> None:
+        self.handle.stop()
+
+
+def serve_protected_demo(auth_server: AuthServer, start_timeout_s: float = 15.0) -> ProtectedDemo:
+    """Serve the protected demo under uvicorn in a daemon thread on 127.0.0.1 (free port; the
+    socket is bound first, so the resource URL names the real port).
+
+    Raises:
+        RuntimeError: it did not start within ``start_timeout_s`` seconds.
+    """
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    app, verifier = build_protected_demo(auth_server, f"http://127.0.0.1:{port}{MCP_PATH}")
+    log = CallLog()
+    config = uvicorn.Config(CountingMiddleware(app, log), log_level="warning", lifespan="on", loop="asyncio",
+                            timeout_graceful_shutdown=2, access_log=False)
+    userver = uvicorn.Server(config)
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            asyncio.run(userver.serve(sockets=[sock]))
+        except BaseException as exc:  # reported to the starting thread
+            errors.append(exc)
+        finally:
+            sock.close()
+
+    thread = threading.Thread(target=run, name=f"protected-mcp-{port}", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + start_timeout_s
+    while not userver.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            userver.should_exit = True
+            raise RuntimeError(f"protected demo did not start: {errors[0] if errors else 'timeout'}")
+        time.sleep(0.01)
+    return ProtectedDemo(DemoServerHandle("127.0.0.1", port, MCP_PATH, log, userver, thread), verifier)
