@@ -48,6 +48,12 @@ MESSAGES = {
     "transport_error": "The MCP server could not be reached.",
     "jsonrpc_error": "The MCP server answered with an error.",
     "timeout": "The MCP server did not answer in time.",
+    # issue 13: 401 / 403 insufficient_scope / the authorization server refused (never transport_error)
+    "authorization_required": "The MCP server asks for authorization (HTTP 401): connect your account to it, "
+                              "or ask a tenant admin to check its credentials. Nothing more was sent.",
+    "insufficient_scope": "The MCP server needs permissions your connection does not grant (HTTP 403, "
+                          "insufficient_scope): connect again to grant them. Nothing more was sent.",
+    "authorization_failed": "Authorization at the server's authorization server failed.",
     "inactive_mrtr_round": "This round is no longer open: it was already answered, expired or ended.",
     "mrtr_round_limit_exceeded": "The server asked for more rounds than allowed; the operation was stopped.",
     "worker_lost": "The worker handling this call stopped before the server answered. Nothing more will be "
@@ -75,7 +81,8 @@ def server_error_text(text: Any) -> str:
 
 def failure_message(exc: McpCallError) -> str:
     """What the person reads when a call failed: the stable message of ``exc.code`` and, for a
-    JSON-RPC error, the server's own code and message (:func:`server_error_text`). Stored on the
+    JSON-RPC error, the server's own code and message (:func:`server_error_text`), for
+    ``authorization_failed`` the authorization server's error text (cleaned the same way). Stored on the
     operation and shown escaped; never logged or written to the audit trail (it is server text
     and may echo what was sent)."""
     message = message_for(exc.code)
@@ -83,6 +90,9 @@ def failure_message(exc: McpCallError) -> str:
     if said:
         code = f" {exc.rpc_code}" if isinstance(exc.rpc_code, int) else ""
         message += f" It said (JSON-RPC error{code}): {said}"
+    elif exc.code == "authorization_failed" and server_error_text(exc.message):
+        # the authorization server's error text (mrtrweb.mcp.auth cleans it and keeps no secret in it)
+        message += f" It said: {server_error_text(exc.message)}"
     return message
 
 
