@@ -1,0 +1,415 @@
+"""OAuth per person in a real browser (issue 13, "Tests"): Chromium against the live product, a
+real authorization server (``tests/oauth_as``: django-oauth-toolkit with a login and a consent
+page, in a subprocess) and the demo MCP server verifying tokens by introspection at it
+(``tests/oauth_as/mcp_server.py``; its tools say whom the token belongs to).
+
+* alice opens the server page, presses Connect, sees the authorization server's origin, signs in
+  there and consents, comes back connected, calls a tool that asks ``input_required``, answers,
+  and the result says alice; only her tokens reached the server;
+* carol (same tenant, same server) and bob (another tenant) must connect on their own; bob's
+  result says bob;
+* the access token expires: the next call refreshes it without the person (no page of the
+  authorization server), one refresh;
+* Disconnect revokes at the authorization server (introspection says inactive) and deletes the
+  connection; the call started afterwards stops on ``authorization_required``; "Connect and run
+  again" runs it again with the same arguments once connected;
+* refused with nothing stored: a victim opening the callback of a flow an attacker started
+  (callback CSRF), a state used twice, a wrong ``iss``, and discovery that points at another
+  resource, a private or cloud-metadata address, ``file:``, or redirects to another host.
+
+The authorization server and the MCP servers run once per module; the product's database is
+fresh per test (tokens at the authorization server outlive a test, which these tests allow for).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+import urllib.parse
+
+import pytest
+
+from tests.oauth_as import USERS, start_auth_server
+from tests.oauth_as.hostile_discovery import CASES, serve_hostile_discovery
+from tests.oauth_as.mcp_server import serve_protected_demo
+from tests.test_browser import (  # noqa: F401 -- fixtures
+    OP_URL, App, _screenshot, browser, expect, live,
+)
+
+pytestmark = [pytest.mark.browser]
+
+SERVER = "Protected server"
+CALLBACK = re.compile(r"/mcp/oauth/callback/\?")
+
+
+# ------------------------------------------------------------------------------------------------
+# Fixtures
+# ------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def auth_server(tmp_path_factory):
+    server = start_auth_server(tmp_path_factory.mktemp("oauth-as-browser"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def protected(auth_server):
+    demo = serve_protected_demo(auth_server)
+    yield demo
+    demo.stop()
+
+
+@pytest.fixture(scope="module")
+def hostile(auth_server):
+    handle, app = serve_hostile_discovery(auth_server.issuer)
+    yield app
+    handle.stop()
+
+
+@pytest.fixture(scope="module")
+def oauth_client(auth_server, live):
+    """The product's client at the AS, as its admin registered it for the tenant admin to enter."""
+    return auth_server.create_client(redirect_uris=[f"{live.url}/mcp/oauth/callback/"], name="mrtrweb")
+
+
+def add_oauth_server(tenant, name: str, url: str, client: tuple[str, str]):
+    """A server in mode ``oauth_user`` with the pre-registered client, as a tenant admin sets it."""
+    from mrtrweb.authz import crypto
+    from mrtrweb.models import McpServer
+
+    return McpServer.objects.create(
+        tenant=tenant, name=name, url=url, auth_mode=McpServer.AuthMode.OAUTH_USER, oauth_client_id=client[0],
+        auth_secret_sealed=crypto.seal({"client_secret": client[1]}),
+        auth_secret_digest="sha256:" + hashlib.sha256(client[1].encode()).hexdigest())
+
+
+class OAuthApp(App):
+    """:class:`tests.test_browser.App` with the authorization server, the protected server and a
+    "Protected server" per tenant (``servers["acme"]``, ``servers["globex"]``)."""
+
+    def __init__(self, browser, live, seeded, auth_server, protected, servers) -> None:
+        super().__init__(browser, live, protected.handle, None, seeded)
+        self.auth_server = auth_server
+        self.protected = protected
+        self.servers = servers
+
+    def open_server(self, page, name: str = SERVER) -> None:
+        page.goto("/mcp/")
+        page.get_by_role("link", name=name, exact=True).click()
+        expect(page.get_by_role("heading", name=name, exact=True)).to_be_visible()
+
+    def connect_button(self, page, name: str = SERVER, origin: str | None = None):
+        origin = origin or self.protected.handle.url.rsplit("/mcp", 1)[0]
+        return page.get_by_role("button", name=f"Connect to {name} ({origin})")
+
+    def sign_in_at_as(self, page, username: str) -> None:
+        """On the AS's login page: sign in as ``username`` (its own password)."""
+        expect(page).to_have_url(re.compile("^" + re.escape(f"{self.auth_server.issuer}/accounts/login/")))
+        expect(page.get_by_role("heading", name="Sign in to the Test Authorization Server")).to_be_visible()
+        page.get_by_label("Username").fill(username)
+        page.get_by_label("Password").fill(USERS[username])
+        page.get_by_role("button", name="Sign in").click()
+
+    def consent(self, page) -> None:
+        """On the AS's consent page: Authorize (the browser then goes back to the product)."""
+        expect(page).to_have_url(re.compile("^" + re.escape(f"{self.auth_server.issuer}/o/authorize/")))
+        expect(page.get_by_role("heading", name="Authorize mrtrweb?")).to_be_visible()
+        page.get_by_role("button", name="Authorize").click()
+
+    def continue_to_as(self, page) -> None:
+        """On the interstitial: the AS's origin is shown; Continue sends the browser there."""
+        expect(page.get_by_role("heading", name=f"Connect to {SERVER}")).to_be_visible()
+        expect(page.locator("p.connect-explainer code.authorization-origin")).to_have_text(self.auth_server.issuer)
+        page.get_by_role("button", name="Continue to sign in").click()
+
+    def connect(self, page, username: str, *, signed_in_at_as: bool = False) -> None:
+        """From the server page: Connect, Continue, sign in and consent at the AS, back connected."""
+        self.connect_button(page).click()
+        self.continue_to_as(page)
+        if not signed_in_at_as:
+            self.sign_in_at_as(page, username)
+        self.consent(page)
+        expect(page).to_have_url(re.compile("^" + re.escape(self.live.url)))
+        expect(page.locator("ul.messages li")).to_have_text(f"Connected to {SERVER}.")
+        expect(page.locator("p.connected code.authorization-origin")).to_have_text(self.auth_server.issuer)
+
+    def call(self, page, tool: str, fill: dict[str, str] | None = None) -> str:
+        page.locator(f"a[data-tool='{tool}']").click()
+        expect(page.get_by_role("heading", name=f"Call {tool}")).to_be_visible()
+        for name, value in (fill or {}).items():
+            page.locator(f"[name='arg-{name}']").fill(value)
+        page.get_by_role("button", name="Call tool").click()
+        expect(page).to_have_url(OP_URL)
+        return OP_URL.search(page.url).group(1)
+
+    def result(self, page):
+        return page.locator(".result pre.block")
+
+    def connection(self, username: str, tenant: str = "acme"):
+        from mrtrweb.authz.models import OAuthConnection
+
+        return OAuthConnection.objects.filter(user=self.seeded["users"][username],
+                                              server=self.servers[tenant]).first()
+
+    def stored_tokens(self, username: str, tenant: str = "acme") -> dict:
+        from mrtrweb.authz import crypto
+
+        return crypto.unseal(self.connection(username, tenant).tokens_sealed)
+
+
+@pytest.fixture
+def oauth(seeded, browser, live, auth_server, protected, oauth_client, settings):
+    from mrtrweb.models import Tenant
+
+    settings.MRTRWEB = {**(getattr(settings, "MRTRWEB", {}) or {}), "OUTBOUND_ALLOW_HTTP_LOOPBACK": True}
+    servers = {slug: add_oauth_server(Tenant.objects.get(slug=slug), SERVER, protected.url, oauth_client)
+               for slug in ("acme", "globex")}
+    auth_server.set_access_ttl(3600)
+    auth_server.clear_events()
+    protected.verifier.clear()
+    app = OAuthApp(browser, live, seeded, auth_server, protected, servers)
+    try:
+        yield app
+    finally:
+        app.close()
+        auth_server.set_access_ttl(3600)
+
+
+def _refused(page, code: str) -> None:
+    expect(page.get_by_role("heading", name="Authorization not completed")).to_be_visible()
+    expect(page.locator("code.refusal-code")).to_have_text(code)
+
+
+# ------------------------------------------------------------------------------------------------
+# Tests
+# ------------------------------------------------------------------------------------------------
+
+
+def test_alice_connects_answers_a_round_and_the_server_sees_alice(oauth):
+    page = oauth.sign_in("alice")
+    oauth.open_server(page)
+    expect(page.get_by_text("Connect to see this server's tools.")).to_be_visible()
+    assert oauth.protected.verifier.usernames() == []  # nothing was sent with a token
+    _screenshot(page, "oauth-connect.png")
+    oauth.connect_button(page).click()
+    expect(page.locator("p.connect-explainer code.server-origin")).to_have_text(
+        oauth.protected.handle.url.rsplit("/mcp", 1)[0])
+    _screenshot(page, "oauth-interstitial.png")
+    oauth.continue_to_as(page)
+    oauth.sign_in_at_as(page, "alice")
+    oauth.consent(page)
+    expect(page).to_have_url(re.compile(re.escape(f"{oauth.live.url}/mcp/servers/{oauth.servers['acme'].pk}/") + "$"))
+    expect(page.locator("ul.messages li")).to_have_text(f"Connected to {SERVER}.")
+    expect(page.locator("p.connected code.authorization-origin")).to_have_text(oauth.auth_server.issuer)
+
+    op_id = oauth.call(page, "confirm_as_me", {"note": "release-7"})
+    card = oauth.card(page)
+    expect(card).to_be_visible()
+    expect(card.locator(".server-message")).to_have_text("Confirm the note 'release-7'?")
+    card.get_by_label("Confirm").check()
+    oauth.accept(page)
+    expect(oauth.result(page)).to_have_text("Confirmed release-7 for alice.")
+    assert op_id in page.url
+    _screenshot(page, "oauth-result.png")
+
+    # Only alice's token reached the MCP server; the AS saw one PKCE (S256) flow with `resource`.
+    assert set(oauth.protected.verifier.usernames()) == {"alice"}
+    events = oauth.auth_server.events()
+    authorize = [e for e in events if e["kind"] == "authorize"]
+    assert {tuple(e["query"].get("code_challenge_method", [])) for e in authorize} == {("S256",)}
+    assert all(e["query"]["resource"] == [oauth.protected.url] for e in authorize)
+    assert authorize[-1]["location"]["origin"] == oauth.live.url
+    assert authorize[-1]["location"]["names"] == ["code", "iss", "state"]
+    (token,) = [e for e in events if e["kind"] == "token"]
+    assert (token["grant_type"], token["username"], token["status"]) == ("authorization_code", "alice", 200)
+    assert token["has_code_verifier"] and token["resource"] == [oauth.protected.url]
+    assert token["client_id"] == oauth.servers["acme"].oauth_client_id
+
+    # Stored sealed, for alice, server and tenant only.
+    conn = oauth.connection("alice")
+    tokens = oauth.stored_tokens("alice")
+    assert tokens["access_token"] not in conn.tokens_sealed
+    assert oauth.auth_server.introspect(tokens["access_token"])["username"] == "alice"
+    assert conn.issuer == oauth.auth_server.issuer
+    from mrtrweb.authz.models import OAuthConnection
+
+    assert OAuthConnection.objects.count() == 1
+
+
+def test_carol_and_bob_connect_on_their_own(oauth):
+    alice = oauth.sign_in("alice")
+    oauth.open_server(alice)
+    oauth.connect(alice, "alice")
+
+    carol = oauth.sign_in("carol")  # same tenant, same server: alice's connection is not hers
+    oauth.open_server(carol)
+    expect(oauth.connect_button(carol)).to_be_visible()
+    expect(carol.get_by_text("Connect to see this server's tools.")).to_be_visible()
+    expect(carol.locator("p.connected")).to_have_count(0)
+
+    oauth.protected.verifier.clear()
+    bob = oauth.sign_in("bob")
+    oauth.open_server(bob)
+    expect(oauth.connect_button(bob)).to_be_visible()
+    oauth.connect(bob, "bob")
+    oauth.call(bob, "confirm_as_me", {"note": "n2"})
+    expect(oauth.card(bob)).to_be_visible()
+    oauth.card(bob).get_by_label("Confirm").check()
+    oauth.accept(bob)
+    expect(oauth.result(bob)).to_have_text("Confirmed n2 for bob.")
+    assert set(oauth.protected.verifier.usernames()) == {"bob"}
+    assert oauth.stored_tokens("bob", "globex")["access_token"] != oauth.stored_tokens("alice")["access_token"]
+
+
+def test_an_expired_access_token_is_refreshed_without_the_person(oauth, settings):
+    settings.MRTRWEB = {**settings.MRTRWEB, "OAUTH_REFRESH_MARGIN_S": 1}
+    oauth.auth_server.set_access_ttl(2)
+    page = oauth.sign_in("alice")
+    oauth.open_server(page)
+    oauth.connect(page, "alice")
+    oauth.auth_server.set_access_ttl(3600)
+    before = oauth.stored_tokens("alice")
+    family = oauth.connection("alice").family
+    time.sleep(2.2)  # expired here, and at the AS:
+    assert oauth.auth_server.introspect(before["access_token"])["active"] is False
+    oauth.auth_server.clear_events()
+    visited: list[str] = []
+    page.on("framenavigated", lambda frame: visited.append(frame.url))
+
+    oauth.open_server(page)
+    oauth.call(page, "whoami")
+    expect(oauth.result(page)).to_have_text("You are alice.")
+    assert not [u for u in visited if u.startswith(oauth.auth_server.issuer)]  # no page of the AS
+    token_events = oauth.auth_server.events("token")
+    assert [(e["grant_type"], e["username"], e["status"]) for e in token_events] == [("refresh_token", "alice", 200)]
+    after = oauth.stored_tokens("alice")
+    assert after["access_token"] != before["access_token"]
+    conn = oauth.connection("alice")
+    assert conn.family == family and conn.refreshed_at is not None
+
+
+def test_disconnect_revokes_and_the_next_call_asks_to_connect_then_runs_again(oauth):
+    page = oauth.sign_in("alice")
+    oauth.open_server(page)
+    oauth.connect(page, "alice")
+    tokens = oauth.stored_tokens("alice")
+    call_page = page.context.new_page()  # a call form opened while connected
+    call_page.goto(page.url)
+    call_page.locator("a[data-tool='whoami']").click()
+    expect(call_page.get_by_role("heading", name="Call whoami")).to_be_visible()
+
+    page.get_by_role("link", name="Connections").click()
+    row = page.locator(f"table.connections tr[data-server='{oauth.servers['acme'].pk}']")
+    expect(row).to_contain_text(oauth.auth_server.issuer)
+    _screenshot(page, "oauth-connections.png")
+    row.get_by_role("button", name=f"Disconnect from {SERVER}").click()
+    expect(page.locator("ul.messages li")).to_have_text(
+        f"Disconnected from {SERVER}; the authorization server revoked the tokens.")
+    expect(page.locator("p.no-connections")).to_have_text("You have not connected any server.")
+    assert oauth.connection("alice") is None
+    assert oauth.auth_server.introspect(tokens["access_token"])["active"] is False
+    assert oauth.auth_server.tokens("alice") == {"access": 0, "refresh": 0}
+    assert oauth.auth_server.events("revoke")
+
+    oauth.open_server(page)
+    expect(oauth.connect_button(page)).to_be_visible()
+
+    oauth.protected.verifier.clear()
+    call_page.get_by_role("button", name="Call tool").click()
+    expect(call_page).to_have_url(OP_URL)
+    first_op = OP_URL.search(call_page.url).group(1)
+    failure = call_page.locator("div.auth-failure[data-code='authorization_required']")
+    expect(failure).to_be_visible()
+    assert oauth.protected.verifier.usernames() == []
+    _screenshot(call_page, "oauth-authorization-required.png")
+    failure.get_by_role("button", name="Connect and run again").click()
+    expect(call_page.locator("p.rerun-notice")).to_be_visible()
+    oauth.continue_to_as(call_page)
+    oauth.consent(call_page)  # still signed in at the AS in this browser
+    expect(call_page).to_have_url(OP_URL)
+    assert OP_URL.search(call_page.url).group(1) != first_op
+    expect(oauth.result(call_page)).to_have_text("You are alice.")
+    assert oauth.connection("alice") is not None
+
+
+def _attacker_callback(oauth, attacker: str):
+    """``attacker`` starts a flow in their browser and approves it at the AS, but their callback
+    is held back: returns ``(attacker's page, callback URL with code, state and iss)``."""
+    page = oauth.sign_in(attacker)
+    held: list[str] = []
+    page.route(CALLBACK, lambda route: (held.append(route.request.url), route.abort()))
+    tenant = "globex" if attacker == "bob" else "acme"
+    page.goto(f"/mcp/servers/{oauth.servers[tenant].pk}/")
+    oauth.connect_button(page).click()
+    oauth.continue_to_as(page)
+    oauth.sign_in_at_as(page, attacker)
+    oauth.consent(page)
+    deadline = time.monotonic() + 10
+    while not held and time.monotonic() < deadline:
+        page.wait_for_timeout(50)
+    page.unroute(CALLBACK)
+    assert held, "the AS did not redirect to the callback"
+    query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(held[0]).query))
+    assert set(query) == {"code", "state", "iss"}
+    return page, held[0]
+
+
+def test_callback_csrf_state_reuse_and_wrong_iss_are_refused_with_nothing_stored(oauth):
+    from mrtrweb.authz.models import OAuthConnection
+
+    bob_page, url = _attacker_callback(oauth, "bob")
+    # a wrong `iss` in bob's own browser: refused
+    bad_iss = re.sub(r"iss=[^&]*", "iss=" + urllib.parse.quote("http://127.0.0.1:1", safe=""), url)
+    bob_page.goto(bad_iss)
+    expect(bob_page.get_by_role("heading", name="Authorization not completed")).to_be_visible()
+    assert bob_page.locator("code.refusal-code").inner_text() in ("authorization_failed", "state_invalid")
+    assert OAuthConnection.objects.count() == 0
+
+    # the victim (alice, signed in to the product) is sent to bob's callback: refused, nothing stored
+    bob_page2, url2 = _attacker_callback(oauth, "bob")
+    alice = oauth.sign_in("alice")
+    response = alice.goto(url2)
+    assert response is not None and response.status == 400
+    _refused(alice, "state_invalid")
+    _screenshot(alice, "oauth-refused.png")
+    assert OAuthConnection.objects.count() == 0
+    token_grants = [e for e in oauth.auth_server.events("token") if e["grant_type"] == "authorization_code"]
+    assert token_grants == []  # no code was exchanged for anyone
+
+    # bob completes his own flow once; the same callback again is refused and changes nothing
+    bob_page2.goto(url2)
+    expect(bob_page2.locator("ul.messages li")).to_have_text(f"Connected to {SERVER}.")
+    sealed = oauth.connection("bob", "globex").tokens_sealed
+    response = bob_page2.goto(url2)
+    assert response is not None and response.status == 400
+    _refused(bob_page2, "state_invalid")
+    assert OAuthConnection.objects.count() == 1
+    assert oauth.connection("bob", "globex").tokens_sealed == sealed
+
+
+def test_hostile_discovery_is_refused_before_anything_is_stored(oauth, hostile):
+    from mrtrweb.authz.models import OAuthClientRegistration, OAuthConnection, PendingAuthorization
+    from mrtrweb.models import Tenant
+
+    acme = Tenant.objects.get(slug="acme")
+    for case in CASES:
+        add_oauth_server(acme, f"Hostile {case}", hostile.url(case), ("pre-registered", "secret"))
+    page = oauth.sign_in("alice")
+    codes = {}
+    for case in CASES:
+        name = f"Hostile {case}"
+        oauth.open_server(page, name)
+        oauth.connect_button(page, name, origin=hostile.base).click()
+        expect(page.get_by_role("heading", name="Authorization not completed")).to_be_visible()
+        codes[case] = page.locator("code.refusal-code").inner_text()
+    assert set(codes.values()) <= {"outbound_refused", "authorization_failed"}, codes
+    for case in ("cloud-metadata", "private", "file", "as-private"):
+        assert codes[case] == "outbound_refused", codes
+    assert PendingAuthorization.objects.count() == 0
+    assert OAuthConnection.objects.count() == 0
+    assert OAuthClientRegistration.objects.filter(server__name__startswith="Hostile").count() == 0
+    assert not [r for r in hostile.requests if r[0].startswith("localhost")]  # the redirect was not followed
+    assert oauth.auth_server.events("authorize") == []
