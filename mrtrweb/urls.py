@@ -2,7 +2,7 @@
 
 from django.urls import include, path
 
-from . import history, rerun, views
+from . import history, rerun, settings_page, views
 
 app_name = "mrtrweb"
 
@@ -25,7 +25,7 @@ urlpatterns = [
     path("history/", history.own_history, name="history"),
     path("history/operations/<uuid:op_id>/", history.operation_timeline, name="history-operation"),
     path("tenants/<slug:slug>/history/", history.tenant_history, name="tenant-history"),
-    path("servers/<int:server_id>/settings/", views.server_settings, name="server-settings"),
+    path("servers/<int:server_id>/settings/", settings_page.server_settings, name="server-settings"),
     # authorization to MCP servers (issue 13): oauth/... and connections/...
     path("", include("mrtrweb.authz.urls")),
 ]

@@ -775,39 +775,3 @@ async def _panel_response(request: HttpRequest, op: Operation, *, status: int, *
     ctx["csrf_token"] = get_token(request)
     return TemplateResponse(request, "mrtrweb/operation.html", ctx, status=status)
 
-
-def _server_settings_sync(request: HttpRequest, user: Any, server_id: int) -> HttpResponse:
-    try:
-        server = McpServer.objects.select_related("tenant").get(
-            pk=server_id, tenant__memberships__user=user, tenant__memberships__role=Membership.Role.ADMIN)
-    except McpServer.DoesNotExist:
-        raise Http404("No such server") from None
-    if access.denial(user.pk, server.tenant_id):  # e.g. an inactive user
-        raise Http404("No such server")
-    saved = False
-    if request.method == "POST":
-        form = sampling.ServerSettingsForm(request.POST, instance=server)
-        if form.is_valid():
-            form.save()
-            logger.info("server %s: deprecated-request settings changed by user %s", server.pk, user.pk)
-            saved = True
-            form = sampling.ServerSettingsForm(instance=server)
-        else:
-            logger.info("server %s: settings refused (%s)", server.pk,
-                        ", ".join(sorted({e.code or "invalid" for errs in form.errors.as_data().values() for e in errs})))
-    elif request.method == "GET":
-        form = sampling.ServerSettingsForm(instance=server)
-    else:
-        return HttpResponseNotAllowed(["GET", "POST"])
-    return TemplateResponse(request, "mrtrweb/server_settings.html",
-                            {"server": server, "form": form, "saved": saved},
-                            status=400 if request.method == "POST" and not saved else 200)
-
-
-@login_required
-async def server_settings(request: HttpRequest, server_id: int) -> HttpResponse:
-    """A tenant admin's settings of one server: whether it may ask for sampling / roots (deprecated
-    capabilities, denied by default) and the roots it is answered with. Others get 404."""
-    user = await _user(request)
-    response = await sync_to_async(_server_settings_sync)(request, user, server_id)
-    return response

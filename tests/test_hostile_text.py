@@ -427,7 +427,7 @@ PRODUCT_EXPRESSIONS = {
     "reused_states", "run_again_url", "shown_chars", "total_chars", "stored_truncated.original_bytes",
     "stored_truncated.stored_bytes", "max_shown", "duplicates", "not_shown",
     # issue 13: an auth error code (a product constant), message levels, a server's primary key
-    "auth_failure.code", "m.tags", "c.server.pk",
+    "auth_failure.code", "m.tags", "c.server.pk", "auth_form.non_field_errors",
 }
 
 
