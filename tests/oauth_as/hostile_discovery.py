@@ -10,6 +10,9 @@ Cases (``AS`` is the real test authorization server, so only the hostile step fa
 ``wrong-resource``  its metadata names another resource (RFC 9728 §3.3: must match the server)
 ``cloud-metadata``  ``resource_metadata`` is ``http://169.254.169.254/latest/meta-data/``
 ``private``         ``resource_metadata`` is ``http://10.0.0.1/.well-known/oauth-protected-resource``
+``zero-address``    ``resource_metadata`` is ``http://0.0.0.0:PORT/...``: on Linux that reaches this
+                    very server (a known bypass of loopback-only checks), so a guard that let it
+                    through is seen in :attr:`HostileDiscovery.requests` (host ``0.0.0.0:PORT``)
 ``file``            ``resource_metadata`` is ``file:///etc/passwd``
 ``redirect``        its metadata URL answers ``302`` to the same path on ``localhost`` (another host)
 ``as-private``      good metadata, but the authorization server is ``http://10.1.2.3``
@@ -21,8 +24,13 @@ import json
 import threading
 from typing import Any
 
-CASES = ("wrong-resource", "cloud-metadata", "private", "file", "redirect", "as-private")
+CASES = ("wrong-resource", "cloud-metadata", "private", "zero-address", "file", "redirect", "as-private")
 WELL_KNOWN = "/.well-known/oauth-protected-resource"
+#: the refusal code where it is determined; elsewhere a refused ``resource_metadata`` URL (or its
+#: redirect) makes a client fall back to the server's own well-known URLs, find nothing and fail as
+#: ``authorization_failed``. Tests check for every case that only this server's host was fetched.
+DETERMINED_CODES = {"wrong-resource": "authorization_failed", "zero-address": "outbound_refused",
+                    "as-private": "outbound_refused"}
 
 
 class HostileDiscovery:
@@ -40,7 +48,9 @@ class HostileDiscovery:
     def _metadata_url(self, case: str) -> str:
         return {"cloud-metadata": "http://169.254.169.254/latest/meta-data/",
                 "private": "http://10.0.0.1/.well-known/oauth-protected-resource",
-                "file": "file:///etc/passwd"}.get(case, f"{self.base}{WELL_KNOWN}/{case}/mcp")
+                "file": "file:///etc/passwd",
+                "zero-address": f"{self.base.replace('127.0.0.1', '0.0.0.0')}{WELL_KNOWN}/{case}/mcp",
+                }.get(case, f"{self.base}{WELL_KNOWN}/{case}/mcp")
 
     async def __call__(self, scope: dict[str, Any], receive, send) -> None:
         if scope["type"] == "lifespan":
