@@ -153,7 +153,7 @@ def _prompt_arguments(prompt: dict[str, Any]) -> dict[str, str]:
 
 async def _connection(user: Any, tenant: Any, url: str):
     server = await sync_to_async(headless.server_for)(url, tenant)
-    return await operations.pool().get(str(user.pk), str(server.pk), server.url)
+    return await operations.connection_for(user, server)
 
 
 async def _optional_listing(fetch) -> list[dict[str, Any]]:
