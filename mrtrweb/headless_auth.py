@@ -30,7 +30,6 @@ Errors: :class:`mrtrweb.headless.HeadlessError` with the service's stable code
 from __future__ import annotations
 
 import logging
-import urllib.parse
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -38,12 +37,12 @@ from asgiref.sync import sync_to_async
 
 from . import conf, headless, operations
 from .mcp import McpCallError
-from .mcp.errors import AUTHORIZATION_REQUIRED, INSUFFICIENT_SCOPE, origin_of
+from .mcp.errors import AUTHORIZATION_REQUIRED, INSUFFICIENT_SCOPE
 
 logger = logging.getLogger("mrtrweb.headless")
 
-__all__ = ["AUTH_CODES", "DEFAULT_REDIRECT_URI", "MAX_CONNECTS", "SESSION_KEY", "connect", "follow_authorization",
-           "redirect_uri", "with_authorization"]
+__all__ = ["AUTH_CODES", "DEFAULT_REDIRECT_URI", "MAX_CONNECTS", "SESSION_KEY", "connect", "redirect_uri",
+           "with_authorization"]
 
 T = TypeVar("T")
 
@@ -57,9 +56,6 @@ DEFAULT_REDIRECT_URI = "http://127.0.0.1/mrtrweb/oauth/callback"
 AUTH_CODES = frozenset({AUTHORIZATION_REQUIRED, INSUFFICIENT_SCOPE})
 #: connects per step at most (the conformance suite allows 3 authorization requests per run)
 MAX_CONNECTS = 2
-#: redirects followed inside the authorization server's own origin before the one to the redirect URI
-MAX_HOPS = 5
-_REDIRECTS = (301, 302, 303, 307, 308)
 
 
 def redirect_uri() -> str:
@@ -78,63 +74,6 @@ def _policy():
                           max_bytes=int(conf.get("OUTBOUND_MAX_BYTES")))
 
 
-def _is_redirect_uri(location: str, expected: str) -> bool:
-    """``location`` is ``expected`` plus a query: scheme, host, port and path equal (exact match,
-    OAuth 2.1 section 4.1.1), no fragment."""
-    got, want = urllib.parse.urlsplit(location), urllib.parse.urlsplit(expected)
-    return (got.scheme, got.netloc, got.path) == (want.scheme, want.netloc, want.path) and not got.fragment
-
-
-async def follow_authorization(authorization_url: str, expected_redirect_uri: str, policy: Any) -> dict[str, str]:
-    """GET ``authorization_url`` as a browser would, through the outbound guard, and return the
-    query of the redirect to ``expected_redirect_uri`` (str -> str), without fetching it.
-    Redirects inside the authorization server's origin are followed (at most :data:`MAX_HOPS`).
-
-    Raises:
-        headless.HeadlessError: ``authorization_needs_person`` (a page, not a redirect),
-            ``authorization_failed`` (a redirect to another host, too many redirects, a parameter
-            given twice, the server unreachable), ``outbound_refused`` (the guard refused the URL).
-    """
-    from .mcp.outbound import OutboundRefused, guarded_client
-
-    url = authorization_url
-    try:
-        async with guarded_client(policy, follow_redirects=False) as client:
-            for _ in range(MAX_HOPS):
-                response = await client.get(url)
-                if response.status_code not in _REDIRECTS:
-                    raise headless.HeadlessError(
-                        "authorization_needs_person",
-                        f"the authorization server answered HTTP {response.status_code} instead of redirecting back: "
-                        "a person has to sign in; connect to this server in the browser (Connections)")
-                location = urllib.parse.urljoin(url, response.headers.get("location", ""))
-                if _is_redirect_uri(location, expected_redirect_uri):
-                    pairs = urllib.parse.parse_qsl(urllib.parse.urlsplit(location).query, keep_blank_values=True)
-                    query = dict(pairs)
-                    if len(query) != len(pairs):
-                        raise headless.HeadlessError("authorization_failed",
-                                                     "the authorization response repeats a parameter")
-                    return query
-                try:
-                    same_origin = origin_of(location) == origin_of(url)
-                except ValueError:
-                    same_origin = False
-                if not same_origin:
-                    raise headless.HeadlessError("authorization_failed",
-                                                 "the authorization server redirected to another host, not back "
-                                                 "to the redirect URI")
-                url = location
-    except OutboundRefused as exc:
-        raise headless.HeadlessError("outbound_refused", f"the authorization URL was refused: {exc.reason}") from None
-    except headless.HeadlessError:
-        raise
-    except Exception as exc:  # noqa: BLE001 -- httpx2 transport errors: the server's problem, named
-        raise headless.HeadlessError("authorization_failed", "the authorization server could not be reached "
-                                                             f"({exc.__class__.__name__})") from None
-    raise headless.HeadlessError("authorization_failed", f"more than {MAX_HOPS} redirects inside the authorization "
-                                                         "server")
-
-
 async def connect(*, user: Any, tenant: Any, server: Any) -> None:
     """Connect ``user`` to ``server`` (OAuth per user) without a person: start the flow, follow the
     authorization URL, finish it (the tokens are stored by the service, as after a browser's
@@ -144,15 +83,18 @@ async def connect(*, user: Any, tenant: Any, server: Any) -> None:
         headless.HeadlessError: see the module docstring.
     """
     from .authz import service
+    from .mcp.auth import AuthorizationFailed, follow_authorization_url
 
     redirect = redirect_uri()
     try:
         start = await service.start_connect(user=user, tenant=tenant, server=server, session_key=SESSION_KEY,
                                             return_to="", redirect_uri=redirect)
         logger.info("headless: connecting user %s to server %s at %s", user.pk, server.pk, start.authorization_origin)
-        query = await follow_authorization(start.authorization_url, redirect, _policy())
+        query = await follow_authorization_url(start.authorization_url, redirect_uri=redirect, policy=_policy())
         await service.finish_connect(user=user, session_key=SESSION_KEY, query=query)
     except service.ConnectRefused as exc:
+        raise headless.HeadlessError(exc.code, exc.message) from None
+    except AuthorizationFailed as exc:
         raise headless.HeadlessError(exc.code, exc.message) from None
     logger.info("headless: user %s connected to server %s", user.pk, server.pk)
 

@@ -1,6 +1,7 @@
-"""Authorization without a person (mrtrweb.headless_auth) and the conformance run's setup
-(mrtrweb.conformance): following an authorization URL to its redirect against a real HTTP server on
-loopback, through the outbound guard; the connect bound per step; the server row a scenario gets."""
+"""Authorization without a person (mrtrweb.mcp.auth.follow_authorization_url, mrtrweb.headless_auth)
+and the conformance run's setup (mrtrweb.conformance): following an authorization URL to its
+redirect against a real HTTP server on loopback, through the outbound guard; the connect bound per
+step; the server row a scenario gets."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ import pytest
 
 from mrtrweb import conformance, headless, headless_auth
 from mrtrweb.mcp import McpCallError
+from mrtrweb.mcp.auth import AuthorizationFailed, follow_authorization_url
+from mrtrweb.mcp.auth.headless import _is_redirect_uri
 from mrtrweb.mcp.outbound import OutboundPolicy
 
 REDIRECT = "http://127.0.0.1/mrtrweb/oauth/callback"
@@ -57,7 +60,7 @@ def authorization_server():
 
 
 def _follow(url: str, policy: OutboundPolicy = LOOPBACK) -> dict[str, str]:
-    return asyncio.run(headless_auth.follow_authorization(url, REDIRECT, policy))
+    return asyncio.run(follow_authorization_url(url, redirect_uri=REDIRECT, policy=policy))
 
 
 def test_the_redirect_to_the_redirect_uri_is_read_not_followed(authorization_server):
@@ -76,7 +79,7 @@ def test_the_redirect_to_the_redirect_uri_is_read_not_followed(authorization_ser
 ])
 def test_what_cannot_be_followed_is_refused_by_name(authorization_server, path, code):
     _AuthorizationServer.seen.clear()
-    with pytest.raises(headless.HeadlessError) as info:
+    with pytest.raises(AuthorizationFailed) as info:
         _follow(authorization_server + path)
     assert info.value.code == code
     assert "c0de" not in info.value.message and "st4te" not in info.value.message
@@ -84,20 +87,20 @@ def test_what_cannot_be_followed_is_refused_by_name(authorization_server, path, 
 
 
 def test_the_outbound_guard_applies_to_the_authorization_url(authorization_server):
-    with pytest.raises(headless.HeadlessError) as info:
+    with pytest.raises(AuthorizationFailed) as info:
         _follow(authorization_server + "/approve", OutboundPolicy(allow_http_loopback=False))
     assert info.value.code == "outbound_refused"
-    with pytest.raises(headless.HeadlessError) as info:
+    with pytest.raises(AuthorizationFailed) as info:
         _follow("file:///etc/passwd")
     assert info.value.code == "outbound_refused"
 
 
 def test_the_redirect_uri_matches_exactly():
-    assert headless_auth._is_redirect_uri(REDIRECT + "?code=1", REDIRECT)
+    assert _is_redirect_uri(REDIRECT + "?code=1", REDIRECT)
     for other in ("http://127.0.0.1/mrtrweb/oauth/callback/", "http://127.0.0.1:8080/mrtrweb/oauth/callback",
                   "https://127.0.0.1/mrtrweb/oauth/callback", "http://127.0.0.1/mrtrweb/oauth/callbackx?code=1",
                   "http://localhost/mrtrweb/oauth/callback"):
-        assert not headless_auth._is_redirect_uri(other, REDIRECT), other
+        assert not _is_redirect_uri(other, REDIRECT), other
 
 
 def test_a_step_is_retried_after_connecting_at_most_twice(monkeypatch):
