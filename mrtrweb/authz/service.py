@@ -38,6 +38,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+from mcp.shared.auth import OAuthClientInformationFull
 
 from .. import conf
 from ..mcp.auth import (AuthorizationFailed, ClientIdentity, MemoryStorage, PendingFlow, begin_authorization,
@@ -117,8 +118,14 @@ def client_identity(server: Any, redirect_uri: str) -> ClientIdentity:
 
 
 def _storage(*, tenant: Any, user: Any, server: Any) -> DjangoTokenStorage:
+    pre = None
+    if server.oauth_client_id:
+        ident = client_identity(server, "")
+        pre = OAuthClientInformationFull(
+            client_id=server.oauth_client_id, client_secret=ident.client_secret, redirect_uris=None,
+            token_endpoint_auth_method="client_secret_post" if ident.client_secret else "none")
     return DjangoTokenStorage(tenant=tenant, user=user, server=server,
-                              cimd_url=conf.get("OAUTH_CLIENT_METADATA_URL") or None)
+                              cimd_url=conf.get("OAUTH_CLIENT_METADATA_URL") or None, preregistered=pre)
 
 
 def _safe_return(path: str) -> str:

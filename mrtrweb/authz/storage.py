@@ -14,12 +14,14 @@ It implements :class:`mrtrweb.mcp.auth.AuthStorage` for one ``(tenant, user, ser
 * ``refresh_locked``: in a transaction, the connection row ``select_for_update`` (PostgreSQL: a row
   lock every worker honours), the tokens re-read **after** the lock; the refresh runs only if they
   still need it, so two workers refreshing one connection spend a rotating refresh token once. The
-  transaction runs in its own thread (``thread_sensitive=False``: the refresh's HTTP request must not
+  transaction runs in its own thread (and, within one process, under an ``asyncio.Lock`` per
+  connection as well: SQLite has no row locks) (``thread_sensitive=False``: the refresh's HTTP request must not
   hold the process's shared sync thread), the refresh itself back on the event loop.
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 from typing import Any
 
@@ -34,6 +36,9 @@ from .crypto import SecretUnreadable, seal, unseal
 from .models import OAuthClientRegistration, OAuthConnection
 
 __all__ = ["DjangoTokenStorage", "token_fields"]
+
+#: one refresh at a time per connection within a process too (SQLite has no row locks)
+_process_locks: dict[tuple[Any, ...], asyncio.Lock] = {}
 
 
 def _token_of(row: OAuthConnection) -> OAuthToken | None:
@@ -62,9 +67,13 @@ def token_fields(tokens: OAuthToken) -> dict[str, Any]:
 class DjangoTokenStorage:
     """:class:`mrtrweb.mcp.auth.AuthStorage` for one person, tenant and server (see module doc).
 
-    ``cimd_url``: this deployment's CIMD URL (a client id equal to it is recorded as ``cimd``)."""
+    ``cimd_url``: this deployment's CIMD URL (a client id equal to it is recorded as ``cimd``).
+    ``preregistered``: the client an admin entered on the server (returned by ``get_client_info``
+    before any stored registration; never stored)."""
 
-    def __init__(self, *, tenant: Any, user: Any, server: Any, cimd_url: str | None = None) -> None:
+    def __init__(self, *, tenant: Any, user: Any, server: Any, cimd_url: str | None = None,
+                 preregistered: OAuthClientInformationFull | None = None) -> None:
+        self.preregistered = preregistered
         self.tenant_id = tenant.pk if hasattr(tenant, "pk") else tenant
         self.user_id = user.pk if hasattr(user, "pk") else user
         self.server_id = server.pk if hasattr(server, "pk") else server
@@ -99,6 +108,8 @@ class DjangoTokenStorage:
             return None
 
     async def get_client_info(self) -> OAuthClientInformationFull | None:
+        if self.preregistered is not None:
+            return self.preregistered
         return await sync_to_async(self._get_client_info)()
 
     def _set_client_info(self, info: OAuthClientInformationFull) -> None:
@@ -152,4 +163,7 @@ class DjangoTokenStorage:
             return None
         if row.expires_at is None or (row.expires_at - timezone.now()).total_seconds() > margin_s:
             return _token_of(row)  # no lock needed: nothing to refresh
-        return await sync_to_async(self._refresh_locked, thread_sensitive=False)(margin_s, refresh)
+        key = (id(asyncio.get_running_loop()), self.tenant_id, self.user_id, self.server_id)
+        lock = _process_locks.setdefault(key, asyncio.Lock())
+        async with lock:
+            return await sync_to_async(self._refresh_locked, thread_sensitive=False)(margin_s, refresh)

@@ -161,8 +161,12 @@ class _BeginProvider(OAuthClientProvider):
             raise OAuthFlowError("no client identity for this authorization server")
         if ctx.oauth_metadata is not None and ctx.oauth_metadata.authorization_endpoint:
             auth_endpoint = str(ctx.oauth_metadata.authorization_endpoint)
+        elif ctx.protected_resource_metadata is not None:
+            # a PRM named an authorization server whose metadata was not found: never fall back to
+            # endpoints at the MCP server (the code and tokens would go to another party than named)
+            raise OAuthFlowError("no authorization server metadata was found for the named authorization server")
         else:
-            # 2025-03-26 fallback (no metadata at all): the endpoints at the MCP server's origin root,
+            # 2025-03-26 fallback (no PRM, no metadata): the endpoints at the MCP server's origin root,
             # as the SDK builds them (that revision's server is its own authorization server).
             auth_endpoint = urljoin(ctx.get_authorization_base_url(ctx.server_url), "/authorize")
         if not _browser_url_ok(auth_endpoint, self._policy):
