@@ -236,10 +236,10 @@ def guarded_client(policy: OutboundPolicy, *, mcp_origin: str | None = None, **k
     """An ``httpx2.AsyncClient`` whose transport applies the guard to every request (see module doc).
 
     ``kwargs`` go to ``httpx2.AsyncClient`` (``auth``, ``headers``, ``event_hooks``, ``timeout``...);
-    ``transport``, ``follow_redirects`` and ``verify`` are the guard's own. Redirects are not followed.
+    ``transport`` (an inner transport) is wrapped by the guard. Redirects are not followed unless
+    ``follow_redirects=True`` is passed; each followed one is a new request the guard checks again.
     """
-    kwargs.pop("follow_redirects", None)
     kwargs.setdefault("timeout", httpx2.Timeout(policy.timeout_s))
+    kwargs.setdefault("follow_redirects", False)
     inner = kwargs.pop("transport", None)
-    return httpx2.AsyncClient(transport=GuardedTransport(policy, mcp_origin=mcp_origin, inner=inner),
-                              follow_redirects=False, **kwargs)
+    return httpx2.AsyncClient(transport=GuardedTransport(policy, mcp_origin=mcp_origin, inner=inner), **kwargs)

@@ -6,7 +6,8 @@ discovery on a ``401``: on every request to the MCP server's own origin it re-re
 storage (a disconnect on another worker takes effect on the next request), refreshes them under the
 storage's lock when fewer than ``refresh_margin_s`` seconds remain (the SDK's ``_refresh_token``
 builds the request, with ``resource`` per RFC 8707; it goes to the stored metadata's
-``token_endpoint`` through the outbound guard, never to a fallback at the MCP server), adds
+``token_endpoint`` through the outbound guard; ``/token`` at the MCP server's origin only when the
+flow found no metadata at all, the 2025-03-26 fallback), adds
 ``Authorization: Bearer``, sends the request and returns its response as it is. A ``401`` /
 ``403`` reaches the connection, which raises ``authorization_required`` / ``insufficient_scope``.
 Requests to any other origin get no token.
@@ -59,7 +60,9 @@ class StoredBearerAuth(OAuthClientProvider):
         stored = await self._store.get_server_metadata() or {}
         ctx = self.context
         try:
-            ctx.oauth_metadata = OAuthMetadata.model_validate(stored.get("metadata") or {})
+            meta = stored.get("metadata")
+            # {} : the 2025-03-26 fallback, the token endpoint at the MCP server's origin (the SDK's rule)
+            ctx.oauth_metadata = OAuthMetadata.model_validate(meta) if meta else None
             prm = stored.get("prm")
             ctx.protected_resource_metadata = ProtectedResourceMetadata.model_validate(prm) if prm else None
         except ValidationError:

@@ -16,7 +16,7 @@ from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuth
 from ..errors import origin_of
 from .storage import AuthStorage, MemoryStorage
 
-__all__ = ["StaticHeadersAuth", "client_credentials_auth", "static_headers_auth", "check_header"]
+__all__ = ["StaticHeadersAuth", "check_header", "client_credentials_auth", "private_key_jwt_auth", "static_headers_auth"]
 
 _TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}$")
 #: headers a tenant credential may not set (the transport's own)
@@ -83,3 +83,27 @@ def client_credentials_auth(server_url: str, *, client_id: str, client_secret: s
         return ClientCredentialsOAuthProvider(server_url, storage or MemoryStorage(), client_id, client_secret,
                                               token_endpoint_auth_method=token_endpoint_auth_method, scope=scope,
                                               issuer=issuer)
+
+
+def private_key_jwt_auth(server_url: str, *, client_id: str, private_key_pem: str, signing_algorithm: str = "RS256",
+                         scope: str | None = None, storage: AuthStorage | None = None,
+                         issuer: str | None = None) -> ClientCredentialsOAuthProvider:
+    """OAuth client credentials with ``private_key_jwt`` client authentication (RFC 7523 section 2.2;
+    SDK ``PrivateKeyJWTOAuthProvider``): the assertion's ``iss`` and ``sub`` are ``client_id``, its
+    ``aud`` the authorization server's issuer, signed with ``private_key_pem`` (``signing_algorithm``:
+    ``RS256``, ``ES256``...).
+
+    Raises:
+        ValueError: an unknown signing algorithm.
+    """
+    from mcp.client.auth.extensions.client_credentials import PrivateKeyJWTOAuthProvider, SignedJWTParameters
+
+    if signing_algorithm not in ("RS256", "RS384", "RS512", "ES256", "ES384", "ES512", "PS256", "PS384", "PS512",
+                                 "EdDSA"):
+        raise ValueError("unsupported signing algorithm")
+    params = SignedJWTParameters(issuer=client_id, subject=client_id, signing_key=private_key_pem,
+                                 signing_algorithm=signing_algorithm)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return PrivateKeyJWTOAuthProvider(server_url, storage or MemoryStorage(), client_id,
+                                          params.create_assertion_provider(), scope=scope, issuer=issuer)

@@ -23,7 +23,7 @@ import dataclasses
 import secrets
 import urllib.parse
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urljoin
 
 import httpx2
 from mcp.client.auth import OAuthClientProvider, OAuthFlowError, PKCEParameters
@@ -67,7 +67,8 @@ class PendingFlow:
     """One started flow, as JSON (``to_json``/``from_json``). Holds the PKCE ``code_verifier``:
     seal it at rest. ``authorization_url`` is where the person's browser goes;
     ``authorization_origin`` is what the page shows them. ``how``: ``preregistered``, ``cimd`` or
-    ``dcr``."""
+    ``dcr``. ``oauth_metadata`` is ``{}`` on the 2025-03-26 fallback (no metadata served: the
+    endpoints are ``/authorize``, ``/token``, ``/register`` at the MCP server's origin)."""
 
     state: str
     code_verifier: str
@@ -100,14 +101,16 @@ class PendingFlow:
                 "protocol_version": self.protocol_version}
 
 
-class _Began(Exception):
+class _Began(BaseException):  # not an Exception: the SDK logs and re-raises those ("OAuth flow error")
     def __init__(self, flow: PendingFlow) -> None:
         super().__init__("authorization flow started")
         self.flow = flow
 
 
 def _client_metadata(identity: ClientIdentity) -> OAuthClientMetadata:
+    web = identity.redirect_uri.lower().startswith("https:")
     return OAuthClientMetadata(redirect_uris=[identity.redirect_uri], client_name=identity.client_name,
+                               application_type="web" if web else "native",
                                grant_types=["authorization_code", "refresh_token"], response_types=["code"],
                                token_endpoint_auth_method="client_secret_post" if identity.client_secret else "none",
                                scope=identity.scope)
@@ -156,11 +159,16 @@ class _BeginProvider(OAuthClientProvider):
         ctx = self.context
         if ctx.client_info is None:
             raise OAuthFlowError("no client identity for this authorization server")
-        if ctx.oauth_metadata is None:
-            # The legacy fallbacks (/authorize, /token at the MCP server's origin) would send the code
-            # and the refresh token to the resource server: refused.
-            raise OAuthFlowError("no authorization server metadata was found for this server")
-        auth_endpoint = str(ctx.oauth_metadata.authorization_endpoint)
+        if ctx.oauth_metadata is not None and ctx.oauth_metadata.authorization_endpoint:
+            auth_endpoint = str(ctx.oauth_metadata.authorization_endpoint)
+        elif ctx.protected_resource_metadata is not None:
+            # a PRM named an authorization server whose metadata was not found: never fall back to
+            # endpoints at the MCP server (the code and tokens would go to another party than named)
+            raise OAuthFlowError("no authorization server metadata was found for the named authorization server")
+        else:
+            # 2025-03-26 fallback (no PRM, no metadata): the endpoints at the MCP server's origin root,
+            # as the SDK builds them (that revision's server is its own authorization server).
+            auth_endpoint = urljoin(ctx.get_authorization_base_url(ctx.server_url), "/authorize")
         if not _browser_url_ok(auth_endpoint, self._policy):
             raise OAuthFlowError("the authorization endpoint is not an https URL")
         ctx.client_metadata.scope = union_scopes(union_scopes(ctx.client_metadata.scope, self._identity.scope),
@@ -193,9 +201,10 @@ class _BeginProvider(OAuthClientProvider):
         raise _Began(PendingFlow(
             state=state, code_verifier=pkce.code_verifier, authorization_url=url,
             authorization_origin=origin_of(auth_endpoint), redirect_uri=self._identity.redirect_uri,
-            server_url=ctx.server_url, issuer=str(ctx.oauth_metadata.issuer), resource=resource,
+            server_url=ctx.server_url, issuer=str(ctx.oauth_metadata.issuer) if ctx.oauth_metadata else
+            self._expected_issuer(), resource=resource,
             scope=ctx.client_metadata.scope, protocol_version=ctx.protocol_version,
-            oauth_metadata=ctx.oauth_metadata.model_dump(mode="json", exclude_none=True),
+            oauth_metadata=ctx.oauth_metadata.model_dump(mode="json", exclude_none=True) if ctx.oauth_metadata else {},
             protected_resource_metadata=(ctx.protected_resource_metadata.model_dump(mode="json", exclude_none=True)
                                          if ctx.protected_resource_metadata else None),
             client_info=ctx.client_info.model_dump(mode="json", exclude_none=True), how=how))
@@ -273,7 +282,7 @@ async def complete_authorization(flow: PendingFlow, *, code: str | None, state: 
     if not isinstance(state, str) or not secrets.compare_digest(state.encode(), flow.state.encode()):
         raise AuthorizationFailed("the callback's state does not belong to this authorization")
     try:
-        metadata = OAuthMetadata.model_validate(flow.oauth_metadata)
+        metadata = OAuthMetadata.model_validate(flow.oauth_metadata) if flow.oauth_metadata else None
         validate_authorization_response_iss(iss, metadata)
     except OAuthFlowError:
         raise AuthorizationFailed("the callback's issuer (iss) is not the authorization server's") from None
