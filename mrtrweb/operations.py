@@ -40,6 +40,8 @@ STORE_UNAVAILABLE = "binding_store_unavailable"
 AUDIT_UNAVAILABLE = "audit_unavailable"
 INVALID_RESULT = "invalid_result"
 LIMIT_REACHED = "limit_reached"
+#: a call that stopped on authorization (issue 13): 401, 403 insufficient_scope, credentials refused
+AUTHORIZATION_CODES = frozenset({"authorization_required", "insufficient_scope", "authorization_failed"})
 
 MESSAGES = {
     STORE_UNAVAILABLE: "The round store is unavailable right now; nothing was sent. Try again shortly.",
@@ -53,7 +55,8 @@ MESSAGES = {
                               "or ask a tenant admin to check its credentials. Nothing more was sent.",
     "insufficient_scope": "The MCP server needs permissions your connection does not grant (HTTP 403, "
                           "insufficient_scope): connect again to grant them. Nothing more was sent.",
-    "authorization_failed": "Authorization at the server's authorization server failed.",
+    "authorization_failed": "The credentials were refused (by the MCP server, HTTP 403, or by its authorization "
+                            "server). Nothing more was sent.",
     "inactive_mrtr_round": "This round is no longer open: it was already answered, expired or ended.",
     "mrtr_round_limit_exceeded": "The server asked for more rounds than allowed; the operation was stopped.",
     "worker_lost": "The worker handling this call stopped before the server answered. Nothing more will be "
@@ -81,8 +84,9 @@ def server_error_text(text: Any) -> str:
 
 def failure_message(exc: McpCallError) -> str:
     """What the person reads when a call failed: the stable message of ``exc.code`` and, for a
-    JSON-RPC error, the server's own code and message (:func:`server_error_text`), for
-    ``authorization_failed`` the authorization server's error text (cleaned the same way). Stored on the
+    JSON-RPC error, the server's own code and message (:func:`server_error_text`), for the
+    :data:`AUTHORIZATION_CODES` the ``error`` and ``error_description`` of its ``WWW-Authenticate``
+    challenge (cleaned the same way; never a token). Stored on the
     operation and shown escaped; never logged or written to the audit trail (it is server text
     and may echo what was sent)."""
     message = message_for(exc.code)
@@ -90,9 +94,13 @@ def failure_message(exc: McpCallError) -> str:
     if said:
         code = f" {exc.rpc_code}" if isinstance(exc.rpc_code, int) else ""
         message += f" It said (JSON-RPC error{code}): {said}"
-    elif exc.code == "authorization_failed" and server_error_text(exc.message):
-        # the authorization server's error text (mrtrweb.mcp.auth cleans it and keeps no secret in it)
-        message += f" It said: {server_error_text(exc.message)}"
+    elif exc.code in AUTHORIZATION_CODES:
+        # the server's WWW-Authenticate error / error_description (or the authorization server's), cleaned
+        challenge = getattr(exc, "challenge", None) or {}
+        said = server_error_text(": ".join(str(challenge[k]) for k in ("error", "error_description")
+                                           if isinstance(challenge.get(k), str) and challenge[k]))
+        if said:
+            message += f" It said: {said}"
     return message
 
 
@@ -571,12 +579,13 @@ async def _drive(op_id: Any, request_id: str, params: dict[str, Any]) -> None:
             dedicated = ""
             try:
                 declare, suffix = _declared(op.server)
-                conn = await pool().get(str(op.user_id), f"{op.server_id}{suffix}", op.server.url, declare=declare)
+                # the operation's own user's credentials, never anyone else's
+                conn = await connection_for(op.user, op.server, key=f"{op.server_id}{suffix}", declare=declare)
                 if conn.protocol_version in _HANDSHAKE_VERSIONS:
                     # A legacy server asks during the call, and its requests can only be matched to a
                     # call as the one in flight on a connection: each operation gets its own.
                     dedicated = f"{op.server_id}{suffix}/operation:{op.id}"
-                    conn = await pool().get(str(op.user_id), dedicated, op.server.url, declare=declare)
+                    conn = await connection_for(op.user, op.server, key=dedicated, declare=declare)
                 try:
                     raw = await _send_cancellable(op, conn, params, request_id, call)
                 finally:
@@ -588,6 +597,8 @@ async def _drive(op_id: Any, request_id: str, params: dict[str, Any]) -> None:
                     return
             except McpCallError as exc:
                 logger.info("operation %s: MCP call failed (%s)", op.id, exc.code)
+                if exc.code == "insufficient_scope":
+                    await _note_challenge(op, exc)
                 if call.rounds:
                     op = await _load(op_id)
                 await _finish(op, Operation.Status.FAILED, code=exc.code, message=failure_message(exc))
@@ -783,6 +794,36 @@ class _Call:
 
     def __post_init__(self) -> None:
         self.gate_id = self.gate_id or self.wire_id
+
+
+async def connection_for(user: Any, server: McpServer, *, key: str | None = None,
+                         declare: frozenset[str] = frozenset()) -> Any:
+    """The pooled connection of ``user`` to ``server``, with the credentials of the server's auth
+    mode for that user (:func:`mrtrweb.authz.service.auth_for`; the tenant is the server's).
+    ``key``: the pool's server key (default ``str(server.pk)``). A connection built with other
+    credentials (the server's auth settings changed) is replaced.
+
+    Raises:
+        McpCallError: as :meth:`ConnectionPool.get` (``authorization_required`` when the server
+            answers 401 to the connect).
+    """
+    from .authz import service as authz
+
+    auth = None
+    if server.auth_mode != McpServer.AuthMode.NONE:
+        auth = await authz.auth_for(server=server, user=user, tenant=server.tenant_id)
+    return await pool().get(str(user.pk), key if key is not None else str(server.pk), server.url, declare=declare,
+                            auth=auth, auth_key=authz.auth_key(server, user), outbound=authz.outbound_policy())
+
+
+async def _note_challenge(op: Operation, exc: McpCallError) -> None:
+    """Keep the scope an ``insufficient_scope`` challenged with, for the next Connect (SEP-2350)."""
+    from .authz import service as authz
+
+    try:
+        await authz.note_challenge(server=op.server, user=op.user, tenant=op.server.tenant_id, scope=exc.scope)
+    except Exception:  # noqa: BLE001 - a note for later; the operation fails with its code regardless
+        logger.exception("operation %s: the scope challenge could not be noted", op.id)
 
 
 def _declared(server: McpServer) -> tuple[frozenset[str], str]:

@@ -7,8 +7,9 @@ says so), the database, the real demo MCP server for the calls that run. Where a
 OAuth exchange (a real authorization server: branch ``as``), the **service functions are
 monkeypatched** (``start_connect``, ``finish_connect``, ``disconnect``): those tests check the
 views only. The callback refusals (unknown, used, another person's, another session's state) run
-against the real :func:`mrtrweb.authz.service.finish_connect` (branch ``core``): until it lands
-they are expected to raise ``NotImplementedError`` (``needs_core``), and any other failure fails.
+against the real :func:`mrtrweb.authz.service.finish_connect` (branch ``core``): they are refused
+before any exchange, so no authorization server is needed for them (the real flow end to end:
+``tests/test_auth_flow.py``, and the Chromium tests of branch ``as``).
 """
 
 from __future__ import annotations
@@ -28,9 +29,6 @@ from mrtrweb.authz.forms import secret_digest
 from mrtrweb.models import McpServer, OAuthConnection, Operation, PendingAuthorization
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
-
-#: the real service's bodies come with branch core; only its NotImplementedError stub is excused
-needs_core = pytest.mark.xfail(raises=NotImplementedError, reason="mrtrweb.authz.service lands with branch core")
 
 AS_ORIGIN = "https://as.example.test:443"
 ACCESS = "AT-" + "a1" * 20
@@ -76,7 +74,7 @@ async def _pending(user, server, session_key: str, *, state: str = "", return_to
                    ) -> PendingAuthorization:
     """A started flow as ``service.start_connect`` stores it (state by digest, flow sealed)."""
     state = state or secrets.token_urlsafe(24)
-    fields = dict(state_digest="hmac-sha256:" + secrets.token_hex(32), tenant_id=server.tenant_id, user=user,
+    fields = dict(state_digest=service._keyed("state", state), tenant_id=server.tenant_id, user=user,
                   server=server, session_digest=browser.session_digest(session_key), authorization_origin=AS_ORIGIN,
                   flow_sealed=crypto.seal({"state": state, "code_verifier": "V" * 50,
                                            "authorization_url": f"{AS_ORIGIN}/authorize?state={state}&x=1"}),
@@ -263,7 +261,6 @@ async def test_callback_returns_only_to_a_path_of_this_site(seeded, fake_finish,
     assert f"Connected to {server.name}." in page  # the message, once
 
 
-@needs_core
 async def test_callback_with_an_unknown_state_stores_nothing(seeded):
     server = await _oauth_server(seeded)
     client = await _client(seeded["users"]["alice"])
@@ -273,7 +270,6 @@ async def test_callback_with_an_unknown_state_stores_nothing(seeded):
     assert await OAuthConnection.objects.acount() == 0
 
 
-@needs_core
 async def test_callback_in_the_victims_browser_for_the_attackers_flow_stores_nothing(seeded):
     """The callback CSRF: carol (attacker) starts a flow, alice (victim) is sent its callback."""
     server = await _oauth_server(seeded)
@@ -283,15 +279,23 @@ async def test_callback_in_the_victims_browser_for_the_attackers_flow_stores_not
     row = await _pending(carol, server, _session_key(carol_client), state=state)
     resp = await alice_client.get(f"/mcp/oauth/callback/?state={state}&code=attackers-code")
     assert resp.status_code == 400 and "state_invalid" in resp.content.decode()
-    # the same person in another session is refused too
-    again = await _client(carol)
-    assert (await again.get(f"/mcp/oauth/callback/?state={state}&code=c")).status_code == 400
-    assert await OAuthConnection.objects.acount() == 0
     await row.arefresh_from_db()
-    assert row.used_at is None or row.used_at  # (either way nothing stored: checked above)
+    assert row.used_at is not None  # spent by that first callback: the attacker cannot use it afterwards
+    assert (await carol_client.get(f"/mcp/oauth/callback/?state={state}&code=c")).status_code == 400
+    assert await OAuthConnection.objects.acount() == 0
 
 
-@needs_core
+async def test_callback_from_another_session_of_the_same_person_stores_nothing(seeded):
+    server = await _oauth_server(seeded)
+    alice = seeded["users"]["alice"]
+    first, second = await _client(alice), await _client(alice)
+    state = secrets.token_urlsafe(24)
+    await _pending(alice, server, _session_key(first), state=state)
+    resp = await second.get(f"/mcp/oauth/callback/?state={state}&code=c")
+    assert resp.status_code == 400 and "state_invalid" in resp.content.decode()
+    assert await OAuthConnection.objects.acount() == 0
+
+
 async def test_callback_with_a_used_state_stores_nothing(seeded):
     server = await _oauth_server(seeded)
     client = await _client(seeded["users"]["alice"])
@@ -375,9 +379,13 @@ def test_error_codes_have_their_own_texts():
     for code in ("authorization_required", "insufficient_scope", "authorization_failed"):
         assert "refused by the gate" not in operations.message_for(code)
         assert operations.message_for(code) != operations.message_for("transport_error")
-    said = operations.failure_message(McpCallError("authorization_failed", "invalid_grant:\u202e code expired\n"))
-    assert said.startswith("Authorization at the server's authorization server failed. It said: invalid_grant:")
-    assert "\u202e" not in said and "\n" not in said
+    said = operations.failure_message(McpCallError(
+        "authorization_failed", "tools/call: HTTP 403", challenge={"error": "invalid_token",
+                                                                   "error_description": "expired\u202e\nat 12:00"}))
+    assert said.startswith(operations.message_for("authorization_failed") + " It said: invalid_token: expired")
+    assert "\u202e" not in said and "\n" not in said and "tools/call" not in said
+    assert operations.failure_message(McpCallError("authorization_required", "x")) == \
+        operations.message_for("authorization_required")
 
 
 # --- Connections, Disconnect ---------------------------------------------------------------------
