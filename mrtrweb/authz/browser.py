@@ -1,10 +1,10 @@
 """What binds an authorization flow to one browser, and where a finished flow may lead.
 
 :func:`session_digest`
-    the ``PendingAuthorization.session_digest`` of a Django session key: ``hmac-sha256:<hex>``
-    (:func:`django.utils.crypto.salted_hmac`, salt :data:`SESSION_SALT`). The session key itself is
-    never stored with the flow. :mod:`mrtrweb.authz.service` writes it in ``start_connect`` and
-    compares it in ``finish_connect``; the Continue view (``oauth/go/<id>/``) compares it too, so a
+    the ``PendingAuthorization.session_digest`` of a Django session key: ``hmac-sha256:<hex>``, the
+    very digest :mod:`mrtrweb.authz.service` writes in ``start_connect`` and compares in
+    ``finish_connect`` (its keyed HMAC under ``SECRET_KEY``). The session key itself is never
+    stored with the flow. The Continue view (``oauth/go/<id>/``) compares it too, so a
     flow started in one browser session is continued and finished only there (issue 13, item 4:
     the callback CSRF).
 :func:`safe_return_to`
@@ -18,26 +18,26 @@ from __future__ import annotations
 import hmac
 from typing import Final
 
-from django.utils.crypto import salted_hmac
 from django.utils.http import url_has_allowed_host_and_scheme
 
-__all__ = ["SESSION_SALT", "safe_return_to", "same_session", "session_digest"]
+# the service's one keyed digest (state, session): no second scheme to drift from it
+from .service import _keyed as _service_digest
 
-#: the ``salted_hmac`` salt of :func:`session_digest`
-SESSION_SALT: Final = "mrtrweb.authz.session"
+__all__ = ["safe_return_to", "same_session", "session_digest"]
+
 #: the longest ``return_to`` kept (the model's column is 1,000 characters)
 MAX_RETURN_TO: Final = 1000
 
 
 def session_digest(session_key: str) -> str:
-    """``hmac-sha256:<64 hex>`` of ``session_key`` (keyed by ``SECRET_KEY``).
+    """``hmac-sha256:<64 hex>`` of ``session_key`` (keyed by ``SECRET_KEY``), as the service stores it.
 
     Raises:
         ValueError: ``session_key`` is empty (a flow needs a saved session).
     """
     if not session_key:
         raise ValueError("a browser session is needed to start or finish an authorization")
-    return "hmac-sha256:" + salted_hmac(SESSION_SALT, session_key, algorithm="sha256").hexdigest()
+    return _service_digest("session", session_key)
 
 
 def same_session(stored_digest: str, session_key: str | None) -> bool:

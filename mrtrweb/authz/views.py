@@ -126,10 +126,11 @@ async def connect(request: HttpRequest, server_id: int) -> HttpResponse:
                                             redirect_uri=redirect_uri(request), scope=None)
     except service.ConnectRefused as exc:
         logger.info("connect to server %s refused (%s)", server.pk, exc.code)
+        if exc.code == "not_required":  # the server did not ask for authorization: nothing to connect
+            messages.info(request, _("This server did not ask for authorization: there is nothing to connect."),
+                          fail_silently=True)
+            return HttpResponseRedirect(return_to)
         return _refused(request, exc.code, exc.message, server=server)
-    if start is None:  # the server did not ask for authorization
-        messages.info(request, _("This server did not ask for authorization: nothing to connect."), fail_silently=True)
-        return HttpResponseRedirect(return_to)
     if op is not None:
         await request.session.aset(RERUN_SESSION_KEY, {"op": str(op.id), "server": server.pk, "at": time.time()})
     else:
