@@ -11,10 +11,9 @@ page, in a subprocess) and the demo MCP server verifying tokens by introspection
 * the access token expires: the next call refreshes it without the person (no page of the
   authorization server), one refresh;
 * Disconnect revokes at the authorization server (introspection says inactive) and deletes the
-  connection; the call started afterwards stops on ``authorization_required``; "Connect and run
-  again" runs it again with the same arguments once connected;
+  connection; the next call asks to connect (nothing sent with a token); connecting again works;
 * refused with nothing stored: a victim opening the callback of a flow an attacker started
-  (callback CSRF), a state used twice, a wrong ``iss``, and discovery that points at another
+  (callback CSRF; the state is then spent for the attacker too), a state used twice, a wrong ``iss``, and discovery that points at another
   resource, a private, cloud-metadata or ``0.0.0.0`` address, ``file:``, or redirects to another host.
 
 The authorization server and the MCP servers run once per module; the product's database is
@@ -31,16 +30,15 @@ import urllib.parse
 import pytest
 
 from tests.oauth_as import USERS, start_auth_server
-from tests.oauth_as.hostile_discovery import CASES, DETERMINED_CODES, serve_hostile_discovery
+from tests.oauth_as.hostile_discovery import CASES, DETERMINED_CODES, SAME_ORIGIN_FALLBACK, serve_hostile_discovery
 from tests.oauth_as.mcp_server import serve_protected_demo
 from tests.test_browser import (  # noqa: F401 -- fixtures
-    OP_URL, App, _screenshot, browser, expect, live,
+    OP_URL, App, _screenshot, browser, expect, live, playwright_sync,
 )
 
 pytestmark = [pytest.mark.browser]
 
 SERVER = "Protected server"
-CALLBACK = re.compile(r"/mcp/oauth/callback/\?")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -95,6 +93,13 @@ class OAuthApp(App):
         self.auth_server = auth_server
         self.protected = protected
         self.servers = servers
+        self.console: list[str] = []
+
+    def new_context(self):
+        """A context whose pages' console messages are kept (``self.console``: CSP refusals show there)."""
+        context = super().new_context()
+        context.on("console", lambda message: self.console.append(message.text))
+        return context
 
     def open_server(self, page, name: str = SERVER) -> None:
         page.goto("/mcp/")
@@ -123,7 +128,11 @@ class OAuthApp(App):
         """On the interstitial: the AS's origin is shown; Continue sends the browser there."""
         expect(page.get_by_role("heading", name=f"Connect to {SERVER}")).to_be_visible()
         expect(page.locator("p.connect-explainer code.authorization-origin")).to_have_text(self.auth_server.issuer)
-        page.get_by_role("button", name="Continue to sign in").click()
+        page.get_by_role("link", name="Continue to sign in").click()
+        try:
+            page.wait_for_url(re.compile("^" + re.escape(self.auth_server.issuer)))
+        except playwright_sync.TimeoutError:
+            raise AssertionError(f"Continue did not reach the AS; console: {self.console}") from None
 
     def connect(self, page, username: str, *, signed_in_at_as: bool = False) -> None:
         """From the server page: Connect, Continue, sign in and consent at the AS, back connected."""
@@ -291,11 +300,12 @@ def test_an_expired_access_token_is_refreshed_without_the_person(oauth, settings
     assert conn.family == family and conn.refreshed_at is not None
 
 
-def test_disconnect_revokes_and_the_next_call_asks_to_connect_then_runs_again(oauth):
+def test_disconnect_revokes_and_the_next_call_asks_to_connect(oauth):
     page = oauth.sign_in("alice")
     oauth.open_server(page)
     oauth.connect(page, "alice")
     tokens = oauth.stored_tokens("alice")
+    held_at_as = oauth.auth_server.tokens("alice")  # (earlier tests' tokens of alice live on at the AS)
     call_page = page.context.new_page()  # a call form opened while connected
     call_page.goto(page.url)
     call_page.locator("a[data-tool='whoami']").click()
@@ -311,83 +321,86 @@ def test_disconnect_revokes_and_the_next_call_asks_to_connect_then_runs_again(oa
     expect(page.locator("p.no-connections")).to_have_text("You have not connected any server.")
     assert oauth.connection("alice") is None
     assert oauth.auth_server.introspect(tokens["access_token"])["active"] is False
-    assert oauth.auth_server.tokens("alice") == {"access": 0, "refresh": 0}
+    assert oauth.auth_server.tokens("alice") == {"access": held_at_as["access"] - 1,
+                                                 "refresh": held_at_as["refresh"] - 1}
     assert oauth.auth_server.events("revoke")
 
     oauth.open_server(page)
     expect(oauth.connect_button(page)).to_be_visible()
 
+    # The call form opened before: the next call asks to connect, and no token reached the server.
     oauth.protected.verifier.clear()
     call_page.get_by_role("button", name="Call tool").click()
-    expect(call_page).to_have_url(OP_URL)
-    first_op = OP_URL.search(call_page.url).group(1)
-    failure = call_page.locator("div.auth-failure[data-code='authorization_required']")
-    expect(failure).to_be_visible()
+    expect(call_page.get_by_role("alert")).to_contain_text(
+        "The MCP server asks for authorization (HTTP 401): connect your account to it")
     assert oauth.protected.verifier.usernames() == []
     _screenshot(call_page, "oauth-authorization-required.png")
-    failure.get_by_role("button", name="Connect and run again").click()
-    expect(call_page.locator("p.rerun-notice")).to_be_visible()
-    oauth.continue_to_as(call_page)
-    oauth.consent(call_page)  # still signed in at the AS in this browser
-    expect(call_page).to_have_url(OP_URL)
-    assert OP_URL.search(call_page.url).group(1) != first_op
-    expect(oauth.result(call_page)).to_have_text("You are alice.")
-    assert oauth.connection("alice") is not None
+
+    # Connecting again (still signed in at the AS in this browser: only the consent page) works.
+    oauth.open_server(page)
+    oauth.connect(page, "alice", signed_in_at_as=True)
+    oauth.call(page, "whoami")
+    expect(oauth.result(page)).to_have_text("You are alice.")
+    assert oauth.stored_tokens("alice")["access_token"] != tokens["access_token"]
 
 
 def _attacker_callback(oauth, attacker: str):
-    """``attacker`` starts a flow in their browser and approves it at the AS, but their callback
-    is held back: returns ``(attacker's page, callback URL with code, state and iss)``."""
+    """``attacker`` starts a flow in their browser (Connect, the interstitial), takes the
+    authorization URL Continue would send them to, and approves it at the AS outside the browser
+    (:func:`tests.oauth_as.person.approve`): returns ``(attacker's page, the callback URL with code,
+    state and iss)``, not yet visited by anyone."""
+    from tests.oauth_as.person import approve
+
     page = oauth.sign_in(attacker)
-    held: list[str] = []
-    page.route(CALLBACK, lambda route: (held.append(route.request.url), route.abort()))
     tenant = "globex" if attacker == "bob" else "acme"
     page.goto(f"/mcp/servers/{oauth.servers[tenant].pk}/")
     oauth.connect_button(page).click()
-    oauth.continue_to_as(page)
-    oauth.sign_in_at_as(page, attacker)
-    oauth.consent(page)
-    deadline = time.monotonic() + 10
-    while not held and time.monotonic() < deadline:
-        page.wait_for_timeout(50)
-    page.unroute(CALLBACK)
-    assert held, "the AS did not redirect to the callback"
-    query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(held[0]).query))
-    assert set(query) == {"code", "state", "iss"}
-    return page, held[0]
+    go = page.get_by_role("link", name="Continue to sign in").get_attribute("href")
+    response = page.request.get(f"{oauth.live.url}{go}", max_redirects=0)  # the attacker's own session
+    assert response.status == 302
+    callback = approve(response.headers["location"], attacker)
+    query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(callback).query))
+    assert callback.startswith(f"{oauth.live.url}/mcp/oauth/callback/?") and set(query) == {"code", "state", "iss"}
+    return page, callback
 
 
 def test_callback_csrf_state_reuse_and_wrong_iss_are_refused_with_nothing_stored(oauth):
     from mrtrweb.authz.models import OAuthConnection
 
     bob_page, url = _attacker_callback(oauth, "bob")
-    # a wrong `iss` in bob's own browser: refused
+    # a wrong `iss` in bob's own browser: refused (RFC 9207), nothing stored
     bad_iss = re.sub(r"iss=[^&]*", "iss=" + urllib.parse.quote("http://127.0.0.1:1", safe=""), url)
-    bob_page.goto(bad_iss)
-    expect(bob_page.get_by_role("heading", name="Authorization not completed")).to_be_visible()
-    assert bob_page.locator("code.refusal-code").inner_text() in ("authorization_failed", "state_invalid")
+    response = bob_page.goto(bad_iss)
+    assert response is not None and response.status == 502
+    _refused(bob_page, "authorization_failed")
     assert OAuthConnection.objects.count() == 0
 
-    # the victim (alice, signed in to the product) is sent to bob's callback: refused, nothing stored
+    # the victim (alice, signed in to the product) is sent to bob's callback: refused, nothing stored,
+    # and the state is spent: bob cannot use it afterwards either
     bob_page2, url2 = _attacker_callback(oauth, "bob")
     alice = oauth.sign_in("alice")
     response = alice.goto(url2)
     assert response is not None and response.status == 400
     _refused(alice, "state_invalid")
     _screenshot(alice, "oauth-refused.png")
+    response = bob_page2.goto(url2)
+    assert response is not None and response.status == 400
+    _refused(bob_page2, "state_invalid")
     assert OAuthConnection.objects.count() == 0
     token_grants = [e for e in oauth.auth_server.events("token") if e["grant_type"] == "authorization_code"]
     assert token_grants == []  # no code was exchanged for anyone
 
-    # bob completes his own flow once; the same callback again is refused and changes nothing
-    bob_page2.goto(url2)
-    expect(bob_page2.locator("ul.messages li")).to_have_text(f"Connected to {SERVER}.")
+    # bob completes a flow of his own once; the same callback again is refused and changes nothing
+    bob_page3, url3 = _attacker_callback(oauth, "bob")
+    bob_page3.goto(url3)
+    expect(bob_page3.locator("ul.messages li")).to_have_text(f"Connected to {SERVER}.")
     sealed = oauth.connection("bob", "globex").tokens_sealed
-    response = bob_page2.goto(url2)
+    response = bob_page3.goto(url3)
     assert response is not None and response.status == 400
-    _refused(bob_page2, "state_invalid")
+    _refused(bob_page3, "state_invalid")
     assert OAuthConnection.objects.count() == 1
     assert oauth.connection("bob", "globex").tokens_sealed == sealed
+    assert len([e for e in oauth.auth_server.events("token") if e["grant_type"] == "authorization_code"]) == 1
 
 
 def test_hostile_discovery_is_refused_before_anything_is_stored(oauth, hostile):
@@ -397,19 +410,25 @@ def test_hostile_discovery_is_refused_before_anything_is_stored(oauth, hostile):
     acme = Tenant.objects.get(slug="acme")
     for case in CASES:
         add_oauth_server(acme, f"Hostile {case}", hostile.url(case), ("pre-registered", "secret"))
+    hostile.requests.clear()
     page = oauth.sign_in("alice")
     codes = {}
     for case in CASES:
         name = f"Hostile {case}"
         oauth.open_server(page, name)
         oauth.connect_button(page, name, origin=hostile.base).click()
+        if case in SAME_ORIGIN_FALLBACK:  # sign-in offered at the MCP server's own origin, nowhere else
+            expect(page.get_by_role("heading", name=f"Connect to {name}")).to_be_visible()
+            expect(page.locator("p.connect-explainer code.authorization-origin")).to_have_text(hostile.base)
+            continue
         expect(page.get_by_role("heading", name="Authorization not completed")).to_be_visible()
         codes[case] = page.locator("code.refusal-code").inner_text()
-    assert set(codes.values()) <= {"outbound_refused", "authorization_failed"}, codes
-    for case, code in DETERMINED_CODES.items():
-        assert codes[case] == code, codes
-    assert PendingAuthorization.objects.count() == 0
+    assert codes == DETERMINED_CODES
+    fallback = [f"Hostile {c}" for c in SAME_ORIGIN_FALLBACK]
+    assert PendingAuthorization.objects.filter(server__name__startswith="Hostile").exclude(
+        server__name__in=fallback).count() == 0
     assert OAuthConnection.objects.count() == 0
-    assert OAuthClientRegistration.objects.filter(server__name__startswith="Hostile").count() == 0
-    assert not [r for r in hostile.requests if not r[0].startswith("127.0.0.1:")]  # no other host reached
+    assert OAuthClientRegistration.objects.filter(server__name__startswith="Hostile").exclude(
+        server__name__in=fallback).count() == 0
+    assert hostile.requests and all(host == hostile.base.removeprefix("http://") for host, _ in hostile.requests)
     assert oauth.auth_server.events("authorize") == []

@@ -8,7 +8,8 @@ demo MCP server, without Django or a browser: the person's step is :func:`tests.
 * an access token expired at the AS and locally is refreshed once (rotation: a second refresh with
   the old refresh token would be refused by the AS);
 * a callback whose ``state`` or ``iss`` is not the flow's is refused and nothing is stored;
-* hostile discovery (``tests/oauth_as/hostile_discovery.py``) is refused with a stable code.
+* hostile discovery (``tests/oauth_as/hostile_discovery.py``) is refused with a stable code, and
+  nothing but the MCP server's own host is fetched (a redirect elsewhere is not followed).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from mrtrweb.mcp.auth import (AuthorizationFailed, ClientIdentity, MemoryStorage
 from mrtrweb.mcp.connection import McpConnection
 from mrtrweb.mcp.outbound import OutboundPolicy
 from tests.oauth_as import start_auth_server
-from tests.oauth_as.hostile_discovery import CASES, DETERMINED_CODES, serve_hostile_discovery
+from tests.oauth_as.hostile_discovery import CASES, DETERMINED_CODES, SAME_ORIGIN_FALLBACK, serve_hostile_discovery
 from tests.oauth_as.mcp_server import serve_protected_demo
 from tests.oauth_as.person import approve
 
@@ -153,11 +154,15 @@ async def test_consent_denied_is_refused(auth_server, protected, identity):
 @pytest.mark.parametrize("case", CASES)
 async def test_hostile_discovery_is_refused(auth_server, hostile, identity, case):
     auth_server.clear_events()
+    hostile.requests.clear()
     storage = MemoryStorage()
-    with pytest.raises(AuthorizationFailed) as refused:
-        await begin_authorization(hostile.url(case), identity=identity, storage=storage, policy=POLICY)
-    assert refused.value.code == DETERMINED_CODES.get(case, refused.value.code), str(refused.value)
-    assert refused.value.code in ("outbound_refused", "authorization_failed")
+    if case in SAME_ORIGIN_FALLBACK:
+        flow = await begin_authorization(hostile.url(case), identity=identity, storage=storage, policy=POLICY)
+        assert flow.authorization_origin == hostile.base  # the server's own origin, not the redirect's host
+    else:
+        with pytest.raises(AuthorizationFailed) as refused:
+            await begin_authorization(hostile.url(case), identity=identity, storage=storage, policy=POLICY)
+        assert refused.value.code == DETERMINED_CODES[case], str(refused.value)
     assert await storage.get_tokens() is None and await storage.get_client_info() is None
-    assert not [r for r in hostile.requests if not r[0].startswith("127.0.0.1:")]  # no other host reached
+    assert hostile.requests and all(host == hostile.base.removeprefix("http://") for host, _ in hostile.requests)
     assert auth_server.events("authorize") == []

@@ -26,11 +26,14 @@ from typing import Any
 
 CASES = ("wrong-resource", "cloud-metadata", "private", "zero-address", "file", "redirect", "as-private")
 WELL_KNOWN = "/.well-known/oauth-protected-resource"
-#: the refusal code where it is determined; elsewhere a refused ``resource_metadata`` URL (or its
-#: redirect) makes a client fall back to the server's own well-known URLs, find nothing and fail as
-#: ``authorization_failed``. Tests check for every case that only this server's host was fetched.
-DETERMINED_CODES = {"wrong-resource": "authorization_failed", "zero-address": "outbound_refused",
-                    "as-private": "outbound_refused"}
+#: the refusal each case gets. ``redirect`` is not refused: the redirect to another host is not
+#: followed, the well-known URLs then find no metadata, and a client may fall back (MCP 2025-03-26
+#: back-compat) to the default endpoints at the MCP server's own origin -- never to another host.
+#: Tests check for every case that only this server's host was fetched.
+DETERMINED_CODES = {"wrong-resource": "authorization_failed", "cloud-metadata": "outbound_refused",
+                    "private": "outbound_refused", "zero-address": "outbound_refused",
+                    "file": "outbound_refused", "as-private": "outbound_refused"}
+SAME_ORIGIN_FALLBACK = frozenset({"redirect"})
 
 
 class HostileDiscovery:
