@@ -12,6 +12,8 @@ page, in a subprocess) and the demo MCP server verifying tokens by introspection
   authorization server), one refresh;
 * Disconnect revokes at the authorization server (introspection says inactive) and deletes the
   connection; the next call asks to connect (nothing sent with a token); connecting again works;
+* step-up: a tool that needs another scope stops on ``insufficient_scope``; "Connect and run
+  again" asks the AS for the new scope (consent) and runs the call again, same arguments;
 * refused with nothing stored: a victim opening the callback of a flow an attacker started
   (callback CSRF; the state is then spent for the attacker too), a state used twice, a wrong ``iss``, and discovery that points at another
   resource, a private, cloud-metadata or ``0.0.0.0`` address, ``file:``, or redirects to another host.
@@ -432,3 +434,24 @@ def test_hostile_discovery_is_refused_before_anything_is_stored(oauth, hostile):
         server__name__in=fallback).count() == 0
     assert hostile.requests and all(host == hostile.base.removeprefix("http://") for host, _ in hostile.requests)
     assert oauth.auth_server.events("authorize") == []
+
+
+def test_step_up_insufficient_scope_then_connect_and_run_again(oauth):
+    page = oauth.sign_in("alice")
+    oauth.open_server(page)
+    oauth.connect(page, "alice")
+    assert "mcp:admin" not in oauth.stored_tokens("alice")["scope"].split()
+    oauth.protected.verifier.clear()
+    first_op = oauth.call(page, "admin_report")
+    failure = page.locator("div.auth-failure[data-code='insufficient_scope']")
+    expect(failure).to_be_visible()
+    failure.get_by_role("button", name="Connect and run again").click()
+    expect(page.locator("p.rerun-notice")).to_be_visible()
+    oauth.continue_to_as(page)
+    expect(page.locator("li", has_text="Read the demo server's admin report")).to_be_visible()  # the new scope
+    oauth.consent(page)  # still signed in at the AS in this browser
+    expect(page).to_have_url(OP_URL)
+    assert OP_URL.search(page.url).group(1) != first_op  # run again: a new operation, same arguments
+    expect(oauth.result(page)).to_have_text("Admin report for alice.")
+    assert "mcp:admin" in oauth.stored_tokens("alice")["scope"].split()
+    assert set(oauth.protected.verifier.usernames()) == {"alice"}

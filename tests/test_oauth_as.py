@@ -118,7 +118,7 @@ def test_metadata_is_rfc8414_with_s256_revocation_and_iss(auth_server):
     assert meta["revocation_endpoint"] == auth_server.revoke_url
     assert meta["introspection_endpoint"] == auth_server.introspect_url
     assert meta["code_challenge_methods_supported"] == ["S256"]
-    assert meta["scopes_supported"] == ["mcp", "offline_access"]
+    assert meta["scopes_supported"] == ["mcp", "mcp:admin", "offline_access"]
     assert meta["authorization_response_iss_parameter_supported"] is True
     assert "registration_endpoint" not in meta  # clients are pre-registered
 

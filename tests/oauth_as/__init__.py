@@ -6,7 +6,7 @@ built on django-oauth-toolkit: a login page (Django's ``LoginView``), DOT's cons
 tokens (rotated, reuse-protected), RFC 8707 ``resource`` binding, RFC 7009 revocation
 (``/o/revoke_token/``), RFC 7662 introspection (``/o/introspect/``, for the MCP server), RFC 8414
 metadata at ``/.well-known/oauth-authorization-server`` (with ``revocation_endpoint``,
-``code_challenge_methods_supported: ["S256"]``, ``scopes_supported: ["mcp", "offline_access"]``)
+``code_challenge_methods_supported: ["S256"]``, ``scopes_supported: ["mcp", "mcp:admin", "offline_access"]``)
 and the RFC 9207 ``iss`` on every authorization response
 (``authorization_response_iss_parameter_supported: true``). Users :data:`USERS` (alice, bob:
 accounts at the AS, with passwords other than the product's).

@@ -11,8 +11,11 @@ refused at once). The SDK then serves RFC 9728 protected resource metadata at
 insufficient_scope`` without the scope). A token must be bound to this server by RFC 8707
 ``resource`` (introspection's ``aud``), so a client that omits ``resource`` is refused.
 
-Two tools are added that say whom the server saw (the token's username from introspection):
-``whoami`` (no round) and ``confirm_as_me(note)`` (one ``input_required`` form round asking
+A step-up: ``tools/call admin_report`` also needs the scope ``mcp:admin`` (:class:`StepUp`
+answers ``403`` with ``WWW-Authenticate: Bearer error="insufficient_scope", scope="mcp mcp:admin"``
+without it). Three tools are added that say whom the server saw (the token's username from introspection):
+``whoami`` (no round), ``admin_report`` (no round: ``"Admin report for USERNAME."``) and
+``confirm_as_me(note)`` (one ``input_required`` form round asking
 ``confirm``, then ``"Confirmed NOTE for USERNAME."``). The handle's ``verifier.seen`` lists every
 verification as ``(username or None, active)``, so a test can check whose tokens arrived.
 """
@@ -80,6 +83,52 @@ class IntrospectionVerifier:
             self.seen.clear()
 
 
+class StepUp:
+    """ASGI middleware: a ``tools/call`` of ``admin_report`` whose token lacks ``mcp:admin`` gets
+    ``403 insufficient_scope`` (RFC 6750 section 3.1) naming the scopes it needs."""
+
+    SCOPE = "mcp:admin"
+
+    def __init__(self, app: Any, verifier: IntrospectionVerifier, metadata_url: str) -> None:
+        self.app, self.verifier, self.metadata_url = app, verifier, metadata_url
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope.get("type") != "http" or scope.get("method") != "POST":
+            await self.app(scope, receive, send)
+            return
+        chunks = []
+        while True:
+            message = await receive()
+            chunks.append(message.get("body", b""))
+            if message.get("type") != "http.request" or not message.get("more_body"):
+                break
+        body = b"".join(chunks)
+        try:
+            msg = json.loads(body)
+        except ValueError:
+            msg = None
+        if isinstance(msg, dict) and msg.get("method") == "tools/call" and (msg.get("params") or {}).get("name") == "admin_report":
+            header = dict(scope["headers"]).get(b"authorization", b"").decode()
+            token = await self.verifier.verify_token(header[7:]) if header.lower().startswith("bearer ") else None
+            if token is not None and self.SCOPE not in token.scopes:
+                challenge = (f'Bearer error="insufficient_scope", scope="{MCP_SCOPE} {self.SCOPE}", '
+                             f'resource_metadata="{self.metadata_url}"')
+                await send({"type": "http.response.start", "status": 403,
+                            "headers": [(b"www-authenticate", challenge.encode()), (b"content-type", b"application/json")]})
+                await send({"type": "http.response.body", "body": b'{"error":"insufficient_scope"}'})
+                return
+        sent = False
+
+        async def replay():
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
 def _who() -> str:
     token = get_access_token()
     return (token.subject or f"client {token.client_id}") if token is not None else "nobody"
@@ -99,6 +148,11 @@ def build_protected_demo(auth_server: AuthServer, resource_url: str) -> tuple[An
         return f"You are {_who()}."
 
     @mcp.tool(structured_output=False)
+    async def admin_report() -> str:
+        """A report that needs the extra scope mcp:admin (step-up)."""
+        return f"Admin report for {_who()}."
+
+    @mcp.tool(structured_output=False)
     async def confirm_as_me(note: str, ctx: Context) -> str | InputRequiredResult:
         """Ask for a confirmation, then say for whom the note was confirmed."""
         response = (ctx.input_responses or {}).get("confirm")
@@ -112,7 +166,9 @@ def build_protected_demo(auth_server: AuthServer, resource_url: str) -> tuple[An
             return f"Not confirmed for {_who()}."
         return f"Confirmed {note} for {_who()}."
 
-    return mcp.streamable_http_app(streamable_http_path=MCP_PATH, host="127.0.0.1"), verifier
+    app = mcp.streamable_http_app(streamable_http_path=MCP_PATH, host="127.0.0.1")
+    base, _, path = resource_url.rpartition(MCP_PATH)
+    return StepUp(app, verifier, f"{base}/.well-known/oauth-protected-resource{MCP_PATH}"), verifier
 
 
 @dataclasses.dataclass

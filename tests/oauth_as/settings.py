@@ -69,7 +69,8 @@ ISSUER = os.environ.get("OAUTH_AS_ISSUER", "http://127.0.0.1:8100")
 
 OAUTH2_PROVIDER = {
     "OIDC_ISS_ENDPOINT": ISSUER,  # the metadata's `issuer` and the RFC 9207 `iss`, exactly
-    "SCOPES": {"mcp": "Use the MCP demo server", "offline_access": "Stay connected (refresh tokens)"},
+    "SCOPES": {"mcp": "Use the MCP demo server", "mcp:admin": "Read the demo server's admin report",
+               "offline_access": "Stay connected (refresh tokens)"},
     "DEFAULT_SCOPES": ["mcp"],
     "ACCESS_TOKEN_EXPIRE_SECONDS": int(os.environ.get("OAUTH_AS_ACCESS_TTL_S", "3600")),
     "REFRESH_TOKEN_EXPIRE_SECONDS": 86400,
