@@ -79,9 +79,9 @@ def world(transactional_db, protected, settings, _fast_password_hasher, _fresh_g
     return {"handle": handle, "check": check, "users": users, "server": server}
 
 
-def _oauth(server: McpServer) -> McpServer:
+async def _oauth(server: McpServer) -> McpServer:
     server.auth_mode = McpServer.AuthMode.OAUTH_USER
-    server.save()
+    await server.asave()
     return server
 
 
@@ -148,7 +148,7 @@ async def _denied_authorization_changed(client: AsyncClient, op: Operation, resp
 
 
 async def test_disconnect_between_round_and_answer_denies_the_round(world):
-    server, alice, check, handle = _oauth(world["server"]), world["users"]["alice"], world["check"], world["handle"]
+    server, alice, check, handle = await _oauth(world["server"]), world["users"]["alice"], world["check"], world["handle"]
     await sync_to_async(seed_connection)(alice, server, "alice-token-1")
     check.accepted.add("alice-token-1")
     client = await _client(alice)
@@ -169,7 +169,7 @@ async def test_disconnect_between_round_and_answer_denies_the_round(world):
 
 
 async def test_disconnect_while_the_call_is_in_flight_denies_the_round_it_brings(world):
-    server, alice, check, handle = _oauth(world["server"]), world["users"]["alice"], world["check"], world["handle"]
+    server, alice, check, handle = await _oauth(world["server"]), world["users"]["alice"], world["check"], world["handle"]
     await sync_to_async(seed_connection)(alice, server, "alice-token-1")
     check.accepted.add("alice-token-1")
     client = await _client(alice)
@@ -194,7 +194,7 @@ async def test_disconnect_while_the_call_is_in_flight_denies_the_round_it_brings
 
 
 async def test_reconnect_as_another_token_family_denies_the_round(world):
-    server, alice, check, handle = _oauth(world["server"]), world["users"]["alice"], world["check"], world["handle"]
+    server, alice, check, handle = await _oauth(world["server"]), world["users"]["alice"], world["check"], world["handle"]
     await sync_to_async(seed_connection)(alice, server, "alice-token-1", family="family-one")
     check.accepted.update({"alice-token-1", "alice-other-account"})
     client = await _client(alice)
@@ -207,7 +207,7 @@ async def test_reconnect_as_another_token_family_denies_the_round(world):
 
 
 async def test_a_refresh_between_round_and_answer_is_fine_and_the_retry_carries_the_new_token(world):
-    server, alice, check, handle = _oauth(world["server"]), world["users"]["alice"], world["check"], world["handle"]
+    server, alice, check, handle = await _oauth(world["server"]), world["users"]["alice"], world["check"], world["handle"]
     conn = await sync_to_async(seed_connection)(alice, server, "alice-token-1")
     check.accepted.add("alice-token-1")
     client = await _client(alice)
@@ -254,7 +254,7 @@ async def test_tenant_credential_replaced_between_round_and_answer_denies_the_ro
 
 
 async def test_each_person_goes_out_with_their_own_token_only(world):
-    server, check = _oauth(world["server"]), world["check"]
+    server, check = await _oauth(world["server"]), world["check"]
     alice, carol = world["users"]["alice"], world["users"]["carol"]
     await sync_to_async(seed_connection)(alice, server, "alice-token-1")
     check.accepted.add("alice-token-1")
@@ -280,3 +280,49 @@ async def test_each_person_goes_out_with_their_own_token_only(world):
     assert alice_op.auth_identity != carol_op.auth_identity
     for op in (alice_op, carol_op):
         assert (await Operation.objects.aget(pk=op.pk)).status == Operation.Status.COMPLETED
+
+
+# ------------------------------------------------------------------------------ the audit chain
+def _bare_operation(**auth: str) -> Operation:
+    from django.contrib.auth import get_user_model
+
+    from mrtrweb.models import Tenant
+
+    tenant, _ = Tenant.objects.get_or_create(slug="chain", defaults={"name": "Chain"})
+    user, _ = get_user_model().objects.get_or_create(username="chain-user")
+    server, _ = McpServer.objects.get_or_create(tenant=tenant, name="S", defaults={"url": "https://mcp.example.test/"})
+    return Operation.objects.create(tenant=tenant, user=user, server=server, method="tools/call", name="t",
+                                    request_id="r1", latest_request_id="r1", **auth)
+
+
+def test_old_rows_keep_their_hash_and_the_new_fields_are_chained():
+    """A row without authorization fields (every row before issue 13) hashes exactly as before;
+    a row with them is chained over them: editing one breaks the chain."""
+    import hashlib
+    import json
+
+    from django.db import connection
+
+    old = _bare_operation()
+    row_old = audit.record(old, "failed", code="x")
+    assert (row_old.auth_mode, row_old.auth_digest, row_old.auth_identity) == ("", "", "")
+    values = {name: getattr(row_old, name) for name in audit.HASHED_FIELDS}
+    values["created_at"] = row_old.created_at.isoformat()
+    values["tenant_id"], values["operation_id"] = str(row_old.tenant_id), str(row_old.operation_id)
+    legacy = hashlib.sha256(json.dumps(values, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+                            .encode()).hexdigest()
+    assert row_old.hash == legacy  # the formula of the rows written before these fields existed
+
+    new = _bare_operation(auth_mode="oauth_user", auth_digest="sha256:" + "a" * 64,
+                          auth_identity="hmac-sha256:" + "b" * 64)
+    row_new = audit.record(new, "failed", code="x")
+    assert (row_new.auth_mode, row_new.auth_identity) == ("oauth_user", "hmac-sha256:" + "b" * 64)
+    changed = audit.record(new, "failed", code="y", auth={"auth_mode": "oauth_user", "auth_digest": "",
+                                                          "auth_identity": ""})
+    assert (changed.auth_digest, changed.auth_identity) == ("", "")
+    assert audit.verify_chain(old.tenant_id).broken is None
+    with connection.cursor() as cur:
+        cur.execute("UPDATE mrtrweb_auditevent SET auth_identity = %s WHERE id = %s",
+                    ["hmac-sha256:" + "c" * 64, row_new.pk])
+    report = audit.verify_chain(old.tenant_id)
+    assert report.broken and f"event {row_new.pk}" in report.broken
