@@ -94,8 +94,10 @@ def seed_connection(user, server: McpServer, token: str, *, family: str | None =
         tenant=server.tenant, user=user, server=server,
         defaults={"issuer": ISSUER, "client_id": CLIENT_ID, "family": family or secrets.token_hex(16),
                   "scope": "mcp", "expires_at": expires, "tokens_sealed": crypto.seal(tokens),
-                  "oauth_metadata": {"issuer": ISSUER, "authorization_endpoint": f"{ISSUER}/authorize",
-                                     "token_endpoint": f"{ISSUER}/token", "response_types_supported": ["code"]}})
+                  "oauth_metadata": {"metadata": {"issuer": ISSUER, "authorization_endpoint": f"{ISSUER}/authorize",
+                                                  "token_endpoint": f"{ISSUER}/token",
+                                                  "response_types_supported": ["code"]},
+                                     "prm": None, "protocol_version": None}})
     return conn
 
 
