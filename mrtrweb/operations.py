@@ -48,6 +48,10 @@ MESSAGES = {
     AUDIT_UNAVAILABLE: "The audit trail could not be written; your answer was not sent.",
     INVALID_RESULT: "The server's result is malformed and was refused.",
     "transport_error": "The MCP server could not be reached.",
+    "authorization_required": "The MCP server requires you to connect your account first (it answered 401).",
+    "insufficient_scope": "The MCP server needs more permissions for this: connect again to grant them "
+                          "(it answered 403 insufficient_scope).",
+    "authorization_failed": "The MCP server refused the credentials it was given.",
     "jsonrpc_error": "The MCP server answered with an error.",
     "timeout": "The MCP server did not answer in time.",
     "inactive_mrtr_round": "This round is no longer open: it was already answered, expired or ended.",
@@ -586,12 +590,13 @@ async def _drive(op_id: Any, request_id: str, params: dict[str, Any]) -> None:
             dedicated = ""
             try:
                 declare, suffix = _declared(op.server)
-                conn = await pool().get(str(op.user_id), f"{op.server_id}{suffix}", op.server.url, declare=declare)
+                # the operation's own user's credentials, never anyone else's
+                conn = await connection_for(op.user, op.server, key=f"{op.server_id}{suffix}", declare=declare)
                 if conn.protocol_version in _HANDSHAKE_VERSIONS:
                     # A legacy server asks during the call, and its requests can only be matched to a
                     # call as the one in flight on a connection: each operation gets its own.
                     dedicated = f"{op.server_id}{suffix}/operation:{op.id}"
-                    conn = await pool().get(str(op.user_id), dedicated, op.server.url, declare=declare)
+                    conn = await connection_for(op.user, op.server, key=dedicated, declare=declare)
                 try:
                     raw = await _send_cancellable(op, conn, params, request_id, call)
                 finally:
@@ -603,6 +608,8 @@ async def _drive(op_id: Any, request_id: str, params: dict[str, Any]) -> None:
                     return
             except McpCallError as exc:
                 logger.info("operation %s: MCP call failed (%s)", op.id, exc.code)
+                if exc.code == "insufficient_scope":
+                    await _note_challenge(op, exc)
                 if call.rounds:
                     op = await _load(op_id)
                 await _finish(op, Operation.Status.FAILED, code=exc.code, message=failure_message(exc))
@@ -811,6 +818,36 @@ class _Call:
 
     def __post_init__(self) -> None:
         self.gate_id = self.gate_id or self.wire_id
+
+
+async def connection_for(user: Any, server: McpServer, *, key: str | None = None,
+                         declare: frozenset[str] = frozenset()) -> Any:
+    """The pooled connection of ``user`` to ``server``, with the credentials of the server's auth
+    mode for that user (:func:`mrtrweb.authz.service.auth_for`; the tenant is the server's).
+    ``key``: the pool's server key (default ``str(server.pk)``). A connection built with other
+    credentials (the server's auth settings changed) is replaced.
+
+    Raises:
+        McpCallError: as :meth:`ConnectionPool.get` (``authorization_required`` when the server
+            answers 401 to the connect).
+    """
+    from .authz import service as authz
+
+    auth = None
+    if server.auth_mode != McpServer.AuthMode.NONE:
+        auth = await authz.auth_for(server=server, user=user, tenant=server.tenant_id)
+    return await pool().get(str(user.pk), key if key is not None else str(server.pk), server.url, declare=declare,
+                            auth=auth, auth_key=authz.auth_key(server, user), outbound=authz.outbound_policy())
+
+
+async def _note_challenge(op: Operation, exc: McpCallError) -> None:
+    """Keep the scope an ``insufficient_scope`` challenged with, for the next Connect (SEP-2350)."""
+    from .authz import service as authz
+
+    try:
+        await authz.note_challenge(server=op.server, user=op.user, tenant=op.server.tenant_id, scope=exc.scope)
+    except Exception:  # noqa: BLE001 - a note for later; the operation fails with its code regardless
+        logger.exception("operation %s: the scope challenge could not be noted", op.id)
 
 
 def _declared(server: McpServer) -> tuple[frozenset[str], str]:

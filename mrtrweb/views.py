@@ -91,7 +91,7 @@ async def server_detail(request: HttpRequest, server_id: int) -> HttpResponse:
     error = ""
     duplicates = not_shown = 0
     try:
-        conn = await operations.pool().get(str(user.pk), str(server.pk), server.url)
+        conn = await operations.connection_for(user, server)
         listed = (await conn.list_tools(), await _listing(conn.list_prompts, "name"),
                   await _listing(conn.list_resource_templates, "uriTemplate"), await _listing(conn.list_resources, "uri"))
         # off the event loop: a listing may hold tens of thousands of items
@@ -171,7 +171,7 @@ async def tool_call(request: HttpRequest, server_id: int, tool: str | None = Non
     if asked is None and wanted is None:
         raise Http404("No such tool")
     try:
-        conn = await operations.pool().get(str(user.pk), str(server.pk), server.url)
+        conn = await operations.connection_for(user, server)
         listed = await conn.list_tools()
     except McpCallError as exc:
         listed, error = [], operations.failure_message(exc)
@@ -303,7 +303,7 @@ async def _listed_call(request: HttpRequest, server_id: int, *, kind: str, title
         raise Http404(f"No such {kind}")
     ctx: dict[str, Any] = {"server": server, "kind": kind, "title": title or ""}
     try:
-        conn = await operations.pool().get(str(user.pk), str(server.pk), server.url)
+        conn = await operations.connection_for(user, server)
         listed = await _listing(getattr(conn, list_name), key)
     except McpCallError as exc:
         ctx["error"] = operations.failure_message(exc)

@@ -12,8 +12,11 @@ the tests fail rather than skip. The client runs on its own SQLite database, mig
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
+import re
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -36,6 +39,70 @@ SCENARIOS = [
     ("initialize", "2025-11-25"),
     ("tools_call", "2025-11-25"),
 ]
+
+# The standard auth/* client scenarios (27) at every spec version `list` gives for each, and the
+# client-credentials extension scenarios. What each one needs of the client (read from the suite's
+# sources, dist/index.js; PRM = protected resource metadata, RFC 9728; AS = authorization server):
+#
+# | scenario                          | versions              | needs                                              |
+# |-----------------------------------|-----------------------|----------------------------------------------------|
+# | metadata-default                  | 2025-11-25 2026-07-28 | PRM from WWW-Authenticate resource_metadata (root PRM trapped); RFC 8414 at root; DCR; PKCE S256; resource = PRM's |
+# | metadata-var1                     | 2025-11-25 2026-07-28 | PRM not in WWW-Authenticate: path-based well-known; AS via openid-configuration |
+# | metadata-var2                     | 2025-11-25 2026-07-28 | PRM at the root well-known, resource without "/"; AS issuer with a path (/tenant1), path-aware RFC 8414 |
+# | metadata-var3                     | 2025-11-25 2026-07-28 | PRM at a custom URL (WWW-Authenticate); OpenID path-appended (/tenant1/.well-known/openid-configuration) |
+# | basic-cimd                        | 2025-11-25 2026-07-28 | CIMD: client_id = https://conformance-test.local/client-metadata.json, no DCR |
+# | scope-from-www-authenticate       | 2025-11-25 2026-07-28 | scope from WWW-Authenticate                        |
+# | scope-from-scopes-supported       | 2025-11-25 2026-07-28 | all of PRM scopes_supported when WWW-Authenticate has none |
+# | scope-omitted-when-undefined      | 2025-11-25 2026-07-28 | no scope parameter                                 |
+# | scope-step-up                     | 2025-11-25 2026-07-28 | 403 insufficient_scope on tools/call: re-authorize with the union (SEP-2350 at 2026) |
+# | scope-retry-limit                 | 2025-11-25 2026-07-28 | 403 forever: at most 3 authorization requests (refused: client error allowed) |
+# | token-endpoint-auth-basic/post/none | 2025-06-18 2025-11-25 2026-07-28 | the DCR response's token_endpoint_auth_method |
+# | pre-registration                  | 2025-11-25 2026-07-28 | context client_id/secret (no registration endpoint), client_secret_basic |
+# | 2025-03-26-oauth-metadata-backcompat | 2025-03-26         | back-compat: no PRM, RFC 8414 at the MCP server's origin |
+# | 2025-03-26-oauth-endpoint-fallback | 2025-03-26           | back-compat: no metadata, /authorize /token /register at the origin |
+# | resource-mismatch                 | 2026-07-28            | PRM resource of another origin: refuse before authorizing |
+# | offline-access-scope              | 2026-07-28            | offline_access added when the AS lists it; refresh_token grant in client metadata (CIMD here) |
+# | offline-access-not-supported      | 2026-07-28            | offline_access not added when the AS does not list it |
+# | authorization-server-migration    | 2026-07-28            | 401 after the PRM names a new AS: rediscover, re-register, never reuse AS1's client id |
+# | iss-supported / iss-not-advertised| 2026-07-28            | RFC 9207: proceed with a correct iss / with none when not advertised |
+# | iss-supported-missing / -wrong-issuer / -unexpected / -normalized | 2026-07-28 | RFC 9207: refuse (no token request): missing though advertised, wrong, wrong though not advertised, issuer + "/" |
+# | metadata-issuer-mismatch          | 2026-07-28            | AS metadata issuer differs from the discovery URL: refuse, use none of its endpoints |
+# | client-credentials-basic          | extension             | oauth_client mode: client_credentials grant, client_secret_basic (context id/secret) |
+# | client-credentials-jwt            | extension             | oauth_client mode: private_key_jwt (context ES256 key), iss = sub = client id |
+# DCR at 2026-07-28 must also send application_type (SEP-837). Not run (other extensions, out of
+# scope for issue 13): auth/enterprise-managed-authorization, auth/dpop, auth/dpop-nonce, auth/wif-jwt-bearer.
+AUTH_SCENARIOS = [
+    *[(f"auth/{name}", v) for name in ("metadata-default", "metadata-var1", "metadata-var2", "metadata-var3",
+                                       "basic-cimd", "scope-from-www-authenticate", "scope-from-scopes-supported",
+                                       "scope-omitted-when-undefined", "scope-step-up", "scope-retry-limit",
+                                       "pre-registration")
+      for v in ("2025-11-25", "2026-07-28")],
+    *[(f"auth/token-endpoint-auth-{m}", v) for m in ("basic", "post", "none")
+      for v in ("2025-06-18", "2025-11-25", "2026-07-28")],
+    ("auth/2025-03-26-oauth-metadata-backcompat", "2025-03-26"),
+    ("auth/2025-03-26-oauth-endpoint-fallback", "2025-03-26"),
+    *[(f"auth/{name}", "2026-07-28") for name in (
+        "resource-mismatch", "offline-access-scope", "offline-access-not-supported", "authorization-server-migration",
+        "iss-supported", "iss-not-advertised", "iss-supported-missing", "iss-wrong-issuer", "iss-unexpected",
+        "iss-normalized", "metadata-issuer-mismatch")],
+    ("auth/client-credentials-basic", None),
+    ("auth/client-credentials-jwt", None),
+]
+#: auth scenarios the suite lists that this client does not run (extensions beyond issue 13)
+AUTH_NOT_RUN = {"auth/enterprise-managed-authorization", "auth/dpop", "auth/dpop-nonce", "auth/wif-jwt-bearer"}
+#: scenarios whose right outcome is a refusal: the client exits non-zero naming this code (the
+#: suite allows the client error there and checks that nothing was sent after the refusal)
+AUTH_REFUSED = {
+    "auth/scope-retry-limit": "insufficient_scope",
+    "auth/resource-mismatch": "authorization_failed",
+    "auth/iss-supported-missing": "authorization_failed",
+    "auth/iss-wrong-issuer": "authorization_failed",
+    "auth/iss-unexpected": "authorization_failed",
+    "auth/iss-normalized": "authorization_failed",
+    "auth/metadata-issuer-mismatch": "authorization_failed",
+}
+#: auth scenarios run at once (each is two processes mostly waiting on loopback HTTP)
+AUTH_PARALLEL = 4
 
 #: (scenario, check name) -> why SKIPPED is right for this client at that protocol version
 NOT_APPLICABLE = {
@@ -75,16 +142,17 @@ def client_env(tmp_path_factory) -> dict[str, str]:
     return env
 
 
-def run_scenario(suite: tuple[str, Path], env: dict[str, str], scenario: str, version: str,
+def run_scenario(suite: tuple[str, Path], env: dict[str, str], scenario: str, version: str | None,
                  out: Path) -> tuple[subprocess.CompletedProcess, list[dict], Path]:
+    """Run one client scenario (``version`` None: an extension scenario, off the spec timeline)."""
     node, cli = suite
     command = f"{sys.executable} {ROOT / 'manage.py'} mrtr_client --conformance --consent accept-defaults"
     proc = subprocess.run(
-        [node, str(cli), "client", "--command", command, "--scenario", scenario, "--spec-version", version,
-         "--timeout", "180000", "-o", str(out)],
+        [node, str(cli), "client", "--command", command, "--scenario", scenario,
+         *(["--spec-version", version] if version else []), "--timeout", "180000", "-o", str(out)],
         env={**node_env(node), **{k: v for k, v in env.items() if k != "PATH"}}, cwd=ROOT, capture_output=True,
         text=True, timeout=300)
-    found = sorted(out.glob(f"{scenario.replace('/', '-')}-*/checks.json"))
+    found = sorted(out.glob(f"{scenario}-*/checks.json"))  # an auth/... scenario writes under auth/
     assert found, f"the suite wrote no checks.json\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     return proc, json.loads(found[-1].read_text()), found[-1].parent
 
@@ -124,3 +192,84 @@ def test_conformance_scenario(suite, client_env, tmp_path, scenario, version):
         echoed = next(c for c in checks if c["id"] == "sep-2322-client-request-state-echoed")
         state = echoed["details"]["requestStateSent"]
         assert state and state not in client_out
+
+
+# --------------------------------------------------------------------------------------------
+# Authorization (issue 13): the auth/* scenarios, run AUTH_PARALLEL at a time, each on its own copy
+# of the migrated database (SQLite takes one writer; the runs would wait on each other)
+# --------------------------------------------------------------------------------------------
+
+
+def _auth_id(scenario: str, version: str | None) -> str:
+    return f"{scenario}@{version or 'extension'}"
+
+
+@pytest.fixture(scope="module")
+def auth_runs(request, suite, client_env, tmp_path_factory) -> dict[str, tuple]:
+    """``_auth_id`` -> (proc, checks, results dir) for the auth scenarios this session selected."""
+    selected = {item.callspec.params["scenario"] + "@" + (item.callspec.params["version"] or "extension")
+                for item in request.session.items
+                if getattr(item, "originalname", "") == "test_auth_scenario" and hasattr(item, "callspec")}
+    template = Path(client_env["MRTRWEB_SQLITE_PATH"])
+
+    def one(scenario: str, version: str | None) -> tuple:
+        work = tmp_path_factory.mktemp("auth-" + scenario.replace("/", "-"))
+        db = work / "client.sqlite3"
+        with sqlite3.connect(template) as src, sqlite3.connect(db) as dst:
+            src.backup(dst)
+        return run_scenario(suite, {**client_env, "MRTRWEB_SQLITE_PATH": str(db)}, scenario, version, work / "out")
+
+    runs = [(s, v) for s, v in AUTH_SCENARIOS if _auth_id(s, v) in selected]
+    with concurrent.futures.ThreadPoolExecutor(AUTH_PARALLEL) as pool:
+        futures = {_auth_id(s, v): pool.submit(one, s, v) for s, v in runs}
+    return {key: future for key, future in futures.items()}
+
+
+def _never_shown(checks: list[dict], context_text: str) -> list[str]:
+    """What the client must never print or log in an auth run: the suite's authorization codes and
+    tokens, and the context's secrets."""
+    values = ["test-auth-code", "test-token-", "cc-token-"]
+    context = json.loads(context_text) if context_text else {}
+    values += [context[k] for k in ("client_secret", "private_key_pem") if isinstance(context.get(k), str)]
+    if isinstance(context.get("private_key_pem"), str):  # any line of the key's body
+        values += [line for line in context["private_key_pem"].splitlines() if len(line) > 40]
+    return values
+
+
+@pytest.mark.parametrize("scenario, version", [pytest.param(s, v, id=_auth_id(s, v)) for s, v in AUTH_SCENARIOS])
+def test_auth_scenario(auth_runs, scenario, version):
+    proc, checks, results = auth_runs[_auth_id(scenario, version)].result()
+    for check in checks:
+        print(f"{check.get('status'):8} {check.get('id')} [{check.get('name')}]")
+    client_out = (results / "stdout.txt").read_text() + (results / "stderr.txt").read_text()
+    problems = judge(scenario, checks)
+    assert not problems, "\n".join(problems) + f"\nclient output:\n{client_out[-4000:]}"
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "CLIENT TIMED OUT" not in proc.stderr, client_out[-3000:]
+    if scenario in AUTH_REFUSED:
+        # refused for the right reason, by name (the suite accepts any client error here)
+        assert AUTH_REFUSED[scenario] in client_out, client_out[-3000:]
+    else:
+        assert "CLIENT EXITED WITH ERROR" not in proc.stderr and "Client exited with code" not in proc.stderr, \
+            client_out[-3000:]
+        assert any(c.get("id") == "valid-bearer-token" and c["status"] == "SUCCESS" for c in checks), \
+            "the MCP server never saw a valid token"
+    context = next((line.split("With context: ", 1)[1] for line in proc.stderr.splitlines()
+                    if line.startswith("With context: ")), "")
+    for value in _never_shown(checks, context):
+        assert value not in client_out, "the client printed or logged an authorization secret"
+
+
+def test_auth_scenarios_cover_the_suite(suite):
+    """Every auth/* client scenario `list` names, at every version it lists, is run (or named in
+    AUTH_NOT_RUN): bumping SUITE shows what is new."""
+    node, cli = suite
+    listing = subprocess.run([node, str(cli), "list"], capture_output=True, text=True, timeout=120, check=True,
+                             env=node_env(node)).stdout
+    listed = set()
+    for line in listing.splitlines():
+        m = re.match(r"\s*- (auth/\S+) \[([^\]]*)\]", line)
+        if m and m.group(1) not in AUTH_NOT_RUN:
+            listed |= {(m.group(1), None if v == "extension" else v) for v in m.group(2).split(",")}
+    assert listed == set(AUTH_SCENARIOS)
+    assert len({s for s, v in AUTH_SCENARIOS if v}) == 27

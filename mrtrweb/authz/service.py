@@ -6,23 +6,56 @@ Shapes::
                                 redirect_uri="https://app.example/mcp/oauth/callback", scope=None)
     start.authorization_url     # where the browser goes (shown first as start.authorization_origin)
     conn = await finish_connect(user=u, session_key=k, query=request.GET)   # the callback, any worker
+    conn.return_to              # the path the person started from ("" when none)
     await disconnect(user=u, tenant=t, server=s)   # RFC 7009 revocation where supported, then delete
     auth = await auth_for(server=s, user=u, tenant=t)      # httpx2.Auth | None, per the server's mode
     ident = await identity_for(server=s, user=u, tenant=t) # AuthIdentity for the MRTR binding and audit
+    await note_challenge(server=s, user=u, tenant=t, scope="mcp:write")  # after insufficient_scope
 
 Errors: :class:`ConnectRefused` with a stable ``code`` (``authorization_failed``,
 ``outbound_refused``, ``state_invalid`` -- unknown, used, expired, or another person's / session's
-state --, ``not_oauth`` -- the server's mode is not OAuth per user) and a ``message`` safe to show.
-Nothing is stored on a refused callback.
+state --, ``not_oauth`` -- the server's mode is not OAuth per user --, ``not_required`` -- the
+server did not ask for authorization) and a ``message`` safe to show.
+Nothing is stored on a refused callback; a state is spent by its first callback, whoever sends it.
+
+``state`` is 32 random bytes (the SDK's ``secrets.token_urlsafe(32)``); only its HMAC-SHA256 under
+``SECRET_KEY`` is stored (``PendingAuthorization.state_digest``), and the browser session key likewise
+(``session_digest``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
+import hashlib
+import hmac
+import logging
+import secrets
+from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["AuthIdentity", "ConnectRefused", "ConnectStart", "auth_for", "disconnect", "finish_connect",
-           "identity_for", "start_connect"]
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+from mcp.shared.auth import OAuthClientInformationFull
+
+from .. import conf
+from ..mcp.auth import (AuthorizationFailed, ClientIdentity, MemoryStorage, PendingFlow, begin_authorization,
+                        bearer_auth, client_credentials_auth, complete_authorization, private_key_jwt_auth,
+                        static_headers_auth)
+from ..mcp.auth.errors import clean_text
+from ..mcp.auth.revoke import revoke_tokens
+from mcp.client.auth.utils import union_scopes as union_scope
+from ..mcp.outbound import OutboundPolicy
+from .crypto import SecretUnreadable, seal, unseal
+from .models import OAuthConnection, PendingAuthorization
+from .storage import DjangoTokenStorage, token_fields
+
+__all__ = ["AuthIdentity", "ConnectRefused", "ConnectStart", "auth_for", "client_identity", "disconnect",
+           "finish_connect", "identity_for", "note_challenge", "outbound_policy", "start_connect"]
+
+logger = logging.getLogger(__name__)
 
 
 class ConnectRefused(Exception):
@@ -52,22 +85,262 @@ class AuthIdentity:
     connected: bool
 
 
+def outbound_policy() -> OutboundPolicy:
+    """The outbound guard's policy from ``MRTRWEB["OUTBOUND_*"]``."""
+    hosts = conf.get("OUTBOUND_ALLOW_HOSTS") or []
+    return OutboundPolicy(allow_http_loopback=bool(conf.get("OUTBOUND_ALLOW_HTTP_LOOPBACK")),
+                          allow_hosts=frozenset(str(h).lower().strip("[]") for h in hosts),
+                          timeout_s=float(conf.get("OUTBOUND_TIMEOUT_S")), max_bytes=int(conf.get("OUTBOUND_MAX_BYTES")))
+
+
+def _keyed(kind: str, value: str) -> str:
+    key = hashlib.sha256(f"mrtrweb authz {kind}|{settings.SECRET_KEY}".encode()).digest()
+    return "hmac-sha256:" + hmac.new(key, value.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()
+
+
+def _server_secret(server: Any) -> dict[str, Any]:
+    try:
+        data = unseal(server.auth_secret_sealed or "")
+    except SecretUnreadable:
+        logger.warning("the credential of server %s cannot be opened with the configured keys", server.pk)
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def client_identity(server: Any, redirect_uri: str) -> ClientIdentity:
+    """This product's client identity for ``server`` (pre-registered id/secret, CIMD URL, DCR name)."""
+    secret = _server_secret(server).get("client_secret") if server.oauth_client_id else None
+    return ClientIdentity(redirect_uri=redirect_uri, client_name=str(conf.get("OAUTH_CLIENT_NAME")),
+                          client_metadata_url=conf.get("OAUTH_CLIENT_METADATA_URL") or None,
+                          client_id=server.oauth_client_id or None,
+                          client_secret=secret if isinstance(secret, str) and secret else None,
+                          scope=server.oauth_scope or None)
+
+
+def _storage(*, tenant: Any, user: Any, server: Any) -> DjangoTokenStorage:
+    pre = None
+    if server.oauth_client_id:
+        ident = client_identity(server, "")
+        pre = OAuthClientInformationFull(
+            client_id=server.oauth_client_id, client_secret=ident.client_secret, redirect_uris=None,
+            token_endpoint_auth_method="client_secret_post" if ident.client_secret else "none")
+    return DjangoTokenStorage(tenant=tenant, user=user, server=server,
+                              cimd_url=conf.get("OAUTH_CLIENT_METADATA_URL") or None, preregistered=pre)
+
+
+def _safe_return(path: str) -> str:
+    if not isinstance(path, str) or not path.startswith("/") or path.startswith("//") or "\\" in path \
+            or any(ord(c) < 0x21 for c in path) or len(path) > 1000:
+        return ""
+    return path
+
+
 async def start_connect(*, user: Any, tenant: Any, server: Any, session_key: str, return_to: str,
                         redirect_uri: str, scope: str | None = None) -> ConnectStart:
-    raise NotImplementedError
+    """Begin OAuth per user for ``user`` on ``server`` (MCP authorization, "Authorization Flow").
+
+    ``scope`` (a step-up) defaults to the scope the server last challenged this person with
+    (:func:`note_challenge`), unioned with what was granted. ``return_to``: a path of this site
+    (anything else is dropped). The flow is sealed in a ``PendingAuthorization`` that expires after
+    ``OAUTH_PENDING_TTL_S``.
+
+    Raises:
+        ConnectRefused: ``not_oauth``, ``not_required``, ``authorization_failed``, ``outbound_refused``.
+    """
+    if server.auth_mode != "oauth_user":
+        raise ConnectRefused("not_oauth", "This server does not use OAuth per person.")
+    if server.tenant_id != getattr(tenant, "pk", tenant):
+        raise ConnectRefused("not_oauth", "This server belongs to another tenant.")
+    if not session_key:
+        raise ConnectRefused("state_invalid", "A browser session is needed to connect.")
+    storage = _storage(tenant=tenant, user=user, server=server)
+    if scope is None:
+        noted = (await storage.get_server_metadata() or {}).get("challenged_scope")
+        scope = noted if isinstance(noted, str) and noted else None
+    try:
+        flow = await begin_authorization(server.url, identity=client_identity(server, redirect_uri), storage=storage,
+                                         policy=outbound_policy(), scope=scope)
+    except AuthorizationFailed as exc:
+        raise ConnectRefused(exc.code, exc.message) from None
+    if flow is None:
+        raise ConnectRefused("not_required", "The server did not ask for authorization.")
+    ttl = float(conf.get("OAUTH_PENDING_TTL_S"))
+    pending = await PendingAuthorization.objects.acreate(
+        state_digest=_keyed("state", flow.state), tenant_id=getattr(tenant, "pk", tenant), user_id=user.pk,
+        server_id=server.pk, session_digest=_keyed("session", session_key),
+        authorization_origin=flow.authorization_origin[:300], flow_sealed=seal(flow.to_json()),
+        return_to=_safe_return(return_to), expires_at=timezone.now() + dt.timedelta(seconds=ttl))
+    return ConnectStart(pending.pk, flow.authorization_url, flow.authorization_origin)
 
 
-async def finish_connect(*, user: Any, session_key: str, query: Any) -> Any:
-    raise NotImplementedError
+def _query_value(query: Any, name: str) -> str | None:
+    value = query.get(name) if isinstance(query, Mapping) or hasattr(query, "get") else None
+    if isinstance(value, (list, tuple)):
+        value = value[0] if value else None
+    return value if isinstance(value, str) else None
+
+
+def _claim(state: str, user_id: Any, session_key: str) -> PendingAuthorization:
+    """Spend the pending flow of ``state`` (whoever presents it) and return it if it is this person's."""
+    with transaction.atomic():
+        pending = PendingAuthorization.objects.select_for_update().filter(state_digest=_keyed("state", state)).first()
+        if pending is None or pending.used_at is not None:
+            raise ConnectRefused("state_invalid", "This authorization is unknown or was already used.")
+        pending.used_at = timezone.now()
+        pending.save(update_fields=["used_at"])
+    if pending.expires_at <= timezone.now():
+        raise ConnectRefused("state_invalid", "This authorization expired; connect again.")
+    if pending.user_id != user_id or not hmac.compare_digest(pending.session_digest, _keyed("session", session_key)):
+        logger.warning("authorization callback for pending %s refused: another person or browser session", pending.pk)
+        raise ConnectRefused("state_invalid", "This authorization was started by another person or browser session.")
+    return pending
+
+
+async def finish_connect(*, user: Any, session_key: str, query: Any) -> OAuthConnection:
+    """Complete the flow of the callback ``query`` (a ``QueryDict`` or any mapping of ``str``).
+
+    The state is spent first (single use), then checked to be this person's and this browser
+    session's, unexpired; then :func:`mrtrweb.mcp.auth.complete_authorization` (error, ``iss``,
+    code exchange with the PKCE verifier). Only then is the ``OAuthConnection`` written (a new
+    ``family``: a new Connect is a new token family). Returns it, with ``return_to`` set on it.
+
+    Raises:
+        ConnectRefused: ``state_invalid``, ``authorization_failed``, ``outbound_refused``.
+    """
+    state = _query_value(query, "state")
+    if not state or len(state) > 512:
+        raise ConnectRefused("state_invalid", "The callback carries no usable state.")
+    pending = await sync_to_async(_claim)(state, getattr(user, "pk", None), session_key or "")
+    try:
+        flow = PendingFlow.from_json(unseal(pending.flow_sealed))
+    except (SecretUnreadable, TypeError):
+        raise ConnectRefused("state_invalid", "This authorization can no longer be read; connect again.") from None
+    scratch = MemoryStorage()
+    try:
+        tokens = await complete_authorization(
+            flow, code=_query_value(query, "code"), state=state, iss=_query_value(query, "iss"),
+            error=_query_value(query, "error"), error_description=_query_value(query, "error_description"),
+            storage=scratch, policy=outbound_policy())
+    except AuthorizationFailed as exc:
+        raise ConnectRefused(exc.code, exc.message) from None
+    client_id = str(flow.client_info.get("client_id") or "")
+    fields = {**token_fields(tokens), "issuer": flow.issuer[:500], "client_id": client_id[:500],
+              "family": secrets.token_hex(16), "subject_digest": "", "oauth_metadata": flow.server_metadata(),
+              "created_at": timezone.now(), "refreshed_at": None}
+    conn, _ = await OAuthConnection.objects.aupdate_or_create(
+        tenant_id=pending.tenant_id, user_id=pending.user_id, server_id=pending.server_id, defaults=fields)
+    conn.return_to = pending.return_to
+    return conn
 
 
 async def disconnect(*, user: Any, tenant: Any, server: Any) -> bool:
-    raise NotImplementedError
+    """Revoke (RFC 7009, when the metadata has a ``revocation_endpoint``; failures only logged) and
+    delete the person's connection. Returns whether there was one. Takes effect on the next request
+    of any pooled connection (the bearer auth reads storage per request)."""
+    storage = _storage(tenant=tenant, user=user, server=server)
+    row = await storage._rows().afirst()  # noqa: SLF001
+    if row is None:
+        return False
+    tokens = await storage.get_tokens()
+    meta = (row.oauth_metadata or {}).get("metadata") or {}
+    info = await storage.get_client_info()
+    if tokens is not None and meta.get("revocation_endpoint") and info is not None:
+        try:
+            await revoke_tokens(meta, info, tokens, policy=outbound_policy())
+        except Exception as exc:  # noqa: BLE001 - revocation is best effort; deleting is not
+            logger.info("revocation at %s failed: %s", clean_text(meta.get("issuer", ""), 100), type(exc).__name__)
+    await storage._rows().adelete()  # noqa: SLF001
+    return True
+
+
+async def note_challenge(*, server: Any, user: Any, tenant: Any, scope: str | None) -> None:
+    """Remember the scope of an ``insufficient_scope`` challenge (SEP-2350): the next
+    :func:`start_connect` without ``scope`` asks for it, unioned with what was granted."""
+    if not scope:
+        return
+    storage = _storage(tenant=tenant, user=user, server=server)
+    meta = await storage.get_server_metadata()
+    if meta is None:
+        return
+    meta["challenged_scope"] = union_scope(meta.get("challenged_scope"), clean_text(scope, 1000))
+    await storage.set_server_metadata(meta)
 
 
 async def auth_for(*, server: Any, user: Any, tenant: Any) -> Any:
-    raise NotImplementedError
+    """The ``httpx2.Auth`` of ``server``'s mode for ``user`` in ``tenant``, or ``None``.
+
+    ``none`` -> ``None``; ``tenant`` -> the sealed ``{"bearer"}`` / ``{"headers"}`` as static headers
+    (to the server's origin only); ``oauth_user`` -> :func:`mrtrweb.mcp.auth.bearer_auth` over the
+    person's stored connection (none stored: requests go without a token and the server's ``401``
+    becomes ``authorization_required``); ``oauth_client`` -> client credentials with the sealed
+    ``{"client_secret"}``, or ``private_key_jwt`` with ``{"private_key_pem", "signing_algorithm"}``.
+    An unreadable or malformed secret gives ``None`` (the server then refuses: a named error)."""
+    mode = server.auth_mode
+    if mode == "tenant":
+        secret = _server_secret(server)
+        try:
+            if isinstance(secret.get("bearer"), str) and secret["bearer"]:
+                return static_headers_auth(server.url, {"Authorization": f"Bearer {secret['bearer']}"})
+            if isinstance(secret.get("headers"), dict) and secret["headers"]:
+                return static_headers_auth(server.url, {str(k): str(v) for k, v in secret["headers"].items()})
+        except ValueError:
+            logger.warning("the tenant credential of server %s is not a usable header", server.pk)
+        return None
+    if mode == "oauth_user":
+        return bearer_auth(server.url, storage=_storage(tenant=tenant, user=user, server=server),
+                           policy=outbound_policy(), refresh_margin_s=float(conf.get("OAUTH_REFRESH_MARGIN_S")))
+    if mode == "oauth_client" and server.oauth_client_id:
+        secret = _server_secret(server)
+        scope = server.oauth_scope or None
+        if isinstance(secret.get("private_key_pem"), str):
+            try:
+                return private_key_jwt_auth(server.url, client_id=server.oauth_client_id,
+                                            private_key_pem=secret["private_key_pem"],
+                                            signing_algorithm=str(secret.get("signing_algorithm") or "RS256"),
+                                            scope=scope)
+            except ValueError:
+                return None
+        if isinstance(secret.get("client_secret"), str):
+            method = secret.get("token_endpoint_auth_method")
+            return client_credentials_auth(server.url, client_id=server.oauth_client_id,
+                                           client_secret=secret["client_secret"], scope=scope,
+                                           token_endpoint_auth_method=method if method == "client_secret_post"
+                                           else "client_secret_basic")
+    return None
+
+
+def auth_key(server: Any, user: Any) -> str:
+    """What a pooled connection's auth was built from (the pool replaces a connection when it changes):
+    the server's configuration digest (auth mode, client id, scope, secret digest)."""
+    return server.config_digest()
 
 
 async def identity_for(*, server: Any, user: Any, tenant: Any) -> AuthIdentity:
-    raise NotImplementedError
+    """The authorization identity of ``user`` on ``server`` (see :class:`AuthIdentity`); implemented by
+    :mod:`mrtrweb.authz.identity` (branch bind) when present."""
+    try:
+        from . import identity  # noqa: PLC0415 - bind's module; imports this one
+    except ImportError:
+        identity = None
+    if identity is not None:
+        return await identity.identity_for(server=server, user=user, tenant=tenant)
+    return await _identity_for(server=server, user=user, tenant=tenant)
+
+
+def _sha(*parts: str) -> str:
+    return "sha256:" + hashlib.sha256("\x1f".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+async def _identity_for(*, server: Any, user: Any, tenant: Any) -> AuthIdentity:
+    mode = server.auth_mode
+    if mode == "tenant":
+        return AuthIdentity(mode, _sha("tenant", server.auth_secret_digest), "", bool(server.auth_secret_digest))
+    if mode == "oauth_client":
+        return AuthIdentity(mode, _sha("oauth_client", server.oauth_client_id, server.auth_secret_digest),
+                            _sha("", server.oauth_client_id), bool(server.oauth_client_id))
+    if mode == "oauth_user":
+        row = await _storage(tenant=tenant, user=user, server=server)._rows().afirst()  # noqa: SLF001
+        if row is None:
+            return AuthIdentity(mode, "", "", False)
+        return AuthIdentity(mode, _sha("oauth_user", row.issuer, row.family), _sha(row.issuer, row.client_id), True)
+    return AuthIdentity("none", "", "", True)

@@ -59,6 +59,7 @@ from mrtrweb import __version__
 
 from . import listing
 from .errors import INVALID_RESULT, TIMEOUT, TRANSPORT_ERROR, McpCallError, origin_of
+from .outbound import GuardedTransport, OutboundPolicy
 from .evidence import HttpEvidence, bound_response, classify, id_key
 from .tls import tls_client_context
 
@@ -117,9 +118,16 @@ class McpConnection:
             ``"roots"`` (where a tenant admin allowed them). ``elicitation`` (form + url) is always
             declared. A server's request for an undeclared one still reaches the call's
             ``on_server_request`` (to be refused and recorded there), see :meth:`_route`.
+        auth: the ``httpx2.Auth`` of the server's auth mode (:mod:`mrtrweb.mcp.auth`), or ``None``.
+            A ``401`` / ``403`` the server answers (on :meth:`open` or on a request) raises
+            ``authorization_required`` / ``insufficient_scope`` / ``authorization_failed`` with the
+            ``WWW-Authenticate`` parameters in ``McpCallError.challenge``.
+        outbound: the outbound guard's policy for every request the auth makes to another origin
+            than the server's own (token refresh, discovery); default: the guard's strict defaults.
     """
 
-    def __init__(self, url: str, *, timeout_s: float = 30.0, declare: Collection[str] = ()) -> None:
+    def __init__(self, url: str, *, timeout_s: float = 30.0, declare: Collection[str] = (),
+                 auth: httpx2.Auth | None = None, outbound: OutboundPolicy | None = None) -> None:
         if not timeout_s > 0:
             raise ValueError("timeout_s must be positive")
         if not set(declare) <= DECLARABLE:
@@ -128,6 +136,8 @@ class McpConnection:
         self.url = url
         self.origin = origin_of(url)
         self.timeout_s = float(timeout_s)
+        self.auth = auth
+        self.outbound = outbound or OutboundPolicy()
         self._client: Client | None = None
         self._owner: asyncio.Task[None] | None = None
         self._stop: asyncio.Event | None = None
@@ -144,8 +154,9 @@ class McpConnection:
         """Connect and negotiate. Returns once the connection is usable.
 
         Raises:
-            McpCallError: ``transport_error`` (refused, HTTP failure, negotiation failed) or
-                ``timeout`` (not connected within ``timeout_s``).
+            McpCallError: ``transport_error`` (refused, HTTP failure, negotiation failed), ``timeout``
+                (not connected within ``timeout_s``), ``authorization_required`` (HTTP 401),
+                ``insufficient_scope`` / ``authorization_failed`` (a Bearer 403).
             RuntimeError: already opened.
         """
         if self._owner is not None:
@@ -173,7 +184,10 @@ class McpConnection:
         assert self._stop is not None
         timeout = httpx2.Timeout(self.timeout_s, read=max(self.timeout_s, MCP_DEFAULT_SSE_READ_TIMEOUT))
         # what the SDK's create_mcp_http_client builds (it only sets the timeout), with the shared TLS context
-        http = httpx2.AsyncClient(timeout=timeout, verify=tls_client_context())
+        # Requests to another origin than the server's own (an auth's refresh or discovery) pass the guard.
+        transport = GuardedTransport(self.outbound, mcp_origin=self.origin,
+                                     inner=httpx2.AsyncHTTPTransport(verify=tls_client_context()))
+        http = httpx2.AsyncClient(timeout=timeout, transport=transport, auth=self.auth)
         http.event_hooks["response"].append(bound_response)
         http.event_hooks["response"].append(self._evidence.on_response)
         try:
@@ -202,9 +216,13 @@ class McpConnection:
             cancelled = isinstance(exc, asyncio.CancelledError)
             leaf = _leaf_exception(exc)
             self._failure = f"{type(leaf).__name__}: {leaf}"
+            challenge = self._evidence.last_challenge
+            auth_error = challenge.error("connect") if challenge is not None else None
             if not ready.done():
                 if cancelled:
                     ready.cancel()
+                elif auth_error is not None:
+                    ready.set_exception(auth_error)
                 elif isinstance(leaf, MCPError):
                     ready.set_exception(
                         McpCallError(TRANSPORT_ERROR, f"negotiation with {self.origin} failed: {leaf.error.message}")

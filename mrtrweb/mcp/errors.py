@@ -37,12 +37,17 @@ class McpCallError(Exception):
     """A call (or connect) failed. ``code`` is one of the stable codes below; ``message`` is for logs.
 
     Attributes:
-        code: ``transport_error``, ``jsonrpc_error``, ``timeout`` or ``invalid_result``.
+        code: ``transport_error``, ``jsonrpc_error``, ``timeout``, ``invalid_result``,
+            ``authorization_required``, ``insufficient_scope`` or ``authorization_failed``.
         message: human-readable detail (may contain server text: escape before display).
         rpc_code: the JSON-RPC error code (``jsonrpc_error`` only).
         rpc_message: the JSON-RPC error message (``jsonrpc_error`` only).
         rpc_data: the JSON-RPC error ``data`` member, if any (``jsonrpc_error`` only).
         http_status: the HTTP status of the response, when one was seen and it was not 2xx.
+        challenge: for ``authorization_required`` / ``insufficient_scope`` / ``authorization_failed``
+            from the MCP server: the ``WWW-Authenticate`` Bearer parameters it sent
+            (``{"error": ..., "scope": ..., "resource_metadata": ..., "error_description": ...}``,
+            only those present, each at most 2,000 characters), else ``{}``.
     """
 
     def __init__(
@@ -54,6 +59,7 @@ class McpCallError(Exception):
         rpc_message: str | None = None,
         rpc_data: Any = None,
         http_status: int | None = None,
+        challenge: dict[str, str] | None = None,
     ) -> None:
         super().__init__(f"{code}: {message}")
         self.code = code
@@ -62,6 +68,12 @@ class McpCallError(Exception):
         self.rpc_message = rpc_message
         self.rpc_data = rpc_data
         self.http_status = http_status
+        self.challenge = dict(challenge or {})
+
+    @property
+    def scope(self) -> str | None:
+        """The scope the server challenged with (``WWW-Authenticate`` ``scope``), if any."""
+        return self.challenge.get("scope")
 
 
 def origin_of(url: str) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import re
 from typing import Any, Final
 
 import httpx2
@@ -18,7 +19,8 @@ import mcp_types as types
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, PARSE_ERROR
 
-from .errors import JSONRPC_ERROR, TRANSPORT_ERROR, McpCallError
+from .errors import (AUTHORIZATION_FAILED, AUTHORIZATION_REQUIRED, INSUFFICIENT_SCOPE, JSONRPC_ERROR, TRANSPORT_ERROR,
+                     McpCallError)
 
 #: the most bytes of one HTTP response body to a request the client POSTs (a JSON body or the SSE
 #: stream of one request); a larger one fails the request with ``transport_error`` ("the response is
@@ -29,6 +31,55 @@ from .errors import JSONRPC_ERROR, TRANSPORT_ERROR, McpCallError
 MAX_RESPONSE_BYTES = 8 * 1024 * 1024
 #: the most bytes of a JSON body the HTTP evidence hook parses to tell a JSON-RPC error apart
 _EVIDENCE_PARSE_BYTES: Final = 1024 * 1024
+
+
+#: the ``WWW-Authenticate`` Bearer parameters kept from a 401/403 (RFC 6750 section 3, RFC 9728 section 5.1)
+_CHALLENGE_FIELDS: Final = ("error", "error_description", "scope", "resource_metadata")
+_CHALLENGE_MAX: Final = 2000
+
+
+def parse_challenge(header: str | None) -> dict[str, str]:
+    """The Bearer parameters of a ``WWW-Authenticate`` header: ``{"error", "error_description",
+    "scope", "resource_metadata"}`` (only those present; quoted or token values; each bounded to
+    2,000 characters). Anything unparseable is left out; never raises."""
+    out: dict[str, str] = {}
+    if not header or not isinstance(header, str):
+        return out
+    for name in _CHALLENGE_FIELDS:
+        match = re.search(rf'(?:^|[\s,]){name}\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s,"]+))', header[:16384], re.IGNORECASE)
+        if match:
+            value = match.group(1) if match.group(1) is not None else match.group(2)
+            out[name] = re.sub(r'\\(.)', r'\1', value)[:_CHALLENGE_MAX]
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class AuthChallenge:
+    """A ``401`` or ``403`` the MCP server answered with: ``status`` and the parsed ``WWW-Authenticate``
+    Bearer parameters (``params``; see :func:`parse_challenge`); ``bearer``: whether the header named
+    the Bearer scheme at all."""
+
+    status: int
+    params: dict[str, str]
+    bearer: bool
+
+    @classmethod
+    def of(cls, response: httpx2.Response) -> AuthChallenge:
+        header = response.headers.get("www-authenticate")
+        return cls(response.status_code, parse_challenge(header), bool(header) and "bearer" in header.lower())
+
+    def error(self, method: str) -> McpCallError | None:
+        """The stable error of this challenge, or ``None`` (a 403 that is no Bearer challenge)."""
+        if self.status == 401:
+            return McpCallError(AUTHORIZATION_REQUIRED, f"{method}: HTTP 401: the server requires authorization",
+                                http_status=401, challenge=self.params)
+        if self.status == 403 and self.params.get("error") == "insufficient_scope":
+            return McpCallError(INSUFFICIENT_SCOPE, f"{method}: HTTP 403: the server requires more scope",
+                                http_status=403, challenge=self.params)
+        if self.status == 403 and self.bearer:
+            return McpCallError(AUTHORIZATION_FAILED, f"{method}: HTTP 403: the server refused the credentials",
+                                http_status=403, challenge=self.params)
+        return None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,6 +93,7 @@ class HttpSeen:
     status: int
     content_type: str
     body: str | None
+    challenge: AuthChallenge | None = None
 
 
 def id_key(request_id: str | int) -> tuple[str, str | int]:
@@ -61,6 +113,8 @@ class HttpEvidence:
 
     def __init__(self) -> None:
         self._expected: dict[tuple[str, str | int], HttpSeen | None] = {}
+        #: the latest 401/403 of any request (the SDK's own negotiation requests included)
+        self.last_challenge: AuthChallenge | None = None
 
     def expecting(self, request_id: str | int) -> bool:
         return id_key(request_id) in self._expected
@@ -72,6 +126,9 @@ class HttpEvidence:
         return self._expected.pop(id_key(request_id), None)
 
     async def on_response(self, response: httpx2.Response) -> None:
+        challenge = AuthChallenge.of(response) if response.status_code in (401, 403) else None
+        if challenge is not None:
+            self.last_challenge = challenge
         if not self._expected or response.request.method != "POST":
             return
         try:
@@ -103,7 +160,7 @@ class HttpEvidence:
                         parsed = json.loads(response.content)
                         if isinstance(parsed, dict) and isinstance(parsed.get("error"), dict) and "result" not in parsed:
                             body = "error"
-        self._expected[key] = HttpSeen(response.status_code, content_type, body)
+        self._expected[key] = HttpSeen(response.status_code, content_type, body, challenge)
 
 
 class ResponseTooLarge(httpx2.StreamError):
@@ -153,8 +210,17 @@ def _sse_synthesized(error: types.ErrorData) -> bool:
 
 
 def classify(exc: MCPError, seen: HttpSeen | None, method: str) -> McpCallError:
-    """Map an SDK ``MCPError`` for one request to our stable codes, using the HTTP evidence."""
+    """Map an SDK ``MCPError`` for one request to our stable codes, using the HTTP evidence.
+
+    A ``401`` is ``authorization_required``, a ``403`` with ``error="insufficient_scope"`` is
+    ``insufficient_scope``, another Bearer ``403`` is ``authorization_failed`` (MCP authorization,
+    "Error handling" and "Scope challenge handling"), whatever body came with them; never
+    ``transport_error``."""
     error = exc.error
+    if seen is not None and seen.challenge is not None:
+        auth_error = seen.challenge.error(method)
+        if auth_error is not None:
+            return auth_error
     ok = seen is not None and 200 <= seen.status < 300
     sse = ok and seen is not None and seen.status != 202 and seen.content_type.startswith("text/event-stream")
     server_said = seen is not None and (seen.body == "error" or (sse and not _sse_synthesized(error)))

@@ -5,27 +5,49 @@ the MCP server, i.e. by an attacker).
 Rules (:func:`check_url`, enforced again per request by :class:`GuardedTransport`):
 
 * ``https`` only; plain ``http`` only to a loopback address and only when
-  ``OutboundPolicy.allow_http_loopback`` (development and tests);
+  ``OutboundPolicy.allow_http_loopback`` (development and tests); ``file:``, ``ftp:``, ``gopher:``
+  and every other scheme are refused;
 * no userinfo; the host must resolve, and **every** address it resolves to must be public: no
-  private (RFC 1918, ULA), loopback, link-local (cloud metadata ``169.254.169.254``), multicast,
-  reserved or unspecified address, unless the host is in ``OutboundPolicy.allow_hosts``
-  (an admin's allow-list), or it is loopback with ``allow_http_loopback``;
-* bounded: ``timeout_s`` per request, ``max_bytes`` per response body;
-* no redirects followed to another host (the SDK's ``RedirectAwareAuth`` follows same-origin
-  redirects only; the guard refuses the rest).
+  private (RFC 1918, ULA), loopback, link-local (cloud metadata ``169.254.169.254``), shared
+  (CGNAT), multicast, reserved or unspecified address, IPv4-mapped / NAT64 IPv6 addresses judged
+  by the IPv4 address they carry, unless the host is in ``OutboundPolicy.allow_hosts`` (an admin's
+  allow-list), or every address is loopback and ``allow_http_loopback`` is set;
+* bounded: ``timeout_s`` for the whole request (resolution, connect, headers and body),
+  ``max_bytes`` per response body;
+* no redirect is followed by the guard; the SDK's ``RedirectAwareAuth`` follows same-origin
+  redirects only and hands any other one to the flow as a failed response (a redirect to another
+  host is therefore never fetched, and each followed one is checked again here).
+
+DNS rebinding: the transport connects to the very address it checked (the request goes to the
+IP literal, with the original ``Host`` header and, for https, the original name as SNI and for
+certificate verification: httpcore's ``sni_hostname`` extension), so a second, different answer
+of the resolver cannot redirect the connection to a private address.
 
 Requests to the MCP server's own configured endpoint origin (``mcp_origin``: chosen by a tenant
-admin, not by the server) are not checked by the address rules.
+admin, not by the server) are not checked by the address rules, but are still bounded in time.
 
 Errors: :class:`OutboundRefused` (``reason``: a short stable text, no secret) -- callers map it to
-``authorization_failed``.
+``outbound_refused`` / ``authorization_failed``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
+import socket
+import time
+import urllib.parse
+from typing import Any
 
-__all__ = ["OutboundPolicy", "OutboundRefused", "check_url", "guarded_client"]
+import anyio
+import httpx2
+
+from .errors import origin_of
+from .tls import tls_client_context
+
+__all__ = ["GuardedTransport", "OutboundPolicy", "OutboundRefused", "check_url", "guarded_client", "resolve_checked"]
+
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
 
 
 class OutboundRefused(Exception):
@@ -38,7 +60,11 @@ class OutboundRefused(Exception):
 
 @dataclasses.dataclass(frozen=True)
 class OutboundPolicy:
-    """What the guard allows. ``from_settings()`` reads ``MRTRWEB["OUTBOUND_*"]`` (in the Django layer)."""
+    """What the guard allows. ``mrtrweb.authz.service.outbound_policy()`` reads ``MRTRWEB["OUTBOUND_*"]``.
+
+    ``allow_hosts``: lower-case host names or IP literals exempt from the address rules (never from
+    the scheme rule). ``timeout_s``: seconds for one whole request. ``max_bytes``: bytes of one body.
+    """
 
     allow_http_loopback: bool = False
     allow_hosts: frozenset[str] = frozenset()
@@ -46,11 +72,174 @@ class OutboundPolicy:
     max_bytes: int = 1024 * 1024
 
 
-def check_url(url: str, policy: OutboundPolicy) -> None:
-    """Raise :class:`OutboundRefused` unless ``url`` may be fetched (resolves the host)."""
-    raise NotImplementedError
+def _effective(addr: ipaddress.IPv4Address | ipaddress.IPv6Address) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    """The address that really is contacted: the IPv4 one inside an IPv4-mapped or NAT64 IPv6 address."""
+    if isinstance(addr, ipaddress.IPv6Address):
+        if addr.ipv4_mapped is not None:
+            return addr.ipv4_mapped
+        if addr in _NAT64:
+            return ipaddress.IPv4Address(int(addr) & 0xFFFFFFFF)
+        if addr.sixtofour is not None:
+            return addr.sixtofour
+    return addr
 
 
-def guarded_client(policy: OutboundPolicy, *, mcp_origin: str | None = None, **kwargs):
-    """An ``httpx2.AsyncClient`` whose transport applies the guard to every request (see module doc)."""
-    raise NotImplementedError
+def _public(addr: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    a = _effective(addr)
+    return a.is_global and not (a.is_private or a.is_loopback or a.is_link_local or a.is_multicast
+                                or a.is_reserved or a.is_unspecified)
+
+
+def _split(url: str) -> tuple[str, str, int]:
+    """``(scheme, host, port)`` of ``url``, or :class:`OutboundRefused` for anything not plainly http(s)."""
+    if not isinstance(url, str) or not url or len(url) > 4096:
+        raise OutboundRefused("not a usable URL")
+    if any(ord(c) < 0x21 or ord(c) == 0x7F for c in url):
+        raise OutboundRefused("the URL holds spaces or control characters")
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port
+    except ValueError:
+        raise OutboundRefused("not a usable URL") from None
+    scheme = parts.scheme.lower()
+    if scheme not in ("http", "https"):
+        raise OutboundRefused(f"the scheme {scheme or '(none)'}: is not allowed (https only)")
+    if parts.username is not None or parts.password is not None or "@" in parts.netloc:
+        raise OutboundRefused("URLs with user information are not allowed")
+    host = (parts.hostname or "").lower().rstrip(".")
+    if not host:
+        raise OutboundRefused("the URL has no host")
+    return scheme, host, port if port is not None else (443 if scheme == "https" else 80)
+
+
+async def resolve_checked(url: str, policy: OutboundPolicy) -> list[str]:
+    """Check ``url`` and return the addresses it may be connected to (first: the one to use).
+
+    Raises:
+        OutboundRefused: see the module rules; the reason names the rule, never a secret.
+    """
+    scheme, host, port = _split(url)
+    try:
+        literal: ipaddress.IPv4Address | ipaddress.IPv6Address | None = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        literal = None
+    if literal is not None:
+        addrs = [literal]
+    else:
+        try:
+            with anyio.fail_after(policy.timeout_s):
+                infos = await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except TimeoutError:
+            raise OutboundRefused("the host name did not resolve in time") from None
+        except (OSError, UnicodeError):
+            raise OutboundRefused("the host name does not resolve") from None
+        addrs = []
+        for info in infos:
+            try:
+                addrs.append(ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]))
+            except ValueError:
+                continue
+        if not addrs:
+            raise OutboundRefused("the host name does not resolve")
+    allowed_host = host in policy.allow_hosts or (literal is not None and str(literal) in policy.allow_hosts)
+    loopback = all(_effective(a).is_loopback for a in addrs)
+    if scheme == "http" and not (loopback and policy.allow_http_loopback):
+        raise OutboundRefused("plain http is not allowed (https only)")
+    if not allowed_host and not (loopback and policy.allow_http_loopback):
+        if not all(_public(a) for a in addrs):
+            raise OutboundRefused("the host resolves to a private, loopback, link-local or reserved address")
+    return [str(a) for a in addrs]
+
+
+async def check_url(url: str, policy: OutboundPolicy) -> None:
+    """Raise :class:`OutboundRefused` unless ``url`` may be fetched (resolves the host; async)."""
+    await resolve_checked(url, policy)
+
+
+class _BoundedBody(httpx2.AsyncByteStream):
+    """A response body that stops with :class:`OutboundRefused` past ``limit`` bytes or ``deadline``."""
+
+    def __init__(self, inner: Any, limit: int, deadline: float) -> None:
+        self._inner, self._limit, self._deadline = inner, limit, deadline
+
+    async def __aiter__(self) -> Any:
+        seen = 0
+        async for chunk in self._inner:
+            seen += len(chunk)
+            if seen > self._limit:
+                raise OutboundRefused(f"the response is larger than {self._limit} bytes")
+            if time.monotonic() > self._deadline:
+                raise OutboundRefused("the response took too long")
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+class GuardedTransport(httpx2.AsyncBaseTransport):
+    """An httpx2 transport applying :func:`resolve_checked` to every request it sends (see module doc).
+
+    Requests whose origin is ``mcp_origin`` go straight to ``inner`` (only bounded in time when
+    ``bound_mcp`` is set). Others are sent to the checked IP literal (DNS pinning) and bounded by
+    ``policy.timeout_s`` and ``policy.max_bytes``.
+    """
+
+    def __init__(self, policy: OutboundPolicy, *, mcp_origin: str | None = None,
+                 inner: httpx2.AsyncBaseTransport | None = None) -> None:
+        self.policy = policy
+        self.mcp_origin = mcp_origin
+        self._inner = inner or httpx2.AsyncHTTPTransport(verify=tls_client_context())
+
+    def _is_mcp(self, request: httpx2.Request) -> bool:
+        if self.mcp_origin is None:
+            return False
+        try:
+            return origin_of(str(request.url)) == self.mcp_origin
+        except ValueError:
+            return False
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        if self._is_mcp(request):
+            return await self._inner.handle_async_request(request)
+        deadline = time.monotonic() + self.policy.timeout_s
+        addrs = await resolve_checked(str(request.url), self.policy)
+        pinned = _pinned(request, addrs[0])
+        try:
+            with anyio.fail_after(max(deadline - time.monotonic(), 0.001)):
+                response = await self._inner.handle_async_request(pinned)
+        except TimeoutError:
+            raise OutboundRefused("no response in time") from None
+        except httpx2.TransportError as exc:
+            raise OutboundRefused(f"the request failed ({type(exc).__name__})") from None
+        response.stream = _BoundedBody(response.stream, self.policy.max_bytes, deadline)
+        return response
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+def _pinned(request: httpx2.Request, address: str) -> httpx2.Request:
+    """``request`` sent to ``address`` with its original ``Host`` and TLS server name."""
+    host = request.url.host
+    if host.strip("[]") == address:
+        return request
+    extensions = dict(request.extensions)
+    if request.url.scheme == "https":
+        extensions["sni_hostname"] = host
+    headers = request.headers.copy()
+    headers.setdefault("Host", request.url.netloc.decode("ascii"))
+    return httpx2.Request(request.method, request.url.copy_with(host=address), headers=headers,
+                          stream=request.stream, extensions=extensions)
+
+
+def guarded_client(policy: OutboundPolicy, *, mcp_origin: str | None = None, **kwargs: Any) -> httpx2.AsyncClient:
+    """An ``httpx2.AsyncClient`` whose transport applies the guard to every request (see module doc).
+
+    ``kwargs`` go to ``httpx2.AsyncClient`` (``auth``, ``headers``, ``event_hooks``, ``timeout``...);
+    ``transport`` (an inner transport) is wrapped by the guard. Redirects are not followed unless
+    ``follow_redirects=True`` is passed; each followed one is a new request the guard checks again.
+    """
+    kwargs.setdefault("timeout", httpx2.Timeout(policy.timeout_s))
+    kwargs.setdefault("follow_redirects", False)
+    inner = kwargs.pop("transport", None)
+    return httpx2.AsyncClient(transport=GuardedTransport(policy, mcp_origin=mcp_origin, inner=inner), **kwargs)

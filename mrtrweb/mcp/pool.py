@@ -7,6 +7,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable, Collection
+from typing import Any
 
 from .connection import McpConnection
 
@@ -20,6 +21,7 @@ class _Slot:
     url: str
     connection: McpConnection
     declare: frozenset[str] = frozenset()
+    auth_key: str = ""
 
 
 class ConnectionPool:
@@ -60,16 +62,20 @@ class ConnectionPool:
         elif self._loop is not loop:
             raise RuntimeError("ConnectionPool used from a different event loop than the one it belongs to")
 
-    async def get(self, user_key: str, server_key: str, url: str, *, declare: Collection[str] = ()) -> McpConnection:
+    async def get(self, user_key: str, server_key: str, url: str, *, declare: Collection[str] = (),
+                  auth: Any = None, auth_key: str = "", outbound: Any = None) -> McpConnection:
         """The open connection for this user and server, opening (or reopening) it if needed.
 
         A connection whose URL differs from ``url`` (the server was re-configured), that declares
-        other capabilities than ``declare`` (see :class:`McpConnection`) or that died is closed and
-        replaced: callers that declare differently use different ``server_key`` values. Concurrent
-        calls for one key open at most one connection.
+        other capabilities than ``declare`` (see :class:`McpConnection`), whose ``auth_key`` differs
+        (the credentials it was built with changed: a new auth mode, secret or client) or that died
+        is closed and replaced: callers that declare differently use different ``server_key``
+        values. ``auth`` / ``outbound`` go to a newly opened connection only (an ``auth`` that reads
+        its tokens from storage per request stays current on a kept one). Concurrent calls for one
+        key open at most one connection.
 
         Raises:
-            McpCallError: opening failed (``transport_error`` or ``timeout``).
+            McpCallError: opening failed (``transport_error``, ``timeout``, ``authorization_required``...).
             ValueError: ``url`` is not an http(s) URL.
             RuntimeError: the pool was closed, or is used from another event loop.
         """
@@ -83,15 +89,21 @@ class ConnectionPool:
                 raise RuntimeError("ConnectionPool is closed")
             slot = self._slots.get(key)
             wanted = frozenset(declare)
-            if slot is not None and slot.url == url and slot.declare == wanted and slot.connection.is_open:
+            if (slot is not None and slot.url == url and slot.declare == wanted and slot.auth_key == auth_key
+                    and slot.connection.is_open):
                 slot.connection._last_activity = time.monotonic()  # a hand-out counts as activity
                 return slot.connection
             if slot is not None:
                 del self._slots[key]
                 await slot.connection.close()
-            connection = self._factory(url, declare=wanted) if wanted else self._factory(url)
+            kwargs: dict[str, Any] = {"declare": wanted} if wanted else {}
+            if auth is not None:
+                kwargs["auth"] = auth
+            if outbound is not None:
+                kwargs["outbound"] = outbound
+            connection = self._factory(url, **kwargs)
             await connection.open()
-            self._slots[key] = _Slot(url, connection, wanted)
+            self._slots[key] = _Slot(url, connection, wanted, auth_key)
             self._ensure_sweeper()
             return connection
 

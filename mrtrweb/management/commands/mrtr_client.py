@@ -36,7 +36,12 @@ Exit codes (several operations: the first non-zero one, in order):
 ``--conformance`` is for the official MCP conformance suite
 (``@modelcontextprotocol/conformance client --command``): it reads the scenario name from
 ``MCP_CONFORMANCE_SCENARIO`` and runs that scenario's plan (``CONFORMANCE_PLANS``; by default the
-same as ``--each``).
+same as ``--each``) on a fresh server row configured for the scenario (:mod:`mrtrweb.conformance`:
+auth mode, pre-registered client, CIMD URL, loopback http). When the server asks for
+authorization it connects without a person (:mod:`mrtrweb.headless_auth`: the browser's
+start/finish code path, the authorization URL followed up to its redirect) and runs the step
+again, at most twice per step. Without ``--conformance`` only the user's stored credentials are
+used: an operation that needs a connection fails ``authorization_required`` (exit 3).
 
 Never printed or logged: answer values, ``requestState`` (the audit trail keeps digests).
 Server text (names, descriptions, results) is printed with its control, escape and bidi
@@ -64,7 +69,7 @@ from django.core.exceptions import ValidationError
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
-from mrtrweb import display, headless, names, operations, results
+from mrtrweb import conformance, display, headless, headless_auth, names, operations, results
 from mrtrweb.mcp import McpCallError
 from mrtrweb.models import Membership, Operation, Tenant
 
@@ -153,7 +158,7 @@ def _prompt_arguments(prompt: dict[str, Any]) -> dict[str, str]:
 
 async def _connection(user: Any, tenant: Any, url: str):
     server = await sync_to_async(headless.server_for)(url, tenant)
-    return await operations.pool().get(str(user.pk), str(server.pk), server.url)
+    return await operations.connection_for(user, server)
 
 
 async def _optional_listing(fetch) -> list[dict[str, Any]]:
@@ -259,6 +264,8 @@ class Command(BaseCommand):
         if not isinstance(arguments, dict):
             raise CommandError("--args must be a JSON object")
         user, tenant = self._identity(options["user"], options["tenant"])
+        if options["conformance"]:
+            conformance.apply_run_settings()
         try:
             code = asyncio.run(self._main(options, user, tenant, consent, arguments))
         except headless.HeadlessError as exc:
@@ -289,6 +296,12 @@ class Command(BaseCommand):
     async def _main(self, options: dict[str, Any], user: Any, tenant: Any, consent: headless.ConsentPolicy,
                     arguments: dict[str, Any]) -> int:
         url = options["url"]
+
+        async def step(run):  # --conformance follows the authorization URL; otherwise stored credentials only
+            if not options["conformance"]:
+                return await run()
+            return await headless_auth.with_authorization(run, user=user, tenant=tenant, url=url)
+
         try:
             if options["list"]:
                 await self._list(user, tenant, url, options["json"])
@@ -303,11 +316,12 @@ class Command(BaseCommand):
                 plan = await plan_each(user, tenant, url)
             else:
                 scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
-                plan = await CONFORMANCE_PLANS.get(scenario, plan_each)(user, tenant, url)
+                await sync_to_async(conformance.prepare_server)(url, tenant, scenario, conformance.scenario_context())
+                plan = await step(lambda: CONFORMANCE_PLANS.get(scenario, plan_each)(user, tenant, url))
             outcomes = []
             for method, params in plan:
-                outcome = await headless.arun(url=url, user=user, tenant=tenant, method=method, params=params,
-                                              consent=consent, timeout_s=options["timeout"])
+                outcome = await step(lambda m=method, p=params: headless.arun(
+                    url=url, user=user, tenant=tenant, method=m, params=p, consent=consent, timeout_s=options["timeout"]))
                 outcomes.append((method, params, outcome))
                 if not options["json"]:
                     self._print_outcome(method, params, outcome)

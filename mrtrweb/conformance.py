@@ -1,0 +1,98 @@
+"""The conformance run's setup for ``mrtr_client --conformance`` (the official MCP conformance
+suite, ``@modelcontextprotocol/conformance client --command``): what the suite's scenario tells the
+client, turned into the product's own configuration, so that the scenario runs through the code
+paths a deployment uses.
+
+* :func:`scenario_context` reads ``MCP_CONFORMANCE_CONTEXT`` (a JSON object the suite sets for
+  some scenarios: ``client_id`` / ``client_secret`` for pre-registration and client credentials,
+  ``private_key_pem`` / ``signing_algorithm`` for ``private_key_jwt``).
+* :func:`apply_run_settings` sets, for this process only, what a deployer would set: plain http to
+  loopback allowed for discovery, registration and tokens (the suite's servers are
+  ``http://localhost:PORT``), and the Client ID Metadata Document URL the suite expects
+  (:data:`CIMD_URL`, used only where an authorization server advertises CIMD support).
+* :func:`prepare_server` gives the scenario a fresh server row (a port an earlier scenario used
+  must not lend it that scenario's tokens or client registrations) configured as a tenant admin
+  would: ``auth/client-credentials-*`` -> OAuth client credentials (``oauth_client``) with the
+  context's client id and secret or private key; any other ``auth/*`` -> OAuth per user
+  (``oauth_user``), with the context's client id and secret as a pre-registered client when given;
+  every other scenario -> no authorization.
+
+Secrets from the context are sealed (:mod:`mrtrweb.authz.crypto`) like an admin's; never printed
+or logged.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from . import headless
+from .gate import digest
+from .models import McpServer
+
+__all__ = ["CIMD_URL", "apply_run_settings", "prepare_server", "scenario_context"]
+
+#: the client id the suite's ``auth/basic-cimd`` expects (its authorization server never fetches it)
+CIMD_URL = "https://conformance-test.local/client-metadata.json"
+
+
+def scenario_context() -> dict[str, Any]:
+    """``MCP_CONFORMANCE_CONTEXT`` as a dict (``{}`` when unset).
+
+    Raises:
+        headless.HeadlessError: ``bad_context`` (not a JSON object).
+    """
+    raw = os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}"
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        data = None
+    if not isinstance(data, dict):
+        raise headless.HeadlessError("bad_context", "MCP_CONFORMANCE_CONTEXT is not a JSON object")
+    return data
+
+
+def apply_run_settings() -> None:
+    """For this process: ``OUTBOUND_ALLOW_HTTP_LOOPBACK`` on, ``OAUTH_CLIENT_METADATA_URL`` =
+    :data:`CIMD_URL` (both unless the project set them)."""
+    from django.conf import settings
+
+    current = dict(getattr(settings, "MRTRWEB", {}) or {})
+    current.setdefault("OUTBOUND_ALLOW_HTTP_LOOPBACK", True)
+    current.setdefault("OAUTH_CLIENT_METADATA_URL", CIMD_URL)
+    settings.MRTRWEB = current
+
+
+def _auth_config(scenario: str, context: dict[str, Any]) -> tuple[str, str, dict[str, Any] | None]:
+    """(auth_mode, oauth_client_id, secret JSON or None) for ``scenario``."""
+    if not scenario.startswith("auth/"):
+        return McpServer.AuthMode.NONE, "", None
+    client_id = context.get("client_id") if isinstance(context.get("client_id"), str) else ""
+    secret: dict[str, Any] | None = None
+    if isinstance(context.get("private_key_pem"), str):
+        secret = {"private_key_pem": context["private_key_pem"],
+                  "signing_algorithm": str(context.get("signing_algorithm") or "ES256")}
+    elif isinstance(context.get("client_secret"), str):
+        secret = {"client_secret": context["client_secret"]}
+    if scenario.startswith("auth/client-credentials-"):
+        return McpServer.AuthMode.OAUTH_CLIENT, client_id, secret
+    return McpServer.AuthMode.OAUTH_USER, client_id, secret if client_id else None
+
+
+def prepare_server(url: str, tenant: Any, scenario: str, context: dict[str, Any]) -> McpServer:
+    """The tenant's server row for ``url``, new and configured for ``scenario`` (sync; see the
+    module docstring). Rows the tenant had for ``url`` are deleted first, with their connections
+    and registrations."""
+    from .authz import crypto
+
+    McpServer.objects.filter(tenant=tenant, url=url).delete()
+    server = headless.server_for(url, tenant)
+    mode, client_id, secret = _auth_config(scenario, context)
+    server.auth_mode = mode
+    server.oauth_client_id = client_id
+    server.auth_secret_sealed = crypto.seal(secret) if secret is not None else ""
+    server.auth_secret_digest = digest(secret) if secret is not None else ""
+    server.save(update_fields=["auth_mode", "oauth_client_id", "auth_secret_sealed", "auth_secret_digest",
+                               "updated_at"])
+    return server
