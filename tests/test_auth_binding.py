@@ -261,16 +261,14 @@ async def test_each_person_goes_out_with_their_own_token_only(world):
     await sync_to_async(seed_connection)(alice, server, "alice-token-1")
     check.accepted.add("alice-token-1")
     alice_client, carol_client = await _client(alice), await _client(carol)
-    # carol has no connection: her call carries no bearer at all (certainly not alice's, pooled)
+    # carol has no connection: her requests carry no bearer at all (certainly not alice's, pooled);
+    # the call page's listing is refused (401) and no operation starts
     alice_op = await _waiting_round(alice_client, server)
     before = len(check.seen)
-    carol_op = await _start(carol_client, server)
-    await operations.wait_idle()
-    carol_row = await Operation.objects.aget(pk=carol_op.pk)
-    assert carol_row.status == Operation.Status.FAILED and carol_row.error_code == "authorization_required"
-    assert carol_row.auth_mode == "oauth_user" and carol_row.auth_identity == ""
+    resp = await carol_client.post(f"/mcp/servers/{server.pk}/tools/deploy/", {"arg-env": "x", "arg-replicas": "1"})
+    assert resp.status_code == 503 and not await Operation.objects.filter(user=carol).aexists()
+    assert check.seen[before:] and {(d, ok) for d, _, _, _, ok in check.seen[before:]} == {("", False)}
     assert check.tool_calls("deploy") == [(token_digest("alice-token-1"), False, True)]
-    assert check.seen[before:] and {d for d, *_ in check.seen[before:]} == {""}
     # carol connects her own account; each answer's retry goes out with its owner's token
     await sync_to_async(seed_connection)(carol, server, "carol-token-1")
     check.accepted.add("carol-token-1")
