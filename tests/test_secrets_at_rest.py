@@ -275,3 +275,71 @@ async def test_no_plaintext_secret_in_the_database_the_logs_or_the_audit_exports
             assert value not in blob, value
         assert crypto.unseal(conn.tokens_sealed) is not None and conn.tokens_sealed not in blob
     await operations.wait_idle()
+
+
+# ------------------------------------------------- a real Connect, a round, a refresh between rounds
+@pytest.fixture
+def oauth_pair(seeded, settings):
+    """The SDK's authorization server (DCR, codes approved at once, rotating refresh tokens) in
+    front of the demo MCP server verifying its tokens (``tests/oauth_sdk_as.py``), on loopback."""
+    from tests.oauth_sdk_as import serve_oauth_pair
+
+    settings.MRTRWEB = {**(getattr(settings, "MRTRWEB", None) or {}), "OUTBOUND_ALLOW_HTTP_LOOPBACK": True}
+    pair = serve_oauth_pair(scopes=["mcp:read", "offline_access"])
+    server = seeded["servers"]["acme"]
+    server.url = pair.mcp_url
+    server.auth_mode = "oauth_user"
+    server.save()
+    yield {**seeded, "pair": pair, "server": server}
+    pair.stop()
+
+
+async def test_a_real_connect_and_refresh_between_rounds_leave_no_secret_anywhere(oauth_pair, caplog):
+    """alice connects through the real flow (DCR, PKCE, code, tokens), a round waits, her access
+    token expires, her answer's retry refreshes it (same family: accepted) and completes. Then no
+    access or refresh token, code, state, PKCE verifier or client secret is in the database dump,
+    the logs (every logger at DEBUG), the audit rows, the history pages or the exports."""
+    from mrtrweb.authz import service
+    from mrtrweb.mcp.auth import follow_authorization_url
+
+    caplog.set_level(logging.DEBUG)
+    o, pair = oauth_pair, oauth_pair["pair"]
+    server, alice = o["server"], o["users"]["alice"]
+    redirect = "http://127.0.0.1:9/mcp/oauth/callback/"
+    start = await service.start_connect(user=alice, tenant=server.tenant, server=server, session_key="sess-1",
+                                        return_to="/mcp/", redirect_uri=redirect)
+    pending = await PendingAuthorization.objects.aget(pk=start.pending_id)
+    verifier = crypto.unseal(pending.flow_sealed)["code_verifier"]
+    query = await follow_authorization_url(start.authorization_url, redirect_uri=redirect,
+                                           policy=service.outbound_policy())
+    conn = await service.finish_connect(user=alice, session_key="sess-1", query=query)
+    first_token = next(iter(pair.provider.access))
+    client = await _client(alice)
+    op = await _waiting_round(client, server)
+    assert pair.gate.seen_tokens[-1] == first_token
+    # the access token is about to expire: the retry refreshes it without the person
+    await OAuthConnection.objects.filter(pk=conn.pk).aupdate(expires_at=timezone.now() + datetime.timedelta(seconds=5))
+    resp = await _answer(client, op)
+    assert resp.status_code == 302
+    row = await Operation.objects.aget(pk=op.pk)
+    assert row.status == Operation.Status.COMPLETED, (row.error_code, row.error_message)
+    assert pair.provider.refresh_requests == 1 and pair.gate.seen_tokens[-1] != first_token
+    assert (await OAuthConnection.objects.aget(pk=conn.pk)).family == conn.family
+    assert {e.auth_identity async for e in AuditEvent.objects.filter(operation_id=op.id)} == {op.auth_identity}
+
+    secrets_seen = {"code": query["code"], "state": query["state"], "verifier": verifier}
+    secrets_seen.update({f"access{i}": t for i, t in enumerate(pair.provider.access)})
+    secrets_seen.update({f"refresh{i}": t for i, t in enumerate(pair.provider.refresh)})
+    secrets_seen.update({f"client{i}": c.client_secret for i, c in enumerate(pair.provider.clients.values())
+                         if c.client_secret})
+    assert len(secrets_seen) >= 6  # two access tokens, refresh tokens, the code, state and verifier
+    dump = await sync_to_async(_dump)()
+    blobs = {"database": dump, "logs": caplog.text}
+    for fmt in ("csv", "json"):
+        resp = await client.get("/mcp/tenants/acme/history/", {"format": fmt})
+        blobs[fmt] = b"".join([c async for c in resp.streaming_content]).decode()
+    blobs["timeline"] = (await client.get(f"/mcp/history/operations/{op.id}/")).content.decode()
+    for where, blob in blobs.items():
+        for what, value in secrets_seen.items():
+            assert value not in blob, (what, where)
+    assert (await OAuthConnection.objects.aget(pk=conn.pk)).tokens_sealed in dump  # the dump is complete
