@@ -2,8 +2,11 @@ from django.contrib import admin
 from django.db import models
 
 from . import display
+from .authz.forms import ServerAuthForm
 from .jsonfields import bounded_json_overrides
-from .models import AuditEvent, McpServer, Membership, Operation, Tenant
+from .models import (
+    AuditEvent, McpServer, Membership, OAuthClientRegistration, OAuthConnection, Operation, Tenant,
+)
 
 
 def _shown_field(name: str, label: str):
@@ -51,11 +54,23 @@ class TenantAdmin(admin.ModelAdmin):
     shown_name = _shown_field("name", "name")
 
 
+class McpServerAdminForm(ServerAuthForm):
+    """Every editable field of the server, with the authorization part of :class:`ServerAuthForm`
+    (secrets write-only; the sealed columns are not editable and so never in the form)."""
+
+    class Meta(ServerAuthForm.Meta):
+        fields = "__all__"
+        # as the admin's formfield_overrides do (the admin builds its own fields from this form)
+        formfield_callback = staticmethod(
+            lambda f, **kw: f.formfield(**({"assume_scheme": "https"} if isinstance(f, models.URLField) else {}), **kw))
+
+
 @admin.register(McpServer)
 class McpServerAdmin(admin.ModelAdmin):
-    list_display = ("shown_name", "tenant", "shown_url", "verified_origin", "enabled", "allow_sampling",
+    form = McpServerAdminForm
+    list_display = ("shown_name", "tenant", "shown_url", "verified_origin", "enabled", "auth_mode", "allow_sampling",
                     "allow_roots")
-    list_filter = ("tenant", "enabled", "allow_sampling", "allow_roots")
+    list_filter = ("tenant", "enabled", "auth_mode", "allow_sampling", "allow_roots")
     search_fields = ("name", "url")
     shown_name = _shown_field("name", "display name")
     shown_url = _shown_field("url", "Streamable HTTP URL")
@@ -111,4 +126,46 @@ class AuditEventAdmin(admin.ModelAdmin):
         return False
 
     def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
+#: the columns of authorization rows an admin may read (no token, secret, family or flow)
+_CONNECTION_SHOWN = ("tenant", "user", "server", "shown_issuer", "shown_client_id", "shown_scope", "expires_at",
+                     "created_at", "refreshed_at")
+
+
+@admin.register(OAuthConnection)
+class OAuthConnectionAdmin(admin.ModelAdmin):
+    """Read-only, without tokens: an admin sees who connected where, never the tokens (sealed, and
+    excluded here). Deleting a row disconnects the person locally (no revocation: use their
+    Connections page for that)."""
+
+    list_display = ("user", "server", "tenant", "shown_issuer", "expires_at", "created_at")
+    list_filter = ("tenant",)
+    fields = readonly_fields = _CONNECTION_SHOWN
+    shown_issuer = _shown_field("issuer", "authorization server (issuer)")
+    shown_scope = _shown_field("scope", "scopes")
+    shown_client_id = _shown_field("client_id", "client id")
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(OAuthClientRegistration)
+class OAuthClientRegistrationAdmin(admin.ModelAdmin):
+    """Read-only, without the sealed client information (it may hold a client secret). Deleting a
+    row makes the product register again at the next Connect."""
+
+    list_display = ("server", "shown_issuer", "how", "shown_client_id", "created_at")
+    fields = readonly_fields = ("server", "shown_issuer", "how", "shown_client_id", "created_at")
+    shown_issuer = _shown_field("issuer", "authorization server (issuer)")
+    shown_client_id = _shown_field("client_id", "client id")
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
         return False

@@ -42,18 +42,23 @@ INVALID_RESULT = "invalid_result"
 LIMIT_REACHED = "limit_reached"
 #: deny reason: the authorization identity differs from the one the original request went out with
 AUTHORIZATION_CHANGED = "authorization_changed"
+#: a call that stopped on authorization (issue 13): 401, 403 insufficient_scope, credentials refused
+AUTHORIZATION_CODES = frozenset({"authorization_required", "insufficient_scope", "authorization_failed"})
 
 MESSAGES = {
     STORE_UNAVAILABLE: "The round store is unavailable right now; nothing was sent. Try again shortly.",
     AUDIT_UNAVAILABLE: "The audit trail could not be written; your answer was not sent.",
     INVALID_RESULT: "The server's result is malformed and was refused.",
     "transport_error": "The MCP server could not be reached.",
-    "authorization_required": "The MCP server requires you to connect your account first (it answered 401).",
-    "insufficient_scope": "The MCP server needs more permissions for this: connect again to grant them "
-                          "(it answered 403 insufficient_scope).",
-    "authorization_failed": "The MCP server refused the credentials it was given.",
     "jsonrpc_error": "The MCP server answered with an error.",
     "timeout": "The MCP server did not answer in time.",
+    # issue 13: 401 / 403 insufficient_scope / the authorization server refused (never transport_error)
+    "authorization_required": "The MCP server asks for authorization (HTTP 401): connect your account to it, "
+                              "or ask a tenant admin to check its credentials. Nothing more was sent.",
+    "insufficient_scope": "The MCP server needs permissions your connection does not grant (HTTP 403, "
+                          "insufficient_scope): connect again to grant them. Nothing more was sent.",
+    "authorization_failed": "The credentials were refused (by the MCP server, HTTP 403, or by its authorization "
+                            "server). Nothing more was sent.",
     "inactive_mrtr_round": "This round is no longer open: it was already answered, expired or ended.",
     "mrtr_round_limit_exceeded": "The server asked for more rounds than allowed; the operation was stopped.",
     "worker_lost": "The worker handling this call stopped before the server answered. Nothing more will be "
@@ -81,7 +86,9 @@ def server_error_text(text: Any) -> str:
 
 def failure_message(exc: McpCallError) -> str:
     """What the person reads when a call failed: the stable message of ``exc.code`` and, for a
-    JSON-RPC error, the server's own code and message (:func:`server_error_text`). Stored on the
+    JSON-RPC error, the server's own code and message (:func:`server_error_text`), for the
+    :data:`AUTHORIZATION_CODES` the ``error`` and ``error_description`` of its ``WWW-Authenticate``
+    challenge (cleaned the same way; never a token). Stored on the
     operation and shown escaped; never logged or written to the audit trail (it is server text
     and may echo what was sent)."""
     message = message_for(exc.code)
@@ -89,6 +96,13 @@ def failure_message(exc: McpCallError) -> str:
     if said:
         code = f" {exc.rpc_code}" if isinstance(exc.rpc_code, int) else ""
         message += f" It said (JSON-RPC error{code}): {said}"
+    elif exc.code in AUTHORIZATION_CODES:
+        # the server's WWW-Authenticate error / error_description (or the authorization server's), cleaned
+        challenge = getattr(exc, "challenge", None) or {}
+        said = server_error_text(": ".join(str(challenge[k]) for k in ("error", "error_description")
+                                           if isinstance(challenge.get(k), str) and challenge[k]))
+        if said:
+            message += f" It said: {said}"
     return message
 
 

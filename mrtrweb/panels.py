@@ -10,6 +10,7 @@ from typing import Any
 from django.template.loader import render_to_string
 
 from . import audit, names, results, sampling
+from .authz.pages import auth_failure
 from .forms import SchemaForm
 from .gate import Round, StoreUnavailable, digest
 from .models import AuditEvent, Membership, Operation
@@ -133,6 +134,7 @@ def panel_context(op: Operation, *, forms: dict[str, SchemaForm] | None = None, 
             ctx["round_gone"] = True
     if op.status == Operation.Status.FAILED:
         ctx["deprecated_refusal"] = deprecated_refusal(op)
+        ctx["auth_failure"] = auth_failure(op)  # stopped on authorization: Connect and run again (issue 13)
     if op.status in (Operation.Status.FAILED, Operation.Status.INTERRUPTED):
         ctx["run_again_url"] = run_again_url(op)
     if op.status == Operation.Status.COMPLETED:

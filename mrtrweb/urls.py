@@ -1,9 +1,8 @@
 """URLs of mrtrweb; include with ``path("mcp/", include("mrtrweb.urls"))`` (namespace ``mrtrweb``)."""
 
-from django.urls import path
+from django.urls import include, path
 
-from . import views
-from . import history
+from . import history, rerun, settings_page, views
 
 app_name = "mrtrweb"
 
@@ -22,8 +21,11 @@ urlpatterns = [
     path("operations/<uuid:op_id>/answer/", views.operation_answer, name="operation-answer"),
     path("operations/<uuid:op_id>/stop/", views.operation_stop, name="operation-stop"),
     path("operations/<uuid:op_id>/result/", views.operation_result, name="operation-result"),
+    path("operations/<uuid:op_id>/rerun/", rerun.operation_rerun, name="operation-rerun"),
     path("history/", history.own_history, name="history"),
     path("history/operations/<uuid:op_id>/", history.operation_timeline, name="history-operation"),
     path("tenants/<slug:slug>/history/", history.tenant_history, name="tenant-history"),
-    path("servers/<int:server_id>/settings/", views.server_settings, name="server-settings"),
+    path("servers/<int:server_id>/settings/", settings_page.server_settings, name="server-settings"),
+    # authorization to MCP servers (issue 13): oauth/... and connections/...
+    path("", include("mrtrweb.authz.urls")),
 ]

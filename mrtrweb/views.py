@@ -36,6 +36,7 @@ from .gate import (
 # the very checks the gate applies to sampling/roots answers when it builds the retry (read only)
 from .gate.gate import _valid_create_message_result, _valid_list_roots_result, _within_depth
 from .gate.ids import is_strict_json
+from .authz import pages as authz_pages
 from .mcp import McpCallError
 from .models import McpServer, Membership, Operation
 from .panels import consent_forms, panel_context
@@ -90,21 +91,25 @@ async def server_detail(request: HttpRequest, server_id: int) -> HttpResponse:
     resources: list[dict[str, Any]] = []
     error = ""
     duplicates = not_shown = 0
-    try:
-        conn = await operations.connection_for(user, server)
-        listed = (await conn.list_tools(), await _listing(conn.list_prompts, "name"),
-                  await _listing(conn.list_resource_templates, "uriTemplate"), await _listing(conn.list_resources, "uri"))
-        # off the event loop: a listing may hold tens of thousands of items
-        (tools, prompts, templates, resources), duplicates, not_shown = await sync_to_async(
-            _shown_lists, thread_sensitive=False)(*listed)
-    except McpCallError as exc:
-        logger.info("listing tools of server %s failed (%s)", server.pk, exc.code)
-        error = operations.failure_message(exc)
+    auth = await authz_pages.server_auth(user, server)  # OAuth per person: Connect / Connected (issue 13)
+    if not auth["needs_connect"]:  # without the person's connection a listing would only get a 401
+        try:
+            conn = await operations.connection_for(user, server)
+            listed = (await conn.list_tools(), await _listing(conn.list_prompts, "name"),
+                      await _listing(conn.list_resource_templates, "uriTemplate"),
+                      await _listing(conn.list_resources, "uri"))
+            # off the event loop: a listing may hold tens of thousands of items
+            (tools, prompts, templates, resources), duplicates, not_shown = await sync_to_async(
+                _shown_lists, thread_sensitive=False)(*listed)
+        except McpCallError as exc:
+            logger.info("listing tools of server %s failed (%s)", server.pk, exc.code)
+            error = operations.failure_message(exc)
+            auth["needs_connect"] = exc.code in authz_pages.AUTH_ERROR_CODES and auth["mode"] == "oauth_user"
     is_admin = await Membership.objects.filter(tenant_id=server.tenant_id, user=user,
                                                role=Membership.Role.ADMIN).aexists()
     return TemplateResponse(request, "mrtrweb/server.html", {"server": server, "tools": tools, "prompts": prompts,
                                                              "templates": templates, "resources": resources,
-                                                             "error": error,
+                                                             "error": error, "auth": auth,
                                                              "is_admin": is_admin, "duplicates": duplicates,
                                                              "not_shown": not_shown, "max_shown": names.MAX_LISTED_SHOWN})
 
@@ -770,39 +775,3 @@ async def _panel_response(request: HttpRequest, op: Operation, *, status: int, *
     ctx["csrf_token"] = get_token(request)
     return TemplateResponse(request, "mrtrweb/operation.html", ctx, status=status)
 
-
-def _server_settings_sync(request: HttpRequest, user: Any, server_id: int) -> HttpResponse:
-    try:
-        server = McpServer.objects.select_related("tenant").get(
-            pk=server_id, tenant__memberships__user=user, tenant__memberships__role=Membership.Role.ADMIN)
-    except McpServer.DoesNotExist:
-        raise Http404("No such server") from None
-    if access.denial(user.pk, server.tenant_id):  # e.g. an inactive user
-        raise Http404("No such server")
-    saved = False
-    if request.method == "POST":
-        form = sampling.ServerSettingsForm(request.POST, instance=server)
-        if form.is_valid():
-            form.save()
-            logger.info("server %s: deprecated-request settings changed by user %s", server.pk, user.pk)
-            saved = True
-            form = sampling.ServerSettingsForm(instance=server)
-        else:
-            logger.info("server %s: settings refused (%s)", server.pk,
-                        ", ".join(sorted({e.code or "invalid" for errs in form.errors.as_data().values() for e in errs})))
-    elif request.method == "GET":
-        form = sampling.ServerSettingsForm(instance=server)
-    else:
-        return HttpResponseNotAllowed(["GET", "POST"])
-    return TemplateResponse(request, "mrtrweb/server_settings.html",
-                            {"server": server, "form": form, "saved": saved},
-                            status=400 if request.method == "POST" and not saved else 200)
-
-
-@login_required
-async def server_settings(request: HttpRequest, server_id: int) -> HttpResponse:
-    """A tenant admin's settings of one server: whether it may ask for sampling / roots (deprecated
-    capabilities, denied by default) and the roots it is answered with. Others get 404."""
-    user = await _user(request)
-    response = await sync_to_async(_server_settings_sync)(request, user, server_id)
-    return response
