@@ -46,10 +46,15 @@ HASHED_FIELDS = ("tenant_id", "sequence", "prev_hash", "created_at", "operation_
                  "method", "name", "user_digest", "tenant_digest", "state_digest", "schema_digests",
                  "display_digest", "config_digest", "actions", "policy_version")
 
+#: fields added later (issue 13: the authorization identity): covered by the hash only when not
+#: empty, so every event written before they existed keeps its hash and the chain still verifies
+OPTIONAL_HASHED_FIELDS = ("auth_mode", "auth_digest", "auth_identity")
+
 
 def event_hash(values: dict[str, Any]) -> str:
     """SHA-256 (hex) of an event's canonical JSON: the :data:`HASHED_FIELDS`, ``created_at`` in
-    ISO 8601, ids as strings. It includes ``prev_hash``, which chains it to the previous event."""
+    ISO 8601, ids as strings, and each of :data:`OPTIONAL_HASHED_FIELDS` that is not empty. It
+    includes ``prev_hash``, which chains it to the previous event."""
     content = {}
     for name in HASHED_FIELDS:
         value = values.get(name)
@@ -58,6 +63,9 @@ def event_hash(values: dict[str, Any]) -> str:
         elif name in ("tenant_id", "operation_id"):
             value = str(value)
         content[name] = value
+    for name in OPTIONAL_HASHED_FIELDS:
+        if values.get(name):
+            content[name] = values[name]
     text = json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
@@ -172,7 +180,7 @@ def record(operation: Operation, event: str, *, code: str = "", reason: str = ""
            request_id: Any = "", retry_id: Any = "", state_digest: str | None = None,
            schema_digests: dict[str, str] | None = None, actions: dict[str, str] | None = None,
            display_digest: str = "", config_digest: str = "", user_id: Any = None,
-           read_back: bool = False, once: tuple[str, ...] = ()) -> AuditEvent:
+           read_back: bool = False, once: tuple[str, ...] = (), auth: dict[str, str] | None = None) -> AuditEvent:
     """Append one event for ``operation`` (sync; call through ``sync_to_async`` from async code).
     Concurrent appends wait for each other (bounded by ``MRTRWEB["AUDIT_WAIT_S"]``, see
     :func:`_append`); a real outage of the database fails at once.
@@ -182,6 +190,9 @@ def record(operation: Operation, event: str, *, code: str = "", reason: str = ""
         read_back: re-read the row from the database and check its hash (used before a retry leaves).
         once: field names (e.g. ``("round_number", "display_digest")``): when this operation already
             has an event of this kind with the same values, that one is returned, nothing appended.
+        auth: ``auth_mode`` / ``auth_digest`` / ``auth_identity`` (digests, see
+            :func:`mrtrweb.authz.identity.binding_fields`) when they differ from what the operation
+            recorded at its start (a round received under another identity); default: the operation's.
 
     Raises:
         AuditUnavailable: the write or the read-back failed (reason logged).
@@ -216,6 +227,7 @@ def record(operation: Operation, event: str, *, code: str = "", reason: str = ""
             "config_digest": config_digest,
             "actions": actions or {},
             "policy_version": str(conf.get("POLICY_VERSION")),
+            **_auth_fields(operation, auth),
         }, once=once)
         if read_back:
             again = AuditEvent.objects.get(pk=row.pk)
@@ -228,6 +240,12 @@ def record(operation: Operation, event: str, *, code: str = "", reason: str = ""
     except Exception as exc:  # noqa: BLE001 -- any sink failure denies the retry
         logger.error("audit write failed for operation %s (%s): %s", operation.id, event, exc.__class__.__name__)
         raise AuditUnavailable(f"audit sink failed: {exc.__class__.__name__}") from exc
+
+
+def _auth_fields(operation: Operation, auth: dict[str, str] | None) -> dict[str, str]:
+    """The authorization digests of an event: ``auth`` or the operation's own (never a token)."""
+    source = auth if auth is not None else {name: getattr(operation, name, "") for name in OPTIONAL_HASHED_FIELDS}
+    return {name: str(source.get(name) or "")[:80] for name in OPTIONAL_HASHED_FIELDS}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -174,3 +174,29 @@ def check_secret_keys(app_configs=None, **kwargs) -> list:
                                   hint="Use at least 50 random characters, or leave it unset (derived from "
                                        "SECRET_KEY).", id="mrtrweb.E021"))
     return messages
+
+
+@register(Tags.security)
+def check_secret_keys_at_rest(app_configs=None, **kwargs) -> list:
+    """E022: ``MRTRWEB["SECRET_KEYS"]``, when set, must be a non-empty list of valid Fernet keys
+    (urlsafe base64 of 32 bytes, ``cryptography.fernet.Fernet.generate_key()``); else no secret
+    can be sealed or opened (tokens, client secrets, tenant credentials). W015: a key listed twice
+    (a rotation that forgot to put the new key first leaves the old one sealing)."""
+    from .authz.crypto import keys
+
+    try:
+        configured = conf.get("SECRET_KEYS")
+    except ImproperlyConfigured:
+        return []  # reported by check_settings
+    if configured is None:
+        return []
+    hint = ("Give a list of keys made with python -c 'from cryptography.fernet import Fernet; "
+            "print(Fernet.generate_key().decode())'; the first seals, every one opens.")
+    try:
+        found = keys()
+    except ImproperlyConfigured as exc:
+        return [Error(f"{exc}.", hint=hint, id="mrtrweb.E022")]
+    if len(set(found)) != len(found):
+        return [Warning('MRTRWEB["SECRET_KEYS"] lists a key twice.', hint="List each key once, the newest first.",
+                        id="mrtrweb.W015")]
+    return []

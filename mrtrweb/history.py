@@ -46,12 +46,13 @@ EXPORT_CHUNK = 1000
 EXPORT_FIELDS = ("sequence", "created_at", "tenant_id", "operation_id", "event", "code", "reason", "round_number",
                  "original_request_id", "request_id", "retry_id", "server_id", "server_origin", "method", "name",
                  "user_digest", "tenant_digest", "state_digest", "schema_digests", "display_digest", "config_digest",
-                 "actions", "policy_version", "prev_hash", "hash")
+                 "actions", "policy_version", "auth_mode", "auth_digest", "auth_identity", "prev_hash", "hash")
 
 #: the columns of the pages (no schema digests: a page shows what a person reads)
 ROW_FIELDS = ("pk", "sequence", "created_at", "tenant_id", "operation_id", "event", "code", "reason", "round_number",
               "original_request_id", "request_id", "retry_id", "server_id", "server_origin", "method", "name",
-              "user_digest", "state_digest", "display_digest", "config_digest", "actions", "hash")
+              "user_digest", "state_digest", "display_digest", "config_digest", "actions", "auth_mode", "auth_digest",
+              "auth_identity", "hash")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -98,6 +99,8 @@ def _row(event: dict[str, Any], *, names: dict[str, str], servers: dict[str, str
         state_short=short_digest(event["state_digest"]),
         display_short=short_digest(event["display_digest"]),
         config_short=short_digest(event["config_digest"]),
+        auth_digest_short=short_digest(event["auth_digest"]),
+        auth_identity_short=short_digest(event["auth_identity"]),
         hash_short=event["hash"][:12],
     )
 

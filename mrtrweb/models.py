@@ -175,6 +175,11 @@ class Operation(models.Model):
     result = models.JSONField(null=True, blank=True)
     error_code = models.CharField(max_length=64, blank=True)
     error_message = models.CharField(max_length=500, blank=True)
+    #: the authorization identity the original request went out with (digests only, see
+    #: mrtrweb.authz.identity): a retry goes out only while it is unchanged
+    auth_mode = models.CharField(max_length=16, blank=True)
+    auth_digest = models.CharField(max_length=80, blank=True)
+    auth_identity = models.CharField(max_length=80, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -209,6 +214,11 @@ class AuditEvent(models.Model):
 
     ``sequence``/``prev_hash``/``hash`` chain the events of a tenant: ``hash`` is SHA-256 of
     ``prev_hash`` and the canonical JSON of the event (see :func:`mrtrweb.audit.event_hash`).
+
+    ``auth_mode`` / ``auth_digest`` / ``auth_identity``: the server's auth mode, ``sha256:`` of the
+    issuer and client id, and the keyed digest of the authorization identity the operation's
+    requests went out with (:mod:`mrtrweb.authz.identity`); empty on rows written before issue 13.
+    Never a token.
     """
 
     class Event(models.TextChoices):
@@ -249,6 +259,9 @@ class AuditEvent(models.Model):
     config_digest = models.CharField(max_length=80, blank=True)
     actions = models.JSONField(default=dict, blank=True)
     policy_version = models.CharField(max_length=40)
+    auth_mode = models.CharField(max_length=16, blank=True)
+    auth_digest = models.CharField(max_length=80, blank=True)
+    auth_identity = models.CharField(max_length=80, blank=True)
 
     objects = AppendOnlyQuerySet.as_manager()
 

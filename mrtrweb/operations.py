@@ -40,6 +40,8 @@ STORE_UNAVAILABLE = "binding_store_unavailable"
 AUDIT_UNAVAILABLE = "audit_unavailable"
 INVALID_RESULT = "invalid_result"
 LIMIT_REACHED = "limit_reached"
+#: deny reason: the authorization identity differs from the one the original request went out with
+AUTHORIZATION_CHANGED = "authorization_changed"
 #: a call that stopped on authorization (issue 13): 401, 403 insufficient_scope, credentials refused
 AUTHORIZATION_CODES = frozenset({"authorization_required", "insufficient_scope", "authorization_failed"})
 
@@ -229,10 +231,11 @@ async def start_operation(*, user: Any, server: McpServer, method: str, name: st
     """
     await _check_limits(user, server.tenant_id)
     request_id = new_request_id()
+    auth = await _current_auth(server, user.pk, server.tenant_id)
     op = await Operation.objects.acreate(
         tenant_id=server.tenant_id, user=user, server=server, method=method, name=stored_name(name),
         params=results.params_for_storage(params),
-        request_id=request_id, latest_request_id=request_id,
+        request_id=request_id, latest_request_id=request_id, **auth,
     )
     op.server = server
     try:
@@ -266,6 +269,25 @@ class OperationRefused(Exception):
         self.code = code
         self.message = message
         self.status = 503 if code in UNAVAILABLE_CODES else 409
+
+
+async def _current_auth(server: McpServer, user_id: Any, tenant_id: Any) -> dict[str, str]:
+    """The authorization identity a request to ``server`` goes out with now, for ``user_id``, as the
+    digests an operation and its audit rows record (:func:`mrtrweb.authz.identity.binding_fields`)."""
+    from .authz import identity
+
+    return identity.binding_fields(await identity.identity_for(server=server, user=user_id, tenant=tenant_id))
+
+
+async def _authorization_changed(op: Operation) -> dict[str, str] | None:
+    """The current authorization digests when they differ from those the operation's original
+    request went out with (the person disconnected, connected another account, a tenant credential
+    was replaced, the server's auth mode changed), else None. ``op.server`` is re-read first: an
+    admin's change made a moment ago counts. A refresh keeps them (same token family)."""
+    server = await McpServer.objects.aget(pk=op.server_id)
+    now = await _current_auth(server, op.user_id, op.tenant_id)
+    recorded = {name: getattr(op, name) for name in now}
+    return None if now == recorded else now
 
 
 async def _check_limits(user: Any, tenant_id: Any) -> None:
@@ -369,6 +391,9 @@ DENY_MESSAGES = {
                               "server's call; the server was told cancel.",
     "access_revoked": "Your access to this server or organisation ended; nothing more was sent for this "
                       "operation.",
+    AUTHORIZATION_CHANGED: "The authorization this operation started with changed before its answer could go "
+                           "out (you disconnected from the server or connected another account, or its "
+                           "credentials were replaced): nothing was sent. You may run it again.",
 }
 
 
@@ -655,13 +680,18 @@ async def _handle_result(op: Operation, request_id: str, raw: Any) -> Retry | No
     op.rounds = rnd.number
     replayed, reused = (await sync_to_async(_state_seen)(op, rnd.state_digest, rnd.number)) if rnd.state_digest \
         else (False, False)
+    changed = await _authorization_changed(op)
     try:
         await _audit(op, "received", code=STATE_REUSED if reused else "", reason=STATE_REUSED_REASON if reused else "",
                      round_number=rnd.number, request_id=request_id, state_digest=rnd.state_digest,
                      schema_digests={k: v.schema_digest for k, v in rnd.requests.items() if v.schema_digest},
-                     config_digest=op.server.config_digest())
+                     config_digest=op.server.config_digest(), auth=changed)
     except audit.AuditUnavailable:
         await deny(op, AUDIT_UNAVAILABLE)
+        return None
+    if changed is not None:  # a retry could only go out under another identity than the original request's
+        await Operation.objects.filter(pk=op.pk).aupdate(rounds=rnd.number)
+        await deny(op, AUTHORIZATION_CHANGED)
         return None
     if replayed:
         await Operation.objects.filter(pk=op.pk).aupdate(rounds=rnd.number)  # the page counts the replayed round
@@ -669,6 +699,9 @@ async def _handle_result(op: Operation, request_id: str, raw: Any) -> Retry | No
         return None
     if rnd.state_only:
         await asyncio.sleep(rnd.backoff_s)
+        if await _authorization_changed(op) is not None:  # changed during the back-off
+            await deny(op, AUTHORIZATION_CHANGED)
+            return None
         return await _build_and_record(op, None)
     moved = await Operation.objects.filter(pk=op.pk, status=Operation.Status.RUNNING).aupdate(
         status=Operation.Status.AWAITING_INPUT, rounds=rnd.number, updated_at=timezone.now())
@@ -727,6 +760,11 @@ async def answer_round(op: Operation, responses: dict[str, Any]) -> Retry:
     if not await sync_to_async(_shown_exists)(op.id, op.rounds):
         await deny(op, "missing_consent_receipt")
         raise OperationRefused("denied", DENY_MESSAGES["missing_consent_receipt"])
+    # before the configuration check: a replaced tenant credential also changes the config digest,
+    # and the person should read that the authorization changed
+    if await _authorization_changed(op) is not None:
+        await deny(op, AUTHORIZATION_CHANGED)
+        raise OperationRefused("denied", DENY_MESSAGES[AUTHORIZATION_CHANGED])
     if await sync_to_async(_received_config)(op.id, op.rounds) != op.server.config_digest():
         await deny(op, "server_config_changed")
         raise OperationRefused("denied", DENY_MESSAGES["server_config_changed"])

@@ -422,7 +422,7 @@ async def test_disconnect_calls_the_service_and_goes_back(seeded, monkeypatch):
     await _connection(alice, server)
     calls = []
 
-    async def disconnect(*, user, tenant, server):
+    async def disconnect(*, user, tenant, server):  # as core's: revoke where supported, delete, "there was one"
         calls.append((user.pk, tenant.pk, server.pk))
         await OAuthConnection.objects.filter(user=user, server=server).adelete()
         return True
@@ -436,7 +436,7 @@ async def test_disconnect_calls_the_service_and_goes_back(seeded, monkeypatch):
     assert resp.status_code == 302 and resp["Location"] == f"/mcp/servers/{server.pk}/"
     assert calls == [(alice.pk, server.tenant_id, server.pk)]
     page = (await client.get(resp["Location"])).content.decode()
-    assert "revoked the tokens" in page and f"Connect to {server.name}" in page
+    assert f"Disconnected from {server.name}." in page and f"Connect to {server.name}" in page
     assert (await client.post(f"/mcp/connections/{server.pk}/disconnect/", _csrf(client))).status_code == 404
 
 
@@ -573,3 +573,83 @@ async def test_admin_sets_secrets_write_only(seeded):
     assert resp.status_code == 200 and "protocol header" in resp.content.decode()
     await sync_to_async(server.refresh_from_db)()
     assert crypto.unseal(server.auth_secret_sealed) == {"bearer": BEARER}
+
+
+# --- the whole flow through these pages, against a real authorization server on loopback --------
+
+@pytest.fixture
+def oauth_pair(settings):
+    from tests.oauth_sdk_as import serve_oauth_pair
+
+    settings.MRTRWEB = {**getattr(settings, "MRTRWEB", {}), "OUTBOUND_ALLOW_HTTP_LOOPBACK": True}
+    pair = serve_oauth_pair(scopes=["mcp:read", "offline_access"])
+    yield pair
+    pair.stop()
+
+
+async def test_connect_continue_callback_call_and_disconnect_for_real(seeded, oauth_pair):
+    """alice connects through the pages (the SDK's authorization server approves at once), the
+    server page lists the tools with her token, carol must connect on her own, a replayed callback
+    stores nothing, Disconnect revokes at the authorization server and the page asks to connect."""
+    import re
+    import urllib.parse
+
+    from mrtrweb.authz.service import outbound_policy
+    from mrtrweb.mcp.auth import follow_authorization_url
+    from mrtrweb.mcp.errors import origin_of
+
+    alice, carol = seeded["users"]["alice"], seeded["users"]["carol"]
+    server = await McpServer.objects.acreate(tenant_id=seeded["servers"]["acme"].tenant_id, name="Guarded",
+                                             url=oauth_pair.mcp_url, auth_mode=McpServer.AuthMode.OAUTH_USER)
+    client = await _client(alice, strict=True)
+    assert "Connect to Guarded" in (await client.get(f"/mcp/servers/{server.pk}/")).content.decode()
+    resp = await client.post(f"/mcp/oauth/connect/{server.pk}/", _csrf(client))
+    page = resp.content.decode()
+    assert resp.status_code == 200 and origin_of(oauth_pair.as_url) in page, page[-1500:]
+    pending = re.search(r'action="/mcp/oauth/go/(\d+)/"', page).group(1)
+    go = await client.get(f"/mcp/oauth/go/{pending}/")
+    assert go.status_code == 302 and go["Location"].startswith(oauth_pair.as_url)
+    redirect_uri = "http://testserver/mcp/oauth/callback/"
+    query = await follow_authorization_url(go["Location"], redirect_uri=redirect_uri, policy=outbound_policy())
+    callback = "/mcp/oauth/callback/?" + urllib.parse.urlencode(query)
+    # the callback in carol's browser (a victim sent alice's flow's callback) stores nothing ...
+    carol_client = await _client(carol)
+    assert (await carol_client.get(callback)).status_code == 400
+    assert await OAuthConnection.objects.acount() == 0
+    # ... and spent the state: alice's own flow must be started again (single use)
+    assert (await client.get(callback)).status_code == 400
+    resp = await client.post(f"/mcp/oauth/connect/{server.pk}/", _csrf(client))
+    pending = re.search(r'action="/mcp/oauth/go/(\d+)/"', resp.content.decode()).group(1)
+    go = await client.get(f"/mcp/oauth/go/{pending}/")
+    query = await follow_authorization_url(go["Location"], redirect_uri=redirect_uri, policy=outbound_policy())
+    callback = "/mcp/oauth/callback/?" + urllib.parse.urlencode(query)
+    done = await client.get(callback)
+    assert done.status_code == 302 and done["Location"] == f"/mcp/servers/{server.pk}/"
+    conn = await OAuthConnection.objects.aget()
+    assert conn.user_id == alice.pk and conn.server_id == server.pk
+    page = (await client.get(done["Location"])).content.decode()
+    assert "Connected to Guarded." in page and "Connected with your account at" in page
+    assert 'data-tool="echo"' in page  # listed with alice's token, verified by the MCP server
+    tokens = crypto.unseal(conn.tokens_sealed)
+    assert tokens["access_token"] in oauth_pair.gate.seen_tokens
+    for url in ("/mcp/connections/", f"/mcp/servers/{server.pk}/"):
+        text = (await client.get(url)).content.decode()
+        assert tokens["access_token"] not in text and (tokens.get("refresh_token") or "\x00") not in text
+    # replaying the callback stores nothing new
+    assert (await client.get(callback)).status_code == 400
+    assert await OAuthConnection.objects.acount() == 1
+    # carol is asked to connect on her own
+    assert "Connect to Guarded" in (await carol_client.get(f"/mcp/servers/{server.pk}/")).content.decode()
+    # Disconnect: deleted here, the page asks again
+    resp = await client.post(f"/mcp/connections/{server.pk}/disconnect/", _csrf(client))
+    assert resp.status_code == 302 and await OAuthConnection.objects.acount() == 0
+    page = (await client.get(f"/mcp/servers/{server.pk}/")).content.decode()
+    assert "Disconnected from Guarded." in page and "Connect to Guarded" in page
+    return oauth_pair.provider.revoked
+
+
+@pytest.mark.xfail(strict=True, reason="core: the SDK authorization server answers 400 to service.disconnect's RFC 7009 "
+                                       "requests (revoke_tokens' statuses [400, 400], only logged); remove this mark "
+                                       "when revocation works")
+async def test_disconnect_revokes_at_the_authorization_server(seeded, oauth_pair):
+    assert await test_connect_continue_callback_call_and_disconnect_for_real(seeded, oauth_pair)

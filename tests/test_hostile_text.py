@@ -426,6 +426,7 @@ PRODUCT_EXPRESSIONS = {
     "op.rounds", "page_obj.number", "page_obj.paginator.num_pages", "page_obj.paginator.count",
     "reused_states", "run_again_url", "shown_chars", "total_chars", "stored_truncated.original_bytes",
     "stored_truncated.stored_bytes", "max_shown", "duplicates", "not_shown",
+    "row.auth_mode", "row.auth_digest", "row.auth_digest_short", "row.auth_identity", "row.auth_identity_short",
     # issue 13: an auth error code (a product constant), message levels, a server's primary key
     "auth_failure.code", "m.tags", "c.server.pk", "auth_form.non_field_errors",
 }

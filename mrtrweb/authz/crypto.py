@@ -9,7 +9,8 @@ the old keys. With no ``SECRET_KEYS`` (the embedded defaults), one key is derive
 makes stored secrets unreadable (they are treated as absent: people connect again).
 
 API: :func:`seal` (JSON value -> token text), :func:`unseal` (token text -> JSON value; raises
-:class:`SecretUnreadable`), :func:`reseal` (rotation).
+:class:`SecretUnreadable`), :func:`reseal` (rotation), :func:`secret_digest` (what a row may hold
+to tell that a secret changed) and :func:`set_server_secret` (an ``McpServer``'s write-only secret).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-__all__ = ["SecretUnreadable", "keys", "reseal", "seal", "unseal"]
+__all__ = ["SecretUnreadable", "keys", "reseal", "seal", "secret_digest", "set_server_secret", "unseal"]
 
 
 class SecretUnreadable(Exception):
@@ -104,3 +105,24 @@ def reseal(token: str) -> str:
         return _multi().rotate(token.encode("ascii")).decode("ascii")
     except (InvalidToken, ValueError, UnicodeError):
         raise SecretUnreadable("a stored secret could not be opened with the configured keys") from None
+
+
+def secret_digest(value: Any) -> str:
+    """A digest telling that a secret changed, never what it is: ``hmac-sha256:`` (the audit key,
+    :func:`mrtrweb.audit.keyed_digest`) of the value's canonical JSON, so a weak token cannot be
+    guessed offline from a row, an export or a configuration digest. ``None`` gives ``""``."""
+    if value is None:
+        return ""
+    from ..audit import keyed_digest
+
+    return keyed_digest("auth-secret:" + json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False))
+
+
+def set_server_secret(server: Any, value: Any) -> None:
+    """Give an ``McpServer`` its write-only secret (tenant ``{"bearer": ...}`` or ``{"headers":
+    {...}}``; OAuth ``{"client_secret": ...}``; ``None`` clears it): ``auth_secret_sealed`` and
+    ``auth_secret_digest`` set together (not saved). A new digest changes the server's
+    configuration digest and the authorization identity, so rounds waiting under the old secret are
+    denied (``authorization_changed``)."""
+    server.auth_secret_sealed = seal(value)
+    server.auth_secret_digest = secret_digest(value)

@@ -246,20 +246,18 @@ async def connections(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_POST
 async def disconnect(request: HttpRequest, server_id: int) -> HttpResponse:
-    """POST ``connections/<server_id>/disconnect/``: revoke (RFC 7009, where the authorization
-    server supports it) and delete the person's connection to the server; back to ``return_to``
+    """POST ``connections/<server_id>/disconnect/``: :func:`~mrtrweb.authz.service.disconnect` revokes
+    (RFC 7009, where the authorization server supports it; best effort) and deletes the person's
+    connection to the server; back to ``return_to``
     (a path of this site) or the Connections page. 404: no such connection of this person."""
     user = await request.auser()
     conn = await OAuthConnection.objects.select_related("server", "tenant").filter(
         user_id=user.pk, server_id=server_id).afirst()
     if conn is None:
         raise Http404("No such connection")
-    revoked = await service.disconnect(user=user, tenant=conn.tenant, server=conn.server)
-    logger.info("user %s disconnected from server %s (revoked at the authorization server: %s)",
-                user.pk, server_id, bool(revoked))
-    text = (_("Disconnected from %(name)s; the authorization server revoked the tokens.") if revoked
-            else _("Disconnected from %(name)s; its tokens were deleted here."))
-    messages.success(request, text % {"name": conn.server.name}, fail_silently=True)
+    await service.disconnect(user=user, tenant=conn.tenant, server=conn.server)
+    logger.info("user %s disconnected from server %s", user.pk, server_id)
+    messages.success(request, _("Disconnected from %(name)s.") % {"name": conn.server.name}, fail_silently=True)
     return HttpResponseRedirect(browser.safe_return_to(request.POST.get("return_to"), host=request.get_host(),
                                                        default=reverse("mrtrweb:connections")))
 
