@@ -606,7 +606,7 @@ async def test_connect_continue_callback_call_and_disconnect_for_real(seeded, oa
     resp = await client.post(f"/mcp/oauth/connect/{server.pk}/", _csrf(client))
     page = resp.content.decode()
     assert resp.status_code == 200 and origin_of(oauth_pair.as_url) in page, page[-1500:]
-    pending = re.search(r'action="/mcp/oauth/go/(\d+)/"', page).group(1)
+    pending = re.search(r'href="/mcp/oauth/go/(\d+)/"', page).group(1)
     go = await client.get(f"/mcp/oauth/go/{pending}/")
     assert go.status_code == 302 and go["Location"].startswith(oauth_pair.as_url)
     redirect_uri = "http://testserver/mcp/oauth/callback/"
@@ -619,7 +619,7 @@ async def test_connect_continue_callback_call_and_disconnect_for_real(seeded, oa
     # ... and spent the state: alice's own flow must be started again (single use)
     assert (await client.get(callback)).status_code == 400
     resp = await client.post(f"/mcp/oauth/connect/{server.pk}/", _csrf(client))
-    pending = re.search(r'action="/mcp/oauth/go/(\d+)/"', resp.content.decode()).group(1)
+    pending = re.search(r'href="/mcp/oauth/go/(\d+)/"', resp.content.decode()).group(1)
     go = await client.get(f"/mcp/oauth/go/{pending}/")
     query = await follow_authorization_url(go["Location"], redirect_uri=redirect_uri, policy=outbound_policy())
     callback = "/mcp/oauth/callback/?" + urllib.parse.urlencode(query)
@@ -648,8 +648,7 @@ async def test_connect_continue_callback_call_and_disconnect_for_real(seeded, oa
     return oauth_pair.provider.revoked
 
 
-@pytest.mark.xfail(strict=True, reason="core: the SDK authorization server answers 400 to service.disconnect's RFC 7009 "
-                                       "requests (revoke_tokens' statuses [400, 400], only logged); remove this mark "
-                                       "when revocation works")
-async def test_disconnect_revokes_at_the_authorization_server(seeded, oauth_pair):
-    assert await test_connect_continue_callback_call_and_disconnect_for_real(seeded, oauth_pair)
+# Revocation at a real authorization server (RFC 7009 accepted: "revoked the tokens") is shown in
+# tests/test_browser_oauth.py against django-oauth-toolkit. The SDK's authorization server used here
+# answers 400 to any revocation request without a client_secret form field (its RevocationRequest
+# declares `client_secret: str | None` with no default), so here the page says only "Disconnected".

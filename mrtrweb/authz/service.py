@@ -233,24 +233,42 @@ async def finish_connect(*, user: Any, session_key: str, query: Any) -> OAuthCon
     return conn
 
 
-async def disconnect(*, user: Any, tenant: Any, server: Any) -> bool:
+async def disconnect(*, user: Any, tenant: Any, server: Any) -> str | None:
     """Revoke (RFC 7009, when the metadata has a ``revocation_endpoint``; failures only logged) and
-    delete the person's connection. Returns whether there was one. Takes effect on the next request
-    of any pooled connection (the bearer auth reads storage per request)."""
+    delete the person's connection. Takes effect on the next request of any pooled connection (the
+    bearer auth reads storage per request).
+
+    Returns:
+        ``None``: there was no connection; ``"revoked"``: the authorization server accepted the
+        revocation of every token (HTTP 200, RFC 7009 section 2.2); ``"deleted"``: deleted here only
+        (no revocation endpoint, or the authorization server refused or could not be reached).
+    """
     storage = _storage(tenant=tenant, user=user, server=server)
     row = await storage._rows().afirst()  # noqa: SLF001
     if row is None:
-        return False
+        return None
     tokens = await storage.get_tokens()
     meta = (row.oauth_metadata or {}).get("metadata") or {}
     info = await storage.get_client_info()
+    outcome = DELETED
     if tokens is not None and meta.get("revocation_endpoint") and info is not None:
         try:
-            await revoke_tokens(meta, info, tokens, policy=outbound_policy())
+            statuses = await revoke_tokens(meta, info, tokens, policy=outbound_policy())
         except Exception as exc:  # noqa: BLE001 - revocation is best effort; deleting is not
             logger.info("revocation at %s failed: %s", clean_text(meta.get("issuer", ""), 100), type(exc).__name__)
+        else:
+            if statuses and all(status == 200 for status in statuses):
+                outcome = REVOKED
+            else:
+                logger.info("revocation at %s answered HTTP %s", clean_text(meta.get("issuer", ""), 100),
+                            ",".join(str(s) for s in statuses))
     await storage._rows().adelete()  # noqa: SLF001
-    return True
+    return outcome
+
+
+#: :func:`disconnect` outcomes
+REVOKED = "revoked"
+DELETED = "deleted"
 
 
 async def note_challenge(*, server: Any, user: Any, tenant: Any, scope: str | None) -> None:

@@ -255,9 +255,13 @@ async def disconnect(request: HttpRequest, server_id: int) -> HttpResponse:
         user_id=user.pk, server_id=server_id).afirst()
     if conn is None:
         raise Http404("No such connection")
-    await service.disconnect(user=user, tenant=conn.tenant, server=conn.server)
-    logger.info("user %s disconnected from server %s", user.pk, server_id)
-    messages.success(request, _("Disconnected from %(name)s.") % {"name": conn.server.name}, fail_silently=True)
+    outcome = await service.disconnect(user=user, tenant=conn.tenant, server=conn.server)
+    logger.info("user %s disconnected from server %s (%s)", user.pk, server_id, outcome)
+    if outcome == service.REVOKED:
+        text = _("Disconnected from %(name)s; the authorization server revoked the tokens.")
+    else:
+        text = _("Disconnected from %(name)s.")
+    messages.success(request, text % {"name": conn.server.name}, fail_silently=True)
     return HttpResponseRedirect(browser.safe_return_to(request.POST.get("return_to"), host=request.get_host(),
                                                        default=reverse("mrtrweb:connections")))
 
