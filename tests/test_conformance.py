@@ -118,7 +118,10 @@ NOT_APPLICABLE = {
 
 #: scenarios that need what this checkout does not have yet (strict: passing them fails the test,
 #: so the marker is removed when the feature lands)
-NEEDS: dict[str, str] = {}
+NEEDS: dict[str, str] = {
+    "auth/pre-registration": "a pre-registered client authenticates with client_secret_post even where the "
+                             "authorization server lists only client_secret_basic",
+}
 
 
 @pytest.fixture(scope="module")
@@ -236,7 +239,10 @@ def _never_shown(checks: list[dict], context_text: str) -> list[str]:
     return values
 
 
-@pytest.mark.parametrize("scenario, version", [pytest.param(s, v, id=_auth_id(s, v)) for s, v in AUTH_SCENARIOS])
+@pytest.mark.parametrize("scenario, version", [
+    pytest.param(s, v, id=_auth_id(s, v),
+                 marks=[pytest.mark.xfail(reason=NEEDS[s], strict=True)] if s in NEEDS else [])
+    for s, v in AUTH_SCENARIOS])
 def test_auth_scenario(auth_runs, scenario, version):
     proc, checks, results = auth_runs[_auth_id(scenario, version)].result()
     for check in checks:
