@@ -267,6 +267,8 @@ def test_auth_scenario(auth_runs, scenario, version):
             "the MCP server never saw a valid token"
     context = next((line.split("With context: ", 1)[1] for line in proc.stderr.splitlines()
                     if line.startswith("With context: ")), "")
+    assert bool(context) == (scenario in ("auth/pre-registration", "auth/client-credentials-basic",
+                                          "auth/client-credentials-jwt")), "the suite's context line moved"
     for value in _never_shown(checks, context):
         assert value not in client_out, "the client printed or logged an authorization secret"
 
