@@ -118,10 +118,7 @@ NOT_APPLICABLE = {
 
 #: scenarios that need what this checkout does not have yet (strict: passing them fails the test,
 #: so the marker is removed when the feature lands)
-NEEDS: dict[str, str] = {
-    "auth/pre-registration": "a pre-registered client authenticates with client_secret_post even where the "
-                             "authorization server lists only client_secret_basic",
-}
+NEEDS: dict[str, str] = {}
 
 
 @pytest.fixture(scope="module")
