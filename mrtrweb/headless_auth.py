@@ -64,16 +64,6 @@ def redirect_uri() -> str:
     return conf.get("OAUTH_REDIRECT_URI") or DEFAULT_REDIRECT_URI
 
 
-def _policy():
-    """The deployment's outbound policy (``MRTRWEB["OUTBOUND_*"]``)."""
-    from .mcp.outbound import OutboundPolicy
-
-    return OutboundPolicy(allow_http_loopback=bool(conf.get("OUTBOUND_ALLOW_HTTP_LOOPBACK")),
-                          allow_hosts=frozenset(str(h).lower() for h in conf.get("OUTBOUND_ALLOW_HOSTS") or ()),
-                          timeout_s=float(conf.get("OUTBOUND_TIMEOUT_S")),
-                          max_bytes=int(conf.get("OUTBOUND_MAX_BYTES")))
-
-
 async def connect(*, user: Any, tenant: Any, server: Any) -> None:
     """Connect ``user`` to ``server`` (OAuth per user) without a person: start the flow, follow the
     authorization URL, finish it (the tokens are stored by the service, as after a browser's
@@ -90,7 +80,7 @@ async def connect(*, user: Any, tenant: Any, server: Any) -> None:
         start = await service.start_connect(user=user, tenant=tenant, server=server, session_key=SESSION_KEY,
                                             return_to="", redirect_uri=redirect)
         logger.info("headless: connecting user %s to server %s at %s", user.pk, server.pk, start.authorization_origin)
-        query = await follow_authorization_url(start.authorization_url, redirect_uri=redirect, policy=_policy())
+        query = await follow_authorization_url(start.authorization_url, redirect_uri=redirect, policy=service.outbound_policy())
         await service.finish_connect(user=user, session_key=SESSION_KEY, query=query)
     except service.ConnectRefused as exc:
         raise headless.HeadlessError(exc.code, exc.message) from None

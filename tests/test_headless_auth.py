@@ -184,3 +184,25 @@ def test_each_scenario_gets_a_fresh_server_row():
     second = conformance.prepare_server(url, tenant, "auth/metadata-default", {})
     assert second.pk != first.pk and list(McpServer.objects.filter(tenant=tenant, url=url)) == [second]
     assert (second.auth_mode, second.oauth_client_id, second.auth_secret_sealed) == ("oauth_user", "", "")
+
+
+@pytest.mark.parametrize("secret, listed, method", [
+    ("s", None, "client_secret_basic"),  # RFC 8414: absent means client_secret_basic
+    ("s", ["client_secret_basic"], "client_secret_basic"),
+    ("s", ["client_secret_post"], "client_secret_post"),
+    ("s", ["client_secret_post", "client_secret_basic"], "client_secret_post"),  # the server's order
+    ("s", ["client_secret_basic", "client_secret_post"], "client_secret_basic"),
+    ("s", ["private_key_jwt"], "client_secret_basic"),
+    (None, ["client_secret_post"], "none"),
+])
+def test_a_preregistered_client_authenticates_as_the_server_supports(secret, listed, method):
+    from mcp.shared.auth import OAuthClientInformationFull
+
+    from mrtrweb.mcp.auth.flow import preregistered_auth_method
+
+    info = OAuthClientInformationFull(client_id="pre", client_secret=secret, redirect_uris=None,
+                                      token_endpoint_auth_method="client_secret_post" if secret else "none")
+    metadata = {} if listed is None else {"token_endpoint_auth_methods_supported": listed}
+    assert preregistered_auth_method(info, metadata).token_endpoint_auth_method == method
+    assert preregistered_auth_method(info, None).token_endpoint_auth_method == ("client_secret_basic" if secret
+                                                                                  else "none")

@@ -31,6 +31,7 @@ from django.utils import timezone
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 from pydantic import ValidationError
 
+from ..mcp.auth.flow import preregistered_auth_method
 from ..mcp.auth.storage import RefreshFn
 from .crypto import SecretUnreadable, seal, unseal
 from .models import OAuthClientRegistration, OAuthConnection
@@ -108,8 +109,9 @@ class DjangoTokenStorage:
             return None
 
     async def get_client_info(self) -> OAuthClientInformationFull | None:
-        if self.preregistered is not None:
-            return self.preregistered
+        if self.preregistered is not None:  # with the authentication the stored metadata supports
+            stored = await self.get_server_metadata() or {}
+            return preregistered_auth_method(self.preregistered, stored.get("metadata"))
         return await sync_to_async(self._get_client_info)()
 
     def _set_client_info(self, info: OAuthClientInformationFull) -> None:

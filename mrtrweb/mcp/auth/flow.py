@@ -38,7 +38,8 @@ from ..outbound import OutboundPolicy, OutboundRefused, guarded_client
 from .errors import OUTBOUND_REFUSED, AuthorizationFailed, clean_text
 from .storage import AuthStorage, MemoryStorage
 
-__all__ = ["ClientIdentity", "PendingFlow", "begin_authorization", "complete_authorization", "PROBE_PROTOCOL_VERSION"]
+__all__ = ["ClientIdentity", "PendingFlow", "begin_authorization", "complete_authorization", "PROBE_PROTOCOL_VERSION",
+           "preregistered_auth_method"]
 
 #: the ``MCP-Protocol-Version`` the probe sends (decides ``resource`` without PRM, per the SDK)
 PROBE_PROTOCOL_VERSION = "2025-11-25"
@@ -116,6 +117,27 @@ def _client_metadata(identity: ClientIdentity) -> OAuthClientMetadata:
                                scope=identity.scope)
 
 
+def preregistered_auth_method(info: OAuthClientInformationFull, metadata: OAuthMetadata | dict[str, Any] | None
+                              ) -> OAuthClientInformationFull:
+    """A pre-registered client (no registration response fixed its method) with the token endpoint
+    authentication the authorization server supports (RFC 8414 section 2,
+    ``token_endpoint_auth_methods_supported``; absent means ``client_secret_basic``): the first of
+    ``client_secret_basic`` / ``client_secret_post`` in the server's list (its order: the SDK's
+    authorization server lists post first and enforces each client's registered method), else
+    ``client_secret_basic``; ``none`` without a secret. Used for the code exchange, refresh and
+    revocation alike."""
+    if not info.client_secret:
+        method = "none"
+    else:
+        listed = metadata.get("token_endpoint_auth_methods_supported") if isinstance(metadata, dict) \
+            else getattr(metadata, "token_endpoint_auth_methods_supported", None)
+        methods = listed if isinstance(listed, list) else []
+        method = next((m for m in methods if m in ("client_secret_basic", "client_secret_post")),
+                      "client_secret_basic")
+    return info if info.token_endpoint_auth_method == method else \
+        info.model_copy(update={"token_endpoint_auth_method": method})
+
+
 def _browser_url_ok(url: str, policy: OutboundPolicy) -> bool:
     """An authorization endpoint the browser may be sent to: https, or http to loopback when allowed."""
     try:
@@ -159,6 +181,8 @@ class _BeginProvider(OAuthClientProvider):
         ctx = self.context
         if ctx.client_info is None:
             raise OAuthFlowError("no client identity for this authorization server")
+        if self._preregistered is not None:  # its token endpoint authentication, as this server supports
+            ctx.client_info = preregistered_auth_method(ctx.client_info, ctx.oauth_metadata)
         if ctx.oauth_metadata is not None and ctx.oauth_metadata.authorization_endpoint:
             auth_endpoint = str(ctx.oauth_metadata.authorization_endpoint)
         elif ctx.protected_resource_metadata is not None:
