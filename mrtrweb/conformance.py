@@ -28,7 +28,6 @@ import os
 from typing import Any
 
 from . import headless
-from .gate import digest
 from .models import McpServer
 
 __all__ = ["CIMD_URL", "apply_run_settings", "prepare_server", "scenario_context"]
@@ -91,8 +90,7 @@ def prepare_server(url: str, tenant: Any, scenario: str, context: dict[str, Any]
     mode, client_id, secret = _auth_config(scenario, context)
     server.auth_mode = mode
     server.oauth_client_id = client_id
-    server.auth_secret_sealed = crypto.seal(secret) if secret is not None else ""
-    server.auth_secret_digest = digest(secret) if secret is not None else ""
+    crypto.set_server_secret(server, secret)
     server.save(update_fields=["auth_mode", "oauth_client_id", "auth_secret_sealed", "auth_secret_digest",
                                "updated_at"])
     return server

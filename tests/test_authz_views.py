@@ -74,7 +74,7 @@ async def _pending(user, server, session_key: str, *, state: str = "", return_to
                    ) -> PendingAuthorization:
     """A started flow as ``service.start_connect`` stores it (state by digest, flow sealed)."""
     state = state or secrets.token_urlsafe(24)
-    fields = dict(state_digest=service._keyed("state", state), tenant_id=server.tenant_id, user=user,
+    fields = dict(state_digest=service.keyed_digest("state", state), tenant_id=server.tenant_id, user=user,
                   server=server, session_digest=browser.session_digest(session_key), authorization_origin=AS_ORIGIN,
                   flow_sealed=crypto.seal({"state": state, "code_verifier": "V" * 50,
                                            "authorization_url": f"{AS_ORIGIN}/authorize?state={state}&x=1"}),

@@ -21,7 +21,7 @@ from typing import Final
 from django.utils.http import url_has_allowed_host_and_scheme
 
 # the service's one keyed digest (state, session): no second scheme to drift from it
-from .service import _keyed as _service_digest
+from .service import keyed_digest as _service_digest
 
 __all__ = ["safe_return_to", "same_session", "session_digest"]
 

@@ -93,7 +93,10 @@ def outbound_policy() -> OutboundPolicy:
                           timeout_s=float(conf.get("OUTBOUND_TIMEOUT_S")), max_bytes=int(conf.get("OUTBOUND_MAX_BYTES")))
 
 
-def _keyed(kind: str, value: str) -> str:
+def keyed_digest(kind: str, value: str) -> str:
+    """``hmac-sha256:`` hex of ``value`` under a key derived from ``SECRET_KEY`` for ``kind``
+    (``"state"``, ``"session"``): how a sign-in state and a browser session are stored and compared
+    (the values themselves never are)."""
     key = hashlib.sha256(f"mrtrweb authz {kind}|{settings.SECRET_KEY}".encode()).digest()
     return "hmac-sha256:" + hmac.new(key, value.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()
 
@@ -166,8 +169,8 @@ async def start_connect(*, user: Any, tenant: Any, server: Any, session_key: str
         raise ConnectRefused("not_required", "The server did not ask for authorization.")
     ttl = float(conf.get("OAUTH_PENDING_TTL_S"))
     pending = await PendingAuthorization.objects.acreate(
-        state_digest=_keyed("state", flow.state), tenant_id=getattr(tenant, "pk", tenant), user_id=user.pk,
-        server_id=server.pk, session_digest=_keyed("session", session_key),
+        state_digest=keyed_digest("state", flow.state), tenant_id=getattr(tenant, "pk", tenant), user_id=user.pk,
+        server_id=server.pk, session_digest=keyed_digest("session", session_key),
         authorization_origin=flow.authorization_origin[:300], flow_sealed=seal(flow.to_json()),
         return_to=_safe_return(return_to), expires_at=timezone.now() + dt.timedelta(seconds=ttl))
     return ConnectStart(pending.pk, flow.authorization_url, flow.authorization_origin)
@@ -183,14 +186,14 @@ def _query_value(query: Any, name: str) -> str | None:
 def _claim(state: str, user_id: Any, session_key: str) -> PendingAuthorization:
     """Spend the pending flow of ``state`` (whoever presents it) and return it if it is this person's."""
     with transaction.atomic():
-        pending = PendingAuthorization.objects.select_for_update().filter(state_digest=_keyed("state", state)).first()
+        pending = PendingAuthorization.objects.select_for_update().filter(state_digest=keyed_digest("state", state)).first()
         if pending is None or pending.used_at is not None:
             raise ConnectRefused("state_invalid", "This authorization is unknown or was already used.")
         pending.used_at = timezone.now()
         pending.save(update_fields=["used_at"])
     if pending.expires_at <= timezone.now():
         raise ConnectRefused("state_invalid", "This authorization expired; connect again.")
-    if pending.user_id != user_id or not hmac.compare_digest(pending.session_digest, _keyed("session", session_key)):
+    if pending.user_id != user_id or not hmac.compare_digest(pending.session_digest, keyed_digest("session", session_key)):
         logger.warning("authorization callback for pending %s refused: another person or browser session", pending.pk)
         raise ConnectRefused("state_invalid", "This authorization was started by another person or browser session.")
     return pending

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx2
 from mcp.client.auth.oauth2 import OAuthContext
 from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 
