@@ -180,7 +180,7 @@ def test_each_scenario_gets_a_fresh_server_row():
     assert first.auth_mode == "oauth_client" and first.oauth_client_id == "cc"
     assert "s3cr3t" not in first.auth_secret_sealed and crypto.unseal(first.auth_secret_sealed) == \
         {"client_secret": "s3cr3t"}
-    assert first.auth_secret_digest.startswith("sha256:")
+    assert first.auth_secret_digest.startswith("hmac-sha256:")
     second = conformance.prepare_server(url, tenant, "auth/metadata-default", {})
     assert second.pk != first.pk and list(McpServer.objects.filter(tenant=tenant, url=url)) == [second]
     assert (second.auth_mode, second.oauth_client_id, second.auth_secret_sealed) == ("oauth_user", "", "")
