@@ -38,6 +38,10 @@ from .models import OAuthClientRegistration, OAuthConnection
 
 __all__ = ["DjangoTokenStorage", "token_fields"]
 
+#: the longest access-token lifetime kept (seconds; ten years): an authorization server's larger
+#: ``expires_in`` (10**30...) would overflow the datetime of ``expires_at``
+MAX_LIFETIME_S = 10 * 366 * 24 * 3600
+
 #: one refresh at a time per connection within a process too (SQLite has no row locks)
 _process_locks: dict[tuple[Any, ...], asyncio.Lock] = {}
 
@@ -57,10 +61,11 @@ def _token_of(row: OAuthConnection) -> OAuthToken | None:
 
 
 def token_fields(tokens: OAuthToken) -> dict[str, Any]:
-    """The ``OAuthConnection`` fields that hold ``tokens``: sealed JSON, ``expires_at``, ``scope``."""
+    """The ``OAuthConnection`` fields that hold ``tokens``: sealed JSON, ``expires_at`` (the
+    lifetime capped at :data:`MAX_LIFETIME_S`), ``scope``."""
     expires_at = None
     if tokens.expires_in is not None:
-        expires_at = timezone.now() + dt.timedelta(seconds=int(tokens.expires_in))
+        expires_at = timezone.now() + dt.timedelta(seconds=max(0, min(int(tokens.expires_in), MAX_LIFETIME_S)))
     return {"tokens_sealed": seal(tokens.model_dump(mode="json", exclude_none=True)), "expires_at": expires_at,
             "scope": (tokens.scope or "")[:2000]}
 
