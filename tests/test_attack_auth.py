@@ -114,21 +114,34 @@ class _HugeMetadata:
             await send({"type": "http.response.body", "body": b"{}"})
             return
         await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
+        gone = asyncio.Event()  # uvicorn drops writes after the client left: watch for its disconnect
+
+        async def watch() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            gone.set()
+
+        watcher = asyncio.ensure_future(watch())
         try:
             if self.mode == "huge":
                 chunk = b" " * 65536
                 await send({"type": "http.response.body", "body": b'{"resource": "', "more_body": True})
-                while self.sent < self.total:
+                while self.sent < self.total and not gone.is_set():
+                    await asyncio.sleep(0)
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})
                     self.sent += len(chunk)
             else:
                 for _ in range(10_000):
+                    if gone.is_set():
+                        break
                     await send({"type": "http.response.body", "body": b" ", "more_body": True})
                     self.sent += 1
                     await asyncio.sleep(0.3)
             await send({"type": "http.response.body", "body": b""})
         except OSError:
             return
+        finally:
+            watcher.cancel()
 
 
 @pytest.mark.parametrize("mode", ["huge", "slow"])

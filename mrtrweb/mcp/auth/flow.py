@@ -270,7 +270,8 @@ async def begin_authorization(server_url: str, *, identity: ClientIdentity, stor
     probe = {"jsonrpc": "2.0", "id": f"mrtrweb-auth-probe-{secrets.token_hex(8)}", "method": "ping"}
     headers = {"Accept": "application/json, text/event-stream", MCP_PROTOCOL_VERSION_HEADER: protocol_version}
     try:
-        async with guarded_client(policy, mcp_origin=origin_of(server_url), auth=provider) as client:
+        # bound_mcp: the server's own well-known URLs are the attacker's too (size and time bounded)
+        async with guarded_client(policy, mcp_origin=origin_of(server_url), bound_mcp=True, auth=provider) as client:
             response = await client.post(server_url, json=probe, headers=headers)
     except _Began as began:
         return began.flow
