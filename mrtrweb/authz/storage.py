@@ -6,7 +6,8 @@ It implements :class:`mrtrweb.mcp.auth.AuthStorage` for one ``(tenant, user, ser
 * tokens: ``OAuthConnection.tokens_sealed`` (the SDK ``OAuthToken`` as sealed JSON), the absolute
   expiry in ``expires_at``; ``get_tokens`` recomputes ``expires_in`` as the seconds left. A token no
   configured key opens counts as absent (the person connects again).
-* client info: the server's latest ``OAuthClientRegistration`` (sealed ``OAuthClientInformationFull``);
+* client info: the server's ``OAuthClientRegistration`` (sealed ``OAuthClientInformationFull``) of
+  the person's connection's issuer (the newest one before a connection exists);
   ``set_client_info`` keeps one per ``(server, issuer)`` (SEP-2352: another authorization server means
   another registration).
 * server metadata: ``OAuthConnection.oauth_metadata`` (``{"metadata", "prm", "protocol_version"}``,
@@ -28,6 +29,7 @@ from typing import Any
 from asgiref.sync import async_to_sync, sync_to_async
 from django.db import close_old_connections, connections, transaction
 from django.utils import timezone
+from mcp.client.auth.utils import issuers_match
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 from pydantic import ValidationError
 
@@ -103,8 +105,27 @@ class DjangoTokenStorage:
 
     # -- client registration --------------------------------------------------------------------
 
+    def _registration(self) -> OAuthClientRegistration | None:
+        """The registration to present: with a connection, the one of **its** issuer (SEP-2352: a
+        refresh or revocation at the connection's authorization server must never present another
+        authorization server's client id and secret), else one bound to no issuer or the portable
+        CIMD one, else none; without a connection, the newest (the SDK's flow re-registers when it
+        belongs to another issuer)."""
+        rows = list(OAuthClientRegistration.objects.filter(server_id=self.server_id).order_by("-created_at", "-pk")
+                    .only("issuer", "client_id", "client_info_sealed"))
+        conn = self._rows().only("issuer").first()
+        if conn is None or not conn.issuer:
+            return rows[0] if rows else None
+        for row in rows:
+            if row.issuer and issuers_match(row.issuer, conn.issuer):
+                return row
+        for row in rows:
+            if not row.issuer or (self.cimd_url and row.client_id == self.cimd_url):
+                return row
+        return None
+
     def _get_client_info(self) -> OAuthClientInformationFull | None:
-        row = OAuthClientRegistration.objects.filter(server_id=self.server_id).order_by("-created_at", "-pk").first()
+        row = self._registration()
         if row is None:
             return None
         try:
