@@ -48,7 +48,13 @@ MAX_LIFETIME_S = 10 * 366 * 24 * 3600
 _process_locks: dict[tuple[Any, ...], asyncio.Lock] = {}
 
 
-def _token_of(row: OAuthConnection) -> OAuthToken | None:
+def _token_of(row: OAuthConnection, server_url: str | None = None) -> OAuthToken | None:
+    """The row's tokens (``expires_in`` recomputed), or None: none, unreadable, or issued for
+    another MCP server URL than ``server_url`` (the server was re-pointed since the person
+    connected: the tokens must not follow it; rows from before ``server_url`` was recorded pass)."""
+    bound = row.oauth_metadata.get("server_url") if isinstance(row.oauth_metadata, dict) else None
+    if server_url is not None and isinstance(bound, str) and bound != server_url:
+        return None
     try:
         data = unseal(row.tokens_sealed)
         tokens = OAuthToken.model_validate(data) if data else None
@@ -85,6 +91,8 @@ class DjangoTokenStorage:
         self.tenant_id = tenant.pk if hasattr(tenant, "pk") else tenant
         self.user_id = user.pk if hasattr(user, "pk") else user
         self.server_id = server.pk if hasattr(server, "pk") else server
+        #: the server's URL now: tokens issued for another one are treated as absent
+        self.server_url: str | None = getattr(server, "url", None)
         self.cimd_url = cimd_url
 
     def _rows(self):
@@ -94,7 +102,7 @@ class DjangoTokenStorage:
 
     def _get_tokens(self) -> OAuthToken | None:
         row = self._rows().first()
-        return _token_of(row) if row is not None else None
+        return _token_of(row, self.server_url) if row is not None else None
 
     async def get_tokens(self) -> OAuthToken | None:
         return await sync_to_async(self._get_tokens)()
@@ -169,7 +177,7 @@ class DjangoTokenStorage:
                 row = self._rows().select_for_update().first()
                 if row is None:
                     return None
-                tokens = _token_of(row)
+                tokens = _token_of(row, self.server_url)
                 if tokens is None or tokens.expires_in is None or tokens.expires_in > margin_s \
                         or not tokens.refresh_token:
                     return tokens
@@ -180,17 +188,17 @@ class DjangoTokenStorage:
                     setattr(row, name, value)
                 row.refreshed_at = timezone.now()
                 row.save(update_fields=["tokens_sealed", "expires_at", "scope", "refreshed_at"])
-                return _token_of(row)
+                return _token_of(row, self.server_url)
         finally:
             connections.close_all()  # this pool thread's own connections only (they are per thread)
 
     async def refresh_locked(self, margin_s: float, refresh: RefreshFn) -> OAuthToken | None:
         """See module doc; ``None`` when the person has no connection."""
-        row = await self._rows().only("expires_at", "tokens_sealed").afirst()
+        row = await self._rows().only("expires_at", "tokens_sealed", "oauth_metadata").afirst()
         if row is None:
             return None
         if row.expires_at is None or (row.expires_at - timezone.now()).total_seconds() > margin_s:
-            return _token_of(row)  # no lock needed: nothing to refresh
+            return _token_of(row, self.server_url)  # no lock needed: nothing to refresh
         key = (id(asyncio.get_running_loop()), self.tenant_id, self.user_id, self.server_id)
         lock = _process_locks.setdefault(key, asyncio.Lock())
         async with lock:

@@ -97,9 +97,10 @@ class PendingFlow:
         return cls(**fields)
 
     def server_metadata(self) -> dict[str, Any]:
-        """What :meth:`AuthStorage.set_server_metadata` keeps for refresh and revocation."""
+        """What :meth:`AuthStorage.set_server_metadata` keeps for refresh and revocation, and
+        ``server_url``: the MCP server URL the tokens were issued for (they go nowhere else)."""
         return {"metadata": self.oauth_metadata, "prm": self.protected_resource_metadata,
-                "protocol_version": self.protocol_version}
+                "protocol_version": self.protocol_version, "server_url": self.server_url}
 
 
 class _Began(BaseException):  # not an Exception: the SDK logs and re-raises those ("OAuth flow error")
