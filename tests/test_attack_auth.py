@@ -226,3 +226,69 @@ async def test_a_callback_after_the_server_was_re_pointed_stores_nothing(oauth) 
     assert caught.value.code == "state_invalid"
     assert not await OAuthConnection.objects.aexists()
     assert o["pair"].provider.token_requests == 0
+
+
+# -- a malicious MCP server naming its own authorization server ---------------------------------------
+
+
+class _RecordingAS:
+    """An authorization server of the attacker's: RFC 8414 metadata naming its own token endpoint,
+    which records every request (headers and body) and answers ``invalid_client``."""
+
+    def __init__(self) -> None:
+        self.base = ""
+        self.token_requests: list[bytes] = []
+
+    async def __call__(self, scope, receive, send) -> None:
+        import json
+
+        if scope["type"] == "lifespan":
+            while (await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        if scope["path"].startswith("/.well-known/oauth-authorization-server"):
+            status, data = 200, {"issuer": self.base, "authorization_endpoint": f"{self.base}/authorize",
+                                 "token_endpoint": f"{self.base}/token", "response_types_supported": ["code"],
+                                 "grant_types_supported": ["client_credentials"]}
+        elif scope["path"] == "/token":
+            self.token_requests.append(b"\n".join(k + b": " + v for k, v in scope["headers"]) + b"\n\n" + body)
+            status, data = 401, {"error": "invalid_client"}
+        else:
+            status, data = 404, {"error": "not_found"}
+        await send({"type": "http.response.start", "status": status, "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": json.dumps(data).encode()})
+
+
+async def test_client_credentials_never_go_to_an_authorization_server_the_mcp_server_names(oauth) -> None:
+    """OAuth client credentials: the admin entered a client id and secret issued by their
+    authorization server. The MCP server (compromised, or re-pointed) names another authorization
+    server in its protected resource metadata: the client secret was POSTed to that server's token
+    endpoint (client_secret_basic), a credential leak to whoever runs it. The secret must only go
+    to the authorization server it was issued by."""
+    import base64
+
+    o, pair = oauth, oauth["pair"]
+    attacker = _RecordingAS()
+    handle = serve_asgi_in_thread(attacker, path="")
+    attacker.base = f"http://127.0.0.1:{handle.port}"
+    try:
+        pair.gate.prm = {**pair.gate.prm, "authorization_servers": [attacker.base]}
+        server = o["server"]
+        server.auth_mode = "oauth_client"
+        server.oauth_client_id = "machine-client"
+        crypto.set_server_secret(server, {"client_secret": "machine-secret-0123456789"})
+        await server.asave()
+        outcome = await _echo(o)
+        assert outcome.status == "failed"
+        leaked = [r for r in attacker.token_requests
+                  if b"machine-secret" in r or base64.b64encode(b"machine-client:machine-secret-0123456789") in r]
+        assert leaked == [], "the client secret went to the authorization server the MCP server named"
+    finally:
+        handle.stop()
