@@ -292,3 +292,20 @@ async def test_client_credentials_never_go_to_an_authorization_server_the_mcp_se
         assert leaked == [], "the client secret went to the authorization server the MCP server named"
     finally:
         handle.stop()
+
+
+async def test_step_up_challenges_do_not_grow_the_scope_without_bound(oauth) -> None:
+    """A malicious server answers every call ``403 insufficient_scope`` with a new ~900-character
+    scope. Each was unioned into the remembered challenge for good: after many calls the next
+    Connect's authorization URL (and the stored metadata) grew without bound. The remembered
+    challenge is bounded; the newest challenge is kept."""
+    o = oauth
+    await _connect(o)
+    user, server = o["users"]["alice"], o["server"]
+    last = ""
+    for n in range(8):
+        last = f"s{n}-" + "x" * 900
+        await service.note_challenge(server=server, user=user, tenant=server.tenant, scope=last)
+    storage = service._storage(tenant=server.tenant, user=user, server=server)
+    noted = (await storage.get_server_metadata())["challenged_scope"]
+    assert len(noted) <= 2000 and last in noted.split()
