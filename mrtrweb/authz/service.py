@@ -283,6 +283,9 @@ async def disconnect(*, user: Any, tenant: Any, server: Any) -> str | None:
     return outcome
 
 
+#: the most characters of remembered step-up scope (:func:`note_challenge`)
+MAX_CHALLENGED_SCOPE = 2000
+
 #: :func:`disconnect` outcomes
 REVOKED = "revoked"
 DELETED = "deleted"
@@ -297,7 +300,11 @@ async def note_challenge(*, server: Any, user: Any, tenant: Any, scope: str | No
     meta = await storage.get_server_metadata()
     if meta is None:
         return
-    meta["challenged_scope"] = union_scope(meta.get("challenged_scope"), clean_text(scope, 1000))
+    challenged = clean_text(scope, MAX_CHALLENGED_SCOPE // 2)
+    merged = union_scope(meta.get("challenged_scope"), challenged) or ""
+    # bounded: a server answering each call with new scopes would grow it (and the next
+    # authorization URL) for ever; past the bound only the newest challenge is kept
+    meta["challenged_scope"] = merged if len(merged) <= MAX_CHALLENGED_SCOPE else challenged
     await storage.set_server_metadata(meta)
 
 
