@@ -199,11 +199,27 @@ def _claim(state: str, user_id: Any, session_key: str) -> PendingAuthorization:
     return pending
 
 
+async def _check_still_connectable(pending: PendingAuthorization, flow: PendingFlow) -> None:
+    """Refuse (``state_invalid``, before any code exchange) when, since the flow started, the
+    server was re-pointed (another URL: the tokens would be for another resource), left OAuth per
+    user, was disabled, or the person may no longer act on it (removed from the tenant...)."""
+    from .. import access
+    from ..models import McpServer
+
+    server = await McpServer.objects.filter(pk=pending.server_id).only("url", "auth_mode", "enabled").afirst()
+    if server is None or server.auth_mode != "oauth_user" or not server.enabled or server.url != flow.server_url \
+            or await access.adenial(pending.user_id, pending.tenant_id, pending.server_id):
+        logger.warning("authorization callback for pending %s refused: the server changed or access ended", pending.pk)
+        raise ConnectRefused("state_invalid", "This server's settings or your access changed since you started "
+                                              "connecting; connect again.")
+
+
 async def finish_connect(*, user: Any, session_key: str, query: Any) -> OAuthConnection:
     """Complete the flow of the callback ``query`` (a ``QueryDict`` or any mapping of ``str``).
 
     The state is spent first (single use), then checked to be this person's and this browser
-    session's, unexpired; then :func:`mrtrweb.mcp.auth.complete_authorization` (error, ``iss``,
+    session's, unexpired, its server still at the URL the flow started for, still OAuth per user,
+    enabled, and the person still allowed to act on it; then :func:`mrtrweb.mcp.auth.complete_authorization` (error, ``iss``,
     code exchange with the PKCE verifier). Only then is the ``OAuthConnection`` written (a new
     ``family``: a new Connect is a new token family). Returns it, with ``return_to`` set on it.
 
@@ -218,6 +234,7 @@ async def finish_connect(*, user: Any, session_key: str, query: Any) -> OAuthCon
         flow = PendingFlow.from_json(unseal(pending.flow_sealed))
     except (SecretUnreadable, TypeError):
         raise ConnectRefused("state_invalid", "This authorization can no longer be read; connect again.") from None
+    await _check_still_connectable(pending, flow)
     scratch = MemoryStorage()
     try:
         tokens = await complete_authorization(
@@ -269,6 +286,9 @@ async def disconnect(*, user: Any, tenant: Any, server: Any) -> str | None:
     return outcome
 
 
+#: the most characters of remembered step-up scope (:func:`note_challenge`)
+MAX_CHALLENGED_SCOPE = 2000
+
 #: :func:`disconnect` outcomes
 REVOKED = "revoked"
 DELETED = "deleted"
@@ -283,7 +303,11 @@ async def note_challenge(*, server: Any, user: Any, tenant: Any, scope: str | No
     meta = await storage.get_server_metadata()
     if meta is None:
         return
-    meta["challenged_scope"] = union_scope(meta.get("challenged_scope"), clean_text(scope, 1000))
+    challenged = clean_text(scope, MAX_CHALLENGED_SCOPE // 2)
+    merged = union_scope(meta.get("challenged_scope"), challenged) or ""
+    # bounded: a server answering each call with new scopes would grow it (and the next
+    # authorization URL) for ever; past the bound only the newest challenge is kept
+    meta["challenged_scope"] = merged if len(merged) <= MAX_CHALLENGED_SCOPE else challenged
     await storage.set_server_metadata(meta)
 
 

@@ -6,7 +6,8 @@ It implements :class:`mrtrweb.mcp.auth.AuthStorage` for one ``(tenant, user, ser
 * tokens: ``OAuthConnection.tokens_sealed`` (the SDK ``OAuthToken`` as sealed JSON), the absolute
   expiry in ``expires_at``; ``get_tokens`` recomputes ``expires_in`` as the seconds left. A token no
   configured key opens counts as absent (the person connects again).
-* client info: the server's latest ``OAuthClientRegistration`` (sealed ``OAuthClientInformationFull``);
+* client info: the server's ``OAuthClientRegistration`` (sealed ``OAuthClientInformationFull``) of
+  the person's connection's issuer (the newest one before a connection exists);
   ``set_client_info`` keeps one per ``(server, issuer)`` (SEP-2352: another authorization server means
   another registration).
 * server metadata: ``OAuthConnection.oauth_metadata`` (``{"metadata", "prm", "protocol_version"}``,
@@ -28,6 +29,7 @@ from typing import Any
 from asgiref.sync import async_to_sync, sync_to_async
 from django.db import close_old_connections, connections, transaction
 from django.utils import timezone
+from mcp.client.auth.utils import issuers_match
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 from pydantic import ValidationError
 
@@ -38,11 +40,21 @@ from .models import OAuthClientRegistration, OAuthConnection
 
 __all__ = ["DjangoTokenStorage", "token_fields"]
 
+#: the longest access-token lifetime kept (seconds; ten years): an authorization server's larger
+#: ``expires_in`` (10**30...) would overflow the datetime of ``expires_at``
+MAX_LIFETIME_S = 10 * 366 * 24 * 3600
+
 #: one refresh at a time per connection within a process too (SQLite has no row locks)
 _process_locks: dict[tuple[Any, ...], asyncio.Lock] = {}
 
 
-def _token_of(row: OAuthConnection) -> OAuthToken | None:
+def _token_of(row: OAuthConnection, server_url: str | None = None) -> OAuthToken | None:
+    """The row's tokens (``expires_in`` recomputed), or None: none, unreadable, or issued for
+    another MCP server URL than ``server_url`` (the server was re-pointed since the person
+    connected: the tokens must not follow it; rows from before ``server_url`` was recorded pass)."""
+    bound = row.oauth_metadata.get("server_url") if isinstance(row.oauth_metadata, dict) else None
+    if server_url is not None and isinstance(bound, str) and bound != server_url:
+        return None
     try:
         data = unseal(row.tokens_sealed)
         tokens = OAuthToken.model_validate(data) if data else None
@@ -57,10 +69,11 @@ def _token_of(row: OAuthConnection) -> OAuthToken | None:
 
 
 def token_fields(tokens: OAuthToken) -> dict[str, Any]:
-    """The ``OAuthConnection`` fields that hold ``tokens``: sealed JSON, ``expires_at``, ``scope``."""
+    """The ``OAuthConnection`` fields that hold ``tokens``: sealed JSON, ``expires_at`` (the
+    lifetime capped at :data:`MAX_LIFETIME_S`), ``scope``."""
     expires_at = None
     if tokens.expires_in is not None:
-        expires_at = timezone.now() + dt.timedelta(seconds=int(tokens.expires_in))
+        expires_at = timezone.now() + dt.timedelta(seconds=max(0, min(int(tokens.expires_in), MAX_LIFETIME_S)))
     return {"tokens_sealed": seal(tokens.model_dump(mode="json", exclude_none=True)), "expires_at": expires_at,
             "scope": (tokens.scope or "")[:2000]}
 
@@ -78,6 +91,8 @@ class DjangoTokenStorage:
         self.tenant_id = tenant.pk if hasattr(tenant, "pk") else tenant
         self.user_id = user.pk if hasattr(user, "pk") else user
         self.server_id = server.pk if hasattr(server, "pk") else server
+        #: the server's URL now: tokens issued for another one are treated as absent
+        self.server_url: str | None = getattr(server, "url", None)
         self.cimd_url = cimd_url
 
     def _rows(self):
@@ -87,7 +102,7 @@ class DjangoTokenStorage:
 
     def _get_tokens(self) -> OAuthToken | None:
         row = self._rows().first()
-        return _token_of(row) if row is not None else None
+        return _token_of(row, self.server_url) if row is not None else None
 
     async def get_tokens(self) -> OAuthToken | None:
         return await sync_to_async(self._get_tokens)()
@@ -98,8 +113,27 @@ class DjangoTokenStorage:
 
     # -- client registration --------------------------------------------------------------------
 
+    def _registration(self) -> OAuthClientRegistration | None:
+        """The registration to present: with a connection, the one of **its** issuer (SEP-2352: a
+        refresh or revocation at the connection's authorization server must never present another
+        authorization server's client id and secret), else one bound to no issuer or the portable
+        CIMD one, else none; without a connection, the newest (the SDK's flow re-registers when it
+        belongs to another issuer)."""
+        rows = list(OAuthClientRegistration.objects.filter(server_id=self.server_id).order_by("-created_at", "-pk")
+                    .only("issuer", "client_id", "client_info_sealed"))
+        conn = self._rows().only("issuer").first()
+        if conn is None or not conn.issuer:
+            return rows[0] if rows else None
+        for row in rows:
+            if row.issuer and issuers_match(row.issuer, conn.issuer):
+                return row
+        for row in rows:
+            if not row.issuer or (self.cimd_url and row.client_id == self.cimd_url):
+                return row
+        return None
+
     def _get_client_info(self) -> OAuthClientInformationFull | None:
-        row = OAuthClientRegistration.objects.filter(server_id=self.server_id).order_by("-created_at", "-pk").first()
+        row = self._registration()
         if row is None:
             return None
         try:
@@ -143,7 +177,7 @@ class DjangoTokenStorage:
                 row = self._rows().select_for_update().first()
                 if row is None:
                     return None
-                tokens = _token_of(row)
+                tokens = _token_of(row, self.server_url)
                 if tokens is None or tokens.expires_in is None or tokens.expires_in > margin_s \
                         or not tokens.refresh_token:
                     return tokens
@@ -154,17 +188,17 @@ class DjangoTokenStorage:
                     setattr(row, name, value)
                 row.refreshed_at = timezone.now()
                 row.save(update_fields=["tokens_sealed", "expires_at", "scope", "refreshed_at"])
-                return _token_of(row)
+                return _token_of(row, self.server_url)
         finally:
             connections.close_all()  # this pool thread's own connections only (they are per thread)
 
     async def refresh_locked(self, margin_s: float, refresh: RefreshFn) -> OAuthToken | None:
         """See module doc; ``None`` when the person has no connection."""
-        row = await self._rows().only("expires_at", "tokens_sealed").afirst()
+        row = await self._rows().only("expires_at", "tokens_sealed", "oauth_metadata").afirst()
         if row is None:
             return None
         if row.expires_at is None or (row.expires_at - timezone.now()).total_seconds() > margin_s:
-            return _token_of(row)  # no lock needed: nothing to refresh
+            return _token_of(row, self.server_url)  # no lock needed: nothing to refresh
         key = (id(asyncio.get_running_loop()), self.tenant_id, self.user_id, self.server_id)
         lock = _process_locks.setdefault(key, asyncio.Lock())
         async with lock:

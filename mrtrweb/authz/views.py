@@ -50,6 +50,8 @@ RERUN_SESSION_KEY: Final = "mrtrweb.oauth.rerun"
 UPSTREAM_CODES: Final = frozenset({"authorization_failed", "outbound_refused"})
 #: the longest callback query value looked at (a longer one is refused before the service runs)
 MAX_QUERY_VALUE: Final = 4096
+#: the largest primary key a URL may name (a 64-bit column; a larger one would overflow the lookup)
+MAX_PK: Final = 2 ** 63 - 1
 
 REFUSED_MESSAGES: Final = {
     "not_oauth": "This server does not use OAuth per person: there is nothing to connect.",
@@ -251,6 +253,8 @@ async def disconnect(request: HttpRequest, server_id: int) -> HttpResponse:
     connection to the server; back to ``return_to``
     (a path of this site) or the Connections page. 404: no such connection of this person."""
     user = await request.auser()
+    if not 0 < server_id <= MAX_PK:  # a foreign-key lookup does not range-check (OverflowError, DataError)
+        raise Http404("No such connection")
     conn = await OAuthConnection.objects.select_related("server", "tenant").filter(
         user_id=user.pk, server_id=server_id).afirst()
     if conn is None:

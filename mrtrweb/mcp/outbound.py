@@ -24,7 +24,10 @@ certificate verification: httpcore's ``sni_hostname`` extension), so a second, d
 of the resolver cannot redirect the connection to a private address.
 
 Requests to the MCP server's own configured endpoint origin (``mcp_origin``: chosen by a tenant
-admin, not by the server) are not checked by the address rules, but are still bounded in time.
+admin, not by the server) are not checked by the address rules; with ``bound_mcp`` (OAuth
+discovery: the server chooses what its own well-known URLs answer) they are still bounded in time
+and size like every other request. Without it (the MCP connection itself, whose event streams
+last) they are left to the connection's own bounds.
 
 Errors: :class:`OutboundRefused` (``reason``: a short stable text, no secret) -- callers map it to
 ``outbound_refused`` / ``authorization_failed``.
@@ -179,15 +182,16 @@ class _BoundedBody(httpx2.AsyncByteStream):
 class GuardedTransport(httpx2.AsyncBaseTransport):
     """An httpx2 transport applying :func:`resolve_checked` to every request it sends (see module doc).
 
-    Requests whose origin is ``mcp_origin`` go straight to ``inner`` (only bounded in time when
-    ``bound_mcp`` is set). Others are sent to the checked IP literal (DNS pinning) and bounded by
-    ``policy.timeout_s`` and ``policy.max_bytes``.
+    Requests whose origin is ``mcp_origin`` go straight to ``inner`` (bounded by
+    ``policy.timeout_s`` and ``policy.max_bytes`` when ``bound_mcp`` is set). Others are sent to
+    the checked IP literal (DNS pinning) and bounded by ``policy.timeout_s`` and ``policy.max_bytes``.
     """
 
     def __init__(self, policy: OutboundPolicy, *, mcp_origin: str | None = None,
-                 inner: httpx2.AsyncBaseTransport | None = None) -> None:
+                 inner: httpx2.AsyncBaseTransport | None = None, bound_mcp: bool = False) -> None:
         self.policy = policy
         self.mcp_origin = mcp_origin
+        self.bound_mcp = bound_mcp
         self._inner = inner or httpx2.AsyncHTTPTransport(verify=tls_client_context())
 
     def _is_mcp(self, request: httpx2.Request) -> bool:
@@ -199,11 +203,15 @@ class GuardedTransport(httpx2.AsyncBaseTransport):
             return False
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        if self._is_mcp(request):
+        mcp = self._is_mcp(request)
+        if mcp and not self.bound_mcp:
             return await self._inner.handle_async_request(request)
         deadline = time.monotonic() + self.policy.timeout_s
-        addrs = await resolve_checked(str(request.url), self.policy)
-        pinned = _pinned(request, addrs[0])
+        if mcp:
+            pinned = request  # the admin's own choice: no address rules, but the same bounds
+        else:
+            addrs = await resolve_checked(str(request.url), self.policy)
+            pinned = _pinned(request, addrs[0])
         try:
             with anyio.fail_after(max(deadline - time.monotonic(), 0.001)):
                 response = await self._inner.handle_async_request(pinned)
@@ -232,14 +240,17 @@ def _pinned(request: httpx2.Request, address: str) -> httpx2.Request:
                           stream=request.stream, extensions=extensions)
 
 
-def guarded_client(policy: OutboundPolicy, *, mcp_origin: str | None = None, **kwargs: Any) -> httpx2.AsyncClient:
+def guarded_client(policy: OutboundPolicy, *, mcp_origin: str | None = None, bound_mcp: bool = False,
+                   **kwargs: Any) -> httpx2.AsyncClient:
     """An ``httpx2.AsyncClient`` whose transport applies the guard to every request (see module doc).
 
     ``kwargs`` go to ``httpx2.AsyncClient`` (``auth``, ``headers``, ``event_hooks``, ``timeout``...);
-    ``transport`` (an inner transport) is wrapped by the guard. Redirects are not followed unless
+    ``transport`` (an inner transport) is wrapped by the guard; ``bound_mcp``: see
+    :class:`GuardedTransport`. Redirects are not followed unless
     ``follow_redirects=True`` is passed; each followed one is a new request the guard checks again.
     """
     kwargs.setdefault("timeout", httpx2.Timeout(policy.timeout_s))
     kwargs.setdefault("follow_redirects", False)
     inner = kwargs.pop("transport", None)
-    return httpx2.AsyncClient(transport=GuardedTransport(policy, mcp_origin=mcp_origin, inner=inner), **kwargs)
+    return httpx2.AsyncClient(transport=GuardedTransport(policy, mcp_origin=mcp_origin, inner=inner,
+                                                         bound_mcp=bound_mcp), **kwargs)

@@ -97,9 +97,10 @@ class PendingFlow:
         return cls(**fields)
 
     def server_metadata(self) -> dict[str, Any]:
-        """What :meth:`AuthStorage.set_server_metadata` keeps for refresh and revocation."""
+        """What :meth:`AuthStorage.set_server_metadata` keeps for refresh and revocation, and
+        ``server_url``: the MCP server URL the tokens were issued for (they go nowhere else)."""
         return {"metadata": self.oauth_metadata, "prm": self.protected_resource_metadata,
-                "protocol_version": self.protocol_version}
+                "protocol_version": self.protocol_version, "server_url": self.server_url}
 
 
 class _Began(BaseException):  # not an Exception: the SDK logs and re-raises those ("OAuth flow error")
@@ -270,7 +271,8 @@ async def begin_authorization(server_url: str, *, identity: ClientIdentity, stor
     probe = {"jsonrpc": "2.0", "id": f"mrtrweb-auth-probe-{secrets.token_hex(8)}", "method": "ping"}
     headers = {"Accept": "application/json, text/event-stream", MCP_PROTOCOL_VERSION_HEADER: protocol_version}
     try:
-        async with guarded_client(policy, mcp_origin=origin_of(server_url), auth=provider) as client:
+        # bound_mcp: the server's own well-known URLs are the attacker's too (size and time bounded)
+        async with guarded_client(policy, mcp_origin=origin_of(server_url), bound_mcp=True, auth=provider) as client:
             response = await client.post(server_url, json=probe, headers=headers)
     except _Began as began:
         return began.flow

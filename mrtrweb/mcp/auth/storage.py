@@ -8,7 +8,8 @@
 
         {"metadata": {...RFC 8414 authorization server metadata...},
          "prm": {...RFC 9728 protected resource metadata...} | None,
-         "protocol_version": "2025-11-25" | None}
+         "protocol_version": "2025-11-25" | None,
+         "server_url": "https://mcp.example/mcp"}   # the MCP server URL the tokens were issued for
 
 ``refresh_locked(margin_s, refresh)``
     re-read the tokens **under a lock** shared by every worker (the Django storage: the row under
