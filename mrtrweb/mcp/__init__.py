@@ -13,7 +13,13 @@ One concern per module:
     what the HTTP layer saw of each request (tells a server's JSON-RPC error from one the SDK made
     up), and the response size bound.
 ``listing``
-    listing pages checked item by item, off the event loop.
+    listing pages checked item by item, off the event loop (the connection's ``list_*``).
+``server_requests``
+    requests a 2025-11-25 server sends during an open call, routed to that call's handler.
+``outbound``
+    the one outbound guard for every URL fetched for authorization.
+``auth``
+    OAuth 2.1 to MCP servers, split in two phases for a web app, and the other auth modes.
 ``tls``
     the process's one TLS client context.
 """

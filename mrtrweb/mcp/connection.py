@@ -35,11 +35,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import dataclasses
 import json
-import math
 import time
-import uuid
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import Any, Final
 
@@ -47,20 +44,18 @@ import anyio
 import httpx2
 import mcp_types as types
 from mcp import Client
-from mcp.client.session import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT
 from mcp.shared.dispatcher import CallOptions
 from mcp.shared.exceptions import MCPError
-from mcp_types import INTERNAL_ERROR, INVALID_REQUEST
-from pydantic import TypeAdapter, ValidationError
 
 from mrtrweb import __version__
 
-from . import listing
-from .errors import INVALID_RESULT, TIMEOUT, TRANSPORT_ERROR, McpCallError, origin_of
+from .errors import TIMEOUT, TRANSPORT_ERROR, McpCallError, origin_of
 from .outbound import GuardedTransport, OutboundPolicy
 from .evidence import HttpEvidence, bound_response, classify, id_key
+from .listing import Listings
+from .server_requests import OpenCall, ServerRequestHandler, ServerRequestRouting
 from .tls import tls_client_context
 
 __all__ = ["CLIENT_INFO", "DECLARABLE", "McpConnection", "ProgressCallback", "ServerRequestHandler"]
@@ -70,17 +65,10 @@ logger = logging.getLogger(__name__)
 #: ``async (progress, total, message) -> None``; ``progress``/``total`` are the server's numbers.
 ProgressCallback = Callable[[float, float | None, str | None], Awaitable[None]]
 
-#: ``async (method, params) -> result | ErrorData``: answers a request the server sent while a call
-#: was open (2025-11-25 ``elicitation/create``, ``sampling/createMessage``, ``roots/list``).
-#: ``params`` are the request's params as JSON; the result is the JSON result object (an
-#: ``ElicitResult``, ``CreateMessageResult`` or ``ListRootsResult``) or an ``ErrorData`` to refuse.
-ServerRequestHandler = Callable[[str, dict[str, Any]], Awaitable["dict[str, Any] | types.ErrorData"]]
-
 CLIENT_INFO = types.Implementation(name="mrtrweb", version=__version__)
 _CLOSE_GRACE_S = 5.0  # how long close() lets the SDK unwind before cancelling it
 #: the deprecated client capabilities a connection may declare (``McpConnection(declare=...)``)
 DECLARABLE: Final = frozenset({"sampling", "roots"})
-_SAMPLING_RESULT: TypeAdapter[Any] = TypeAdapter(types.CreateMessageResult | types.CreateMessageResultWithTools)
 
 
 def _leaf_exception(exc: BaseException) -> BaseException:
@@ -90,19 +78,7 @@ def _leaf_exception(exc: BaseException) -> BaseException:
     return exc
 
 
-@dataclasses.dataclass
-class _OpenCall:
-    """A request sent by :meth:`McpConnection.send` and not answered yet (see :meth:`McpConnection._route`)."""
-
-    method: str
-    handler: ServerRequestHandler | None
-    budget: float
-    scope: anyio.CancelScope | None = None
-    holding: int = 0  # server requests of this call being answered right now (its timeout is paused)
-
-
-
-class McpConnection:
+class McpConnection(ServerRequestRouting, Listings):
     """One Streamable HTTP connection to an MCP server, negotiated with ``mode="auto"``.
 
     The SDK ``Client`` is entered and exited inside a dedicated owner task (anyio task groups
@@ -146,7 +122,7 @@ class McpConnection:
         self._broken = False
         self._in_flight = 0
         self._last_activity = time.monotonic()
-        self._open_calls: dict[tuple[str, str | int], _OpenCall] = {}
+        self._open_calls: dict[tuple[str, str | int], OpenCall] = {}
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -372,7 +348,7 @@ class McpConnection:
         budget = self.timeout_s if timeout_s is None else timeout_s
         self._evidence.expect(request_id)
         self._in_flight += 1
-        open_call = self._open_calls[id_key(request_id)] = _OpenCall(method, on_server_request, budget)
+        open_call = self._open_calls[id_key(request_id)] = OpenCall(method, on_server_request, budget)
         try:
             with anyio.fail_after(budget) as open_call.scope:
                 raw = await dispatcher.send_raw_request(method, data.get("params"), opts)
@@ -396,134 +372,3 @@ class McpConnection:
         if not isinstance(raw, dict):  # pragma: no cover - the SDK's JSONRPCResponse guarantees a dict
             raise McpCallError(TRANSPORT_ERROR, f"{method}: result is not a JSON object")
         return raw
-
-    # -- requests from the server during an open call (2025-11-25) -------------------------------
-
-    def _route_undeclared(self, session: Any) -> None:
-        """Route undeclared sampling/roots requests to the call too, once the capabilities are sent.
-
-        The SDK answers a request for an undeclared capability itself ("not supported"), unseen by
-        the product; after negotiation (the capabilities already went out: at ``initialize``, or
-        fixed in the 2026-07-28 stamp), our handlers replace its defaults so that such a request
-        reaches the call's handler and is refused and recorded there. SDK internals:
-        ``ClientSession._sampling_callback`` / ``_list_roots_callback`` (``mcp==2.3``).
-        """
-        if "sampling" not in self.declare:
-            session._sampling_callback = self._on_server_sampling  # pyright: ignore[reportPrivateUsage]
-        if "roots" not in self.declare:
-            session._list_roots_callback = self._on_server_list_roots  # pyright: ignore[reportPrivateUsage]
-
-    async def _route(self, method: str, params: dict[str, Any]) -> dict[str, Any] | types.ErrorData:
-        """Hand a server-to-client request to the handler of the call it belongs to.
-
-        The SDK does not tell which of our requests a server request relates to (the Streamable
-        HTTP transport drops the stream it came on), so the rule is: it belongs to **the only call
-        in flight** on this connection. With no call, several calls, or a call sent without
-        ``on_server_request``, it is refused with an error rather than guessed. While the handler
-        runs (a person may be deciding), the call's timeout is paused; it restarts in full after.
-        """
-        calls = list(self._open_calls.values())
-        if len(calls) != 1 or calls[0].handler is None:
-            why = ("no call is in flight" if not calls else
-                   "several calls are in flight, so it cannot be told which one it belongs to" if len(calls) > 1 else
-                   "the call in flight does not take server requests")
-            logger.info("server request %s from %s refused: %s", method, self.origin, why)
-            return types.ErrorData(code=INVALID_REQUEST, message=f"{method} refused by the client: {why}")
-        call = calls[0]
-        assert call.handler is not None
-        call.holding += 1
-        if call.scope is not None:
-            call.scope.deadline = math.inf
-        try:
-            return await call.handler(method, params)
-        except Exception:  # noqa: BLE001 - a handler bug must not kill the connection
-            logger.exception("handler of server request %s failed", method)
-            return types.ErrorData(code=INTERNAL_ERROR, message=f"{method}: the client failed to handle it")
-        finally:
-            call.holding -= 1
-            if call.scope is not None and not call.holding:
-                call.scope.deadline = anyio.current_time() + call.budget
-
-    async def _route_typed(self, method: str, params: Any, model: Any) -> Any:
-        out = await self._route(method, params.model_dump(by_alias=True, mode="json", exclude_none=True)
-                                if params is not None else {})
-        if isinstance(out, types.ErrorData):
-            return out
-        try:
-            return model.validate_python(out) if isinstance(model, TypeAdapter) else model.model_validate(out)
-        except ValidationError:
-            logger.warning("handler of server request %s returned an invalid %s", method, getattr(model, "__name__", model))
-            return types.ErrorData(code=INTERNAL_ERROR, message=f"{method}: the client built an invalid result")
-
-    async def _on_server_elicitation(
-        self, context: ClientRequestContext, params: types.ElicitRequestParams
-    ) -> types.ElicitResult | types.ErrorData:
-        # Installing it also makes the SDK advertise the elicitation capability (form + url).
-        return await self._route_typed("elicitation/create", params, types.ElicitResult)
-
-    async def _on_server_sampling(
-        self, context: ClientRequestContext, params: types.CreateMessageRequestParams
-    ) -> types.CreateMessageResult | types.CreateMessageResultWithTools | types.ErrorData:
-        return await self._route_typed("sampling/createMessage", params, _SAMPLING_RESULT)
-
-    async def _on_server_list_roots(self, context: ClientRequestContext) -> types.ListRootsResult | types.ErrorData:
-        return await self._route_typed("roots/list", None, types.ListRootsResult)
-
-    async def _listing(self, method: str, field: str, model: Any) -> list[dict[str, Any]]:
-        """Walk a paginated listing; return its items as JSON dicts, each checked against ``model``.
-
-        Each page comes back raw (:meth:`send`: no validation on the event loop) and is checked
-        item by item in a worker thread (:func:`_check_page`): a listing of many thousands of
-        items never holds the event loop for the whole check. At most :data:`MAX_LISTED_ITEMS`
-        items in all are accepted; a longer listing is ``invalid_result``."""
-        self._live_client()
-        items: list[dict[str, Any]] = []
-        cursor: str | None = None
-        try:
-            with anyio.fail_after(self.timeout_s):
-                for _ in range(listing.LIST_PAGE_CAP):
-                    raw = await self.send(method, {"cursor": cursor} if cursor else {},
-                                          f"mrtrweb-list-{uuid.uuid4()}", timeout_s=self.timeout_s)
-                    page, cursor = await asyncio.to_thread(listing.check_page, raw, field, model,
-                                                           listing.MAX_LISTED_ITEMS - len(items))
-                    items.extend(page)
-                    if not cursor:
-                        break
-        except TimeoutError:
-            raise McpCallError(TIMEOUT, f"{method}: no response within {self.timeout_s:g}s") from None
-        except listing.ListingRefused as exc:
-            raise McpCallError(INVALID_RESULT, f"{method}: {exc}") from None
-        return items
-
-    async def list_tools(self) -> list[dict[str, Any]]:
-        """All tools as raw dicts (``name``, ``description``, ``inputSchema``, ...), all pages.
-
-        Raises:
-            McpCallError: ``transport_error``, ``jsonrpc_error``, ``timeout`` or ``invalid_result``.
-        """
-        return await self._listing("tools/list", "tools", types.Tool)
-
-    async def list_prompts(self) -> list[dict[str, Any]]:
-        """All prompts as raw dicts (``name``, ``description``, ``arguments``, ...), all pages.
-
-        Raises:
-            McpCallError: as :meth:`list_tools`.
-        """
-        return await self._listing("prompts/list", "prompts", types.Prompt)
-
-    async def list_resources(self) -> list[dict[str, Any]]:
-        """All resources as raw dicts (``uri``, ``name``, ...), all pages.
-
-        Raises:
-            McpCallError: as :meth:`list_tools`.
-        """
-        return await self._listing("resources/list", "resources", types.Resource)
-
-    async def list_resource_templates(self) -> list[dict[str, Any]]:
-        """All resource templates as raw dicts (``uriTemplate``, ``name``, ...), all pages.
-
-        Raises:
-            McpCallError: as :meth:`list_tools`.
-        """
-        return await self._listing("resources/templates/list", "resourceTemplates", types.ResourceTemplate)
-

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import uuid
 from typing import Any, Final
 
+import anyio
+import mcp_types as types
 from pydantic import ValidationError
+
+from .errors import INVALID_RESULT, TIMEOUT, McpCallError
 
 LIST_PAGE_CAP: Final = 100  # a paginator that never ends cannot hang a listing
 #: a listing (all its pages) of more items than this is refused as ``invalid_result``
@@ -38,4 +44,69 @@ def check_page(raw: Any, field: str, model: Any, room: int) -> tuple[list[dict[s
     if errors:
         raise ListingRefused(f"malformed result ({errors} errors)")
     return items, cursor or None
+
+
+class Listings:
+    """The listing half of :class:`~mrtrweb.mcp.connection.McpConnection` (a mixin: it uses the
+    connection's ``send``, ``_live_client`` and ``timeout_s``)."""
+
+    timeout_s: float
+
+    async def _listing(self, method: str, field: str, model: Any) -> list[dict[str, Any]]:
+        """Walk a paginated listing; return its items as JSON dicts, each checked against ``model``.
+
+        Each page comes back raw (:meth:`send`: no validation on the event loop) and is checked
+        item by item in a worker thread (:func:`check_page`): a listing of many thousands of
+        items never holds the event loop for the whole check. At most :data:`MAX_LISTED_ITEMS`
+        items in all are accepted; a longer listing is ``invalid_result``."""
+        self._live_client()
+        items: list[dict[str, Any]] = []
+        cursor: str | None = None
+        try:
+            with anyio.fail_after(self.timeout_s):
+                for _ in range(LIST_PAGE_CAP):
+                    raw = await self.send(method, {"cursor": cursor} if cursor else {},
+                                          f"mrtrweb-list-{uuid.uuid4()}", timeout_s=self.timeout_s)
+                    page, cursor = await asyncio.to_thread(check_page, raw, field, model,
+                                                           MAX_LISTED_ITEMS - len(items))
+                    items.extend(page)
+                    if not cursor:
+                        break
+        except TimeoutError:
+            raise McpCallError(TIMEOUT, f"{method}: no response within {self.timeout_s:g}s") from None
+        except ListingRefused as exc:
+            raise McpCallError(INVALID_RESULT, f"{method}: {exc}") from None
+        return items
+
+    async def list_tools(self) -> list[dict[str, Any]]:
+        """All tools as raw dicts (``name``, ``description``, ``inputSchema``, ...), all pages.
+
+        Raises:
+            McpCallError: ``transport_error``, ``jsonrpc_error``, ``timeout`` or ``invalid_result``.
+        """
+        return await self._listing("tools/list", "tools", types.Tool)
+
+    async def list_prompts(self) -> list[dict[str, Any]]:
+        """All prompts as raw dicts (``name``, ``description``, ``arguments``, ...), all pages.
+
+        Raises:
+            McpCallError: as :meth:`list_tools`.
+        """
+        return await self._listing("prompts/list", "prompts", types.Prompt)
+
+    async def list_resources(self) -> list[dict[str, Any]]:
+        """All resources as raw dicts (``uri``, ``name``, ...), all pages.
+
+        Raises:
+            McpCallError: as :meth:`list_tools`.
+        """
+        return await self._listing("resources/list", "resources", types.Resource)
+
+    async def list_resource_templates(self) -> list[dict[str, Any]]:
+        """All resource templates as raw dicts (``uriTemplate``, ``name``, ...), all pages.
+
+        Raises:
+            McpCallError: as :meth:`list_tools`.
+        """
+        return await self._listing("resources/templates/list", "resourceTemplates", types.ResourceTemplate)
 
