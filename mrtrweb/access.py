@@ -99,6 +99,23 @@ async def operation_denial(op: Operation) -> str:
     return await adenial(op.user_id, op.tenant_id, op.server_id)
 
 
+async def server_for(user: Any, server_id: Any) -> McpServer:
+    """The enabled server ``server_id`` of a tenant ``user`` is a member of and may act in (tenant
+    loaded): every page and action on a server starts here.
+
+    Raises:
+        Http404: no such server for this user, or their access ended (e.g. an inactive user).
+    """
+    try:
+        server = await McpServer.objects.select_related("tenant").aget(
+            pk=server_id, enabled=True, tenant__memberships__user=user)
+    except (McpServer.DoesNotExist, ValueError, TypeError, OverflowError):
+        raise Http404("No such server") from None
+    if await adenial(user.pk, server.tenant_id, server.pk):
+        raise Http404("No such server")
+    return server
+
+
 async def operation_for(user: Any, op_id: Any) -> Operation:
     """``user``'s operation ``op_id`` while they may act on it (server and tenant loaded).
 

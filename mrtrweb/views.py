@@ -48,15 +48,7 @@ async def _user(request: HttpRequest):
     return await request.auser()
 
 
-async def _server_for(user: Any, server_id: int) -> McpServer:
-    try:
-        server = await McpServer.objects.select_related("tenant").aget(
-            pk=server_id, enabled=True, tenant__memberships__user=user)
-    except McpServer.DoesNotExist:
-        raise Http404("No such server") from None
-    if await access.adenial(user.pk, server.tenant_id, server.pk):  # e.g. an inactive user
-        raise Http404("No such server")
-    return server
+_server_for = access.server_for
 
 
 async def _operation_for(user: Any, op_id: Any) -> Operation:

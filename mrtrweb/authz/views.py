@@ -74,16 +74,7 @@ def _refused(request: HttpRequest, code: str, message: str = "", *, server: Any 
                              "server": server}, status=status)
 
 
-async def _server_for(user: Any, server_id: int) -> McpServer:
-    """The enabled server ``server_id`` of a tenant ``user`` is a member of (and may act in). 404 else."""
-    try:
-        server = await McpServer.objects.select_related("tenant").aget(
-            pk=server_id, enabled=True, tenant__memberships__user=user)
-    except McpServer.DoesNotExist:
-        raise Http404("No such server") from None
-    if await access.adenial(user.pk, server.tenant_id, server.pk):
-        raise Http404("No such server")
-    return server
+_server_for = access.server_for
 
 
 async def _session_key(request: HttpRequest) -> str:
