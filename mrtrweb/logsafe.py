@@ -9,11 +9,20 @@ A project that turns its root logger to DEBUG would then write ``requestState``,
 and authorization codes to its logs. :func:`hold_sdk_wire_loggers` (called once from the app's
 ``ready()``) sets those loggers to WARNING unless the project gave them a level of its own (a
 deliberate choice, e.g. while debugging a server on a laptop; it is logged as a warning).
+
+The ASGI server's access log is the other place: the authorization server sends the person's
+browser back to ``oauth/callback/?code=...&state=...``, and uvicorn logs every request line
+(logger ``uvicorn.access``). :class:`RedactOAuthQuery`, installed on that logger by the same call,
+replaces the values of ``code``, ``state`` (and the other OAuth parameters below) in the logged
+path with ``[redacted]``. Another ASGI server's access log (daphne's ``--access-log``, gunicorn's)
+is outside Python logging: turn it off or filter it there (README "Authorization to MCP servers").
 """
 
 from __future__ import annotations
 
 import logging
+import re
+from typing import Any
 
 #: the SDK and HTTP client loggers that print message contents, session ids, URLs with OAuth
 #: parameters or headers with tokens below WARNING
@@ -21,9 +30,48 @@ SDK_WIRE_LOGGERS = ("mcp.client.streamable_http", "mcp.client.sse", "httpx2", "h
 
 logger = logging.getLogger("mrtrweb.logsafe")
 
+#: query parameters whose values never reach an access log line: an authorization response's
+#: ``code`` and ``state`` (RFC 6749 section 4.1.2), a token or assertion some server may put there
+REDACTED_PARAMS = ("code", "state", "access_token", "refresh_token", "id_token", "token", "client_secret",
+                   "code_verifier", "assertion")
+# a parameter in a query, or in a query carried percent-encoded inside another one (a ``next=``)
+_PARAM = re.compile(r"(?i)((?:[?&;]|%3F|%26|%3B)(?:" + "|".join(REDACTED_PARAMS) + r")(?:=|%3D))"
+                    r"(?:(?!%26|%3B)[^&;#\s])*")
+#: the access loggers :class:`RedactOAuthQuery` is installed on
+ACCESS_LOGGERS = ("uvicorn.access",)
+
+
+def redact_query(text: str) -> str:
+    """``text`` with the value of every :data:`REDACTED_PARAMS` query parameter replaced.
+
+    >>> redact_query("/mcp/oauth/callback/?code=abc&state=xyz&iss=https%3A%2F%2Fas")
+    '/mcp/oauth/callback/?code=[redacted]&state=[redacted]&iss=https%3A%2F%2Fas'
+    """
+    return _PARAM.sub(r"\1[redacted]", text) if "=" in text else text
+
+
+class RedactOAuthQuery(logging.Filter):
+    """A filter for access loggers: every string argument (uvicorn's is ``(client, method,
+    path_with_query, http_version, status)``) and the message have OAuth parameters redacted."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args: Any = record.args
+        if isinstance(args, tuple):
+            record.args = tuple(redact_query(a) if isinstance(a, str) else a for a in args)
+        elif isinstance(args, dict):
+            record.args = {k: redact_query(v) if isinstance(v, str) else v for k, v in args.items()}
+        if isinstance(record.msg, str):
+            record.msg = redact_query(record.msg)
+        return True
+
 
 def hold_sdk_wire_loggers() -> None:
-    """Set each of :data:`SDK_WIRE_LOGGERS` to WARNING when the project left its level unset."""
+    """Set each of :data:`SDK_WIRE_LOGGERS` to WARNING when the project left its level unset, and
+    install :class:`RedactOAuthQuery` on each of :data:`ACCESS_LOGGERS` (once)."""
+    for name in ACCESS_LOGGERS:
+        access = logging.getLogger(name)
+        if not any(isinstance(f, RedactOAuthQuery) for f in access.filters):
+            access.addFilter(RedactOAuthQuery())
     for name in SDK_WIRE_LOGGERS:
         wire = logging.getLogger(name)
         if wire.level == logging.NOTSET:

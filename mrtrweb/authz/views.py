@@ -58,6 +58,8 @@ REFUSED_MESSAGES: Final = {
     "state_invalid": "This sign-in cannot be completed: it is unknown, was already used, expired, or was started "
                      "by another person or in another browser. Nothing was stored. Start again from the server page.",
     "bad_request": "This request is not valid. Nothing was stored.",
+    "signed_out": "You are not signed in (any more), so this sign-in cannot be completed. Nothing was stored. "
+                  "Sign in and connect again from the server page.",
 }
 
 
@@ -188,14 +190,19 @@ async def _take_rerun(request: HttpRequest, server_id: Any) -> Any:
     return intent.get("op")
 
 
-@login_required
 @require_GET
 async def callback(request: HttpRequest) -> HttpResponse:
     """GET ``oauth/callback/`` (the redirect URI; any worker): finish the flow named by ``state``.
 
     Success: 302 to the flow's ``return_to`` (re-checked: a path of this site), or to the
-    operation run again. Refused: 400/502 page with the code; nothing stored."""
+    operation run again. Refused: 400/502 page with the code; nothing stored. A browser that is not
+    signed in (any more) gets the ``signed_out`` page, not the sign-in page: a ``next=`` would carry
+    the authorization code into another URL (and its log line), and the flow is bound to the
+    session that started it, which signing in replaces."""
     user = await request.auser()
+    if not user.is_authenticated:
+        logger.info("authorization callback refused: not signed in")
+        return _refused(request, "signed_out")
     code = _query_refusal(request.GET)
     if code:
         logger.info("authorization callback refused before the exchange (%s)", code)
