@@ -200,3 +200,6 @@ def check_secret_keys_at_rest(app_configs=None, **kwargs) -> list:
         return [Warning('MRTRWEB["SECRET_KEYS"] lists a key twice.', hint="List each key once, the newest first.",
                         id="mrtrweb.W015")]
     return []
+
+
+from .authz import checks as _authz_checks  # noqa: E402,F401 - registers the authorization settings' checks

@@ -129,6 +129,58 @@ def get(key: str) -> Any:
     return value
 
 
+#: keys whose value is a list (``MRTRWEB_<KEY>``: a JSON list, or words separated by white space)
+_LISTS = {"SECRET_KEYS", "OUTBOUND_ALLOW_HOSTS"}
+#: keys whose value is a boolean (``MRTRWEB_<KEY>``: ``1``/``0``, ``true``/``false``, ``yes``/``no``)
+_BOOLS = {"OUTBOUND_ALLOW_HTTP_LOOPBACK"}
+
+
+def from_environ(environ: Any) -> dict[str, Any]:
+    """The ``MRTRWEB`` values given as ``MRTRWEB_<KEY>`` environment variables (the standalone and
+    production settings modules use it; every key of :data:`DEFAULTS` may be given so).
+
+    Numbers parse as ``int`` when whole, else ``float``; list keys (:data:`_LISTS`) take a JSON list
+    or white-space separated words; boolean keys (:data:`_BOOLS`) ``1/0/true/false/yes/no``; the
+    rest are strings. An empty variable counts as unset.
+
+    Raises:
+        ImproperlyConfigured: a value that does not parse (named, never echoed: it may be a key).
+    """
+    import json
+
+    out: dict[str, Any] = {}
+    for key in DEFAULTS:
+        raw = environ.get(f"MRTRWEB_{key}")
+        if raw is None or not raw.strip():
+            continue
+        raw = raw.strip()
+        if key in _NUMERIC:
+            try:
+                number = float(raw)
+            except ValueError:
+                raise ImproperlyConfigured(f"MRTRWEB_{key} must be a number") from None
+            out[key] = int(number) if number.is_integer() else number
+        elif key in _LISTS:
+            if raw.startswith("["):
+                try:
+                    value = json.loads(raw)
+                except ValueError:
+                    raise ImproperlyConfigured(f"MRTRWEB_{key} must be a JSON list or words separated by spaces") from None
+                if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                    raise ImproperlyConfigured(f"MRTRWEB_{key} must be a list of strings")
+                out[key] = value
+            else:
+                out[key] = raw.split()
+        elif key in _BOOLS:
+            lowered = raw.lower()
+            if lowered not in ("1", "0", "true", "false", "yes", "no"):
+                raise ImproperlyConfigured(f"MRTRWEB_{key} must be 1 or 0 (true/false, yes/no)")
+            out[key] = lowered in ("1", "true", "yes")
+        else:
+            out[key] = raw
+    return out
+
+
 def unknown_keys() -> list[str]:
     """Keys of the project's ``MRTRWEB`` that this version does not know (for the system check)."""
     user = getattr(settings, "MRTRWEB", {}) or {}

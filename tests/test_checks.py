@@ -96,3 +96,52 @@ def test_unusable_sampling_provider_is_an_error(settings):
     assert "mrtrweb.E005" in _ids()
     settings.MRTRWEB = {}
     assert "mrtrweb.E005" not in _ids()
+
+
+def test_authorization_settings_are_checked(settings):
+    """The authorization settings (README "Authorization to MCP servers") are checked at start-up:
+    a redirect URI that is not https (but for loopback) or has a fragment, an http or path-less CIMD
+    URL, an allow-list given as a string (its letters would be the hosts), a non-boolean loopback
+    switch, an empty client name."""
+    settings.MRTRWEB = {"OAUTH_REDIRECT_URI": "https://app.example/mcp/oauth/callback/",
+                        "OAUTH_CLIENT_METADATA_URL": "https://app.example/mcp/oauth/client-metadata.json",
+                        "OUTBOUND_ALLOW_HOSTS": ["auth.internal"], "OUTBOUND_ALLOW_HTTP_LOOPBACK": True}
+    assert not {"mrtrweb.E023", "mrtrweb.E024", "mrtrweb.E025", "mrtrweb.E026"} & _ids()
+    settings.MRTRWEB = {"OAUTH_REDIRECT_URI": "http://127.0.0.1:8000/mcp/oauth/callback/"}
+    assert "mrtrweb.E023" not in _ids()
+    for bad in ("http://evil.example/cb", "not a url", "https://app.example/cb#x", "https://u:p@app.example/cb",
+                "javascript:alert(1)", 42):
+        settings.MRTRWEB = {"OAUTH_REDIRECT_URI": bad}
+        assert "mrtrweb.E023" in _ids(), bad
+    for bad in ("http://app.example/cimd.json", "https://app.example", "https://app.example/", 7):
+        settings.MRTRWEB = {"OAUTH_CLIENT_METADATA_URL": bad}
+        assert "mrtrweb.E024" in _ids(), bad
+    for bad in ({"OUTBOUND_ALLOW_HOSTS": "auth.internal"}, {"OUTBOUND_ALLOW_HOSTS": [""]},
+                {"OUTBOUND_ALLOW_HTTP_LOOPBACK": "yes"}):
+        settings.MRTRWEB = bad
+        assert "mrtrweb.E025" in _ids(), bad
+    settings.MRTRWEB = {"OAUTH_CLIENT_NAME": " "}
+    assert "mrtrweb.E026" in _ids()
+
+
+def test_every_mrtrweb_setting_can_come_from_the_environment():
+    """``MRTRWEB_<KEY>`` works for every key (numbers, lists, booleans, strings); a bad number is
+    refused by name, without its value."""
+    import pytest
+    from django.core.exceptions import ImproperlyConfigured
+
+    from mrtrweb.conf import DEFAULTS, from_environ
+
+    got = from_environ({"MRTRWEB_CONNECTION_IDLE_S": "42", "MRTRWEB_STATE_ONLY_BACKOFF_S": "0.5",
+                        "MRTRWEB_OUTBOUND_ALLOW_HOSTS": "a.internal b.internal",
+                        "MRTRWEB_SECRET_KEYS": '["k1", "k2"]', "MRTRWEB_OUTBOUND_ALLOW_HTTP_LOOPBACK": "0",
+                        "MRTRWEB_OAUTH_REDIRECT_URI": "https://app.example/mcp/oauth/callback/",
+                        "MRTRWEB_TTL_S": ""})
+    assert got == {"CONNECTION_IDLE_S": 42, "STATE_ONLY_BACKOFF_S": 0.5,
+                   "OUTBOUND_ALLOW_HOSTS": ["a.internal", "b.internal"], "SECRET_KEYS": ["k1", "k2"],
+                   "OUTBOUND_ALLOW_HTTP_LOOPBACK": False,
+                   "OAUTH_REDIRECT_URI": "https://app.example/mcp/oauth/callback/"}
+    assert set(from_environ({f"MRTRWEB_{k}": "1" for k in DEFAULTS})) == set(DEFAULTS)
+    with pytest.raises(ImproperlyConfigured, match="MRTRWEB_TTL_S must be a number") as err:
+        from_environ({"MRTRWEB_TTL_S": "s3cr3t"})
+    assert "s3cr3t" not in str(err.value)

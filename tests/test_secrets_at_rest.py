@@ -20,6 +20,7 @@ import logging
 import secrets
 
 import pytest
+from django.core.management import CommandError
 from asgiref.sync import sync_to_async
 from cryptography.fernet import Fernet
 from django.core.checks import run_checks
@@ -171,9 +172,11 @@ def test_unreadable_secrets_are_counted_and_left_or_dropped(settings):
     _keys(settings, KEY_C)  # a key nobody keeps
     _seed_sealed_rows()
     _keys(settings, KEY_B, KEY_A)
-    out, err = _rotate()
-    assert "total: 0 resealed, 1 empty, 5 unreadable (0 dropped)" in out
-    assert "5 stored secret(s) could not be opened" in err
+    out = io.StringIO()
+    with pytest.raises(CommandError, match=r"5 stored secret\(s\) could not be opened") as failed:
+        call_command("mrtr_rotate_secrets", stdout=out)
+    assert failed.value.returncode == 2  # a deploy script notices
+    assert "total: 0 resealed, 1 empty, 5 unreadable (0 dropped)" in out.getvalue()
     assert OAuthConnection.objects.count() == 1 and PendingAuthorization.objects.count() == 1
     out, err = _rotate("--drop-unreadable")
     assert "total: 0 resealed, 1 empty, 5 unreadable (5 dropped)" in out and not err
@@ -343,3 +346,33 @@ async def test_a_real_connect_and_refresh_between_rounds_leave_no_secret_anywher
         for what, value in secrets_seen.items():
             assert value not in blob, (what, where)
     assert (await OAuthConnection.objects.aget(pk=conn.pk)).tokens_sealed in dump  # the dump is complete
+
+
+def test_moving_from_the_derived_key_to_explicit_keys_loses_nothing(settings, db):
+    """A deployment that started on the embedded default (no ``SECRET_KEYS``: one key derived from
+    ``SECRET_KEY``) moves to explicit keys: ``[new, "derived"]`` opens the old secrets, the rotate
+    command re-seals them with ``new``, and ``[new]`` alone then opens them."""
+    from io import StringIO
+
+    from cryptography.fernet import Fernet
+    from django.core.management import call_command
+
+    from mrtrweb.authz import crypto
+    from mrtrweb.models import McpServer, Tenant
+
+    settings.MRTRWEB = {}
+    tenant = Tenant.objects.create(name="Derived", slug="derived")
+    server = McpServer(tenant=tenant, name="Old", url="https://mcp.example/mcp", auth_mode="tenant")
+    crypto.set_server_secret(server, {"bearer": "bearer-sealed-under-the-derived-key"})
+    server.save()
+    new = Fernet.generate_key().decode()
+    settings.MRTRWEB = {"SECRET_KEYS": [new]}
+    with pytest.raises(crypto.SecretUnreadable):
+        crypto.unseal(McpServer.objects.get(pk=server.pk).auth_secret_sealed)
+    settings.MRTRWEB = {"SECRET_KEYS": [new, crypto.DERIVED]}
+    out = StringIO()
+    call_command("mrtr_rotate_secrets", stdout=out)
+    assert "0 unreadable" in out.getvalue()
+    settings.MRTRWEB = {"SECRET_KEYS": [new]}
+    assert crypto.unseal(McpServer.objects.get(pk=server.pk).auth_secret_sealed) == {
+        "bearer": "bearer-sealed-under-the-derived-key"}

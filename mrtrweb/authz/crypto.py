@@ -38,8 +38,15 @@ def _derived_key() -> bytes:
     return base64.urlsafe_b64encode(hkdf.derive(str(settings.SECRET_KEY).encode()))
 
 
+#: an entry of ``SECRET_KEYS`` standing for the key derived from ``SECRET_KEY`` (the embedded
+#: default): ``[new_key, "derived"]`` opens what was sealed before ``SECRET_KEYS`` was set, so a
+#: deployment moves to explicit keys with ``mrtr_rotate_secrets`` and loses nothing
+DERIVED = "derived"
+
+
 def keys() -> list[bytes]:
-    """The configured Fernet keys, sealing key first.
+    """The configured Fernet keys, sealing key first (:data:`DERIVED` entries: the key derived from
+    ``SECRET_KEY``).
 
     Raises:
         ImproperlyConfigured: ``SECRET_KEYS`` is not a non-empty list of valid Fernet keys.
@@ -53,6 +60,9 @@ def keys() -> list[bytes]:
         raise ImproperlyConfigured('MRTRWEB["SECRET_KEYS"] must be a non-empty list of Fernet keys')
     out = []
     for key in configured:
+        if key == DERIVED:
+            out.append(_derived_key())
+            continue
         raw = key.encode() if isinstance(key, str) else key
         try:
             Fernet(raw)

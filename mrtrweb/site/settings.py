@@ -138,15 +138,11 @@ CONTENT_SECURITY_POLICY = {
     }
 }
 
-# MRTRWEB settings (reference: mrtrweb/conf.py); numeric ones may come from MRTRWEB_<KEY>.
-MRTRWEB = {
-    key: float(os.environ[f"MRTRWEB_{key}"])
-    for key in ("TTL_S", "MAX_ROUNDS", "MAX_STATE_BYTES", "MAX_PENDING_ROUNDS", "MAX_STARTS_PER_MINUTE",
-                "HEARTBEAT_S", "CALL_TIMEOUT_S", "MAX_TENANT_PENDING_ROUNDS", "MAX_TENANT_STARTS_PER_MINUTE")
-    if os.environ.get(f"MRTRWEB_{key}")
-}
-if os.environ.get("MRTRWEB_BINDING_KEY_PREFIX"):
-    MRTRWEB["BINDING_KEY_PREFIX"] = os.environ["MRTRWEB_BINDING_KEY_PREFIX"]
+# MRTRWEB settings (reference: mrtrweb/conf.py): every key may come from MRTRWEB_<KEY>
+# (numbers, lists as JSON or words, booleans as 1/0; conf.from_environ).
+from mrtrweb.conf import from_environ as _mrtrweb_from_environ  # noqa: E402
+
+MRTRWEB = _mrtrweb_from_environ(os.environ)
 
 LOGGING = {
     "version": 1,

@@ -16,7 +16,10 @@ with the first key: counted as ``changed meanwhile``). A value no configured key
 registration or started flow is deleted (people connect again, the client registers again), a
 server's secret (and its digest) is cleared (an admin enters it again; its open rounds are denied,
 its configuration changed). Output: one line per field with its counts; nothing secret is printed.
-Exits 1 when the keys are not configured correctly (``ImproperlyConfigured``).
+Exits 1 when the keys are not configured correctly (``ImproperlyConfigured``), 2 when secrets no
+configured key opens were left (not with ``--dry-run``): a deploy script notices. Moving from the
+embedded default (no ``SECRET_KEYS``: a key derived from ``SECRET_KEY``) to explicit keys: list
+``"derived"`` after the new key, run this command, then drop ``"derived"``.
 """
 
 from __future__ import annotations
@@ -116,5 +119,7 @@ class Command(BaseCommand):
                 setattr(total, name, getattr(total, name) + getattr(counts, name))
         self.stdout.write(total.line("total" + (" (dry run: nothing written)" if options["dry_run"] else "")))
         if total.unreadable > total.dropped and not options["dry_run"]:
-            self.stderr.write(f"{total.unreadable - total.dropped} stored secret(s) could not be opened with the "
-                              "configured keys and were left as they are (--drop-unreadable removes them).")
+            raise CommandError(f"{total.unreadable - total.dropped} stored secret(s) could not be opened with the "
+                               "configured keys and were left as they are: list the key that sealed them (\"derived\" "
+                               "for the key derived from SECRET_KEY), or --drop-unreadable removes them.",
+                               returncode=2)
