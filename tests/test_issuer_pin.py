@@ -324,3 +324,18 @@ async def test_the_interstitial_shows_the_issuer_when_the_sign_in_page_is_elsewh
             assert "http://localhost:9" in page and f'<code class="issuer-origin">{pair.as_url}</code>' in page
     finally:
         pair.stop()
+
+
+async def test_a_callback_after_the_issuer_changed_sends_no_secret(pinned):
+    """Alice starts Connect; before her callback an admin pins the client to another issuer: the
+    callback is refused before the code exchange (which would present the secret)."""
+    o = pinned
+    start = await _start(o)
+    query = await follow_authorization_url(start.authorization_url, redirect_uri=REDIRECT,
+                                           policy=service.outbound_policy())
+    o["server"].oauth_issuer = "https://auth.example.com"
+    await o["server"].asave()
+    with pytest.raises(service.ConnectRefused) as caught:
+        await service.finish_connect(user=o["users"]["alice"], session_key="sess-1", query=query)
+    assert caught.value.code == "state_invalid"
+    assert o["pair"].provider.token_requests == 0 and not await OAuthConnection.objects.aexists()

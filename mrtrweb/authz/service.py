@@ -43,6 +43,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.db import transaction
 from django.utils import timezone
+from mcp.client.auth.utils import issuers_match
 from mcp.client.auth.utils import union_scopes as union_scope
 
 from .. import conf
@@ -174,13 +175,18 @@ def _claim(state: str, user_id: Any, session_key: str) -> PendingAuthorization:
 async def _check_still_connectable(pending: PendingAuthorization, flow: PendingFlow) -> None:
     """Refuse (``state_invalid``, before any code exchange) when, since the flow started, the
     server was re-pointed (another URL: the tokens would be for another resource), left OAuth per
-    user, was disabled, or the person may no longer act on it (removed from the tenant...)."""
+    user, was disabled, its pre-registered secret was pinned to another issuer (or to none), or the
+    person may no longer act on it (removed from the tenant...)."""
     from .. import access
     from ..models import McpServer
 
-    server = await McpServer.objects.filter(pk=pending.server_id).only("url", "auth_mode", "enabled").afirst()
+    server = await McpServer.objects.filter(pk=pending.server_id).only("url", "auth_mode", "enabled",
+                                                                       "oauth_issuer").afirst()
+    # a pre-registered secret: the code exchange presents it, so only to the issuer configured now
+    repinned = server is not None and bool((flow.client_info or {}).get("client_secret")) and not (
+        server.oauth_issuer and flow.issuer and issuers_match(server.oauth_issuer, flow.issuer))
     if server is None or server.auth_mode != "oauth_user" or not server.enabled or server.url != flow.server_url \
-            or await access.adenial(pending.user_id, pending.tenant_id, pending.server_id):
+            or repinned or await access.adenial(pending.user_id, pending.tenant_id, pending.server_id):
         logger.warning("authorization callback for pending %s refused: the server changed or access ended", pending.pk)
         raise ConnectRefused("state_invalid", "This server's settings or your access changed since you started "
                                               "connecting; connect again.")
