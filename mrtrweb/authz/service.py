@@ -183,7 +183,8 @@ async def _check_still_connectable(pending: PendingAuthorization, flow: PendingF
     server = await McpServer.objects.filter(pk=pending.server_id).only("url", "auth_mode", "enabled",
                                                                        "oauth_issuer").afirst()
     # a pre-registered secret: the code exchange presents it, so only to the issuer configured now
-    repinned = server is not None and bool((flow.client_info or {}).get("client_secret")) and not (
+    secret = flow.how == "preregistered" and bool((flow.client_info or {}).get("client_secret"))
+    repinned = server is not None and secret and not (
         server.oauth_issuer and flow.issuer and issuers_match(server.oauth_issuer, flow.issuer))
     if server is None or server.auth_mode != "oauth_user" or not server.enabled or server.url != flow.server_url \
             or repinned or await access.adenial(pending.user_id, pending.tenant_id, pending.server_id):
