@@ -5,7 +5,8 @@ paths a deployment uses.
 
 * :func:`scenario_context` reads ``MCP_CONFORMANCE_CONTEXT`` (a JSON object the suite sets for
   some scenarios: ``client_id`` / ``client_secret`` for pre-registration and client credentials,
-  ``private_key_pem`` / ``signing_algorithm`` for ``private_key_jwt``).
+  ``private_key_pem`` / ``signing_algorithm`` for ``private_key_jwt``, ``issuer`` for
+  pre-registration).
 * :func:`apply_run_settings` sets, for this process only, what a deployer would set: plain http to
   loopback allowed for discovery, registration and tokens (the suite's servers are
   ``http://localhost:PORT``), and the Client ID Metadata Document URL the suite expects
@@ -15,7 +16,11 @@ paths a deployment uses.
   would: ``auth/client-credentials-*`` -> OAuth client credentials (``oauth_client``) with the
   context's client id and secret or private key; any other ``auth/*`` -> OAuth per user
   (``oauth_user``), with the context's client id and secret as a pre-registered client when given;
-  every other scenario -> no authorization.
+  every other scenario -> no authorization. A client secret or key is pinned to its issuer
+  (``McpServer.oauth_issuer``), as an admin must: the context's ``issuer`` when it has one, else
+  (the client-credentials scenarios) looked up the way an admin would, with
+  :func:`mrtrweb.authz.service.discover_issuer` (PRM at the server, then its authorization
+  server's metadata ``issuer``).
 
 Secrets from the context are sealed (:mod:`mrtrweb.authz.crypto`) like an admin's; never printed
 or logged.
@@ -63,10 +68,11 @@ def apply_run_settings() -> None:
     settings.MRTRWEB = current
 
 
-def _auth_config(scenario: str, context: dict[str, Any]) -> tuple[str, str, dict[str, Any] | None]:
-    """(auth_mode, oauth_client_id, secret JSON or None) for ``scenario``."""
+def _auth_config(scenario: str, context: dict[str, Any]) -> tuple[str, str, dict[str, Any] | None, str]:
+    """(auth_mode, oauth_client_id, secret JSON or None, the context's issuer or "") for ``scenario``."""
+    issuer = context.get("issuer") if isinstance(context.get("issuer"), str) else ""
     if not scenario.startswith("auth/"):
-        return McpServer.AuthMode.NONE, "", None
+        return McpServer.AuthMode.NONE, "", None, ""
     client_id = context.get("client_id") if isinstance(context.get("client_id"), str) else ""
     secret: dict[str, Any] | None = None
     if isinstance(context.get("private_key_pem"), str):
@@ -75,22 +81,27 @@ def _auth_config(scenario: str, context: dict[str, Any]) -> tuple[str, str, dict
     elif isinstance(context.get("client_secret"), str):
         secret = {"client_secret": context["client_secret"]}
     if scenario.startswith("auth/client-credentials-"):
-        return McpServer.AuthMode.OAUTH_CLIENT, client_id, secret
-    return McpServer.AuthMode.OAUTH_USER, client_id, secret if client_id else None
+        return McpServer.AuthMode.OAUTH_CLIENT, client_id, secret, issuer
+    return McpServer.AuthMode.OAUTH_USER, client_id, secret if client_id else None, issuer
 
 
 def prepare_server(url: str, tenant: Any, scenario: str, context: dict[str, Any]) -> McpServer:
     """The tenant's server row for ``url``, new and configured for ``scenario`` (sync; see the
     module docstring). Rows the tenant had for ``url`` are deleted first, with their connections
     and registrations."""
-    from .authz import crypto
+    from asgiref.sync import async_to_sync
+
+    from .authz import crypto, service
 
     McpServer.objects.filter(tenant=tenant, url=url).delete()
     server = headless.server_for(url, tenant)
-    mode, client_id, secret = _auth_config(scenario, context)
+    mode, client_id, secret, issuer = _auth_config(scenario, context)
     server.auth_mode = mode
     server.oauth_client_id = client_id
     crypto.set_server_secret(server, secret)
+    if secret and not issuer:  # as an admin would: look it up, then confirm (here: take it)
+        issuer = async_to_sync(service.discover_issuer)(server) or ""
+    server.oauth_issuer = issuer[:500] if secret else ""
     server.save(update_fields=["auth_mode", "oauth_client_id", "auth_secret_sealed", "auth_secret_digest",
-                               "updated_at"])
+                               "oauth_issuer", "updated_at"])
     return server

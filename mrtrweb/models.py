@@ -102,6 +102,11 @@ class McpServer(models.Model):
         _("OAuth client id"), max_length=500, blank=True,
         help_text=_("Pre-registered at the authorization server (leave empty to use the Client ID Metadata "
                     "Document or Dynamic Client Registration)."))
+    oauth_issuer = models.CharField(
+        _("Authorization server (issuer)"), max_length=500, blank=True,
+        help_text=_("The issuer identifier of the authorization server that issued the client id and secret "
+                    "(e.g. https://auth.example.com). The secret is only ever sent to that authorization server, "
+                    "whatever the MCP server names."))
     oauth_scope = models.CharField(
         _("OAuth scope"), max_length=1000, blank=True,
         help_text=_("Space-separated scopes to ask for (empty: what the server asks for, else what it advertises)."))
@@ -134,7 +139,8 @@ class McpServer(models.Model):
         return digest({"name": self.name, "url": self.url, "enabled": self.enabled,
                        "allow_sampling": self.allow_sampling, "allow_roots": self.allow_roots,
                        "roots": self.roots, "auth_mode": self.auth_mode,
-                       "oauth_client_id": self.oauth_client_id, "oauth_scope": self.oauth_scope,
+                       "oauth_client_id": self.oauth_client_id, "oauth_issuer": self.oauth_issuer,
+                       "oauth_scope": self.oauth_scope,
                        "auth_secret": self.auth_secret_digest})
 
     def allowed_deprecated(self) -> frozenset[str]:

@@ -88,9 +88,13 @@ def failure_message(exc: McpCallError) -> str:
     """What the person reads when a call failed: the stable message of ``exc.code`` and, for a
     JSON-RPC error, the server's own code and message (:func:`server_error_text`), for the
     :data:`AUTHORIZATION_CODES` the ``error`` and ``error_description`` of its ``WWW-Authenticate``
-    challenge (cleaned the same way; never a token). Stored on the
+    challenge (cleaned the same way; never a token); an error's own ``shown_message`` (the
+    product's text, e.g. client credentials without a configured issuer) as it is. Stored on the
     operation and shown escaped; never logged or written to the audit trail (it is server text
     and may echo what was sent)."""
+    own = getattr(exc, "shown_message", None)  # the product's own words (no request was sent)
+    if isinstance(own, str) and own:
+        return own
     message = message_for(exc.code)
     said = server_error_text(exc.rpc_message) if exc.code == "jsonrpc_error" else ""
     if said:

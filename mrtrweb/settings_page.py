@@ -1,6 +1,7 @@
 """A tenant admin's settings page of one MCP server: authorization (issue 13: the auth mode,
-tenant credentials, the OAuth client id / secret and scope; :class:`mrtrweb.authz.forms.ServerAuthForm`,
-secrets write-only) and the deprecated exception (sampling / roots;
+tenant credentials, the OAuth client id / secret, the issuer they were issued by and scope;
+:class:`mrtrweb.authz.forms.ServerAuthForm`, secrets write-only; a missing issuer is looked up at
+the server and suggested in the error, for the admin to confirm) and the deprecated exception (sampling / roots;
 :class:`mrtrweb.sampling.ServerSettingsForm`). Both forms are posted together and saved together
 (one transaction) only when both are valid; a refusal is a 400 with the form errors, never a 500.
 Only tenant admins of the server's tenant see it (others: 404)."""
@@ -10,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from asgiref.sync import sync_to_async
+from asgiref.sync import async_to_sync, sync_to_async
 from django.contrib.auth.decorators import login_required
 from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed
@@ -24,6 +25,14 @@ logger = logging.getLogger("mrtrweb.views")
 
 #: the prefix of the authorization form's fields (``auth-auth_mode``, ``auth-bearer_token``, ...)
 AUTH_PREFIX = "auth"
+
+
+def _lookup(server: McpServer) -> Any:
+    """The issuer suggestion of the authorization form (sync): what the server's metadata names
+    (:func:`mrtrweb.authz.service.discover_issuer`), for the admin to confirm."""
+    from .authz import service
+
+    return lambda: async_to_sync(service.discover_issuer)(server)
 
 
 def _error_codes(*forms: Any) -> str:
@@ -44,7 +53,8 @@ def _server_settings_sync(request: HttpRequest, user: Any, server_id: int) -> Ht
         form = sampling.ServerSettingsForm(request.POST, instance=server)
         # a post without the authorization part (an older page, a script) leaves authorization as it is
         posted_auth = f"{AUTH_PREFIX}-auth_mode" in request.POST
-        auth_form = ServerAuthForm(request.POST if posted_auth else None, instance=server, prefix=AUTH_PREFIX)
+        auth_form = ServerAuthForm(request.POST if posted_auth else None, instance=server, prefix=AUTH_PREFIX,
+                                   issuer_lookup=_lookup(server))
         valid = form.is_valid()
         auth_valid = not posted_auth or auth_form.is_valid()  # both checked: every error shown at once
         if valid and auth_valid:

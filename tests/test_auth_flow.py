@@ -194,7 +194,7 @@ async def test_preregistered_and_cimd_skip_registration(pair) -> None:
         token_endpoint_auth_method="client_secret_post", scope="mcp:read mcp:deploy offline_access")
     storage = MemoryStorage()
     flow, query = await connect(pair, storage, identity=ClientIdentity(redirect_uri=REDIRECT, client_id="admin-made",
-                                                                       client_secret="s3cret"))
+                                                                       client_secret="s3cret", issuer=pair.as_url))
     assert flow.how == "preregistered" and list(pair.provider.clients) == ["admin-made"]
     await complete_authorization(flow, code=query["code"], state=query["state"], iss=query["iss"], error=None,
                                  error_description=None, storage=storage, policy=POLICY)

@@ -64,6 +64,7 @@ async def test_connect_call_refresh_disconnect(oauth) -> None:
         client_id="admin-made", client_secret="s3cret-admin", redirect_uris=[REDIRECT],
         token_endpoint_auth_method="client_secret_post", scope="mcp:read offline_access")
     o["server"].oauth_client_id = "admin-made"
+    o["server"].oauth_issuer = pair.as_url  # the authorization server that issued it
     o["server"].auth_secret_sealed = seal({"client_secret": "s3cret-admin"})
     await o["server"].asave()
     # without a connection: a named failure, not transport_error

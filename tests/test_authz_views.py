@@ -528,13 +528,15 @@ async def test_tenant_headers_and_oauth_client_secret(seeded):
     assert resp.status_code == 400 and "client id it was issued with" in resp.content.decode()
     assert "cs-" + BEARER not in resp.content.decode()
     resp = await _settings(client, server, auth_mode="oauth_client", oauth_client_id="machine-1",
-                           oauth_client_secret="cs-" + BEARER, oauth_scope="mcp:tools  mcp:tools read")
+                           oauth_client_secret="cs-" + BEARER, oauth_scope="mcp:tools  mcp:tools read",
+                           oauth_issuer="https://auth.example.com")
     assert resp.status_code == 200
     await server.arefresh_from_db()
     assert crypto.unseal(server.auth_secret_sealed) == {"client_secret": "cs-" + BEARER}
     assert server.oauth_client_id == "machine-1" and server.oauth_scope == "mcp:tools read"
     # OAuth per user keeps the client secret; mode none removes it
-    assert (await _settings(client, server, auth_mode="oauth_user", oauth_client_id="machine-1")).status_code == 200
+    assert (await _settings(client, server, auth_mode="oauth_user", oauth_client_id="machine-1",
+                            oauth_issuer="https://auth.example.com")).status_code == 200
     await server.arefresh_from_db()
     assert crypto.unseal(server.auth_secret_sealed) == {"client_secret": "cs-" + BEARER}
     assert (await _settings(client, server, auth_mode="none")).status_code == 200

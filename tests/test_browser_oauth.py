@@ -75,15 +75,17 @@ def oauth_client(auth_server, live):
     return auth_server.create_client(redirect_uris=[f"{live.url}/mcp/oauth/callback/"], name="mrtrweb")
 
 
-def add_oauth_server(tenant, name: str, url: str, client: tuple[str, str]):
-    """A server in mode ``oauth_user`` with the pre-registered client, as a tenant admin sets it."""
+def add_oauth_server(tenant, name: str, url: str, client: tuple[str, str], issuer: str = ""):
+    """A server in mode ``oauth_user`` with the pre-registered client, as a tenant admin sets it:
+    with a secret, pinned to ``issuer`` (the authorization server that issued it); ``client[1]``
+    empty: a public client (no secret)."""
     from mrtrweb.authz import crypto
     from mrtrweb.models import McpServer
 
     return McpServer.objects.create(
         tenant=tenant, name=name, url=url, auth_mode=McpServer.AuthMode.OAUTH_USER, oauth_client_id=client[0],
-        auth_secret_sealed=crypto.seal({"client_secret": client[1]}),
-        auth_secret_digest="sha256:" + hashlib.sha256(client[1].encode()).hexdigest())
+        oauth_issuer=issuer, auth_secret_sealed=crypto.seal({"client_secret": client[1]}) if client[1] else "",
+        auth_secret_digest="sha256:" + hashlib.sha256(client[1].encode()).hexdigest() if client[1] else "")
 
 
 class OAuthApp(App):
@@ -176,7 +178,8 @@ def oauth(seeded, browser, live, auth_server, protected, oauth_client, settings)
     from mrtrweb.models import Tenant
 
     settings.MRTRWEB = {**(getattr(settings, "MRTRWEB", {}) or {}), "OUTBOUND_ALLOW_HTTP_LOOPBACK": True}
-    servers = {slug: add_oauth_server(Tenant.objects.get(slug=slug), SERVER, protected.url, oauth_client)
+    servers = {slug: add_oauth_server(Tenant.objects.get(slug=slug), SERVER, protected.url, oauth_client,
+                                      issuer=auth_server.issuer)
                for slug in ("acme", "globex")}
     auth_server.set_access_ttl(3600)
     auth_server.clear_events()
@@ -411,7 +414,9 @@ def test_hostile_discovery_is_refused_before_anything_is_stored(oauth, hostile):
 
     acme = Tenant.objects.get(slug="acme")
     for case in CASES:
-        add_oauth_server(acme, f"Hostile {case}", hostile.url(case), ("pre-registered", "secret"))
+        # a public client (no secret): what refuses each case is the outbound guard and the discovery
+        # checks (a pinned secret is refused earlier still: tests/test_oauth_as_flow.py, test_issuer_pin.py)
+        add_oauth_server(acme, f"Hostile {case}", hostile.url(case), ("pre-registered", ""))
     hostile.requests.clear()
     page = oauth.sign_in("alice")
     codes = {}

@@ -146,14 +146,14 @@ def test_a_step_is_retried_after_connecting_at_most_twice(monkeypatch):
 
 
 @pytest.mark.parametrize("scenario, context, expected", [
-    ("tools_call", {}, ("none", "", None)),
-    ("auth/metadata-default", {}, ("oauth_user", "", None)),
+    ("tools_call", {}, ("none", "", None, "")),
+    ("auth/metadata-default", {}, ("oauth_user", "", None, "")),
     ("auth/pre-registration", {"client_id": "pre", "client_secret": "s3", "issuer": "http://localhost:1"},
-     ("oauth_user", "pre", {"client_secret": "s3"})),
+     ("oauth_user", "pre", {"client_secret": "s3"}, "http://localhost:1")),
     ("auth/client-credentials-basic", {"client_id": "cc", "client_secret": "s3"},
-     ("oauth_client", "cc", {"client_secret": "s3"})),
+     ("oauth_client", "cc", {"client_secret": "s3"}, "")),
     ("auth/client-credentials-jwt", {"client_id": "cc", "private_key_pem": "PEM", "signing_algorithm": "ES256"},
-     ("oauth_client", "cc", {"private_key_pem": "PEM", "signing_algorithm": "ES256"})),
+     ("oauth_client", "cc", {"private_key_pem": "PEM", "signing_algorithm": "ES256"}, "")),
 ])
 def test_a_scenario_is_configured_as_an_admin_would(scenario, context, expected):
     assert conformance._auth_config(scenario, context) == expected

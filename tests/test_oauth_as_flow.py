@@ -56,7 +56,7 @@ def hostile(auth_server):
 @pytest.fixture(scope="module")
 def identity(auth_server):
     client_id, secret = auth_server.create_client(redirect_uris=[REDIRECT])
-    return ClientIdentity(redirect_uri=REDIRECT, client_id=client_id, client_secret=secret)
+    return ClientIdentity(redirect_uri=REDIRECT, client_id=client_id, client_secret=secret, issuer=auth_server.issuer)
 
 
 def _query(location: str) -> dict[str, str]:
@@ -151,18 +151,27 @@ async def test_consent_denied_is_refused(auth_server, protected, identity):
     assert await storage.get_tokens() is None
 
 
+#: with a client secret pinned to the real authorization server's issuer, the cases leading to
+#: another authorization server (``as-private``: named in the PRM; ``redirect``: the fallback to the
+#: MCP server's own origin) are refused before the flow goes there, not by the outbound guard
+PINNED_CODES = {**DETERMINED_CODES, "as-private": "authorization_failed", "redirect": "authorization_failed"}
+
+
+@pytest.mark.parametrize("pinned", [False, True], ids=["public-client", "pinned-secret"])
 @pytest.mark.parametrize("case", CASES)
-async def test_hostile_discovery_is_refused(auth_server, hostile, identity, case):
+async def test_hostile_discovery_is_refused(auth_server, hostile, identity, case, pinned):
     auth_server.clear_events()
     hostile.requests.clear()
     storage = MemoryStorage()
-    if case in SAME_ORIGIN_FALLBACK:
-        flow = await begin_authorization(hostile.url(case), identity=identity, storage=storage, policy=POLICY)
+    # public-client: a pre-registered client id without secret (not pinned: the outbound guard's refusals)
+    ident = identity if pinned else ClientIdentity(redirect_uri=REDIRECT, client_id=identity.client_id)
+    if case in SAME_ORIGIN_FALLBACK and not pinned:
+        flow = await begin_authorization(hostile.url(case), identity=ident, storage=storage, policy=POLICY)
         assert flow.authorization_origin == hostile.base  # the server's own origin, not the redirect's host
     else:
         with pytest.raises(AuthorizationFailed) as refused:
-            await begin_authorization(hostile.url(case), identity=identity, storage=storage, policy=POLICY)
-        assert refused.value.code == DETERMINED_CODES[case], str(refused.value)
+            await begin_authorization(hostile.url(case), identity=ident, storage=storage, policy=POLICY)
+        assert refused.value.code == (PINNED_CODES if pinned else DETERMINED_CODES)[case], str(refused.value)
     assert await storage.get_tokens() is None and await storage.get_client_info() is None
     assert hostile.requests and all(host == hostile.base.removeprefix("http://") for host, _ in hostile.requests)
     assert auth_server.events("authorize") == []

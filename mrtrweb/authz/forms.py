@@ -11,9 +11,17 @@ secret (:func:`mrtrweb.authz.crypto.seal`; shapes: tenant ``{"bearer": str}`` or
 sets ``auth_secret_digest`` (:func:`secret_digest`), so the server's ``config_digest()`` changes
 when a secret does.
 
+The **issuer** (``oauth_issuer``: the issuer identifier of the authorization server that issued
+the client id and secret) is required for client credentials, and for OAuth per user whenever a
+client secret is stored or entered: the secret is only ever sent to that authorization server,
+never to one the MCP server names. It is an ``https`` URL (``http`` only to loopback when
+``MRTRWEB["OUTBOUND_ALLOW_HTTP_LOOPBACK"]`` is on) without user info, query or fragment (RFC 8414
+section 2). A missing one may be looked up (``issuer_lookup``: a callable returning the issuer the
+server's metadata names, or ``None``): the error then suggests it, for the admin to confirm.
+
 Errors: form errors with stable codes (``secret_needed``, ``secret_not_for_mode``,
 ``bearer_or_headers``, ``header_name``, ``header_value``, ``too_many_headers``, ``bad_token``,
-``client_id_needed``, ``bad_scope``); never a 500.
+``client_id_needed``, ``bad_scope``, ``issuer_needed``, ``bad_issuer``); never a 500.
 """
 
 from __future__ import annotations
@@ -21,18 +29,21 @@ from __future__ import annotations
 import json
 import logging
 import re
+import urllib.parse
+from collections.abc import Callable
 from typing import Any, Final
 
 from django import forms
 from django.utils.crypto import salted_hmac
 from django.utils.translation import gettext_lazy as _
 
+from .. import conf
 from ..models import McpServer
 from . import crypto
 
 logger = logging.getLogger("mrtrweb.authz.forms")
 
-__all__ = ["HEADER_NAME", "ServerAuthForm", "secret_digest"]
+__all__ = ["HEADER_NAME", "ServerAuthForm", "check_issuer", "secret_digest"]
 
 #: a tenant header's name: an HTTP token of letters, digits and ``-`` (at most 64)
 HEADER_NAME: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,63}\Z")
@@ -52,6 +63,39 @@ _SCOPE_TOKEN = re.compile(r"^[\x21\x23-\x5b\x5d-\x7e]+\Z")
 DIGEST_SALT: Final = "mrtrweb.authz.secret"
 
 OAUTH_MODES: Final = frozenset({"oauth_user", "oauth_client"})
+
+
+def _loopback(host: str) -> bool:
+    return host == "localhost" or host == "::1" or bool(re.fullmatch(r"127(?:\.\d{1,3}){3}", host))
+
+
+def check_issuer(value: str) -> str:
+    """``value`` if it is an issuer identifier this product sends a secret to: an ``https`` URL
+    (``http`` only to a loopback host with ``OUTBOUND_ALLOW_HTTP_LOOPBACK``), with a host, no user
+    info, query or fragment (RFC 8414 section 2), at most 500 characters of visible ASCII.
+
+    Raises:
+        forms.ValidationError: ``bad_issuer``.
+    """
+    bad = forms.ValidationError(
+        _("The issuer is the authorization server's https URL (e.g. https://auth.example.com), without query or "
+          "fragment."), code="bad_issuer")
+    if len(value) > 500 or not _TOKEN.match(value):
+        raise bad
+    try:
+        parts = urllib.parse.urlsplit(value)
+        host = (parts.hostname or "").lower()
+        parts.port  # noqa: B018 - raises on a bad port
+    except ValueError:
+        raise bad from None
+    if not host or parts.username is not None or parts.password is not None or parts.query or parts.fragment \
+            or "?" in value or "#" in value:
+        raise bad
+    if parts.scheme == "https":
+        return value
+    if parts.scheme == "http" and _loopback(host) and conf.get("OUTBOUND_ALLOW_HTTP_LOOPBACK"):
+        return value
+    raise bad
 
 
 def secret_digest(value: Any) -> str:
@@ -94,10 +138,11 @@ class ServerAuthForm(forms.ModelForm):
 
     class Meta:
         model = McpServer
-        fields = ["auth_mode", "oauth_client_id", "oauth_scope"]
+        fields = ["auth_mode", "oauth_client_id", "oauth_issuer", "oauth_scope"]
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, issuer_lookup: Callable[[], str | None] | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.issuer_lookup = issuer_lookup
         self.new_secret: dict[str, Any] | None = None  # None: keep; {}: remove; else: the new secret
         stored = self.stored_secret()
         if stored:
@@ -138,6 +183,24 @@ class ServerAuthForm(forms.ModelForm):
         if value and not _TOKEN.match(value):
             raise forms.ValidationError(_("A client id is visible ASCII characters without spaces."), code="bad_token")
         return value
+
+    def clean_oauth_issuer(self) -> str:
+        value = (self.cleaned_data.get("oauth_issuer") or "").strip()
+        return check_issuer(value) if value else ""
+
+    def _issuer_needed(self, why: str) -> None:
+        message = _("%(why)s need the issuer of the authorization server that issued the client id and secret: "
+                    "the secret is only ever sent there.") % {"why": why}
+        suggested = None
+        if self.issuer_lookup is not None:
+            try:
+                suggested = self.issuer_lookup()
+            except Exception:  # noqa: BLE001 - a suggestion only
+                logger.info("server %s: issuer lookup failed", getattr(self.instance, "pk", None))
+        if suggested:
+            message += " " + _("This server names %(issuer)s: enter it if that is the authorization server that "
+                               "issued them.") % {"issuer": suggested[:500]}
+        self.add_error("oauth_issuer", forms.ValidationError(message, code="issuer_needed"))
 
     def clean_oauth_scope(self) -> str:
         tokens = (self.cleaned_data.get("oauth_scope") or "").split()
@@ -209,6 +272,11 @@ class ServerAuthForm(forms.ModelForm):
             elif mode == "oauth_client" and not client_secret and "client_secret" not in stored:
                 self.add_error("oauth_client_secret", forms.ValidationError(
                     _("Client credentials need a client id and its secret."), code="secret_needed"))
+            if not cleaned.get("oauth_issuer") and "oauth_issuer" not in self.errors:
+                if mode == "oauth_client":
+                    self._issuer_needed(_("Client credentials"))
+                elif client_secret or "client_secret" in stored:
+                    self._issuer_needed(_("A pre-registered client secret and its client id"))
         fits = (mode == "tenant" and ("bearer" in stored or "headers" in stored)) or (
             mode in OAUTH_MODES and "client_secret" in stored)
         if new is None and (clear or not fits) and self.stored_secret():

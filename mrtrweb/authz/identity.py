@@ -20,7 +20,9 @@ What the identity digest covers, by the server's ``auth_mode``:
     Disconnect (no connection: ``connected`` False, digest ``""``) or a new Connect (a new family,
     maybe another account) changes it.
 ``oauth_client``
-    the pre-registered client id and the client secret's digest (a machine identity).
+    the configured issuer (``McpServer.oauth_issuer``), the pre-registered client id and the client
+    secret's digest (a machine identity): an admin who points the credentials at another
+    authorization server changes it.
 
 ``issuer_client_digest`` (audit rows' ``auth_digest``) is ``sha256:`` of issuer and client id
 (public values, so an auditor can check a row against a known registration), ``""`` when the mode
@@ -70,10 +72,12 @@ def identity_of(server: Any, connection: Any = None, registration: Any = None) -
                             issuer_client_digest=_sha(connection.issuer, connection.client_id), connected=True)
     if mode == "oauth_client":
         client_id = str(server.oauth_client_id or "")
-        issuer = str(getattr(registration, "issuer", "") or "")
+        # the configured issuer: the only authorization server the client secret goes to
+        issuer = str(getattr(server, "oauth_issuer", "") or getattr(registration, "issuer", "") or "")
         if not client_id:
             return AuthIdentity(mode=mode, digest="", issuer_client_digest="", connected=False)
-        return AuthIdentity(mode=mode, digest=_sha("oauth_client", client_id, str(server.auth_secret_digest or "")),
+        return AuthIdentity(mode=mode, digest=_sha("oauth_client", issuer, client_id,
+                                                   str(server.auth_secret_digest or "")),
                             issuer_client_digest=_sha(issuer, client_id), connected=True)
     return AuthIdentity(mode=mode, digest="", issuer_client_digest="", connected=False)
 

@@ -11,6 +11,13 @@ Shapes::
     auth = await auth_for(server=s, user=u, tenant=t)      # httpx2.Auth | None, per the server's mode
     ident = await identity_for(server=s, user=u, tenant=t) # AuthIdentity for the MRTR binding and audit
     await note_challenge(server=s, user=u, tenant=t, scope="mcp:write")  # after insufficient_scope
+    issuer = await discover_issuer(s)   # the issuer the server's metadata names, for an admin to confirm
+
+A client secret or private key an admin entered is only ever sent to the authorization server
+whose issuer the admin configured (``McpServer.oauth_issuer``): client credentials without one send
+nothing (``auth_for`` raises ``authorization_failed``), a pre-registered secret for OAuth per user
+without one is refused at :func:`start_connect`, and with one the flow, the refresh and the
+revocation go to that issuer's authorization server only.
 
 Errors: :class:`ConnectRefused` with a stable ``code`` (``authorization_failed``,
 ``outbound_refused``, ``state_invalid`` -- unknown, used, expired, or another person's / session's
@@ -27,7 +34,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import hashlib
 import hmac
 import logging
 import secrets
@@ -35,25 +41,25 @@ from collections.abc import Mapping
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
-from mcp.shared.auth import OAuthClientInformationFull
+from mcp.client.auth.utils import issuers_match
+from mcp.client.auth.utils import union_scopes as union_scope
 
 from .. import conf
-from ..mcp.auth import (AuthorizationFailed, ClientIdentity, MemoryStorage, PendingFlow, begin_authorization,
-                        bearer_auth, client_credentials_auth, complete_authorization, private_key_jwt_auth,
-                        static_headers_auth)
+from ..mcp.auth import AuthorizationFailed, MemoryStorage, PendingFlow, begin_authorization, complete_authorization
 from ..mcp.auth.errors import clean_text
 from ..mcp.auth.revoke import revoke_tokens
-from mcp.client.auth.utils import union_scopes as union_scope
-from ..mcp.outbound import OutboundPolicy
+from .calltime import NO_ISSUER, CredentialsNotConfigured, auth_for, auth_key, discover_issuer
+from .config import client_identity, keyed_digest, outbound_policy
+from .config import storage_for as _storage
 from .crypto import SecretUnreadable, seal, unseal
 from .models import OAuthConnection, PendingAuthorization
-from .storage import DjangoTokenStorage, token_fields
+from .storage import token_fields
 
-__all__ = ["AuthIdentity", "ConnectRefused", "ConnectStart", "auth_for", "client_identity", "disconnect",
-           "finish_connect", "identity_for", "note_challenge", "outbound_policy", "start_connect"]
+__all__ = ["NO_ISSUER", "NO_ISSUER_PREREGISTERED", "AuthIdentity", "ConnectRefused", "ConnectStart",
+           "CredentialsNotConfigured", "auth_for", "auth_key", "client_identity", "disconnect", "discover_issuer",
+           "finish_connect", "identity_for", "keyed_digest", "note_challenge", "outbound_policy", "start_connect"]
 
 logger = logging.getLogger(__name__)
 
@@ -67,9 +73,19 @@ class ConnectRefused(Exception):
 
 @dataclasses.dataclass(frozen=True)
 class ConnectStart:
+    """``issuer``: the authorization server's issuer identifier (its origin may differ from
+    ``authorization_origin``: the interstitial then shows both)."""
+
     pending_id: int
     authorization_url: str
     authorization_origin: str
+    issuer: str = ""
+
+
+#: why a pre-registered client secret without a configured issuer is not used (shown to the person)
+NO_ISSUER_PREREGISTERED = ("This server's pre-registered client secret is only sent to the authorization server "
+                           "that issued it, and none is configured: a tenant admin must set the server's "
+                           "“Authorization server (issuer)” in its settings.")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,52 +99,6 @@ class AuthIdentity:
     digest: str
     issuer_client_digest: str
     connected: bool
-
-
-def outbound_policy() -> OutboundPolicy:
-    """The outbound guard's policy from ``MRTRWEB["OUTBOUND_*"]``."""
-    hosts = conf.get("OUTBOUND_ALLOW_HOSTS") or []
-    return OutboundPolicy(allow_http_loopback=bool(conf.get("OUTBOUND_ALLOW_HTTP_LOOPBACK")),
-                          allow_hosts=frozenset(str(h).lower().strip("[]") for h in hosts),
-                          timeout_s=float(conf.get("OUTBOUND_TIMEOUT_S")), max_bytes=int(conf.get("OUTBOUND_MAX_BYTES")))
-
-
-def keyed_digest(kind: str, value: str) -> str:
-    """``hmac-sha256:`` hex of ``value`` under a key derived from ``SECRET_KEY`` for ``kind``
-    (``"state"``, ``"session"``): how a sign-in state and a browser session are stored and compared
-    (the values themselves never are)."""
-    key = hashlib.sha256(f"mrtrweb authz {kind}|{settings.SECRET_KEY}".encode()).digest()
-    return "hmac-sha256:" + hmac.new(key, value.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()
-
-
-def _server_secret(server: Any) -> dict[str, Any]:
-    try:
-        data = unseal(server.auth_secret_sealed or "")
-    except SecretUnreadable:
-        logger.warning("the credential of server %s cannot be opened with the configured keys", server.pk)
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def client_identity(server: Any, redirect_uri: str) -> ClientIdentity:
-    """This product's client identity for ``server`` (pre-registered id/secret, CIMD URL, DCR name)."""
-    secret = _server_secret(server).get("client_secret") if server.oauth_client_id else None
-    return ClientIdentity(redirect_uri=redirect_uri, client_name=str(conf.get("OAUTH_CLIENT_NAME")),
-                          client_metadata_url=conf.get("OAUTH_CLIENT_METADATA_URL") or None,
-                          client_id=server.oauth_client_id or None,
-                          client_secret=secret if isinstance(secret, str) and secret else None,
-                          scope=server.oauth_scope or None)
-
-
-def _storage(*, tenant: Any, user: Any, server: Any) -> DjangoTokenStorage:
-    pre = None
-    if server.oauth_client_id:
-        ident = client_identity(server, "")
-        pre = OAuthClientInformationFull(
-            client_id=server.oauth_client_id, client_secret=ident.client_secret, redirect_uris=None,
-            token_endpoint_auth_method="client_secret_post" if ident.client_secret else "none")
-    return DjangoTokenStorage(tenant=tenant, user=user, server=server,
-                              cimd_url=conf.get("OAUTH_CLIENT_METADATA_URL") or None, preregistered=pre)
 
 
 def _safe_return(path: str) -> str:
@@ -156,12 +126,15 @@ async def start_connect(*, user: Any, tenant: Any, server: Any, session_key: str
         raise ConnectRefused("not_oauth", "This server belongs to another tenant.")
     if not session_key:
         raise ConnectRefused("state_invalid", "A browser session is needed to connect.")
+    identity = client_identity(server, redirect_uri)
+    if identity.client_secret and not identity.issuer:
+        raise ConnectRefused("authorization_failed", NO_ISSUER_PREREGISTERED)
     storage = _storage(tenant=tenant, user=user, server=server)
     if scope is None:
         noted = (await storage.get_server_metadata() or {}).get("challenged_scope")
         scope = noted if isinstance(noted, str) and noted else None
     try:
-        flow = await begin_authorization(server.url, identity=client_identity(server, redirect_uri), storage=storage,
+        flow = await begin_authorization(server.url, identity=identity, storage=storage,
                                          policy=outbound_policy(), scope=scope)
     except AuthorizationFailed as exc:
         raise ConnectRefused(exc.code, exc.message) from None
@@ -173,7 +146,7 @@ async def start_connect(*, user: Any, tenant: Any, server: Any, session_key: str
         server_id=server.pk, session_digest=keyed_digest("session", session_key),
         authorization_origin=flow.authorization_origin[:300], flow_sealed=seal(flow.to_json()),
         return_to=_safe_return(return_to), expires_at=timezone.now() + dt.timedelta(seconds=ttl))
-    return ConnectStart(pending.pk, flow.authorization_url, flow.authorization_origin)
+    return ConnectStart(pending.pk, flow.authorization_url, flow.authorization_origin, flow.issuer or "")
 
 
 def _query_value(query: Any, name: str) -> str | None:
@@ -202,13 +175,19 @@ def _claim(state: str, user_id: Any, session_key: str) -> PendingAuthorization:
 async def _check_still_connectable(pending: PendingAuthorization, flow: PendingFlow) -> None:
     """Refuse (``state_invalid``, before any code exchange) when, since the flow started, the
     server was re-pointed (another URL: the tokens would be for another resource), left OAuth per
-    user, was disabled, or the person may no longer act on it (removed from the tenant...)."""
+    user, was disabled, its pre-registered secret was pinned to another issuer (or to none), or the
+    person may no longer act on it (removed from the tenant...)."""
     from .. import access
     from ..models import McpServer
 
-    server = await McpServer.objects.filter(pk=pending.server_id).only("url", "auth_mode", "enabled").afirst()
+    server = await McpServer.objects.filter(pk=pending.server_id).only("url", "auth_mode", "enabled",
+                                                                       "oauth_issuer").afirst()
+    # a pre-registered secret: the code exchange presents it, so only to the issuer configured now
+    secret = flow.how == "preregistered" and bool((flow.client_info or {}).get("client_secret"))
+    repinned = server is not None and secret and not (
+        server.oauth_issuer and flow.issuer and issuers_match(server.oauth_issuer, flow.issuer))
     if server is None or server.auth_mode != "oauth_user" or not server.enabled or server.url != flow.server_url \
-            or await access.adenial(pending.user_id, pending.tenant_id, pending.server_id):
+            or repinned or await access.adenial(pending.user_id, pending.tenant_id, pending.server_id):
         logger.warning("authorization callback for pending %s refused: the server changed or access ended", pending.pk)
         raise ConnectRefused("state_invalid", "This server's settings or your access changed since you started "
                                               "connecting; connect again.")
@@ -311,81 +290,9 @@ async def note_challenge(*, server: Any, user: Any, tenant: Any, scope: str | No
     await storage.set_server_metadata(meta)
 
 
-async def auth_for(*, server: Any, user: Any, tenant: Any) -> Any:
-    """The ``httpx2.Auth`` of ``server``'s mode for ``user`` in ``tenant``, or ``None``.
-
-    ``none`` -> ``None``; ``tenant`` -> the sealed ``{"bearer"}`` / ``{"headers"}`` as static headers
-    (to the server's origin only); ``oauth_user`` -> :func:`mrtrweb.mcp.auth.bearer_auth` over the
-    person's stored connection (none stored: requests go without a token and the server's ``401``
-    becomes ``authorization_required``); ``oauth_client`` -> client credentials with the sealed
-    ``{"client_secret"}``, or ``private_key_jwt`` with ``{"private_key_pem", "signing_algorithm"}``.
-    An unreadable or malformed secret gives ``None`` (the server then refuses: a named error)."""
-    mode = server.auth_mode
-    if mode == "tenant":
-        secret = _server_secret(server)
-        try:
-            if isinstance(secret.get("bearer"), str) and secret["bearer"]:
-                return static_headers_auth(server.url, {"Authorization": f"Bearer {secret['bearer']}"})
-            if isinstance(secret.get("headers"), dict) and secret["headers"]:
-                return static_headers_auth(server.url, {str(k): str(v) for k, v in secret["headers"].items()})
-        except ValueError:
-            logger.warning("the tenant credential of server %s is not a usable header", server.pk)
-        return None
-    if mode == "oauth_user":
-        return bearer_auth(server.url, storage=_storage(tenant=tenant, user=user, server=server),
-                           policy=outbound_policy(), refresh_margin_s=float(conf.get("OAUTH_REFRESH_MARGIN_S")))
-    if mode == "oauth_client" and server.oauth_client_id:
-        secret = _server_secret(server)
-        scope = server.oauth_scope or None
-        if isinstance(secret.get("private_key_pem"), str):
-            try:
-                return private_key_jwt_auth(server.url, client_id=server.oauth_client_id,
-                                            private_key_pem=secret["private_key_pem"],
-                                            signing_algorithm=str(secret.get("signing_algorithm") or "RS256"),
-                                            scope=scope)
-            except ValueError:
-                return None
-        if isinstance(secret.get("client_secret"), str):
-            method = secret.get("token_endpoint_auth_method")
-            return client_credentials_auth(server.url, client_id=server.oauth_client_id,
-                                           client_secret=secret["client_secret"], scope=scope,
-                                           token_endpoint_auth_method=method if method == "client_secret_post"
-                                           else "client_secret_basic")
-    return None
-
-
-def auth_key(server: Any, user: Any) -> str:
-    """What a pooled connection's auth was built from (the pool replaces a connection when it changes):
-    the server's configuration digest (auth mode, client id, scope, secret digest)."""
-    return server.config_digest()
-
-
 async def identity_for(*, server: Any, user: Any, tenant: Any) -> AuthIdentity:
-    """The authorization identity of ``user`` on ``server`` (see :class:`AuthIdentity`); implemented by
-    :mod:`mrtrweb.authz.identity` (branch bind) when present."""
-    try:
-        from . import identity  # noqa: PLC0415 - bind's module; imports this one
-    except ImportError:
-        identity = None
-    if identity is not None:
-        return await identity.identity_for(server=server, user=user, tenant=tenant)
-    return await _identity_for(server=server, user=user, tenant=tenant)
+    """The authorization identity of ``user`` on ``server`` (see :class:`AuthIdentity`), from
+    :mod:`mrtrweb.authz.identity`."""
+    from . import identity  # noqa: PLC0415 - it imports this module
 
-
-def _sha(*parts: str) -> str:
-    return "sha256:" + hashlib.sha256("\x1f".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
-
-
-async def _identity_for(*, server: Any, user: Any, tenant: Any) -> AuthIdentity:
-    mode = server.auth_mode
-    if mode == "tenant":
-        return AuthIdentity(mode, _sha("tenant", server.auth_secret_digest), "", bool(server.auth_secret_digest))
-    if mode == "oauth_client":
-        return AuthIdentity(mode, _sha("oauth_client", server.oauth_client_id, server.auth_secret_digest),
-                            _sha("", server.oauth_client_id), bool(server.oauth_client_id))
-    if mode == "oauth_user":
-        row = await _storage(tenant=tenant, user=user, server=server)._rows().afirst()  # noqa: SLF001
-        if row is None:
-            return AuthIdentity(mode, "", "", False)
-        return AuthIdentity(mode, _sha("oauth_user", row.issuer, row.family), _sha(row.issuer, row.client_id), True)
-    return AuthIdentity("none", "", "", True)
+    return await identity.identity_for(server=server, user=user, tenant=tenant)

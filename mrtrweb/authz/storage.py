@@ -9,7 +9,8 @@ It implements :class:`mrtrweb.mcp.auth.AuthStorage` for one ``(tenant, user, ser
 * client info: the server's ``OAuthClientRegistration`` (sealed ``OAuthClientInformationFull``) of
   the person's connection's issuer (the newest one before a connection exists);
   ``set_client_info`` keeps one per ``(server, issuer)`` (SEP-2352: another authorization server means
-  another registration).
+  another registration). An admin's pre-registered client comes first; its secret only for a
+  connection of the issuer the admin configured.
 * server metadata: ``OAuthConnection.oauth_metadata`` (``{"metadata", "prm", "protocol_version"}``,
   plus ``challenged_scope`` noted by :func:`mrtrweb.authz.service.note_challenge`).
 * ``refresh_locked``: in a transaction, the connection row ``select_for_update`` (PostgreSQL: a row
@@ -143,9 +144,20 @@ class DjangoTokenStorage:
             return None
 
     async def get_client_info(self) -> OAuthClientInformationFull | None:
-        if self.preregistered is not None:  # with the authentication the stored metadata supports
+        """The client to present for this person's connection (refresh, revocation): the
+        pre-registered one, with the authentication the stored metadata supports, else the stored
+        registration of the connection's issuer. A pre-registered client **secret** is presented
+        only when the connection's issuer is the one the admin configured for it
+        (``preregistered.issuer``; RFC 8414 section 3.3 comparison): none configured, or another
+        authorization server, gives ``None`` (no refresh, no revocation: the secret stays home)."""
+        if self.preregistered is not None:
+            pre = self.preregistered
+            if pre.client_secret:
+                row = await self._rows().only("issuer").afirst()
+                if not (pre.issuer and row is not None and row.issuer and issuers_match(row.issuer, pre.issuer)):
+                    return None
             stored = await self.get_server_metadata() or {}
-            return preregistered_auth_method(self.preregistered, stored.get("metadata"))
+            return preregistered_auth_method(pre, stored.get("metadata"))
         return await sync_to_async(self._get_client_info)()
 
     def _set_client_info(self, info: OAuthClientInformationFull) -> None:

@@ -131,9 +131,20 @@ async def connect(request: HttpRequest, server_id: int) -> HttpResponse:
     else:
         await request.session.apop(RERUN_SESSION_KEY, None)
     logger.info("connect to server %s started (pending %s)", server.pk, start.pending_id)
+    # a mix-up hint: the authorization endpoint at another origin than the issuer's (both shown)
+    issuer_origin = _origin_or_blank(start.issuer)
     return TemplateResponse(request, "mrtrweb/authz/connect.html",
                             {"server": server, "authorization_origin": start.authorization_origin,
+                             "issuer_origin": issuer_origin if issuer_origin and issuer_origin != _origin_or_blank(
+                                 start.authorization_origin) else "",
                              "pending_id": start.pending_id, "return_to": return_to, "rerun": op is not None})
+
+
+def _origin_or_blank(url: str) -> str:
+    try:
+        return origin_of(url) if url else ""
+    except ValueError:
+        return ""
 
 
 def _go_target(user_id: Any, session_key: str | None, pending_id: int) -> str | None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 from .bearer import StoredBearerAuth, bearer_auth
 from .credentials import (StaticHeadersAuth, check_header, client_credentials_auth, private_key_jwt_auth,
                           static_headers_auth)
+from .discover import discover_issuer
 from .errors import AUTHORIZATION_FAILED, OUTBOUND_REFUSED, AuthorizationFailed, clean_text
 from .flow import ClientIdentity, PendingFlow, begin_authorization, complete_authorization
 from .headless import follow_authorization_url
@@ -35,5 +36,5 @@ from .storage import AuthStorage, MemoryStorage
 __all__ = ["AUTHORIZATION_FAILED", "OUTBOUND_REFUSED", "AuthStorage", "AuthorizationFailed", "ClientIdentity",
            "MemoryStorage", "PendingFlow", "StaticHeadersAuth", "StoredBearerAuth", "begin_authorization",
            "bearer_auth", "check_header", "clean_text", "client_credentials_auth", "complete_authorization",
-           "follow_authorization_url", "private_key_jwt_auth",
+           "discover_issuer", "follow_authorization_url", "private_key_jwt_auth",
            "static_headers_auth"]

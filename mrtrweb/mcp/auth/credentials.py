@@ -6,7 +6,6 @@ client credentials (:func:`client_credentials_auth`, the SDK's
 from __future__ import annotations
 
 import re
-import warnings
 from collections.abc import Generator, Mapping
 from typing import Literal
 
@@ -66,35 +65,45 @@ def static_headers_auth(server_url: str, headers: Mapping[str, str]) -> StaticHe
     return StaticHeadersAuth(server_url, headers)
 
 
+def _required_issuer(issuer: str) -> str:
+    if not isinstance(issuer, str) or not issuer:
+        raise ValueError("client credentials need the issuer of the authorization server that issued them")
+    return issuer
+
+
 def client_credentials_auth(server_url: str, *, client_id: str, client_secret: str, scope: str | None,
-                            storage: AuthStorage | None = None, issuer: str | None = None,
+                            issuer: str, storage: AuthStorage | None = None,
                             token_endpoint_auth_method: Literal["client_secret_basic", "client_secret_post"]
                             = "client_secret_basic") -> ClientCredentialsOAuthProvider:
     """The ``httpx2.Auth`` of OAuth client credentials (SDK ``ClientCredentialsOAuthProvider``).
 
     On a ``401`` it discovers (RFC 9728, RFC 8414) and requests a token with the client id and
     secret; those requests go through the connection's client, whose transport is the outbound
-    guard for every origin but the MCP server's. ``issuer``: when set, tokens are only requested
-    from that authorization server. ``storage``: default a :class:`MemoryStorage` (the token lives
-    as long as the connection).
+    guard for every origin but the MCP server's. ``issuer`` (required): the issuer identifier of
+    the authorization server that issued the credentials; a token is only requested from metadata
+    of that issuer (the SDK stops the flow with ``OAuthFlowError`` when the MCP server names
+    another), so the secret never goes to an authorization server the MCP server chose.
+    ``storage``: default a :class:`MemoryStorage` (the token lives as long as the connection).
+
+    Raises:
+        ValueError: no ``issuer``, or not an http(s) URL.
     """
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the SDK's deprecation note for issuer=None; an admin may not know it
-        return ClientCredentialsOAuthProvider(server_url, storage or MemoryStorage(), client_id, client_secret,
-                                              token_endpoint_auth_method=token_endpoint_auth_method, scope=scope,
-                                              issuer=issuer)
+    return ClientCredentialsOAuthProvider(server_url, storage or MemoryStorage(), client_id, client_secret,
+                                          token_endpoint_auth_method=token_endpoint_auth_method, scope=scope,
+                                          issuer=_required_issuer(issuer))
 
 
-def private_key_jwt_auth(server_url: str, *, client_id: str, private_key_pem: str, signing_algorithm: str = "RS256",
-                         scope: str | None = None, storage: AuthStorage | None = None,
-                         issuer: str | None = None) -> ClientCredentialsOAuthProvider:
+def private_key_jwt_auth(server_url: str, *, client_id: str, private_key_pem: str, issuer: str,
+                         signing_algorithm: str = "RS256", scope: str | None = None,
+                         storage: AuthStorage | None = None) -> ClientCredentialsOAuthProvider:
     """OAuth client credentials with ``private_key_jwt`` client authentication (RFC 7523 section 2.2;
     SDK ``PrivateKeyJWTOAuthProvider``): the assertion's ``iss`` and ``sub`` are ``client_id``, its
     ``aud`` the authorization server's issuer, signed with ``private_key_pem`` (``signing_algorithm``:
-    ``RS256``, ``ES256``...).
+    ``RS256``, ``ES256``...). ``issuer`` (required): as for :func:`client_credentials_auth`; the
+    assertion is only minted for, and sent to, that authorization server.
 
     Raises:
-        ValueError: an unknown signing algorithm.
+        ValueError: an unknown signing algorithm; no ``issuer``, or not an http(s) URL.
     """
     from mcp.client.auth.extensions.client_credentials import PrivateKeyJWTOAuthProvider, SignedJWTParameters
 
@@ -103,7 +112,6 @@ def private_key_jwt_auth(server_url: str, *, client_id: str, private_key_pem: st
         raise ValueError("unsupported signing algorithm")
     params = SignedJWTParameters(issuer=client_id, subject=client_id, signing_key=private_key_pem,
                                  signing_algorithm=signing_algorithm)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return PrivateKeyJWTOAuthProvider(server_url, storage or MemoryStorage(), client_id,
-                                          params.create_assertion_provider(), scope=scope, issuer=issuer)
+    return PrivateKeyJWTOAuthProvider(server_url, storage or MemoryStorage(), client_id,
+                                      params.create_assertion_provider(), scope=scope,
+                                      issuer=_required_issuer(issuer))

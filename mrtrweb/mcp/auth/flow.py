@@ -27,7 +27,7 @@ from urllib.parse import urlencode, urljoin
 
 import httpx2
 from mcp.client.auth import OAuthClientProvider, OAuthFlowError, PKCEParameters
-from mcp.client.auth.utils import union_scopes, validate_authorization_response_iss
+from mcp.client.auth.utils import issuers_match, union_scopes, validate_authorization_response_iss
 from mcp.shared.auth import (OAuthClientInformationFull, OAuthClientMetadata, OAuthMetadata, OAuthToken,
                              ProtectedResourceMetadata)
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
@@ -52,7 +52,11 @@ class ClientIdentity:
     ``client_metadata_url``: the CIMD URL (used when the authorization server advertises
     ``client_id_metadata_document_supported``); ``client_id``/``client_secret``: pre-registered by an
     admin (used first when set); else DCR with ``client_name`` and ``redirect_uri``. ``scope``: an
-    admin's scope for the server, unioned with the discovered one.
+    admin's scope for the server, unioned with the discovered one. ``issuer``: the issuer identifier
+    of the authorization server that issued ``client_id`` (required with a ``client_secret``): the
+    flow goes only to that authorization server (the one the MCP server's metadata names must be
+    it, RFC 8414 section 3.3 comparison, the SDK's ``issuers_match``), so the secret is never sent to
+    another one.
     """
 
     redirect_uri: str
@@ -61,6 +65,7 @@ class ClientIdentity:
     client_id: str | None = None
     client_secret: str | None = None
     scope: str | None = None
+    issuer: str | None = None
 
 
 @dataclasses.dataclass
@@ -166,6 +171,8 @@ class _BeginProvider(OAuthClientProvider):
         self._step_up = step_up_scope
         self._granted = granted_scope
         self._preregistered = None
+        #: the only authorization server a pre-registered client may be used with (None: any)
+        self._pinned = identity.issuer if identity.client_id and identity.issuer else None
         if identity.client_id:
             self._preregistered = OAuthClientInformationFull(
                 client_id=identity.client_id, client_secret=identity.client_secret or None,
@@ -178,10 +185,26 @@ class _BeginProvider(OAuthClientProvider):
         self.context.client_info = self._preregistered or await self.context.storage.get_client_info()
         self._initialized = True
 
+    def _select_authorization_server(self, advertised: list[str]) -> str:
+        """The advertised authorization server a pinned (pre-registered) client belongs to; refused
+        before any request reaches another one when none of them is it."""
+        if self._pinned is None:
+            return super()._select_authorization_server(advertised)
+        for server in advertised:
+            if issuers_match(server, self._pinned):
+                return server
+        raise OAuthFlowError(f"the MCP server names another authorization server than {self._pinned}, "
+                             "the one that issued this client id; nothing was sent to it")
+
     async def _perform_authorization_code_grant(self) -> tuple[str, str]:
         ctx = self.context
         if ctx.client_info is None:
             raise OAuthFlowError("no client identity for this authorization server")
+        if self._pinned is not None:  # the metadata's issuer too (also on the 2025-03-26 path: the origin)
+            found = str(ctx.oauth_metadata.issuer) if ctx.oauth_metadata else self._expected_issuer()
+            if not issuers_match(found, self._pinned):
+                raise OAuthFlowError(f"the authorization server {found} is not {self._pinned}, the one that "
+                                     "issued this client id; the client credentials were not sent to it")
         if self._preregistered is not None:  # its token endpoint authentication, as this server supports
             ctx.client_info = preregistered_auth_method(ctx.client_info, ctx.oauth_metadata)
         if ctx.oauth_metadata is not None and ctx.oauth_metadata.authorization_endpoint:
@@ -260,9 +283,13 @@ async def begin_authorization(server_url: str, *, identity: ClientIdentity, stor
     Raises:
         AuthorizationFailed: discovery, registration or metadata checks failed (resource mismatch,
             issuer mismatch, no authorization server metadata, no usable client identity, an
-            authorization endpoint that is not https...; ``code`` ``outbound_refused`` for a guard
-            refusal).
+            authorization endpoint that is not https, a pre-registered client's authorization server
+            other than ``identity.issuer``, a client secret without ``identity.issuer`` (refused before
+            any request)...; ``code`` ``outbound_refused`` for a guard refusal).
     """
+    if identity.client_secret and not identity.issuer:
+        raise AuthorizationFailed("a pre-registered client secret is only used with the issuer of the authorization "
+                                  "server that issued it, and none is configured")
     granted = None
     if scope:
         tokens = await storage.get_tokens()
