@@ -252,7 +252,7 @@ async def disconnect(*, user: Any, tenant: Any, server: Any) -> str | None:
     outcome = DELETED
     if tokens is not None and meta.get("revocation_endpoint") and info is not None:
         try:
-            statuses = await revoke_tokens(meta, info, tokens, policy=outbound_policy())
+            statuses = await revoke_tokens(meta, info, tokens, policy=outbound_policy(), mcp_origin=server.origin)
         except Exception as exc:  # noqa: BLE001 - revocation is best effort; deleting is not
             logger.info("revocation at %s failed: %s", clean_text(meta.get("issuer", ""), 100), type(exc).__name__)
         else:

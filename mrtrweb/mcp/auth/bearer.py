@@ -75,7 +75,7 @@ class StoredBearerAuth(OAuthClientProvider):
             return None
         try:
             refresh = await self._refresh_token()
-            async with guarded_client(self._policy) as client:
+            async with guarded_client(self._policy, mcp_origin=self._origin, bound_mcp=True) as client:
                 response = await client.send(refresh)
                 body = await response.aread()
         except (OutboundRefused, httpx2.HTTPError, ValueError) as exc:

@@ -144,8 +144,10 @@ def preregistered_auth_method(info: OAuthClientInformationFull, metadata: OAuthM
         info.model_copy(update={"token_endpoint_auth_method": method})
 
 
-def _browser_url_ok(url: str, policy: OutboundPolicy) -> bool:
-    """An authorization endpoint the browser may be sent to: https, or http to loopback when allowed."""
+def _browser_url_ok(url: str, policy: OutboundPolicy, mcp_origin: str | None = None) -> bool:
+    """An authorization endpoint the browser may be sent to: https, or http to loopback when allowed,
+    or the MCP server's own configured origin (an admin chose it: the 2025-03-26 server that is its
+    own authorization server, on whatever scheme the admin configured)."""
     try:
         parts = urllib.parse.urlsplit(url)
     except ValueError:
@@ -154,6 +156,11 @@ def _browser_url_ok(url: str, policy: OutboundPolicy) -> bool:
         return False
     if parts.scheme == "https":
         return True
+    try:
+        if mcp_origin is not None and origin_of(url) == mcp_origin:
+            return True
+    except ValueError:
+        return False
     host = parts.hostname.lower()
     return parts.scheme == "http" and policy.allow_http_loopback and (
         host == "localhost" or host.startswith("127.") or host == "::1")
@@ -217,7 +224,7 @@ class _BeginProvider(OAuthClientProvider):
             # 2025-03-26 fallback (no PRM, no metadata): the endpoints at the MCP server's origin root,
             # as the SDK builds them (that revision's server is its own authorization server).
             auth_endpoint = urljoin(ctx.get_authorization_base_url(ctx.server_url), "/authorize")
-        if not _browser_url_ok(auth_endpoint, self._policy):
+        if not _browser_url_ok(auth_endpoint, self._policy, origin_of(ctx.server_url)):
             raise OAuthFlowError("the authorization endpoint is not an https URL")
         ctx.client_metadata.scope = union_scopes(union_scopes(ctx.client_metadata.scope, self._identity.scope),
                                                  union_scopes(self._granted, self._step_up) if self._step_up else None)
@@ -354,7 +361,8 @@ async def complete_authorization(flow: PendingFlow, *, code: str | None, state: 
     ctx.protocol_version = flow.protocol_version
     try:
         request = await provider._exchange_token_authorization_code(code, flow.code_verifier)  # noqa: SLF001
-        async with guarded_client(policy) as client:
+        # the MCP server's own origin passes the address rules, as in discovery (an admin chose it)
+        async with guarded_client(policy, mcp_origin=origin_of(flow.server_url), bound_mcp=True) as client:
             response = await client.send(request)
             if response.status_code not in (200, 201):
                 raise AuthorizationFailed(await _token_error_text(response))

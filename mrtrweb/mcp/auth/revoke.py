@@ -16,8 +16,10 @@ __all__ = ["revoke_tokens"]
 
 
 async def revoke_tokens(metadata: dict[str, Any], client_info: OAuthClientInformationFull, tokens: OAuthToken, *,
-                        policy: OutboundPolicy) -> list[int]:
+                        policy: OutboundPolicy, mcp_origin: str | None = None) -> list[int]:
     """Revoke ``tokens`` at ``metadata["revocation_endpoint"]``; the HTTP statuses, in order.
+    ``mcp_origin``: the MCP server's configured origin, which passes the guard's address rules (as
+    in discovery, token and refresh requests).
 
     Raises:
         OutboundRefused, httpx2.HTTPError: the endpoint was refused by the guard or unreachable.
@@ -28,7 +30,7 @@ async def revoke_tokens(metadata: dict[str, Any], client_info: OAuthClientInform
     ctx = OAuthContext(server_url=endpoint, client_metadata=OAuthClientMetadata(redirect_uris=None),
                        storage=MemoryStorage(), redirect_handler=None, callback_handler=None, client_info=client_info)
     statuses = []
-    async with guarded_client(policy) as client:
+    async with guarded_client(policy, mcp_origin=mcp_origin, bound_mcp=True) as client:
         for token, hint in ((tokens.refresh_token, "refresh_token"), (tokens.access_token, "access_token")):
             if not token:
                 continue
