@@ -115,6 +115,12 @@ async def test_connect_through_the_consent_page_then_a_round_as_the_person(demo)
     outcome = await _confirm(d, "carol", "n2")
     assert outcome.error_code == "authorization_required"
     assert {subject for subject, _client in protected.verifier.seen} == {"alice"}
+    # Disconnect: revoked at the demo authorization server (RFC 7009), the next call asks to connect
+    provider = protected.auth.provider
+    assert await service.disconnect(user=d["users"]["alice"], tenant=d["server"].tenant, server=d["server"]) == "revoked"
+    assert len(provider.revoked) == 2 and not [t for t in provider.access.values() if t.subject == "alice"]
+    outcome = await _confirm(d, "alice", "n3")
+    assert outcome.error_code == "authorization_required"
 
 
 async def test_deny_at_the_consent_page_stores_nothing(demo) -> None:

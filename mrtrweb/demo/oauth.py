@@ -3,7 +3,8 @@
 Built on the ``mcp`` SDK's server auth (``mcp.server.auth``): :class:`DemoProvider` is its
 ``OAuthAuthorizationServerProvider`` -- Dynamic Client Registration (RFC 7591), authorization
 codes with PKCE S256 (checked by the SDK's token endpoint), RFC 8707 ``resource`` carried into the
-tokens, access tokens with a chosen lifetime, rotating refresh tokens, RFC 7009 revocation -- and
+tokens, access tokens with a chosen lifetime, rotating refresh tokens, RFC 7009 revocation (for
+public clients too: :func:`_revocation_endpoint`) -- and
 :func:`build_auth_app` serves it with the SDK's ``create_auth_routes`` plus a sign-in and consent
 page (:mod:`mrtrweb.demo.consent`): ``GET /authorize`` (the SDK's handler) sends the browser to
 ``/consent?request=ID``, where a person picks a demo account (:data:`DEMO_ACCOUNTS`, no password:
@@ -27,12 +28,14 @@ from typing import Any
 
 from mcp.server.auth.provider import (AccessToken, AuthorizationCode, AuthorizationParams, RefreshToken,
                                       construct_redirect_uri)
-from mcp.server.auth.routes import build_metadata, create_auth_routes
+from mcp.server.auth.middleware.client_auth import AuthenticationError, ClientAuthenticator
+from mcp.server.auth.routes import REVOCATION_PATH, build_metadata, create_auth_routes
 from mcp.server.auth.settings import ClientRegistrationOptions, RevocationOptions
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 from pydantic import AnyHttpUrl
 from starlette.applications import Starlette
-from starlette.responses import JSONResponse
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from .server import DemoServerHandle, serve_built_in_thread
@@ -186,6 +189,31 @@ class DemoProvider:
             self.refresh.pop(token.token, None)
 
 
+def _revocation_endpoint(provider: DemoProvider) -> Any:
+    """RFC 7009 revocation for every registered client, public ones (``token_endpoint_auth_method``
+    ``none``) included. It stands in front of the SDK's ``/revoke``, whose request model requires a
+    ``client_secret`` field, so a public client's revocation got ``400 invalid_request``. The
+    client is authenticated by the SDK's ``ClientAuthenticator`` (``401 unauthorized_client``); a
+    token of another client, or an unknown one, is left alone and answered ``200`` (section 2.2)."""
+    authenticator = ClientAuthenticator(provider)
+
+    async def revoke(request: Request) -> Response:
+        try:
+            client = await authenticator.authenticate_request(request)
+        except AuthenticationError as exc:
+            return JSONResponse({"error": "unauthorized_client", "error_description": exc.message}, status_code=401)
+        form = await request.form()
+        value = form.get("token")
+        if not isinstance(value, str) or not value:
+            return JSONResponse({"error": "invalid_request", "error_description": "token is required"}, status_code=400)
+        token = await provider.load_access_token(value) or await provider.load_refresh_token(client, value)
+        if token is not None and token.client_id == client.client_id:
+            await provider.revoke_token(token)
+        return Response(status_code=200, headers={"Cache-Control": "no-store"})
+
+    return revoke
+
+
 def build_auth_app(provider: DemoProvider, issuer: str, *, scopes: list[str] | None = None,
                    metadata_overrides: dict[str, Any] | None = None) -> tuple[Starlette, dict[str, Any]]:
     """The authorization server's ASGI app for ``issuer`` (``http://127.0.0.1:PORT``, no trailing
@@ -207,6 +235,7 @@ def build_auth_app(provider: DemoProvider, issuer: str, *, scopes: list[str] | N
         return JSONResponse(metadata)
 
     routes = [Route("/.well-known/oauth-authorization-server", serve_metadata), *consent_routes(provider),
+              Route(REVOCATION_PATH, _revocation_endpoint(provider), methods=["POST"]),
               *create_auth_routes(provider, AnyHttpUrl(issuer), client_registration_options=registration,
                                   revocation_options=revocation)]
     return Starlette(routes=routes), metadata
