@@ -192,7 +192,8 @@ class DemoProvider:
 def _revocation_endpoint(provider: DemoProvider) -> Any:
     """RFC 7009 revocation for every registered client, public ones (``token_endpoint_auth_method``
     ``none``) included. It stands in front of the SDK's ``/revoke``, whose request model requires a
-    ``client_secret`` field, so a public client's revocation got ``400 invalid_request``. The
+    ``client_secret`` field, so a public client's revocation got ``400 invalid_request``
+    (modelcontextprotocol/python-sdk issue #3508; drop this route once the SDK's is fixed). The
     client is authenticated by the SDK's ``ClientAuthenticator`` (``401 unauthorized_client``); a
     token of another client, or an unknown one, is left alone and answered ``200`` (section 2.2)."""
     authenticator = ClientAuthenticator(provider)
