@@ -1,13 +1,16 @@
 """A real OAuth authorization server and a token-verifying MCP server on loopback, for the auth tests.
 
-* :class:`Provider` -- the ``mcp`` SDK's server-side ``OAuthAuthorizationServerProvider`` in memory:
-  DCR, authorization codes (approved at once, as the conformance suite's server does), tokens with a
-  chosen lifetime, rotating refresh tokens, RFC 7009 revocation. Knobs: ``access_ttl_s``,
+* The authorization server is the demo's own (:mod:`mrtrweb.demo.oauth`: the ``mcp`` SDK's server-side
+  ``OAuthAuthorizationServerProvider`` in memory, DCR, PKCE, refresh, RFC 7009 revocation) with
+  ``auto_approve=True``: codes at once for ``provider.subject``, as the conformance suite's server
+  does (no consent page). Knobs on :class:`~mrtrweb.demo.oauth.DemoProvider`: ``access_ttl_s``,
   ``iss_in_redirect`` (what ``iss`` the redirect carries: the issuer, another value, or none).
-* :func:`serve_oauth_pair` -- the authorization server (the SDK's ``create_auth_routes``, with its
-  metadata overridable) and the demo MCP server behind :class:`BearerGate` (RFC 6750: ``401`` with
-  ``WWW-Authenticate: Bearer resource_metadata=...``; ``403 insufficient_scope`` for tools that need
-  a scope the token lacks; protected resource metadata served at the path-based well-known URL).
+* :func:`serve_oauth_pair` -- that authorization server (its metadata overridable) and the demo MCP
+  server behind :class:`BearerGate` (RFC 6750: ``401`` with ``WWW-Authenticate: Bearer
+  resource_metadata=...``; ``403 insufficient_scope`` for tools that need a scope the token lacks;
+  protected resource metadata served at the path-based well-known URL, its ``resource`` choosable).
+  The demo command's protected server uses the SDK's resource-server auth instead
+  (:mod:`mrtrweb.demo.protected`); this hand-written gate has the knobs the attack tests need.
 
 Every part is a real HTTP server (uvicorn on 127.0.0.1, its own thread); nothing is mocked.
 """
@@ -16,96 +19,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import secrets
-import time
 from typing import Any
 
-from mcp.server.auth.provider import (AccessToken, AuthorizationCode, AuthorizationParams, RefreshToken,
-                                      construct_redirect_uri)
-from mcp.server.auth.routes import build_metadata, create_auth_routes
-from mcp.server.auth.settings import ClientRegistrationOptions, RevocationOptions
-from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
-from pydantic import AnyHttpUrl
-from starlette.applications import Starlette
-from starlette.responses import JSONResponse
-from starlette.routing import Route
-
+from mrtrweb.demo.oauth import DemoProvider as Provider
+from mrtrweb.demo.oauth import serve_auth_server
 from mrtrweb.demo.server import build_demo_app, serve_asgi_in_thread
 
-
-class Provider:
-    """See module doc. ``subject`` names the person the next authorization is for."""
-
-    def __init__(self) -> None:
-        self.clients: dict[str, OAuthClientInformationFull] = {}
-        self.codes: dict[str, AuthorizationCode] = {}
-        self.access: dict[str, AccessToken] = {}
-        self.refresh: dict[str, RefreshToken] = {}
-        self.access_ttl_s = 3600
-        self.subject = "alice"
-        self.issuer = ""
-        self.iss_in_redirect: str | None = "issuer"  # "issuer": the real one; None: omitted; else that text
-        self.token_requests = 0
-        self.refresh_requests = 0
-        self.revoked: list[str] = []
-        self.authorize_params: list[AuthorizationParams] = []
-
-    async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
-        return self.clients.get(client_id)
-
-    async def register_client(self, client_info: OAuthClientInformationFull) -> None:
-        assert client_info.client_id
-        self.clients[client_info.client_id] = client_info
-
-    async def authorize(self, client: OAuthClientInformationFull, params: AuthorizationParams) -> str:
-        self.authorize_params.append(params)
-        code = secrets.token_urlsafe(24)
-        self.codes[code] = AuthorizationCode(
-            code=code, scopes=params.scopes or [], expires_at=time.time() + 300, client_id=client.client_id or "",
-            code_challenge=params.code_challenge, redirect_uri=params.redirect_uri,
-            redirect_uri_provided_explicitly=params.redirect_uri_provided_explicitly, resource=params.resource,
-            subject=self.subject)
-        iss = self.issuer if self.iss_in_redirect == "issuer" else self.iss_in_redirect
-        return construct_redirect_uri(str(params.redirect_uri), code=code, state=params.state, iss=iss)
-
-    async def load_authorization_code(self, client: OAuthClientInformationFull, code: str) -> AuthorizationCode | None:
-        return self.codes.get(code)
-
-    def _mint(self, client_id: str, scopes: list[str], resource: str | None, subject: str | None) -> OAuthToken:
-        access, refresh = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
-        self.access[access] = AccessToken(token=access, client_id=client_id, scopes=scopes,
-                                          expires_at=int(time.time()) + self.access_ttl_s, resource=resource,
-                                          subject=subject)
-        self.refresh[refresh] = RefreshToken(token=refresh, client_id=client_id, scopes=scopes, resource=resource,
-                                             subject=subject)
-        return OAuthToken(access_token=access, token_type="Bearer", expires_in=self.access_ttl_s,
-                          scope=" ".join(scopes) or None, refresh_token=refresh)
-
-    async def exchange_authorization_code(self, client: OAuthClientInformationFull, code: AuthorizationCode) -> OAuthToken:
-        self.token_requests += 1
-        self.codes.pop(code.code, None)
-        return self._mint(code.client_id, code.scopes, code.resource, code.subject)
-
-    async def load_refresh_token(self, client: OAuthClientInformationFull, refresh_token: str) -> RefreshToken | None:
-        return self.refresh.get(refresh_token)
-
-    async def exchange_refresh_token(self, client: OAuthClientInformationFull, refresh_token: RefreshToken,
-                                     scopes: list[str]) -> OAuthToken:
-        self.refresh_requests += 1
-        self.refresh.pop(refresh_token.token, None)  # rotating: a refresh token is spent once
-        return self._mint(refresh_token.client_id, scopes or refresh_token.scopes, refresh_token.resource,
-                          refresh_token.subject)
-
-    async def load_access_token(self, token: str) -> AccessToken | None:
-        found = self.access.get(token)
-        if found is None or (found.expires_at is not None and found.expires_at < time.time()):
-            return None
-        return found
-
-    async def revoke_token(self, token: AccessToken | RefreshToken) -> None:
-        self.revoked.append(token.token)
-        self.access.pop(token.token, None)
-        self.refresh.pop(token.token, None)
+__all__ = ["BearerGate", "OAuthPair", "Provider", "serve_oauth_pair"]
 
 
 class BearerGate:
@@ -198,29 +118,10 @@ def serve_oauth_pair(*, scopes: list[str] | None = None, scoped_tools: dict[str,
     ``metadata_overrides``: keys replaced in its RFC 8414 metadata (``issuer``, ``authorization_response_iss_parameter_supported``...);
     ``prm_resource``: the ``resource`` the protected resource metadata claims (default: the MCP URL).
     """
-    provider = Provider()
-    metadata_box: dict[str, Any] = {}
-
-    async def metadata(_request: Any) -> JSONResponse:
-        return JSONResponse(metadata_box)
-
-    placeholder = AnyHttpUrl("http://127.0.0.1:1")
-    as_app = Starlette(routes=[Route("/.well-known/oauth-authorization-server", metadata)]
-                       + create_auth_routes(provider, placeholder,
-                                            client_registration_options=ClientRegistrationOptions(
-                                                enabled=True, valid_scopes=scopes, default_scopes=scopes),
-                                            revocation_options=RevocationOptions(enabled=True)))
-    as_handle = serve_asgi_in_thread(as_app, path="")
-    as_url = f"http://127.0.0.1:{as_handle.port}"
-    provider.issuer = as_url
-    built = build_metadata(AnyHttpUrl(as_url), None, ClientRegistrationOptions(enabled=True, valid_scopes=scopes),
-                           RevocationOptions(enabled=True))
-    metadata_box.update(built.model_dump(mode="json", exclude_none=True))
-    metadata_box["issuer"] = as_url  # exactly, without a trailing slash
-    metadata_box.update(metadata_overrides or {})
-    gate = BearerGate(build_demo_app(), provider, scoped_tools)
+    auth = serve_auth_server(auto_approve=True, scopes=scopes, metadata_overrides=metadata_overrides)
+    gate = BearerGate(build_demo_app(), auth.provider, scoped_tools)
     mcp_handle = serve_asgi_in_thread(gate)
     gate.resource_metadata_url = f"http://127.0.0.1:{mcp_handle.port}/.well-known/oauth-protected-resource/mcp"
-    gate.prm = {"resource": prm_resource or mcp_handle.url, "authorization_servers": [as_url],
+    gate.prm = {"resource": prm_resource or mcp_handle.url, "authorization_servers": [auth.url],
                 **({"scopes_supported": scopes} if scopes else {})}
-    return OAuthPair(provider, gate, as_url, mcp_handle.url, metadata_box, (as_handle, mcp_handle))
+    return OAuthPair(auth.provider, gate, auth.url, mcp_handle.url, auth.metadata, (auth, mcp_handle))

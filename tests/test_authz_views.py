@@ -642,15 +642,12 @@ async def test_connect_continue_callback_call_and_disconnect_for_real(seeded, oa
     assert await OAuthConnection.objects.acount() == 1
     # carol is asked to connect on her own
     assert "Connect to Guarded" in (await carol_client.get(f"/mcp/servers/{server.pk}/")).content.decode()
-    # Disconnect: deleted here, the page asks again
+    # Disconnect: revoked at the authorization server (RFC 7009, the DCR client is public: the demo
+    # AS's own /revoke, mrtrweb.demo.oauth), deleted here, the page asks again
     resp = await client.post(f"/mcp/connections/{server.pk}/disconnect/", _csrf(client))
     assert resp.status_code == 302 and await OAuthConnection.objects.acount() == 0
     page = (await client.get(f"/mcp/servers/{server.pk}/")).content.decode()
-    assert "Disconnected from Guarded." in page and "Connect to Guarded" in page
+    assert "Disconnected from Guarded; the authorization server revoked the tokens." in page
+    assert "Connect to Guarded" in page
+    assert set(oauth_pair.provider.revoked) == {tokens["access_token"], tokens["refresh_token"]}
     return oauth_pair.provider.revoked
-
-
-# Revocation at a real authorization server (RFC 7009 accepted: "revoked the tokens") is shown in
-# tests/test_browser_oauth.py against django-oauth-toolkit. The SDK's authorization server used here
-# answers 400 to any revocation request without a client_secret form field (its RevocationRequest
-# declares `client_secret: str | None` with no default), so here the page says only "Disconnected".

@@ -841,16 +841,27 @@ def serve_asgi_in_thread(
         RuntimeError: the server did not start within ``start_timeout_s`` seconds.
         OSError: the address could not be bound.
     """
+    return serve_built_in_thread(lambda _port: app, host, port, path=path, start_timeout_s=start_timeout_s)
+
+
+def serve_built_in_thread(
+    make_app: Callable[[int], ASGIApp], host: str = "127.0.0.1", port: int = 0, *, path: str = MCP_PATH,
+    start_timeout_s: float = 15.0,
+) -> DemoServerHandle:
+    """As :func:`serve_asgi_in_thread`, for an app that must know its own port (an OAuth resource
+    or authorization server names its URL): the socket is bound first, then ``make_app(port)``
+    builds the app. Same errors."""
     log = CallLog()
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
-    except OSError:
+        bound_port = sock.getsockname()[1]
+        app = make_app(bound_port)
+    except BaseException:
         sock.close()
         raise
-    bound_port = sock.getsockname()[1]
     config = uvicorn.Config(
         CountingMiddleware(app, log),
         log_level="warning",

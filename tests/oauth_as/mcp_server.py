@@ -13,7 +13,8 @@ insufficient_scope`` without the scope). A token must be bound to this server by
 
 A step-up: ``tools/call admin_report`` also needs the scope ``mcp:admin`` (:class:`StepUp`
 answers ``403`` with ``WWW-Authenticate: Bearer error="insufficient_scope", scope="mcp mcp:admin"``
-without it). Three tools are added that say whom the server saw (the token's username from introspection):
+without it). Three tools say whom the server saw (the token's username from introspection; the first
+and the last are :func:`mrtrweb.demo.protected.add_identity_tools`, shared with the demo command):
 ``whoami`` (no round), ``admin_report`` (no round: ``"Admin report for USERNAME."``) and
 ``confirm_as_me(note)`` (one ``input_required`` form round asking
 ``confirm``, then ``"Confirmed NOTE for USERNAME."``). The handle's ``verifier.seen`` lists every
@@ -22,27 +23,18 @@ verification as ``(username or None, active)``, so a test can check whose tokens
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import json
-import socket
 import threading
-import time
 from typing import Any
 
 import httpx2
-import uvicorn
-from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
-from mcp.server.mcpserver import Context
-from mcp_types import ElicitRequest, ElicitRequestFormParams, InputRequiredResult
 
-from mrtrweb.demo.server import MCP_PATH, CallLog, CountingMiddleware, DemoServerHandle, build_demo_server
+from mrtrweb.demo.protected import add_identity_tools, subject_of_token
+from mrtrweb.demo.server import MCP_PATH, DemoServerHandle, build_demo_server, serve_built_in_thread
 from tests.oauth_as import MCP_SCOPE, AuthServer
-
-CONFIRM_SCHEMA = {"type": "object", "properties": {"confirm": {"type": "boolean", "title": "Confirm"}},
-                  "required": ["confirm"]}
 
 
 class IntrospectionVerifier:
@@ -129,11 +121,6 @@ class StepUp:
         await self.app(scope, replay, send)
 
 
-def _who() -> str:
-    token = get_access_token()
-    return (token.subject or f"client {token.client_id}") if token is not None else "nobody"
-
-
 def build_protected_demo(auth_server: AuthServer, resource_url: str) -> tuple[Any, IntrospectionVerifier]:
     """The protected demo's ASGI app and its verifier (see the module docstring)."""
     verifier = IntrospectionVerifier(auth_server, resource_url)
@@ -142,29 +129,12 @@ def build_protected_demo(auth_server: AuthServer, resource_url: str) -> tuple[An
                           required_scopes=[MCP_SCOPE], validate_token_resource=True),
         token_verifier=verifier)
 
-    @mcp.tool(structured_output=False)
-    async def whoami() -> str:
-        """Say whom this server sees (the access token's user)."""
-        return f"You are {_who()}."
+    add_identity_tools(mcp)
 
     @mcp.tool(structured_output=False)
     async def admin_report() -> str:
         """A report that needs the extra scope mcp:admin (step-up)."""
-        return f"Admin report for {_who()}."
-
-    @mcp.tool(structured_output=False)
-    async def confirm_as_me(note: str, ctx: Context) -> str | InputRequiredResult:
-        """Ask for a confirmation, then say for whom the note was confirmed."""
-        response = (ctx.input_responses or {}).get("confirm")
-        if response is None:
-            form = ElicitRequest(params=ElicitRequestFormParams(message=f"Confirm the note {note!r}?",
-                                                                requested_schema=CONFIRM_SCHEMA))
-            return InputRequiredResult(input_requests={"confirm": form},
-                                       request_state=json.dumps({"tool": "confirm_as_me"}))
-        content = getattr(response, "content", None) or {}
-        if getattr(response, "action", None) != "accept" or content.get("confirm") is not True:
-            return f"Not confirmed for {_who()}."
-        return f"Confirmed {note} for {_who()}."
+        return f"Admin report for {subject_of_token()}."
 
     app = mcp.streamable_http_app(streamable_http_path=MCP_PATH, host="127.0.0.1")
     base, _, path = resource_url.rpartition(MCP_PATH)
@@ -199,31 +169,11 @@ def serve_protected_demo(auth_server: AuthServer, start_timeout_s: float = 15.0)
     Raises:
         RuntimeError: it did not start within ``start_timeout_s`` seconds.
     """
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    app, verifier = build_protected_demo(auth_server, f"http://127.0.0.1:{port}{MCP_PATH}")
-    log = CallLog()
-    config = uvicorn.Config(CountingMiddleware(app, log), log_level="warning", lifespan="on", loop="asyncio",
-                            timeout_graceful_shutdown=2, access_log=False)
-    userver = uvicorn.Server(config)
-    errors: list[BaseException] = []
+    built: dict[str, IntrospectionVerifier] = {}
 
-    def run() -> None:
-        try:
-            asyncio.run(userver.serve(sockets=[sock]))
-        except BaseException as exc:  # reported to the starting thread
-            errors.append(exc)
-        finally:
-            sock.close()
+    def make_app(port: int) -> Any:
+        app, built["verifier"] = build_protected_demo(auth_server, f"http://127.0.0.1:{port}{MCP_PATH}")
+        return app
 
-    thread = threading.Thread(target=run, name=f"protected-mcp-{port}", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + start_timeout_s
-    while not userver.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            userver.should_exit = True
-            raise RuntimeError(f"protected demo did not start: {errors[0] if errors else 'timeout'}")
-        time.sleep(0.01)
-    return ProtectedDemo(DemoServerHandle("127.0.0.1", port, MCP_PATH, log, userver, thread), verifier)
+    handle = serve_built_in_thread(make_app, "127.0.0.1", 0, start_timeout_s=start_timeout_s)
+    return ProtectedDemo(handle, built["verifier"])

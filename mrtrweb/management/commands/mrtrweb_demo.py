@@ -1,11 +1,19 @@
 """``manage.py mrtrweb_demo [--port N]``: the whole product on embedded defaults.
 
-Migrates SQLite, creates two tenants with users (printed), starts the demo MCP server and the
-legacy (2025-11-25) demo server on loopback, points each tenant's "Demo server" and "Demo (legacy
-2025-11-25)" at them, and serves the ASGI app (HTTP + WebSockets) on 127.0.0.1:N until interrupted.
+Migrates SQLite, creates two tenants with users (printed), starts the demo MCP server, the
+legacy (2025-11-25) demo server and the protected demo server with its own OAuth authorization
+server (:mod:`mrtrweb.demo.protected`) on loopback, points each tenant's "Demo server", "Demo
+(legacy 2025-11-25)" and "Demo (OAuth per user)" (auth mode OAuth per user) at them, and serves the
+ASGI app (HTTP + WebSockets) on 127.0.0.1:N until interrupted.
+
+The run turns on ``MRTRWEB["OUTBOUND_ALLOW_HTTP_LOOPBACK"]`` in its own process (the demo's
+authorization server is plain http on loopback): development only, said in the banner.
 """
 
 from __future__ import annotations
+
+import dataclasses
+from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
@@ -23,19 +31,36 @@ DEMO_USERS = [
 DEMO_TENANTS = [("acme", "Acme Corp"), ("globex", "Globex Inc")]
 DEMO_SERVER = "Demo server"
 LEGACY_SERVER = "Demo (legacy 2025-11-25)"
+PROTECTED_SERVER = "Demo (OAuth per user)"
+LOOPBACK_NOTE = ("OUTBOUND_ALLOW_HTTP_LOOPBACK is on for this demo run: plain-http authorization servers on "
+                 "loopback are allowed (development only; never in production)")
 
 
-def _demo_server(tenant: Tenant, name: str, url: str) -> McpServer:
-    server, _ = McpServer.objects.get_or_create(tenant=tenant, name=name, defaults={"url": url})
-    if server.url != url or not server.enabled:
-        server.url, server.enabled = url, True
+def _demo_server(tenant: Tenant, name: str, url: str, auth_mode: str | None = None) -> McpServer:
+    """The tenant's server ``name`` at ``url``, enabled (and in ``auth_mode`` when given)."""
+    mode = auth_mode or McpServer.AuthMode.NONE
+    server, _ = McpServer.objects.get_or_create(tenant=tenant, name=name, defaults={"url": url, "auth_mode": mode})
+    if server.url != url or not server.enabled or (auth_mode and server.auth_mode != auth_mode):
+        server.url, server.enabled, server.auth_mode = url, True, auth_mode or server.auth_mode
         server.save()
     return server
 
 
-def seed_demo(mcp_url: str, legacy_url: str | None = None) -> list[tuple[str, str, str]]:
+def _forget_oauth(server: McpServer) -> None:
+    """The demo authorization server keeps clients and tokens in memory: what an earlier run
+    registered or connected at it is gone, so the product's rows for it are deleted too."""
+    from mrtrweb.authz.models import OAuthClientRegistration, OAuthConnection, PendingAuthorization
+
+    OAuthConnection.objects.filter(server=server).delete()
+    OAuthClientRegistration.objects.filter(server=server).delete()
+    PendingAuthorization.objects.filter(server=server).delete()
+
+
+def seed_demo(mcp_url: str, legacy_url: str | None = None, protected_url: str | None = None) -> list[tuple[str, str, str]]:
     """Create (or refresh) the demo tenants, users and servers (with ``legacy_url``, also the
-    legacy 2025-11-25 demo server in each tenant). Returns (user, password, tenant)."""
+    legacy 2025-11-25 demo server in each tenant; with ``protected_url``, the protected demo server
+    in mode OAuth per user, its earlier registrations and connections deleted). Returns (user,
+    password, tenant)."""
     User = get_user_model()
     out = []
     with transaction.atomic():
@@ -45,6 +70,8 @@ def seed_demo(mcp_url: str, legacy_url: str | None = None) -> list[tuple[str, st
             _demo_server(tenants[slug], DEMO_SERVER, mcp_url)
             if legacy_url:
                 _demo_server(tenants[slug], LEGACY_SERVER, legacy_url)
+            if protected_url:
+                _forget_oauth(_demo_server(tenants[slug], PROTECTED_SERVER, protected_url, McpServer.AuthMode.OAUTH_USER))
         for username, password, slug, role in DEMO_USERS:
             user, _ = User.objects.get_or_create(username=username)
             user.set_password(password)
@@ -59,6 +86,51 @@ def seed_demo(mcp_url: str, legacy_url: str | None = None) -> list[tuple[str, st
     return out
 
 
+@dataclasses.dataclass
+class DemoServers:
+    """The demo's MCP servers, running: ``mcp``, ``legacy`` (2025-11-25), ``protected`` (OAuth per
+    user, with its authorization server: ``protected.as_url``)."""
+
+    mcp: Any
+    legacy: Any
+    protected: Any
+
+    def stop(self) -> None:
+        for handle in (self.mcp, self.legacy, self.protected):
+            handle.stop()
+
+
+def start_servers(*, mcp_port: int = 0, legacy_port: int = 0, protected_port: int = 0,
+                  oauth_port: int = 0) -> DemoServers:
+    """Start the three demo servers on 127.0.0.1 (0: any free port), each in a daemon thread.
+
+    Raises:
+        RuntimeError: a server did not start in time. OSError: a port could not be bound.
+    """
+    from mrtrweb.demo.legacy import serve_legacy_in_thread
+    from mrtrweb.demo.protected import serve_protected_demo
+    from mrtrweb.demo.server import serve_in_thread
+
+    started: list[Any] = []
+    try:
+        started.append(serve_in_thread(host="127.0.0.1", port=mcp_port))
+        started.append(serve_legacy_in_thread(host="127.0.0.1", port=legacy_port))
+        started.append(serve_protected_demo(host="127.0.0.1", port=protected_port, as_port=oauth_port))
+    except BaseException:
+        for handle in started:
+            handle.stop()
+        raise
+    return DemoServers(*started)
+
+
+def allow_http_loopback() -> None:
+    """Turn on ``MRTRWEB["OUTBOUND_ALLOW_HTTP_LOOPBACK"]`` for this process (development only: the
+    demo's authorization server is plain http on loopback)."""
+    from django.conf import settings
+
+    settings.MRTRWEB = {**(getattr(settings, "MRTRWEB", None) or {}), "OUTBOUND_ALLOW_HTTP_LOOPBACK": True}
+
+
 class Command(BaseCommand):
     help = "Run the mrtrweb demo: SQLite, in-process cache and channel layer, and the demo MCP server."
 
@@ -67,6 +139,10 @@ class Command(BaseCommand):
         parser.add_argument("--mcp-port", type=int, default=0, help="port of the demo MCP server (default: any free)")
         parser.add_argument("--legacy-port", type=int, default=0,
                             help="port of the legacy (2025-11-25) demo MCP server (default: any free)")
+        parser.add_argument("--protected-port", type=int, default=0,
+                            help="port of the protected demo MCP server (default: any free)")
+        parser.add_argument("--oauth-port", type=int, default=0,
+                            help="port of its demo OAuth authorization server (default: any free)")
         parser.add_argument("--no-serve", action="store_true", help="set up and exit (for checks)")
         parser.add_argument("--seed-only", metavar="MCP_URL",
                             help="only create the demo tenants, users and servers pointing at MCP_URL, then exit "
@@ -75,24 +151,27 @@ class Command(BaseCommand):
                             help="with --seed-only: also seed the legacy (2025-11-25) demo server at LEGACY_URL")
 
     def handle(self, *args, **options):
-        from mrtrweb.demo.legacy import serve_legacy_in_thread
-        from mrtrweb.demo.server import serve_in_thread
-
         call_command("migrate", interactive=False, verbosity=0)
         if options["seed_only"]:
             for username, password, tenant in seed_demo(options["seed_only"], options.get("seed_legacy")):
                 self.stdout.write(f"  user {username:6} password {password:15} tenant {tenant}")
             return
-        mcp = serve_in_thread(host="127.0.0.1", port=options["mcp_port"])
-        legacy = serve_legacy_in_thread(host="127.0.0.1", port=options["legacy_port"])
+        allow_http_loopback()
+        running = start_servers(mcp_port=options["mcp_port"], legacy_port=options["legacy_port"],
+                                protected_port=options["protected_port"], oauth_port=options["oauth_port"])
+        mcp, legacy, protected = running.mcp, running.legacy, running.protected
         self.stdout.write(f"Demo MCP server (Streamable HTTP): {mcp.url}")
         self.stdout.write(f"Legacy demo MCP server (2025-11-25, elicitation during the call): {legacy.url}")
-        for username, password, tenant in seed_demo(mcp.url, legacy.url):
+        self.stdout.write(f"Protected demo MCP server (OAuth per user: Connect, then whoami / confirm_as_me): "
+                          f"{protected.url}")
+        self.stdout.write(f"  its demo OAuth authorization server (in memory; sign-in page, DCR, PKCE, refresh, "
+                          f"revocation): {protected.as_url}")
+        self.stdout.write(self.style.WARNING(LOOPBACK_NOTE))
+        for username, password, tenant in seed_demo(mcp.url, legacy.url, protected.url):
             self.stdout.write(f"  user {username:6} password {password:15} tenant {tenant}")
         url = f"http://127.0.0.1:{options['port']}/"
         if options["no_serve"]:
-            mcp.stop()
-            legacy.stop()
+            running.stop()
             return
         self.stdout.write(self.style.SUCCESS(f"mrtrweb demo: open {url} and sign in (Ctrl-C stops)"))
         import uvicorn
@@ -103,5 +182,4 @@ class Command(BaseCommand):
             uvicorn.run("mrtrweb.site.asgi:application", host="127.0.0.1", port=options["port"],
                         ws="websockets-sansio", lifespan="off", log_level="info", proxy_headers=False)
         finally:
-            mcp.stop()
-            legacy.stop()
+            running.stop()
