@@ -16,19 +16,15 @@ import datetime as dt
 import httpx2
 import pytest
 from django.utils import timezone
-from mcp.server.auth.routes import build_metadata, create_auth_routes
-from mcp.server.auth.settings import ClientRegistrationOptions, RevocationOptions
-from pydantic import AnyHttpUrl
-from starlette.applications import Starlette
-from starlette.responses import JSONResponse
-from starlette.routing import Route
 
 from mrtrweb import headless
 from mrtrweb.authz import service
 from mrtrweb.authz.models import OAuthConnection
-from mrtrweb.demo.server import build_demo_app, serve_asgi_in_thread
+from mrtrweb.demo.oauth import DemoProvider as Provider
+from mrtrweb.demo.oauth import build_auth_app
+from mrtrweb.demo.server import build_demo_app, serve_built_in_thread
 from mrtrweb.headless import ConsentPolicy
-from tests.oauth_sdk_as import BearerGate, Provider
+from tests.oauth_sdk_as import BearerGate
 
 AS_PATHS = ("/.well-known/oauth-authorization-server", "/authorize", "/token", "/register", "/revoke")
 
@@ -36,31 +32,23 @@ AS_PATHS = ("/.well-known/oauth-authorization-server", "/authorize", "/token", "
 @pytest.fixture
 def one_origin(seeded, settings):
     settings.MRTRWEB = {**(getattr(settings, "MRTRWEB", None) or {}), "OUTBOUND_ALLOW_HTTP_LOOPBACK": False}
-    provider = Provider()
-    metadata: dict = {}
-
-    async def as_metadata(_request):
-        return JSONResponse(metadata)
-
-    as_app = Starlette(routes=[Route("/.well-known/oauth-authorization-server", as_metadata)]
-                       + create_auth_routes(provider, AnyHttpUrl("http://127.0.0.1:1"),
-                                            client_registration_options=ClientRegistrationOptions(enabled=True),
-                                            revocation_options=RevocationOptions(enabled=True)))
+    provider = Provider(auto_approve=True)  # the demo's authorization server, approving at once
     gate = BearerGate(build_demo_app(), provider)
     hits: list[str] = []
 
-    async def app(scope, receive, send):
-        if scope["type"] == "http" and scope["path"] in AS_PATHS:
-            hits.append(scope["path"])
-            return await as_app(scope, receive, send)
-        return await gate(scope, receive, send)
+    def make_app(port: int):
+        as_app, _metadata = build_auth_app(provider, f"http://127.0.0.1:{port}")
 
-    handle = serve_asgi_in_thread(app)
+        async def app(scope, receive, send):
+            if scope["type"] == "http" and scope["path"] in AS_PATHS:
+                hits.append(scope["path"])
+                return await as_app(scope, receive, send)
+            return await gate(scope, receive, send)
+
+        return app
+
+    handle = serve_built_in_thread(make_app)
     origin = f"http://127.0.0.1:{handle.port}"
-    provider.issuer = origin
-    metadata.update(build_metadata(AnyHttpUrl(origin), None, ClientRegistrationOptions(enabled=True),
-                                   RevocationOptions(enabled=True)).model_dump(mode="json", exclude_none=True))
-    metadata["issuer"] = origin
     gate.resource_metadata_url = f"{origin}/.well-known/oauth-protected-resource/mcp"
     gate.prm = {"resource": handle.url, "authorization_servers": [origin]}
     server = seeded["servers"]["acme"]
@@ -98,9 +86,7 @@ async def test_a_server_that_is_its_own_authorization_server_connects_refreshes_
     outcome = await _echo(o)  # refreshed before expiry, at the same origin
     assert outcome.status == "completed" and provider.refresh_requests == 1
     assert o["gate"].seen_tokens[-1] != first
-    # Disconnect: both revocation requests reach the same origin (the guard lets them through). The
-    # SDK's authorization server answers 400 to a public client's revocation (its RevocationRequest
-    # requires a client_secret field), so the connection is deleted here only.
-    assert await service.disconnect(user=alice, tenant=server.tenant, server=server) == service.DELETED
-    assert o["hits"].count("/revoke") == 2
+    # Disconnect: both revocation requests reach the same origin (the guard lets them through)
+    assert await service.disconnect(user=alice, tenant=server.tenant, server=server) == service.REVOKED
+    assert o["hits"].count("/revoke") == 2 and o["gate"].seen_tokens[-1] in provider.revoked
     assert not await OAuthConnection.objects.filter(pk=conn.pk).aexists()
