@@ -76,8 +76,13 @@ def _server_settings_sync(request: HttpRequest, user: Any, server_id: int) -> Ht
         auth_form = ServerAuthForm(instance=server, prefix=AUTH_PREFIX)
     else:
         return HttpResponseNotAllowed(["GET", "POST"])
+    from . import conf
+    from .authz.views import redirect_uri
+
     return TemplateResponse(request, "mrtrweb/server_settings.html",
-                            {"server": server, "form": form, "auth_form": auth_form, "saved": saved},
+                            {"server": server, "form": form, "auth_form": auth_form, "saved": saved,
+                             "redirect_uri": redirect_uri(request),
+                             "client_metadata_url": conf.get("OAUTH_CLIENT_METADATA_URL") or ""},
                             status=400 if request.method == "POST" and not saved else 200)
 
 

@@ -651,3 +651,18 @@ async def test_connect_continue_callback_call_and_disconnect_for_real(seeded, oa
     assert "Connect to Guarded" in page
     assert set(oauth_pair.provider.revoked) == {tokens["access_token"], tokens["refresh_token"]}
     return oauth_pair.provider.revoked
+
+
+async def test_the_settings_page_shows_what_an_admin_registers_at_an_authorization_server(seeded, settings):
+    """The tenant admin pre-registering this product needs its exact redirect URI (and, with CIMD,
+    its client id URL): the settings page shows them (the README's "register the redirect URI")."""
+    server = seeded["servers"]["acme"]
+    client = await _client(seeded["users"]["alice"])
+    page = (await client.get(f"/mcp/servers/{server.pk}/settings/")).content.decode()
+    assert '<code class="redirect-uri">http://testserver/mcp/oauth/callback/</code>' in page
+    assert "client-metadata-url" not in page
+    settings.MRTRWEB = {"OAUTH_REDIRECT_URI": "https://app.example/mcp/oauth/callback/",
+                        "OAUTH_CLIENT_METADATA_URL": "https://app.example/mcp/oauth/client-metadata.json"}
+    page = (await client.get(f"/mcp/servers/{server.pk}/settings/")).content.decode()
+    assert '<code class="redirect-uri">https://app.example/mcp/oauth/callback/</code>' in page
+    assert '<code class="client-metadata-url">https://app.example/mcp/oauth/client-metadata.json</code>' in page

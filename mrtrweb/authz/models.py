@@ -37,6 +37,7 @@ class OAuthClientRegistration(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["server", "issuer"], name="mrtrweb_unique_oauth_registration")]
+        verbose_name = _("OAuth client registration")
 
     def __str__(self) -> str:
         return f"{self.how} client at {self.issuer}"
@@ -69,6 +70,7 @@ class OAuthConnection(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["tenant", "user", "server"], name="mrtrweb_unique_oauth_connection")]
+        verbose_name = _("OAuth connection")
 
     def __str__(self) -> str:
         return f"{self.user} -> {self.server} ({self.issuer})"
@@ -100,6 +102,7 @@ class PendingAuthorization(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["expires_at"])]
+        verbose_name = _("pending authorization")
 
     def __str__(self) -> str:
         return f"pending authorization of {self.user} for {self.server}"
