@@ -64,6 +64,7 @@ key                         default     meaning
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from django.conf import settings
@@ -124,8 +125,9 @@ def get(key: str) -> Any:
     if not isinstance(user, dict):
         raise ImproperlyConfigured("MRTRWEB must be a dict")
     value = user.get(key, DEFAULTS[key])
-    if key in _NUMERIC and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
-        raise ImproperlyConfigured(f"MRTRWEB[{key!r}] must be a positive number")
+    if key in _NUMERIC and (isinstance(value, bool) or not isinstance(value, (int, float))
+                            or (isinstance(value, float) and not math.isfinite(value)) or value <= 0):
+        raise ImproperlyConfigured(f"MRTRWEB[{key!r}] must be a positive (finite) number")
     return value
 
 
@@ -159,6 +161,8 @@ def from_environ(environ: Any) -> dict[str, Any]:
                 number = float(raw)
             except ValueError:
                 raise ImproperlyConfigured(f"MRTRWEB_{key} must be a number") from None
+            if not math.isfinite(number):  # nan, inf, 1e400: no bound at all, or a crash at first use
+                raise ImproperlyConfigured(f"MRTRWEB_{key} must be a finite number")
             out[key] = int(number) if number.is_integer() else number
         elif key in _LISTS:
             if raw.startswith("["):
