@@ -35,3 +35,25 @@ def test_settings_numbers_must_be_finite(settings, value):
         conf.get("OUTBOUND_MAX_BYTES")
     with pytest.raises(ImproperlyConfigured):
         service.outbound_policy()
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_run_again_twice_sends_the_call_once(seeded):
+    """"Run again with the same arguments" is one click for one call: a double submission (two
+    POSTs of the panel's form, a reload of the POST, a second tab) of a failed ``tools/call`` sent
+    it to the MCP server twice -- a tool with side effects ran twice. The first run again of an
+    operation spends it: the second is refused (409) and nothing more is sent."""
+    from mrtrweb import operations
+    from tests.test_authz_views import _client, _connection, _csrf, _failed_echo, _oauth_server
+
+    server = await _oauth_server(seeded)
+    alice = seeded["users"]["alice"]
+    op = await _failed_echo(alice, server, "insufficient_scope")
+    await _connection(alice, server)
+    client = await _client(alice, strict=True)
+    first = await client.post(f"/mcp/operations/{op.id}/rerun/", _csrf(client))
+    assert first.status_code == 302
+    second = await client.post(f"/mcp/operations/{op.id}/rerun/", _csrf(client))
+    await operations.wait_idle()
+    assert len(seeded["mcp"].log.tool_calls("echo")) == 1
+    assert second.status_code == 409
