@@ -178,6 +178,9 @@ class Operation(models.Model):
     latest_request_id = models.CharField(max_length=64)
     rounds = models.PositiveIntegerField(default=0)
     worker = models.CharField(max_length=120, blank=True, help_text=_("the worker driving the call, while running"))
+    #: the operation that ran this one again ("Run again" / "Connect and run again"), claimed
+    #: atomically before it starts: one run again per operation, however often it is submitted
+    rerun_as = models.UUIDField(null=True, blank=True, editable=False)
     result = models.JSONField(null=True, blank=True)
     error_code = models.CharField(max_length=64, blank=True)
     error_message = models.CharField(max_length=500, blank=True)

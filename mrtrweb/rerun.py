@@ -11,6 +11,7 @@ offers it from a failed or interrupted operation's panel; the OAuth callback cal
 from __future__ import annotations
 
 import logging
+import uuid
 from typing import Any, Final
 
 from asgiref.sync import sync_to_async
@@ -45,7 +46,8 @@ async def start_rerun(user: Any, op: Operation) -> Operation:
     (:func:`mrtrweb.access.operation_for`).
 
     Raises:
-        RerunRefused: ``op`` is not :data:`RERUNNABLE`, or its stored params are not usable.
+        RerunRefused: ``op`` is not :data:`RERUNNABLE`, its stored params are not usable, or it was
+            already run again (``Operation.rerun_as``: one run again per operation).
         operations.OperationRefused: a limit is reached or the binding store is down (nothing sent).
     """
     if op.status not in RERUNNABLE or op.user_id != user.pk:
@@ -54,8 +56,18 @@ async def start_rerun(user: Any, op: Operation) -> Operation:
     key = METHODS.get(op.method)
     if key is None or not isinstance(params, dict) or not isinstance(params.get(key), str):
         raise RerunRefused("this operation's arguments cannot be sent again")
-    new = await operations.start_operation(user=user, server=op.server, method=op.method, name=params[key],
-                                           params=params)
+    # One run again per operation: claimed before anything is sent (a double submit, a reload, a
+    # second tab, the callback of a second Connect all find it claimed); released if nothing started.
+    claim = uuid.uuid4()
+    if not await Operation.objects.filter(pk=op.pk, rerun_as__isnull=True).aupdate(rerun_as=claim):
+        raise RerunRefused("this operation was already run again")
+    try:
+        new = await operations.start_operation(user=user, server=op.server, method=op.method, name=params[key],
+                                               params=params)
+    except BaseException:
+        await Operation.objects.filter(pk=op.pk, rerun_as=claim).aupdate(rerun_as=None)
+        raise
+    await Operation.objects.filter(pk=op.pk, rerun_as=claim).aupdate(rerun_as=new.id)
     logger.info("operation %s started again as %s", op.id, new.id)
     return new
 
