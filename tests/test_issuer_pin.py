@@ -339,3 +339,40 @@ async def test_a_callback_after_the_issuer_changed_sends_no_secret(pinned):
         await service.finish_connect(user=o["users"]["alice"], session_key="sess-1", query=query)
     assert caught.value.code == "state_invalid"
     assert o["pair"].provider.token_requests == 0 and not await OAuthConnection.objects.aexists()
+
+
+async def test_the_issuer_look_up_is_bounded_in_all(db, settings):
+    """The look-up runs while the settings form is validated: a server that answers its discovery
+    URLs slowly (each within the per-request timeout) cannot hold the page for several timeouts;
+    the whole look-up gives up after its budget and suggests nothing (attacker pass 2)."""
+    import asyncio
+    import time
+
+    from mrtrweb.demo.server import serve_asgi_in_thread
+    from mrtrweb.models import McpServer, Tenant
+
+    settings.MRTRWEB = {"OUTBOUND_ALLOW_HTTP_LOOPBACK": True}
+    hits = []
+
+    async def slow(scope, receive, send):
+        if scope["type"] != "http":
+            return
+        hits.append(scope["path"])
+        if scope["path"].startswith("/.well-known/"):
+            await asyncio.sleep(3)  # below the 10 s per-request timeout, so each request alone passes
+            body = b'{"resource": "x", "authorization_servers": []}'
+            await send({"type": "http.response.start", "status": 404, "headers": [(b"content-type", b"application/json")]})
+            return await send({"type": "http.response.body", "body": body})
+        await send({"type": "http.response.start", "status": 401,
+                    "headers": [(b"www-authenticate", b'Bearer resource_metadata="/.well-known/oauth-protected-resource"')]})
+        await send({"type": "http.response.body", "body": b""})
+
+    handle = serve_asgi_in_thread(slow, path="/mcp")
+    try:
+        tenant = await Tenant.objects.acreate(name="Slow", slug="slow")
+        server = await McpServer.objects.acreate(tenant=tenant, name="Slow", url=handle.url, auth_mode="oauth_client")
+        began = time.monotonic()
+        assert await service.discover_issuer(server, budget_s=1.0) is None
+        assert time.monotonic() - began < 2.5 and hits
+    finally:
+        handle.stop()

@@ -92,16 +92,28 @@ async def auth_for(*, server: Any, user: Any, tenant: Any) -> Any:
     return None
 
 
-async def discover_issuer(server: Any) -> str | None:
+#: the longest the whole issuer look-up takes (all its discovery requests), seconds: it runs while a
+#: settings form is validated, so a slow server must not hold the page for several request timeouts
+LOOKUP_BUDGET_S = 5.0
+
+
+async def discover_issuer(server: Any, *, budget_s: float = LOOKUP_BUDGET_S) -> str | None:
     """The issuer identifier of the authorization server ``server``'s protected resource metadata
     names (RFC 9728, then its RFC 8414 / OpenID metadata's ``issuer``), through the outbound guard;
-    ``None`` when the server does not ask for authorization, names none, or discovery failed
-    (logged, without server text). Nothing is registered or sent but discovery requests. A
-    suggestion for an admin to confirm, never trusted on its own: the MCP server chooses it."""
+    ``None`` when the server does not ask for authorization, names none, discovery failed or took
+    longer than ``budget_s`` in all (logged, without server text). Nothing is registered or sent but
+    discovery requests. A suggestion for an admin to confirm, never trusted on its own: the MCP
+    server chooses it."""
+    import asyncio
+
     try:
-        return await mcp_auth.discover_issuer(server.url, policy=outbound_policy())
+        async with asyncio.timeout(budget_s):
+            return await mcp_auth.discover_issuer(server.url, policy=outbound_policy())
     except AuthorizationFailed as exc:
         logger.info("issuer lookup for server %s failed (%s)", getattr(server, "pk", None), exc.code)
+        return None
+    except TimeoutError:
+        logger.info("issuer lookup for server %s took longer than %gs", getattr(server, "pk", None), budget_s)
         return None
 
 
