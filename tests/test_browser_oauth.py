@@ -31,9 +31,8 @@ import urllib.parse
 
 import pytest
 
-from tests.oauth_as import USERS, start_auth_server
-from tests.oauth_as.hostile_discovery import CASES, DETERMINED_CODES, SAME_ORIGIN_FALLBACK, serve_hostile_discovery
-from tests.oauth_as.mcp_server import serve_protected_demo
+from tests.oauth_as import USERS
+from tests.oauth_as.hostile_discovery import CASES, DETERMINED_CODES, SAME_ORIGIN_FALLBACK
 from tests.test_browser import (  # noqa: F401 -- fixtures
     OP_URL, App, _screenshot, browser, expect, live, playwright_sync,
 )
@@ -41,32 +40,12 @@ from tests.test_browser import (  # noqa: F401 -- fixtures
 pytestmark = [pytest.mark.browser]
 
 SERVER = "Protected server"
+from tests.oauth_as.fixtures import auth_server, hostile, protected  # noqa: F401 - pytest fixtures
 
 
 # ------------------------------------------------------------------------------------------------
 # Fixtures
 # ------------------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def auth_server(tmp_path_factory):
-    server = start_auth_server(tmp_path_factory.mktemp("oauth-as-browser"))
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def protected(auth_server):
-    demo = serve_protected_demo(auth_server)
-    yield demo
-    demo.stop()
-
-
-@pytest.fixture(scope="module")
-def hostile(auth_server):
-    handle, app = serve_hostile_discovery(auth_server.issuer)
-    yield app
-    handle.stop()
 
 
 @pytest.fixture(scope="module")

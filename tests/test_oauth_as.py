@@ -19,25 +19,10 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.oauth_as import start_auth_server
-from tests.oauth_as.mcp_server import serve_protected_demo
 from tests.oauth_as.person import ApprovalFailed, approve
 
 REDIRECT = "http://127.0.0.1:9/mcp/oauth/callback"  # never followed: approve() returns the redirect
-
-
-@pytest.fixture(scope="module")
-def auth_server(tmp_path_factory):
-    server = start_auth_server(tmp_path_factory.mktemp("oauth-as"))
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def protected(auth_server):
-    demo = serve_protected_demo(auth_server)
-    yield demo
-    demo.stop()
+from tests.oauth_as.fixtures import auth_server, protected  # noqa: F401 - pytest fixtures
 
 
 @pytest.fixture(scope="module")

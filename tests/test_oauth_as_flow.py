@@ -23,34 +23,12 @@ from mrtrweb.mcp.auth import (AuthorizationFailed, ClientIdentity, MemoryStorage
                               complete_authorization)
 from mrtrweb.mcp.connection import McpConnection
 from mrtrweb.mcp.outbound import OutboundPolicy
-from tests.oauth_as import start_auth_server
-from tests.oauth_as.hostile_discovery import CASES, DETERMINED_CODES, SAME_ORIGIN_FALLBACK, serve_hostile_discovery
-from tests.oauth_as.mcp_server import serve_protected_demo
+from tests.oauth_as.hostile_discovery import CASES, DETERMINED_CODES, SAME_ORIGIN_FALLBACK
 from tests.oauth_as.person import approve
 
 REDIRECT = "http://127.0.0.1:9/mcp/oauth/callback/"
 POLICY = OutboundPolicy(allow_http_loopback=True)
-
-
-@pytest.fixture(scope="module")
-def auth_server(tmp_path_factory):
-    server = start_auth_server(tmp_path_factory.mktemp("oauth-as-flow"))
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def protected(auth_server):
-    demo = serve_protected_demo(auth_server)
-    yield demo
-    demo.stop()
-
-
-@pytest.fixture(scope="module")
-def hostile(auth_server):
-    handle, app = serve_hostile_discovery(auth_server.issuer)
-    yield app
-    handle.stop()
+from tests.oauth_as.fixtures import auth_server, hostile, protected  # noqa: F401 - pytest fixtures
 
 
 @pytest.fixture(scope="module")
