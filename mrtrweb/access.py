@@ -252,14 +252,27 @@ def _membership_saving(sender, instance: Membership, raw: bool = False, **kwargs
         instance._mrtr_was = Membership.objects.filter(pk=instance.pk).values_list("tenant_id", "user_id").first()
 
 
+def _forget_connections(tenant_id: Any, user_id: Any) -> None:
+    """A person who left a tenant keeps no OAuth connection to its servers (their tokens are
+    deleted here; the authorization server's grant stays until it expires: revoking needs the
+    network, which a signal handler must not wait on)."""
+    from .authz.models import OAuthConnection
+
+    gone, _ = OAuthConnection.objects.filter(tenant_id=tenant_id, user_id=user_id).delete()
+    if gone:
+        logger.info("access ended (%s): %d OAuth connection(s) of user %s deleted", MEMBERSHIP_REMOVED, gone, user_id)
+
+
 def _membership_saved(sender, instance: Membership, created: bool, raw: bool = False, **kwargs: Any) -> None:
     was = getattr(instance, "_mrtr_was", None)
     if was and was != (instance.tenant_id, instance.user_id):
         revoke({"tenant_id": was[0], "user_id": was[1]}, MEMBERSHIP_REMOVED, {was[1]})
+        _forget_connections(was[0], was[1])
 
 
 def _membership_deleted(sender, instance: Membership, **kwargs: Any) -> None:
     revoke({"tenant_id": instance.tenant_id, "user_id": instance.user_id}, MEMBERSHIP_REMOVED, {instance.user_id})
+    _forget_connections(instance.tenant_id, instance.user_id)
 
 
 def _user_saved(sender, instance: Any, created: bool, raw: bool = False, **kwargs: Any) -> None:

@@ -26,7 +26,7 @@ from django.utils import timezone
 from mrtrweb import operations
 from mrtrweb.authz import browser, crypto, service
 from mrtrweb.authz.forms import secret_digest
-from mrtrweb.models import McpServer, OAuthConnection, Operation, PendingAuthorization
+from mrtrweb.models import McpServer, OAuthConnection, Operation, PendingAuthorization, Tenant
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -666,3 +666,27 @@ async def test_the_settings_page_shows_what_an_admin_registers_at_an_authorizati
     page = (await client.get(f"/mcp/servers/{server.pk}/settings/")).content.decode()
     assert '<code class="redirect-uri">https://app.example/mcp/oauth/callback/</code>' in page
     assert '<code class="client-metadata-url">https://app.example/mcp/oauth/client-metadata.json</code>' in page
+
+
+async def test_leaving_a_tenant_deletes_the_persons_connections_there(seeded):
+    """A person removed from a tenant keeps no tokens for its servers: their connections there are
+    deleted with the membership (and the Connections page no longer lists them); connections in
+    their other tenants stay."""
+    from mrtrweb.models import Membership
+
+    alice = seeded["users"]["alice"]
+    here = await _oauth_server(seeded)
+    await _connection(alice, here)
+    other_tenant = await Tenant.objects.acreate(name="Other", slug="other-conn")
+    await Membership.objects.acreate(tenant=other_tenant, user=alice)
+    elsewhere = await McpServer.objects.acreate(tenant=other_tenant, name="Elsewhere", url="https://mcp.other.example/mcp",
+                                                auth_mode=McpServer.AuthMode.OAUTH_USER)
+    await _connection(alice, elsewhere)
+    client = await _client(alice)
+    page = (await client.get("/mcp/connections/")).content.decode()
+    assert f">{here.name}<" in page and "Elsewhere" in page
+    await Membership.objects.filter(tenant_id=here.tenant_id, user=alice).adelete()
+    assert not await OAuthConnection.objects.filter(user=alice, tenant_id=here.tenant_id).aexists()
+    assert await OAuthConnection.objects.filter(user=alice, server=elsewhere).aexists()
+    page = (await client.get("/mcp/connections/")).content.decode()
+    assert "Elsewhere" in page and f">{here.name}<" not in page
