@@ -122,6 +122,10 @@ def test_authorization_settings_are_checked(settings):
         assert "mrtrweb.E025" in _ids(), bad
     settings.MRTRWEB = {"OAUTH_CLIENT_NAME": " "}
     assert "mrtrweb.E026" in _ids()
+    settings.MRTRWEB = {"OAUTH_CLIENT_METADATA_URL": "https://app.example/mcp/oauth/client-metadata.json"}
+    assert "mrtrweb.W016" in _ids()  # the document's redirect_uris would follow the Host header
+    settings.MRTRWEB["OAUTH_REDIRECT_URI"] = "https://app.example/mcp/oauth/callback/"
+    assert "mrtrweb.W016" not in _ids()
 
 
 def test_every_mrtrweb_setting_can_come_from_the_environment():

@@ -10,6 +10,8 @@ id                 what is wrong
 ``mrtrweb.E025``   ``OUTBOUND_ALLOW_HOSTS`` is not a list of host names (a string would allow its
                    letters), or ``OUTBOUND_ALLOW_HTTP_LOOPBACK`` is not a boolean
 ``mrtrweb.E026``   ``OAUTH_CLIENT_NAME`` is not a non-empty string
+``mrtrweb.W016``   (deploy) ``OAUTH_CLIENT_METADATA_URL`` is set but ``OAUTH_REDIRECT_URI`` is not: the
+                   published document's ``redirect_uris`` would follow each request's Host header
 =================  ==========================================================================
 """
 
@@ -18,7 +20,7 @@ from __future__ import annotations
 import ipaddress
 import urllib.parse
 
-from django.core.checks import Error, Tags, register
+from django.core.checks import Error, Tags, Warning, register
 
 from .. import conf
 
@@ -84,3 +86,17 @@ def check_authorization_settings(app_configs=None, **kwargs) -> list:
     if not isinstance(name, str) or not name.strip():
         messages.append(Error('MRTRWEB["OAUTH_CLIENT_NAME"] must be a non-empty string.', id="mrtrweb.E026"))
     return messages
+
+
+@register(Tags.security, deploy=True)
+def check_client_metadata_redirect(app_configs=None, **kwargs) -> list:
+    """W016 (``check --deploy``): see the module doc."""
+    try:
+        cimd, redirect = conf.get("OAUTH_CLIENT_METADATA_URL"), conf.get("OAUTH_REDIRECT_URI")
+    except Exception:  # noqa: BLE001 - mrtrweb.E001 reports a bad MRTRWEB
+        return []
+    if cimd and not redirect:
+        return [Warning('MRTRWEB["OAUTH_CLIENT_METADATA_URL"] is set without MRTRWEB["OAUTH_REDIRECT_URI"]: the '
+                        "Client ID Metadata Document would name a redirect URI built from each request's Host header.",
+                        hint="Set OAUTH_REDIRECT_URI to https://YOUR.HOST/mcp/oauth/callback/", id="mrtrweb.W016")]
+    return []
