@@ -191,3 +191,92 @@ async def test_a_code_of_the_honest_server_without_iss_never_reaches_the_attacke
     except service.ConnectRefused:
         pass
     assert query["code"] not in o["proxy"].received, "the honest server's code reached the attacker's token endpoint"
+
+
+# -- 3. token confinement ------------------------------------------------------------------------
+
+@pytest.fixture
+def shared_as(seeded, settings):
+    """One authorization server in front of two token-verifying MCP servers (S1: the acme demo
+    server re-pointed, S2: a second acme server), and globex's server at S1's very URL."""
+    from mrtrweb.demo.server import build_demo_app, serve_asgi_in_thread
+    from tests.oauth_sdk_as import BearerGate, serve_oauth_pair
+
+    settings.MRTRWEB = {**(getattr(settings, "MRTRWEB", None) or {}), "OUTBOUND_ALLOW_HTTP_LOOPBACK": True}
+    pair = serve_oauth_pair()
+    gate2 = BearerGate(build_demo_app(), pair.provider)
+    handle2 = serve_asgi_in_thread(gate2)
+    gate2.resource_metadata_url = f"http://127.0.0.1:{handle2.port}/.well-known/oauth-protected-resource/mcp"
+    gate2.prm = {"resource": handle2.url, "authorization_servers": [pair.as_url]}
+    s1 = seeded["servers"]["acme"]
+    s1.url, s1.auth_mode = pair.mcp_url, "oauth_user"
+    s1.save()
+    s2 = McpServer.objects.create(tenant=s1.tenant, name="Second", url=handle2.url, auth_mode="oauth_user")
+    foreign = seeded["servers"]["globex"]
+    foreign.url, foreign.auth_mode = pair.mcp_url, "oauth_user"
+    foreign.save()
+    yield {**seeded, "pair": pair, "gate2": gate2, "s1": s1, "s2": s2, "foreign": foreign}
+    handle2.stop()
+    pair.stop()
+
+
+async def _connected(o, server):
+    from mrtrweb.authz import service
+
+    _start, query = await _start_and_follow(o, server)
+    await service.finish_connect(user=o["users"]["alice"], session_key="sess-1", query=query)
+    return {t.token: t for t in o["pair"].provider.access.values()}
+
+
+async def _ping(user, server):
+    from mrtrweb import operations
+    from mrtrweb.mcp.errors import McpCallError
+
+    try:
+        conn = await operations.connection_for(user, server)
+        await conn.send("tools/list", {}, "attack3-probe")
+    except McpCallError as exc:
+        return exc.code
+    return "ok"
+
+
+async def test_a_token_for_one_server_never_goes_to_another_server_of_the_same_authorization_server(shared_as):
+    """Alice connected to S1 only: her token is issued for S1 (``resource``, RFC 8707) and S2,
+    behind the same authorization server in the same tenant, gets no token from her."""
+    o = shared_as
+    minted = await _connected(o, o["s1"])
+    assert [t.resource for t in minted.values()] == [o["s1"].url]
+    assert await _ping(o["users"]["alice"], o["s1"]) == "ok"
+    assert set(o["pair"].gate.seen_tokens) == set(minted)
+    assert await _ping(o["users"]["alice"], o["s2"]) == "authorization_required"
+    assert o["gate2"].seen_tokens == []
+
+
+async def test_a_token_never_goes_to_another_tenants_server_at_the_same_url(shared_as):
+    """Alice, connected to acme's S1, also joins globex, whose server has S1's very URL: her
+    acme token is not sent to it (tokens are per tenant, person and server)."""
+    from mrtrweb.models import Membership
+
+    o = shared_as
+    await _connected(o, o["s1"])
+    alice = o["users"]["alice"]
+    await Membership.objects.acreate(tenant_id=o["foreign"].tenant_id, user=alice, role="member")
+    o["pair"].gate.seen_tokens.clear()
+    assert await _ping(alice, o["foreign"]) == "authorization_required"
+    assert o["pair"].gate.seen_tokens == []
+
+
+async def test_a_pooled_connection_does_not_carry_the_token_to_the_servers_new_url(shared_as):
+    """Alice's live pooled connection to S1; an admin re-points S1 at S2's URL (same
+    authorization server, so her token would be accepted if S2 ignored the audience): the pool
+    replaces the connection and the token issued for S1 is not sent to the new URL."""
+    o = shared_as
+    alice = o["users"]["alice"]
+    await _connected(o, o["s1"])
+    assert await _ping(alice, o["s1"]) == "ok"
+    s1 = await McpServer.objects.aget(pk=o["s1"].pk)
+    s1.url = o["s2"].url
+    await s1.asave()
+    s1 = await McpServer.objects.select_related("tenant").aget(pk=s1.pk)
+    assert await _ping(alice, s1) == "authorization_required"
+    assert o["gate2"].seen_tokens == []
