@@ -24,6 +24,7 @@ from typing import Any, Final
 
 from asgiref.sync import async_to_sync, sync_to_async
 from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Exists, OuterRef, Subquery
 from django.db.models.signals import post_delete, post_save, pre_delete, pre_save
@@ -120,12 +121,12 @@ async def operation_for(user: Any, op_id: Any) -> Operation:
     """``user``'s operation ``op_id`` while they may act on it (server and tenant loaded).
 
     Raises:
-        Http404: no such operation of this user.
+        Http404: no such operation of this user (also for an ``op_id`` that is no UUID).
         AccessEnded: it is theirs but their access ended (it is ended now if it was pending).
     """
     try:
         op = await Operation.objects.select_related("server", "tenant").aget(pk=op_id, user=user)
-    except (Operation.DoesNotExist, ValueError, TypeError):
+    except (Operation.DoesNotExist, ValueError, TypeError, ValidationError):  # a value that is no UUID
         raise Http404("No such operation") from None
     cause = await operation_denial(op)
     if cause:
@@ -138,7 +139,7 @@ async def visible_operation(user_id: Any, op_id: Any) -> Operation | None:
     """The operation to push to ``user_id``'s sockets, or None (not theirs, or access ended)."""
     try:
         op = await Operation.objects.select_related("server", "tenant").aget(pk=op_id, user_id=user_id)
-    except (Operation.DoesNotExist, ValueError, TypeError):
+    except (Operation.DoesNotExist, ValueError, TypeError, ValidationError):
         return None
     return None if await operation_denial(op) else op
 
