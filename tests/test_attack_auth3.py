@@ -145,12 +145,19 @@ async def _start_and_follow(o, server, session="sess-1"):
 async def test_a_code_of_the_honest_server_with_its_iss_never_reaches_the_attackers_token_endpoint(mixup, advertised):
     """The person connects to M; the browser is sent to H's authorization endpoint (the
     interstitial names both origins); H answers with a code and ``iss`` = H. The flow is A's:
-    the callback is refused (``iss`` mismatch) and nothing goes to A's token endpoint."""
+    the callback is refused (``iss`` mismatch) and nothing goes to A's token endpoint. When A does
+    not advertise ``iss``, the flow is refused before the browser is sent (the mix-up check)."""
     from mrtrweb.authz import service
     from mrtrweb.authz.models import OAuthConnection
 
     o = mixup
     o["attacker"].metadata["authorization_response_iss_parameter_supported"] = advertised
+    if not advertised:
+        # no iss advertised and a sign-in page on another origin: refused before the browser goes
+        with pytest.raises(service.ConnectRefused):
+            await _start_and_follow(o, o["evil"])
+        assert o["proxy"].received == [] and o["honest"].provider.token_requests == 0
+        return
     start, query = await _start_and_follow(o, o["evil"])
     assert start.authorization_origin != start.issuer.rstrip("/")  # the interstitial shows both
     assert query.get("iss") == o["honest"].as_url and query.get("code")
@@ -182,15 +189,17 @@ async def test_a_code_of_the_honest_server_without_iss_never_reaches_the_attacke
     ``iss``, another defense (distinct redirect URIs per issuer, or refusing such a flow)."""
     from mrtrweb.authz import service
 
+    from mrtrweb.authz.models import OAuthConnection, PendingAuthorization
+
     o = mixup
     o["honest"].provider.iss_in_redirect = None
-    _start, query = await _start_and_follow(o, o["evil"])
-    assert "iss" not in query and query.get("code")
-    try:
-        await service.finish_connect(user=o["users"]["alice"], session_key="sess-1", query=query)
-    except service.ConnectRefused:
-        pass
-    assert query["code"] not in o["proxy"].received, "the honest server's code reached the attacker's token endpoint"
+    # Refused before the browser is sent anywhere: A names a sign-in page on another origin than
+    # its issuer and does not advertise iss (mrtrweb.mcp.auth.flow._check_mix_up).
+    with pytest.raises(service.ConnectRefused) as refused:
+        await _start_and_follow(o, o["evil"])
+    assert refused.value.code == "authorization_failed" and "iss" in refused.value.message
+    assert not o["proxy"].received, "a request reached the attacker's token endpoint"
+    assert not await PendingAuthorization.objects.aexists() and not await OAuthConnection.objects.aexists()
 
 
 # -- 3. token confinement ------------------------------------------------------------------------

@@ -308,7 +308,10 @@ async def test_the_interstitial_shows_the_issuer_when_the_sign_in_page_is_elsewh
     pair = serve_oauth_pair(scopes=["mcp:read"])
     try:
         if elsewhere:
+            # a sign-in page on another origin is only accepted from an authorization server that
+            # sends iss (RFC 9207; the mix-up check of mrtrweb.mcp.auth.flow)
             pair.metadata["authorization_endpoint"] = "http://localhost:9/authorize"
+            pair.metadata["authorization_response_iss_parameter_supported"] = True
         server = seeded["servers"]["acme"]
         server.url, server.auth_mode = pair.mcp_url, "oauth_user"
         await server.asave()
@@ -322,6 +325,10 @@ async def test_the_interstitial_shows_the_issuer_when_the_sign_in_page_is_elsewh
         assert ('class="issuer-mismatch"' in page) is elsewhere
         if elsewhere:
             assert "http://localhost:9" in page and f'<code class="issuer-origin">{pair.as_url}</code>' in page
+            pair.metadata["authorization_response_iss_parameter_supported"] = False
+            resp = await client.post(f"/mcp/oauth/connect/{server.pk}/",
+                                     {"csrfmiddlewaretoken": client.cookies["csrftoken"].value})
+            assert resp.status_code in (400, 502) and "does not send iss" in resp.content.decode()
     finally:
         pair.stop()
 

@@ -166,6 +166,32 @@ def _browser_url_ok(url: str, policy: OutboundPolicy, mcp_origin: str | None = N
         host == "localhost" or host.startswith("127.") or host == "::1")
 
 
+def _check_mix_up(auth_endpoint: str, metadata: OAuthMetadata | None) -> None:
+    """Refuse a sign-in page on another origin than its issuer when the authorization server does
+    not send RFC 9207 ``iss`` (OAuth 2.0 Security BCP, RFC 9700 section 4.4, mix-up attacks).
+
+    One redirect URI serves every authorization server, so without ``iss`` the callback cannot
+    tell which server issued a code. An attacker's authorization server could name an honest one's
+    authorization endpoint and keep its own token endpoint: the honest server's code and the PKCE
+    verifier would go to the attacker. With ``iss`` advertised, the callback's check
+    (:func:`complete_authorization`) stops that; without it, the sign-in page must be the issuer's
+    own origin. (An attacker whose own sign-in page redirects onward is limited by ``resource``: the
+    code was asked for the MCP server that named the attacker.)
+
+    Raises:
+        OAuthFlowError: the endpoint's origin is not the issuer's and ``iss`` is not advertised.
+    """
+    if metadata is None or metadata.authorization_response_iss_parameter_supported:
+        return
+    try:
+        same = origin_of(auth_endpoint) == origin_of(str(metadata.issuer))
+    except ValueError:
+        same = False
+    if not same:
+        raise OAuthFlowError("the authorization server's sign-in page is on another origin than its issuer and it "
+                             "does not send iss (RFC 9207): the sign-in could be mixed up with another server's")
+
+
 class _BeginProvider(OAuthClientProvider):
     """The SDK provider up to the redirect (see module doc); never sends or stores tokens."""
 
@@ -226,6 +252,7 @@ class _BeginProvider(OAuthClientProvider):
             auth_endpoint = urljoin(ctx.get_authorization_base_url(ctx.server_url), "/authorize")
         if not _browser_url_ok(auth_endpoint, self._policy, origin_of(ctx.server_url)):
             raise OAuthFlowError("the authorization endpoint is not an https URL")
+        _check_mix_up(auth_endpoint, ctx.oauth_metadata)
         ctx.client_metadata.scope = union_scopes(union_scopes(ctx.client_metadata.scope, self._identity.scope),
                                                  union_scopes(self._granted, self._step_up) if self._step_up else None)
         pkce = PKCEParameters.generate()
