@@ -21,11 +21,13 @@ import dataclasses
 import json
 from typing import Any
 
+import pytest
+
 from mrtrweb.demo.oauth import DemoProvider as Provider
 from mrtrweb.demo.oauth import serve_auth_server
 from mrtrweb.demo.server import build_demo_app, serve_asgi_in_thread
 
-__all__ = ["BearerGate", "OAuthPair", "Provider", "serve_oauth_pair"]
+__all__ = ["BearerGate", "OAuthPair", "Provider", "oauth_fixture", "oauth_pair_fixture", "serve_oauth_pair"]
 
 
 class BearerGate:
@@ -125,3 +127,29 @@ def serve_oauth_pair(*, scopes: list[str] | None = None, scoped_tools: dict[str,
     gate.prm = {"resource": prm_resource or mcp_handle.url, "authorization_servers": [auth.url],
                 **({"scopes_supported": scopes} if scopes else {})}
     return OAuthPair(auth.provider, gate, auth.url, mcp_handle.url, auth.metadata, (auth, mcp_handle))
+
+
+def _acme_behind_the_pair(seeded: dict, settings: Any):
+    """The ``seeded`` acme server re-pointed at a fresh :func:`serve_oauth_pair` in mode OAuth per
+    user (plain http to loopback allowed for the run); yields ``{**seeded, "pair", "server"}``."""
+    settings.MRTRWEB = {**(getattr(settings, "MRTRWEB", None) or {}), "OUTBOUND_ALLOW_HTTP_LOOPBACK": True}
+    pair = serve_oauth_pair(scopes=["mcp:read", "offline_access"])
+    server = seeded["servers"]["acme"]
+    server.url = pair.mcp_url
+    server.auth_mode = "oauth_user"
+    server.save()
+    yield {**seeded, "pair": pair, "server": server}
+    pair.stop()
+
+
+@pytest.fixture(name="oauth")
+def oauth_fixture(seeded, settings):
+    """Import into a test module (``from tests.oauth_sdk_as import oauth_fixture``): the fixture
+    ``oauth`` -- see :func:`_acme_behind_the_pair`."""
+    yield from _acme_behind_the_pair(seeded, settings)
+
+
+@pytest.fixture(name="oauth_pair")
+def oauth_pair_fixture(seeded, settings):
+    """The same as ``oauth``, under the name ``oauth_pair``."""
+    yield from _acme_behind_the_pair(seeded, settings)

@@ -24,23 +24,11 @@ from mrtrweb.headless import ConsentPolicy
 from mrtrweb.mcp.auth import AuthorizationFailed, ClientIdentity, MemoryStorage, begin_authorization
 from mrtrweb.mcp.auth import follow_authorization_url
 from mrtrweb.mcp.outbound import OutboundPolicy
-from tests.oauth_sdk_as import serve_oauth_pair
+from tests.oauth_sdk_as import oauth_fixture, serve_oauth_pair  # noqa: F401 - the fixture oauth
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
 REDIRECT = "http://127.0.0.1:9/mcp/oauth/callback/"
-
-
-@pytest.fixture
-def oauth(seeded, settings):
-    settings.MRTRWEB = {**(getattr(settings, "MRTRWEB", None) or {}), "OUTBOUND_ALLOW_HTTP_LOOPBACK": True}
-    pair = serve_oauth_pair(scopes=["mcp:read", "offline_access"])
-    server = seeded["servers"]["acme"]
-    server.url = pair.mcp_url
-    server.auth_mode = "oauth_user"
-    server.save()
-    yield {**seeded, "pair": pair, "server": server}
-    pair.stop()
 
 
 async def _connect(o, who: str = "alice", session: str = "sess-1") -> OAuthConnection:

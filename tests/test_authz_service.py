@@ -20,23 +20,9 @@ from mrtrweb.authz.models import OAuthConnection, PendingAuthorization
 from mrtrweb.authz.storage import DjangoTokenStorage
 from mrtrweb.headless import ConsentPolicy
 from mrtrweb.mcp.auth import follow_authorization_url
-from tests.oauth_sdk_as import serve_oauth_pair
+from tests.oauth_sdk_as import oauth_fixture  # noqa: F401 - the fixture oauth
 
 REDIRECT = "http://127.0.0.1:9/mcp/oauth/callback/"
-
-
-@pytest.fixture
-def oauth(seeded, settings):
-    settings.MRTRWEB = {**(getattr(settings, "MRTRWEB", None) or {}), "OUTBOUND_ALLOW_HTTP_LOOPBACK": True}
-    pair = serve_oauth_pair(scopes=["mcp:read", "offline_access"])
-    server = seeded["servers"]["acme"]
-    server.url = pair.mcp_url
-    server.auth_mode = "oauth_user"
-    server.save()
-    # the AS's other clients come by DCR; this one an admin pre-registered (confidential: the SDK's
-    # revocation endpoint authenticates the client with its secret)
-    yield {**seeded, "pair": pair, "server": server}
-    pair.stop()
 
 
 async def _start(o, who: str, session: str = "sess-1"):

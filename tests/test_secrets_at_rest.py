@@ -281,20 +281,7 @@ async def test_no_plaintext_secret_in_the_database_the_logs_or_the_audit_exports
 
 
 # ------------------------------------------------- a real Connect, a round, a refresh between rounds
-@pytest.fixture
-def oauth_pair(seeded, settings):
-    """The SDK's authorization server (DCR, codes approved at once, rotating refresh tokens) in
-    front of the demo MCP server verifying its tokens (``tests/oauth_sdk_as.py``), on loopback."""
-    from tests.oauth_sdk_as import serve_oauth_pair
-
-    settings.MRTRWEB = {**(getattr(settings, "MRTRWEB", None) or {}), "OUTBOUND_ALLOW_HTTP_LOOPBACK": True}
-    pair = serve_oauth_pair(scopes=["mcp:read", "offline_access"])
-    server = seeded["servers"]["acme"]
-    server.url = pair.mcp_url
-    server.auth_mode = "oauth_user"
-    server.save()
-    yield {**seeded, "pair": pair, "server": server}
-    pair.stop()
+from tests.oauth_sdk_as import oauth_pair_fixture  # noqa: E402,F401 - the fixture oauth_pair
 
 
 async def test_a_real_connect_and_refresh_between_rounds_leave_no_secret_anywhere(oauth_pair, caplog):
