@@ -21,6 +21,8 @@ from typing import Any
 
 import uvicorn
 
+from mrtrweb.demo.server import replaying
+
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
@@ -141,16 +143,7 @@ class Valve:
         if held is not None:
             held.arrived.set()
             await asyncio.to_thread(held._open.wait, 30.0)
-        sent = False
-
-        async def replay() -> Message:
-            nonlocal sent
-            if not sent:
-                sent = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
-        await self.app(scope, replay, send)
+        await self.app(scope, replaying(body, receive), send)
 
 
 def serve_valved_demo():

@@ -25,7 +25,7 @@ import pytest
 
 from mrtrweb.demo.oauth import DemoProvider as Provider
 from mrtrweb.demo.oauth import serve_auth_server
-from mrtrweb.demo.server import build_demo_app, serve_asgi_in_thread
+from mrtrweb.demo.server import build_demo_app, replaying, serve_asgi_in_thread
 
 __all__ = ["BearerGate", "OAuthPair", "Provider", "oauth_fixture", "oauth_pair_fixture", "serve_oauth_pair"]
 
@@ -86,16 +86,7 @@ class BearerGate:
                 value = f'{challenge}, error="insufficient_scope", scope="{need}"'
                 return await self._send_json(send, 403, {"error": "insufficient_scope"},
                                              [(b"www-authenticate", value.encode())])
-        sent = False
-
-        async def replay() -> Any:
-            nonlocal sent
-            if not sent:
-                sent = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
-        await self.app(scope, replay, send)
+        await self.app(scope, replaying(body, receive), send)
 
 
 @dataclasses.dataclass

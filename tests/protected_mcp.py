@@ -16,7 +16,7 @@ import json
 import threading
 from typing import Any
 
-from mrtrweb.demo.server import build_demo_app, serve_asgi_in_thread
+from mrtrweb.demo.server import build_demo_app, replaying, serve_asgi_in_thread
 
 
 def token_digest(token: str) -> str:
@@ -70,16 +70,7 @@ class BearerCheck:
                                     (b"content-type", b"application/json")]})
             await send({"type": "http.response.body", "body": b'{"error":"invalid_token"}'})
             return
-        sent = False
-
-        async def replay():
-            nonlocal sent
-            if not sent:
-                sent = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
-        await self.app(scope, replay if scope.get("method") == "POST" else receive, send)
+        await self.app(scope, replaying(body, receive) if scope.get("method") == "POST" else receive, send)
 
     def _record(self, token: str, body: bytes, ok: bool) -> None:
         try:

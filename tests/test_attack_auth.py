@@ -19,7 +19,7 @@ from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 from mrtrweb import headless
 from mrtrweb.authz import crypto, service
 from mrtrweb.authz.models import OAuthClientRegistration, OAuthConnection
-from mrtrweb.demo.server import serve_asgi_in_thread
+from mrtrweb.demo.server import read_body, serve_asgi_in_thread
 from mrtrweb.headless import ConsentPolicy
 from mrtrweb.mcp.auth import AuthorizationFailed, ClientIdentity, MemoryStorage, begin_authorization
 from mrtrweb.mcp.auth import follow_authorization_url
@@ -235,12 +235,7 @@ class _RecordingAS:
                 await send({"type": "lifespan.startup.complete"})
             await send({"type": "lifespan.shutdown.complete"})
             return
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
+        body = await read_body(receive)
         if scope["path"].startswith("/.well-known/oauth-authorization-server"):
             status, data = 200, {"issuer": self.base, "authorization_endpoint": f"{self.base}/authorize",
                                  "token_endpoint": f"{self.base}/token", "response_types_supported": ["code"],

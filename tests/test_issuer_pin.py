@@ -24,7 +24,7 @@ from mrtrweb import headless
 from mrtrweb.authz import crypto, service
 from mrtrweb.authz.forms import ServerAuthForm
 from mrtrweb.authz.models import OAuthConnection, PendingAuthorization
-from mrtrweb.demo.server import serve_asgi_in_thread
+from mrtrweb.demo.server import read_body, serve_asgi_in_thread
 from mrtrweb.headless import ConsentPolicy
 from mrtrweb.mcp.auth import follow_authorization_url
 from tests.oauth_sdk_as import serve_oauth_pair
@@ -49,12 +49,7 @@ class RecordingAS:
                 await send({"type": "lifespan.startup.complete"})
             await send({"type": "lifespan.shutdown.complete"})
             return
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
+        body = await read_body(receive)
         self.requests.append((scope["path"], b"\n".join(k + b": " + v for k, v in scope["headers"]) + b"\n\n" + body))
         if scope["path"].startswith("/.well-known/"):
             status, data = 200, {"issuer": self.base, "authorization_endpoint": f"{self.base}/authorize",

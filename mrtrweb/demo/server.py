@@ -742,16 +742,7 @@ class CountingMiddleware:
         if body is None:
             return
         self._record(body)
-        sent = False
-
-        async def replay() -> Message:
-            nonlocal sent
-            if not sent:
-                sent = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
-        await self.app(scope, replay, send)
+        await self.app(scope, replaying(body, receive), send)
 
     def _record(self, body: bytes) -> None:
         try:
@@ -827,6 +818,31 @@ class DemoServerHandle:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def replaying(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that hands an app ``body`` (already read by a middleware) as one
+    ``http.request`` message, then defers to the real ``receive`` (a disconnect, later)."""
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
+async def read_body(receive: Receive) -> bytes:
+    """The whole body of an HTTP request (every ``http.request`` message until ``more_body`` is false)."""
+    body = b""
+    while True:
+        message = await receive()
+        body += message.get("body", b"")
+        if not message.get("more_body", False):
+            return body
 
 
 def serve_asgi_in_thread(

@@ -33,7 +33,7 @@ from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
 
 from mrtrweb.demo.protected import add_identity_tools, subject_of_token
-from mrtrweb.demo.server import MCP_PATH, DemoServerHandle, build_demo_server, serve_built_in_thread
+from mrtrweb.demo.server import MCP_PATH, DemoServerHandle, build_demo_server, replaying, serve_built_in_thread
 from tests.oauth_as import MCP_SCOPE, AuthServer
 
 
@@ -109,16 +109,7 @@ class StepUp:
                             "headers": [(b"www-authenticate", challenge.encode()), (b"content-type", b"application/json")]})
                 await send({"type": "http.response.body", "body": b'{"error":"insufficient_scope"}'})
                 return
-        sent = False
-
-        async def replay():
-            nonlocal sent
-            if not sent:
-                sent = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
-        await self.app(scope, replay, send)
+        await self.app(scope, replaying(body, receive), send)
 
 
 def build_protected_demo(auth_server: AuthServer, resource_url: str) -> tuple[Any, IntrospectionVerifier]:
