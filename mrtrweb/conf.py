@@ -5,7 +5,13 @@ Every key is optional; the defaults below are what an embedding project gets.
 ==========================  ==========  =========================================================
 key                         default     meaning
 ==========================  ==========  =========================================================
-``BINDING_CACHE``           "default"   cache alias holding live bindings (use Redis in production)
+``BINDING_STORE``           "database"  where live bindings are kept: "database" (durable: a round
+                                        survives a restart of the cache, see mrtrweb.bindings) or
+                                        "cache" (``BINDING_CACHE`` only: a cache restart without
+                                        persistence loses every live round; system check W017)
+``BINDING_CACHE``           "default"   cache alias of what is short-lived and shared between
+                                        workers (stop requests, legacy hold notices; bindings too
+                                        with ``BINDING_STORE = "cache"``; use Redis in production)
 ``BINDING_KEY_PREFIX``      "mrtrweb"   prefix of every binding key (a tenant digest follows it)
 ``TTL_S``                   600         lifetime of a binding / round, seconds
 ``MAX_TTL_S``               3600        the highest TTL the system check lets through
@@ -21,7 +27,13 @@ key                         default     meaning
                                         while others append (then it fails: ``audit_unavailable``)
 ``MAX_PENDING_ROUNDS``      20          per user: operations waiting for an answer at once
 ``MAX_STARTS_PER_MINUTE``   30          per user: operations started per minute
-``HEARTBEAT_S``             5           worker heartbeat period; a worker silent 3 periods is dead
+``HEARTBEAT_S``             5           worker lease renewal period, seconds (in the database); a
+                                        worker whose lease was not renewed for 3 periods is dead.
+                                        Also the period of every worker's expiry sweep
+``DRAIN_GRACE_S``           60          on SIGTERM (ASGI lifespan shutdown) a worker takes no new
+                                        operation and waits this long for its calls in flight and
+                                        legacy holds to finish before it marks what is left
+                                        interrupted (``worker_stopped``) and exits (mrtrweb.drain)
 ``MAX_TENANT_PENDING_ROUNDS``   200     per tenant: operations waiting for an answer at once
 ``MAX_TENANT_STARTS_PER_MINUTE`` 300    per tenant: operations started per minute
 ``SAMPLING_PROVIDER``       "mrtrweb.sampling.PersonWritesReply"  dotted path of the object or
@@ -71,6 +83,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 DEFAULTS: dict[str, Any] = {
+    "BINDING_STORE": "database",
     "BINDING_CACHE": "default",
     "BINDING_KEY_PREFIX": "mrtrweb",
     "TTL_S": 600,
@@ -87,6 +100,7 @@ DEFAULTS: dict[str, Any] = {
     "MAX_PENDING_ROUNDS": 20,
     "MAX_STARTS_PER_MINUTE": 30,
     "HEARTBEAT_S": 5,
+    "DRAIN_GRACE_S": 60,
     "MAX_TENANT_PENDING_ROUNDS": 200,
     "MAX_TENANT_STARTS_PER_MINUTE": 300,
     "SAMPLING_PROVIDER": "mrtrweb.sampling.PersonWritesReply",
@@ -108,7 +122,7 @@ DEFAULTS: dict[str, Any] = {
 
 _NUMERIC = {"TTL_S", "MAX_TTL_S", "MAX_STATE_BYTES", "MAX_ROUNDS", "STATE_ONLY_BACKOFF_S",
             "STATE_ONLY_BACKOFF_CAP_S", "CALL_TIMEOUT_S", "CONNECTION_IDLE_S", "MAX_PENDING_ROUNDS",
-            "MAX_STARTS_PER_MINUTE", "HEARTBEAT_S", "MAX_TENANT_PENDING_ROUNDS", "MAX_TENANT_STARTS_PER_MINUTE",
+            "MAX_STARTS_PER_MINUTE", "HEARTBEAT_S", "DRAIN_GRACE_S", "MAX_TENANT_PENDING_ROUNDS", "MAX_TENANT_STARTS_PER_MINUTE",
             "LEGACY_HOLD_S", "MAX_STORED_RESULT_BYTES", "MAX_SHOWN_CHARS", "MAX_PUSH_BYTES", "AUDIT_WAIT_S",
             "OAUTH_PENDING_TTL_S", "OAUTH_REFRESH_MARGIN_S", "OUTBOUND_TIMEOUT_S", "OUTBOUND_MAX_BYTES"}
 
@@ -128,7 +142,13 @@ def get(key: str) -> Any:
     if key in _NUMERIC and (isinstance(value, bool) or not isinstance(value, (int, float))
                             or (isinstance(value, float) and not math.isfinite(value)) or value <= 0):
         raise ImproperlyConfigured(f"MRTRWEB[{key!r}] must be a positive (finite) number")
+    if key == "BINDING_STORE" and value not in BINDING_STORES:
+        raise ImproperlyConfigured(f"MRTRWEB['BINDING_STORE'] must be one of {sorted(BINDING_STORES)}")
     return value
+
+
+#: the values of ``BINDING_STORE``
+BINDING_STORES = frozenset({"database", "cache"})
 
 
 #: keys whose value is a list (``MRTRWEB_<KEY>``: a JSON list, or words separated by white space)

@@ -27,7 +27,7 @@ from django.utils import timezone
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from . import audit, conf, display, results
-from .bindings import DjangoCacheBindingStore
+from .bindings import configured_store
 from .gate import Gate, GateRejection, OperationHandle, Retry, Round, StoreUnavailable, codes
 from .mcp import ConnectionPool, McpCallError
 from .names import stored_name
@@ -131,7 +131,7 @@ def get_gate() -> Gate:
     """The process's gate over the configured binding store and policy."""
     global _gate
     if _gate is None:
-        _gate = Gate(DjangoCacheBindingStore(), conf.policy())
+        _gate = Gate(configured_store(), conf.policy())
     return _gate
 
 

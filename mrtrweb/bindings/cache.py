@@ -16,8 +16,8 @@ from typing import Any
 from django.core import signing
 from django.core.cache import caches
 
-from . import conf
-from .gate import StoreUnavailable
+from .. import conf
+from ..gate import StoreUnavailable
 
 logger = logging.getLogger("mrtrweb.bindings")
 

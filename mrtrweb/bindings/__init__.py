@@ -1,0 +1,40 @@
+"""Binding stores of the Django app (:class:`mrtrweb.gate.BindingStore` implementations).
+
+``MRTRWEB["BINDING_STORE"]`` picks one (:func:`configured_store`):
+
+* ``"database"`` (default) -- :class:`~mrtrweb.bindings.database.DatabaseBindingStore`: records,
+  index and claims in the project's database (PostgreSQL in production). A live round survives a
+  restart of Redis (with or without persistence), of every worker, or both; single use holds
+  across workers through unique constraints. Records are signed per tenant and sealed.
+* ``"cache"`` -- :class:`~mrtrweb.bindings.cache.DjangoCacheBindingStore`: records signed per
+  tenant in ``MRTRWEB["BINDING_CACHE"]`` (Redis ``SET NX`` claims). Faster, but a cache restart
+  without persistence loses every live round (system check ``mrtrweb.W017``).
+"""
+
+from __future__ import annotations
+
+from .. import conf
+from .cache import DjangoCacheBindingStore
+
+__all__ = ["DjangoCacheBindingStore", "DatabaseBindingStore", "configured_store"]
+
+
+def __getattr__(name: str):
+    if name == "DatabaseBindingStore":  # imports models: only once Django is set up
+        from .database import DatabaseBindingStore
+
+        return DatabaseBindingStore
+    raise AttributeError(name)
+
+
+def configured_store():
+    """A new store of the kind ``MRTRWEB["BINDING_STORE"]`` names.
+
+    Raises:
+        ImproperlyConfigured: an unknown ``BINDING_STORE``.
+    """
+    if conf.get("BINDING_STORE") == "cache":
+        return DjangoCacheBindingStore()
+    from .database import DatabaseBindingStore
+
+    return DatabaseBindingStore()
