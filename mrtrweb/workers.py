@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import copy
 import datetime
 import logging
 import os
@@ -70,6 +71,7 @@ class _State:
 
     def __init__(self) -> None:
         self.streak = 0  #: renewals of the loop that succeeded in a row
+        self.last_ok = -1e9  #: monotonic time of the last one
         self.written = False  #: the lease row exists (written by this process at least once)
         self.failing_since: float | None = None  #: monotonic time the renewals started failing
         self.warned: dict[str, float] = {}  #: what failed -> monotonic time of its last warning
@@ -92,18 +94,71 @@ def stale_after() -> datetime.timedelta:
     return datetime.timedelta(seconds=period() * STALE_PERIODS)
 
 
+#: the alias of the lease thread's own connection when the project's database uses a pool
+LEASE_ALIAS = "mrtrweb-lease"
+
+
+def _lease_db() -> str:
+    """The database alias renewals use (in the lease thread).
+
+    With a connection pool (``OPTIONS["pool"]``, the production settings) the lease gets a
+    connection of its own outside the pool: after an outage a pool waits longer and longer
+    between reconnection attempts (psycopg_pool: 1, 2, 4... s), and a live worker whose pool is
+    still waiting must not look dead to a worker whose pool came back first. That connection is
+    persistent, bounded by ``connect_timeout`` / ``tcp_user_timeout`` (PostgreSQL), and closed on
+    any error. Without a pool: the project's own connection (``default``, routed for writes)."""
+    from django.db import connections, router
+    from django.db.utils import ConnectionDoesNotExist, load_backend
+
+    from .models import WorkerLease
+
+    alias = router.db_for_write(WorkerLease)
+    base = connections.settings[alias]
+    if not (base.get("OPTIONS") or {}).get("pool"):
+        return alias
+    try:
+        connections[LEASE_ALIAS]
+    except ConnectionDoesNotExist:  # once per thread: thread-local, like every Django connection
+        settings_dict = copy.deepcopy(connections[alias].settings_dict)
+        options = settings_dict.setdefault("OPTIONS", {})
+        options.pop("pool", None)
+        if settings_dict["ENGINE"].endswith("postgresql"):
+            bound = max(1, int(period() * 2))
+            options.setdefault("connect_timeout", bound)
+            options.setdefault("tcp_user_timeout", bound * 1000)
+        settings_dict.update(CONN_MAX_AGE=None, CONN_HEALTH_CHECKS=False)
+        connections[LEASE_ALIAS] = load_backend(settings_dict["ENGINE"]).DatabaseWrapper(settings_dict, LEASE_ALIAS)
+    return LEASE_ALIAS
+
+
+def _close_lease_db() -> None:
+    from django.db import connections
+    from django.db.utils import ConnectionDoesNotExist
+
+    try:
+        connections[LEASE_ALIAS].close()
+    except ConnectionDoesNotExist:
+        pass
+    except Exception:  # noqa: BLE001 -- a broken connection: dropped either way
+        pass
+
+
 def _in_lease_thread(fn: Callable[[], Any]) -> Any:
-    """Run ``fn`` (ORM code) and give the thread's connection back (to the pool) afterwards."""
+    """Run ``fn`` (ORM code); on an error its connection is closed (a broken one is never
+    reused), and the thread's pooled connections are given back afterwards."""
     from django.db import connections
 
     try:
-        connections.close_all()  # a connection broken by an outage is not reused
         return fn()
+    except BaseException:
+        _close_lease_db()
+        raise
     finally:
-        connections.close_all()
+        connections.close_all()  # the project's aliases only (the lease's own stays open)
 
 
 async def lease_call(fn: Callable[[], Any]) -> Any:
+    """Run ``fn`` (sync, ORM) in the lease thread."""
     return await asyncio.get_running_loop().run_in_executor(_lease_thread, _in_lease_thread, fn)
 
 
@@ -120,10 +175,11 @@ def renew() -> None:
     from .models import WorkerLease
 
     draining = is_draining()
-    if not WorkerLease.objects.filter(pk=WORKER_ID).update(beat_at=Now(), draining=draining):
+    leases = WorkerLease.objects.using(_lease_db())
+    if not leases.filter(pk=WORKER_ID).update(beat_at=Now(), draining=draining):
         # absent: never written, or forgotten by another worker after a long partition. Only
         # the lease thread writes this row, so no other insert of it can race this one.
-        WorkerLease.objects.create(worker_id=WORKER_ID, beat_at=Now(), started_at=Now(), draining=draining,
+        leases.create(worker_id=WORKER_ID, beat_at=Now(), started_at=Now(), draining=draining,
                                    host=socket.gethostname()[:255], pid=os.getpid())
     _state.written = True
 
@@ -134,11 +190,12 @@ def release() -> bool:
     from .models import WorkerLease
 
     try:
-        WorkerLease.objects.filter(pk=WORKER_ID).delete()
+        WorkerLease.objects.using(_lease_db()).filter(pk=WORKER_ID).delete()
     except Exception as exc:  # noqa: BLE001 -- then it goes stale, and other workers judge by that
         logger.warning("lease of worker %s not deleted (%s); it goes stale", WORKER_ID, exc.__class__.__name__)
         return False
     _state.written = False
+    _close_lease_db()
     return True
 
 
@@ -154,9 +211,11 @@ async def ensure_lease() -> None:
 
 def trusted() -> bool:
     """Whether this worker may judge other workers: its own last :data:`TRUSTED_RENEWALS`
-    renewals succeeded in a row (so the database is reachable, and has been for long enough
-    that live workers renewed their leases after any outage)."""
-    return _state.streak >= TRUSTED_RENEWALS
+    renewals succeeded in a row, the last one at most two periods ago (so the database is
+    reachable, has been for long enough that live workers renewed their leases after any outage,
+    and this worker's own loop is not stuck)."""
+    recent = time.monotonic() - _state.last_ok <= period() * 2
+    return _state.streak >= TRUSTED_RENEWALS and recent
 
 
 def _fresh_leases():
@@ -201,7 +260,7 @@ def _dead_candidates(operation_id: Any = None) -> list[Any]:
           .filter(Q(status=Operation.Status.RUNNING) | Exists(legacy_round)))
     if operation_id is not None:
         qs = qs.filter(pk=operation_id)
-    return list(qs.select_related("server", "tenant")[:REAP_BATCH])
+    return list(qs.select_related("server", "tenant").order_by()[:REAP_BATCH])
 
 
 async def reap_interrupted(operation_id: Any = None) -> int:
@@ -263,6 +322,7 @@ def _renewal_failed(exc: BaseException) -> None:
 
 def _renewal_succeeded() -> None:
     _state.streak += 1
+    _state.last_ok = time.monotonic()
     if _state.failing_since is not None:
         logger.warning("worker %s: lease renewed again after %.0fs of failures", WORKER_ID,
                        time.monotonic() - _state.failing_since)
@@ -281,6 +341,7 @@ async def beat_once() -> None:
         _renewal_failed(exc)
         return
     _renewal_succeeded()
+    await fresh_connections()
     for what, step in (("reaper", reap_interrupted), ("expiry sweep", expiry.sweep),
                        ("lease clean-up", sync_to_async(forget_stale_leases))):
         try:
@@ -289,6 +350,18 @@ async def beat_once() -> None:
             raise
         except Exception as exc:  # noqa: BLE001
             _note_failure(what, exc)
+
+
+async def fresh_connections() -> None:
+    """Give back the database connections of the sync thread this task's ORM calls run in: one
+    broken by an outage is discarded, and the next query gets a working one (with
+    ``CONN_MAX_AGE = 0`` each is closed anyway). Never raises."""
+    from django.db import close_old_connections
+
+    try:
+        await sync_to_async(close_old_connections)()
+    except Exception:  # noqa: BLE001
+        pass
 
 
 async def ensure_heartbeat() -> None:
