@@ -150,6 +150,20 @@ def _exited_at(proc: subprocess.Popen, timeout: float) -> float:
     return time.monotonic()
 
 
+def _start_refused(session: WebSession, base: str, server_id: int) -> object:
+    """POST a start to a draining worker: uvicorn closed its listening socket at SIGTERM, so the
+    connection is refused; a request that still got through is answered 503 (worker_draining)."""
+    import urllib.error
+
+    try:
+        status, _, body = session.request(f"{base}/mcp/servers/{server_id}/tools/echo/", {"arg-text": "late"},
+                                          timeout=5)
+    except urllib.error.URLError as exc:
+        return "connection refused" if isinstance(exc.reason, ConnectionRefusedError) else repr(exc.reason)
+    assert status != 503 or "This worker is restarting; nothing was sent; try again." in body
+    return status
+
+
 def _lease_rows(cluster: Cluster) -> int:
     return cluster.db.query("SELECT count(*) FROM mrtrweb_workerlease")[0][0]
 
@@ -170,6 +184,9 @@ def test_sigterm_during_a_call_lets_it_finish_then_exits(db_, demo_mcp):
         proc, termed = _term_and_time(c, "A")
         time.sleep(0.5)
         assert proc.poll() is None and c.status(op_id) == "running"  # still draining: not killed
+        refused = _start_refused(alice, a, c.server_id())  # a start sent to the draining worker
+        assert refused in ("connection refused", 503), refused
+        assert c.db.query("SELECT count(*) FROM mrtrweb_operation")[0][0] == 1  # nothing started
         completed_seen = None
         while proc.poll() is None:
             if completed_seen is None and c.status(op_id) == "completed":

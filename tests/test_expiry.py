@@ -171,3 +171,51 @@ def test_reconcile_pushes_what_it_expires(seeded, settings, monkeypatch):
     assert pushed == [str(op.id)]
     assert Operation.objects.get(pk=op.pk).status == "expired"
     assert json.dumps(report)  # the report stays JSON
+
+
+# --------------------------------------------------------------------------- real processes
+
+
+@pytest.mark.services
+def test_expiry_without_a_command_on_real_workers(demo_mcp):
+    """Two workers with TTL_S=3: a round received on A, nobody answers, nobody runs anything: it
+    is ``expired`` by itself, with one ``expired`` event, pushed to the person's socket on B."""
+    from websockets.sync.client import connect
+
+    from .topology import Cluster, PrivateDatabase, WebSession
+
+    db = PrivateDatabase()
+    c = Cluster(db, demo_mcp.url, MRTRWEB_TTL_S="3")
+    try:
+        a, b = c.start("A"), c.start("B")
+        alice = WebSession()
+        alice.login(a, "alice", "alice-demo-pw")
+        cookie = "; ".join(f"{k.name}={k.value}" for k in alice.jar)
+        with connect(b.replace("http://", "ws://") + "/ws/mrtrweb/", origin=b,
+                     additional_headers={"Cookie": cookie}, open_timeout=10) as ws:
+            demo_mcp.log.clear()
+            op_id = alice.start(a, c.server_id(), "connect_account", {"provider": "nobody-answers"})
+            c.wait_status(op_id, "awaiting_input")
+            opened = time.monotonic()
+            statuses: list[str] = []
+            deadline = opened + 3 + expiry.GRACE_S + 15
+            while "expired" not in statuses:
+                left = deadline - time.monotonic()
+                assert left > 0, statuses
+                try:
+                    message = json.loads(ws.recv(timeout=left))
+                except TimeoutError:
+                    break
+                if message.get("type") == "operation" and message.get("id") == op_id:
+                    statuses.append(message["status"])
+            assert "expired" in statuses, statuses
+            took = time.monotonic() - opened
+        assert c.status(op_id) == "expired"
+        events = [r[0] for r in c.db.query("SELECT event FROM mrtrweb_auditevent WHERE operation_id = %s "
+                                           "ORDER BY id", op_id)]
+        assert events == ["received", "shown", "expired"]  # shown: the card was pushed to B's socket
+        assert 3 <= took <= 3 + expiry.GRACE_S + 6, f"expired {took:.1f}s after the round opened"
+        assert demo_mcp.calls[("connect_account", True)] == 0
+    finally:
+        c.stop_all()
+        db.drop()
