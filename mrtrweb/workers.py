@@ -3,8 +3,10 @@
 Each ASGI worker process has an id (:data:`WORKER_ID`, ``host:pid:random``) and a lease, a
 :class:`~mrtrweb.models.WorkerLease` row renewed every ``MRTRWEB["HEARTBEAT_S"]`` seconds with
 the **database's** clock (``Now()``: hosts drift, the database is the one clock every worker
-shares) by this module's heartbeat loop (:mod:`mrtrweb.leases` writes it). The lease is written before the worker names itself in ``Operation.worker``, and
-``Operation.worker`` is set only while a worker drives a call (sends a request, waits for its
+shares) by a thread of its own (:mod:`mrtrweb.leases`), while this module's heartbeat loop runs
+on the event loop; the loop does the period's duties (reaper, expiry sweep). The lease is
+written before the worker names itself in ``Operation.worker``, and ``Operation.worker`` is set
+only while a worker drives a call (sends a request, waits for its
 result, sends a state-only retry) or holds a legacy (2025-11-25) server's call open for the
 person; it is cleared when an MRTR round is handed to the person and when the operation ends.
 
