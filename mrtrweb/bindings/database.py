@@ -53,7 +53,7 @@ def _expiry(ttl_s: float) -> datetime.datetime:
     return timezone.now() + datetime.timedelta(seconds=max(1.0, float(ttl_s)))
 
 
-def _drop_broken_connection(model) -> None:
+def drop_broken_connection(model) -> None:
     """Close the model's database connection when a failure left it unusable (outside a
     transaction only), so the next statement reconnects instead of failing on a dead socket."""
     conn = connections[router.db_for_write(model)]
@@ -131,7 +131,7 @@ class DatabaseBindingStore:
             raise
         except Exception as exc:  # noqa: BLE001 -- any database failure fails closed
             logger.warning("binding store %s failed: %s", what, exc.__class__.__name__)
-            _drop_broken_connection(model)
+            drop_broken_connection(model)
             raise StoreUnavailable(f"binding store unavailable ({what})") from exc
 
     @staticmethod
