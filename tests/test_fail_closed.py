@@ -74,7 +74,7 @@ async def test_start_refused_when_store_down(seeded, outage):
     await client.aforce_login(seeded["users"]["alice"])
     server = seeded["servers"]["acme"]
     resp = await client.post(f"/mcp/servers/{server.pk}/tools/deploy/", {"arg-env": "staging", "arg-replicas": "1"})
-    assert resp.status_code == 200 and "round store is unavailable" in resp.content.decode()
+    assert resp.status_code == 503 and "round store is unavailable" in resp.content.decode()
     assert seeded["mcp"].calls[("deploy", False)] == 0  # nothing was sent
 
 
