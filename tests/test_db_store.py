@@ -361,3 +361,20 @@ def test_postgres_cut_fails_closed_with_one_line_then_reconnects(caplog):
         connection.close()
         params["HOST"], params["PORT"] = saved
         proxy.close()
+
+
+def test_the_portable_upsert_path_agrees_with_the_one_statement_path():
+    """Databases without ``ON CONFLICT ... WHERE ... RETURNING`` take a two-statement path in a
+    transaction (exercised here on this database directly): the same outcomes."""
+    from mrtrweb.bindings.database import _upsert_portable, upsert
+
+    for i, how in enumerate((upsert, lambda m, u, v, only_over_expired: _upsert_portable(
+            m, "default", u, v, only_over_expired))):
+        unique = {"tenant": "acme", "token_digest": f"t-{i}"}
+        live = {"expires_at": timezone.now() + timedelta(seconds=60)}
+        assert how(BindingClaim, unique, live, only_over_expired=True) is True
+        assert how(BindingClaim, unique, live, only_over_expired=True) is False  # a live row stays
+        BindingClaim.objects.filter(**unique).update(expires_at=timezone.now() - timedelta(seconds=1))
+        assert how(BindingClaim, unique, live, only_over_expired=True) is True  # an expired one is taken over
+        assert how(BindingClaim, unique, live, only_over_expired=False) is True  # always overwritten
+        assert BindingClaim.objects.filter(**unique).count() == 1
