@@ -14,9 +14,9 @@ no-store``, a JSON body that names no service, version or error:
   ``{"status": "draining"}`` (``Retry-After: 5``). The checks run concurrently, each within
   :data:`CHECK_TIMEOUT_S` seconds (all of them together too); a check whose previous run is still
   blocked (a database that does not answer) counts as failing rather than piling up threads. The
-  reason (which check failed, the exception's class) is logged in one WARNING line when it
-  changes and at most every :data:`LOG_EVERY_S` seconds while it stays; the return to ready in
-  one INFO line.
+  reason (which checks fail, with the exceptions' classes) is logged in one WARNING line when the
+  set of failing checks changes and at most every :data:`LOG_EVERY_S` seconds while it stays; the
+  return to ready in one INFO line.
 
 The standalone site (:mod:`mrtrweb.site.settings`) has :class:`HealthMiddleware` FIRST in its
 ``MIDDLEWARE``: it answers ``/healthz`` and ``/readyz`` (with or without a trailing slash)
@@ -170,27 +170,32 @@ async def _checks() -> dict[str, str]:
 # -- reporting ----------------------------------------------------------------------------------
 
 _report_lock = threading.Lock()
-_last_report: dict[str, Any] = {"reason": "", "at": float("-inf")}
+_last_report: dict[str, Any] = {"key": "", "line": "", "at": float("-inf")}
 
 
-def _report(reason: str) -> None:
-    """Log the reason readiness fails (``""``: ready) when it changes, else every LOG_EVERY_S."""
+def _report(key: str, line: str = "") -> None:
+    """Log why readiness fails: ``key`` names what fails ("database", "cache+channel layer",
+    "draining"; ``""``: ready), ``line`` says it with the exceptions' classes. Logged when ``key``
+    changes (a check failing with another exception class is the same outage), else at most
+    every :data:`LOG_EVERY_S` seconds."""
     now = time.monotonic()
+    line = line or key
     with _report_lock:
-        previous, at = _last_report["reason"], _last_report["at"]
-        if reason == previous and (not reason or now - at < LOG_EVERY_S):
+        previous, at = _last_report["key"], _last_report["at"]
+        if key == previous and (not key or now - at < LOG_EVERY_S):
             return
-        _last_report.update(reason=reason, at=now)
-    if reason:
-        logger.warning("not ready: %s", reason)
+        was = _last_report["line"]
+        _last_report.update(key=key, line=line, at=now)
+    if key:
+        logger.warning("not ready: %s", line)
     elif previous:
-        logger.info("ready again (was: %s)", previous)
+        logger.info("ready again (was: %s)", was)
 
 
 def reset() -> None:
     """Forget what was reported and which checks run (tests)."""
     with _report_lock:
-        _last_report.update(reason="", at=float("-inf"))
+        _last_report.update(key="", line="", at=float("-inf"))
     with _running_lock:
         _running.clear()
 
@@ -235,7 +240,7 @@ async def ready(request: HttpRequest) -> HttpResponse:
     if is_draining():  # began while the checks ran
         _report("draining")
         return _response(request, 503, "draining")
-    _report(", ".join(f"{name} failed ({cls})" for name, cls in sorted(failed.items())))
+    _report("+".join(sorted(failed)), ", ".join(f"{name} failed ({cls})" for name, cls in sorted(failed.items())))
     return _response(request, 503, "unavailable") if failed else _response(request, 200, "ready")
 
 
