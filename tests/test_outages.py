@@ -170,6 +170,16 @@ def _socket(base: str, session: WebSession):
                              additional_headers={"Cookie": _cookie(session)}, open_timeout=10)
 
 
+def _assert_socket_refused(base: str, session: WebSession) -> None:
+    """Opening a socket now fails at the handshake (the worker closes it before accepting: 403)."""
+    from websockets.exceptions import InvalidStatus
+
+    with pytest.raises(InvalidStatus) as refused:
+        with _socket(base, session):
+            pass
+    assert refused.value.response.status_code == 403
+
+
 def _closed_code(sock, within_s: float) -> int:
     """Read until the server closes the socket; its close code."""
     deadline = time.monotonic() + within_s
@@ -263,6 +273,7 @@ def test_redis_down_no_500_anywhere(worker, services, up, demo_mcp):
     for page in ADMIN_PAGES:
         seen[page] = admin.request(base + page)[0]
     assert all(code == 200 for code in seen.values()), seen
+    _assert_socket_refused(base, alice)  # its push group cannot be joined: refused, the page retries
 
     # a new sign-in: its attempts cannot be counted -> a clear 503, nothing checked
     status, _, body = _fresh_sign_in(base, "carol", "carol-demo-pw")
@@ -294,6 +305,7 @@ def test_redis_down_no_500_anywhere(worker, services, up, demo_mcp):
 
     text = log.text()
     assert "sign-in refused: the attempt counter is unavailable" in text
+    assert "could not join its push group (ConnectionError); connection closed" in text
     assert re.search(r"push failed: the channel layer is unavailable", text), text[-3000:]
     log.assert_clean()
 
@@ -327,7 +339,9 @@ def test_database_cut_no_500_anywhere(worker, services, up, demo_mcp):
     seen["sign-in"] = _fresh_sign_in(base, "carol", "carol-demo-pw")[0]
     seen["sign-out"] = alice.request(base + "/accounts/logout/", {})[0]
     assert set(seen.values()) <= {503}, seen
+    _assert_socket_refused(base, admin)  # its session cannot be read: refused, the page retries
     assert WebSession().request(base + "/accounts/login/")[0] == 200  # the sign-in form needs no database
+    assert "websocket /ws/mrtrweb/ refused: the database is unavailable" in log.text()
     log.assert_clean()
 
     pg.restore()
