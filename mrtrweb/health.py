@@ -35,6 +35,12 @@ A portal that embeds mrtrweb picks one:
       path("mcp/", include("mrtrweb.health")),   # /mcp/healthz, /mcp/readyz
 
 The views are async (concurrent checks); under WSGI Django runs them in a loop of their own.
+
+Draining and uvicorn: on SIGTERM uvicorn closes its listening sockets *before* the drain starts
+(:mod:`mrtrweb.drain`), so from that moment probes of a draining uvicorn worker are refused at
+the TCP level -- which load balancers and orchestrators count as "not ready" as well. The
+``{"status": "draining"}`` answer is what a probe sees on a server that keeps listening while it
+drains, or in a process that called :func:`mrtrweb.drain.begin_draining` itself.
 """
 
 from __future__ import annotations
