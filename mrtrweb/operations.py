@@ -39,6 +39,8 @@ STORE_UNAVAILABLE = "binding_store_unavailable"
 AUDIT_UNAVAILABLE = "audit_unavailable"
 INVALID_RESULT = "invalid_result"
 LIMIT_REACHED = "limit_reached"
+#: a new operation refused because this worker is draining (mrtrweb.drain): HTTP 503, nothing sent
+WORKER_DRAINING = "worker_draining"
 #: deny reason: the authorization identity differs from the one the original request went out with
 AUTHORIZATION_CHANGED = "authorization_changed"
 #: a call that stopped on authorization (issue 13): 401, 403 insufficient_scope, credentials refused
@@ -62,6 +64,10 @@ MESSAGES = {
     "mrtr_round_limit_exceeded": "The server asked for more rounds than allowed; the operation was stopped.",
     "worker_lost": "The worker handling this call stopped before the server answered. Nothing more will be "
                    "sent for it; you may run it again.",
+    # mrtrweb.drain: a graceful stop (a deploy, a restart) that could not wait for the call
+    "worker_stopped": "The worker handling this call was restarted (a deploy or a restart) before the server "
+                      "answered. Nothing more will be sent for it; you may run it again.",
+    WORKER_DRAINING: "This worker is restarting; nothing was sent; try again.",
 }
 
 
@@ -202,14 +208,15 @@ async def _finish(op: Operation, status: str, *, code: str = "", message: str = 
         # within MAX_STORED_RESULT_BYTES; off the event loop (a result may be megabytes of JSON)
         op.result = await sync_to_async(results.for_storage, thread_sensitive=False)(result, op_id=op.id)
     fields = {"status": status, "error_code": code, "error_message": op.error_message, "result": op.result,
-              "updated_at": timezone.now()}
+              "worker": "", "round_expires_at": None, "updated_at": timezone.now()}
     if not already_marked:
         updated = await Operation.objects.filter(pk=op.pk).exclude(status__in=Operation.TERMINAL).aupdate(**fields)
         if not updated:
             logger.info("operation %s was already ended; late outcome %s ignored", op.id, status)
             return
-    else:
-        await Operation.objects.filter(pk=op.pk).aupdate(error_message=op.error_message)
+    else:  # marked by a conditional update of its own (reaper, drain, access): end it cleanly
+        await Operation.objects.filter(pk=op.pk).aupdate(error_message=op.error_message, worker="",
+                                                         round_expires_at=None)
     try:
         await sync_to_async(get_gate().close)(handle_of(op))
     except StoreUnavailable:
@@ -226,15 +233,23 @@ async def start_operation(*, user: Any, server: McpServer, method: str, name: st
     """Register and start an operation; returns at once (the request goes out in the background).
 
     Raises:
-        OperationRefused: a per-user limit is reached, or the binding store is unavailable.
+        OperationRefused: this worker is draining (``worker_draining``, 503), a per-user limit is
+            reached, or the binding store is unavailable.
+        django.db.DatabaseError: the database is unreachable (nothing was sent).
     """
+    from . import drain, workers
+
+    if drain.is_draining():
+        logger.info("operation refused: worker %s is draining", workers.WORKER_ID)
+        raise OperationRefused(WORKER_DRAINING, message_for(WORKER_DRAINING))
     await _check_limits(user, server.tenant_id)
     request_id = new_request_id()
     auth = await _current_auth(server, user.pk, server.tenant_id)
+    await workers.ensure_lease()  # before the operation names this worker
     op = await Operation.objects.acreate(
         tenant_id=server.tenant_id, user=user, server=server, method=method, name=stored_name(name),
         params=results.params_for_storage(params),
-        request_id=request_id, latest_request_id=request_id, **auth,
+        request_id=request_id, latest_request_id=request_id, worker=workers.WORKER_ID, **auth,
     )
     op.server = server
     try:
@@ -247,6 +262,7 @@ async def start_operation(*, user: Any, server: McpServer, method: str, name: st
         op.status = Operation.Status.FAILED
         op.error_code = STORE_UNAVAILABLE
         op.error_message = message_for(STORE_UNAVAILABLE)
+        op.worker = ""
         await op.asave()
         raise OperationRefused(STORE_UNAVAILABLE, message_for(STORE_UNAVAILABLE)) from None
     _spawn(_drive(op.id, request_id, params))
@@ -256,7 +272,7 @@ async def start_operation(*, user: Any, server: McpServer, method: str, name: st
 #: refusals that a service of ours being down caused (the binding store, the audit trail): the
 #: only ones answered "503 Service Unavailable"; every other refusal of an answer means this
 #: round can no longer be answered (denied, ended, its worker gone): 409 Conflict
-UNAVAILABLE_CODES = frozenset({STORE_UNAVAILABLE, AUDIT_UNAVAILABLE})
+UNAVAILABLE_CODES = frozenset({STORE_UNAVAILABLE, AUDIT_UNAVAILABLE, WORKER_DRAINING})
 
 
 class OperationRefused(Exception):
@@ -594,14 +610,19 @@ async def _send_cancellable(op: Operation, conn: Any, params: dict[str, Any], re
 
 
 async def _drive(op_id: Any, request_id: str, params: dict[str, Any]) -> None:
-    """Send one request of the operation and follow it until it needs the person or ends."""
-    from .workers import WORKER_ID, ensure_heartbeat
+    """Send one request of the operation and follow it until it needs the person or ends. The
+    operation names this worker (``Operation.worker``) while it does: set by
+    :func:`start_operation` or :func:`_build_and_record`, after the lease was written."""
+    from .workers import WORKER_ID, ensure_heartbeat, ensure_lease
 
     try:
         await ensure_heartbeat()
         op = await _load(op_id)
-        op.worker = WORKER_ID
-        await op.asave(update_fields=["worker", "updated_at"])
+        if op.worker != WORKER_ID:  # an operation started before this worker ran the call
+            await ensure_lease()
+            await Operation.objects.filter(pk=op.pk).exclude(status__in=Operation.TERMINAL).aupdate(
+                worker=WORKER_ID, updated_at=timezone.now())
+            op.worker = WORKER_ID
         while True:
             if await _access_ended(op):
                 return
@@ -621,12 +642,14 @@ async def _drive(op_id: Any, request_id: str, params: dict[str, Any]) -> None:
                 finally:
                     if dedicated:
                         await pool().close(str(op.user_id), dedicated)
+                await _database_back(op_id)
                 if call.rounds:  # legacy rounds were answered during the call: the row moved on
                     op = await _load(op_id)
                 if raw is _STOPPED:
                     return
             except McpCallError as exc:
                 logger.info("operation %s: MCP call failed (%s)", op.id, exc.code)
+                await _database_back(op_id)
                 if exc.code == "insufficient_scope":
                     await _note_challenge(op, exc)
                 if call.rounds:
@@ -651,6 +674,41 @@ async def _drive(op_id: Any, request_id: str, params: dict[str, Any]) -> None:
             logger.exception("operation %s could not be marked failed", op_id)
     finally:
         await sync_to_async(close_old_connections)()
+
+
+#: the longest the outcome of a call waits for the database to answer again (an outage during
+#: the call or as its result arrives), seconds; then it is handled anyway (and fails, logged)
+RESULT_DB_WAIT_S: Final = 60.0
+
+
+async def _database_back(op_id: Any) -> None:
+    """Before a call's outcome is written: the process's shared sync-thread connection may have
+    been broken by a database outage during the call (it is held across the call, and a broken
+    connection is never reconnected by itself). Give it back (a broken one is discarded) and read
+    the operation's status on a fresh one, retrying with pauses while the database is down, up to
+    :data:`RESULT_DB_WAIT_S`. The server's result is then not lost to a blip that is over."""
+    from django.db import DatabaseError
+
+    deadline = time.monotonic() + RESULT_DB_WAIT_S
+    pause, warned = 0.2, False
+    while True:
+        try:
+            await sync_to_async(close_old_connections)()
+            await Operation.objects.filter(pk=op_id).values_list("status", flat=True).afirst()
+            if warned:
+                logger.warning("operation %s: the database answers again; the outcome is written now", op_id)
+            return
+        except DatabaseError as exc:
+            if time.monotonic() >= deadline:
+                logger.error("operation %s: the database did not answer for %ss after the call (%s)", op_id,
+                             RESULT_DB_WAIT_S, exc.__class__.__name__)
+                return
+            if not warned:
+                warned = True
+                logger.warning("operation %s: the call ended while the database is unreachable (%s); its outcome "
+                               "waits for it (up to %ss)", op_id, exc.__class__.__name__, RESULT_DB_WAIT_S)
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 2.0)
 
 
 async def _handle_result(op: Operation, request_id: str, raw: Any) -> Retry | None:
@@ -708,8 +766,13 @@ async def _handle_result(op: Operation, request_id: str, raw: Any) -> Retry | No
             await deny(op, AUTHORIZATION_CHANGED)
             return None
         return await _build_and_record(op, None)
+    from .expiry import expires_at
+
+    # handed to the person: no worker drives it now (any worker may take the answer), and it
+    # expires by itself (mrtrweb.expiry)
     moved = await Operation.objects.filter(pk=op.pk, status=Operation.Status.RUNNING).aupdate(
-        status=Operation.Status.AWAITING_INPUT, rounds=rnd.number, updated_at=timezone.now())
+        status=Operation.Status.AWAITING_INPUT, rounds=rnd.number, worker="",
+        round_expires_at=expires_at(rnd.expires_at), updated_at=timezone.now())
     if not moved:  # ended meanwhile (stopped, access ended): its round is never shown
         logger.info("operation %s ended while its round %s arrived; the round is not shown", op.id, rnd.number)
         return None
@@ -721,14 +784,25 @@ async def _handle_result(op: Operation, request_id: str, raw: Any) -> Retry | No
 async def _build_and_record(op: Operation, responses: dict[str, Any] | None, *, retry_id: str | None = None,
                             code: str = "") -> Retry:
     """Build the retry with the gate, write + read back its ``submitted`` event, then return it.
+    The operation is running again; an MRTR retry names this worker (it sends it), a legacy
+    answer leaves the worker holding the server's call named (``code`` :data:`LEGACY`).
 
     Raises:
         GateRejection: the gate refused the answer (nothing changed, nothing sent).
         OperationRefused: the store or the audit failed (nothing sent; the operation ends when
             its round was already consumed).
     """
+    from .workers import WORKER_ID, ensure_lease
+
     gate = get_gate()
     retry_id = retry_id or new_request_id()
+    driver = {} if code == LEGACY else {"worker": WORKER_ID}
+    if driver:
+        try:
+            await ensure_lease()  # before the operation names this worker
+        except Exception:  # noqa: BLE001 -- the database is down: nothing consumed, nothing sent
+            logger.warning("operation %s: answer refused, this worker's lease could not be written", op.id)
+            raise OperationRefused(STORE_UNAVAILABLE, message_for(STORE_UNAVAILABLE)) from None
     try:
         retry: Retry = await sync_to_async(gate.respond)(
             handle_of(op), retry_id=retry_id, responses=responses, user=str(op.user_id), tenant=str(op.tenant_id),
@@ -742,7 +816,8 @@ async def _build_and_record(op: Operation, responses: dict[str, Any] | None, *, 
         await deny(op, AUDIT_UNAVAILABLE)
         raise OperationRefused(AUDIT_UNAVAILABLE, DENY_MESSAGES[AUDIT_UNAVAILABLE]) from None
     moved = await Operation.objects.filter(pk=op.pk).exclude(status__in=Operation.TERMINAL).aupdate(
-        latest_request_id=str(retry.id), status=Operation.Status.RUNNING, rounds=op.rounds, updated_at=timezone.now())
+        latest_request_id=str(retry.id), status=Operation.Status.RUNNING, rounds=op.rounds, round_expires_at=None,
+        updated_at=timezone.now(), **driver)
     if not moved:  # ended meanwhile (stopped, access ended): the retry is not sent
         logger.info("operation %s ended while its answer was recorded; retry %s not sent", op.id, retry.id)
         raise OperationRefused(codes.INACTIVE_MRTR_ROUND, message_for(codes.INACTIVE_MRTR_ROUND))
@@ -1041,8 +1116,12 @@ async def _legacy_round(call: _Call, method: str, params: dict[str, Any]) -> Any
                                                              "method": method}, timeout=int(legacy_hold_s()) + 120)
     except Exception as exc:  # noqa: BLE001 -- only the panel's notice reads it
         logger.warning("legacy hold of operation %s not recorded: %s", op.id, exc.__class__.__name__)
+    from .expiry import expires_at
+
+    # the worker holding the call stays named (Operation.worker): if it dies, the reaper ends this
     moved = await Operation.objects.filter(pk=op.pk, status=Operation.Status.RUNNING).aupdate(
-        status=Operation.Status.AWAITING_INPUT, rounds=rnd.number, updated_at=timezone.now())
+        status=Operation.Status.AWAITING_INPUT, rounds=rnd.number, round_expires_at=expires_at(rnd.expires_at),
+        updated_at=timezone.now())
     op.rounds = rnd.number
     if not moved:  # stopped between the check above and now
         await _finish(op, Operation.Status.DENIED, code="denied", reason="cancelled", event="denied",
@@ -1128,7 +1207,7 @@ async def _answer_legacy(op: Operation, responses: dict[str, Any]) -> Retry:
         # the worker holding the server's call is gone, and the call with it: nothing can reach the server
         claimed = await Operation.objects.filter(pk=op.pk, status=Operation.Status.AWAITING_INPUT).aupdate(
             status=Operation.Status.INTERRUPTED, error_code=WORKER_LOST,
-            error_message=message_for(WORKER_LOST))
+            error_message=message_for(WORKER_LOST), worker="", round_expires_at=None)
         if claimed:
             await finish_interrupted(op)
         raise OperationRefused(WORKER_LOST, message_for(WORKER_LOST))
