@@ -168,9 +168,23 @@ async def _checks() -> dict[str, str]:
         if await run(name, lambda: _in_thread(name, fn)) and backend == name:
             await run("binding store", lambda: _in_thread("binding store", _binding_store))
 
-    await asyncio.gather(service_then_store("database", _database), service_then_store("cache", _cache),
-                         run("channel layer", _channel_layer))
+    checks = [lambda: service_then_store("database", _database), lambda: service_then_store("cache", _cache),
+              lambda: run("channel layer", _channel_layer)]
+    global _warm
+    if not _warm:
+        # The first probe of a process imports the backends (django-redis, channels-redis, both
+        # importing redis-py) -- in a health thread and in the event loop: run concurrently, the
+        # two imports deadlock (ImportError, _DeadlockError) and a healthy worker reads unready.
+        for check in checks:
+            await check()
+        _warm = True
+        return failed
+    await asyncio.gather(*(check() for check in checks))
     return failed
+
+
+#: whether the checks ran once in this process (their modules are imported): see :func:`_checks`
+_warm = False
 
 
 # -- reporting ----------------------------------------------------------------------------------
