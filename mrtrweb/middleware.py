@@ -39,7 +39,7 @@ def unavailable_response(what: str, message: str = "") -> HttpResponse:
     """The 503 page (``mrtrweb/unavailable.html``): ``message`` when given, else the standard text
     naming ``what`` ("The database is unreachable right now. Nothing was sent..."). The caller logs
     the reason; Django's request log does not repeat it."""
-    body = render_to_string("mrtrweb/unavailable.html", {"what": what, "message": message})
+    body = render_to_string("mrtrweb/unavailable.html", {"what": what, "unavailable_message": message})
     response = HttpResponse(body, status=503, headers={"Retry-After": "5", "Cache-Control": "no-store"})
     response._has_been_logged = True  # logged above in one line: no "Service Unavailable: ..." line too
     return response

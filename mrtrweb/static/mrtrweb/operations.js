@@ -13,6 +13,8 @@
   var noticeText = notice && notice.querySelector(".live-notice-text");
   var retryNow = notice && notice.querySelector(".live-notice-retry");
   var retry = 500;       // the next back-off step (ms): doubled per failed attempt, capped at 10 s
+  var openedAt = 0;      // when the current socket opened (ms): the back-off restarts only after
+                         // a socket that stayed open a while, not one closed right away again
   var timer = null;      // the pending reconnect
   var leaving = false;   // the page is being left: no reconnect, no notice
   var pushes = 0; // operation messages applied so far (a refresh started before one is stale)
@@ -96,7 +98,7 @@
     var scheme = location.protocol === "https:" ? "wss://" : "ws://";
     var ws = new WebSocket(scheme + location.host + root.getAttribute("data-ws"));
     ws.onopen = function () {
-      retry = 500;
+      openedAt = Date.now();
       root.setAttribute("data-ws-state", "open");
       resumed();
       refresh();  // what was pushed while the socket was closed
@@ -122,6 +124,8 @@
         return;
       }
       root.setAttribute("data-ws-state", "closed");
+      if (openedAt && Date.now() - openedAt > 5000) retry = 500;
+      openedAt = 0;
       if (leaving) return;
       // back off with jitter (half the step, plus up to the other half at random), so that the
       // pages of a whole worker do not all come back at the same instant
