@@ -7,11 +7,18 @@ raises -- a database error (PostgreSQL/SQLite unreachable), a binding store fail
 with a clear message (``Retry-After: 5``), and logs the reason in one line, no traceback. Nothing
 was sent to an MCP server in that case: every retry is built after the binding store and the audit
 trail answered. Any other exception is left to Django.
+
+:func:`server_error` is the same net for an outage raised outside a view, where no middleware's
+``process_exception`` sees it (a session saved by ``SessionMiddleware`` on the way out while the
+database is down): the standalone site uses it as ``handler500`` (:mod:`mrtrweb.site.urls`); a
+portal may too (``handler500 = "mrtrweb.middleware.server_error"``). Anything that is no outage
+gets Django's own 500 page, logged as Django logs it.
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 
 from django.http import HttpResponse
 from django.template.loader import render_to_string
@@ -43,3 +50,17 @@ def unavailable_response(what: str, message: str = "") -> HttpResponse:
     response = HttpResponse(body, status=503, headers={"Retry-After": "5", "Cache-Control": "no-store"})
     response._has_been_logged = True  # logged above in one line: no "Service Unavailable: ..." line too
     return response
+
+
+def server_error(request, *args, **kwargs) -> HttpResponse:
+    """``handler500``: the 503 page (one ERROR line, no traceback) when the uncaught exception
+    being handled is an outage (:func:`mrtrweb.outage.kind`), else Django's default 500 view."""
+    exc = sys.exc_info()[1]
+    what = outage.kind(exc) if exc is not None else None
+    if what is None:
+        from django.views.defaults import server_error as default
+
+        return default(request, *args, **kwargs)
+    logger.error("%s unavailable while serving %s %s (outside the view): %s", what, request.method, request.path,
+                 exc.__class__.__name__)
+    return unavailable_response(_SHOWN.get(what, what), getattr(exc, "message", ""))

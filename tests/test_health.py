@@ -200,3 +200,4 @@ async def test_the_reason_is_logged_once_not_per_probe(monkeypatch, caplog):
         ("INFO", "ready again (was: database failed (OperationalError))")]
     # and Django's request log does not add a "Service Unavailable: /readyz" line per probe
     assert not [r for r in caplog.records if r.name == "django.request"]
+
