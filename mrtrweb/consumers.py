@@ -19,7 +19,10 @@ restarted, stopped or unreachable) or the database fails under a connection -- i
 receive, a group join, a handler re-reading an operation -- the connection is closed with code
 :data:`OUTAGE_CLOSE_CODE` (1011; the page shows "Live updates paused", reconnects with back-off
 and re-reads its panel when the socket is back), its tasks are cancelled, and one WARNING line
-is logged per connection, without a traceback (:meth:`OperationsConsumer.__call__`).
+is logged per connection, without a traceback (:meth:`OperationsConsumer.__call__`). A
+channel-layer outage closes every other socket of the worker too, and so does a restart of the
+layer's Redis that no socket noticed (:mod:`mrtrweb.layerwatch`): its groups are gone, so those
+sockets would otherwise stay open and never get a push again.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ import weakref
 from asgiref.sync import sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from . import access, conf, outage, sessions
+from . import access, conf, layerwatch, outage, sessions
 from .operations import user_group
 from .panels import render_panel
 
@@ -90,9 +93,14 @@ class OperationsConsumer(AsyncJsonWebsocketConsumer):
     async def _closed_by_outage(self, what: str, exc: BaseException) -> None:
         self.session_closed = True  # no re-check, no push from here on
         self._cancel_tasks()
-        if getattr(self, "disconnected", False):  # the browser had gone already: nothing to close
-            logger.info("websocket: user %s's connection ended; the %s failed meanwhile (%s)",
-                        getattr(self, "user_id", None), what, type(exc).__name__)
+        layerwatch.unwatch(self)
+        if what == "channel layer":  # the others' groups may be gone with it
+            await layerwatch.outage_seen(self, f"unavailable ({type(exc).__name__})")
+        if getattr(self, "disconnected", False) or getattr(self, "closed_for_outage", False):
+            # the browser had gone already, or the layer watch closed this socket: nothing to close
+            logger.debug("websocket: user %s's connection ended; the %s failed meanwhile (%s)",
+                         getattr(self, "user_id", None), what, type(exc).__name__)
+            await self._leave_groups(quiet=True)
             return
         logger.warning("websocket: user %s's connection closed (code %s): the %s is unavailable (%s); "
                        "the page reconnects", getattr(self, "user_id", None), OUTAGE_CLOSE_CODE, what,
@@ -102,6 +110,21 @@ class OperationsConsumer(AsyncJsonWebsocketConsumer):
         except Exception as close_exc:  # noqa: BLE001 -- the connection is gone either way
             logger.debug("websocket: close after an outage failed (%s)", type(close_exc).__name__)
         await self._leave_groups(quiet=True)
+
+    async def close_for_outage(self) -> None:
+        """Close this socket (code :data:`OUTAGE_CLOSE_CODE`) for a channel-layer outage another
+        socket or the layer watch saw (:mod:`mrtrweb.layerwatch`, which logged it); the page
+        reconnects and joins its groups again."""
+        if getattr(self, "closed_for_outage", False) or getattr(self, "disconnected", False):
+            return
+        self.closed_for_outage = self.session_closed = True
+        self._cancel_tasks()
+        logger.debug("websocket: user %s's connection closed (code %s) for a channel-layer outage",
+                     getattr(self, "user_id", None), OUTAGE_CLOSE_CODE)
+        try:
+            await self.close(code=OUTAGE_CLOSE_CODE)
+        except Exception as exc:  # noqa: BLE001 -- the connection is gone either way
+            logger.debug("websocket: close for an outage failed (%s)", type(exc).__name__)
 
     def _cancel_tasks(self) -> None:
         recheck = getattr(self, "recheck", None)
@@ -154,11 +177,13 @@ class OperationsConsumer(AsyncJsonWebsocketConsumer):
                                type(exc).__name__)
         await self.accept()
         self.recheck = asyncio.create_task(self._recheck_periodically())
+        layerwatch.watch(self)  # closed if the layer restarts under it (its groups gone)
 
     async def disconnect(self, code: int) -> None:
         self.disconnected = True
+        layerwatch.unwatch(self)
         self._cancel_tasks()
-        await self._leave_groups()
+        await self._leave_groups(quiet=getattr(self, "closed_for_outage", False))
 
     async def dispatch(self, message) -> None:
         """Nothing is pushed once this connection's session ended; progress of an operation is

@@ -63,7 +63,9 @@ CSRF_TRUSTED_ORIGINS = [o.strip() for o in os.environ.get("CSRF_TRUSTED_ORIGINS"
 
 # Under ASGI every request may run its ORM calls in its own thread: persistent per-thread
 # connections would pile up, so connections come from a psycopg pool instead (Django >= 5.1).
-DATABASES = {"default": dj_database_url.parse(_required("DATABASE_URL"), conn_max_age=0)}
+# CONN_HEALTH_CHECKS: the pool checks a connection before handing it out, so the connections a
+# PostgreSQL restart or a network cut broke are replaced, not each failing one request after it.
+DATABASES = {"default": dj_database_url.parse(_required("DATABASE_URL"), conn_max_age=0, conn_health_checks=True)}
 DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
     "min_size": 1,
     "max_size": int(os.environ.get("MRTRWEB_DB_POOL_SIZE", "10")),
