@@ -81,6 +81,18 @@ def expire(op_id: Any, round_number: int | None = None, *, due_only: bool = True
     op = Operation.objects.select_related("server", "tenant").filter(pk=op_id).first()
     if op is None:
         return None
+    if due_only:
+        # the round's single-use claim first: an answer the gate accepted a moment before the
+        # expiry holds it (its retry may be going out while the row still awaits input): leave it
+        from .operations import get_gate, handle_of
+
+        try:
+            if not get_gate().retire_round(handle_of(op), op.rounds):
+                logger.info("operation %s: round %s is being answered; not expired", op.id, op.rounds)
+                return None
+        except Exception as exc:  # noqa: BLE001 -- the store is down: the next sweep tries again
+            logger.warning("operation %s: round not retired (%s); expiry retried", op.id, exc.__class__.__name__)
+            return None
     qs = _due().filter(pk=op.pk) if due_only else Operation.objects.filter(pk=op.pk).exclude(
         status__in=Operation.TERMINAL)
     won = qs.update(status=Operation.Status.EXPIRED, error_code=EXPIRED_CODE, error_message=EXPIRED_MESSAGE,

@@ -454,8 +454,24 @@ def run(**kw: Any) -> HeadlessOutcome:
             return await arun(**kw)
         finally:
             await close_connections()
+            await _release_lease()
 
     return asyncio.run(main())
+
+
+async def _release_lease() -> None:
+    """This process drove its operation with a worker lease of its own (:mod:`mrtrweb.workers`):
+    stop renewing it and delete it, unless an operation still names this process (then it goes
+    stale and another worker's reaper settles that operation)."""
+    from . import workers
+
+    await workers.stop_heartbeat()
+    try:
+        busy = await Operation.objects.filter(status__in=Operation.LIVE, worker=workers.WORKER_ID).aexists()
+    except Exception:  # noqa: BLE001 -- the lease goes stale
+        return
+    if not busy:
+        await workers.lease_call(workers.release)
 
 
 async def close_connections() -> None:

@@ -3,9 +3,9 @@ judges workers by it.
 
 * :data:`WORKER_ID` -- ``host:pid:random``, the id an operation names while this worker drives it.
 * :func:`renew` -- write the lease with the **database's** clock (``Now()``), creating it when
-  absent; run in a thread of its own (:func:`lease_call`) on a connection of its own when the
-  project's database uses a pool, so that neither a busy sync thread nor a pool backing off after
-  an outage delays it.
+  absent; every period in a thread of its own (:class:`_LeaseThread`, :func:`keep_renewing`),
+  on a connection of its own when the project's database uses a pool, so that neither a busy
+  event loop or sync thread nor a pool backing off after an outage delays it.
 * :func:`ensure_lease` -- before this worker names itself on an operation.
 * :func:`release` -- on exit, after the drain settled this worker's operations.
 * :func:`trusted` -- whether this worker may judge others: its own last :data:`TRUSTED_RENEWALS`
@@ -19,7 +19,9 @@ import concurrent.futures
 import copy
 import logging
 import os
+import queue
 import socket
+import threading
 import time
 import uuid
 from typing import Any, Callable
@@ -45,9 +47,76 @@ class _State:
 
 
 _state = _State()
-#: the lease is renewed in a thread of its own, with its own database connection: a slow query
-#: or a blocked sync thread elsewhere in the worker never delays the renewal
-_lease_thread = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="mrtrweb-lease")
+
+
+class _LeaseThread:
+    """The one thread of the process that writes its lease: it runs the jobs of
+    :func:`lease_call` one at a time and, while :attr:`keep_renewing` says so, renews the lease
+    every period on a fixed schedule of its own. Neither a busy event loop nor a busy sync thread
+    (a burst of requests, a slow reaper) delays a renewal: only a dead process, or a database that
+    does not answer, stops them -- the evidence :mod:`mrtrweb.workers` judges by. (A process whose
+    event loop hangs keeps its lease: the liveness probe, ``/healthz``, served by that loop, is
+    what finds it.)"""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        #: whether to renew (set by mrtrweb.workers: while a heartbeat loop of this process runs)
+        self.keep_renewing: Callable[[], bool] = lambda: False
+
+    def _ensure(self) -> None:
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="mrtrweb-lease", daemon=True)
+                self._thread.start()
+
+    def submit(self, fn: Callable[[], Any]) -> concurrent.futures.Future:
+        """Run ``fn`` in the thread; its future."""
+        self._ensure()
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        self._jobs.put((fn, future))
+        return future
+
+    def wake(self) -> None:
+        """Look at :attr:`keep_renewing` again now (renewals start or stop)."""
+        self._ensure()
+        self._jobs.put(None)
+
+    def _run(self) -> None:
+        due: float | None = None
+        while True:
+            if not self.keep_renewing():
+                due = None
+            else:  # (never further than one period away, should the period change)
+                due = min(due if due is not None else float("inf"), time.monotonic() + period())
+            try:  # not renewing: look at keep_renewing again every period anyway
+                job = self._jobs.get(timeout=period() if due is None else max(0.0, due - time.monotonic()))
+            except queue.Empty:
+                if due is not None and self.keep_renewing():  # a renewal is due
+                    self._renew()
+                    due = max(due + period(), time.monotonic())  # late: once at once, then on time
+                continue
+            if job is None:
+                continue
+            fn, future = job
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(_in_lease_thread(fn))
+                except BaseException as exc:  # noqa: BLE001 -- handed to the caller
+                    future.set_exception(exc)
+
+    @staticmethod
+    def _renew() -> None:
+        try:
+            _in_lease_thread(renew)
+        except Exception as exc:  # noqa: BLE001 -- the thread must survive outages
+            renewal_failed(exc)
+        else:
+            renewal_succeeded()
+
+
+_lease_thread = _LeaseThread()
 
 
 def period() -> float:
@@ -119,8 +188,14 @@ def _in_lease_thread(fn: Callable[[], Any]) -> Any:
 
 
 async def lease_call(fn: Callable[[], Any]) -> Any:
-    """Run ``fn`` (sync, ORM) in the lease thread."""
-    return await asyncio.get_running_loop().run_in_executor(_lease_thread, _in_lease_thread, fn)
+    """Run ``fn`` (sync, ORM) in the lease thread; its result (or its exception)."""
+    return await asyncio.wrap_future(_lease_thread.submit(fn))
+
+
+def keep_renewing(predicate: Callable[[], bool]) -> None:
+    """Renew the lease every period while ``predicate()`` is true (checked before each renewal)."""
+    _lease_thread.keep_renewing = predicate
+    _lease_thread.wake()
 
 
 def renew() -> None:

@@ -3,8 +3,10 @@
 Each ASGI worker process has an id (:data:`WORKER_ID`, ``host:pid:random``) and a lease, a
 :class:`~mrtrweb.models.WorkerLease` row renewed every ``MRTRWEB["HEARTBEAT_S"]`` seconds with
 the **database's** clock (``Now()``: hosts drift, the database is the one clock every worker
-shares) by this module's heartbeat loop (:mod:`mrtrweb.leases` writes it). The lease is written before the worker names itself in ``Operation.worker``, and
-``Operation.worker`` is set only while a worker drives a call (sends a request, waits for its
+shares) by a thread of its own (:mod:`mrtrweb.leases`), while this module's heartbeat loop runs
+on the event loop; the loop does the period's duties (reaper, expiry sweep). The lease is
+written before the worker names itself in ``Operation.worker``, and ``Operation.worker`` is set
+only while a worker drives a call (sends a request, waits for its
 result, sends a state-only retry) or holds a legacy (2025-11-25) server's call open for the
 person; it is cleared when an MRTR round is handed to the person and when the operation ends.
 
@@ -43,7 +45,8 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 
-from .leases import WORKER_ID, lease_call, note_failure, period, renew, renewal_failed, renewal_succeeded, trusted
+from .leases import (WORKER_ID, keep_renewing, lease_call, note_failure, period, renew, renewal_failed,
+                     renewal_succeeded, trusted)
 from .leases import TRUSTED_RENEWALS, _state, ensure_lease, release, reset  # noqa: F401 -- re-exported
 
 logger = logging.getLogger("mrtrweb.workers")
@@ -136,7 +139,8 @@ async def reap_interrupted(operation_id: Any = None) -> int:
             worker="", round_expires_at=None)
         if claimed:
             count += 1
-            logger.info("operation %s interrupted: worker %s stopped during the call", op.id, op.worker)
+            logger.warning("operation %s interrupted (%s): its worker %s has no lease renewed in the last %gs",
+                           op.id, WORKER_LOST, op.worker, stale_after().total_seconds())
             await finish_interrupted(op)
     return count
 
@@ -153,17 +157,24 @@ def forget_stale_leases() -> int:
     return WorkerLease.objects.filter(beat_at__lt=Now() - datetime.timedelta(seconds=FORGET_S)).delete()[0]
 
 
-async def beat_once() -> None:
-    """One round of the loop: renew the lease; if trusted, reap and forget stale leases; sweep
-    expired rounds (:mod:`mrtrweb.expiry`). Never raises (each failure is logged, rate-limited)."""
-    from . import expiry
-
+async def renew_once() -> bool:
+    """Renew the lease (in the lease thread); returns whether it succeeded. Never raises (a
+    failure resets the streak and is logged, rate-limited)."""
     try:
         await lease_call(renew)
     except Exception as exc:  # noqa: BLE001 -- the loop must survive outages
         renewal_failed(exc)
-        return
+        return False
     renewal_succeeded()
+    return True
+
+
+async def duties_once() -> None:
+    """The other work of a period: reap (if trusted), sweep expired rounds
+    (:mod:`mrtrweb.expiry`), forget long-stale leases. Never raises (each failure is logged,
+    rate-limited)."""
+    from . import expiry
+
     await fresh_connections()
     for what, step in (("reaper", reap_interrupted), ("expiry sweep", expiry.sweep),
                        ("lease clean-up", sync_to_async(forget_stale_leases))):
@@ -173,6 +184,14 @@ async def beat_once() -> None:
             raise
         except Exception as exc:  # noqa: BLE001
             note_failure(what, exc)
+
+
+async def beat_once() -> None:
+    """One period done in sequence: :func:`renew_once`, then :func:`duties_once` if the database
+    answered (tests; in a worker the lease thread renews on its own schedule and the heartbeat
+    loop runs the duties)."""
+    if await renew_once():
+        await duties_once()
 
 
 async def fresh_connections() -> None:
@@ -188,22 +207,26 @@ async def fresh_connections() -> None:
 
 
 async def ensure_heartbeat() -> None:
-    """Start this worker's heartbeat loop on the running event loop (idempotent): the lease is
-    written first (a failure is logged; the loop retries), then renewed every period."""
+    """Start this worker's heartbeat on the running event loop (idempotent): the lease is written
+    first (a failure is logged; it is retried), then the lease thread renews it every period and
+    this loop runs the duties (reaper, expiry sweep) every period."""
     loop = asyncio.get_running_loop()
     task = _beats.get(loop)
     if task is not None and not task.done():
+        keep_renewing(_beating)
         return
     try:
         await lease_call(renew)
     except Exception as exc:  # noqa: BLE001
         renewal_failed(exc)
     _beats[loop] = loop.create_task(_heartbeat_loop(), name="mrtrweb-heartbeat")
+    keep_renewing(_beating)
 
 
 async def stop_heartbeat() -> None:
     """Stop this loop's heartbeat (the drain does, before it releases the lease)."""
     task = _beats.pop(asyncio.get_running_loop(), None)
+    keep_renewing(_beating)
     if task is not None and not task.done():
         task.cancel()
         try:
@@ -213,6 +236,14 @@ async def stop_heartbeat() -> None:
 
 
 async def _heartbeat_loop() -> None:
+    """Every period: the duties, while the database answers the lease's renewals (which the lease
+    thread does on its own schedule, :func:`mrtrweb.leases.keep_renewing`)."""
     while True:
         await asyncio.sleep(period())
-        await beat_once()
+        if _state.streak:  # the database answered the last renewal
+            await duties_once()
+
+
+def _beating() -> bool:
+    """Whether a heartbeat loop of this process runs (the lease thread renews while one does)."""
+    return any(not task.done() and not task.get_loop().is_closed() for task in list(_beats.values()))

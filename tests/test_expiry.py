@@ -122,6 +122,19 @@ async def test_a_round_answered_in_time_is_never_expired(seeded, short_ttl):
     assert seeded["mcp"].calls[("connect_account", True)] == 1
 
 
+async def test_an_answer_that_holds_the_rounds_claim_is_never_expired(seeded, short_ttl):
+    """The race the claim settles: an answer the gate accepted just before the expiry holds the
+    round's single-use claim while its row still awaits input; a sweep right after leaves it."""
+    client, op = await _waiting(seeded)
+    gate = operations.get_gate()
+    claimed = await sync_to_async(gate.store.claim)(str(op.tenant_id), f"round:{op.id}:{op.rounds}", 60)
+    assert claimed  # as gate.respond does for the answer
+    await _until_due(op)
+    assert await expiry.sweep() == 0
+    assert (await Operation.objects.aget(pk=op.pk)).status == "awaiting_input"
+    assert "expired" not in await _events(op)
+
+
 async def test_the_operation_page_settles_its_own_operation(seeded, short_ttl):
     client, op = await _waiting(seeded)
     await _until_due(op)

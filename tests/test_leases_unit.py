@@ -9,6 +9,7 @@ PostgreSQL cut, SIGKILL) are in tests/test_worker_leases.py.
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import time
 
@@ -210,3 +211,23 @@ def test_release_deletes_only_this_workers_lease(db):
     assert workers.release()
     assert set(WorkerLease.objects.values_list("pk", flat=True)) == {"other:1:a"}
     assert not workers._state.written
+
+
+async def test_renewals_go_on_while_the_event_loop_is_busy(transactional_db, settings):
+    """The lease thread renews on its own schedule: a burst of work on the event loop (here: the
+    loop blocked for five periods) or a slow reaper never makes a live worker's lease go stale."""
+    settings.MRTRWEB = {"HEARTBEAT_S": 0.3}
+    await workers.ensure_heartbeat()
+    try:
+        before = workers._state.streak
+        time.sleep(1.5)  # the event loop does nothing else meanwhile
+        assert workers._state.streak >= before + 3, workers._state.__dict__
+        beat = await WorkerLease.objects.aget(pk=workers.WORKER_ID)
+        age = (await sync_to_async(_db_now)() - beat.beat_at).total_seconds()
+        assert age < 0.3 * workers.STALE_PERIODS
+    finally:
+        await workers.stop_heartbeat()
+    await workers.lease_call(lambda: None)  # after a renewal that was under way
+    stopped = workers._state.streak
+    await asyncio.sleep(0.9)
+    assert workers._state.streak == stopped  # no heartbeat loop: no renewals

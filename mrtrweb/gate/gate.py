@@ -585,6 +585,18 @@ class Gate:
             status=record["status"], rounds=record["rounds"], round=rnd, policy=self._policy(record),
         )
 
+    def retire_round(self, handle: OperationHandle, round_number: int) -> bool:
+        """Take round ``round_number``'s single-use claim (the one an answer takes before its
+        retry is built), so that no answer can be consumed for it any more. Returns False when
+        an answer (or another caller) already holds it: the round was answered, leave it.
+
+        Raises:
+            StoreUnavailable: the store failed.
+        """
+        record = self.store.load(handle.tenant, handle.operation_id)
+        ttl = (self._policy(record).ttl_s if record is not None else 3600.0) + _STORE_SLACK_S
+        return self.store.claim(handle.tenant, f"round:{handle.operation_id}:{round_number}", ttl)
+
     def close(self, handle: OperationHandle) -> None:
         """End an operation: its binding and any open round are gone (nothing can be sent for it)."""
         record = self.store.load(handle.tenant, handle.operation_id)
