@@ -429,6 +429,8 @@ PRODUCT_EXPRESSIONS = {
     "row.auth_mode", "row.auth_digest", "row.auth_digest_short", "row.auth_identity", "row.auth_identity_short",
     # issue 13: an auth error code (a product constant), message levels, a server's primary key
     "auth_failure.code", "m.tags", "c.server.pk", "auth_form.non_field_errors",
+    # issue 14: the 503 page's own sentence (mrtrweb.outage.ServiceUnavailable.message, a product constant)
+    "unavailable_message",
 }
 
 

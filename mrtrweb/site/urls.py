@@ -10,3 +10,6 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("mcp/", include("mrtrweb.urls")),
 ]
+
+# a service outage raised outside a view is a 503 page too, never a 500 (mrtrweb.middleware)
+handler500 = "mrtrweb.middleware.server_error"
