@@ -1,0 +1,347 @@
+"""The README's production section, followed from a fresh clone to two workers behind nginx.
+
+Only the README's marked blocks are run (tests/deploy_recipe.py), with substitutions for the host
+name, ports, paths, the repository URL, role/database names, passwords, the PostgreSQL and Redis
+addresses and the TLS certificate. A README edit that breaks the recipe breaks this test; so does
+an edit of a literal the test substitutes (each must occur in the section).
+
+Real parts: ``git clone`` of the committed HEAD, ``python3 -m venv`` and ``pip install .`` (no test
+extra; about 40 s here from the machine's package index), Debian's nginx (``-p``/``-c``: pid, logs
+and temporary files in a temporary directory, high ports), the unit's ``ExecStart`` per worker
+with only its ``EnvironmentFile`` (as systemd runs it), a private PostgreSQL role and database
+created by the README's SQL, a private ``redis-server``, the demo MCP server started by the
+README's command. About 1.5-2 minutes in all.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from .certs import self_signed
+from .deploy_recipe import (TlsSession, exec_start, nginx_conf, option_value, parse_env_file, parse_unit,
+                            production_section, read_form, run_shell, steps, substitute)
+from .faults import RedisServer
+from .topology import PG_ADMIN, free_port, status_in, wait_port
+
+pytestmark = [pytest.mark.services]
+
+ROOT = Path(__file__).resolve().parents[1]
+#: what the environment of a test run must not leak into the deployment's processes
+_LEAKS = ("DJANGO_", "MRTRWEB_", "REDIS_", "DATABASE_URL", "CSRF_TRUSTED_ORIGINS", "PYTHONPATH", "VIRTUAL_ENV",
+          "PYTHONHOME", "PYTEST_")
+
+
+def _clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(_LEAKS)}
+    env.update(extra)
+    return env
+
+
+def _head_readme() -> str:
+    return subprocess.run(["git", "show", "HEAD:README.md"], cwd=ROOT, capture_output=True, text=True,
+                          check=True).stdout
+
+
+class Deployment:
+    """What the recipe built: paths, ports, processes, the private database and Redis."""
+
+    def __init__(self) -> None:
+        self.base = Path(tempfile.mkdtemp(prefix="mrtrweb-deploy-"))
+        self.base.chmod(0o755)
+        self.srv, self.etc, self.var = self.base / "srv", self.base / "etc", self.base / "var"
+        self.nginx_dir = self.base / "nginx"
+        for d in (self.etc, self.var, self.nginx_dir):
+            d.mkdir()
+        self.tag = secrets.token_hex(4)
+        self.role = self.db = f"mrtr_deploy_{self.tag}"
+        self.db_password = secrets.token_urlsafe(16)
+        self.admin_password = secrets.token_urlsafe(16)
+        self.https_port, self.http_port, self.mcp_port = free_port(), free_port(), free_port()
+        self.redis = RedisServer()
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.logs: dict[str, Path] = {}
+        self.cert, self.key = self_signed(self.nginx_dir)
+        self.origin = f"https://localhost:{self.https_port}"
+        self.output: dict[str, str] = {}
+
+    # -- following the README ----------------------------------------------------------------
+    def substitutions(self, section: str, workers: dict[str, int]) -> list[tuple[str, str]]:
+        pg = urllib.parse.urlsplit(PG_ADMIN)
+        subs = [
+            ("https://github.com/YOUR-ORG/mrtrweb.git", str(ROOT)),
+            ("postgres://mrtr:db-password-change-me@127.0.0.1:5432/mrtr",
+             f"postgres://{self.role}:{self.db_password}@{pg.hostname}:{pg.port or 5432}/{self.db}"),
+            ("CREATE ROLE mrtr LOGIN PASSWORD 'db-password-change-me'",
+             f"CREATE ROLE {self.role} LOGIN PASSWORD '{self.db_password}'"),
+            ("CREATE DATABASE mrtr OWNER mrtr", f"CREATE DATABASE {self.db} OWNER {self.role}"),
+            ("admin-password-change-me", self.admin_password),
+            ("redis://127.0.0.1:6379", f"redis://127.0.0.1:{self.redis.port}"),
+            ("/srv/mrtrweb", str(self.srv)),
+            ("/etc/mrtrweb", str(self.etc)),
+            ("/var/lib/mrtrweb", str(self.var)),
+            ("/etc/ssl/mrtrweb/fullchain.pem", str(self.cert)),
+            ("/etc/ssl/mrtrweb/privkey.pem", str(self.key)),
+            ("https://mcp.example.com", self.origin),
+            ("mcp.example.com", "localhost"),
+            ("listen 443 ssl;", f"listen 127.0.0.1:{self.https_port} ssl;"),
+            ("listen 80;", f"listen 127.0.0.1:{self.http_port};"),
+            ("--port 8765", f"--port {self.mcp_port}"),
+        ]
+        subs += [(f"127.0.0.1:{name}", f"127.0.0.1:{port}") for name, port in workers.items()]
+        for literal, _ in subs:
+            assert literal in section, f"the test substitutes {literal!r}, which the README no longer has"
+        return subs
+
+    def start(self, name: str, args: list[str], *, cwd: Path, env: dict[str, str], port: int) -> None:
+        log = self.base / f"{name}.log"
+        self.logs[name] = log
+        proc = subprocess.Popen(args, cwd=cwd, env=env, stdout=log.open("a"), stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        self.procs[name] = proc
+        wait_port(port, timeout_s=60, proc=proc, log=log)
+
+    def stop(self, name: str, timeout_s: float = 90.0) -> int:
+        """SIGTERM (as ``systemctl stop`` sends) and wait; returns the exit code."""
+        proc = self.procs.pop(name)
+        proc.send_signal(signal.SIGTERM)
+        return proc.wait(timeout=timeout_s)
+
+    def close(self) -> None:
+        for name in list(self.procs):
+            proc = self.procs.pop(name)
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
+        self.redis.close()
+        with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{self.db}" WITH (FORCE)')
+            conn.execute(f'DROP ROLE IF EXISTS "{self.role}"')
+        shutil.rmtree(self.base, ignore_errors=True)
+
+    def query(self, sql: str, *args):
+        with psycopg.connect(self.env["DATABASE_URL"], autocommit=True) as conn:
+            return conn.execute(sql, args).fetchall()
+
+
+def _follow(d: Deployment) -> None:
+    readme = _head_readme()
+    section = production_section(readme)
+    recipe = steps(section)
+    kinds = [s.kind for s in recipe]
+    for kind in ("root", "shell", "sql", "daemon", "systemd", "nginx"):
+        assert kind in kinds, f"the production section has no {kind!r} step"
+    # The packages the root steps install must be here (the test does not run apt-get).
+    for step in (s for s in recipe if s.kind == "root"):
+        for m in re.finditer(r"apt-get install -y (.+)", step.text):
+            for package in m.group(1).split():
+                status = subprocess.run(["dpkg-query", "-W", "-f=${Status}", package], capture_output=True,
+                                        text=True).stdout
+                assert status.endswith("installed"), f"package {package} (README step 1) is not installed"
+    instances = [m for s in recipe if s.kind == "root" for m in re.findall(r"mrtrweb@(\d+)", s.text)]
+    assert len(instances) == 2, instances
+    d.workers = {name: free_port() for name in instances}
+    subs = d.substitutions(section, d.workers)
+    env = _clean_env()
+    for n, step in enumerate(recipe):
+        text = substitute(step.text, subs)
+        if step.kind == "shell":
+            cwd = d.srv if d.srv.exists() else d.base
+            d.output[f"shell{n}"] = run_shell(text, cwd=cwd, env=env, timeout_s=400)
+        elif step.kind == "sql":
+            out = subprocess.run(["psql", PG_ADMIN, "-v", "ON_ERROR_STOP=1", "-q", "-c", text], capture_output=True,
+                                 text=True, timeout=60)
+            assert out.returncode == 0, out.stderr
+        elif step.kind == "daemon":
+            d.start("mcp", ["bash", "-c", f"exec {text}"], cwd=d.srv, env=env, port=d.mcp_port)
+        elif step.kind == "systemd":
+            d.unit = parse_unit(text)
+        elif step.kind == "nginx":
+            site = d.nginx_dir / "site.conf"
+            site.write_text(text)
+            conf = d.nginx_dir / "nginx.conf"
+            conf.write_text(nginx_conf(d.nginx_dir, site, as_root=os.geteuid() == 0))
+            test = subprocess.run(["nginx", "-t", "-p", str(d.nginx_dir), "-c", str(conf), "-e",
+                                   str(d.nginx_dir / "error.log")], capture_output=True, text=True)
+            assert test.returncode == 0, test.stderr
+            d.nginx_args = ["nginx", "-p", str(d.nginx_dir), "-c", str(conf), "-e", str(d.nginx_dir / "error.log")]
+    assert subprocess.run(["git", "rev-parse", "HEAD"], cwd=d.srv, capture_output=True, text=True).stdout == \
+        subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
+    service = d.unit["Service"]
+    d.env_file = Path(service["EnvironmentFile"])
+    d.env = parse_env_file(d.env_file)
+    grace = float(d.env.get("MRTRWEB_DRAIN_GRACE_S", "60"))
+    args = exec_start(d.unit, "0")
+    graceful = float(args[args.index("--timeout-graceful-shutdown") + 1]) if "--timeout-graceful-shutdown" in args else 0
+    assert float(service["TimeoutStopSec"]) > grace + graceful, "TimeoutStopSec must exceed the drain"
+    for name in d.workers:
+        start_worker(d, name)
+    d.start("nginx", d.nginx_args, cwd=d.nginx_dir, env=_clean_env(), port=d.https_port)
+
+
+def start_worker(d: Deployment, name: str) -> None:
+    """The unit's instance ``name`` as systemd starts it: its ExecStart, in its WorkingDirectory,
+    with its EnvironmentFile and a minimal environment of its own."""
+    service = d.unit["Service"]
+    env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8",
+           "HOME": str(d.var), **d.env}
+    d.start(f"worker{name}", exec_start(d.unit, str(d.workers[name])), cwd=Path(service["WorkingDirectory"]),
+            env=env, port=d.workers[name])
+
+
+@pytest.fixture(scope="module")
+def deployment():
+    d = Deployment()
+    try:
+        started = time.monotonic()
+        _follow(d)
+        d.setup_s = time.monotonic() - started
+        yield d
+    finally:
+        d.close()
+
+
+def _through_proxy(d: Deployment) -> TlsSession:
+    """A session for the proxy once it answers (nginx may need a moment to find a worker again)."""
+    session = TlsSession(d.cert)
+    deadline = time.monotonic() + 30
+    while True:
+        status, _, _ = session.request(d.origin + "/accounts/login/")
+        if status == 200:
+            return session
+        assert time.monotonic() < deadline, f"the proxy answers {status}"
+        time.sleep(0.3)
+
+
+def _admin_steps(d: Deployment) -> tuple[str, str]:
+    """The README's admin steps as ``admin``: a user, a tenant with that user as its admin, the
+    demo MCP server. Returns the user's name and password."""
+    admin = _through_proxy(d)
+    admin.login(d.origin, "admin", d.admin_password)
+    name, password = "dana", secrets.token_urlsafe(12)
+    status, _, body = admin.submit(d.origin + "/admin/auth/user/add/",
+                                   {"username": name, "password1": password, "password2": password})
+    assert status == 302, re.findall(r'<ul class="errorlist.*?</ul>', body, re.S)[:3]
+    page = admin.request(d.origin + "/admin/mrtrweb/tenant/add/")[2]
+    form = read_form(page)
+    prefix = next(n for n, _ in form.fields if n.endswith("-TOTAL_FORMS"))[: -len("-TOTAL_FORMS")]
+    status, _, body = admin.submit(d.origin + "/admin/mrtrweb/tenant/add/", {
+        "name": "Initech", "slug": "initech",
+        f"{prefix}-0-user": option_value(form, f"{prefix}-0-user", name),
+        f"{prefix}-0-role": option_value(form, f"{prefix}-0-role", "Tenant admin")})
+    assert status == 302, re.findall(r'<ul class="errorlist.*?</ul>', body, re.S)[:3]
+    form = read_form(admin.request(d.origin + "/admin/mrtrweb/mcpserver/add/")[2])
+    status, _, body = admin.submit(d.origin + "/admin/mrtrweb/mcpserver/add/", {
+        "tenant": option_value(form, "tenant", "Initech"), "name": "Demo server",
+        "url": f"http://127.0.0.1:{d.mcp_port}/mcp"})
+    assert status == 302, re.findall(r'<ul class="errorlist.*?</ul>', body, re.S)[:3]
+    return name, password
+
+
+@pytest.fixture(scope="module")
+def person(deployment):
+    name, password = _admin_steps(deployment)
+    session = _through_proxy(deployment)
+    session.login(deployment.origin, name, password)
+    server_id = deployment.query("SELECT s.id FROM mrtrweb_mcpserver s JOIN mrtrweb_tenant t ON t.id = s.tenant_id "
+                                 "WHERE t.slug = 'initech'")[0][0]
+    return session, server_id
+
+
+def _round(d: Deployment, session: TlsSession, server_id: int) -> str:
+    """Start ``wait_then_ask`` through the proxy, answer its round (review, then Send), wait for
+    the result. Returns the operation id."""
+    op_id = session.start(d.origin, server_id, "wait_then_ask", {"seconds": "0"})
+    deadline = time.monotonic() + 30
+    while status_in(session.page(d.origin, op_id)) != "awaiting_input":
+        assert time.monotonic() < deadline, "the round never arrived"
+        time.sleep(0.2)
+    status, body = session.answer(d.origin, op_id, 1, **{"in-go_on-go": "on"})
+    assert status == 302, (status, body[:500])
+    while "Went on." not in (page := session.page(d.origin, op_id)):
+        assert time.monotonic() < deadline + 30, status_in(page)
+        time.sleep(0.2)
+    assert status_in(page) == "completed"
+    events = d.query("SELECT event FROM mrtrweb_auditevent WHERE operation_id = %s ORDER BY id", op_id)
+    assert [e for (e,) in events] == ["received", "shown", "submitted", "completed"]
+    return op_id
+
+
+def _served(d: Deployment, name: str, op_id: str) -> bool:
+    return f'"POST /mcp/operations/{op_id}/answer/ HTTP/1.1" 302' in d.logs[f"worker{name}"].read_text()
+
+
+def test_check_deploy_clean_and_static_files_from_nginx(deployment):
+    d = deployment
+    out = "\n".join(d.output.values())
+    assert "System check identified no issues" in out
+    assert "static files copied to" in out
+    session = _through_proxy(d)
+    for path, source in (("/static/mrtrweb/app.css", d.srv / "mrtrweb/static/mrtrweb/app.css"),
+                         ("/static/mrtrweb/operations.js", d.srv / "mrtrweb/static/mrtrweb/operations.js")):
+        req = urllib.request.Request(d.origin + path)
+        with session.opener.open(req, timeout=10) as resp:
+            assert resp.status == 200 and resp.read() == source.read_bytes()
+    with session.opener.open(d.origin + "/static/admin/css/base.css", timeout=10) as resp:
+        assert resp.status == 200 and resp.headers["Content-Type"].startswith("text/css")
+    # nginx answered those: the workers never saw them, and do not serve /static/ themselves
+    # (MRTRWEB_SERVE_STATIC=0).
+    for name, port in d.workers.items():
+        assert "/static/" not in d.logs[f"worker{name}"].read_text()
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/static/mrtrweb/app.css",
+                                     headers={"Host": "localhost", "X-Forwarded-Proto": "https"})
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(req, timeout=10)
+        assert err.value.code == 404, f"worker {name} answered {err.value.code} for /static/"
+    # Plain http on the proxy redirects to https.
+    status, location, _ = session.request(f"http://localhost:{d.http_port}/mcp/")
+    assert status == 301 and location.startswith("https://localhost"), (status, location)
+
+
+def test_pushed_round_through_the_proxy(deployment, person):
+    from websockets.sync.client import connect
+
+    d = deployment
+    session, server_id = person
+    cookie = "; ".join(f"{c.name}={c.value}" for c in session.jar)
+    with connect(f"wss://localhost:{d.https_port}/ws/mrtrweb/", ssl=session.ssl, open_timeout=10,
+                 additional_headers={"Cookie": cookie, "Origin": d.origin}) as ws:
+        op_id = session.start(d.origin, server_id, "wait_then_ask", {"seconds": "1"})
+        deadline = time.monotonic() + 30
+        while True:
+            msg = json.loads(ws.recv(timeout=max(0.1, deadline - time.monotonic())))
+            if msg.get("type") == "operation" and msg.get("id") == op_id and msg.get("status") == "awaiting_input":
+                assert "Go on?" in msg["html"]
+                break
+    status, body = session.answer(d.origin, op_id, 1, **{"in-go_on-go": "on"})
+    assert status == 302, (status, body[:300])
+
+
+def test_a_round_through_each_worker(deployment, person):
+    d = deployment
+    session, server_id = person
+    first, second = list(d.workers)
+    assert d.stop(f"worker{second}") == 0  # systemctl stop: SIGTERM, drained, exit 0
+    _through_proxy(d)
+    op_first = _round(d, session, server_id)
+    start_worker(d, second)
+    assert d.stop(f"worker{first}") == 0
+    _through_proxy(d)
+    op_second = _round(d, session, server_id)
+    assert _served(d, first, op_first) and not _served(d, second, op_first)
+    assert _served(d, second, op_second) and not _served(d, first, op_second)
+    start_worker(d, first)
