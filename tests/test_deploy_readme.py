@@ -163,7 +163,8 @@ def _follow(d: Deployment) -> None:
             cwd = d.srv if d.srv.exists() else d.base
             d.output[f"shell{n}"] = run_shell(text, cwd=cwd, env=env, timeout_s=400)
         elif step.kind == "sql":
-            out = subprocess.run(["psql", PG_ADMIN, "-v", "ON_ERROR_STOP=1", "-q", "-c", text], capture_output=True,
+            # as typed into psql (one statement at a time, not one transaction)
+            out = subprocess.run(["psql", PG_ADMIN, "-v", "ON_ERROR_STOP=1", "-q"], input=text, capture_output=True,
                                  text=True, timeout=60)
             assert out.returncode == 0, out.stderr
         elif step.kind == "daemon":
