@@ -165,6 +165,8 @@ class Operation(models.Model):
         EXPIRED = "expired", _("Expired")
 
     TERMINAL = (Status.COMPLETED, Status.FAILED, Status.INTERRUPTED, Status.DENIED, Status.EXPIRED)
+    #: the statuses of an operation that has not ended
+    LIVE = (Status.RUNNING, Status.AWAITING_INPUT)
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="operations")
@@ -177,7 +179,10 @@ class Operation(models.Model):
     request_id = models.CharField(max_length=64)
     latest_request_id = models.CharField(max_length=64)
     rounds = models.PositiveIntegerField(default=0)
-    worker = models.CharField(max_length=120, blank=True, help_text=_("the worker driving the call, while running"))
+    #: the worker (mrtrweb.workers.WORKER_ID) driving the call or holding a legacy server's call
+    #: open, only while it does: empty while an MRTR round waits for the person and once it ended
+    worker = models.CharField(max_length=120, blank=True,
+                              help_text=_("the worker driving the call or holding it open, while it does"))
     #: the operation that ran this one again ("Run again" / "Connect and run again"), claimed
     #: atomically before it starts: one run again per operation, however often it is submitted
     rerun_as = models.UUIDField(null=True, blank=True, editable=False)
@@ -197,7 +202,12 @@ class Operation(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
-        indexes = [models.Index(fields=["user", "status"]), models.Index(fields=["status", "round_expires_at"])]
+        indexes = [
+            models.Index(fields=["user", "status"]), models.Index(fields=["status", "round_expires_at"]),
+            # the reaper's query (mrtrweb.workers): operations that have not ended and name a worker
+            models.Index(fields=["worker"], name="mrtrweb_op_live_worker",
+                         condition=models.Q(status__in=("running", "awaiting_input")) & ~models.Q(worker="")),
+        ]
 
     def __str__(self) -> str:
         return f"{self.method} {display.shown(self.name)} ({self.status})"  # the name is server text

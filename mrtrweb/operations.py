@@ -40,6 +40,8 @@ STORE_UNAVAILABLE = "binding_store_unavailable"
 AUDIT_UNAVAILABLE = "audit_unavailable"
 INVALID_RESULT = "invalid_result"
 LIMIT_REACHED = "limit_reached"
+#: a new operation refused because this worker is draining (mrtrweb.drain): HTTP 503, nothing sent
+WORKER_DRAINING = "worker_draining"
 #: deny reason: the authorization identity differs from the one the original request went out with
 AUTHORIZATION_CHANGED = "authorization_changed"
 #: a call that stopped on authorization (issue 13): 401, 403 insufficient_scope, credentials refused
@@ -63,6 +65,10 @@ MESSAGES = {
     "mrtr_round_limit_exceeded": "The server asked for more rounds than allowed; the operation was stopped.",
     "worker_lost": "The worker handling this call stopped before the server answered. Nothing more will be "
                    "sent for it; you may run it again.",
+    # mrtrweb.drain: a graceful stop (a deploy, a restart) that could not wait for the call
+    "worker_stopped": "The worker handling this call was restarted (a deploy or a restart) before the server "
+                      "answered. Nothing more will be sent for it; you may run it again.",
+    WORKER_DRAINING: "This worker is restarting; nothing was sent; try again.",
 }
 
 
@@ -207,7 +213,7 @@ async def _finish(op: Operation, status: str, *, code: str = "", message: str = 
         # within MAX_STORED_RESULT_BYTES; off the event loop (a result may be megabytes of JSON)
         op.result = await sync_to_async(results.for_storage, thread_sensitive=False)(result, op_id=op.id)
     fields = {"status": status, "error_code": code, "error_message": op.error_message, "result": op.result,
-              "updated_at": timezone.now()}
+              "worker": "", "round_expires_at": None, "updated_at": timezone.now()}
     if not already_marked:
         updated = await Operation.objects.filter(pk=op.pk).exclude(status__in=Operation.TERMINAL).aupdate(**fields)
         if not updated:
@@ -231,15 +237,23 @@ async def start_operation(*, user: Any, server: McpServer, method: str, name: st
     """Register and start an operation; returns at once (the request goes out in the background).
 
     Raises:
-        OperationRefused: a per-user limit is reached, or the binding store is unavailable.
+        OperationRefused: this worker is draining (``worker_draining``, 503), a per-user limit is
+            reached, or the binding store is unavailable.
+        django.db.DatabaseError: the database is unreachable (nothing was sent).
     """
+    from . import drain, workers
+
+    if drain.is_draining():
+        logger.info("operation refused: worker %s is draining", workers.WORKER_ID)
+        raise OperationRefused(WORKER_DRAINING, message_for(WORKER_DRAINING))
     await _check_limits(user, server.tenant_id)
     request_id = new_request_id()
     auth = await _current_auth(server, user.pk, server.tenant_id)
+    await workers.ensure_lease()  # before the operation names this worker
     op = await Operation.objects.acreate(
         tenant_id=server.tenant_id, user=user, server=server, method=method, name=stored_name(name),
         params=results.params_for_storage(params),
-        request_id=request_id, latest_request_id=request_id, **auth,
+        request_id=request_id, latest_request_id=request_id, worker=workers.WORKER_ID, **auth,
     )
     op.server = server
     try:
@@ -261,7 +275,7 @@ async def start_operation(*, user: Any, server: McpServer, method: str, name: st
 #: refusals that a service of ours being down caused (the binding store, the audit trail): the
 #: only ones answered "503 Service Unavailable"; every other refusal of an answer means this
 #: round can no longer be answered (denied, ended, its worker gone): 409 Conflict
-UNAVAILABLE_CODES = frozenset({STORE_UNAVAILABLE, AUDIT_UNAVAILABLE})
+UNAVAILABLE_CODES = frozenset({STORE_UNAVAILABLE, AUDIT_UNAVAILABLE, WORKER_DRAINING})
 
 
 class OperationRefused(Exception):
@@ -593,14 +607,19 @@ async def _send_cancellable(op: Operation, conn: Any, params: dict[str, Any], re
 
 
 async def _drive(op_id: Any, request_id: str, params: dict[str, Any]) -> None:
-    """Send one request of the operation and follow it until it needs the person or ends."""
-    from .workers import WORKER_ID, ensure_heartbeat
+    """Send one request of the operation and follow it until it needs the person or ends. The
+    operation names this worker (``Operation.worker``) while it does: set by
+    :func:`start_operation` or :func:`_build_and_record`, after the lease was written."""
+    from .workers import WORKER_ID, ensure_heartbeat, ensure_lease
 
     try:
         await ensure_heartbeat()
         op = await _load(op_id)
-        op.worker = WORKER_ID
-        await op.asave(update_fields=["worker", "updated_at"])
+        if op.worker != WORKER_ID:  # an operation started before this worker ran the call
+            await ensure_lease()
+            await Operation.objects.filter(pk=op.pk).exclude(status__in=Operation.TERMINAL).aupdate(
+                worker=WORKER_ID, updated_at=timezone.now())
+            op.worker = WORKER_ID
         while True:
             if await _access_ended(op):
                 return
@@ -707,8 +726,13 @@ async def _handle_result(op: Operation, request_id: str, raw: Any) -> Retry | No
             await deny(op, AUTHORIZATION_CHANGED)
             return None
         return await _build_and_record(op, None)
+    from .expiry import expires_at
+
+    # handed to the person: no worker drives it now (any worker may take the answer), and it
+    # expires by itself (mrtrweb.expiry)
     moved = await Operation.objects.filter(pk=op.pk, status=Operation.Status.RUNNING).aupdate(
-        status=Operation.Status.AWAITING_INPUT, rounds=rnd.number, updated_at=timezone.now())
+        status=Operation.Status.AWAITING_INPUT, rounds=rnd.number, worker="",
+        round_expires_at=expires_at(rnd.expires_at), updated_at=timezone.now())
     if not moved:  # ended meanwhile (stopped, access ended): its round is never shown
         logger.info("operation %s ended while its round %s arrived; the round is not shown", op.id, rnd.number)
         return None
@@ -720,14 +744,25 @@ async def _handle_result(op: Operation, request_id: str, raw: Any) -> Retry | No
 async def _build_and_record(op: Operation, responses: dict[str, Any] | None, *, retry_id: str | None = None,
                             code: str = "") -> Retry:
     """Build the retry with the gate, write + read back its ``submitted`` event, then return it.
+    The operation is running again; an MRTR retry names this worker (it sends it), a legacy
+    answer leaves the worker holding the server's call named (``code`` :data:`LEGACY`).
 
     Raises:
         GateRejection: the gate refused the answer (nothing changed, nothing sent).
         OperationRefused: the store or the audit failed (nothing sent; the operation ends when
             its round was already consumed).
     """
+    from .workers import WORKER_ID, ensure_lease
+
     gate = get_gate()
     retry_id = retry_id or new_request_id()
+    driver = {} if code == LEGACY else {"worker": WORKER_ID}
+    if driver:
+        try:
+            await ensure_lease()  # before the operation names this worker
+        except Exception:  # noqa: BLE001 -- the database is down: nothing consumed, nothing sent
+            logger.warning("operation %s: answer refused, this worker's lease could not be written", op.id)
+            raise OperationRefused(STORE_UNAVAILABLE, message_for(STORE_UNAVAILABLE)) from None
     try:
         retry: Retry = await sync_to_async(gate.respond)(
             handle_of(op), retry_id=retry_id, responses=responses, user=str(op.user_id), tenant=str(op.tenant_id),
@@ -741,7 +776,8 @@ async def _build_and_record(op: Operation, responses: dict[str, Any] | None, *, 
         await deny(op, AUDIT_UNAVAILABLE)
         raise OperationRefused(AUDIT_UNAVAILABLE, DENY_MESSAGES[AUDIT_UNAVAILABLE]) from None
     moved = await Operation.objects.filter(pk=op.pk).exclude(status__in=Operation.TERMINAL).aupdate(
-        latest_request_id=str(retry.id), status=Operation.Status.RUNNING, rounds=op.rounds, updated_at=timezone.now())
+        latest_request_id=str(retry.id), status=Operation.Status.RUNNING, rounds=op.rounds, round_expires_at=None,
+        updated_at=timezone.now(), **driver)
     if not moved:  # ended meanwhile (stopped, access ended): the retry is not sent
         logger.info("operation %s ended while its answer was recorded; retry %s not sent", op.id, retry.id)
         raise OperationRefused(codes.INACTIVE_MRTR_ROUND, message_for(codes.INACTIVE_MRTR_ROUND))
@@ -1040,8 +1076,12 @@ async def _legacy_round(call: _Call, method: str, params: dict[str, Any]) -> Any
                                                              "method": method}, timeout=int(legacy_hold_s()) + 120)
     except Exception as exc:  # noqa: BLE001 -- only the panel's notice reads it
         logger.warning("legacy hold of operation %s not recorded: %s", op.id, exc.__class__.__name__)
+    from .expiry import expires_at
+
+    # the worker holding the call stays named (Operation.worker): if it dies, the reaper ends this
     moved = await Operation.objects.filter(pk=op.pk, status=Operation.Status.RUNNING).aupdate(
-        status=Operation.Status.AWAITING_INPUT, rounds=rnd.number, updated_at=timezone.now())
+        status=Operation.Status.AWAITING_INPUT, rounds=rnd.number, round_expires_at=expires_at(rnd.expires_at),
+        updated_at=timezone.now())
     op.rounds = rnd.number
     if not moved:  # stopped between the check above and now
         await _finish(op, Operation.Status.DENIED, code="denied", reason="cancelled", event="denied",

@@ -29,7 +29,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from . import audit, conf
+from . import conf, expiry
 from .models import AuditEvent, Operation
 
 UNSETTLEABLE = ("duplicate_submissions", "late_submissions", "multiple_outcomes")
@@ -99,20 +99,11 @@ def reconcile(*, settle: bool = True, now: datetime.datetime | None = None) -> d
 
 
 def _settle_expired(op_id: Any, round_number: int) -> None:
-    op = Operation.objects.select_related("server", "tenant").filter(pk=op_id).first()
-    if op is None:
-        return
-    Operation.objects.filter(pk=op.pk).exclude(status__in=Operation.TERMINAL).update(
-        status=Operation.Status.EXPIRED, error_code="expired",
-        error_message="The round expired without an answer; nothing was sent.", updated_at=timezone.now())
-    try:
-        from .operations import get_gate, handle_of
-
-        get_gate().close(handle_of(op))
-    except Exception:  # noqa: BLE001 -- the binding expires on its own
-        pass
-    # once: two reconciles settling the same round at the same moment write one outcome
-    audit.record(op, "expired", round_number=round_number, request_id=op.latest_request_id, once=("round_number",))
+    """Settle a round the audit trail shows past its lifetime (:func:`mrtrweb.expiry.expire`, for
+    any operation that has not ended), then push the person's pages."""
+    ended = expiry.expire(op_id, round_number, due_only=False)
+    if ended is not None:
+        expiry.push(ended)
 
 
 def summary(report: dict[str, Any]) -> str:

@@ -28,7 +28,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
-from . import access, audit, conf, display, names, operations, results, sampling, workers
+from . import access, audit, conf, display, expiry, names, operations, results, sampling, workers
 from .forms import JsonArgumentsForm, SchemaForm, _option_key, refuse_lone_surrogates, stand_in_keys
 from .gate import (
     ContentMismatch, GateRejection, SchemaRefused, StoreUnavailable, check_requested_schema, digest,
@@ -164,6 +164,7 @@ async def tool_call(request: HttpRequest, server_id: int, tool: str | None = Non
     user = await _user(request)
     server = await _server_for(user, server_id)
     error = ""
+    refused = 0  # the HTTP status of a refused start that a service of ours caused (503)
     asked, wanted = names.requested(request.GET, tool)
     if asked is None and wanted is None:
         raise Http404("No such tool")
@@ -186,7 +187,7 @@ async def tool_call(request: HttpRequest, server_id: int, tool: str | None = Non
                 op = await operations.start_operation(user=user, server=server, method="tools/call", name=tool,
                                                       params={"name": tool, "arguments": form.content()})
             except operations.OperationRefused as exc:
-                error = exc.message
+                error, refused = exc.message, exc.status
             else:
                 return redirect("mrtrweb:operation", op_id=op.id)
     elif request.method == "GET":
@@ -196,15 +197,20 @@ async def tool_call(request: HttpRequest, server_id: int, tool: str | None = Non
     return TemplateResponse(request, "mrtrweb/tool.html",
                             {"server": server, "tool": spec or {"name": tool}, "form": form, "error": error,
                              "heading": heading, "description": description},
-                            status=200 if not error else 503 if not spec else 200)
+                            status=200 if not error else 503 if not spec or refused == 503 else 200)
 
 
 async def _current(user: Any, op_id: Any) -> Operation:
-    """The user's operation, after settling it if its worker died during the call."""
+    """The user's operation, after settling it if the worker named on it is dead
+    (:mod:`mrtrweb.workers`) or its round is past its lifetime (:mod:`mrtrweb.expiry`)."""
     op = await _operation_for(user, op_id)
-    if op.status == Operation.Status.RUNNING and op.worker:
-        if await workers.reap_interrupted(op.pk):
-            op = await _operation_for(user, op_id)
+    settled = False
+    if op.status in Operation.LIVE and op.worker:
+        settled = bool(await workers.reap_interrupted(op.pk))
+    if not settled:
+        settled = await expiry.settle_if_due(op)
+    if settled:
+        op = await _operation_for(user, op_id)
     return op
 
 
@@ -318,6 +324,8 @@ async def _listed_call(request: HttpRequest, server_id: int, *, kind: str, title
             op = await operations.start_operation(user=user, server=server, method=method, name=name, params=params)
         except operations.OperationRefused as exc:
             ctx["error"] = exc.message
+            if exc.status == 503:  # a service of ours (or this worker, draining): nothing was sent
+                return TemplateResponse(request, "mrtrweb/call.html", ctx, status=503)
         else:
             return redirect("mrtrweb:operation", op_id=op.id)
     return TemplateResponse(request, "mrtrweb/call.html", ctx)

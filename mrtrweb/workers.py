@@ -1,138 +1,327 @@
-"""Workers that come and go.
+"""Workers that come and go: leases in the database, and the reaper that judges a worker dead.
 
-Each ASGI worker process has an id and, while it drives operations, a heartbeat in the shared
-cache (``<prefix>:worker:<id>``, refreshed every ``HEARTBEAT_S`` seconds, expiring after three
-missed beats). What happens when a worker dies:
+Each ASGI worker process has an id (:data:`WORKER_ID`, ``host:pid:random``) and a lease, a
+:class:`~mrtrweb.models.WorkerLease` row renewed every ``MRTRWEB["HEARTBEAT_S"]`` seconds with
+the **database's** clock (``Now()``: hosts drift, the database is the one clock every worker
+shares). The lease is written before the worker names itself in ``Operation.worker``, and
+``Operation.worker`` is set only while a worker drives a call (sends a request, waits for its
+result, sends a state-only retry) or holds a legacy (2025-11-25) server's call open for the
+person; it is cleared when an MRTR round is handed to the person and when the operation ends.
 
-* **during a tool call** (the operation is ``running`` on that worker): any other worker's reaper
-  -- run with every heartbeat, and when the operation is viewed -- sees the owner's heartbeat gone
-  and marks the operation ``interrupted`` (code ``worker_lost``): its binding is closed, so a late
-  result can never be accepted, and the person sees that and may run it again;
-* **while a legacy (2025-11-25) server holds its call open for the person** (the operation awaits
-  input, but the server's request is held by that worker): the same -- the reaper marks it
-  ``interrupted``; the server's call died with the worker, so no answer could reach it;
-* **while a round waits for the person**: nothing is lost. The binding lives in the shared cache,
-  the operation row in the database; the answer may come through any worker, which builds the
-  retry and sends it over its own MCP session (MRTR needs no server-side session).
+**A worker is judged dead only on evidence** (:func:`judged_dead`):
+
+* its lease is present and was not renewed for :data:`STALE_PERIODS` periods, or
+* its lease is absent although an operation names it (a lease is deleted only by its own worker
+  as it exits, after it settled its operations, or by a reaper once it has been stale for
+  :data:`FORGET_S` seconds).
+
+A lease that cannot be read counts as alive, and a worker's reaper acts only when its **own**
+last :data:`TRUSTED_RENEWALS` renewals succeeded in a row (:func:`trusted`): after a database
+outage every lease is stale, and the other workers get a period to renew theirs first. Nothing
+here reads the cache: a restart of Redis (empty) never makes a live worker look dead.
+
+What happens when a worker dies:
+
+* **during a call** (``running``, named worker dead): any worker's reaper -- every heartbeat,
+  and when the operation is viewed -- marks it ``interrupted`` (code ``worker_lost``), closes its
+  binding (a late result can never be accepted), writes the ``failed`` event, pushes the page;
+* **while a legacy server holds its call open for the person** (``awaiting_input``, named worker
+  dead, the round is a legacy round): the same -- the server's call died with the worker;
+* **while an MRTR round waits for the person**: nothing. No worker is named; the binding is in
+  the binding store, the answer may come through any worker. The reaper's query also requires a
+  legacy round before it touches an operation awaiting input.
+
+A worker that exits on SIGTERM drains first (:mod:`mrtrweb.drain`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import datetime
 import logging
 import os
 import socket
 import time
 import uuid
-from typing import Any
+from typing import Any, Callable
 
 from asgiref.sync import sync_to_async
-from django.core.cache import caches
-from django.utils import timezone
 
 from . import conf
 
 logger = logging.getLogger("mrtrweb.workers")
 
 WORKER_ID = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+#: the operation's worker stopped during the call (judged dead by another worker)
 WORKER_LOST = "worker_lost"
+#: a lease not renewed for this many periods is stale: its worker is dead
+STALE_PERIODS = 3
+#: a worker's reaper judges others only after this many of its own renewals succeeded in a row
+TRUSTED_RENEWALS = 3
+#: a lease stale this long (seconds) is deleted by any trusted reaper
+FORGET_S = 3600.0
+#: at most this many operations are settled by one reaper round
+REAP_BATCH = 200
 
+
+class _State:
+    """This process's view of its own lease."""
+
+    def __init__(self) -> None:
+        self.streak = 0  #: renewals of the loop that succeeded in a row
+        self.written = False  #: the lease row exists (written by this process at least once)
+        self.failing_since: float | None = None  #: monotonic time the renewals started failing
+        self.warned: dict[str, float] = {}  #: what failed -> monotonic time of its last warning
+
+
+_state = _State()
 _beats: dict[asyncio.AbstractEventLoop, asyncio.Task] = {}
+#: the lease is renewed in a thread of its own, with its own database connection: a slow query
+#: or a blocked sync thread elsewhere in the worker never delays the renewal
+_lease_thread = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="mrtrweb-lease")
 
 
-def _key(worker_id: str) -> str:
-    return f"{conf.get('BINDING_KEY_PREFIX')}:worker:{worker_id}"
+def period() -> float:
+    """``MRTRWEB["HEARTBEAT_S"]``: seconds between two renewals (and reaper/expiry rounds)."""
+    return float(conf.get("HEARTBEAT_S"))
 
 
-def _ttl() -> float:
-    return float(conf.get("HEARTBEAT_S")) * 3
+def stale_after() -> datetime.timedelta:
+    """How long a lease may go unrenewed before its worker counts as dead."""
+    return datetime.timedelta(seconds=period() * STALE_PERIODS)
 
 
-def beat() -> None:
-    """Write this worker's heartbeat (sync)."""
-    caches[conf.get("BINDING_CACHE")].set(_key(WORKER_ID), time.time(), timeout=max(1, int(_ttl() + 0.999)))
-
-
-def is_alive(worker_id: str) -> bool:
-    """Whether that worker's heartbeat is fresh. A worker that cannot be checked counts as alive
-    (never interrupt on a cache outage)."""
-    if not worker_id or worker_id == WORKER_ID:
-        return True
-    try:
-        return caches[conf.get("BINDING_CACHE")].get(_key(worker_id)) is not None
-    except Exception:  # noqa: BLE001
-        logger.warning("cannot read the heartbeat of worker %s; assuming it is alive", worker_id)
-        return True
-
-
-async def ensure_heartbeat() -> None:
-    """Start this worker's heartbeat loop on the running event loop (idempotent)."""
-    loop = asyncio.get_running_loop()
-    task = _beats.get(loop)
-    if task is not None and not task.done():
-        return
-    try:
-        await sync_to_async(beat)()
-    except Exception:  # noqa: BLE001
-        logger.warning("heartbeat write failed")
-    _beats[loop] = loop.create_task(_heartbeat_loop())
-
-
-async def _heartbeat_loop() -> None:
-    period = float(conf.get("HEARTBEAT_S"))
-    while True:
-        await asyncio.sleep(period)
-        try:
-            await sync_to_async(beat)()
-            await reap_interrupted()
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # noqa: BLE001 -- the loop must survive outages
-            logger.warning("heartbeat/reaper round failed: %s", exc.__class__.__name__)
-
-
-def _legacy_held(op_id: Any) -> bool:
-    """Whether a worker holds a legacy server's call open for this operation's round (sync)."""
-    from .operations import _hold_key
+def _in_lease_thread(fn: Callable[[], Any]) -> Any:
+    """Run ``fn`` (ORM code) and give the thread's connection back (to the pool) afterwards."""
+    from django.db import connections
 
     try:
-        return caches[conf.get("BINDING_CACHE")].get(_hold_key(op_id)) is not None
-    except Exception:  # noqa: BLE001 -- never interrupt on a cache outage
+        connections.close_all()  # a connection broken by an outage is not reused
+        return fn()
+    finally:
+        connections.close_all()
+
+
+async def lease_call(fn: Callable[[], Any]) -> Any:
+    return await asyncio.get_running_loop().run_in_executor(_lease_thread, _in_lease_thread, fn)
+
+
+def renew() -> None:
+    """Renew this worker's lease with the database's clock, creating it if it is absent (sync).
+    ``draining`` is written as :func:`mrtrweb.drain.is_draining` says.
+
+    Raises:
+        django.db.DatabaseError: the database is unreachable (the caller logs it).
+    """
+    from django.db.models.functions import Now
+
+    from .drain import is_draining
+    from .models import WorkerLease
+
+    draining = is_draining()
+    if not WorkerLease.objects.filter(pk=WORKER_ID).update(beat_at=Now(), draining=draining):
+        # absent: never written, or forgotten by another worker after a long partition. Only
+        # the lease thread writes this row, so no other insert of it can race this one.
+        WorkerLease.objects.create(worker_id=WORKER_ID, beat_at=Now(), started_at=Now(), draining=draining,
+                                   host=socket.gethostname()[:255], pid=os.getpid())
+    _state.written = True
+
+
+def release() -> bool:
+    """Delete this worker's lease (sync; when it exits after settling its operations). Returns
+    whether the row was deleted; a database error is logged and False."""
+    from .models import WorkerLease
+
+    try:
+        WorkerLease.objects.filter(pk=WORKER_ID).delete()
+    except Exception as exc:  # noqa: BLE001 -- then it goes stale, and other workers judge by that
+        logger.warning("lease of worker %s not deleted (%s); it goes stale", WORKER_ID, exc.__class__.__name__)
+        return False
+    _state.written = False
+    return True
+
+
+async def ensure_lease() -> None:
+    """Make sure this worker's lease exists before it names itself in an operation.
+
+    Raises:
+        django.db.DatabaseError: the lease could not be written (nothing may name this worker).
+    """
+    if not _state.written:
+        await lease_call(renew)
+
+
+def trusted() -> bool:
+    """Whether this worker may judge other workers: its own last :data:`TRUSTED_RENEWALS`
+    renewals succeeded in a row (so the database is reachable, and has been for long enough
+    that live workers renewed their leases after any outage)."""
+    return _state.streak >= TRUSTED_RENEWALS
+
+
+def _fresh_leases():
+    from django.db.models.functions import Now
+
+    from .models import WorkerLease
+
+    return WorkerLease.objects.filter(beat_at__gte=Now() - stale_after())
+
+
+def judged_dead(worker_id: str) -> bool:
+    """Whether there is evidence that ``worker_id`` is dead (sync): this worker is :func:`trusted`
+    and the lease is stale or absent. Never this worker itself, never an empty id; a lease that
+    cannot be read counts as alive."""
+    if not worker_id or worker_id == WORKER_ID or not trusted():
+        return False
+    try:
+        return not _fresh_leases().filter(pk=worker_id).exists()
+    except Exception as exc:  # noqa: BLE001 -- never interrupt on an outage
+        logger.warning("cannot read the lease of worker %s (%s); it counts as alive", worker_id,
+                       exc.__class__.__name__)
         return False
 
 
+def is_alive(worker_id: str) -> bool:
+    """``not judged_dead(worker_id)`` (sync)."""
+    return not judged_dead(worker_id)
+
+
+def _dead_candidates(operation_id: Any = None) -> list[Any]:
+    """Non-terminal operations naming a dead worker (sync, one query on a partial index): calls in
+    flight, and legacy rounds held open; never an MRTR round waiting for the person."""
+    from django.db.models import Exists, OuterRef, Q
+
+    from .models import AuditEvent, Operation
+    from .operations import LEGACY
+
+    legacy_round = AuditEvent.objects.filter(operation_id=OuterRef("pk"), round_number=OuterRef("rounds"),
+                                             event="received", code=LEGACY)
+    qs = (Operation.objects.filter(status__in=Operation.LIVE).exclude(worker="").exclude(worker=WORKER_ID)
+          .exclude(Exists(_fresh_leases().filter(pk=OuterRef("worker"))))
+          .filter(Q(status=Operation.Status.RUNNING) | Exists(legacy_round)))
+    if operation_id is not None:
+        qs = qs.filter(pk=operation_id)
+    return list(qs.select_related("server", "tenant")[:REAP_BATCH])
+
+
 async def reap_interrupted(operation_id: Any = None) -> int:
-    """Mark ``running`` operations whose worker's heartbeat is gone as ``interrupted``.
+    """Mark the operations whose named worker is dead ``interrupted`` (``worker_lost``): a
+    conditional update per operation (so exactly one reaper settles it), then its binding is
+    closed, the ``failed`` event written and the page pushed. Does nothing unless this worker is
+    :func:`trusted`.
 
     Args:
         operation_id: check only this operation (the operation page does that on view).
 
     Returns:
-        how many operations were marked.
+        how many operations this call marked.
     """
     from .models import Operation
     from .operations import finish_interrupted, message_for
 
-    grace = timezone.now() - timezone.timedelta(seconds=_ttl())
-    qs = Operation.objects.filter(status=Operation.Status.RUNNING, updated_at__lt=grace).exclude(worker="")
-    if operation_id is not None:
-        qs = qs.filter(pk=operation_id)
-    held = Operation.objects.filter(status=Operation.Status.AWAITING_INPUT, updated_at__lt=grace).exclude(worker="")
-    if operation_id is not None:
-        held = held.filter(pk=operation_id)
-    candidates = [op async for op in qs.select_related("server", "tenant")[:200]]
-    candidates += [op async for op in held.select_related("server", "tenant")[:200]
-                   if await sync_to_async(_legacy_held)(op.id)]
+    if not trusted():
+        return 0
     count = 0
-    for op in candidates:
-        alive = await sync_to_async(is_alive)(op.worker)
-        if alive:
-            continue
+    for op in await sync_to_async(_dead_candidates)(operation_id):
         claimed = await Operation.objects.filter(pk=op.pk, status=op.status, worker=op.worker).aupdate(
-            status=Operation.Status.INTERRUPTED, error_code=WORKER_LOST,
-            error_message=message_for(WORKER_LOST))
+            status=Operation.Status.INTERRUPTED, error_code=WORKER_LOST, error_message=message_for(WORKER_LOST),
+            worker="", round_expires_at=None)
         if claimed:
             count += 1
             logger.info("operation %s interrupted: worker %s stopped during the call", op.id, op.worker)
             await finish_interrupted(op)
     return count
+
+
+def forget_stale_leases() -> int:
+    """Delete leases stale for :data:`FORGET_S` seconds (sync; by a trusted reaper). Returns how
+    many went. An operation still naming such a worker is judged by the absence: dead."""
+    from django.db.models.functions import Now
+
+    from .models import WorkerLease
+
+    if not trusted():
+        return 0
+    return WorkerLease.objects.filter(beat_at__lt=Now() - datetime.timedelta(seconds=FORGET_S)).delete()[0]
+
+
+def _note_failure(what: str, exc: BaseException) -> None:
+    """One warning line per kind of failure, at most one a minute while it goes on."""
+    now = time.monotonic()
+    if now - _state.warned.get(what, -1e9) >= 60.0:
+        _state.warned[what] = now
+        logger.warning("worker %s: %s failed (%s); retried every %ss", WORKER_ID, what, exc.__class__.__name__,
+                       period())
+
+
+def _renewal_failed(exc: BaseException) -> None:
+    _state.streak = 0
+    if _state.failing_since is None:
+        _state.failing_since = time.monotonic()
+    _note_failure("lease renewal", exc)
+
+
+def _renewal_succeeded() -> None:
+    _state.streak += 1
+    if _state.failing_since is not None:
+        logger.warning("worker %s: lease renewed again after %.0fs of failures", WORKER_ID,
+                       time.monotonic() - _state.failing_since)
+        _state.failing_since = None
+        _state.warned.pop("lease renewal", None)
+
+
+async def beat_once() -> None:
+    """One round of the loop: renew the lease; if trusted, reap and forget stale leases; sweep
+    expired rounds (:mod:`mrtrweb.expiry`). Never raises (each failure is logged, rate-limited)."""
+    from . import expiry
+
+    try:
+        await lease_call(renew)
+    except Exception as exc:  # noqa: BLE001 -- the loop must survive outages
+        _renewal_failed(exc)
+        return
+    _renewal_succeeded()
+    for what, step in (("reaper", reap_interrupted), ("expiry sweep", expiry.sweep),
+                       ("lease clean-up", sync_to_async(forget_stale_leases))):
+        try:
+            await step()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            _note_failure(what, exc)
+
+
+async def ensure_heartbeat() -> None:
+    """Start this worker's heartbeat loop on the running event loop (idempotent): the lease is
+    written first (a failure is logged; the loop retries), then renewed every period."""
+    loop = asyncio.get_running_loop()
+    task = _beats.get(loop)
+    if task is not None and not task.done():
+        return
+    try:
+        await lease_call(renew)
+    except Exception as exc:  # noqa: BLE001
+        _renewal_failed(exc)
+    _beats[loop] = loop.create_task(_heartbeat_loop(), name="mrtrweb-heartbeat")
+
+
+async def stop_heartbeat() -> None:
+    """Stop this loop's heartbeat (the drain does, before it releases the lease)."""
+    task = _beats.pop(asyncio.get_running_loop(), None)
+    if task is not None and not task.done():
+        task.cancel()
+        try:
+            await task
+        except (asyncio.CancelledError, Exception):  # noqa: BLE001
+            pass
+
+
+async def _heartbeat_loop() -> None:
+    while True:
+        await asyncio.sleep(period())
+        await beat_once()
+
+
+def reset() -> None:
+    """Forget this process's lease state (tests)."""
+    _state.__init__()

@@ -459,8 +459,8 @@ async def test_answer_from_another_worker_reaches_the_held_call(legacy):
     await _finish_idle()
 
 
-async def test_answer_while_the_holding_worker_is_gone(legacy):
-    """The worker holding the server's call died (no heartbeat): an answer cannot reach the
+async def test_answer_while_the_holding_worker_is_gone(legacy, trusted_worker):
+    """The worker holding the server's call died (no lease): an answer cannot reach the
     server any more, so it is refused (nothing consumed, nothing sent) and the operation is
     interrupted; the reaper does the same without an answer."""
     alice, server, mcp = legacy["users"]["alice"], legacy["servers"]["acme"], legacy["mcp"]
@@ -479,7 +479,7 @@ async def test_answer_while_the_holding_worker_is_gone(legacy):
     await _finish_idle()
 
 
-async def test_the_reaper_interrupts_a_call_held_by_a_dead_worker(legacy):
+async def test_the_reaper_interrupts_a_call_held_by_a_dead_worker(legacy, trusted_worker):
     from django.utils import timezone
 
     from mrtrweb.workers import reap_interrupted
@@ -496,7 +496,7 @@ async def test_the_reaper_interrupts_a_call_held_by_a_dead_worker(legacy):
     await _finish_idle()
 
 
-async def test_the_reaper_leaves_mrtr_rounds_alone(seeded):
+async def test_the_reaper_leaves_mrtr_rounds_alone(seeded, trusted_worker):
     """An MRTR round waits in the binding store, not on a worker: its worker's death changes nothing."""
     from django.utils import timezone
 

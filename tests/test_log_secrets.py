@@ -54,7 +54,7 @@ def test_the_access_log_of_uvicorn_never_holds_an_authorization_code(tmp_path):
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "mrtrweb.site.settings",
            "MRTRWEB_SQLITE_PATH": str(tmp_path / "db.sqlite3")}
     proc = subprocess.Popen([sys.executable, "-m", "uvicorn", "mrtrweb.site.asgi:application", "--host", "127.0.0.1",
-                             "--port", str(port), "--lifespan", "off"], cwd=root, env=env,
+                             "--port", str(port), "--lifespan", "on"], cwd=root, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     code, state = "AUTHCODE-4f1e9b2c7d", "STATE-8a3b6c1d0e"
     try:

@@ -86,7 +86,7 @@ class Cluster:
         self.logs[name] = log
         proc = subprocess.Popen(
             [sys.executable, "-m", "uvicorn", "mrtrweb.site.asgi:application", "--host", "127.0.0.1", "--port",
-             str(port), "--ws", "websockets-sansio", "--lifespan", "off", "--log-level", "warning"],
+             str(port), "--ws", "websockets-sansio", "--lifespan", "on", "--log-level", "warning"],
             cwd=ROOT, env=self.env, stdout=log.open("w"), stderr=subprocess.STDOUT)
         self.workers[name] = (proc, port)
         wait_port(port, proc=proc, log=log)

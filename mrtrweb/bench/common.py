@@ -316,7 +316,7 @@ class Services:
         self.logs[name] = log
         proc = subprocess.Popen(
             [sys.executable, "-m", "uvicorn", "mrtrweb.bench.worker_app:application", "--host", "127.0.0.1", "--port",
-             str(port), "--ws", "websockets-sansio", "--lifespan", "off", "--log-level", "warning",
+             str(port), "--ws", "websockets-sansio", "--lifespan", "on", "--log-level", "warning",
              "--no-access-log"],
             cwd=ROOT, env=dict(os.environ, **self.env), stdout=log.open("w"), stderr=subprocess.STDOUT)
         self.procs.append(proc)

@@ -1,6 +1,8 @@
 """ASGI entry point: HTTP through Django, WebSockets through Channels behind the session auth
 middleware and the full origin check (scheme, host, port: the site's own origin or one of
-CSRF_TRUSTED_ORIGINS, see :mod:`mrtrweb.origin`)."""
+CSRF_TRUSTED_ORIGINS, see :mod:`mrtrweb.origin`), and the lifespan protocol to
+:data:`mrtrweb.drain.lifespan` (the worker's lease and heartbeat at start-up, a graceful drain on
+SIGTERM): run uvicorn with ``--lifespan on``."""
 
 import os
 
@@ -12,6 +14,7 @@ django_asgi_app = get_asgi_application()
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
+from mrtrweb.drain import lifespan  # noqa: E402
 from mrtrweb.origin import SameOriginValidator  # noqa: E402
 from mrtrweb.routing import websocket_urlpatterns  # noqa: E402
 
@@ -27,5 +30,6 @@ application = ProtocolTypeRouter(
     {
         "http": http_app,
         "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        "lifespan": lifespan,
     }
 )

@@ -10,10 +10,12 @@ django_asgi_app = get_asgi_application()  # first: it sets Django up
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
+from mrtrweb.drain import lifespan  # noqa: E402
 from mrtrweb.origin import SameOriginValidator  # noqa: E402
 from mrtrweb.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter({
     "http": django_asgi_app,
     "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+    "lifespan": lifespan,
 })
