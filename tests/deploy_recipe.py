@@ -132,15 +132,23 @@ def nginx_conf(prefix: Path, site: Path, *, as_root: bool) -> str:
             f"    access_log {prefix / 'access.log'};\n{temp}    include {site};\n}}\n")
 
 
+class _Form:
+    """One ``<form method="post">``: ``fields`` as a browser would submit them untouched,
+    ``options`` per select (value, label, selected)."""
+
+    def __init__(self, form_id: str) -> None:
+        self.id = form_id
+        self.fields: list[tuple[str, str]] = []
+        self.options: dict[str, list[tuple[str, str, bool]]] = {}
+
+
 class _FormReader(html.parser.HTMLParser):
-    """The fields of the first ``<form method="post">`` a browser would submit."""
+    """Every POST form of a page (a page may have several: the admin's sign-out is one)."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.in_form = False
-        self.done = False
-        self.fields: list[tuple[str, str]] = []
-        self.options: dict[str, list[tuple[str, str, bool]]] = {}
+        self.forms: list[_Form] = []
+        self._form: _Form | None = None
         self._select: str | None = None
         self._option: list | None = None
         self._textarea: str | None = None
@@ -148,21 +156,23 @@ class _FormReader(html.parser.HTMLParser):
 
     def handle_starttag(self, tag, attrs):
         a = {k: (v if v is not None else "") for k, v in attrs}
-        if tag == "form" and not self.done and a.get("method", "").lower() == "post":
-            self.in_form = True
-        if not self.in_form:
+        if tag == "form" and a.get("method", "").lower() == "post":
+            self._form = _Form(a.get("id", ""))
+            self.forms.append(self._form)
+        form = self._form
+        if form is None:
             return
         name = a.get("name", "")
         if tag == "input" and name and "__prefix__" not in name:
             kind = a.get("type", "text").lower()
             if kind in ("checkbox", "radio"):
                 if "checked" in a:
-                    self.fields.append((name, a.get("value", "on")))
+                    form.fields.append((name, a.get("value", "on")))
             elif kind not in ("submit", "button", "reset", "file", "image"):
-                self.fields.append((name, a.get("value", "")))
+                form.fields.append((name, a.get("value", "")))
         elif tag == "select" and name and "__prefix__" not in name:
             self._select = name
-            self.options[name] = []
+            form.options[name] = []
         elif tag == "option" and self._select is not None:
             self._option = [a.get("value"), "", "selected" in a]
         elif tag == "textarea" and name and "__prefix__" not in name:
@@ -175,33 +185,39 @@ class _FormReader(html.parser.HTMLParser):
             self._text.append(data)
 
     def handle_endtag(self, tag):
+        form = self._form
+        if form is None:
+            return
         if tag == "option" and self._option is not None and self._select is not None:
             value, label, selected = self._option
             label = label.strip()
-            self.options[self._select].append((label if value is None else value, label, selected))
+            form.options[self._select].append((label if value is None else value, label, selected))
             self._option = None
         elif tag == "select" and self._select is not None:
-            opts = self.options[self._select]
+            opts = form.options[self._select]
             chosen = [v for v, _, s in opts if s] or [v for v, _, _ in opts[:1]]
-            self.fields.extend((self._select, v) for v in chosen)
+            form.fields.extend((self._select, v) for v in chosen)
             self._select = None
         elif tag == "textarea" and self._textarea is not None:
-            self.fields.append((self._textarea, "".join(self._text).lstrip("\n")))
+            form.fields.append((self._textarea, "".join(self._text).lstrip("\n")))
             self._textarea = None
-        elif tag == "form" and self.in_form:
-            self.in_form, self.done = False, True
+        elif tag == "form":
+            self._form = None
 
 
-def read_form(page: str) -> _FormReader:
-    """The first POST form of ``page``: ``.fields`` as a browser would submit them untouched,
-    ``.options`` per select (value, label, selected)."""
+def read_form(page: str) -> _Form:
+    """The page's main POST form: the one with the most fields (the admin's add form, not its
+    sign-out button).
+
+    Raises:
+        AssertionError: the page has no POST form."""
     reader = _FormReader()
     reader.feed(page)
-    assert reader.done or reader.fields, "no POST form on the page"
-    return reader
+    assert reader.forms, "no POST form on the page"
+    return max(reader.forms, key=lambda f: len(f.fields) + len(f.options))
 
 
-def option_value(form: _FormReader, select: str, label: str) -> str:
+def option_value(form: _Form, select: str, label: str) -> str:
     """The value of the option labelled ``label`` in ``select``.
 
     Raises:
