@@ -170,7 +170,7 @@ class _FormReader(html.parser.HTMLParser):
                     form.fields.append((name, a.get("value", "on")))
             elif kind not in ("submit", "button", "reset", "file", "image"):
                 form.fields.append((name, a.get("value", "")))
-        elif tag == "select" and name and "__prefix__" not in name:
+        elif tag == "select" and name:  # a "__prefix__" one is the template "Add another" copies
             self._select = name
             form.options[name] = []
         elif tag == "option" and self._select is not None:
@@ -196,7 +196,8 @@ class _FormReader(html.parser.HTMLParser):
         elif tag == "select" and self._select is not None:
             opts = form.options[self._select]
             chosen = [v for v, _, s in opts if s] or [v for v, _, _ in opts[:1]]
-            form.fields.extend((self._select, v) for v in chosen)
+            if "__prefix__" not in self._select:
+                form.fields.extend((self._select, v) for v in chosen)
             self._select = None
         elif tag == "textarea" and self._textarea is not None:
             form.fields.append((self._textarea, "".join(self._text).lstrip("\n")))

@@ -240,10 +240,11 @@ def _admin_steps(d: Deployment) -> tuple[str, str]:
     page = admin.request(d.origin + "/admin/mrtrweb/tenant/add/")[2]
     form = read_form(page)
     prefix = next(n for n, _ in form.fields if n.endswith("-TOTAL_FORMS"))[: -len("-TOTAL_FORMS")]
+    # "Add another Membership" (the inline's template row, as the admin's script copies it)
     status, _, body = admin.submit(d.origin + "/admin/mrtrweb/tenant/add/", {
-        "name": "Initech", "slug": "initech",
-        f"{prefix}-0-user": option_value(form, f"{prefix}-0-user", name),
-        f"{prefix}-0-role": option_value(form, f"{prefix}-0-role", "Tenant admin")})
+        "name": "Initech", "slug": "initech", f"{prefix}-TOTAL_FORMS": "1",
+        f"{prefix}-0-user": option_value(form, f"{prefix}-__prefix__-user", name),
+        f"{prefix}-0-role": option_value(form, f"{prefix}-__prefix__-role", "Tenant admin")})
     assert status == 302, re.findall(r'<ul class="errorlist.*?</ul>', body, re.S)[:3]
     form = read_form(admin.request(d.origin + "/admin/mrtrweb/mcpserver/add/")[2])
     status, _, body = admin.submit(d.origin + "/admin/mrtrweb/mcpserver/add/", {
