@@ -115,11 +115,19 @@ class Deployment:
         self.procs[name] = proc
         wait_port(port, timeout_s=60, proc=proc, log=log)
 
-    def stop(self, name: str, timeout_s: float = 90.0) -> int:
-        """SIGTERM (as ``systemctl stop`` sends) and wait; returns the exit code."""
+    def stop(self, name: str, timeout_s: float = 90.0) -> None:
+        """SIGTERM (as ``systemctl stop`` sends), wait for a clean exit: the lifespan's shutdown
+        (the drain) completed, and uvicorn ended by re-raising the SIGTERM it caught, which
+        systemd counts as a clean stop.
+
+        Raises:
+            AssertionError: another exit, or no completed shutdown in its log."""
         proc = self.procs.pop(name)
         proc.send_signal(signal.SIGTERM)
-        return proc.wait(timeout=timeout_s)
+        code = proc.wait(timeout=timeout_s)
+        log = self.logs[name].read_text()
+        assert code in (0, -signal.SIGTERM), f"{name} exited with {code}:\n{log[-2000:]}"
+        assert "Application shutdown complete." in log.split("Shutting down")[-1], log[-2000:]
 
     def close(self) -> None:
         for name in list(self.procs):
@@ -337,11 +345,11 @@ def test_a_round_through_each_worker(deployment, person):
     d = deployment
     session, server_id = person
     first, second = list(d.workers)
-    assert d.stop(f"worker{second}") == 0  # systemctl stop: SIGTERM, drained, exit 0
+    d.stop(f"worker{second}")  # systemctl stop: SIGTERM, drained
     _through_proxy(d)
     op_first = _round(d, session, server_id)
     start_worker(d, second)
-    assert d.stop(f"worker{first}") == 0
+    d.stop(f"worker{first}")
     _through_proxy(d)
     op_second = _round(d, session, server_id)
     assert _served(d, first, op_first) and not _served(d, second, op_first)
