@@ -184,10 +184,11 @@ def _follow(d: Deployment) -> None:
             site.write_text(text)
             conf = d.nginx_dir / "nginx.conf"
             conf.write_text(nginx_conf(d.nginx_dir, site, as_root=os.geteuid() == 0))
-            test = subprocess.run(["nginx", "-t", "-p", str(d.nginx_dir), "-c", str(conf), "-e",
+            nginx = shutil.which("nginx") or "/usr/sbin/nginx"  # Debian's (./dev test installs nginx-light)
+            test = subprocess.run([nginx, "-t", "-p", str(d.nginx_dir), "-c", str(conf), "-e",
                                    str(d.nginx_dir / "error.log")], capture_output=True, text=True)
             assert test.returncode == 0, test.stderr
-            d.nginx_args = ["nginx", "-p", str(d.nginx_dir), "-c", str(conf), "-e", str(d.nginx_dir / "error.log")]
+            d.nginx_args = [nginx, "-p", str(d.nginx_dir), "-c", str(conf), "-e", str(d.nginx_dir / "error.log")]
     assert subprocess.run(["git", "rev-parse", "HEAD"], cwd=d.srv, capture_output=True, text=True).stdout == \
         subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
     service = d.unit["Service"]
