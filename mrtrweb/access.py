@@ -189,19 +189,13 @@ async def _settle(op: Operation, cause: str, *, audit: bool) -> None:
 
 
 async def close_sockets(user_ids: set[Any], cause: str) -> None:
-    """Close every open WebSocket of ``user_ids`` (code :data:`CLOSE_CODE`)."""
-    from channels.layers import get_channel_layer
-
+    """Close every open WebSocket of ``user_ids`` (code :data:`CLOSE_CODE`). Never raises: a
+    channel layer outage is logged (:mod:`mrtrweb.push`); each push re-checks access anyway."""
+    from . import push
     from .operations import user_group
 
-    layer = get_channel_layer()
-    if layer is None:
-        return
     for uid in user_ids:
-        try:
-            await layer.group_send(user_group(uid), {"type": "access.revoked", "cause": cause})
-        except Exception as exc:  # noqa: BLE001 -- each push re-checks access anyway
-            logger.warning("could not close the sockets of user %s: %s", uid, exc.__class__.__name__)
+        await push.group_send(user_group(uid), {"type": "access.revoked", "cause": cause}, what="access revoked")
 
 
 # -- ending access from the ORM's signals --------------------------------------------------------

@@ -13,6 +13,13 @@ A connection lives only as long as the sign-in session that opened it (:mod:`mrt
 it also joins its session's group, is closed with code 4401 on ``session.ended`` (sign-out), and
 re-validates its session on ``session.check`` (the password changed), before every push and at
 least every ``sessions.RECHECK_S`` seconds, closing with 4401 once the session no longer holds.
+
+A service outage never raises out of the ASGI application: when the channel layer (Redis
+restarted, stopped or unreachable) or the database fails under a connection -- its channel
+receive, a group join, a handler re-reading an operation -- the connection is closed with code
+:data:`OUTAGE_CLOSE_CODE` (1011; the page shows "Live updates paused", reconnects with back-off
+and re-reads its panel when the socket is back), its tasks are cancelled, and one WARNING line
+is logged per connection, without a traceback (:meth:`OperationsConsumer.__call__`).
 """
 
 from __future__ import annotations
@@ -24,11 +31,18 @@ import weakref
 from asgiref.sync import sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from . import access, conf, sessions
+from . import access, conf, outage, sessions
 from .operations import user_group
 from .panels import render_panel
 
 logger = logging.getLogger("mrtrweb.consumers")
+
+#: close code of a connection ended by a service outage (RFC 6455 1011, "internal error": the
+#: page reconnects; 4401/4403 are the codes it does not reconnect on)
+OUTAGE_CLOSE_CODE = 1011
+#: seconds one group join/leave may take (a channel layer that accepts connections but does not
+#: answer would otherwise hold it for the layer's socket timeout)
+GROUP_CALL_TIMEOUT_S = 5.0
 
 #: at most this many push-group joins/leaves (``group_add``/``group_discard``) of one worker in
 #: flight at once. Thousands of sockets closing together (a deploy, a network blip, a page-wide
@@ -48,7 +62,68 @@ def group_slots() -> asyncio.Semaphore:
     return slots
 
 
+async def _group_call(call, group: str, channel: str) -> None:
+    """``await call(group, channel)`` (a layer's ``group_add``/``group_discard``) in one of this
+    loop's :func:`group_slots`, given up after :data:`GROUP_CALL_TIMEOUT_S` (TimeoutError)."""
+    async with group_slots():
+        await asyncio.wait_for(call(group, channel), GROUP_CALL_TIMEOUT_S)
+
+
 class OperationsConsumer(AsyncJsonWebsocketConsumer):
+    async def __call__(self, scope, receive, send) -> None:
+        """Channels' dispatch loop, with a service outage ending the connection cleanly.
+
+        An outage (:func:`mrtrweb.outage.kind`: a Redis error of the channel layer, a database
+        error, a connection refused or timed out) raised out of the loop -- by its channel
+        receive (``await_many_dispatch``) or any handler -- closes the socket with
+        :data:`OUTAGE_CLOSE_CODE` (a handshake not yet accepted is refused), cancels this
+        connection's tasks, leaves its groups when the layer lets it, and logs one WARNING line.
+        Anything else is a bug and still raises."""
+        try:
+            await super().__call__(scope, receive, send)
+        except Exception as exc:
+            what = outage.kind(exc, redis="channel layer")
+            if what is None:
+                raise
+            await self._closed_by_outage(what, exc)
+
+    async def _closed_by_outage(self, what: str, exc: BaseException) -> None:
+        self.session_closed = True  # no re-check, no push from here on
+        self._cancel_tasks()
+        if getattr(self, "disconnected", False):  # the browser had gone already: nothing to close
+            logger.info("websocket: user %s's connection ended; the %s failed meanwhile (%s)",
+                        getattr(self, "user_id", None), what, type(exc).__name__)
+            return
+        logger.warning("websocket: user %s's connection closed (code %s): the %s is unavailable (%s); "
+                       "the page reconnects", getattr(self, "user_id", None), OUTAGE_CLOSE_CODE, what,
+                       type(exc).__name__)
+        try:
+            await self.base_send({"type": "websocket.close", "code": OUTAGE_CLOSE_CODE})
+        except Exception as close_exc:  # noqa: BLE001 -- the connection is gone either way
+            logger.debug("websocket: close after an outage failed (%s)", type(close_exc).__name__)
+        await self._leave_groups(quiet=True)
+
+    def _cancel_tasks(self) -> None:
+        recheck = getattr(self, "recheck", None)
+        for task in [recheck, *getattr(self, "checks", ())]:
+            if task is not None and task is not asyncio.current_task():
+                task.cancel()
+
+    async def _leave_groups(self, *, quiet: bool = False) -> None:
+        """Leave this connection's push and session groups; a failure is logged (at DEBUG when
+        ``quiet``: the outage was logged already), never raised -- a layer's group entry expires
+        by itself."""
+        groups = [(self.group, "its push group")] if getattr(self, "group", None) else []
+        if groups and getattr(self, "session_key", ""):
+            groups.append((sessions.session_group(self.session_key), "its session's group"))
+        self.group = None
+        for group, what in groups:
+            try:
+                await _group_call(self.channel_layer.group_discard, group, self.channel_name)
+            except Exception as exc:  # noqa: BLE001 -- the layer's group entry expires by itself
+                (logger.debug if quiet else logger.warning)(
+                    "websocket: user %s could not leave %s (%s)", self.user_id, what, type(exc).__name__)
+
     async def connect(self) -> None:
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
@@ -61,20 +136,19 @@ class OperationsConsumer(AsyncJsonWebsocketConsumer):
             return
         group = user_group(user.pk)
         try:
-            async with group_slots():
-                await self.channel_layer.group_add(group, self.channel_name)
-        except Exception as exc:  # noqa: BLE001 -- the page falls back to reloading; never a crash
+            await _group_call(self.channel_layer.group_add, group, self.channel_name)
+        except Exception as exc:  # noqa: BLE001 -- the page reconnects later; never a crash
             logger.warning("websocket: user %s could not join its push group (%s); connection closed",
                            self.user_id, type(exc).__name__)
-            await self.close(code=1011)
+            await self.close(code=OUTAGE_CLOSE_CODE)
             return
         self.group = group
         # the session's key stays in this object only: its group is named by a digest of it
         self.session_key = getattr(self.scope.get("session"), "session_key", None) or ""
         if self.session_key:
             try:
-                async with group_slots():
-                    await self.channel_layer.group_add(sessions.session_group(self.session_key), self.channel_name)
+                await _group_call(self.channel_layer.group_add, sessions.session_group(self.session_key),
+                                  self.channel_name)
             except Exception as exc:  # noqa: BLE001 -- every push re-validates the session anyway
                 logger.warning("websocket: user %s could not join its session's group (%s)", self.user_id,
                                type(exc).__name__)
@@ -82,20 +156,9 @@ class OperationsConsumer(AsyncJsonWebsocketConsumer):
         self.recheck = asyncio.create_task(self._recheck_periodically())
 
     async def disconnect(self, code: int) -> None:
-        recheck = getattr(self, "recheck", None)
-        for task in [recheck, *getattr(self, "checks", ())]:
-            if task is not None and task is not asyncio.current_task():
-                task.cancel()
-        groups = [(self.group, "its push group")] if getattr(self, "group", None) else []
-        if groups and getattr(self, "session_key", ""):
-            groups.append((sessions.session_group(self.session_key), "its session's group"))
-        for group, what in groups:
-            try:
-                async with group_slots():
-                    await self.channel_layer.group_discard(group, self.channel_name)
-            except Exception as exc:  # noqa: BLE001 -- the layer's group entry expires by itself
-                logger.warning("websocket: user %s could not leave %s (%s)", self.user_id, what,
-                               type(exc).__name__)
+        self.disconnected = True
+        self._cancel_tasks()
+        await self._leave_groups()
 
     async def dispatch(self, message) -> None:
         """Nothing is pushed once this connection's session ended; progress of an operation is

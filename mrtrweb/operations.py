@@ -21,12 +21,11 @@ import weakref
 from typing import Any, Final
 
 from asgiref.sync import sync_to_async
-from channels.layers import get_channel_layer
 from django.db import close_old_connections
 from django.utils import timezone
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
-from . import audit, conf, display, results
+from . import audit, conf, display, outage, push, results
 from .bindings import configured_store
 from .gate import Gate, GateRejection, OperationHandle, Retry, Round, StoreUnavailable, codes
 from .mcp import ConnectionPool, McpCallError
@@ -184,14 +183,10 @@ async def wait_idle(timeout: float = 10.0) -> None:
 
 
 async def notify(op: Operation) -> None:
-    """Tell the user's browsers that the operation changed (they re-render it server-side)."""
-    layer = get_channel_layer()
-    if layer is None:
-        return
-    try:
-        await layer.group_send(user_group(op.user_id), {"type": "operation.update", "operation_id": str(op.id)})
-    except Exception as exc:  # noqa: BLE001 -- a lost push is recovered by a page reload
-        logger.warning("push for operation %s failed: %s", op.id, exc.__class__.__name__)
+    """Tell the user's browsers that the operation changed (they re-render it server-side).
+    Never raises: a push the channel layer cannot take is logged (:mod:`mrtrweb.push`)."""
+    await push.group_send(user_group(op.user_id), {"type": "operation.update", "operation_id": str(op.id)},
+                          what="operation update")
 
 
 async def _load(op_id: Any) -> Operation:
@@ -444,6 +439,11 @@ STOPPED_BY_AT_ROUND: Final = {
 }
 
 
+#: the 503 page of a Stop the worker driving the call cannot be told about (the cache is down)
+STOP_UNDELIVERED: Final = ("The stop could not be passed on to the worker running this call: a service it needs is "
+                           "unreachable right now. The call goes on; please try Stop again in a moment.")
+
+
 async def stop_operation(op: Operation, *, by: str = "person") -> bool:
     """Stop an operation: the person's Stop, or ``by="headless_timeout"`` (see :data:`STOPPED_BY`).
     A round waiting for an answer: its binding is closed, nothing is sent, the outcome is
@@ -452,7 +452,9 @@ async def stop_operation(op: Operation, *, by: str = "person") -> bool:
     had already ended.
 
     Raises:
-        ValueError: ``by`` is not a key of :data:`STOPPED_BY`."""
+        ValueError: ``by`` is not a key of :data:`STOPPED_BY`.
+        mrtrweb.outage.ServiceUnavailable: a call in flight, and its stop request cannot be
+            written (the cache is down): nothing changed (:data:`STOP_UNDELIVERED`, a 503)."""
     if by not in STOPPED_BY:
         raise ValueError(f"by must be one of {sorted(STOPPED_BY)}")
     op = await _load(op.pk)
@@ -468,7 +470,12 @@ async def stop_operation(op: Operation, *, by: str = "person") -> bool:
             logger.warning("could not write the stop request of operation %s", op.id)
         return True
     if op.status == Operation.Status.RUNNING:
-        await sync_to_async(request_stop)(op.id, by)
+        try:
+            await sync_to_async(request_stop)(op.id, by)
+        except Exception as exc:
+            if outage.kind(exc) is None:
+                raise
+            raise outage.ServiceUnavailable("cache", STOP_UNDELIVERED) from exc
         return True
     return False
 
@@ -569,16 +576,10 @@ async def _send_cancellable(op: Operation, conn: Any, params: dict[str, Any], re
         if now - last_push < 0.2 and (total is None or progress < total):
             return  # throttled
         last_push = now
-        layer = get_channel_layer()
-        if layer is not None:
-            try:
-                await layer.group_send(user_group(op.user_id), {
-                    "type": "operation.progress", "operation_id": str(op.id), "progress": progress,
-                    "total": total,
-                    # server text: pushed as data (the page sets it as textContent), bidi/controls visible
-                    "message": display.shown(message[:200]) if isinstance(message, str) else ""})
-            except Exception:  # noqa: BLE001
-                pass
+        await push.group_send(user_group(op.user_id), {
+            "type": "operation.progress", "operation_id": str(op.id), "progress": progress, "total": total,
+            # server text: pushed as data (the page sets it as textContent), bidi/controls visible
+            "message": display.shown(message[:200]) if isinstance(message, str) else ""}, what="progress")
 
     extra: dict[str, Any] = {}
     if call is not None:

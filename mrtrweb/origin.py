@@ -20,6 +20,12 @@ exactly the site's own origin as this very request sees it, or one of ``CSRF_TRU
 A refused connection is closed before it is accepted (the handshake fails with HTTP 403) and the
 reason is logged (``mrtrweb.origin``, the origin's first 200 characters, escaped by ``%r``).
 
+Being the outermost layer of the WebSocket stack, it also keeps a service outage met before the
+consumer runs -- the session or the user looked up by ``AuthMiddlewareStack`` while the database
+(or a cache holding sessions) is down -- from raising out of the ASGI application: the handshake
+is refused (close code 1011, HTTP 403), one WARNING line is logged, no traceback; the page
+reconnects later. (The consumer handles the outages it meets itself: :mod:`mrtrweb.consumers`.)
+
 Usage (``asgi.py``; also for an embedding portal)::
 
     "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
@@ -37,6 +43,8 @@ from typing import Any
 from channels.security.websocket import WebsocketDenier
 from django.conf import settings
 from django.http.request import is_same_domain, split_domain_port, validate_host
+
+from . import outage
 
 logger = logging.getLogger("mrtrweb.origin")
 
@@ -185,4 +193,15 @@ class SameOriginValidator:
             if why:
                 logger.warning("websocket %s refused: %s", scope.get("path", ""), why)
                 return await WebsocketDenier()(scope, receive, send)
-        return await self.application(scope, receive, send)
+        try:
+            return await self.application(scope, receive, send)
+        except Exception as exc:
+            what = outage.kind(exc, redis="session cache")
+            if what is None or scope.get("type") != "websocket":
+                raise
+            logger.warning("websocket %s refused: the %s is unavailable (%s); the page reconnects",
+                           scope.get("path", ""), what, exc.__class__.__name__)
+            try:
+                await send({"type": "websocket.close", "code": 1011})
+            except Exception as close_exc:  # noqa: BLE001 -- the connection is gone either way
+                logger.debug("websocket: close after an outage failed (%s)", close_exc.__class__.__name__)

@@ -81,17 +81,10 @@ def session_denial(session_key: str | None, user_id: Any) -> str:
 
 async def tell(group: str, message: dict[str, Any]) -> None:
     """Send ``message`` to ``group`` on the channel layer (a failure is logged, never raised:
-    each push re-validates the session anyway)."""
-    from channels.layers import get_channel_layer
+    each push re-validates the session anyway; :mod:`mrtrweb.push`)."""
+    from . import push
 
-    layer = get_channel_layer()
-    if layer is None:
-        return
-    try:
-        await layer.group_send(group, message)
-    except Exception as exc:  # noqa: BLE001
-        logger.warning("could not tell %s's sockets that their session ended: %s", group.rsplit(".", 1)[0],
-                       type(exc).__name__)
+    await push.group_send(group, message, what="session")
 
 
 def _signed_out(sender: Any, request: Any = None, user: Any = None, **kwargs: Any) -> None:

@@ -155,3 +155,94 @@ async def test_a_failed_group_join_closes_the_socket(seeded, monkeypatch, caplog
     assert not connected and code == 1011
     assert "could not join its push group (ConnectionError)" in caplog.text
     await ws.disconnect()  # let the consumer finish (and its database connection close)
+
+
+class _DroppedLayer(_CountingLayer):
+    """The real layer, until :meth:`drop`: then its receive fails as channels-redis' does when
+    Redis restarts under a blocking read."""
+
+    def __init__(self, real) -> None:
+        super().__init__(real)
+        self.dropped = asyncio.Event()
+
+    def drop(self) -> None:
+        self.dropped.set()
+
+    async def receive(self, channel):
+        import redis
+
+        receiving = asyncio.ensure_future(self.real.receive(channel))
+        dropped = asyncio.ensure_future(self.dropped.wait())
+        await asyncio.wait({receiving, dropped}, return_when=asyncio.FIRST_COMPLETED)
+        if receiving.done():
+            dropped.cancel()
+            return receiving.result()
+        receiving.cancel()
+        raise redis.exceptions.ConnectionError("Connection closed by server.")
+
+
+async def test_a_channel_layer_outage_closes_the_socket_cleanly(seeded, monkeypatch, caplog):
+    """Redis restarting under the socket's channel receive: closed with 1011 (the page reconnects),
+    one WARNING line, no exception out of the application, its re-check task cancelled."""
+    from channels import layers
+
+    layer = _DroppedLayer(layers.get_channel_layer())
+    monkeypatch.setattr("channels.consumer.get_channel_layer", lambda alias="default": layer)
+    client = await _login(seeded["users"]["alice"])
+    ws = _ws(client)
+    assert (await ws.connect())[0]
+    tasks_before = {t for t in asyncio.all_tasks() if "_recheck_periodically" in repr(t.get_coro())}
+    assert tasks_before
+    with caplog.at_level("INFO", logger="mrtrweb.consumers"):
+        layer.drop()
+        closed = await ws.receive_output(timeout=5)  # would re-raise the ConnectionError before
+    assert closed == {"type": "websocket.close", "code": 1011}
+    await ws.wait(timeout=5)  # the application returned (no exception)
+    lines = [r for r in caplog.records if r.name == "mrtrweb.consumers"]
+    assert [(r.levelname, r.getMessage()) for r in lines] == [
+        ("WARNING", f"websocket: user {seeded['users']['alice'].pk}'s connection closed (code 1011): the channel "
+                    "layer is unavailable (ConnectionError); the page reconnects")]
+    assert not any(r.exc_info for r in caplog.records)
+    await asyncio.sleep(0)
+    assert all(t.done() for t in tasks_before)
+
+
+async def test_a_database_outage_under_a_push_closes_the_socket_cleanly(seeded, monkeypatch, caplog):
+    from django.db import OperationalError
+
+    from mrtrweb import access
+    from mrtrweb.operations import user_group
+
+    async def unreachable(*args, **kwargs):
+        raise OperationalError("connection refused")
+
+    client = await _login(seeded["users"]["alice"])
+    ws = _ws(client)
+    assert (await ws.connect())[0]
+    monkeypatch.setattr(access, "visible_operation", unreachable)
+    monkeypatch.setattr("mrtrweb.sessions.session_denial", lambda *a: "")
+    from channels.layers import get_channel_layer
+
+    with caplog.at_level("WARNING", logger="mrtrweb.consumers"):
+        await get_channel_layer().group_send(user_group(seeded["users"]["alice"].pk),
+                                             {"type": "operation.update", "operation_id": "x"})
+        assert await ws.receive_output(timeout=5) == {"type": "websocket.close", "code": 1011}
+    await ws.wait(timeout=5)
+    assert "the database is unavailable (OperationalError)" in caplog.text
+
+
+async def test_an_outage_before_the_consumer_refuses_the_handshake_cleanly(seeded, monkeypatch, caplog):
+    """The session's user cannot be read (the database is down) in AuthMiddlewareStack, before the
+    consumer: the handshake is refused (1011), one line, nothing raised out of the application."""
+    from django.db import OperationalError
+
+    def unreachable(scope):
+        raise OperationalError("connection refused")
+
+    monkeypatch.setattr("channels.auth.get_user", lambda scope: unreachable(scope))
+    client = await _login(seeded["users"]["alice"])
+    ws = _ws(client)
+    with caplog.at_level("WARNING", logger="mrtrweb.origin"):
+        connected, code = await ws.connect()
+    assert not connected and code == 1011
+    assert "websocket /ws/mrtrweb/ refused: the database is unavailable (OperationalError)" in caplog.text

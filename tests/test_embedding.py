@@ -32,6 +32,10 @@ body = r.content.decode()
 assert r.status_code == 200, r.status_code
 assert "ACME PORTAL" in body and "Portal MCP" in body and 'href="/portal/mcp/servers/' in body, body
 assert conf.get("TTL_S") == 300 and conf.policy().ttl_s == 300
+for probe, state in (("/portal/mcp/healthz", "live"), ("/portal/mcp/readyz", "ready")):  # mrtrweb.health's patterns
+    r = Client().get(probe)
+    assert r.status_code == 200 and r.json() == {"status": state} and r["Cache-Control"] == "no-store", r.content
+assert Client().get("/readyz").status_code == 404  # no middleware in this project: nothing at the root
 from tests.embed_project.asgi import application  # the README's asgi.py: the full-origin WebSocket check
 from mrtrweb.origin import SameOriginValidator
 assert isinstance(application.application_mapping["websocket"], SameOriginValidator)

@@ -323,8 +323,16 @@ async def test_an_unreachable_attempt_counter_refuses_the_sign_in(transactional_
     CountingSlowHasher.checks = 0
     client = AsyncClient()
     resp = await _signin(client, "alice", RIGHT)
-    assert resp.status_code == 200 and CountingSlowHasher.checks == 0  # refused, no password checked
+    # refused with a clear 503 (not the "wrong password" form), no password checked
+    assert resp.status_code == 503 and CountingSlowHasher.checks == 0
+    assert "Signing in is not possible right now" in resp.content.decode() and resp["Retry-After"] == "5"
     assert "attempt counter is unavailable" in caplog.text and RIGHT not in caplog.text
+    assert "Traceback" not in caplog.text
+    # and nothing was counted against the person: no failure recorded, not signed in
+    from axes.models import AccessAttempt
+
+    assert await AccessAttempt.objects.acount() == 0
+    assert not await _signed_in(client)
 
 
 async def test_with_axes_switched_off_nothing_is_throttled(users, settings):

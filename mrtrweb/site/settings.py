@@ -34,6 +34,9 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # first: /healthz and /readyz answered before host validation and the TLS redirect (load
+    # balancers probe by IP over plain http; mrtrweb.health)
+    "mrtrweb.health.HealthMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",

@@ -11,8 +11,9 @@ most ``AXES_FAILURE_LIMIT`` passwords are ever checked per pair and cool-off, ho
 
 The slot is given back when the attempt ends (``user_login_failed`` / ``user_logged_in``, after
 axes has recorded it); the pair's counter expires :data:`SLOT_TTL_S` after its latest attempt
-whatever happens. A cache that cannot
-be reached refuses the sign-in (fails closed), logged.
+whatever happens. A cache that cannot be reached refuses the sign-in (fails closed: no password is
+checked, nothing is counted against the person): the sign-in page answers 503 "signing in is not
+possible right now" (:class:`mrtrweb.outage.ServiceUnavailable`), logged in one line.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from django.contrib.auth.signals import user_logged_in, user_login_failed
 from django.core.cache import caches
 from django.core.exceptions import PermissionDenied
 
+from ..outage import ServiceUnavailable
+
 logger = logging.getLogger("mrtrweb.signin")
 
 #: cache alias holding the slots (shared by every worker: Redis in production)
@@ -31,6 +34,10 @@ CACHE_ALIAS = "default"
 #: a slot's lifetime if its attempt never reports back (seconds): longer than a password check
 SLOT_TTL_S = 30
 _ATTR = "_mrtrweb_signin_slot"
+#: the 503 page of a sign-in refused because its attempts cannot be counted
+SIGN_IN_UNAVAILABLE = ("Signing in is not possible right now: the service that counts sign-in attempts is "
+                       "unreachable. Your password was not checked and nothing was counted against you; please try "
+                       "again in a moment.")
 
 
 def _slot_key(username: str | None, ip_address: str | None) -> str:
@@ -40,7 +47,9 @@ def _slot_key(username: str | None, ip_address: str | None) -> str:
 
 class SignInsInFlight:
     """Authentication backend that checks no password: it refuses an attempt beyond the limit
-    (:class:`~django.core.exceptions.PermissionDenied`) or lets the next backend decide
+    (:class:`~django.core.exceptions.PermissionDenied`), refuses any attempt while the cache is
+    unreachable (:class:`~mrtrweb.outage.ServiceUnavailable`: a 503 through
+    :class:`~mrtrweb.middleware.FailClosedMiddleware`) or lets the next backend decide
     (returns ``None``). Needs the request (``authenticate(request, ...)``); without one, or with
     ``AXES_ENABLED = False``, it stands aside (django-axes refuses request-less calls itself).
     Requires django-axes installed and configured."""
@@ -65,7 +74,8 @@ class SignInsInFlight:
             cache.touch(key, SLOT_TTL_S)
         except Exception as exc:  # noqa: BLE001 -- any cache failure: refuse, never guess unthrottled
             logger.error("sign-in refused: the attempt counter is unavailable (%s)", exc.__class__.__name__)
-            raise PermissionDenied("sign-in attempts cannot be counted") from exc
+            # not PermissionDenied: that would count as a wrong password (and lock the person out)
+            raise ServiceUnavailable("cache", SIGN_IN_UNAVAILABLE) from exc
         setattr(request, _ATTR, key)
         failures = AxesProxyHandler.get_failures(request, credentials)
         if failures + in_flight > get_failure_limit(request, credentials):

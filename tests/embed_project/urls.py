@@ -1,3 +1,6 @@
 from django.urls import include, path
 
-urlpatterns = [path("portal/mcp/", include("mrtrweb.urls"))]
+urlpatterns = [
+    path("portal/mcp/", include("mrtrweb.urls")),
+    path("portal/mcp/", include("mrtrweb.health")),  # the README's health URL patterns: /portal/mcp/readyz
+]

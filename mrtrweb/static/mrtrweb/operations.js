@@ -6,8 +6,29 @@
   if (!root) return;
   var opId = root.getAttribute("data-operation");
   var live = document.getElementById("live");
-  var retry = 500;
+  // Shown while the socket is closed (a deploy, a Redis restart, a network blip): the texts come
+  // from the template (translated), the countdown is set once per attempt (no per-second chatter
+  // for screen readers).
+  var notice = document.getElementById("live-notice");
+  var noticeText = notice && notice.querySelector(".live-notice-text");
+  var retryNow = notice && notice.querySelector(".live-notice-retry");
+  var retry = 500;       // the next back-off step (ms): doubled per failed attempt, capped at 10 s
+  var timer = null;      // the pending reconnect
+  var leaving = false;   // the page is being left: no reconnect, no notice
   var pushes = 0; // operation messages applied so far (a refresh started before one is stale)
+
+  function say(attr, seconds) {
+    if (!notice || !noticeText) return;
+    noticeText.textContent = String(notice.getAttribute(attr) || "").replace("{s}", String(seconds));
+    notice.hidden = false;
+  }
+
+  function resumed() {
+    if (!notice || notice.hidden) return;
+    notice.hidden = true;
+    noticeText.textContent = "";
+    if (live) live.textContent = String(notice.getAttribute("data-resumed") || "");
+  }
 
   function focusCard() {
     var review = root.querySelector("form.review .review-title");
@@ -71,9 +92,15 @@
   }
 
   function connect() {
+    timer = null;
     var scheme = location.protocol === "https:" ? "wss://" : "ws://";
     var ws = new WebSocket(scheme + location.host + root.getAttribute("data-ws"));
-    ws.onopen = function () { retry = 500; root.setAttribute("data-ws-state", "open"); refresh(); };
+    ws.onopen = function () {
+      retry = 500;
+      root.setAttribute("data-ws-state", "open");
+      resumed();
+      refresh();  // what was pushed while the socket was closed
+    };
     ws.onmessage = function (ev) {
       var msg;
       try { msg = JSON.parse(ev.data); } catch (e) { return; }
@@ -95,10 +122,28 @@
         return;
       }
       root.setAttribute("data-ws-state", "closed");
-      setTimeout(connect, retry);
+      if (leaving) return;
+      // back off with jitter (half the step, plus up to the other half at random), so that the
+      // pages of a whole worker do not all come back at the same instant
+      var delay = Math.round(retry / 2 + Math.random() * retry / 2);
       retry = Math.min(retry * 2, 10000);
+      say("data-paused", Math.max(1, Math.ceil(delay / 1000)));
+      timer = setTimeout(connect, delay);
     };
   }
+
+  if (retryNow) {
+    retryNow.addEventListener("click", function () {
+      if (timer === null) return;  // a connection is being opened already
+      clearTimeout(timer);
+      say("data-connecting", 0);
+      connect();
+    });
+  }
+  window.addEventListener("pagehide", function () { leaving = true; });
+  window.addEventListener("pageshow", function (ev) {
+    if (ev.persisted) { leaving = false; connect(); }  // back from the back/forward cache
+  });
 
   if (root.querySelector("form.card")) focusCard();
   connect();

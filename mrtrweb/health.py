@@ -1,0 +1,282 @@
+"""Liveness and readiness of a worker, for load balancers and orchestrators.
+
+Two endpoints, no authentication, ``GET``/``HEAD`` only (405 otherwise), ``Cache-Control:
+no-store``, a JSON body that names no service, version or error:
+
+* **live** (``/healthz``) -- 200 ``{"status": "live"}``: the process serves requests. It touches no
+  service: a database or Redis outage never makes an orchestrator kill healthy workers.
+* **ready** (``/readyz``) -- 200 ``{"status": "ready"}`` when this worker can do its work: the
+  database answers (``SELECT 1``), the binding store answers (a read of a record that does not
+  exist), the cache alias ``MRTRWEB["BINDING_CACHE"]`` answers (a ``get``), the channel layer
+  answers (a ``PING`` of each channels-redis host; another layer: a ``group_send`` to a group
+  nobody is in; the in-memory layer is always up), and the worker is not draining
+  (:func:`mrtrweb.drain.is_draining`). Otherwise 503 ``{"status": "unavailable"}`` or
+  ``{"status": "draining"}`` (``Retry-After: 5``). The checks run concurrently, each within
+  :data:`CHECK_TIMEOUT_S` seconds (all of them together too); a check whose previous run is still
+  blocked (a database that does not answer) counts as failing rather than piling up threads. The
+  reason (which checks fail, with the exceptions' classes) is logged in one WARNING line when the
+  set of failing checks changes and at most every :data:`LOG_EVERY_S` seconds while it stays; the
+  return to ready in one INFO line.
+
+The standalone site (:mod:`mrtrweb.site.settings`) has :class:`HealthMiddleware` FIRST in its
+``MIDDLEWARE``: it answers ``/healthz`` and ``/readyz`` (with or without a trailing slash)
+before host validation (``ALLOWED_HOSTS``) and the TLS redirect, since load balancers probe by IP
+address over plain http. Nothing else is answered there; every other request goes on unchanged.
+
+A portal that embeds mrtrweb picks one:
+
+* the middleware, first in its ``MIDDLEWARE`` (the same root paths, the same exemptions)::
+
+      MIDDLEWARE = ["mrtrweb.health.HealthMiddleware", ...]
+
+* or the URL patterns under a prefix of its own (then ``ALLOWED_HOSTS``, the TLS redirect and
+  the portal's other middleware apply to the probes as to any request)::
+
+      path("mcp/", include("mrtrweb.health")),   # /mcp/healthz, /mcp/readyz
+
+The views are async (concurrent checks); under WSGI Django runs them in a loop of their own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import logging
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from asgiref.sync import async_to_sync, iscoroutinefunction, markcoroutinefunction
+from django.http import HttpRequest, HttpResponse
+from django.urls import path
+
+logger = logging.getLogger("mrtrweb.health")
+
+#: seconds each readiness check may take, and all of them together (they run concurrently)
+CHECK_TIMEOUT_S = 1.5
+#: seconds between two log lines while readiness fails for the same reason
+LOG_EVERY_S = 60.0
+#: the paths :class:`HealthMiddleware` answers
+LIVE_PATHS = ("/healthz", "/healthz/")
+READY_PATHS = ("/readyz", "/readyz/")
+
+_HEADERS = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
+#: the blocking checks (database, cache, store) run here, never in the request's sync thread
+_executor = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="mrtrweb-health")
+_running: dict[str, concurrent.futures.Future] = {}
+_running_lock = threading.Lock()
+
+
+class CheckStillRunning(Exception):
+    """The previous run of this check has not returned yet (its service does not answer)."""
+
+
+# -- the checks -----------------------------------------------------------------------------------
+
+def _database() -> None:
+    """``SELECT 1`` on the default database, in a health thread (its connection closed after)."""
+    from django.db import connections
+
+    try:
+        with connections["default"].cursor() as cursor:
+            cursor.execute("SELECT 1")
+            cursor.fetchone()
+    finally:
+        connections.close_all()  # this thread's only (with a pool: handed back)
+
+
+def _cache() -> None:
+    """A ``get`` on ``MRTRWEB["BINDING_CACHE"]`` (a key nobody writes)."""
+    from django.core.cache import caches
+
+    from . import conf
+
+    caches[conf.get("BINDING_CACHE")].get(f"{conf.get('BINDING_KEY_PREFIX')}:health")
+
+
+def _binding_store() -> None:
+    """A read of a record that does not exist, through the configured binding store."""
+    from django.db import connections
+
+    from .bindings import configured_store
+
+    try:
+        configured_store().load("mrtrweb-health", "health")
+    finally:
+        connections.close_all()
+
+
+async def _in_thread(name: str, fn: Callable[[], None]) -> None:
+    """Run ``fn`` in a health thread; :class:`CheckStillRunning` when its previous run is blocked."""
+    with _running_lock:
+        previous = _running.get(name)
+        if previous is not None and not previous.done():
+            raise CheckStillRunning(name)
+        future = _running[name] = _executor.submit(fn)
+    await asyncio.wrap_future(future)
+
+
+async def _channel_layer() -> None:
+    """A round trip to the channel layer: ``PING`` each channels-redis host, else a ``group_send``
+    to a group nobody is in; nothing for the in-memory layer (always up) or no layer."""
+    from channels.layers import InMemoryChannelLayer, get_channel_layer
+
+    layer = get_channel_layer()
+    if layer is None or isinstance(layer, InMemoryChannelLayer):
+        return
+    if hasattr(layer, "connection") and isinstance(getattr(layer, "ring_size", None), int):
+        await asyncio.gather(*(layer.connection(i).ping() for i in range(layer.ring_size)))
+        return
+    await layer.group_send("mrtrweb.health", {"type": "health.ping"})
+
+
+def _store_backend() -> str:
+    """Which check the binding store depends on: "database" or "cache"."""
+    from . import conf
+
+    return "cache" if conf.get("BINDING_STORE") == "cache" else "database"
+
+
+async def _checks() -> dict[str, str]:
+    """Run every check concurrently within :data:`CHECK_TIMEOUT_S`; ``{check: exception class}``
+    of those that failed (empty: ready). The binding store is read once the service it lives on
+    (database or cache) answered, so an outage is reported (and logged) once."""
+    failed: dict[str, str] = {}
+    deadline = time.monotonic() + CHECK_TIMEOUT_S
+
+    async def run(name: str, check: Callable[[], Awaitable[None]]) -> bool:
+        try:
+            await asyncio.wait_for(check(), max(0.05, deadline - time.monotonic()))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 -- every failure is a "not ready", by class name
+            failed[name] = "TimeoutError" if isinstance(exc, asyncio.TimeoutError) else exc.__class__.__name__
+            return False
+        return True
+
+    backend = _store_backend()
+
+    async def service_then_store(name: str, fn: Callable[[], None]) -> None:
+        if await run(name, lambda: _in_thread(name, fn)) and backend == name:
+            await run("binding store", lambda: _in_thread("binding store", _binding_store))
+
+    await asyncio.gather(service_then_store("database", _database), service_then_store("cache", _cache),
+                         run("channel layer", _channel_layer))
+    return failed
+
+
+# -- reporting ----------------------------------------------------------------------------------
+
+_report_lock = threading.Lock()
+_last_report: dict[str, Any] = {"key": "", "line": "", "at": float("-inf")}
+
+
+def _report(key: str, line: str = "") -> None:
+    """Log why readiness fails: ``key`` names what fails ("database", "cache+channel layer",
+    "draining"; ``""``: ready), ``line`` says it with the exceptions' classes. Logged when ``key``
+    changes (a check failing with another exception class is the same outage), else at most
+    every :data:`LOG_EVERY_S` seconds."""
+    now = time.monotonic()
+    line = line or key
+    with _report_lock:
+        previous, at = _last_report["key"], _last_report["at"]
+        if key == previous and (not key or now - at < LOG_EVERY_S):
+            return
+        was = _last_report["line"]
+        _last_report.update(key=key, line=line, at=now)
+    if key:
+        logger.warning("not ready: %s", line)
+    elif previous:
+        logger.info("ready again (was: %s)", was)
+
+
+def reset() -> None:
+    """Forget what was reported and which checks run (tests)."""
+    with _report_lock:
+        _last_report.update(key="", line="", at=float("-inf"))
+    with _running_lock:
+        _running.clear()
+
+
+def _response(request: HttpRequest, status: int, state: str) -> HttpResponse:
+    body = b"" if request.method == "HEAD" else json.dumps({"status": state}).encode()
+    headers = dict(_HEADERS)
+    if status == 503:
+        headers["Retry-After"] = "5"
+    response = HttpResponse(body, status=status, content_type="application/json", headers=headers)
+    response._has_been_logged = True  # a probe every second: never one "Service Unavailable" line each
+    return response
+
+
+def _not_allowed(request: HttpRequest) -> HttpResponse | None:
+    if request.method in ("GET", "HEAD"):
+        return None
+    response = HttpResponse(b"", status=405, headers=dict(_HEADERS, Allow="GET, HEAD"))
+    response._has_been_logged = True
+    return response
+
+
+# -- views and middleware -----------------------------------------------------------------------
+
+async def live(request: HttpRequest) -> HttpResponse:
+    """200 ``{"status": "live"}``; touches no service."""
+    return _not_allowed(request) or _response(request, 200, "live")
+
+
+async def ready(request: HttpRequest) -> HttpResponse:
+    """200 ``{"status": "ready"}``, or 503 ``{"status": "draining"}`` / ``{"status": "unavailable"}``
+    (see the module docstring); at most about :data:`CHECK_TIMEOUT_S` seconds."""
+    refused = _not_allowed(request)
+    if refused is not None:
+        return refused
+    from .drain import is_draining
+
+    if is_draining():
+        _report("draining")
+        return _response(request, 503, "draining")
+    failed = await _checks()
+    if is_draining():  # began while the checks ran
+        _report("draining")
+        return _response(request, 503, "draining")
+    _report("+".join(sorted(failed)), ", ".join(f"{name} failed ({cls})" for name, cls in sorted(failed.items())))
+    return _response(request, 503, "unavailable") if failed else _response(request, 200, "ready")
+
+
+urlpatterns = [
+    path("healthz", live, name="mrtrweb-healthz"),
+    path("readyz", ready, name="mrtrweb-readyz"),
+]
+
+
+class HealthMiddleware:
+    """Answers :data:`LIVE_PATHS` and :data:`READY_PATHS` itself, before any other middleware
+    (put it first); passes every other request on. Sync and async capable."""
+
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
+        self.get_response = get_response
+        self.async_mode = iscoroutinefunction(get_response)
+        if self.async_mode:
+            markcoroutinefunction(self)
+
+    @staticmethod
+    def _view(request: HttpRequest):
+        if request.path_info in LIVE_PATHS:
+            return live
+        if request.path_info in READY_PATHS:
+            return ready
+        return None
+
+    def __call__(self, request: HttpRequest):
+        if self.async_mode:
+            return self.__acall__(request)
+        view = self._view(request)
+        return self.get_response(request) if view is None else async_to_sync(view)(request)
+
+    async def __acall__(self, request: HttpRequest):
+        view = self._view(request)
+        return await self.get_response(request) if view is None else await view(request)

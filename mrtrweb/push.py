@@ -1,0 +1,60 @@
+"""Pushes to browsers over the channel layer that never raise.
+
+Every ``group_send`` of mrtrweb (operation updates, progress, a session ended, access revoked)
+goes through :func:`group_send`: a push is a hint -- each page re-reads what it shows when its
+socket reopens, and every push is re-validated by the receiving socket -- so a channel layer that
+is down (Redis restarted or unreachable) or stuck costs the push, never the request or background
+task that sent it. The failure is logged as one WARNING line per kind of push and
+:data:`LOG_EVERY_S` seconds (:class:`mrtrweb.outage.LogLimiter`), no traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from .outage import LogLimiter
+
+logger = logging.getLogger("mrtrweb.push")
+
+#: seconds one push may take before it is given up (a channel layer that accepts connections
+#: but does not answer would otherwise hold the sender for its socket timeout, 30 s)
+PUSH_TIMEOUT_S = 3.0
+#: seconds between two log lines about failing pushes of one kind
+LOG_EVERY_S = 30.0
+
+_log = LogLimiter(logger, LOG_EVERY_S)
+
+
+async def group_send(group: str, message: dict[str, Any], *, what: str) -> bool:
+    """Send ``message`` to the channel layer group ``group``; never raises (but cancellation).
+
+    Args:
+        group: a group name (``mrtrweb.user.<id>``, a session's group...).
+        message: the event (``{"type": "operation.update", ...}``).
+        what: the kind of push, for the log line ("operation update", "progress"...): a fixed
+            phrase, never data.
+
+    Returns:
+        True when the layer took it; False when there is no channel layer or it failed (logged).
+    """
+    from channels.layers import get_channel_layer
+
+    try:
+        layer = get_channel_layer()
+    except Exception as exc:  # noqa: BLE001 -- a misconfigured layer: logged, like an outage
+        _log.warning(what, "%s push failed: no channel layer (%s); pages catch up when they reconnect", what,
+                     exc.__class__.__name__)
+        return False
+    if layer is None:
+        return False
+    try:
+        await asyncio.wait_for(layer.group_send(group, message), PUSH_TIMEOUT_S)
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # noqa: BLE001 -- a lost push is recovered when the page reconnects
+        _log.warning(what, "%s push failed: the channel layer is unavailable (%s); pages catch up when they "
+                     "reconnect", what, exc.__class__.__name__)
+        return False
+    return True
