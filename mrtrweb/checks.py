@@ -54,13 +54,15 @@ _IN_PROCESS_CACHES = ("django.core.cache.backends.locmem.LocMemCache", "django.c
 
 @register(Tags.security, deploy=True)
 def check_production_topology(app_configs=None, **kwargs):
-    """``check --deploy``: several workers need a shared binding cache and channel layer."""
+    """``check --deploy``: several workers need a shared binding cache and channel layer; a binding
+    store in the cache loses live rounds when the cache restarts (W017)."""
     from django.conf import settings
 
     messages = []
     try:
         alias = conf.get("BINDING_CACHE")
         prefix = conf.get("BINDING_KEY_PREFIX")
+        store = conf.get("BINDING_STORE")
     except ImproperlyConfigured:
         return messages  # reported by check_settings
     backend = (getattr(settings, "CACHES", {}).get(alias) or {}).get("BACKEND", "")
@@ -68,10 +70,18 @@ def check_production_topology(app_configs=None, **kwargs):
         messages.append(Error(f"MRTRWEB BINDING_CACHE names the cache alias {alias!r}, which is not configured",
                               id="mrtrweb.E003"))
     elif backend in _IN_PROCESS_CACHES:
+        what = ("a round received by one worker cannot be answered through another, and a double submit split "
+                "across workers is not caught" if store == "cache" else
+                "a Stop posted to one worker never reaches a call driven by another")
         messages.append(Warning(
-            f"The binding cache {alias!r} is in-process ({backend.rsplit('.', 1)[-1]}): a round received by one "
-            "worker cannot be answered through another, and a double submit split across workers is not caught.",
+            f"The binding cache {alias!r} is in-process ({backend.rsplit('.', 1)[-1]}): {what}.",
             hint="Use django_redis.cache.RedisCache for MRTRWEB['BINDING_CACHE'].", id="mrtrweb.W010"))
+    if store == "cache":
+        messages.append(Warning(
+            "MRTRWEB BINDING_STORE is \"cache\": a restart of the binding cache without persistence loses every "
+            "live round (answers to them are refused, calls in flight fail with no_live_request); use the database "
+            "store.", hint="Set MRTRWEB['BINDING_STORE'] = \"database\" (the default): rounds then survive a restart "
+            "of Redis, with or without persistence.", id="mrtrweb.W017"))
     layer = (getattr(settings, "CHANNEL_LAYERS", {}) or {}).get("default", {}).get("BACKEND", "")
     if not layer or layer.endswith("InMemoryChannelLayer"):
         messages.append(Warning(

@@ -342,9 +342,10 @@ from .authz.models import OAuthClientRegistration, OAuthConnection, PendingAutho
 class LiveBinding(models.Model):
     """One operation's binding record (:class:`mrtrweb.gate.BindingStore` ``save``/``load``).
 
-    ``record`` is the gate's JSON record signed per tenant (:mod:`django.core.signing`, salt
-    ``mrtrweb.binding/<tenant digest>``) and then sealed (:mod:`mrtrweb.authz.crypto`): it holds the
-    operation's arguments and a round's ``requestState``, never readable at rest."""
+    ``record`` is the gate's JSON record sealed (:mod:`mrtrweb.authz.crypto`: Fernet, authenticated)
+    together with a digest of its tenant, so a row moved to another tenant or altered reads as
+    absent: it holds the operation's arguments and a round's ``requestState``, never readable at
+    rest (re-sealed by ``mrtr_rotate_secrets``)."""
 
     tenant = models.CharField(max_length=64)
     operation_id = models.CharField(max_length=64)
@@ -384,7 +385,8 @@ class BindingClaim(models.Model):
 class LegacyAnswer(models.Model):
     """The validated response to a legacy (2025-11-25) server's request, handed by the worker that
     took the person's answer to the worker holding the server's call; taken (deleted) once.
-    ``payload`` is signed and sealed like :class:`LiveBinding.record`."""
+    ``payload`` is sealed like :class:`LiveBinding.record`, with its operation and round inside
+    (:mod:`mrtrweb.handover`)."""
 
     operation_id = models.UUIDField()
     round_number = models.PositiveIntegerField()

@@ -28,6 +28,8 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from . import audit, conf, display, outage, push, results
 from .bindings import configured_store
 from .gate import Gate, GateRejection, OperationHandle, Retry, Round, StoreUnavailable, codes
+from .handover import put_answer as _put_answer, settle as _settle, take_answer as _take_answer, \
+    unsettle as _unsettle
 from .mcp import ConnectionPool, McpCallError
 from .names import stored_name
 from .models import McpServer, Operation
@@ -837,13 +839,14 @@ async def answer_round(op: Operation, responses: dict[str, Any]) -> Retry:
 # ``received`` event, the operation awaiting input, the card pushed. The person's answer comes
 # through ``answer_round`` on any worker (B): consent receipt, configuration check, ``gate.respond``
 # (validation, consumed once), the ``submitted`` event; then, instead of a retry, the validated
-# response goes to A through the binding cache (signed, single use), and A returns it to the server
+# response goes to A as a sealed ``LegacyAnswer`` row (taken once), and A returns it to the server
 # as the result of its request. The call goes on; its final result completes the operation.
 #
-# One key per round, ``<prefix>:legacy:<op>:<round>:settle``, is taken (``cache.add``) by whoever
-# settles the round first: B before it consumes the round, A before it gives up on it (deadline,
-# stop, operation ended). So an answer that was consumed is always delivered, and a round that A
-# gave up on can no longer be consumed. B gives the key back when the gate refuses the answer.
+# One settle key per round (a claim in the binding store; :mod:`mrtrweb.handover`) is taken by
+# whoever settles the round first: B before it consumes the round, A before it gives up on it
+# (deadline, stop, operation ended). So an answer that was consumed is always delivered (a restart
+# of the cache in between loses nothing), and a round that A gave up on can no longer be consumed.
+# B gives the key back when the gate refuses the answer.
 
 #: ``code`` of the ``received``/``submitted`` events of a legacy round
 LEGACY = "legacy_server_request"
@@ -853,7 +856,6 @@ LEGACY_KEYS = {"elicitation/create": "elicitation", "sampling/createMessage": "s
 LEGACY_SETTLE_GRACE_S = 30.0
 #: seconds between two reads of the operation's row while a call is held
 _STATUS_POLL_S = 1.0
-_SIGN_SALT = "mrtrweb.legacy-answer"
 
 
 @dataclasses.dataclass
@@ -919,10 +921,6 @@ def legacy_hold_s() -> float:
     return float(conf.get("LEGACY_HOLD_S"))
 
 
-def _legacy_key(op_id: Any, round_number: int, what: str) -> str:
-    return f"{conf.get('BINDING_KEY_PREFIX')}:legacy:{op_id}:{round_number}:{what}"
-
-
 def _hold_key(op_id: Any) -> str:
     return f"{conf.get('BINDING_KEY_PREFIX')}:legacy:{op_id}:hold"
 
@@ -931,57 +929,6 @@ def _cache():
     from django.core.cache import caches
 
     return caches[conf.get("BINDING_CACHE")]
-
-
-def _settle(op_id: Any, round_number: int, who: str) -> bool:
-    """Take the round's settle key (sync). False: the other side holds it.
-
-    Raises:
-        StoreUnavailable: the cache failed.
-    """
-    try:
-        return bool(_cache().add(_legacy_key(op_id, round_number, "settle"), who, timeout=int(conf.get("TTL_S")) + 60))
-    except Exception as exc:  # noqa: BLE001
-        logger.warning("legacy settle key of operation %s failed: %s", op_id, exc.__class__.__name__)
-        raise StoreUnavailable("binding store unavailable (legacy settle)") from exc
-
-
-def _unsettle(op_id: Any, round_number: int) -> None:
-    try:
-        _cache().delete(_legacy_key(op_id, round_number, "settle"))
-    except Exception as exc:  # noqa: BLE001 -- the holder then gives up at its deadline (+ grace)
-        logger.warning("legacy settle key of operation %s could not be released: %s", op_id, exc.__class__.__name__)
-
-
-def _put_answer(op_id: Any, round_number: int, payload: dict[str, Any]) -> None:
-    from django.core import signing
-
-    _cache().set(_legacy_key(op_id, round_number, "answer"), signing.dumps(payload, salt=_SIGN_SALT, compress=True),
-                 timeout=int(conf.get("TTL_S")) + 60)
-
-
-def _take_answer(op_id: Any, round_number: int) -> dict[str, Any] | None:
-    """The answer B handed over for this round, once (sync; None while there is none)."""
-    from django.core import signing
-
-    key = _legacy_key(op_id, round_number, "answer")
-    try:
-        token = _cache().get(key)
-    except Exception as exc:  # noqa: BLE001 -- retried at the next poll
-        logger.warning("legacy answer of operation %s unreadable: %s", op_id, exc.__class__.__name__)
-        return None
-    if token is None:
-        return None
-    try:
-        _cache().delete(key)
-    except Exception:  # noqa: BLE001 -- only this worker reads it, and it stops reading now
-        pass
-    try:
-        payload = signing.loads(token, salt=_SIGN_SALT)
-    except signing.BadSignature:
-        logger.error("legacy answer of operation %s has a bad signature; ignored", op_id)
-        return None
-    return payload if isinstance(payload, dict) and "response" in payload else None
 
 
 def legacy_hold(op: Operation) -> dict[str, Any] | None:
@@ -1110,7 +1057,7 @@ async def _hold(call: _Call, op: Operation, rnd: Round, method: str, deadline: f
     giving_up: str | None = None  # why A wants to end the round without an answer
     give_up_at = 0.0
     while True:
-        payload = await sync_to_async(_take_answer)(op.id, rnd.number)
+        payload = await sync_to_async(_take_answer)(op, rnd.number)
         if payload is not None:
             call.gate_id = str(payload["retry_id"])
             logger.info("operation %s: legacy round %s answered; the server gets it now", op.id, rnd.number)
@@ -1128,7 +1075,7 @@ async def _hold(call: _Call, op: Operation, rnd: Round, method: str, deadline: f
             give_up_at = time.time()
         if giving_up is not None:
             try:
-                won = await sync_to_async(_settle)(op.id, rnd.number, giving_up)
+                won = await sync_to_async(_settle)(op, rnd.number, giving_up)
             except StoreUnavailable:
                 won = False
             if won:
@@ -1173,7 +1120,7 @@ async def _answer_legacy(op: Operation, responses: dict[str, Any]) -> Retry:
             await finish_interrupted(op)
         raise OperationRefused(WORKER_LOST, message_for(WORKER_LOST))
     try:
-        won = await sync_to_async(_settle)(op.id, op.rounds, "answer")
+        won = await sync_to_async(_settle)(op, op.rounds, "answer")
     except StoreUnavailable:
         raise OperationRefused(STORE_UNAVAILABLE, message_for(STORE_UNAVAILABLE)) from None
     if not won:
@@ -1187,7 +1134,7 @@ async def _answer_legacy(op: Operation, responses: dict[str, Any]) -> Retry:
     try:
         retry = await _build_and_record(op, responses, retry_id=f"mrtr-legacy-{uuid.uuid4()}", code=LEGACY)
     except GateRejection as exc:
-        await sync_to_async(_unsettle)(op.id, op.rounds)
+        await sync_to_async(_unsettle)(op, op.rounds)
         logger.info("operation %s: answer refused (%s): %s", op.id, exc.code, exc.reason)
         try:
             await _audit(op, "rejected", code=exc.code, round_number=op.rounds, request_id=op.latest_request_id)
@@ -1195,14 +1142,14 @@ async def _answer_legacy(op: Operation, responses: dict[str, Any]) -> Retry:
             pass
         raise
     except BaseException:
-        await sync_to_async(_unsettle)(op.id, op.rounds)
+        await sync_to_async(_unsettle)(op, op.rounds)
         raise
     (key, response), = retry.params["inputResponses"].items()
     try:
-        await sync_to_async(_put_answer)(op.id, retry.round_number, {"retry_id": str(retry.id), "response": response})
+        await sync_to_async(_put_answer)(op, retry.round_number, {"retry_id": str(retry.id), "response": response})
     except Exception as exc:  # noqa: BLE001
         logger.error("operation %s: legacy answer not handed over (%s)", op.id, exc.__class__.__name__)
-        await sync_to_async(_unsettle)(op.id, retry.round_number)
+        await sync_to_async(_unsettle)(op, retry.round_number)
         await deny(op, "legacy_handover_failed")
         raise OperationRefused(STORE_UNAVAILABLE, DENY_MESSAGES["legacy_handover_failed"]) from None
     await notify(op)

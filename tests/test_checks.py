@@ -22,6 +22,23 @@ def test_in_process_backends_warn_on_deploy(settings):
     assert {"mrtrweb.W010", "mrtrweb.W011"} <= ids
 
 
+def test_binding_store_in_the_cache_warns_on_deploy(settings):
+    """W017: bindings in the cache are lost when it restarts without persistence; the database
+    store (the default) does not warn, and an unknown store is a configuration error."""
+    settings.CACHES = {"default": {"BACKEND": "django_redis.cache.RedisCache", "LOCATION": "redis://127.0.0.1:6379/9"}}
+    assert "mrtrweb.W017" not in _ids()
+    settings.MRTRWEB = {"BINDING_STORE": "database"}
+    assert "mrtrweb.W017" not in _ids()
+    settings.MRTRWEB = {"BINDING_STORE": "cache"}
+    messages = [m for m in run_checks(include_deployment_checks=True) if m.id == "mrtrweb.W017"]
+    assert len(messages) == 1 and messages[0].level == 30  # a warning
+    assert "restart of the binding cache without persistence loses every live round" in messages[0].msg
+    assert "use the database store" in messages[0].msg
+    assert "mrtrweb.W017" not in {m.id for m in run_checks()}  # a deployment check
+    settings.MRTRWEB = {"BINDING_STORE": "redis"}
+    assert "mrtrweb.E001" in _ids()
+
+
 def test_ttl_above_maximum_and_bad_values(settings):
     settings.MRTRWEB = {"TTL_S": 7200, "MAX_TTL_S": 3600}
     assert "mrtrweb.E002" in _ids()

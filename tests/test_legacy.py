@@ -629,3 +629,106 @@ async def test_sampling_and_roots_are_declared_only_where_allowed(legacy):
     server.allow_roots = True
     await server.asave()
     assert await declared() == {"elicitation", "sampling", "roots"}
+
+
+# ------------------------------------------------ issue 14: the hand-over survives an emptied cache
+async def test_the_cache_emptied_before_the_holder_takes_the_answer_loses_nothing(legacy, monkeypatch):
+    """The answer is handed over in the database (a sealed LegacyAnswer row; the settle key is a
+    claim in the database store): the cache emptied -- Redis restarted without persistence --
+    between the answer and the holder taking it, the server still gets the answer, once."""
+    from django.core.cache import caches
+
+    from mrtrweb.models import BindingClaim, LegacyAnswer
+
+    alice, server, mcp = legacy["users"]["alice"], legacy["servers"]["acme"], legacy["mcp"]
+    client = await _client(alice)
+    op = await _start(client, server, "legacy_deploy", {"env": "prod"})
+    take, holder_may_take, polls = operations._take_answer, asyncio.Event(), []
+
+    def held_back(op_, round_number):  # the holder polls as always, but takes nothing until told
+        polls.append(round_number)
+        return take(op_, round_number) if holder_may_take.is_set() else None
+
+    monkeypatch.setattr(operations, "_take_answer", held_back)
+    resp = await _post_answer(client, op, "accept", DEPLOY_OK)
+    assert resp.status_code == 302, resp.content.decode()[:2000]
+    assert await LegacyAnswer.objects.filter(operation_id=op.id, round_number=1).aexists()
+    assert await BindingClaim.objects.aexists()  # the settle key, in the database
+    caches["default"].clear()  # everything the cache held is gone
+    started = len(polls)
+    deadline = time.monotonic() + 10
+    while len(polls) < started + 2:  # the holder keeps polling: the answer waits for it
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.05)
+    assert mcp.log.responses() == []
+    holder_may_take.set()
+    op = await _until(op, lambda o: o.status in Operation.TERMINAL)
+    assert op.status == Operation.Status.COMPLETED, op.error_message
+    assert _result_text(op) == "Deployed 2 replica(s) to prod (ticket CHG-1042)."
+    [response] = mcp.log.responses()  # once
+    assert response.result == {"action": "accept", "content": {"confirm": True, "ticket": "CHG-1042", "replicas": 2}}
+    assert not await LegacyAnswer.objects.aexists()  # taken by a delete
+    assert await AuditEvent.objects.filter(operation_id=op.id, event="submitted").acount() == 1
+    await _finish_idle()
+
+
+async def test_a_handed_over_answer_is_sealed_for_its_round(legacy, monkeypatch, caplog):
+    """A LegacyAnswer row holds no answer value; its payload copied to another round, or
+    altered, is ignored (logged, no traceback); the holder then takes its own, once."""
+    import logging
+
+    from mrtrweb import handover
+    from mrtrweb.models import LegacyAnswer
+
+    alice, server, mcp = legacy["users"]["alice"], legacy["servers"]["acme"], legacy["mcp"]
+    client = await _client(alice)
+    op = await _start(client, server, "legacy_deploy", {"env": "prod"})
+    take = operations._take_answer
+    monkeypatch.setattr(operations, "_take_answer", lambda op_, n: None)  # the holder takes nothing yet
+    assert (await _post_answer(client, op, "accept", DEPLOY_OK)).status_code == 302
+    row = await LegacyAnswer.objects.aget(operation_id=op.id)
+    assert "CHG-1042" not in row.payload and "accept" not in row.payload and "replicas" not in row.payload
+    await LegacyAnswer.objects.acreate(operation_id=op.id, round_number=2, payload=row.payload,
+                                       expires_at=row.expires_at)
+    await LegacyAnswer.objects.acreate(operation_id=op.id, round_number=3, payload=row.payload[:-6] + "AAAAAA",
+                                       expires_at=row.expires_at)
+    caplog.clear()
+    with caplog.at_level(logging.ERROR, logger="mrtrweb.operations"):
+        assert await sync_to_async(handover.take_answer)(op, 2) is None
+        assert await sync_to_async(handover.take_answer)(op, 3) is None
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == [
+        f"legacy answer of operation {op.id} was sealed for another round; ignored",
+        f"legacy answer of operation {op.id} cannot be opened (keys changed or altered); ignored"]
+    assert all(r.exc_info is None for r in caplog.records)
+    assert mcp.log.responses() == []
+    monkeypatch.setattr(operations, "_take_answer", take)
+    op = await _until(op, lambda o: o.status in Operation.TERMINAL)
+    assert _result_text(op) == "Deployed 2 replica(s) to prod (ticket CHG-1042)."
+    assert len(mcp.log.responses()) == 1
+    assert not await LegacyAnswer.objects.aexists()
+    await _finish_idle()
+
+
+async def test_a_legacy_round_on_the_cache_store(legacy, settings):
+    """With BINDING_STORE = "cache" the settle key is the cache key it always was; the answer is
+    handed over in the database all the same."""
+    from django.core.cache import caches
+
+    from mrtrweb.models import BindingClaim
+
+    settings.MRTRWEB = {"BINDING_STORE": "cache"}
+    operations.reset_gate()
+    alice, server, mcp = legacy["users"]["alice"], legacy["servers"]["acme"], legacy["mcp"]
+    client = await _client(alice)
+    op = await _start(client, server, "legacy_deploy", {"env": "eu"})
+    resp = await _post_answer(client, op, "accept", DEPLOY_OK)
+    assert resp.status_code == 302
+    op = await _until(op, lambda o: o.status in Operation.TERMINAL)
+    assert _result_text(op) == "Deployed 2 replica(s) to eu (ticket CHG-1042)."
+    assert len(mcp.log.responses()) == 1
+    assert not await BindingClaim.objects.aexists()
+    assert await sync_to_async(caches["default"].get)(f"mrtrweb:legacy:{op.id}:1:settle") == "answer"
+    second = await _post_answer(client, op, "decline")
+    assert second.status_code == 409
+    await _finish_idle()
+    operations.reset_gate()

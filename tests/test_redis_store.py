@@ -1,5 +1,6 @@
-"""The binding store on real Redis (django-redis): the shared cases pass through ``mrtr_verify``
-as deployed, consumption is atomic across processes, records are signed per tenant."""
+"""The cache binding store (``BINDING_STORE = "cache"``) on real Redis (django-redis): the shared
+cases pass through ``mrtr_verify`` as deployed, consumption is atomic across processes, records
+are signed per tenant. The database store: tests/test_db_store.py."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ def redis_store(settings):
     settings.CACHES = dict(settings.CACHES, redisgate={
         "BACKEND": "django_redis.cache.RedisCache", "LOCATION": REDIS_URL, "KEY_PREFIX": prefix,
         "OPTIONS": {"SOCKET_CONNECT_TIMEOUT": 2, "SOCKET_TIMEOUT": 2}})
-    settings.MRTRWEB = {"BINDING_CACHE": "redisgate"}
+    settings.MRTRWEB = {"BINDING_STORE": "cache", "BINDING_CACHE": "redisgate"}
     operations.reset_gate()
     yield DjangoCacheBindingStore()
     caches["redisgate"].delete_pattern("*")
@@ -42,6 +43,7 @@ def test_shared_cases_pass_on_redis(redis_store):
     out = io.StringIO()
     call_command("mrtr_verify", str(shared_dir() / "cases" / "gate-cases.jsonl"), stdout=out)
     assert out.getvalue().strip().splitlines()[-1].endswith("passed, 0 failed")
+    assert caches["redisgate"].keys("*")  # played against Redis (the claims outlive their rounds)
 
 
 def _respond_in_child(handle, queue) -> None:

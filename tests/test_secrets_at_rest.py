@@ -13,11 +13,13 @@ column holds something.
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import io
 import json
 import logging
 import secrets
+import time
 
 import pytest
 from django.core.management import CommandError
@@ -32,7 +34,7 @@ from django.utils import timezone
 from mrtrweb import operations
 from mrtrweb.authz import crypto, identity
 from mrtrweb.authz.models import OAuthClientRegistration, OAuthConnection, PendingAuthorization
-from mrtrweb.models import AuditEvent, McpServer, Operation, Tenant
+from mrtrweb.models import AuditEvent, LegacyAnswer, LiveBinding, McpServer, Operation, Tenant
 from tests.test_auth_binding import (CLIENT_ID, ISSUER, _answer, _client, _waiting_round, protected,  # noqa: F401
                                      seed_connection, world)
 from tests.protected_mcp import token_digest
@@ -125,6 +127,18 @@ def _seed_sealed_rows() -> dict[str, str]:
                                         session_digest="ss", authorization_origin=ISSUER,
                                         flow_sealed=crypto.seal({"code_verifier": plain["verifier"]}),
                                         expires_at=timezone.now() + datetime.timedelta(minutes=5))
+    # issue 14: a live binding of the database store and a legacy answer being handed over
+    from types import SimpleNamespace
+    import uuid
+
+    from mrtrweb import handover
+    from mrtrweb.bindings.database import DatabaseBindingStore
+
+    plain.update(state=f"state-{secrets.token_hex(8)}", answer=f"answer-{secrets.token_hex(8)}")
+    DatabaseBindingStore().save(str(tenant.pk), "op-rot", {"tenant": str(tenant.pk), "round": {"state": plain["state"]}},
+                                600)
+    handover.put_answer(SimpleNamespace(id=uuid.uuid4(), tenant_id=tenant.pk), 1,
+                        {"retry_id": "r", "response": {"action": "accept", "content": {"v": plain["answer"]}}})
     return plain
 
 
@@ -132,7 +146,9 @@ def _sealed_values() -> list[str]:
     return ([s.auth_secret_sealed for s in McpServer.objects.order_by("pk")]
             + list(OAuthClientRegistration.objects.values_list("client_info_sealed", flat=True))
             + list(OAuthConnection.objects.values_list("tokens_sealed", flat=True))
-            + list(PendingAuthorization.objects.values_list("flow_sealed", flat=True)))
+            + list(PendingAuthorization.objects.values_list("flow_sealed", flat=True))
+            + list(LiveBinding.objects.values_list("record", flat=True))
+            + list(LegacyAnswer.objects.values_list("payload", flat=True)))
 
 
 def _rotate(*args: str) -> tuple[str, str]:
@@ -155,12 +171,20 @@ def test_rotate_secrets_reseals_every_sealed_field_with_the_first_key(settings):
     assert "OAuthClientRegistration.client_info_sealed: 1 resealed" in out
     assert "OAuthConnection.tokens_sealed: 1 resealed" in out
     assert "PendingAuthorization.flow_sealed: 1 resealed" in out
-    assert "total: 5 resealed, 1 empty, 0 unreadable" in out and not err
+    assert "LiveBinding.record: 1 resealed" in out and "LegacyAnswer.payload: 1 resealed" in out
+    assert "total: 7 resealed, 1 empty, 0 unreadable" in out and not err
     for value in plain.values():
         assert value not in out + err
     _keys(settings, KEY_B)  # the old key can go now
     opened = [crypto.unseal(v) for v in _sealed_values() if v]
-    assert len(opened) == 5
+    assert len(opened) == 7
+    assert LiveBinding.objects.get().record != before[5] and LegacyAnswer.objects.get().payload != before[6]
+    # the live binding still reads (a rotation ends no round), the handed-over answer still opens
+    from mrtrweb.bindings.database import DatabaseBindingStore
+
+    binding = LiveBinding.objects.get()
+    assert DatabaseBindingStore().load(binding.tenant, "op-rot")["round"] == {"state": plain["state"]}
+    assert crypto.unseal(LegacyAnswer.objects.get().payload)["a"]["response"]["content"] == {"v": plain["answer"]}
     assert OAuthConnection.objects.get().tokens_sealed != before[4]
     assert crypto.unseal(OAuthConnection.objects.get().tokens_sealed)["access_token"] == plain["access"]
     # the digests did not change: rotation is not a new secret (no round is denied by it)
@@ -173,14 +197,16 @@ def test_unreadable_secrets_are_counted_and_left_or_dropped(settings):
     _seed_sealed_rows()
     _keys(settings, KEY_B, KEY_A)
     out = io.StringIO()
-    with pytest.raises(CommandError, match=r"5 stored secret\(s\) could not be opened") as failed:
+    with pytest.raises(CommandError, match=r"7 stored secret\(s\) could not be opened") as failed:
         call_command("mrtr_rotate_secrets", stdout=out)
     assert failed.value.returncode == 2  # a deploy script notices
-    assert "total: 0 resealed, 1 empty, 5 unreadable (0 dropped)" in out.getvalue()
+    assert "total: 0 resealed, 1 empty, 7 unreadable (0 dropped)" in out.getvalue()
     assert OAuthConnection.objects.count() == 1 and PendingAuthorization.objects.count() == 1
+    assert LiveBinding.objects.count() == 1 and LegacyAnswer.objects.count() == 1
     out, err = _rotate("--drop-unreadable")
-    assert "total: 0 resealed, 1 empty, 5 unreadable (5 dropped)" in out and not err
+    assert "total: 0 resealed, 1 empty, 7 unreadable (7 dropped)" in out and not err
     assert not OAuthConnection.objects.exists() and not PendingAuthorization.objects.exists()
+    assert not LiveBinding.objects.exists() and not LegacyAnswer.objects.exists()
     assert not OAuthClientRegistration.objects.exists()
     # servers stay; their secrets (and digests) are cleared for an admin to enter again
     assert McpServer.objects.count() == 3
@@ -197,11 +223,11 @@ def test_rotate_refuses_bad_keys(settings):
 
 
 # ------------------------------------------------------------------------------ nothing in the clear
-def _dump() -> str:
-    """Every row, every column, of every table of the database, as text."""
+def _dump(tables=None) -> str:
+    """Every row, every column, of every table of the database (or of ``tables``), as text."""
     parts = []
     with connection.cursor() as cursor:
-        for table in connection.introspection.table_names():
+        for table in tables or connection.introspection.table_names():
             cursor.execute(f"SELECT * FROM {connection.ops.quote_name(table)}")
             for row in cursor.fetchall():
                 parts.append(" ".join(str(v) for v in row))
@@ -363,3 +389,83 @@ def test_moving_from_the_derived_key_to_explicit_keys_loses_nothing(settings, db
     settings.MRTRWEB = {"SECRET_KEYS": [new]}
     assert crypto.unseal(McpServer.objects.get(pk=server.pk).auth_secret_sealed) == {
         "bearer": "bearer-sealed-under-the-derived-key"}
+
+
+# ------------------------------------------------------------ issue 14: the database binding store
+from tests.test_legacy import DEPLOY_OK, legacy, legacy_mcp  # noqa: E402,F401 - the fixtures legacy, legacy_mcp
+
+#: the tables the database binding store and the legacy hand-over write (issue 14)
+BINDING_TABLES = ("mrtrweb_livebinding", "mrtrweb_bindingindexentry", "mrtrweb_bindingclaim", "mrtrweb_legacyanswer")
+
+
+async def test_live_rounds_and_handed_over_answers_are_sealed_at_rest(legacy, monkeypatch):
+    """A real two-round operation and a real legacy round, looked at while they wait: the live
+    binding (arguments, requestState), its index and claims, and a legacy answer being handed
+    over hold nothing readable; the requestState and the answers are in no column of the
+    database in the clear (the audit rows hold digests)."""
+    from django.test import AsyncClient
+
+    from mrtrweb.models import BindingClaim, BindingIndexEntry
+    from tests.consent import post_answer
+
+    alice = legacy["users"]["alice"]
+    client = AsyncClient()
+    await client.aforce_login(alice)
+    demo = await McpServer.objects.aget(tenant__slug="acme", name="Demo server")
+    destination = f"Dest-{secrets.token_hex(6)}"
+    start = f"20{secrets.randbelow(60) + 30}-0{secrets.randbelow(9) + 1}-1{secrets.randbelow(9)}"  # a date
+    resp = await client.post(f"/mcp/servers/{demo.pk}/tools/book_trip/", {"arg-destination": destination})
+    assert resp.status_code == 302
+    await operations.wait_idle()
+    op = await Operation.objects.aget(pk=resp["Location"].rstrip("/").split("/")[-1])
+    assert op.status == Operation.Status.AWAITING_INPUT and op.rounds == 1
+    # round 1 waits: the binding holds the arguments, sealed
+    binding = await LiveBinding.objects.aget(operation_id=str(op.id))
+    assert crypto.unseal(binding.record)["r"]["params"]["arguments"] == {"destination": destination}
+    at_rest = await sync_to_async(_dump)(BINDING_TABLES)
+    assert binding.record in at_rest and destination not in at_rest
+    assert await BindingIndexEntry.objects.aexists() and await BindingClaim.objects.aexists()
+
+    await client.get(f"/mcp/operations/{op.id}/")
+    answer = await post_answer(client, f"/mcp/operations/{op.id}/answer/",
+                               {"action": "accept", "round": "1", "in-dates-start": start, "in-dates-nights": "7"})
+    assert answer.status_code == 302
+    await operations.wait_idle()
+    op = await Operation.objects.aget(pk=op.pk)
+    assert op.status == Operation.Status.AWAITING_INPUT and op.rounds == 2, (op.error_code, op.error_message)
+    # round 2 waits with the requestState the server minted from round 1's answer
+    record = crypto.unseal((await LiveBinding.objects.aget(operation_id=str(op.id))).record)["r"]
+    state = record["round"]["state"]
+    assert isinstance(state, str) and len(state) > 8
+    everything = await sync_to_async(_dump)()
+    assert state not in everything and start not in everything  # nowhere in the clear
+    assert destination not in await sync_to_async(_dump)(BINDING_TABLES)
+
+    # a legacy round: the answer is handed over as a LegacyAnswer row (the holder waits meanwhile)
+    take = operations._take_answer
+    monkeypatch.setattr(operations, "_take_answer", lambda op_, n: None)
+    server = legacy["servers"]["acme"]
+    resp = await client.post(f"/mcp/servers/{server.pk}/tools/legacy_deploy/", {"arg-env": "prod"})
+    held = await Operation.objects.aget(pk=resp["Location"].rstrip("/").split("/")[-1])
+    deadline = time.monotonic() + 15
+    while (await Operation.objects.aget(pk=held.pk)).status != Operation.Status.AWAITING_INPUT:
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.05)
+    await client.get(f"/mcp/operations/{held.id}/")
+    ticket = f"CHG-{secrets.token_hex(5)}"
+    answer = await post_answer(client, f"/mcp/operations/{held.id}/answer/",
+                               dict(DEPLOY_OK, action="accept", round="1", **{"in-elicitation-ticket": ticket}))
+    assert answer.status_code == 302
+    row = await LegacyAnswer.objects.aget(operation_id=held.id)
+    assert crypto.unseal(row.payload)["a"]["response"]["content"]["ticket"] == ticket
+    everything = await sync_to_async(_dump)()
+    assert row.payload in everything and ticket not in everything
+    monkeypatch.setattr(operations, "_take_answer", take)
+    deadline = time.monotonic() + 15
+    while (await Operation.objects.aget(pk=held.pk)).status not in Operation.TERMINAL:
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.05)
+    assert not await LegacyAnswer.objects.aexists()
+    await operations.stop_operation(op)
+    await operations.wait_idle()
+    assert not await LiveBinding.objects.filter(operation_id=str(op.id)).aexists()  # closed with the operation

@@ -1,5 +1,6 @@
 """Production topology on real services: two ASGI worker processes sharing PostgreSQL (a private
-database) and Redis (private key prefixes). Nothing lost, nothing sent twice."""
+database) and Redis (private key prefixes). Nothing lost, nothing sent twice. The bindings are in
+the database (the default store) unless a test says otherwise."""
 
 from __future__ import annotations
 
@@ -189,8 +190,11 @@ def own_redis(tmp_path):
     handle.stop()
 
 
-def test_redis_down_fails_closed_then_recovers(db, demo_mcp, own_redis):
-    c = Cluster(db, demo_mcp.url, redis_url=own_redis.url)
+def test_redis_down_fails_closed_then_recovers_with_the_cache_store(db, demo_mcp, own_redis):
+    """With ``BINDING_STORE = "cache"`` the bindings are in Redis: Redis down -> the answer is
+    refused 503 (nothing sent), answerable once it is back. With the database store (the default)
+    Redis down does not stop an answer: tests/test_redis_restart.py."""
+    c = Cluster(db, demo_mcp.url, redis_url=own_redis.url, MRTRWEB_BINDING_STORE="cache")
     try:
         base = c.start("C")
         user = WebSession()

@@ -3,8 +3,9 @@
 
 (a) the SDK's own manual loop, no gate: ``client.session.call_tool(..., allow_input_required=True)``
     then the retry with ``input_responses`` and ``request_state``;
-(b) the product's headless path: gate + Redis binding store + PostgreSQL audit through
-    :mod:`mrtrweb.operations` (start -> awaiting_input -> consent receipt -> answer -> completed);
+(b) the product's headless path: gate + the configured binding store (PostgreSQL by default, or
+    Redis) + PostgreSQL audit through :mod:`mrtrweb.operations` (start -> awaiting_input ->
+    consent receipt -> answer -> completed);
 (c) the browser path simulated: WebSocket clients on an ASGI worker (uvicorn, production
     settings), starting with the tool form POST, answering through ``operation_answer``.
 
@@ -312,6 +313,7 @@ async def component_spans(make, n: int, extra: list[tuple[str, str, str]] = ()) 
 
     from .. import audit, operations
     from ..bindings import DjangoCacheBindingStore
+    from ..bindings.database import DatabaseBindingStore
     from ..gate.gate import Gate
     from ..mcp import McpConnection
 
@@ -349,6 +351,8 @@ async def component_spans(make, n: int, extra: list[tuple[str, str, str]] = ()) 
                 (operations, "notify", wrap_async(operations.notify, "push (channel layer group_send)")),
                 (DjangoCacheBindingStore, "_call", wrap_sync(DjangoCacheBindingStore._call,
                                                              "Redis (binding store calls)")),
+                (DatabaseBindingStore, "_call", wrap_sync(DatabaseBindingStore._call,
+                                                          "database binding store calls (SQL included)")),
                 (db_utils.CursorWrapper, "execute", wrap_sync(db_utils.CursorWrapper.execute,
                                                               "SQL (every query, incl. audit's)")),
                 (SQLCompiler, "execute_sql", wrap_sync(SQLCompiler.execute_sql,

@@ -5,7 +5,8 @@
 * ``"database"`` (default) -- :class:`~mrtrweb.bindings.database.DatabaseBindingStore`: records,
   index and claims in the project's database (PostgreSQL in production). A live round survives a
   restart of Redis (with or without persistence), of every worker, or both; single use holds
-  across workers through unique constraints. Records are signed per tenant and sealed.
+  across workers through unique constraints. Records are sealed per tenant (Fernet under
+  ``SECRET_KEYS``, re-sealed by ``mrtr_rotate_secrets``).
 * ``"cache"`` -- :class:`~mrtrweb.bindings.cache.DjangoCacheBindingStore`: records signed per
   tenant in ``MRTRWEB["BINDING_CACHE"]`` (Redis ``SET NX`` claims). Faster, but a cache restart
   without persistence loses every live round (system check ``mrtrweb.W017``).

@@ -7,16 +7,19 @@
 * a record is sealed (:func:`mrtrweb.authz.crypto.seal`: Fernet, authenticated) together with a
   digest of its tenant, so a row moved to another tenant, or altered, reads as absent (logged);
   it holds the operation's arguments and a round's ``requestState``, never readable at rest;
-* ``index_add`` and ``claim`` are one ``INSERT`` each: the unique constraint makes exactly one
-  caller win across threads, processes and workers (an expired row in the way is deleted first,
-  in the same transaction);
+* ``index_add`` and ``claim`` are one statement each (PostgreSQL, SQLite: ``INSERT ... ON
+  CONFLICT DO UPDATE ... WHERE <the row in the way has expired> RETURNING``): the unique
+  constraint makes exactly one caller win across threads, processes and workers, and an expired
+  row in the way is taken over in the same statement; ``save`` is one upsert (:func:`upsert`);
 * a row past its ``expires_at`` counts as absent everywhere; :func:`sweep` deletes such rows
   (every worker runs it with its expiry sweep, :mod:`mrtrweb.expiry`).
 
-Every database failure raises :class:`~mrtrweb.gate.StoreUnavailable` (logged with its reason):
-the gate then fails closed and nothing is sent. Times are the database's ``expires_at`` compared
-with this worker's clock (``timezone.now()``); the gate's own expiry (``expires_at`` in the
-record, its clock) decides a round's life, the row's is only the storage lifetime (TTL + slack).
+Every database failure raises :class:`~mrtrweb.gate.StoreUnavailable` (one warning line naming
+the operation and the exception class, never a value): the gate then fails closed and nothing is
+sent. A connection the failure left unusable is closed, so the next call reconnects (a worker
+outlives a PostgreSQL restart). Times are the database's ``expires_at`` compared with this
+worker's clock (``timezone.now()``); the gate's own expiry (``expires_at`` in the record, its
+clock) decides a round's life, the row's is only the storage lifetime (the round's TTL + slack).
 """
 
 from __future__ import annotations
@@ -26,12 +29,20 @@ import hashlib
 import logging
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connections, router, transaction
 from django.utils import timezone
 
 from ..gate import StoreUnavailable
 
 logger = logging.getLogger("mrtrweb.bindings")
+
+#: database vendors whose ``INSERT ... ON CONFLICT ... DO UPDATE ... WHERE ... RETURNING`` the
+#: store uses (SQLite >= 3.35); others take the portable two-statement path in a transaction
+_UPSERT_VENDORS = frozenset({"postgresql", "sqlite"})
+
+# Deletes use ``QuerySet._raw_delete`` (one DELETE statement; these tables have no relations and
+# no signals): ``QuerySet.delete()`` wraps even a fast delete in a transaction (BEGIN + COMMIT:
+# two more round trips per call). tests/test_db_store.py counts the statements.
 
 
 def _h(*parts: str) -> str:
@@ -42,114 +53,190 @@ def _expiry(ttl_s: float) -> datetime.datetime:
     return timezone.now() + datetime.timedelta(seconds=max(1.0, float(ttl_s)))
 
 
+def drop_broken_connection(model) -> None:
+    """Close the model's database connection when a failure left it unusable (outside a
+    transaction only), so the next statement reconnects instead of failing on a dead socket."""
+    conn = connections[router.db_for_write(model)]
+    if conn.in_atomic_block:
+        return
+    try:
+        conn.close_if_unusable_or_obsolete()
+    except Exception:  # noqa: BLE001 -- closing a dead connection may itself fail; it is dropped anyway
+        pass
+
+
+def upsert(model, unique: dict[str, Any], values: dict[str, Any], *, only_over_expired: bool) -> bool:
+    """Insert the row of ``model`` named by ``unique`` (its unique constraint's fields) with
+    ``values``; when such a row exists, overwrite it with ``values`` -- always, or with
+    ``only_over_expired`` only when its ``expires_at`` has passed (a live row then stays as it is).
+    Returns whether this call wrote the row: with ``only_over_expired``, True for exactly one of
+    any number of concurrent callers while the row lives. Sync; one statement on PostgreSQL and
+    SQLite (``INSERT ... ON CONFLICT DO UPDATE [WHERE] RETURNING``), no transaction.
+
+    Raises:
+        django.db.DatabaseError: the database failed (the store maps it to StoreUnavailable).
+    """
+    alias = router.db_for_write(model)
+    conn = connections[alias]
+    if conn.vendor not in _UPSERT_VENDORS:
+        return _upsert_portable(model, alias, unique, values, only_over_expired)
+    meta, q = model._meta, conn.ops.quote_name
+    columns = {**unique, **values}
+    fields = [meta.get_field(name) for name in columns]
+    params = [f.get_db_prep_save(v, conn) for f, v in zip(fields, columns.values())]
+    table = q(meta.db_table)
+    sql = (f"INSERT INTO {table} ({', '.join(q(f.column) for f in fields)}) "
+           f"VALUES ({', '.join(['%s'] * len(fields))}) "
+           f"ON CONFLICT ({', '.join(q(meta.get_field(n).column) for n in unique)}) DO UPDATE SET "
+           + ", ".join(f"{q(meta.get_field(n).column)} = excluded.{q(meta.get_field(n).column)}" for n in values))
+    if only_over_expired:
+        sql += f" WHERE {table}.{q(meta.get_field('expires_at').column)} <= %s"
+        params.append(meta.get_field("expires_at").get_db_prep_save(timezone.now(), conn))
+    sql += f" RETURNING {q(meta.pk.column)}"
+    with conn.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchone() is not None
+
+
+def _upsert_portable(model, alias: str, unique: dict[str, Any], values: dict[str, Any],
+                     only_over_expired: bool) -> bool:
+    """:func:`upsert` for other databases, in one transaction: delete the row in the way (an
+    expired one only, with ``only_over_expired``), then insert; the unique constraint decides
+    between concurrent callers (the loser's ``IntegrityError`` is False, never an error)."""
+    rows = model.objects.using(alias)
+    try:
+        with transaction.atomic(using=alias):
+            in_the_way = rows.filter(**unique)
+            (in_the_way.filter(expires_at__lte=timezone.now()) if only_over_expired else in_the_way).delete()
+            rows.create(**unique, **values)
+        return True
+    except IntegrityError:
+        return False
+
+
 class DatabaseBindingStore:
-    """:class:`mrtrweb.gate.BindingStore` over the default database (sync; the gate is sync).
+    """:class:`mrtrweb.gate.BindingStore` over the project's database (sync; the gate is sync).
+
+    ``tenant`` and ``operation_id`` are the gate's strings (at most 64 characters each: a tenant
+    primary key, an operation UUID); a user and a request-id key are stored only as SHA-256
+    digests, a claim token likewise.
 
     Raises (every method): :class:`~mrtrweb.gate.StoreUnavailable` when the database fails.
     """
 
-    def _call(self, what: str, fn, *args):
+    def _call(self, what: str, model, fn, *args):
         try:
             return fn(*args)
         except StoreUnavailable:
             raise
         except Exception as exc:  # noqa: BLE001 -- any database failure fails closed
             logger.warning("binding store %s failed: %s", what, exc.__class__.__name__)
+            drop_broken_connection(model)
             raise StoreUnavailable(f"binding store unavailable ({what})") from exc
+
+    @staticmethod
+    def _models():
+        from ..models import BindingClaim, BindingIndexEntry, LiveBinding
+
+        return LiveBinding, BindingIndexEntry, BindingClaim
 
     # ------------------------------------------------------------------ records
     def load(self, tenant: str, operation_id: str) -> dict[str, Any] | None:
-        return self._call("read", self._load, tenant, operation_id)
-
-    def _load(self, tenant: str, operation_id: str) -> dict[str, Any] | None:
-        from ..authz import crypto
-        from ..models import LiveBinding
-
-        sealed = LiveBinding.objects.filter(tenant=tenant, operation_id=operation_id,
-                                            expires_at__gt=timezone.now()).values_list("record", flat=True).first()
+        """The record, or None when absent, expired, altered, unreadable with the configured keys
+        or sealed for another tenant (the last three logged)."""
+        LiveBinding = self._models()[0]
+        sealed = self._call("read", LiveBinding, lambda: LiveBinding.objects.filter(
+            tenant=tenant, operation_id=operation_id, expires_at__gt=timezone.now(),
+        ).values_list("record", flat=True).first())
         if sealed is None:
             return None
-        try:
-            payload = crypto.unseal(sealed)
-        except crypto.SecretUnreadable:
-            logger.warning("binding record for operation %s cannot be opened (keys changed or altered); ignored",
-                           operation_id)
-            return None
-        if not isinstance(payload, dict) or payload.get("t") != _h("tenant", tenant) \
-                or not isinstance(payload.get("r"), dict) or payload["r"].get("tenant") != tenant:
-            logger.warning("binding record for operation %s belongs to another tenant; ignored", operation_id)
-            return None
-        return payload["r"]
+        return _open(sealed, tenant, operation_id)
 
     def save(self, tenant: str, operation_id: str, record: dict[str, Any], ttl_s: float) -> None:
-        self._call("write", self._save, tenant, operation_id, record, ttl_s)
-
-    def _save(self, tenant: str, operation_id: str, record: dict[str, Any], ttl_s: float) -> None:
+        """Store (replace) the record for ``ttl_s`` seconds (at least 1): one upsert."""
         from ..authz import crypto
-        from ..models import LiveBinding
 
+        LiveBinding = self._models()[0]
         sealed = crypto.seal({"t": _h("tenant", tenant), "r": record})
-        LiveBinding.objects.update_or_create(tenant=tenant, operation_id=operation_id,
-                                             defaults={"record": sealed, "expires_at": _expiry(ttl_s)})
+        self._call("write", LiveBinding, lambda: upsert(
+            LiveBinding, {"tenant": tenant, "operation_id": operation_id},
+            {"record": sealed, "expires_at": _expiry(ttl_s)}, only_over_expired=False))
 
     def delete(self, tenant: str, operation_id: str) -> None:
-        from ..models import LiveBinding
-
-        self._call("delete", lambda: LiveBinding.objects.filter(tenant=tenant, operation_id=operation_id).delete())
+        LiveBinding = self._models()[0]
+        self._call("delete", LiveBinding, lambda: LiveBinding.objects.filter(
+            tenant=tenant, operation_id=operation_id)._raw_delete(LiveBinding.objects.db))
 
     # ------------------------------------------------------------------ request-id index
-    def index_get(self, tenant: str, user: str, id_key: str) -> str | None:
-        from ..models import BindingIndexEntry
+    @staticmethod
+    def _index_key(tenant: str, user: str, id_key: str) -> str:
+        return _h("index", tenant, user, id_key)
 
-        return self._call("read", lambda: BindingIndexEntry.objects.filter(
-            tenant=tenant, key_digest=_h(user, id_key), expires_at__gt=timezone.now(),
+    def index_get(self, tenant: str, user: str, id_key: str) -> str | None:
+        Index = self._models()[1]
+        return self._call("read", Index, lambda: Index.objects.filter(
+            tenant=tenant, key_digest=self._index_key(tenant, user, id_key), expires_at__gt=timezone.now(),
         ).values_list("operation_id", flat=True).first())
 
     def index_add(self, tenant: str, user: str, id_key: str, operation_id: str, ttl_s: float) -> bool:
-        from ..models import BindingIndexEntry
-
-        return self._call("write", self._insert_once, BindingIndexEntry,
-                          {"tenant": tenant, "key_digest": _h(user, id_key)},
-                          {"operation_id": operation_id, "expires_at": _expiry(ttl_s)})
+        """Bind the request id unless a live entry binds it already (an expired one is replaced);
+        True if this call bound it."""
+        Index = self._models()[1]
+        return self._call("write", Index, lambda: upsert(
+            Index, {"tenant": tenant, "key_digest": self._index_key(tenant, user, id_key)},
+            {"operation_id": operation_id, "expires_at": _expiry(ttl_s)}, only_over_expired=True))
 
     def index_delete(self, tenant: str, user: str, id_key: str) -> None:
-        from ..models import BindingIndexEntry
-
-        self._call("delete", lambda: BindingIndexEntry.objects.filter(
-            tenant=tenant, key_digest=_h(user, id_key)).delete())
+        Index = self._models()[1]
+        self._call("delete", Index, lambda: Index.objects.filter(
+            tenant=tenant, key_digest=self._index_key(tenant, user, id_key))._raw_delete(Index.objects.db))
 
     # ------------------------------------------------------------------ single use
-    def claim(self, tenant: str, token: str, ttl_s: float) -> bool:
-        from ..models import BindingClaim
+    @staticmethod
+    def _claim_key(tenant: str, token: str) -> str:
+        return _h("claim", tenant, token)
 
-        return self._call("claim", self._insert_once, BindingClaim,
-                          {"tenant": tenant, "token_digest": _h("claim", token)}, {"expires_at": _expiry(ttl_s)})
+    def claim(self, tenant: str, token: str, ttl_s: float) -> bool:
+        """Mark ``token`` used for ``ttl_s`` seconds; True for exactly one caller while it lives
+        (a claim whose time ran out can be taken again)."""
+        Claim = self._models()[2]
+        return self._call("claim", Claim, lambda: upsert(
+            Claim, {"tenant": tenant, "token_digest": self._claim_key(tenant, token)},
+            {"expires_at": _expiry(ttl_s)}, only_over_expired=True))
 
     def release(self, tenant: str, token: str) -> None:
         """Give a claimed token back (the legacy settle key, when an answer was refused)."""
-        from ..models import BindingClaim
+        Claim = self._models()[2]
+        self._call("delete", Claim, lambda: Claim.objects.filter(
+            tenant=tenant, token_digest=self._claim_key(tenant, token))._raw_delete(Claim.objects.db))
 
-        self._call("delete", lambda: BindingClaim.objects.filter(
-            tenant=tenant, token_digest=_h("claim", token)).delete())
 
-    @staticmethod
-    def _insert_once(model, unique: dict[str, Any], values: dict[str, Any]) -> bool:
-        """Insert the row named by ``unique`` unless a live one exists; True if this call inserted.
+def _open(sealed: str, tenant: str, operation_id: str) -> dict[str, Any] | None:
+    """The record inside a sealed ``LiveBinding.record`` if it was sealed for ``tenant``, else
+    None (logged: the operation id only)."""
+    from ..authz import crypto
 
-        An expired row in the way is deleted first; the unique constraint decides between
-        concurrent callers (the loser's ``IntegrityError`` is False, never an error)."""
-        try:
-            with transaction.atomic():
-                model.objects.filter(**unique, expires_at__lte=timezone.now()).delete()
-                model.objects.create(**unique, **values)
-            return True
-        except IntegrityError:
-            return False
+    try:
+        payload = crypto.unseal(sealed)
+    except crypto.SecretUnreadable:
+        logger.warning("binding record for operation %s cannot be opened (keys changed or altered); ignored",
+                       operation_id)
+        return None
+    if not isinstance(payload, dict) or payload.get("t") != _h("tenant", tenant) \
+            or not isinstance(payload.get("r"), dict) or payload["r"].get("tenant") != tenant:
+        logger.warning("binding record for operation %s belongs to another tenant; ignored", operation_id)
+        return None
+    return payload["r"]
 
 
 def sweep(limit: int = 1000) -> int:
-    """Delete up to ``limit`` rows of each binding table past their ``expires_at`` (sync); returns
-    how many went. Safe on every worker at once."""
+    """Delete up to ``limit`` rows of each binding table (and of ``LegacyAnswer``) past their
+    ``expires_at`` (sync); returns how many went. Safe on every worker at once; two indexed
+    statements per table when rows are due, one when none is.
+
+    Raises:
+        django.db.DatabaseError: the database failed (the caller's loop logs it and goes on).
+    """
     from ..models import BindingClaim, BindingIndexEntry, LegacyAnswer, LiveBinding
 
     now = timezone.now()
@@ -157,5 +244,5 @@ def sweep(limit: int = 1000) -> int:
     for model in (LiveBinding, BindingIndexEntry, BindingClaim, LegacyAnswer):
         ids = list(model.objects.filter(expires_at__lte=now).values_list("pk", flat=True)[:limit])
         if ids:
-            gone += model.objects.filter(pk__in=ids, expires_at__lte=now).delete()[0]
+            gone += model.objects.filter(pk__in=ids, expires_at__lte=now)._raw_delete(model.objects.db)
     return gone

@@ -9,7 +9,8 @@ primitives; the gate builds everything else on them:
   (it is what makes a round consumed once, so a double submit sends one retry).
 
 :class:`InMemoryBindingStore` serves one process (tests, ``mrtr_verify``); the Django app uses
-``mrtrweb.bindings.DjangoCacheBindingStore`` (signed records, per-tenant prefixes, shared cache).
+the store ``MRTRWEB["BINDING_STORE"]`` names (``mrtrweb.bindings``): the database (default:
+sealed records, unique constraints) or the shared cache (signed records, per-tenant prefixes).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Production settings: PostgreSQL, Redis (bindings, channel layer), TLS behind a reverse proxy.
+"""Production settings: PostgreSQL (everything that lasts, live rounds included), Redis (a cache
+and the channel layer; no persistence needed), TLS behind a reverse proxy.
 
 Everything comes from the environment (see README "Production"):
 
@@ -7,8 +8,10 @@ Everything comes from the environment (see README "Production"):
                                this repository, ``django-insecure-...`` or a weak key is refused)
 ``DJANGO_ALLOWED_HOSTS``       required; comma-separated host names
 ``DATABASE_URL``               required; ``postgres://user:password@host:5432/dbname``
-``REDIS_URL``                  required; ``redis://host:6379/0`` (bindings: db as given,
-                               channel layer: ``REDIS_CHANNELS_URL`` or the same server)
+``REDIS_URL``                  required; ``redis://host:6379/0`` (the cache: stop requests,
+                               legacy hold notices, sign-in throttling; live bindings only with
+                               ``MRTRWEB_BINDING_STORE=cache``; channel layer:
+                               ``REDIS_CHANNELS_URL`` or the same server)
 ``REDIS_CHANNELS_URL``         optional; channel layer Redis (default ``REDIS_URL``)
 ``CSRF_TRUSTED_ORIGINS``       optional; comma-separated ``https://host`` origins
 ``MRTRWEB_BEHIND_PROXY``       ``1`` (default): trust ``X-Forwarded-Proto`` from the proxy
@@ -80,7 +83,8 @@ CACHES = {
         "OPTIONS": {
             "SOCKET_CONNECT_TIMEOUT": _REDIS_TIMEOUT,
             "SOCKET_TIMEOUT": _REDIS_TIMEOUT,
-            # Never swallow Redis errors: a binding that cannot be read must fail closed.
+            # Never swallow Redis errors: a stop request (or, with BINDING_STORE=cache, a binding)
+            # that cannot be read must fail closed, not look absent.
             "IGNORE_EXCEPTIONS": False,
         },
     }

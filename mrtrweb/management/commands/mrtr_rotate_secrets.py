@@ -7,14 +7,18 @@ then drop the old keys. The sealed fields:
 * ``McpServer.auth_secret_sealed`` (tenant credentials, pre-registered client secrets),
 * ``OAuthClientRegistration.client_info_sealed`` (client information, maybe a client secret),
 * ``OAuthConnection.tokens_sealed`` (people's tokens),
-* ``PendingAuthorization.flow_sealed`` (started flows: PKCE verifiers).
+* ``PendingAuthorization.flow_sealed`` (started flows: PKCE verifiers),
+* ``LiveBinding.record`` (issue 14: the live bindings of the database binding store -- an
+  operation's arguments, a round's ``requestState``),
+* ``LegacyAnswer.payload`` (issue 14: answers being handed to the worker holding a legacy call).
 
 Each value is opened with any configured key and sealed again with the first one, written only if
 the row still holds the value read (a refresh that wrote new tokens meanwhile already sealed them
 with the first key: counted as ``changed meanwhile``). A value no configured key opens is counted
 ``unreadable`` and left as it is, or with ``--drop-unreadable`` removed: the connection,
 registration or started flow is deleted (people connect again, the client registers again), a
-server's secret (and its digest) is cleared (an admin enters it again; its open rounds are denied,
+live binding or handed-over answer is deleted (its round can no longer be answered, as it could
+not be with the key gone: the operation ends at its TTL), a server's secret (and its digest) is cleared (an admin enters it again; its open rounds are denied,
 its configuration changed). Output: one line per field with its counts; nothing secret is printed.
 Exits 1 when the keys are not configured correctly (``ImproperlyConfigured``), 2 when secrets no
 configured key opens were left (not with ``--dry-run``): a deploy script notices. Moving from the
@@ -32,7 +36,7 @@ from django.db import transaction
 
 from mrtrweb.authz import crypto
 from mrtrweb.authz.models import OAuthClientRegistration, OAuthConnection, PendingAuthorization
-from mrtrweb.models import McpServer
+from mrtrweb.models import LegacyAnswer, LiveBinding, McpServer
 
 
 @dataclasses.dataclass
@@ -62,6 +66,8 @@ SEALED_FIELDS = (
     (OAuthClientRegistration, "client_info_sealed", _delete_row),
     (OAuthConnection, "tokens_sealed", _delete_row),
     (PendingAuthorization, "flow_sealed", _delete_row),
+    (LiveBinding, "record", _delete_row),
+    (LegacyAnswer, "payload", _delete_row),
 )
 
 
@@ -101,8 +107,8 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--drop-unreadable", action="store_true",
-                            help="delete connections, registrations and started flows (and clear server secrets) "
-                                 "that no configured key opens")
+                            help="delete connections, registrations, started flows, live bindings and handed-over "
+                                 "answers (and clear server secrets) that no configured key opens")
         parser.add_argument("--dry-run", action="store_true", help="count only; write nothing")
 
     def handle(self, *args, **options):

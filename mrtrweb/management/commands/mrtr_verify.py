@@ -7,7 +7,7 @@ import sys
 from django.core.management.base import BaseCommand, CommandError
 
 from mrtrweb import conf
-from mrtrweb.bindings import DjangoCacheBindingStore
+from mrtrweb.bindings import configured_store
 from mrtrweb.gate import InMemoryBindingStore
 from mrtrweb.gate.verify import run_file
 
@@ -19,7 +19,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("file", help="a .jsonl file of cases, or - for standard input")
         parser.add_argument("--store", choices=["deployed", "memory"], default="deployed",
-                            help="deployed: the MRTRWEB binding cache (default); memory: an in-process store")
+                            help="deployed: the configured binding store (MRTRWEB BINDING_STORE: the database, or the binding cache; default); memory: an in-process store")
 
     def handle(self, *args, **options):
         path = options["file"]
@@ -27,7 +27,7 @@ class Command(BaseCommand):
             stream = sys.stdin if path == "-" else open(path, encoding="utf-8")
         except OSError as exc:
             raise CommandError(f"cannot read {path}: {exc.strerror}") from None
-        factory = DjangoCacheBindingStore if options["store"] == "deployed" else InMemoryBindingStore
+        factory = configured_store if options["store"] == "deployed" else InMemoryBindingStore
         with stream:
             _, failed = run_file(stream, factory, conf.policy(), lambda line: self.stdout.write(line))
         if failed:
