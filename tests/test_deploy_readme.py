@@ -197,7 +197,7 @@ def _follow(d: Deployment) -> None:
     grace = float(d.env.get("MRTRWEB_DRAIN_GRACE_S", "60"))
     args = exec_start(d.unit, "0")
     graceful = float(args[args.index("--timeout-graceful-shutdown") + 1]) if "--timeout-graceful-shutdown" in args else 0
-    assert float(service["TimeoutStopSec"]) > grace + graceful, "TimeoutStopSec must exceed the drain"
+    assert float(service["TimeoutStopSec"]) >= grace + graceful + 15, "TimeoutStopSec must exceed the drain"
     for name in d.workers:
         start_worker(d, name)
     d.start("nginx", d.nginx_args, cwd=d.nginx_dir, env=_clean_env(), port=d.https_port)
@@ -323,6 +323,29 @@ def test_check_deploy_clean_and_static_files_from_nginx(deployment):
     assert status == 301 and location.startswith("https://localhost"), (status, location)
 
 
+def _get(url: str, **headers: str) -> tuple[int, dict, str]:
+    req = urllib.request.Request(url, headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, dict(resp.headers), resp.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, dict(err.headers), err.read().decode()
+
+
+def test_health_endpoints_on_each_worker_and_through_the_proxy(deployment):
+    d = deployment
+    for port in d.workers.values():
+        # by IP over plain http, as a load balancer probes: before host validation and the TLS
+        # redirect (127.0.0.1 is not in DJANGO_ALLOWED_HOSTS)
+        assert _get(f"http://127.0.0.1:{port}/healthz")[0::2] == (200, '{"status": "live"}')
+        status, headers, body = _get(f"http://127.0.0.1:{port}/readyz")
+        assert (status, json.loads(body)) == (200, {"status": "ready"})
+        assert "no-store" in headers.get("Cache-Control", "")
+    session = _through_proxy(d)
+    status, _, body = session.request(d.origin + "/readyz")
+    assert (status, json.loads(body)) == (200, {"status": "ready"})
+
+
 def test_pushed_round_through_the_proxy(deployment, person):
     from websockets.sync.client import connect
 
@@ -347,6 +370,7 @@ def test_a_round_through_each_worker(deployment, person):
     session, server_id = person
     first, second = list(d.workers)
     d.stop(f"worker{second}")  # systemctl stop: SIGTERM, drained
+    assert _get(f"http://127.0.0.1:{d.workers[first]}/readyz")[0] == 200
     _through_proxy(d)
     op_first = _round(d, session, server_id)
     start_worker(d, second)
