@@ -28,6 +28,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -323,13 +324,13 @@ def test_check_deploy_clean_and_static_files_from_nginx(deployment):
     assert status == 301 and location.startswith("https://localhost"), (status, location)
 
 
-def _get(url: str, **headers: str) -> tuple[int, dict, str]:
+def _get(url: str, **headers: str) -> tuple[int, Any, str]:
     req = urllib.request.Request(url, headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=10) as resp:
-            return resp.status, dict(resp.headers), resp.read().decode()
+            return resp.status, resp.headers, resp.read().decode()
     except urllib.error.HTTPError as err:
-        return err.code, dict(err.headers), err.read().decode()
+        return err.code, err.headers, err.read().decode()
 
 
 def test_health_endpoints_on_each_worker_and_through_the_proxy(deployment):
