@@ -130,6 +130,11 @@ class Deployment:
         assert code in (0, -signal.SIGTERM), f"{name} exited with {code}:\n{log[-2000:]}"
         assert "Application shutdown complete." in log.split("Shutting down")[-1], log[-2000:]
 
+    def tails(self, lines: int = 15) -> str:
+        """The last lines of every process's log (for assertion messages)."""
+        return "\n".join(f"--- {name}:\n" + "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+                         for name, log in self.logs.items())
+
     def close(self) -> None:
         for name in list(self.procs):
             proc = self.procs.pop(name)
@@ -344,7 +349,7 @@ def test_health_endpoints_on_each_worker_and_through_the_proxy(deployment):
         assert "no-store" in headers.get("Cache-Control", "")
     session = _through_proxy(d)
     status, _, body = session.request(d.origin + "/readyz")
-    assert (status, json.loads(body)) == (200, {"status": "ready"})
+    assert (status, json.loads(body)) == (200, {"status": "ready"}), d.tails()
 
 
 def test_pushed_round_through_the_proxy(deployment, person):
