@@ -345,7 +345,7 @@ def test_health_endpoints_on_each_worker_and_through_the_proxy(deployment):
         # redirect (127.0.0.1 is not in DJANGO_ALLOWED_HOSTS)
         assert _get(f"http://127.0.0.1:{port}/healthz")[0::2] == (200, '{"status": "live"}')
         status, headers, body = _get(f"http://127.0.0.1:{port}/readyz")
-        assert (status, json.loads(body)) == (200, {"status": "ready"})
+        assert (status, json.loads(body)) == (200, {"status": "ready"}), d.tails()
         assert "no-store" in headers.get("Cache-Control", "")
     session = _through_proxy(d)
     status, _, body = session.request(d.origin + "/readyz")
