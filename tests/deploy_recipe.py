@@ -69,16 +69,27 @@ def substitute(text: str, subs: list[tuple[str, str]]) -> str:
     return text
 
 
-def run_shell(script: str, *, cwd: Path, env: dict[str, str], timeout_s: float) -> str:
-    """Run ``script`` with ``bash -euo pipefail``; returns its output (stdout and stderr together).
+class Terminal:
+    """One bash session for the ``shell`` blocks, as a deployer pasting them into one terminal:
+    the working directory, umask and exported variables a block leaves are there for the next
+    (each block runs in its own ``bash -euo pipefail``; the state is carried in a file)."""
 
-    Raises:
-        AssertionError: it exited non-zero (the message quotes the script and the output's end)."""
-    out = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=cwd, env=env, capture_output=True,
-                         text=True, timeout=timeout_s)
-    text = out.stdout + out.stderr
-    assert out.returncode == 0, f"README step failed ({out.returncode}):\n{script}\n--- output ---\n{text[-4000:]}"
-    return text
+    def __init__(self, state: Path, cwd: Path, env: dict[str, str]) -> None:
+        self.state, self.cwd, self.env = state, cwd, env
+
+    def run(self, script: str, timeout_s: float) -> str:
+        """Run ``script``; returns its output (stdout and stderr together).
+
+        Raises:
+            AssertionError: it exited non-zero (the message quotes the script and the output's end)."""
+        state = shlex.quote(str(self.state))
+        wrapped = (f"if [ -f {state} ]; then . {state}; fi\n{script}\n"
+                   f'{{ printf "cd %q\\n" "$PWD"; echo "umask $(umask)"; export -p; }} > {state}\n')
+        out = subprocess.run(["bash", "-euo", "pipefail", "-c", wrapped], cwd=self.cwd, env=self.env,
+                             capture_output=True, text=True, timeout=timeout_s)
+        text = out.stdout + out.stderr
+        assert out.returncode == 0, f"README step failed ({out.returncode}):\n{script}\n--- output ---\n{text[-4000:]}"
+        return text
 
 
 def parse_env_file(path: Path) -> dict[str, str]:
@@ -122,8 +133,10 @@ def exec_start(unit: dict[str, dict[str, str]], instance: str) -> list[str]:
 
 def nginx_conf(prefix: Path, site: Path, *, as_root: bool) -> str:
     """A minimal main ``nginx.conf`` around ``site`` (what Debian's /etc/nginx/nginx.conf provides,
-    with its pid, logs and temporary files under ``prefix``), for ``nginx -p prefix -c ...``."""
-    user = "user root root;\n" if as_root else ""  # workers must read the test's private files
+    with its pid, logs and temporary files under ``prefix``), for ``nginx -p prefix -c ...``.
+    Started as root, its workers run as ``www-data`` as Debian's do (so they read only what the
+    recipe leaves readable to others)."""
+    user = "user www-data;\n" if as_root else ""
     temp = "".join(f"    {name}_temp_path {prefix / name};\n"
                    for name in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
     return (f"{user}daemon off;\nworker_processes 1;\npid {prefix / 'nginx.pid'};\n"

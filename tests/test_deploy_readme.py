@@ -34,8 +34,8 @@ import psycopg
 import pytest
 
 from .certs import self_signed
-from .deploy_recipe import (TlsSession, exec_start, nginx_conf, option_value, parse_env_file, parse_unit,
-                            production_section, read_form, run_shell, steps, substitute)
+from .deploy_recipe import (Terminal, TlsSession, exec_start, nginx_conf, option_value, parse_env_file, parse_unit,
+                            production_section, read_form, steps, substitute)
 from .faults import RedisServer
 from .topology import PG_ADMIN, free_port, status_in, wait_port
 
@@ -171,11 +171,11 @@ def _follow(d: Deployment) -> None:
     d.workers = {name: free_port() for name in instances}
     subs = d.substitutions(section, d.workers)
     env = _clean_env()
+    terminal = Terminal(d.base / "terminal.state", d.base, env)
     for n, step in enumerate(recipe):
         text = substitute(step.text, subs)
         if step.kind == "shell":
-            cwd = d.srv if d.srv.exists() else d.base
-            d.output[f"shell{n}"] = run_shell(text, cwd=cwd, env=env, timeout_s=400)
+            d.output[f"shell{n}"] = terminal.run(text, timeout_s=400)
         elif step.kind == "sql":
             # as typed into psql (one statement at a time, not one transaction)
             out = subprocess.run(["psql", PG_ADMIN, "-v", "ON_ERROR_STOP=1", "-q"], input=text, capture_output=True,
