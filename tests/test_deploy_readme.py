@@ -37,7 +37,7 @@ from .certs import self_signed
 from .deploy_recipe import (Terminal, TlsSession, exec_start, nginx_conf, option_value, parse_env_file, parse_unit,
                             production_section, read_form, steps, substitute)
 from .faults import RedisServer
-from .topology import PG_ADMIN, free_port, status_in, wait_port
+from .topology import PG_ADMIN, WebSession, free_port, status_in, wait_port
 
 pytestmark = [pytest.mark.services]
 
@@ -73,6 +73,7 @@ class Deployment:
         self.db_password = secrets.token_urlsafe(16)
         self.admin_password = secrets.token_urlsafe(16)
         self.https_port, self.http_port, self.mcp_port = free_port(), free_port(), free_port()
+        self.loopback_port = free_port()
         self.redis = RedisServer()
         self.procs: dict[str, subprocess.Popen] = {}
         self.logs: dict[str, Path] = {}
@@ -84,7 +85,7 @@ class Deployment:
     def substitutions(self, section: str, workers: dict[str, int]) -> list[tuple[str, str]]:
         pg = urllib.parse.urlsplit(PG_ADMIN)
         subs = [
-            ("https://github.com/YOUR-ORG/mrtrweb.git", str(ROOT)),
+            ("https://git.example.com/your-org/mrtrweb.git", str(ROOT)),
             ("postgres://mrtr:db-password-change-me@127.0.0.1:5432/mrtr",
              f"postgres://{self.role}:{self.db_password}@{pg.hostname}:{pg.port or 5432}/{self.db}"),
             ("CREATE ROLE mrtr LOGIN PASSWORD 'db-password-change-me'",
@@ -102,6 +103,8 @@ class Deployment:
             ("listen 443 ssl;", f"listen 127.0.0.1:{self.https_port} ssl;"),
             ("listen 80;", f"listen 127.0.0.1:{self.http_port};"),
             ("--port 8765", f"--port {self.mcp_port}"),
+            ("--port 8009", f"--port {self.loopback_port}"),
+            ("http://127.0.0.1:8009/", f"http://127.0.0.1:{self.loopback_port}/"),
         ]
         subs += [(f"127.0.0.1:{name}", f"127.0.0.1:{port}") for name, port in workers.items()]
         for literal, _ in subs:
@@ -181,8 +184,10 @@ def _follow(d: Deployment) -> None:
             out = subprocess.run(["psql", PG_ADMIN, "-v", "ON_ERROR_STOP=1", "-q"], input=text, capture_output=True,
                                  text=True, timeout=60)
             assert out.returncode == 0, out.stderr
-        elif step.kind == "daemon":
-            d.start("mcp", ["bash", "-c", f"exec {text}"], cwd=d.srv, env=env, port=d.mcp_port)
+        elif step.kind == "daemon":  # in a terminal of its own, from the clone
+            port = int(re.findall(r"--port (\d+)", text)[-1])
+            name = {d.mcp_port: "mcp", d.loopback_port: "loopback"}[port]
+            d.start(name, ["bash", "-euo", "pipefail", "-c", text], cwd=d.srv, env=env, port=port)
         elif step.kind == "systemd":
             d.unit = parse_unit(text)
         elif step.kind == "nginx":
@@ -266,6 +271,7 @@ def _admin_steps(d: Deployment) -> tuple[str, str]:
         "tenant": option_value(form, "tenant", "Initech"), "name": "Demo server",
         "url": f"http://127.0.0.1:{d.mcp_port}/mcp"})
     assert status == 302, re.findall(r'<ul class="errorlist.*?</ul>', body, re.S)[:3]
+    d.person = (name, password)
     return name, password
 
 
@@ -279,17 +285,18 @@ def person(deployment):
     return session, server_id
 
 
-def _round(d: Deployment, session: TlsSession, server_id: int) -> str:
-    """Start ``wait_then_ask`` through the proxy, answer its round (review, then Send), wait for
-    the result. Returns the operation id."""
-    op_id = session.start(d.origin, server_id, "wait_then_ask", {"seconds": "0"})
+def _round(d: Deployment, session: WebSession, server_id: int, base: str | None = None) -> str:
+    """Start ``wait_then_ask`` at ``base`` (default: through the proxy), answer its round (review,
+    then Send), wait for the result. Returns the operation id."""
+    base = base or d.origin
+    op_id = session.start(base, server_id, "wait_then_ask", {"seconds": "0"})
     deadline = time.monotonic() + 30
-    while status_in(session.page(d.origin, op_id)) != "awaiting_input":
+    while status_in(session.page(base, op_id)) != "awaiting_input":
         assert time.monotonic() < deadline, "the round never arrived"
         time.sleep(0.2)
-    status, body = session.answer(d.origin, op_id, 1, **{"in-go_on-go": "on"})
+    status, body = session.answer(base, op_id, 1, **{"in-go_on-go": "on"})
     assert status == 302, (status, body[:500])
-    while "Went on." not in (page := session.page(d.origin, op_id)):
+    while "Went on." not in (page := session.page(base, op_id)):
         assert time.monotonic() < deadline + 30, status_in(page)
         time.sleep(0.2)
     assert status_in(page) == "completed"
@@ -386,3 +393,18 @@ def test_a_round_through_each_worker(deployment, person):
     assert _served(d, first, op_first) and not _served(d, second, op_first)
     assert _served(d, second, op_second) and not _served(d, first, op_second)
     start_worker(d, first)
+
+
+def test_plain_http_on_loopback(deployment, person):
+    """The README's first look without TLS: a worker on loopback with the secure defaults off
+    serves plain http (no redirect), its cookies work without https, a round is answered."""
+    d = deployment
+    _, server_id = person
+    base = f"http://127.0.0.1:{d.loopback_port}"
+    session = WebSession()
+    status, _, _ = session.request(base + "/accounts/login/")
+    assert status == 200
+    assert all(not c.secure for c in session.jar)
+    session.login(base, *d.person)
+    op_id = _round(d, session, server_id, base)
+    assert f'"POST /mcp/operations/{op_id}/answer/ HTTP/1.1" 302' in d.logs["loopback"].read_text()
