@@ -6,23 +6,29 @@ test does not run: packages, users, systemctl), ``shell`` (bash, run as written 
 substitutions), ``sql`` (psql as the PostgreSQL superuser), ``daemon`` (one long-running command),
 ``systemd`` (a unit file: its ``ExecStart`` is run per instance) or ``nginx`` (a site file).
 
-Also here: an HTML form reader for the Django admin's add pages (the test follows the README's
-admin steps like a person: it reads the form, keeps what the page pre-fills and changes only the
-named fields) and a signed-in HTTPS session trusting the test's certificate.
+Also here: :class:`Deployment`, what following the recipe built (its temporary directories,
+ports, processes, private database role and Redis), and how it is torn down.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import html.parser
+import os
 import re
+import secrets
 import shlex
-import ssl
+import shutil
+import signal
 import subprocess
-import urllib.request
+import tempfile
+import urllib.parse
 from pathlib import Path
 
-from .topology import WebSession, _NoRedirect
+import psycopg
+
+from .certs import self_signed
+from .faults import RedisServer
+from .topology import PG_ADMIN, free_port, wait_port
 
 SECTION = "## Production: Redis, PostgreSQL, several workers"
 _STEP = re.compile(r"<!-- deploy-step: ([a-z]+) -->\n```([a-z]*)\n(.*?)\n```", re.S)
@@ -145,122 +151,125 @@ def nginx_conf(prefix: Path, site: Path, *, as_root: bool) -> str:
             f"    access_log {prefix / 'access.log'};\n{temp}    include {site};\n}}\n")
 
 
-class _Form:
-    """One ``<form method="post">``: ``fields`` as a browser would submit them untouched,
-    ``options`` per select (value, label, selected)."""
-
-    def __init__(self, form_id: str) -> None:
-        self.id = form_id
-        self.fields: list[tuple[str, str]] = []
-        self.options: dict[str, list[tuple[str, str, bool]]] = {}
+ROOT = Path(__file__).resolve().parents[1]
+#: what the environment of a test run must not leak into the deployment's processes
+_LEAKS = ("DJANGO_", "MRTRWEB_", "REDIS_", "DATABASE_URL", "CSRF_TRUSTED_ORIGINS", "PYTHONPATH", "VIRTUAL_ENV",
+          "PYTHONHOME", "PYTEST_")
 
 
-class _FormReader(html.parser.HTMLParser):
-    """Every POST form of a page (a page may have several: the admin's sign-out is one)."""
+def clean_env(**extra: str) -> dict[str, str]:
+    """This process's environment without what configures mrtrweb or Python (a deployer's shell
+    has none of it), plus ``extra``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(_LEAKS)}
+    env.update(extra)
+    return env
+
+
+class Deployment:
+    """What the recipe built: a temporary tree standing for ``/srv/mrtrweb`` (``srv``),
+    ``/etc/mrtrweb`` (``etc``) and ``/var/lib/mrtrweb`` (``var``), as step 1 makes them (0755
+    readable by nginx's workers, ``etc`` 0700); free ports; a private ``redis-server``; a throwaway
+    certificate; the processes started (``procs``, their logs in ``logs``). Filled in while the
+    recipe is followed: ``workers`` (unit instance -> port), ``unit``, ``env`` (the environment
+    file as systemd reads it), ``output`` (each shell block's output), ``person`` (user, password).
+    """
 
     def __init__(self) -> None:
-        super().__init__()
-        self.forms: list[_Form] = []
-        self._form: _Form | None = None
-        self._select: str | None = None
-        self._option: list | None = None
-        self._textarea: str | None = None
-        self._text: list[str] = []
+        self.base = Path(tempfile.mkdtemp(prefix="mrtrweb-deploy-"))
+        self.base.chmod(0o755)
+        self.srv, self.etc, self.var = self.base / "srv", self.base / "etc", self.base / "var"
+        self.nginx_dir = self.base / "nginx"
+        for d in (self.etc, self.var, self.nginx_dir):
+            d.mkdir(mode=0o755)
+            d.chmod(0o755)
+        self.etc.chmod(0o700)
+        self.workers: dict[str, int] = {}
+        self.unit: dict[str, dict[str, str]] = {}
+        self.env: dict[str, str] = {}
+        self.person: tuple[str, str] = ("", "")
+        self.nginx_args: list[str] = []
+        self.tag = secrets.token_hex(4)
+        self.role = self.db = f"mrtr_deploy_{self.tag}"
+        self.db_password = secrets.token_urlsafe(16)
+        self.admin_password = secrets.token_urlsafe(16)
+        self.https_port, self.http_port, self.mcp_port = free_port(), free_port(), free_port()
+        self.loopback_port = free_port()
+        self.redis = RedisServer()
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.logs: dict[str, Path] = {}
+        self.cert, self.key = self_signed(self.nginx_dir)
+        self.origin = f"https://localhost:{self.https_port}"
+        self.output: dict[str, str] = {}
 
-    def handle_starttag(self, tag, attrs):
-        a = {k: (v if v is not None else "") for k, v in attrs}
-        if tag == "form" and a.get("method", "").lower() == "post":
-            self._form = _Form(a.get("id", ""))
-            self.forms.append(self._form)
-        form = self._form
-        if form is None:
-            return
-        name = a.get("name", "")
-        if tag == "input" and name and "__prefix__" not in name:
-            kind = a.get("type", "text").lower()
-            if kind in ("checkbox", "radio"):
-                if "checked" in a:
-                    form.fields.append((name, a.get("value", "on")))
-            elif kind not in ("submit", "button", "reset", "file", "image"):
-                form.fields.append((name, a.get("value", "")))
-        elif tag == "select" and name:  # a "__prefix__" one is the template "Add another" copies
-            self._select = name
-            form.options[name] = []
-        elif tag == "option" and self._select is not None:
-            self._option = [a.get("value"), "", "selected" in a]
-        elif tag == "textarea" and name and "__prefix__" not in name:
-            self._textarea, self._text = name, []
+    # -- following the README ----------------------------------------------------------------
+    def substitutions(self, section: str, workers: dict[str, int]) -> list[tuple[str, str]]:
+        pg = urllib.parse.urlsplit(PG_ADMIN)
+        subs = [
+            ("https://git.example.com/your-org/mrtrweb.git", str(ROOT)),
+            ("postgres://mrtr:db-password-change-me@127.0.0.1:5432/mrtr",
+             f"postgres://{self.role}:{self.db_password}@{pg.hostname}:{pg.port or 5432}/{self.db}"),
+            ("CREATE ROLE mrtr LOGIN PASSWORD 'db-password-change-me'",
+             f"CREATE ROLE {self.role} LOGIN PASSWORD '{self.db_password}'"),
+            ("CREATE DATABASE mrtr OWNER mrtr", f"CREATE DATABASE {self.db} OWNER {self.role}"),
+            ("admin-password-change-me", self.admin_password),
+            ("redis://127.0.0.1:6379", f"redis://127.0.0.1:{self.redis.port}"),
+            ("/srv/mrtrweb", str(self.srv)),
+            ("/etc/mrtrweb", str(self.etc)),
+            ("/var/lib/mrtrweb", str(self.var)),
+            ("/etc/ssl/mrtrweb/fullchain.pem", str(self.cert)),
+            ("/etc/ssl/mrtrweb/privkey.pem", str(self.key)),
+            ("https://mcp.example.com", self.origin),
+            ("mcp.example.com", "localhost"),
+            ("listen 443 ssl;", f"listen 127.0.0.1:{self.https_port} ssl;"),
+            ("listen 80;", f"listen 127.0.0.1:{self.http_port};"),
+            ("--port 8765", f"--port {self.mcp_port}"),
+            ("--port 8009", f"--port {self.loopback_port}"),
+            ("http://127.0.0.1:8009/", f"http://127.0.0.1:{self.loopback_port}/"),
+        ]
+        subs += [(f"127.0.0.1:{name}", f"127.0.0.1:{port}") for name, port in workers.items()]
+        for literal, _ in subs:
+            assert literal in section, f"the test substitutes {literal!r}, which the README no longer has"
+        return subs
 
-    def handle_data(self, data):
-        if self._option is not None:
-            self._option[1] += data
-        if self._textarea is not None:
-            self._text.append(data)
+    def start(self, name: str, args: list[str], *, cwd: Path, env: dict[str, str], port: int) -> None:
+        log = self.base / f"{name}.log"
+        self.logs[name] = log
+        proc = subprocess.Popen(args, cwd=cwd, env=env, stdout=log.open("a"), stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        self.procs[name] = proc
+        wait_port(port, timeout_s=60, proc=proc, log=log)
 
-    def handle_endtag(self, tag):
-        form = self._form
-        if form is None:
-            return
-        if tag == "option" and self._option is not None and self._select is not None:
-            value, label, selected = self._option
-            label = label.strip()
-            form.options[self._select].append((label if value is None else value, label, selected))
-            self._option = None
-        elif tag == "select" and self._select is not None:
-            opts = form.options[self._select]
-            chosen = [v for v, _, s in opts if s] or [v for v, _, _ in opts[:1]]
-            if "__prefix__" not in self._select:
-                form.fields.extend((self._select, v) for v in chosen)
-            self._select = None
-        elif tag == "textarea" and self._textarea is not None:
-            form.fields.append((self._textarea, "".join(self._text).lstrip("\n")))
-            self._textarea = None
-        elif tag == "form":
-            self._form = None
+    def stop(self, name: str, timeout_s: float = 90.0) -> None:
+        """SIGTERM (as ``systemctl stop`` sends), wait for a clean exit: the lifespan's shutdown
+        (the drain) completed, and uvicorn ended by re-raising the SIGTERM it caught, which
+        systemd counts as a clean stop.
 
+        Raises:
+            AssertionError: another exit, or no completed shutdown in its log."""
+        proc = self.procs.pop(name)
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=timeout_s)
+        log = self.logs[name].read_text()
+        assert code in (0, -signal.SIGTERM), f"{name} exited with {code}:\n{log[-2000:]}"
+        assert "Application shutdown complete." in log.split("Shutting down")[-1], log[-2000:]
 
-def read_form(page: str) -> _Form:
-    """The page's main POST form: the one with the most fields (the admin's add form, not its
-    sign-out button).
+    def tails(self, lines: int = 15) -> str:
+        """The last lines of every process's log (for assertion messages)."""
+        return "\n".join(f"--- {name}:\n" + "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+                         for name, log in self.logs.items())
 
-    Raises:
-        AssertionError: the page has no POST form."""
-    reader = _FormReader()
-    reader.feed(page)
-    assert reader.forms, "no POST form on the page"
-    return max(reader.forms, key=lambda f: len(f.fields) + len(f.options))
+    def close(self) -> None:
+        for name in list(self.procs):
+            proc = self.procs.pop(name)
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
+        self.redis.close()
+        with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{self.db}" WITH (FORCE)')
+            conn.execute(f'DROP ROLE IF EXISTS "{self.role}"')
+        shutil.rmtree(self.base, ignore_errors=True)
 
-
-def option_value(form: _Form, select: str, label: str) -> str:
-    """The value of the option labelled ``label`` in ``select``.
-
-    Raises:
-        AssertionError: no such option."""
-    for value, text, _ in form.options.get(select, []):
-        if text == label:
-            return value
-    raise AssertionError(f"no option {label!r} in {select!r}: {form.options.get(select)}")
-
-
-class TlsSession(WebSession):
-    """A :class:`tests.topology.WebSession` over https, trusting ``cafile`` only."""
-
-    def __init__(self, cafile: Path) -> None:
-        super().__init__()
-        self.ssl = ssl.create_default_context(cafile=str(cafile))
-        self.opener = urllib.request.build_opener(urllib.request.HTTPSHandler(context=self.ssl),
-                                                  urllib.request.HTTPCookieProcessor(self.jar), _NoRedirect)
-
-    def submit(self, url: str, changes: dict[str, str]) -> tuple[int, str, str]:
-        """GET the form at ``url``, keep what it pre-fills, change ``changes``, POST it back.
-        Returns ``(status, Location, body)``."""
-        status, _, page = self.request(url)
-        assert status == 200, (url, status, page[:300])
-        form = read_form(page)
-        data: dict[str, list[str]] = {}
-        for name, value in form.fields:
-            data.setdefault(name, []).append(value)
-        for name, value in changes.items():
-            data[name] = [value]
-        data.pop("csrfmiddlewaretoken", None)
-        return self.request(url, data)
+    def query(self, sql: str, *args):
+        with psycopg.connect(self.env["DATABASE_URL"], autocommit=True) as conn:
+            return conn.execute(sql, args).fetchall()

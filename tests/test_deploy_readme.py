@@ -20,139 +20,25 @@ import os
 import re
 import secrets
 import shutil
-import signal
 import subprocess
-import tempfile
 import time
 import urllib.error
-import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 
-from .certs import self_signed
-from .deploy_recipe import (Terminal, TlsSession, exec_start, nginx_conf, option_value, parse_env_file, parse_unit,
-                            production_section, read_form, steps, substitute)
-from .faults import RedisServer
-from .topology import PG_ADMIN, WebSession, free_port, status_in, wait_port
+from .admin_forms import TlsSession, option_value, read_form
+from .deploy_recipe import (ROOT, Deployment, Terminal, clean_env, exec_start, nginx_conf, parse_env_file,
+                            parse_unit, production_section, steps, substitute)
+from .topology import PG_ADMIN, WebSession, free_port, status_in
 
 pytestmark = [pytest.mark.services]
-
-ROOT = Path(__file__).resolve().parents[1]
-#: what the environment of a test run must not leak into the deployment's processes
-_LEAKS = ("DJANGO_", "MRTRWEB_", "REDIS_", "DATABASE_URL", "CSRF_TRUSTED_ORIGINS", "PYTHONPATH", "VIRTUAL_ENV",
-          "PYTHONHOME", "PYTEST_")
-
-
-def _clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(_LEAKS)}
-    env.update(extra)
-    return env
-
 
 def _head_readme() -> str:
     return subprocess.run(["git", "show", "HEAD:README.md"], cwd=ROOT, capture_output=True, text=True,
                           check=True).stdout
-
-
-class Deployment:
-    """What the recipe built: paths, ports, processes, the private database and Redis."""
-
-    def __init__(self) -> None:
-        self.base = Path(tempfile.mkdtemp(prefix="mrtrweb-deploy-"))
-        self.base.chmod(0o755)
-        self.srv, self.etc, self.var = self.base / "srv", self.base / "etc", self.base / "var"
-        self.nginx_dir = self.base / "nginx"
-        for d in (self.etc, self.var, self.nginx_dir):
-            d.mkdir()
-        self.tag = secrets.token_hex(4)
-        self.role = self.db = f"mrtr_deploy_{self.tag}"
-        self.db_password = secrets.token_urlsafe(16)
-        self.admin_password = secrets.token_urlsafe(16)
-        self.https_port, self.http_port, self.mcp_port = free_port(), free_port(), free_port()
-        self.loopback_port = free_port()
-        self.redis = RedisServer()
-        self.procs: dict[str, subprocess.Popen] = {}
-        self.logs: dict[str, Path] = {}
-        self.cert, self.key = self_signed(self.nginx_dir)
-        self.origin = f"https://localhost:{self.https_port}"
-        self.output: dict[str, str] = {}
-
-    # -- following the README ----------------------------------------------------------------
-    def substitutions(self, section: str, workers: dict[str, int]) -> list[tuple[str, str]]:
-        pg = urllib.parse.urlsplit(PG_ADMIN)
-        subs = [
-            ("https://git.example.com/your-org/mrtrweb.git", str(ROOT)),
-            ("postgres://mrtr:db-password-change-me@127.0.0.1:5432/mrtr",
-             f"postgres://{self.role}:{self.db_password}@{pg.hostname}:{pg.port or 5432}/{self.db}"),
-            ("CREATE ROLE mrtr LOGIN PASSWORD 'db-password-change-me'",
-             f"CREATE ROLE {self.role} LOGIN PASSWORD '{self.db_password}'"),
-            ("CREATE DATABASE mrtr OWNER mrtr", f"CREATE DATABASE {self.db} OWNER {self.role}"),
-            ("admin-password-change-me", self.admin_password),
-            ("redis://127.0.0.1:6379", f"redis://127.0.0.1:{self.redis.port}"),
-            ("/srv/mrtrweb", str(self.srv)),
-            ("/etc/mrtrweb", str(self.etc)),
-            ("/var/lib/mrtrweb", str(self.var)),
-            ("/etc/ssl/mrtrweb/fullchain.pem", str(self.cert)),
-            ("/etc/ssl/mrtrweb/privkey.pem", str(self.key)),
-            ("https://mcp.example.com", self.origin),
-            ("mcp.example.com", "localhost"),
-            ("listen 443 ssl;", f"listen 127.0.0.1:{self.https_port} ssl;"),
-            ("listen 80;", f"listen 127.0.0.1:{self.http_port};"),
-            ("--port 8765", f"--port {self.mcp_port}"),
-            ("--port 8009", f"--port {self.loopback_port}"),
-            ("http://127.0.0.1:8009/", f"http://127.0.0.1:{self.loopback_port}/"),
-        ]
-        subs += [(f"127.0.0.1:{name}", f"127.0.0.1:{port}") for name, port in workers.items()]
-        for literal, _ in subs:
-            assert literal in section, f"the test substitutes {literal!r}, which the README no longer has"
-        return subs
-
-    def start(self, name: str, args: list[str], *, cwd: Path, env: dict[str, str], port: int) -> None:
-        log = self.base / f"{name}.log"
-        self.logs[name] = log
-        proc = subprocess.Popen(args, cwd=cwd, env=env, stdout=log.open("a"), stderr=subprocess.STDOUT,
-                                start_new_session=True)
-        self.procs[name] = proc
-        wait_port(port, timeout_s=60, proc=proc, log=log)
-
-    def stop(self, name: str, timeout_s: float = 90.0) -> None:
-        """SIGTERM (as ``systemctl stop`` sends), wait for a clean exit: the lifespan's shutdown
-        (the drain) completed, and uvicorn ended by re-raising the SIGTERM it caught, which
-        systemd counts as a clean stop.
-
-        Raises:
-            AssertionError: another exit, or no completed shutdown in its log."""
-        proc = self.procs.pop(name)
-        proc.send_signal(signal.SIGTERM)
-        code = proc.wait(timeout=timeout_s)
-        log = self.logs[name].read_text()
-        assert code in (0, -signal.SIGTERM), f"{name} exited with {code}:\n{log[-2000:]}"
-        assert "Application shutdown complete." in log.split("Shutting down")[-1], log[-2000:]
-
-    def tails(self, lines: int = 15) -> str:
-        """The last lines of every process's log (for assertion messages)."""
-        return "\n".join(f"--- {name}:\n" + "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
-                         for name, log in self.logs.items())
-
-    def close(self) -> None:
-        for name in list(self.procs):
-            proc = self.procs.pop(name)
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=10)
-        self.redis.close()
-        with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{self.db}" WITH (FORCE)')
-            conn.execute(f'DROP ROLE IF EXISTS "{self.role}"')
-        shutil.rmtree(self.base, ignore_errors=True)
-
-    def query(self, sql: str, *args):
-        with psycopg.connect(self.env["DATABASE_URL"], autocommit=True) as conn:
-            return conn.execute(sql, args).fetchall()
 
 
 def _follow(d: Deployment) -> None:
@@ -173,7 +59,7 @@ def _follow(d: Deployment) -> None:
     assert len(instances) == 2, instances
     d.workers = {name: free_port() for name in instances}
     subs = d.substitutions(section, d.workers)
-    env = _clean_env()
+    env = clean_env()
     terminal = Terminal(d.base / "terminal.state", d.base, env)
     for n, step in enumerate(recipe):
         text = substitute(step.text, subs)
@@ -211,7 +97,7 @@ def _follow(d: Deployment) -> None:
     assert float(service["TimeoutStopSec"]) >= grace + graceful + 15, "TimeoutStopSec must exceed the drain"
     for name in d.workers:
         start_worker(d, name)
-    d.start("nginx", d.nginx_args, cwd=d.nginx_dir, env=_clean_env(), port=d.https_port)
+    d.start("nginx", d.nginx_args, cwd=d.nginx_dir, env=clean_env(), port=d.https_port)
 
 
 def start_worker(d: Deployment, name: str) -> None:
