@@ -158,6 +158,7 @@ async def drain(grace: float | None = None) -> dict[str, int]:
         pending = _operation_tasks()  # a legacy answer or a state-only retry may have spawned one
     stopped = 0
     settled = True
+    await workers.fresh_connections()  # the database may have been down meanwhile
     try:
         for op_id in await sync_to_async(_driven_ids)():
             stopped += await _stop_operation(op_id)

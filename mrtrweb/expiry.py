@@ -54,7 +54,7 @@ def _due():
 
 def due_ids(limit: int = SWEEP_BATCH) -> list[Any]:
     """Ids of operations whose open round is past its lifetime (sync; one indexed query)."""
-    return list(_due().values_list("pk", flat=True)[:limit])
+    return list(_due().order_by().values_list("pk", flat=True)[:limit])
 
 
 def expire(op_id: Any, round_number: int | None = None, *, due_only: bool = True) -> Any:

@@ -35,6 +35,12 @@ A portal that embeds mrtrweb picks one:
       path("mcp/", include("mrtrweb.health")),   # /mcp/healthz, /mcp/readyz
 
 The views are async (concurrent checks); under WSGI Django runs them in a loop of their own.
+
+Draining and uvicorn: on SIGTERM uvicorn closes its listening sockets *before* the drain starts
+(:mod:`mrtrweb.drain`), so from that moment probes of a draining uvicorn worker are refused at
+the TCP level -- which load balancers and orchestrators count as "not ready" as well. The
+``{"status": "draining"}`` answer is what a probe sees on a server that keeps listening while it
+drains, or in a process that called :func:`mrtrweb.drain.begin_draining` itself.
 """
 
 from __future__ import annotations
@@ -162,9 +168,23 @@ async def _checks() -> dict[str, str]:
         if await run(name, lambda: _in_thread(name, fn)) and backend == name:
             await run("binding store", lambda: _in_thread("binding store", _binding_store))
 
-    await asyncio.gather(service_then_store("database", _database), service_then_store("cache", _cache),
-                         run("channel layer", _channel_layer))
+    checks = [lambda: service_then_store("database", _database), lambda: service_then_store("cache", _cache),
+              lambda: run("channel layer", _channel_layer)]
+    global _warm
+    if not _warm:
+        # The first probe of a process imports the backends (django-redis, channels-redis, both
+        # importing redis-py) -- in a health thread and in the event loop: run concurrently, the
+        # two imports deadlock (ImportError, _DeadlockError) and a healthy worker reads unready.
+        for check in checks:
+            await check()
+        _warm = True
+        return failed
+    await asyncio.gather(*(check() for check in checks))
     return failed
+
+
+#: whether the checks ran once in this process (their modules are imported): see :func:`_checks`
+_warm = False
 
 
 # -- reporting ----------------------------------------------------------------------------------

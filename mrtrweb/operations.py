@@ -216,8 +216,9 @@ async def _finish(op: Operation, status: str, *, code: str = "", message: str = 
         if not updated:
             logger.info("operation %s was already ended; late outcome %s ignored", op.id, status)
             return
-    else:
-        await Operation.objects.filter(pk=op.pk).aupdate(error_message=op.error_message)
+    else:  # marked by a conditional update of its own (reaper, drain, access): end it cleanly
+        await Operation.objects.filter(pk=op.pk).aupdate(error_message=op.error_message, worker="",
+                                                         round_expires_at=None)
     try:
         await sync_to_async(get_gate().close)(handle_of(op))
     except StoreUnavailable:
@@ -263,6 +264,7 @@ async def start_operation(*, user: Any, server: McpServer, method: str, name: st
         op.status = Operation.Status.FAILED
         op.error_code = STORE_UNAVAILABLE
         op.error_message = message_for(STORE_UNAVAILABLE)
+        op.worker = ""
         await op.asave()
         raise OperationRefused(STORE_UNAVAILABLE, message_for(STORE_UNAVAILABLE)) from None
     _spawn(_drive(op.id, request_id, params))
@@ -642,12 +644,14 @@ async def _drive(op_id: Any, request_id: str, params: dict[str, Any]) -> None:
                 finally:
                     if dedicated:
                         await pool().close(str(op.user_id), dedicated)
+                await _database_back(op_id)
                 if call.rounds:  # legacy rounds were answered during the call: the row moved on
                     op = await _load(op_id)
                 if raw is _STOPPED:
                     return
             except McpCallError as exc:
                 logger.info("operation %s: MCP call failed (%s)", op.id, exc.code)
+                await _database_back(op_id)
                 if exc.code == "insufficient_scope":
                     await _note_challenge(op, exc)
                 if call.rounds:
@@ -672,6 +676,41 @@ async def _drive(op_id: Any, request_id: str, params: dict[str, Any]) -> None:
             logger.exception("operation %s could not be marked failed", op_id)
     finally:
         await sync_to_async(close_old_connections)()
+
+
+#: the longest the outcome of a call waits for the database to answer again (an outage during
+#: the call or as its result arrives), seconds; then it is handled anyway (and fails, logged)
+RESULT_DB_WAIT_S: Final = 60.0
+
+
+async def _database_back(op_id: Any) -> None:
+    """Before a call's outcome is written: the process's shared sync-thread connection may have
+    been broken by a database outage during the call (it is held across the call, and a broken
+    connection is never reconnected by itself). Give it back (a broken one is discarded) and read
+    the operation's status on a fresh one, retrying with pauses while the database is down, up to
+    :data:`RESULT_DB_WAIT_S`. The server's result is then not lost to a blip that is over."""
+    from django.db import DatabaseError
+
+    deadline = time.monotonic() + RESULT_DB_WAIT_S
+    pause, warned = 0.2, False
+    while True:
+        try:
+            await sync_to_async(close_old_connections)()
+            await Operation.objects.filter(pk=op_id).values_list("status", flat=True).afirst()
+            if warned:
+                logger.warning("operation %s: the database answers again; the outcome is written now", op_id)
+            return
+        except DatabaseError as exc:
+            if time.monotonic() >= deadline:
+                logger.error("operation %s: the database did not answer for %ss after the call (%s)", op_id,
+                             RESULT_DB_WAIT_S, exc.__class__.__name__)
+                return
+            if not warned:
+                warned = True
+                logger.warning("operation %s: the call ended while the database is unreachable (%s); its outcome "
+                               "waits for it (up to %ss)", op_id, exc.__class__.__name__, RESULT_DB_WAIT_S)
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 2.0)
 
 
 async def _handle_result(op: Operation, request_id: str, raw: Any) -> Retry | None:
@@ -1115,7 +1154,7 @@ async def _answer_legacy(op: Operation, responses: dict[str, Any]) -> Retry:
         # the worker holding the server's call is gone, and the call with it: nothing can reach the server
         claimed = await Operation.objects.filter(pk=op.pk, status=Operation.Status.AWAITING_INPUT).aupdate(
             status=Operation.Status.INTERRUPTED, error_code=WORKER_LOST,
-            error_message=message_for(WORKER_LOST))
+            error_message=message_for(WORKER_LOST), worker="", round_expires_at=None)
         if claimed:
             await finish_interrupted(op)
         raise OperationRefused(WORKER_LOST, message_for(WORKER_LOST))

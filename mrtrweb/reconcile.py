@@ -30,7 +30,7 @@ from typing import Any
 from django.utils import timezone
 
 from . import conf, expiry
-from .models import AuditEvent, Operation
+from .models import AuditEvent
 
 UNSETTLEABLE = ("duplicate_submissions", "late_submissions", "multiple_outcomes")
 

@@ -3,7 +3,7 @@
 Each ASGI worker process has an id (:data:`WORKER_ID`, ``host:pid:random``) and a lease, a
 :class:`~mrtrweb.models.WorkerLease` row renewed every ``MRTRWEB["HEARTBEAT_S"]`` seconds with
 the **database's** clock (``Now()``: hosts drift, the database is the one clock every worker
-shares). The lease is written before the worker names itself in ``Operation.worker``, and
+shares) by this module's heartbeat loop (:mod:`mrtrweb.leases` writes it). The lease is written before the worker names itself in ``Operation.worker``, and
 ``Operation.worker`` is set only while a worker drives a call (sends a request, waits for its
 result, sends a state-only retry) or holds a legacy (2025-11-25) server's call open for the
 person; it is cleared when an MRTR round is handed to the person and when the operation ends.
@@ -37,126 +37,34 @@ A worker that exits on SIGTERM drains first (:mod:`mrtrweb.drain`).
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import datetime
 import logging
-import os
-import socket
-import time
-import uuid
-from typing import Any, Callable
+from typing import Any
 
 from asgiref.sync import sync_to_async
 
-from . import conf
+from .leases import WORKER_ID, lease_call, note_failure, period, renew, renewal_failed, renewal_succeeded, trusted
+from .leases import TRUSTED_RENEWALS, _state, ensure_lease, release, reset  # noqa: F401 -- re-exported
 
 logger = logging.getLogger("mrtrweb.workers")
 
-WORKER_ID = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 #: the operation's worker stopped during the call (judged dead by another worker)
 WORKER_LOST = "worker_lost"
 #: a lease not renewed for this many periods is stale: its worker is dead
 STALE_PERIODS = 3
-#: a worker's reaper judges others only after this many of its own renewals succeeded in a row
-TRUSTED_RENEWALS = 3
 #: a lease stale this long (seconds) is deleted by any trusted reaper
 FORGET_S = 3600.0
 #: at most this many operations are settled by one reaper round
 REAP_BATCH = 200
 
 
-class _State:
-    """This process's view of its own lease."""
-
-    def __init__(self) -> None:
-        self.streak = 0  #: renewals of the loop that succeeded in a row
-        self.written = False  #: the lease row exists (written by this process at least once)
-        self.failing_since: float | None = None  #: monotonic time the renewals started failing
-        self.warned: dict[str, float] = {}  #: what failed -> monotonic time of its last warning
-
-
-_state = _State()
+#: the heartbeat loop of each event loop (one in a uvicorn worker)
 _beats: dict[asyncio.AbstractEventLoop, asyncio.Task] = {}
-#: the lease is renewed in a thread of its own, with its own database connection: a slow query
-#: or a blocked sync thread elsewhere in the worker never delays the renewal
-_lease_thread = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="mrtrweb-lease")
-
-
-def period() -> float:
-    """``MRTRWEB["HEARTBEAT_S"]``: seconds between two renewals (and reaper/expiry rounds)."""
-    return float(conf.get("HEARTBEAT_S"))
 
 
 def stale_after() -> datetime.timedelta:
     """How long a lease may go unrenewed before its worker counts as dead."""
     return datetime.timedelta(seconds=period() * STALE_PERIODS)
-
-
-def _in_lease_thread(fn: Callable[[], Any]) -> Any:
-    """Run ``fn`` (ORM code) and give the thread's connection back (to the pool) afterwards."""
-    from django.db import connections
-
-    try:
-        connections.close_all()  # a connection broken by an outage is not reused
-        return fn()
-    finally:
-        connections.close_all()
-
-
-async def lease_call(fn: Callable[[], Any]) -> Any:
-    return await asyncio.get_running_loop().run_in_executor(_lease_thread, _in_lease_thread, fn)
-
-
-def renew() -> None:
-    """Renew this worker's lease with the database's clock, creating it if it is absent (sync).
-    ``draining`` is written as :func:`mrtrweb.drain.is_draining` says.
-
-    Raises:
-        django.db.DatabaseError: the database is unreachable (the caller logs it).
-    """
-    from django.db.models.functions import Now
-
-    from .drain import is_draining
-    from .models import WorkerLease
-
-    draining = is_draining()
-    if not WorkerLease.objects.filter(pk=WORKER_ID).update(beat_at=Now(), draining=draining):
-        # absent: never written, or forgotten by another worker after a long partition. Only
-        # the lease thread writes this row, so no other insert of it can race this one.
-        WorkerLease.objects.create(worker_id=WORKER_ID, beat_at=Now(), started_at=Now(), draining=draining,
-                                   host=socket.gethostname()[:255], pid=os.getpid())
-    _state.written = True
-
-
-def release() -> bool:
-    """Delete this worker's lease (sync; when it exits after settling its operations). Returns
-    whether the row was deleted; a database error is logged and False."""
-    from .models import WorkerLease
-
-    try:
-        WorkerLease.objects.filter(pk=WORKER_ID).delete()
-    except Exception as exc:  # noqa: BLE001 -- then it goes stale, and other workers judge by that
-        logger.warning("lease of worker %s not deleted (%s); it goes stale", WORKER_ID, exc.__class__.__name__)
-        return False
-    _state.written = False
-    return True
-
-
-async def ensure_lease() -> None:
-    """Make sure this worker's lease exists before it names itself in an operation.
-
-    Raises:
-        django.db.DatabaseError: the lease could not be written (nothing may name this worker).
-    """
-    if not _state.written:
-        await lease_call(renew)
-
-
-def trusted() -> bool:
-    """Whether this worker may judge other workers: its own last :data:`TRUSTED_RENEWALS`
-    renewals succeeded in a row (so the database is reachable, and has been for long enough
-    that live workers renewed their leases after any outage)."""
-    return _state.streak >= TRUSTED_RENEWALS
 
 
 def _fresh_leases():
@@ -201,7 +109,7 @@ def _dead_candidates(operation_id: Any = None) -> list[Any]:
           .filter(Q(status=Operation.Status.RUNNING) | Exists(legacy_round)))
     if operation_id is not None:
         qs = qs.filter(pk=operation_id)
-    return list(qs.select_related("server", "tenant")[:REAP_BATCH])
+    return list(qs.select_related("server", "tenant").order_by()[:REAP_BATCH])
 
 
 async def reap_interrupted(operation_id: Any = None) -> int:
@@ -245,31 +153,6 @@ def forget_stale_leases() -> int:
     return WorkerLease.objects.filter(beat_at__lt=Now() - datetime.timedelta(seconds=FORGET_S)).delete()[0]
 
 
-def _note_failure(what: str, exc: BaseException) -> None:
-    """One warning line per kind of failure, at most one a minute while it goes on."""
-    now = time.monotonic()
-    if now - _state.warned.get(what, -1e9) >= 60.0:
-        _state.warned[what] = now
-        logger.warning("worker %s: %s failed (%s); retried every %ss", WORKER_ID, what, exc.__class__.__name__,
-                       period())
-
-
-def _renewal_failed(exc: BaseException) -> None:
-    _state.streak = 0
-    if _state.failing_since is None:
-        _state.failing_since = time.monotonic()
-    _note_failure("lease renewal", exc)
-
-
-def _renewal_succeeded() -> None:
-    _state.streak += 1
-    if _state.failing_since is not None:
-        logger.warning("worker %s: lease renewed again after %.0fs of failures", WORKER_ID,
-                       time.monotonic() - _state.failing_since)
-        _state.failing_since = None
-        _state.warned.pop("lease renewal", None)
-
-
 async def beat_once() -> None:
     """One round of the loop: renew the lease; if trusted, reap and forget stale leases; sweep
     expired rounds (:mod:`mrtrweb.expiry`). Never raises (each failure is logged, rate-limited)."""
@@ -278,9 +161,10 @@ async def beat_once() -> None:
     try:
         await lease_call(renew)
     except Exception as exc:  # noqa: BLE001 -- the loop must survive outages
-        _renewal_failed(exc)
+        renewal_failed(exc)
         return
-    _renewal_succeeded()
+    renewal_succeeded()
+    await fresh_connections()
     for what, step in (("reaper", reap_interrupted), ("expiry sweep", expiry.sweep),
                        ("lease clean-up", sync_to_async(forget_stale_leases))):
         try:
@@ -288,7 +172,19 @@ async def beat_once() -> None:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001
-            _note_failure(what, exc)
+            note_failure(what, exc)
+
+
+async def fresh_connections() -> None:
+    """Give back the database connections of the sync thread this task's ORM calls run in: one
+    broken by an outage is discarded, and the next query gets a working one (with
+    ``CONN_MAX_AGE = 0`` each is closed anyway). Never raises."""
+    from django.db import close_old_connections
+
+    try:
+        await sync_to_async(close_old_connections)()
+    except Exception:  # noqa: BLE001
+        pass
 
 
 async def ensure_heartbeat() -> None:
@@ -301,7 +197,7 @@ async def ensure_heartbeat() -> None:
     try:
         await lease_call(renew)
     except Exception as exc:  # noqa: BLE001
-        _renewal_failed(exc)
+        renewal_failed(exc)
     _beats[loop] = loop.create_task(_heartbeat_loop(), name="mrtrweb-heartbeat")
 
 
@@ -320,8 +216,3 @@ async def _heartbeat_loop() -> None:
     while True:
         await asyncio.sleep(period())
         await beat_once()
-
-
-def reset() -> None:
-    """Forget this process's lease state (tests)."""
-    _state.__init__()

@@ -354,3 +354,44 @@ def test_database_cut_no_500_anywhere(worker, services, up, demo_mcp):
     status, body = alice.answer(base, waiting, 1)
     assert status == 302, body[:300]
     worker.wait_status(waiting, "completed")
+
+
+def test_a_draining_worker_is_out_of_rotation_until_it_exits(worker, up, demo_mcp):
+    """SIGTERM with a call in flight: from that moment the worker's probes are refused (uvicorn
+    closed its listener: "not ready" to any load balancer), its lease says draining (readiness
+    would answer "draining"), the other worker stays ready, the call completes, then it exits."""
+    import signal
+    import socket
+    import urllib.parse
+
+    base_d = worker.start("D")
+    port_d = urllib.parse.urlsplit(base_d).port
+    alice = WebSession()
+    alice.login(base_d, "alice", "alice-demo-pw")
+    op_id = alice.start(base_d, worker.server_id(), "long_task", {"seconds": "5"})
+    worker.wait_status(op_id, "running")
+    assert _get(base_d + "/readyz")[0] == 200
+    proc, _ = worker.workers.pop("D")
+    proc.send_signal(signal.SIGTERM)
+    try:
+        deadline = time.monotonic() + 5
+        while True:  # the listener closes at once
+            try:
+                socket.create_connection(("127.0.0.1", port_d), timeout=1).close()
+            except ConnectionRefusedError:
+                break
+            assert time.monotonic() < deadline, "the draining worker still accepts connections"
+            time.sleep(0.05)
+        deadline = time.monotonic() + 10
+        while not worker.db.query("SELECT count(*) FROM mrtrweb_workerlease WHERE pid = %s AND draining",
+                                  proc.pid)[0][0]:
+            assert time.monotonic() < deadline, "the worker's lease never said draining"
+            time.sleep(0.1)
+        assert proc.poll() is None and worker.status(op_id) == "running"  # still draining its call
+        assert _get(worker.url("A") + "/readyz")[0] == 200  # the other worker takes the traffic
+        worker.wait_status(op_id, "completed", timeout_s=30)
+        proc.wait(timeout=30)  # and exits after it
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
