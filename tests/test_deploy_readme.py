@@ -217,6 +217,12 @@ def test_check_deploy_clean_and_static_files_from_nginx(deployment):
         with pytest.raises(urllib.error.HTTPError) as err:
             urllib.request.urlopen(req, timeout=10)
         assert err.value.code == 404, f"worker {name} answered {err.value.code} for /static/"
+    # The proxy replaces a client's X-Forwarded-For (sign-in throttling counts per address).
+    req = urllib.request.Request(d.origin + "/accounts/login/?xff-probe", headers={"X-Forwarded-For": "198.51.100.7"})
+    with session.opener.open(req, timeout=10) as resp:
+        assert resp.status == 200
+    logs = "".join(d.logs[f"worker{name}"].read_text() for name in d.workers)
+    assert '127.0.0.1:0 - "GET /accounts/login/?xff-probe HTTP/1.1" 200' in logs and "198.51.100.7" not in logs
     # Plain http on the proxy redirects to https.
     status, location, _ = session.request(f"http://localhost:{d.http_port}/mcp/")
     assert status == 301 and location.startswith("https://localhost"), (status, location)
