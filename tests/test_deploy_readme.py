@@ -1,0 +1,302 @@
+"""The README's production section, followed from a fresh clone to two workers behind nginx.
+
+Only the README's marked blocks are run (tests/deploy_recipe.py), with substitutions for the host
+name, ports, paths, the repository URL, role/database names, passwords, the PostgreSQL and Redis
+addresses and the TLS certificate. A README edit that breaks the recipe breaks this test; so does
+an edit of a literal the test substitutes (each must occur in the section).
+
+Real parts: ``git clone`` of the committed HEAD, ``python3 -m venv`` and ``pip install .`` (no test
+extra; about 40 s here from the machine's package index), Debian's nginx (``-p``/``-c``: pid, logs
+and temporary files in a temporary directory, high ports), the unit's ``ExecStart`` per worker
+with only its ``EnvironmentFile`` (as systemd runs it), a private PostgreSQL role and database
+created by the README's SQL, a private ``redis-server``, the demo MCP server started by the
+README's command. About 1.5-2 minutes in all.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import shutil
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .admin_forms import TlsSession, option_value, read_form
+from .deploy_recipe import (ROOT, Deployment, Terminal, clean_env, exec_start, nginx_conf, parse_env_file,
+                            parse_unit, production_section, steps, substitute)
+from .topology import PG_ADMIN, WebSession, free_port, status_in
+
+pytestmark = [pytest.mark.services]
+
+def _head_readme() -> str:
+    return subprocess.run(["git", "show", "HEAD:README.md"], cwd=ROOT, capture_output=True, text=True,
+                          check=True).stdout
+
+
+def _follow(d: Deployment) -> None:
+    readme = _head_readme()
+    section = production_section(readme)
+    recipe = steps(section)
+    kinds = [s.kind for s in recipe]
+    for kind in ("root", "shell", "sql", "daemon", "systemd", "nginx"):
+        assert kind in kinds, f"the production section has no {kind!r} step"
+    # The packages the root steps install must be here (the test does not run apt-get).
+    for step in (s for s in recipe if s.kind == "root"):
+        for m in re.finditer(r"apt-get install -y (.+)", step.text):
+            for package in m.group(1).split():
+                status = subprocess.run(["dpkg-query", "-W", "-f=${Status}", package], capture_output=True,
+                                        text=True).stdout
+                assert status.endswith("installed"), f"package {package} (README step 1) is not installed"
+    instances = [m for s in recipe if s.kind == "root" for m in re.findall(r"mrtrweb@(\d+)", s.text)]
+    assert len(instances) == 2, instances
+    d.workers = {name: free_port() for name in instances}
+    subs = d.substitutions(section, d.workers)
+    env = clean_env()
+    terminal = Terminal(d.base / "terminal.state", d.base, env)
+    for n, step in enumerate(recipe):
+        text = substitute(step.text, subs)
+        if step.kind == "shell":
+            d.output[f"shell{n}"] = terminal.run(text, timeout_s=400)
+        elif step.kind == "sql":
+            # as typed into psql (one statement at a time, not one transaction)
+            out = subprocess.run(["psql", PG_ADMIN, "-v", "ON_ERROR_STOP=1", "-q"], input=text, capture_output=True,
+                                 text=True, timeout=60)
+            assert out.returncode == 0, out.stderr
+        elif step.kind == "daemon":  # in a terminal of its own, from the clone
+            port = int(re.findall(r"--port (\d+)", text)[-1])
+            name = {d.mcp_port: "mcp", d.loopback_port: "loopback"}[port]
+            d.start(name, ["bash", "-euo", "pipefail", "-c", text], cwd=d.srv, env=env, port=port)
+        elif step.kind == "systemd":
+            d.unit = parse_unit(text)
+        elif step.kind == "nginx":
+            site = d.nginx_dir / "site.conf"
+            site.write_text(text)
+            conf = d.nginx_dir / "nginx.conf"
+            conf.write_text(nginx_conf(d.nginx_dir, site, as_root=os.geteuid() == 0))
+            nginx = shutil.which("nginx") or "/usr/sbin/nginx"  # Debian's (./dev test installs nginx-light)
+            test = subprocess.run([nginx, "-t", "-p", str(d.nginx_dir), "-c", str(conf), "-e",
+                                   str(d.nginx_dir / "error.log")], capture_output=True, text=True)
+            assert test.returncode == 0, test.stderr
+            d.nginx_args = [nginx, "-p", str(d.nginx_dir), "-c", str(conf), "-e", str(d.nginx_dir / "error.log")]
+    assert subprocess.run(["git", "rev-parse", "HEAD"], cwd=d.srv, capture_output=True, text=True).stdout == \
+        subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
+    service = d.unit["Service"]
+    d.env_file = Path(service["EnvironmentFile"])
+    d.env = parse_env_file(d.env_file)
+    grace = float(d.env.get("MRTRWEB_DRAIN_GRACE_S", "60"))
+    args = exec_start(d.unit, "0")
+    graceful = float(args[args.index("--timeout-graceful-shutdown") + 1]) if "--timeout-graceful-shutdown" in args else 0
+    assert float(service["TimeoutStopSec"]) >= grace + graceful + 15, "TimeoutStopSec must exceed the drain"
+    for name in d.workers:
+        start_worker(d, name)
+    d.start("nginx", d.nginx_args, cwd=d.nginx_dir, env=clean_env(), port=d.https_port)
+
+
+def start_worker(d: Deployment, name: str) -> None:
+    """The unit's instance ``name`` as systemd starts it: its ExecStart, in its WorkingDirectory,
+    with its EnvironmentFile and a minimal environment of its own."""
+    service = d.unit["Service"]
+    env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8",
+           "HOME": str(d.var), **d.env}
+    d.start(f"worker{name}", exec_start(d.unit, str(d.workers[name])), cwd=Path(service["WorkingDirectory"]),
+            env=env, port=d.workers[name])
+
+
+@pytest.fixture(scope="module")
+def deployment():
+    d = Deployment()
+    try:
+        started = time.monotonic()
+        _follow(d)
+        d.setup_s = time.monotonic() - started
+        yield d
+    finally:
+        d.close()
+
+
+def _through_proxy(d: Deployment) -> TlsSession:
+    """A session for the proxy once it answers (nginx may need a moment to find a worker again)."""
+    session = TlsSession(d.cert)
+    deadline = time.monotonic() + 30
+    while True:
+        status, _, _ = session.request(d.origin + "/accounts/login/")
+        if status == 200:
+            return session
+        assert time.monotonic() < deadline, f"the proxy answers {status}"
+        time.sleep(0.3)
+
+
+def _admin_steps(d: Deployment) -> tuple[str, str]:
+    """The README's admin steps as ``admin``: a user, a tenant with that user as its admin, the
+    demo MCP server. Returns the user's name and password."""
+    admin = _through_proxy(d)
+    admin.login(d.origin, "admin", d.admin_password)
+    name, password = "dana", secrets.token_urlsafe(12)
+    status, _, body = admin.submit(d.origin + "/admin/auth/user/add/",
+                                   {"username": name, "password1": password, "password2": password})
+    assert status == 302, re.findall(r'<ul class="errorlist.*?</ul>', body, re.S)[:3]
+    page = admin.request(d.origin + "/admin/mrtrweb/tenant/add/")[2]
+    form = read_form(page)
+    prefix = next(n for n, _ in form.fields if n.endswith("-TOTAL_FORMS"))[: -len("-TOTAL_FORMS")]
+    # "Add another Membership" (the inline's template row, as the admin's script copies it)
+    status, _, body = admin.submit(d.origin + "/admin/mrtrweb/tenant/add/", {
+        "name": "Initech", "slug": "initech", f"{prefix}-TOTAL_FORMS": "1",
+        f"{prefix}-0-user": option_value(form, f"{prefix}-__prefix__-user", name),
+        f"{prefix}-0-role": option_value(form, f"{prefix}-__prefix__-role", "Tenant admin")})
+    assert status == 302, re.findall(r'<ul class="errorlist.*?</ul>', body, re.S)[:3]
+    form = read_form(admin.request(d.origin + "/admin/mrtrweb/mcpserver/add/")[2])
+    status, _, body = admin.submit(d.origin + "/admin/mrtrweb/mcpserver/add/", {
+        "tenant": option_value(form, "tenant", "Initech"), "name": "Demo server",
+        "url": f"http://127.0.0.1:{d.mcp_port}/mcp"})
+    assert status == 302, re.findall(r'<ul class="errorlist.*?</ul>', body, re.S)[:3]
+    d.person = (name, password)
+    return name, password
+
+
+@pytest.fixture(scope="module")
+def person(deployment):
+    name, password = _admin_steps(deployment)
+    session = _through_proxy(deployment)
+    session.login(deployment.origin, name, password)
+    server_id = deployment.query("SELECT s.id FROM mrtrweb_mcpserver s JOIN mrtrweb_tenant t ON t.id = s.tenant_id "
+                                 "WHERE t.slug = 'initech'")[0][0]
+    return session, server_id
+
+
+def _round(d: Deployment, session: WebSession, server_id: int, base: str | None = None) -> str:
+    """Start ``wait_then_ask`` at ``base`` (default: through the proxy), answer its round (review,
+    then Send), wait for the result. Returns the operation id."""
+    base = base or d.origin
+    op_id = session.start(base, server_id, "wait_then_ask", {"seconds": "0"})
+    deadline = time.monotonic() + 30
+    while status_in(session.page(base, op_id)) != "awaiting_input":
+        assert time.monotonic() < deadline, "the round never arrived"
+        time.sleep(0.2)
+    status, body = session.answer(base, op_id, 1, **{"in-go_on-go": "on"})
+    assert status == 302, (status, body[:500])
+    while "Went on." not in (page := session.page(base, op_id)):
+        assert time.monotonic() < deadline + 30, status_in(page)
+        time.sleep(0.2)
+    assert status_in(page) == "completed"
+    events = d.query("SELECT event FROM mrtrweb_auditevent WHERE operation_id = %s ORDER BY id", op_id)
+    assert [e for (e,) in events] == ["received", "shown", "submitted", "completed"]
+    return op_id
+
+
+def _served(d: Deployment, name: str, op_id: str) -> bool:
+    return f'"POST /mcp/operations/{op_id}/answer/ HTTP/1.1" 302' in d.logs[f"worker{name}"].read_text()
+
+
+def test_check_deploy_clean_and_static_files_from_nginx(deployment):
+    d = deployment
+    out = "\n".join(d.output.values())
+    assert "System check identified no issues" in out
+    assert "static files copied to" in out
+    session = _through_proxy(d)
+    for path, source in (("/static/mrtrweb/app.css", d.srv / "mrtrweb/static/mrtrweb/app.css"),
+                         ("/static/mrtrweb/operations.js", d.srv / "mrtrweb/static/mrtrweb/operations.js")):
+        req = urllib.request.Request(d.origin + path)
+        with session.opener.open(req, timeout=10) as resp:
+            assert resp.status == 200 and resp.read() == source.read_bytes()
+    with session.opener.open(d.origin + "/static/admin/css/base.css", timeout=10) as resp:
+        assert resp.status == 200 and resp.headers["Content-Type"].startswith("text/css")
+    # nginx answered those: the workers never saw them, and do not serve /static/ themselves
+    # (MRTRWEB_SERVE_STATIC=0).
+    for name, port in d.workers.items():
+        assert "/static/" not in d.logs[f"worker{name}"].read_text()
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/static/mrtrweb/app.css",
+                                     headers={"Host": "localhost", "X-Forwarded-Proto": "https"})
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(req, timeout=10)
+        assert err.value.code == 404, f"worker {name} answered {err.value.code} for /static/"
+    # The proxy replaces a client's X-Forwarded-For (sign-in throttling counts per address).
+    req = urllib.request.Request(d.origin + "/accounts/login/?xff-probe", headers={"X-Forwarded-For": "198.51.100.7"})
+    with session.opener.open(req, timeout=10) as resp:
+        assert resp.status == 200
+    logs = "".join(d.logs[f"worker{name}"].read_text() for name in d.workers)
+    assert '127.0.0.1:0 - "GET /accounts/login/?xff-probe HTTP/1.1" 200' in logs and "198.51.100.7" not in logs
+    # Plain http on the proxy redirects to https.
+    status, location, _ = session.request(f"http://localhost:{d.http_port}/mcp/")
+    assert status == 301 and location.startswith("https://localhost"), (status, location)
+
+
+def _get(url: str, **headers: str) -> tuple[int, Any, str]:
+    req = urllib.request.Request(url, headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, resp.headers, resp.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.headers, err.read().decode()
+
+
+def test_health_endpoints_on_each_worker_and_through_the_proxy(deployment):
+    d = deployment
+    for port in d.workers.values():
+        # by IP over plain http, as a load balancer probes: before host validation and the TLS
+        # redirect (127.0.0.1 is not in DJANGO_ALLOWED_HOSTS)
+        assert _get(f"http://127.0.0.1:{port}/healthz")[0::2] == (200, '{"status": "live"}')
+        status, headers, body = _get(f"http://127.0.0.1:{port}/readyz")
+        assert (status, json.loads(body)) == (200, {"status": "ready"}), d.tails()
+        assert "no-store" in headers.get("Cache-Control", "")
+    session = _through_proxy(d)
+    status, _, body = session.request(d.origin + "/readyz")
+    assert (status, json.loads(body)) == (200, {"status": "ready"}), d.tails()
+
+
+def test_pushed_round_through_the_proxy(deployment, person):
+    from websockets.sync.client import connect
+
+    d = deployment
+    session, server_id = person
+    cookie = "; ".join(f"{c.name}={c.value}" for c in session.jar)
+    with connect(f"wss://localhost:{d.https_port}/ws/mrtrweb/", ssl=session.ssl, open_timeout=10,
+                 additional_headers={"Cookie": cookie, "Origin": d.origin}) as ws:
+        op_id = session.start(d.origin, server_id, "wait_then_ask", {"seconds": "1"})
+        deadline = time.monotonic() + 30
+        while True:
+            msg = json.loads(ws.recv(timeout=max(0.1, deadline - time.monotonic())))
+            if msg.get("type") == "operation" and msg.get("id") == op_id and msg.get("status") == "awaiting_input":
+                assert "Go on?" in msg["html"]
+                break
+    status, body = session.answer(d.origin, op_id, 1, **{"in-go_on-go": "on"})
+    assert status == 302, (status, body[:300])
+
+
+def test_a_round_through_each_worker(deployment, person):
+    d = deployment
+    session, server_id = person
+    first, second = list(d.workers)
+    d.stop(f"worker{second}")  # systemctl stop: SIGTERM, drained
+    assert _get(f"http://127.0.0.1:{d.workers[first]}/readyz")[0] == 200
+    _through_proxy(d)
+    op_first = _round(d, session, server_id)
+    start_worker(d, second)
+    d.stop(f"worker{first}")
+    _through_proxy(d)
+    op_second = _round(d, session, server_id)
+    assert _served(d, first, op_first) and not _served(d, second, op_first)
+    assert _served(d, second, op_second) and not _served(d, first, op_second)
+    start_worker(d, first)
+
+
+def test_plain_http_on_loopback(deployment, person):
+    """The README's first look without TLS: a worker on loopback with the secure defaults off
+    serves plain http (no redirect), its cookies work without https, a round is answered."""
+    d = deployment
+    _, server_id = person
+    base = f"http://127.0.0.1:{d.loopback_port}"
+    session = WebSession()
+    status, _, _ = session.request(base + "/accounts/login/")
+    assert status == 200
+    assert all(not c.secure for c in session.jar)
+    session.login(base, *d.person)
+    op_id = _round(d, session, server_id, base)
+    assert f'"POST /mcp/operations/{op_id}/answer/ HTTP/1.1" 302' in d.logs["loopback"].read_text()
