@@ -5,7 +5,8 @@
 :class:`~mrtrweb.models.BindingClaim`):
 
 * a record is sealed (:func:`mrtrweb.authz.crypto.seal`: Fernet, authenticated) together with a
-  digest of its tenant, so a row moved to another tenant, or altered, reads as absent (logged);
+  digest of its tenant and operation, so a row moved to another tenant, copied onto another
+  operation, or altered, reads as absent (logged);
   it holds the operation's arguments and a round's ``requestState``, never readable at rest;
 * ``index_add`` and ``claim`` are one statement each (PostgreSQL, SQLite: ``INSERT ... ON
   CONFLICT DO UPDATE ... WHERE <the row in the way has expired> RETURNING``): the unique
@@ -157,7 +158,7 @@ class DatabaseBindingStore:
         from ..authz import crypto
 
         LiveBinding = self._models()[0]
-        sealed = crypto.seal({"t": _h("tenant", tenant), "r": record})
+        sealed = crypto.seal({"t": _h("tenant", tenant), "o": _h("operation", tenant, operation_id), "r": record})
         self._call("write", LiveBinding, lambda: upsert(
             LiveBinding, {"tenant": tenant, "operation_id": operation_id},
             {"record": sealed, "expires_at": _expiry(ttl_s)}, only_over_expired=False))
@@ -212,8 +213,8 @@ class DatabaseBindingStore:
 
 
 def _open(sealed: str, tenant: str, operation_id: str) -> dict[str, Any] | None:
-    """The record inside a sealed ``LiveBinding.record`` if it was sealed for ``tenant``, else
-    None (logged: the operation id only)."""
+    """The record inside a sealed ``LiveBinding.record`` if it was sealed for ``tenant`` and
+    ``operation_id``, else None (logged: the operation id only)."""
     from ..authz import crypto
 
     try:
@@ -225,6 +226,12 @@ def _open(sealed: str, tenant: str, operation_id: str) -> dict[str, Any] | None:
     if not isinstance(payload, dict) or payload.get("t") != _h("tenant", tenant) \
             or not isinstance(payload.get("r"), dict) or payload["r"].get("tenant") != tenant:
         logger.warning("binding record for operation %s belongs to another tenant; ignored", operation_id)
+        return None
+    # the operation too: a row copied onto another operation of the same tenant (rows sealed before
+    # "o" was written are judged by the gate's own ``operation_id`` in the record)
+    bound = payload.get("o", _h("operation", tenant, str(payload["r"].get("operation_id", operation_id))))
+    if bound != _h("operation", tenant, operation_id):
+        logger.warning("binding record for operation %s belongs to another operation; ignored", operation_id)
         return None
     return payload["r"]
 

@@ -1,0 +1,158 @@
+"""Attacks on issue 14's durability work: each test is a fault found by trying to break it.
+
+* a sealed ``LiveBinding`` row copied onto another operation of the same tenant was opened as
+  that operation's binding (only the tenant was checked);
+* a store failure after the round's single-use claim was taken (a connection dropped between
+  the gate's statements) left the round claimed but open: the person was told "try again", every
+  later answer was refused as "answered by a concurrent submission", and the expiry sweep could
+  not retire the round (it counted as "being answered") until the claim ran out;
+* a page view on a worker whose clock runs ahead of the database's retired the round's claim
+  before the round was due by the database's clock: the round stayed "Waiting for your answer"
+  and every answer was refused;
+* two readiness probes arriving together on a healthy worker whose checks take a moment: the
+  second read the first one's running check as blocked and answered 503.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import time
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.test import AsyncClient
+from django.utils import timezone
+
+from mrtrweb import drain, expiry, health, operations
+from mrtrweb.bindings.database import DatabaseBindingStore
+from mrtrweb.gate import StoreUnavailable
+from mrtrweb.models import AuditEvent, LiveBinding, Operation
+from tests.consent import post_answer
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+
+async def _waiting(seeded, provider: str = "gitlab") -> tuple[AsyncClient, Operation]:
+    """Alice's ``connect_account`` call, its round waiting for her (the card seen)."""
+    client = AsyncClient()
+    await client.aforce_login(seeded["users"]["alice"])
+    server = seeded["servers"]["acme"]
+    resp = await client.post(f"/mcp/servers/{server.pk}/tools/connect_account/", {"arg-provider": provider})
+    assert resp.status_code == 302
+    await operations.wait_idle()
+    op = await Operation.objects.select_related("server", "tenant").aget(pk=resp["Location"].rstrip("/").split("/")[-1])
+    assert op.status == Operation.Status.AWAITING_INPUT and op.round_expires_at is not None
+    page = await client.get(f"/mcp/operations/{op.id}/")
+    assert page.status_code == 200
+    return client, op
+
+
+async def _events(op: Operation) -> list[str]:
+    return [e async for e in AuditEvent.objects.filter(operation_id=op.pk).order_by("sequence")
+            .values_list("event", flat=True)]
+
+
+# -- sealed rows ------------------------------------------------------------------------------
+
+def test_a_binding_row_copied_to_another_operation_reads_as_absent(caplog):
+    store = DatabaseBindingStore()
+    record = {"tenant": "acme", "operation_id": "op-1", "user": "u1", "params": {"name": "deploy"}}
+    store.save("acme", "op-1", record, 60)
+    store.save("acme", "op-2", dict(record, operation_id="op-2", params={"name": "harmless"}), 60)
+    sealed = LiveBinding.objects.get(operation_id="op-1").record
+    LiveBinding.objects.filter(operation_id="op-2").update(record=sealed)  # op-1's row replayed onto op-2
+    assert store.load("acme", "op-1")["params"] == {"name": "deploy"}
+    assert store.load("acme", "op-2") is None
+    assert "binding record for operation op-2 belongs to another operation; ignored" in caplog.text
+
+
+# -- a store failure after the claim ----------------------------------------------------------
+
+async def test_a_store_failure_after_the_claim_leaves_the_round_answerable(seeded, monkeypatch):
+    """The connection drops between the round's claim and the binding's write: the person is told
+    nothing was sent and to try again -- and trying again works, and sends once."""
+    client, op = await _waiting(seeded)
+    real = DatabaseBindingStore.index_add
+    failures = []
+
+    def drops_once(self, *args, **kwargs):
+        if not failures:
+            failures.append(1)
+            raise StoreUnavailable("binding store unavailable (write)")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(DatabaseBindingStore, "index_add", drops_once)
+    url = f"/mcp/operations/{op.id}/answer/"
+    first = await post_answer(client, url, {"action": "accept", "round": "1"})
+    assert failures and first.status_code in (409, 503)
+    assert "nothing was sent" in first.content.decode().lower()
+    assert (await Operation.objects.aget(pk=op.pk)).status == "awaiting_input"
+    second = await post_answer(client, url, {"action": "accept", "round": "1"})
+    assert second.status_code == 302, second.content.decode()[:500]
+    await operations.wait_idle()
+    assert (await Operation.objects.aget(pk=op.pk)).status == "completed"
+    assert seeded["mcp"].calls[("connect_account", True)] == 1
+
+
+async def test_a_round_whose_answer_failed_after_the_claim_still_expires(seeded, monkeypatch, settings):
+    """The same fault, and the person walks away: the round expires at its time, not when the
+    stray claim runs out (TTL later)."""
+    settings.MRTRWEB = {"TTL_S": 1}
+    operations.reset_gate()
+    try:
+        client, op = await _waiting(seeded)
+
+        def drops(self, *args, **kwargs):
+            raise StoreUnavailable("binding store unavailable (write)")
+
+        monkeypatch.setattr(DatabaseBindingStore, "index_add", drops)
+        await post_answer(client, f"/mcp/operations/{op.id}/answer/", {"action": "accept", "round": "1"})
+        monkeypatch.undo()
+        deadline = time.monotonic() + 10
+        while op.pk not in await sync_to_async(expiry.due_ids)():
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.1)
+        assert await expiry.sweep() == 1
+        assert (await Operation.objects.aget(pk=op.pk)).status == "expired"
+        assert (await _events(op)).count("expired") == 1
+    finally:
+        operations.reset_gate()
+
+
+# -- clocks -----------------------------------------------------------------------------------
+
+async def test_a_worker_clock_ahead_of_the_database_never_retires_a_live_round(seeded):
+    """A page view on a worker whose clock is a minute ahead: by its clock the round is past its
+    lifetime, by the database's it is not. Nothing may be retired; the answer goes through."""
+    client, op = await _waiting(seeded)
+    ahead = await Operation.objects.select_related("server", "tenant").aget(pk=op.pk)
+    ahead.round_expires_at = timezone.now() - datetime.timedelta(seconds=60)  # as that worker reads it
+    assert await expiry.settle_if_due(ahead) is False
+    assert (await Operation.objects.aget(pk=op.pk)).status == "awaiting_input"
+    answer = await post_answer(client, f"/mcp/operations/{op.id}/answer/", {"action": "accept", "round": "1"})
+    assert answer.status_code == 302, answer.content.decode()[:500]
+    await operations.wait_idle()
+    assert (await Operation.objects.aget(pk=op.pk)).status == "completed"
+
+
+# -- readiness --------------------------------------------------------------------------------
+
+async def test_probes_arriving_together_on_a_healthy_worker_all_read_ready(monkeypatch):
+    """Two load balancers probe at the same moment; the database answers in 0.3 s (well within
+    the check's 1.5 s): both read ready -- the second joins the running check."""
+    health.reset()
+    drain.reset()
+    real = health._database
+
+    def slow_but_healthy() -> None:
+        time.sleep(0.3)
+        real()
+
+    await AsyncClient().get("/readyz")  # warm (the first probe runs its checks in sequence)
+    monkeypatch.setattr(health, "_database", slow_but_healthy)
+    try:
+        answers = await asyncio.gather(*(AsyncClient().get("/readyz") for _ in range(3)))
+        assert [a.status_code for a in answers] == [200, 200, 200]
+    finally:
+        health.reset()
