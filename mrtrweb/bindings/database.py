@@ -25,12 +25,14 @@ clock) decides a round's life, the row's is only the storage lifetime (the round
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import hashlib
 import logging
+from collections.abc import Iterator
 from typing import Any
 
-from django.db import IntegrityError, connections, router, transaction
+from django.db import DatabaseError, IntegrityError, connections, router, transaction
 from django.utils import timezone
 
 from ..gate import StoreUnavailable
@@ -191,6 +193,27 @@ class DatabaseBindingStore:
         Index = self._models()[1]
         self._call("delete", Index, lambda: Index.objects.filter(
             tenant=tenant, key_digest=self._index_key(tenant, user, id_key))._raw_delete(Index.objects.db))
+
+    @contextlib.contextmanager
+    def atomic(self) -> Iterator[None]:
+        """The statements inside are one transaction (the gate consumes a round in one: its
+        claim and the record's writes commit together or not at all).
+
+        Raises:
+            StoreUnavailable: the database failed, including at ``ROLLBACK`` or ``COMMIT``
+                (anything else raised inside passes through unchanged).
+        """
+        LiveBinding = self._models()[0]
+        try:
+            with transaction.atomic(using=router.db_for_write(LiveBinding)):
+                yield
+        except StoreUnavailable:
+            drop_broken_connection(LiveBinding)
+            raise
+        except DatabaseError as exc:
+            logger.warning("binding store transaction failed: %s", exc.__class__.__name__)
+            drop_broken_connection(LiveBinding)
+            raise StoreUnavailable("binding store unavailable (transaction)") from exc
 
     # ------------------------------------------------------------------ single use
     @staticmethod

@@ -19,12 +19,13 @@ nothing. Store failures raise :class:`StoreUnavailable` (fail closed: send nothi
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import re
 import urllib.parse
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from . import codes, formats
@@ -555,18 +556,20 @@ class Gate:
         if rnd["has_state"]:
             retry_params["requestState"] = rnd["state"]
         ttl = policy.ttl_s + _STORE_SLACK_S
-        if not self.store.claim(record["tenant"], f"round:{handle.operation_id}:{rnd['number']}", ttl):
-            raise GateRejection(codes.INACTIVE_MRTR_ROUND, "the round was answered by a concurrent submission")
-        old_key = record["latest_key"]
-        record["latest_id"] = retry_id
-        record["latest_key"] = new_key
-        record["ids_used"].append(new_key)
-        record["expires_at"] = now + policy.ttl_s
-        record["status"] = "awaiting_result"
-        record["round"] = None
-        self.store.index_add(record["tenant"], record["user"], new_key, handle.operation_id, ttl)
-        self.store.save(record["tenant"], handle.operation_id, record, ttl)
-        self.store.index_delete(record["tenant"], record["user"], old_key)
+        token = f"round:{handle.operation_id}:{rnd['number']}"
+        with _consuming(self.store, record["tenant"], token):
+            if not self.store.claim(record["tenant"], token, ttl):
+                raise GateRejection(codes.INACTIVE_MRTR_ROUND, "the round was answered by a concurrent submission")
+            old_key = record["latest_key"]
+            record["latest_id"] = retry_id
+            record["latest_key"] = new_key
+            record["ids_used"].append(new_key)
+            record["expires_at"] = now + policy.ttl_s
+            record["status"] = "awaiting_result"
+            record["round"] = None
+            self.store.index_add(record["tenant"], record["user"], new_key, handle.operation_id, ttl)
+            self.store.save(record["tenant"], handle.operation_id, record, ttl)
+            self.store.index_delete(record["tenant"], record["user"], old_key)
         actions = {k: (built[k].get("action", "result") if views[k].kind in ("form", "url") else "result")
                    for k in keys}
         return Retry(handle=handle, id=retry_id, method=record["method"], params=retry_params,
@@ -607,6 +610,36 @@ class Gate:
                              self._policy(record).ttl_s + _STORE_SLACK_S)
         self.store.index_delete(handle.tenant, record["user"], record["latest_key"])
         self.store.delete(handle.tenant, handle.operation_id)
+
+
+@contextlib.contextmanager
+def _consuming(store: BindingStore, tenant: str, token: str) -> Iterator[None]:
+    """Consume a round: its claim and the record's writes succeed or fail together. A store with
+    ``atomic()`` (the database store) runs them in one transaction, so a failure after the claim
+    rolls the claim back with the writes; another store with ``release`` gets the claim given
+    back (best effort). Either way a round whose consumption failed ("nothing was sent, try
+    again") stays answerable, and the expiry sweep can still retire it at its time.
+
+    Raises:
+        whatever the body raises (:class:`GateRejection`, :class:`StoreUnavailable`).
+    """
+    atomic = getattr(store, "atomic", None)
+    if atomic is not None:
+        with atomic():
+            yield
+        return
+    try:
+        yield
+    except GateRejection:
+        raise  # the claim was not taken by this caller
+    except BaseException:
+        release = getattr(store, "release", None)
+        if release is not None:
+            try:
+                release(tenant, token)
+            except Exception:  # noqa: BLE001 -- the store is down: the claim runs out with its TTL
+                pass
+        raise
 
 
 def _within_depth(value: Any, limit: int = _MAX_DEPTH) -> bool:
