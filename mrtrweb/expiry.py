@@ -64,7 +64,8 @@ def expire(op_id: Any, round_number: int | None = None, *, due_only: bool = True
         op_id: the operation.
         round_number: the round the ``expired`` event is written for (default: the operation's
             current round).
-        due_only: only if it still awaits input and its round is past ``round_expires_at`` (the
+        due_only: only if it still awaits input and its round is past ``round_expires_at`` by the
+            database's clock, checked before the round is retired (the
             sweep, a page view); False: any operation that has not ended (``mrtr_reconcile``,
             which judges by the audit trail; it writes the event even when the row had already
             ended without an outcome event).
@@ -78,7 +79,9 @@ def expire(op_id: Any, round_number: int | None = None, *, due_only: bool = True
     from . import audit
     from .models import Operation
 
-    op = Operation.objects.select_related("server", "tenant").filter(pk=op_id).first()
+    # due by the database's clock before anything is retired: a worker whose own clock runs ahead
+    # (settle_if_due judges by it, cheaply) must not take the claim of a round that is still live
+    op = (_due() if due_only else Operation.objects).select_related("server", "tenant").filter(pk=op_id).first()
     if op is None:
         return None
     if due_only:
