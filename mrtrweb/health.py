@@ -12,8 +12,9 @@ no-store``, a JSON body that names no service, version or error:
   nobody is in; the in-memory layer is always up), and the worker is not draining
   (:func:`mrtrweb.drain.is_draining`). Otherwise 503 ``{"status": "unavailable"}`` or
   ``{"status": "draining"}`` (``Retry-After: 5``). The checks run concurrently, each within
-  :data:`CHECK_TIMEOUT_S` seconds (all of them together too); a check whose previous run is still
-  blocked (a database that does not answer) counts as failing rather than piling up threads. The
+  :data:`CHECK_TIMEOUT_S` seconds (all of them together too); probes arriving together share a
+  check's run, and a check whose previous run is blocked (a database that does not answer, a run
+  older than :data:`CHECK_TIMEOUT_S`) counts as failing rather than piling up threads. The
   reason (which checks fail, with the exceptions' classes) is logged in one WARNING line when the
   set of failing checks changes and at most every :data:`LOG_EVERY_S` seconds while it stays; the
   return to ready in one INFO line.
@@ -115,13 +116,21 @@ def _binding_store() -> None:
 
 
 async def _in_thread(name: str, fn: Callable[[], None]) -> None:
-    """Run ``fn`` in a health thread; :class:`CheckStillRunning` when its previous run is blocked."""
+    """Run ``fn`` in a health thread. A probe arriving while a run of the same check started less
+    than :data:`CHECK_TIMEOUT_S` ago joins that run (its outcome is this probe's: probes from
+    several load balancers at once read the same answer, and start one thread); a run older than
+    that is blocked: :class:`CheckStillRunning` at once, no new thread."""
     with _running_lock:
         previous = _running.get(name)
         if previous is not None and not previous.done():
-            raise CheckStillRunning(name)
-        future = _running[name] = _executor.submit(fn)
-    await asyncio.wrap_future(future)
+            if time.monotonic() - getattr(previous, "mrtrweb_started", float("-inf")) >= CHECK_TIMEOUT_S:
+                raise CheckStillRunning(name)
+            future = previous
+        else:
+            future = _running[name] = _executor.submit(fn)
+            future.mrtrweb_started = time.monotonic()  # type: ignore[attr-defined]
+    # shielded: a probe that gives up (its deadline) never cancels the run another probe awaits
+    await asyncio.shield(asyncio.wrap_future(future))
 
 
 async def _channel_layer() -> None:
