@@ -30,7 +30,14 @@ from . import conf
 
 logger = logging.getLogger("mrtrweb.workers")
 
-WORKER_ID = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+def _new_worker_id() -> str:
+    """``host:pid:random`` for this process."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+#: this worker's id (a forked child gets one of its own: :func:`_after_fork_in_child`)
+WORKER_ID = _new_worker_id()
 #: a worker's reaper judges others only after this many of its own renewals succeeded in a row
 TRUSTED_RENEWALS = 3
 
@@ -117,6 +124,29 @@ class _LeaseThread:
 
 
 _lease_thread = _LeaseThread()
+
+
+def _after_fork_in_child() -> None:
+    """A process forked after this module was imported (gunicorn ``--preload``, a fork-based
+    process pool) is another worker: a new :data:`WORKER_ID` (also in :mod:`mrtrweb.workers`,
+    which holds a copy), no lease written yet, no renewal streak, a lease thread of its own (the
+    parent's did not survive the fork; its lock and queue are not reused). Otherwise siblings
+    would renew one lease -- a killed sibling's calls never reaped -- and one sibling's drain would
+    mark the other's calls stopped."""
+    import sys
+
+    global WORKER_ID
+    WORKER_ID = _new_worker_id()
+    _state.__init__()
+    _lease_thread.__init__()
+    workers = sys.modules.get("mrtrweb.workers")
+    if workers is not None:
+        workers.WORKER_ID = WORKER_ID
+        workers._beats.clear()  # the parent's loops' heartbeats: not this process's
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def period() -> float:

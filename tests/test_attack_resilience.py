@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import os
 import time
 
 import pytest
@@ -156,3 +157,35 @@ async def test_probes_arriving_together_on_a_healthy_worker_all_read_ready(monke
         assert [a.status_code for a in answers] == [200, 200, 200]
     finally:
         health.reset()
+
+
+# -- worker identity --------------------------------------------------------------------------
+
+def _report_ids(conn) -> None:
+    from mrtrweb import leases, workers
+
+    conn.send((os.getpid(), leases.WORKER_ID, workers.WORKER_ID))
+    conn.close()
+
+
+def test_a_forked_worker_has_an_id_of_its_own():
+    """gunicorn --preload (or any server that imports the app, then forks its workers): each
+    child is another worker. With the parent's id, siblings renewed one lease (a SIGKILLed
+    sibling's calls were never reaped) and one sibling's drain interrupted the other's calls."""
+    import multiprocessing
+
+    from mrtrweb import leases, workers
+
+    parent = leases.WORKER_ID
+    ctx = multiprocessing.get_context("fork")
+    ours, theirs = ctx.Pipe()
+    child = ctx.Process(target=_report_ids, args=(theirs,))
+    child.start()
+    try:
+        assert ours.poll(20), "the forked child did not answer"
+        pid, in_leases, in_workers = ours.recv()
+    finally:
+        child.join(10)
+    assert in_leases == in_workers != parent
+    assert f":{pid}:" in in_leases
+    assert leases.WORKER_ID == workers.WORKER_ID == parent
