@@ -223,3 +223,44 @@ async def test_the_database_lost_after_the_answers_audit_loses_no_answer(seeded,
     # either the first answer went on after all, or the person could give it again: never neither
     assert final.status == "completed", (second.status_code, final.status)
     assert seeded["mcp"].calls[("connect_account", True)] == 1
+
+
+async def test_two_answers_at_once_consume_the_round_once(seeded):
+    """What held, kept: the round consumed in one transaction (claim and writes) still lets exactly
+    one of two simultaneous answers through -- the other is refused, none fails on the store."""
+    import threading
+
+    from django.db import connections
+
+    from mrtrweb import results
+    from mrtrweb.gate import GateRejection
+
+    _, op = await _waiting(seeded)
+    gate = operations.get_gate()
+    barrier = threading.Barrier(2)
+    outcomes: list[str] = []
+
+    def answer(i: int) -> None:
+        try:
+            barrier.wait()
+            gate.respond(operations.handle_of(op), retry_id=f"race-{i}", responses=_responses(op), user=str(op.user_id), tenant=str(op.tenant_id),
+                         params=results.stored_params(op.params))
+            outcomes.append("sent")
+        except GateRejection as exc:
+            outcomes.append(exc.code)
+        except Exception as exc:  # noqa: BLE001 -- reported by the assertion
+            outcomes.append(type(exc).__name__)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=answer, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    await asyncio.to_thread(lambda: [t.join() for t in threads])
+    assert sorted(outcomes) == ["inactive_mrtr_round", "sent"], outcomes
+
+
+def _responses(op: Operation) -> dict:
+    """An accept for every input request of ``op``'s open round (read from its binding)."""
+    state = operations.get_gate().state(operations.handle_of(op))
+    return {key: {"action": "accept"} for key in state.round.requests}
