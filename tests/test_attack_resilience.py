@@ -10,7 +10,13 @@
   before the round was due by the database's clock: the round stayed "Waiting for your answer"
   and every answer was refused;
 * two readiness probes arriving together on a healthy worker whose checks take a moment: the
-  second read the first one's running check as blocked and answered 503.
+  second read the first one's running check as blocked and answered 503;
+* a worker forked after the app was imported (gunicorn ``--preload``) kept its parent's id: siblings
+  shared one lease and one sibling's drain stopped the other's calls;
+* (xfail, strict) the database lost between an answer's ``submitted`` event and its operation row:
+  the round consumed and audited, no retry sent, the answer refused when given again.
+
+Plus one check of what held: two simultaneous answers still consume a round once.
 """
 
 from __future__ import annotations
