@@ -41,6 +41,8 @@ STORE_UNAVAILABLE = "binding_store_unavailable"
 AUDIT_UNAVAILABLE = "audit_unavailable"
 INVALID_RESULT = "invalid_result"
 LIMIT_REACHED = "limit_reached"
+#: an answer consumed and audited while the database went away: this worker sends it once it is back
+ANSWER_PENDING = "answer_pending"
 #: a new operation refused because this worker is draining (mrtrweb.drain): HTTP 503, nothing sent
 WORKER_DRAINING = "worker_draining"
 #: deny reason: the authorization identity differs from the one the original request went out with
@@ -64,6 +66,8 @@ MESSAGES = {
                             "server). Nothing more was sent.",
     "inactive_mrtr_round": "This round is no longer open: it was already answered, expired or ended.",
     "mrtr_round_limit_exceeded": "The server asked for more rounds than allowed; the operation was stopped.",
+    ANSWER_PENDING: "Your answer was recorded, but the database became unreachable before it could go out. "
+                    "It goes out by itself as soon as the database is back; do not answer again.",
     "worker_lost": "The worker handling this call stopped before the server answered. Nothing more will be "
                    "sent for it; you may run it again.",
     # mrtrweb.drain: a graceful stop (a deploy, a restart) that could not wait for the call
@@ -274,7 +278,7 @@ async def start_operation(*, user: Any, server: McpServer, method: str, name: st
 #: refusals that a service of ours being down caused (the binding store, the audit trail): the
 #: only ones answered "503 Service Unavailable"; every other refusal of an answer means this
 #: round can no longer be answered (denied, ended, its worker gone): 409 Conflict
-UNAVAILABLE_CODES = frozenset({STORE_UNAVAILABLE, AUDIT_UNAVAILABLE, WORKER_DRAINING})
+UNAVAILABLE_CODES = frozenset({STORE_UNAVAILABLE, AUDIT_UNAVAILABLE, WORKER_DRAINING, ANSWER_PENDING})
 
 
 class OperationRefused(Exception):
@@ -817,15 +821,68 @@ async def _build_and_record(op: Operation, responses: dict[str, Any] | None, *, 
     except audit.AuditUnavailable:
         await deny(op, AUDIT_UNAVAILABLE)
         raise OperationRefused(AUDIT_UNAVAILABLE, DENY_MESSAGES[AUDIT_UNAVAILABLE]) from None
-    moved = await Operation.objects.filter(pk=op.pk).exclude(status__in=Operation.TERMINAL).aupdate(
-        latest_request_id=str(retry.id), status=Operation.Status.RUNNING, rounds=op.rounds, round_expires_at=None,
-        updated_at=timezone.now(), **driver)
+    fields = dict(latest_request_id=str(retry.id), status=Operation.Status.RUNNING, rounds=op.rounds,
+                  round_expires_at=None, **driver)
+    # The round is consumed and its answer audited: from here on the answer must go out. A
+    # database lost at this moment is waited for (ANSWER_DB_WAIT_S); past that, an MRTR retry is
+    # kept by this worker and sent once the database answers again (up to the round's TTL).
+    moved = await _move_when_back(op.pk, fields, ANSWER_DB_WAIT_S)
+    if moved is None:
+        if code == LEGACY:
+            logger.error("operation %s: legacy answer recorded but the database stayed unreachable; the holder "
+                         "gives up at its deadline", op.id)
+            raise OperationRefused(STORE_UNAVAILABLE, message_for(STORE_UNAVAILABLE))
+        _spawn(_send_when_back(op.id, retry, fields))
+        raise OperationRefused(ANSWER_PENDING, message_for(ANSWER_PENDING))
     if not moved:  # ended meanwhile (stopped, access ended): the retry is not sent
         logger.info("operation %s ended while its answer was recorded; retry %s not sent", op.id, retry.id)
         raise OperationRefused(codes.INACTIVE_MRTR_ROUND, message_for(codes.INACTIVE_MRTR_ROUND))
     op.latest_request_id = str(retry.id)
     op.status = Operation.Status.RUNNING
     return retry
+
+
+#: the longest an answer's request waits for the database to record that its retry goes out
+#: (a database lost just after the answer was consumed and audited), seconds
+ANSWER_DB_WAIT_S: Final = 10.0
+
+
+async def _move_when_back(op_id: Any, fields: dict[str, Any], wait_s: float) -> int | None:
+    """Move the operation's row (``fields``; only if it has not ended), retrying with pauses while
+    the database fails, up to ``wait_s`` seconds. Returns the rows moved (0: it had ended), or
+    None when the database did not answer in time."""
+    from django.db import DatabaseError
+
+    deadline = time.monotonic() + wait_s
+    pause = 0.1
+    while True:
+        try:
+            return await Operation.objects.filter(pk=op_id).exclude(status__in=Operation.TERMINAL).aupdate(
+                updated_at=timezone.now(), **fields)
+        except DatabaseError as exc:
+            if time.monotonic() >= deadline:
+                logger.error("operation %s: the database did not answer for %ss after an answer was recorded (%s)",
+                             op_id, wait_s, exc.__class__.__name__)
+                return None
+            logger.warning("operation %s: the database failed as an answer was recorded (%s); retrying", op_id,
+                           exc.__class__.__name__)
+            await sync_to_async(close_old_connections)()
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 2.0)
+
+
+async def _send_when_back(op_id: Any, retry: Retry, fields: dict[str, Any]) -> None:
+    """An answer recorded while the database went away: wait for it (up to ``TTL_S``), move the
+    row and send the retry, once (this task holds the only copy of the retry)."""
+    moved = await _move_when_back(op_id, fields, float(conf.get("TTL_S")))
+    if not moved:
+        logger.error("operation %s: retry %s not sent (%s)", op_id, retry.id,
+                     "the database did not come back" if moved is None else "the operation ended meanwhile")
+        return
+    logger.warning("operation %s: the database answers again; the recorded answer goes out now", op_id)
+    op = await _load(op_id)
+    await notify(op)
+    await _drive(op_id, str(retry.id), retry.params)
 
 
 async def answer_round(op: Operation, responses: dict[str, Any]) -> Retry:
