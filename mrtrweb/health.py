@@ -129,8 +129,17 @@ async def _in_thread(name: str, fn: Callable[[], None]) -> None:
         else:
             future = _running[name] = _executor.submit(fn)
             future.mrtrweb_started = time.monotonic()  # type: ignore[attr-defined]
-    # shielded: a probe that gives up (its deadline) never cancels the run another probe awaits
-    await asyncio.shield(asyncio.wrap_future(future))
+    # shielded: a probe that gives up (its deadline) never cancels the run another probe awaits;
+    # the outcome of a run nobody awaits any more is read (never "exception was never retrieved")
+    wrapped = asyncio.wrap_future(future)
+    wrapped.add_done_callback(_read_outcome)
+    await asyncio.shield(wrapped)
+
+
+def _read_outcome(future: "asyncio.Future[Any]") -> None:
+    """Mark a check's outcome as read (its failure is reported by the probe that awaited it)."""
+    if not future.cancelled():
+        future.exception()
 
 
 async def _channel_layer() -> None:
