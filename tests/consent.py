@@ -38,3 +38,25 @@ async def post_answer(client: Any, url: str, data: dict[str, Any]) -> Any:
     if token is None:
         return resp
     return await client.post(url, dict(data, action="send", review_token=token))
+
+
+async def waiting_round(seeded: dict[str, Any], provider: str = "gitlab", *, shown: bool = False):
+    """Alice's ``connect_account`` call (the seeded demo fixture) with its round waiting for her:
+    ``(AsyncClient signed in as alice, Operation)``; ``shown``: her page was read (the card
+    displayed, its consent receipt written)."""
+    from django.test import AsyncClient
+
+    from mrtrweb import operations
+    from mrtrweb.models import Operation
+
+    client = AsyncClient()
+    await client.aforce_login(seeded["users"]["alice"])
+    server = seeded["servers"]["acme"]
+    resp = await client.post(f"/mcp/servers/{server.pk}/tools/connect_account/", {"arg-provider": provider})
+    assert resp.status_code == 302
+    await operations.wait_idle()
+    op = await Operation.objects.select_related("server", "tenant").aget(pk=resp["Location"].rstrip("/").split("/")[-1])
+    assert op.status == Operation.Status.AWAITING_INPUT and op.round_expires_at is not None
+    if shown:
+        assert (await client.get(f"/mcp/operations/{op.id}/")).status_code == 200
+    return client, op

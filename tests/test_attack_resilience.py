@@ -36,24 +36,13 @@ from mrtrweb import drain, expiry, health, operations
 from mrtrweb.bindings.database import DatabaseBindingStore
 from mrtrweb.gate import StoreUnavailable
 from mrtrweb.models import AuditEvent, LiveBinding, Operation
-from tests.consent import post_answer
+from tests.consent import post_answer, waiting_round
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
 
-async def _waiting(seeded, provider: str = "gitlab") -> tuple[AsyncClient, Operation]:
-    """Alice's ``connect_account`` call, its round waiting for her (the card seen)."""
-    client = AsyncClient()
-    await client.aforce_login(seeded["users"]["alice"])
-    server = seeded["servers"]["acme"]
-    resp = await client.post(f"/mcp/servers/{server.pk}/tools/connect_account/", {"arg-provider": provider})
-    assert resp.status_code == 302
-    await operations.wait_idle()
-    op = await Operation.objects.select_related("server", "tenant").aget(pk=resp["Location"].rstrip("/").split("/")[-1])
-    assert op.status == Operation.Status.AWAITING_INPUT and op.round_expires_at is not None
-    page = await client.get(f"/mcp/operations/{op.id}/")
-    assert page.status_code == 200
-    return client, op
+async def _waiting(seeded, provider: str = "gitlab"):
+    return await waiting_round(seeded, provider, shown=True)
 
 
 async def _events(op: Operation) -> list[str]:

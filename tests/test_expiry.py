@@ -23,7 +23,7 @@ from django.test.utils import CaptureQueriesContext
 
 from mrtrweb import expiry, operations
 from mrtrweb.models import AuditEvent, Operation
-from tests.consent import post_answer
+from tests.consent import post_answer, waiting_round
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -36,16 +36,8 @@ def short_ttl(settings):
     operations.reset_gate()
 
 
-async def _waiting(seeded, provider: str = "gitlab") -> tuple[AsyncClient, Operation]:
-    client = AsyncClient()
-    await client.aforce_login(seeded["users"]["alice"])
-    server = seeded["servers"]["acme"]
-    resp = await client.post(f"/mcp/servers/{server.pk}/tools/connect_account/", {"arg-provider": provider})
-    assert resp.status_code == 302
-    await operations.wait_idle()
-    op = await Operation.objects.select_related("server", "tenant").aget(pk=resp["Location"].rstrip("/").split("/")[-1])
-    assert op.status == Operation.Status.AWAITING_INPUT and op.round_expires_at is not None
-    return client, op
+async def _waiting(seeded, provider: str = "gitlab"):
+    return await waiting_round(seeded, provider)
 
 
 async def _until_due(op: Operation, timeout: float = 10.0) -> None:
