@@ -112,6 +112,17 @@ class McpServer(models.Model):
         help_text=_("Space-separated scopes to ask for (empty: what the server asks for, else what it advertises)."))
     #: digest of the sealed secret's content (changes when an admin replaces it; never the secret)
     auth_secret_digest = models.CharField(max_length=80, blank=True, editable=False)
+    class Protocol(models.TextChoices):
+        AUTO = "auto", _("Automatic (2026-07-28 when the server offers it, else 2025-11-25)")
+        MODERN = "2026-07-28", _("2026-07-28 only (Multi Round-Trip Requests)")
+        LEGACY = "2025-11-25", _("2025-11-25 (the initialize handshake; server requests during a call)")
+
+    #: the protocol spoken to this server (issue 15): "auto" = ``server/discover``, falling back to
+    #: ``initialize``; "2026-07-28" = that version only; "2025-11-25" = the handshake only
+    protocol = models.CharField(
+        _("protocol"), max_length=16, choices=Protocol.choices, default=Protocol.AUTO,
+        help_text=_("Which MCP protocol version to speak to this server. Keep Automatic unless the server "
+                    "misbehaves on one version (e.g. it refuses elicitation on 2026-07-28)."))
     roots = models.JSONField(
         _("roots"), default=list, blank=True, validators=[validate_roots],
         help_text=_('The roots answered to roots/list: a JSON list of {"uri": "file:///...", "name": "..."}.'))
@@ -133,7 +144,7 @@ class McpServer(models.Model):
     def config_digest(self) -> str:
         """``sha256:`` of what a consent card shows and a retry depends on (name, URL, enabled, the
         deprecated-request allowances and the roots): an answer is denied when it changed since the
-        round arrived."""
+        round arrived. A pinned protocol version counts too."""
         from .gate import digest
 
         return digest({"name": self.name, "url": self.url, "enabled": self.enabled,
@@ -141,7 +152,9 @@ class McpServer(models.Model):
                        "roots": self.roots, "auth_mode": self.auth_mode,
                        "oauth_client_id": self.oauth_client_id, "oauth_issuer": self.oauth_issuer,
                        "oauth_scope": self.oauth_scope,
-                       "auth_secret": self.auth_secret_digest})
+                       "auth_secret": self.auth_secret_digest,
+                       # only when pinned: digests of servers left on "auto" stay what they were
+                       **({"protocol": self.protocol} if self.protocol != self.Protocol.AUTO else {})})
 
     def allowed_deprecated(self) -> frozenset[str]:
         """The deprecated client requests this server may ask for (none unless an admin allowed them)."""
