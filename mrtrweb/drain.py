@@ -185,9 +185,9 @@ async def drain(grace: float | None = None) -> dict[str, int]:
 
 async def _close_connections() -> None:
     """Close this loop's MCP sessions (each server sees its session end)."""
-    from .operations import _pools
+    from .connections import loop_pool
 
-    pool = _pools.get(asyncio.get_running_loop())
+    pool = loop_pool()
     if pool is None:
         return
     try:

@@ -65,7 +65,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 
-from . import display, operations
+from . import connections, display, operations
 from .gate import CheckedSchema, ContentMismatch, GateRejection, Round, StoreUnavailable
 from .models import McpServer, Membership, Operation
 
@@ -477,4 +477,4 @@ async def _release_lease() -> None:
 async def close_connections() -> None:
     """Wait for this loop's operation tasks, then close its MCP connections (end of a run)."""
     await operations.wait_idle(timeout=5)
-    await operations.pool().close_all()
+    await connections.pool().close_all()

@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
 
-from . import conf, headless, operations
+from . import conf, connections, headless
 from .mcp import McpCallError
 from .mcp.errors import AUTHORIZATION_REQUIRED, INSUFFICIENT_SCOPE
 
@@ -111,6 +111,6 @@ async def with_authorization(step: Callable[[], Awaitable[T]], *, user: Any, ten
             logger.info("headless: operation %s ended %s; connecting (attempt %s)", result.operation_id,
                         result.error_code, attempt + 1)
         server = await sync_to_async(headless.server_for)(url, tenant)
-        await operations.pool().close(str(user.pk), str(server.pk))  # its session holds the old credentials
+        await connections.pool().close(str(user.pk), str(server.pk))  # its session holds the old credentials
         await connect(user=user, tenant=tenant, server=server)
     raise AssertionError("unreachable")  # pragma: no cover

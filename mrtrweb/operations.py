@@ -17,20 +17,20 @@ import logging
 import time
 import unicodedata
 import uuid
-import weakref
 from typing import Any, Final
 
 from asgiref.sync import sync_to_async
 from django.db import close_old_connections
 from django.utils import timezone
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from . import audit, conf, display, outage, push, results
 from .bindings import configured_store
 from .gate import Gate, GateRejection, OperationHandle, Retry, Round, StoreUnavailable, codes
 from .handover import put_answer as _put_answer, settle as _settle, take_answer as _take_answer, \
     unsettle as _unsettle
-from .mcp import ConnectionPool, McpCallError
+from .connections import HANDSHAKE_VERSIONS as _HANDSHAKE_VERSIONS, connection_for, pool  # noqa: F401 -- re-exported
+from .connections import declared as _declared
+from .mcp import McpCallError
 from .names import stored_name
 from .models import McpServer, Operation
 
@@ -152,18 +152,7 @@ def reset_gate() -> None:
     _gate = None
 
 
-_pools: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, ConnectionPool]" = weakref.WeakKeyDictionary()
 _tasks: set[asyncio.Task] = set()
-
-
-def pool() -> ConnectionPool:
-    """The connection pool of the running event loop (one MCP session per user and server)."""
-    loop = asyncio.get_running_loop()
-    p = _pools.get(loop)
-    if p is None:
-        p = _pools[loop] = ConnectionPool(idle_s=float(conf.get("CONNECTION_IDLE_S")),
-                                          timeout_s=float(conf.get("CALL_TIMEOUT_S")))
-    return p
 
 
 def handle_of(op: Operation) -> OperationHandle:
@@ -535,8 +524,6 @@ def _state_seen(op: Operation, state_digest: str, round_number: int) -> tuple[bo
 
 
 _STOPPED = object()
-#: protocol versions negotiated with the ``initialize`` handshake (a "legacy" server, before 2026-07-28)
-_HANDSHAKE_VERSIONS = HANDSHAKE_PROTOCOL_VERSIONS
 #: seconds between two checks of a stop request while a call is in flight
 STOP_POLL_S = 0.25
 
@@ -973,26 +960,6 @@ class _Call:
         self.gate_id = self.gate_id or self.wire_id
 
 
-async def connection_for(user: Any, server: McpServer, *, key: str | None = None,
-                         declare: frozenset[str] = frozenset()) -> Any:
-    """The pooled connection of ``user`` to ``server``, with the credentials of the server's auth
-    mode for that user (:func:`mrtrweb.authz.service.auth_for`; the tenant is the server's).
-    ``key``: the pool's server key (default ``str(server.pk)``). A connection built with other
-    credentials (the server's auth settings changed) is replaced.
-
-    Raises:
-        McpCallError: as :meth:`ConnectionPool.get` (``authorization_required`` when the server
-            answers 401 to the connect).
-    """
-    from .authz import service as authz
-
-    auth = None
-    if server.auth_mode != McpServer.AuthMode.NONE:
-        auth = await authz.auth_for(server=server, user=user, tenant=server.tenant_id)
-    return await pool().get(str(user.pk), key if key is not None else str(server.pk), server.url, declare=declare,
-                            auth=auth, auth_key=authz.auth_key(server, user), outbound=authz.outbound_policy())
-
-
 async def _note_challenge(op: Operation, exc: McpCallError) -> None:
     """Keep the scope an ``insufficient_scope`` challenged with, for the next Connect (SEP-2350)."""
     from .authz import service as authz
@@ -1001,15 +968,6 @@ async def _note_challenge(op: Operation, exc: McpCallError) -> None:
         await authz.note_challenge(server=op.server, user=op.user, tenant=op.server.tenant_id, scope=exc.scope)
     except Exception:  # noqa: BLE001 - a note for later; the operation fails with its code regardless
         logger.exception("operation %s: the scope challenge could not be noted", op.id)
-
-
-def _declared(server: McpServer) -> tuple[frozenset[str], str]:
-    """The deprecated client capabilities to declare to ``server`` (those a tenant admin allowed
-    for it), and the pool key suffix of connections declaring them ("" for none: the connection
-    shared with the server's listings)."""
-    names = {"sampling/createMessage": "sampling", "roots/list": "roots"}
-    declare = frozenset(names[m] for m in server.allowed_deprecated() if m in names)
-    return declare, ("#" + "+".join(sorted(declare)) if declare else "")
 
 
 def legacy_hold_s() -> float:

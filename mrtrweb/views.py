@@ -28,7 +28,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
-from . import access, audit, conf, display, expiry, names, operations, results, sampling, workers
+from . import access, audit, conf, connections, display, expiry, names, operations, results, sampling, workers
 from .forms import JsonArgumentsForm, SchemaForm, _option_key, refuse_lone_surrogates, stand_in_keys
 from .gate import (
     ContentMismatch, GateRejection, SchemaRefused, StoreUnavailable, check_requested_schema, digest,
@@ -86,7 +86,7 @@ async def server_detail(request: HttpRequest, server_id: int) -> HttpResponse:
     auth = await authz_pages.server_auth(user, server)  # OAuth per person: Connect / Connected (issue 13)
     if not auth["needs_connect"]:  # without the person's connection a listing would only get a 401
         try:
-            conn = await operations.connection_for(user, server)
+            conn = await connections.connection_for(user, server)
             listed = (await conn.list_tools(), await _listing(conn.list_prompts, "name"),
                       await _listing(conn.list_resource_templates, "uriTemplate"),
                       await _listing(conn.list_resources, "uri"))
@@ -169,7 +169,7 @@ async def tool_call(request: HttpRequest, server_id: int, tool: str | None = Non
     if asked is None and wanted is None:
         raise Http404("No such tool")
     try:
-        conn = await operations.connection_for(user, server)
+        conn = await connections.connection_for(user, server)
         listed = await conn.list_tools()
     except McpCallError as exc:
         listed, error = [], operations.failure_message(exc)
@@ -306,7 +306,7 @@ async def _listed_call(request: HttpRequest, server_id: int, *, kind: str, title
         raise Http404(f"No such {kind}")
     ctx: dict[str, Any] = {"server": server, "kind": kind, "title": title or ""}
     try:
-        conn = await operations.connection_for(user, server)
+        conn = await connections.connection_for(user, server)
         listed = await _listing(getattr(conn, list_name), key)
     except McpCallError as exc:
         ctx["error"] = operations.failure_message(exc)

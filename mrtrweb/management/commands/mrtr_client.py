@@ -69,7 +69,7 @@ from django.core.exceptions import ValidationError
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
-from mrtrweb import conformance, display, headless, headless_auth, names, operations, results
+from mrtrweb import conformance, connections, display, headless, headless_auth, names, operations, results
 from mrtrweb.mcp import McpCallError
 from mrtrweb.models import Membership, Operation, Tenant
 
@@ -158,7 +158,7 @@ def _prompt_arguments(prompt: dict[str, Any]) -> dict[str, str]:
 
 async def _connection(user: Any, tenant: Any, url: str):
     server = await sync_to_async(headless.server_for)(url, tenant)
-    return await operations.connection_for(user, server)
+    return await connections.connection_for(user, server)
 
 
 async def _optional_listing(fetch) -> list[dict[str, Any]]:
