@@ -35,7 +35,7 @@ from asgiref.sync import sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from . import access, conf, layerwatch, outage, sessions
-from .operations import user_group
+from .push import user_group
 from .panels import render_panel
 
 logger = logging.getLogger("mrtrweb.consumers")

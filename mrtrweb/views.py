@@ -57,7 +57,7 @@ async def _operation_for(user: Any, op_id: Any) -> Operation:
     Raises:
         Http404: not theirs; :class:`~mrtrweb.access.AccessEnded` (a 404 too) when their access
             ended (the operation is then ended as denied, nothing sent)."""
-    return await access.operation_for(user, op_id)
+    return await operations.operation_for(user, op_id)
 
 
 @login_required
@@ -206,7 +206,7 @@ async def _current(user: Any, op_id: Any) -> Operation:
     op = await _operation_for(user, op_id)
     settled = False
     if op.status in Operation.LIVE and op.worker:
-        settled = bool(await workers.reap_interrupted(op.pk))
+        settled = bool(await operations.reap_interrupted(op.pk))
     if not settled:
         settled = await expiry.settle_if_due(op)
     if settled:
