@@ -23,6 +23,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from . import conf
 from .mcp import ConnectionPool
 from .models import McpServer
+from .session_roots import configured_roots
 
 __all__ = ["HANDSHAKE_VERSIONS", "connection_for", "declared", "pool"]
 
@@ -59,7 +60,8 @@ def declared(server: McpServer) -> tuple[frozenset[str], str]:
 async def connection_for(user: Any, server: McpServer, *, key: str | None = None,
                          declare: frozenset[str] = frozenset()) -> Any:
     """The pooled connection of ``user`` to ``server``, with the credentials of the server's auth
-    mode for that user (:func:`mrtrweb.authz.service.auth_for`; the tenant is the server's).
+    mode for that user (:func:`mrtrweb.authz.service.auth_for`; the tenant is the server's). A
+    ``roots/list`` the server sends outside a call is answered by :func:`mrtrweb.session_roots.configured_roots`.
     ``key``: the pool's server key (default ``str(server.pk)``). A connection built with other
     credentials (the server's auth settings changed) is replaced.
 
@@ -73,4 +75,5 @@ async def connection_for(user: Any, server: McpServer, *, key: str | None = None
     if server.auth_mode != McpServer.AuthMode.NONE:
         auth = await authz.auth_for(server=server, user=user, tenant=server.tenant_id)
     return await pool().get(str(user.pk), key if key is not None else str(server.pk), server.url, declare=declare,
-                            auth=auth, auth_key=authz.auth_key(server, user), outbound=authz.outbound_policy())
+                            auth=auth, auth_key=authz.auth_key(server, user), outbound=authz.outbound_policy(),
+                            session_roots=configured_roots(server))

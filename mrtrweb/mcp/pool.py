@@ -63,15 +63,17 @@ class ConnectionPool:
             raise RuntimeError("ConnectionPool used from a different event loop than the one it belongs to")
 
     async def get(self, user_key: str, server_key: str, url: str, *, declare: Collection[str] = (),
-                  auth: Any = None, auth_key: str = "", outbound: Any = None) -> McpConnection:
+                  auth: Any = None, auth_key: str = "", outbound: Any = None,
+                  session_roots: Any = None) -> McpConnection:
         """The open connection for this user and server, opening (or reopening) it if needed.
 
         A connection whose URL differs from ``url`` (the server was re-configured), that declares
         other capabilities than ``declare`` (see :class:`McpConnection`), whose ``auth_key`` differs
         (the credentials it was built with changed: a new auth mode, secret or client) or that died
         is closed and replaced: callers that declare differently use different ``server_key``
-        values. ``auth`` / ``outbound`` go to a newly opened connection only (an ``auth`` that reads
-        its tokens from storage per request stays current on a kept one). Concurrent calls for one
+        values. ``auth`` / ``outbound`` / ``session_roots`` go to a newly opened connection only (an
+        ``auth`` that reads its tokens from storage per request stays current on a kept one, and so
+        does a ``session_roots`` that reads the server's row when asked). Concurrent calls for one
         key open at most one connection.
 
         Raises:
@@ -101,6 +103,8 @@ class ConnectionPool:
                 kwargs["auth"] = auth
             if outbound is not None:
                 kwargs["outbound"] = outbound
+            if session_roots is not None:
+                kwargs["session_roots"] = session_roots
             connection = self._factory(url, **kwargs)
             await connection.open()
             self._slots[key] = _Slot(url, connection, wanted, auth_key)
