@@ -65,7 +65,8 @@ from .list_changed import ListChangedCallback, ListingWatch
 from .server_requests import OpenCall, ServerRequestHandler, ServerRequestRouting
 from .tls import tls_client_context
 
-__all__ = ["CLIENT_INFO", "DECLARABLE", "PROTOCOLS", "McpConnection", "ProgressCallback", "ServerRequestHandler"]
+__all__ = ["CLIENT_INFO", "DECLARABLE", "PROTOCOLS", "McpConnection", "ProgressCallback", "ProtocolMismatch",
+           "ServerRequestHandler"]
 
 logger = logging.getLogger(__name__)
 
@@ -87,6 +88,17 @@ _SDK_MODE: Final = {"auto": "auto", "2026-07-28": "2026-07-28", "2025-11-25": "l
 
 class ProtocolRefused(Exception):
     """The server does not speak the pinned protocol version (the message says what it answered)."""
+
+
+class ProtocolMismatch(McpCallError):
+    """``transport_error`` from :meth:`McpConnection.open`: the server does not speak the protocol
+    version it is set to. ``message`` says what it answered (bounded; may hold server text: escape
+    it); ``shown_message`` is the product's own text for the page, without server text."""
+
+    def __init__(self, message: str, pinned: str) -> None:
+        super().__init__(TRANSPORT_ERROR, message)
+        self.shown_message = (f"This server does not speak protocol version {pinned}, the version it is set to. "
+                              "A tenant admin can change that in the server's settings.")
 
 
 def _version_text(value: Any, limit: int = 40) -> str:
@@ -125,7 +137,8 @@ class McpConnection(ServerRequestRouting, Listings, ListingWatch):
         outbound: the outbound guard's policy for every request the auth makes to another origin
             than the server's own (token refresh, discovery); default: the guard's strict defaults.
         protocol: one of :data:`PROTOCOLS` (``McpServer.protocol``). A pinned version the server does
-            not speak makes :meth:`open` raise ``transport_error`` saying what the server answered.
+            not speak makes :meth:`open` raise :class:`ProtocolMismatch` (``transport_error``) saying
+            what the server answered.
         on_list_changed: ``async (kind) -> None`` with ``kind`` ``"tools"``, ``"prompts"`` or
             ``"resources"``, on each change notification the server sends (see the module doc);
             called on the connection's loop, its failures logged, never raised.
@@ -242,7 +255,7 @@ class McpConnection(ServerRequestRouting, Listings, ListingWatch):
                 elif auth_error is not None:
                     ready.set_exception(auth_error)
                 elif isinstance(leaf, ProtocolRefused):
-                    ready.set_exception(McpCallError(TRANSPORT_ERROR, str(leaf)))
+                    ready.set_exception(ProtocolMismatch(str(leaf), self.protocol))
                 elif isinstance(leaf, MCPError):
                     ready.set_exception(
                         McpCallError(TRANSPORT_ERROR, f"negotiation with {self.origin} failed: {leaf.error.message}")
