@@ -283,3 +283,36 @@ async def test_listing_push_is_checked_for_the_receiver(seeded, growing):
     assert await ws.receive_json_from(timeout=3) == {"type": "listing", "server": seeded["servers"]["acme"].pk,
                                                      "kind": "prompts"}
     await ws.disconnect()
+
+
+# --------------------------------------------------------------------------------------------
+# FastMCP 4 (PyPI fastmcp 4.2.3, its own venv): ctx.elicit refused on 2026-07-28, works pinned to 2025-11-25
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def fastmcp4(tmp_path_factory):
+    from tests.thirdparty import FASTMCP4, start_fastmcp
+
+    server = start_fastmcp(FASTMCP4, tmp_path_factory.mktemp("fastmcp4") / "server.log")
+    yield server
+    server.stop()
+
+
+def test_fastmcp4_elicits_only_when_pinned_to_2025(seeded, fastmcp4, capsys):
+    url = fastmcp4.url
+    argv = (url, "--tool", "order_form", "--args", '{"item": "tea"}', "--consent", "accept-defaults",
+            "--user", "alice", "--tenant", "acme", "--json")
+    # automatic: 2026-07-28, where FastMCP 4 refuses server-initiated elicitation (a tool error, exit 8)
+    assert _command(*argv) == 8
+    (op,) = json.loads(capsys.readouterr().out)["operations"]
+    assert op["rounds"] == 0 and op["result"]["isError"] is True
+    assert "unavailable on 2026-07-28 connections" in json.dumps(op["result"])
+
+    server = McpServer.objects.get(tenant=Tenant.objects.get(slug="acme"), url=url)
+    server.protocol = McpServer.Protocol.LEGACY  # the tenant admin pins 2025-11-25
+    server.save()
+    assert _command(*argv) == 0
+    (op,) = json.loads(capsys.readouterr().out)["operations"]
+    assert op["status"] == "completed" and op["rounds"] == 1  # the elicitation, asked during the call
+    assert op["result"]["content"][0]["text"].startswith("order tea: accept:")
