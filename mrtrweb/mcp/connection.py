@@ -62,6 +62,7 @@ from .outbound import GuardedTransport, OutboundPolicy
 from .evidence import HttpEvidence, bound_response, classify, id_key
 from .listing import Listings
 from .list_changed import ListChangedCallback, ListingWatch
+from .protocol import PROTOCOLS, SDK_MODE, ProtocolMismatch, ProtocolRefused, settle_protocol
 from .server_requests import OpenCall, ServerRequestHandler, ServerRequestRouting
 from .tls import tls_client_context
 
@@ -77,34 +78,6 @@ CLIENT_INFO = types.Implementation(name="mrtrweb", version=__version__)
 _CLOSE_GRACE_S = 5.0  # how long close() lets the SDK unwind before cancelling it
 #: the deprecated client capabilities a connection may declare (``McpConnection(declare=...)``)
 DECLARABLE: Final = frozenset({"sampling", "roots"})
-#: what ``McpConnection(protocol=...)`` takes (``McpServer.protocol``): "auto" (``server/discover``
-#: at 2026-07-28, else the ``initialize`` handshake), "2026-07-28" only (``server/discover`` at that
-#: version; a server that does not answer it is refused), "2025-11-25" only (the ``initialize``
-#: handshake offering exactly that version; a server answering another version is refused)
-PROTOCOLS: Final = ("auto", "2026-07-28", "2025-11-25")
-#: the SDK's ``Client(mode=...)`` per protocol (a pinned 2026-07-28 is probed: McpConnection._settle_protocol)
-_SDK_MODE: Final = {"auto": "auto", "2026-07-28": "2026-07-28", "2025-11-25": "legacy"}
-
-
-class ProtocolRefused(Exception):
-    """The server does not speak the pinned protocol version (the message says what it answered)."""
-
-
-class ProtocolMismatch(McpCallError):
-    """``transport_error`` from :meth:`McpConnection.open`: the server does not speak the protocol
-    version it is set to. ``message`` says what it answered (bounded; may hold server text: escape
-    it); ``shown_message`` is the product's own text for the page, without server text."""
-
-    def __init__(self, message: str, pinned: str) -> None:
-        super().__init__(TRANSPORT_ERROR, message)
-        self.shown_message = (f"This server does not speak protocol version {pinned}, the version it is set to. "
-                              "A tenant admin can change that in the server's settings.")
-
-
-def _version_text(value: Any, limit: int = 40) -> str:
-    """A server's version string (or error text) for a message: its ``repr``, at most ``limit`` characters."""
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _leaf_exception(exc: BaseException) -> BaseException:
@@ -230,14 +203,14 @@ class McpConnection(ServerRequestRouting, Listings, ListingWatch):
                     callbacks["list_roots_callback"] = self._on_server_list_roots
                 client = Client(
                     streamable_http_client(self.url, http_client=http),
-                    mode=_SDK_MODE[self.protocol],
+                    mode=SDK_MODE[self.protocol],
                     cache=None,  # never a cached listing: a page shows what the server lists now
                     client_info=CLIENT_INFO,
                     message_handler=self._on_message,
                     **callbacks,
                 )
                 async with client:
-                    await self._settle_protocol(client.session)
+                    await settle_protocol(client.session, self.protocol, self.origin)
                     self._route_undeclared(client.session)
                     self._client = client
                     if not ready.done():
@@ -269,39 +242,6 @@ class McpConnection(ServerRequestRouting, Listings, ListingWatch):
                 raise  # cancelled from outside (e.g. loop shutdown), not by close()
         finally:
             self._client = None
-
-    async def _settle_protocol(self, session: Any) -> None:
-        """Hold a pinned protocol version to what the server answered (the spec's version negotiation:
-        2025-11-25 "Lifecycle", 2026-07-28 ``server/discover``).
-
-        * ``"2025-11-25"``: the SDK's ``mode="legacy"`` offered that version in ``initialize``
-          (``LATEST_HANDSHAKE_VERSION``, pinned by a test); the server's answer must be it too.
-        * ``"2026-07-28"``: the SDK's version pin only assumes it (no wire traffic), so one
-          ``server/discover`` at that version is sent here; the server must list it, and its
-          capabilities are adopted from the answer.
-
-        Raises:
-            ProtocolRefused: the server answered another version, or refused the probe.
-        """
-        if self.protocol == "2025-11-25":
-            answered = session.protocol_version
-            if answered != "2025-11-25":
-                raise ProtocolRefused(f"{self.origin} answered protocol version {_version_text(answered)} to an "
-                                      "initialize offering 2025-11-25, the version this server is set to")
-        elif self.protocol == "2026-07-28":
-            try:
-                raw = await session.send_discover("2026-07-28")
-                result = types.DiscoverResult.model_validate(raw)
-            except MCPError as exc:
-                raise ProtocolRefused(f"{self.origin} does not speak 2026-07-28, the version this server is set "
-                                      f"to (server/discover: {_version_text(exc.error.message, 200)})") from None
-            except ValueError:  # pydantic's ValidationError is a ValueError
-                raise ProtocolRefused(f"{self.origin} answered server/discover with a malformed result") from None
-            if "2026-07-28" not in result.supported_versions:
-                versions = ", ".join(_version_text(v) for v in result.supported_versions[:5])
-                raise ProtocolRefused(f"{self.origin} supports {versions or 'no version'}, not 2026-07-28, the "
-                                      "version this server is set to")
-            session.adopt(result)
 
     async def _abort_owner(self) -> None:
         owner = self._owner
