@@ -16,6 +16,10 @@ One concern per module:
     listing pages checked item by item, off the event loop (the connection's ``list_*``).
 ``server_requests``
     requests a 2025-11-25 server sends during an open call, routed to that call's handler.
+``protocol``
+    the protocol setting per server (automatic or one version pinned) and its check.
+``list_changed``
+    a server's ``notifications/*/list_changed`` (and 2026-07-28 ``subscriptions/listen``) to a callback.
 ``outbound``
     the one outbound guard for every URL fetched for authorization.
 ``auth``
