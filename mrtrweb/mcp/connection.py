@@ -27,8 +27,9 @@ connection; anything else is refused with a JSON-RPC error (see :meth:`McpConnec
 Error model: every failure surfaces as :class:`McpCallError` with a stable ``code``:
 ``transport_error`` (connect/HTTP/network failure, unusable response body, closed connection),
 ``jsonrpc_error`` (the server answered with a JSON-RPC error; ``rpc_code``/``rpc_message``/
-``rpc_data`` keep it), ``timeout``, and ``invalid_result`` (only from the ``list_*`` helpers: the
-listing did not parse).
+``rpc_data`` keep it), ``timeout``, ``invalid_result`` (only from the ``list_*`` helpers: the
+listing did not parse), and ``invalid_x_mcp_header`` (a ``tools/call`` of a tool excluded from the
+listing for its invalid ``x-mcp-header``, SEP-2243; nothing is sent).
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ from .errors import TIMEOUT, TRANSPORT_ERROR, McpCallError, origin_of
 from .outbound import GuardedTransport, OutboundPolicy
 from .evidence import HttpEvidence, bound_response, classify, id_key
 from .listing import Listings
+from .param_headers import ToolHeaders
 from .server_requests import OpenCall, ServerRequestHandler, ServerRequestRouting
 from .tls import tls_client_context
 
@@ -123,6 +125,8 @@ class McpConnection(ServerRequestRouting, Listings):
         self._in_flight = 0
         self._last_activity = time.monotonic()
         self._open_calls: dict[tuple[str, str | int], OpenCall] = {}
+        self._tool_headers = ToolHeaders()  # Mcp-Param-* headers from this connection's tools listing
+        self._prelisting = asyncio.Lock()
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -303,7 +307,10 @@ class McpConnection(ServerRequestRouting, Listings):
         ``params`` reach the wire as given (copied; never mutated), plus what the SDK stamps
         for the negotiated protocol: at 2026-07-28 the ``_meta`` keys
         ``io.modelcontextprotocol/protocolVersion``/``clientInfo``/``clientCapabilities`` (and
-        ``progressToken`` when ``on_progress`` is given). The result is the JSON object as decoded
+        ``progressToken`` when ``on_progress`` is given), and for a ``tools/call`` the
+        ``Mcp-Param-*`` headers its tool's ``x-mcp-header`` annotations designate (SEP-2243; from
+        this connection's tools listing, listed first if the tool was not in it:
+        :mod:`.param_headers`). The result is the JSON object as decoded
         from the wire, with no pydantic validation: malformed MRTR results come back as they are.
 
         Args:
@@ -320,7 +327,8 @@ class McpConnection(ServerRequestRouting, Listings):
                 requests are refused. See :meth:`_route` for how a request is matched to a call.
 
         Raises:
-            McpCallError: ``transport_error``, ``jsonrpc_error`` or ``timeout``.
+            McpCallError: ``transport_error``, ``jsonrpc_error`` or ``timeout``;
+                ``invalid_x_mcp_header`` (nothing sent) for a tool the listing excluded.
             ValueError: ``request_id`` is not a str/int, or is already in flight here.
             TypeError: ``params`` is not a mapping or not JSON-serializable.
         """
@@ -334,6 +342,8 @@ class McpConnection(ServerRequestRouting, Listings):
             wire_params = json.loads(json.dumps(params, allow_nan=False))
         except (TypeError, ValueError) as exc:
             raise TypeError(f"params are not JSON: {exc}") from None
+        self._live_client()
+        param_headers = await self._param_headers(method, wire_params)  # may list tools first (SEP-2243)
         session = self._live_client().session
         if self._evidence.expecting(request_id):
             raise ValueError(f"request id {request_id!r} is already in flight on this connection")
@@ -344,6 +354,8 @@ class McpConnection(ServerRequestRouting, Listings):
         # SDK internals (see module docstring): the same stamp ClientSession.send_request applies,
         # then the dispatcher's raw send, which returns the response's `result` dict unvalidated.
         session._stamp(data, opts)  # pyright: ignore[reportPrivateUsage]
+        if param_headers:  # the SDK's stamp adds its own only for tools its ClientSession listed: none
+            opts.setdefault("headers", {}).update(param_headers)
         dispatcher = session._dispatcher  # pyright: ignore[reportPrivateUsage]
         budget = self.timeout_s if timeout_s is None else timeout_s
         self._evidence.expect(request_id)
