@@ -124,10 +124,7 @@ NOT_APPLICABLE = {
 
 #: scenarios that need what this checkout does not have yet (strict: passing them fails the test,
 #: so the marker is removed when the feature lands)
-NEEDS: dict[str, str] = {
-    "http-custom-headers": "Mcp-Param-* headers mirrored from x-mcp-header arguments (SEP-2243), issue 15",
-    "http-invalid-tool-headers": "tools with an invalid x-mcp-header excluded from listings (SEP-2243), issue 15",
-}
+NEEDS: dict[str, str] = {}
 
 
 @pytest.fixture(scope="module")
