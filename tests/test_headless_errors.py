@@ -120,3 +120,19 @@ def test_an_invalid_tool_called_by_name_is_refused_and_says_why(server, capsys, 
                         "(MCP 2026-07-28, SEP-2243), and clients must not use such a tool.")
     assert server[1].all("tools/call") == []  # nothing was sent
     assert "tools/call 'bad_space' refused: the tool's x-mcp-header annotation is invalid (SEP-2243)" in caplog.text
+
+
+async def test_the_pages_leave_them_out_too(seeded, server):
+    from django.test import AsyncClient
+
+    from mrtrweb.models import McpServer
+
+    alice = seeded["users"]["alice"]
+    row = await McpServer.objects.acreate(tenant=seeded["servers"]["acme"].tenant, name="Headers", url=server[0].url)
+    client = AsyncClient()
+    await client.aforce_login(alice)
+    page = (await client.get(f"/mcp/servers/{row.pk}/")).content.decode()
+    assert "route" in page and "fails" in page and "bad_space" not in page and "bad_number" not in page
+    assert (await client.get(f"/mcp/servers/{row.pk}/tools/route/")).status_code == 200
+    assert (await client.get(f"/mcp/servers/{row.pk}/tools/bad_space/")).status_code == 404
+    assert (await client.post(f"/mcp/servers/{row.pk}/tools/bad_space/", {"arguments": "{}"})).status_code == 404
