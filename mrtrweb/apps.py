@@ -10,10 +10,14 @@ class MrtrwebConfig(AppConfig):
 
     def ready(self) -> None:
         from . import checks  # noqa: F401 -- registers the system checks
-        from .access import connect_signals
+        from . import expiry, workers
+        from .operations import reap_interrupted
+        from .operations.revocation import connect_signals
         from .logsafe import hold_sdk_wire_loggers
         from .sessions import connect_signals as connect_session_signals
 
         hold_sdk_wire_loggers()  # the SDK's DEBUG lines carry requestState and answers
         connect_signals()  # access that ends (membership, user, server, tenant) ends pending operations
+        workers.register_duty("reaper", reap_interrupted)  # every heartbeat period, in this order
+        workers.register_duty("expiry sweep", expiry.sweep)
         connect_session_signals()  # a session that ends (sign-out, password change) closes its sockets

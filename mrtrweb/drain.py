@@ -52,13 +52,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 import time
 from typing import Any
 
-logger = logging.getLogger("mrtrweb.drain")
+from .leases import begin_draining, end_draining, is_draining  # noqa: F401 -- the flag lives with the lease
 
-_draining = threading.Event()
+logger = logging.getLogger("mrtrweb.drain")
 
 #: the code of an operation a drain could not let finish
 WORKER_STOPPED = "worker_stopped"
@@ -66,19 +65,9 @@ WORKER_STOPPED = "worker_stopped"
 WIND_DOWN_S = 2.0
 
 
-def is_draining() -> bool:
-    """Whether this worker process is draining (it will exit once its calls have finished)."""
-    return _draining.is_set()
-
-
-def begin_draining() -> None:
-    """Mark this worker as draining (idempotent)."""
-    _draining.set()
-
-
 def reset() -> None:
-    """Forget the flag (tests)."""
-    _draining.clear()
+    """Forget the draining flag (tests)."""
+    end_draining()
 
 
 def grace_s() -> float:

@@ -87,7 +87,7 @@ def expire(op_id: Any, round_number: int | None = None, *, due_only: bool = True
     if due_only:
         # the round's single-use claim first: an answer the gate accepted a moment before the
         # expiry holds it (its retry may be going out while the row still awaits input): leave it
-        from .operations import get_gate, handle_of
+        from .gates import get_gate, handle_of
 
         try:
             if not get_gate().retire_round(handle_of(op), op.rounds):
@@ -104,7 +104,7 @@ def expire(op_id: Any, round_number: int | None = None, *, due_only: bool = True
         return None  # answered, ended or settled by another worker meanwhile
     number = op.rounds if round_number is None else round_number
     try:
-        from .operations import get_gate, handle_of
+        from .gates import get_gate, handle_of
 
         get_gate().close(handle_of(op))
     except Exception:  # noqa: BLE001 -- the binding expires on its own
@@ -122,9 +122,9 @@ def expire(op_id: Any, round_number: int | None = None, *, due_only: bool = True
 
 
 async def _push(op: Any) -> None:
-    from .operations import notify
+    from .push import operation_changed
 
-    await notify(op)
+    await operation_changed(op.user_id, op.id)
 
 
 def push(op: Any) -> None:

@@ -47,8 +47,8 @@ def _cache_key(op: Any, round_number: int) -> str:
 
 
 def _store():
-    """The gate's store (a local import: :mod:`mrtrweb.operations` imports this module)."""
-    from .operations import get_gate
+    """The gate's store."""
+    from .gates import get_gate
 
     return get_gate().store
 

@@ -44,9 +44,19 @@ vouches that the out-of-band step is done. ``url_done`` applies to the accepting
 (those policies answer every request with their action). An answers file may decline or cancel
 one URL request by its key.
 
-Sampling and roots requests (the deprecated exception, only where a tenant admin allowed them)
-are never approved by a scripted agent: the operation ends ``denied``
-(``deprecated_request_refused``), as when a person refuses one; nothing is sent.
+Sampling and roots requests (the deprecated exception, only where a tenant admin allowed them,
+:mod:`mrtrweb.sampling`) are approved only as the caller says:
+
+* ``roots/list`` is answered with the server's configured roots (what the card shows a person)
+  by ``accept-defaults``, and by ``answers`` when the file holds an object for its key (``{}``);
+* ``sampling/createMessage`` only by ``answers``, with an object for its key: the sampling
+  provider's form data (the default provider, :class:`mrtrweb.sampling.PersonWritesReply`,
+  takes ``{"reply": "the assistant's text"}``); the provider builds the result and the gate
+  validates it. ``accept-defaults`` never approves one: a machine has no reply of its own.
+
+Otherwise (``decline``, ``cancel``, a key absent or ``"decline"``/``"cancel"`` in the file) the
+operation ends ``denied`` (``deprecated_request_refused``), as when a person refuses one; nothing
+is sent.
 
 Nothing here logs or prints an answer value or a ``requestState``: audit rows carry digests,
 log lines carry operation ids, round numbers, keys and actions.
@@ -65,7 +75,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 
-from . import connections, display, operations
+from . import connections, display, operations, sampling
 from .gate import CheckedSchema, ContentMismatch, GateRejection, Round, StoreUnavailable
 from .models import McpServer, Membership, Operation
 
@@ -229,17 +239,41 @@ class ConsentPolicy:
 
     # -- building the answers of one round ---------------------------------------------------
 
-    def responses(self, rnd: Round) -> dict[str, Any] | None:
-        """The answers to every request of ``rnd``, or ``None`` when the round holds a request
-        this policy never approves (sampling/roots): the operation is then refused. For
-        ``accept-defaults``, every request is answered ``cancel`` when :meth:`missing_defaults`
-        names a field."""
+    def approved_deprecated(self, rnd: Round) -> dict[str, dict[str, Any]] | None:
+        """The sampling/roots requests of ``rnd`` this policy approves (see the module docstring),
+        as ``{key: form data}`` (``{}`` for roots), or ``None`` when it refuses one of them (the
+        operation is then refused). ``{}`` when the round holds none."""
+        approved: dict[str, dict[str, Any]] = {}
+        for key, view in rnd.requests.items():
+            if view.kind not in ("sampling", "roots"):
+                continue
+            given = self.answers.get(key) if self.kind == ANSWERS else None
+            if isinstance(given, dict):
+                approved[key] = dict(given) if view.kind == "sampling" else {}
+            elif self.kind == ACCEPT_DEFAULTS and view.kind == "roots":
+                approved[key] = {}
+            else:
+                return None
+        return approved
+
+    def responses(self, rnd: Round, provided: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+        """The answers to every request of ``rnd``, or ``None`` when the round holds a
+        sampling/roots request without an answer in ``provided`` (built by the caller for the keys
+        :meth:`approved_deprecated` names: the configured roots, the provider's sampling result):
+        the operation is then refused. For ``accept-defaults``, every request is answered
+        ``cancel`` when :meth:`missing_defaults` names a field (refused when the round also holds
+        a sampling/roots request: those cannot be cancelled one by one)."""
         out: dict[str, Any] = {}
-        if any(view.kind in ("sampling", "roots") for view in rnd.requests.values()):
+        provided = provided or {}
+        deprecated = [key for key, view in rnd.requests.items() if view.kind in ("sampling", "roots")]
+        if any(key not in provided for key in deprecated):
             return None
         if self.missing_defaults(rnd):
-            return {key: {"action": CANCEL} for key in rnd.requests}
+            return None if deprecated else {key: {"action": CANCEL} for key in rnd.requests}
         for key, view in rnd.requests.items():
+            if key in deprecated:
+                out[key] = provided[key]
+                continue
             given = self.answers.get(key, DECLINE) if self.kind == ANSWERS else None
             if self.kind in (DECLINE, CANCEL):
                 out[key] = {"action": self.kind}
@@ -427,7 +461,21 @@ async def _answer(op: Operation, consent: ConsentPolicy) -> list[str]:
         return []  # the round ended meanwhile (expired, stopped): the row says how
     full = await Operation.objects.select_related("server", "tenant", "user").aget(pk=op.pk)
     await sync_to_async(record_shown)(full, rnd, reason=f"headless: scripted consent policy {consent.kind}")
-    responses = consent.responses(rnd)
+    approved = consent.approved_deprecated(rnd)
+    provided: dict[str, Any] = {}
+    for key, form_data in (approved or {}).items():
+        view = rnd.requests[key]
+        if view.kind == "roots":
+            provided[key] = sampling.roots_answer(full.server)
+            continue
+        try:
+            provided[key] = await sampling.provide(sampling.get_provider(), dict(view.params), user=full.user,
+                                                   operation=full, form_data=form_data)
+        except Exception:  # noqa: BLE001 -- a provider failure sends nothing
+            logger.exception("operation %s round %s: the sampling provider failed", op.id, rnd.number)
+            await operations.deny(full, "deprecated_request_refused")
+            return []
+    responses = consent.responses(rnd, provided) if approved is not None else None
     if responses is None:
         logger.info("operation %s round %s: sampling/roots refused by the scripted policy", op.id, rnd.number)
         await operations.deny(full, "deprecated_request_refused")

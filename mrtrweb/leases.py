@@ -128,25 +128,40 @@ _lease_thread = _LeaseThread()
 
 def _after_fork_in_child() -> None:
     """A process forked after this module was imported (gunicorn ``--preload``, a fork-based
-    process pool) is another worker: a new :data:`WORKER_ID` (also in :mod:`mrtrweb.workers`,
-    which holds a copy), no lease written yet, no renewal streak, a lease thread of its own (the
+    process pool) is another worker: a new :data:`WORKER_ID` (:mod:`mrtrweb.workers` holds a
+    copy, renewed by its own fork hook), no lease written yet, no renewal streak, a lease thread of its own (the
     parent's did not survive the fork; its lock and queue are not reused). Otherwise siblings
     would renew one lease -- a killed sibling's calls never reaped -- and one sibling's drain would
     mark the other's calls stopped."""
-    import sys
-
     global WORKER_ID
     WORKER_ID = _new_worker_id()
     _state.__init__()
     _lease_thread.__init__()
-    workers = sys.modules.get("mrtrweb.workers")
-    if workers is not None:
-        workers.WORKER_ID = WORKER_ID
-        workers._beats.clear()  # the parent's loops' heartbeats: not this process's
+    # mrtrweb.workers' own fork hook (registered after this one) copies the new id and forgets
+    # the parent's heartbeats
 
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+#: set once this worker process drains (:mod:`mrtrweb.drain`): its lease says so, new operations are refused
+_draining = threading.Event()
+
+
+def is_draining() -> bool:
+    """Whether this worker process is draining (it will exit once its calls have finished)."""
+    return _draining.is_set()
+
+
+def begin_draining() -> None:
+    """Mark this worker as draining (idempotent)."""
+    _draining.set()
+
+
+def end_draining() -> None:
+    """Forget the flag (a new start-up; tests)."""
+    _draining.clear()
 
 
 def period() -> float:
@@ -230,14 +245,13 @@ def keep_renewing(predicate: Callable[[], bool]) -> None:
 
 def renew() -> None:
     """Renew this worker's lease with the database's clock, creating it if it is absent (sync).
-    ``draining`` is written as :func:`mrtrweb.drain.is_draining` says.
+    ``draining`` is written as :func:`is_draining` says.
 
     Raises:
         django.db.DatabaseError: the database is unreachable (the caller logs it).
     """
     from django.db.models.functions import Now
 
-    from .drain import is_draining
     from .models import WorkerLease
 
     draining = is_draining()

@@ -58,3 +58,15 @@ async def group_send(group: str, message: dict[str, Any], *, what: str) -> bool:
                      "reconnect", what, exc.__class__.__name__)
         return False
     return True
+
+
+def user_group(user_id: Any) -> str:
+    """The Channels group of one user's browser connections: ``mrtrweb.user.<id>``."""
+    return f"mrtrweb.user.{user_id}"
+
+
+async def operation_changed(user_id: Any, operation_id: Any) -> None:
+    """Tell the user's browsers that an operation changed (they re-render it server-side; the
+    push carries its id only). Never raises (see :func:`group_send`)."""
+    await group_send(user_group(user_id), {"type": "operation.update", "operation_id": str(operation_id)},
+                     what="operation update")

@@ -79,7 +79,7 @@ async def operation_rerun(request: HttpRequest, op_id: Any) -> HttpResponse:
     404: not the person's (or their access ended); 409: it cannot be run again (the panel with
     the reason); 503/409 from :class:`~mrtrweb.operations.OperationRefused`."""
     user = await request.auser()
-    op = await access.operation_for(user, op_id)
+    op = await operations.operation_for(user, op_id)
     try:
         new = await start_rerun(user, op)
     except RerunRefused as exc:

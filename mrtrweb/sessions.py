@@ -88,7 +88,7 @@ async def tell(group: str, message: dict[str, Any]) -> None:
 
 
 def _signed_out(sender: Any, request: Any = None, user: Any = None, **kwargs: Any) -> None:
-    from .access import _run_async
+    from .syncbridge import run_async as _run_async
 
     key = getattr(getattr(request, "session", None), "session_key", None)
     if key:
@@ -111,8 +111,8 @@ def _user_saved(sender: Any, instance: Any, created: bool, raw: bool = False, **
         return
     from django.db import transaction
 
-    from .access import _run_async
-    from .operations import user_group
+    from .syncbridge import run_async as _run_async
+    from .push import user_group
 
     logger.info("user %s's password changed: their sockets re-check their sessions", instance.pk)
     group = user_group(instance.pk)

@@ -57,7 +57,7 @@ async def _operation_for(user: Any, op_id: Any) -> Operation:
     Raises:
         Http404: not theirs; :class:`~mrtrweb.access.AccessEnded` (a 404 too) when their access
             ended (the operation is then ended as denied, nothing sent)."""
-    return await access.operation_for(user, op_id)
+    return await operations.operation_for(user, op_id)
 
 
 @login_required
@@ -75,6 +75,9 @@ async def index(request: HttpRequest) -> HttpResponse:
 
 @login_required
 async def server_detail(request: HttpRequest, server_id: int) -> HttpResponse:
+    """A server's page: its tools, prompts, resource templates and resources as the server lists
+    them now (never cached: a list_changed push makes the open page re-read it, ``server.js``), the
+    protocol version negotiated and the protocol setting."""
     user = await _user(request)
     server = await _server_for(user, server_id)
     tools: list[dict[str, Any]] = []
@@ -83,10 +86,14 @@ async def server_detail(request: HttpRequest, server_id: int) -> HttpResponse:
     resources: list[dict[str, Any]] = []
     error = ""
     duplicates = not_shown = 0
+    negotiated = None  # the protocol version spoken with the server, once connected
     auth = await authz_pages.server_auth(user, server)  # OAuth per person: Connect / Connected (issue 13)
     if not auth["needs_connect"]:  # without the person's connection a listing would only get a 401
         try:
+            # the connection operations use too: the same declared capabilities and protocol (issue 15)
             conn = await connections.connection_for(user, server)
+            negotiated = conn.protocol_version
+            conn.watch_listings()  # a list_changed from the server is pushed to this page
             listed = (await conn.list_tools(), await _listing(conn.list_prompts, "name"),
                       await _listing(conn.list_resource_templates, "uriTemplate"),
                       await _listing(conn.list_resources, "uri"))
@@ -103,7 +110,8 @@ async def server_detail(request: HttpRequest, server_id: int) -> HttpResponse:
                                                              "templates": templates, "resources": resources,
                                                              "error": error, "auth": auth,
                                                              "is_admin": is_admin, "duplicates": duplicates,
-                                                             "not_shown": not_shown, "max_shown": names.MAX_LISTED_SHOWN})
+                                                             "not_shown": not_shown, "negotiated": negotiated,
+                                                             "max_shown": names.MAX_LISTED_SHOWN})
 
 
 def _shown_lists(*listed: list[dict[str, Any]]) -> tuple[list[list[dict[str, Any]]], int, int]:
@@ -206,7 +214,7 @@ async def _current(user: Any, op_id: Any) -> Operation:
     op = await _operation_for(user, op_id)
     settled = False
     if op.status in Operation.LIVE and op.worker:
-        settled = bool(await workers.reap_interrupted(op.pk))
+        settled = bool(await operations.reap_interrupted(op.pk))
     if not settled:
         settled = await expiry.settle_if_due(op)
     if settled:

@@ -24,7 +24,8 @@ here reads the cache: a restart of Redis (empty) never makes a live worker look 
 
 What happens when a worker dies:
 
-* **during a call** (``running``, named worker dead): any worker's reaper -- every heartbeat,
+* **during a call** (``running``, named worker dead): any worker's reaper
+  (:func:`mrtrweb.operations.reap_interrupted`, a registered duty of the heartbeat) -- every heartbeat,
   and when the operation is viewed -- marks it ``interrupted`` (code ``worker_lost``), closes its
   binding (a late result can never be accepted), writes the ``failed`` event, pushes the page;
 * **while a legacy server holds its call open for the person** (``awaiting_input``, named worker
@@ -41,6 +42,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
+import os
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -97,54 +99,6 @@ def is_alive(worker_id: str) -> bool:
     return not judged_dead(worker_id)
 
 
-def _dead_candidates(operation_id: Any = None) -> list[Any]:
-    """Non-terminal operations naming a dead worker (sync, one query on a partial index): calls in
-    flight, and legacy rounds held open; never an MRTR round waiting for the person."""
-    from django.db.models import Exists, OuterRef, Q
-
-    from .models import AuditEvent, Operation
-    from .operations import LEGACY
-
-    legacy_round = AuditEvent.objects.filter(operation_id=OuterRef("pk"), round_number=OuterRef("rounds"),
-                                             event="received", code=LEGACY)
-    qs = (Operation.objects.filter(status__in=Operation.LIVE).exclude(worker="").exclude(worker=WORKER_ID)
-          .exclude(Exists(_fresh_leases().filter(pk=OuterRef("worker"))))
-          .filter(Q(status=Operation.Status.RUNNING) | Exists(legacy_round)))
-    if operation_id is not None:
-        qs = qs.filter(pk=operation_id)
-    return list(qs.select_related("server", "tenant").order_by()[:REAP_BATCH])
-
-
-async def reap_interrupted(operation_id: Any = None) -> int:
-    """Mark the operations whose named worker is dead ``interrupted`` (``worker_lost``): a
-    conditional update per operation (so exactly one reaper settles it), then its binding is
-    closed, the ``failed`` event written and the page pushed. Does nothing unless this worker is
-    :func:`trusted`.
-
-    Args:
-        operation_id: check only this operation (the operation page does that on view).
-
-    Returns:
-        how many operations this call marked.
-    """
-    from .models import Operation
-    from .operations import finish_interrupted, message_for
-
-    if not trusted():
-        return 0
-    count = 0
-    for op in await sync_to_async(_dead_candidates)(operation_id):
-        claimed = await Operation.objects.filter(pk=op.pk, status=op.status, worker=op.worker).aupdate(
-            status=Operation.Status.INTERRUPTED, error_code=WORKER_LOST, error_message=message_for(WORKER_LOST),
-            worker="", round_expires_at=None)
-        if claimed:
-            count += 1
-            logger.warning("operation %s interrupted (%s): its worker %s has no lease renewed in the last %gs",
-                           op.id, WORKER_LOST, op.worker, stale_after().total_seconds())
-            await finish_interrupted(op)
-    return count
-
-
 def forget_stale_leases() -> int:
     """Delete leases stale for :data:`FORGET_S` seconds (sync; by a trusted reaper). Returns how
     many went. An operation still naming such a worker is judged by the absence: dead."""
@@ -169,15 +123,24 @@ async def renew_once() -> bool:
     return True
 
 
-async def duties_once() -> None:
-    """The other work of a period: reap (if trusted), sweep expired rounds
-    (:mod:`mrtrweb.expiry`), forget long-stale leases. Never raises (each failure is logged,
-    rate-limited)."""
-    from . import expiry
+#: the period's duties besides the lease, in order: ``(what, async () -> Any)``; registered by the
+#: modules that own them when the app is ready (:meth:`mrtrweb.apps.MrtrwebConfig.ready`: the
+#: reaper, :func:`mrtrweb.operations.reap_interrupted`; the expiry sweep, :func:`mrtrweb.expiry.sweep`),
+#: so this module depends on neither
+_duties: dict[str, Any] = {}
 
+
+def register_duty(what: str, step: Any) -> None:
+    """Run ``step`` (an ``async`` callable without arguments) every period, as ``what`` (a fixed
+    phrase for the log line of a failure). Idempotent per ``what``."""
+    _duties[what] = step
+
+
+async def duties_once() -> None:
+    """The other work of a period: the registered duties (reap if trusted, sweep expired rounds),
+    then forget long-stale leases. Never raises (each failure is logged, rate-limited)."""
     await fresh_connections()
-    for what, step in (("reaper", reap_interrupted), ("expiry sweep", expiry.sweep),
-                       ("lease clean-up", sync_to_async(forget_stale_leases))):
+    for what, step in (*_duties.items(), ("lease clean-up", sync_to_async(forget_stale_leases))):
         try:
             await step()
         except asyncio.CancelledError:
@@ -242,6 +205,20 @@ async def _heartbeat_loop() -> None:
         await asyncio.sleep(period())
         if _state.streak:  # the database answered the last renewal
             await duties_once()
+
+
+def _after_fork_in_child() -> None:
+    """A forked child is another worker (see :func:`mrtrweb.leases._after_fork_in_child`, which
+    runs first): its id, and none of the parent's heartbeats."""
+    global WORKER_ID
+    from . import leases
+
+    WORKER_ID = leases.WORKER_ID
+    _beats.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _beating() -> bool:

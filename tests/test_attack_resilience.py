@@ -221,7 +221,7 @@ async def test_an_answer_recorded_as_the_database_stays_away_goes_out_when_it_is
     from django.db.models import QuerySet
 
     client, op = await _waiting(seeded)
-    monkeypatch.setattr(operations, "ANSWER_DB_WAIT_S", 0.3)
+    monkeypatch.setattr(operations.retries, "ANSWER_DB_WAIT_S", 0.3)
     real = QuerySet.aupdate
     down_until = []
 

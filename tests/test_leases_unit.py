@@ -138,8 +138,8 @@ async def test_reaper_interrupts_a_call_whose_worker_is_dead(seeded, trusted_wor
     gone = await sync_to_async(_op)(seeded, GONE)
     alive = await sync_to_async(_op)(seeded, "fresh:1:a")
     mine = await sync_to_async(_op)(seeded, workers.WORKER_ID)
-    assert await workers.reap_interrupted() == 2
-    assert await workers.reap_interrupted() == 0  # settled once
+    assert await operations.reap_interrupted() == 2
+    assert await operations.reap_interrupted() == 0  # settled once
     for op in (stale, gone):
         op = await Operation.objects.aget(pk=op.pk)
         assert (op.status, op.error_code, op.worker) == (Operation.Status.INTERRUPTED, workers.WORKER_LOST, "")
@@ -153,8 +153,8 @@ async def test_reaper_interrupts_a_call_whose_worker_is_dead(seeded, trusted_wor
 async def test_untrusted_reaper_does_nothing(seeded):
     op = await sync_to_async(_op)(seeded, GONE)
     assert not workers.trusted()
-    assert await workers.reap_interrupted() == 0
-    assert await workers.reap_interrupted(op.pk) == 0
+    assert await operations.reap_interrupted() == 0
+    assert await operations.reap_interrupted(op.pk) == 0
     assert (await Operation.objects.aget(pk=op.pk)).status == Operation.Status.RUNNING
 
 
@@ -162,7 +162,7 @@ async def test_an_mrtr_round_waiting_is_never_reaped(seeded, trusted_worker):
     """Even when it (wrongly, e.g. a row written by an older version) names a dead worker: only a
     call in flight or a legacy round held open depends on its worker."""
     op = await sync_to_async(_op)(seeded, GONE, Operation.Status.AWAITING_INPUT)
-    assert await workers.reap_interrupted() == 0
+    assert await operations.reap_interrupted() == 0
     assert (await Operation.objects.aget(pk=op.pk)).status == Operation.Status.AWAITING_INPUT
 
 

@@ -482,7 +482,7 @@ async def test_answer_while_the_holding_worker_is_gone(legacy, trusted_worker):
 async def test_the_reaper_interrupts_a_call_held_by_a_dead_worker(legacy, trusted_worker):
     from django.utils import timezone
 
-    from mrtrweb.workers import reap_interrupted
+    from mrtrweb.operations import reap_interrupted
 
     alice, server, mcp = legacy["users"]["alice"], legacy["servers"]["acme"], legacy["mcp"]
     client = await _client(alice)
@@ -500,7 +500,7 @@ async def test_the_reaper_leaves_mrtr_rounds_alone(seeded, trusted_worker):
     """An MRTR round waits in the binding store, not on a worker: its worker's death changes nothing."""
     from django.utils import timezone
 
-    from mrtrweb.workers import reap_interrupted
+    from mrtrweb.operations import reap_interrupted
 
     alice, server = seeded["users"]["alice"], seeded["servers"]["acme"]
     client = await _client(alice)
@@ -643,13 +643,13 @@ async def test_the_cache_emptied_before_the_holder_takes_the_answer_loses_nothin
     alice, server, mcp = legacy["users"]["alice"], legacy["servers"]["acme"], legacy["mcp"]
     client = await _client(alice)
     op = await _start(client, server, "legacy_deploy", {"env": "prod"})
-    take, holder_may_take, polls = operations._take_answer, asyncio.Event(), []
+    take, holder_may_take, polls = operations.legacy._take_answer, asyncio.Event(), []
 
     def held_back(op_, round_number):  # the holder polls as always, but takes nothing until told
         polls.append(round_number)
         return take(op_, round_number) if holder_may_take.is_set() else None
 
-    monkeypatch.setattr(operations, "_take_answer", held_back)
+    monkeypatch.setattr(operations.legacy, "_take_answer", held_back)
     resp = await _post_answer(client, op, "accept", DEPLOY_OK)
     assert resp.status_code == 302, resp.content.decode()[:2000]
     assert await LegacyAnswer.objects.filter(operation_id=op.id, round_number=1).aexists()
@@ -683,8 +683,8 @@ async def test_a_handed_over_answer_is_sealed_for_its_round(legacy, monkeypatch,
     alice, server, mcp = legacy["users"]["alice"], legacy["servers"]["acme"], legacy["mcp"]
     client = await _client(alice)
     op = await _start(client, server, "legacy_deploy", {"env": "prod"})
-    take = operations._take_answer
-    monkeypatch.setattr(operations, "_take_answer", lambda op_, n: None)  # the holder takes nothing yet
+    take = operations.legacy._take_answer
+    monkeypatch.setattr(operations.legacy, "_take_answer", lambda op_, n: None)  # the holder takes nothing yet
     assert (await _post_answer(client, op, "accept", DEPLOY_OK)).status_code == 302
     row = await LegacyAnswer.objects.aget(operation_id=op.id)
     assert "CHG-1042" not in row.payload and "accept" not in row.payload and "replicas" not in row.payload
@@ -701,7 +701,7 @@ async def test_a_handed_over_answer_is_sealed_for_its_round(legacy, monkeypatch,
         f"legacy answer of operation {op.id} cannot be opened (keys changed or altered); ignored"]
     assert all(r.exc_info is None for r in caplog.records)
     assert mcp.log.responses() == []
-    monkeypatch.setattr(operations, "_take_answer", take)
+    monkeypatch.setattr(operations.legacy, "_take_answer", take)
     op = await _until(op, lambda o: o.status in Operation.TERMINAL)
     assert _result_text(op) == "Deployed 2 replica(s) to prod (ticket CHG-1042)."
     assert len(mcp.log.responses()) == 1

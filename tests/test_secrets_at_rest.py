@@ -442,8 +442,8 @@ async def test_live_rounds_and_handed_over_answers_are_sealed_at_rest(legacy, mo
     assert destination not in await sync_to_async(_dump)(BINDING_TABLES)
 
     # a legacy round: the answer is handed over as a LegacyAnswer row (the holder waits meanwhile)
-    take = operations._take_answer
-    monkeypatch.setattr(operations, "_take_answer", lambda op_, n: None)
+    take = operations.legacy._take_answer
+    monkeypatch.setattr(operations.legacy, "_take_answer", lambda op_, n: None)
     server = legacy["servers"]["acme"]
     resp = await client.post(f"/mcp/servers/{server.pk}/tools/legacy_deploy/", {"arg-env": "prod"})
     held = await Operation.objects.aget(pk=resp["Location"].rstrip("/").split("/")[-1])
@@ -460,7 +460,7 @@ async def test_live_rounds_and_handed_over_answers_are_sealed_at_rest(legacy, mo
     assert crypto.unseal(row.payload)["a"]["response"]["content"]["ticket"] == ticket
     everything = await sync_to_async(_dump)()
     assert row.payload in everything and ticket not in everything
-    monkeypatch.setattr(operations, "_take_answer", take)
+    monkeypatch.setattr(operations.legacy, "_take_answer", take)
     deadline = time.monotonic() + 15
     while (await Operation.objects.aget(pk=held.pk)).status not in Operation.TERMINAL:
         assert time.monotonic() < deadline

@@ -91,7 +91,7 @@ async def _rerun_target(user: Any, server: McpServer, value: str) -> Operation |
     if not value:
         return None
     try:
-        op = await access.operation_for(user, value)
+        op = await operations.operation_for(user, value)
     except Http404:  # also AccessEnded
         return None
     if op.server_id != server.pk or op.status != Operation.Status.FAILED or op.error_code not in pages.AUTH_ERROR_CODES:
@@ -234,7 +234,7 @@ async def callback(request: HttpRequest) -> HttpResponse:
     rerun_id = await _take_rerun(request, server_id)
     if rerun_id:
         try:
-            old = await access.operation_for(user, rerun_id)
+            old = await operations.operation_for(user, rerun_id)
             new = await rerun.start_rerun(user, old)
         except (Http404, rerun.RerunRefused, operations.OperationRefused) as exc:
             logger.info("run again after connecting not started (%s)", type(exc).__name__)

@@ -18,6 +18,10 @@ One concern per module:
     ``Mcp-Param-*`` headers mirrored from ``x-mcp-header`` tool arguments (SEP-2243), per connection.
 ``server_requests``
     requests a 2025-11-25 server sends during an open call, routed to that call's handler.
+``protocol``
+    the protocol setting per server (automatic or one version pinned) and its check.
+``list_changed``
+    a server's ``notifications/*/list_changed`` (and 2026-07-28 ``subscriptions/listen``) to a callback.
 ``outbound``
     the one outbound guard for every URL fetched for authorization.
 ``auth``

@@ -1,8 +1,9 @@
 """One MCP connection: Streamable HTTP through the ``mcp`` SDK (``mcp==2.3.*``).
 
-:class:`McpConnection` connects with ``mode="auto"`` (``server/discover`` at 2026-07-28, falling back
-to the legacy ``initialize`` handshake) and sends single JSON-RPC requests whose **id the product
-chooses** and whose **raw result object** comes back untouched, so the MRTR gate
+:class:`McpConnection` connects with the protocol chosen for the server (``protocol=``, see
+:data:`PROTOCOLS`: ``"auto"`` = ``server/discover`` at 2026-07-28, falling back to the legacy
+``initialize`` handshake; or one version pinned) and sends single JSON-RPC requests whose **id the
+product chooses** and whose **raw result object** comes back untouched, so the MRTR gate
 (:mod:`mrtrweb.gate`) judges exactly what the server put on the wire::
 
     async with McpConnection("https://mcp.example/mcp") as conn:
@@ -23,6 +24,11 @@ Server-to-client requests (2025-11-25 servers): an ``elicitation/create``, ``sam
 or ``roots/list`` the server sends while a call is open goes to that call's ``on_server_request``
 handler (``send(..., on_server_request=...)``), matched as the only call in flight on the
 connection; anything else is refused with a JSON-RPC error (see :meth:`McpConnection._route`).
+
+Change notifications (``notifications/{tools,prompts,resources}/list_changed``) go to the
+connection's ``on_list_changed`` (:mod:`mrtrweb.mcp.list_changed`): on a 2025-11-25 connection as the
+server sends them, on a 2026-07-28 one once :meth:`McpConnection.watch_listings` opened the
+``subscriptions/listen`` stream that carries them.
 
 Error model: every failure surfaces as :class:`McpCallError` with a stable ``code``:
 ``transport_error`` (connect/HTTP/network failure, unusable response body, closed connection),
@@ -56,11 +62,14 @@ from .errors import TIMEOUT, TRANSPORT_ERROR, McpCallError, origin_of
 from .outbound import GuardedTransport, OutboundPolicy
 from .evidence import HttpEvidence, bound_response, classify, id_key
 from .listing import Listings
+from .list_changed import ListChangedCallback, ListingWatch
 from .param_headers import ToolHeaders
+from .protocol import PROTOCOLS, SDK_MODE, ProtocolMismatch, ProtocolRefused, settle_protocol
 from .server_requests import OpenCall, ServerRequestHandler, ServerRequestRouting
 from .tls import tls_client_context
 
-__all__ = ["CLIENT_INFO", "DECLARABLE", "McpConnection", "ProgressCallback", "ServerRequestHandler"]
+__all__ = ["CLIENT_INFO", "DECLARABLE", "PROTOCOLS", "McpConnection", "ProgressCallback", "ProtocolMismatch",
+           "ServerRequestHandler"]
 
 logger = logging.getLogger(__name__)
 
@@ -80,8 +89,8 @@ def _leaf_exception(exc: BaseException) -> BaseException:
     return exc
 
 
-class McpConnection(ServerRequestRouting, Listings):
-    """One Streamable HTTP connection to an MCP server, negotiated with ``mode="auto"``.
+class McpConnection(ServerRequestRouting, Listings, ListingWatch):
+    """One Streamable HTTP connection to an MCP server, negotiated as ``protocol`` says.
 
     The SDK ``Client`` is entered and exited inside a dedicated owner task (anyio task groups
     must be entered and exited by the same task), so :meth:`open`, :meth:`send` and
@@ -102,15 +111,30 @@ class McpConnection(ServerRequestRouting, Listings):
             ``WWW-Authenticate`` parameters in ``McpCallError.challenge``.
         outbound: the outbound guard's policy for every request the auth makes to another origin
             than the server's own (token refresh, discovery); default: the guard's strict defaults.
+        protocol: one of :data:`PROTOCOLS` (``McpServer.protocol``). A pinned version the server does
+            not speak makes :meth:`open` raise :class:`ProtocolMismatch` (``transport_error``) saying
+            what the server answered.
+        on_list_changed: ``async (kind) -> None`` with ``kind`` ``"tools"``, ``"prompts"`` or
+            ``"resources"``, on each change notification the server sends (see the module doc);
+            called on the connection's loop, its failures logged, never raised.
+
+    Raises:
+        ValueError: ``timeout_s`` not positive, ``declare`` names another capability, or
+            ``protocol`` is not one of :data:`PROTOCOLS`.
     """
 
     def __init__(self, url: str, *, timeout_s: float = 30.0, declare: Collection[str] = (),
-                 auth: httpx2.Auth | None = None, outbound: OutboundPolicy | None = None) -> None:
+                 auth: httpx2.Auth | None = None, outbound: OutboundPolicy | None = None,
+                 protocol: str = "auto", on_list_changed: ListChangedCallback | None = None) -> None:
         if not timeout_s > 0:
             raise ValueError("timeout_s must be positive")
         if not set(declare) <= DECLARABLE:
             raise ValueError(f"declare may only name {sorted(DECLARABLE)}")
+        if protocol not in PROTOCOLS:
+            raise ValueError(f"protocol must be one of {list(PROTOCOLS)}")
         self.declare = frozenset(declare)
+        self.protocol = protocol
+        self.on_list_changed = on_list_changed
         self.url = url
         self.origin = origin_of(url)
         self.timeout_s = float(timeout_s)
@@ -125,6 +149,7 @@ class McpConnection(ServerRequestRouting, Listings):
         self._in_flight = 0
         self._last_activity = time.monotonic()
         self._open_calls: dict[tuple[str, str | int], OpenCall] = {}
+        self._watch: asyncio.Task[None] | None = None
         self._tool_headers = ToolHeaders()  # Mcp-Param-* headers from this connection's tools listing
         self._prelisting = asyncio.Lock()
 
@@ -134,7 +159,8 @@ class McpConnection(ServerRequestRouting, Listings):
         """Connect and negotiate. Returns once the connection is usable.
 
         Raises:
-            McpCallError: ``transport_error`` (refused, HTTP failure, negotiation failed), ``timeout``
+            McpCallError: ``transport_error`` (refused, HTTP failure, negotiation failed, a pinned
+                protocol version the server does not speak), ``timeout``
                 (not connected within ``timeout_s``), ``authorization_required`` (HTTP 401),
                 ``insufficient_scope`` / ``authorization_failed`` (a Bearer 403).
             RuntimeError: already opened.
@@ -181,12 +207,14 @@ class McpConnection(ServerRequestRouting, Listings):
                     callbacks["list_roots_callback"] = self._on_server_list_roots
                 client = Client(
                     streamable_http_client(self.url, http_client=http),
-                    mode="auto",
-                    cache=None,
+                    mode=SDK_MODE[self.protocol],
+                    cache=None,  # never a cached listing: a page shows what the server lists now
                     client_info=CLIENT_INFO,
+                    message_handler=self._on_message,
                     **callbacks,
                 )
                 async with client:
+                    await settle_protocol(client.session, self.protocol, self.origin)
                     self._route_undeclared(client.session)
                     self._client = client
                     if not ready.done():
@@ -203,6 +231,8 @@ class McpConnection(ServerRequestRouting, Listings):
                     ready.cancel()
                 elif auth_error is not None:
                     ready.set_exception(auth_error)
+                elif isinstance(leaf, ProtocolRefused):
+                    ready.set_exception(ProtocolMismatch(str(leaf), self.protocol))
                 elif isinstance(leaf, MCPError):
                     ready.set_exception(
                         McpCallError(TRANSPORT_ERROR, f"negotiation with {self.origin} failed: {leaf.error.message}")
@@ -229,6 +259,7 @@ class McpConnection(ServerRequestRouting, Listings):
     async def close(self) -> None:
         """Close the connection (idempotent; callable from any task of the loop). Never raises
         for connection problems; in-flight requests fail with ``transport_error``."""
+        await self._stop_watching()
         owner = self._owner
         if owner is None or owner.done():
             self._client = None
@@ -342,7 +373,6 @@ class McpConnection(ServerRequestRouting, Listings):
             wire_params = json.loads(json.dumps(params, allow_nan=False))
         except (TypeError, ValueError) as exc:
             raise TypeError(f"params are not JSON: {exc}") from None
-        self._live_client()
         param_headers = await self._param_headers(method, wire_params)  # may list tools first (SEP-2243)
         session = self._live_client().session
         if self._evidence.expecting(request_id):

@@ -1,0 +1,60 @@
+"""Running operations: send through the user's MCP session, judge results with the gate, push
+rounds to the browser, build and send retries (the Django edge around :mod:`mrtrweb.gate`).
+
+Everything here runs on the ASGI server's event loop. A call returns as soon as the operation is
+registered and its request is scheduled; results arrive in a background task that updates the
+:class:`~mrtrweb.models.Operation` row, writes audit events and notifies the user's WebSocket
+group ``mrtrweb.user.<id>``.
+
+One round, from the wire to the card to the retry (MCP 2026-07-28, Multi Round-Trip Requests):
+
+1. :mod:`.starting` -- :func:`start_operation`: limits, the row, ``Gate.register``; the call
+   goes out in the background.
+2. :mod:`.calls` -- ``_drive``: the request is sent on the user's connection
+   (:mod:`mrtrweb.connections`), progress pushed, Stop polled.
+3. :mod:`.rounds` -- ``_handle_result``: a final result completes the operation; an
+   ``input_required`` result is judged by ``Gate.receive``, audited (``received``) and handed to
+   the person: the card is rendered by :mod:`mrtrweb.panels` and pushed.
+4. :mod:`.answers` -- :func:`answer_round`: the person's answer (browser or headless) is
+   re-checked (access, consent receipt, authorization, configuration).
+5. :mod:`.retries` -- ``_build_and_record``: ``Gate.respond`` builds the retry once, its
+   ``submitted`` event is read back; then :mod:`.calls` sends it, and the loop goes on at 2.
+
+Around it: :mod:`.legacy` (2025-11-25 servers ask during the open call), :mod:`.stopping`
+(Stop, deny, access ended), :mod:`.reaping` (a dead worker's operations), :mod:`.revocation`
+(access that ends through the ORM ends pending operations), :mod:`.messages` (what the person
+reads, the product's codes), :mod:`.authorization` (the identity a request goes out with),
+:mod:`.runtime` (tasks, rows, audit, pushes, ending an operation once).
+"""
+
+from __future__ import annotations
+
+from ..connections import connection_for, pool
+from ..gates import get_gate, handle_of, reset_gate
+from ..push import user_group
+from .answers import answer_round
+from .legacy import legacy_hold, legacy_hold_s
+from .messages import (ANSWER_PENDING, AUDIT_UNAVAILABLE, AUTHORIZATION_CHANGED, AUTHORIZATION_CODES, DENY_MESSAGES,
+                       INVALID_RESULT, LEGACY, LEGACY_KEYS, LIMIT_REACHED, MESSAGES, STATE_REUSED,
+                       STATE_REUSED_REASON, STOP_UNDELIVERED, STOPPED_BY, STOPPED_BY_AT_ROUND, STORE_UNAVAILABLE,
+                       UNAVAILABLE_CODES, WORKER_DRAINING, AnswerPending, OperationRefused, failure_message,
+                       message_for, server_error_text)
+from .reaping import reap_interrupted
+from .retries import _build_and_record
+from .revocation import end_operation, operation_for
+from .rounds import _parse_final
+from .runtime import _finish, _load, _tasks, new_request_id, notify, wait_idle
+from .starting import _check_limits, start_operation
+from .stopping import deny, finish_interrupted, request_stop, stop_operation
+
+__all__ = [
+    "ANSWER_PENDING", "AUDIT_UNAVAILABLE", "AUTHORIZATION_CHANGED", "AUTHORIZATION_CODES", "DENY_MESSAGES",
+    "INVALID_RESULT", "LEGACY", "LEGACY_KEYS", "LIMIT_REACHED", "MESSAGES", "STATE_REUSED", "STATE_REUSED_REASON",
+    "STOPPED_BY", "STOPPED_BY_AT_ROUND", "STOP_UNDELIVERED", "STORE_UNAVAILABLE", "UNAVAILABLE_CODES",
+    "WORKER_DRAINING", "AnswerPending", "OperationRefused", "answer_round", "connection_for", "deny", "end_operation",
+    "failure_message", "finish_interrupted", "get_gate", "handle_of", "legacy_hold", "legacy_hold_s", "message_for",
+    "new_request_id", "notify", "operation_for", "pool", "reap_interrupted", "request_stop", "reset_gate",
+    "server_error_text", "start_operation", "stop_operation", "user_group", "wait_idle",
+    # used by the drain, the benchmark and tests
+    "_build_and_record", "_check_limits", "_finish", "_load", "_parse_final", "_tasks",
+]

@@ -1,0 +1,205 @@
+"""Sending a request of an operation and following it: the user's pooled connection
+(:mod:`mrtrweb.connections`), progress pushed to the page, Stop polled, requests the server sends
+during the call (2025-11-25, :mod:`.legacy`), and the result judged (:mod:`.rounds`); a state-only
+retry goes out again from here. Each request names this worker (``Operation.worker``) while it is
+in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any, Final
+
+from asgiref.sync import sync_to_async
+from django.db import close_old_connections
+from django.utils import timezone
+
+from .. import conf, display, push
+from ..connections import connection_for, declared as _declared, HANDSHAKE_VERSIONS as _HANDSHAKE_VERSIONS, pool
+from ..gate import Retry
+from ..mcp import McpCallError
+from ..models import Operation
+from ..push import user_group
+from .authorization import _note_challenge
+from .legacy import _Call, _on_server_request
+from .messages import AnswerPending, failure_message, STOPPED_BY
+from .retries import _move_when_back
+from .rounds import _handle_result
+from .runtime import _finish, _load, _spawn, notify
+from .revocation import _access_ended
+from .stopping import _stop_requested, STOP_POLL_S
+
+logger = logging.getLogger("mrtrweb.operations")
+
+_STOPPED = object()
+
+
+async def _send_cancellable(op: Operation, conn: Any, params: dict[str, Any], request_id: str,
+                            call: "_Call | None" = None) -> Any:
+    """Send one request, pushing its progress notifications to the user's browsers, and abandon it
+    when the person stops the operation: the SDK then cancels the request (``notifications/cancelled``
+    on a stream transport; on 2026-07-28 Streamable HTTP the request's POST is closed). Returns the
+    raw result, or ``_STOPPED``.
+
+    With ``call``, requests the server sends during the call (2025-11-25) become rounds of the
+    operation (:func:`_on_server_request`); while one is held for the person, a stop is answered
+    there first ("cancel" to the server), and the call is abandoned after."""
+    last_push = 0.0
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        nonlocal last_push
+        now = asyncio.get_running_loop().time()
+        if now - last_push < 0.2 and (total is None or progress < total):
+            return  # throttled
+        last_push = now
+        await push.group_send(user_group(op.user_id), {
+            "type": "operation.progress", "operation_id": str(op.id), "progress": progress, "total": total,
+            # server text: pushed as data (the page sets it as textContent), bidi/controls visible
+            "message": display.shown(message[:200]) if isinstance(message, str) else ""}, what="progress")
+
+    extra: dict[str, Any] = {}
+    if call is not None:
+        extra["on_server_request"] = lambda method, p: _on_server_request(call, method, p)
+    task = asyncio.ensure_future(conn.send(op.method, params, request_id, on_progress=on_progress, **extra))
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=STOP_POLL_S)
+            if done:
+                return task.result()
+            if call is not None and call.holding:
+                continue  # the held round answers the stop first (see _hold)
+            by = await sync_to_async(_stop_requested)(op.id)
+            if by:
+                task.cancel()
+                # let the SDK queue its notifications/cancelled (2025-11-25 sessions) before the
+                # operation ends and a per-operation connection is closed
+                await asyncio.wait({task}, timeout=1.0)
+                logger.info("operation %s stopped during the call (by: %s)", op.id, by)
+                await _finish(op, Operation.Status.DENIED, code="denied", reason="cancelled", event="denied",
+                              message=STOPPED_BY[by])
+                return _STOPPED
+    finally:
+        if not task.done():
+            task.cancel()
+
+
+async def _drive(op_id: Any, request_id: str, params: dict[str, Any]) -> None:
+    """Send one request of the operation and follow it until it needs the person or ends. The
+    operation names this worker (``Operation.worker``) while it does: set by
+    :func:`start_operation` or :func:`_build_and_record`, after the lease was written."""
+    from ..workers import WORKER_ID, ensure_heartbeat, ensure_lease
+
+    try:
+        await ensure_heartbeat()
+        op = await _load(op_id)
+        if op.worker != WORKER_ID:  # an operation started before this worker ran the call
+            await ensure_lease()
+            await Operation.objects.filter(pk=op.pk).exclude(status__in=Operation.TERMINAL).aupdate(
+                worker=WORKER_ID, updated_at=timezone.now())
+            op.worker = WORKER_ID
+        while True:
+            if await _access_ended(op):
+                return
+            call = _Call(op, request_id)
+            dedicated = ""
+            try:
+                declare, suffix = _declared(op.server)
+                # the operation's own user's credentials, never anyone else's
+                conn = await connection_for(op.user, op.server, key=f"{op.server_id}{suffix}", declare=declare)
+                if conn.protocol_version in _HANDSHAKE_VERSIONS:
+                    # A legacy server asks during the call, and its requests can only be matched to a
+                    # call as the one in flight on a connection: each operation gets its own.
+                    dedicated = f"{op.server_id}{suffix}/operation:{op.id}"
+                    conn = await connection_for(op.user, op.server, key=dedicated, declare=declare)
+                try:
+                    raw = await _send_cancellable(op, conn, params, request_id, call)
+                finally:
+                    if dedicated:
+                        await pool().close(str(op.user_id), dedicated)
+                await _database_back(op_id)
+                if call.rounds:  # legacy rounds were answered during the call: the row moved on
+                    op = await _load(op_id)
+                if raw is _STOPPED:
+                    return
+            except McpCallError as exc:
+                logger.info("operation %s: MCP call failed (%s)", op.id, exc.code)
+                await _database_back(op_id)
+                if exc.code == "insufficient_scope":
+                    await _note_challenge(op, exc)
+                if call.rounds:
+                    op = await _load(op_id)
+                await _finish(op, Operation.Status.FAILED, code=exc.code, message=failure_message(exc))
+                return
+            if await _access_ended(op):
+                return
+            try:
+                nxt = await _handle_result(op, call.gate_id, raw)
+            except AnswerPending as pending:  # a state-only retry recorded as the database went away
+                _spawn(_send_when_back(op.id, pending.retry, pending.fields))
+                return
+            if nxt is None:
+                return
+            request_id, params = nxt.id, nxt.params
+    except asyncio.CancelledError:
+        raise
+    except Exception:  # noqa: BLE001 -- never leave an operation spinning
+        logger.exception("operation %s crashed", op_id)
+        try:
+            op = await _load(op_id)
+            await _finish(op, Operation.Status.FAILED, code="internal_error",
+                          message="The operation stopped on an internal error; nothing more was sent.")
+        except Exception:  # noqa: BLE001
+            logger.exception("operation %s could not be marked failed", op_id)
+    finally:
+        await sync_to_async(close_old_connections)()
+
+
+#: the longest the outcome of a call waits for the database to answer again (an outage during
+#: the call or as its result arrives), seconds; then it is handled anyway (and fails, logged)
+RESULT_DB_WAIT_S: Final = 60.0
+
+
+async def _database_back(op_id: Any) -> None:
+    """Before a call's outcome is written: the process's shared sync-thread connection may have
+    been broken by a database outage during the call (it is held across the call, and a broken
+    connection is never reconnected by itself). Give it back (a broken one is discarded) and read
+    the operation's status on a fresh one, retrying with pauses while the database is down, up to
+    :data:`RESULT_DB_WAIT_S`. The server's result is then not lost to a blip that is over."""
+    from django.db import DatabaseError
+
+    deadline = time.monotonic() + RESULT_DB_WAIT_S
+    pause, warned = 0.2, False
+    while True:
+        try:
+            await sync_to_async(close_old_connections)()
+            await Operation.objects.filter(pk=op_id).values_list("status", flat=True).afirst()
+            if warned:
+                logger.warning("operation %s: the database answers again; the outcome is written now", op_id)
+            return
+        except DatabaseError as exc:
+            if time.monotonic() >= deadline:
+                logger.error("operation %s: the database did not answer for %ss after the call (%s)", op_id,
+                             RESULT_DB_WAIT_S, exc.__class__.__name__)
+                return
+            if not warned:
+                warned = True
+                logger.warning("operation %s: the call ended while the database is unreachable (%s); its outcome "
+                               "waits for it (up to %ss)", op_id, exc.__class__.__name__, RESULT_DB_WAIT_S)
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 2.0)
+
+
+async def _send_when_back(op_id: Any, retry: Retry, fields: dict[str, Any]) -> None:
+    """An answer recorded while the database went away: wait for it (up to ``TTL_S``), move the
+    row and send the retry, once (this task holds the only copy of the retry)."""
+    moved = await _move_when_back(op_id, fields, float(conf.get("TTL_S")))
+    if not moved:
+        logger.error("operation %s: retry %s not sent (%s)", op_id, retry.id,
+                     "the database did not come back" if moved is None else "the operation ended meanwhile")
+        return
+    logger.warning("operation %s: the database answers again; the recorded answer goes out now", op_id)
+    op = await _load(op_id)
+    await notify(op)
+    await _drive(op_id, str(retry.id), retry.params)

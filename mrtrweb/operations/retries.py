@@ -1,0 +1,112 @@
+"""Building a retry once: the gate builds it (``Gate.respond``: validated, consumed once), its
+``submitted`` event is written and read back, and the row says it goes out, before anything is sent.
+A database lost in between is waited for; past that the retry is kept and sent when it is back
+(:class:`~.messages.AnswerPending`, sent by :func:`.calls._send_when_back`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any, Final
+
+from asgiref.sync import sync_to_async
+from django.db import close_old_connections
+from django.utils import timezone
+
+from .. import audit, results
+from ..gate import codes, Retry, StoreUnavailable
+from ..gates import get_gate, handle_of
+from ..models import Operation
+from .messages import AnswerPending, AUDIT_UNAVAILABLE, DENY_MESSAGES, LEGACY, message_for, OperationRefused, STORE_UNAVAILABLE
+from .runtime import _audit, new_request_id
+from .stopping import deny
+
+logger = logging.getLogger("mrtrweb.operations")
+
+
+async def _build_and_record(op: Operation, responses: dict[str, Any] | None, *, retry_id: str | None = None,
+                            code: str = "") -> Retry:
+    """Build the retry with the gate, write + read back its ``submitted`` event, then return it.
+    The operation is running again; an MRTR retry names this worker (it sends it), a legacy
+    answer leaves the worker holding the server's call named (``code`` :data:`LEGACY`).
+
+    Raises:
+        GateRejection: the gate refused the answer (nothing changed, nothing sent).
+        OperationRefused: the store or the audit failed (nothing sent; the operation ends when
+            its round was already consumed).
+        AnswerPending: consumed and audited, but the database stayed away for
+            :data:`ANSWER_DB_WAIT_S`: the caller keeps the retry and sends it once it is back
+            (:func:`mrtrweb.operations.calls._send_when_back`).
+    """
+    from ..workers import WORKER_ID, ensure_lease
+
+    gate = get_gate()
+    retry_id = retry_id or new_request_id()
+    driver = {} if code == LEGACY else {"worker": WORKER_ID}
+    if driver:
+        try:
+            await ensure_lease()  # before the operation names this worker
+        except Exception:  # noqa: BLE001 -- the database is down: nothing consumed, nothing sent
+            logger.warning("operation %s: answer refused, this worker's lease could not be written", op.id)
+            raise OperationRefused(STORE_UNAVAILABLE, message_for(STORE_UNAVAILABLE)) from None
+    try:
+        retry: Retry = await sync_to_async(gate.respond)(
+            handle_of(op), retry_id=retry_id, responses=responses, user=str(op.user_id), tenant=str(op.tenant_id),
+            params=results.stored_params(op.params))
+    except StoreUnavailable:
+        raise OperationRefused(STORE_UNAVAILABLE, message_for(STORE_UNAVAILABLE)) from None
+    try:
+        await _audit(op, "submitted", code=code, round_number=retry.round_number, request_id=op.latest_request_id,
+                     retry_id=retry.id, actions=dict(retry.actions), read_back=True)
+    except audit.AuditUnavailable:
+        await deny(op, AUDIT_UNAVAILABLE)
+        raise OperationRefused(AUDIT_UNAVAILABLE, DENY_MESSAGES[AUDIT_UNAVAILABLE]) from None
+    fields = dict(latest_request_id=str(retry.id), status=Operation.Status.RUNNING, rounds=op.rounds,
+                  round_expires_at=None, **driver)
+    # The round is consumed and its answer audited: from here on the answer must go out. A
+    # database lost at this moment is waited for (ANSWER_DB_WAIT_S); past that, an MRTR retry is
+    # kept by this worker and sent once the database answers again (up to the round's TTL).
+    moved = await _move_when_back(op.pk, fields, ANSWER_DB_WAIT_S)
+    if moved is None:
+        if code == LEGACY:
+            logger.error("operation %s: legacy answer recorded but the database stayed unreachable; the holder "
+                         "gives up at its deadline", op.id)
+            raise OperationRefused(STORE_UNAVAILABLE, message_for(STORE_UNAVAILABLE))
+        raise AnswerPending(retry, fields)  # the caller keeps it: calls._send_when_back
+    if not moved:  # ended meanwhile (stopped, access ended): the retry is not sent
+        logger.info("operation %s ended while its answer was recorded; retry %s not sent", op.id, retry.id)
+        raise OperationRefused(codes.INACTIVE_MRTR_ROUND, message_for(codes.INACTIVE_MRTR_ROUND))
+    op.latest_request_id = str(retry.id)
+    op.status = Operation.Status.RUNNING
+    return retry
+
+
+#: the longest an answer's request waits for the database to record that its retry goes out
+#: (a database lost just after the answer was consumed and audited), seconds
+ANSWER_DB_WAIT_S: Final = 10.0
+
+
+async def _move_when_back(op_id: Any, fields: dict[str, Any], wait_s: float) -> int | None:
+    """Move the operation's row (``fields``; only if it has not ended), retrying with pauses while
+    the database fails, up to ``wait_s`` seconds. Returns the rows moved (0: it had ended), or
+    None when the database did not answer in time."""
+    from django.db import DatabaseError
+
+    deadline = time.monotonic() + wait_s
+    pause = 0.1
+    while True:
+        try:
+            return await Operation.objects.filter(pk=op_id).exclude(status__in=Operation.TERMINAL).aupdate(
+                updated_at=timezone.now(), **fields)
+        except DatabaseError as exc:
+            if time.monotonic() >= deadline:
+                logger.error("operation %s: the database did not answer for %ss after an answer was recorded (%s)",
+                             op_id, wait_s, exc.__class__.__name__)
+                return None
+            logger.warning("operation %s: the database failed as an answer was recorded (%s); retrying", op_id,
+                           exc.__class__.__name__)
+            await sync_to_async(close_old_connections)()
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 2.0)

@@ -1,0 +1,95 @@
+"""The operation tasks of this worker and what every phase shares: background tasks
+(:func:`_spawn`, :func:`wait_idle`), loading the row, writing an audit event, pushing a change to
+the person's browsers (:func:`notify`), and ending an operation once (:func:`_finish`: row, binding,
+terminal audit event, push).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import uuid
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.utils import timezone
+
+from .. import audit, push, results
+from ..gate import StoreUnavailable
+from ..gates import get_gate, handle_of
+from ..models import Operation
+
+logger = logging.getLogger("mrtrweb.operations")
+
+
+def new_request_id() -> str:
+    """A fresh JSON-RPC id: a UUID string, unique across workers and connections."""
+    return f"mrtr-{uuid.uuid4()}"
+
+
+_tasks: set[asyncio.Task] = set()
+
+
+def _spawn(coro) -> asyncio.Task:
+    """Run ``coro`` in the background, outside the request's context: its ORM calls then share the
+    process's one sync thread (one database connection) instead of pinning a connection in the
+    finished request's thread for as long as the MCP server takes."""
+    task = asyncio.get_running_loop().create_task(coro, context=contextvars.Context())
+    _tasks.add(task)
+    task.add_done_callback(_tasks.discard)
+    return task
+
+
+async def wait_idle(timeout: float = 10.0) -> None:
+    """Wait until no operation task of this loop is running (tests)."""
+    loop = asyncio.get_running_loop()
+    pending = [t for t in _tasks if t.get_loop() is loop]
+    if pending:
+        await asyncio.wait(pending, timeout=timeout)
+
+
+async def notify(op: Operation) -> None:
+    """Tell the user's browsers that the operation changed (they re-render it server-side).
+    Never raises: a push the channel layer cannot take is logged (:mod:`mrtrweb.push`)."""
+    await push.operation_changed(op.user_id, op.id)
+
+
+async def _load(op_id: Any) -> Operation:
+    return await Operation.objects.select_related("server", "tenant", "user").aget(pk=op_id)
+
+
+async def _audit(op: Operation, event: str, **kw: Any) -> None:
+    await sync_to_async(audit.record)(op, event, **kw)
+
+
+async def _finish(op: Operation, status: str, *, code: str = "", message: str = "", result: Any = None,
+                  event: str | None = None, already_marked: bool = False, reason: str = "") -> None:
+    """End an operation once: update its row (only if it is not already terminal), close its
+    binding, write the terminal audit event and tell the browsers."""
+    op.status = status
+    op.error_code = code
+    op.error_message = message[:500]
+    if result is not None:
+        # within MAX_STORED_RESULT_BYTES; off the event loop (a result may be megabytes of JSON)
+        op.result = await sync_to_async(results.for_storage, thread_sensitive=False)(result, op_id=op.id)
+    fields = {"status": status, "error_code": code, "error_message": op.error_message, "result": op.result,
+              "worker": "", "round_expires_at": None, "updated_at": timezone.now()}
+    if not already_marked:
+        updated = await Operation.objects.filter(pk=op.pk).exclude(status__in=Operation.TERMINAL).aupdate(**fields)
+        if not updated:
+            logger.info("operation %s was already ended; late outcome %s ignored", op.id, status)
+            return
+    else:  # marked by a conditional update of its own (reaper, drain, access): end it cleanly
+        await Operation.objects.filter(pk=op.pk).aupdate(error_message=op.error_message, worker="",
+                                                         round_expires_at=None)
+    try:
+        await sync_to_async(get_gate().close)(handle_of(op))
+    except StoreUnavailable:
+        logger.warning("could not close binding of operation %s (store unavailable); it expires on its own", op.id)
+    try:
+        await _audit(op, event or ("completed" if status == Operation.Status.COMPLETED else "failed"), code=code,
+                     reason=reason, round_number=op.rounds, request_id=op.latest_request_id)
+    except audit.AuditUnavailable:
+        pass  # logged by audit.record
+    await notify(op)

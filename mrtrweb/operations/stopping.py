@@ -1,0 +1,109 @@
+"""Ending an operation early: the person's Stop (:func:`stop_operation`, from any worker: a stop
+request in the cache that the worker driving the call polls), a deny with its reason (:func:`deny`),
+an operation whose access ended (:func:`_access_ended`, :mod:`mrtrweb.access`), and one whose worker
+died (:func:`finish_interrupted`).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from asgiref.sync import sync_to_async
+
+from .. import conf, outage
+from ..models import Operation
+from .messages import DENY_MESSAGES, message_for, STOP_UNDELIVERED, STOPPED_BY, STOPPED_BY_AT_ROUND
+from .runtime import _finish, _load
+
+logger = logging.getLogger("mrtrweb.operations")
+
+
+async def finish_interrupted(op: Operation) -> None:
+    """Settle an operation whose worker died during a call (already marked ``interrupted``)."""
+    from ..workers import WORKER_LOST
+
+    await _finish(op, Operation.Status.INTERRUPTED, code=WORKER_LOST, message=message_for(WORKER_LOST),
+                  event="failed", already_marked=True)
+
+
+async def deny(op: Operation, reason: str) -> None:
+    """End the operation with a ``denied`` outcome for ``reason``; nothing more is sent for it."""
+    logger.info("operation %s denied: %s", op.id, reason)
+    await _finish(op, Operation.Status.DENIED, code="denied", reason=reason,
+                  message=DENY_MESSAGES.get(reason, "The answer was denied."), event="denied")
+
+
+def _last_answer_was_cancel(op_id: Any) -> bool:
+    """Whether the person's last answer of the operation was Cancel on every request (the outcome
+    is then ``cancelled``: the server was told, and finished)."""
+    from ..models import AuditEvent
+
+    actions = AuditEvent.objects.filter(operation_id=op_id, event="submitted").order_by("-sequence") \
+        .values_list("actions", flat=True).first()
+    return bool(actions) and set(actions.values()) == {"cancel"}
+
+
+async def stop_operation(op: Operation, *, by: str = "person") -> bool:
+    """Stop an operation: the person's Stop, or ``by="headless_timeout"`` (see :data:`STOPPED_BY`).
+    A round waiting for an answer: its binding is closed, nothing is sent, the outcome is
+    ``denied`` (reason ``cancelled``). A call in flight: the worker driving it (any worker) cancels
+    the request within ``STOP_POLL_S`` and ends it the same way. Returns False when the operation
+    had already ended.
+
+    Raises:
+        ValueError: ``by`` is not a key of :data:`STOPPED_BY`.
+        mrtrweb.outage.ServiceUnavailable: a call in flight, and its stop request cannot be
+            written (the cache is down): nothing changed (:data:`STOP_UNDELIVERED`, a 503)."""
+    if by not in STOPPED_BY:
+        raise ValueError(f"by must be one of {sorted(STOPPED_BY)}")
+    op = await _load(op.pk)
+    if op.status == Operation.Status.AWAITING_INPUT:
+        logger.info("operation %s denied: cancelled (by: %s)", op.id, by)
+        await _finish(op, Operation.Status.DENIED, code="denied", reason="cancelled", event="denied",
+                      message=STOPPED_BY_AT_ROUND[by])
+        # a legacy server may be holding its call open for this round: the worker holding it
+        # answers the server "cancel" when it sees the stop (see _hold)
+        try:
+            await sync_to_async(request_stop)(op.id, by)
+        except Exception:  # noqa: BLE001 -- the holder still sees the operation ended within a second
+            logger.warning("could not write the stop request of operation %s", op.id)
+        return True
+    if op.status == Operation.Status.RUNNING:
+        try:
+            await sync_to_async(request_stop)(op.id, by)
+        except Exception as exc:
+            if outage.kind(exc) is None:
+                raise
+            raise outage.ServiceUnavailable("cache", STOP_UNDELIVERED) from exc
+        return True
+    return False
+
+
+#: seconds between two checks of a stop request while a call is in flight
+STOP_POLL_S = 0.25
+
+
+def _stop_key(op_id: Any) -> str:
+    return f"{conf.get('BINDING_KEY_PREFIX')}:stop:{op_id}"
+
+
+def request_stop(op_id: Any, by: str = "person") -> None:
+    """Ask whichever worker drives the operation to abandon its in-flight call (sync); ``by`` is
+    who stops it (a key of :data:`STOPPED_BY`)."""
+    from django.core.cache import caches
+
+    caches[conf.get("BINDING_CACHE")].set(_stop_key(op_id), by, timeout=int(conf.get("TTL_S")))
+
+
+def _stop_requested(op_id: Any) -> str | None:
+    """Who asked to stop the operation (a key of :data:`STOPPED_BY`), or None."""
+    from django.core.cache import caches
+
+    try:
+        by = caches[conf.get("BINDING_CACHE")].get(_stop_key(op_id))
+    except Exception:  # noqa: BLE001 -- a cache outage never stops a call by itself
+        return None
+    if by is None:
+        return None
+    return by if by in STOPPED_BY else "person"
