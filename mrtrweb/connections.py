@@ -79,7 +79,7 @@ def _listing_pusher(user_id: Any, server_id: int):
 
     async def changed(kind: str) -> None:
         from . import push
-        from .operations import user_group  # at call time: operations imports this module
+        from .push import user_group
 
         await push.group_send(user_group(user_id), {"type": LISTING_PUSH, "server_id": server_id, "kind": kind},
                               what="listing change")

@@ -17,7 +17,7 @@ from django.db import close_old_connections
 from django.utils import timezone
 
 from .. import conf, display, push
-from ..connections import connection_for, declared as _declared, HANDSHAKE_VERSIONS as _HANDSHAKE_VERSIONS, pool
+from ..connections import HANDSHAKE_VERSIONS as _HANDSHAKE_VERSIONS, connection_for, declared as _declared, pool, server_key
 from ..gate import Retry
 from ..mcp import McpCallError
 from ..models import Operation
@@ -105,13 +105,14 @@ async def _drive(op_id: Any, request_id: str, params: dict[str, Any]) -> None:
             call = _Call(op, request_id)
             dedicated = ""
             try:
-                declare, suffix = _declared(op.server)
+                declare, _suffix = _declared(op.server)
+                key = server_key(op.server)  # the connection the server's pages list through
                 # the operation's own user's credentials, never anyone else's
-                conn = await connection_for(op.user, op.server, key=f"{op.server_id}{suffix}", declare=declare)
+                conn = await connection_for(op.user, op.server, key=key, declare=declare)
                 if conn.protocol_version in _HANDSHAKE_VERSIONS:
                     # A legacy server asks during the call, and its requests can only be matched to a
                     # call as the one in flight on a connection: each operation gets its own.
-                    dedicated = f"{op.server_id}{suffix}/operation:{op.id}"
+                    dedicated = f"{key}/operation:{op.id}"
                     conn = await connection_for(op.user, op.server, key=dedicated, declare=declare)
                 try:
                     raw = await _send_cancellable(op, conn, params, request_id, call)
