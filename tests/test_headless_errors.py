@@ -13,6 +13,7 @@ import pytest
 from django.core.management import call_command
 
 from mrtrweb import operations
+from mrtrweb.operations import messages
 from mrtrweb.models import Operation
 
 from . import headers_mcp
@@ -61,7 +62,7 @@ def test_a_jsonrpc_error_prints_the_servers_code_and_message_as_the_page_shows_t
     assert said == f"  The MCP server answered with an error. It said (JSON-RPC error {headers_mcp.HOSTILE_CODE}): " \
                    + cleaned
     assert op.error_message == said.strip()
-    assert said.endswith("…") and len(cleaned) == operations.SERVER_ERROR_SHOWN_CHARS
+    assert said.endswith("…") and len(cleaned) == messages.SERVER_ERROR_SHOWN_CHARS
     # control and format characters became spaces (what is left of an escape sequence is plain text)
     assert "It said (JSON-RPC error -32010): [2J [31mAccess denied [0m exe.txt line two <b>bold</b> tail" in said
     for raw in ("\x1b", "\u202e", "\r"):  # nothing that moves the cursor, recolours or reorders the terminal
