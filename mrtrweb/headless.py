@@ -81,7 +81,7 @@ from .models import McpServer, Membership, Operation
 
 logger = logging.getLogger("mrtrweb.headless")
 
-__all__ = ["ACCEPT_DEFAULTS", "ANSWERS", "CANCEL", "DECLINE", "TIMEOUT", "ConsentPolicy", "HeadlessError",
+__all__ = ["ACCEPT_DEFAULTS", "ANSWERS", "CANCEL", "DECLINE", "TASK_REQUIRED", "TIMEOUT", "ConsentPolicy", "HeadlessError",
            "HeadlessOutcome", "arun", "close_connections", "default_content", "operation_name", "run", "server_for",
            "shown_name"]
 
@@ -92,6 +92,9 @@ ANSWERS = "answers"
 
 #: the outcome status when ``timeout_s`` passed first (the operation is then stopped)
 TIMEOUT = "timeout"
+#: the outcome of a ``tools/call`` of a tool listed with ``execution.taskSupport: "required"``:
+#: not run, no operation (:mod:`mrtrweb.operations.tasks`)
+TASK_REQUIRED = "task_required"
 #: seconds between two looks at the operation row while it runs
 POLL_S = 0.05
 #: the longest wait for a push before the operation row is read again anyway (a lost push, or no
@@ -162,7 +165,8 @@ class HeadlessOutcome:
 
     Attributes:
         status: an :class:`~mrtrweb.models.Operation` terminal status (``completed``, ``failed``,
-            ``denied``, ``expired``, ``interrupted``) or ``timeout``.
+            ``denied``, ``expired``, ``interrupted``), ``timeout``, or ``task_required`` (the tool
+            runs only as a task: nothing was sent, ``operation_id`` is ``""``).
         result: the server's final result object (``completed`` only), else ``None``.
         rounds: how many ``input_required`` rounds the operation had.
         operation_id: the Operation row's id (its audit trail and history page).
@@ -389,8 +393,26 @@ async def arun(*, url: str, user: Any, tenant: Any, method: str, params: dict[st
     if await adenial(user.pk, tenant.pk):  # not a member, or inactive
         raise HeadlessError("not_a_member", "the user is not an active member of the tenant")
     server = await sync_to_async(server_for)(url, tenant)
+    if method == "tools/call" and await _task_only(user, server, params.get("name")):
+        logger.info("tools/call of a task-only tool on server %s not run: nothing sent", server.pk)
+        return HeadlessOutcome(TASK_REQUIRED, None, 0, "", TASK_REQUIRED)
     async with _Pushes(user.pk) as pushes:  # subscribed before the start: no push is missed
         return await _run(pushes, server, user, method, params, consent, timeout_s)
+
+
+async def _task_only(user: Any, server: McpServer, name: Any) -> bool:
+    """Whether the server lists the tool ``name`` with ``execution.taskSupport: "required"``
+    (:mod:`mrtrweb.operations.tasks`: never called plainly). A listing that fails says no: the
+    call then fails on its own, with the server's error."""
+    from .mcp import McpCallError
+    from .operations.tasks import requires_task
+
+    try:
+        conn = await connections.connection_for(user, server)
+        tools = await conn.list_tools()
+    except McpCallError:
+        return False
+    return any(requires_task(t) for t in tools if isinstance(t, dict) and t.get("name") == name)
 
 
 async def _run(pushes: _Pushes, server: McpServer, user: Any, method: str, params: dict[str, Any],

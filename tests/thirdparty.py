@@ -189,6 +189,14 @@ def _wait_listening(proc: subprocess.Popen, port: int, log_path: Path, what: str
                        f"{log_path.read_text(errors='replace')[-3000:]}")
 
 
+def _server_env(extra: dict[str, str]) -> dict[str, str]:
+    """A minimal environment for a third-party server: nothing of ours (the everything server's
+    ``get-env`` tool returns its whole environment to the client)."""
+    env = {k: os.environ[k] for k in ("PATH", "HOME", "LANG", "TMPDIR") if k in os.environ}
+    env.update(extra)
+    return env
+
+
 def _spawn(argv: list[str], env: dict[str, str], log_path: Path, cwd: Path) -> subprocess.Popen:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "w") as out:
@@ -205,8 +213,7 @@ def start_fastmcp(release: FastMcpRelease, log_path: Path, timeout_s: float = 60
     """
     python = install_fastmcp(release)
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO", "PYTHON", "VIRTUAL_ENV"))}
-    env.update({"FASTMCP_LOG_LEVEL": "WARNING", "FASTMCP_SHOW_CLI_BANNER": "false", "PYTHONUNBUFFERED": "1"})
+    env = _server_env({"FASTMCP_LOG_LEVEL": "WARNING", "FASTMCP_SHOW_CLI_BANNER": "false", "PYTHONUNBUFFERED": "1"})
     proc = _spawn([str(python), str(FEATURES_SCRIPT), "--port", str(port)], env, log_path, SERVERS_DIR)
     _wait_listening(proc, port, log_path, f"fastmcp {release.version}", timeout_s)
     return ThirdPartyServer("fastmcp", release.version, f"http://127.0.0.1:{port}/mcp", proc, log_path)
@@ -226,8 +233,7 @@ def start_everything(log_path: Path, timeout_s: float = 60.0) -> ThirdPartyServe
     except NodeUnavailable as exc:
         raise InstallFailed(str(exc)) from None
     port = free_port()
-    env = node_env(node)
-    env["PORT"] = str(port)
+    env = _server_env({"PATH": node_env(node)["PATH"], "PORT": str(port)})
     proc = _spawn([node, str(script), "streamableHttp"], env, log_path, EVERYTHING_PREFIX)
     _wait_listening(proc, port, log_path, f"{EVERYTHING_PACKAGE} {EVERYTHING_VERSION}", timeout_s)
     return ThirdPartyServer(EVERYTHING_PACKAGE, EVERYTHING_VERSION, f"http://127.0.0.1:{port}/mcp", proc, log_path)

@@ -30,6 +30,7 @@ from .rounds import _handle_result
 from .runtime import _finish, _load, _spawn, notify
 from .revocation import _access_ended
 from .stopping import _stop_requested, STOP_POLL_S
+from .url_required import is_url_required, url_required_round
 
 logger = logging.getLogger("mrtrweb.operations")
 
@@ -125,12 +126,17 @@ async def _drive(op_id: Any, request_id: str, params: dict[str, Any]) -> None:
                 if raw is _STOPPED:
                     return
             except McpCallError as exc:
-                logger.info("operation %s: MCP call failed (%s)", op.id, exc.code)
+                if not is_url_required(exc):
+                    logger.info("operation %s: MCP call failed (%s)", op.id, exc.code)
                 await _database_back(op_id)
                 if exc.code == "insufficient_scope":
                     await _note_challenge(op, exc)
                 if call.rounds:
                     op = await _load(op_id)
+                if is_url_required(exc):  # -32042: a URL-mode round; accepted, the request goes again
+                    if not await _access_ended(op):
+                        await url_required_round(op, call.gate_id, exc)
+                    return
                 await _finish(op, Operation.Status.FAILED, code=exc.code, message=failure_message(exc))
                 return
             if await _access_ended(op):

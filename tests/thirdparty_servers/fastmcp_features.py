@@ -23,7 +23,7 @@ sampled text, roots), as JSON with sorted keys, so a test checks what arrived at
 * ``pick_priority()`` -- FastMCP's titled dict syntax (``{"low": {"title": ...}}``: ``oneOf``).
 * ``pick_tags()`` -- FastMCP's multi-select list syntax (``[["a", "b"]]``: array of ``enum``).
 * ``confirm()`` -- a scalar ``bool`` elicitation (FastMCP wraps it as ``{"value": bool}``).
-* ``ask_nothing()`` -- ``ctx.elicit(message, None)``: an empty form (accept/decline/cancel only).
+* ``ask_nothing()`` -- FastMCP 3 only: ``ctx.elicit(message, None)``, an empty form (only the action).
 * ``summarize(text)`` -- ``ctx.sample``: ``sampled: TEXT-THE-CLIENT-RETURNED``.
 * ``show_roots()`` -- ``ctx.list_roots``: ``roots: [{"name":..,"uri":..}, ...]``.
 * ``count_up(steps)`` -- ``ctx.report_progress`` each step, then ``counted STEPS``.
@@ -135,10 +135,11 @@ async def confirm(ctx: Context) -> str:
     return "confirm: " + _said(await ctx.elicit("Proceed?", response_type=bool))
 
 
-@mcp.tool
-async def ask_nothing(ctx: Context) -> str:
-    """An elicitation with no fields (only the action matters)."""
-    return "nothing: " + _said(await ctx.elicit("Shall I go on?", response_type=None))
+if MAJOR < 4:  # FastMCP 4 refuses response_type=None ("ambiguous under the MCP spec")
+    @mcp.tool
+    async def ask_nothing(ctx: Context) -> str:
+        """An elicitation with no fields (only the action matters)."""
+        return "nothing: " + _said(await ctx.elicit("Shall I go on?", response_type=None))
 
 
 @mcp.tool

@@ -31,6 +31,8 @@ Exit codes (several operations: the first non-zero one, in order):
     (valid) default; the fields are named (``KEY.FIELD``) on the outcome's line and in the
     JSON's ``missing_defaults``, and the operation completed with the server's answer to the
     cancel (a failed, denied... operation keeps its own code)
+10  not run: the tool is listed with ``execution.taskSupport: "required"`` (it runs only as a
+    task, which this client does not run yet; a plain call would be refused): nothing was sent
 ==  =====================================================================================
 
 ``--conformance`` is for the official MCP conformance suite
@@ -75,6 +77,7 @@ from django.core.management.base import BaseCommand, CommandError
 from mrtrweb import conformance, connections, display, headless, headless_auth, names, operations, results
 from mrtrweb.mcp import McpCallError
 from mrtrweb.models import Membership, Operation, Tenant
+from mrtrweb.operations.tasks import TASK_REQUIRED_MESSAGE
 
 #: the line boundaries of ``str.splitlines``
 _LINE_BREAK = re.compile("[\n\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
@@ -89,6 +92,7 @@ EXIT_CODES = {
     Operation.Status.EXPIRED: 5,
     Operation.Status.INTERRUPTED: 6,
     headless.TIMEOUT: 7,
+    headless.TASK_REQUIRED: 10,
 }
 EXIT_TOOL_ERROR = 8
 EXIT_MISSING_DEFAULTS = 9
@@ -346,6 +350,10 @@ class Command(BaseCommand):
 
     def _print_outcome(self, method: str, params: dict[str, Any], outcome: headless.HeadlessOutcome) -> None:
         name = headless.operation_name(method, params)
+        if outcome.status == headless.TASK_REQUIRED:  # not run: no operation, nothing sent
+            self.stdout.write(f"{method} {display.shown(name)}: {outcome.status} (not run)")
+            self.stdout.write(f"  {TASK_REQUIRED_MESSAGE}")
+            return
         line = f"{method} {display.shown(name)}: {outcome.status} after {outcome.rounds} round(s) (operation {outcome.operation_id})"
         if outcome.error_code:
             line += f" [{display.shown(outcome.error_code)}]"
