@@ -175,6 +175,11 @@ class HeadlessOutcome:
             that made it answer a round ``cancel``, as ``KEY.FIELD`` in round order (server names,
             control and format characters shown as ``\\uXXXX``, see :func:`shown_name`); ``()``
             when it cancelled nothing.
+        error_message: what the operation page says of how it ended (``Operation.error_message``:
+            the product's message and, for a JSON-RPC error, the server's code and message
+            cleaned by :func:`mrtrweb.operations.server_error_text`; at most 500 characters);
+            ``""`` when completed or timed out. Server text: print it through
+            :func:`mrtrweb.display.shown`, never log it.
     """
 
     status: str
@@ -183,6 +188,7 @@ class HeadlessOutcome:
     operation_id: str
     error_code: str
     missing_defaults: tuple[str, ...] = ()
+    error_message: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -458,7 +464,7 @@ async def _settled(op: Operation, grace_s: float = 5.0) -> None:
 
 def _outcome(op: Operation, missing: list[str]) -> HeadlessOutcome:
     return HeadlessOutcome(str(op.status), op.result if op.status == Operation.Status.COMPLETED else None,
-                           op.rounds, str(op.id), op.error_code, tuple(missing))
+                           op.rounds, str(op.id), op.error_code, tuple(missing), op.error_message or "")
 
 
 async def _answer(op: Operation, consent: ConsentPolicy) -> list[str]:

@@ -33,8 +33,9 @@ server sends them, on a 2026-07-28 one once :meth:`McpConnection.watch_listings`
 Error model: every failure surfaces as :class:`McpCallError` with a stable ``code``:
 ``transport_error`` (connect/HTTP/network failure, unusable response body, closed connection),
 ``jsonrpc_error`` (the server answered with a JSON-RPC error; ``rpc_code``/``rpc_message``/
-``rpc_data`` keep it), ``timeout``, and ``invalid_result`` (only from the ``list_*`` helpers: the
-listing did not parse).
+``rpc_data`` keep it), ``timeout``, ``invalid_result`` (only from the ``list_*`` helpers: the
+listing did not parse), and ``invalid_x_mcp_header`` (a ``tools/call`` of a tool excluded from the
+listing for its invalid ``x-mcp-header``, SEP-2243; nothing is sent).
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ from .outbound import GuardedTransport, OutboundPolicy
 from .evidence import HttpEvidence, bound_response, classify, id_key
 from .listing import Listings
 from .list_changed import ListChangedCallback, ListingWatch
+from .param_headers import ToolHeaders
 from .protocol import PROTOCOLS, SDK_MODE, ProtocolMismatch, ProtocolRefused, settle_protocol
 from .server_requests import OpenCall, ServerRequestHandler, ServerRequestRouting
 from .tls import tls_client_context
@@ -148,6 +150,8 @@ class McpConnection(ServerRequestRouting, Listings, ListingWatch):
         self._last_activity = time.monotonic()
         self._open_calls: dict[tuple[str, str | int], OpenCall] = {}
         self._watch: asyncio.Task[None] | None = None
+        self._tool_headers = ToolHeaders()  # Mcp-Param-* headers from this connection's tools listing
+        self._prelisting = asyncio.Lock()
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -334,7 +338,10 @@ class McpConnection(ServerRequestRouting, Listings, ListingWatch):
         ``params`` reach the wire as given (copied; never mutated), plus what the SDK stamps
         for the negotiated protocol: at 2026-07-28 the ``_meta`` keys
         ``io.modelcontextprotocol/protocolVersion``/``clientInfo``/``clientCapabilities`` (and
-        ``progressToken`` when ``on_progress`` is given). The result is the JSON object as decoded
+        ``progressToken`` when ``on_progress`` is given), and for a ``tools/call`` the
+        ``Mcp-Param-*`` headers its tool's ``x-mcp-header`` annotations designate (SEP-2243; from
+        this connection's tools listing, listed first if the tool was not in it:
+        :mod:`.param_headers`). The result is the JSON object as decoded
         from the wire, with no pydantic validation: malformed MRTR results come back as they are.
 
         Args:
@@ -351,7 +358,8 @@ class McpConnection(ServerRequestRouting, Listings, ListingWatch):
                 requests are refused. See :meth:`_route` for how a request is matched to a call.
 
         Raises:
-            McpCallError: ``transport_error``, ``jsonrpc_error`` or ``timeout``.
+            McpCallError: ``transport_error``, ``jsonrpc_error`` or ``timeout``;
+                ``invalid_x_mcp_header`` (nothing sent) for a tool the listing excluded.
             ValueError: ``request_id`` is not a str/int, or is already in flight here.
             TypeError: ``params`` is not a mapping or not JSON-serializable.
         """
@@ -365,6 +373,7 @@ class McpConnection(ServerRequestRouting, Listings, ListingWatch):
             wire_params = json.loads(json.dumps(params, allow_nan=False))
         except (TypeError, ValueError) as exc:
             raise TypeError(f"params are not JSON: {exc}") from None
+        param_headers = await self._param_headers(method, wire_params)  # may list tools first (SEP-2243)
         session = self._live_client().session
         if self._evidence.expecting(request_id):
             raise ValueError(f"request id {request_id!r} is already in flight on this connection")
@@ -375,6 +384,8 @@ class McpConnection(ServerRequestRouting, Listings, ListingWatch):
         # SDK internals (see module docstring): the same stamp ClientSession.send_request applies,
         # then the dispatcher's raw send, which returns the response's `result` dict unvalidated.
         session._stamp(data, opts)  # pyright: ignore[reportPrivateUsage]
+        if param_headers:  # the SDK's stamp adds its own only for tools its ClientSession listed: none
+            opts.setdefault("headers", {}).update(param_headers)
         dispatcher = session._dispatcher  # pyright: ignore[reportPrivateUsage]
         budget = self.timeout_s if timeout_s is None else timeout_s
         self._evidence.expect(request_id)
