@@ -122,6 +122,17 @@ async def visible_operation(user_id: Any, op_id: Any) -> Operation | None:
     return None if await operation_denial(op) else op
 
 
+async def visible_server(user_id: Any, server_id: Any) -> bool:
+    """Whether ``user_id`` may see server ``server_id`` now (as :func:`server_for` would let them):
+    the check before a server's listing push reaches their sockets."""
+    try:
+        server = await McpServer.objects.only("pk", "tenant_id").aget(
+            pk=server_id, enabled=True, tenant__memberships__user_id=user_id)
+    except (McpServer.DoesNotExist, ValueError, TypeError, OverflowError):
+        return False
+    return not await adenial(user_id, server.tenant_id, server.pk)
+
+
 async def user_may_connect(user: Any) -> bool:
     """A WebSocket connect: the user (re-read now) exists and is active."""
     User = get_user_model()

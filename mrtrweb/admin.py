@@ -55,8 +55,9 @@ class TenantAdmin(admin.ModelAdmin):
 
 
 class McpServerAdminForm(ServerAuthForm):
-    """Every editable field of the server, with the authorization part of :class:`ServerAuthForm`
-    (secrets write-only; the sealed columns are not editable and so never in the form)."""
+    """Every editable field of the server (the protocol setting too, with its choices and help
+    text), with the authorization part of :class:`ServerAuthForm` (secrets write-only; the sealed
+    columns are not editable and so never in the form)."""
 
     class Meta(ServerAuthForm.Meta):
         fields = "__all__"
@@ -68,9 +69,9 @@ class McpServerAdminForm(ServerAuthForm):
 @admin.register(McpServer)
 class McpServerAdmin(admin.ModelAdmin):
     form = McpServerAdminForm
-    list_display = ("shown_name", "tenant", "shown_url", "verified_origin", "enabled", "auth_mode", "allow_sampling",
-                    "allow_roots")
-    list_filter = ("tenant", "enabled", "auth_mode", "allow_sampling", "allow_roots")
+    list_display = ("shown_name", "tenant", "shown_url", "verified_origin", "enabled", "protocol", "auth_mode",
+                    "allow_sampling", "allow_roots")
+    list_filter = ("tenant", "enabled", "protocol", "auth_mode", "allow_sampling", "allow_roots")
     search_fields = ("name", "url")
     shown_name = _shown_field("name", "display name")
     shown_url = _shown_field("url", "Streamable HTTP URL")

@@ -22,6 +22,12 @@ paths a deployment uses.
   :func:`mrtrweb.authz.service.discover_issuer` (PRM at the server, then its authorization
   server's metadata ``issuer``).
 
+* :func:`plan_for` names the plan of the scenarios whose documented client requirement is a
+  specific call (the others run ``mrtr_client --each``): the context's ``toolCalls``
+  (``http-custom-headers``: each named tool called with exactly the given arguments, after the
+  tools were listed), the echo of a listed schema (``json-schema-2020-12-preservation``), a
+  listing only (``json-schema-ref-no-deref``).
+
 Secrets from the context are sealed (:mod:`mrtrweb.authz.crypto`) like an admin's; never printed
 or logged.
 """
@@ -30,12 +36,16 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from . import headless
 from .models import McpServer
 
-__all__ = ["CIMD_URL", "apply_run_settings", "prepare_server", "scenario_context"]
+__all__ = ["CIMD_URL", "Plan", "apply_run_settings", "plan_for", "prepare_server", "scenario_context"]
+
+#: ``async (user, tenant, url) -> [(method, params), ...]``: the operations one run makes
+Plan = Callable[[Any, Any, str], Awaitable[list[tuple[str, dict[str, Any]]]]]
 
 #: the client id the suite's ``auth/basic-cimd`` expects (its authorization server never fetches it)
 CIMD_URL = "https://conformance-test.local/client-metadata.json"
@@ -105,3 +115,93 @@ def prepare_server(url: str, tenant: Any, scenario: str, context: dict[str, Any]
     server.save(update_fields=["auth_mode", "oauth_client_id", "auth_secret_sealed", "auth_secret_digest",
                                "oauth_issuer", "updated_at"])
     return server
+
+
+# --------------------------------------------------------------------------------------------
+# Plans: what a scenario requires the client to call
+# --------------------------------------------------------------------------------------------
+
+
+async def _connection(user: Any, tenant: Any, url: str) -> Any:
+    from asgiref.sync import sync_to_async
+
+    from . import connections
+
+    server = await sync_to_async(headless.server_for)(url, tenant)
+    return await connections.connection_for(user, server)
+
+
+def _context_calls(context: dict[str, Any]) -> list[tuple[str, dict[str, Any]]] | None:
+    """The context's ``toolCalls`` (``[{"name": str, "arguments": object}, ...]``) as
+    ``(name, arguments)``, or ``None`` when it has none.
+
+    Raises:
+        headless.HeadlessError: ``bad_context`` (``toolCalls`` is not a list of such objects).
+    """
+    calls = context.get("toolCalls")
+    if calls is None:
+        return None
+    if not isinstance(calls, list) or not all(
+            isinstance(c, dict) and isinstance(c.get("name"), str) and isinstance(c.get("arguments", {}), dict)
+            for c in calls):
+        raise headless.HeadlessError("bad_context", "MCP_CONFORMANCE_CONTEXT toolCalls is not a list of "
+                                                    "{name, arguments} objects")
+    return [(c["name"], dict(c.get("arguments", {}))) for c in calls]
+
+
+def _plan_context_calls(calls: list[tuple[str, dict[str, Any]]]) -> Plan:
+    async def plan(user: Any, tenant: Any, url: str) -> list[tuple[str, dict[str, Any]]]:
+        conn = await _connection(user, tenant, url)
+        listed = {t.get("name") for t in await conn.list_tools()}  # the calls' headers come from this listing
+        missing = [name for name, _ in calls if name not in listed]
+        if missing:
+            raise headless.HeadlessError("bad_scenario", f"{len(missing)} of the tools the scenario asks to call "
+                                                         "are not listed")
+        return [("tools/call", {"name": name, "arguments": arguments}) for name, arguments in calls]
+
+    return plan
+
+
+async def plan_list_only(user: Any, tenant: Any, url: str) -> list[tuple[str, dict[str, Any]]]:
+    """``json-schema-ref-no-deref``: the suite requires the client to list the tools (and not to
+    fetch the network ``$ref`` of their schemas); no call is required."""
+    conn = await _connection(user, tenant, url)
+    if "tools" in (conn.server_capabilities or {}):
+        await conn.list_tools()
+    return []
+
+
+async def plan_schema_echo(user: Any, tenant: Any, url: str) -> list[tuple[str, dict[str, Any]]]:
+    """``json-schema-2020-12-preservation``: the suite requires the client to send the focal tool's
+    ``inputSchema``, exactly as listed, as the ``schema`` argument of its echo tool.
+
+    Raises:
+        headless.HeadlessError: ``bad_scenario`` (the server lists neither tool).
+    """
+    conn = await _connection(user, tenant, url)
+    tools = {t.get("name"): t for t in await conn.list_tools()}
+    focal = tools.get("json_schema_2020_12_tool", {}).get("inputSchema")
+    if "json_schema_echo" not in tools or not isinstance(focal, dict):
+        raise headless.HeadlessError("bad_scenario", "the server lists no json_schema_echo / json_schema_2020_12_tool "
+                                                     "tools")
+    return [("tools/call", {"name": "json_schema_echo", "arguments": {"schema": focal}})]
+
+
+#: scenario name -> plan (only scenarios whose documented client requirement is a specific call)
+PLANS: dict[str, Plan] = {
+    "json-schema-2020-12-preservation": plan_schema_echo,
+    "json-schema-ref-no-deref": plan_list_only,
+}
+
+
+def plan_for(scenario: str, context: dict[str, Any]) -> Plan | None:
+    """The plan of ``scenario``: the context's ``toolCalls`` when it has them, else :data:`PLANS`'
+    entry, else ``None`` (the caller runs every listed tool, prompt and resource once).
+
+    Raises:
+        headless.HeadlessError: ``bad_context`` (see :func:`_context_calls`).
+    """
+    calls = _context_calls(context)
+    if calls is not None:
+        return _plan_context_calls(calls)
+    return PLANS.get(scenario)

@@ -4,12 +4,20 @@
 * :func:`pool` -- the running event loop's :class:`~mrtrweb.mcp.ConnectionPool`
   (``MRTRWEB["CONNECTION_IDLE_S"]``, ``MRTRWEB["CALL_TIMEOUT_S"]``).
 * :func:`connection_for` -- the user's open connection to a server, with the credentials of the
-  server's auth mode for that user (never anyone else's) and the deprecated client capabilities a
-  tenant admin allowed for it (:func:`declared`).
+  server's auth mode for that user (never anyone else's), the deprecated client capabilities a
+  tenant admin allowed for it (:func:`declared`) and the protocol it is set to
+  (``McpServer.protocol``).
+* :func:`server_key` -- the pool key of that connection (closing it: ``pool().close(user, key)``).
 
 Used by operations (:mod:`mrtrweb.operations`), the server and tool pages (:mod:`mrtrweb.views`)
 and the headless client (:mod:`mrtrweb.headless`, ``mrtr_client``), so a listing and a call see
-the server the same way.
+the server the same way: the same declared capabilities, protocol and pooled connection (a
+server that lists some tools only to clients declaring sampling or roots lists them on the pages
+too, issue 15).
+
+A server's ``notifications/*/list_changed`` (:mod:`mrtrweb.mcp.list_changed`) is pushed to the
+user's browser connections as ``{"type": "server.listing", "server_id": <int>, "kind": "tools" |
+"prompts" | "resources"}`` (no server text); an open server page re-reads its listing.
 """
 
 from __future__ import annotations
@@ -25,7 +33,10 @@ from .mcp import ConnectionPool
 from .models import McpServer
 from .session_roots import configured_roots
 
-__all__ = ["HANDSHAKE_VERSIONS", "connection_for", "declared", "pool"]
+__all__ = ["HANDSHAKE_VERSIONS", "LISTING_PUSH", "connection_for", "declared", "pool", "server_key"]
+
+#: the channel-layer event type of a listing-changed push (handled by ``OperationsConsumer.server_listing``)
+LISTING_PUSH: Final = "server.listing"
 
 #: protocol versions negotiated with the ``initialize`` handshake (a "legacy" server, before 2026-07-28)
 HANDSHAKE_VERSIONS: Final = HANDSHAKE_PROTOCOL_VERSIONS
@@ -57,23 +68,55 @@ def declared(server: McpServer) -> tuple[frozenset[str], str]:
     return declare, ("#" + "+".join(sorted(declare)) if declare else "")
 
 
+def server_key(server: McpServer) -> str:
+    """The pool's server key of the connections to ``server`` that pages, the headless client and
+    operations share: ``"<pk>"``, plus :func:`declared`'s suffix (``"7#roots+sampling"``)."""
+    return f"{server.pk}{declared(server)[1]}"
+
+
+def _listing_pusher(user_id: Any, server_id: int):
+    """The ``on_list_changed`` of a connection of ``user_id`` to ``server_id``: a push to that
+    user's browser connections (see the module doc). Never raises (:func:`mrtrweb.push.group_send`)."""
+
+    async def changed(kind: str) -> None:
+        from . import push
+        from .push import user_group
+
+        await push.group_send(user_group(user_id), {"type": LISTING_PUSH, "server_id": server_id, "kind": kind},
+                              what="listing change")
+
+    return changed
+
+
 async def connection_for(user: Any, server: McpServer, *, key: str | None = None,
-                         declare: frozenset[str] = frozenset()) -> Any:
+                         declare: frozenset[str] | None = None) -> Any:
     """The pooled connection of ``user`` to ``server``, with the credentials of the server's auth
-    mode for that user (:func:`mrtrweb.authz.service.auth_for`; the tenant is the server's). A
-    ``roots/list`` the server sends outside a call is answered by :func:`mrtrweb.session_roots.configured_roots`.
-    ``key``: the pool's server key (default ``str(server.pk)``). A connection built with other
-    credentials (the server's auth settings changed) is replaced.
+    mode for that user (:func:`mrtrweb.authz.service.auth_for`; the tenant is the server's), the
+    server's ``protocol`` setting and the capabilities of :func:`declared`. A ``roots/list`` the
+    server sends outside a call is answered by :func:`mrtrweb.session_roots.configured_roots`.
+
+    Args:
+        key: the pool's server key (default :func:`server_key`; an operation's own connection to a
+            2025-11-25 server gets a key of its own).
+        declare: the deprecated capabilities to declare (default: :func:`declared`'s).
+
+    A connection built with other credentials, capabilities or protocol (the server's settings
+    changed) is replaced.
 
     Raises:
         McpCallError: as :meth:`ConnectionPool.get` (``authorization_required`` when the server
-            answers 401 to the connect).
+            answers 401 to the connect; ``transport_error`` when the server does not speak the
+            protocol version it is set to).
     """
     from .authz import service as authz
 
+    if declare is None:
+        declare = declared(server)[0]
     auth = None
     if server.auth_mode != McpServer.AuthMode.NONE:
         auth = await authz.auth_for(server=server, user=user, tenant=server.tenant_id)
-    return await pool().get(str(user.pk), key if key is not None else str(server.pk), server.url, declare=declare,
-                            auth=auth, auth_key=authz.auth_key(server, user), outbound=authz.outbound_policy(),
+    return await pool().get(str(user.pk), key if key is not None else server_key(server), server.url,
+                            declare=declare, auth=auth, auth_key=authz.auth_key(server, user),
+                            outbound=authz.outbound_policy(), protocol=server.protocol,
+                            on_list_changed=_listing_pusher(user.pk, server.pk),
                             session_roots=configured_roots(server))

@@ -6,8 +6,9 @@ Mounted behind ``SameOriginValidator(AuthMiddlewareStack(...))`` (:mod:`mrtrweb.
 the operation *for this user*, while they may still act on it (:mod:`mrtrweb.access`: active,
 member of its tenant, its server enabled), and sends ``{"type": "operation", "id", "status",
 "html"}`` (``html`` null when the panel is over ``MAX_PUSH_BYTES``: the page then fetches
-it); progress is pushed under the same check. On ``access.revoked`` (the user's access
-ended somewhere) the connection is closed with code 4403.
+it); progress is pushed under the same check, and so is a server's listing change
+(``{"type": "listing", "server", "kind"}``, :meth:`OperationsConsumer.server_listing`). On
+``access.revoked`` (the user's access ended somewhere) the connection is closed with code 4403.
 
 A connection lives only as long as the sign-in session that opened it (:mod:`mrtrweb.sessions`):
 it also joins its session's group, is closed with code 4401 on ``session.ended`` (sign-out), and
@@ -188,7 +189,8 @@ class OperationsConsumer(AsyncJsonWebsocketConsumer):
     async def dispatch(self, message) -> None:
         """Nothing is pushed once this connection's session ended; progress of an operation is
         pushed only while the user may see it (as updates are)."""
-        if message.get("type") in ("operation.update", "operation.progress") and not await self._session_holds():
+        if message.get("type") in ("operation.update", "operation.progress", "server.listing") and \
+                not await self._session_holds():
             return
         if message.get("type") == "operation.progress" and \
                 await access.visible_operation(self.user_id, message.get("operation_id")) is None:
@@ -274,6 +276,18 @@ class OperationsConsumer(AsyncJsonWebsocketConsumer):
         """Progress of a call in flight (numbers and the server's short message, shown escaped)."""
         await self.send_json({"type": "progress", "id": event.get("operation_id"), "progress": event.get("progress"),
                               "total": event.get("total"), "message": event.get("message", "")})
+
+    async def server_listing(self, event) -> None:
+        """A server said its tools, prompts or resources changed (:mod:`mrtrweb.connections`): tell
+        the page, while the user may see that server; ``{"type": "listing", "server": <int>,
+        "kind": "tools" | "prompts" | "resources"}`` (no server text: an open server page re-reads
+        its listing)."""
+        server_id, kind = event.get("server_id"), event.get("kind")
+        if not isinstance(server_id, int) or kind not in ("tools", "prompts", "resources"):
+            return
+        if not await access.visible_server(self.user_id, server_id):
+            return
+        await self.send_json({"type": "listing", "server": server_id, "kind": kind})
 
     async def operation_update(self, event) -> None:
         op = await access.visible_operation(self.user_id, event.get("operation_id"))

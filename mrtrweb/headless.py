@@ -44,9 +44,19 @@ vouches that the out-of-band step is done. ``url_done`` applies to the accepting
 (those policies answer every request with their action). An answers file may decline or cancel
 one URL request by its key.
 
-Sampling and roots requests (the deprecated exception, only where a tenant admin allowed them)
-are never approved by a scripted agent: the operation ends ``denied``
-(``deprecated_request_refused``), as when a person refuses one; nothing is sent.
+Sampling and roots requests (the deprecated exception, only where a tenant admin allowed them,
+:mod:`mrtrweb.sampling`) are approved only as the caller says:
+
+* ``roots/list`` is answered with the server's configured roots (what the card shows a person)
+  by ``accept-defaults``, and by ``answers`` when the file holds an object for its key (``{}``);
+* ``sampling/createMessage`` only by ``answers``, with an object for its key: the sampling
+  provider's form data (the default provider, :class:`mrtrweb.sampling.PersonWritesReply`,
+  takes ``{"reply": "the assistant's text"}``); the provider builds the result and the gate
+  validates it. ``accept-defaults`` never approves one: a machine has no reply of its own.
+
+Otherwise (``decline``, ``cancel``, a key absent or ``"decline"``/``"cancel"`` in the file) the
+operation ends ``denied`` (``deprecated_request_refused``), as when a person refuses one; nothing
+is sent.
 
 Nothing here logs or prints an answer value or a ``requestState``: audit rows carry digests,
 log lines carry operation ids, round numbers, keys and actions.
@@ -65,13 +75,13 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 
-from . import connections, display, operations
+from . import connections, display, operations, sampling
 from .gate import CheckedSchema, ContentMismatch, GateRejection, Round, StoreUnavailable
 from .models import McpServer, Membership, Operation
 
 logger = logging.getLogger("mrtrweb.headless")
 
-__all__ = ["ACCEPT_DEFAULTS", "ANSWERS", "CANCEL", "DECLINE", "TIMEOUT", "ConsentPolicy", "HeadlessError",
+__all__ = ["ACCEPT_DEFAULTS", "ANSWERS", "CANCEL", "DECLINE", "TASK_REQUIRED", "TIMEOUT", "ConsentPolicy", "HeadlessError",
            "HeadlessOutcome", "arun", "close_connections", "default_content", "operation_name", "run", "server_for",
            "shown_name"]
 
@@ -82,6 +92,9 @@ ANSWERS = "answers"
 
 #: the outcome status when ``timeout_s`` passed first (the operation is then stopped)
 TIMEOUT = "timeout"
+#: the outcome of a ``tools/call`` of a tool listed with ``execution.taskSupport: "required"``:
+#: not run, no operation (:mod:`mrtrweb.operations.tasks`)
+TASK_REQUIRED = "task_required"
 #: seconds between two looks at the operation row while it runs
 POLL_S = 0.05
 #: the longest wait for a push before the operation row is read again anyway (a lost push, or no
@@ -152,7 +165,8 @@ class HeadlessOutcome:
 
     Attributes:
         status: an :class:`~mrtrweb.models.Operation` terminal status (``completed``, ``failed``,
-            ``denied``, ``expired``, ``interrupted``) or ``timeout``.
+            ``denied``, ``expired``, ``interrupted``), ``timeout``, or ``task_required`` (the tool
+            runs only as a task: nothing was sent, ``operation_id`` is ``""``).
         result: the server's final result object (``completed`` only), else ``None``.
         rounds: how many ``input_required`` rounds the operation had.
         operation_id: the Operation row's id (its audit trail and history page).
@@ -161,6 +175,11 @@ class HeadlessOutcome:
             that made it answer a round ``cancel``, as ``KEY.FIELD`` in round order (server names,
             control and format characters shown as ``\\uXXXX``, see :func:`shown_name`); ``()``
             when it cancelled nothing.
+        error_message: what the operation page says of how it ended (``Operation.error_message``:
+            the product's message and, for a JSON-RPC error, the server's code and message
+            cleaned by :func:`mrtrweb.operations.server_error_text`; at most 500 characters);
+            ``""`` when completed or timed out. Server text: print it through
+            :func:`mrtrweb.display.shown`, never log it.
     """
 
     status: str
@@ -169,6 +188,7 @@ class HeadlessOutcome:
     operation_id: str
     error_code: str
     missing_defaults: tuple[str, ...] = ()
+    error_message: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -223,17 +243,41 @@ class ConsentPolicy:
 
     # -- building the answers of one round ---------------------------------------------------
 
-    def responses(self, rnd: Round) -> dict[str, Any] | None:
-        """The answers to every request of ``rnd``, or ``None`` when the round holds a request
-        this policy never approves (sampling/roots): the operation is then refused. For
-        ``accept-defaults``, every request is answered ``cancel`` when :meth:`missing_defaults`
-        names a field."""
+    def approved_deprecated(self, rnd: Round) -> dict[str, dict[str, Any]] | None:
+        """The sampling/roots requests of ``rnd`` this policy approves (see the module docstring),
+        as ``{key: form data}`` (``{}`` for roots), or ``None`` when it refuses one of them (the
+        operation is then refused). ``{}`` when the round holds none."""
+        approved: dict[str, dict[str, Any]] = {}
+        for key, view in rnd.requests.items():
+            if view.kind not in ("sampling", "roots"):
+                continue
+            given = self.answers.get(key) if self.kind == ANSWERS else None
+            if isinstance(given, dict):
+                approved[key] = dict(given) if view.kind == "sampling" else {}
+            elif self.kind == ACCEPT_DEFAULTS and view.kind == "roots":
+                approved[key] = {}
+            else:
+                return None
+        return approved
+
+    def responses(self, rnd: Round, provided: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+        """The answers to every request of ``rnd``, or ``None`` when the round holds a
+        sampling/roots request without an answer in ``provided`` (built by the caller for the keys
+        :meth:`approved_deprecated` names: the configured roots, the provider's sampling result):
+        the operation is then refused. For ``accept-defaults``, every request is answered
+        ``cancel`` when :meth:`missing_defaults` names a field (refused when the round also holds
+        a sampling/roots request: those cannot be cancelled one by one)."""
         out: dict[str, Any] = {}
-        if any(view.kind in ("sampling", "roots") for view in rnd.requests.values()):
+        provided = provided or {}
+        deprecated = [key for key, view in rnd.requests.items() if view.kind in ("sampling", "roots")]
+        if any(key not in provided for key in deprecated):
             return None
         if self.missing_defaults(rnd):
-            return {key: {"action": CANCEL} for key in rnd.requests}
+            return None if deprecated else {key: {"action": CANCEL} for key in rnd.requests}
         for key, view in rnd.requests.items():
+            if key in deprecated:
+                out[key] = provided[key]
+                continue
             given = self.answers.get(key, DECLINE) if self.kind == ANSWERS else None
             if self.kind in (DECLINE, CANCEL):
                 out[key] = {"action": self.kind}
@@ -349,8 +393,26 @@ async def arun(*, url: str, user: Any, tenant: Any, method: str, params: dict[st
     if await adenial(user.pk, tenant.pk):  # not a member, or inactive
         raise HeadlessError("not_a_member", "the user is not an active member of the tenant")
     server = await sync_to_async(server_for)(url, tenant)
+    if method == "tools/call" and await _task_only(user, server, params.get("name")):
+        logger.info("tools/call of a task-only tool on server %s not run: nothing sent", server.pk)
+        return HeadlessOutcome(TASK_REQUIRED, None, 0, "", TASK_REQUIRED)
     async with _Pushes(user.pk) as pushes:  # subscribed before the start: no push is missed
         return await _run(pushes, server, user, method, params, consent, timeout_s)
+
+
+async def _task_only(user: Any, server: McpServer, name: Any) -> bool:
+    """Whether the server lists the tool ``name`` with ``execution.taskSupport: "required"``
+    (:mod:`mrtrweb.operations.tasks`: never called plainly). A listing that fails says no: the
+    call then fails on its own, with the server's error."""
+    from .mcp import McpCallError
+    from .operations.tasks import requires_task
+
+    try:
+        conn = await connections.connection_for(user, server)
+        tools = await conn.list_tools()
+    except McpCallError:
+        return False
+    return any(requires_task(t) for t in tools if isinstance(t, dict) and t.get("name") == name)
 
 
 async def _run(pushes: _Pushes, server: McpServer, user: Any, method: str, params: dict[str, Any],
@@ -402,7 +464,7 @@ async def _settled(op: Operation, grace_s: float = 5.0) -> None:
 
 def _outcome(op: Operation, missing: list[str]) -> HeadlessOutcome:
     return HeadlessOutcome(str(op.status), op.result if op.status == Operation.Status.COMPLETED else None,
-                           op.rounds, str(op.id), op.error_code, tuple(missing))
+                           op.rounds, str(op.id), op.error_code, tuple(missing), op.error_message or "")
 
 
 async def _answer(op: Operation, consent: ConsentPolicy) -> list[str]:
@@ -421,7 +483,21 @@ async def _answer(op: Operation, consent: ConsentPolicy) -> list[str]:
         return []  # the round ended meanwhile (expired, stopped): the row says how
     full = await Operation.objects.select_related("server", "tenant", "user").aget(pk=op.pk)
     await sync_to_async(record_shown)(full, rnd, reason=f"headless: scripted consent policy {consent.kind}")
-    responses = consent.responses(rnd)
+    approved = consent.approved_deprecated(rnd)
+    provided: dict[str, Any] = {}
+    for key, form_data in (approved or {}).items():
+        view = rnd.requests[key]
+        if view.kind == "roots":
+            provided[key] = sampling.roots_answer(full.server)
+            continue
+        try:
+            provided[key] = await sampling.provide(sampling.get_provider(), dict(view.params), user=full.user,
+                                                   operation=full, form_data=form_data)
+        except Exception:  # noqa: BLE001 -- a provider failure sends nothing
+            logger.exception("operation %s round %s: the sampling provider failed", op.id, rnd.number)
+            await operations.deny(full, "deprecated_request_refused")
+            return []
+    responses = consent.responses(rnd, provided) if approved is not None else None
     if responses is None:
         logger.info("operation %s round %s: sampling/roots refused by the scripted policy", op.id, rnd.number)
         await operations.deny(full, "deprecated_request_refused")

@@ -111,6 +111,7 @@ async def with_authorization(step: Callable[[], Awaitable[T]], *, user: Any, ten
             logger.info("headless: operation %s ended %s; connecting (attempt %s)", result.operation_id,
                         result.error_code, attempt + 1)
         server = await sync_to_async(headless.server_for)(url, tenant)
-        await connections.pool().close(str(user.pk), str(server.pk))  # its session holds the old credentials
+        # its session holds the old credentials
+        await connections.pool().close(str(user.pk), connections.server_key(server))
         await connect(user=user, tenant=tenant, server=server)
     raise AssertionError("unreachable")  # pragma: no cover

@@ -15,6 +15,7 @@ from .forms import SchemaForm
 from .gate import Round, StoreUnavailable, digest
 from .models import AuditEvent, Membership, Operation
 from .operations import get_gate, handle_of, legacy_hold, message_for
+from .operations.url_required import is_url_required_round
 
 logger = logging.getLogger("mrtrweb.panels")
 
@@ -129,6 +130,8 @@ def panel_context(op: Operation, *, forms: dict[str, SchemaForm] | None = None, 
             ctx["has_deprecated"] = any(v.kind in sampling.DEPRECATED_KINDS for v in rnd.requests.values())
             # a 2025-11-25 server holding its call open for this round: the notice and its deadline
             ctx["legacy_hold"] = legacy_hold(op)
+            # made from a -32042 error: done (accept) sends the original request again, nothing else
+            ctx["url_required"] = is_url_required_round(op.id, rnd.number)
             ctx["review"] = review
         elif not ctx["store_error"]:
             ctx["round_gone"] = True

@@ -39,6 +39,7 @@ from .gate.ids import is_strict_json
 from .authz import pages as authz_pages
 from .mcp import McpCallError
 from .models import McpServer, Membership, Operation
+from .operations.tasks import requires_task, TASK_REQUIRED_MESSAGE
 from .panels import consent_forms, panel_context
 
 logger = logging.getLogger("mrtrweb.views")
@@ -75,6 +76,9 @@ async def index(request: HttpRequest) -> HttpResponse:
 
 @login_required
 async def server_detail(request: HttpRequest, server_id: int) -> HttpResponse:
+    """A server's page: its tools, prompts, resource templates and resources as the server lists
+    them now (never cached: a list_changed push makes the open page re-read it, ``server.js``), the
+    protocol version negotiated and the protocol setting."""
     user = await _user(request)
     server = await _server_for(user, server_id)
     tools: list[dict[str, Any]] = []
@@ -83,10 +87,14 @@ async def server_detail(request: HttpRequest, server_id: int) -> HttpResponse:
     resources: list[dict[str, Any]] = []
     error = ""
     duplicates = not_shown = 0
+    negotiated = None  # the protocol version spoken with the server, once connected
     auth = await authz_pages.server_auth(user, server)  # OAuth per person: Connect / Connected (issue 13)
     if not auth["needs_connect"]:  # without the person's connection a listing would only get a 401
         try:
+            # the connection operations use too: the same declared capabilities and protocol (issue 15)
             conn = await connections.connection_for(user, server)
+            negotiated = conn.protocol_version
+            conn.watch_listings()  # a list_changed from the server is pushed to this page
             listed = (await conn.list_tools(), await _listing(conn.list_prompts, "name"),
                       await _listing(conn.list_resource_templates, "uriTemplate"),
                       await _listing(conn.list_resources, "uri"))
@@ -103,7 +111,8 @@ async def server_detail(request: HttpRequest, server_id: int) -> HttpResponse:
                                                              "templates": templates, "resources": resources,
                                                              "error": error, "auth": auth,
                                                              "is_admin": is_admin, "duplicates": duplicates,
-                                                             "not_shown": not_shown, "max_shown": names.MAX_LISTED_SHOWN})
+                                                             "not_shown": not_shown, "negotiated": negotiated,
+                                                             "max_shown": names.MAX_LISTED_SHOWN})
 
 
 def _shown_lists(*listed: list[dict[str, Any]]) -> tuple[list[list[dict[str, Any]]], int, int]:
@@ -179,7 +188,12 @@ async def tool_call(request: HttpRequest, server_id: int, tool: str | None = Non
     tool = spec["name"] if spec is not None else (asked or "")
     schema = (spec or {}).get("inputSchema") or {"type": "object"}
     budget, heading, description = _page_texts(tool, (spec or {}).get("description"))
-    if request.method == "POST":
+    # execution.taskSupport "required": never called plainly; the page says why (mrtrweb.operations.tasks)
+    task_required = spec is not None and requires_task(spec)
+    if task_required and request.method == "POST":
+        logger.info("call of a task-only tool on server %s refused: nothing sent", server.pk)
+        error = TASK_REQUIRED_MESSAGE
+    if request.method == "POST" and not task_required:
         form = _arguments_form(schema, request.POST, budget)
         # off the event loop: checking a server's schema may take up to argschema.CHECK_TIMEOUT_S
         if not error and await sync_to_async(form.is_valid, thread_sensitive=False)():
@@ -190,14 +204,16 @@ async def tool_call(request: HttpRequest, server_id: int, tool: str | None = Non
                 error, refused = exc.message, exc.status
             else:
                 return redirect("mrtrweb:operation", op_id=op.id)
-    elif request.method == "GET":
+    elif request.method in ("GET", "POST"):
         form = _arguments_form(schema, budget=budget)
     else:
         return HttpResponseNotAllowed(["GET", "POST"])
     return TemplateResponse(request, "mrtrweb/tool.html",
                             {"server": server, "tool": spec or {"name": tool}, "form": form, "error": error,
-                             "heading": heading, "description": description},
-                            status=200 if not error else 503 if not spec or refused == 503 else 200)
+                             "heading": heading, "description": description, "task_required": task_required,
+                             "task_required_message": TASK_REQUIRED_MESSAGE},
+                            status=409 if task_required and request.method == "POST" else
+                            200 if not error else 503 if not spec or refused == 503 else 200)
 
 
 async def _current(user: Any, op_id: Any) -> Operation:

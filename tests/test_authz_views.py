@@ -563,7 +563,8 @@ async def test_admin_sets_secrets_write_only(seeded):
     admin = await _client(await get_user_model().objects.aget(username="admin"))
     url = f"/admin/mrtrweb/mcpserver/{server.pk}/change/"
     data = {"tenant": server.tenant_id, "name": server.name, "url": server.url, "enabled": "on", "roots": "[]",
-            "auth_mode": "tenant", "bearer_token": BEARER, "oauth_client_id": "", "oauth_scope": ""}
+            "auth_mode": "tenant", "bearer_token": BEARER, "oauth_client_id": "", "oauth_scope": "",
+            "protocol": "auto"}  # every field of the admin's form, as a browser posts it
     resp = await admin.post(url, data)
     assert resp.status_code == 302, resp.content.decode()[:2000]
     await server.arefresh_from_db()

@@ -7,7 +7,9 @@ checks to ``<output>/<scenario>-<timestamp>/checks.json``. Every check must be S
 SKIPPED only where listed in ``NOT_APPLICABLE`` (with the reason); never FAILURE or WARNING.
 
 Node >= 22 and the suite are installed on first use under ``var/`` (tests/nodejs.py); without npm
-the tests fail rather than skip. The client runs on its own SQLite database, migrated once.
+the tests fail rather than skip. The database is migrated once (SQLite); every scenario then runs
+on its own copy of it, :data:`PARALLEL` scenarios at a time (each is two processes mostly waiting
+on loopback HTTP; SQLite takes one writer, so runs sharing a file would wait on each other).
 """
 
 from __future__ import annotations
@@ -107,8 +109,13 @@ AUTH_REFUSED = {
     "auth/iss-normalized": "authorization_failed",
     "auth/metadata-issuer-mismatch": "authorization_failed",
 }
-#: auth scenarios run at once (each is two processes mostly waiting on loopback HTTP)
-AUTH_PARALLEL = 4
+#: scenarios run at once, auth or not (each is two processes mostly waiting on loopback HTTP)
+PARALLEL = 4
+#: client scenarios the suite lists that this client does not run, with the reason
+NOT_RUN = {
+    **{f"sep-2640-client-{name}": "an extension (SEP-2640 skills) this client does not claim"
+       for name in ("no-prefetch", "verify-digest", "verify-size", "verify-frontmatter")},
+}
 
 #: (scenario, check name) -> why SKIPPED is right for this client at that protocol version
 NOT_APPLICABLE = {
@@ -124,10 +131,7 @@ NOT_APPLICABLE = {
 
 #: scenarios that need what this checkout does not have yet (strict: passing them fails the test,
 #: so the marker is removed when the feature lands)
-NEEDS: dict[str, str] = {
-    "http-custom-headers": "Mcp-Param-* headers mirrored from x-mcp-header arguments (SEP-2243), issue 15",
-    "http-invalid-tool-headers": "tools with an invalid x-mcp-header excluded from listings (SEP-2243), issue 15",
-}
+NEEDS: dict[str, str] = {}
 
 
 @pytest.fixture(scope="module")
@@ -181,13 +185,39 @@ def judge(scenario: str, checks: list[dict]) -> list[str]:
     return problems
 
 
+def _id(scenario: str, version: str | None) -> str:
+    return f"{scenario}@{version or 'extension'}"
+
+
+@pytest.fixture(scope="module")
+def runs(request, suite, client_env, tmp_path_factory) -> dict[str, concurrent.futures.Future]:
+    """``_id`` -> the future of (proc, checks, results dir) of every scenario this session selected
+    (both tests below), run :data:`PARALLEL` at a time, each on its own copy of the migrated database."""
+    selected = {_id(item.callspec.params["scenario"], item.callspec.params["version"])
+                for item in request.session.items
+                if getattr(item, "originalname", "") in ("test_conformance_scenario", "test_auth_scenario")
+                and hasattr(item, "callspec")}
+    template = Path(client_env["MRTRWEB_SQLITE_PATH"])
+
+    def one(scenario: str, version: str | None) -> tuple:
+        work = tmp_path_factory.mktemp(scenario.replace("/", "-"))
+        db = work / "client.sqlite3"
+        with sqlite3.connect(template) as src, sqlite3.connect(db) as dst:
+            src.backup(dst)
+        return run_scenario(suite, {**client_env, "MRTRWEB_SQLITE_PATH": str(db)}, scenario, version, work / "out")
+
+    chosen = [(s, v) for s, v in [*SCENARIOS, *AUTH_SCENARIOS] if _id(s, v) in selected]
+    with concurrent.futures.ThreadPoolExecutor(PARALLEL) as pool:
+        return {_id(s, v): pool.submit(one, s, v) for s, v in chosen}
+
+
 @pytest.mark.parametrize("scenario, version", [
-    pytest.param(s, v, id=f"{s}@{v}",
+    pytest.param(s, v, id=_id(s, v),
                  marks=[pytest.mark.xfail(reason=NEEDS[s], strict=True)] if s in NEEDS else [])
     for s, v in SCENARIOS
 ])
-def test_conformance_scenario(suite, client_env, tmp_path, scenario, version):
-    proc, checks, results = run_scenario(suite, client_env, scenario, version, tmp_path)
+def test_conformance_scenario(runs, scenario, version):
+    proc, checks, results = runs[_id(scenario, version)].result()
     for check in checks:  # the summary, never the details (they hold the wire messages)
         print(f"{check.get('status'):8} {check.get('id')} [{check.get('name')}]")
     problems = judge(scenario, checks)
@@ -201,37 +231,51 @@ def test_conformance_scenario(suite, client_env, tmp_path, scenario, version):
         echoed = next(c for c in checks if c["id"] == "sep-2322-client-request-state-echoed")
         state = echoed["details"]["requestStateSent"]
         assert state and state not in client_out
+    if scenario == "http-custom-headers":
+        # the values that must go base64 (non-ASCII, edge whitespace, controls) were each checked
+        unsafe = [c for c in checks if c["id"] == "sep-2243-client-base64-unsafe"]
+        assert len(unsafe) >= 6 and all(c["status"] == "SUCCESS" for c in unsafe)
+    if scenario == "http-invalid-tool-headers":
+        # each invalid tool was left out with a logged reason naming it; the valid one was called
+        excluded = [c["name"].removeprefix("ClientRejectsInvalidTool_") for c in checks
+                    if c["name"].startswith("ClientRejectsInvalidTool_")]
+        assert len(excluded) == 11
+        for tool in excluded:
+            assert f"tool '{tool}' excluded: its inputSchema has an invalid x-mcp-header annotation" in client_out
+        assert "tools/call valid_tool: completed" in client_out
+
+
+def test_not_applicable_is_honest(runs):
+    """Every NOT_APPLICABLE entry is a check its scenario really reports SKIPPED (a stale entry
+    would excuse nothing, or hide a check that moved)."""
+    for scenario, name in NOT_APPLICABLE:
+        ran = [runs[_id(s, v)].result()[1] for s, v in SCENARIOS if s == scenario and _id(s, v) in runs]
+        if not ran:
+            continue  # that scenario was not selected in this session
+        assert any(c.get("name") == name and c.get("status") == "SKIPPED" for checks in ran for c in checks), \
+            (scenario, name)
+
+
+def test_scenarios_cover_the_suite(suite):
+    """Every client scenario `list` names that is not auth/* (27 of those, below), at every version
+    it lists, is in SCENARIOS or NOT_RUN: bumping SUITE shows what is new."""
+    node, cli = suite
+    listing = subprocess.run([node, str(cli), "list"], capture_output=True, text=True, timeout=120, check=True,
+                             env=node_env(node)).stdout
+    client = listing[listing.index("Client scenarios"):]
+    client = client[:client.index("\n\n")] if "\n\n" in client else client  # up to the next section
+    listed = set()
+    for line in client.splitlines():
+        m = re.match(r"\s*- (\S+) \[([^\]]*)\]", line)
+        if m and not m.group(1).startswith("auth/") and m.group(1) not in NOT_RUN:
+            listed |= {(m.group(1), None if v == "extension" else v) for v in m.group(2).split(",")}
+    assert listed == set(SCENARIOS)
+    assert len(SCENARIOS) == 15 and len({s for s, _ in SCENARIOS}) == 11
 
 
 # --------------------------------------------------------------------------------------------
-# Authorization (issue 13): the auth/* scenarios, run AUTH_PARALLEL at a time, each on its own copy
-# of the migrated database (SQLite takes one writer; the runs would wait on each other)
+# Authorization (issue 13): the auth/* scenarios, in the same parallel runs
 # --------------------------------------------------------------------------------------------
-
-
-def _auth_id(scenario: str, version: str | None) -> str:
-    return f"{scenario}@{version or 'extension'}"
-
-
-@pytest.fixture(scope="module")
-def auth_runs(request, suite, client_env, tmp_path_factory) -> dict[str, tuple]:
-    """``_auth_id`` -> (proc, checks, results dir) for the auth scenarios this session selected."""
-    selected = {item.callspec.params["scenario"] + "@" + (item.callspec.params["version"] or "extension")
-                for item in request.session.items
-                if getattr(item, "originalname", "") == "test_auth_scenario" and hasattr(item, "callspec")}
-    template = Path(client_env["MRTRWEB_SQLITE_PATH"])
-
-    def one(scenario: str, version: str | None) -> tuple:
-        work = tmp_path_factory.mktemp("auth-" + scenario.replace("/", "-"))
-        db = work / "client.sqlite3"
-        with sqlite3.connect(template) as src, sqlite3.connect(db) as dst:
-            src.backup(dst)
-        return run_scenario(suite, {**client_env, "MRTRWEB_SQLITE_PATH": str(db)}, scenario, version, work / "out")
-
-    runs = [(s, v) for s, v in AUTH_SCENARIOS if _auth_id(s, v) in selected]
-    with concurrent.futures.ThreadPoolExecutor(AUTH_PARALLEL) as pool:
-        futures = {_auth_id(s, v): pool.submit(one, s, v) for s, v in runs}
-    return {key: future for key, future in futures.items()}
 
 
 def _never_shown(checks: list[dict], context_text: str) -> list[str]:
@@ -246,11 +290,11 @@ def _never_shown(checks: list[dict], context_text: str) -> list[str]:
 
 
 @pytest.mark.parametrize("scenario, version", [
-    pytest.param(s, v, id=_auth_id(s, v),
+    pytest.param(s, v, id=_id(s, v),
                  marks=[pytest.mark.xfail(reason=NEEDS[s], strict=True)] if s in NEEDS else [])
     for s, v in AUTH_SCENARIOS])
-def test_auth_scenario(auth_runs, scenario, version):
-    proc, checks, results = auth_runs[_auth_id(scenario, version)].result()
+def test_auth_scenario(runs, scenario, version):
+    proc, checks, results = runs[_id(scenario, version)].result()
     for check in checks:
         print(f"{check.get('status'):8} {check.get('id')} [{check.get('name')}]")
     client_out = (results / "stdout.txt").read_text() + (results / "stderr.txt").read_text()

@@ -186,8 +186,15 @@ def _round(d: Deployment, session: WebSession, server_id: int, base: str | None 
         assert time.monotonic() < deadline + 30, status_in(page)
         time.sleep(0.2)
     assert status_in(page) == "completed"
-    events = d.query("SELECT event FROM mrtrweb_auditevent WHERE operation_id = %s ORDER BY id", op_id)
-    assert [e for (e,) in events] == ["received", "shown", "submitted", "completed"]
+    # the row says completed a moment before the terminal audit event is written (operations'
+    # _finish: row, binding, then the event): wait for it, never for more than a few seconds
+    while True:
+        events = [e for (e,) in d.query("SELECT event FROM mrtrweb_auditevent WHERE operation_id = %s ORDER BY id",
+                                        op_id)]
+        if len(events) >= 4 or time.monotonic() > deadline + 40:
+            break
+        time.sleep(0.2)
+    assert events == ["received", "shown", "submitted", "completed"]
     return op_id
 
 

@@ -130,16 +130,70 @@ async def test_an_answer_the_gate_refuses_denies_the_operation_and_sends_nothing
     assert [c.has_input_responses for c in seeded["mcp"].log.tool_calls("book_trip")] == [False]
 
 
-async def test_sampling_is_never_approved_by_a_script(seeded):
+async def _refused(outcome, seeded, tool: str) -> None:
+    assert outcome.status == "denied"
+    assert await AuditEvent.objects.filter(operation_id=outcome.operation_id, event="denied",
+                                           reason="deprecated_request_refused").aexists()
+    assert [c.has_input_responses for c in seeded["mcp"].log.tool_calls(tool)] == [False]
+
+
+async def test_sampling_is_never_approved_by_accept_defaults(seeded):
     server = seeded["servers"]["acme"]
     server.allow_sampling = True
     await server.asave()
     outcome = await _run(seeded, "summarize_with_sampling", {"text": "x"}, ConsentPolicy.parse("accept-defaults"))
-    assert outcome.status == "denied"
-    op = await Operation.objects.aget(pk=outcome.operation_id)
-    assert await AuditEvent.objects.filter(operation_id=op.id, event="denied",
-                                           reason="deprecated_request_refused").aexists()
-    assert [c.has_input_responses for c in seeded["mcp"].log.tool_calls("summarize_with_sampling")] == [False]
+    await _refused(outcome, seeded, "summarize_with_sampling")
+
+
+@pytest.mark.parametrize("answers", [{}, {"summary": "decline"}, {"summary": "cancel"}])
+async def test_sampling_not_named_in_the_answers_file_is_refused(seeded, answers):
+    server = seeded["servers"]["acme"]
+    server.allow_sampling = True
+    await server.asave()
+    outcome = await _run(seeded, "summarize_with_sampling", {"text": "x"}, ConsentPolicy.from_answers(answers))
+    await _refused(outcome, seeded, "summarize_with_sampling")
+
+
+async def test_sampling_approved_in_the_answers_file_gets_the_providers_reply(seeded):
+    server = seeded["servers"]["acme"]
+    server.allow_sampling = True
+    await server.asave()
+    consent = ConsentPolicy.from_answers({"summary": {"reply": "A short summary."}})
+    outcome = await _run(seeded, "summarize_with_sampling", {"text": "x"}, consent)
+    assert outcome.status == "completed", outcome
+    assert "A short summary." in _text(outcome)
+    assert [c.has_input_responses for c in seeded["mcp"].log.tool_calls("summarize_with_sampling")] == [False, True]
+    submitted = await AuditEvent.objects.aget(operation_id=outcome.operation_id, event="submitted")
+    assert "A short summary." not in json.dumps(submitted.actions)  # digests and actions only
+
+
+@pytest.mark.parametrize("policy", ["accept-defaults", "answers"])
+async def test_roots_are_answered_with_the_configured_roots_by_an_accepting_policy(seeded, policy):
+    server = seeded["servers"]["acme"]
+    server.allow_roots = True
+    server.roots = [{"uri": "file:///srv/projects", "name": "projects"}]
+    await server.asave()
+    consent = ConsentPolicy.parse(policy) if policy != "answers" else ConsentPolicy.from_answers({"roots": {}})
+    outcome = await _run(seeded, "list_my_roots", {}, consent)
+    assert outcome.status == "completed", outcome
+    assert _text(outcome) == "Roots: file:///srv/projects (projects)"
+
+
+@pytest.mark.parametrize("consent", [ConsentPolicy.parse("decline"), ConsentPolicy.from_answers({}),
+                                     ConsentPolicy.from_answers({"roots": "decline"})])
+async def test_roots_are_refused_unless_the_policy_accepts(seeded, consent):
+    server = seeded["servers"]["acme"]
+    server.allow_roots = True
+    server.roots = [{"uri": "file:///srv/projects", "name": "projects"}]
+    await server.asave()
+    outcome = await _run(seeded, "list_my_roots", {}, consent)
+    await _refused(outcome, seeded, "list_my_roots")
+
+
+async def test_roots_not_allowed_by_the_admin_are_refused_by_the_gate_whatever_the_policy(seeded):
+    outcome = await _run(seeded, "list_my_roots", {}, ConsentPolicy.parse("accept-defaults"))
+    assert outcome.status == "failed"
+    assert [c.has_input_responses for c in seeded["mcp"].log.tool_calls("list_my_roots")] == [False]
 
 
 async def test_timeout_stops_the_operation(seeded):

@@ -114,8 +114,9 @@ def test_a_step_is_retried_after_connecting_at_most_twice(monkeypatch):
             pass
 
     monkeypatch.setattr(headless_auth, "connect", connect)
-    monkeypatch.setattr(headless.operations, "pool", lambda: Pool())
-    monkeypatch.setattr(headless, "server_for", lambda url, tenant: type("S", (), {"pk": 1})())
+    monkeypatch.setattr(headless_auth.connections, "pool", lambda: Pool())
+    server = type("S", (), {"pk": 1, "allowed_deprecated": lambda self: frozenset()})()  # connections.server_key
+    monkeypatch.setattr(headless, "server_for", lambda url, tenant: server)
     user = type("U", (), {"pk": 7})()
 
     async def always_401():

@@ -431,6 +431,8 @@ PRODUCT_EXPRESSIONS = {
     "auth_failure.code", "m.tags", "c.server.pk", "auth_form.non_field_errors",
     # issue 14: the 503 page's own sentence (mrtrweb.outage.ServiceUnavailable.message, a product constant)
     "unavailable_message",
+    # issue 15: a server's primary key (the server page's data-server, for its listing pushes)
+    "server.pk",
 }
 
 

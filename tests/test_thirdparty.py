@@ -90,12 +90,10 @@ ACCEPT_DEFAULTS = ["--consent", "accept-defaults"]
 
 
 # -- FastMCP: the ctx.elicit tools, on FastMCP 3 (2025-11-25) and FastMCP 4 pinned to 2025-11-25 ------
+# (issue 15 item 5: a tenant admin pins McpServer.protocol for a server that refuses ctx.elicit on
+# 2026-07-28; these cases were strict xfails until it landed)
 
-ITEM5 = pytest.mark.xfail(strict=True, reason="issue 15 item 5: McpServer.protocol='2025-11-25' is not yet spoken "
-                                              "(FastMCP 4 is reached on 2026-07-28 and refuses ctx.elicit)")
-
-
-@pytest.fixture(params=["fastmcp3", pytest.param("fastmcp4-at-2025-11-25", marks=ITEM5)])
+@pytest.fixture(params=["fastmcp3", "fastmcp4-at-2025-11-25"])  # the second: issue 15 item 5
 def legacy_fastmcp(request):
     """The URL of a FastMCP server spoken to on 2025-11-25 (FastMCP 4: its row's protocol pinned)."""
     if request.param == "fastmcp3":
@@ -221,13 +219,18 @@ def test_fastmcp3_roots_not_allowed_refused_at_session_level(fastmcp3_server, ca
     assert "roots/list refused by the client: roots are not allowed for this server" in _texts(op)[0]
 
 
-def test_fastmcp3_sampling_allowed_is_refused_by_a_scripted_policy(fastmcp3_server, capsys):  # noqa: F811
-    """A machine does not write the model's reply: the round is refused (documented in
-    mrtrweb.headless), the operation denied. A person completes it in the browser
-    (tests/test_thirdparty_browser.py)."""
+def test_fastmcp3_sampling_allowed_accept_defaults_refuses_it(fastmcp3_server, capsys):  # noqa: F811
+    """accept-defaults has no reply of its own: the round is refused, the operation denied."""
     _allow_all(fastmcp3_server.url)
     code, op = _run(capsys, fastmcp3_server.url, "summarize", {"text": "a long story"}, *ACCEPT_DEFAULTS)
     _assert_refused_deprecated(code, op)
+
+
+def test_fastmcp3_sampling_answered_with_the_reply_of_the_answers_file(fastmcp3_server, capsys, tmp_path):  # noqa: F811
+    _allow_all(fastmcp3_server.url)
+    code, op = _run(capsys, fastmcp3_server.url, "summarize", {"text": "a long story"},
+                    *_answers(tmp_path, {"sampling": {"reply": "It was long."}}))
+    assert (code, op["rounds"], _texts(op)) == (0, 1, ["sampled: It was long."])
 
 
 def test_fastmcp3_sampling_not_declared_when_not_allowed(fastmcp3_server, capsys):  # noqa: F811
@@ -334,15 +337,22 @@ def test_everything_roots_tool_answered_with_the_configured_roots(everything_ser
     assert "1. project\n   URI: file:///srv/project" in "\n".join(_texts(op))
 
 
-def test_everything_sampling_allowed_is_refused_by_a_scripted_policy(everything_server, capsys):  # noqa: F811
+def test_everything_sampling_allowed_accept_defaults_refuses_it(everything_server, capsys):  # noqa: F811
     _allow_all(everything_server.url)
     code, op = _run(capsys, everything_server.url, "trigger-sampling-request", {"prompt": "hi", "maxTokens": 20},
                     *ACCEPT_DEFAULTS)
     _assert_refused_deprecated(code, op)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 15 item 1: mrtr_client --list opens its session without the "
-                                       "sampling/roots capabilities allowed, so the conditional tools are missing")
+def test_everything_sampling_answered_with_the_reply_of_the_answers_file(everything_server, capsys,  # noqa: F811
+                                                                         tmp_path):
+    _allow_all(everything_server.url)
+    code, op = _run(capsys, everything_server.url, "trigger-sampling-request", {"prompt": "hi", "maxTokens": 20},
+                    *_answers(tmp_path, {"sampling": {"reply": "Hello from a script."}}))
+    assert (code, op["rounds"]) == (0, 1)
+    assert "Hello from a script." in "\n".join(_texts(op)), _texts(op)
+
+
 def test_everything_list_shows_the_tools_for_allowed_capabilities(everything_server, capsys):  # noqa: F811
     _allow_all(everything_server.url)
     capsys.readouterr()

@@ -32,12 +32,25 @@ the rows already hold.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from typing import Any
 
-from .service import AuthIdentity
-
 __all__ = ["AuthIdentity", "NONE", "binding_fields", "identity_for", "identity_for_sync", "identity_of"]
+
+
+@dataclasses.dataclass(frozen=True)
+class AuthIdentity:
+    """Who the MCP server sees, as digests: ``mode`` (the server's auth mode), ``digest`` (``sha256:``
+    of issuer + the connection's family / subject, or of the tenant credential's digest; ``""`` for
+    mode ``none``), ``issuer_client_digest`` (``sha256:`` of issuer + client id, for audit rows).
+    ``connected``: False when the mode needs a connection the person does not have."""
+
+    mode: str
+    digest: str
+    issuer_client_digest: str
+    connected: bool
+
 
 NONE = AuthIdentity(mode="none", digest="", issuer_client_digest="", connected=True)
 

@@ -52,6 +52,7 @@ from ..mcp.auth.errors import clean_text
 from ..mcp.auth.revoke import revoke_tokens
 from .calltime import NO_ISSUER, CredentialsNotConfigured, auth_for, auth_key, discover_issuer
 from .config import client_identity, keyed_digest, outbound_policy
+from .identity import AuthIdentity, identity_for  # noqa: F401 -- re-exported (the identity lives there)
 from .config import storage_for as _storage
 from .crypto import SecretUnreadable, seal, unseal
 from .models import OAuthConnection, PendingAuthorization
@@ -86,19 +87,6 @@ class ConnectStart:
 NO_ISSUER_PREREGISTERED = ("This server's pre-registered client secret is only sent to the authorization server "
                            "that issued it, and none is configured: a tenant admin must set the server's "
                            "“Authorization server (issuer)” in its settings.")
-
-
-@dataclasses.dataclass(frozen=True)
-class AuthIdentity:
-    """Who the MCP server sees, as digests: ``mode`` (the server's auth mode), ``digest`` (``sha256:``
-    of issuer + the connection's family / subject, or of the tenant credential's digest; ``""`` for
-    mode ``none``), ``issuer_client_digest`` (``sha256:`` of issuer + client id, for audit rows).
-    ``connected``: False when the mode needs a connection the person does not have."""
-
-    mode: str
-    digest: str
-    issuer_client_digest: str
-    connected: bool
 
 
 def _safe_return(path: str) -> str:
@@ -290,9 +278,3 @@ async def note_challenge(*, server: Any, user: Any, tenant: Any, scope: str | No
     await storage.set_server_metadata(meta)
 
 
-async def identity_for(*, server: Any, user: Any, tenant: Any) -> AuthIdentity:
-    """The authorization identity of ``user`` on ``server`` (see :class:`AuthIdentity`), from
-    :mod:`mrtrweb.authz.identity`."""
-    from . import identity  # noqa: PLC0415 - it imports this module
-
-    return await identity.identity_for(server=server, user=user, tenant=tenant)

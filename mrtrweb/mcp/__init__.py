@@ -14,8 +14,14 @@ One concern per module:
     up), and the response size bound.
 ``listing``
     listing pages checked item by item, off the event loop (the connection's ``list_*``).
+``param_headers``
+    ``Mcp-Param-*`` headers mirrored from ``x-mcp-header`` tool arguments (SEP-2243), per connection.
 ``server_requests``
     requests a 2025-11-25 server sends during an open call, routed to that call's handler.
+``protocol``
+    the protocol setting per server (automatic or one version pinned) and its check.
+``list_changed``
+    a server's ``notifications/*/list_changed`` (and 2026-07-28 ``subscriptions/listen``) to a callback.
 ``outbound``
     the one outbound guard for every URL fetched for authorization.
 ``auth``
@@ -29,12 +35,13 @@ from .errors import (AUTHORIZATION_FAILED, AUTHORIZATION_REQUIRED, INSUFFICIENT_
                      TIMEOUT, TRANSPORT_ERROR, McpCallError, origin_of)
 from .evidence import MAX_RESPONSE_BYTES, ResponseTooLarge
 from .listing import MAX_LISTED_ITEMS
+from .param_headers import INVALID_X_MCP_HEADER, InvalidToolHeaders
 from .pool import ConnectionPool
 from .tls import tls_client_context
 
 __all__ = [
     "AUTHORIZATION_FAILED", "AUTHORIZATION_REQUIRED", "CLIENT_INFO", "DECLARABLE", "INSUFFICIENT_SCOPE",
-    "INVALID_RESULT", "JSONRPC_ERROR", "MAX_LISTED_ITEMS", "MAX_RESPONSE_BYTES", "TIMEOUT", "TRANSPORT_ERROR",
-    "ConnectionPool", "McpCallError", "McpConnection", "ProgressCallback", "ResponseTooLarge", "ServerRequestHandler",
-    "origin_of", "tls_client_context",
+    "INVALID_RESULT", "INVALID_X_MCP_HEADER", "JSONRPC_ERROR", "MAX_LISTED_ITEMS", "MAX_RESPONSE_BYTES", "TIMEOUT",
+    "TRANSPORT_ERROR", "ConnectionPool", "InvalidToolHeaders", "McpCallError", "McpConnection", "ProgressCallback",
+    "ResponseTooLarge", "ServerRequestHandler", "origin_of", "tls_client_context",
 ]

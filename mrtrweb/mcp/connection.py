@@ -1,8 +1,9 @@
 """One MCP connection: Streamable HTTP through the ``mcp`` SDK (``mcp==2.3.*``).
 
-:class:`McpConnection` connects with ``mode="auto"`` (``server/discover`` at 2026-07-28, falling back
-to the legacy ``initialize`` handshake) and sends single JSON-RPC requests whose **id the product
-chooses** and whose **raw result object** comes back untouched, so the MRTR gate
+:class:`McpConnection` connects with the protocol chosen for the server (``protocol=``, see
+:data:`PROTOCOLS`: ``"auto"`` = ``server/discover`` at 2026-07-28, falling back to the legacy
+``initialize`` handshake; or one version pinned) and sends single JSON-RPC requests whose **id the
+product chooses** and whose **raw result object** comes back untouched, so the MRTR gate
 (:mod:`mrtrweb.gate`) judges exactly what the server put on the wire::
 
     async with McpConnection("https://mcp.example/mcp") as conn:
@@ -26,11 +27,17 @@ call (the standalone GET stream, the handshake) is answered at session level: ``
 ``session_roots()`` where ``roots`` is declared, anything else refused with a JSON-RPC error (see
 :mod:`mrtrweb.mcp.server_requests`).
 
+Change notifications (``notifications/{tools,prompts,resources}/list_changed``) go to the
+connection's ``on_list_changed`` (:mod:`mrtrweb.mcp.list_changed`): on a 2025-11-25 connection as the
+server sends them, on a 2026-07-28 one once :meth:`McpConnection.watch_listings` opened the
+``subscriptions/listen`` stream that carries them.
+
 Error model: every failure surfaces as :class:`McpCallError` with a stable ``code``:
 ``transport_error`` (connect/HTTP/network failure, unusable response body, closed connection),
 ``jsonrpc_error`` (the server answered with a JSON-RPC error; ``rpc_code``/``rpc_message``/
-``rpc_data`` keep it), ``timeout``, and ``invalid_result`` (only from the ``list_*`` helpers: the
-listing did not parse).
+``rpc_data`` keep it), ``timeout``, ``invalid_result`` (only from the ``list_*`` helpers: the
+listing did not parse), and ``invalid_x_mcp_header`` (a ``tools/call`` of a tool excluded from the
+listing for its invalid ``x-mcp-header``, SEP-2243; nothing is sent).
 """
 
 from __future__ import annotations
@@ -57,10 +64,14 @@ from .errors import TIMEOUT, TRANSPORT_ERROR, McpCallError, origin_of
 from .outbound import GuardedTransport, OutboundPolicy
 from .evidence import HttpEvidence, bound_response, classify, id_key
 from .listing import Listings
+from .list_changed import ListChangedCallback, ListingWatch
+from .param_headers import ToolHeaders
+from .protocol import PROTOCOLS, SDK_MODE, ProtocolMismatch, ProtocolRefused, settle_protocol
 from .server_requests import SENDING, OpenCall, RootsProvider, ServerRequestHandler, ServerRequestRouting
 from .tls import tls_client_context
 
-__all__ = ["CLIENT_INFO", "DECLARABLE", "McpConnection", "ProgressCallback", "ServerRequestHandler"]
+__all__ = ["CLIENT_INFO", "DECLARABLE", "PROTOCOLS", "McpConnection", "ProgressCallback", "ProtocolMismatch",
+           "ServerRequestHandler"]
 
 logger = logging.getLogger(__name__)
 
@@ -80,8 +91,8 @@ def _leaf_exception(exc: BaseException) -> BaseException:
     return exc
 
 
-class McpConnection(ServerRequestRouting, Listings):
-    """One Streamable HTTP connection to an MCP server, negotiated with ``mode="auto"``.
+class McpConnection(ServerRequestRouting, Listings, ListingWatch):
+    """One Streamable HTTP connection to an MCP server, negotiated as ``protocol`` says.
 
     The SDK ``Client`` is entered and exited inside a dedicated owner task (anyio task groups
     must be entered and exited by the same task), so :meth:`open`, :meth:`send` and
@@ -105,17 +116,32 @@ class McpConnection(ServerRequestRouting, Listings):
             ``WWW-Authenticate`` parameters in ``McpCallError.challenge``.
         outbound: the outbound guard's policy for every request the auth makes to another origin
             than the server's own (token refresh, discovery); default: the guard's strict defaults.
+        protocol: one of :data:`PROTOCOLS` (``McpServer.protocol``). A pinned version the server does
+            not speak makes :meth:`open` raise :class:`ProtocolMismatch` (``transport_error``) saying
+            what the server answered.
+        on_list_changed: ``async (kind) -> None`` with ``kind`` ``"tools"``, ``"prompts"`` or
+            ``"resources"``, on each change notification the server sends (see the module doc);
+            called on the connection's loop, its failures logged, never raised.
+
+    Raises:
+        ValueError: ``timeout_s`` not positive, ``declare`` names another capability, or
+            ``protocol`` is not one of :data:`PROTOCOLS`.
     """
 
     def __init__(self, url: str, *, timeout_s: float = 30.0, declare: Collection[str] = (),
                  auth: httpx2.Auth | None = None, outbound: OutboundPolicy | None = None,
+                 protocol: str = "auto", on_list_changed: ListChangedCallback | None = None,
                  session_roots: RootsProvider | None = None) -> None:
         if not timeout_s > 0:
             raise ValueError("timeout_s must be positive")
         if not set(declare) <= DECLARABLE:
             raise ValueError(f"declare may only name {sorted(DECLARABLE)}")
+        if protocol not in PROTOCOLS:
+            raise ValueError(f"protocol must be one of {list(PROTOCOLS)}")
         self.declare = frozenset(declare)
         self.session_roots = session_roots
+        self.protocol = protocol
+        self.on_list_changed = on_list_changed
         self.url = url
         self.origin = origin_of(url)
         self.timeout_s = float(timeout_s)
@@ -130,6 +156,9 @@ class McpConnection(ServerRequestRouting, Listings):
         self._in_flight = 0
         self._last_activity = time.monotonic()
         self._open_calls: dict[tuple[str, str | int], OpenCall] = {}
+        self._watch: asyncio.Task[None] | None = None
+        self._tool_headers = ToolHeaders()  # Mcp-Param-* headers from this connection's tools listing
+        self._prelisting = asyncio.Lock()
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -137,7 +166,8 @@ class McpConnection(ServerRequestRouting, Listings):
         """Connect and negotiate. Returns once the connection is usable.
 
         Raises:
-            McpCallError: ``transport_error`` (refused, HTTP failure, negotiation failed), ``timeout``
+            McpCallError: ``transport_error`` (refused, HTTP failure, negotiation failed, a pinned
+                protocol version the server does not speak), ``timeout``
                 (not connected within ``timeout_s``), ``authorization_required`` (HTTP 401),
                 ``insufficient_scope`` / ``authorization_failed`` (a Bearer 403).
             RuntimeError: already opened.
@@ -187,12 +217,14 @@ class McpConnection(ServerRequestRouting, Listings):
                     callbacks["list_roots_callback"] = self._on_server_list_roots
                 client = Client(
                     streamable_http_client(self.url, http_client=http),
-                    mode="auto",
-                    cache=None,
+                    mode=SDK_MODE[self.protocol],
+                    cache=None,  # never a cached listing: a page shows what the server lists now
                     client_info=CLIENT_INFO,
+                    message_handler=self._on_message,
                     **callbacks,
                 )
                 async with client:
+                    await settle_protocol(client.session, self.protocol, self.origin)
                     self._route_undeclared(client.session)
                     self._client = client
                     if not ready.done():
@@ -209,6 +241,8 @@ class McpConnection(ServerRequestRouting, Listings):
                     ready.cancel()
                 elif auth_error is not None:
                     ready.set_exception(auth_error)
+                elif isinstance(leaf, ProtocolRefused):
+                    ready.set_exception(ProtocolMismatch(str(leaf), self.protocol))
                 elif isinstance(leaf, MCPError):
                     ready.set_exception(
                         McpCallError(TRANSPORT_ERROR, f"negotiation with {self.origin} failed: {leaf.error.message}")
@@ -235,6 +269,7 @@ class McpConnection(ServerRequestRouting, Listings):
     async def close(self) -> None:
         """Close the connection (idempotent; callable from any task of the loop). Never raises
         for connection problems; in-flight requests fail with ``transport_error``."""
+        await self._stop_watching()
         owner = self._owner
         if owner is None or owner.done():
             self._client = None
@@ -313,7 +348,10 @@ class McpConnection(ServerRequestRouting, Listings):
         ``params`` reach the wire as given (copied; never mutated), plus what the SDK stamps
         for the negotiated protocol: at 2026-07-28 the ``_meta`` keys
         ``io.modelcontextprotocol/protocolVersion``/``clientInfo``/``clientCapabilities`` (and
-        ``progressToken`` when ``on_progress`` is given). The result is the JSON object as decoded
+        ``progressToken`` when ``on_progress`` is given), and for a ``tools/call`` the
+        ``Mcp-Param-*`` headers its tool's ``x-mcp-header`` annotations designate (SEP-2243; from
+        this connection's tools listing, listed first if the tool was not in it:
+        :mod:`.param_headers`). The result is the JSON object as decoded
         from the wire, with no pydantic validation: malformed MRTR results come back as they are.
 
         Args:
@@ -330,7 +368,8 @@ class McpConnection(ServerRequestRouting, Listings):
                 requests are refused. See :meth:`_route` for how a request is matched to a call.
 
         Raises:
-            McpCallError: ``transport_error``, ``jsonrpc_error`` or ``timeout``.
+            McpCallError: ``transport_error``, ``jsonrpc_error`` or ``timeout``;
+                ``invalid_x_mcp_header`` (nothing sent) for a tool the listing excluded.
             ValueError: ``request_id`` is not a str/int, or is already in flight here.
             TypeError: ``params`` is not a mapping or not JSON-serializable.
         """
@@ -344,6 +383,7 @@ class McpConnection(ServerRequestRouting, Listings):
             wire_params = json.loads(json.dumps(params, allow_nan=False))
         except (TypeError, ValueError) as exc:
             raise TypeError(f"params are not JSON: {exc}") from None
+        param_headers = await self._param_headers(method, wire_params)  # may list tools first (SEP-2243)
         session = self._live_client().session
         if self._evidence.expecting(request_id):
             raise ValueError(f"request id {request_id!r} is already in flight on this connection")
@@ -354,6 +394,8 @@ class McpConnection(ServerRequestRouting, Listings):
         # SDK internals (see module docstring): the same stamp ClientSession.send_request applies,
         # then the dispatcher's raw send, which returns the response's `result` dict unvalidated.
         session._stamp(data, opts)  # pyright: ignore[reportPrivateUsage]
+        if param_headers:  # the SDK's stamp adds its own only for tools its ClientSession listed: none
+            opts.setdefault("headers", {}).update(param_headers)
         dispatcher = session._dispatcher  # pyright: ignore[reportPrivateUsage]
         budget = self.timeout_s if timeout_s is None else timeout_s
         self._evidence.expect(request_id)

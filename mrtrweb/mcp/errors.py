@@ -10,6 +10,9 @@ Every failure of :mod:`mrtrweb.mcp` surfaces as :class:`McpCallError` with a ``c
     no answer in time.
 ``invalid_result``
     only from the listings: the listing did not parse.
+``invalid_x_mcp_header``
+    a ``tools/call`` of a tool whose listed ``inputSchema`` has an invalid ``x-mcp-header``
+    (SEP-2243; :mod:`.param_headers`); nothing was sent.
 ``authorization_required`` / ``insufficient_scope`` / ``authorization_failed``
     the server answered ``401`` (no usable credentials for this person and server), ``403`` with
     ``error="insufficient_scope"`` (MCP authorization, "Scope challenge handling"), or the

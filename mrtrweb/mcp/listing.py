@@ -1,9 +1,12 @@
-"""Listing pages (``tools/list``, ``prompts/list``, ...) checked item by item, off the event loop."""
+"""Listing pages (``tools/list``, ``prompts/list``, ...) checked item by item, off the event loop;
+the tools listing filtered and remembered for ``Mcp-Param-*`` headers (:mod:`.param_headers`)."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
+from collections.abc import Mapping
 from typing import Any, Final
 
 import anyio
@@ -11,6 +14,9 @@ import mcp_types as types
 from pydantic import ValidationError
 
 from .errors import INVALID_RESULT, TIMEOUT, McpCallError
+from .param_headers import ToolHeaders, _logged_name, is_modern
+
+logger = logging.getLogger("mrtrweb.mcp")
 
 LIST_PAGE_CAP: Final = 100  # a paginator that never ends cannot hang a listing
 #: a listing (all its pages) of more items than this is refused as ``invalid_result``
@@ -48,9 +54,13 @@ def check_page(raw: Any, field: str, model: Any, room: int) -> tuple[list[dict[s
 
 class Listings:
     """The listing half of :class:`~mrtrweb.mcp.connection.McpConnection` (a mixin: it uses the
-    connection's ``send``, ``_live_client`` and ``timeout_s``)."""
+    connection's ``send``, ``_live_client``, ``timeout_s`` and ``protocol_version``, and sets
+    ``_tool_headers`` / ``_prelisting`` in its ``__init__``)."""
 
     timeout_s: float
+    protocol_version: str | None
+    _tool_headers: ToolHeaders
+    _prelisting: asyncio.Lock
 
     async def _listing(self, method: str, field: str, model: Any) -> list[dict[str, Any]]:
         """Walk a paginated listing; return its items as JSON dicts, each checked against ``model``.
@@ -81,10 +91,36 @@ class Listings:
     async def list_tools(self) -> list[dict[str, Any]]:
         """All tools as raw dicts (``name``, ``description``, ``inputSchema``, ...), all pages.
 
+        On a 2026-07-28 connection, tools whose ``inputSchema`` has an invalid ``x-mcp-header``
+        annotation are left out (SEP-2243: clients MUST exclude them; logged by name), and the
+        listing becomes the connection's ``Mcp-Param-*`` header map (:mod:`.param_headers`).
+
         Raises:
             McpCallError: ``transport_error``, ``jsonrpc_error``, ``timeout`` or ``invalid_result``.
         """
-        return await self._listing("tools/list", "tools", types.Tool)
+        tools = await self._listing("tools/list", "tools", types.Tool)
+        return self._tool_headers.absorb(tools) if is_modern(self.protocol_version) else tools
+
+    async def _param_headers(self, method: str, params: Mapping[str, Any]) -> dict[str, str]:
+        """The ``Mcp-Param-*`` headers of one request: for a ``tools/call`` on a 2026-07-28
+        connection, mirrored from its ``arguments`` by the connection's latest tools listing;
+        before the first call of a tool name this connection has not seen listed, it lists once
+        (a failed listing is logged, and the call goes without them). ``{}`` otherwise.
+
+        Raises:
+            InvalidToolHeaders: the listing excluded the tool (nothing is sent).
+        """
+        name = params.get("name")
+        if method != "tools/call" or not isinstance(name, str) or not is_modern(self.protocol_version):
+            return {}
+        async with self._prelisting:  # concurrent first calls of one tool list once
+            if self._tool_headers.needs_listing(name):
+                try:
+                    await self.list_tools()
+                except McpCallError as exc:
+                    logger.info("tools/list before the first call of %s failed (%s): no Mcp-Param headers",
+                                _logged_name(name), exc.code)
+        return self._tool_headers.headers_for(name, params.get("arguments"))
 
     async def list_prompts(self) -> list[dict[str, Any]]:
         """All prompts as raw dicts (``name``, ``description``, ``arguments``, ...), all pages.

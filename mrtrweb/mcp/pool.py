@@ -22,6 +22,7 @@ class _Slot:
     connection: McpConnection
     declare: frozenset[str] = frozenset()
     auth_key: str = ""
+    protocol: str = "auto"
 
 
 class ConnectionPool:
@@ -63,18 +64,19 @@ class ConnectionPool:
             raise RuntimeError("ConnectionPool used from a different event loop than the one it belongs to")
 
     async def get(self, user_key: str, server_key: str, url: str, *, declare: Collection[str] = (),
-                  auth: Any = None, auth_key: str = "", outbound: Any = None,
-                  session_roots: Any = None) -> McpConnection:
+                  auth: Any = None, auth_key: str = "", outbound: Any = None, protocol: str = "auto",
+                  on_list_changed: Any = None, session_roots: Any = None) -> McpConnection:
         """The open connection for this user and server, opening (or reopening) it if needed.
 
         A connection whose URL differs from ``url`` (the server was re-configured), that declares
-        other capabilities than ``declare`` (see :class:`McpConnection`), whose ``auth_key`` differs
-        (the credentials it was built with changed: a new auth mode, secret or client) or that died
-        is closed and replaced: callers that declare differently use different ``server_key``
-        values. ``auth`` / ``outbound`` / ``session_roots`` go to a newly opened connection only (an
-        ``auth`` that reads its tokens from storage per request stays current on a kept one, and so
-        does a ``session_roots`` that reads the server's row when asked). Concurrent calls for one
-        key open at most one connection.
+        other capabilities than ``declare`` (see :class:`McpConnection`), speaks another ``protocol``
+        setting (:data:`~mrtrweb.mcp.connection.PROTOCOLS`), whose ``auth_key`` differs (the
+        credentials it was built with changed: a new auth mode, secret or client) or that died is
+        closed and replaced: callers that declare differently use different ``server_key`` values.
+        ``auth`` / ``outbound`` / ``on_list_changed`` / ``session_roots`` go to a newly opened
+        connection only (an ``auth`` that reads its tokens from storage per request stays current
+        on a kept one, and so does a ``session_roots`` that reads the server's row when asked).
+        Concurrent calls for one key open at most one connection.
 
         Raises:
             McpCallError: opening failed (``transport_error``, ``timeout``, ``authorization_required``...).
@@ -92,7 +94,7 @@ class ConnectionPool:
             slot = self._slots.get(key)
             wanted = frozenset(declare)
             if (slot is not None and slot.url == url and slot.declare == wanted and slot.auth_key == auth_key
-                    and slot.connection.is_open):
+                    and slot.protocol == protocol and slot.connection.is_open):
                 slot.connection._last_activity = time.monotonic()  # a hand-out counts as activity
                 return slot.connection
             if slot is not None:
@@ -103,11 +105,15 @@ class ConnectionPool:
                 kwargs["auth"] = auth
             if outbound is not None:
                 kwargs["outbound"] = outbound
+            if protocol != "auto":
+                kwargs["protocol"] = protocol
+            if on_list_changed is not None:
+                kwargs["on_list_changed"] = on_list_changed
             if session_roots is not None:
                 kwargs["session_roots"] = session_roots
             connection = self._factory(url, **kwargs)
             await connection.open()
-            self._slots[key] = _Slot(url, connection, wanted, auth_key)
+            self._slots[key] = _Slot(url, connection, wanted, auth_key, protocol)
             self._ensure_sweeper()
             return connection
 

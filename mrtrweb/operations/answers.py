@@ -6,6 +6,7 @@ round, handed to the worker holding the server's call (:mod:`.legacy`).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import Any
 
@@ -22,6 +23,7 @@ from .retries import _build_and_record
 from .runtime import _audit, _load, _spawn, notify
 from .revocation import _access_ended
 from .stopping import deny
+from .url_required import all_accepted, end_unaccepted, is_url_required_round, resend_params, URL_REQUIRED
 
 logger = logging.getLogger("mrtrweb.operations")
 
@@ -64,8 +66,10 @@ async def answer_round(op: Operation, responses: dict[str, Any]) -> Retry:
         raise OperationRefused("denied", DENY_MESSAGES["server_config_changed"])
     if await sync_to_async(_is_legacy_round)(op.id, op.rounds):
         return await _answer_legacy(op, responses)
+    # a round made from a -32042 error: accepted, the original request goes again; else it ends
+    url_round = await sync_to_async(is_url_required_round)(op.id, op.rounds)
     try:
-        retry = await _build_and_record(op, responses)
+        retry = await _build_and_record(op, responses, code=URL_REQUIRED if url_round else "")
     except GateRejection as exc:
         logger.info("operation %s: answer refused (%s): %s", op.id, exc.code, exc.reason)
         try:
@@ -74,8 +78,19 @@ async def answer_round(op: Operation, responses: dict[str, Any]) -> Retry:
             pass
         raise
     except AnswerPending as pending:  # kept by this worker, sent once the database is back
-        _spawn(_send_when_back(op.id, pending.retry, pending.fields))
+        if not url_round:
+            _spawn(_send_when_back(op.id, pending.retry, pending.fields))
+        elif all_accepted(pending.retry):
+            _spawn(_send_when_back(op.id, dataclasses.replace(pending.retry, params=resend_params(pending.retry)),
+                                   pending.fields))
+        # a URL round declined or cancelled: nothing to send; its row was not moved, it expires
         raise
+    params = retry.params
+    if url_round:
+        if not all_accepted(retry):
+            await end_unaccepted(op, retry)
+            return retry
+        params = resend_params(retry)
     await notify(op)
-    _spawn(_drive(op.id, str(retry.id), retry.params))
+    _spawn(_drive(op.id, str(retry.id), params))
     return retry

@@ -17,7 +17,7 @@ from django.db import close_old_connections
 from django.utils import timezone
 
 from .. import conf, display, push
-from ..connections import connection_for, declared as _declared, HANDSHAKE_VERSIONS as _HANDSHAKE_VERSIONS, pool
+from ..connections import HANDSHAKE_VERSIONS as _HANDSHAKE_VERSIONS, connection_for, declared as _declared, pool, server_key
 from ..gate import Retry
 from ..mcp import McpCallError
 from ..models import Operation
@@ -30,6 +30,7 @@ from .rounds import _handle_result
 from .runtime import _finish, _load, _spawn, notify
 from .revocation import _access_ended
 from .stopping import _stop_requested, STOP_POLL_S
+from .url_required import is_url_required, url_required_round
 
 logger = logging.getLogger("mrtrweb.operations")
 
@@ -105,13 +106,16 @@ async def _drive(op_id: Any, request_id: str, params: dict[str, Any]) -> None:
             call = _Call(op, request_id)
             dedicated = ""
             try:
-                declare, suffix = _declared(op.server)
+                declare, _suffix = _declared(op.server)
+                key = server_key(op.server)  # the connection the server's pages list through
                 # the operation's own user's credentials, never anyone else's
-                conn = await connection_for(op.user, op.server, key=f"{op.server_id}{suffix}", declare=declare)
+                conn = await connection_for(op.user, op.server, key=key, declare=declare)
                 if conn.protocol_version in _HANDSHAKE_VERSIONS:
-                    # A legacy server asks during the call, and its requests can only be matched to a
-                    # call as the one in flight on a connection: each operation gets its own.
-                    dedicated = f"{op.server_id}{suffix}/operation:{op.id}"
+                    # A legacy server asks during the call; a request on the call's own stream is a
+                    # round of it, anything else is session-level (mrtrweb.mcp.server_requests). The
+                    # call gets a connection of its own all the same, so a held round never shares
+                    # it (a replaced or swept pooled connection cannot end the call it holds).
+                    dedicated = f"{key}/operation:{op.id}"
                     conn = await connection_for(op.user, op.server, key=dedicated, declare=declare)
                 try:
                     raw = await _send_cancellable(op, conn, params, request_id, call)
@@ -124,12 +128,17 @@ async def _drive(op_id: Any, request_id: str, params: dict[str, Any]) -> None:
                 if raw is _STOPPED:
                     return
             except McpCallError as exc:
-                logger.info("operation %s: MCP call failed (%s)", op.id, exc.code)
+                if not is_url_required(exc):
+                    logger.info("operation %s: MCP call failed (%s)", op.id, exc.code)
                 await _database_back(op_id)
                 if exc.code == "insufficient_scope":
                     await _note_challenge(op, exc)
                 if call.rounds:
                     op = await _load(op_id)
+                if is_url_required(exc):  # -32042: a URL-mode round; accepted, the request goes again
+                    if not await _access_ended(op):
+                        await url_required_round(op, call.gate_id, exc)
+                    return
                 await _finish(op, Operation.Status.FAILED, code=exc.code, message=failure_message(exc))
                 return
             if await _access_ended(op):

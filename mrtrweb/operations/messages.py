@@ -25,6 +25,13 @@ AUTHORIZATION_CHANGED = "authorization_changed"
 #: a call that stopped on authorization (issue 13): 401, 403 insufficient_scope, credentials refused
 AUTHORIZATION_CODES = frozenset({"authorization_required", "insufficient_scope", "authorization_failed"})
 
+#: a URL-required error (-32042, :mod:`.url_required`): ``code`` of its round's ``received`` /
+#: ``submitted`` rows; the failure code of a malformed one; the deny reasons of its decline / cancel
+URL_REQUIRED = "url_elicitation_required"
+INVALID_URL_REQUIRED = "invalid_url_required_error"
+URL_DECLINED = "url_declined"
+URL_CANCELLED = "url_cancelled"
+
 MESSAGES = {
     STORE_UNAVAILABLE: "The round store is unavailable right now; nothing was sent. Try again shortly.",
     AUDIT_UNAVAILABLE: "The audit trail could not be written; your answer was not sent.",
@@ -49,6 +56,8 @@ MESSAGES = {
     "worker_stopped": "The worker handling this call was restarted (a deploy or a restart) before the server "
                       "answered. Nothing more will be sent for it; you may run it again.",
     WORKER_DRAINING: "This worker is restarting; nothing was sent; try again.",
+    INVALID_URL_REQUIRED: "The server said a page must be opened first (JSON-RPC error -32042), but its list of "
+                          "pages is malformed; nothing was opened and nothing more was sent.",
 }
 
 
@@ -134,6 +143,8 @@ DENY_MESSAGES = {
                               "server's call; the server was told cancel.",
     "access_revoked": "Your access to this server or organisation ended; nothing more was sent for this "
                       "operation.",
+    URL_DECLINED: "You declined to open the page the server asked for; the request was not sent again.",
+    URL_CANCELLED: "You cancelled at the page the server asked you to open; the request was not sent again.",
     AUTHORIZATION_CHANGED: "The authorization this operation started with changed before its answer could go "
                            "out (you disconnected from the server or connected another account, or its "
                            "credentials were replaced): nothing was sent. You may run it again.",

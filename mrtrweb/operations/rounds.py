@@ -97,8 +97,12 @@ def _state_seen(op: Operation, state_digest: str, round_number: int) -> tuple[bo
     return replayed, rows.exclude(operation_id=op.id).exists()
 
 
-async def _handle_result(op: Operation, request_id: str, raw: Any) -> Retry | None:
-    """Judge one result. Returns the retry to send next (state-only rounds), or None."""
+async def _handle_result(op: Operation, request_id: str, raw: Any, *, received_code: str = "") -> Retry | None:
+    """Judge one result. Returns the retry to send next (state-only rounds), or None.
+
+    ``received_code``: the ``code`` of the round's ``received`` row when the result was not on the
+    wire but made from something else the server sent (:data:`~.messages.URL_REQUIRED`: a
+    ``-32042`` error, :mod:`.url_required`)."""
     gate = get_gate()
     if _is_final(raw):
         # off the event loop: a result may hold hundreds of thousands of blocks
@@ -131,7 +135,8 @@ async def _handle_result(op: Operation, request_id: str, raw: Any) -> Retry | No
         else (False, False)
     changed = await _authorization_changed(op)
     try:
-        await _audit(op, "received", code=STATE_REUSED if reused else "", reason=STATE_REUSED_REASON if reused else "",
+        await _audit(op, "received", code=STATE_REUSED if reused else received_code,
+                     reason=STATE_REUSED_REASON if reused else "",
                      round_number=rnd.number, request_id=request_id, state_digest=rnd.state_digest,
                      schema_digests={k: v.schema_digest for k, v in rnd.requests.items() if v.schema_digest},
                      config_digest=op.server.config_digest(), auth=changed)

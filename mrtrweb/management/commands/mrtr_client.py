@@ -31,12 +31,14 @@ Exit codes (several operations: the first non-zero one, in order):
     (valid) default; the fields are named (``KEY.FIELD``) on the outcome's line and in the
     JSON's ``missing_defaults``, and the operation completed with the server's answer to the
     cancel (a failed, denied... operation keeps its own code)
+10  not run: the tool is listed with ``execution.taskSupport: "required"`` (it runs only as a
+    task, which this client does not run yet; a plain call would be refused): nothing was sent
 ==  =====================================================================================
 
 ``--conformance`` is for the official MCP conformance suite
 (``@modelcontextprotocol/conformance client --command``): it reads the scenario name from
-``MCP_CONFORMANCE_SCENARIO`` and runs that scenario's plan (``CONFORMANCE_PLANS``; by default the
-same as ``--each``) on a fresh server row configured for the scenario (:mod:`mrtrweb.conformance`:
+``MCP_CONFORMANCE_SCENARIO`` and runs that scenario's plan (:func:`mrtrweb.conformance.plan_for`;
+by default the same as ``--each``) on a fresh server row configured for the scenario (:mod:`mrtrweb.conformance`:
 auth mode, pre-registered client, CIMD URL, loopback http). When the server asks for
 authorization it connects without a person (:mod:`mrtrweb.headless_auth`: the browser's
 start/finish code path, the authorization URL followed up to its redirect) and runs the step
@@ -44,7 +46,10 @@ again, at most twice per step. Without ``--conformance`` only the user's stored 
 used: an operation that needs a connection fails ``authorization_required`` (exit 3).
 
 Never printed or logged: answer values, ``requestState`` (the audit trail keeps digests).
-Server text (names, descriptions, results) is printed with its control, escape and bidi
+A failed (denied, expired...) operation's line is followed by what its operation page says
+(``HeadlessOutcome.error_message``: for a JSON-RPC error the server's code and message, cleaned
+and cut as the page shows them; in ``--json`` as ``error_message``).
+Server text (names, descriptions, results, error messages) is printed with its control, escape and bidi
 characters made visible as ``⟨U+001B⟩`` (:mod:`mrtrweb.display`), and written as ``\\uXXXX``
 escapes in ``--json`` output: a server cannot move the cursor, recolour or rewrite the terminal.
 
@@ -72,6 +77,7 @@ from django.core.management.base import BaseCommand, CommandError
 from mrtrweb import conformance, connections, display, headless, headless_auth, names, operations, results
 from mrtrweb.mcp import McpCallError
 from mrtrweb.models import Membership, Operation, Tenant
+from mrtrweb.operations.tasks import TASK_REQUIRED_MESSAGE
 
 #: the line boundaries of ``str.splitlines``
 _LINE_BREAK = re.compile("[\n\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
@@ -86,6 +92,7 @@ EXIT_CODES = {
     Operation.Status.EXPIRED: 5,
     Operation.Status.INTERRUPTED: 6,
     headless.TIMEOUT: 7,
+    headless.TASK_REQUIRED: 10,
 }
 EXIT_TOOL_ERROR = 8
 EXIT_MISSING_DEFAULTS = 9
@@ -192,34 +199,6 @@ async def plan_each(user: Any, tenant: Any, url: str) -> list[tuple[str, dict[st
     return ops
 
 
-async def plan_list_only(user: Any, tenant: Any, url: str) -> list[tuple[str, dict[str, Any]]]:
-    """``json-schema-ref-no-deref``: the suite requires the client to list the tools (and not to
-    fetch the network ``$ref`` of their schemas); no call is required."""
-    conn = await _connection(user, tenant, url)
-    if "tools" in (conn.server_capabilities or {}):
-        await conn.list_tools()
-    return []
-
-
-async def plan_schema_echo(user: Any, tenant: Any, url: str) -> list[tuple[str, dict[str, Any]]]:
-    """``json-schema-2020-12-preservation``: the suite requires the client to send the focal tool's
-    ``inputSchema``, exactly as listed, as the ``schema`` argument of its echo tool."""
-    conn = await _connection(user, tenant, url)
-    tools = {t.get("name"): t for t in await conn.list_tools()}
-    focal = tools.get("json_schema_2020_12_tool", {}).get("inputSchema")
-    if "json_schema_echo" not in tools or not isinstance(focal, dict):
-        raise CommandError("the server lists no json_schema_echo / json_schema_2020_12_tool tools")
-    return [("tools/call", {"name": "json_schema_echo", "arguments": {"schema": focal}})]
-
-
-#: scenario name -> plan, for ``--conformance`` (any other scenario: :func:`plan_each`). Only
-#: scenarios whose documented client requirement is a specific call are listed.
-CONFORMANCE_PLANS = {
-    "json-schema-2020-12-preservation": plan_schema_echo,
-    "json-schema-ref-no-deref": plan_list_only,
-}
-
-
 class Command(BaseCommand):
     help = ("Headless MCP client: run tools/call, prompts/get or resources/read through the browser's code path "
             "(gate, binding store, audit) with a scripted consent policy.")
@@ -317,7 +296,8 @@ class Command(BaseCommand):
             else:
                 scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
                 await sync_to_async(conformance.prepare_server)(url, tenant, scenario, conformance.scenario_context())
-                plan = await step(lambda: CONFORMANCE_PLANS.get(scenario, plan_each)(user, tenant, url))
+                plan_of = conformance.plan_for(scenario, conformance.scenario_context()) or plan_each
+                plan = await step(lambda: plan_of(user, tenant, url))
             outcomes = []
             for method, params in plan:
                 outcome = await step(lambda m=method, p=params: headless.arun(
@@ -330,7 +310,8 @@ class Command(BaseCommand):
         if options["json"]:
             self.stdout.write(display.json_text({"operations": [
                 {"method": m, "name": headless.operation_name(m, p), "status": o.status, "rounds": o.rounds,
-                 "operation_id": o.operation_id, "error_code": o.error_code, "result": o.result,
+                 "operation_id": o.operation_id, "error_code": o.error_code,
+                 "error_message": o.error_message, "result": o.result,
                  "missing_defaults": list(o.missing_defaults), "exit_code": exit_code(o)}
                 for m, p, o in outcomes]}, indent=2))
         return next((c for c in (exit_code(o) for _, _, o in outcomes) if c), 0)
@@ -369,10 +350,16 @@ class Command(BaseCommand):
 
     def _print_outcome(self, method: str, params: dict[str, Any], outcome: headless.HeadlessOutcome) -> None:
         name = headless.operation_name(method, params)
+        if outcome.status == headless.TASK_REQUIRED:  # not run: no operation, nothing sent
+            self.stdout.write(f"{method} {display.shown(name)}: {outcome.status} (not run)")
+            self.stdout.write(f"  {TASK_REQUIRED_MESSAGE}")
+            return
         line = f"{method} {display.shown(name)}: {outcome.status} after {outcome.rounds} round(s) (operation {outcome.operation_id})"
         if outcome.error_code:
             line += f" [{display.shown(outcome.error_code)}]"
         self.stdout.write(line)
+        if outcome.error_message:  # what the operation page says (the server's words cleaned, bounded)
+            self.stdout.write("  " + display.shown(outcome.error_message))
         if outcome.missing_defaults:
             self.stdout.write("  accept-defaults answered cancel: required field(s) without a default: "
                               + ", ".join(outcome.missing_defaults))
