@@ -7,8 +7,7 @@ installed from the registries at pinned versions (:mod:`tests.thirdparty`) --
 
 Every tool that elicits is completed with a scripted consent policy, and the tool's own result
 says what arrived at the server (the exact content, or the action). Sampling and roots run with
-the tenant admin's allowances on the headless tenant's server row. Cases that fail today because
-of a fault of issue 15 are ``xfail(strict=True)`` naming the item: they flip when it is fixed.
+the tenant admin's allowances on the headless tenant's server row.
 """
 
 from __future__ import annotations
@@ -303,12 +302,11 @@ def test_everything_url_elicitation_request_path(everything_server, capsys, poli
     assert _texts(op)[0].startswith(said), _texts(op)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 15 item 3: a -32042 URLElicitationRequiredError fails the "
-                                       "operation instead of becoming a URL-mode round")
 def test_everything_url_elicitation_error_path(everything_server, capsys):  # noqa: F811
     code, op = _run(capsys, everything_server.url, "trigger-url-elicitation", {"url": CONNECT, "errorPath": True},
                     *ACCEPT_DEFAULTS, "--url-done")
-    # the -32042's URL as a round, the call sent again, then the request path's own URL round
+    # the -32042's URL as a round, the call sent again on the same session (the server keys its
+    # "prerequisite done" on it), then the request path's own URL round
     assert (code, op["status"], op["rounds"]) == (0, "completed", 2)
     assert _texts(op)[0].startswith("✅ User completed the URL elicitation flow."), _texts(op)
 
