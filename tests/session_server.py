@@ -9,9 +9,11 @@ tests (issue 15 item 2).
 * ``roots_aside()``: asks ``roots/list`` on the standalone stream during the call (the SDK's
   ``list_roots()``; FastMCP does the same).
 * ``elicit_aside(note)`` / ``sample_aside(note)``: ask ``elicitation/create`` /
-  ``sampling/createMessage`` on the standalone stream during the call; ``note`` goes into the
-  request (the tests check it never reaches a log).
+  ``sampling/createMessage`` on the standalone stream during the call (a round of the only call
+  open); ``note`` goes into the request (the tests check it never reaches a log).
 * ``elicit_on_the_call()``: a form elicitation on the call's stream (a round of the call).
+* ``ask_after(method, note)``: returns at once, then asks ``method`` on the standalone stream
+  once no call is open (``when`` ``"after"``).
 
 Every answer the client gave to a request on the standalone stream is kept in order in
 :attr:`SessionServer.aside` (``{"when": "initialized" | tool, "method", "result" | "error"}``).
@@ -24,6 +26,7 @@ the client answered is each time exactly one request.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import warnings
@@ -59,6 +62,7 @@ class SessionServer:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._aside: list[dict[str, Any]] = []
+        self._later: list[Any] = []  # tasks asking after their call (ask_after)
         self.handle: DemoServerHandle | None = None
 
     @property
@@ -163,6 +167,26 @@ class SessionServer:
                 messages=[SamplingMessage(role="user", content=TextContent(type="text", text=note))], max_tokens=20))
             entry = await self.ask_aside(ctx.request_context.session, "sample_aside", request, CreateMessageResult)
             return json.dumps(entry.get("result") or entry["error"], sort_keys=True)
+
+        @mcp.tool(structured_output=False)
+        async def ask_after(method: str, note: str, ctx: Context) -> str:
+            """Return at once, then ask ``method`` (elicitation/create or sampling/createMessage) on
+            the standalone stream once the call is over (recorded in :attr:`aside` as ``"after"``)."""
+            session = ctx.request_context.session
+            request = (ElicitRequest(params=ElicitRequestFormParams(
+                           message=f"Ticket? {note}", requested_schema=Ticket.model_json_schema()))
+                       if method == "elicitation/create" else
+                       CreateMessageRequest(params=CreateMessageRequestParams(
+                           messages=[SamplingMessage(role="user", content=TextContent(type="text", text=note))],
+                           max_tokens=20)))
+            result_type = ElicitResult if method == "elicitation/create" else CreateMessageResult
+
+            async def later() -> None:
+                await anyio.sleep(0.3)
+                await self.ask_aside(session, "after", request, result_type)
+
+            self._later.append(asyncio.get_running_loop().create_task(later()))
+            return "asked later"
 
         @mcp.tool(structured_output=False)
         async def elicit_on_the_call(ctx: Context) -> str:

@@ -134,23 +134,61 @@ async def test_roots_on_the_calls_stream_are_a_round_of_that_call(srv):
     assert asked == ["roots/list"] and seen == [None]  # only the initialized one went to the session level
 
 
-@pytest.mark.parametrize("tool, method", [("elicit_aside", "elicitation/create"),
-                                          ("sample_aside", "sampling/createMessage")])
-async def test_elicitation_or_sampling_outside_a_call_is_refused_and_logged_without_values(srv, caplog, tool,
-                                                                                            method):
+@pytest.mark.parametrize("method", ["elicitation/create", "sampling/createMessage"])
+async def test_elicitation_or_sampling_outside_a_call_is_refused_and_logged_without_values(srv, caplog, method):
     srv.clear()
     asked: list[str] = []
     caplog.set_level(logging.DEBUG)
     async with McpConnection(srv.url, timeout_s=10, declare={"roots", "sampling"},
                              session_roots=_provider([])) as conn:
-        raw = await conn.send("tools/call", {"name": tool, "arguments": {"note": SECRET_NOTE}}, f"{tool}-1",
-                              on_server_request=_handler(asked, {"action": "decline"}))
+        raw = await conn.send("tools/call", {"name": "ask_after", "arguments": {"method": method, "note": SECRET_NOTE}},
+                              "after-1", on_server_request=_handler(asked, {"action": "decline"}))
+        assert _text(raw) == "asked later"
         origin = conn.origin
-    assert json.loads(_text(raw)) == {"code": -32600, "message": f"{method} refused by the client: {OUTSIDE_A_CALL}"}
+        after = [e for e in await asyncio.to_thread(srv.wait_aside, 2) if e["when"] == "after"]
+    assert after == [{"when": "after", "method": method,
+                      "error": {"code": -32600, "message": f"{method} refused by the client: {OUTSIDE_A_CALL}"}}]
     assert asked == []
     said = [r.getMessage() for r in caplog.records if r.name == "mrtrweb.mcp.connection"]
     assert f"session-level {method} from {origin} refused: {OUTSIDE_A_CALL}" in said
     assert not [r for r in caplog.records if r.name.startswith("mrtrweb") and SECRET_NOTE in r.getMessage()]
+
+
+@pytest.mark.parametrize("tool, method, answer", [
+    ("elicit_aside", "elicitation/create", {"action": "accept", "content": {"ticket": "CHG-7"}}),
+    ("sample_aside", "sampling/createMessage", {"role": "assistant", "content": {"type": "text", "text": "ok"},
+                                                 "model": "m"})])
+async def test_elicitation_or_sampling_aside_during_the_only_open_call_is_a_round_of_it(srv, caplog, tool, method,
+                                                                                          answer):
+    """As the conformance suite's elicitation-sep1034-client-defaults asks (the TypeScript SDK's
+    ``server.elicitInput`` without ``relatedRequestId`` goes on the standalone stream)."""
+    srv.clear()
+    asked: list[str] = []
+    caplog.set_level(logging.INFO)
+    async with McpConnection(srv.url, timeout_s=10, declare={"roots", "sampling"},
+                             session_roots=_provider([])) as conn:
+        raw = await conn.send("tools/call", {"name": tool, "arguments": {"note": SECRET_NOTE}}, f"{tool}-1",
+                              on_server_request=_handler(asked, answer))
+    assert asked == [method]
+    assert "error" not in json.loads(_text(raw))
+    assert any("came on the standalone stream while one call is open" in r.getMessage() for r in caplog.records)
+
+
+async def test_an_elicitation_aside_while_two_calls_are_open_is_refused(srv):
+    """Which of two calls asked cannot be told: refused, never guessed."""
+    srv.clear()
+    asked: list[str] = []
+    async with McpConnection(srv.url, timeout_s=10, declare={"roots", "sampling"},
+                             session_roots=_provider([])) as conn:
+        slow = asyncio.ensure_future(conn.send("tools/call", {"name": "slow", "arguments": {"seconds": 3}}, "slow-1",
+                                               on_server_request=_handler(asked, {"action": "decline"})))
+        await asyncio.sleep(0.3)
+        raw = await conn.send("tools/call", {"name": "elicit_aside", "arguments": {"note": "x"}}, "aside-2",
+                              on_server_request=_handler(asked, {"action": "decline"}))
+        await slow
+    assert json.loads(_text(raw)) == {"code": -32600,
+                                      "message": f"elicitation/create refused by the client: {OUTSIDE_A_CALL}"}
+    assert asked == []
 
 
 async def test_a_form_elicitation_on_the_calls_stream_still_reaches_the_call(srv):
@@ -225,7 +263,9 @@ async def test_an_operation_whose_server_asks_roots_aside_where_not_allowed_gets
     op = await _run(seeded["users"]["alice"], server, "roots_aside", {})
     assert (op.status, op.rounds) == (Operation.Status.COMPLETED, 0), op.error_message
     assert json.loads(op.result["content"][0]["text"]) == NOT_ALLOWED
-    assert all(e.get("error") == NOT_ALLOWED for e in srv.aside)
+    # this call's own ask (a session of an earlier test may still be re-asking its initialized roots)
+    asked_aside = [e for e in srv.aside if e["when"] == "roots_aside"]
+    assert asked_aside and all(e.get("error") == NOT_ALLOWED for e in asked_aside)
     await operations.wait_idle(timeout=15)
 
 

@@ -3,10 +3,14 @@
 call); one that is **not** is answered at session level, by policy.
 
 Related means: it came on that call's own response stream (the SSE stream of the call's POST,
-2025-11-25 basic/transports "Sending Messages to the Server" 5-6). Anything else -- the standalone
-GET stream (transports "Listening for Messages from the Server": "SHOULD be unrelated to any
-concurrently-running JSON-RPC request"), the ``initialize`` POST's stream, or a request while no
-call is open -- is session-level: ``roots/list`` gets the server's configured roots through
+2025-11-25 basic/transports "Sending Messages to the Server" 5-6), or -- only for
+``elicitation/create`` and ``sampling/createMessage`` -- it came on the standalone GET stream while
+exactly one call that takes server requests is open on the connection (servers do ask a call's
+question there; see :meth:`ServerRequestRouting._only_call_asking`). Anything else -- ``roots/list``
+on the standalone GET stream (transports "Listening for Messages from the Server": "SHOULD be
+unrelated to any concurrently-running JSON-RPC request"; servers ask it after ``initialized``), the
+``initialize`` POST's stream, an elicitation with no call or several calls open -- is
+session-level: ``roots/list`` gets the server's configured roots through
 ``session_roots`` where the connection declared ``roots`` (a tenant admin allowed them), else an
 error; ``elicitation/create`` and ``sampling/createMessage`` are refused (a person is not asked for
 what no operation of theirs asked). Each session-level answer is logged with the method and the
@@ -68,8 +72,8 @@ SENDING: contextvars.ContextVar[OpenCall | None] = contextvars.ContextVar("mrtrw
 #: why a session-level ``roots/list`` is refused where roots were not declared (not allowed)
 ROOTS_NOT_ALLOWED: Final = "roots are not allowed for this server"
 #: why a session-level ``elicitation/create`` / ``sampling/createMessage`` is refused
-OUTSIDE_A_CALL: Final = ("it is not related to any call of ours (it did not come on a call's response stream), and "
-                         "a person is not asked for what none of their operations asked")
+OUTSIDE_A_CALL: Final = ("it is not related to any call of ours (it did not come on a call's response stream, and "
+                         "not one call was open), and a person is not asked for what none of their operations asked")
 
 _SAMPLING_RESULT: TypeAdapter[Any] = TypeAdapter(types.CreateMessageResult | types.CreateMessageResultWithTools)
 
@@ -123,6 +127,8 @@ class ServerRequestRouting:
         or an ``ErrorData``; a failing handler gives ``-32603``, never an exception into the SDK.
         """
         call = SENDING.get()
+        if call is None and method != "roots/list":
+            call = self._only_call_asking(method)
         if call is None:
             return await self._answer_session_level(method, params)
         if call not in self._open_calls.values():
@@ -147,6 +153,21 @@ class ServerRequestRouting:
             call.holding -= 1
             if call.scope is not None and not call.holding:
                 call.scope.deadline = anyio.current_time() + call.budget
+
+    def _only_call_asking(self, method: str) -> OpenCall | None:
+        """An ``elicitation/create`` / ``sampling/createMessage`` that came on the standalone stream
+        while **exactly one** call that takes server requests is open on this connection: that
+        call's (many servers ask a call's question there, e.g. the TypeScript SDK's
+        ``server.elicitInput`` without ``relatedRequestId``, and the conformance suite's
+        ``elicitation-sep1034-client-defaults``; an operation's legacy call has a connection of its
+        own). With none or several open, ``None``: refused at session level, never guessed.
+        ``roots/list`` never comes here: aside from a call's stream it is the session's."""
+        calls = [c for c in self._open_calls.values() if c.handler is not None]
+        if len(calls) != 1:
+            return None
+        logger.info("server request %s from %s came on the standalone stream while one call is open: a round of "
+                    "that call", method, self.origin)
+        return calls[0]
 
     async def _answer_session_level(self, method: str, params: dict[str, Any]) -> dict[str, Any] | types.ErrorData:
         """A request related to no call: ``roots/list`` gets ``session_roots()`` where ``roots`` was
