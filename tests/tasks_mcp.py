@@ -176,7 +176,7 @@ def _call(params: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[str, Any]
     return _create(name), None
 
 
-async def endpoint(request: Request) -> Response:
+async def endpoint(request: Request, declare: bool = True) -> Response:
     try:
         message = await request.json()
     except ValueError:
@@ -192,7 +192,7 @@ async def endpoint(request: Request) -> Response:
         return JSONResponse({"jsonrpc": "2.0", "id": rid, "error": error})
 
     if method == "server/discover":
-        return ok(DISCOVER)
+        return ok(DISCOVER if declare else {**DISCOVER, "capabilities": {"tools": {}}})
     if method == "tools/list":
         return ok({"tools": TOOLS, "resultType": "complete", "ttlMs": 0, "cacheScope": "private"})
     if method == "tools/call":
@@ -217,9 +217,14 @@ async def endpoint(request: Request) -> Response:
     return err({"code": -32601, "message": "Method not found"})
 
 
-def serve():
-    """Start the server; returns a handle with ``.url``, ``.log`` and ``.stop()``."""
-    return serve_asgi_in_thread(Starlette(routes=[Route("/mcp", endpoint, methods=["POST"])]))
+def serve(*, declare: bool = True):
+    """Start the server; returns a handle with ``.url``, ``.log`` and ``.stop()``. ``declare=False``:
+    the same tools, but the server does not declare the tasks extension (its task-only tools can
+    then not be called at all)."""
+    async def route(request: Request) -> Response:
+        return await endpoint(request, declare)
+
+    return serve_asgi_in_thread(Starlette(routes=[Route("/mcp", route, methods=["POST"])]))
 
 
 def task_of(tool: str) -> dict[str, Any] | None:
