@@ -213,3 +213,52 @@ async def test_headless_timeout_stops_the_task(acme_tasks):
     await operations.wait_idle()
     assert tasks_mcp.task_of("slow_compute")["cancelled"] is True
     await headless.close_connections()
+
+
+async def _started(client, server, tool, fields, until):
+    resp = await client.post(f"/mcp/servers/{server.pk}/tools/?name={tool}", fields)
+    assert resp.status_code == 302
+    op_id = resp["Location"].rstrip("/").split("/")[-1]
+    for _ in range(100):
+        op = await Operation.objects.aget(pk=op_id)
+        if until(op):
+            return op
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"operation {op_id} never got there: {op.status} {op.task_status}")
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_stop_at_a_tasks_round_cancels_the_task(acme_tasks):
+    """No worker follows a task while its round waits for the person: a Stop then ends the
+    operation as at any round, and the task is cancelled at the server."""
+    client = AsyncClient()
+    await client.aforce_login(acme_tasks["alice"])
+    op = await _started(client, acme_tasks["server"], "confirm_delete", {"arg-filename": "c.txt"},
+                        lambda op: op.status == "awaiting_input")
+    assert op.task_status == "input_required" and op.worker == ""
+    assert (await client.post(f"/mcp/operations/{op.id}/stop/")).status_code == 302
+    await operations.wait_idle()
+    op = await Operation.objects.aget(pk=op.pk)
+    assert op.status == "denied" and tasks_mcp.task_of("confirm_delete")["cancelled"] is True
+    assert not acme_tasks["log"].records("tasks/update")  # the answer never went out
+    await headless.close_connections()
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_the_reaper_ends_a_task_whose_worker_died_and_cancels_it(acme_tasks, trusted_worker):
+    client = AsyncClient()
+    await client.aforce_login(acme_tasks["alice"])
+    op = await _started(client, acme_tasks["server"], "slow_compute", {"arg-seconds": "30"},
+                        lambda op: op.task_status == "working")
+    from mrtrweb.operations.runtime import _tasks
+
+    for running in list(_tasks):  # this worker "dies": nothing follows the task any more
+        running.cancel()
+    await asyncio.gather(*_tasks, return_exceptions=True)
+    await Operation.objects.filter(pk=op.pk).aupdate(worker="gone-host:1:deadbeef")
+    assert await operations.reap_interrupted(op.pk) == 1
+    await operations.wait_idle()
+    op = await Operation.objects.aget(pk=op.pk)
+    assert (op.status, op.error_code) == ("interrupted", "worker_lost")
+    assert tasks_mcp.task_of("slow_compute")["cancelled"] is True
+    await headless.close_connections()

@@ -40,6 +40,7 @@ from .messages import server_error_text, STOPPED_BY
 from .revocation import _access_ended
 from .runtime import _finish, new_request_id
 from .stopping import _stop_requested, STOP_POLL_S
+from .task_cancel import CANCEL_TIMEOUT_S
 
 logger = logging.getLogger("mrtrweb.operations")
 
@@ -52,8 +53,6 @@ TASK_REQUIRED_MESSAGE: Final = (
 #: the codes an operation's task ends with (besides the codes of a failed request)
 TASK_FAILED: Final = "task_failed"
 TASK_CANCELLED: Final = "task_cancelled"
-#: how long a ``tasks/cancel`` (sent on Stop or on a broken task) may take, seconds
-CANCEL_TIMEOUT_S: Final = 5.0
 
 
 def task_support(tool: Any) -> str:
