@@ -22,6 +22,8 @@ Tools (all but ``greet`` and ``optional_job`` with ``execution.taskSupport: "req
 ``failing_job``
     A task that fails after 0.3 s: ``error`` ``{code: -32603, message}`` whose message carries
     markup and a bidi override.
+``doomed_job``
+    A task the server itself cancels after 0.3 s ("Cancelled: quota exceeded").
 ``bad_task``
     A ``CreateTaskResult`` whose ``taskId`` carries a control character (malformed).
 ``optional_job``
@@ -70,6 +72,7 @@ TOOLS = [
     _tool("test_tool_with_task", "required"),
     _tool("failing_job", "required"),
     _tool("bad_task", "required"),
+    _tool("doomed_job", "required"),
     _tool("optional_job", "optional"),
     _tool("greet", None, {"name": {"type": "string", "maxLength": 100}}),
 ]
@@ -144,6 +147,8 @@ def _detailed(task_id: str) -> dict[str, Any] | None:
         return {**out, "status": "failed", "error": {"code": -32603, "message": HOSTILE_FAILURE}}
     if tool == "optional_job":
         return {**out, "status": "completed", "result": _text("as a task")}
+    if tool == "doomed_job" and elapsed >= 0.3:
+        return {**out, "status": "cancelled", "statusMessage": "Cancelled: quota\u0007 exceeded"}
     return {**out, "status": "working"}
 
 

@@ -150,6 +150,17 @@ async def test_a_failed_task_fails_the_operation_with_its_cleaned_message(acme_t
 
 
 @pytest.mark.django_db(transaction=True)
+async def test_a_task_the_server_cancels_fails_the_operation(acme_tasks):
+    outcome = await _run(acme_tasks, "doomed_job", {})
+    op = await Operation.objects.aget(pk=outcome.operation_id)
+    assert (op.status, op.error_code, op.task_status) == ("failed", "task_cancelled", "cancelled")
+    assert op.error_message == ("The server cancelled the task; nothing more was sent. "
+                                "Server said: Cancelled: quota exceeded")  # the BEL cleaned out
+    assert not acme_tasks["log"].records("tasks/cancel")
+    await headless.close_connections()
+
+
+@pytest.mark.django_db(transaction=True)
 async def test_a_malformed_task_is_refused(acme_tasks):
     outcome = await _run(acme_tasks, "bad_task", {})
     op = await Operation.objects.aget(pk=outcome.operation_id)
