@@ -195,3 +195,37 @@ async def test_headless_timeout_stops_the_task(acme_everything, caplog):
     assert op.status == "denied" and op.task_status == "working"
     assert "its task was cancelled (tasks/cancel acknowledged)" in caplog.text
     await headless.close_connections()
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_stop_at_the_tasks_held_round_cancels_the_task(acme_everything, caplog):
+    """The person stops at the round the input_required task's elicitation made: the server is
+    told ``cancel`` on the held request and the task is cancelled (``tasks/cancel``)."""
+    import asyncio
+    import logging
+
+    from mrtrweb import operations
+
+    caplog.set_level(logging.INFO, logger="mrtrweb.operations")
+    client = AsyncClient()
+    await client.aforce_login(acme_everything["alice"])
+    server = acme_everything["server"]
+    resp = await client.post(f"/mcp/servers/{server.pk}/tools/?name={TASK_TOOL}",
+                             {"arg-topic": "tides", "arg-ambiguous": "on"})
+    assert resp.status_code == 302, resp.content.decode()[:2000]
+    op_id = resp["Location"].rstrip("/").split("/")[-1]
+    for _ in range(150):
+        op = await Operation.objects.aget(pk=op_id)
+        if op.status != "running":
+            break
+        await asyncio.sleep(0.1)
+    assert op.status == "awaiting_input" and op.task_status == "input_required"
+    assert (await client.post(f"/mcp/operations/{op_id}/stop/")).status_code == 302
+    for _ in range(100):
+        if "its task was cancelled (tasks/cancel acknowledged)" in caplog.text:
+            break
+        await asyncio.sleep(0.1)
+    await operations.wait_idle()
+    op = await Operation.objects.aget(pk=op_id)
+    assert op.status == "denied" and "its task was cancelled (tasks/cancel acknowledged)" in caplog.text
+    await headless.close_connections()
