@@ -24,6 +24,8 @@ Tools (all but ``greet`` and ``optional_job`` with ``execution.taskSupport: "req
     markup and a bidi override.
 ``doomed_job``
     A task the server itself cancels after 0.3 s ("Cancelled: quota exceeded").
+``garbled_job``
+    A well-formed task whose ``tasks/get`` then answers an unknown status ("done").
 ``bad_task``
     A ``CreateTaskResult`` whose ``taskId`` carries a control character (malformed).
 ``optional_job``
@@ -73,6 +75,7 @@ TOOLS = [
     _tool("failing_job", "required"),
     _tool("bad_task", "required"),
     _tool("doomed_job", "required"),
+    _tool("garbled_job", "required"),
     _tool("optional_job", "optional"),
     _tool("greet", None, {"name": {"type": "string", "maxLength": 100}}),
 ]
@@ -147,6 +150,8 @@ def _detailed(task_id: str) -> dict[str, Any] | None:
         return {**out, "status": "failed", "error": {"code": -32603, "message": HOSTILE_FAILURE}}
     if tool == "optional_job":
         return {**out, "status": "completed", "result": _text("as a task")}
+    if tool == "garbled_job":
+        return {**out, "status": "done"}
     if tool == "doomed_job" and elapsed >= 0.3:
         return {**out, "status": "cancelled", "statusMessage": "Cancelled: quota\u0007 exceeded"}
     return {**out, "status": "working"}

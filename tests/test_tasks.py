@@ -166,6 +166,15 @@ async def test_a_malformed_task_is_refused(acme_tasks):
     op = await Operation.objects.aget(pk=outcome.operation_id)
     assert (op.status, op.error_code) == ("failed", "invalid_task")
     assert "taskId carries control" in op.error_message and op.task_id == ""
+    assert not acme_tasks["log"].records("tasks/cancel")  # no usable id to cancel
+
+    garbled = await _run(acme_tasks, "garbled_job", {})
+    op = await Operation.objects.aget(pk=garbled.operation_id)
+    assert (op.status, op.error_code) == ("failed", "invalid_task")
+    assert op.error_message == ("The server's task answer is malformed and was refused (status is not one of "
+                                "cancelled, completed, failed, input_required, working); the task was cancelled "
+                                "and nothing more was sent.")
+    assert len(acme_tasks["log"].records("tasks/cancel")) == 1
     await headless.close_connections()
 
 

@@ -170,10 +170,11 @@ async def broken(op: Operation, conn: Any, plan_: Plan, exc: wire.TaskWireError)
     """A task answer the server got wrong: logged (which field), the task cancelled, the operation
     failed (:data:`~mrtrweb.mcp.tasks.INVALID_TASK`)."""
     logger.info("operation %s: the server's task answer was refused (%s)", op.id, exc.reason)
+    followed = bool(op.task_id)  # a task already followed is cancelled; a malformed new one has no usable id
     await cancel(op, conn, plan_)
     await _finish(op, Operation.Status.FAILED, code=wire.INVALID_TASK,
-                  message=f"The server's task answer is malformed and was refused ({exc.reason}); the task was "
-                          "cancelled and nothing more was sent.")
+                  message=f"The server's task answer is malformed and was refused ({exc.reason}); "
+                          + ("the task was cancelled and " if followed else "") + "nothing more was sent.")
 
 
 async def _stopped(op: Operation) -> str | None:
