@@ -282,3 +282,26 @@ async def test_the_reaper_ends_a_task_whose_worker_died_and_cancels_it(acme_task
     assert (op.status, op.error_code) == ("interrupted", "worker_lost")
     assert tasks_mcp.task_of("slow_compute")["cancelled"] is True
     await headless.close_connections()
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_drain_stops_following_the_task_and_cancels_it(acme_tasks):
+    """A graceful stop (a deploy) that cannot wait for the task: the operation is marked
+    ``worker_stopped`` and the worker following it winds down, cancelling the task at the server."""
+    from mrtrweb import drain, workers
+
+    drain.reset()
+    workers.reset()
+    try:
+        client = AsyncClient()
+        await client.aforce_login(acme_tasks["alice"])
+        op = await _started(client, acme_tasks["server"], "slow_compute", {"arg-seconds": "30"},
+                            lambda op: op.task_status == "working")
+        outcome = await drain.drain(grace=0.5)
+        op = await Operation.objects.aget(pk=op.pk)
+        assert (op.status, op.error_code) == ("interrupted", drain.WORKER_STOPPED)
+        assert outcome["stopped"] == 1 and outcome["cancelled"] == 0  # wound down by itself
+        assert tasks_mcp.task_of("slow_compute")["cancelled"] is True
+    finally:
+        drain.reset()
+        workers.reset()

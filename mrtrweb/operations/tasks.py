@@ -177,6 +177,16 @@ async def broken(op: Operation, conn: Any, plan_: Plan, exc: wire.TaskWireError)
                           + ("the task was cancelled and " if followed else "") + "nothing more was sent.")
 
 
+#: how often the operation's row is read while its task is followed, seconds (an operation ended
+#: by another path -- a drain marking it ``worker_stopped`` -- stops being followed, its task cancelled)
+ROW_CHECK_S: Final = 1.0
+
+
+async def _ended_elsewhere(op: Operation) -> bool:
+    status = await Operation.objects.filter(pk=op.pk).values_list("status", flat=True).afirst()
+    return status is None or status in Operation.TERMINAL
+
+
 async def _stopped(op: Operation) -> str | None:
     """Who stopped the operation, pausing ``STOP_POLL_S`` at most."""
     return await sync_to_async(_stop_requested)(op.id)
@@ -194,6 +204,7 @@ async def follow(op: Operation, conn: Any, plan_: Plan, view: wire.TaskView | No
             view = wire.read(await conn.send("tasks/get", {"taskId": op.task_id}, new_request_id(),
                                              extensions=plan_.extensions), plan_.flavor, op.task_id)
         await _record(op, view)
+        checked = loop.time()
         while True:
             if view.status in ("failed", "cancelled"):
                 await _ended_by_server(op, view)
@@ -208,6 +219,11 @@ async def follow(op: Operation, conn: Any, plan_: Plan, view: wire.TaskView | No
                 if by:
                     await stop(op, conn, plan_, by)
                     return Outcome("ended")
+                if loop.time() - checked >= ROW_CHECK_S:  # ended elsewhere (a drain, an expiry...)
+                    checked = loop.time()
+                    if await _ended_elsewhere(op):
+                        await cancel(op, conn, plan_)
+                        return Outcome("ended")
                 await asyncio.sleep(min(STOP_POLL_S, max(0.0, deadline - loop.time())))
             if await _access_ended(op):
                 await cancel(op, conn, plan_)
