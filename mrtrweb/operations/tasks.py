@@ -188,7 +188,7 @@ async def _ended_elsewhere(op: Operation) -> bool:
 
 
 async def _stopped(op: Operation) -> str | None:
-    """Who stopped the operation, pausing ``STOP_POLL_S`` at most."""
+    """Who asked to stop the operation (its stop request, :mod:`.stopping`), or None."""
     return await sync_to_async(_stop_requested)(op.id)
 
 
