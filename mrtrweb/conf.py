@@ -46,6 +46,11 @@ key                         default     meaning
                                         operation ends denied (reason ``timeout``). Must stay below
                                         the SSE read timeout of the held call (max(CALL_TIMEOUT_S,
                                         300) s, less a 10 s margin): system check mrtrweb.E006
+``TASK_POLL_MIN_S``         0.5         the shortest pause between two ``tasks/get`` of a task-augmented
+                                        call (seconds; a server's ``pollInterval`` below it is raised)
+``TASK_POLL_MAX_S``         5           the longest pause between two ``tasks/get`` (seconds; a longer
+                                        or absent ``pollInterval`` is lowered to it, so status and Stop
+                                        stay live)
 ``MAX_STORED_RESULT_BYTES`` 1048576     the most of one result an operation keeps (compact JSON,
                                         UTF-8 bytes); a larger one is kept as a marked, truncated
                                         copy (see :mod:`mrtrweb.results`)
@@ -105,6 +110,8 @@ DEFAULTS: dict[str, Any] = {
     "MAX_TENANT_STARTS_PER_MINUTE": 300,
     "SAMPLING_PROVIDER": "mrtrweb.sampling.PersonWritesReply",
     "LEGACY_HOLD_S": 120,
+    "TASK_POLL_MIN_S": 0.5,
+    "TASK_POLL_MAX_S": 5,
     "MAX_STORED_RESULT_BYTES": 1048576,
     "MAX_SHOWN_CHARS": 20000,
     "MAX_PUSH_BYTES": 262144,
@@ -123,7 +130,7 @@ DEFAULTS: dict[str, Any] = {
 _NUMERIC = {"TTL_S", "MAX_TTL_S", "MAX_STATE_BYTES", "MAX_ROUNDS", "STATE_ONLY_BACKOFF_S",
             "STATE_ONLY_BACKOFF_CAP_S", "CALL_TIMEOUT_S", "CONNECTION_IDLE_S", "MAX_PENDING_ROUNDS",
             "MAX_STARTS_PER_MINUTE", "HEARTBEAT_S", "DRAIN_GRACE_S", "MAX_TENANT_PENDING_ROUNDS", "MAX_TENANT_STARTS_PER_MINUTE",
-            "LEGACY_HOLD_S", "MAX_STORED_RESULT_BYTES", "MAX_SHOWN_CHARS", "MAX_PUSH_BYTES", "AUDIT_WAIT_S",
+            "LEGACY_HOLD_S", "TASK_POLL_MIN_S", "TASK_POLL_MAX_S", "MAX_STORED_RESULT_BYTES", "MAX_SHOWN_CHARS", "MAX_PUSH_BYTES", "AUDIT_WAIT_S",
             "OAUTH_PENDING_TTL_S", "OAUTH_REFRESH_MARGIN_S", "OUTBOUND_TIMEOUT_S", "OUTBOUND_MAX_BYTES"}
 
 

@@ -39,6 +39,8 @@ from . import access, conf, layerwatch, outage, sessions
 from .push import user_group
 from .panels import render_panel
 
+#: what a pushed task status may be (mrtrweb.mcp.tasks.STATUSES)
+_TASK_STATUSES = frozenset({"working", "input_required", "completed", "failed", "cancelled"})
 logger = logging.getLogger("mrtrweb.consumers")
 
 #: close code of a connection ended by a service outage (RFC 6455 1011, "internal error": the
@@ -273,9 +275,13 @@ class OperationsConsumer(AsyncJsonWebsocketConsumer):
             await self.send_json({"type": "pong"})
 
     async def operation_progress(self, event) -> None:
-        """Progress of a call in flight (numbers and the server's short message, shown escaped)."""
-        await self.send_json({"type": "progress", "id": event.get("operation_id"), "progress": event.get("progress"),
-                              "total": event.get("total"), "message": event.get("message", "")})
+        """Progress of a call in flight (numbers and the server's short message, shown escaped); for
+        a task-augmented call its ``task_status`` too (one of the task statuses, else left out)."""
+        out = {"type": "progress", "id": event.get("operation_id"), "progress": event.get("progress"),
+               "total": event.get("total"), "message": event.get("message", "")}
+        if event.get("task_status") in _TASK_STATUSES:
+            out["task_status"] = event["task_status"]
+        await self.send_json(out)
 
     async def server_listing(self, event) -> None:
         """A server said its tools, prompts or resources changed (:mod:`mrtrweb.connections`): tell

@@ -166,7 +166,8 @@ class HeadlessOutcome:
     Attributes:
         status: an :class:`~mrtrweb.models.Operation` terminal status (``completed``, ``failed``,
             ``denied``, ``expired``, ``interrupted``), ``timeout``, or ``task_required`` (the tool
-            runs only as a task: nothing was sent, ``operation_id`` is ``""``).
+            runs only as a task and the server declares no task support: nothing was sent,
+            ``operation_id`` is ``""``).
         result: the server's final result object (``completed`` only), else ``None``.
         rounds: how many ``input_required`` rounds the operation had.
         operation_id: the Operation row's id (its audit trail and history page).
@@ -401,18 +402,19 @@ async def arun(*, url: str, user: Any, tenant: Any, method: str, params: dict[st
 
 
 async def _task_only(user: Any, server: McpServer, name: Any) -> bool:
-    """Whether the server lists the tool ``name`` with ``execution.taskSupport: "required"``
-    (:mod:`mrtrweb.operations.tasks`: never called plainly). A listing that fails says no: the
+    """Whether the server lists the tool ``name`` with ``execution.taskSupport: "required"`` and
+    declares no task support (:mod:`mrtrweb.operations.tasks`: never called; where the server
+    declares tasks it runs as a task, to completion). A listing that fails says no: the
     call then fails on its own, with the server's error."""
     from .mcp import McpCallError
-    from .operations.tasks import requires_task
+    from .operations.tasks import refused
 
     try:
         conn = await connections.connection_for(user, server)
         tools = await conn.list_tools()
     except McpCallError:
         return False
-    return any(requires_task(t) for t in tools if isinstance(t, dict) and t.get("name") == name)
+    return any(refused(t, conn.server_capabilities) for t in tools if isinstance(t, dict) and t.get("name") == name)
 
 
 async def _run(pushes: _Pushes, server: McpServer, user: Any, method: str, params: dict[str, Any],

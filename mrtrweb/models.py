@@ -210,6 +210,12 @@ class Operation(models.Model):
     #: while a round waits for the person: when it expires (the gate's round lifetime); every
     #: worker's sweep ends the operation ``expired`` after it (:mod:`mrtrweb.expiry`)
     round_expires_at = models.DateTimeField(null=True, blank=True, editable=False)
+    #: a task-augmented call (mrtrweb.operations.tasks): the server's task id (server text, at
+    #: most 256 characters, sent back on tasks/get, tasks/update, tasks/cancel; never shown), its
+    #: last status and status message (bounded; shown escaped)
+    task_id = models.CharField(max_length=256, blank=True, editable=False)
+    task_status = models.CharField(max_length=20, blank=True, editable=False)
+    task_message = models.CharField(max_length=200, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

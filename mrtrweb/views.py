@@ -39,7 +39,8 @@ from .gate.ids import is_strict_json
 from .authz import pages as authz_pages
 from .mcp import McpCallError
 from .models import McpServer, Membership, Operation
-from .operations.tasks import requires_task, TASK_REQUIRED_MESSAGE
+from .mcp.tasks import flavor as task_flavor
+from .operations.tasks import refused as task_refused, requires_task, TASK_REQUIRED_MESSAGE
 from .panels import consent_forms, panel_context
 
 logger = logging.getLogger("mrtrweb.views")
@@ -88,12 +89,14 @@ async def server_detail(request: HttpRequest, server_id: int) -> HttpResponse:
     error = ""
     duplicates = not_shown = 0
     negotiated = None  # the protocol version spoken with the server, once connected
+    tasks_declared = False  # whether a tool that runs only as a task is called (as a task) here
     auth = await authz_pages.server_auth(user, server)  # OAuth per person: Connect / Connected (issue 13)
     if not auth["needs_connect"]:  # without the person's connection a listing would only get a 401
         try:
             # the connection operations use too: the same declared capabilities and protocol (issue 15)
             conn = await connections.connection_for(user, server)
             negotiated = conn.protocol_version
+            tasks_declared = task_flavor(conn.server_capabilities) is not None
             conn.watch_listings()  # a list_changed from the server is pushed to this page
             listed = (await conn.list_tools(), await _listing(conn.list_prompts, "name"),
                       await _listing(conn.list_resource_templates, "uriTemplate"),
@@ -108,6 +111,7 @@ async def server_detail(request: HttpRequest, server_id: int) -> HttpResponse:
     is_admin = await Membership.objects.filter(tenant_id=server.tenant_id, user=user,
                                                role=Membership.Role.ADMIN).aexists()
     return TemplateResponse(request, "mrtrweb/server.html", {"server": server, "tools": tools, "prompts": prompts,
+                                                             "tasks_declared": tasks_declared,
                                                              "templates": templates, "resources": resources,
                                                              "error": error, "auth": auth,
                                                              "is_admin": is_admin, "duplicates": duplicates,
@@ -188,8 +192,10 @@ async def tool_call(request: HttpRequest, server_id: int, tool: str | None = Non
     tool = spec["name"] if spec is not None else (asked or "")
     schema = (spec or {}).get("inputSchema") or {"type": "object"}
     budget, heading, description = _page_texts(tool, (spec or {}).get("description"))
-    # execution.taskSupport "required": never called plainly; the page says why (mrtrweb.operations.tasks)
-    task_required = spec is not None and requires_task(spec)
+    # execution.taskSupport "required": called as a task where the server declares tasks, else
+    # never called; the page says why (mrtrweb.operations.tasks)
+    task_required = spec is not None and task_refused(spec, conn.server_capabilities)
+    runs_as_task = spec is not None and requires_task(spec) and not task_required
     if task_required and request.method == "POST":
         logger.info("call of a task-only tool on server %s refused: nothing sent", server.pk)
         error = TASK_REQUIRED_MESSAGE
@@ -211,6 +217,7 @@ async def tool_call(request: HttpRequest, server_id: int, tool: str | None = Non
     return TemplateResponse(request, "mrtrweb/tool.html",
                             {"server": server, "tool": spec or {"name": tool}, "form": form, "error": error,
                              "heading": heading, "description": description, "task_required": task_required,
+                             "runs_as_task": runs_as_task,
                              "task_required_message": TASK_REQUIRED_MESSAGE},
                             status=409 if task_required and request.method == "POST" else
                             200 if not error else 503 if not spec or refused == 503 else 200)

@@ -57,6 +57,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT
 from mcp.shared.dispatcher import CallOptions
 from mcp.shared.exceptions import MCPError
+from mcp.shared.inbound import encode_header_value
+from mcp_types import CLIENT_CAPABILITIES_META_KEY as _CAPS_KEY
 
 from mrtrweb import __version__
 
@@ -82,6 +84,21 @@ CLIENT_INFO = types.Implementation(name="mrtrweb", version=__version__)
 _CLOSE_GRACE_S = 5.0  # how long close() lets the SDK unwind before cancelling it
 #: the deprecated client capabilities a connection may declare (``McpConnection(declare=...)``)
 DECLARABLE: Final = frozenset({"sampling", "roots"})
+
+
+def _per_request(data: dict[str, Any], opts: CallOptions, extensions: Mapping[str, Any] | None) -> None:
+    """After the SDK's stamp: the per-request extensions (on a copy of the session's capabilities,
+    which the stamp shares between requests) and ``Mcp-Name`` for ``tasks/*`` (SEP-2663)."""
+    meta = (data.get("params") or {}).get("_meta")
+    if not isinstance(meta, dict) or _CAPS_KEY not in meta:
+        return  # a 2025-11-25 connection: nothing per request
+    if extensions:
+        caps = json.loads(json.dumps(meta[_CAPS_KEY]))
+        caps.setdefault("extensions", {}).update(extensions)
+        meta[_CAPS_KEY] = caps
+    task_id = data["params"].get("taskId")
+    if str(data.get("method", "")).startswith("tasks/") and isinstance(task_id, str):
+        opts.setdefault("headers", {})["Mcp-Name"] = encode_header_value(task_id)
 
 
 def _leaf_exception(exc: BaseException) -> BaseException:
@@ -342,6 +359,7 @@ class McpConnection(ServerRequestRouting, Listings, ListingWatch):
         on_progress: ProgressCallback | None = None,
         timeout_s: float | None = None,
         on_server_request: ServerRequestHandler | None = None,
+        extensions: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Send one JSON-RPC request under exactly ``request_id``; return the raw ``result`` object.
 
@@ -366,6 +384,10 @@ class McpConnection(ServerRequestRouting, Listings, ListingWatch):
                 stream (2025-11-25 servers: ``elicitation/create``, ``sampling/createMessage``,
                 ``roots/list``); while it runs, this call's timeout is paused. Without it such
                 requests are refused. See :meth:`_route` for how a request is matched to a call.
+            extensions: client extensions declared for this one request (2026-07-28, SEP-2575
+                per-request opt-in: added to ``_meta["io.modelcontextprotocol/clientCapabilities"]
+                .extensions``; e.g. the tasks extension, :mod:`.tasks`). Ignored on a 2025-11-25
+                connection. A ``tasks/*`` request also carries ``Mcp-Name: <taskId>`` (SEP-2663).
 
         Raises:
             McpCallError: ``transport_error``, ``jsonrpc_error`` or ``timeout``;
@@ -394,6 +416,7 @@ class McpConnection(ServerRequestRouting, Listings, ListingWatch):
         # SDK internals (see module docstring): the same stamp ClientSession.send_request applies,
         # then the dispatcher's raw send, which returns the response's `result` dict unvalidated.
         session._stamp(data, opts)  # pyright: ignore[reportPrivateUsage]
+        _per_request(data, opts, extensions)
         if param_headers:  # the SDK's stamp adds its own only for tools its ClientSession listed: none
             opts.setdefault("headers", {}).update(param_headers)
         dispatcher = session._dispatcher  # pyright: ignore[reportPrivateUsage]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 from asgiref.sync import sync_to_async
@@ -20,6 +21,7 @@ from .. import conf, display, push
 from ..connections import HANDSHAKE_VERSIONS as _HANDSHAKE_VERSIONS, connection_for, declared as _declared, pool, server_key
 from ..gate import Retry
 from ..mcp import McpCallError
+from ..mcp.tasks import TaskWireError
 from ..models import Operation
 from ..push import user_group
 from .authorization import _note_challenge
@@ -27,7 +29,8 @@ from .legacy import _Call, _on_server_request
 from .messages import AnswerPending, failure_message, STOPPED_BY
 from .retries import _move_when_back
 from .rounds import _handle_result
-from .runtime import _finish, _load, _spawn, notify
+from . import tasks
+from .runtime import _finish, _load, _spawn, new_request_id, notify
 from .revocation import _access_ended
 from .stopping import _stop_requested, STOP_POLL_S
 from .url_required import is_url_required, url_required_round
@@ -38,7 +41,9 @@ _STOPPED = object()
 
 
 async def _send_cancellable(op: Operation, conn: Any, params: dict[str, Any], request_id: str,
-                            call: "_Call | None" = None) -> Any:
+                            call: "_Call | None" = None, *, method: str | None = None,
+                            extensions: dict[str, Any] | None = None,
+                            before_stop: Callable[[], Awaitable[None]] | None = None) -> Any:
     """Send one request, pushing its progress notifications to the user's browsers, and abandon it
     when the person stops the operation: the SDK then cancels the request (``notifications/cancelled``
     on a stream transport; on 2026-07-28 Streamable HTTP the request's POST is closed). Returns the
@@ -46,7 +51,11 @@ async def _send_cancellable(op: Operation, conn: Any, params: dict[str, Any], re
 
     With ``call``, requests the server sends during the call (2025-11-25) become rounds of the
     operation (:func:`_on_server_request`); while one is held for the person, a stop is answered
-    there first ("cancel" to the server), and the call is abandoned after."""
+    there first ("cancel" to the server), and the call is abandoned after.
+
+    ``method`` (default ``op.method``) and ``extensions`` (per-request client extensions) serve a
+    task's requests (:mod:`.tasks`: ``tasks/result``); ``before_stop`` runs once the request is
+    abandoned on a Stop, before the operation ends (a task's ``tasks/cancel``)."""
     last_push = 0.0
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
@@ -62,8 +71,11 @@ async def _send_cancellable(op: Operation, conn: Any, params: dict[str, Any], re
 
     extra: dict[str, Any] = {}
     if call is not None:
-        extra["on_server_request"] = lambda method, p: _on_server_request(call, method, p)
-    task = asyncio.ensure_future(conn.send(op.method, params, request_id, on_progress=on_progress, **extra))
+        extra["on_server_request"] = lambda asked, p: _on_server_request(call, asked, p)
+    if extensions:
+        extra["extensions"] = extensions
+    task = asyncio.ensure_future(conn.send(method or op.method, params, request_id, on_progress=on_progress,
+                                           **extra))
     try:
         while True:
             done, _ = await asyncio.wait({task}, timeout=STOP_POLL_S)
@@ -77,6 +89,8 @@ async def _send_cancellable(op: Operation, conn: Any, params: dict[str, Any], re
                 # let the SDK queue its notifications/cancelled (2025-11-25 sessions) before the
                 # operation ends and a per-operation connection is closed
                 await asyncio.wait({task}, timeout=1.0)
+                if before_stop is not None:
+                    await before_stop()
                 logger.info("operation %s stopped during the call (by: %s)", op.id, by)
                 await _finish(op, Operation.Status.DENIED, code="denied", reason="cancelled", event="denied",
                               message=STOPPED_BY[by])
@@ -100,6 +114,8 @@ async def _drive(op_id: Any, request_id: str, params: dict[str, Any]) -> None:
             await Operation.objects.filter(pk=op.pk).exclude(status__in=Operation.TERMINAL).aupdate(
                 worker=WORKER_ID, updated_at=timezone.now())
             op.worker = WORKER_ID
+        plan: tasks.Plan | None = None
+        planned = False
         while True:
             if await _access_ended(op):
                 return
@@ -120,9 +136,12 @@ async def _drive(op_id: Any, request_id: str, params: dict[str, Any]) -> None:
                     # worker sends it within CONNECTION_IDLE_S; else the pool's sweeper closes it.
                     dedicated = f"{key}/operation:{op.id}"
                     conn = await connection_for(op.user, op.server, key=dedicated, declare=declare)
+                if not planned:  # a tool that runs only as a task goes out task-augmented (.tasks)
+                    plan, planned = await tasks.plan(op, conn), True
                 keep_session = False
                 try:
-                    raw = await _send_cancellable(op, conn, params, request_id, call)
+                    raw = await _send_task(op, conn, plan, params, request_id, call) if plan is not None \
+                        else await _send_cancellable(op, conn, params, request_id, call)
                 except McpCallError as exc:
                     keep_session = is_url_required(exc)
                     raise
@@ -170,6 +189,35 @@ async def _drive(op_id: Any, request_id: str, params: dict[str, Any]) -> None:
             logger.exception("operation %s could not be marked failed", op_id)
     finally:
         await sync_to_async(close_old_connections)()
+
+
+async def _send_task(op: Operation, conn: Any, plan: "tasks.Plan", params: dict[str, Any], request_id: str,
+                     call: _Call) -> Any:
+    """Send one request of an operation whose tool runs as a task (:mod:`.tasks`) and follow the
+    task: the task-augmented ``tools/call`` (or, answering a 2026-07-28 task's round, its
+    ``tasks/update``), ``tasks/get`` until it needs the person or ends, and (2025-11-25)
+    ``tasks/result``. Returns the raw result to judge (a final result, or an MRTR round: the
+    server's own before the task, or the task's ``inputRequests``), or ``_STOPPED`` when the
+    operation ended here."""
+    if op.task_id:  # the person answered the task's round: delivered once, then the task again
+        await tasks.send_update(op, conn, plan, request_id, params)
+        outcome = await tasks.follow(op, conn, plan)
+    else:
+        raw = await _send_cancellable(op, conn, plan.params(params), request_id, call, extensions=plan.extensions)
+        if raw is _STOPPED:
+            return raw
+        try:
+            view = tasks.created(raw, plan)
+        except TaskWireError as exc:
+            await tasks.broken(op, conn, plan, exc)
+            return _STOPPED
+        if view is None:  # a plain result, or an MRTR round before the task: judged as any
+            return raw
+        outcome = await tasks.follow(op, conn, plan, view)
+    if outcome.kind == "fetch":  # 2025-11-25: the result (and the requests of an input_required task)
+        return await _send_cancellable(op, conn, {"taskId": op.task_id}, new_request_id(), call,
+                                       method="tasks/result", before_stop=lambda: tasks.cancel(op, conn, plan))
+    return outcome.raw if outcome.kind in ("result", "round") else _STOPPED
 
 
 #: the longest the outcome of a call waits for the database to answer again (an outage during

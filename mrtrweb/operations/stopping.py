@@ -1,7 +1,8 @@
 """Ending an operation early: the person's Stop (:func:`stop_operation`, from any worker: a stop
 request in the cache that the worker driving the call polls), a deny with its reason (:func:`deny`),
 an operation whose access ended (:func:`_access_ended`, :mod:`mrtrweb.access`), and one whose worker
-died (:func:`finish_interrupted`).
+died (:func:`finish_interrupted`). Where such an operation had a task (:mod:`.tasks`) and no worker
+follows it any more, the server is told ``tasks/cancel`` (:mod:`.task_cancel`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from asgiref.sync import sync_to_async
 from .. import conf, outage
 from ..models import Operation
 from .messages import DENY_MESSAGES, message_for, STOP_UNDELIVERED, STOPPED_BY, STOPPED_BY_AT_ROUND
-from .runtime import _finish, _load
+from .runtime import _finish, _load, _spawn
+from .task_cancel import cancel_detached
 
 logger = logging.getLogger("mrtrweb.operations")
 
@@ -25,6 +27,8 @@ async def finish_interrupted(op: Operation) -> None:
 
     await _finish(op, Operation.Status.INTERRUPTED, code=WORKER_LOST, message=message_for(WORKER_LOST),
                   event="failed", already_marked=True)
+    if op.task_id:  # nobody follows its task any more: the server is told (.task_cancel)
+        _spawn(cancel_detached(op.pk))
 
 
 async def deny(op: Operation, reason: str) -> None:
@@ -62,6 +66,8 @@ async def stop_operation(op: Operation, *, by: str = "person") -> bool:
         logger.info("operation %s denied: cancelled (by: %s)", op.id, by)
         await _finish(op, Operation.Status.DENIED, code="denied", reason="cancelled", event="denied",
                       message=STOPPED_BY_AT_ROUND[by])
+        if op.task_id:  # a task's round (2026-07-28): the task waits for it at the server; cancel it
+            _spawn(cancel_detached(op.pk))
         # a legacy server may be holding its call open for this round: the worker holding it
         # answers the server "cancel" when it sees the stop (see _hold)
         try:

@@ -75,6 +75,14 @@
     else { bar.removeAttribute("value"); }
     bar.hidden = false;
     if (text) text.textContent = String(msg.message || "");
+    // a task-augmented call: its status (a known word) and the server's status message, as text
+    var task = root.querySelector(".task-status");
+    if (task && typeof msg.task_status === "string") {
+      var state = task.querySelector(".task-state");
+      if (state) state.textContent = msg.task_status;
+      task.setAttribute("data-task-status", msg.task_status);
+      task.hidden = false;
+    }
   }
 
   function refresh() {
