@@ -150,6 +150,9 @@ class McpConnection(ServerRequestRouting, Listings, ListingWatch):
         self._last_activity = time.monotonic()
         self._open_calls: dict[tuple[str, str | int], OpenCall] = {}
         self._watch: asyncio.Task[None] | None = None
+        self._lc_pending: dict[str, int] = {}
+        self._lc_last: dict[str, float] = {}
+        self._lc_tasks: set[asyncio.Task[None]] = set()
         self._tool_headers = ToolHeaders()  # Mcp-Param-* headers from this connection's tools listing
         self._prelisting = asyncio.Lock()
 
