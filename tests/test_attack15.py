@@ -116,3 +116,191 @@ async def test_a_list_changed_flood_is_coalesced_not_pushed_and_logged_each_time
     assert 1 <= len(said) <= 10, f"{len(said)} log lines for one burst"
     await ws.disconnect()
     await operations.wait_idle()
+
+
+# --------------------------------------------------------------------------------------------
+# URL-required errors (-32042): forever, after an MRTR round, after Stop
+# --------------------------------------------------------------------------------------------
+
+import threading  # noqa: E402
+
+from mcp.shared.exceptions import MCPError, UrlElicitationRequiredError  # noqa: E402
+from mcp_types import ElicitRequest, ElicitRequestFormParams, ElicitRequestURLParams, InputRequiredResult  # noqa: E402
+
+from tests.consent import post_answer  # noqa: E402
+
+
+def _url_error(n: int) -> UrlElicitationRequiredError:
+    return UrlElicitationRequiredError([ElicitRequestURLParams(
+        message=f"Sign in again ({n}).", url=f"https://auth.example.test/again/{n}", elicitation_id=f"again-{n}")])
+
+
+def _url_hostile_legacy():
+    """A 2025-11-25 server: ``forever`` answers -32042 to every request; ``url_when_told`` waits
+    until the test sets ``handle.go``, then answers -32042."""
+    from mrtrweb.demo.legacy import LegacyOnly, WireLog, WireRecorder
+    from mrtrweb.demo.server import MCP_PATH, serve_asgi_in_thread
+
+    mcp = MCPServer(name="url-forever", log_level="WARNING")
+    go = threading.Event()
+    count = [0]
+
+    @mcp.tool(structured_output=False)
+    async def forever() -> str:
+        """Always needs one more page."""
+        count[0] += 1
+        raise _url_error(count[0])
+
+    @mcp.tool(structured_output=False)
+    async def url_when_told() -> str:
+        """Answers -32042 once told to."""
+        while not go.is_set():
+            await asyncio.sleep(0.02)
+        raise _url_error(0)
+
+    log = WireLog()
+    handle = serve_asgi_in_thread(WireRecorder(LegacyOnly(mcp.streamable_http_app(streamable_http_path=MCP_PATH)), log))
+    handle.log, handle.go = log, go
+    return handle
+
+
+def _url_after_round():
+    """A 2026-07-28 server whose ``ask_then_url`` asks a form round (MRTR), and answers the retry
+    carrying the answer with -32042; the request sent again without answers gets the round again."""
+    mcp = MCPServer(name="url-after-round", log_level="WARNING")
+
+    @mcp.tool(structured_output=False)
+    async def ask_then_url(ctx: Context) -> str | InputRequiredResult:
+        """A form round, then a URL-required error."""
+        answer = (ctx.input_responses or {}).get("pin")
+        if answer is None:
+            return InputRequiredResult(input_requests={"pin": ElicitRequest(params=ElicitRequestFormParams(
+                message="Your PIN?", requested_schema={"type": "object", "properties": {"pin": {"type": "string"}},
+                                                       "required": ["pin"]}))},
+                request_state="round-1-state")
+        raise MCPError(code=-32042, message="URL elicitation required", data={"elicitations": [
+            {"mode": "url", "elicitationId": "after", "message": "Confirm at the bank.",
+             "url": "https://bank.example.test/confirm"}]})
+
+    go = threading.Event()
+
+    @mcp.tool(structured_output=False)
+    async def ask_when_told(ctx: Context) -> str | InputRequiredResult:
+        """Asks a form round once told to."""
+        while not go.is_set():
+            await asyncio.sleep(0.02)
+        return InputRequiredResult(input_requests={"pin": ElicitRequest(params=ElicitRequestFormParams(
+            message="Your PIN?", requested_schema={"type": "object", "properties": {"pin": {"type": "string"}}}))},
+            request_state="s")
+
+    handle = serve_in_thread(server=mcp)
+    handle.go = go
+    return handle
+
+
+@pytest.fixture(scope="module")
+def url_legacy():
+    handle = _url_hostile_legacy()
+    yield handle
+    handle.stop()
+
+
+@pytest.fixture(scope="module")
+def url_modern():
+    handle = _url_after_round()
+    yield handle
+    handle.stop()
+
+
+async def _start_op(client: AsyncClient, server: McpServer, tool: str, data: dict | None = None) -> Operation:
+    resp = await client.post(f"/mcp/servers/{server.pk}/tools/{tool}/", data or {})
+    assert resp.status_code == 302, resp.content.decode()[:2000]
+    return await Operation.objects.aget(pk=resp["Location"].rstrip("/").split("/")[-1])
+
+
+async def _answer_round(client: AsyncClient, op: Operation, data: dict) -> None:
+    assert (await client.get(f"/mcp/operations/{op.id}/")).status_code == 200  # the card shown: its receipt
+    resp = await post_answer(client, f"/mcp/operations/{op.id}/answer/", dict(data, round=str(op.rounds)))
+    assert resp.status_code == 302, resp.content.decode()[:2000]
+
+
+async def test_a_server_answering_url_required_forever_is_bounded_and_each_round_reaches_the_person(
+        seeded, url_legacy):
+    from mrtrweb import conf
+
+    alice = await _login(seeded["users"]["alice"])
+    acme = seeded["servers"]["acme"]
+    server = await McpServer.objects.acreate(tenant_id=acme.tenant_id, name="Forever", url=url_legacy.url)
+    url_legacy.log.clear()
+    op = await _start_op(alice, server, "forever")
+    limit = int(conf.get("MAX_ROUNDS"))
+    for n in range(1, limit + 1):
+        op = await _until(op, lambda o: o.status != Operation.Status.RUNNING)
+        if op.status != Operation.Status.AWAITING_INPUT:
+            break
+        assert op.rounds == n
+        page = (await alice.get(f"/mcp/operations/{op.id}/")).content.decode()
+        assert f"https://auth.example.test/again/{url_legacy.log.tool_calls('forever').__len__()}" in page
+        await _answer_round(alice, op, {"action": "accept"})
+    op = await _until(op, lambda o: o.status in Operation.TERMINAL)
+    assert op.status == Operation.Status.FAILED and op.error_code == "mrtr_round_limit_exceeded", op.error_code
+    assert op.rounds == limit
+    assert len(url_legacy.log.tool_calls("forever")) == limit + 1  # the first, and once per round answered
+    await operations.wait_idle()
+
+
+async def test_url_required_after_an_mrtr_round_never_sends_its_answers_again(seeded, url_modern):
+    alice = await _login(seeded["users"]["alice"])
+    acme = seeded["servers"]["acme"]
+    server = await McpServer.objects.acreate(tenant_id=acme.tenant_id, name="After round", url=url_modern.url)
+    url_modern.log.clear()
+    op = await _until(await _start_op(alice, server, "ask_then_url"), lambda o: o.status != Operation.Status.RUNNING)
+    assert op.status == Operation.Status.AWAITING_INPUT and op.rounds == 1
+    await _answer_round(alice, op, {"action": "accept", "in-pin-pin": "4321"})
+    op = await _until(op, lambda o: o.rounds == 2 and o.status != Operation.Status.RUNNING)
+    assert op.status == Operation.Status.AWAITING_INPUT, op.error_message
+    page = (await alice.get(f"/mcp/operations/{op.id}/")).content.decode()
+    assert "https://bank.example.test/confirm" in page and "4321" not in page
+    await _answer_round(alice, op, {"action": "accept"})
+    op = await _until(op, lambda o: o.rounds == 3 or o.status in Operation.TERMINAL)
+    calls = url_modern.log.tool_calls("ask_then_url")
+    assert len(calls) == 3
+    first, retry, again = calls
+    assert retry.has_input_responses and retry.has_request_state
+    assert not again.has_input_responses and not again.has_request_state  # the request, as first sent
+    assert {k: v for k, v in again.params.items() if k != "_meta"} == \
+        {k: v for k, v in first.params.items() if k != "_meta"}
+    assert "4321" not in str(again.params)
+    await operations.wait_idle()
+
+
+@pytest.mark.parametrize("kind", ["url_required", "input_required"])
+async def test_a_round_arriving_after_stop_is_not_shown(seeded, url_legacy, url_modern, monkeypatch, kind):
+    """The person pressed Stop while the call was in flight; the server's -32042 (2025-11-25) or
+    ``input_required`` (2026-07-28) arrives before the worker's next stop poll (widened here to make
+    the window certain): no card is shown, the operation ends stopped."""
+    from mrtrweb.operations import calls
+
+    monkeypatch.setattr(calls, "STOP_POLL_S", 30.0)
+    mcp, tool = (url_legacy, "url_when_told") if kind == "url_required" else (url_modern, "ask_when_told")
+    mcp.go.clear()
+    alice = await _login(seeded["users"]["alice"])
+    acme = seeded["servers"]["acme"]
+    server = await McpServer.objects.acreate(tenant_id=acme.tenant_id, name="Told", url=mcp.url)
+    op = await _start_op(alice, server, tool)
+    await asyncio.sleep(0.5)
+    assert (await alice.post(f"/mcp/operations/{op.id}/stop/")).status_code == 302
+    mcp.go.set()
+    op = await _until(op, lambda o: o.status != Operation.Status.RUNNING)
+    assert op.status == Operation.Status.DENIED and op.error_code == "denied", (op.status, op.rounds)
+    assert op.rounds == 0
+    events = [e async for e in operations_events(op)]
+    assert "received" not in [e.event for e in events]
+    await operations.wait_idle()
+
+
+async def operations_events(op: Operation):
+    from mrtrweb.models import AuditEvent
+
+    async for e in AuditEvent.objects.filter(operation_id=op.id).order_by("sequence"):
+        yield e

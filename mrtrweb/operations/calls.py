@@ -68,6 +68,14 @@ async def _send_cancellable(op: Operation, conn: Any, params: dict[str, Any], re
         while True:
             done, _ = await asyncio.wait({task}, timeout=STOP_POLL_S)
             if done:
+                if _asks_more(task):
+                    by = await sync_to_async(_stop_requested)(op.id)
+                    if by:  # Stop came before the answer asking for more: no round after a Stop
+                        logger.info("operation %s stopped during the call (by: %s); the server's answer "
+                                    "asked for more and was dropped", op.id, by)
+                        await _finish(op, Operation.Status.DENIED, code="denied", reason="cancelled",
+                                      event="denied", message=STOPPED_BY[by])
+                        return _STOPPED
                 return task.result()
             if call is not None and call.holding:
                 continue  # the held round answers the stop first (see _hold)
@@ -84,6 +92,18 @@ async def _send_cancellable(op: Operation, conn: Any, params: dict[str, Any], re
     finally:
         if not task.done():
             task.cancel()
+
+
+def _asks_more(task: "asyncio.Task[Any]") -> bool:
+    """Whether a finished send asks the person for more: an ``input_required`` result, or a
+    URL-required error (``-32042``)."""
+    if task.cancelled():
+        return False
+    exc = task.exception()
+    if exc is not None:
+        return isinstance(exc, McpCallError) and is_url_required(exc)
+    raw = task.result()
+    return isinstance(raw, dict) and raw.get("resultType") == "input_required"
 
 
 async def _drive(op_id: Any, request_id: str, params: dict[str, Any]) -> None:
