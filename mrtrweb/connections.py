@@ -31,6 +31,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from . import conf
 from .mcp import ConnectionPool
 from .models import McpServer
+from .session_roots import configured_roots
 
 __all__ = ["HANDSHAKE_VERSIONS", "LISTING_PUSH", "connection_for", "declared", "pool", "server_key"]
 
@@ -91,7 +92,8 @@ async def connection_for(user: Any, server: McpServer, *, key: str | None = None
                          declare: frozenset[str] | None = None) -> Any:
     """The pooled connection of ``user`` to ``server``, with the credentials of the server's auth
     mode for that user (:func:`mrtrweb.authz.service.auth_for`; the tenant is the server's), the
-    server's ``protocol`` setting and the capabilities of :func:`declared`.
+    server's ``protocol`` setting and the capabilities of :func:`declared`. A ``roots/list`` the
+    server sends outside a call is answered by :func:`mrtrweb.session_roots.configured_roots`.
 
     Args:
         key: the pool's server key (default :func:`server_key`; an operation's own connection to a
@@ -116,4 +118,5 @@ async def connection_for(user: Any, server: McpServer, *, key: str | None = None
     return await pool().get(str(user.pk), key if key is not None else server_key(server), server.url,
                             declare=declare, auth=auth, auth_key=authz.auth_key(server, user),
                             outbound=authz.outbound_policy(), protocol=server.protocol,
-                            on_list_changed=_listing_pusher(user.pk, server.pk))
+                            on_list_changed=_listing_pusher(user.pk, server.pk),
+                            session_roots=configured_roots(server))

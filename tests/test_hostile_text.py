@@ -415,7 +415,7 @@ TEMPLATES = Path(__file__).resolve().parents[1] / "mrtrweb" / "templates" / "mrt
 #: rendered form parts whose server text is escaped in the form) or must stay raw (hidden inputs
 #: resubmitted, the URL-mode href, a percent-encoded query)
 PRODUCT_EXPRESSIONS = {
-    "op.id", "csrf_token", "round.number", "n", "total", "op.status", "op.method", "method",
+    "op.id", "csrf_token", "task_required_message", "round.number", "n", "total", "op.status", "op.method", "method",
     "op.get_status_display", "item.view.kind", "item.kind", "block.kind", "review.token", "name", "value",
     "field.auto_id", "field.label_tag", "field", "field.help_text", "field.errors",
     "form.non_field_errors", "form.as_div", "p.0", "row.event", "row.sequence", "row.round_number",

@@ -394,31 +394,36 @@ async def test_roots_allowed_for_the_server_go_through_the_card(legacy):
     await _finish_idle()
 
 
-async def test_a_request_during_two_calls_is_refused_not_guessed(legacy_mcp):
-    """One connection, two calls in flight: the server's request cannot be matched to one of
-    them, so it is refused (an error to the server), never handed to either handler."""
+async def test_a_request_during_two_calls_goes_to_the_call_whose_stream_it_came_on(legacy_mcp):
+    """One connection, two calls in flight, each asked during its call on its own response stream:
+    each request reaches the handler of its own call (never the other's), and each call ends with
+    its own answer. The two handlers hold their answers until both were asked, so the two requests
+    are open at the same time."""
     legacy_mcp.log.clear()
-    asked: list[str] = []
+    asked: dict[str, list[str]] = {"a": [], "b": []}
+    both_asked = asyncio.Event()
 
-    async def handler(method, params):
-        asked.append(method)
-        return {"action": "accept", "content": {"confirm": True, "ticket": "CHG-1"}}
+    def handler(env: str, ticket: str):
+        async def answer(method, params):
+            asked[env].append(params["message"])
+            if all(asked.values()):
+                both_asked.set()
+            await asyncio.wait_for(both_asked.wait(), 10)
+            return {"action": "accept", "content": {"confirm": True, "ticket": ticket}}
+        return answer
 
     async with McpConnection(legacy_mcp.url, timeout_s=10) as conn:
         assert conn.protocol_version == "2025-11-25"
         results = await asyncio.gather(
             conn.send("tools/call", {"name": "legacy_deploy", "arguments": {"env": "a"}}, "two-1",
-                      on_server_request=handler),
+                      on_server_request=handler("a", "CHG-A")),
             conn.send("tools/call", {"name": "legacy_deploy", "arguments": {"env": "b"}}, "two-2",
-                      on_server_request=handler),
-            return_exceptions=True)
-    responses = legacy_mcp.log.responses()
-    assert asked == []
-    assert len(responses) == 2 and all(r.error and "several calls are in flight" in r.error["message"]
-                                       for r in responses)
-    # each tool failed with the refusal the server got (the SDK turns it into the call's error)
-    assert all(isinstance(r, McpCallError) and r.code == "jsonrpc_error" and "several calls" in r.rpc_message
-               for r in results)
+                      on_server_request=handler("b", "CHG-B")))
+    assert asked == {"a": ["Deploy to a? (legacy server, call held open)"],
+                     "b": ["Deploy to b? (legacy server, call held open)"]}
+    assert [r["content"][0]["text"] for r in results] == ["Deployed 1 replica(s) to a (ticket CHG-A).",
+                                                          "Deployed 1 replica(s) to b (ticket CHG-B)."]
+    assert sorted(r.result["content"]["ticket"] for r in legacy_mcp.log.responses()) == ["CHG-A", "CHG-B"]
 
 
 async def test_the_held_call_outlives_the_call_timeout(legacy_mcp):

@@ -15,7 +15,7 @@ goes on and returns its result. Tools (each elicitation through the SDK's ``ctx.
 ``legacy_summarize(text)``
     Asks ``sampling/createMessage`` during the call (deny-by-default at the client).
 ``legacy_roots()``
-    Asks ``roots/list`` during the call (deny-by-default at the client).
+    Asks ``roots/list`` during the call, on the call's own response stream (deny-by-default at the client).
 ``legacy_long_task(seconds)``
     Works for ``seconds`` (at most 60) in steps of one second, reporting progress at each step.
     A ``notifications/cancelled`` for the call stops it (the SDK cancels the handler); the handler
@@ -56,7 +56,8 @@ import anyio
 import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPDeprecationWarning
-from mcp_types import SamplingMessage, TextContent
+from mcp.shared.message import ServerMessageMetadata
+from mcp_types import ListRootsRequest, ListRootsResult, SamplingMessage, TextContent
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import BaseModel, Field
 
@@ -334,7 +335,10 @@ def build_legacy_server(log: WireLog | None = None) -> MCPServer:
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", MCPDeprecationWarning)
-                result = await ctx.request_context.session.list_roots()  # pyright: ignore[reportDeprecated]
+                # on the call's own stream (the SDK's list_roots() takes the standalone one, which
+                # a client answers at session level, outside the call)
+                result = await ctx.request_context.session.send_request(
+                    ListRootsRequest(), ListRootsResult, metadata=ServerMessageMetadata(related_request_id=ctx.request_id))
         except Exception as exc:  # noqa: BLE001
             return f"Roots refused by the client: {getattr(getattr(exc, 'error', None), 'message', exc)}"
         return "Roots: " + ", ".join(str(r.uri) for r in result.roots)

@@ -21,9 +21,11 @@ id and validates the result with pydantic (raising ``ValidationError`` on malfor
 losing the raw dict).
 
 Server-to-client requests (2025-11-25 servers): an ``elicitation/create``, ``sampling/createMessage``
-or ``roots/list`` the server sends while a call is open goes to that call's ``on_server_request``
-handler (``send(..., on_server_request=...)``), matched as the only call in flight on the
-connection; anything else is refused with a JSON-RPC error (see :meth:`McpConnection._route`).
+or ``roots/list`` the server sends on a call's own response stream goes to that call's
+``on_server_request`` handler (``send(..., on_server_request=...)``); one that is related to no
+call (the standalone GET stream, the handshake) is answered at session level: ``roots/list`` with
+``session_roots()`` where ``roots`` is declared, anything else refused with a JSON-RPC error (see
+:mod:`mrtrweb.mcp.server_requests`).
 
 Change notifications (``notifications/{tools,prompts,resources}/list_changed``) go to the
 connection's ``on_list_changed`` (:mod:`mrtrweb.mcp.list_changed`): on a 2025-11-25 connection as the
@@ -65,7 +67,7 @@ from .listing import Listings
 from .list_changed import ListChangedCallback, ListingWatch
 from .param_headers import ToolHeaders
 from .protocol import PROTOCOLS, SDK_MODE, ProtocolMismatch, ProtocolRefused, settle_protocol
-from .server_requests import OpenCall, ServerRequestHandler, ServerRequestRouting
+from .server_requests import SENDING, OpenCall, RootsProvider, ServerRequestHandler, ServerRequestRouting
 from .tls import tls_client_context
 
 __all__ = ["CLIENT_INFO", "DECLARABLE", "PROTOCOLS", "McpConnection", "ProgressCallback", "ProtocolMismatch",
@@ -105,6 +107,9 @@ class McpConnection(ServerRequestRouting, Listings, ListingWatch):
             ``"roots"`` (where a tenant admin allowed them). ``elicitation`` (form + url) is always
             declared. A server's request for an undeclared one still reaches the call's
             ``on_server_request`` (to be refused and recorded there), see :meth:`_route`.
+        session_roots: answers a ``roots/list`` related to no call (sent on the standalone stream
+            or during the handshake) where ``roots`` is declared; without it, or without ``roots``
+            declared, such a request is refused (:mod:`mrtrweb.mcp.server_requests`).
         auth: the ``httpx2.Auth`` of the server's auth mode (:mod:`mrtrweb.mcp.auth`), or ``None``.
             A ``401`` / ``403`` the server answers (on :meth:`open` or on a request) raises
             ``authorization_required`` / ``insufficient_scope`` / ``authorization_failed`` with the
@@ -125,7 +130,8 @@ class McpConnection(ServerRequestRouting, Listings, ListingWatch):
 
     def __init__(self, url: str, *, timeout_s: float = 30.0, declare: Collection[str] = (),
                  auth: httpx2.Auth | None = None, outbound: OutboundPolicy | None = None,
-                 protocol: str = "auto", on_list_changed: ListChangedCallback | None = None) -> None:
+                 protocol: str = "auto", on_list_changed: ListChangedCallback | None = None,
+                 session_roots: RootsProvider | None = None) -> None:
         if not timeout_s > 0:
             raise ValueError("timeout_s must be positive")
         if not set(declare) <= DECLARABLE:
@@ -133,6 +139,7 @@ class McpConnection(ServerRequestRouting, Listings, ListingWatch):
         if protocol not in PROTOCOLS:
             raise ValueError(f"protocol must be one of {list(PROTOCOLS)}")
         self.declare = frozenset(declare)
+        self.session_roots = session_roots
         self.protocol = protocol
         self.on_list_changed = on_list_changed
         self.url = url
@@ -191,6 +198,9 @@ class McpConnection(ServerRequestRouting, Listings, ListingWatch):
     async def _own(self, ready: asyncio.Future[None]) -> None:
         """Owner task: hold ``async with Client(...)`` open until :meth:`close` sets the stop event."""
         assert self._stop is not None
+        # The standalone GET stream and the handshake run in this task's context: nothing there is
+        # related to a call, even if open() was awaited inside one (see server_requests).
+        SENDING.set(None)
         timeout = httpx2.Timeout(self.timeout_s, read=max(self.timeout_s, MCP_DEFAULT_SSE_READ_TIMEOUT))
         # what the SDK's create_mcp_http_client builds (it only sets the timeout), with the shared TLS context
         # Requests to another origin than the server's own (an auth's refresh or discovery) pass the guard.
@@ -201,7 +211,7 @@ class McpConnection(ServerRequestRouting, Listings, ListingWatch):
         http.event_hooks["response"].append(self._evidence.on_response)
         try:
             async with http:
-                # Server-to-client requests on an open call (2025-11-25): see _route. Installing a
+                # Server-to-client requests (2025-11-25): see _route. Installing a
                 # callback is what makes the SDK declare the capability, so sampling/roots only as asked.
                 callbacks: dict[str, Any] = {"elicitation_callback": self._on_server_elicitation}
                 if "sampling" in self.declare:
@@ -355,8 +365,8 @@ class McpConnection(ServerRequestRouting, Listings, ListingWatch):
                 are integers and ``"7"`` correlates like ``7``.
             on_progress: ``async (progress, total, message)`` for ``notifications/progress``.
             timeout_s: overrides the connection's ``timeout_s`` for this request.
-            on_server_request: answers the requests the server sends while this call is open
-                (2025-11-25 servers: ``elicitation/create``, ``sampling/createMessage``,
+            on_server_request: answers the requests the server sends on this call's response
+                stream (2025-11-25 servers: ``elicitation/create``, ``sampling/createMessage``,
                 ``roots/list``); while it runs, this call's timeout is paused. Without it such
                 requests are refused. See :meth:`_route` for how a request is matched to a call.
 
@@ -394,6 +404,7 @@ class McpConnection(ServerRequestRouting, Listings, ListingWatch):
         self._evidence.expect(request_id)
         self._in_flight += 1
         open_call = self._open_calls[id_key(request_id)] = OpenCall(method, on_server_request, budget)
+        sending = SENDING.set(open_call)  # what this call's POST stream carries is related to it (_route)
         try:
             with anyio.fail_after(budget) as open_call.scope:
                 raw = await dispatcher.send_raw_request(method, data.get("params"), opts)
@@ -410,6 +421,7 @@ class McpConnection(ServerRequestRouting, Listings, ListingWatch):
             self._broken = True
             raise McpCallError(TRANSPORT_ERROR, f"{method}: {type(exc).__name__}: {exc}") from None
         finally:
+            SENDING.reset(sending)
             self._in_flight -= 1
             self._last_activity = time.monotonic()
             self._evidence.take(request_id)

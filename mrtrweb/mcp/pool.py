@@ -65,7 +65,7 @@ class ConnectionPool:
 
     async def get(self, user_key: str, server_key: str, url: str, *, declare: Collection[str] = (),
                   auth: Any = None, auth_key: str = "", outbound: Any = None, protocol: str = "auto",
-                  on_list_changed: Any = None) -> McpConnection:
+                  on_list_changed: Any = None, session_roots: Any = None) -> McpConnection:
         """The open connection for this user and server, opening (or reopening) it if needed.
 
         A connection whose URL differs from ``url`` (the server was re-configured), that declares
@@ -73,9 +73,10 @@ class ConnectionPool:
         setting (:data:`~mrtrweb.mcp.connection.PROTOCOLS`), whose ``auth_key`` differs (the
         credentials it was built with changed: a new auth mode, secret or client) or that died is
         closed and replaced: callers that declare differently use different ``server_key`` values.
-        ``auth`` / ``outbound`` / ``on_list_changed`` go to a newly opened connection only (an ``auth``
-        that reads its tokens from storage per request stays current on a kept one). Concurrent
-        calls for one key open at most one connection.
+        ``auth`` / ``outbound`` / ``on_list_changed`` / ``session_roots`` go to a newly opened
+        connection only (an ``auth`` that reads its tokens from storage per request stays current
+        on a kept one, and so does a ``session_roots`` that reads the server's row when asked).
+        Concurrent calls for one key open at most one connection.
 
         Raises:
             McpCallError: opening failed (``transport_error``, ``timeout``, ``authorization_required``...).
@@ -108,6 +109,8 @@ class ConnectionPool:
                 kwargs["protocol"] = protocol
             if on_list_changed is not None:
                 kwargs["on_list_changed"] = on_list_changed
+            if session_roots is not None:
+                kwargs["session_roots"] = session_roots
             connection = self._factory(url, **kwargs)
             await connection.open()
             self._slots[key] = _Slot(url, connection, wanted, auth_key, protocol)

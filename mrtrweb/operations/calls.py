@@ -131,14 +131,23 @@ async def _drive(op_id: Any, request_id: str, params: dict[str, Any]) -> None:
                 # the operation's own user's credentials, never anyone else's
                 conn = await connection_for(op.user, op.server, key=key, declare=declare)
                 if conn.protocol_version in _HANDSHAKE_VERSIONS:
-                    # A legacy server asks during the call, and its requests can only be matched to a
-                    # call as the one in flight on a connection: each operation gets its own.
+                    # A legacy server asks during the call; a request on the call's own stream is a
+                    # round of it, anything else is session-level (mrtrweb.mcp.server_requests). The
+                    # call gets a connection of its own all the same, so a held round never shares
+                    # it (a replaced or swept pooled connection cannot end the call it holds).
+                    # It stays open when the server answers -32042 (URL required): the request goes
+                    # again on the same session once the person is done (servers key on it), if this
+                    # worker sends it within CONNECTION_IDLE_S; else the pool's sweeper closes it.
                     dedicated = f"{key}/operation:{op.id}"
                     conn = await connection_for(op.user, op.server, key=dedicated, declare=declare)
+                keep_session = False
                 try:
                     raw = await _send_cancellable(op, conn, params, request_id, call)
+                except McpCallError as exc:
+                    keep_session = is_url_required(exc)
+                    raise
                 finally:
-                    if dedicated:
+                    if dedicated and not keep_session:
                         await pool().close(str(op.user_id), dedicated)
                 await _database_back(op_id)
                 if call.rounds:  # legacy rounds were answered during the call: the row moved on
