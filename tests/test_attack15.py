@@ -135,6 +135,39 @@ def _url_error(n: int) -> UrlElicitationRequiredError:
         message=f"Sign in again ({n}).", url=f"https://auth.example.test/again/{n}", elicitation_id=f"again-{n}")])
 
 
+def _elicitation(url: str, message: str = "Open this.", elicitation_id: str = "e1") -> dict:
+    return {"mode": "url", "elicitationId": elicitation_id, "message": message, "url": url}
+
+
+def _deep(n: int) -> dict:
+    out: dict = {}
+    for _ in range(n):
+        out = {"a": out}
+    return out
+
+
+CONTROLS = "\x1b[2J\x1b]8;;https://evil.example.test/\x07\u202e\u200b\r\n"
+#: a -32042's elicitation, and the operation's error code (None: a round on a card)
+URL_ATTACKS: dict[str, tuple[dict, str | None]] = {
+    "http": (_elicitation("http://auth.example.test/"), "unsafe_url_elicitation"),
+    "javascript": (_elicitation("javascript:alert(1)//https://auth.example.test/"), "unsafe_url_elicitation"),
+    "data": (_elicitation("data:text/html,<script>alert(1)</script>"), "unsafe_url_elicitation"),
+    "file": (_elicitation("file:///etc/passwd"), "unsafe_url_elicitation"),
+    "userinfo": (_elicitation("https://bank.example.test@evil.example.test/"), "unsafe_url_elicitation"),
+    "userinfo_encoded": (_elicitation("https://bank.example.test%40evil.example.test:x@evil.example.test/"),
+                         "unsafe_url_elicitation"),
+    "backslash": (_elicitation("https://evil.example.test\\@bank.example.test/"), "unsafe_url_elicitation"),
+    "controls_in_url": (_elicitation("https://auth.example.test/\r\nSet-Cookie: x=1"), "unsafe_url_elicitation"),
+    "too_long": (_elicitation("https://auth.example.test/" + "a" * 70000), "unsafe_url_elicitation"),
+    "idn": (_elicitation("https://xn--pypal-4ve.example/"), None),  # pаypal with a Cyrillic a
+    "unicode_host": (_elicitation("https://p\u0430ypal.example/"), None),
+    "controls_in_id_and_message": (_elicitation("https://auth.example.test/ok", message="Hi " + CONTROLS + "<b>x</b>",
+                                                elicitation_id=CONTROLS * 50), None),
+    "huge_message": (_elicitation("https://auth.example.test/ok", message="m" * 300_000), None),
+    "nested_extra": (dict(_elicitation("https://auth.example.test/ok"), _meta=_deep(150)), None),
+}
+
+
 def _url_hostile_legacy():
     """A 2025-11-25 server: ``forever`` answers -32042 to every request; ``url_when_told`` waits
     until the test sets ``handle.go``, then answers -32042."""
@@ -157,6 +190,12 @@ def _url_hostile_legacy():
         while not go.is_set():
             await asyncio.sleep(0.02)
         raise _url_error(0)
+
+    @mcp.tool(structured_output=False)
+    async def bad_url(kind: str) -> str:
+        """-32042 with one of :data:`URL_ATTACKS`."""
+        raise MCPError(code=-32042, message="URL elicitation required",
+                       data={"elicitations": [URL_ATTACKS[kind][0]]})
 
     log = WireLog()
     handle = serve_asgi_in_thread(WireRecorder(LegacyOnly(mcp.streamable_http_app(streamable_http_path=MCP_PATH)), log))
@@ -304,3 +343,33 @@ async def operations_events(op: Operation):
 
     async for e in AuditEvent.objects.filter(operation_id=op.id).order_by("sequence"):
         yield e
+
+
+@pytest.mark.parametrize("kind", sorted(URL_ATTACKS))
+async def test_a_hostile_url_required_error_is_refused_or_shown_safely(seeded, url_legacy, kind, caplog):
+    """Every URL a -32042 carries gets the gate's URL checks (https only, no user info, IDN warned);
+    server text on the card is escaped with controls made visible; nothing of it (id, message,
+    URL) reaches the log; never a 500."""
+    alice = await _login(seeded["users"]["alice"])
+    acme = seeded["servers"]["acme"]
+    server = await McpServer.objects.acreate(tenant_id=acme.tenant_id, name="Bad URL", url=url_legacy.url)
+    with caplog.at_level(logging.DEBUG):
+        op = await _until(await _start_op(alice, server, "bad_url", {"arg-kind": kind}),
+                          lambda o: o.status != Operation.Status.RUNNING)
+        resp = await alice.get(f"/mcp/operations/{op.id}/")
+    assert resp.status_code == 200
+    page = resp.content.decode()
+    elicitation, code = URL_ATTACKS[kind]
+    if code is not None:
+        assert op.status == Operation.Status.FAILED and op.error_code == code, (op.status, op.error_code)
+        assert 'class="open-url"' not in page
+    else:
+        assert op.status == Operation.Status.AWAITING_INPUT, (op.error_code, op.error_message)
+        assert page.count('class="open-url"') == 1
+    assert "<script>alert" not in page and "<b>x</b>" not in page and "\x1b" not in page and "\u202e" not in page
+    assert 'href="javascript:' not in page and 'href="data:' not in page and 'href="file:' not in page
+    assert "evil.example.test/\x07" not in page
+    logged = "\n".join(r.getMessage() for r in caplog.records if r.name.startswith("mrtrweb"))
+    assert "\x1b" not in logged and "\u202e" not in logged and "mmmmmmmmmm" not in logged
+    assert "evil.example.test" not in logged and "passwd" not in logged
+    await operations.wait_idle()
