@@ -373,3 +373,108 @@ async def test_a_hostile_url_required_error_is_refused_or_shown_safely(seeded, u
     assert "\x1b" not in logged and "\u202e" not in logged and "mmmmmmmmmm" not in logged
     assert "evil.example.test" not in logged and "passwd" not in logged
     await operations.wait_idle()
+
+
+# --------------------------------------------------------------------------------------------
+# session-level server requests (2025-11-25): floods, and nothing reaches a person
+# --------------------------------------------------------------------------------------------
+
+ROOTS_FLOOD = 300
+
+
+def _session_flooder():
+    """:class:`tests.session_server.SessionServer` plus ``roots_flood``: once its standalone stream
+    is known to be open (one ``roots/list`` answered), :data:`ROOTS_FLOOD` more at once."""
+    import mcp_types as types
+
+    from tests.session_server import SessionServer, serve_session_server
+
+    class Flooder(SessionServer):
+        def build(self) -> MCPServer:
+            mcp = super().build()
+
+            @mcp.tool(structured_output=False)
+            async def roots_flood(ctx: Context) -> str:
+                """Ask roots/list aside many times at once."""
+                session = ctx.request_context.session
+                await self.ask_aside(session, "roots_flood", types.ListRootsRequest(), types.ListRootsResult)
+                import warnings
+
+                from mcp.shared.exceptions import MCPDeprecationWarning
+
+                async def one() -> bool:
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore", MCPDeprecationWarning)
+                        try:
+                            await session.send_request(types.ListRootsRequest(), types.ListRootsResult,
+                                                       request_read_timeout_seconds=20)
+                            return True
+                        except MCPError:
+                            return False
+
+                answered = await asyncio.gather(*(one() for _ in range(ROOTS_FLOOD)))
+                return f"answered {sum(answered)}"
+
+            return mcp
+
+    import tests.session_server as module
+
+    original = module.SessionServer
+    module.SessionServer = Flooder
+    try:
+        return serve_session_server()
+    finally:
+        module.SessionServer = original
+
+
+@pytest.fixture(scope="module")
+def session_flooder():
+    srv = _session_flooder()
+    yield srv
+    srv.handle.stop()
+
+
+async def test_a_session_level_roots_flood_is_answered_without_flooding_the_log(seeded, session_flooder, caplog):
+    acme = seeded["servers"]["acme"]
+    server = await McpServer.objects.acreate(tenant_id=acme.tenant_id, name="Roots flood", url=session_flooder.url,
+                                             allow_roots=True, roots=[{"uri": "file:///srv/project", "name": "p"}])
+    alice = await _login(seeded["users"]["alice"])
+    started = time.monotonic()
+    with caplog.at_level(logging.INFO, logger="mrtrweb"):
+        op = await _until(await _start_op(alice, server, "roots_flood"),
+                          lambda o: o.status != Operation.Status.RUNNING, timeout=60)
+    took = time.monotonic() - started
+    assert (op.status, op.rounds) == (Operation.Status.COMPLETED, 0), op.error_message
+    assert op.result["content"][0]["text"] == f"answered {ROOTS_FLOOD}"
+    lines = [r for r in caplog.records if "roots/list" in r.getMessage()]
+    assert len(lines) <= 20, f"{len(lines)} log lines for {ROOTS_FLOOD + 1} roots/list in {took:.1f}s"
+    assert "/srv/project" not in caplog.text
+    await operations.wait_idle(timeout=15)
+
+
+async def test_an_elicitation_outside_a_call_reaches_no_person(seeded, session_flooder):
+    """``elicitation/create`` on the standalone stream during a call: refused to the server; the
+    person's socket gets no card, the operation no round, the audit no ``received``."""
+    from mrtrweb.models import AuditEvent
+
+    acme = seeded["servers"]["acme"]
+    server = await McpServer.objects.acreate(tenant_id=acme.tenant_id, name="Elicit aside", url=session_flooder.url,
+                                             allow_roots=True, allow_sampling=True)
+    alice = await _login(seeded["users"]["alice"])
+    ws = _ws(alice)
+    assert (await ws.connect())[0]
+    session_flooder.clear()
+    for tool in ("elicit_aside", "sample_aside"):
+        op = await _until(await _start_op(alice, server, tool, {"arg-note": "<b>secret-note</b>"}),
+                          lambda o: o.status in Operation.TERMINAL, timeout=30)
+        assert (op.status, op.rounds) == (Operation.Status.COMPLETED, 0), op.error_message
+        assert "refused by the client" in op.result["content"][0]["text"]
+        assert not await AuditEvent.objects.filter(operation_id=op.id, event="received").aexists()
+        page = (await alice.get(f"/mcp/operations/{op.id}/")).content.decode()
+        assert 'name="action"' not in page  # no card to answer
+    got = await _drain(ws, quiet_s=1.0)
+    assert all(m.get("type") in ("operation", "progress", "pong") for m in got), got
+    assert all(m.get("status") != "awaiting_input" for m in got if m.get("type") == "operation")
+    assert not any("secret-note" in str(m) for m in got)
+    await ws.disconnect()
+    await operations.wait_idle(timeout=15)
