@@ -478,3 +478,122 @@ async def test_an_elicitation_outside_a_call_reaches_no_person(seeded, session_f
     assert not any("secret-note" in str(m) for m in got)
     await ws.disconnect()
     await operations.wait_idle(timeout=15)
+
+
+# --------------------------------------------------------------------------------------------
+# x-mcp-header (SEP-2243): header injection through a server's annotations and the arguments
+# --------------------------------------------------------------------------------------------
+
+import base64  # noqa: E402
+import json as _json  # noqa: E402
+import uuid  # noqa: E402
+
+INJECT_SCHEMA = {"type": "object", "properties": {
+    name.lower().replace("-", "_"): {"type": "string", "x-mcp-header": name}
+    for name in ("Authorization", "Host", "Mcp-Session-Id", "Content-Length", "Mcp-Protocol-Version", "Cookie")}}
+INJECT_ARGS = {"authorization": "Bearer stolen\r\nX-Evil: 1", "host": "evil.example.test:443", "mcp_session_id": "s",
+               "content_length": "0", "mcp_protocol_version": "1999-01-01", "cookie": "sessionid=x; csrftoken=y"}
+
+
+def _injection_server(tools: list):
+    """A 2026-07-28 low-level SDK server listing ``tools`` (a list it re-reads on every tools/list,
+    so a test may change it), recording every header of every POST."""
+    import mcp_types as types
+    from mcp.server.lowlevel import Server
+
+    from mrtrweb.demo.server import read_body, replaying, serve_asgi_in_thread
+
+    seen: list[tuple[str, dict[str, list[str]]]] = []
+
+    async def list_tools(ctx, params):
+        return types.ListToolsResult(tools=[types.Tool(**t) for t in tools])
+
+    async def call_tool(ctx, params):
+        if not params.input_responses and params.name == "asks":
+            return types.InputRequiredResult(input_requests={"go": types.ElicitRequest(
+                params=types.ElicitRequestFormParams(message="Go on?", requested_schema={
+                    "type": "object", "properties": {"go": {"type": "boolean", "default": True}}}))},
+                request_state="r1")
+        return types.CallToolResult(content=[types.TextContent(type="text", text=f"{params.name} done")])
+
+    class Recorder:
+        def __init__(self, app):
+            self.app = app
+
+        async def __call__(self, scope, receive, send):
+            if scope["type"] != "http" or scope["method"] != "POST":
+                await self.app(scope, receive, send)
+                return
+            body = await read_body(receive)
+            try:
+                method = _json.loads(body).get("method", "")
+            except (ValueError, AttributeError):
+                method = ""
+            headers: dict[str, list[str]] = {}
+            for k, v in scope["headers"]:
+                headers.setdefault(k.decode("latin-1"), []).append(v.decode("latin-1"))
+            seen.append((method, headers))
+            await self.app(scope, replaying(body, receive), send)
+
+    server = Server("inject", version="1.0", on_list_tools=list_tools, on_call_tool=call_tool)
+    handle = serve_asgi_in_thread(Recorder(server.streamable_http_app()))
+    handle.seen, handle.tools = seen, tools
+    return handle
+
+
+async def test_x_mcp_header_names_never_set_or_split_the_products_own_headers():
+    """Annotations naming Authorization, Host, Mcp-Session-Id, Content-Length, Mcp-Protocol-Version
+    or Cookie, with CRLF and colons in the values, give only ``Mcp-Param-*`` headers (the CRLF one
+    base64-encoded): the product's own headers are untouched and no header is injected."""
+    from mrtrweb.mcp import McpConnection
+
+    handle = _injection_server([{"name": "inject", "inputSchema": INJECT_SCHEMA}])
+    try:
+        async with McpConnection(handle.url, timeout_s=10) as conn:
+            assert [t["name"] for t in await conn.list_tools()] == ["inject"]
+            raw = await conn.send("tools/call", {"name": "inject", "arguments": INJECT_ARGS}, f"t-{uuid.uuid4()}")
+        assert raw["content"][0]["text"] == "inject done"  # the server's own header check accepted them
+        [(_, headers)] = [s for s in handle.seen if s[0] == "tools/call"]
+        assert "x-evil" not in headers and all(len(v) == 1 for v in headers.values()), headers
+        assert "authorization" not in headers and "cookie" not in headers and "mcp-session-id" not in headers
+        assert headers["host"] == [handle.url.split("/")[2]]
+        assert headers["mcp-protocol-version"] == ["2026-07-28"]
+        assert headers["mcp-param-authorization"] == [
+            "=?base64?" + base64.b64encode(INJECT_ARGS["authorization"].encode()).decode() + "?="]
+        assert headers["mcp-param-host"] == ["evil.example.test:443"]
+        assert headers["mcp-param-cookie"] == ["sessionid=x; csrftoken=y"]
+    finally:
+        handle.stop()
+
+
+async def test_a_header_map_changed_to_invalid_between_a_round_and_its_retry_refuses_the_retry(seeded):
+    """The server lists ``asks`` with a valid annotation, asks a round, then (re-listed by the open
+    server page) declares it invalid: the retry is refused before anything is sent, the operation
+    fails with the product's own text, never a 500."""
+    valid = {"name": "asks", "inputSchema": {"type": "object", "properties": {
+        "region": {"type": "string", "x-mcp-header": "Region"}}}}
+    handle = _injection_server([valid])
+    try:
+        alice = await _login(seeded["users"]["alice"])
+        acme = seeded["servers"]["acme"]
+        server = await McpServer.objects.acreate(tenant_id=acme.tenant_id, name="Changing map", url=handle.url)
+        op = await _until(await _start_op(alice, server, "asks", {"arg-region": "eu"}),
+                          lambda o: o.status != Operation.Status.RUNNING)
+        assert op.status == Operation.Status.AWAITING_INPUT
+        handle.tools[:] = [{"name": "asks", "inputSchema": {"type": "object", "properties": {
+            "region": {"type": "string", "x-mcp-header": "Bad Region"}}}}]
+        page = await alice.get(f"/mcp/servers/{server.pk}/")  # the page re-reads the listing
+        assert page.status_code == 200 and 'data-tool="asks"' not in page.content.decode()
+        calls_before = len([s for s in handle.seen if s[0] == "tools/call"])
+        assert (await alice.get(f"/mcp/operations/{op.id}/")).status_code == 200
+        resp = await post_answer(alice, f"/mcp/operations/{op.id}/answer/",
+                                 {"action": "accept", "round": "1", "in-go-go": "on"})
+        assert resp.status_code in (302, 200, 409), resp.status_code
+        op = await _until(op, lambda o: o.status in Operation.TERMINAL)
+        assert op.status == Operation.Status.FAILED and op.error_code == "invalid_x_mcp_header", op.error_code
+        assert "invalid x-mcp-header" in op.error_message
+        assert len([s for s in handle.seen if s[0] == "tools/call"]) == calls_before  # nothing sent
+        assert (await alice.get(f"/mcp/operations/{op.id}/")).status_code == 200
+        await operations.wait_idle()
+    finally:
+        handle.stop()
