@@ -597,3 +597,39 @@ async def test_a_header_map_changed_to_invalid_between_a_round_and_its_retry_ref
         await operations.wait_idle()
     finally:
         handle.stop()
+
+
+async def test_coalesced_list_changed_still_tells_the_last_change(monkeypatch):
+    """The coalescing of :func:`test_a_list_changed_flood_is_coalesced_not_pushed_and_logged_each_time`
+    loses no change: the first notification is told at once, a burst after it once more when the
+    window ends, a later one again; a call still due when the connection closes is made then."""
+    from mrtrweb.mcp import McpConnection, list_changed
+
+    monkeypatch.setattr(list_changed, "COALESCE_S", 0.3)
+    told: list[tuple[str, float]] = []
+    loop = asyncio.get_running_loop()
+
+    async def record(kind: str) -> None:
+        told.append((kind, loop.time()))
+
+    conn = McpConnection("http://127.0.0.1:9/mcp", on_list_changed=record)
+    start = loop.time()
+    for _ in range(500):  # all before the first call runs: one call covers them
+        conn._changed("tools")
+    conn._changed("prompts")
+    await asyncio.sleep(0.05)
+    assert [k for k, _ in told] == ["tools", "prompts"]  # at once, one each
+    for _ in range(500):  # within the window after that call: one more, when it ends
+        conn._changed("tools")
+    await asyncio.sleep(0.05)
+    assert len(told) == 2
+    await asyncio.sleep(0.4)
+    assert [k for k, _ in told] == ["tools", "prompts", "tools"]  # the rest of the burst: once, after the window
+    assert told[2][1] - start >= 0.29
+    await asyncio.sleep(0.4)
+    conn._changed("tools")  # a quiet window passed: told at once
+    await asyncio.sleep(0.05)
+    assert len(told) == 4
+    conn._changed("tools")  # due in 0.3 s, but the connection closes first: told at close
+    await conn.close()
+    assert [k for k, _ in told] == ["tools", "prompts", "tools", "tools", "tools"]
