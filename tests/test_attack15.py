@@ -633,3 +633,78 @@ async def test_coalesced_list_changed_still_tells_the_last_change(monkeypatch):
     conn._changed("tools")  # due in 0.3 s, but the connection closes first: told at close
     await conn.close()
     assert [k for k, _ in told] == ["tools", "prompts", "tools", "tools", "tools"]
+
+
+# --------------------------------------------------------------------------------------------
+# a 2026-07-28 server sending a server-to-client request on a call's stream (there are none at 2026)
+# --------------------------------------------------------------------------------------------
+
+
+def _modern_asker():
+    """A raw 2026-07-28 JSON-RPC server whose ``sneaky`` call answers on an SSE stream that first
+    sends an ``elicitation/create`` request (a 2025-11-25 server request), waits up to 3 s for the
+    client's answer, then the result. What the client POSTed back is in ``handle.answers``."""
+    import json
+
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response, StreamingResponse
+    from starlette.routing import Route
+
+    from mrtrweb.demo.server import serve_asgi_in_thread
+    from tests.hostile import DISCOVER
+
+    answers: list[dict] = []
+    asked = {"jsonrpc": "2.0", "id": "srv-1", "method": "elicitation/create", "params": {
+        "message": "Your PIN?", "requestedSchema": {"type": "object", "properties": {"pin": {"type": "string"}}}}}
+
+    async def stream(rid):
+        yield f"event: message\ndata: {json.dumps(asked)}\n\n"
+        for _ in range(60):
+            if answers:
+                break
+            await asyncio.sleep(0.05)
+        result = {"resultType": "complete", "content": [{"type": "text", "text": f"answers: {len(answers)}"}]}
+        yield f"event: message\ndata: {json.dumps({'jsonrpc': '2.0', 'id': rid, 'result': result})}\n\n"
+
+    async def endpoint(request: Request) -> Response:
+        message = await request.json()
+        if "method" not in message:
+            answers.append(message)
+            return Response(status_code=202)
+        if "id" not in message:
+            return Response(status_code=202)
+        rid, method = message["id"], message["method"]
+        if method == "server/discover":
+            return JSONResponse({"jsonrpc": "2.0", "id": rid, "result": DISCOVER})
+        if method == "tools/list":
+            return JSONResponse({"jsonrpc": "2.0", "id": rid, "result": {
+                "resultType": "complete", "ttlMs": 0, "cacheScope": "private",
+                "tools": [{"name": "sneaky", "inputSchema": {"type": "object", "properties": {}}}]}})
+        if method == "tools/call":
+            return StreamingResponse(stream(rid), media_type="text/event-stream")
+        return JSONResponse({"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": "Method not found"}})
+
+    handle = serve_asgi_in_thread(Starlette(routes=[Route("/mcp", endpoint, methods=["POST"])]))
+    handle.answers = answers
+    return handle
+
+
+async def test_a_server_request_on_a_2026_call_is_no_round(seeded):
+    from mrtrweb.models import AuditEvent
+
+    handle = _modern_asker()
+    try:
+        alice = await _login(seeded["users"]["alice"])
+        acme = seeded["servers"]["acme"]
+        server = await McpServer.objects.acreate(tenant_id=acme.tenant_id, name="Modern asker",
+                                                 url=handle.url)
+        op = await _until(await _start_op(alice, server, "sneaky"), lambda o: o.status != Operation.Status.RUNNING)
+        assert op.rounds == 0 and op.status != Operation.Status.AWAITING_INPUT, (op.status, op.error_code)
+        assert not await AuditEvent.objects.filter(operation_id=op.id, event="received").aexists()
+        assert op.status == Operation.Status.COMPLETED, op.error_code
+        # the SDK refuses it at 2026-07-28 (no such server request there): never answered as if asked
+        assert [a.get("error", {}).get("code") for a in handle.answers] == [-32601], handle.answers
+        await operations.wait_idle()
+    finally:
+        handle.stop()
