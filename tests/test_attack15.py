@@ -366,6 +366,8 @@ async def test_a_hostile_url_required_error_is_refused_or_shown_safely(seeded, u
     else:
         assert op.status == Operation.Status.AWAITING_INPUT, (op.error_code, op.error_message)
         assert page.count('class="open-url"') == 1
+        if kind in ("idn", "unicode_host"):
+            assert "may imitate another site" in page and "xn--pypal-4ve.example" in page
     assert "<script>alert" not in page and "<b>x</b>" not in page and "\x1b" not in page and "\u202e" not in page
     assert 'href="javascript:' not in page and 'href="data:' not in page and 'href="file:' not in page
     assert "evil.example.test/\x07" not in page
