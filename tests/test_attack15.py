@@ -710,3 +710,27 @@ async def test_a_server_request_on_a_2026_call_is_no_round(seeded):
         await operations.wait_idle()
     finally:
         handle.stop()
+
+
+async def test_a_listing_of_thousands_of_invalid_header_tools_does_not_flood_the_log(caplog):
+    """A server listing 5,000 tools with an invalid x-mcp-header: all excluded, the log names a
+    few of them and says how many more (not 5,000 warnings per connection)."""
+    from mrtrweb.mcp import McpConnection
+
+    bad = [{"name": f"bad_{i}", "inputSchema": {"type": "object", "properties": {
+        "v": {"type": "string", "x-mcp-header": "Bad Header"}}}} for i in range(5000)]
+    handle = _injection_server(bad + [{"name": "fine", "inputSchema": {"type": "object", "properties": {}}}])
+    try:
+        with caplog.at_level(logging.INFO, logger="mrtrweb.mcp"):
+            async with McpConnection(handle.url, timeout_s=30) as conn:
+                assert [t["name"] for t in await conn.list_tools()] == ["fine"]
+                with pytest.raises(Exception) as err:
+                    await conn.send("tools/call", {"name": "bad_4999", "arguments": {}}, f"t-{uuid.uuid4()}")
+                assert getattr(err.value, "code", None) == "invalid_x_mcp_header"
+        from mrtrweb.mcp.param_headers import LOGGED_EXCLUSIONS
+
+        excluded = [r.getMessage() for r in caplog.records if "excluded" in r.getMessage()]
+        assert len(excluded) == LOGGED_EXCLUSIONS + 1 <= 30, f"{len(excluded)} log lines"
+        assert excluded[-1] == f"{5000 - LOGGED_EXCLUSIONS} more tools excluded: their inputSchema has an invalid x-mcp-header annotation (SEP-2243)"
+    finally:
+        handle.stop()
