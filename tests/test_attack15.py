@@ -734,3 +734,30 @@ async def test_a_listing_of_thousands_of_invalid_header_tools_does_not_flood_the
         assert excluded[-1] == f"{5000 - LOGGED_EXCLUSIONS} more tools excluded: their inputSchema has an invalid x-mcp-header annotation (SEP-2243)"
     finally:
         handle.stop()
+
+
+async def test_a_huge_header_argument_fails_clearly_and_is_never_logged(caplog):
+    """An annotated argument of 300 kB (an HTTP header over most servers' limits; uvicorn here takes
+    it): the call ends in bounded time, done or with a stable code, and the value is in no log line."""
+    from mrtrweb.mcp import McpCallError, McpConnection
+
+    handle = _injection_server([{"name": "big", "inputSchema": {"type": "object", "properties": {
+        "v": {"type": "string", "x-mcp-header": "V"}}}}])
+    value = "secretvalue-" + "x" * 300_000
+    try:
+        with caplog.at_level(logging.DEBUG):
+            async with McpConnection(handle.url, timeout_s=10) as conn:
+                started = time.monotonic()
+                try:
+                    raw = await conn.send("tools/call", {"name": "big", "arguments": {"v": value}}, f"t-{uuid.uuid4()}")
+                    outcome = ("result", raw)
+                except McpCallError as exc:
+                    outcome = ("error", exc.code)
+                took = time.monotonic() - started
+        assert took < 10
+        assert outcome in (("error", "transport_error"), ("error", "jsonrpc_error")) or \
+            outcome[1]["content"][0]["text"] == "big done", outcome
+        product = "\n".join(r.getMessage() for r in caplog.records if r.name.startswith("mrtrweb"))
+        assert "secretvalue" not in product
+    finally:
+        handle.stop()
