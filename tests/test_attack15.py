@@ -761,3 +761,22 @@ async def test_a_huge_header_argument_fails_clearly_and_is_never_logged(caplog):
         assert "secretvalue" not in product
     finally:
         handle.stop()
+
+
+async def test_list_changed_from_a_server_the_person_may_no_longer_see_reaches_no_socket(seeded, flooder):
+    """Alice's page watched the server; a tenant admin then disables it; the server keeps saying its
+    tools changed (someone else's call): nothing reaches Alice's socket."""
+    from mrtrweb.mcp import McpConnection
+
+    alice = await _login(seeded["users"]["alice"])
+    acme = seeded["servers"]["acme"]
+    server = await McpServer.objects.acreate(tenant_id=acme.tenant_id, name="Disabled later", url=flooder.url)
+    ws = _ws(alice)
+    assert (await ws.connect())[0]
+    assert (await alice.get(f"/mcp/servers/{server.pk}/")).status_code == 200  # her connection listens
+    await McpServer.objects.filter(pk=server.pk).aupdate(enabled=False)
+    async with McpConnection(flooder.url, timeout_s=30) as other:
+        await other.send("tools/call", {"name": "flood", "arguments": {}}, "flood-other")
+    got = await _drain(ws, quiet_s=2.0)
+    assert not [m for m in got if m.get("type") == "listing"], got
+    await ws.disconnect()
