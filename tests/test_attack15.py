@@ -780,3 +780,68 @@ async def test_list_changed_from_a_server_the_person_may_no_longer_see_reaches_n
     got = await _drain(ws, quiet_s=2.0)
     assert not [m for m in got if m.get("type") == "listing"], got
     await ws.disconnect()
+
+
+# --------------------------------------------------------------------------------------------
+# a server that downgrades between a round and its retry (protocol "auto")
+# --------------------------------------------------------------------------------------------
+
+
+def _downgrading_server():
+    """An SDK server speaking 2026-07-28 and 2025-11-25 until ``handle.legacy.set()``, then only
+    2025-11-25 (as :class:`mrtrweb.demo.legacy.LegacyOnly`). ``confirm`` asks a form round (MRTR)
+    at 2026-07-28 and completes on the retry."""
+    from mrtrweb.demo.legacy import LegacyOnly
+    from mrtrweb.demo.server import MCP_PATH, serve_asgi_in_thread
+
+    mcp = MCPServer(name="downgrader", log_level="WARNING")
+
+    @mcp.tool(structured_output=False)
+    async def confirm(ctx: Context) -> str | InputRequiredResult:
+        """Confirm, then act."""
+        if (ctx.input_responses or {}).get("ok") is None:
+            return InputRequiredResult(input_requests={"ok": ElicitRequest(params=ElicitRequestFormParams(
+                message="Go?", requested_schema={"type": "object", "properties": {
+                    "go": {"type": "boolean", "default": True}}}))}, request_state="confirm-state")
+        return "acted"
+
+    inner = mcp.streamable_http_app(streamable_http_path=MCP_PATH)
+    legacy_app = LegacyOnly(inner)
+    legacy = threading.Event()
+
+    async def app(scope, receive, send):
+        await (legacy_app if legacy.is_set() else inner)(scope, receive, send)
+
+    handle = serve_asgi_in_thread(app)
+    handle.legacy = legacy
+    return handle
+
+
+async def test_a_round_is_never_retried_at_another_protocol_version(seeded):
+    """Protocol "auto": a round asked at 2026-07-28; the server then speaks only 2025-11-25 to the
+    retry's new connection. The retry (inputResponses, requestState) is not sent on that session:
+    the operation fails ``protocol_changed``, the answers unsent."""
+    from mrtrweb import connections
+
+    handle = _downgrading_server()
+    try:
+        alice_user = seeded["users"]["alice"]
+        alice = await _login(alice_user)
+        acme = seeded["servers"]["acme"]
+        server = await McpServer.objects.acreate(tenant_id=acme.tenant_id, name="Downgrader", url=handle.url)
+        op = await _until(await _start_op(alice, server, "confirm"), lambda o: o.status != Operation.Status.RUNNING)
+        assert op.status == Operation.Status.AWAITING_INPUT and op.rounds == 1
+        handle.legacy.set()  # the server now speaks only 2025-11-25...
+        await connections.pool().close(str(alice_user.pk), connections.server_key(server))  # ...to a new connection
+        handle.log.clear()
+        await _answer_round(alice, op, {"action": "accept", "in-ok-go": "on"})
+        op = await _until(op, lambda o: o.status in Operation.TERMINAL or o.rounds > 1)
+        sent = [r for r in handle.log.tool_calls("confirm")]
+        assert not any(r.is_retry for r in sent), "the MRTR retry went out on a 2025-11-25 session"
+        assert (op.status, op.error_code) == (Operation.Status.FAILED, "protocol_changed")
+        assert op.error_message == operations.message_for("protocol_changed")
+        page = await alice.get(f"/mcp/operations/{op.id}/")
+        assert page.status_code == 200 and "no longer speaks protocol version 2026-07-28" in page.content.decode()
+        await operations.wait_idle()
+    finally:
+        handle.stop()

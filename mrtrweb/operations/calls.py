@@ -24,7 +24,7 @@ from ..models import Operation
 from ..push import user_group
 from .authorization import _note_challenge
 from .legacy import _Call, _on_server_request
-from .messages import AnswerPending, failure_message, STOPPED_BY
+from .messages import AnswerPending, failure_message, message_for, PROTOCOL_CHANGED, STOPPED_BY
 from .retries import _move_when_back
 from .rounds import _handle_result
 from .runtime import _finish, _load, _spawn, notify
@@ -130,6 +130,14 @@ async def _drive(op_id: Any, request_id: str, params: dict[str, Any]) -> None:
                 key = server_key(op.server)  # the connection the server's pages list through
                 # the operation's own user's credentials, never anyone else's
                 conn = await connection_for(op.user, op.server, key=key, declare=declare)
+                if conn.protocol_version in _HANDSHAKE_VERSIONS and ("inputResponses" in params or
+                                                                     "requestState" in params):
+                    # a round's retry exists only at 2026-07-28: the server downgraded since it asked
+                    logger.info("operation %s: the retry of round %s not sent: the server now negotiates %s",
+                                op.id, op.rounds, conn.protocol_version)
+                    await _finish(op, Operation.Status.FAILED, code=PROTOCOL_CHANGED,
+                                  message=message_for(PROTOCOL_CHANGED))
+                    return
                 if conn.protocol_version in _HANDSHAKE_VERSIONS:
                     # A legacy server asks during the call; a request on the call's own stream is a
                     # round of it, anything else is session-level (mrtrweb.mcp.server_requests). The
