@@ -845,3 +845,25 @@ async def test_a_round_is_never_retried_at_another_protocol_version(seeded):
         await operations.wait_idle()
     finally:
         handle.stop()
+
+
+async def test_session_roots_follow_an_admin_flipping_allow_roots_between_calls(seeded, session_flooder):
+    """Roots allowed: a roots/list asked aside gets the configured roots; the admin turns roots off:
+    the next call's roots/list aside is refused (a pooled connection that declared roots asks the
+    row too: tests/test_session_requests.py::test_the_session_roots_are_read_when_the_server_asks)."""
+    import json
+
+    acme = seeded["servers"]["acme"]
+    roots = [{"uri": "file:///srv/project", "name": "p"}]
+    server = await McpServer.objects.acreate(tenant_id=acme.tenant_id, name="Flip roots", url=session_flooder.url,
+                                             allow_roots=True, roots=roots)
+    alice = await _login(seeded["users"]["alice"])
+    op = await _until(await _start_op(alice, server, "roots_aside"), lambda o: o.status in Operation.TERMINAL)
+    assert json.loads(op.result["content"][0]["text"]) == {"roots": roots}
+    await McpServer.objects.filter(pk=server.pk).aupdate(allow_roots=False)
+    server = await McpServer.objects.aget(pk=server.pk)
+    op = await _until(await _start_op(alice, server, "roots_aside"), lambda o: o.status in Operation.TERMINAL)
+    assert (op.status, op.rounds) == (Operation.Status.COMPLETED, 0)
+    refused = json.loads(op.result["content"][0]["text"])
+    assert refused["code"] == -32600 and "roots are not allowed" in refused["message"]
+    await operations.wait_idle(timeout=15)
