@@ -13,7 +13,7 @@ import pytest
 
 from mrtrweb.demo.server import serve_in_thread
 from mrtrweb.mcp import McpConnection
-from tests.test_attack15 import _flooding_server
+from tests.attack15_servers import _flooding_server
 from tests.test_browser import app, browser, expect, live, valved_mcp  # noqa: F401 -- fixtures
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
