@@ -452,7 +452,8 @@ async def test_a_listing_of_thousands_of_invalid_header_tools_does_not_flood_the
 
         excluded = [r.getMessage() for r in caplog.records if "excluded" in r.getMessage()]
         assert len(excluded) == LOGGED_EXCLUSIONS + 1 <= 30, f"{len(excluded)} log lines"
-        assert excluded[-1] == f"{5000 - LOGGED_EXCLUSIONS} more tools excluded: their inputSchema has an invalid x-mcp-header annotation (SEP-2243)"
+        assert excluded[-1] == (f"{5000 - LOGGED_EXCLUSIONS} more tools excluded: their inputSchema has an "
+                                "invalid x-mcp-header annotation (SEP-2243)")
     finally:
         handle.stop()
 

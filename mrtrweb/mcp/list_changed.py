@@ -14,7 +14,9 @@ Only the *kind* of listing reaches the callback -- never server text: the page i
 the listing itself. A burst is coalesced (a hostile server may send thousands a second): per kind,
 the callback runs at once for the first notification, then at most once per
 :data:`COALESCE_S` seconds, once more after a burst for what came during it; one log line per
-callback, with how many notifications it stands for. :class:`ListingWatch` is a mixin of :class:`~mrtrweb.mcp.connection.McpConnection`.
+callback, with how many notifications it stands for.
+
+:class:`ListingWatch` is a mixin of :class:`~mrtrweb.mcp.connection.McpConnection`.
 """
 
 from __future__ import annotations
