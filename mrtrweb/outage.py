@@ -12,7 +12,7 @@ log or an exception out of the ASGI application (issue 14):
   service is down (a Stop that cannot be delivered, a sign-in whose attempts cannot be counted);
   :class:`mrtrweb.middleware.FailClosedMiddleware` answers it, like every outage :func:`kind`
   recognises, with the 503 page;
-* :class:`LogLimiter` writes one WARNING line per key and period (the next one says how many it
+* :class:`LogLimiter` writes one WARNING (or INFO) line per key and period (the next one says how many it
   held back), so a push failing five times a second during an outage logs one line, not a flood.
 """
 
@@ -90,11 +90,12 @@ def kind(exc: BaseException, *, redis: str = "cache") -> str | None:
 
 
 class LogLimiter:
-    """At most one WARNING line per key every ``every_s`` seconds (thread-safe).
+    """At most one line per key every ``every_s`` seconds (thread-safe).
 
-    ``warning(key, msg, *args)`` logs ``msg % args`` when ``key`` was not logged in the last
-    ``every_s`` seconds, adding ``" (N more like it since the last one)"`` when lines were held back; it
-    returns whether it logged. Keys are short fixed strings (a category, never a secret)."""
+    ``warning(key, msg, *args)`` (or ``info``) logs ``msg % args`` when ``key`` was not logged in
+    the last ``every_s`` seconds, adding ``" (N more like it since the last one)"`` when lines were
+    held back; it returns whether it logged. Keys are short fixed strings (a category, a server's
+    origin; never a secret)."""
 
     def __init__(self, logger: logging.Logger, every_s: float = 60.0) -> None:
         self.logger = logger
@@ -103,6 +104,12 @@ class LogLimiter:
         self._last: dict[str, tuple[float, int]] = {}  # key -> (monotonic time logged, held back)
 
     def warning(self, key: str, msg: str, *args: object) -> bool:
+        return self._log(logging.WARNING, key, msg, *args)
+
+    def info(self, key: str, msg: str, *args: object) -> bool:
+        return self._log(logging.INFO, key, msg, *args)
+
+    def _log(self, level: int, key: str, msg: str, *args: object) -> bool:
         now = time.monotonic()
         with self._lock:
             last, held = self._last.get(key, (float("-inf"), 0))
@@ -115,7 +122,7 @@ class LogLimiter:
         if held:
             msg += " (%d more like it since the last one)"
             args = (*args, held)
-        self.logger.warning(msg, *args)
+        self.logger.log(level, msg, *args)
         return True
 
     def reset(self) -> None:

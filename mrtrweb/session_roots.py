@@ -24,10 +24,14 @@ import mcp_types as types
 from django.db import DatabaseError
 
 from .mcp.server_requests import ROOTS_NOT_ALLOWED, RootsProvider
+from .outage import LogLimiter
 
-__all__ = ["configured_roots"]
+__all__ = ["LOG_EVERY_S", "configured_roots"]
 
 logger = logging.getLogger("mrtrweb.session_roots")
+
+#: at most one "answered" line per server every this many seconds
+LOG_EVERY_S = 10.0
 
 
 def configured_roots(server: Any) -> RootsProvider:
@@ -39,6 +43,7 @@ def configured_roots(server: Any) -> RootsProvider:
     the database does not answer (logged). It never raises.
     """
     server_id, origin = server.pk, server.origin
+    log = LogLimiter(logger, LOG_EVERY_S)  # one provider per connection: a flood is one connection's
 
     async def roots() -> dict[str, Any] | types.ErrorData:
         from .gate import digest
@@ -55,8 +60,8 @@ def configured_roots(server: Any) -> RootsProvider:
             return types.ErrorData(code=types.INVALID_REQUEST, message=f"roots/list refused by the client: "
                                                                         f"{ROOTS_NOT_ALLOWED}")
         answer = roots_answer(row)
-        logger.info("roots/list from %s outside a call: answered with the %d configured root(s) (%s)", origin,
-                    len(answer["roots"]), digest(answer))
+        log.info("answered", "roots/list from %s outside a call: answered with the %d configured root(s) "
+                  "(%s)", origin, len(answer["roots"]), digest(answer))
         return answer
 
     return roots

@@ -69,7 +69,7 @@ from .listing import Listings
 from .list_changed import ListChangedCallback, ListingWatch
 from .param_headers import ToolHeaders
 from .protocol import PROTOCOLS, SDK_MODE, ProtocolMismatch, ProtocolRefused, settle_protocol
-from .server_requests import SENDING, OpenCall, RootsProvider, ServerRequestHandler, ServerRequestRouting
+from .server_requests import SENDING, OpenCall, RootsProvider, ServerRequestHandler, ServerRequestRouting, session_log
 from .tls import tls_client_context
 
 __all__ = ["CLIENT_INFO", "DECLARABLE", "PROTOCOLS", "McpConnection", "ProgressCallback", "ProtocolMismatch",
@@ -174,6 +174,10 @@ class McpConnection(ServerRequestRouting, Listings, ListingWatch):
         self._last_activity = time.monotonic()
         self._open_calls: dict[tuple[str, str | int], OpenCall] = {}
         self._watch: asyncio.Task[None] | None = None
+        self._lc_pending: dict[str, int] = {}
+        self._lc_last: dict[str, float] = {}
+        self._lc_tasks: set[asyncio.Task[None]] = set()
+        self._session_log = session_log()
         self._tool_headers = ToolHeaders()  # Mcp-Param-* headers from this connection's tools listing
         self._prelisting = asyncio.Lock()
 

@@ -11,7 +11,12 @@ How they arrive depends on the negotiated protocol:
   capability says ``listChanged``) and keeps it while the connection lives.
 
 Only the *kind* of listing reaches the callback -- never server text: the page it tells re-reads
-the listing itself. :class:`ListingWatch` is a mixin of :class:`~mrtrweb.mcp.connection.McpConnection`.
+the listing itself. A burst is coalesced (a hostile server may send thousands a second): per kind,
+the callback runs at once for the first notification, then at most once per
+:data:`COALESCE_S` seconds, once more after a burst for what came during it; one log line per
+callback, with how many notifications it stands for.
+
+:class:`ListingWatch` is a mixin of :class:`~mrtrweb.mcp.connection.McpConnection`.
 """
 
 from __future__ import annotations
@@ -41,6 +46,9 @@ _NOTIFICATION_KIND: Final = {types.ToolListChangedNotification: "tools",
                              types.PromptListChangedNotification: "prompts",
                              types.ResourceListChangedNotification: "resources"}
 _EVENT_KIND: Final = {ToolsListChanged: "tools", PromptsListChanged: "prompts", ResourcesListChanged: "resources"}
+#: per kind, the least time between two calls of ``on_list_changed`` (seconds): the notifications
+#: of a burst in between make one more call after it
+COALESCE_S: Final = 1.0
 
 
 class ListingWatch:
@@ -49,9 +57,33 @@ class ListingWatch:
     origin: str
     on_list_changed: ListChangedCallback | None
     _watch: asyncio.Task[None] | None
+    _lc_pending: dict[str, int]  # kind -> notifications waiting for the call that is due
+    _lc_last: dict[str, float]  # kind -> loop time of the last call
+    _lc_tasks: set[asyncio.Task[None]]
 
-    async def _tell(self, kind: str) -> None:
+    def _changed(self, kind: str) -> None:
+        """A ``kind`` listing-changed notification arrived: tell the callback now, or once when the
+        coalescing window (:data:`COALESCE_S`) ends. Never blocks the session's reader."""
+        if self.on_list_changed is None:
+            return
+        if kind in self._lc_pending:  # a call is already due: this one is part of it
+            self._lc_pending[kind] += 1
+            return
+        self._lc_pending[kind] = 1
+        loop = asyncio.get_running_loop()
+        delay = max(0.0, self._lc_last.get(kind, -COALESCE_S) + COALESCE_S - loop.time())
+        task = loop.create_task(self._tell(kind, delay), name=f"mcp-list-changed {self.origin}")
+        self._lc_tasks.add(task)
+        task.add_done_callback(self._lc_tasks.discard)
+
+    async def _tell(self, kind: str, delay: float) -> None:
+        if delay:
+            await asyncio.sleep(delay)
+        count = self._lc_pending.pop(kind, 1)
+        self._lc_last[kind] = asyncio.get_running_loop().time()
         callback = self.on_list_changed
+        logger.info("server %s says its %s changed (%d notification%s)", self.origin, kind, count,
+                    "" if count == 1 else "s")
         if callback is None:
             return
         try:
@@ -63,13 +95,11 @@ class ListingWatch:
 
     async def _on_message(self, message: Any) -> None:
         """The SDK session's ``message_handler``: server notifications (and transport faults, which
-        the requests in flight see themselves). A ``*/list_changed`` goes to :meth:`_tell`."""
+        the requests in flight see themselves). A ``*/list_changed`` goes to :meth:`_changed`."""
         kind = _NOTIFICATION_KIND.get(type(message))
         if kind is not None:
-            logger.info("server %s says its %s changed", self.origin, kind)
-            await self._tell(kind)
-        else:
-            await asyncio.sleep(0)
+            self._changed(kind)
+        await asyncio.sleep(0)
 
     def watch_listings(self) -> bool:
         """On a 2026-07-28 connection with an ``on_list_changed``, open (once) a ``subscriptions/listen``
@@ -99,8 +129,7 @@ class ListingWatch:
                 async for event in subscription:
                     kind = _EVENT_KIND.get(type(event))
                     if kind is not None:
-                        logger.info("server %s says its %s changed", self.origin, kind)
-                        await self._tell(kind)
+                        self._changed(kind)
         except asyncio.CancelledError:
             raise
         except (MCPError, SubscriptionLost, TimeoutError, RuntimeError) as exc:
@@ -108,6 +137,13 @@ class ListingWatch:
             logger.info("subscriptions/listen on %s ended (%s)", self.origin, type(exc).__name__)
 
     async def _stop_watching(self) -> None:
+        tasks = list(self._lc_tasks)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks)
+        for kind in list(self._lc_pending):  # a burst's last call, due later: made now
+            await self._tell(kind, 0.0)
         watch, self._watch = self._watch, None
         if watch is not None and not watch.done():
             watch.cancel()

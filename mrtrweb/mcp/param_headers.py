@@ -48,6 +48,9 @@ INVALID_X_MCP_HEADER: Final = "invalid_x_mcp_header"
 REFUSED_TEXT: Final = ("This tool was not called: its input schema declares an invalid x-mcp-header "
                        "(MCP 2026-07-28, SEP-2243), and clients must not use such a tool.")
 _NAME_CHARS: Final = 100  # how much of a tool's name a log line carries
+#: a listing names at most this many newly excluded tools in the log, one line each; one more line
+#: says how many others were excluded (a server may list thousands)
+LOGGED_EXCLUSIONS: Final = 20
 
 
 def is_modern(protocol_version: str | None) -> bool:
@@ -85,24 +88,34 @@ class ToolHeaders:
 
     def absorb(self, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """A complete (all pages) modern listing: the tools kept, in order; the invalid ones are
-        dropped, remembered (a call by name is refused) and logged by name the first time.
+        dropped, remembered (a call by name is refused) and logged by name the first time (at most
+        :data:`LOGGED_EXCLUSIONS` names per listing, then one line with how many more).
         Replaces everything an earlier listing said."""
         maps: dict[str, dict[tuple[str, ...], str]] = {}
         invalid: set[str] = set()
         kept: list[dict[str, Any]] = []
+        newly, unlogged = 0, 0
         for tool in tools:
             name = tool.get("name")
             if find_invalid_x_mcp_header(tool.get("inputSchema")) is not None:
-                if isinstance(name, str):
+                if isinstance(name, str) and name not in invalid:
                     invalid.add(name)
-                    if name not in self._invalid:
+                    newly += name not in self._invalid
+                    if name in self._invalid:
+                        pass
+                    elif newly <= LOGGED_EXCLUSIONS:
                         # the SDK's reason quotes the server's property and header names: the name only
                         logger.warning("tool '%s' excluded: its inputSchema has an invalid x-mcp-header "
                                        "annotation (SEP-2243)", _logged_name(name))
+                    else:
+                        unlogged += 1
                 continue
             if isinstance(name, str):
                 maps[name] = x_mcp_header_map(tool.get("inputSchema"))
             kept.append(tool)
+        if unlogged:
+            logger.warning("%d more tools excluded: their inputSchema has an invalid x-mcp-header annotation "
+                           "(SEP-2243)", unlogged)
         self._maps, self._invalid = maps, invalid
         return kept
 

@@ -14,7 +14,8 @@ session-level: ``roots/list`` gets the server's configured roots through
 ``session_roots`` where the connection declared ``roots`` (a tenant admin allowed them), else an
 error; ``elicitation/create`` and ``sampling/createMessage`` are refused (a person is not asked for
 what no operation of theirs asked). Each session-level answer is logged with the method and the
-server's origin (and, for roots, how many were sent), never with values.
+server's origin (and, for roots, how many were sent), never with values; at most one line per
+connection, method and outcome every :data:`LOG_EVERY_S` seconds (the next says how many were held back).
 
 How the stream is known (``mcp==2.3``, pinned by ``tests/test_session_requests.py``): the client
 transport hands inbound messages to the dispatcher without metadata, but the SDK carries the
@@ -50,10 +51,20 @@ from mcp.client.session import ClientRequestContext
 from mcp_types import INTERNAL_ERROR, INVALID_REQUEST
 from pydantic import TypeAdapter, ValidationError
 
+from ..outage import LogLimiter
+
 __all__ = ["OUTSIDE_A_CALL", "ROOTS_NOT_ALLOWED", "SENDING", "OpenCall", "RootsProvider", "ServerRequestHandler",
            "ServerRequestRouting"]
 
 logger = logging.getLogger("mrtrweb.mcp.connection")
+
+#: at most one line per connection, method and outcome of a session-level request every this many seconds
+LOG_EVERY_S: Final = 10.0
+
+
+def session_log() -> LogLimiter:
+    """A connection's limiter of session-level request lines (see :data:`LOG_EVERY_S`)."""
+    return LogLimiter(logger, LOG_EVERY_S)
 
 #: ``async (method, params) -> result | ErrorData``: answers a request the server sent on a call's
 #: response stream (2025-11-25 ``elicitation/create``, ``sampling/createMessage``, ``roots/list``).
@@ -100,6 +111,7 @@ class ServerRequestRouting:
     origin: str
     session_roots: RootsProvider | None
     _open_calls: dict[Any, OpenCall]
+    _session_log: LogLimiter  # session_log(), made with the connection
 
     def _route_undeclared(self, session: Any) -> None:
         """Route undeclared sampling/roots requests to the call too, once the capabilities are sent.
@@ -181,12 +193,15 @@ class ServerRequestRouting:
                 return types.ErrorData(code=INTERNAL_ERROR, message="roots/list: the client failed to read its roots")
             if isinstance(out, dict):
                 count = len(out["roots"]) if isinstance(out.get("roots"), list) else 0
-                logger.info("session-level roots/list from %s answered with %d configured root(s)", self.origin, count)
+                self._session_log.info("roots answered", "session-level roots/list from %s answered with "
+                                  "%d configured root(s)", self.origin, count)
             else:
-                logger.info("session-level roots/list from %s refused: %s", self.origin, out.message)
+                self._session_log.info("roots refused", "session-level roots/list from %s refused: %s",
+                                  self.origin, out.message)
             return out
         why = ROOTS_NOT_ALLOWED if method == "roots/list" else OUTSIDE_A_CALL
-        logger.info("session-level %s from %s refused: %s", method, self.origin, why)
+        self._session_log.info(f"{method} refused", "session-level %s from %s refused: %s", method,
+                          self.origin, why)
         return _refused(method, why)
 
     async def _route_typed(self, method: str, params: Any, model: Any) -> Any:

@@ -26,7 +26,7 @@ from ..models import Operation
 from ..push import user_group
 from .authorization import _note_challenge
 from .legacy import _Call, _on_server_request
-from .messages import AnswerPending, failure_message, STOPPED_BY
+from .messages import AnswerPending, failure_message, message_for, PROTOCOL_CHANGED, STOPPED_BY
 from .retries import _move_when_back
 from .rounds import _handle_result
 from . import tasks
@@ -80,6 +80,14 @@ async def _send_cancellable(op: Operation, conn: Any, params: dict[str, Any], re
         while True:
             done, _ = await asyncio.wait({task}, timeout=STOP_POLL_S)
             if done:
+                if _asks_more(task):
+                    by = await sync_to_async(_stop_requested)(op.id)
+                    if by:  # Stop came before the answer asking for more: no round after a Stop
+                        logger.info("operation %s stopped during the call (by: %s); the server's answer "
+                                    "asked for more and was dropped", op.id, by)
+                        await _finish(op, Operation.Status.DENIED, code="denied", reason="cancelled",
+                                      event="denied", message=STOPPED_BY[by])
+                        return _STOPPED
                 return task.result()
             if call is not None and call.holding:
                 continue  # the held round answers the stop first (see _hold)
@@ -98,6 +106,18 @@ async def _send_cancellable(op: Operation, conn: Any, params: dict[str, Any], re
     finally:
         if not task.done():
             task.cancel()
+
+
+def _asks_more(task: "asyncio.Task[Any]") -> bool:
+    """Whether a finished send asks the person for more: an ``input_required`` result, or a
+    URL-required error (``-32042``)."""
+    if task.cancelled():
+        return False
+    exc = task.exception()
+    if exc is not None:
+        return isinstance(exc, McpCallError) and is_url_required(exc)
+    raw = task.result()
+    return isinstance(raw, dict) and raw.get("resultType") == "input_required"
 
 
 async def _drive(op_id: Any, request_id: str, params: dict[str, Any]) -> None:
@@ -126,6 +146,14 @@ async def _drive(op_id: Any, request_id: str, params: dict[str, Any]) -> None:
                 key = server_key(op.server)  # the connection the server's pages list through
                 # the operation's own user's credentials, never anyone else's
                 conn = await connection_for(op.user, op.server, key=key, declare=declare)
+                if conn.protocol_version in _HANDSHAKE_VERSIONS and ("inputResponses" in params or
+                                                                     "requestState" in params):
+                    # a round's retry exists only at 2026-07-28: the server downgraded since it asked
+                    logger.info("operation %s: the retry of round %s not sent: the server now negotiates %s",
+                                op.id, op.rounds, conn.protocol_version)
+                    await _finish(op, Operation.Status.FAILED, code=PROTOCOL_CHANGED,
+                                  message=message_for(PROTOCOL_CHANGED))
+                    return
                 if conn.protocol_version in _HANDSHAKE_VERSIONS:
                     # A legacy server asks during the call; a request on the call's own stream is a
                     # round of it, anything else is session-level (mrtrweb.mcp.server_requests). The

@@ -31,6 +31,9 @@ URL_REQUIRED = "url_elicitation_required"
 INVALID_URL_REQUIRED = "invalid_url_required_error"
 URL_DECLINED = "url_declined"
 URL_CANCELLED = "url_cancelled"
+#: a round's retry (``inputResponses`` / ``requestState``, 2026-07-28 only) not sent: the server now
+#: negotiates an older version, where such a retry means nothing (:mod:`.calls`)
+PROTOCOL_CHANGED = "protocol_changed"
 
 MESSAGES = {
     STORE_UNAVAILABLE: "The round store is unavailable right now; nothing was sent. Try again shortly.",
@@ -56,6 +59,9 @@ MESSAGES = {
     "worker_stopped": "The worker handling this call was restarted (a deploy or a restart) before the server "
                       "answered. Nothing more will be sent for it; you may run it again.",
     WORKER_DRAINING: "This worker is restarting; nothing was sent; try again.",
+    PROTOCOL_CHANGED: "The server no longer speaks protocol version 2026-07-28, the version it asked this round "
+                      "in: it now answers only an older version, where a round cannot be answered. Your "
+                      "answers were not sent; you may run it again.",
     INVALID_URL_REQUIRED: "The server said a page must be opened first (JSON-RPC error -32042), but its list of "
                           "pages is malformed; nothing was opened and nothing more was sent.",
 }
