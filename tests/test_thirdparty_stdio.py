@@ -24,6 +24,7 @@ Every directory is under the test's ``tmp_path``.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
@@ -143,6 +144,47 @@ def test_every_tool_is_listed(filesystem, capsys):
     capsys.readouterr()
     call_command("mrtr_client", filesystem.url, "--list", "--json")
     assert [t["name"] for t in json.loads(capsys.readouterr().out)["tools"]] == FILESYSTEM_TOOLS
+
+
+def _filesystem_children(bridge: ThirdPartyServer) -> list[int]:
+    """The pids of the processes running the filesystem server that descend from ``bridge``'s process."""
+    def parent(pid: int) -> int:
+        try:
+            return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            return 0
+
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if not (argv[0].endswith(b"/node") and argv[1:2] and argv[1].endswith(b"server-filesystem/dist/index.js")):
+            continue  # not node running the server (a shell or the bridge naming it on its command line)
+        pid = int(entry.name)
+        while pid > 1 and pid != bridge.proc.pid:
+            pid = parent(pid)
+        if pid == bridge.proc.pid:
+            found.append(int(entry.name))
+    return found
+
+
+async def test_two_sessions_on_automatic_speak_2025_11_25_and_the_bridges_children(filesystem):
+    """Automatic protocol: ``server/discover`` fails over to ``initialize`` (2025-11-25) through
+    both bridges. Two sessions open at once: supergateway runs a stdio child for each, mcp-proxy
+    one for both (started before it listened)."""
+    async with McpConnection(filesystem.url, timeout_s=15) as one, McpConnection(filesystem.url, timeout_s=15) as two:
+        assert one.protocol_version == two.protocol_version == "2025-11-25"
+        expected = 2 if "supergateway" in filesystem.name else 1
+        # settled: supergateway also ran a child for each connection's server/discover POST (its 2026-07-28
+        # path runs one per request), ending it once answered
+        deadline = time.monotonic() + 5
+        while len(children := await sync_to_async(_filesystem_children)(filesystem)) != expected:
+            assert time.monotonic() < deadline, children
+            await asyncio.sleep(0.1)
 
 
 def test_roots_not_allowed_the_server_keeps_its_command_line_directory(filesystem, dirs, capsys):
