@@ -8,49 +8,18 @@ Debian Chromium driven by Playwright against the whole ASGI app under uvicorn
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.live import LiveAsgiServer
+from tests.test_browser import browser, expect, live  # noqa: F401 -- fixtures
 from tests.ts_peer import ts_server  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.browser]
 
-playwright_sync = pytest.importorskip("playwright.sync_api")
-expect = playwright_sync.expect
-
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
-                 "--no-first-run"]
 TIMEOUT_MS = 10_000
 OP_URL = re.compile(r"/mcp/operations/([0-9a-f-]{36})/$")
 TS_SERVER_NAME = "TypeScript server"
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is not installed (./dev test installs it)")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's sync API runs a loop here
-        pw = playwright_sync.sync_playwright().start()
-        try:
-            b = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-            try:
-                yield b
-            finally:
-                b.close()
-        finally:
-            pw.stop()
-
-
-@pytest.fixture(scope="module")
-def live(django_db_setup):
-    server = LiveAsgiServer().start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 
-from .. import audit
 from ..gate import GateRejection, Retry
 from ..models import Operation
 from .authorization import _authorization_changed
@@ -20,7 +19,7 @@ from .calls import _drive, _send_when_back
 from .legacy import _answer_legacy, _is_legacy_round
 from .messages import AnswerPending, AUTHORIZATION_CHANGED, DENY_MESSAGES, OperationRefused
 from .retries import _build_and_record
-from .runtime import _audit, _load, _spawn, notify
+from .runtime import _answer_refused, _load, _spawn, notify
 from .revocation import _access_ended
 from .stopping import deny
 from .url_required import all_accepted, end_unaccepted, is_url_required_round, resend_params, URL_REQUIRED
@@ -71,11 +70,7 @@ async def answer_round(op: Operation, responses: dict[str, Any]) -> Retry:
     try:
         retry = await _build_and_record(op, responses, code=URL_REQUIRED if url_round else "")
     except GateRejection as exc:
-        logger.info("operation %s: answer refused (%s): %s", op.id, exc.code, exc.reason)
-        try:
-            await _audit(op, "rejected", code=exc.code, round_number=op.rounds, request_id=op.latest_request_id)
-        except audit.AuditUnavailable:
-            pass
+        await _answer_refused(op, exc)
         raise
     except AnswerPending as pending:  # kept by this worker, sent once the database is back
         if not url_round:

@@ -37,7 +37,7 @@ from ..handover import put_answer as _put_answer, settle as _settle, take_answer
 from ..models import Operation
 from .messages import AUDIT_UNAVAILABLE, DENY_MESSAGES, LEGACY, LEGACY_KEYS, message_for, OperationRefused, STORE_UNAVAILABLE
 from .retries import _build_and_record
-from .runtime import _audit, _finish, _load, notify
+from .runtime import _answer_refused, _audit, _finish, _load, notify
 from .revocation import _access_ended
 from .stopping import _stop_requested, deny, finish_interrupted, STOP_POLL_S
 
@@ -287,11 +287,7 @@ async def _answer_legacy(op: Operation, responses: dict[str, Any]) -> Retry:
         retry = await _build_and_record(op, responses, retry_id=f"mrtr-legacy-{uuid.uuid4()}", code=LEGACY)
     except GateRejection as exc:
         await sync_to_async(_unsettle)(op, op.rounds)
-        logger.info("operation %s: answer refused (%s): %s", op.id, exc.code, exc.reason)
-        try:
-            await _audit(op, "rejected", code=exc.code, round_number=op.rounds, request_id=op.latest_request_id)
-        except audit.AuditUnavailable:
-            pass
+        await _answer_refused(op, exc)
         raise
     except BaseException:
         await sync_to_async(_unsettle)(op, op.rounds)

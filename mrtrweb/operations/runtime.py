@@ -93,3 +93,14 @@ async def _finish(op: Operation, status: str, *, code: str = "", message: str = 
     except audit.AuditUnavailable:
         pass  # logged by audit.record
     await notify(op)
+
+
+async def _answer_refused(op: Operation, exc: Any) -> None:
+    """The gate refused the person's answer (``exc``: a :class:`~mrtrweb.gate.GateRejection`):
+    log it and write the ``rejected`` event (nothing was sent; an audit outage is logged by
+    :func:`mrtrweb.audit.record`)."""
+    logger.info("operation %s: answer refused (%s): %s", op.id, exc.code, exc.reason)
+    try:
+        await _audit(op, "rejected", code=exc.code, round_number=op.rounds, request_id=op.latest_request_id)
+    except audit.AuditUnavailable:
+        pass
