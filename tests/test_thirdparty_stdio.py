@@ -11,8 +11,12 @@ What each test shows, headless (``manage.py mrtr_client``) unless it says otherw
   and the server itself refuses paths outside it;
 * roots not allowed: we declare no roots, the server says so in its log and keeps its command-line
   directory; no round;
-* roots allowed: no round and no card on any call, whichever stream the bridge puts the server's
-  ``roots/list`` on; through supergateway the session-level answer (exactly the configured roots)
+* roots allowed: no round and no card on any call. supergateway writes its child's ``roots/list``
+  on whichever request of ours is in flight, else the standalone stream (dropped while that is not
+  open yet): on a listing's stream it is refused, on a call's stream it is that call's -- with this
+  server's fast tools the call's result follows at once and the session closes first (a slow tool
+  would get a roots round; measured 10 of 60 sessions on a call's stream, 10 on a listing's, 30
+  standalone, 10 dropped). Through supergateway the session-level answer (exactly the configured roots)
   replaces the server's allowed directories from then on -- the server's first call on a session
   usually runs before that answer arrives (the server does not wait for it), so the test that
   shows the replacement lets the answer land first; mcp-proxy never passes roots on (its own
@@ -40,7 +44,8 @@ from mrtrweb import headless
 from mrtrweb.mcp import McpConnection
 from mrtrweb.models import AuditEvent, McpServer, Operation, Tenant
 from mrtrweb.session_roots import configured_roots
-from tests.test_thirdparty_browser import browser, call_tool, card, expect, live, results, signed_in  # noqa: F401
+from tests.test_browser import browser, expect, live  # noqa: F401 -- fixtures
+from tests.test_thirdparty_browser import call_tool, card, results, signed_in  # noqa: F401 -- signed_in: a fixture
 from tests.thirdparty import BRIDGES, ThirdPartyServer, start_filesystem
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
