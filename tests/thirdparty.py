@@ -9,6 +9,19 @@ registries at pinned versions, started on free loopback ports.
   (2026-07-28 and the handshake era), each in its own venv under ``var/fastmcp3`` /
   ``var/fastmcp4`` (``/usr/bin/python3 -m venv``, ``pip install fastmcp==X``: never into our
   venv), running ``tests/thirdparty_servers/fastmcp_features.py``.
+* :data:`FILESYSTEM` -- npm ``@modelcontextprotocol/server-filesystem`` (stdio only, TypeScript SDK
+  1.x, 2025-11-25) behind a bridge to Streamable HTTP (:data:`BRIDGES`):
+
+  - ``supergateway`` (npm, installed beside it in ``var/filesystem``) with ``--outputTransport
+    streamableHttp --stateful``: **one stdio child per HTTP session**, spawned on that session's
+    ``initialize`` and sent the client's own ``initialize`` (its capabilities, so ``roots``), ended
+    with the session. (Without ``--stateful`` it spawns a child per POST and sends it
+    ``capabilities: {}``: a server there never learns of roots.)
+  - ``mcp-proxy`` (PyPI, its own venv ``var/mcp-proxy``): **one stdio child shared by every HTTP
+    session**, started and initialized by the proxy itself (its own client, declaring no roots)
+    before it listens.
+
+  The server gets the directories given on its command line (under the test's ``tmp_path``).
 
 API::
 
@@ -16,6 +29,7 @@ API::
     install_everything()                 # -> the server's dist/index.js
     server = start_fastmcp(FASTMCP4)     # -> ThirdPartyServer (url, name, version, log_path)
     server = start_everything()
+    server = start_filesystem("supergateway", [directory], log_path)   # or "mcp-proxy"
     server.stop()
 
 An install failure raises :class:`InstallFailed` with pip's or npm's output (tests fail with it,
@@ -23,14 +37,17 @@ they are never skipped). A server that does not answer on its port within the ti
 ``RuntimeError`` with its stderr. Each server's stdout+stderr goes to ``log_path``.
 
 Pytest fixtures (module scope, one process per module): :func:`everything_server`,
-:func:`fastmcp3_server`, :func:`fastmcp4_server`.
+:func:`fastmcp3_server`, :func:`fastmcp4_server` (the filesystem server's directories are the
+test's own: its tests start it themselves).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import shlex
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -48,6 +65,19 @@ SYSTEM_PYTHON = "/usr/bin/python3"
 EVERYTHING_PACKAGE = "@modelcontextprotocol/server-everything"
 EVERYTHING_VERSION = "2026.8.31"
 EVERYTHING_PREFIX = VAR / "everything"
+
+#: the stdio filesystem server and the npm bridge, pinned (the newest ``npm view`` gave, 2026-12-01),
+#: installed together into one prefix
+FILESYSTEM_PACKAGE = "@modelcontextprotocol/server-filesystem"
+FILESYSTEM_VERSION = "2026.8.31"
+SUPERGATEWAY_PACKAGE = "supergateway"
+SUPERGATEWAY_VERSION = "4.0.0"
+FILESYSTEM_PREFIX = VAR / "filesystem"
+#: the PyPI bridge, pinned (the newest on PyPI, 2026-12-01), in its own venv
+MCP_PROXY_VERSION = "0.13.0"
+MCP_PROXY_VENV = VAR / "mcp-proxy"
+#: the bridges :func:`start_filesystem` knows
+BRIDGES = ("supergateway", "mcp-proxy")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,6 +154,59 @@ def install_everything() -> Path:
     return package / "dist" / "index.js"
 
 
+def install_filesystem() -> tuple[Path, Path]:
+    """Install the pinned filesystem server and supergateway into ``var/filesystem`` (once; a
+    different installed version of either is replaced). Returns both ``dist/index.js``
+    (filesystem, supergateway).
+
+    Raises:
+        InstallFailed: npm is missing or the install failed (npm's output in the message).
+    """
+    modules = FILESYSTEM_PREFIX / "node_modules"
+    pins = {FILESYSTEM_PACKAGE: FILESYSTEM_VERSION, SUPERGATEWAY_PACKAGE: SUPERGATEWAY_VERSION}
+    try:
+        with _locked(FILESYSTEM_PREFIX.name + "-check"):
+            if any(_npm_version(modules / name) != version for name, version in pins.items()):
+                shutil.rmtree(modules, ignore_errors=True)
+        npm_install(FILESYSTEM_PREFIX, *(f"{name}@{version}" for name, version in pins.items()),
+                    marker=SUPERGATEWAY_PACKAGE)
+    except NodeUnavailable as exc:
+        raise InstallFailed(str(exc)) from None
+    return modules / FILESYSTEM_PACKAGE / "dist" / "index.js", modules / SUPERGATEWAY_PACKAGE / "dist" / "index.js"
+
+
+def install_mcp_proxy() -> Path:
+    """Make ``var/mcp-proxy`` with the system Python and ``pip install mcp-proxy==VERSION`` into it,
+    unless it already holds that version (guarded by a file lock). Returns its ``mcp-proxy`` script.
+
+    Raises:
+        InstallFailed: the venv or the install failed (pip's output in the message).
+    """
+    python = MCP_PROXY_VENV / "bin" / "python"
+    script = MCP_PROXY_VENV / "bin" / "mcp-proxy"
+
+    def installed() -> str:
+        if not python.exists():
+            return ""
+        proc = subprocess.run([str(python), "-c", "import importlib.metadata as m; print(m.version('mcp-proxy'))"],
+                              capture_output=True, text=True, timeout=120)
+        return proc.stdout.strip() if proc.returncode == 0 else ""
+
+    with _locked(MCP_PROXY_VENV.name):
+        if installed() == MCP_PROXY_VERSION and script.exists():
+            return script
+        shutil.rmtree(MCP_PROXY_VENV, ignore_errors=True)
+        for argv in ([SYSTEM_PYTHON, "-m", "venv", str(MCP_PROXY_VENV)],
+                     [str(python), "-m", "pip", "install", "--quiet", f"mcp-proxy=={MCP_PROXY_VERSION}"]):
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=900)
+            if proc.returncode != 0:
+                raise InstallFailed(f"{' '.join(argv)} failed ({proc.returncode}):\n"
+                                    f"{proc.stdout[-2000:]}{proc.stderr[-4000:]}")
+        if installed() != MCP_PROXY_VERSION or not script.exists():
+            raise InstallFailed(f"pip installed mcp-proxy {installed() or 'nothing'}, not {MCP_PROXY_VERSION}")
+    return script
+
+
 def _npm_version(package: Path) -> str:
     import json
 
@@ -146,6 +229,7 @@ class ThirdPartyServer:
     url: str
     proc: subprocess.Popen
     log_path: Path
+    group: bool = False  # started in a process group of its own (see stop)
 
     def output(self) -> str:
         """What the process wrote to stdout and stderr so far."""
@@ -155,7 +239,8 @@ class ThirdPartyServer:
             return ""
 
     def stop(self, timeout_s: float = 10.0) -> None:
-        """Terminate the process (then kill it after ``timeout_s``)."""
+        """Terminate the process (then kill it after ``timeout_s``). A bridge runs in its own
+        process group (``group``): what is left of the group then (stdio children) is killed too."""
         if self.proc.poll() is None:
             self.proc.terminate()
             try:
@@ -163,6 +248,11 @@ class ThirdPartyServer:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(timeout_s)
+        if self.group:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 def free_port() -> int:
@@ -197,11 +287,11 @@ def _server_env(extra: dict[str, str]) -> dict[str, str]:
     return env
 
 
-def _spawn(argv: list[str], env: dict[str, str], log_path: Path, cwd: Path) -> subprocess.Popen:
+def _spawn(argv: list[str], env: dict[str, str], log_path: Path, cwd: Path, group: bool = False) -> subprocess.Popen:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "w") as out:
         return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                                cwd=cwd)
+                                cwd=cwd, start_new_session=group)
 
 
 def start_fastmcp(release: FastMcpRelease, log_path: Path, timeout_s: float = 60.0) -> ThirdPartyServer:
@@ -237,6 +327,39 @@ def start_everything(log_path: Path, timeout_s: float = 60.0) -> ThirdPartyServe
     proc = _spawn([node, str(script), "streamableHttp"], env, log_path, EVERYTHING_PREFIX)
     _wait_listening(proc, port, log_path, f"{EVERYTHING_PACKAGE} {EVERYTHING_VERSION}", timeout_s)
     return ThirdPartyServer(EVERYTHING_PACKAGE, EVERYTHING_VERSION, f"http://127.0.0.1:{port}/mcp", proc, log_path)
+
+
+def start_filesystem(bridge: str, directories: list[Path], log_path: Path, timeout_s: float = 60.0) -> ThirdPartyServer:
+    """Install the filesystem server and ``bridge`` (one of :data:`BRIDGES`) if needed and run the
+    server, allowed ``directories`` on its command line, behind the bridge on a free loopback port
+    (endpoint ``/mcp``). ``name`` is ``"FILESYSTEM via BRIDGE"``, ``version`` both versions.
+
+    Raises:
+        InstallFailed: see :func:`install_filesystem`, :func:`install_mcp_proxy`; Node >= 22 unavailable.
+        ValueError: an unknown ``bridge``.
+        RuntimeError: the bridge did not listen within ``timeout_s`` (its output in the message).
+    """
+    if bridge not in BRIDGES:
+        raise ValueError(f"unknown bridge {bridge!r} (one of {BRIDGES})")
+    filesystem, supergateway = install_filesystem()
+    try:
+        node = node22()
+    except NodeUnavailable as exc:
+        raise InstallFailed(str(exc)) from None
+    port = free_port()
+    child = [node, str(filesystem), *(str(d) for d in directories)]
+    env = _server_env({"PATH": node_env(node)["PATH"]})
+    if bridge == "supergateway":
+        argv = [node, str(supergateway), "--stdio", shlex.join(child), "--outputTransport", "streamableHttp",
+                "--stateful", "--port", str(port), "--logLevel", "info"]
+        version = f"{FILESYSTEM_VERSION} / supergateway {SUPERGATEWAY_VERSION}"
+    else:
+        argv = [str(install_mcp_proxy()), "--host", "127.0.0.1", "--port", str(port), "--", *child]
+        version = f"{FILESYSTEM_VERSION} / mcp-proxy {MCP_PROXY_VERSION}"
+    proc = _spawn(argv, env, log_path, FILESYSTEM_PREFIX, group=True)
+    _wait_listening(proc, port, log_path, f"{FILESYSTEM_PACKAGE} via {bridge}", timeout_s)
+    return ThirdPartyServer(f"{FILESYSTEM_PACKAGE} via {bridge}", version, f"http://127.0.0.1:{port}/mcp", proc,
+                            log_path, group=True)
 
 
 # -- fixtures -----------------------------------------------------------------------------------------
