@@ -281,26 +281,43 @@ async def test_a_session_level_roots_flood_is_answered_without_flooding_the_log(
     await operations.wait_idle(timeout=15)
 
 
-async def test_an_elicitation_outside_a_call_reaches_no_person(seeded, session_flooder):
-    """``elicitation/create`` on the standalone stream during a call: refused to the server; the
-    person's socket gets no card, the operation no round, the audit no ``received``."""
+@pytest.fixture(scope="module")
+def asks_after():
+    """tests/session_server.py: its ``ask_after`` tool asks once its call is over."""
+    from tests.session_server import serve_session_server
+
+    srv = serve_session_server()
+    yield srv
+    srv.handle.stop()
+
+
+@pytest.mark.parametrize("method", ["elicitation/create", "sampling/createMessage"])
+async def test_an_elicitation_outside_a_call_reaches_no_person(seeded, asks_after, method):
+    """``elicitation/create`` / ``sampling/createMessage`` on the standalone stream once no call is
+    open: refused to the server; the person's socket gets no card, the operation no round, the
+    audit no ``received``. (During the only open call such a request is that call's round:
+    tests/test_session_requests.py.)"""
     from mrtrweb.models import AuditEvent
 
     acme = seeded["servers"]["acme"]
-    server = await McpServer.objects.acreate(tenant_id=acme.tenant_id, name="Elicit aside", url=session_flooder.url,
-                                             allow_roots=True, allow_sampling=True)
+    server = await McpServer.objects.acreate(tenant_id=acme.tenant_id, name=f"Asks after {method}",
+                                             url=asks_after.url, allow_roots=True, allow_sampling=True)
     alice = await _login(seeded["users"]["alice"])
     ws = _ws(alice)
     assert (await ws.connect())[0]
-    session_flooder.clear()
-    for tool in ("elicit_aside", "sample_aside"):
-        op = await _until(await _start_op(alice, server, tool, {"arg-note": "<b>secret-note</b>"}),
-                          lambda o: o.status in Operation.TERMINAL, timeout=30)
-        assert (op.status, op.rounds) == (Operation.Status.COMPLETED, 0), op.error_message
-        assert "refused by the client" in op.result["content"][0]["text"]
-        assert not await AuditEvent.objects.filter(operation_id=op.id, event="received").aexists()
-        page = (await alice.get(f"/mcp/operations/{op.id}/")).content.decode()
-        assert 'name="action"' not in page  # no card to answer
+    asks_after.clear()
+    op = await _until(await _start_op(alice, server, "ask_after", {"arg-method": method, "arg-note": "<b>secret-note</b>"}),
+                      lambda o: o.status in Operation.TERMINAL, timeout=30)
+    assert (op.status, op.rounds) == (Operation.Status.COMPLETED, 0), op.error_message
+    deadline = time.monotonic() + 15
+    while not (after := [e for e in asks_after.aside if e["when"] == "after"]) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)  # the listing's and the call's sessions each also answered roots
+    # the server got no answer: the operation's own session refuses it, or is closed already (a
+    # legacy operation's connection ends with its call); the refusal's text: test_session_requests
+    assert after and set(after[0]) == {"when", "method", "error"}, after
+    assert not await AuditEvent.objects.filter(operation_id=op.id, event="received").aexists()
+    page = (await alice.get(f"/mcp/operations/{op.id}/")).content.decode()
+    assert 'name="action"' not in page  # no card to answer
     got = await _drain(ws, quiet_s=1.0)
     assert all(m.get("type") in ("operation", "progress", "pong") for m in got), got
     assert all(m.get("status") != "awaiting_input" for m in got if m.get("type") == "operation")

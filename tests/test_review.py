@@ -188,7 +188,7 @@ async def test_send_without_a_valid_review_is_refused(seeded, caplog, monkeypatc
         _, other_token = await _reviewed(client, other, DEPLOY_OK)
         token = other_token  # a genuine review of the same answers, for another operation
     elif case == "expired":
-        monkeypatch.setattr(views, "REVIEW_MAX_AGE_S", -1)
+        monkeypatch.setattr(views.review, "REVIEW_MAX_AGE_S", -1)
     with caplog.at_level(logging.INFO, logger="mrtrweb"):
         resp = await client.post(_url(op), dict(DEPLOY_OK, action="send", round="1", review_token=token))
     await operations.wait_idle()
@@ -235,7 +235,7 @@ async def test_a_round_answered_meanwhile_shows_no_review(seeded, monkeypatch):
         await Operation.objects.filter(pk=op_.pk).aupdate(status=Operation.Status.RUNNING)
         return await real(request, op_, *args, **kwargs)
 
-    monkeypatch.setattr(views, "_review_response", answered_elsewhere_first)
+    monkeypatch.setattr(views.answers, "_review_response", answered_elsewhere_first)
     resp, token = await post_review(client, _url(op), dict(DEPLOY_OK, round="1"))
     assert resp.status_code == 409 and token is None
     page = resp.content.decode()

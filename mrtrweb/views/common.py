@@ -1,0 +1,92 @@
+"""What every view shares: the requesting user, their server and operation looked up through
+their memberships (another user's is a 404; access that ended is a 404 and ends the operation),
+the round panel's response, and the audit of refused attempts.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.http import HttpRequest, HttpResponse
+from django.middleware.csrf import get_token
+from django.template.response import TemplateResponse
+
+from .. import access, audit, expiry, operations
+from ..models import Operation
+from ..panels import panel_context
+
+logger = logging.getLogger("mrtrweb.views")
+
+
+async def _user(request: HttpRequest):
+    return await request.auser()
+
+
+_server_for = access.server_for
+
+
+async def _operation_for(user: Any, op_id: Any) -> Operation:
+    """The user's operation while they may act on it (:func:`mrtrweb.access.operation_for`).
+
+    Raises:
+        Http404: not theirs; :class:`~mrtrweb.access.AccessEnded` (a 404 too) when their access
+            ended (the operation is then ended as denied, nothing sent)."""
+    return await operations.operation_for(user, op_id)
+
+
+async def _current(user: Any, op_id: Any) -> Operation:
+    """The user's operation, after settling it if the worker named on it is dead
+    (:mod:`mrtrweb.workers`) or its round is past its lifetime (:mod:`mrtrweb.expiry`)."""
+    op = await _operation_for(user, op_id)
+    settled = False
+    if op.status in Operation.LIVE and op.worker:
+        settled = bool(await operations.reap_interrupted(op.pk))
+    if not settled:
+        settled = await expiry.settle_if_due(op)
+    if settled:
+        op = await _operation_for(user, op_id)
+    return op
+
+
+async def _record_refused_after_access(exc: access.AccessEnded, what: str) -> None:
+    """An answer or a stop posted by the owner after their access ended: refused (404, nothing
+    sent) and recorded as ``rejected`` with code ``access_revoked``."""
+    logger.warning("%s on operation %s refused: access ended (%s)", what, exc.op.id, exc.cause)
+    try:
+        await sync_to_async(audit.record)(exc.op, "rejected", code=access.ACCESS_REVOKED,
+                                          reason=f"{what} after access ended: {exc.cause}", round_number=exc.op.rounds,
+                                          request_id=exc.op.latest_request_id)
+    except audit.AuditUnavailable:
+        pass
+
+
+async def _record_foreign_attempt(user: Any, op_id: Any) -> None:
+    """An answer posted by someone who does not own the operation: recorded (the owner's tenant
+    chain, the attempting user's digest), never acted on."""
+    try:
+        op = await Operation.objects.select_related("server", "tenant").aget(pk=op_id)
+    except (Operation.DoesNotExist, ValueError):
+        return
+    logger.warning("answer attempt on operation %s by another user", op.id)
+    try:
+        await sync_to_async(audit.record)(op, "rejected", code="mrtr_identity_or_argument_mismatch",
+                                          reason="answer attempt by another user", round_number=op.rounds,
+                                          request_id=op.latest_request_id, user_id=user.pk)
+    except audit.AuditUnavailable:
+        pass
+
+
+async def _panel_response(request: HttpRequest, op: Operation, *, status: int, **kwargs: Any) -> HttpResponse:
+    """The operation's page as it is now. A card or review (``forms``/``review``) whose round was
+    answered meanwhile (from another tab or worker) is not shown: 409 with the inactive-round
+    message instead, so the person knows this answer was not sent."""
+    op = await Operation.objects.select_related("server", "tenant").aget(pk=op.pk)
+    if (kwargs.get("forms") or kwargs.get("review")) and op.status != Operation.Status.AWAITING_INPUT:
+        logger.info("operation %s: card or review not shown, the round is no longer open (%s)", op.id, op.status)
+        kwargs = {"error": operations.message_for("inactive_mrtr_round")}
+        status = 409
+    ctx = await sync_to_async(panel_context)(op, **kwargs)
+    ctx["csrf_token"] = get_token(request)
+    return TemplateResponse(request, "mrtrweb/operation.html", ctx, status=status)

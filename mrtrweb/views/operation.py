@@ -1,0 +1,72 @@
+"""The operation page and its panel (the round's card, rendered server-side), Stop, and the
+result download.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.middleware.csrf import get_token
+from django.shortcuts import redirect
+from django.template.response import TemplateResponse
+from django.views.decorators.http import require_GET, require_POST
+
+from .. import access, operations, results
+from ..models import Operation
+from ..panels import panel_context
+from .common import _current, _operation_for, _panel_response, _record_refused_after_access, _user
+
+async def _render_operation(request: HttpRequest, op_id: Any, template: str) -> HttpResponse:
+    user = await _user(request)
+    op = await _current(user, op_id)
+    ctx = await sync_to_async(panel_context)(op)
+    ctx["csrf_token"] = get_token(request)
+    return TemplateResponse(request, template, ctx)
+
+
+@login_required
+async def operation_detail(request: HttpRequest, op_id: Any) -> HttpResponse:
+    return await _render_operation(request, op_id, "mrtrweb/operation.html")
+
+
+@login_required
+async def operation_panel(request: HttpRequest, op_id: Any) -> HttpResponse:
+    """The panel alone (the page's fallback refresh when the WebSocket is down)."""
+    return await _render_operation(request, op_id, "mrtrweb/_panel.html")
+
+
+@login_required
+@require_POST
+async def operation_stop(request: HttpRequest, op_id: Any) -> HttpResponse:
+    """Stop an operation whose round waits for the person (nothing is sent; outcome denied/cancelled)."""
+    user = await _user(request)
+    try:
+        op = await _operation_for(user, op_id)
+    except access.AccessEnded as exc:
+        await _record_refused_after_access(exc, "stop")
+        raise
+    if not await operations.stop_operation(op):
+        return await _panel_response(request, op, error=operations.message_for("inactive_mrtr_round"), status=409)
+    return redirect("mrtrweb:operation", op_id=op.id)
+
+
+@login_required
+@require_GET
+async def operation_result(request: HttpRequest, op_id: Any) -> HttpResponse:
+    """The stored result of the user's completed operation as a download (``mrtrweb.results.download``):
+    an attachment, ``nosniff``, a sandboxing CSP, never rendered as a page. 404: not the user's,
+    or no result."""
+    user = await _user(request)
+    op = await _operation_for(user, op_id)
+    if op.status != Operation.Status.COMPLETED or op.result is None:
+        raise Http404("No result")
+    body, content_type, filename = results.download(op)
+    response = HttpResponse(body, content_type=content_type)
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    response["X-Content-Type-Options"] = "nosniff"
+    response["Content-Security-Policy"] = "default-src 'none'; sandbox"
+    response["Cache-Control"] = "private, no-store"
+    return response
