@@ -501,7 +501,9 @@ async def _answer(op: Operation, consent: ConsentPolicy) -> list[str]:
             return []
     responses = consent.responses(rnd, provided) if approved is not None else None
     if responses is None:
-        logger.info("operation %s round %s: sampling/roots refused by the scripted policy", op.id, rnd.number)
+        logger.info("operation %s round %s: sampling/roots refused by the scripted policy (keys: %s)", op.id,
+                    rnd.number, ", ".join(shown_name(k) for k, v in rnd.requests.items()
+                                         if v.kind in ("sampling", "roots")))
         await operations.deny(full, "deprecated_request_refused")
         return []
     missing = consent.missing_defaults(rnd)
@@ -509,7 +511,7 @@ async def _answer(op: Operation, consent: ConsentPolicy) -> list[str]:
         logger.info("operation %s round %s: accept-defaults answers cancel: required fields without a default: %s",
                     op.id, rnd.number, ", ".join(missing))
     logger.info("operation %s round %s: answering %s", op.id, rnd.number,
-                {shown_name(k): v.get("action") for k, v in responses.items()})
+                {shown_name(k): v.get("action") or ("approved" if k in provided else None) for k, v in responses.items()})
     try:
         await operations.answer_round(full, responses)
     except GateRejection as exc:

@@ -86,8 +86,9 @@ class McpServer(models.Model):
                     "person and answered only with their explicit approval."))
     allow_roots = models.BooleanField(
         _("allow roots (deprecated)"), default=False,
-        help_text=_("Let this server ask for roots/list in its rounds; the person sees the roots below before "
-                    "they are sent."))
+        help_text=_("Let this server ask for roots/list. Asked during a call, the person sees the roots below on "
+                    "the card before they are sent; asked for the session (e.g. right after connecting), they "
+                    "are sent at once."))
     class AuthMode(models.TextChoices):
         NONE = "none", _("None")
         TENANT = "tenant", _("Tenant credentials (a bearer token or headers, the same for every member)")
