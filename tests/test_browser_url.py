@@ -103,6 +103,21 @@ def _url_mcp(url: str):
     return serve_in_thread(server=mcp)
 
 
+def alice_trusting_the_counting_site(app):
+    """A page of alice, signed in, in a context that accepts the counting site's own certificate."""
+    context = app.browser.new_context(base_url=app.live.url, viewport={"width": 1100, "height": 1400},
+                                      ignore_https_errors=True)
+    context.set_default_timeout(TIMEOUT_MS)
+    app.contexts.append(context)
+    page = context.new_page()
+    page.goto("/accounts/login/?next=/mcp/")
+    page.get_by_label("Username").fill("alice")
+    page.get_by_label("Password").fill(PASSWORDS["alice"])
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.locator("header .who")).to_have_text("Signed in as alice")
+    return page
+
+
 def test_no_request_to_the_url_before_the_click(app, counting_site):
     from mrtrweb.models import McpServer
 
@@ -111,16 +126,7 @@ def test_no_request_to_the_url_before_the_click(app, counting_site):
     try:
         server = McpServer.objects.create(tenant=app.seeded["servers"]["acme"].tenant, name="URL server",
                                           url=handle.url)
-        context = app.browser.new_context(base_url=app.live.url, viewport={"width": 1100, "height": 1400},
-                                          ignore_https_errors=True)  # the counting site's own certificate
-        context.set_default_timeout(TIMEOUT_MS)
-        app.contexts.append(context)
-        page = context.new_page()
-        page.goto("/accounts/login/?next=/mcp/")
-        page.get_by_label("Username").fill("alice")
-        page.get_by_label("Password").fill(PASSWORDS["alice"])
-        page.get_by_role("button", name="Sign in").click()
-        expect(page.locator("header .who")).to_have_text("Signed in as alice")
+        page = alice_trusting_the_counting_site(app)
         page.goto(f"/mcp/servers/{server.pk}/tools/open_local_page/")
         page.get_by_role("button", name="Call tool").click()
         expect(page).to_have_url(OP_URL)

@@ -12,9 +12,9 @@ from __future__ import annotations
 import pytest
 
 from tests.test_browser import (  # noqa: F401 -- fixtures
-    OP_URL, PASSWORDS, TIMEOUT_MS, _status, app, browser, expect, live, valved_mcp,
+    OP_URL, _status, app, browser, expect, live, valved_mcp,
 )
-from tests.test_browser_url import counting_site  # noqa: F401 -- fixture
+from tests.test_browser_url import alice_trusting_the_counting_site, counting_site  # noqa: F401 -- fixture
 from tests.test_url_required import url_required_server
 
 pytestmark = [pytest.mark.browser]
@@ -28,16 +28,7 @@ def test_url_required_card_then_the_request_again(app, counting_site):  # noqa: 
     try:
         server = McpServer.objects.create(tenant=app.seeded["servers"]["acme"].tenant, name="URL-required server",
                                           url=handle.url)
-        context = app.browser.new_context(base_url=app.live.url, viewport={"width": 1100, "height": 1400},
-                                          ignore_https_errors=True)  # the counting site's own certificate
-        context.set_default_timeout(TIMEOUT_MS)
-        app.contexts.append(context)
-        page = context.new_page()
-        page.goto("/accounts/login/?next=/mcp/")
-        page.get_by_label("Username").fill("alice")
-        page.get_by_label("Password").fill(PASSWORDS["alice"])
-        page.get_by_role("button", name="Sign in").click()
-        expect(page.locator("header .who")).to_have_text("Signed in as alice")
+        page = alice_trusting_the_counting_site(app)
         page.goto(f"/mcp/servers/{server.pk}/tools/sign_in_first/")
         page.get_by_role("button", name="Call tool").click()
         expect(page).to_have_url(OP_URL)
