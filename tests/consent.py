@@ -9,8 +9,10 @@ outcome exactly as before.
 
 from __future__ import annotations
 
+import asyncio
 import html
 import re
+import time
 from typing import Any
 
 REVIEW_TOKEN = re.compile(r'<input type="hidden" name="review_token" value="([^"]*)">')
@@ -60,3 +62,17 @@ async def waiting_round(seeded: dict[str, Any], provider: str = "gitlab", *, sho
     if shown:
         assert (await client.get(f"/mcp/operations/{op.id}/")).status_code == 200
     return client, op
+
+
+async def until(op: Any, what: Any, timeout: float = 15.0) -> Any:
+    """Poll the operation's row (server, tenant and user loaded) until ``what(op)``; returns it.
+    AssertionError after ``timeout`` seconds, naming the status and error it is stuck in."""
+    from mrtrweb.models import Operation
+
+    deadline = time.monotonic() + timeout
+    while True:
+        op = await Operation.objects.select_related("server", "tenant", "user").aget(pk=op.pk)
+        if what(op):
+            return op
+        assert time.monotonic() < deadline, f"operation stuck in {op.status} ({op.error_code}: {op.error_message})"
+        await asyncio.sleep(0.05)

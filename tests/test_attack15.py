@@ -26,7 +26,7 @@ from tests.attack15_servers import (
     INJECT_ARGS, INJECT_SCHEMA, ROOTS_FLOOD, URL_ATTACKS, _downgrading_server, _flooding_server,
     _injection_server, _modern_asker, _session_flooder, _url_after_round, _url_hostile_legacy,
 )
-from tests.consent import post_answer
+from tests.consent import post_answer, until
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -54,13 +54,7 @@ async def _drain(ws: WebsocketCommunicator, quiet_s: float = 1.5, cap_s: float =
 
 
 async def _until(op: Operation, what, timeout: float = 20.0) -> Operation:
-    deadline = time.monotonic() + timeout
-    while True:
-        op = await Operation.objects.select_related("server", "tenant", "user").aget(pk=op.pk)
-        if what(op):
-            return op
-        assert time.monotonic() < deadline, f"operation stuck in {op.status} ({op.error_code}: {op.error_message})"
-        await asyncio.sleep(0.05)
+    return await until(op, what, timeout)
 
 
 # --------------------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from mrtrweb import operations
 from mrtrweb.demo.legacy import serve_legacy_in_thread
 from mrtrweb.mcp import McpCallError, McpConnection
 from mrtrweb.models import AuditEvent, McpServer, Operation
-from tests.consent import post_answer, post_review
+from tests.consent import post_answer, post_review, until
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -57,14 +57,7 @@ async def _reload(op: Operation) -> Operation:
 
 
 async def _until(op: Operation, what, timeout: float = 15.0) -> Operation:
-    """Poll the operation's row until ``what(op)`` (the held call keeps running meanwhile)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        op = await _reload(op)
-        if what(op):
-            return op
-        assert time.monotonic() < deadline, f"operation stuck in {op.status} ({op.error_code}: {op.error_message})"
-        await asyncio.sleep(0.05)
+    return await until(op, what, timeout)
 
 
 async def _responses_until(mcp, count: int, timeout: float = 10.0) -> list:

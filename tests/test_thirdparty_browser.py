@@ -17,6 +17,8 @@ import re
 import pytest
 
 from tests.test_browser import browser, expect, live  # noqa: F401 -- fixtures
+from tests.test_ts_server_browser import accept, card
+from tests.test_ts_server_browser import call_tool as _call_tool
 from tests.thirdparty import everything_server, fastmcp3_server  # noqa: F401  (fixtures)
 
 pytestmark = [pytest.mark.browser]
@@ -53,30 +55,7 @@ def signed_in(seeded, browser, live):
 
 
 def call_tool(page, server_name: str, tool: str, args: dict[str, str]) -> str:
-    page.goto("/mcp/")
-    page.get_by_role("link", name=server_name).click()
-    expect(page.get_by_role("heading", name=server_name)).to_be_visible()
-    page.locator(f"a[data-tool='{tool}']").click()
-    expect(page.get_by_role("heading", name=f"Call {tool}")).to_be_visible()
-    for name, value in args.items():
-        page.locator(f"[name='arg-{name}']").fill(value)
-    page.get_by_role("button", name="Call tool").click()
-    expect(page).to_have_url(OP_URL)
-    return OP_URL.search(page.url).group(1)
-
-
-def card(page):
-    return page.locator("#operation form.card")
-
-
-def accept(page) -> None:
-    """Accept, then Send on the review (nothing is sent before Send)."""
-    with page.expect_navigation():
-        card(page).get_by_role("button", name="Accept", exact=True).click()
-    review = page.locator("#operation form.review")
-    expect(review).to_be_visible()
-    with page.expect_navigation():
-        review.get_by_role("button", name="Send", exact=True).click()
+    return _call_tool(page, tool, args, server_name=server_name)
 
 
 def results(page):

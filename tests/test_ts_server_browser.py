@@ -46,11 +46,12 @@ def page(seeded, browser, live, ts_server):  # noqa: F811
 # -- the person's steps (one place each, so a review step can be added here) ------------------------
 
 
-def call_tool(page, tool: str, args: dict[str, str]) -> str:
-    """From the server list: open the TypeScript server, the tool, fill its arguments, call it."""
+def call_tool(page, tool: str, args: dict[str, str], server_name: str = TS_SERVER_NAME) -> str:
+    """From the server list: open the server (the TypeScript server by default), the tool, fill
+    its arguments, call it; returns the operation id."""
     page.goto("/mcp/")
-    page.get_by_role("link", name=TS_SERVER_NAME).click()
-    expect(page.get_by_role("heading", name=TS_SERVER_NAME)).to_be_visible()
+    page.get_by_role("link", name=server_name).click()
+    expect(page.get_by_role("heading", name=server_name)).to_be_visible()
     page.locator(f"a[data-tool='{tool}']").click()
     expect(page.get_by_role("heading", name=f"Call {tool}")).to_be_visible()
     for name, value in args.items():

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 
 import pytest
 from django.test import AsyncClient
@@ -24,7 +23,7 @@ from mcp_types import ElicitRequestURLParams
 
 from mrtrweb import headless, operations
 from mrtrweb.models import AuditEvent, McpServer, Operation
-from tests.consent import post_answer, post_review
+from tests.consent import post_answer, post_review, until
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -125,13 +124,7 @@ async def _client(user) -> AsyncClient:
 
 
 async def _until(op: Operation, what, timeout: float = 15.0) -> Operation:
-    deadline = time.monotonic() + timeout
-    while True:
-        op = await Operation.objects.select_related("server", "tenant", "user").aget(pk=op.pk)
-        if what(op):
-            return op
-        assert time.monotonic() < deadline, f"operation stuck in {op.status} ({op.error_code}: {op.error_message})"
-        await asyncio.sleep(0.05)
+    return await until(op, what, timeout)
 
 
 async def _start(client: AsyncClient, server: McpServer, tool: str, args: dict[str, str]) -> Operation:
