@@ -361,6 +361,21 @@ def server_for(url: str, tenant: Any) -> McpServer:
     return server
 
 
+def _member_server(user: Any, tenant: Any, url: str) -> McpServer:
+    """The tenant's server for ``url`` (:func:`server_for`) once ``user`` is known to be an active
+    member of ``tenant`` (sync; one thread hop for both).
+
+    Raises:
+        HeadlessError: ``not_a_member`` (not a member, or inactive).
+        django.core.exceptions.ValidationError: see :func:`server_for`.
+    """
+    from .access import denial
+
+    if denial(user.pk, tenant.pk):
+        raise HeadlessError("not_a_member", "the user is not an active member of the tenant")
+    return server_for(url, tenant)
+
+
 def _server_name(url: str, tenant: Any) -> str:
     base = ("headless " + url)[:110]
     name, n = base, 1
@@ -389,11 +404,8 @@ async def arun(*, url: str, user: Any, tenant: Any, method: str, params: dict[st
         HeadlessError: ``not_a_member``, or the operation was refused before anything was sent
             (``limit_reached``, ``binding_store_unavailable``).
     """
-    from .access import adenial
 
-    if await adenial(user.pk, tenant.pk):  # not a member, or inactive
-        raise HeadlessError("not_a_member", "the user is not an active member of the tenant")
-    server = await sync_to_async(server_for)(url, tenant)
+    server = await sync_to_async(_member_server)(user, tenant, url)
     if method == "tools/call" and await _task_only(user, server, params.get("name")):
         logger.info("tools/call of a task-only tool on server %s not run: nothing sent", server.pk)
         return HeadlessOutcome(TASK_REQUIRED, None, 0, "", TASK_REQUIRED)
@@ -427,8 +439,11 @@ async def _run(pushes: _Pushes, server: McpServer, user: Any, method: str, param
     deadline = time.monotonic() + timeout_s
     answered = 0  # the last round number this agent answered
     missing: list[str] = []  # fields without a default that made accept-defaults cancel
+    fresh = True  # the row as start_operation made it: running, nothing to read until a push
     while True:
-        op = await Operation.objects.aget(pk=op.pk)
+        if not fresh:
+            op = await Operation.objects.select_related("server", "tenant", "user").aget(pk=op.pk)
+        fresh = False
         if op.is_terminal:
             await _settled(op)
             return _outcome(op, missing)
@@ -441,7 +456,7 @@ async def _run(pushes: _Pushes, server: McpServer, user: Any, method: str, param
                 op = await Operation.objects.aget(pk=op.pk)
             await _settled(op)
             return HeadlessOutcome(TIMEOUT, None, op.rounds, str(op.id), "headless_timeout", tuple(missing))
-        if op.status == Operation.Status.AWAITING_INPUT and op.rounds > answered:
+        if op.status == Operation.Status.AWAITING_INPUT and op.rounds > answered:  # read after a push
             answered = op.rounds
             missing += await _answer(op, consent)
             continue
@@ -475,16 +490,21 @@ async def _answer(op: Operation, consent: ConsentPolicy) -> list[str]:
     for them (else ``[]``)."""
     from .panels import record_shown
 
+    def show() -> tuple[Operation, Any]:  # one thread hop: the round, the row, the consent receipt
+        state = operations.get_gate().state(operations.handle_of(op))
+        rnd = state.round if state else None
+        if rnd is None or rnd.number != op.rounds:
+            return op, None  # the round ended meanwhile (expired, stopped): the row says how
+        record_shown(op, rnd, reason=f"headless: scripted consent policy {consent.kind}")
+        return op, rnd  # read with its server, tenant and user by _run
+
     try:
-        state = await sync_to_async(operations.get_gate().state)(operations.handle_of(op))
+        full, rnd = await sync_to_async(show)()
     except StoreUnavailable:
         await operations.deny(op, operations.STORE_UNAVAILABLE)
         return []
-    rnd = state.round if state else None
-    if rnd is None or rnd.number != op.rounds:
-        return []  # the round ended meanwhile (expired, stopped): the row says how
-    full = await Operation.objects.select_related("server", "tenant", "user").aget(pk=op.pk)
-    await sync_to_async(record_shown)(full, rnd, reason=f"headless: scripted consent policy {consent.kind}")
+    if rnd is None:
+        return []
     approved = consent.approved_deprecated(rnd)
     provided: dict[str, Any] = {}
     for key, form_data in (approved or {}).items():

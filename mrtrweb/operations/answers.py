@@ -14,61 +14,90 @@ from asgiref.sync import sync_to_async
 
 from ..gate import GateRejection, Retry
 from ..models import Operation
-from .authorization import _authorization_changed
+from .authorization import authorization_changed_sync
 from .calls import _drive, _send_when_back
-from .legacy import _answer_legacy, _is_legacy_round
-from .messages import AnswerPending, AUTHORIZATION_CHANGED, DENY_MESSAGES, OperationRefused
+from .legacy import _answer_legacy
+from .messages import AnswerPending, AUTHORIZATION_CHANGED, DENY_MESSAGES, LEGACY, OperationRefused
 from .retries import _build_and_record
-from .runtime import _answer_refused, _load, _spawn, notify
-from .revocation import _access_ended
+from .runtime import _answer_refused, _spawn, notify
+from .revocation import end_operation
 from .stopping import deny
-from .url_required import all_accepted, end_unaccepted, is_url_required_round, resend_params, URL_REQUIRED
+from .url_required import all_accepted, end_unaccepted, resend_params, URL_REQUIRED
 
 logger = logging.getLogger("mrtrweb.operations")
 
 
-def _shown_exists(op_id: Any, round_number: int) -> bool:
+@dataclasses.dataclass
+class _Checked:
+    """What :func:`_check_answer` found: the operation (re-read), why the answer must be refused
+    (``access`` with the access ``cause``, or a deny reason), the round's kind and digests."""
+
+    op: Operation
+    refusal: str = ""
+    cause: str = ""
+    legacy: bool = False
+    url_round: bool = False
+    digests: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+def _check_answer(op_id: Any) -> _Checked:
+    """Every check before an answer is built, in one thread hop (sync): the operation re-read,
+    the owner's access (:func:`mrtrweb.access.denial`), the round's consent receipt (``shown``),
+    the authorization identity, the server configuration the round was received under, and
+    whether the round came from a legacy server or a ``-32042`` error. The round's audit events
+    are read in one query."""
+    from .. import access
     from ..models import AuditEvent
 
-    return AuditEvent.objects.filter(operation_id=op_id, round_number=round_number, event="shown").exists()
-
-
-def _received_config(op_id: Any, round_number: int) -> str | None:
-    from ..models import AuditEvent
-
-    row = AuditEvent.objects.filter(operation_id=op_id, round_number=round_number, event="received") \
-        .order_by("-sequence").values_list("config_digest", flat=True).first()
-    return row
+    op = Operation.objects.select_related("server", "tenant", "user").get(pk=op_id)
+    cause = access.denial(op.user_id, op.tenant_id, op.server_id)
+    if cause:
+        return _Checked(op, "access", cause)
+    events = list(AuditEvent.objects.filter(operation_id=op.id, round_number=op.rounds, event__in=("shown", "received"))
+                  .order_by("-sequence").values("event", "code", "config_digest", "state_digest", "schema_digests"))
+    received = [e for e in events if e["event"] == "received"]
+    checked = _Checked(op, legacy=any(e["code"] == LEGACY for e in received),
+                       url_round=any(e["code"] == URL_REQUIRED for e in received))
+    if received:
+        checked.digests = {"state_digest": received[0]["state_digest"],
+                           "schema_digests": received[0]["schema_digests"]}
+    if not any(e["event"] == "shown" for e in events):
+        checked.refusal = "missing_consent_receipt"
+    # before the configuration check: a replaced tenant credential also changes the config digest,
+    # and the person should read that the authorization changed
+    elif authorization_changed_sync(op) is not None:
+        checked.refusal = AUTHORIZATION_CHANGED
+    elif (received[0]["config_digest"] if received else None) != op.server.config_digest():
+        checked.refusal = "server_config_changed"
+    return checked
 
 
 async def answer_round(op: Operation, responses: dict[str, Any]) -> Retry:
     """Answer the operation's open round (the person's validated answers) and send the retry in
     the background. The caller has checked that ``op`` belongs to the requesting user.
 
+    Thread hops: one for every check (:func:`_check_answer`), two to build and record the retry
+    (:func:`~.retries._build_and_record`), then the retry's own (:func:`~.calls._drive`).
+
     Raises:
         GateRejection: refused by the gate (recorded as ``rejected``; nothing sent).
         OperationRefused: store or audit unavailable, or a deny condition (nothing sent).
     """
-    op = await _load(op.pk)
-    if await _access_ended(op):
+    checked = await sync_to_async(_check_answer)(op.pk)
+    op = checked.op
+    if checked.refusal == "access":
+        await end_operation(op, checked.cause)
         raise OperationRefused("denied", DENY_MESSAGES["access_revoked"])
-    if not await sync_to_async(_shown_exists)(op.id, op.rounds):
-        await deny(op, "missing_consent_receipt")
-        raise OperationRefused("denied", DENY_MESSAGES["missing_consent_receipt"])
-    # before the configuration check: a replaced tenant credential also changes the config digest,
-    # and the person should read that the authorization changed
-    if await _authorization_changed(op) is not None:
-        await deny(op, AUTHORIZATION_CHANGED)
-        raise OperationRefused("denied", DENY_MESSAGES[AUTHORIZATION_CHANGED])
-    if await sync_to_async(_received_config)(op.id, op.rounds) != op.server.config_digest():
-        await deny(op, "server_config_changed")
-        raise OperationRefused("denied", DENY_MESSAGES["server_config_changed"])
-    if await sync_to_async(_is_legacy_round)(op.id, op.rounds):
+    if checked.refusal:
+        await deny(op, checked.refusal, digests=checked.digests or None)
+        raise OperationRefused("denied", DENY_MESSAGES[checked.refusal])
+    if checked.legacy:
         return await _answer_legacy(op, responses)
     # a round made from a -32042 error: accepted, the original request goes again; else it ends
-    url_round = await sync_to_async(is_url_required_round)(op.id, op.rounds)
+    url_round = checked.url_round
     try:
-        retry = await _build_and_record(op, responses, code=URL_REQUIRED if url_round else "")
+        retry = await _build_and_record(op, responses, code=URL_REQUIRED if url_round else "",
+                                        digests=checked.digests or None)
     except GateRejection as exc:
         await _answer_refused(op, exc)
         raise
@@ -87,5 +116,5 @@ async def answer_round(op: Operation, responses: dict[str, Any]) -> Retry:
             return retry
         params = resend_params(retry)
     await notify(op)
-    _spawn(_drive(op.id, str(retry.id), params))
+    _spawn(_drive(op.id, str(retry.id), params, checked=op))  # read and access-checked above
     return retry

@@ -23,12 +23,21 @@ async def _current_auth(server: McpServer, user_id: Any, tenant_id: Any) -> dict
 
 
 async def _authorization_changed(op: Operation) -> dict[str, str] | None:
+    """:func:`authorization_changed_sync` from async code (one thread hop)."""
+    from asgiref.sync import sync_to_async
+
+    return await sync_to_async(authorization_changed_sync)(op)
+
+
+def authorization_changed_sync(op: Operation) -> dict[str, str] | None:
     """The current authorization digests when they differ from those the operation's original
     request went out with (the person disconnected, connected another account, a tenant credential
     was replaced, the server's auth mode changed), else None. ``op.server`` is re-read first: an
-    admin's change made a moment ago counts. A refresh keeps them (same token family)."""
-    server = await McpServer.objects.aget(pk=op.server_id)
-    now = await _current_auth(server, op.user_id, op.tenant_id)
+    admin's change made a moment ago counts. A refresh keeps them (same token family). Sync."""
+    from ..authz import identity
+
+    server = McpServer.objects.get(pk=op.server_id)
+    now = identity.binding_fields(identity.identity_for_sync(server=server, user=op.user_id, tenant=op.tenant_id))
     recorded = {name: getattr(op, name) for name in now}
     return None if now == recorded else now
 

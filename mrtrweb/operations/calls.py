@@ -31,7 +31,7 @@ from .retries import _move_when_back
 from .rounds import _handle_result
 from . import tasks
 from .runtime import _finish, _load, _spawn, new_request_id, notify
-from .revocation import _access_ended
+from .revocation import _access_ended, end_operation
 from .stopping import _stop_requested, STOP_POLL_S
 from .url_required import is_url_required, url_required_round
 
@@ -120,15 +120,24 @@ def _asks_more(task: "asyncio.Task[Any]") -> bool:
     return isinstance(raw, dict) and raw.get("resultType") == "input_required"
 
 
-async def _drive(op_id: Any, request_id: str, params: dict[str, Any]) -> None:
+async def _drive(op_id: Any, request_id: str, params: dict[str, Any], *, checked: Operation | None = None) -> None:
     """Send one request of the operation and follow it until it needs the person or ends. The
     operation names this worker (``Operation.worker``) while it does: set by
-    :func:`start_operation` or :func:`_build_and_record`, after the lease was written."""
+    :func:`start_operation` or :func:`_build_and_record`, after the lease was written.
+
+    ``checked``: the operation as the caller has just read it (server, tenant and user loaded),
+    its owner's access checked in the same moment (:func:`.answers.answer_round`): not read again."""
     from ..workers import WORKER_ID, ensure_heartbeat, ensure_lease
 
     try:
         await ensure_heartbeat()
-        op = await _load(op_id)
+        if checked is not None and str(checked.pk) == str(op_id):
+            op = checked
+        else:
+            op, cause = await sync_to_async(_load_checked)(op_id)
+            if cause:
+                await end_operation(op, cause)
+                return
         if op.worker != WORKER_ID:  # an operation started before this worker ran the call
             await ensure_lease()
             await Operation.objects.filter(pk=op.pk).exclude(status__in=Operation.TERMINAL).aupdate(
@@ -136,9 +145,11 @@ async def _drive(op_id: Any, request_id: str, params: dict[str, Any]) -> None:
             op.worker = WORKER_ID
         plan: tasks.Plan | None = None
         planned = False
+        checked = True  # access was checked with the row, just now
         while True:
-            if await _access_ended(op):
+            if not checked and await _access_ended(op):
                 return
+            checked = False
             call = _Call(op, request_id)
             dedicated = ""
             try:
@@ -195,9 +206,7 @@ async def _drive(op_id: Any, request_id: str, params: dict[str, Any]) -> None:
                     return
                 await _finish(op, Operation.Status.FAILED, code=exc.code, message=failure_message(exc))
                 return
-            if await _access_ended(op):
-                return
-            try:
+            try:  # access is re-checked there, with the result (one thread hop)
                 nxt = await _handle_result(op, call.gate_id, raw)
             except AnswerPending as pending:  # a state-only retry recorded as the database went away
                 _spawn(_send_when_back(op.id, pending.retry, pending.fields))
@@ -265,8 +274,7 @@ async def _database_back(op_id: Any) -> None:
     pause, warned = 0.2, False
     while True:
         try:
-            await sync_to_async(close_old_connections)()
-            await Operation.objects.filter(pk=op_id).values_list("status", flat=True).afirst()
+            await sync_to_async(_fresh_connection)(op_id)
             if warned:
                 logger.warning("operation %s: the database answers again; the outcome is written now", op_id)
             return
@@ -281,6 +289,22 @@ async def _database_back(op_id: Any) -> None:
                                "waits for it (up to %ss)", op_id, exc.__class__.__name__, RESULT_DB_WAIT_S)
             await asyncio.sleep(pause)
             pause = min(pause * 2, 2.0)
+
+
+def _fresh_connection(op_id: Any) -> None:
+    """Give back a connection the database may have broken and read the operation's status on a
+    fresh one (sync; one query). Raises django.db.DatabaseError while the database is down."""
+    close_old_connections()
+    Operation.objects.filter(pk=op_id).values_list("status", flat=True).first()
+
+
+def _load_checked(op_id: Any) -> tuple[Operation, str]:
+    """The operation (server, tenant, user loaded) and why its owner may no longer act on it
+    (:func:`mrtrweb.access.denial`, ``""`` when they may), in one thread hop."""
+    from .. import access
+
+    op = Operation.objects.select_related("server", "tenant", "user").get(pk=op_id)
+    return op, access.denial(op.user_id, op.tenant_id, op.server_id)
 
 
 async def _send_when_back(op_id: Any, retry: Retry, fields: dict[str, Any]) -> None:

@@ -20,14 +20,14 @@ from ..gate import codes, Retry, StoreUnavailable
 from ..gates import get_gate, handle_of
 from ..models import Operation
 from .messages import AnswerPending, AUDIT_UNAVAILABLE, DENY_MESSAGES, LEGACY, message_for, OperationRefused, STORE_UNAVAILABLE
-from .runtime import _audit, new_request_id
+from .runtime import new_request_id
 from .stopping import deny
 
 logger = logging.getLogger("mrtrweb.operations")
 
 
 async def _build_and_record(op: Operation, responses: dict[str, Any] | None, *, retry_id: str | None = None,
-                            code: str = "") -> Retry:
+                            code: str = "", digests: dict[str, Any] | None = None) -> Retry:
     """Build the retry with the gate, write + read back its ``submitted`` event, then return it.
     The operation is running again; an MRTR retry names this worker (it sends it), a legacy
     answer leaves the worker holding the server's call named (``code`` :data:`LEGACY`).
@@ -39,6 +39,10 @@ async def _build_and_record(op: Operation, responses: dict[str, Any] | None, *, 
         AnswerPending: consumed and audited, but the database stayed away for
             :data:`ANSWER_DB_WAIT_S`: the caller keeps the retry and sends it once it is back
             (:func:`mrtrweb.operations.calls._send_when_back`).
+
+    ``digests``: the round's ``state_digest`` / ``schema_digests`` when the caller has them (the
+    ``submitted`` event carries them; else the audit looks them up). Thread hops: one for the gate
+    and the event (:func:`_respond_and_record`), one for the row.
     """
     from ..workers import WORKER_ID, ensure_lease
 
@@ -52,16 +56,11 @@ async def _build_and_record(op: Operation, responses: dict[str, Any] | None, *, 
             logger.warning("operation %s: answer refused, this worker's lease could not be written", op.id)
             raise OperationRefused(STORE_UNAVAILABLE, message_for(STORE_UNAVAILABLE)) from None
     try:
-        retry: Retry = await sync_to_async(gate.respond)(
-            handle_of(op), retry_id=retry_id, responses=responses, user=str(op.user_id), tenant=str(op.tenant_id),
-            params=results.stored_params(op.params))
+        retry = await sync_to_async(_respond_and_record)(op, gate, retry_id, responses, code, digests)
     except StoreUnavailable:
         raise OperationRefused(STORE_UNAVAILABLE, message_for(STORE_UNAVAILABLE)) from None
-    try:
-        await _audit(op, "submitted", code=code, round_number=retry.round_number, request_id=op.latest_request_id,
-                     retry_id=retry.id, actions=dict(retry.actions), read_back=True)
     except audit.AuditUnavailable:
-        await deny(op, AUDIT_UNAVAILABLE)
+        await deny(op, AUDIT_UNAVAILABLE, digests=digests)
         raise OperationRefused(AUDIT_UNAVAILABLE, DENY_MESSAGES[AUDIT_UNAVAILABLE]) from None
     fields = dict(latest_request_id=str(retry.id), status=Operation.Status.RUNNING, rounds=op.rounds,
                   round_expires_at=None, **driver)
@@ -80,6 +79,27 @@ async def _build_and_record(op: Operation, responses: dict[str, Any] | None, *, 
         raise OperationRefused(codes.INACTIVE_MRTR_ROUND, message_for(codes.INACTIVE_MRTR_ROUND))
     op.latest_request_id = str(retry.id)
     op.status = Operation.Status.RUNNING
+    op.round_expires_at = None
+    if driver:
+        op.worker = WORKER_ID
+    return retry
+
+
+def _respond_and_record(op: Operation, gate: Any, retry_id: str, responses: dict[str, Any] | None, code: str,
+                        digests: dict[str, Any] | None) -> Retry:
+    """The gate builds the retry (``Gate.respond``: validated, the round consumed once) and its
+    ``submitted`` event is written and read back, in the sync thread.
+
+    Raises:
+        GateRejection: the gate refused the answer (nothing consumed).
+        StoreUnavailable: the binding store failed.
+        mrtrweb.audit.AuditUnavailable: the event could not be written or read back (the round is
+            consumed; the caller denies, nothing is sent).
+    """
+    retry: Retry = gate.respond(handle_of(op), retry_id=retry_id, responses=responses, user=str(op.user_id),
+                                tenant=str(op.tenant_id), params=results.stored_params(op.params))
+    audit.record(op, "submitted", code=code, round_number=retry.round_number, request_id=op.latest_request_id,
+                 retry_id=retry.id, actions=dict(retry.actions), read_back=True, **(digests or {}))
     return retry
 
 

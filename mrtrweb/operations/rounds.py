@@ -8,6 +8,7 @@ retried at once (:mod:`.retries`).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import logging
 from typing import Any
@@ -15,15 +16,16 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.utils import timezone
 
-from .. import audit
+from .. import audit, results
 from ..gate import GateRejection, Retry, Round, StoreUnavailable
 from ..gates import get_gate
 from ..models import Operation
-from .authorization import _authorization_changed
+from .authorization import _authorization_changed, authorization_changed_sync
 from .messages import AUDIT_UNAVAILABLE, AUTHORIZATION_CHANGED, INVALID_RESULT, message_for, STATE_REUSED, STATE_REUSED_REASON, STORE_UNAVAILABLE
 from .retries import _build_and_record
-from .runtime import _audit, _finish, notify
-from .stopping import _last_answer_was_cancel, deny
+from .revocation import end_operation
+from .runtime import _finish, _finish_sync, notify
+from .stopping import deny, last_answer
 
 logger = logging.getLogger("mrtrweb.operations")
 
@@ -84,17 +86,112 @@ def _parse_final(method: str, raw: dict[str, Any]) -> bool:
 
 
 def _state_seen(op: Operation, state_digest: str, round_number: int) -> tuple[bool, bool]:
-    """Where the tenant's audit trail already holds ``state_digest`` (a ``received`` row), sync.
+    """Where the tenant's audit trail already holds ``state_digest`` (a ``received`` row), sync
+    (one query: two ``EXISTS``).
 
     Returns ``(replayed, reused)``: *replayed* -- another round of **this** operation received it,
     so its retry already sent that state back (denied: ``request_state_replayed``); *reused* --
     another operation of the tenant (same or another user) received it (recorded as
     :data:`STATE_REUSED`, not denied)."""
-    from ..models import AuditEvent
+    from django.db.models import Exists
+
+    from ..models import AuditEvent, Tenant
 
     rows = AuditEvent.objects.filter(tenant_id=op.tenant_id, event="received", state_digest=state_digest)
-    replayed = rows.filter(operation_id=op.id).exclude(round_number=round_number).exists()
-    return replayed, rows.exclude(operation_id=op.id).exists()
+    found = Tenant.objects.filter(pk=op.tenant_id).annotate(
+        replayed=Exists(rows.filter(operation_id=op.id).exclude(round_number=round_number)),
+        reused=Exists(rows.exclude(operation_id=op.id))).values("replayed", "reused").first()
+    return (bool(found["replayed"]), bool(found["reused"])) if found else (False, False)
+
+
+@dataclasses.dataclass
+class _Judged:
+    """What :func:`_judge_round` decided (``outcome``) and what the async side needs for it."""
+
+    outcome: str  # access_ended | rejected | store_unavailable | audit_unavailable | authorization_changed
+    #             | replayed | state_only | awaiting | ended
+    rnd: Round | None = None
+    cause: str = ""
+    exc: GateRejection | None = None
+
+
+def _judge_round(op: Operation, request_id: str, raw: Any, received_code: str) -> _Judged:
+    """The sync half of judging a result that is not final, in one thread hop: the owner's access
+    (:func:`mrtrweb.access.denial`), the gate (``Gate.receive``), the tenant's trail for the
+    ``requestState`` (:func:`_state_seen`), the authorization identity, the ``received`` (or
+    ``rejected``) event, and the row moved for the person. Ending the operation, pushes and
+    back-offs are left to :func:`_handle_result`."""
+    from .. import access
+    from ..expiry import expires_at
+
+    cause = access.denial(op.user_id, op.tenant_id, op.server_id)
+    if cause:
+        return _Judged("access_ended", cause=cause)
+    try:
+        rnd: Round = get_gate().receive(tenant=str(op.tenant_id), user=str(op.user_id), request_id=request_id,
+                                        origin=op.server.origin, result=raw)
+    except GateRejection as exc:
+        logger.info("operation %s: round refused (%s): %s", op.id, exc.code, exc.reason)
+        try:
+            audit.record(op, "rejected", code=exc.code, reason=exc.reason, round_number=op.rounds + 1,
+                         request_id=request_id)
+        except audit.AuditUnavailable:
+            pass
+        return _Judged("rejected", exc=exc)
+    except StoreUnavailable:
+        return _Judged("store_unavailable")
+    op.rounds = rnd.number
+    replayed, reused = _state_seen(op, rnd.state_digest, rnd.number) if rnd.state_digest else (False, False)
+    changed = authorization_changed_sync(op)
+    try:
+        audit.record(op, "received", code=STATE_REUSED if reused else received_code,
+                     reason=STATE_REUSED_REASON if reused else "",
+                     round_number=rnd.number, request_id=request_id, state_digest=rnd.state_digest,
+                     schema_digests=_schema_digests(rnd), config_digest=op.server.config_digest(), auth=changed)
+    except audit.AuditUnavailable:
+        return _Judged("audit_unavailable", rnd)
+    if changed is not None or replayed:  # the page counts the round all the same
+        Operation.objects.filter(pk=op.pk).update(rounds=rnd.number)
+        return _Judged("authorization_changed" if changed is not None else "replayed", rnd)
+    if rnd.state_only:
+        return _Judged("state_only", rnd)
+    # handed to the person: no worker drives it now (any worker may take the answer), and it
+    # expires by itself (mrtrweb.expiry)
+    moved = Operation.objects.filter(pk=op.pk, status=Operation.Status.RUNNING).update(
+        status=Operation.Status.AWAITING_INPUT, rounds=rnd.number, worker="",
+        round_expires_at=expires_at(rnd.expires_at), updated_at=timezone.now())
+    return _Judged("awaiting" if moved else "ended", rnd)
+
+
+def _schema_digests(rnd: Round) -> dict[str, str]:
+    """The round's ``requestedSchema`` digests by input request key (what its audit events carry)."""
+    return {k: v.schema_digest for k, v in rnd.requests.items() if v.schema_digest}
+
+
+def _final_checked(method: str, raw: dict[str, Any], op_id: Any) -> tuple[bool, Any]:
+    """:func:`_parse_final` and, when the SDK accepts it, the result as stored
+    (:func:`mrtrweb.results.for_storage`): both CPU only, in one hop off the sync thread."""
+    if not _parse_final(method, raw):
+        return False, None
+    return True, results.for_storage(raw, op_id=op_id)
+
+
+def _complete(op: Operation, stored: Any) -> tuple[bool, str]:
+    """End ``op`` completed with its stored result (sync): ``cancelled`` when the person's last
+    answer was Cancel on every request. See :func:`~.runtime._finish_sync`. Returns (ended here,
+    the access cause when the owner's access ended first: then nothing is done here)."""
+    from .. import access
+
+    cause = access.denial(op.user_id, op.tenant_id, op.server_id)
+    if cause:
+        return False, cause
+    op.status, op.error_code, op.error_message, op.result = Operation.Status.COMPLETED, "", "", stored
+    cancelled, answered = last_answer(op.id)
+    # the terminal event carries the digests of the round it ends: the last answered one's
+    digests = {k: v for k, v in answered.items() if k != "round_number"} \
+        if answered.get("round_number") == op.rounds else None
+    return _finish_sync(op, Operation.Status.COMPLETED, event="cancelled" if cancelled else "completed",
+                        already_marked=False, reason="", digests=digests), ""
 
 
 async def _handle_result(op: Operation, request_id: str, raw: Any, *, received_code: str = "") -> Retry | None:
@@ -102,69 +199,51 @@ async def _handle_result(op: Operation, request_id: str, raw: Any, *, received_c
 
     ``received_code``: the ``code`` of the round's ``received`` row when the result was not on the
     wire but made from something else the server sent (:data:`~.messages.URL_REQUIRED`: a
-    ``-32042`` error, :mod:`.url_required`)."""
-    gate = get_gate()
+    ``-32042`` error, :mod:`.url_required`).
+
+    Thread hops: a final result two (its check and storage off the sync thread, then the row, the
+    binding and the audit event); a round one (:func:`_judge_round`), plus one for a push."""
     if _is_final(raw):
         # off the event loop: a result may hold hundreds of thousands of blocks
-        if not await sync_to_async(_parse_final, thread_sensitive=False)(op.method, raw):
+        ok, stored = await sync_to_async(_final_checked, thread_sensitive=False)(op.method, raw, op.id)
+        if not ok:
             logger.info("operation %s: final result refused by the SDK types", op.id)
             await _finish(op, Operation.Status.FAILED, code=INVALID_RESULT, message=message_for(INVALID_RESULT))
             return None
-        cancelled = await sync_to_async(_last_answer_was_cancel)(op.id)
-        await _finish(op, Operation.Status.COMPLETED, result=raw, event="cancelled" if cancelled else "completed")
+        ended, cause = await sync_to_async(_complete)(op, stored)
+        if cause:
+            await end_operation(op, cause)
+        elif ended:
+            await notify(op)
         return None
-    try:
-        rnd: Round = await sync_to_async(gate.receive)(
-            tenant=str(op.tenant_id), user=str(op.user_id), request_id=request_id, origin=op.server.origin, result=raw)
-    except GateRejection as exc:
-        logger.info("operation %s: round refused (%s): %s", op.id, exc.code, exc.reason)
-        try:
-            await _audit(op, "rejected", code=exc.code, reason=exc.reason, round_number=op.rounds + 1,
-                         request_id=request_id)
-        except audit.AuditUnavailable:
-            pass
+    judged = await sync_to_async(_judge_round)(op, request_id, raw, received_code)
+    outcome = judged.outcome
+    if outcome == "access_ended":
+        await end_operation(op, judged.cause)
+        return None
+    if outcome == "rejected":
+        exc = judged.exc
         # The gate's reason names the refused check (never a value), e.g. which method was asked.
         await _finish(op, Operation.Status.FAILED, code=exc.code,
                       message=f"{message_for(exc.code)} Reason: {exc.reason}.")
         return None
-    except StoreUnavailable:
+    if outcome == "store_unavailable":
         await _finish(op, Operation.Status.FAILED, code=STORE_UNAVAILABLE, message=message_for(STORE_UNAVAILABLE))
         return None
-    op.rounds = rnd.number
-    replayed, reused = (await sync_to_async(_state_seen)(op, rnd.state_digest, rnd.number)) if rnd.state_digest \
-        else (False, False)
-    changed = await _authorization_changed(op)
-    try:
-        await _audit(op, "received", code=STATE_REUSED if reused else received_code,
-                     reason=STATE_REUSED_REASON if reused else "",
-                     round_number=rnd.number, request_id=request_id, state_digest=rnd.state_digest,
-                     schema_digests={k: v.schema_digest for k, v in rnd.requests.items() if v.schema_digest},
-                     config_digest=op.server.config_digest(), auth=changed)
-    except audit.AuditUnavailable:
-        await deny(op, AUDIT_UNAVAILABLE)
+    rnd = judged.rnd
+    digests = {"state_digest": rnd.state_digest, "schema_digests": _schema_digests(rnd)}
+    if outcome in ("audit_unavailable", "authorization_changed", "replayed"):
+        reason = {"audit_unavailable": AUDIT_UNAVAILABLE, "authorization_changed": AUTHORIZATION_CHANGED,
+                  "replayed": "request_state_replayed"}[outcome]
+        await deny(op, reason, digests=digests)
         return None
-    if changed is not None:  # a retry could only go out under another identity than the original request's
-        await Operation.objects.filter(pk=op.pk).aupdate(rounds=rnd.number)
-        await deny(op, AUTHORIZATION_CHANGED)
-        return None
-    if replayed:
-        await Operation.objects.filter(pk=op.pk).aupdate(rounds=rnd.number)  # the page counts the replayed round
-        await deny(op, "request_state_replayed")
-        return None
-    if rnd.state_only:
+    if outcome == "state_only":
         await asyncio.sleep(rnd.backoff_s)
         if await _authorization_changed(op) is not None:  # changed during the back-off
-            await deny(op, AUTHORIZATION_CHANGED)
+            await deny(op, AUTHORIZATION_CHANGED, digests=digests)
             return None
-        return await _build_and_record(op, None)
-    from ..expiry import expires_at
-
-    # handed to the person: no worker drives it now (any worker may take the answer), and it
-    # expires by itself (mrtrweb.expiry)
-    moved = await Operation.objects.filter(pk=op.pk, status=Operation.Status.RUNNING).aupdate(
-        status=Operation.Status.AWAITING_INPUT, rounds=rnd.number, worker="",
-        round_expires_at=expires_at(rnd.expires_at), updated_at=timezone.now())
-    if not moved:  # ended meanwhile (stopped, access ended): its round is never shown
+        return await _build_and_record(op, None, digests=digests)
+    if outcome == "ended":  # ended meanwhile (stopped, access ended): its round is never shown
         logger.info("operation %s ended while its round %s arrived; the round is not shown", op.id, rnd.number)
         return None
     op.status = Operation.Status.AWAITING_INPUT

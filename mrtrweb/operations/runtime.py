@@ -64,35 +64,51 @@ async def _audit(op: Operation, event: str, **kw: Any) -> None:
 
 
 async def _finish(op: Operation, status: str, *, code: str = "", message: str = "", result: Any = None,
-                  event: str | None = None, already_marked: bool = False, reason: str = "") -> None:
+                  event: str | None = None, already_marked: bool = False, reason: str = "",
+                  digests: dict[str, Any] | None = None) -> None:
     """End an operation once: update its row (only if it is not already terminal), close its
-    binding, write the terminal audit event and tell the browsers."""
+    binding, write the terminal audit event and tell the browsers.
+
+    One thread hop for the row, the binding and the audit event (:func:`_finish_sync`), one more
+    (off the sync thread) only when a result is stored. ``digests``: the round's ``state_digest`` /
+    ``schema_digests`` when the caller has them (spares the audit its lookup)."""
     op.status = status
     op.error_code = code
     op.error_message = message[:500]
     if result is not None:
         # within MAX_STORED_RESULT_BYTES; off the event loop (a result may be megabytes of JSON)
         op.result = await sync_to_async(results.for_storage, thread_sensitive=False)(result, op_id=op.id)
-    fields = {"status": status, "error_code": code, "error_message": op.error_message, "result": op.result,
-              "worker": "", "round_expires_at": None, "updated_at": timezone.now()}
+    if await sync_to_async(_finish_sync)(op, status, event=event, already_marked=already_marked, reason=reason,
+                                         digests=digests):
+        await notify(op)
+
+
+def _finish_sync(op: Operation, status: str, *, event: str | None, already_marked: bool, reason: str,
+                 digests: dict[str, Any] | None = None) -> bool:
+    """What :func:`_finish` does in the sync thread: the row (conditional on not being terminal
+    yet, unless ``already_marked``), the binding closed, the terminal event appended (an audit
+    outage is logged by :func:`mrtrweb.audit.record`). Returns False when the operation had
+    already ended (a late outcome: nothing else is done)."""
+    fields = {"status": status, "error_code": op.error_code, "error_message": op.error_message,
+              "result": op.result, "worker": "", "round_expires_at": None, "updated_at": timezone.now()}
     if not already_marked:
-        updated = await Operation.objects.filter(pk=op.pk).exclude(status__in=Operation.TERMINAL).aupdate(**fields)
+        updated = Operation.objects.filter(pk=op.pk).exclude(status__in=Operation.TERMINAL).update(**fields)
         if not updated:
             logger.info("operation %s was already ended; late outcome %s ignored", op.id, status)
-            return
+            return False
     else:  # marked by a conditional update of its own (reaper, drain, access): end it cleanly
-        await Operation.objects.filter(pk=op.pk).aupdate(error_message=op.error_message, worker="",
-                                                         round_expires_at=None)
+        Operation.objects.filter(pk=op.pk).update(error_message=op.error_message, worker="", round_expires_at=None)
     try:
-        await sync_to_async(get_gate().close)(handle_of(op))
+        get_gate().close(handle_of(op))
     except StoreUnavailable:
         logger.warning("could not close binding of operation %s (store unavailable); it expires on its own", op.id)
     try:
-        await _audit(op, event or ("completed" if status == Operation.Status.COMPLETED else "failed"), code=code,
-                     reason=reason, round_number=op.rounds, request_id=op.latest_request_id)
+        audit.record(op, event or ("completed" if status == Operation.Status.COMPLETED else "failed"),
+                     code=op.error_code, reason=reason, round_number=op.rounds, request_id=op.latest_request_id,
+                     **(digests or {}))
     except audit.AuditUnavailable:
         pass  # logged by audit.record
-    await notify(op)
+    return True
 
 
 async def _answer_refused(op: Operation, exc: Any) -> None:

@@ -31,21 +31,34 @@ async def finish_interrupted(op: Operation) -> None:
         _spawn(cancel_detached(op.pk))
 
 
-async def deny(op: Operation, reason: str) -> None:
-    """End the operation with a ``denied`` outcome for ``reason``; nothing more is sent for it."""
+async def deny(op: Operation, reason: str, *, digests: dict[str, Any] | None = None) -> None:
+    """End the operation with a ``denied`` outcome for ``reason``; nothing more is sent for it.
+    ``digests``: the round's digests when the caller has them (see :func:`~.runtime._finish`)."""
     logger.info("operation %s denied: %s", op.id, reason)
     await _finish(op, Operation.Status.DENIED, code="denied", reason=reason,
-                  message=DENY_MESSAGES.get(reason, "The answer was denied."), event="denied")
+                  message=DENY_MESSAGES.get(reason, "The answer was denied."), event="denied", digests=digests)
 
 
 def _last_answer_was_cancel(op_id: Any) -> bool:
     """Whether the person's last answer of the operation was Cancel on every request (the outcome
     is then ``cancelled``: the server was told, and finished)."""
+    return last_answer(op_id)[0]
+
+
+def last_answer(op_id: Any) -> tuple[bool, dict[str, Any]]:
+    """(:func:`_last_answer_was_cancel`, the digests its round's events carry: ``state_digest`` /
+    ``schema_digests``, empty when nothing was answered), from the last ``submitted`` event (sync;
+    one query)."""
     from ..models import AuditEvent
 
-    actions = AuditEvent.objects.filter(operation_id=op_id, event="submitted").order_by("-sequence") \
-        .values_list("actions", flat=True).first()
-    return bool(actions) and set(actions.values()) == {"cancel"}
+    row = AuditEvent.objects.filter(operation_id=op_id, event="submitted").order_by("-sequence") \
+        .values("actions", "state_digest", "schema_digests", "round_number").first()
+    if row is None:
+        return False, {}
+    actions = row["actions"]
+    cancelled = bool(actions) and set(actions.values()) == {"cancel"}
+    return cancelled, {"state_digest": row["state_digest"], "schema_digests": row["schema_digests"],
+                       "round_number": row["round_number"]}
 
 
 async def stop_operation(op: Operation, *, by: str = "person") -> bool:
