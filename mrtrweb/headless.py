@@ -442,10 +442,11 @@ async def _run(pushes: _Pushes, server: McpServer, user: Any, method: str, param
     fresh = True  # the row as start_operation made it: running, nothing to read until a push
     while True:
         if not fresh:
-            op = await Operation.objects.select_related("server", "tenant", "user").aget(pk=op.pk)
+            op = await _read(op.pk)
         fresh = False
         if op.is_terminal:
-            await _settled(op)
+            if not op.settled:
+                await _settled(op)
             return _outcome(op, missing)
         if time.monotonic() >= deadline:
             logger.info("operation %s: headless timeout after %ss; stopping it", op.id, timeout_s)
@@ -458,13 +459,23 @@ async def _run(pushes: _Pushes, server: McpServer, user: Any, method: str, param
             return HeadlessOutcome(TIMEOUT, None, op.rounds, str(op.id), "headless_timeout", tuple(missing))
         if op.status == Operation.Status.AWAITING_INPUT and op.rounds > answered:  # read after a push
             answered = op.rounds
-            missing += await _answer(op, consent)
-            continue
+            missing += await _answer(op, consent)  # its outcome is pushed: read after the push
         await pushes.wait(min(PUSH_WAIT_S, max(0.0, deadline - time.monotonic())))
 
 
 #: the audit events that end an operation (written just after its row turned terminal)
 TERMINAL_EVENTS = ("completed", "failed", "denied", "cancelled")
+
+
+async def _read(op_id: Any) -> Operation:
+    """The operation (server, tenant, user loaded) and, as ``settled``, whether its terminal audit
+    event is written (one query)."""
+    from django.db.models import Exists, OuterRef
+
+    from .models import AuditEvent
+
+    return await Operation.objects.select_related("server", "tenant", "user").annotate(settled=Exists(
+        AuditEvent.objects.filter(operation_id=OuterRef("pk"), event__in=TERMINAL_EVENTS))).aget(pk=op_id)
 
 
 async def _settled(op: Operation, grace_s: float = 5.0) -> None:

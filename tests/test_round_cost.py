@@ -26,10 +26,10 @@ pytestmark = [pytest.mark.django_db(transaction=True)]
 
 #: (database vendor, binding store) -> (SQL statements, sync_to_async hops) per round, at most
 LIMITS = {
-    ("sqlite", "database"): (74, 20),  # SQLite: two busy-timeout pragmas and a BEGIN per audit append
-    ("sqlite", "cache"): (57, 20),
-    ("postgresql", "database"): (61, 20),
-    ("postgresql", "cache"): (45, 20),
+    ("sqlite", "database"): (70, 15),  # SQLite: two busy-timeout pragmas and a BEGIN per audit append
+    ("sqlite", "cache"): (53, 15),
+    ("postgresql", "database"): (57, 15),
+    ("postgresql", "cache"): (41, 15),
 }
 
 

@@ -30,7 +30,7 @@ from .messages import AnswerPending, failure_message, message_for, PROTOCOL_CHAN
 from .retries import _move_when_back
 from .rounds import _handle_result
 from . import tasks
-from .runtime import _finish, _load, _spawn, new_request_id, notify
+from .runtime import _database_back, _finish, _load, _spawn, new_request_id, notify
 from .revocation import _access_ended, end_operation
 from .stopping import _stop_requested, STOP_POLL_S
 from .url_required import is_url_required, url_required_round
@@ -43,7 +43,8 @@ _STOPPED = object()
 async def _send_cancellable(op: Operation, conn: Any, params: dict[str, Any], request_id: str,
                             call: "_Call | None" = None, *, method: str | None = None,
                             extensions: dict[str, Any] | None = None,
-                            before_stop: Callable[[], Awaitable[None]] | None = None) -> Any:
+                            before_stop: Callable[[], Awaitable[None]] | None = None,
+                            defer_stop: bool = False) -> Any:
     """Send one request, pushing its progress notifications to the user's browsers, and abandon it
     when the person stops the operation: the SDK then cancels the request (``notifications/cancelled``
     on a stream transport; on 2026-07-28 Streamable HTTP the request's POST is closed). Returns the
@@ -55,7 +56,9 @@ async def _send_cancellable(op: Operation, conn: Any, params: dict[str, Any], re
 
     ``method`` (default ``op.method``) and ``extensions`` (per-request client extensions) serve a
     task's requests (:mod:`.tasks`: ``tasks/result``); ``before_stop`` runs once the request is
-    abandoned on a Stop, before the operation ends (a task's ``tasks/cancel``)."""
+    abandoned on a Stop, before the operation ends (a task's ``tasks/cancel``). ``defer_stop``: a
+    result asking for more is returned even after a Stop; the caller's judge checks the Stop with
+    the result (:func:`.rounds._judge_round`, the same thread hop)."""
     last_push = 0.0
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
@@ -80,7 +83,7 @@ async def _send_cancellable(op: Operation, conn: Any, params: dict[str, Any], re
         while True:
             done, _ = await asyncio.wait({task}, timeout=STOP_POLL_S)
             if done:
-                if _asks_more(task):
+                if not defer_stop and _asks_more(task):
                     by = await sync_to_async(_stop_requested)(op.id)
                     if by:  # Stop came before the answer asking for more: no round after a Stop
                         logger.info("operation %s stopped during the call (by: %s); the server's answer "
@@ -180,14 +183,15 @@ async def _drive(op_id: Any, request_id: str, params: dict[str, Any], *, checked
                 keep_session = False
                 try:
                     raw = await _send_task(op, conn, plan, params, request_id, call) if plan is not None \
-                        else await _send_cancellable(op, conn, params, request_id, call)
+                        else await _send_cancellable(op, conn, params, request_id, call, defer_stop=True)
                 except McpCallError as exc:
                     keep_session = is_url_required(exc)
                     raise
                 finally:
                     if dedicated and not keep_session:
                         await pool().close(str(op.user_id), dedicated)
-                await _database_back(op_id)
+                if plan is not None or call.rounds:  # else the result's own hop waits for the database
+                    await _database_back(op_id)
                 if call.rounds:  # legacy rounds were answered during the call: the row moved on
                     op = await _load(op_id)
                 if raw is _STOPPED:
@@ -255,47 +259,6 @@ async def _send_task(op: Operation, conn: Any, plan: "tasks.Plan", params: dict[
         return await _send_cancellable(op, conn, {"taskId": op.task_id}, new_request_id(), call,
                                        method="tasks/result", before_stop=lambda: tasks.cancel(op, conn, plan))
     return outcome.raw if outcome.kind in ("result", "round") else _STOPPED
-
-
-#: the longest the outcome of a call waits for the database to answer again (an outage during
-#: the call or as its result arrives), seconds; then it is handled anyway (and fails, logged)
-RESULT_DB_WAIT_S: Final = 60.0
-
-
-async def _database_back(op_id: Any) -> None:
-    """Before a call's outcome is written: the process's shared sync-thread connection may have
-    been broken by a database outage during the call (it is held across the call, and a broken
-    connection is never reconnected by itself). Give it back (a broken one is discarded) and read
-    the operation's status on a fresh one, retrying with pauses while the database is down, up to
-    :data:`RESULT_DB_WAIT_S`. The server's result is then not lost to a blip that is over."""
-    from django.db import DatabaseError
-
-    deadline = time.monotonic() + RESULT_DB_WAIT_S
-    pause, warned = 0.2, False
-    while True:
-        try:
-            await sync_to_async(_fresh_connection)(op_id)
-            if warned:
-                logger.warning("operation %s: the database answers again; the outcome is written now", op_id)
-            return
-        except DatabaseError as exc:
-            if time.monotonic() >= deadline:
-                logger.error("operation %s: the database did not answer for %ss after the call (%s)", op_id,
-                             RESULT_DB_WAIT_S, exc.__class__.__name__)
-                return
-            if not warned:
-                warned = True
-                logger.warning("operation %s: the call ended while the database is unreachable (%s); its outcome "
-                               "waits for it (up to %ss)", op_id, exc.__class__.__name__, RESULT_DB_WAIT_S)
-            await asyncio.sleep(pause)
-            pause = min(pause * 2, 2.0)
-
-
-def _fresh_connection(op_id: Any) -> None:
-    """Give back a connection the database may have broken and read the operation's status on a
-    fresh one (sync; one query). Raises django.db.DatabaseError while the database is down."""
-    close_old_connections()
-    Operation.objects.filter(pk=op_id).values_list("status", flat=True).first()
 
 
 def _load_checked(op_id: Any) -> tuple[Operation, str]:

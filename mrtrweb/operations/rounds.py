@@ -21,11 +21,11 @@ from ..gate import GateRejection, Retry, Round, StoreUnavailable
 from ..gates import get_gate
 from ..models import Operation
 from .authorization import _authorization_changed, authorization_changed_sync
-from .messages import AUDIT_UNAVAILABLE, AUTHORIZATION_CHANGED, INVALID_RESULT, message_for, STATE_REUSED, STATE_REUSED_REASON, STORE_UNAVAILABLE
+from .messages import STOPPED_BY, AUDIT_UNAVAILABLE, AUTHORIZATION_CHANGED, INVALID_RESULT, message_for, STATE_REUSED, STATE_REUSED_REASON, STORE_UNAVAILABLE
 from .retries import _build_and_record
 from .revocation import end_operation
-from .runtime import _finish, _finish_sync, notify
-from .stopping import deny, last_answer
+from .runtime import _database_back, _finish, _finish_sync, notify
+from .stopping import _stop_requested, deny, last_answer
 
 logger = logging.getLogger("mrtrweb.operations")
 
@@ -115,16 +115,25 @@ class _Judged:
     exc: GateRejection | None = None
 
 
-def _judge_round(op: Operation, request_id: str, raw: Any, received_code: str) -> _Judged:
-    """The sync half of judging a result that is not final, in one thread hop: the owner's access
-    (:func:`mrtrweb.access.denial`), the gate (``Gate.receive``), the tenant's trail for the
-    ``requestState`` (:func:`_state_seen`), the authorization identity, the ``received`` (or
-    ``rejected``) event, and the row moved for the person. Ending the operation, pushes and
-    back-offs are left to :func:`_handle_result`."""
+def _judge_round(op: Operation, request_id: str, raw: Any, received_code: str, first_try: bool = True) -> _Judged:
+    """The sync half of judging a result that is not final, in one thread hop: a Stop that came
+    before the result, the owner's access (:func:`mrtrweb.access.denial`), the gate
+    (``Gate.receive``), the tenant's trail for the ``requestState`` (:func:`_state_seen`), the
+    authorization identity, the ``received`` (or ``rejected``) event, and the row moved for the
+    person. Ending the operation, pushes and back-offs are left to :func:`_handle_result`.
+
+    The database may have gone away during the call: when its first read fails (nothing written
+    yet), the outcome is ``database_down`` on a ``first_try`` (the caller waits for it and judges
+    again); after that the error propagates."""
     from .. import access
     from ..expiry import expires_at
 
-    cause = access.denial(op.user_id, op.tenant_id, op.server_id)
+    by = _stop_requested(op.id)
+    if by:  # Stop came before the answer asking for more: no round after a Stop
+        return _Judged("stopped", cause=by)
+    cause = _first_read(lambda: access.denial(op.user_id, op.tenant_id, op.server_id), first_try)
+    if cause is _DOWN:
+        return _Judged("database_down")
     if cause:
         return _Judged("access_ended", cause=cause)
     try:
@@ -163,6 +172,23 @@ def _judge_round(op: Operation, request_id: str, raw: Any, received_code: str) -
     return _Judged("awaiting" if moved else "ended", rnd)
 
 
+_DOWN = object()
+
+
+def _first_read(read, first_try: bool) -> Any:
+    """``read()`` on a connection given back first when the database broke it during the call
+    (``close_old_connections``); :data:`_DOWN` when it fails on a ``first_try``."""
+    from django.db import close_old_connections, DatabaseError
+
+    try:
+        close_old_connections()
+        return read()
+    except DatabaseError:
+        if not first_try:
+            raise
+        return _DOWN
+
+
 def _schema_digests(rnd: Round) -> dict[str, str]:
     """The round's ``requestedSchema`` digests by input request key (what its audit events carry)."""
     return {k: v.schema_digest for k, v in rnd.requests.items() if v.schema_digest}
@@ -176,14 +202,16 @@ def _final_checked(method: str, raw: dict[str, Any], op_id: Any) -> tuple[bool, 
     return True, results.for_storage(raw, op_id=op_id)
 
 
-def _complete(op: Operation, stored: Any) -> tuple[bool, str]:
+def _complete(op: Operation, stored: Any, first_try: bool = True) -> tuple[bool, Any]:
     """End ``op`` completed with its stored result (sync): ``cancelled`` when the person's last
     answer was Cancel on every request. See :func:`~.runtime._finish_sync`. Returns (ended here,
-    the access cause when the owner's access ended first: then nothing is done here)."""
+    the access cause when the owner's access ended first: then nothing is done here), or
+    (False, :data:`_DOWN`) when the database failed its first read on a ``first_try`` (see
+    :func:`_judge_round`)."""
     from .. import access
 
-    cause = access.denial(op.user_id, op.tenant_id, op.server_id)
-    if cause:
+    cause = _first_read(lambda: access.denial(op.user_id, op.tenant_id, op.server_id), first_try)
+    if cause is _DOWN or cause:
         return False, cause
     op.status, op.error_code, op.error_message, op.result = Operation.Status.COMPLETED, "", "", stored
     cancelled, answered = last_answer(op.id)
@@ -211,13 +239,25 @@ async def _handle_result(op: Operation, request_id: str, raw: Any, *, received_c
             await _finish(op, Operation.Status.FAILED, code=INVALID_RESULT, message=message_for(INVALID_RESULT))
             return None
         ended, cause = await sync_to_async(_complete)(op, stored)
+        if cause is _DOWN:  # the database went away during the call: waited for, then once more
+            await _database_back(op.id)
+            ended, cause = await sync_to_async(_complete)(op, stored, False)
         if cause:
             await end_operation(op, cause)
         elif ended:
             await notify(op)
         return None
     judged = await sync_to_async(_judge_round)(op, request_id, raw, received_code)
+    if judged.outcome == "database_down":  # the database went away during the call: waited for
+        await _database_back(op.id)
+        judged = await sync_to_async(_judge_round)(op, request_id, raw, received_code, False)
     outcome = judged.outcome
+    if outcome == "stopped":
+        logger.info("operation %s stopped during the call (by: %s); the server's answer asked for more and was "
+                    "dropped", op.id, judged.cause)
+        await _finish(op, Operation.Status.DENIED, code="denied", reason="cancelled", event="denied",
+                      message=STOPPED_BY[judged.cause])
+        return None
     if outcome == "access_ended":
         await end_operation(op, judged.cause)
         return None
