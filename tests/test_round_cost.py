@@ -26,10 +26,10 @@ pytestmark = [pytest.mark.django_db(transaction=True)]
 
 #: (database vendor, binding store) -> (SQL statements, sync_to_async hops) per round, at most
 LIMITS = {
-    ("sqlite", "database"): (70, 15),  # SQLite: two busy-timeout pragmas and a BEGIN per audit append
-    ("sqlite", "cache"): (53, 15),
-    ("postgresql", "database"): (57, 15),
-    ("postgresql", "cache"): (41, 15),
+    ("sqlite", "database"): (69, 14),  # SQLite: two busy-timeout pragmas and a BEGIN per audit append
+    ("sqlite", "cache"): (52, 14),
+    ("postgresql", "database"): (56, 14),
+    ("postgresql", "cache"): (40, 14),
 }
 
 

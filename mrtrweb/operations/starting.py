@@ -37,7 +37,7 @@ async def start_operation(*, user: Any, server: McpServer, method: str, name: st
         raise OperationRefused(WORKER_DRAINING, message_for(WORKER_DRAINING))
     await workers.ensure_lease()  # before the operation names this worker
     op = await sync_to_async(_start_sync)(user, server, method, name, params)
-    _spawn(_drive(op.id, op.request_id, params))
+    _spawn(_drive(op.id, op.request_id, params, checked=op))  # access checked with the start
     return op
 
 
@@ -46,12 +46,14 @@ def _start_sync(user: Any, server: McpServer, method: str, name: str, params: di
     query), the authorization identity, the row, the gate's registration.
 
     Raises:
-        OperationRefused: a limit is reached, or the binding store is unavailable (the row then
-            says ``failed``).
+        OperationRefused: the user may not act on the server now (``denied``, nothing created),
+            a limit is reached, or the binding store is unavailable (the row then says ``failed``).
     """
-    from .. import workers
+    from .. import access, workers
     from ..authz import identity
 
+    if access.denial(user.pk, server.tenant_id, server.pk):  # the first request goes out right after
+        raise OperationRefused("denied", str(access.MESSAGE))
     _check_limits_sync(user, server.tenant_id)
     request_id = new_request_id()
     auth = identity.binding_fields(identity.identity_for_sync(server=server, user=user.pk, tenant=server.tenant_id))
