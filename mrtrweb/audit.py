@@ -75,7 +75,10 @@ def _append(values: dict[str, Any], *, once: tuple[str, ...] = ()) -> AuditEvent
     chain head first, so concurrent appenders (threads or processes) queue instead of failing:
 
     * PostgreSQL: ``SELECT ... FOR UPDATE`` on the tenant's head row (other tenants' appends do
-      not wait), bounded by ``lock_timeout`` = what is left of ``MRTRWEB["AUDIT_WAIT_S"]``;
+      not wait), bounded by ``lock_timeout`` = what is left of ``MRTRWEB["AUDIT_WAIT_S"]``, both
+      in one round trip; then the event's ``INSERT`` and the head's ``UPDATE`` in one statement
+      (a data-modifying CTE), then ``COMMIT``: the lock is held for two round trips, and in Python
+      only the event's hash is computed meanwhile (its SQL and parameters are built before);
     * SQLite: the transaction's first statement is a write (``INSERT OR IGNORE`` of the head row),
       so the database's one write lock is taken at once and waited for (busy timeout = what is left
       of ``AUDIT_WAIT_S``) -- never the read-then-write lock upgrade that fails at once with
@@ -86,9 +89,14 @@ def _append(values: dict[str, Any], *, once: tuple[str, ...] = ()) -> AuditEvent
     have passed (not inside a caller's transaction, which a failed statement may have spoilt).
 
     Args:
+        values: the event's fields by attribute name (``tenant_id``, ``operation_id``, ...), all but
+            ``sequence``, ``prev_hash``, ``created_at`` and ``hash``, which are set here.
         once: names of fields; when an event of the same operation and kind with equal values of
             these fields exists, it is returned and nothing is appended (checked under the lock,
             so concurrent writers of the same receipt append it once).
+
+    Returns:
+        The appended (or, with ``once``, the existing) event, its ``pk`` set.
 
     Raises:
         AuditUnavailable: the chain stayed locked by others for ``AUDIT_WAIT_S`` seconds.
@@ -100,30 +108,71 @@ def _append(values: dict[str, Any], *, once: tuple[str, ...] = ()) -> AuditEvent
     wait_s = float(conf.get("AUDIT_WAIT_S"))
     deadline = time.monotonic() + wait_s
     nested = conn.in_atomic_block
+    insert = _PgInsert(conn, values) if conn.vendor == "postgresql" else None
     while True:
         try:
             with _sqlite_busy_timeout(conn, deadline, nested), transaction.atomic(using=using):
-                head = _locked_head(conn, tenant_id, deadline)
+                sequence, prev_hash = _locked_head(conn, tenant_id, deadline)
                 if once:
                     same = AuditEvent.objects.using(using).filter(
                         operation_id=values["operation_id"], event=values["event"],
                         **{name: values[name] for name in once}).first()
                     if same is not None:
                         return same
-                values = dict(values, sequence=head.sequence + 1, prev_hash=head.hash, created_at=timezone.now())
-                digest_hex = event_hash(values)
-                row = AuditEvent.objects.using(using).create(hash=digest_hex, **values)
-                moved = AuditChainHead.objects.using(using).filter(tenant_id=tenant_id).update(
-                    sequence=head.sequence + 1, hash=digest_hex)
+                row = dict(values, sequence=sequence + 1, prev_hash=prev_hash, created_at=timezone.now())
+                digest_hex = event_hash(row)
+                if insert is not None:
+                    pk, moved = insert.execute(row, digest_hex, sequence)
+                else:
+                    pk = AuditEvent.objects.using(using).create(hash=digest_hex, **row).pk
+                    moved = AuditChainHead.objects.using(using).filter(tenant_id=tenant_id).update(
+                        sequence=sequence + 1, hash=digest_hex)
                 if moved != 1:  # cannot happen while the lock is held; never fork the chain
                     raise DatabaseError("the audit chain head moved while locked")
-                return row
+            event = AuditEvent(pk=pk, hash=digest_hex, **row)
+            event._state.adding, event._state.db = False, using
+            return event
         except OperationalError as exc:
             if nested or not _is_lock_wait(conn, exc):
                 raise
             if time.monotonic() >= deadline:
                 raise AuditUnavailable(f"the audit chain stayed locked by other writers for {wait_s:g} s") from exc
             time.sleep(random.uniform(0.005, 0.05))
+
+
+class _PgInsert:
+    """PostgreSQL: the event's ``INSERT`` and the head's move as one statement, its SQL and the
+    parameters of every field not known before the lock prepared in advance."""
+
+    LINKED = ("sequence", "prev_hash", "created_at", "hash")
+
+    def __init__(self, conn, values: dict[str, Any]) -> None:
+        self.conn = conn
+        fields = [f for f in AuditEvent._meta.concrete_fields if not f.primary_key]
+        self.fields = {f.attname: f for f in fields}
+        self.params = {f.attname: f.get_db_prep_save(values[f.attname], conn) for f in fields
+                       if f.attname not in self.LINKED}
+        event, head = AuditEvent._meta.db_table, AuditChainHead._meta.db_table
+        qn = conn.ops.quote_name
+        self.names = [f.attname for f in fields]
+        self.sql = (f"WITH ev AS (INSERT INTO {qn(event)} ({', '.join(qn(f.column) for f in fields)}) "
+                    f"VALUES ({', '.join(['%s'] * len(fields))}) RETURNING {qn(AuditEvent._meta.pk.column)}), "
+                    f"hd AS (UPDATE {qn(head)} SET {qn('sequence')} = %s, {qn('hash')} = %s "
+                    f"WHERE {qn('tenant_id')} = %s AND {qn('sequence')} = %s RETURNING 1) "
+                    "SELECT (SELECT * FROM ev), (SELECT count(*) FROM hd)")
+        self.tenant_id = values["tenant_id"]
+
+    def execute(self, row: dict[str, Any], digest_hex: str, sequence: int) -> tuple[Any, int]:
+        """Insert ``row`` (``digest_hex`` its hash) and move the head from ``sequence`` to the next:
+        (the new event's primary key, head rows moved: 1, or 0 if the head was not at ``sequence``)."""
+        params = dict(self.params, hash=digest_hex)
+        for name in ("sequence", "prev_hash", "created_at"):
+            params[name] = self.fields[name].get_db_prep_save(row[name], self.conn)
+        with self.conn.cursor() as cur:
+            cur.execute(self.sql, [params[name] for name in self.names]
+                        + [sequence + 1, digest_hex, self.tenant_id, sequence])
+            pk, moved = cur.fetchone()
+        return pk, moved
 
 
 @contextlib.contextmanager
@@ -147,21 +196,40 @@ def _sqlite_busy_timeout(conn, deadline: float, nested: bool):
             logger.warning("could not restore the SQLite busy timeout after an audit append")
 
 
-def _locked_head(conn, tenant_id: Any, deadline: float) -> AuditChainHead:
-    """The tenant's chain head, locked for the current transaction (created at the genesis when the
-    tenant has none yet)."""
+def _locked_head(conn, tenant_id: Any, deadline: float) -> tuple[int, str]:
+    """(sequence, hash) of the tenant's chain head, locked for the current transaction (created at
+    the genesis when the tenant has none yet). On PostgreSQL ``lock_timeout`` is set and the row
+    locked in one round trip (two statements sent together: psycopg's client-side binding cursor,
+    Django's default)."""
     heads = AuditChainHead.objects.using(conn.alias)
     if conn.vendor == "postgresql":
         left_ms = max(1, int((deadline - time.monotonic()) * 1000))
+        qn = conn.ops.quote_name
+        lock = (f"SELECT {qn('sequence')}, {qn('hash')} FROM {qn(AuditChainHead._meta.db_table)} "
+                f"WHERE {qn('tenant_id')} = %s FOR UPDATE")
         with conn.cursor() as cur:
-            cur.execute("SELECT set_config('lock_timeout', %s, true)", [f"{left_ms}ms"])
-        head = heads.select_for_update().filter(tenant_id=tenant_id).first()
-        if head is not None:
-            return head
+            if _client_side_binding(cur):
+                cur.execute(f"SET LOCAL lock_timeout = {left_ms}; " + lock, [tenant_id])
+                cur.nextset()
+            else:
+                cur.execute("SELECT set_config('lock_timeout', %s, true)", [f"{left_ms}ms"])
+                cur.execute(lock, [tenant_id])
+            found = cur.fetchone()
+        if found is not None:
+            return int(found[0]), found[1]
     # SQLite: this write comes first (it takes the database's write lock); elsewhere it creates a
     # missing head (a concurrent creator makes it wait, then do nothing)
     heads.bulk_create([AuditChainHead(tenant_id=tenant_id, sequence=0, hash=GENESIS)], ignore_conflicts=True)
-    return heads.select_for_update().get(tenant_id=tenant_id)
+    head = heads.select_for_update().get(tenant_id=tenant_id)
+    return head.sequence, head.hash
+
+
+def _client_side_binding(cur) -> bool:
+    """Whether a Django cursor binds parameters client-side (then several statements with
+    parameters may go in one ``execute``)."""
+    import psycopg
+
+    return isinstance(getattr(cur, "cursor", None), psycopg.ClientCursor)
 
 
 #: PostgreSQL SQLSTATEs of a lock wait that ended: lock_not_available, serialization_failure,
