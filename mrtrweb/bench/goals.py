@@ -60,9 +60,8 @@ def _counts(v: dict[str, Any]) -> tuple[str, bool]:
 def _gc_at_5000(p: dict[str, Any]) -> tuple[str, Any]:
     at = {x["pending"]: x for x in p["results"] if "skipped" not in x}
     if 5000 not in at:
-        done = max(at) if at else None
-        return (f"{NOT_MEASURED} at 5,000 (largest N measured: {done if done is None else f'{done:,}'})",
-                NOT_MEASURED)
+        done = f"{max(at):,}" if at else "none"
+        return f"{NOT_MEASURED} at 5,000 (largest N measured: {done})", "n/a: N = 5,000 not in this run"
     x = at[5000]
     ms = x["gc_pause_max_ms"] if "gc_pause_max_ms" in x else x["worker_errors_so_far"]["gc_pause_max_ms"]
     return f"{ms:,.0f} ms (longest pause of the worker up to the end of N = 5,000)", ms <= 100
