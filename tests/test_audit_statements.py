@@ -40,19 +40,22 @@ def _statements(fn) -> list[str]:
     return seen
 
 
-def test_one_append_read_back_sends_three_statements_on_postgresql_seven_on_sqlite(seeded):
+def test_one_append_read_back_sends_two_statements_on_postgresql_seven_on_sqlite(seeded):
     """A warm append (the head row exists) with the round's digests given and ``read_back``:
-    PostgreSQL: the lock (with its ``lock_timeout``), the INSERT + head move, the read-back;
-    SQLite: busy timeout, the write-first head insert, the head, the INSERT, the move, the busy
-    timeout restored, the read-back."""
+    PostgreSQL: ONE statement in its own transaction (``lock_timeout``, then the head locked and
+    moved and the event inserted, in one round trip, no ``BEGIN``/``COMMIT`` round trips), then
+    the read-back; SQLite: busy timeout, the write-first head insert, the head, the INSERT, the
+    move, the busy timeout restored, the read-back."""
     op = _operation(seeded)
     audit.record(op, "received", round_number=1, **DIGESTS)
     seen = _statements(lambda: audit.record(op, "submitted", round_number=1, read_back=True, **DIGESTS))
     if connection.vendor == "postgresql":
-        assert len(seen) == 3, seen
-        assert seen[0].startswith("SET LOCAL lock_timeout = ") and seen[0].endswith("FOR UPDATE"), seen[0]
-        assert seen[1].startswith("WITH ev AS (INSERT INTO"), seen[1]
-        assert seen[2].startswith("SELECT") and "FOR UPDATE" not in seen[2], seen[2]
+        assert len(seen) == 2, seen
+        assert seen[0].startswith("SET LOCAL lock_timeout = "), seen[0]
+        assert "FOR UPDATE" in seen[0] and "UPDATE \"mrtrweb_auditchainhead\"" in seen[0], seen[0]
+        assert "INSERT INTO \"mrtrweb_auditevent\"" in seen[0], seen[0]
+        assert seen[1].startswith("SELECT") and "FOR UPDATE" not in seen[1], seen[1]
+        assert connection.get_autocommit() and not connection.in_atomic_block
     else:
         assert connection.vendor == "sqlite"
         assert len(seen) == 7, seen
@@ -71,7 +74,7 @@ def test_without_the_digests_one_lookup_more_and_without_read_back_one_less(seed
     base = len(_statements(lambda: audit.record(op, "shown", round_number=1, **DIGESTS)))
     looked_up = _statements(lambda: audit.record(op, "shown", round_number=1))
     assert len(looked_up) == base + 1, looked_up
-    assert base == (2 if connection.vendor == "postgresql" else 6)
+    assert base == (1 if connection.vendor == "postgresql" else 6)
     shown = AuditEvent.objects.filter(operation_id=op.id, event="shown").order_by("sequence").last()
     assert shown.schema_digests == DIGESTS["schema_digests"]  # found by the lookup
 
@@ -83,3 +86,40 @@ def test_the_first_append_of_a_tenant_creates_its_head(seeded):
     assert (row.sequence, row.prev_hash) == (1, audit.GENESIS)
     assert row.pk == AuditEvent.objects.get(operation_id=op.id).pk
     assert audit.verify_chain(op.tenant_id).events == 1
+
+
+HOSTILE = ['quote " backslash \\ slash / tab \t newline \n', "ünïcödé ✓ 😀 \u2028 \u2029 \x7f \x01",
+           '","prev_hash":"' + "0" * 64 + '","sequence":1,"x":"', "}{][,:", "'; DROP TABLE x; --", "%s %(x)s {0} $1"]
+
+
+@pytest.mark.parametrize("read_back", [False, True])
+def test_the_database_computes_the_canonical_hash_of_hostile_text(seeded, read_back):
+    """On PostgreSQL the database hashes the event's canonical JSON (Python cut it around
+    ``prev_hash`` and ``sequence``): text that looks like JSON, quotes, escapes, non-ASCII, and
+    nested keys named like the linked fields still give the hash :func:`audit.event_hash`
+    computes, so every append (read back or not) keeps the chain verifiable."""
+    op = _operation(seeded)
+    for i, text in enumerate(HOSTILE):
+        op.name = text
+        audit.record(op, "rejected", code="x", reason=text, round_number=i + 1, read_back=read_back,
+                     request_id=text[:60], state_digest=text[:80], schema_digests={"prev_hash": text, "sequence": 7},
+                     actions={text: "accept", "sequence": "decline"}, display_digest=text[:80])
+    rows = list(AuditEvent.objects.filter(operation_id=op.id).order_by("sequence"))
+    assert [r.reason for r in rows] == HOSTILE
+    assert all(r.hash == audit.event_hash(r.__dict__) for r in rows)
+    report = audit.verify_chain(op.tenant_id)
+    assert report.broken is None and report.events == len(HOSTILE)
+
+
+def test_an_append_inside_a_callers_transaction_is_rolled_back_with_it(seeded):
+    """Inside a caller's ``atomic`` block the append is part of the caller's transaction."""
+    from django.db import transaction
+
+    op = _operation(seeded)
+    audit.record(op, "received", round_number=1, **DIGESTS)
+    with pytest.raises(RuntimeError), transaction.atomic():
+        audit.record(op, "shown", round_number=1, **DIGESTS)
+        raise RuntimeError("the caller fails")
+    assert list(AuditEvent.objects.filter(operation_id=op.id).values_list("event", flat=True)) == ["received"]
+    assert audit.record(op, "shown", round_number=1, **DIGESTS).sequence == 2
+    assert audit.verify_chain(op.tenant_id).broken is None

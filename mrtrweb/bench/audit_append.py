@@ -35,6 +35,8 @@ LEVELS = (("1 writer, 1 tenant", 1, 1), ("8 writers, 1 tenant", 8, 1), ("16 writ
           ("40 writers, 1 tenant", 40, 1), ("40 writers, 4 tenants", 40, 4))
 #: the goal (issue 16): appends/s at 40 writers in one tenant, not falling as writers grow
 GOAL_PER_S = 500
+#: "not falling": the rate at the most writers is at least this share of the best with fewer
+NOT_FALLING = 0.85
 
 
 def _split(writers: int) -> list[int]:
@@ -82,8 +84,10 @@ def _child(index: int, plan: list[dict[str, Any]], barrier: Any, results: Any) -
                 warm = 1
             except Exception as exc:  # noqa: BLE001 -- reported
                 errors.append(f"{exc.__class__.__name__}: {str(exc)[:120]}")
+            backend = _backend_pid() if warm else 0
             ready.wait(120)
             go.wait(120)
+            cpu0, db0 = time.thread_time(), _cpu(backend)
             start = time.monotonic()
             end_at = start + duration_s
             t = start
@@ -96,7 +100,8 @@ def _child(index: int, plan: list[dict[str, Any]], barrier: Any, results: Any) -
                 t2 = time.monotonic()
                 lat.append(t2 - t)
                 t = t2
-            out.update(start=start, end=t, lat=lat, errors=errors, warm=warm, tenant=str(op.tenant_id) if warm else "")
+            out.update(start=start, end=t, lat=lat, errors=errors, warm=warm, tenant=str(op.tenant_id) if warm else "",
+                       client_cpu_s=time.thread_time() - cpu0, db_cpu_s=_cpu(backend) - db0)
             connections.close_all()
 
         workers = [threading.Thread(target=body, args=(k, op_id, lv["duration_s"]), daemon=True)
@@ -110,6 +115,25 @@ def _child(index: int, plan: list[dict[str, Any]], barrier: Any, results: Any) -
             w.join(lv["duration_s"] + 120)
         results.put({"level": lv["label"], "process": index, "threads": per_thread})
     connections.close_all()
+
+
+def _backend_pid() -> int:
+    """The PostgreSQL backend process of this thread's connection."""
+    from django.db import connection
+
+    with connection.cursor() as cur:
+        cur.execute("SELECT pg_backend_pid()")
+        return int(cur.fetchone()[0])
+
+
+def _cpu(pid: int) -> float:
+    """CPU seconds a (PostgreSQL backend) process has used, 0 when unknown."""
+    from .common import cpu_seconds
+
+    try:
+        return cpu_seconds(pid) if pid else 0.0
+    except OSError:
+        return 0.0
 
 
 def _setup(levels: list[tuple[str, int, int]]) -> list[dict[str, Any]]:
@@ -222,6 +246,12 @@ def run(ctx: Any) -> dict[str, Any]:
                            "processes": len(lv["threads"]), "threads_per_process": lv["threads"],
                            "appends": len(lat), "seconds": round(elapsed, 3),
                            "appends_per_s": round(rate, 1), "latency": latency_summary(lat),
+                           # CPU per append, robust to other load on the machine: the writer threads'
+                           # own CPU (time.thread_time) and their PostgreSQL backends' (/proc)
+                           "client_cpu_ms_per_append": round(sum(t.get("client_cpu_s", 0) for t in threads)
+                                                             / max(1, len(lat)) * 1000, 3),
+                           "db_cpu_ms_per_append": round(sum(t.get("db_cpu_s", 0) for t in threads)
+                                                         / max(1, len(lat)) * 1000, 3),
                            "errors": len(errors), "error_samples": errors[:3]})
     chains = []
     for lv, res in zip(plan, out_levels):
@@ -236,9 +266,10 @@ def run(ctx: Any) -> dict[str, Any]:
                            "events_match": rep.events == expected == rep.head_sequence})
     one = [x for x in out_levels if x["tenants"] == 1]
     top = max(one, key=lambda x: x["writers"])
-    rates = [x["appends_per_s"] for x in sorted(one, key=lambda x: x["writers"]) if x["writers"] > 1]
-    # "not falling": each level with more writers keeps at least 90 % of the rate before it
-    not_falling = all(b >= 0.9 * a for a, b in zip(rates, rates[1:]))
+    fewer = [x["appends_per_s"] for x in one if 1 < x["writers"] < top["writers"]]
+    # "not falling as writers grow": the most writers keep >= NOT_FALLING of the best rate with
+    # fewer (but more than one); the collapse issue 16 names was 80/s at 8 -> 18/s at 40
+    not_falling = all(top["appends_per_s"] >= NOT_FALLING * r for r in fewer)
     return {"benchmark": "audit_append", "duration_s_per_level": duration_s, "processes": PROCESSES,
             "statements_per_append": count, "levels": out_levels, "chains": chains,
             "chains_ok": all(c["intact"] and c["events_match"] for c in chains),
@@ -252,6 +283,7 @@ def run(ctx: Any) -> dict[str, Any]:
 def summary(res: dict[str, Any]) -> list[str]:
     lines = [f"{x['label']} ({'x'.join(map(str, [x['processes'], max(x['threads_per_process'])]))} proc x threads): "
              f"{x['appends_per_s']} appends/s, p50 {x['latency']['p50_ms']} ms, p99 {x['latency']['p99_ms']} ms, "
+             f"CPU/append client {x.get('client_cpu_ms_per_append')} ms + PostgreSQL {x.get('db_cpu_ms_per_append')} ms, "
              f"{x['errors']} errors" for x in res["levels"]]
     lines.append(f"statements per append: {res['statements_per_append']['statements']}; chains intact and complete: "
                  f"{res['chains_ok']}")
