@@ -77,7 +77,8 @@ def test_vs_sdk(run):
     assert "gate.receive" in d["b_spans"]
     counts = d["headless_counts"]  # issue 16's per-round counts, as fields
     assert counts["sql_queries_per_round"] > 0 and counts["sync_to_async_hops_per_round"] > 0
-    assert counts["sql_queries_per_round"] == d["b_spans"]["SQL (every query, incl. audit's)"]["calls"]
+    assert counts["source"] == "mrtrweb.headless.arun"
+    assert counts["sql_queries_per_round"] == d["arun_spans"]["SQL (every query, incl. audit's)"]["calls"]
     assert d["goals"]["headless_over_sdk_goal"] == 3
 
 

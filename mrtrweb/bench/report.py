@@ -257,6 +257,12 @@ def render(inp: Path = DEFAULT_OUT, docs: Path = DOCS_DIR) -> Path:
                   "measured by wrapping them; SQL is every query of the round):", ""]
             L += _table(["component", "calls/round", "ms/round"],
                         [[k, x["calls"], x["ms"]] for k, x in v["b_spans"].items()])
+        if v.get("arun_spans"):
+            L += ["The same per real headless client round (`mrtrweb.headless.arun`, no polling of the benchmark's "
+                  "own): the goals table's query and hop counts come from its *SQL* and *sync_to_async* rows "
+                  "(psycopg's own `BEGIN`/`COMMIT` and pool checks are not among them):", ""]
+            L += _table(["component", "calls/round", "ms/round"],
+                        [[k, x["calls"], x["ms"]] for k, x in v["arun_spans"].items()])
         if v.get("push_spans"):
             L += ["What the WebSocket consumer does per `operation.update` push of a new round (read the "
                   "operation, render the panel: the round from Redis, the consent receipt written to the audit "
