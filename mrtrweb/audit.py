@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from . import conf
 from .audit_chain import GENESIS, HASHED_FIELDS, OPTIONAL_HASHED_FIELDS, event_hash  # noqa: F401 -- the API
-from .audit_chain import PgAppend, is_lock_wait, locked_head, sqlite_busy_timeout
+from .audit_chain import PgAppend, is_lock_wait, locked_head, read_event, sqlite_busy_timeout
 from .models import AuditChainHead, AuditEvent, Operation
 
 logger = logging.getLogger("mrtrweb.audit")
@@ -189,8 +189,8 @@ def record(operation: Operation, event: str, *, code: str = "", reason: str = ""
             **_auth_fields(operation, auth),
         }, once=once)
         if read_back:
-            again = AuditEvent.objects.get(pk=row.pk)
-            if again.hash != event_hash(again.__dict__) or again.hash != row.hash:
+            again = read_event(connections[router.db_for_read(AuditEvent)], row.pk)
+            if again is None or again["hash"] != event_hash(again) or again["hash"] != row.hash:
                 raise AuditUnavailable("the audit event read back differs from what was written")
         return row
     except AuditUnavailable as exc:

@@ -172,3 +172,36 @@ def is_lock_wait(conn, exc: OperationalError) -> bool:
     if conn.vendor == "sqlite":
         return "locked" in str(exc) or "busy" in str(exc)
     return getattr(exc.__cause__, "sqlstate", None) in _PG_LOCK_STATES
+
+
+def read_event(conn, pk: Any) -> dict[str, Any] | None:
+    """One event's fields (by attribute name) read again from the database on ``conn``, through
+    the fields' own converters like the ORM's, but with SQL built once per connection alias (the
+    ORM's query compilation costs several times the query); None when there is no such row."""
+    sql, columns = _READ_SQL.get(conn.alias) or _READ_SQL.setdefault(conn.alias, _read_sql(conn))
+    with conn.cursor() as cur:
+        cur.execute(sql, [pk])
+        found = cur.fetchone()
+    if found is None:
+        return None
+    out = {}
+    for (name, col, converters), value in zip(columns, found):
+        for convert in converters:
+            value = convert(value, col, conn)
+        out[name] = value
+    return out
+
+
+_READ_SQL: dict[str, tuple[str, list[tuple[str, Any, list]]]] = {}
+
+
+def _read_sql(conn) -> tuple[str, list[tuple[str, Any, list]]]:
+    qn = conn.ops.quote_name
+    meta = AuditEvent._meta
+    columns = []
+    for field in meta.concrete_fields:
+        col = field.get_col(meta.db_table)
+        columns.append((field.attname, col, conn.ops.get_db_converters(col) + col.get_db_converters(conn)))
+    sql = (f"SELECT {', '.join(qn(f.column) for f in meta.concrete_fields)} FROM {qn(meta.db_table)} "
+           f"WHERE {qn(meta.pk.column)} = %s")
+    return sql, columns

@@ -123,3 +123,39 @@ def test_an_append_inside_a_callers_transaction_is_rolled_back_with_it(seeded):
     assert list(AuditEvent.objects.filter(operation_id=op.id).values_list("event", flat=True)) == ["received"]
     assert audit.record(op, "shown", round_number=1, **DIGESTS).sequence == 2
     assert audit.verify_chain(op.tenant_id).broken is None
+
+
+def _raw(sql: str) -> None:
+    with connection.cursor() as cur:
+        cur.execute(sql)
+
+
+def test_the_read_back_reads_the_database_and_catches_a_row_that_differs(seeded, caplog):
+    """A row the database stores otherwise than it was written (here a trigger rewrites its
+    ``reason`` after the insert) fails the read-back: AuditUnavailable, the retry is not sent.
+    Without ``read_back`` nothing reads it again (the chain check finds it later)."""
+    op = _operation(seeded)
+    if connection.vendor == "postgresql":
+        create = ["CREATE FUNCTION tamper() RETURNS trigger AS $$ BEGIN UPDATE mrtrweb_auditevent SET reason = "
+                  "'tampered' WHERE id = NEW.id; RETURN NULL; END; $$ LANGUAGE plpgsql",
+                  "CREATE TRIGGER tamper AFTER INSERT ON mrtrweb_auditevent FOR EACH ROW "
+                  "WHEN (NEW.reason = 'honest') EXECUTE FUNCTION tamper()"]
+        drop = ["DROP TRIGGER tamper ON mrtrweb_auditevent", "DROP FUNCTION tamper()"]
+    else:
+        create = ["CREATE TRIGGER tamper AFTER INSERT ON mrtrweb_auditevent WHEN NEW.reason = 'honest' BEGIN "
+                  "UPDATE mrtrweb_auditevent SET reason = 'tampered' WHERE id = NEW.id; END"]
+        drop = ["DROP TRIGGER tamper"]
+    for sql in create:
+        _raw(sql)
+    try:
+        unchecked = audit.record(op, "shown", reason="honest", round_number=1, **DIGESTS)
+        with pytest.raises(audit.AuditUnavailable, match="read back differs"):
+            audit.record(op, "submitted", reason="honest", round_number=1, read_back=True, **DIGESTS)
+        fine = audit.record(op, "submitted", reason="other", round_number=1, read_back=True, **DIGESTS)
+    finally:
+        for sql in drop:
+            _raw(sql)
+    assert unchecked.reason == "honest" and fine.reason == "other"
+    assert AuditEvent.objects.get(pk=unchecked.pk).reason == "tampered"
+    assert "read back differs" in caplog.text
+    assert "was altered" in audit.verify_chain(op.tenant_id).broken
