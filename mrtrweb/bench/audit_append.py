@@ -271,6 +271,7 @@ def run(ctx: Any) -> dict[str, Any]:
     # fewer (but more than one); the collapse issue 16 names was 80/s at 8 -> 18/s at 40
     not_falling = all(top["appends_per_s"] >= NOT_FALLING * r for r in fewer)
     return {"benchmark": "audit_append", "duration_s_per_level": duration_s, "processes": PROCESSES,
+            "cores": os.cpu_count(),
             "statements_per_append": count, "levels": out_levels, "chains": chains,
             "chains_ok": all(c["intact"] and c["events_match"] for c in chains),
             "errors": sum(x["errors"] for x in out_levels),

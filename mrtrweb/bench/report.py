@@ -416,10 +416,21 @@ def _audit_section(a: Any) -> list[str]:
           "own operation), since one worker process is capped by its GIL. Appends/s = all appends / (last end "
           "- first start); latency = one `audit.record` call.", ""]
     L += _table(["writers", "tenants", "processes x threads", "appends", "appends/s", "p50 ms", "p99 ms",
-                 "errors"],
+                 "CPU ms / append: writers + PostgreSQL", "errors"],
                 [[x["writers"], x["tenants"], " + ".join(map(str, x["threads_per_process"])), x["appends"],
-                  x["appends_per_s"], x["latency"]["p50_ms"], x["latency"]["p99_ms"], x["errors"]]
+                  x["appends_per_s"], x["latency"]["p50_ms"], x["latency"]["p99_ms"],
+                  f"{x.get('client_cpu_ms_per_append', '?')} + {x.get('db_cpu_ms_per_append', '?')}", x["errors"]]
                  for x in a["levels"]])
+    by = {(x["writers"], x["tenants"]): x for x in a["levels"]}
+    one, four = by.get((40, 1)), by.get((40, 4))
+    if one and four and one["appends_per_s"] > 0 and "db_cpu_ms_per_append" in one:
+        cpu = one["client_cpu_ms_per_append"] + one["db_cpu_ms_per_append"]
+        L += [f"What bounds it: 40 writers spread over 4 tenants (no chain lock shared) reach "
+              f"{four['appends_per_s'] / one['appends_per_s']:.2f}x the rate of 40 in one tenant. CPU per append "
+              f"(the writer threads' own, `time.thread_time`, plus their PostgreSQL backends', `/proc`) is "
+              f"{cpu:.2f} ms at 40 writers in one tenant, so {a.get('cores', 2)} cores shared with everything "
+              f"else on the machine allow at most ~{a.get('cores', 2) / cpu * 1000:,.0f} appends/s; a ratio "
+              "near 1 says the machine's CPU, not the tenant's chain lock, is the limit.", ""]
     bad = [c for c in a["chains"] if not (c["intact"] and c["events_match"])]
     L += [f"Afterwards every tenant's chain was verified (`audit.verify_chain`): {len(a['chains'])} chains, "
           + ("all intact, events = appends = head sequence." if not bad else
@@ -427,8 +438,9 @@ def _audit_section(a: Any) -> list[str]:
                  f"{c['level']}: {c['broken'] or ''} {c['events']} events, {c['expected_events']} expected"
                  for c in bad[:3])), ""]
     st = a["statements_per_append"]
-    L += [f"SQL statements of one append with its read-back (counted, `connection.execute_wrapper`; psycopg's "
-          f"own `BEGIN` and `COMMIT` come on top): **{st['statements']}**:", ""]
+    L += [f"SQL statements of one append with its read-back (counted, `connection.execute_wrapper`; a statement "
+          "sent outside a transaction is its own, with no `BEGIN`/`COMMIT` round trips): "
+          f"**{st['statements']}**:", ""]
     L += [f"{i}. `{w} ...`" for i, w in enumerate(st["first_words"], 1)] + [""]
     for x in a["levels"]:
         if x.get("error_samples"):
