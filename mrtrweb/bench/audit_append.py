@@ -116,7 +116,7 @@ def _child(index: int, plan: list[dict[str, Any]], barrier: Any, results: Any) -
         go.set()
         for w in workers:
             w.join(lv["duration_s"] + 120)
-        results.put({"level": lv["label"], "process": index, "threads": per_thread})
+        results.put({"level": lv["key"], "process": index, "threads": per_thread})
     connections.close_all()
 
 
@@ -202,13 +202,16 @@ def run(ctx: Any) -> dict[str, Any]:
 
     if connection.vendor != "postgresql":
         raise RuntimeError(f"the audit benchmark needs PostgreSQL (this run's database is {connection.vendor})")
-    duration_s = 0.4 if ctx.tiny else 1.5 if ctx.quick else 4.0
+    duration_s = 0.4 if ctx.tiny else 1.5 if ctx.quick else 3.0
     levels = list(LEVELS)
     if ctx.tiny:  # seconds: the same shape, fewer writers
         levels = [("1 writer, 1 tenant", 1, 1), ("8 writers, 1 tenant", 8, 1), ("8 writers, 4 tenants", 8, 4)]
+    else:  # two passes, the second in reverse order (drifting load on the machine hits both ends)
+        levels = levels + levels[::-1]
     plan = _setup(levels)
-    for lv in plan:
+    for i, lv in enumerate(plan):
         lv["duration_s"] = duration_s
+        lv["key"] = f"{i}: {lv['label']}"
     count = statements_per_append(plan[0]["ops"][0])
     connections.close_all()  # no connection is inherited by the children
     mp = multiprocessing.get_context("spawn")
@@ -218,7 +221,7 @@ def run(ctx: Any) -> dict[str, Any]:
     procs = [mp.Process(target=_child, args=(i, plan, barrier, results), daemon=True) for i in range(n_procs)]
     for p in procs:
         p.start()
-    got: dict[str, list[dict[str, Any]]] = {lv["label"]: [] for lv in plan}
+    got: dict[str, list[dict[str, Any]]] = {lv["key"]: [] for lv in plan}
     try:
         for lv in plan:
             barrier.wait(180)  # every process's threads are warm and waiting (a dead child: broken)
@@ -234,7 +237,7 @@ def run(ctx: Any) -> dict[str, Any]:
     warm_by_tenant: dict[str, int] = {}
     appended_by_tenant: dict[str, int] = {}
     for lv in plan:
-        threads = [t for item in got[lv["label"]] for t in item["threads"] if t]
+        threads = [t for item in got[lv["key"]] for t in item["threads"] if t]
         lat = [x for t in threads for x in t["lat"]]
         errors = [e for t in threads for e in t["errors"]]
         for t in threads:
@@ -267,6 +270,14 @@ def run(ctx: Any) -> dict[str, Any]:
             chains.append({"level": res["label"], "intact": rep.broken is None, "broken": rep.broken,
                            "events": rep.events, "expected_events": expected, "head_sequence": rep.head_sequence,
                            "events_match": rep.events == expected == rep.head_sequence})
+    runs = out_levels
+    out_levels = []  # per level, the run with the best rate (as gate_core's best of three), every run's rate
+    for label in dict.fromkeys(x["label"] for x in runs):
+        mine = [x for x in runs if x["label"] == label]
+        best = dict(max(mine, key=lambda x: -1.0 if math.isnan(x["appends_per_s"]) else x["appends_per_s"]))
+        best.update(runs_appends_per_s=[x["appends_per_s"] for x in mine], errors=sum(x["errors"] for x in mine),
+                    error_samples=[e for x in mine for e in x["error_samples"]][:3])
+        out_levels.append(best)
     one = [x for x in out_levels if x["tenants"] == 1]
     top = max(one, key=lambda x: x["writers"])
     fewer = [x["appends_per_s"] for x in one if 1 < x["writers"] < top["writers"]]
