@@ -159,3 +159,22 @@ def test_the_read_back_reads_the_database_and_catches_a_row_that_differs(seeded,
     assert AuditEvent.objects.get(pk=unchecked.pk).reason == "tampered"
     assert "read back differs" in caplog.text
     assert "was altered" in audit.verify_chain(op.tenant_id).broken
+
+
+def test_with_server_side_binding_the_lock_timeout_goes_first_in_the_transaction(seeded, monkeypatch):
+    """PostgreSQL with ``OPTIONS["server_side_binding"]`` (no several statements in one execute):
+    the append sets ``lock_timeout``, locks the head and appends in one transaction instead."""
+    if connection.vendor != "postgresql":
+        pytest.skip("a PostgreSQL option")
+    op = _operation(seeded)
+    audit.record(op, "received", round_number=1, **DIGESTS)
+    monkeypatch.setitem(connection.settings_dict["OPTIONS"], "server_side_binding", True)
+    connection.close()
+    try:
+        seen = _statements(lambda: audit.record(op, "submitted", round_number=1, read_back=True, **DIGESTS))
+    finally:
+        connection.close()  # the next test's connection binds client-side again
+    assert [s.split()[0] for s in seen] == ["SELECT", "SELECT", "WITH", "SELECT"], seen
+    assert "set_config('lock_timeout'" in seen[0] and seen[1].endswith("FOR UPDATE"), seen
+    assert audit.verify_chain(op.tenant_id).broken is None
+    assert AuditEvent.objects.filter(operation_id=op.id).count() == 2
