@@ -49,8 +49,10 @@ def _append(values: dict[str, Any], *, once: tuple[str, ...] = ()) -> AuditEvent
       is left of ``MRTRWEB["AUDIT_WAIT_S"]`` is set in the same round trip. The lock is held for
       that statement's execution and commit alone, no round trip to Python. The hash is checked
       here against :func:`event_hash` afterwards (tests/test_audit_statements.py checks the two
-      agree on hostile text). With ``once``, or inside a caller's transaction, the same statement
-      runs in a transaction after the lock (and the ``once`` check);
+      agree on hostile text). With ``once`` the head is locked by a statement before it, in the
+      same round trip and transaction, so that its check for the same event sees every event
+      committed before the lock. Inside a caller's transaction (or with server-side binding) the
+      lock, the ``once`` check and the statement are sent one after the other;
     * SQLite: the transaction's first statement is a write (``INSERT OR IGNORE`` of the head row),
       so the database's one write lock is taken at once and waited for (busy timeout = what is left
       of ``AUDIT_WAIT_S``) -- never the read-then-write lock upgrade that fails at once with
@@ -83,11 +85,15 @@ def _append(values: dict[str, Any], *, once: tuple[str, ...] = ()) -> AuditEvent
     deadline = time.monotonic() + wait_s
     nested = conn.in_atomic_block
     values = dict(values, created_at=timezone.now())
-    pg = PgAppend(conn, values) if conn.vendor == "postgresql" else None
+    pg = PgAppend(conn, values, once) if conn.vendor == "postgresql" else None
+    same = once and AuditEvent.objects.using(using).filter(
+        operation_id=values["operation_id"], event=values["event"], **{name: values[name] for name in once})
     while True:
         try:
-            if pg is not None and not once and not nested and conn.get_autocommit() and pg.one_trip():
+            if pg is not None and not nested and conn.get_autocommit() and pg.one_trip():
                 found = pg.execute(deadline, with_timeout=True)  # its own transaction
+                if found is None and once and (existing := same.first()) is not None:
+                    return existing  # written before (the statement saw it under the lock)
                 if found is None:  # the tenant has no head yet: create it, then append
                     with transaction.atomic(using=using):
                         locked_head(conn, tenant_id, deadline)
@@ -95,12 +101,8 @@ def _append(values: dict[str, Any], *, once: tuple[str, ...] = ()) -> AuditEvent
                 return _event(found, values, using)
             with sqlite_busy_timeout(conn, deadline, nested), transaction.atomic(using=using):
                 sequence, prev_hash = locked_head(conn, tenant_id, deadline)
-                if once:
-                    same = AuditEvent.objects.using(using).filter(
-                        operation_id=values["operation_id"], event=values["event"],
-                        **{name: values[name] for name in once}).first()
-                    if same is not None:
-                        return same
+                if once and (existing := same.first()) is not None:
+                    return existing
                 if pg is not None:
                     found = pg.execute(deadline, with_timeout=False)
                     if found is None or found[1] != sequence + 1:  # cannot happen while locked

@@ -63,8 +63,9 @@ class PgAppend:
 
     LINKED = ("sequence", "prev_hash", "hash")
 
-    def __init__(self, conn, values: dict[str, Any]) -> None:
+    def __init__(self, conn, values: dict[str, Any], once: tuple[str, ...] = ()) -> None:
         self.conn = conn
+        self.once = once
         prev_mark, seq_mark = secrets.token_hex(16), secrets.token_hex(16)
         text = _canonical(dict(values, prev_hash=prev_mark, sequence=seq_mark))
         prev_at, seq_at = f'"prev_hash":"{prev_mark}"', f'"sequence":"{seq_mark}"'
@@ -76,15 +77,22 @@ class PgAppend:
         fields = [f for f in AuditEvent._meta.concrete_fields if not f.primary_key and f.attname not in self.LINKED]
         qn = conn.ops.quote_name
         event, chain = qn(AuditEvent._meta.db_table), qn(AuditChainHead._meta.db_table)
+        # once: nothing moves or is inserted when the operation has this event with these values
+        same = [AuditEvent._meta.get_field(name) for name in ("operation_id", "event", *once)]
+        guard = "" if not once else (f" AND NOT EXISTS (SELECT 1 FROM {event} e WHERE "
+                                     + " AND ".join(f"e.{qn(f.column)} = %s" for f in same) + ")")
+        self.lock = f"SELECT 1 FROM {chain} WHERE tenant_id = %s FOR UPDATE"
         self.sql = (
             f"WITH o AS (SELECT tenant_id, sequence, hash FROM {chain} WHERE tenant_id = %s FOR UPDATE), "
             f"hd AS (UPDATE {chain} h SET sequence = o.sequence + 1, hash = encode(sha256(convert_to("
             "%s || o.hash || %s || (o.sequence + 1)::text || %s, 'UTF8')), 'hex') FROM o "
-            "WHERE h.tenant_id = o.tenant_id RETURNING h.sequence, h.hash, o.hash AS prev_hash), "
+            f"WHERE h.tenant_id = o.tenant_id{guard} RETURNING h.sequence, h.hash, o.hash AS prev_hash), "
             f"ev AS (INSERT INTO {event} ({', '.join(qn(f.column) for f in fields)}, sequence, prev_hash, hash) "
             f"SELECT {', '.join(['%s'] * len(fields))}, hd.sequence, hd.prev_hash, hd.hash FROM hd "
             f"RETURNING {qn(AuditEvent._meta.pk.column)}, sequence, prev_hash, hash) SELECT * FROM ev")
-        self.params = [values["tenant_id"], *texts] + [f.get_db_prep_save(values[f.attname], conn) for f in fields]
+        self.params = ([values["tenant_id"], *texts] + ([f.get_db_prep_value(values[f.attname], conn) for f in same]
+                                                        if once else [])
+                       + [f.get_db_prep_save(values[f.attname], conn) for f in fields])
 
     def one_trip(self) -> bool:
         """Whether ``lock_timeout`` and the statement can go in one ``execute`` (psycopg's
@@ -93,15 +101,21 @@ class PgAppend:
             return _client_side_binding(cur)
 
     def execute(self, deadline: float, *, with_timeout: bool) -> tuple[Any, int, str, str] | None:
-        """Run the statement (first setting ``lock_timeout`` to what is left until ``deadline``);
-        None when the tenant has no chain head yet (nothing written)."""
+        """Run the statement; ``with_timeout`` (outside a transaction, client-side binding): in one
+        round trip and one transaction, after setting ``lock_timeout`` to what is left until
+        ``deadline`` and, with ``once``, after a statement that locks the head first (so the
+        check's snapshot, taken when the statement starts, is later than the lock). None when
+        nothing was written: the tenant has no chain head yet, or (``once``) the event exists."""
         with self.conn.cursor() as cur:
-            if with_timeout:
-                left_ms = max(1, int((deadline - time.monotonic()) * 1000))
-                cur.execute(f"SET LOCAL lock_timeout = {left_ms}; " + self.sql, self.params)
-                cur.nextset()
-            else:
+            if not with_timeout:
                 cur.execute(self.sql, self.params)
+                return cur.fetchone()
+            left_ms = max(1, int((deadline - time.monotonic()) * 1000))
+            first = [f"SET LOCAL lock_timeout = {left_ms}"] + ([self.lock] if self.once else [])
+            cur.execute("; ".join(first + [self.sql]),
+                        ([self.params[0]] if self.once else []) + self.params)
+            for _ in first:
+                cur.nextset()
             return cur.fetchone()
 
 

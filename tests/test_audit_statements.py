@@ -178,3 +178,44 @@ def test_with_server_side_binding_the_lock_timeout_goes_first_in_the_transaction
     assert "set_config('lock_timeout'" in seen[0] and seen[1].endswith("FOR UPDATE"), seen
     assert audit.verify_chain(op.tenant_id).broken is None
     assert AuditEvent.objects.filter(operation_id=op.id).count() == 2
+
+
+def test_a_receipt_written_once_costs_one_statement_and_its_repeat_one_more(seeded):
+    """``once`` (the consent receipt): on PostgreSQL the head is locked by a statement before the
+    append's, in the same round trip, so the check sees receipts committed before the lock; a
+    repeat writes nothing and returns the first receipt (found by one lookup after)."""
+    op = _operation(seeded)
+    audit.record(op, "received", round_number=1, **DIGESTS)
+    kw = dict(round_number=1, display_digest="sha256:" + "d" * 64, once=("round_number", "display_digest"), **DIGESTS)
+    first_sql = _statements(lambda: audit.record(op, "shown", **kw))
+    again: list = []
+    repeat_sql = _statements(lambda: again.append(audit.record(op, "shown", **kw)))
+    other = audit.record(op, "shown", **dict(kw, display_digest="sha256:" + "e" * 64))
+    shown = list(AuditEvent.objects.filter(operation_id=op.id, event="shown").order_by("sequence"))
+    assert [r.display_digest[-1] for r in shown] == ["d", "e"] and other.pk == shown[1].pk
+    assert again[0].pk == shown[0].pk
+    if connection.vendor == "postgresql":
+        assert len(first_sql) == 1 and first_sql[0].count("FOR UPDATE") == 2, first_sql
+        assert "NOT EXISTS" in first_sql[0]
+        assert len(repeat_sql) == 2 and repeat_sql[1].startswith("SELECT"), repeat_sql
+    assert audit.verify_chain(op.tenant_id).broken is None
+
+
+def test_receipts_written_at_once_by_many_threads_land_once(seeded):
+    """16 threads (each its own connection) write the same receipt at the same moment, with
+    other events appended meanwhile: one receipt, and the chain verifies."""
+    from .test_audit_concurrency import _run_threads
+
+    op = _operation(seeded)
+    audit.record(op, "received", round_number=1, **DIGESTS)
+    kw = dict(round_number=1, display_digest="sha256:" + "d" * 64, once=("round_number", "display_digest"), **DIGESTS)
+
+    def write(i: int) -> None:
+        audit.record(op, "shown", **kw)
+        audit.record(op, "rejected", code="x", round_number=1, **DIGESTS)
+
+    assert not _run_threads(write, 16)
+    assert AuditEvent.objects.filter(operation_id=op.id, event="shown").count() == 1
+    assert AuditEvent.objects.filter(operation_id=op.id, event="rejected").count() == 16
+    report = audit.verify_chain(op.tenant_id)
+    assert report.broken is None and report.events == 18
