@@ -7,11 +7,9 @@ each ``requestedSchema`` as SHA-256 digests; answers as their keys and actions o
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 import hmac
-import json
 import logging
 import random
 import time
@@ -22,6 +20,8 @@ from django.db import DatabaseError, OperationalError, connections, router, tran
 from django.utils import timezone
 
 from . import conf
+from .audit_chain import GENESIS, HASHED_FIELDS, OPTIONAL_HASHED_FIELDS, event_hash  # noqa: F401 -- the API
+from .audit_chain import PgAppend, is_lock_wait, locked_head, read_event, sqlite_busy_timeout
 from .models import AuditChainHead, AuditEvent, Operation
 
 logger = logging.getLogger("mrtrweb.audit")
@@ -38,57 +38,41 @@ def keyed_digest(value: str) -> str:
     return "hmac-sha256:" + mac.hexdigest()
 
 
-GENESIS = "0" * 64
-
-#: the fields an event's hash covers, in the canonical JSON (with ``prev_hash`` and the sequence)
-HASHED_FIELDS = ("tenant_id", "sequence", "prev_hash", "created_at", "operation_id", "event", "code", "reason",
-                 "round_number", "original_request_id", "request_id", "retry_id", "server_id", "server_origin",
-                 "method", "name", "user_digest", "tenant_digest", "state_digest", "schema_digests",
-                 "display_digest", "config_digest", "actions", "policy_version")
-
-#: fields added later (issue 13: the authorization identity): covered by the hash only when not
-#: empty, so every event written before they existed keeps its hash and the chain still verifies
-OPTIONAL_HASHED_FIELDS = ("auth_mode", "auth_digest", "auth_identity")
-
-
-def event_hash(values: dict[str, Any]) -> str:
-    """SHA-256 (hex) of an event's canonical JSON: the :data:`HASHED_FIELDS`, ``created_at`` in
-    ISO 8601, ids as strings, and each of :data:`OPTIONAL_HASHED_FIELDS` that is not empty. It
-    includes ``prev_hash``, which chains it to the previous event."""
-    content = {}
-    for name in HASHED_FIELDS:
-        value = values.get(name)
-        if name == "created_at":
-            value = value.isoformat()
-        elif name in ("tenant_id", "operation_id"):
-            value = str(value)
-        content[name] = value
-    for name in OPTIONAL_HASHED_FIELDS:
-        if values.get(name):
-            content[name] = values[name]
-    text = json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-
-
 def _append(values: dict[str, Any], *, once: tuple[str, ...] = ()) -> AuditEvent:
-    """Append one event at the head of its tenant's chain, in one short transaction that locks the
-    chain head first, so concurrent appenders (threads or processes) queue instead of failing:
+    """Append one event at the head of its tenant's chain, so that concurrent appenders (threads
+    or processes) queue on the tenant's chain head instead of failing:
 
-    * PostgreSQL: ``SELECT ... FOR UPDATE`` on the tenant's head row (other tenants' appends do
-      not wait), bounded by ``lock_timeout`` = what is left of ``MRTRWEB["AUDIT_WAIT_S"]``;
+    * PostgreSQL: ONE statement (:class:`PgAppend`), its own transaction: it locks the tenant's
+      head row (``SELECT ... FOR UPDATE``; other tenants' appends do not wait), moves it, computes
+      the event's hash in the database from the canonical JSON built here (only ``prev_hash`` and
+      ``sequence`` are filled in under the lock) and inserts the event; ``lock_timeout`` = what
+      is left of ``MRTRWEB["AUDIT_WAIT_S"]`` is set in the same round trip. The lock is held for
+      that statement's execution and commit alone, no round trip to Python. The hash is checked
+      here against :func:`event_hash` afterwards (tests/test_audit_statements.py checks the two
+      agree on hostile text). With ``once`` the head is locked by a statement before it, in the
+      same round trip and transaction, so that its check for the same event sees every event
+      committed before the lock. Inside a caller's transaction (or with server-side binding) the
+      lock, the ``once`` check and the statement are sent one after the other;
     * SQLite: the transaction's first statement is a write (``INSERT OR IGNORE`` of the head row),
       so the database's one write lock is taken at once and waited for (busy timeout = what is left
       of ``AUDIT_WAIT_S``) -- never the read-then-write lock upgrade that fails at once with
-      "database is locked" (with ``"transaction_mode": "IMMEDIATE"`` the ``BEGIN`` takes it).
+      "database is locked" (with ``"transaction_mode": "IMMEDIATE"`` the ``BEGIN`` takes it);
+      then the event is linked to the head (sequence + 1, ``prev_hash``), inserted, the head moved.
 
-    Then the event is linked to the head (sequence + 1, ``prev_hash``), inserted, and the head
-    moved, all before the commit. A lock wait that fails is retried until ``AUDIT_WAIT_S`` seconds
-    have passed (not inside a caller's transaction, which a failed statement may have spoilt).
+    ``created_at`` is taken when the append starts (it is hashed before the lock), so it may be
+    earlier, by at most the wait for the chain, than that of the event before it in the chain.
+    A lock wait that fails is retried until ``AUDIT_WAIT_S`` seconds have passed (not inside a
+    caller's transaction, which a failed statement may have spoilt).
 
     Args:
+        values: the event's fields by attribute name (``tenant_id``, ``operation_id``, ...), all but
+            ``sequence``, ``prev_hash``, ``created_at`` and ``hash``, which are set here.
         once: names of fields; when an event of the same operation and kind with equal values of
             these fields exists, it is returned and nothing is appended (checked under the lock,
             so concurrent writers of the same receipt append it once).
+
+    Returns:
+        The appended (or, with ``once``, the existing) event, its ``pk`` set.
 
     Raises:
         AuditUnavailable: the chain stayed locked by others for ``AUDIT_WAIT_S`` seconds.
@@ -100,80 +84,57 @@ def _append(values: dict[str, Any], *, once: tuple[str, ...] = ()) -> AuditEvent
     wait_s = float(conf.get("AUDIT_WAIT_S"))
     deadline = time.monotonic() + wait_s
     nested = conn.in_atomic_block
+    values = dict(values, created_at=timezone.now())
+    pg = PgAppend(conn, values, once) if conn.vendor == "postgresql" else None
+    same = once and AuditEvent.objects.using(using).filter(
+        operation_id=values["operation_id"], event=values["event"], **{name: values[name] for name in once})
     while True:
         try:
-            with _sqlite_busy_timeout(conn, deadline, nested), transaction.atomic(using=using):
-                head = _locked_head(conn, tenant_id, deadline)
-                if once:
-                    same = AuditEvent.objects.using(using).filter(
-                        operation_id=values["operation_id"], event=values["event"],
-                        **{name: values[name] for name in once}).first()
-                    if same is not None:
-                        return same
-                values = dict(values, sequence=head.sequence + 1, prev_hash=head.hash, created_at=timezone.now())
-                digest_hex = event_hash(values)
-                row = AuditEvent.objects.using(using).create(hash=digest_hex, **values)
-                moved = AuditChainHead.objects.using(using).filter(tenant_id=tenant_id).update(
-                    sequence=head.sequence + 1, hash=digest_hex)
-                if moved != 1:  # cannot happen while the lock is held; never fork the chain
-                    raise DatabaseError("the audit chain head moved while locked")
-                return row
+            if pg is not None and not nested and conn.get_autocommit() and pg.one_trip():
+                found = pg.execute(deadline, with_timeout=True)  # its own transaction
+                if found is None and once and (existing := same.first()) is not None:
+                    return existing  # written before (the statement saw it under the lock)
+                if found is None:  # the tenant has no head yet: create it, then append
+                    with transaction.atomic(using=using):
+                        locked_head(conn, tenant_id, deadline)
+                    continue
+                return _event(found, values, using)
+            with sqlite_busy_timeout(conn, deadline, nested), transaction.atomic(using=using):
+                sequence, prev_hash = locked_head(conn, tenant_id, deadline)
+                if once and (existing := same.first()) is not None:
+                    return existing
+                if pg is not None:
+                    found = pg.execute(deadline, with_timeout=False)
+                    if found is None or found[1] != sequence + 1:  # cannot happen while locked
+                        raise DatabaseError("the audit chain head moved while locked")
+                else:
+                    row = dict(values, sequence=sequence + 1, prev_hash=prev_hash)
+                    digest_hex = event_hash(row)
+                    pk = AuditEvent.objects.using(using).create(hash=digest_hex, **row).pk
+                    moved = AuditChainHead.objects.using(using).filter(tenant_id=tenant_id).update(
+                        sequence=sequence + 1, hash=digest_hex)
+                    if moved != 1:  # cannot happen while the lock is held; never fork the chain
+                        raise DatabaseError("the audit chain head moved while locked")
+                    found = (pk, sequence + 1, prev_hash, digest_hex)
+                event = _event(found, values, using)  # a mismatch rolls the append back
+            return event
         except OperationalError as exc:
-            if nested or not _is_lock_wait(conn, exc):
+            if nested or not is_lock_wait(conn, exc):
                 raise
             if time.monotonic() >= deadline:
                 raise AuditUnavailable(f"the audit chain stayed locked by other writers for {wait_s:g} s") from exc
             time.sleep(random.uniform(0.005, 0.05))
 
 
-@contextlib.contextmanager
-def _sqlite_busy_timeout(conn, deadline: float, nested: bool):
-    """On SQLite (outside a caller's transaction), wait for the write lock at most until
-    ``deadline``, then restore the connection's own busy timeout (``OPTIONS["timeout"]``, s)."""
-    if conn.vendor != "sqlite" or nested:
-        yield
-        return
-    left_ms = max(1, int((deadline - time.monotonic()) * 1000))
-    own_ms = int(float(conn.settings_dict.get("OPTIONS", {}).get("timeout", 5)) * 1000)
-    with conn.cursor() as cur:
-        cur.execute(f"PRAGMA busy_timeout = {left_ms}")
-    try:
-        yield
-    finally:
-        try:
-            with conn.cursor() as cur:
-                cur.execute(f"PRAGMA busy_timeout = {own_ms}")
-        except DatabaseError:  # the connection broke: the append's own error is what counts
-            logger.warning("could not restore the SQLite busy timeout after an audit append")
-
-
-def _locked_head(conn, tenant_id: Any, deadline: float) -> AuditChainHead:
-    """The tenant's chain head, locked for the current transaction (created at the genesis when the
-    tenant has none yet)."""
-    heads = AuditChainHead.objects.using(conn.alias)
-    if conn.vendor == "postgresql":
-        left_ms = max(1, int((deadline - time.monotonic()) * 1000))
-        with conn.cursor() as cur:
-            cur.execute("SELECT set_config('lock_timeout', %s, true)", [f"{left_ms}ms"])
-        head = heads.select_for_update().filter(tenant_id=tenant_id).first()
-        if head is not None:
-            return head
-    # SQLite: this write comes first (it takes the database's write lock); elsewhere it creates a
-    # missing head (a concurrent creator makes it wait, then do nothing)
-    heads.bulk_create([AuditChainHead(tenant_id=tenant_id, sequence=0, hash=GENESIS)], ignore_conflicts=True)
-    return heads.select_for_update().get(tenant_id=tenant_id)
-
-
-#: PostgreSQL SQLSTATEs of a lock wait that ended: lock_not_available, serialization_failure,
-#: deadlock_detected (the last two only under a stricter isolation level than READ COMMITTED)
-_PG_LOCK_STATES = {"55P03", "40001", "40P01"}
-
-
-def _is_lock_wait(conn, exc: OperationalError) -> bool:
-    """Whether ``exc`` says that others held the lock (rather than that the database is down)."""
-    if conn.vendor == "sqlite":
-        return "locked" in str(exc) or "busy" in str(exc)
-    return getattr(exc.__cause__, "sqlstate", None) in _PG_LOCK_STATES
+def _event(found: tuple[Any, int, str, str], values: dict[str, Any], using: str) -> AuditEvent:
+    """The appended event from (pk, sequence, prev_hash, hash), its hash checked against
+    :func:`event_hash` (a mismatch raises DatabaseError: the retry it guards is not sent)."""
+    pk, sequence, prev_hash, digest_hex = found
+    event = AuditEvent(pk=pk, sequence=sequence, prev_hash=prev_hash, hash=digest_hex, **values)
+    event._state.adding, event._state.db = False, using
+    if event_hash(event.__dict__) != digest_hex:
+        raise DatabaseError("the audit event's hash computed by the database differs from its canonical hash")
+    return event
 
 
 def record(operation: Operation, event: str, *, code: str = "", reason: str = "", round_number: int = 0,
@@ -230,8 +191,8 @@ def record(operation: Operation, event: str, *, code: str = "", reason: str = ""
             **_auth_fields(operation, auth),
         }, once=once)
         if read_back:
-            again = AuditEvent.objects.get(pk=row.pk)
-            if again.hash != event_hash(again.__dict__) or again.hash != row.hash:
+            again = read_event(connections[router.db_for_read(AuditEvent)], row.pk)
+            if again is None or again["hash"] != event_hash(again) or again["hash"] != row.hash:
                 raise AuditUnavailable("the audit event read back differs from what was written")
         return row
     except AuditUnavailable as exc:

@@ -75,6 +75,23 @@ def test_vs_sdk(run):
     assert counts["lost"] == counts["duplicated"] == counts["bad_answers"] == 0
     assert counts["answered_once"] == counts["operations"] > 0
     assert "gate.receive" in d["b_spans"]
+    counts = d["headless_counts"]  # issue 16's per-round counts, as fields
+    assert counts["sql_queries_per_round"] > 0 and counts["sync_to_async_hops_per_round"] > 0
+    assert counts["source"] == "mrtrweb.headless.arun"
+    assert counts["sql_queries_per_round"] == d["arun_spans"]["SQL (every query, incl. audit's)"]["calls"]
+    assert d["goals"]["headless_over_sdk_goal"] == 3
+
+
+def test_audit_append(run):
+    d = _json(run[0], "audit_append")
+    assert [(x["writers"], x["tenants"]) for x in d["levels"]] == [(1, 1), (8, 1), (8, 4)]
+    for x in d["levels"]:
+        _latency(x["latency"])
+        assert x["errors"] == 0 and x["appends"] > 0 and x["appends_per_s"] > 0
+        assert sum(x["threads_per_process"]) == x["writers"] and len(x["threads_per_process"]) <= 4
+    assert len(d["chains"]) == 1 + 1 + 4 and d["chains_ok"]
+    assert all(c["events"] == c["expected_events"] > 0 for c in d["chains"])
+    assert d["statements_per_append"]["statements"] == 2  # the append, the read-back
 
 
 def test_pending(run):
@@ -106,9 +123,12 @@ def test_report(run):
     _, docs, stdout = run
     text = (docs / "README.md").read_text()
     for heading in ("## Machine", "## Goals", "## 1. Gate core", "## 2. Against the bare SDK",
-                    "## 3. Pending capacity", "## 4. Scale-out", "## 5. Growth"):
+                    "## 3. Pending capacity", "## 4. Scale-out", "## 5. Growth", "## 6. Audit appends"):
         assert heading in text
     assert "_Failed" not in text and "_Not run._" not in text
+    goals = text.split("## Goals", 1)[1].split("## 1.", 1)[0]
+    assert "not measured" not in goals.replace("not measured at 5,000", ""), goals  # every benchmark ran
+    assert "≥ 500/s" in goals and "≤ 3x" in goals
     for png in ("growth_schema.png", "growth_state.png", "vs_sdk_latency.png", "pending_push.png", "scaleout.png"):
         assert (docs / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "report:" in stdout
