@@ -21,7 +21,7 @@ from django.conf import settings
 from django.db import DatabaseError, OperationalError, connections, router, transaction
 from django.utils import timezone
 
-from . import conf
+from . import conf, metrics
 from .models import AuditChainHead, AuditEvent, Operation
 
 logger = logging.getLogger("mrtrweb.audit")
@@ -197,6 +197,7 @@ def record(operation: Operation, event: str, *, code: str = "", reason: str = ""
     Raises:
         AuditUnavailable: the write or the read-back failed (reason logged).
     """
+    started = time.perf_counter()
     try:
         if event != "received" and round_number and (state_digest is None or schema_digests is None):
             # every event of a round carries the round's requestState and requestedSchema digests
@@ -233,11 +234,15 @@ def record(operation: Operation, event: str, *, code: str = "", reason: str = ""
             again = AuditEvent.objects.get(pk=row.pk)
             if again.hash != event_hash(again.__dict__) or again.hash != row.hash:
                 raise AuditUnavailable("the audit event read back differs from what was written")
+        metrics.observe_event(operation, event, code=code, reason=reason, round_number=round_number, actions=actions,
+                              seconds=time.perf_counter() - started, row=row if once else None)  # never raises
         return row
     except AuditUnavailable as exc:
+        metrics.audit_failed()
         logger.error("audit write/read-back failed for operation %s (%s): %s", operation.id, event, exc)
         raise
     except Exception as exc:  # noqa: BLE001 -- any sink failure denies the retry
+        metrics.audit_failed()
         logger.error("audit write failed for operation %s (%s): %s", operation.id, event, exc.__class__.__name__)
         raise AuditUnavailable(f"audit sink failed: {exc.__class__.__name__}") from exc
 

@@ -76,6 +76,8 @@ key                         default     meaning
                                         resolve to private, link-local or loopback addresses
 ``OUTBOUND_TIMEOUT_S``      10          the longest one outbound authorization request takes
 ``OUTBOUND_MAX_BYTES``      1048576     the most bytes of one outbound authorization response
+``METRICS_TOKEN``           None        bearer token of the Prometheus endpoint ``metrics/``
+                                        (mrtrweb.metrics_view); None: the endpoint answers 404
 ==========================  ==========  =========================================================
 """
 
@@ -125,6 +127,7 @@ DEFAULTS: dict[str, Any] = {
     "OUTBOUND_ALLOW_HOSTS": [],
     "OUTBOUND_TIMEOUT_S": 10,
     "OUTBOUND_MAX_BYTES": 1048576,
+    "METRICS_TOKEN": None,
 }
 
 _NUMERIC = {"TTL_S", "MAX_TTL_S", "MAX_STATE_BYTES", "MAX_ROUNDS", "STATE_ONLY_BACKOFF_S",
