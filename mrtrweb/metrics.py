@@ -109,6 +109,18 @@ GC_PAUSE = Histogram("mrtrweb_gc_pause_seconds", "Pauses of the cyclic garbage c
                      buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5))
 
 
+_children: dict[tuple[Any, ...], Any] = {}
+
+
+def _child(metric: Any, *values: str) -> Any:
+    """``metric.labels(*values)``, cached (the label values come from bounded sets, so does the cache)."""
+    key = (id(metric), *values)
+    child = _children.get(key)
+    if child is None:
+        child = _children[key] = metric.labels(*values)
+    return child
+
+
 def bounded(value: Any, allowed: frozenset[str]) -> str:
     """``value`` when it is one of ``allowed``, else :data:`OTHER` (labels never grow unbounded)."""
     return value if isinstance(value, str) and value in allowed else OTHER
@@ -129,11 +141,11 @@ def round_action(actions: Any) -> str:
 
 #: the most rounds whose start this process remembers (the oldest are forgotten first)
 MAX_TRACKED_ROUNDS = 50_000
-_started: collections.OrderedDict[tuple[str, int], float] = collections.OrderedDict()
+_started: collections.OrderedDict[tuple[Any, int], float] = collections.OrderedDict()
 _started_lock = threading.Lock()
 
 
-def _round_started(key: tuple[str, int], now: float) -> None:
+def _round_started(key: tuple[Any, int], now: float) -> None:
     with _started_lock:
         _started[key] = now
         _started.move_to_end(key)
@@ -141,7 +153,7 @@ def _round_started(key: tuple[str, int], now: float) -> None:
             _started.popitem(last=False)
 
 
-def _round_start(key: tuple[str, int]) -> float | None:
+def _round_start(key: tuple[Any, int]) -> float | None:
     with _started_lock:
         return _started.pop(key, None)
 
@@ -165,31 +177,31 @@ def observe_event(operation: Any, event: str, *, code: str = "", reason: str = "
         now = time.monotonic()
         if row is not None and row.created_at.timestamp() < time.time() - (seconds or 0.0) - 0.001:
             return  # an existing receipt returned (``once``): nothing was appended
-        AUDIT_EVENTS.labels(bounded(event, EVENTS)).inc()
+        _child(AUDIT_EVENTS, bounded(event, EVENTS)).inc()
         if seconds is not None:
             AUDIT_APPEND.observe(seconds)
-        key = (str(operation.id), int(round_number or 0))
+        key = (operation.id, round_number)
         if event == "received":
-            ROUNDS_RECEIVED.labels(bounded(operation.method, METHODS), _KIND_OF_CODE.get(code, "mrtr")).inc()
+            _child(ROUNDS_RECEIVED, bounded(operation.method, METHODS), _KIND_OF_CODE.get(code, "mrtr")).inc()
             if key[1]:
                 _round_started(key, now - (seconds or 0.0))
             return
         if event == "rejected":
-            ROUNDS_REJECTED.labels(bounded(code, REJECT_CODES)).inc()
+            _child(ROUNDS_REJECTED, bounded(code, REJECT_CODES)).inc()
             return  # a refused answer leaves the round open (a refused round never started one)
         if event == "denied":
-            DENIED.labels(bounded(reason, DENY_REASONS)).inc()
+            _child(DENIED, bounded(reason, DENY_REASONS)).inc()
         if event == "submitted":
-            ROUNDS_ANSWERED.labels(round_action(actions)).inc()
+            _child(ROUNDS_ANSWERED, round_action(actions)).inc()
         if key[1] and (event == "submitted" or event in _ENDING):
             started = _round_start(key)
             outcome = "answered" if event == "submitted" else "ended"
             if started is not None:
-                ROUND_LATENCY.labels(outcome).observe(max(0.0, now - started))
+                _child(ROUND_LATENCY, outcome).observe(max(0.0, now - started))
             elif event == "submitted":  # received by another worker: from when it was handed to the person
                 waited = _since_awaiting(operation)
                 if waited is not None:
-                    ROUND_LATENCY.labels(outcome).observe(waited)
+                    _child(ROUND_LATENCY, outcome).observe(waited)
     except Exception as exc:  # noqa: BLE001 -- metrics never break the product
         logger.debug("metrics: event not counted (%s)", exc.__class__.__name__)
 
@@ -252,7 +264,7 @@ def _on_gc(phase: str, info: dict[str, Any]) -> None:
         return
     try:
         generation = info.get("generation")
-        GC_PAUSE.labels(str(generation) if generation in (0, 1, 2) else OTHER).observe(
+        _child(GC_PAUSE, str(generation) if generation in (0, 1, 2) else OTHER).observe(
             time.perf_counter() - _gc_started[0])
     except Exception:  # noqa: BLE001 -- never raise inside the collector
         pass

@@ -109,7 +109,7 @@ def test_the_round_starts_remembered_are_bounded(monkeypatch):
     for op in ops:
         metrics.observe_event(op, "received", round_number=1)
     assert len(metrics._started) <= 3
-    assert (str(ops[-1].id), 1) in metrics._started and (str(ops[0].id), 1) not in metrics._started
+    assert (ops[-1].id, 1) in metrics._started and (ops[0].id, 1) not in metrics._started
 
 
 def test_a_push_is_observed_once_per_socket_and_round():
