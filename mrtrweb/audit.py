@@ -21,8 +21,9 @@ from django.conf import settings
 from django.db import DatabaseError, OperationalError, connections, router, transaction
 from django.utils import timezone
 
-from . import conf, metrics
+from . import conf
 from .models import AuditChainHead, AuditEvent, Operation
+from . import metrics  # noqa: I001 -- mrtrweb_* counters: one hook in record()
 
 logger = logging.getLogger("mrtrweb.audit")
 
