@@ -70,6 +70,18 @@ def test_label_sets_follow_the_products_codes():
     assert set(metrics._KIND_OF_CODE) == {messages.LEGACY, messages.URL_REQUIRED}
 
 
+def test_a_round_s_kind_comes_from_its_received_code():
+    """An MRTR round, a 2025-11-25 server's request during a call, a URL-required error; a reused
+    requestState is still an MRTR round."""
+    from mrtrweb.operations import messages
+
+    for code, kind in [("", "mrtr"), (messages.STATE_REUSED, "mrtr"), (messages.LEGACY, "legacy"),
+                       (messages.URL_REQUIRED, "url")]:
+        before = _value("mrtrweb_rounds_received_total", method="prompts/get", kind=kind)
+        metrics.observe_event(_op(method="prompts/get"), "received", code=code, round_number=1)
+        assert _value("mrtrweb_rounds_received_total", method="prompts/get", kind=kind) == before + 1, code
+
+
 def test_the_hooks_never_raise():
     metrics.observe_event(object(), "received", round_number=1)
     metrics.observe_event(None, "submitted", actions="not a dict", round_number="x")
