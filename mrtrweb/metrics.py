@@ -49,6 +49,7 @@ import threading
 import time
 from typing import Any
 
+from django.core.exceptions import ImproperlyConfigured
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
 
@@ -80,6 +81,26 @@ DENY_REASONS = frozenset({
     "missing_consent_receipt", "request_state_replayed", "server_config_changed", "timeout", "cancelled",
     "audit_unavailable", "deprecated_request_refused", "legacy_handover_failed", "access_revoked", "url_declined",
     "url_cancelled", "authorization_changed"})
+
+def multiprocess_dir() -> str | None:
+    """``PROMETHEUS_MULTIPROC_DIR`` when set (prometheus_client's multiprocess mode, which it turns
+    on when the variable exists at all, even empty), else None.
+
+    Raises:
+        ImproperlyConfigured: set, but not an existing directory (an empty value would make every
+            process write its files into its working directory).
+    """
+    path = os.environ.get("PROMETHEUS_MULTIPROC_DIR", os.environ.get("prometheus_multiproc_dir"))
+    if path is None:
+        return None
+    if not path or not os.path.isdir(path):
+        raise ImproperlyConfigured("PROMETHEUS_MULTIPROC_DIR is set but is not an existing directory: create it "
+                                   "before the workers start, or unset the variable")
+    return path
+
+
+multiprocess_dir()  # a misconfigured directory stops start-up here, before any metric writes a file
+
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 
@@ -314,9 +335,6 @@ PENDING = PendingRoundsCollector()
 REGISTRY.register(PENDING)
 
 
-def multiprocess_dir() -> str | None:
-    """``PROMETHEUS_MULTIPROC_DIR`` when set (prometheus_client's multiprocess mode), else None."""
-    return os.environ.get("PROMETHEUS_MULTIPROC_DIR") or None
 
 
 def _add_process_collectors() -> None:

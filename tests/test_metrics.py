@@ -207,3 +207,22 @@ def test_pending_rounds_are_left_out_when_the_database_fails(monkeypatch, caplog
     body = metrics.exposition(None)[0].decode()
     assert "mrtrweb_pending_rounds" not in body and "mrtrweb_audit_events" in body
     assert "pending rounds not counted (OperationalError)" in caplog.text
+
+
+@pytest.mark.parametrize("value", ["", "/nonexistent/mrtrweb-metrics"])
+def test_a_multiprocess_dir_that_is_not_a_directory_stops_start_up(tmp_path, value):
+    """prometheus_client turns multiprocess mode on when the variable exists at all: an empty
+    value would scatter its files in the working directory, a missing directory fail at the first
+    count. Both stop the import with the reason instead (in a fresh process: the mode is chosen
+    when the metrics are made), and nothing is written."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PROMETHEUS_MULTIPROC_DIR=value, DJANGO_SETTINGS_MODULE="mrtrweb.site.settings",
+               PYTHONPATH=str(scrape.__file__).rsplit("/tests/", 1)[0])
+    out = subprocess.run([sys.executable, "-c", "import django; django.setup(); import mrtrweb.metrics"], cwd=tmp_path,
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0
+    assert "PROMETHEUS_MULTIPROC_DIR is set but is not an existing directory" in out.stderr
+    assert list(tmp_path.iterdir()) == []
