@@ -23,6 +23,7 @@ from . import conf
 from .audit_chain import GENESIS, HASHED_FIELDS, OPTIONAL_HASHED_FIELDS, event_hash  # noqa: F401 -- the API
 from .audit_chain import PgAppend, is_lock_wait, locked_head, read_event, sqlite_busy_timeout
 from .models import AuditChainHead, AuditEvent, Operation
+from . import metrics  # noqa: I001 -- mrtrweb_* counters: one hook in record()
 
 logger = logging.getLogger("mrtrweb.audit")
 
@@ -158,6 +159,7 @@ def record(operation: Operation, event: str, *, code: str = "", reason: str = ""
     Raises:
         AuditUnavailable: the write or the read-back failed (reason logged).
     """
+    started = time.perf_counter()
     try:
         if event != "received" and round_number and (state_digest is None or schema_digests is None):
             # every event of a round carries the round's requestState and requestedSchema digests
@@ -194,11 +196,15 @@ def record(operation: Operation, event: str, *, code: str = "", reason: str = ""
             again = read_event(connections[router.db_for_read(AuditEvent)], row.pk)
             if again is None or again["hash"] != event_hash(again) or again["hash"] != row.hash:
                 raise AuditUnavailable("the audit event read back differs from what was written")
+        metrics.observe_event(operation, event, code=code, reason=reason, round_number=round_number, actions=actions,
+                              seconds=time.perf_counter() - started, row=row if once else None)  # never raises
         return row
     except AuditUnavailable as exc:
+        metrics.audit_failed()
         logger.error("audit write/read-back failed for operation %s (%s): %s", operation.id, event, exc)
         raise
     except Exception as exc:  # noqa: BLE001 -- any sink failure denies the retry
+        metrics.audit_failed()
         logger.error("audit write failed for operation %s (%s): %s", operation.id, event, exc.__class__.__name__)
         raise AuditUnavailable(f"audit sink failed: {exc.__class__.__name__}") from exc
 

@@ -25,6 +25,8 @@ key                         default     meaning
 ``AUDIT_SECRET``            None        HMAC key for audit digests (None: derived from SECRET_KEY)
 ``AUDIT_WAIT_S``            15          the longest one audit append waits for its tenant's chain
                                         while others append (then it fails: ``audit_unavailable``)
+``METRICS_TOKEN``           None        bearer token of the Prometheus endpoint ``metrics/``
+                                        (mrtrweb.metrics_view); None: the endpoint answers 404
 ``MAX_PENDING_ROUNDS``      20          per user: operations waiting for an answer at once
 ``MAX_STARTS_PER_MINUTE``   30          per user: operations started per minute
 ``HEARTBEAT_S``             5           worker lease renewal period, seconds (in the database); a
@@ -102,6 +104,7 @@ DEFAULTS: dict[str, Any] = {
     "CONNECTION_IDLE_S": 300,
     "AUDIT_SECRET": None,
     "AUDIT_WAIT_S": 15,
+    "METRICS_TOKEN": None,
     "MAX_PENDING_ROUNDS": 20,
     "MAX_STARTS_PER_MINUTE": 30,
     "HEARTBEAT_S": 5,

@@ -35,7 +35,7 @@ import weakref
 from asgiref.sync import sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from . import access, conf, layerwatch, outage, sessions
+from . import access, conf, layerwatch, metrics, outage, sessions
 from .push import user_group
 from .panels import render_panel
 
@@ -306,3 +306,4 @@ class OperationsConsumer(AsyncJsonWebsocketConsumer):
             logger.info("websocket: panel of operation %s over MAX_PUSH_BYTES; the page fetches it", op.id)
             html = None
         await self.send_json({"type": "operation", "id": str(op.id), "status": op.status, "html": html})
+        metrics.observe_push(op, self.channel_name)  # a round's card: mrtrweb_push_latency_seconds

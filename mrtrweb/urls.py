@@ -2,7 +2,7 @@
 
 from django.urls import include, path
 
-from . import history, rerun, settings_page, views
+from . import history, metrics_view, rerun, settings_page, views
 
 app_name = "mrtrweb"
 
@@ -28,4 +28,5 @@ urlpatterns = [
     path("servers/<int:server_id>/settings/", settings_page.server_settings, name="server-settings"),
     # authorization to MCP servers (issue 13): oauth/... and connections/...
     path("", include("mrtrweb.authz.urls")),
+    path("metrics/", metrics_view.metrics_view, name="metrics"),  # Prometheus (MRTRWEB["METRICS_TOKEN"])
 ]
