@@ -79,10 +79,11 @@ key                         default     meaning
 ``GC_FREEZE``               True        at worker start-up, move every object start-up made to the
                                         collector's permanent generation (``gc.freeze()``), so no
                                         collection walks them again (mrtrweb.gcpolicy)
-``GC_THRESHOLDS``           (50000,     ``gc.set_threshold`` at start-up: three positive ints
-                            20, 100)    (generation 0 allocations, then collections of the younger
+``GC_THRESHOLDS``           (20000,     ``gc.set_threshold`` at start-up: three positive ints
+                            4, 100)     (generation 0 allocations, then collections of the younger
                                         generation); None keeps the interpreter's (700, 10, 10).
                                         ``MRTRWEB_GC_THRESHOLDS``: three numbers separated by spaces
+                                        (measured: docs/benchmarks NOTES, mrtrweb.gcpolicy)
 ==========================  ==========  =========================================================
 """
 
@@ -133,7 +134,7 @@ DEFAULTS: dict[str, Any] = {
     "OUTBOUND_TIMEOUT_S": 10,
     "OUTBOUND_MAX_BYTES": 1048576,
     "GC_FREEZE": True,
-    "GC_THRESHOLDS": (50_000, 20, 100),
+    "GC_THRESHOLDS": (20_000, 4, 100),
 }
 
 _NUMERIC = {"TTL_S", "MAX_TTL_S", "MAX_STATE_BYTES", "MAX_ROUNDS", "STATE_ONLY_BACKOFF_S",
