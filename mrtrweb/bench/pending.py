@@ -12,7 +12,9 @@ a person takes longer than that to answer. The collector's pauses of 20 ms or mo
 per level (``gc_pause_max_ms_level``); at the end of each level one full collection is timed
 (``gc_full_collection``: the pause whenever one comes due at this N, whatever the thresholds) and
 the objects alive after it give ``gc_live_objects_per_user`` (connected socket and pending round
-together, over the warm worker's). That collection also frees the level's old garbage before the
+together, over the warm worker's), and the RSS then ``rss_per_user_after_full_collection_kib``
+(what a user costs once the garbage of closed sessions is freed; pymalloc keeps arenas that are
+not wholly empty, so it is an upper bound). That collection also frees the level's old garbage before the
 next level starts.
 
 Two latency figures: while the N rounds arrive in a burst (``fill``), and for probe rounds
@@ -73,14 +75,15 @@ async def _census(proc: Any, log: Any, *, by_type: bool = False, timeout_s: floa
     return {}
 
 
-def _pauses_since(log: Any, offset: int) -> tuple[list[float], int]:
-    """The collector pauses of 20 ms or more the worker logged after byte ``offset`` of its log
-    (milliseconds), and the log's new end offset."""
+def _pauses_since(log: Any, offset: int) -> tuple[list[tuple[float, float, int]], int]:
+    """The collector pauses of 20 ms or more the worker logged after byte ``offset`` of its log as
+    ``(wall ms, CPU ms, generation)``, and the log's new end offset."""
     import re
 
     data = log.read_bytes()
     text = data[offset:].decode(errors="replace")
-    return [float(m) for m in re.findall(r"GC pause ([0-9.]+) ms", text)], len(data)
+    found = re.findall(r"GC pause ([0-9.]+) ms gen (\d+) collected \d+ cpu ([0-9.]+) ms", text)
+    return [(float(w), float(c), int(g)) for w, g, c in found], len(data)
 
 
 def _type_delta(before: dict[str, int], after: dict[str, int], per: int) -> dict[str, float]:
@@ -146,6 +149,7 @@ async def grow(ctx: Any, sizes: list[int], seeded: dict[str, Any], n_probe: int,
         await warm.round(args, tool_schema_fields(r))
         await asyncio.sleep(0.5)
         first_tracked = (await _full_collection(proc, log)).get("tracked_after", 0)  # the warm worker's live objects
+        prev_rss_full = rss_kib(proc.pid)
         census0 = await _census(proc, log)
         types_prev = (await _census(proc, log, by_type=True)).get("top", {})
         _, log_offset = _pauses_since(log, 0)
@@ -252,7 +256,10 @@ async def grow(ctx: Any, sizes: list[int], seeded: dict[str, Any], n_probe: int,
                 # the collector: pauses of 20 ms or more while this level filled and probed, and
                 # the objects it tracks (walks in a full collection) per connected user / pending round
                 "gc_pauses_20ms_level": len(pauses),
-                "gc_pause_max_ms_level": max(pauses, default=0.0),
+                "gc_pause_max_ms_level": max((w for w, _c, _g in pauses), default=0.0),
+                # the same pauses in the worker thread's CPU time (the collector's own work)
+                "gc_pause_max_cpu_ms_level": max((c for _w, c, _g in pauses), default=0.0),
+                "gc_full_collections_level": sum(1 for _w, _c, g in pauses if g == 2),
                 "gc_frozen": census_pending.get("frozen"),
                 "mcp_sessions_open": census_pending.get("sessions"),
                 "mcp_sessions_released": census_pending.get("released"),
@@ -271,6 +278,10 @@ async def grow(ctx: Any, sizes: list[int], seeded: dict[str, Any], n_probe: int,
             # objects alive after it; then the next level starts from a collected heap
             full = await _full_collection(proc, log)
             results[-1]["gc_full_collection"] = full
+            rss_full = rss_kib(proc.pid)  # what the worker holds once its old garbage is freed
+            results[-1]["worker_rss_kib"]["after_full_collection"] = rss_full
+            results[-1]["rss_per_user_after_full_collection_kib"] = round((rss_full - prev_rss_full) / delta, 2)
+            prev_rss_full = rss_full
             if full.get("tracked_after"):
                 results[-1]["gc_live_objects_per_user"] = round((full["tracked_after"] - first_tracked) / n, 1)
             census0 = await _census(proc, log)  # the probes' rounds are in the next level's baseline
@@ -334,11 +345,13 @@ def summary(res: dict[str, Any]) -> list[str]:
             f"{x['rss_per_pending_round_kib']} KiB/pending round; Redis {x['redis_bytes_per_pending_round']} B/round "
             f"({x['redis_keys_per_pending_round']} keys); push p99 probe {x['push_latency_probe']['p99_ms']} ms, "
             f"fill {x['push_latency_fill']['p99_ms']} ms ({x['fill_rounds_per_s']} rounds/s); "
-            f"GC pauses >= 20 ms {x.get('gc_pauses_20ms_level')} (longest {x.get('gc_pause_max_ms_level')} ms), "
+            f"GC pauses >= 20 ms {x.get('gc_pauses_20ms_level')} (longest {x.get('gc_pause_max_ms_level')} ms, "
+            f"{x.get('gc_pause_max_cpu_ms_level')} ms CPU; full {x.get('gc_full_collections_level')}), "
             f"tracked objects {x.get('gc_objects_per_connected_user')}/connected user + "
             f"{x.get('gc_objects_per_pending_round')}/pending round, frozen {x.get('gc_frozen')}; MCP sessions "
             f"open {x.get('mcp_sessions_open')}, released {x.get('mcp_sessions_released')}; a full collection "
-            f"{x.get('gc_full_collection', {}).get('ms')} ms, live objects/user {x.get('gc_live_objects_per_user')}")
+            f"{x.get('gc_full_collection', {}).get('ms')} ms, live objects/user {x.get('gc_live_objects_per_user')}, "
+            f"RSS after it {x.get('rss_per_user_after_full_collection_kib')} KiB/user (socket and round)")
     md = res.get("mass_disconnect")
     if md:
         lines.append(f"mass disconnect of {md['sockets']} sockets: worker errors {md['worker_errors']}")

@@ -2,7 +2,8 @@
 which applies the start-up collector policy, :mod:`mrtrweb.gcpolicy`), unchanged, plus:
 
 * a ``gc.callbacks`` hook that logs every garbage-collector pause of 20 ms or more
-  (``GC pause <ms> ms gen <n> collected <k>``) to the worker's log, where the benchmark counts them
+  (``GC pause <ms> ms gen <n> collected <k> cpu <ms> ms``: wall time, and the thread's CPU time in
+  it -- less when the 2-core machine's other work took the core meanwhile) to the worker's log, where the benchmark counts them
   (:meth:`mrtrweb.bench.common.Services.worker_errors`): the evidence for latency outliers;
 * a census on ``SIGUSR1``: ``GC census tracked <n> frozen <f> thresholds <t0>,<t1>,<t2> sessions
   <open> released <k>`` -- the objects the collector tracks (what a full collection walks) and
@@ -39,13 +40,15 @@ _in_census: list[bool] = []
 
 def _on_gc(phase: str, info: dict) -> None:
     if phase == "start":
-        _started.append(time.perf_counter())
+        _started.append((time.perf_counter(), time.thread_time()))
         return
     if not _started:
         return
-    ms = (time.perf_counter() - _started.pop()) * 1000
+    wall0, cpu0 = _started.pop()
+    ms = (time.perf_counter() - wall0) * 1000
     if ms >= GC_LOG_MS and not _in_census:
-        print(f"GC pause {ms:.1f} ms gen {info.get('generation')} collected {info.get('collected')}",
+        cpu = (time.thread_time() - cpu0) * 1000  # the collector's own work; wall - cpu: the machine's other load
+        print(f"GC pause {ms:.1f} ms gen {info.get('generation')} collected {info.get('collected')} cpu {cpu:.1f} ms",
               file=sys.stderr, flush=True)
 
 
