@@ -21,9 +21,12 @@ by :func:`configure` after the application is loaded:
   620 ms, no full collection during the run. ``None`` keeps the interpreter's thresholds.
 
 What it does not change: a full collection, when one comes due, still walks every object the
-people connected to the worker keep (~240 per connected user with a waiting round, measured), so
-its pause still grows with the users on a worker (~0.4 s at 1,000 on the benchmark machine): the
-thresholds make it rare, not short. Spreading users over workers bounds it.
+people connected to the worker keep (~226-241 per connected user with a waiting round, ~180 of
+them the WebSocket's: uvicorn's and channels' tasks), plus the old garbage of closed MCP sessions
+(the SDK's anyio streams leave ~100 objects in cycles per closed session). Timed in the pending
+benchmark: ~0.5 s at 1,000 users and ~2.1-2.2 s at 5,000 on the 2-core benchmark machine. The
+thresholds make it rare -- none came due in three runs filling 5,000 users -- not short; spreading
+users over workers bounds it.
 
 Where it runs: the standalone site's ``mrtrweb.site.asgi`` calls :func:`configure` at the end of
 its import, once Django, the routing, the consumers and the operations are imported and before the
