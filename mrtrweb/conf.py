@@ -78,6 +78,14 @@ key                         default     meaning
                                         resolve to private, link-local or loopback addresses
 ``OUTBOUND_TIMEOUT_S``      10          the longest one outbound authorization request takes
 ``OUTBOUND_MAX_BYTES``      1048576     the most bytes of one outbound authorization response
+``GC_FREEZE``               True        at worker start-up, move every object start-up made to the
+                                        collector's permanent generation (``gc.freeze()``), so no
+                                        collection walks them again (mrtrweb.gcpolicy)
+``GC_THRESHOLDS``           (20000,     ``gc.set_threshold`` at start-up: three positive ints
+                            4, 100)     (generation 0 allocations, then collections of the younger
+                                        generation); None keeps the interpreter's (700, 10, 10).
+                                        ``MRTRWEB_GC_THRESHOLDS``: three numbers separated by spaces
+                                        (measured: docs/benchmarks NOTES, mrtrweb.gcpolicy)
 ==========================  ==========  =========================================================
 """
 
@@ -128,6 +136,8 @@ DEFAULTS: dict[str, Any] = {
     "OUTBOUND_ALLOW_HOSTS": [],
     "OUTBOUND_TIMEOUT_S": 10,
     "OUTBOUND_MAX_BYTES": 1048576,
+    "GC_FREEZE": True,
+    "GC_THRESHOLDS": (20_000, 4, 100),
 }
 
 _NUMERIC = {"TTL_S", "MAX_TTL_S", "MAX_STATE_BYTES", "MAX_ROUNDS", "STATE_ONLY_BACKOFF_S",
@@ -152,9 +162,27 @@ def get(key: str) -> Any:
     if key in _NUMERIC and (isinstance(value, bool) or not isinstance(value, (int, float))
                             or (isinstance(value, float) and not math.isfinite(value)) or value <= 0):
         raise ImproperlyConfigured(f"MRTRWEB[{key!r}] must be a positive (finite) number")
+    if key == "GC_FREEZE" and not isinstance(value, bool):
+        raise ImproperlyConfigured("MRTRWEB['GC_FREEZE'] must be True or False")
+    if key == "GC_THRESHOLDS" and value is not None:
+        value = _gc_thresholds(value)
     if key == "BINDING_STORE" and value not in BINDING_STORES:
         raise ImproperlyConfigured(f"MRTRWEB['BINDING_STORE'] must be one of {sorted(BINDING_STORES)}")
     return value
+
+
+def _gc_thresholds(value: Any) -> tuple[int, int, int]:
+    """``GC_THRESHOLDS`` as ``gc.set_threshold`` takes it: three positive ints (a 0 would turn
+    collection off and let cyclic garbage grow without bound).
+
+    Raises:
+        ImproperlyConfigured: anything else.
+    """
+    if (not isinstance(value, (list, tuple)) or len(value) != 3
+            or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value)):
+        raise ImproperlyConfigured("MRTRWEB['GC_THRESHOLDS'] must be None or three positive integers "
+                                   "(generation 0 allocations, generation 1 and 2 collections)")
+    return (int(value[0]), int(value[1]), int(value[2]))
 
 
 #: the values of ``BINDING_STORE``
@@ -164,7 +192,9 @@ BINDING_STORES = frozenset({"database", "cache"})
 #: keys whose value is a list (``MRTRWEB_<KEY>``: a JSON list, or words separated by white space)
 _LISTS = {"SECRET_KEYS", "OUTBOUND_ALLOW_HOSTS"}
 #: keys whose value is a boolean (``MRTRWEB_<KEY>``: ``1``/``0``, ``true``/``false``, ``yes``/``no``)
-_BOOLS = {"OUTBOUND_ALLOW_HTTP_LOOPBACK"}
+_BOOLS = {"OUTBOUND_ALLOW_HTTP_LOOPBACK", "GC_FREEZE"}
+#: keys whose value is a tuple of ints (``MRTRWEB_<KEY>``: numbers separated by white space)
+_INT_TUPLES = {"GC_THRESHOLDS"}
 
 
 def from_environ(environ: Any) -> dict[str, Any]:
@@ -172,7 +202,7 @@ def from_environ(environ: Any) -> dict[str, Any]:
     production settings modules use it; every key of :data:`DEFAULTS` may be given so).
 
     Numbers parse as ``int`` when whole, else ``float``; list keys (:data:`_LISTS`) take a JSON list
-    or white-space separated words; boolean keys (:data:`_BOOLS`) ``1/0/true/false/yes/no``; the
+    or white-space separated words; :data:`_INT_TUPLES` white-space separated whole numbers; boolean keys (:data:`_BOOLS`) ``1/0/true/false/yes/no``; the
     rest are strings. An empty variable counts as unset.
 
     Raises:
@@ -205,6 +235,11 @@ def from_environ(environ: Any) -> dict[str, Any]:
                 out[key] = value
             else:
                 out[key] = raw.split()
+        elif key in _INT_TUPLES:
+            try:
+                out[key] = tuple(int(word) for word in raw.split())
+            except ValueError:
+                raise ImproperlyConfigured(f"MRTRWEB_{key} must be whole numbers separated by spaces") from None
         elif key in _BOOLS:
             lowered = raw.lower()
             if lowered not in ("1", "0", "true", "false", "yes", "no"):

@@ -8,6 +8,10 @@
   tenant admin allowed for it (:func:`declared`) and the protocol it is set to
   (``McpServer.protocol``).
 * :func:`server_key` -- the pool key of that connection (closing it: ``pool().close(user, key)``).
+* :func:`release_while_waiting` -- a 2026-07-28 connection is closed once a round of it waits for
+  the person and nothing else uses it (:meth:`~mrtrweb.mcp.ConnectionPool.release`): the retry
+  carries ``requestState`` and opens a new session; the worker keeps no session (~100 KiB and
+  ~400 objects the collector walks) per waiting round. Never a 2025-11-25 session.
 
 Used by operations (:mod:`mrtrweb.operations`), the server and tool pages (:mod:`mrtrweb.views`)
 and the headless client (:mod:`mrtrweb.headless`, ``mrtr_client``), so a listing and a call see
@@ -26,20 +30,24 @@ import asyncio
 import weakref
 from typing import Any, Final
 
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
 from . import conf
 from .mcp import ConnectionPool
 from .models import McpServer
 from .session_roots import configured_roots
 
-__all__ = ["HANDSHAKE_VERSIONS", "LISTING_PUSH", "connection_for", "declared", "pool", "server_key"]
+__all__ = ["HANDSHAKE_VERSIONS", "LISTING_PUSH", "STATELESS_VERSIONS", "connection_for", "declared", "pool",
+           "release_after_s", "release_while_waiting", "server_key"]
 
 #: the channel-layer event type of a listing-changed push (handled by ``OperationsConsumer.server_listing``)
 LISTING_PUSH: Final = "server.listing"
 
 #: protocol versions negotiated with the ``initialize`` handshake (a "legacy" server, before 2026-07-28)
 HANDSHAKE_VERSIONS: Final = HANDSHAKE_PROTOCOL_VERSIONS
+
+#: protocol versions whose rounds need no session while they wait: the retry carries ``requestState``
+STATELESS_VERSIONS: Final = MODERN_PROTOCOL_VERSIONS
 
 _pools: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, ConnectionPool]" = weakref.WeakKeyDictionary()
 
@@ -57,6 +65,26 @@ def pool() -> ConnectionPool:
 def loop_pool() -> ConnectionPool | None:
     """The running loop's pool if one was made (the drain closes it), else ``None``."""
     return _pools.get(asyncio.get_running_loop())
+
+
+def release_after_s() -> float:
+    """How long a connection whose round waits for the person must stay idle before it is
+    released, seconds: twice ``MRTRWEB["TASK_POLL_MAX_S"]`` plus one (a task's ``tasks/get`` polls
+    are activity, so a connection another operation of the person polls a task on is never idle
+    that long), and never less than 5 s (an answer given at once -- a headless client -- finds the
+    session still open)."""
+    return max(5.0, 2 * float(conf.get("TASK_POLL_MAX_S")) + 1.0)
+
+
+def release_while_waiting(user_id: Any, key: str, connection: Any) -> bool:
+    """A round of ``connection`` (the pooled one of ``user_id`` under ``key``) now waits for the
+    person: close the connection once idle :func:`release_after_s` seconds, if it speaks a
+    :data:`STATELESS_VERSIONS` protocol (:meth:`mrtrweb.mcp.ConnectionPool.release` says when it
+    stays). Returns whether a release was scheduled; never raises."""
+    try:
+        return pool().release(str(user_id), key, connection, after_s=release_after_s(), stateless=STATELESS_VERSIONS)
+    except Exception:  # noqa: BLE001 -- a kept session costs memory, never correctness
+        return False
 
 
 def declared(server: McpServer) -> tuple[frozenset[str], str]:

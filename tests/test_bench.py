@@ -101,6 +101,11 @@ def test_pending(run):
         _latency(x["push_latency_probe"])
         _latency(x["push_latency_fill"])
         assert x["redis_keys_per_pending_round"] > 0
+        # the worker's collector census answered (mrtrweb.bench.worker_app) and saw the start-up freeze
+        assert x["gc_frozen"] > 50_000 and all(x["gc_tracked"].values())
+        assert x["gc_full_collection"]["ms"] > 0 and x["gc_live_objects_per_user"] is not None
+        # every pending round's MCP session was released while it waited (a 2026-07-28 server)
+        assert x["mcp_sessions_released"] >= x["pending"]
     md = d["mass_disconnect"]  # every socket closed at once at the end, without a worker error
     assert md["sockets"] == d["sizes"][-1] + 1
     assert md["worker_errors"]["asgi_exceptions"] == md["worker_errors"]["push_group_failures"] == 0

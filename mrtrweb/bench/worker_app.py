@@ -1,11 +1,32 @@
-"""The benchmark's ASGI worker entry point: the product's application (``mrtrweb.site.asgi``),
-unchanged, plus a ``gc.callbacks`` hook that logs every garbage-collector pause of 20 ms or more
-(``GC pause <ms> ms gen <n> collected <k>``) to the worker's log, where the benchmark counts them
-(:meth:`mrtrweb.bench.common.Services.worker_errors`): the evidence for latency outliers."""
+"""The benchmark's ASGI worker entry point: the product's application (``mrtrweb.site.asgi``,
+which applies the start-up collector policy, :mod:`mrtrweb.gcpolicy`), unchanged, plus:
+
+* a ``gc.callbacks`` hook that logs every garbage-collector pause of 20 ms or more
+  (``GC pause <ms> ms gen <n> collected <k> cpu <ms> ms``: wall time, and the thread's CPU time in
+  it -- less when the 2-core machine's other work took the core meanwhile) to the worker's log, where the benchmark counts them
+  (:meth:`mrtrweb.bench.common.Services.worker_errors`): the evidence for latency outliers;
+* a census on ``SIGUSR1``: ``GC census tracked <n> frozen <f> thresholds <t0>,<t1>,<t2> sessions
+  <open> released <k>`` -- the objects the collector tracks (what a full collection walks) and
+  those frozen at start-up, and the MCP sessions the worker's pool holds and has released
+  (:meth:`mrtrweb.mcp.ConnectionPool.release`). Young garbage is collected first
+  (``gc.collect(1)``, not logged as a pause: the census's, not the product's), so the count is of
+  what the worker keeps plus the old generation's garbage;
+* a census by type on ``SIGUSR2``: ``GC types <n> <type>=<count> ...`` (the 30 most numerous),
+  the profile of what a connected user and a pending round keep, and ``GC tasks <coroutine>=<count>
+  ...``: the event loop's tasks by coroutine;
+* a timed full collection on ``SIGRTMIN+1``: ``GC full <ms> ms collected <k> tracked <n>`` -- what
+  one full collection costs the worker at this size (the pause a worker with this many people
+  takes whenever one comes due), and the objects alive after it (not logged as a pause).
+
+The censuses run on the event loop's thread between two bytecodes (a Python signal handler); the
+benchmark asks for them outside its timed windows (:mod:`mrtrweb.bench.pending`)."""
 
 from __future__ import annotations
 
+import asyncio
+import collections
 import gc
+import signal
 import sys
 import time
 
@@ -14,18 +35,71 @@ from mrtrweb.site.asgi import application  # noqa: F401 -- re-exported for uvico
 #: pauses at least this long are logged, milliseconds
 GC_LOG_MS = 20.0
 _started: list[float] = []
+_in_census: list[bool] = []
 
 
 def _on_gc(phase: str, info: dict) -> None:
     if phase == "start":
-        _started.append(time.perf_counter())
+        _started.append((time.perf_counter(), time.thread_time()))
         return
     if not _started:
         return
-    ms = (time.perf_counter() - _started.pop()) * 1000
-    if ms >= GC_LOG_MS:
-        print(f"GC pause {ms:.1f} ms gen {info.get('generation')} collected {info.get('collected')}",
+    wall0, cpu0 = _started.pop()
+    ms = (time.perf_counter() - wall0) * 1000
+    if ms >= GC_LOG_MS and not _in_census:
+        cpu = (time.thread_time() - cpu0) * 1000  # the collector's own work; wall - cpu: the machine's other load
+        print(f"GC pause {ms:.1f} ms gen {info.get('generation')} collected {info.get('collected')} cpu {cpu:.1f} ms",
               file=sys.stderr, flush=True)
 
 
+def _young_collected() -> None:
+    _in_census.append(True)
+    try:
+        gc.collect(1)
+    finally:
+        _in_census.pop()
+
+
+def _census(_signum: int, _frame: object) -> None:
+    from mrtrweb.connections import _pools
+
+    _young_collected()
+    tracked = len(gc.get_objects())
+    t = ",".join(str(v) for v in gc.get_threshold())
+    pools = list(_pools.values())
+    print(f"GC census tracked {tracked} frozen {gc.get_freeze_count()} thresholds {t} sessions "
+          f"{sum(len(p) for p in pools)} released {sum(p.released for p in pools)}", file=sys.stderr, flush=True)
+
+
+def _census_types(_signum: int, _frame: object) -> None:
+    _young_collected()
+    objects = gc.get_objects()
+    counts = collections.Counter(type(o).__qualname__ for o in objects)
+    top = " ".join(f"{name}={n}" for name, n in counts.most_common(30))
+    del objects
+    try:  # the running tasks by coroutine: what each connected socket keeps running
+        tasks = collections.Counter(getattr(t.get_coro(), "__qualname__", "?") for t in asyncio.all_tasks())
+        print("GC tasks " + " ".join(f"{name}={n}" for name, n in tasks.most_common(12)), file=sys.stderr, flush=True)
+    except RuntimeError:  # no running loop in this thread
+        pass
+    print(f"GC types {sum(counts.values())} {top}", file=sys.stderr, flush=True)
+
+
+def _full(_signum: int, _frame: object) -> None:
+    _in_census.append(True)
+    try:
+        t0 = time.perf_counter()
+        collected = gc.collect()
+        ms = (time.perf_counter() - t0) * 1000
+    finally:
+        _in_census.pop()
+    print(f"GC full {ms:.1f} ms collected {collected} tracked {len(gc.get_objects())}", file=sys.stderr, flush=True)
+
+
+#: the signal of the timed full collection
+FULL_SIGNAL = signal.SIGRTMIN + 1
+
 gc.callbacks.append(_on_gc)
+signal.signal(signal.SIGUSR1, _census)
+signal.signal(signal.SIGUSR2, _census_types)
+signal.signal(FULL_SIGNAL, _full)

@@ -55,6 +55,8 @@ class ConnectionPool:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._sweeper: asyncio.Task[None] | None = None
         self._closed = False
+        self._releasing: set[asyncio.Task[None]] = set()
+        self.released = 0  # connections closed by release() (the benchmark and tests read it)
 
     def _check_loop(self) -> None:
         loop = asyncio.get_running_loop()
@@ -127,6 +129,43 @@ class ConnectionPool:
         if slot is not None:
             await slot.connection.close()
 
+    def release(self, user_key: str, server_key: str, connection: McpConnection, *, after_s: float = 5.0,
+                stateless: Collection[str] = ()) -> bool:
+        """Close ``connection`` once it has been idle ``after_s`` seconds, if it is still the pooled
+        one for this user and server -- an MCP session that nothing needs while a round waits for a
+        person (the retry carries ``requestState``; a new session is opened for it).
+
+        Only a connection whose negotiated protocol version is one of ``stateless`` is released
+        (never a 2025-11-25 session, where a server's request is in flight on the session), and only
+        if, ``after_s`` seconds later, it is still idle: no request in flight, not handed out by
+        :meth:`get` since (a hand-out counts as activity), no ``subscriptions/listen`` watch open
+        (a server page watching the listings), no :meth:`get` (re)opening the key. Otherwise it
+        stays, under the pool's idle rule (``idle_s``). Never raises; returns whether a release
+        was scheduled (``False``: not a stateless connection, or the pool is closed).
+        """
+        if self._closed or connection.protocol_version not in stateless or not after_s > 0:
+            return False
+        key = (str(user_key), str(server_key))
+        loop = asyncio.get_running_loop()
+        loop.call_later(after_s, self._release_now, key, connection, after_s)
+        return True
+
+    def _release_now(self, key: tuple[str, str], connection: McpConnection, after_s: float) -> None:
+        slot = self._slots.get(key)
+        lock = self._locks.get(key)
+        watch = getattr(connection, "_watch", None)
+        if (self._closed or slot is None or slot.connection is not connection or connection.in_flight
+                or connection.idle_for() < after_s * 0.999 or (lock is not None and lock.locked())
+                or (watch is not None and not watch.done())):
+            return
+        del self._slots[key]  # synchronously: a get() from here on opens a new connection
+        if lock is not None:
+            self._locks.pop(key, None)
+        self.released += 1
+        task = asyncio.get_running_loop().create_task(connection.close(), name="mcp-pool-release")
+        self._releasing.add(task)
+        task.add_done_callback(self._releasing.discard)
+
     async def close_all(self) -> None:
         """Close every connection and stop the sweeper. The pool cannot be used afterwards."""
         self._closed = True
@@ -136,7 +175,8 @@ class ConnectionPool:
             await asyncio.wait([sweeper])
         slots = list(self._slots.values())
         self._slots.clear()
-        await asyncio.gather(*(slot.connection.close() for slot in slots), return_exceptions=True)
+        await asyncio.gather(*(slot.connection.close() for slot in slots), *list(self._releasing),
+                             return_exceptions=True)
 
     async def sweep(self) -> int:
         """Close connections idle for ``idle_s`` or dead; return how many were closed."""

@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from .. import conf, display, push
 from ..connections import HANDSHAKE_VERSIONS as _HANDSHAKE_VERSIONS, connection_for, declared as _declared, pool, server_key
+from ..connections import release_while_waiting
 from ..gate import Retry
 from ..mcp import McpCallError
 from ..mcp.tasks import TaskWireError
@@ -216,6 +217,8 @@ async def _drive(op_id: Any, request_id: str, params: dict[str, Any], *, checked
                 _spawn(_send_when_back(op.id, pending.retry, pending.fields))
                 return
             if nxt is None:
+                if not dedicated and isinstance(raw, dict) and raw.get("resultType") == "input_required":
+                    release_while_waiting(op.user_id, key, conn)  # the round waits: no session needed
                 return
             request_id, params = nxt.id, nxt.params
     except asyncio.CancelledError:

@@ -2,7 +2,10 @@
 middleware and the full origin check (scheme, host, port: the site's own origin or one of
 CSRF_TRUSTED_ORIGINS, see :mod:`mrtrweb.origin`), and the lifespan protocol to
 :data:`mrtrweb.drain.lifespan` (the worker's lease and heartbeat at start-up, a graceful drain on
-SIGTERM): run uvicorn with ``--lifespan on``."""
+SIGTERM): run uvicorn with ``--lifespan on``.
+
+Once the application is built, :func:`mrtrweb.gcpolicy.configure` freezes what start-up made and
+sets the collector's thresholds (``MRTRWEB["GC_FREEZE"]``, ``MRTRWEB["GC_THRESHOLDS"]``)."""
 
 import os
 
@@ -33,3 +36,8 @@ application = ProtocolTypeRouter(
         "lifespan": lifespan,
     }
 )
+
+# last: everything start-up built is frozen out of the collector's walks (mrtrweb.gcpolicy)
+from mrtrweb import gcpolicy  # noqa: E402
+
+gcpolicy.configure()

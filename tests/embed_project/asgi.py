@@ -19,3 +19,7 @@ application = ProtocolTypeRouter({
     "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     "lifespan": lifespan,
 })
+
+import mrtrweb.gcpolicy  # noqa: E402 -- last, as the README says
+
+mrtrweb.gcpolicy.configure()
