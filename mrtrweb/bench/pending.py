@@ -102,26 +102,37 @@ async def _received_times(op_ids: list[str]) -> dict[str, float]:
 
 
 def _limit_query_plans(tenant_id: Any, user_id: Any) -> dict[str, Any]:
-    """EXPLAIN ANALYZE of the per-start limit checks (``operations._check_limits``) with the
-    pending rounds in place: how their cost grows with N."""
+    """EXPLAIN ANALYZE of the per-start limit check with the pending rounds in place: the one
+    query of :func:`mrtrweb.operations.starting._check_limits_sync` (its four counts), captured
+    as it runs and explained: how its cost grows with N."""
     import re
 
-    from django.utils import timezone
+    from django.contrib.auth import get_user_model
+    from django.db import connection
 
-    from ..models import Operation
+    from ..operations.starting import _check_limits_sync
+    from ..operations.messages import OperationRefused
 
-    since = timezone.now() - timezone.timedelta(minutes=1)
-    waiting = Operation.Status.AWAITING_INPUT
+    captured: list[tuple[str, Any]] = []
+
+    def capture(execute, sql, params, many, context):
+        captured.append((sql, params))
+        return execute(sql, params, many, context)
+
+    user = get_user_model().objects.get(pk=user_id)
+    with connection.execute_wrapper(capture):
+        try:
+            _check_limits_sync(user, tenant_id)
+        except OperationRefused:
+            pass  # a limit reached still ran the query
     out = {}
-    for name, qs in (("user_pending", Operation.objects.filter(user_id=user_id, status=waiting)),
-                     ("user_starts_per_minute", Operation.objects.filter(user_id=user_id, created_at__gte=since)),
-                     ("tenant_pending", Operation.objects.filter(tenant_id=tenant_id, status=waiting)),
-                     ("tenant_starts_per_minute", Operation.objects.filter(tenant_id=tenant_id,
-                                                                           created_at__gte=since))):
-        plan = qs.order_by().only("id").explain(analyze=True)
+    for sql, params in captured[:1]:
+        with connection.cursor() as cur:
+            cur.execute("EXPLAIN ANALYZE " + sql, params)
+            plan = "\n".join(row[0] for row in cur.fetchall())
         m = re.search(r"Execution Time: ([0-9.]+) ms", plan)
         first = plan.splitlines()[0].strip() if plan else ""
-        out[name] = {"execution_ms": float(m.group(1)) if m else None, "plan_top": first[:160]}
+        out["user_and_tenant_limits"] = {"execution_ms": float(m.group(1)) if m else None, "plan_top": first[:160]}
     return out
 
 

@@ -310,10 +310,12 @@ def render(inp: Path = DEFAULT_OUT, docs: Path = DOCS_DIR) -> Path:
                   f"20 ms or more over the whole run (`gc.callbacks`, `mrtrweb/bench/worker_app.py`): "
                   f"{_gc(md.get('worker_errors'))}.", ""]
         L += ["A user's first pending round also opens the worker's MCP session for that user and server "
-              "(`ConnectionPool`: one per user and server, kept while used and for `CONNECTION_IDLE_S` after); "
+              "(`ConnectionPool`: one per user and server); on a 2026-07-28 server it is released while the round "
+              "waits for the person (`ConnectionPool.release`, after a short window) and the retry opens one again; "
               "the *2nd round of a user* column is the cost of a round alone.", ""]
         if measured and measured[-1].get("limit_query_plans"):
-            L += [f"The per-start limit checks with {measured[-1]['pending']} rounds pending (EXPLAIN ANALYZE):", ""]
+            L += [f"The per-start limit check (one query, the user's and the tenant's four counts) with "
+                  f"{measured[-1]['pending']} rounds pending (EXPLAIN ANALYZE):", ""]
             L += _table(["check", "execution ms", "plan"],
                         [[k, v["execution_ms"], f"`{v['plan_top']}`"]
                          for k, v in measured[-1]["limit_query_plans"].items()])
