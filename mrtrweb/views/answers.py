@@ -10,7 +10,6 @@ import time
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.utils import timezone
@@ -22,7 +21,8 @@ from ..gate.gate import _valid_create_message_result, _valid_list_roots_result, 
 from ..gate.ids import is_strict_json
 from ..models import Operation
 from ..panels import consent_forms
-from .common import _operation_for, _panel_response, _record_foreign_attempt, _record_refused_after_access, _user
+from .common import (_operation_for, _panel_response, _record_foreign_attempt, _record_refused_after_access, _user,
+                     login_required)
 from .review import _check_review, _review_payload, _review_response, REVIEW_INVALID_MESSAGE
 
 logger = logging.getLogger("mrtrweb.views")

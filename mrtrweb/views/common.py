@@ -9,6 +9,7 @@ import logging
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.contrib.auth.decorators import user_passes_test
 from django.http import HttpRequest, HttpResponse
 from django.middleware.csrf import get_token
 from django.template.response import TemplateResponse
@@ -22,6 +23,15 @@ logger = logging.getLogger("mrtrweb.views")
 
 async def _user(request: HttpRequest):
     return await request.auser()
+
+
+async def _signed_in(user: Any) -> bool:
+    return user.is_authenticated
+
+
+#: Django's ``login_required`` for these async views, its test a coroutine: no thread hop for
+#: reading ``is_authenticated`` of the user ``request.auser()`` loaded (mrtrweb.onehop)
+login_required = user_passes_test(_signed_in)
 
 
 _server_for = access.server_for
