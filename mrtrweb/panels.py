@@ -86,8 +86,10 @@ def record_shown(op: Operation, rnd: Round, *, reason: str = "") -> None:
                                  display_digest=shown).exists():
         return
     try:
+        # the round's digests as the gate holds them (those its ``received`` event carries): record()
+        # need not look that event up
         audit.record(op, "shown", reason=reason, round_number=rnd.number, request_id=op.latest_request_id,
-                     display_digest=shown,
+                     display_digest=shown, state_digest=rnd.state_digest,
                      schema_digests={k: v.schema_digest for k, v in rnd.requests.items() if v.schema_digest},
                      once=("round_number", "display_digest"))  # two tabs at once: one receipt
     except audit.AuditUnavailable:
