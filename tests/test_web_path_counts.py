@@ -168,14 +168,16 @@ async def _browser_round(seeded) -> dict[str, tuple[int, int]]:
     return costs
 
 
-#: (queries, hops) at most, per phase of one browser round (the web edge's share; the drive loop
-#: and the MCP exchange run outside these contexts)
+#: (queries, hops) at most, per phase of one browser round on the test settings (SQLite, database
+#: binding store): the web edge's share, the drive loop and the MCP exchange run outside these
+#: contexts. Before issue 16's web-path work: start 11/31, push to card 16/5, review 9/27, send
+#: 29/35, push to completed 8/10 (each request paid 14 middleware hops, each push 3-4 hops)
 CEILINGS = {
-    "start_post": (99, 99),
-    "push_to_card": (99, 99),
-    "review_post": (99, 99),
-    "send_post": (99, 99),
-    "push_to_completed": (99, 99),
+    "start_post": (11, 17),
+    "push_to_card": (15, 2),  # one hop for the card, one for its consent receipt after it
+    "review_post": (8, 11),
+    "send_post": (30, 22),  # incl. the look for the card's receipt (views.answers._await_receipt)
+    "push_to_completed": (8, 2),  # two pushes (running, completed), one hop each
 }
 
 
