@@ -311,7 +311,11 @@ class OperationsConsumer(AsyncJsonWebsocketConsumer):
         the card went out: an answer to the round is refused until the receipt is written, and
         when it cannot be written)."""
         csrf = self.scope.get("cookies", {}).get("csrftoken", "")
-        cause, op, html, rnd = await database_sync_to_async(self._panel_for)(event.get("operation_id"), csrf)
+        # in the loop's thread pool, not the one thread every socket's and drive loop's sync work
+        # shares (Channels runs a consumer in no ThreadSensitiveContext): pushes to many people
+        # render side by side (each hop closes what it leaves of its database connection)
+        cause, op, html, rnd = await database_sync_to_async(self._panel_for, thread_sensitive=False)(
+            event.get("operation_id"), csrf)
         if cause:
             await self._end_session(cause)
             return
@@ -324,7 +328,7 @@ class OperationsConsumer(AsyncJsonWebsocketConsumer):
             html, rnd = None, None
         await self.send_json({"type": "operation", "id": str(op.id), "status": op.status, "html": html})
         if rnd is not None:
-            await database_sync_to_async(record_shown)(op, rnd)
+            await database_sync_to_async(record_shown, thread_sensitive=False)(op, rnd)
 
     def _panel_for(self, op_id: Any, csrf: str) -> tuple[str, Operation | None, str, Any]:
         """Sync: ``(cause, op, html, round)`` of one push. ``cause``: why this connection's session
