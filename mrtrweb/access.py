@@ -115,11 +115,17 @@ async def server_for(user: Any, server_id: Any) -> McpServer:
 
 async def visible_operation(user_id: Any, op_id: Any) -> Operation | None:
     """The operation to push to ``user_id``'s sockets, or None (not theirs, or access ended)."""
+    return await sync_to_async(visible_operation_sync)(user_id, op_id)
+
+
+def visible_operation_sync(user_id: Any, op_id: Any) -> Operation | None:
+    """:func:`visible_operation` in sync code (the operation with its server and tenant; two
+    queries)."""
     try:
-        op = await Operation.objects.select_related("server", "tenant").aget(pk=op_id, user_id=user_id)
+        op = Operation.objects.select_related("server", "tenant").get(pk=op_id, user_id=user_id)
     except (Operation.DoesNotExist, ValueError, TypeError, ValidationError):
         return None
-    return None if await operation_denial(op) else op
+    return None if denial(op.user_id, op.tenant_id, op.server_id) else op
 
 
 async def visible_server(user_id: Any, server_id: Any) -> bool:

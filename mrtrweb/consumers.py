@@ -32,12 +32,17 @@ import asyncio
 import logging
 import weakref
 
+from typing import Any
+
 from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.core.exceptions import ValidationError
 
 from . import access, conf, layerwatch, metrics, outage, sessions
+from .models import Operation
+from .panels import record_shown, render_push
 from .push import user_group
-from .panels import render_panel
 
 #: what a pushed task status may be (mrtrweb.mcp.tasks.STATUSES)
 _TASK_STATUSES = frozenset({"working", "input_required", "completed", "failed", "cancelled"})
@@ -190,9 +195,13 @@ class OperationsConsumer(AsyncJsonWebsocketConsumer):
 
     async def dispatch(self, message) -> None:
         """Nothing is pushed once this connection's session ended; progress of an operation is
-        pushed only while the user may see it (as updates are)."""
-        if message.get("type") in ("operation.update", "operation.progress", "server.listing") and \
-                not await self._session_holds():
+        pushed only while the user may see it (as updates are). An ``operation.update`` is
+        handled whole in one thread hop (:meth:`operation_update`: the session re-validated in it)."""
+        if message.get("type") == "operation.update":
+            if not getattr(self, "session_closed", False):
+                await self.operation_update(message)
+            return
+        if message.get("type") in ("operation.progress", "server.listing") and not await self._session_holds():
             return
         if message.get("type") == "operation.progress" and \
                 await access.visible_operation(self.user_id, message.get("operation_id")) is None:
@@ -296,14 +305,44 @@ class OperationsConsumer(AsyncJsonWebsocketConsumer):
         await self.send_json({"type": "listing", "server": server_id, "kind": kind})
 
     async def operation_update(self, event) -> None:
-        op = await access.visible_operation(self.user_id, event.get("operation_id"))
+        """Push the operation's panel, rendered for this user, in one thread hop
+        (:meth:`_panel_for`: the session, the operation while they may see it, the panel); then,
+        when it showed a round's card, write that card's consent receipt (a second hop, after
+        the card went out: an answer to the round is refused until the receipt is written, and
+        when it cannot be written)."""
+        csrf = self.scope.get("cookies", {}).get("csrftoken", "")
+        # in the loop's thread pool, not the one thread every socket's and drive loop's sync work
+        # shares (Channels runs a consumer in no ThreadSensitiveContext): pushes to many people
+        # render side by side (each hop closes what it leaves of its database connection)
+        cause, op, html, rnd = await database_sync_to_async(self._panel_for, thread_sensitive=False)(
+            event.get("operation_id"), csrf)
+        if cause:
+            await self._end_session(cause)
+            return
         if op is None:  # not this user's, or their access to it ended
             return
-        csrf = self.scope.get("cookies", {}).get("csrftoken", "")
-        html = await sync_to_async(render_panel)(op, csrf)
         if len(html.encode("utf-8", "replace")) > int(conf.get("MAX_PUSH_BYTES")):
-            # too large for a push: the page fetches the panel itself (``"html": null``)
+            # too large for a push: the page fetches the panel itself (``"html": null``), and its
+            # fetch writes the receipt of the card it shows
             logger.info("websocket: panel of operation %s over MAX_PUSH_BYTES; the page fetches it", op.id)
-            html = None
+            html, rnd = None, None
         await self.send_json({"type": "operation", "id": str(op.id), "status": op.status, "html": html})
         metrics.observe_push(op, self.channel_name)  # a round's card: mrtrweb_push_latency_seconds
+        if rnd is not None:
+            await database_sync_to_async(record_shown, thread_sensitive=False)(op, rnd)
+
+    def _panel_for(self, op_id: Any, csrf: str) -> tuple[str, Operation | None, str, Any]:
+        """Sync: ``(cause, op, html, round)`` of one push. ``cause``: why this connection's session
+        no longer holds (:func:`mrtrweb.sessions.session_denial`; the rest is then empty); ``op``
+        None: not this user's operation, or their access to it ended (:func:`_visible_operation`);
+        else its panel and the round whose card it shows (:func:`mrtrweb.panels.render_push`)."""
+        cause = sessions.session_denial(getattr(self, "session_key", ""), self.user_id)
+        if cause:
+            return cause, None, "", None
+        op = access.visible_operation_sync(self.user_id, op_id)
+        if op is None:
+            return "", None, "", None
+        html, rnd = render_push(op, csrf)
+        return "", op, html, rnd
+
+

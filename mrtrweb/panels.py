@@ -86,8 +86,10 @@ def record_shown(op: Operation, rnd: Round, *, reason: str = "") -> None:
                                  display_digest=shown).exists():
         return
     try:
+        # the round's digests as the gate holds them (those its ``received`` event carries): record()
+        # need not look that event up
         audit.record(op, "shown", reason=reason, round_number=rnd.number, request_id=op.latest_request_id,
-                     display_digest=shown,
+                     display_digest=shown, state_digest=rnd.state_digest,
                      schema_digests={k: v.schema_digest for k, v in rnd.requests.items() if v.schema_digest},
                      once=("round_number", "display_digest"))  # two tabs at once: one receipt
     except audit.AuditUnavailable:
@@ -95,11 +97,13 @@ def record_shown(op: Operation, rnd: Round, *, reason: str = "") -> None:
 
 
 def panel_context(op: Operation, *, forms: dict[str, SchemaForm] | None = None, error: str = "",
-                  review: dict[str, Any] | None = None) -> dict[str, Any]:
+                  review: dict[str, Any] | None = None, receipt: bool = True) -> dict[str, Any]:
     """The template context of an operation panel (reads the live round from the binding store).
 
     ``review``: the review of the person's valid answers (``views._review_context``), shown
-    instead of the card while the round is still open."""
+    instead of the card while the round is still open. ``receipt``: write the consent receipt of
+    a card shown (:func:`record_shown`) now; False when the caller writes it once the card went
+    out (:func:`render_push`)."""
     ctx: dict[str, Any] = {"op": op, "error": error, "round": None, "requests": [], "store_error": ""}
     if op.status == Operation.Status.AWAITING_INPUT:
         try:
@@ -109,7 +113,7 @@ def panel_context(op: Operation, *, forms: dict[str, SchemaForm] | None = None, 
             ctx["store_error"] = message_for("binding_store_unavailable")
         rnd = state.round if state else None
         if rnd is not None:
-            if review is None:  # the review is no display of the card: it writes no consent receipt
+            if review is None and receipt:  # the review is no display of the card: it writes no receipt
                 record_shown(op, rnd)
             if forms is None:
                 try:
@@ -151,3 +155,14 @@ def render_panel(op: Operation, csrf_token: str, request: Any = None, **kwargs: 
     ctx = panel_context(op, **kwargs)
     ctx["csrf_token"] = csrf_token
     return render_to_string("mrtrweb/_panel.html", ctx, request=request)
+
+
+def render_push(op: Operation, csrf_token: str) -> tuple[str, Round | None]:
+    """A pushed panel: ``(html, round)``, ``round`` the round whose card the HTML shows (None: no
+    card). Its consent receipt is not written here: the pusher writes it (:func:`record_shown`)
+    once the card went out -- off the push's critical path, still before any answer to the round
+    is accepted (``answer_round`` refuses an answer to a round without its ``shown`` receipt)."""
+    ctx = panel_context(op, receipt=False)
+    ctx["csrf_token"] = csrf_token
+    html = render_to_string("mrtrweb/_panel.html", ctx)
+    return html, ctx["round"]

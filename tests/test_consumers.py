@@ -210,16 +210,16 @@ async def test_a_channel_layer_outage_closes_the_socket_cleanly(seeded, monkeypa
 async def test_a_database_outage_under_a_push_closes_the_socket_cleanly(seeded, monkeypatch, caplog):
     from django.db import OperationalError
 
-    from mrtrweb import access
+    from mrtrweb import consumers
     from mrtrweb.operations import user_group
 
-    async def unreachable(*args, **kwargs):
+    def unreachable(*args, **kwargs):  # the push's read of the operation (in its thread hop)
         raise OperationalError("connection refused")
 
     client = await _login(seeded["users"]["alice"])
     ws = _ws(client)
     assert (await ws.connect())[0]
-    monkeypatch.setattr(access, "visible_operation", unreachable)
+    monkeypatch.setattr(consumers.access, "visible_operation_sync", unreachable)
     monkeypatch.setattr("mrtrweb.sessions.session_denial", lambda *a: "")
     from channels.layers import get_channel_layer
 

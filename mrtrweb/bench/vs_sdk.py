@@ -183,8 +183,8 @@ async def run_headless(users: list[Any], server: Any, r: dict[str, Any], n_seq: 
 async def push_work(user: Any, server: Any, params: dict[str, Any], n: int) -> dict[str, Any]:
     """What the WebSocket consumer does for each ``operation.update`` push of a new round, timed
     in this process: read the operation, render its panel (which reads the round from the binding
-    store and writes the consent receipt, the audit ``shown`` event). Spans as in
-    :func:`component_spans`."""
+    store), then -- after the card would have gone out -- write the consent receipt (the audit
+    ``shown`` event). Spans as in :func:`component_spans`."""
     from asgiref.sync import sync_to_async
 
     from .. import operations, panels
@@ -198,11 +198,12 @@ async def push_work(user: Any, server: Any, params: dict[str, Any], n: int) -> d
     await operations.wait_idle(60)
     it = iter(ops)
 
-    async def one() -> None:
+    async def one() -> None:  # as OperationsConsumer.operation_update: the card, then its receipt
         op = await Operation.objects.select_related("server", "tenant").aget(pk=next(it), user_id=user.pk)
-        await sync_to_async(lambda: panels.render_panel(op, "x" * 32))()
+        _, rnd = await sync_to_async(panels.render_push, thread_sensitive=False)(op, "x" * 32)
+        await sync_to_async(panels.record_shown, thread_sensitive=False)(op, rnd)
 
-    return await component_spans(one, n, extra=[("panels", "render_panel", "render_panel (whole)"),
+    return await component_spans(one, n, extra=[("panels", "render_push", "render_push (the card, whole)"),
                                                  ("panels", "record_shown", "panels.record_shown (consent receipt)"),
                                                  ("panels", "consent_forms", "panels.consent_forms (form objects)"),
                                                  ("panels", "render_to_string", "template render")])

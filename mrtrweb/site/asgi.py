@@ -9,9 +9,12 @@ sets the collector's thresholds (``MRTRWEB["GC_FREEZE"]``, ``MRTRWEB["GC_THRESHO
 
 import os
 
-from django.core.asgi import get_asgi_application
-
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mrtrweb.site.settings")
+
+from mrtrweb.onehop import get_asgi_application  # noqa: E402
+
+# Django's ASGI handler, its sync-style middleware run in one thread hop per request phase
+# (mrtrweb.onehop; MIDDLEWARE itself unchanged)
 django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402

@@ -5,12 +5,12 @@ requests (the deprecated exception) answered only on the person's explicit appro
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.utils import timezone
@@ -20,9 +20,10 @@ from .. import access, audit, conf, operations, sampling
 from ..gate import ContentMismatch, GateRejection, StoreUnavailable
 from ..gate.gate import _valid_create_message_result, _valid_list_roots_result, _within_depth
 from ..gate.ids import is_strict_json
-from ..models import Operation
+from ..models import AuditEvent, Operation
 from ..panels import consent_forms
-from .common import _operation_for, _panel_response, _record_foreign_attempt, _record_refused_after_access, _user
+from .common import (_operation_for, _panel_response, _record_foreign_attempt, _record_refused_after_access, _user,
+                     login_required)
 from .review import _check_review, _review_payload, _review_response, REVIEW_INVALID_MESSAGE
 
 logger = logging.getLogger("mrtrweb.views")
@@ -135,9 +136,28 @@ async def _precheck(op: Operation, rnd: Any, forms: dict[str, Any], responses: d
     return failed
 
 
+#: seconds an answer waits for its round's consent receipt, which the socket that pushed the card
+#: writes just after the card went out (:meth:`mrtrweb.consumers.OperationsConsumer.operation_update`):
+#: a quick answer may arrive first. Then ``answer_round`` judges: without the receipt it refuses
+#: the answer and ends the operation (fail closed).
+RECEIPT_WAIT_S = 3.0
+#: seconds between two looks for it
+RECEIPT_POLL_S = 0.01
+
+
+async def _await_receipt(op: Operation) -> None:
+    """Return once the ``shown`` receipt of ``op``'s open round is written, or after
+    :data:`RECEIPT_WAIT_S` (never raises for its absence: ``answer_round`` refuses the answer)."""
+    deadline = time.monotonic() + RECEIPT_WAIT_S
+    shown = AuditEvent.objects.filter(operation_id=op.id, round_number=op.rounds, event="shown")
+    while not await shown.aexists() and time.monotonic() < deadline:
+        await asyncio.sleep(RECEIPT_POLL_S)
+
+
 async def _send(request: HttpRequest, op: Operation, responses: dict[str, Any], forms: dict[str, Any],
                 *, deprecated: bool = False) -> HttpResponse:
     """Send ``responses`` as the retry of the round (exactly once: the gate settles races)."""
+    await _await_receipt(op)
     try:
         await operations.answer_round(op, responses)
     except GateRejection as exc:

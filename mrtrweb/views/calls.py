@@ -11,7 +11,6 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django import forms
-from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
@@ -22,7 +21,7 @@ from ..forms import JsonArgumentsForm, refuse_lone_surrogates, SchemaForm, stand
 from ..gate import check_requested_schema, SchemaRefused
 from ..mcp import McpCallError
 from ..operations.tasks import refused as task_refused, requires_task, TASK_REQUIRED_MESSAGE
-from .common import _server_for, _user
+from .common import _server_for, _user, login_required
 from .servers import _find_listed, _listing, _page_texts
 
 logger = logging.getLogger("mrtrweb.views")

@@ -9,9 +9,10 @@ import logging
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.contrib.auth.decorators import user_passes_test
 from django.http import HttpRequest, HttpResponse
 from django.middleware.csrf import get_token
-from django.template.response import TemplateResponse
+from django.template.loader import render_to_string
 
 from .. import access, audit, expiry, operations
 from ..models import Operation
@@ -22,6 +23,15 @@ logger = logging.getLogger("mrtrweb.views")
 
 async def _user(request: HttpRequest):
     return await request.auser()
+
+
+async def _signed_in(user: Any) -> bool:
+    return user.is_authenticated
+
+
+#: Django's ``login_required`` for these async views, its test a coroutine: no thread hop for
+#: reading ``is_authenticated`` of the user ``request.auser()`` loaded (mrtrweb.onehop)
+login_required = user_passes_test(_signed_in)
 
 
 _server_for = access.server_for
@@ -79,14 +89,21 @@ async def _record_foreign_attempt(user: Any, op_id: Any) -> None:
 
 
 async def _panel_response(request: HttpRequest, op: Operation, *, status: int, **kwargs: Any) -> HttpResponse:
-    """The operation's page as it is now. A card or review (``forms``/``review``) whose round was
-    answered meanwhile (from another tab or worker) is not shown: 409 with the inactive-round
-    message instead, so the person knows this answer was not sent."""
-    op = await Operation.objects.select_related("server", "tenant").aget(pk=op.pk)
-    if (kwargs.get("forms") or kwargs.get("review")) and op.status != Operation.Status.AWAITING_INPUT:
-        logger.info("operation %s: card or review not shown, the round is no longer open (%s)", op.id, op.status)
-        kwargs = {"error": operations.message_for("inactive_mrtr_round")}
-        status = 409
-    ctx = await sync_to_async(panel_context)(op, **kwargs)
-    ctx["csrf_token"] = get_token(request)
-    return TemplateResponse(request, "mrtrweb/operation.html", ctx, status=status)
+    """The operation's page as it is now, re-read and rendered in one thread hop. A card or review
+    (``forms``/``review``) whose round was answered meanwhile (from another tab or worker) is not
+    shown: 409 with the inactive-round message instead, so the person knows this answer was not sent."""
+    csrf = get_token(request)
+
+    def page() -> tuple[str, int]:
+        fresh = Operation.objects.select_related("server", "tenant").get(pk=op.pk)
+        shown, code = kwargs, status
+        if (shown.get("forms") or shown.get("review")) and fresh.status != Operation.Status.AWAITING_INPUT:
+            logger.info("operation %s: card or review not shown, the round is no longer open (%s)", fresh.id,
+                        fresh.status)
+            shown, code = {"error": operations.message_for("inactive_mrtr_round")}, 409
+        ctx = panel_context(fresh, **shown)
+        ctx["csrf_token"] = csrf
+        return render_to_string("mrtrweb/operation.html", ctx, request=request), code
+
+    body, code = await sync_to_async(page)()
+    return HttpResponse(body, status=code)

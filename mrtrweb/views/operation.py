@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.middleware.csrf import get_token
 from django.shortcuts import redirect
@@ -17,7 +16,8 @@ from django.views.decorators.http import require_GET, require_POST
 from .. import access, operations, results
 from ..models import Operation
 from ..panels import panel_context
-from .common import _current, _operation_for, _panel_response, _record_refused_after_access, _user
+from .common import (_current, _operation_for, _panel_response, _record_refused_after_access, _user,
+                     login_required)
 
 async def _render_operation(request: HttpRequest, op_id: Any, template: str) -> HttpResponse:
     user = await _user(request)

@@ -8,7 +8,6 @@ import logging
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
@@ -17,7 +16,7 @@ from ..authz import pages as authz_pages
 from ..mcp import McpCallError
 from ..mcp.tasks import flavor as task_flavor
 from ..models import McpServer, Membership, Operation
-from .common import _server_for, _user
+from .common import _server_for, _user, login_required
 
 logger = logging.getLogger("mrtrweb.views")
 
