@@ -211,14 +211,17 @@ async def _drive(op_id: Any, request_id: str, params: dict[str, Any], *, checked
                     return
                 await _finish(op, Operation.Status.FAILED, code=exc.code, message=failure_message(exc))
                 return
+            if not dedicated and isinstance(raw, dict) and raw.get("resultType") == "input_required":
+                # the round will wait for the person: no session needed then. Asked before the row
+                # says so (anything using the connection after that keeps it; a state-only round's
+                # retry goes out at once on it, and so keeps it too)
+                release_while_waiting(op.user_id, key, conn)
             try:  # access is re-checked there, with the result (one thread hop)
                 nxt = await _handle_result(op, call.gate_id, raw)
             except AnswerPending as pending:  # a state-only retry recorded as the database went away
                 _spawn(_send_when_back(op.id, pending.retry, pending.fields))
                 return
             if nxt is None:
-                if not dedicated and isinstance(raw, dict) and raw.get("resultType") == "input_required":
-                    release_while_waiting(op.user_id, key, conn)  # the round waits: no session needed
                 return
             request_id, params = nxt.id, nxt.params
     except asyncio.CancelledError:
