@@ -59,9 +59,9 @@ def _query(user_id: Any, tenant_id: Any, server_id: Any):
     User = get_user_model()
     fields = {f.name for f in User._meta.get_fields()}
     annotations = {"_member": Exists(Membership.objects.filter(tenant_id=tenant_id, user_id=OuterRef("pk")))}
-    if server_id is not None:
+    if server_id is not None:  # (no ordering: the model's would join the tenant to sort one row)
         annotations["_server"] = Subquery(McpServer.objects.filter(pk=server_id, tenant_id=tenant_id)
-                                          .values("enabled")[:1])
+                                          .order_by().values("enabled")[:1])
     names = ["is_active"] if "is_active" in fields else []
     return User._default_manager.filter(pk=user_id).annotate(**annotations).values(*names, *annotations)
 
@@ -82,8 +82,50 @@ def _cause(row: dict[str, Any] | None, tenant_id: Any, server_id: Any) -> str:
 
 def denial(user_id: Any, tenant_id: Any, server_id: Any = None) -> str:
     """Why ``user_id`` may not act in ``tenant_id`` (on ``server_id``, when given), or ``""`` when
-    they may: one of the cause constants (sync; one query, two when the membership is missing)."""
-    return _cause(_query(user_id, tenant_id, server_id).first(), tenant_id, server_id)
+    they may: one of the cause constants (sync; one query, two when the membership is missing).
+
+    The query is :func:`_query`'s, compiled by the ORM once per database and shape and then run
+    with this call's values (:func:`_compiled`): building it cost more than running it, and it is
+    asked at every phase of every round."""
+    from django.db import connections, router
+
+    alias = router.db_for_read(get_user_model())
+    compiled = _compiled(alias, server_id is not None)
+    if compiled is None:  # ids the stand-ins do not fit (e.g. a portal's UUID user model)
+        return _cause(_query(user_id, tenant_id, server_id).first(), tenant_id, server_id)
+    sql, names, slots = compiled
+    values = {_SENTINELS[0]: user_id, _SENTINELS[1]: tenant_id, _SENTINELS[2]: server_id}
+    params = [values.get(slot, slot) if isinstance(slot, int) else slot for slot in slots]
+    with connections[alias].cursor() as cur:
+        cur.execute(sql, params)
+        found = cur.fetchone()
+    row = None if found is None else dict(zip(names, found))
+    return _cause(row, tenant_id, server_id)
+
+
+#: stand-ins for (user, tenant, server) ids while compiling :func:`_query` (values no id has)
+_SENTINELS = (-2_147_400_001, -2_147_400_002, -2_147_400_003)  # within a 32-bit id's range
+_COMPILED: dict[tuple[str, bool], tuple[str, list[str], list[Any]] | None] = {}
+
+
+def _compiled(alias: str, with_server: bool) -> tuple[str, list[str], list[Any]] | None:
+    """(SQL, the row's column names, its parameters with :data:`_SENTINELS` where the ids go) of
+    :func:`_query` on database ``alias``, compiled once; None when the stand-ins cannot be
+    compiled in (then every call takes the ORM's path)."""
+    key = (alias, with_server)
+    if key not in _COMPILED:
+        user, tenant, server = _SENTINELS
+        try:
+            qs = _query(user, tenant, server if with_server else None).order_by()[:1]
+            sql, params = qs.query.get_compiler(using=alias).as_sql()
+            names = list(qs.query.values_select) + list(qs.query.annotation_select)
+            # each stand-in must be a parameter, as often as it is used, and no real value one of them
+            ok = all(list(params).count(v) == 1 + (v == tenant and with_server) for v in
+                     ((user, tenant, server) if with_server else (user, tenant)))
+        except Exception:  # noqa: BLE001 -- e.g. a UUID primary key: the ORM's path serves
+            ok = False
+        _COMPILED[key] = (sql, names, list(params)) if ok else None
+    return _COMPILED[key]
 
 
 async def adenial(user_id: Any, tenant_id: Any, server_id: Any = None) -> str:

@@ -62,6 +62,11 @@ def profile_top(fn: Callable[[], Any], limit: int = 15) -> dict[str, list[dict[s
     prof.enable()
     fn()
     prof.disable()
+    return profile_rows(prof, limit)
+
+
+def profile_rows(prof: cProfile.Profile, limit: int = 15) -> dict[str, list[dict[str, Any]]]:
+    """A finished profile's top functions, as :func:`profile_top` returns them."""
     stats = pstats.Stats(prof, stream=io.StringIO())
     total = sum(v[2] for v in stats.stats.values()) or 1.0  # type: ignore[attr-defined]
     rows = []

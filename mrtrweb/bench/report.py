@@ -263,6 +263,14 @@ def render(inp: Path = DEFAULT_OUT, docs: Path = DOCS_DIR) -> Path:
                   "(psycopg's own `BEGIN`/`COMMIT` and pool checks are not among them):", ""]
             L += _table(["component", "calls/round", "ms/round"],
                         [[k, x["calls"], x["ms"]] for k, x in v["arun_spans"].items()])
+        prof = (v.get("b_headless") or {}).get("arun_profiles")
+        if prof:
+            L += [f"Profiles of {prof['rounds']} headless client rounds one after another ({prof['round_ms']} ms per "
+                  f"round profiled; cProfile slows what it watches): the work the round hands to `sync_to_async` "
+                  f"({prof['sync_work_ms_per_round']} ms per round, in the one sync thread it queues on) --", ""]
+            L += _profile_table(prof["sync_work"], 12)
+            L += ["-- and the event loop's thread (the SDK, the transport, the product's async code):", ""]
+            L += _profile_table(prof["event_loop"], 12)
         if v.get("push_spans"):
             L += ["What the WebSocket consumer does per `operation.update` push of a new round (read the "
                   "operation, render the panel: the round from Redis, the consent receipt written to the audit "

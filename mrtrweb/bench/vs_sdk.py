@@ -176,6 +176,10 @@ async def run_headless(users: list[Any], server: Any, r: dict[str, Any], n_seq: 
         # what issue 16's per-round query and hop counts are taken from
         out["arun_spans"] = await component_spans(lambda: arun_round(users[0], server, tenant, params, consent),
                                                   out["spans_rounds"])
+        # what the time of those rounds is spent on, in the event loop's thread and in the sync
+        # work the round hands to threads (the ORM, the gate, the audit): cProfile of each
+        out["arun_profiles"] = await thread_profiles(lambda: arun_round(users[0], server, tenant, params, consent),
+                                                     out["spans_rounds"])
 
     return out
 
@@ -314,6 +318,60 @@ def summary(res: dict[str, Any]) -> list[str]:
     lines.append(f"ratios p50: (b)/(a) {q['b_over_a_p50']}x, (c)/(a) {q['c_over_a_p50']}x (goal (b)/(a) <= 3)")
     lines.append(f"MCP server counts: {res['mcp_server_counts']}")
     return lines
+
+
+# ---------------------------------------------------------------------------------------------- profiles
+async def thread_profiles(make, n: int, limit: int = 15) -> dict[str, Any]:
+    """cProfile of ``n`` rounds of ``make()`` (one after another): ``event_loop`` -- this thread
+    (the SDK, the transport, the product's async code); ``sync_work`` -- the functions the round
+    runs through ``sync_to_async`` (each call profiled in the thread that runs it; the rounds go
+    one at a time, so no two run at once). Each as :func:`.gate_core.profile_rows` gives it, plus
+    ``total_s``: the profiled seconds per round."""
+    import cProfile
+    import functools
+
+    from asgiref.sync import SyncToAsync
+
+    from .gate_core import profile_rows
+
+    loop_prof, sync_prof = cProfile.Profile(), cProfile.Profile()
+    spent = {"sync": 0.0}
+    real_call = SyncToAsync.__call__
+
+    async def profiled_call(self, *args, **kwargs):
+        func = self.func
+
+        @functools.wraps(func)
+        def run(*a, **k):
+            t = time.perf_counter()
+            sync_prof.enable()
+            try:
+                return func(*a, **k)
+            finally:
+                sync_prof.disable()
+                spent["sync"] += time.perf_counter() - t
+
+        self.func = run
+        try:
+            return await real_call(self, *args, **kwargs)
+        finally:
+            self.func = func
+
+    SyncToAsync.__call__ = profiled_call
+    try:
+        t0 = time.perf_counter()
+        loop_prof.enable()
+        try:
+            for _ in range(n):
+                await make()
+        finally:
+            loop_prof.disable()
+        total = time.perf_counter() - t0
+    finally:
+        SyncToAsync.__call__ = real_call
+    return {"rounds": n, "round_ms": round(total / n * 1000, 2),
+            "sync_work_ms_per_round": round(spent["sync"] / n * 1000, 2),
+            "event_loop": profile_rows(loop_prof, limit), "sync_work": profile_rows(sync_prof, limit)}
 
 
 # ---------------------------------------------------------------------------------------------- spans

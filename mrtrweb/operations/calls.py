@@ -14,7 +14,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 from asgiref.sync import sync_to_async
-from django.db import close_old_connections
 from django.utils import timezone
 
 from .. import conf, display, push
@@ -31,7 +30,7 @@ from .messages import AnswerPending, failure_message, message_for, PROTOCOL_CHAN
 from .retries import _move_when_back
 from .rounds import _handle_result
 from . import tasks
-from .runtime import _database_back, _finish, _load, _spawn, new_request_id, notify
+from .runtime import _database_back, _finish, _load, _spawn, discard_unusable, new_request_id, notify
 from .revocation import _access_ended, end_operation
 from .stopping import _stop_requested, STOP_POLL_S
 from .url_required import is_url_required, url_required_round
@@ -234,8 +233,8 @@ async def _drive(op_id: Any, request_id: str, params: dict[str, Any], *, checked
                           message="The operation stopped on an internal error; nothing more was sent.")
         except Exception:  # noqa: BLE001
             logger.exception("operation %s could not be marked failed", op_id)
-    finally:
-        await sync_to_async(close_old_connections)()
+    finally:  # a connection the drive's work left unusable is not kept (a working one is: shared)
+        await sync_to_async(discard_unusable)()
 
 
 async def _send_task(op: Operation, conn: Any, plan: "tasks.Plan", params: dict[str, Any], request_id: str,

@@ -24,7 +24,7 @@ from .authorization import _authorization_changed, authorization_changed_sync
 from .messages import STOPPED_BY, AUDIT_UNAVAILABLE, AUTHORIZATION_CHANGED, INVALID_RESULT, message_for, STATE_REUSED, STATE_REUSED_REASON, STORE_UNAVAILABLE
 from .retries import _build_and_record
 from .revocation import end_operation
-from .runtime import _database_back, _finish, _finish_sync, notify
+from .runtime import _database_back, _finish, _finish_sync, discard_unusable, notify
 from .stopping import _stop_requested, deny, last_answer
 
 logger = logging.getLogger("mrtrweb.operations")
@@ -177,11 +177,12 @@ _DOWN = object()
 
 def _first_read(read, first_try: bool) -> Any:
     """``read()`` on a connection given back first when the database broke it during the call
-    (``close_old_connections``); :data:`_DOWN` when it fails on a ``first_try``."""
-    from django.db import close_old_connections, DatabaseError
+    (:func:`~.runtime.discard_unusable`); :data:`_DOWN` when it fails on a ``first_try`` (a
+    connection an outage killed unnoticed fails here, is marked, and is discarded by the wait)."""
+    from django.db import DatabaseError
 
     try:
-        close_old_connections()
+        discard_unusable()
         return read()
     except DatabaseError:
         if not first_try:

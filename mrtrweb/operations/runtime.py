@@ -51,6 +51,26 @@ async def wait_idle(timeout: float = 10.0) -> None:
         await asyncio.wait(pending, timeout=timeout)
 
 
+def discard_unusable() -> None:
+    """Close this thread's database connections that an error left unusable, or that a failed
+    transaction left out of autocommit (sync; what ``close_old_connections`` does, without closing
+    a working connection for its age: the round path's hops share one sync thread and its
+    connection, and with ``CONN_MAX_AGE = 0`` closing it there meant a new connection -- and its
+    health check -- for the next hop)."""
+    from django.db import connections
+
+    for conn in connections.all(initialized_only=True):
+        if conn.connection is None:
+            continue
+        if conn.get_autocommit() != conn.settings_dict["AUTOCOMMIT"]:
+            conn.close()
+        elif conn.errors_occurred:
+            if conn.is_usable():
+                conn.errors_occurred = False
+            else:
+                conn.close()
+
+
 async def notify(op: Operation) -> None:
     """Tell the user's browsers that the operation changed (they re-render it server-side).
     Never raises: a push the channel layer cannot take is logged (:mod:`mrtrweb.push`)."""
