@@ -68,6 +68,39 @@ def drop_broken_connection(model) -> None:
         pass
 
 
+_SELECTS: dict[tuple[Any, str, tuple[str, ...], str], str] = {}
+
+
+def select_live(model, column: str, where: dict[str, Any]) -> Any:
+    """``column`` of the live row of ``model`` (``expires_at`` later than now) matching ``where``
+    (field name -> value), or None: one SELECT whose SQL is built once per model, column, fields
+    and database (the ORM compiled it on every call for more time than the query took). Values
+    go through their fields' ``get_db_prep_value``; the row is read on the model's write database
+    (the store reads its own writes). Sync.
+
+    Raises:
+        django.db.DatabaseError: the database failed (the store maps it to StoreUnavailable).
+    """
+    alias = router.db_for_write(model)
+    conn = connections[alias]
+    names = tuple(where)
+    key = (model, column, names, alias)
+    sql = _SELECTS.get(key)
+    if sql is None:
+        qn, meta = conn.ops.quote_name, model._meta
+        conditions = [f"{qn(meta.get_field(n).column)} = %s" for n in names] + [
+            f"{qn(meta.get_field('expires_at').column)} > %s"]
+        sql = _SELECTS.setdefault(key, f"SELECT {qn(meta.get_field(column).column)} FROM {qn(meta.db_table)} "
+                                       f"WHERE {' AND '.join(conditions)} LIMIT 1")
+    meta = model._meta
+    params = [meta.get_field(n).get_db_prep_value(where[n], conn) for n in names]
+    params.append(meta.get_field("expires_at").get_db_prep_value(timezone.now(), conn))
+    with conn.cursor() as cur:
+        cur.execute(sql, params)
+        found = cur.fetchone()
+    return None if found is None else meta.get_field(column).to_python(found[0])
+
+
 def upsert(model, unique: dict[str, Any], values: dict[str, Any], *, only_over_expired: bool) -> bool:
     """Insert the row of ``model`` named by ``unique`` (its unique constraint's fields) with
     ``values``; when such a row exists, overwrite it with ``values`` -- always, or with
@@ -148,9 +181,8 @@ class DatabaseBindingStore:
         """The record, or None when absent, expired, altered, unreadable with the configured keys
         or sealed for another tenant (the last three logged)."""
         LiveBinding = self._models()[0]
-        sealed = self._call("read", LiveBinding, lambda: LiveBinding.objects.filter(
-            tenant=tenant, operation_id=operation_id, expires_at__gt=timezone.now(),
-        ).values_list("record", flat=True).first())
+        sealed = self._call("read", LiveBinding, lambda: select_live(
+            LiveBinding, "record", {"tenant": tenant, "operation_id": operation_id}))
         if sealed is None:
             return None
         return _open(sealed, tenant, operation_id)
@@ -177,9 +209,8 @@ class DatabaseBindingStore:
 
     def index_get(self, tenant: str, user: str, id_key: str) -> str | None:
         Index = self._models()[1]
-        return self._call("read", Index, lambda: Index.objects.filter(
-            tenant=tenant, key_digest=self._index_key(tenant, user, id_key), expires_at__gt=timezone.now(),
-        ).values_list("operation_id", flat=True).first())
+        return self._call("read", Index, lambda: select_live(
+            Index, "operation_id", {"tenant": tenant, "key_digest": self._index_key(tenant, user, id_key)}))
 
     def index_add(self, tenant: str, user: str, id_key: str, operation_id: str, ttl_s: float) -> bool:
         """Bind the request id unless a live entry binds it already (an expired one is replaced);
