@@ -99,7 +99,8 @@ def denial(user_id: Any, tenant_id: Any, server_id: Any = None) -> str:
     with connections[alias].cursor() as cur:
         cur.execute(sql, params)
         found = cur.fetchone()
-    row = None if found is None else dict(zip(names, found))
+    row = None if found is None else {name: (value if value is None else bool(value))
+                                      for name, value in zip(names, found)}  # a backend's 0/1 too
     return _cause(row, tenant_id, server_id)
 
 
@@ -119,9 +120,13 @@ def _compiled(alias: str, with_server: bool) -> tuple[str, list[str], list[Any]]
             qs = _query(user, tenant, server if with_server else None).order_by()[:1]
             sql, params = qs.query.get_compiler(using=alias).as_sql()
             names = list(qs.query.values_select) + list(qs.query.annotation_select)
-            # each stand-in must be a parameter, as often as it is used, and no real value one of them
-            ok = all(list(params).count(v) == 1 + (v == tenant and with_server) for v in
-                     ((user, tenant, server) if with_server else (user, tenant)))
+            # each stand-in must be a parameter, as often as it is used, and nothing else may be one
+            # but the constant of EXISTS: a user model whose manager filters on something else (a
+            # time, a context) would have that frozen in the SQL, so it keeps the ORM's path
+            ids = (user, tenant, server) if with_server else (user, tenant)
+            ok = all(list(params).count(v) == 1 + (v == tenant and with_server) for v in ids) and \
+                all(p in ids or (type(p) is not bool and p == 1) for p in params) and \
+                sum(1 for p in params if p not in ids) == 1
         except Exception:  # noqa: BLE001 -- e.g. a UUID primary key: the ORM's path serves
             ok = False
         _COMPILED[key] = (sql, names, list(params)) if ok else None

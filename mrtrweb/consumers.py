@@ -39,7 +39,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.core.exceptions import ValidationError
 
-from . import access, conf, layerwatch, metrics, outage, sessions
+from . import access, conf, layerwatch, metrics, outage, push, sessions
 from .models import Operation
 from .panels import record_shown, render_push
 from .push import user_group
@@ -325,11 +325,15 @@ class OperationsConsumer(AsyncJsonWebsocketConsumer):
             # too large for a push: the page fetches the panel itself (``"html": null``), and its
             # fetch writes the receipt of the card it shows
             logger.info("websocket: panel of operation %s over MAX_PUSH_BYTES; the page fetches it", op.id)
-            html, rnd = None, None
-        await self.send_json({"type": "operation", "id": str(op.id), "status": op.status, "html": html})
-        metrics.observe_push(op, self.channel_name)  # a round's card: mrtrweb_push_latency_seconds
-        if rnd is not None:
-            await database_sync_to_async(record_shown, thread_sensitive=False)(op, rnd)
+            html = None
+        sent = False
+        try:
+            await self.send_json({"type": "operation", "id": str(op.id), "status": op.status, "html": html})
+            sent = html is not None  # a card that did not go out has no receipt
+            metrics.observe_push(op, self.channel_name)  # a round's card: mrtrweb_push_latency_seconds
+        finally:
+            if rnd is not None:  # the receipt, and the mark _panel_for set taken down (one hop)
+                await database_sync_to_async(_record_receipt, thread_sensitive=False)(op, rnd, sent)
 
     def _panel_for(self, op_id: Any, csrf: str) -> tuple[str, Operation | None, str, Any]:
         """Sync: ``(cause, op, html, round)`` of one push. ``cause``: why this connection's session
@@ -343,6 +347,16 @@ class OperationsConsumer(AsyncJsonWebsocketConsumer):
         if op is None:
             return "", None, "", None
         html, rnd = render_push(op, csrf)
+        if rnd is not None:  # an answer quicker than the receipt waits for it (views.answers)
+            push.mark_receipt_pending(op.id, rnd.number, True)
         return "", op, html, rnd
 
 
+def _record_receipt(op: Operation, rnd: Any, sent: bool) -> None:
+    """Sync: the consent receipt of the card a push sent (``sent``; a card too large to push is
+    fetched by the page, whose fetch writes it), then the "receipt being written" mark down."""
+    try:
+        if sent:
+            record_shown(op, rnd)
+    finally:
+        push.mark_receipt_pending(op.id, rnd.number, False)

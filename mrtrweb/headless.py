@@ -544,7 +544,7 @@ async def _answer(op: Operation, consent: ConsentPolicy) -> list[str]:
     logger.info("operation %s round %s: answering %s", op.id, rnd.number,
                 {shown_name(k): v.get("action") or ("approved" if k in provided else None) for k, v in responses.items()})
     try:
-        await operations.answer_round(full, responses)
+        await operations.answer_round(full, responses, round_number=rnd.number)
     except GateRejection as exc:
         # e.g. answers that do not match the schema: no person can correct them here
         logger.info("operation %s round %s: answer refused by the gate (%s)", op.id, rnd.number, exc.code)

@@ -70,3 +70,43 @@ async def operation_changed(user_id: Any, operation_id: Any) -> None:
     push carries its id only). Never raises (see :func:`group_send`)."""
     await group_send(user_group(user_id), {"type": "operation.update", "operation_id": str(operation_id)},
                      what="operation update")
+
+
+#: seconds a pushed card's "receipt being written" mark lives (longer than the receipt's write)
+RECEIPT_MARK_S = 10.0
+
+
+def _receipt_key(op_id: Any, round_number: int) -> str:
+    return f"mrtrweb:receipt-pending:{op_id}:{int(round_number)}"
+
+
+def mark_receipt_pending(op_id: Any, round_number: int, pending: bool) -> None:
+    """Say that a socket is sending round ``round_number``'s card of ``op_id`` and will write its
+    consent receipt (``pending``), or is done (sync: called inside the push's own thread hops;
+    never raises: without the mark an answer simply does not wait for the receipt,
+    :func:`mrtrweb.views.answers._await_receipt`)."""
+    from django.core.cache import caches
+
+    from . import conf
+
+    try:
+        cache = caches[conf.get("BINDING_CACHE")]
+        key = _receipt_key(op_id, round_number)
+        if pending:
+            cache.set(key, 1, timeout=RECEIPT_MARK_S)
+        else:
+            cache.delete(key)
+    except Exception as exc:  # noqa: BLE001
+        logger.info("receipt mark of operation %s not written (%s)", op_id, exc.__class__.__name__)
+
+
+async def receipt_pending(op_id: Any, round_number: int) -> bool:
+    """Whether a socket is writing round ``round_number``'s consent receipt of ``op_id`` now."""
+    from django.core.cache import caches
+
+    from . import conf
+
+    try:
+        return bool(await caches[conf.get("BINDING_CACHE")].aget(_receipt_key(op_id, round_number)))
+    except Exception:  # noqa: BLE001 -- a cache outage: no wait
+        return False

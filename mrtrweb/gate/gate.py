@@ -439,6 +439,7 @@ class Gate:
         user: str,
         tenant: str,
         params: Mapping[str, Any] | None = None,
+        round_number: int | None = None,
     ) -> Retry:
         """Build the retry of the open round, consuming it (once, across processes).
 
@@ -450,6 +451,9 @@ class Gate:
                 ``None`` for a state-only round.
             user / tenant: who answers.
             params: the params the caller holds for the operation (default: the bound ones).
+            round_number: the round the person answered (the card they saw); when given, an open
+                round with another number is ``inactive_mrtr_round`` (an answer to round N is
+                never sent as round N+1's retry).
 
         Returns:
             the :class:`Retry` to send.
@@ -466,6 +470,8 @@ class Gate:
             raise GateRejection(codes.INACTIVE_MRTR_ROUND, "no open, unexpired, unanswered round for this operation")
         policy = self._policy(record)
         rnd = record["round"]
+        if round_number is not None and rnd.get("number") != round_number:
+            raise GateRejection(codes.INACTIVE_MRTR_ROUND, "the open round is not the round that was answered")
         # Row 2: a new id.
         if not is_request_id(retry_id):
             raise GateRejection(codes.RETRY_REQUIRES_NEW_JSONRPC_ID, "the retry id must be a string or a number")

@@ -12,12 +12,12 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 
-from ..gate import GateRejection, Retry
+from ..gate import codes, GateRejection, Retry
 from ..models import Operation
 from .authorization import authorization_changed_sync
 from .calls import _drive, _send_when_back
 from .legacy import _answer_legacy
-from .messages import AnswerPending, AUTHORIZATION_CHANGED, DENY_MESSAGES, LEGACY, OperationRefused
+from .messages import AnswerPending, AUTHORIZATION_CHANGED, DENY_MESSAGES, LEGACY, message_for, OperationRefused
 from .retries import _build_and_record
 from .runtime import _answer_refused, _spawn, notify
 from .revocation import end_operation
@@ -72,9 +72,12 @@ def _check_answer(op_id: Any) -> _Checked:
     return checked
 
 
-async def answer_round(op: Operation, responses: dict[str, Any]) -> Retry:
+async def answer_round(op: Operation, responses: dict[str, Any], *, round_number: int | None = None) -> Retry:
     """Answer the operation's open round (the person's validated answers) and send the retry in
     the background. The caller has checked that ``op`` belongs to the requesting user.
+    ``round_number``: the round the person answered (the card they saw): when another round is
+    open by the time the answer is checked or built, it is refused (``inactive_mrtr_round``,
+    nothing sent, the operation goes on).
 
     Thread hops: one for every check (:func:`_check_answer`), two to build and record the retry
     (:func:`~.retries._build_and_record`), then the retry's own (:func:`~.calls._drive`).
@@ -85,6 +88,8 @@ async def answer_round(op: Operation, responses: dict[str, Any]) -> Retry:
     """
     checked = await sync_to_async(_check_answer)(op.pk)
     op = checked.op
+    if round_number is not None and op.rounds != round_number:
+        raise OperationRefused(codes.INACTIVE_MRTR_ROUND, message_for(codes.INACTIVE_MRTR_ROUND))
     if checked.refusal == "access":
         await end_operation(op, checked.cause)
         raise OperationRefused("denied", DENY_MESSAGES["access_revoked"])
@@ -97,7 +102,7 @@ async def answer_round(op: Operation, responses: dict[str, Any]) -> Retry:
     url_round = checked.url_round
     try:
         retry = await _build_and_record(op, responses, code=URL_REQUIRED if url_round else "",
-                                        digests=checked.digests or None)
+                                        digests=checked.digests or None, round_number=op.rounds)
     except GateRejection as exc:
         await _answer_refused(op, exc)
         raise
@@ -116,5 +121,7 @@ async def answer_round(op: Operation, responses: dict[str, Any]) -> Retry:
             return retry
         params = resend_params(retry)
     await notify(op)
-    _spawn(_drive(op.id, str(retry.id), params, checked=op))  # read and access-checked above
+    # read above; its owner's access is checked again right before the retry goes out (the answer's
+    # audit may have waited for the chain meanwhile)
+    _spawn(_drive(op.id, str(retry.id), params, checked=op))
     return retry

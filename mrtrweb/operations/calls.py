@@ -128,14 +128,15 @@ async def _drive(op_id: Any, request_id: str, params: dict[str, Any], *, checked
     operation names this worker (``Operation.worker``) while it does: set by
     :func:`start_operation` or :func:`_build_and_record`, after the lease was written.
 
-    ``checked``: the operation as the caller has just read it (server, tenant and user loaded),
-    its owner's access checked in the same moment (:func:`.answers.answer_round`): not read again."""
+    ``checked``: the operation as the caller has just read it (server, tenant and user loaded,
+    :func:`.answers.answer_round`, :func:`.starting.start_operation`): not read again, but its
+    owner's access is checked right before the request is sent, as always."""
     from ..workers import WORKER_ID, ensure_heartbeat, ensure_lease
 
     try:
         await ensure_heartbeat()
         if checked is not None and str(checked.pk) == str(op_id):
-            op = checked
+            op = checked  # not read again; its owner's access is, right before the send (below)
         else:
             op, cause = await sync_to_async(_load_checked)(op_id)
             if cause:
@@ -148,11 +149,11 @@ async def _drive(op_id: Any, request_id: str, params: dict[str, Any], *, checked
             op.worker = WORKER_ID
         plan: tasks.Plan | None = None
         planned = False
-        checked = True  # access was checked with the row, just now
+        fresh = checked is None  # access was checked with the row just read
         while True:
-            if not checked and await _access_ended(op):
+            if not fresh and await _access_ended(op):
                 return
-            checked = False
+            fresh = False
             call = _Call(op, request_id)
             dedicated = ""
             try:

@@ -27,7 +27,8 @@ logger = logging.getLogger("mrtrweb.operations")
 
 
 async def _build_and_record(op: Operation, responses: dict[str, Any] | None, *, retry_id: str | None = None,
-                            code: str = "", digests: dict[str, Any] | None = None) -> Retry:
+                            code: str = "", digests: dict[str, Any] | None = None,
+                            round_number: int | None = None) -> Retry:
     """Build the retry with the gate, write + read back its ``submitted`` event, then return it.
     The operation is running again; an MRTR retry names this worker (it sends it), a legacy
     answer leaves the worker holding the server's call named (``code`` :data:`LEGACY`).
@@ -56,7 +57,7 @@ async def _build_and_record(op: Operation, responses: dict[str, Any] | None, *, 
             logger.warning("operation %s: answer refused, this worker's lease could not be written", op.id)
             raise OperationRefused(STORE_UNAVAILABLE, message_for(STORE_UNAVAILABLE)) from None
     try:
-        retry = await sync_to_async(_respond_and_record)(op, gate, retry_id, responses, code, digests)
+        retry = await sync_to_async(_respond_and_record)(op, gate, retry_id, responses, code, digests, round_number)
     except StoreUnavailable:
         raise OperationRefused(STORE_UNAVAILABLE, message_for(STORE_UNAVAILABLE)) from None
     except audit.AuditUnavailable:
@@ -86,7 +87,7 @@ async def _build_and_record(op: Operation, responses: dict[str, Any] | None, *, 
 
 
 def _respond_and_record(op: Operation, gate: Any, retry_id: str, responses: dict[str, Any] | None, code: str,
-                        digests: dict[str, Any] | None) -> Retry:
+                        digests: dict[str, Any] | None, round_number: int | None = None) -> Retry:
     """The gate builds the retry (``Gate.respond``: validated, the round consumed once) and its
     ``submitted`` event is written and read back, in the sync thread.
 
@@ -97,7 +98,8 @@ def _respond_and_record(op: Operation, gate: Any, retry_id: str, responses: dict
             consumed; the caller denies, nothing is sent).
     """
     retry: Retry = gate.respond(handle_of(op), retry_id=retry_id, responses=responses, user=str(op.user_id),
-                                tenant=str(op.tenant_id), params=results.stored_params(op.params))
+                                tenant=str(op.tenant_id), params=results.stored_params(op.params),
+                                round_number=round_number)
     audit.record(op, "submitted", code=code, round_number=retry.round_number, request_id=op.latest_request_id,
                  retry_id=retry.id, actions=dict(retry.actions), read_back=True, **(digests or {}))
     return retry

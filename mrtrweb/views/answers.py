@@ -61,7 +61,8 @@ async def operation_answer(request: HttpRequest, op_id: Any) -> HttpResponse:
     if any(view.kind in sampling.DEPRECATED_KINDS for view in rnd.requests.values()):
         return await _answer_deprecated(request, op, rnd, action, user)
     if action in ("decline", "cancel"):  # no review: nothing but the action is sent
-        return await _send(request, op, {key: {"action": action} for key in rnd.requests}, {})
+        return await _send(request, op, {key: {"action": action} for key in rnd.requests}, {},
+                           round_number=rnd.number)
     forms = consent_forms(rnd, request.POST)
     if action == "change":
         return await _panel_response(request, op, forms=forms, status=200)
@@ -85,7 +86,7 @@ async def operation_answer(request: HttpRequest, op_id: Any) -> HttpResponse:
     refused = _check_review(request, op, rnd, responses, {})
     if refused is not None:
         return await _panel_response(request, op, forms=forms, error=refused, status=400)
-    return await _send(request, op, responses, forms)
+    return await _send(request, op, responses, forms, round_number=rnd.number)
 
 
 # -- the review step ---------------------------------------------------------------------------
@@ -136,30 +137,39 @@ async def _precheck(op: Operation, rnd: Any, forms: dict[str, Any], responses: d
     return failed
 
 
-#: seconds an answer waits for its round's consent receipt, which the socket that pushed the card
-#: writes just after the card went out (:meth:`mrtrweb.consumers.OperationsConsumer.operation_update`):
-#: a quick answer may arrive first. Then ``answer_round`` judges: without the receipt it refuses
-#: the answer and ends the operation (fail closed).
+#: seconds an answer waits for its round's consent receipt while a socket that pushed the card is
+#: writing it (:meth:`mrtrweb.consumers.OperationsConsumer.operation_update` marks that it is,
+#: :func:`mrtrweb.push.receipt_pending`): a quick answer may arrive first. Then ``answer_round``
+#: judges: without the receipt it refuses the answer and ends the operation (fail closed). With no
+#: receipt being written nothing waits (an answer to a card never pushed is refused at once).
 RECEIPT_WAIT_S = 3.0
-#: seconds between two looks for it
-RECEIPT_POLL_S = 0.01
+#: seconds between two looks for it: the first, doubling up to the last
+RECEIPT_POLL_S = (0.01, 0.2)
 
 
-async def _await_receipt(op: Operation) -> None:
-    """Return once the ``shown`` receipt of ``op``'s open round is written, or after
-    :data:`RECEIPT_WAIT_S` (never raises for its absence: ``answer_round`` refuses the answer)."""
+async def _await_receipt(op: Operation, round_number: int) -> None:
+    """Return once the ``shown`` receipt of ``op``'s round ``round_number`` is written, or when no
+    socket is writing it (:func:`mrtrweb.push.receipt_pending`), or after :data:`RECEIPT_WAIT_S`
+    (never raises for its absence: ``answer_round`` refuses the answer)."""
+    from .. import push
+
     deadline = time.monotonic() + RECEIPT_WAIT_S
-    shown = AuditEvent.objects.filter(operation_id=op.id, round_number=op.rounds, event="shown")
-    while not await shown.aexists() and time.monotonic() < deadline:
-        await asyncio.sleep(RECEIPT_POLL_S)
+    shown = AuditEvent.objects.filter(operation_id=op.id, round_number=round_number, event="shown")
+    pause, longest = RECEIPT_POLL_S
+    while time.monotonic() < deadline and await push.receipt_pending(op.id, round_number):
+        if await shown.aexists():
+            return
+        await asyncio.sleep(pause)
+        pause = min(pause * 2, longest)
 
 
 async def _send(request: HttpRequest, op: Operation, responses: dict[str, Any], forms: dict[str, Any],
-                *, deprecated: bool = False) -> HttpResponse:
-    """Send ``responses`` as the retry of the round (exactly once: the gate settles races)."""
-    await _await_receipt(op)
+                *, round_number: int, deprecated: bool = False) -> HttpResponse:
+    """Send ``responses`` as the retry of round ``round_number`` (the card answered; exactly once:
+    the gate settles races, and refuses when another round is open by then)."""
+    await _await_receipt(op, round_number)
     try:
-        await operations.answer_round(op, responses)
+        await operations.answer_round(op, responses, round_number=round_number)
     except GateRejection as exc:
         cause = exc.__cause__
         if exc.code == "input_response_schema_mismatch" and exc.key in forms and hasattr(cause, "errors"):
@@ -218,7 +228,7 @@ async def _answer_deprecated(request: HttpRequest, op: Operation, rnd: Any, acti
         refused = _check_review(request, op, rnd, responses, forms)
         if refused is not None:
             return await _panel_response(request, op, forms=forms, error=refused, status=400)
-        return await _send(request, op, responses, forms, deprecated=True)
+        return await _send(request, op, responses, forms, deprecated=True, round_number=rnd.number)
     provided = {}
     if sampled:
         provider = sampling.get_provider()
