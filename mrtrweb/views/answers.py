@@ -144,7 +144,7 @@ async def _precheck(op: Operation, rnd: Any, forms: dict[str, Any], responses: d
 #: receipt being written nothing waits (an answer to a card never pushed is refused at once).
 RECEIPT_WAIT_S = 3.0
 #: seconds between two looks for it: the first, doubling up to the last
-RECEIPT_POLL_S = (0.01, 0.2)
+RECEIPT_POLL_S = (0.005, 0.02)
 
 
 async def _await_receipt(op: Operation, round_number: int) -> None:
