@@ -18,7 +18,7 @@ from mrtrweb import connections, operations
 from mrtrweb.mcp import ConnectionPool
 from mrtrweb.models import AuditEvent, Operation
 from tests.consent import post_answer
-from tests.test_flow import DEPLOY_OK
+from tests.test_flow import DEPLOY_OK, _client
 from tests.test_legacy import DEPLOY_OK as LEGACY_OK
 from tests.test_legacy import legacy, legacy_mcp  # noqa: F401 -- fixtures
 
@@ -30,12 +30,6 @@ RELEASE_S = 0.3
 @pytest.fixture
 def quick_release(monkeypatch):
     monkeypatch.setattr(connections, "release_after_s", lambda: RELEASE_S)
-
-
-async def _client(user) -> AsyncClient:
-    client = AsyncClient()
-    await client.aforce_login(user)
-    return client
 
 
 async def _start(client: AsyncClient, server, tool: str, args: dict[str, str]) -> Operation:
