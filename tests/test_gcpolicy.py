@@ -73,7 +73,8 @@ def test_configure_freezes_once_and_sets_the_thresholds(settings, fresh_gc):
     settings.MRTRWEB = {"GC_THRESHOLDS": (20_000, 15, 50)}
     assert gc.get_freeze_count() == 0
     state = gcpolicy.configure()
-    assert state["frozen"] == gc.get_freeze_count() > 0 and state["configured"]
+    # (other threads of the suite may free frozen objects meanwhile: the count can only fall)
+    assert 0 < gc.get_freeze_count() <= state["frozen"] and state["configured"]
     assert gc.get_threshold() == (20_000, 15, 50)
     frozen = gc.get_freeze_count()
     junk = [[i] for i in range(1000)]  # made after start-up: never frozen by a second call

@@ -16,7 +16,7 @@ from typing import Any, Final
 from asgiref.sync import sync_to_async
 from django.utils import timezone
 
-from .. import conf, display, push
+from .. import access, conf, display, push
 from ..connections import HANDSHAKE_VERSIONS as _HANDSHAKE_VERSIONS, connection_for, declared as _declared, pool, server_key
 from ..connections import release_while_waiting
 from ..gate import Retry
@@ -138,7 +138,7 @@ async def _drive(op_id: Any, request_id: str, params: dict[str, Any], *, checked
         if checked is not None and str(checked.pk) == str(op_id):
             op = checked  # not read again; its owner's access is, right before the send (below)
         else:
-            op, cause = await sync_to_async(_load_checked)(op_id)
+            op, cause = await sync_to_async(_on_a_working_connection)(_load_checked, op_id)
             if cause:
                 await end_operation(op, cause)
                 return
@@ -151,8 +151,12 @@ async def _drive(op_id: Any, request_id: str, params: dict[str, Any], *, checked
         planned = False
         fresh = checked is None  # access was checked with the row just read
         while True:
-            if not fresh and await _access_ended(op):
-                return
+            if not fresh:
+                cause = await sync_to_async(_on_a_working_connection)(access.denial, op.user_id, op.tenant_id,
+                                                                       op.server_id)
+                if cause:
+                    await end_operation(op, cause)
+                    return
             fresh = False
             call = _Call(op, request_id)
             dedicated = ""
@@ -265,6 +269,21 @@ async def _send_task(op: Operation, conn: Any, plan: "tasks.Plan", params: dict[
         return await _send_cancellable(op, conn, {"taskId": op.task_id}, new_request_id(), call,
                                        method="tasks/result", before_stop=lambda: tasks.cancel(op, conn, plan))
     return outcome.raw if outcome.kind in ("result", "round") else _STOPPED
+
+
+def _on_a_working_connection(read: Callable[..., Any], *args: Any) -> Any:
+    """``read(*args)`` (sync, reads only), once more on a new connection when the first attempt
+    fails on one the database broke while it was kept between hops (a restart: the first
+    statement fails and marks it, :func:`~.runtime.discard_unusable` then closes it). A second
+    failure propagates (the database is down)."""
+    from django.db import DatabaseError
+
+    discard_unusable()
+    try:
+        return read(*args)
+    except DatabaseError:
+        discard_unusable()
+        return read(*args)
 
 
 def _load_checked(op_id: Any) -> tuple[Operation, str]:
