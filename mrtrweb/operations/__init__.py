@@ -49,7 +49,7 @@ from .retries import _build_and_record
 from .revocation import end_operation, operation_for
 from .rounds import _parse_final
 from .runtime import _finish, _load, _tasks, new_request_id, notify, wait_idle
-from .starting import _check_limits, start_operation
+from .starting import start_operation
 from .stopping import deny, finish_interrupted, request_stop, stop_operation
 
 __all__ = [
@@ -61,5 +61,5 @@ __all__ = [
     "new_request_id", "notify", "operation_for", "pool", "reap_interrupted", "request_stop", "reset_gate",
     "server_error_text", "start_operation", "stop_operation", "user_group", "wait_idle",
     # used by the drain, the benchmark and tests
-    "_build_and_record", "_check_limits", "_finish", "_load", "_parse_final", "_tasks",
+    "_build_and_record", "_finish", "_load", "_parse_final", "_tasks",
 ]

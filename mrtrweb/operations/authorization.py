@@ -14,12 +14,13 @@ from ..models import McpServer, Operation
 logger = logging.getLogger("mrtrweb.operations")
 
 
-async def _current_auth(server: McpServer, user_id: Any, tenant_id: Any) -> dict[str, str]:
+def current_auth(server: McpServer, user_id: Any, tenant_id: Any) -> dict[str, str]:
     """The authorization identity a request to ``server`` goes out with now, for ``user_id``, as the
-    digests an operation and its audit rows record (:func:`mrtrweb.authz.identity.binding_fields`)."""
+    digests an operation and its audit rows record (:func:`mrtrweb.authz.identity.binding_fields`;
+    sync)."""
     from ..authz import identity
 
-    return identity.binding_fields(await identity.identity_for(server=server, user=user_id, tenant=tenant_id))
+    return identity.binding_fields(identity.identity_for_sync(server=server, user=user_id, tenant=tenant_id))
 
 
 async def _authorization_changed(op: Operation) -> dict[str, str] | None:
@@ -34,10 +35,7 @@ def authorization_changed_sync(op: Operation) -> dict[str, str] | None:
     request went out with (the person disconnected, connected another account, a tenant credential
     was replaced, the server's auth mode changed), else None. ``op.server`` is re-read first: an
     admin's change made a moment ago counts. A refresh keeps them (same token family). Sync."""
-    from ..authz import identity
-
-    server = McpServer.objects.get(pk=op.server_id)
-    now = identity.binding_fields(identity.identity_for_sync(server=server, user=op.user_id, tenant=op.tenant_id))
+    now = current_auth(McpServer.objects.get(pk=op.server_id), op.user_id, op.tenant_id)
     recorded = {name: getattr(op, name) for name in now}
     return None if now == recorded else now
 

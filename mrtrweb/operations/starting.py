@@ -15,6 +15,7 @@ from ..gate import StoreUnavailable
 from ..gates import get_gate
 from ..models import McpServer, Operation
 from ..names import stored_name
+from .authorization import current_auth
 from .calls import _drive
 from .messages import LIMIT_REACHED, message_for, OperationRefused, STORE_UNAVAILABLE, WORKER_DRAINING
 from .runtime import _spawn, new_request_id
@@ -50,13 +51,12 @@ def _start_sync(user: Any, server: McpServer, method: str, name: str, params: di
             a limit is reached, or the binding store is unavailable (the row then says ``failed``).
     """
     from .. import access, workers
-    from ..authz import identity
 
     if access.denial(user.pk, server.tenant_id, server.pk):  # the first request goes out right after
         raise OperationRefused("denied", str(access.MESSAGE))
     _check_limits_sync(user, server.tenant_id)
     request_id = new_request_id()
-    auth = identity.binding_fields(identity.identity_for_sync(server=server, user=user.pk, tenant=server.tenant_id))
+    auth = current_auth(server, user.pk, server.tenant_id)
     op = Operation.objects.create(
         tenant_id=server.tenant_id, user=user, server=server, method=method, name=stored_name(name),
         params=results.params_for_storage(params),
@@ -113,11 +113,6 @@ def _check_limits_sync(user: Any, tenant_id: Any) -> None:
         if (counts[name] or 0) >= int(conf.get(key)):
             logger.info("limit %s reached for user %s / tenant %s", key, getattr(user, "pk", "?"), tenant_id)
             raise OperationRefused(LIMIT_REACHED, message)
-
-
-async def _check_limits(user: Any, tenant_id: Any) -> None:
-    """:func:`_check_limits_sync` from async code."""
-    await sync_to_async(_check_limits_sync)(user, tenant_id)
 
 
 def limits_queryset(user_id: Any, tenant_id: Any, since: Any):

@@ -39,14 +39,9 @@ async def deny(op: Operation, reason: str, *, digests: dict[str, Any] | None = N
                   message=DENY_MESSAGES.get(reason, "The answer was denied."), event="denied", digests=digests)
 
 
-def _last_answer_was_cancel(op_id: Any) -> bool:
-    """Whether the person's last answer of the operation was Cancel on every request (the outcome
-    is then ``cancelled``: the server was told, and finished)."""
-    return last_answer(op_id)[0]
-
-
 def last_answer(op_id: Any) -> tuple[bool, dict[str, Any]]:
-    """(:func:`_last_answer_was_cancel`, the digests its round's events carry: ``state_digest`` /
+    """(whether the person's last answer was Cancel on every request -- the outcome is then
+    ``cancelled``: the server was told, and finished --, the digests its round's events carry: ``state_digest`` /
     ``schema_digests``, empty when nothing was answered), from the last ``submitted`` event (sync;
     one query)."""
     from ..models import AuditEvent
