@@ -391,6 +391,9 @@ def test_a_draining_worker_is_out_of_rotation_until_it_exits(worker, up, demo_mc
     import socket
     import urllib.parse
 
+    # A is ready before D drains (a test before this one cut PostgreSQL: A's pool may still be
+    # replacing the connections the cut broke), so the probe below shows it *stays* ready
+    _wait_ready(worker.url("A"), 200, 30)
     base_d = worker.start("D")
     port_d = urllib.parse.urlsplit(base_d).port
     alice = WebSession()
