@@ -78,10 +78,6 @@ key                         default     meaning
                                         resolve to private, link-local or loopback addresses
 ``OUTBOUND_TIMEOUT_S``      10          the longest one outbound authorization request takes
 ``OUTBOUND_MAX_BYTES``      1048576     the most bytes of one outbound authorization response
-``OPERATION_THREADS``       None        threads running the operations' database work (each keeps
-                                        one database connection; the phases of one operation are
-                                        sequential, different people's run side by side). None: 1
-                                        on SQLite (one writer), else 4 (mrtrweb.operations.runtime)
 ``GC_FREEZE``               True        at worker start-up, move every object start-up made to the
                                         collector's permanent generation (``gc.freeze()``), so no
                                         collection walks them again (mrtrweb.gcpolicy)
@@ -140,7 +136,6 @@ DEFAULTS: dict[str, Any] = {
     "OUTBOUND_ALLOW_HOSTS": [],
     "OUTBOUND_TIMEOUT_S": 10,
     "OUTBOUND_MAX_BYTES": 1048576,
-    "OPERATION_THREADS": None,
     "GC_FREEZE": True,
     "GC_THRESHOLDS": (20_000, 4, 100),
 }
@@ -167,9 +162,6 @@ def get(key: str) -> Any:
     if key in _NUMERIC and (isinstance(value, bool) or not isinstance(value, (int, float))
                             or (isinstance(value, float) and not math.isfinite(value)) or value <= 0):
         raise ImproperlyConfigured(f"MRTRWEB[{key!r}] must be a positive (finite) number")
-    if key == "OPERATION_THREADS" and value is not None and (
-            isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 64):
-        raise ImproperlyConfigured("MRTRWEB['OPERATION_THREADS'] must be None or a whole number from 1 to 64")
     if key == "GC_FREEZE" and not isinstance(value, bool):
         raise ImproperlyConfigured("MRTRWEB['GC_FREEZE'] must be True or False")
     if key == "GC_THRESHOLDS" and value is not None:
@@ -203,8 +195,6 @@ _LISTS = {"SECRET_KEYS", "OUTBOUND_ALLOW_HOSTS"}
 _BOOLS = {"OUTBOUND_ALLOW_HTTP_LOOPBACK", "GC_FREEZE"}
 #: keys whose value is a tuple of ints (``MRTRWEB_<KEY>``: numbers separated by white space)
 _INT_TUPLES = {"GC_THRESHOLDS"}
-#: keys whose value is a whole number or None (``MRTRWEB_<KEY>``: digits; unset: None)
-_OPTIONAL_INTS = {"OPERATION_THREADS"}
 
 
 def from_environ(environ: Any) -> dict[str, Any]:
@@ -245,11 +235,6 @@ def from_environ(environ: Any) -> dict[str, Any]:
                 out[key] = value
             else:
                 out[key] = raw.split()
-        elif key in _OPTIONAL_INTS:
-            try:
-                out[key] = int(raw)
-            except ValueError:
-                raise ImproperlyConfigured(f"MRTRWEB_{key} must be a whole number") from None
         elif key in _INT_TUPLES:
             try:
                 out[key] = tuple(int(word) for word in raw.split())

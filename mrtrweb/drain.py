@@ -166,12 +166,6 @@ async def drain(grace: float | None = None) -> dict[str, int]:
     await workers.stop_heartbeat()
     if settled:
         await workers.lease_call(workers.release)
-    from .operations.runtime import close_thread_connections
-
-    try:  # the operation threads' database connections (a pool's go back to it)
-        await asyncio.wait_for(asyncio.to_thread(close_thread_connections), timeout=5.0)
-    except Exception as exc:  # noqa: BLE001 -- the process exits anyway
-        logger.info("operation threads' database connections not all closed (%s)", exc.__class__.__name__)
     logger.warning("worker %s drained in %.1fs: %s task(s) finished, %s operation(s) stopped (%s), %s task(s) "
                    "cancelled", workers.WORKER_ID, time.monotonic() - started, finished, stopped, WORKER_STOPPED,
                    len(pending))

@@ -7,20 +7,17 @@ terminal audit event, push).
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextvars
-import itertools
 import logging
-import threading
 import time
 import uuid
 from typing import Any, Final
 
-from asgiref.sync import ThreadSensitiveContext, sync_to_async
+from asgiref.sync import sync_to_async
 from django.db import close_old_connections
 from django.utils import timezone
 
-from .. import audit, conf, push, results
+from .. import audit, push, results
 from ..gate import StoreUnavailable
 from ..gates import get_gate, handle_of
 from ..models import Operation
@@ -35,71 +32,12 @@ def new_request_id() -> str:
 
 _tasks: set[asyncio.Task] = set()
 
-#: the operation threads of this process (see :func:`_spawn`), made at first use
-_lanes: list[concurrent.futures.ThreadPoolExecutor] = []
-_lanes_lock = threading.Lock()
-_next_lane = itertools.count()
-
-
-def operation_threads() -> int:
-    """How many operation threads this process runs: ``MRTRWEB["OPERATION_THREADS"]``, or when
-    that is None, 1 on SQLite (one writer: a second thread only waits for its lock) and 4
-    otherwise."""
-    configured = conf.get("OPERATION_THREADS")
-    if configured is not None:
-        return configured
-    from django.db import connections
-
-    return 1 if connections["default"].vendor == "sqlite" else 4
-
-
-def _lane() -> concurrent.futures.ThreadPoolExecutor:
-    """The operation thread the next task runs its phases on (round-robin over
-    :func:`operation_threads` single-thread executors, made once per process)."""
-    with _lanes_lock:
-        if not _lanes:
-            _lanes.extend(concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"mrtrweb-op{i}")
-                          for i in range(operation_threads()))
-        return _lanes[next(_next_lane) % len(_lanes)]
-
-
-def close_thread_connections() -> None:
-    """Close the database connections of this process's operation threads (a pool's go back to
-    it): at shutdown, and before a test database is dropped. Sync; waits for each thread's
-    current hop."""
-    from django.db import connections
-
-    with _lanes_lock:
-        lanes = list(_lanes)
-    for lane in lanes:
-        lane.submit(connections.close_all).result()
-
-
-def reset_threads() -> None:
-    """Close the operation threads' connections and end the threads; the next task makes them
-    anew with the then configured :func:`operation_threads` (tests)."""
-    close_thread_connections()
-    with _lanes_lock:
-        lanes, _lanes[:] = list(_lanes), []
-    for lane in lanes:
-        lane.shutdown(wait=True)
-
-
-async def _on_lane(coro, lane: concurrent.futures.ThreadPoolExecutor) -> Any:
-    """Await ``coro`` with every thread-sensitive ``sync_to_async`` hop it makes sent to ``lane``."""
-    async with ThreadSensitiveContext(executor=lane):
-        return await coro
-
 
 def _spawn(coro) -> asyncio.Task:
-    """Run ``coro`` in the background, outside the request's context, its ORM calls on one of the
-    process's operation threads (:func:`operation_threads`): not pinning a connection in the
-    finished request's thread for as long as the MCP server takes, and not queueing every
-    person's phases behind one thread either. A task's hops all run on its one thread, which keeps
-    its database connection between hops (the phases of one operation are sequential); the tasks
-    of different people run side by side on different threads. Each thread holds one database
-    connection (a pool's ``max_size`` must leave room for them and for the requests)."""
-    task = asyncio.get_running_loop().create_task(_on_lane(coro, _lane()), context=contextvars.Context())
+    """Run ``coro`` in the background, outside the request's context: its ORM calls then share the
+    process's one sync thread (one database connection) instead of pinning a connection in the
+    finished request's thread for as long as the MCP server takes."""
+    task = asyncio.get_running_loop().create_task(coro, context=contextvars.Context())
     _tasks.add(task)
     task.add_done_callback(_tasks.discard)
     return task
