@@ -391,9 +391,11 @@ def test_a_draining_worker_is_out_of_rotation_until_it_exits(worker, up, demo_mc
     import socket
     import urllib.parse
 
-    # A is ready before D drains (a test before this one cut PostgreSQL: A's pool may still be
-    # replacing the connections the cut broke), so the probe below shows it *stays* ready
-    _wait_ready(worker.url("A"), 200, 30)
+    # The other worker is a fresh one, ready before D drains: A went through the database cut of
+    # an earlier test, and its pool finds the connections the cut broke one checkout at a time
+    # (a probe that meets one waits for the pool's reconnect back-off and reads "not ready")
+    base_e = worker.start("E")
+    _wait_ready(base_e, 200, 30)
     base_d = worker.start("D")
     port_d = urllib.parse.urlsplit(base_d).port
     alice = WebSession()
@@ -418,13 +420,16 @@ def test_a_draining_worker_is_out_of_rotation_until_it_exits(worker, up, demo_mc
             assert time.monotonic() < deadline, "the worker's lease never said draining"
             time.sleep(0.1)
         assert proc.poll() is None and worker.status(op_id) == "running"  # still draining its call
-        assert _get(worker.url("A") + "/readyz")[0] == 200  # the other worker takes the traffic
+        assert _get(base_e + "/readyz")[0] == 200  # the other worker takes the traffic
         worker.wait_status(op_id, "completed", timeout_s=30)
         proc.wait(timeout=30)  # and exits after it
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait(10)
+        other, _ = worker.workers.pop("E")
+        other.terminate()
+        other.wait(15)
 
 
 def test_connections_a_database_blip_broke_fail_no_request_after_it(worker, services, up):
