@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import re
 import time
 
 import pytest
@@ -44,7 +45,9 @@ def test_an_open_server_page_rereads_a_few_times_under_a_list_changed_flood(app,
     expect(listing).to_have_attribute("data-ws-state", "open")
     with concurrent.futures.ThreadPoolExecutor(1) as pool:  # Playwright's loop runs in this thread
         pool.submit(asyncio.run, _flood(flooder.url)).result(timeout=60)
-    expect(listing).to_have_attribute("data-rereads", "1", timeout=10000)  # told at once
+    # told at once: a first re-read within the timeout (a loaded machine may run the burst's second,
+    # coalesced push before Playwright polls, so the count may already be 2 when it looks)
+    expect(listing).to_have_attribute("data-rereads", re.compile(r"^[1-9][0-9]*$"), timeout=10000)
     time.sleep(3)  # any push still coming has come (the coalescing window is 1 s)
     rereads = int(listing.get_attribute("data-rereads") or "0")
     assert 1 <= rereads <= 3, f"{rereads} re-reads of the listing for one burst"
