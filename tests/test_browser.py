@@ -34,8 +34,9 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
                  "--no-first-run"]
 PASSWORDS = {"alice": "alice-demo-pw", "carol": "carol-demo-pw", "bob": "bob-demo-pw"}
-#: the README's screenshots, written by these tests (fixed viewport, full page)
-SCREENSHOTS = Path(__file__).resolve().parents[1] / "docs" / "screenshots"
+#: the screenshots these tests write (fixed viewport, full page): under var/, never the tracked
+#: docs/screenshots/ (``./dev screenshots`` runs the tests that write the README's and copies them there)
+SCREENSHOTS = Path(__file__).resolve().parents[1] / "var" / "screenshots"
 TIMEOUT_MS = 10_000
 OP_URL = re.compile(r"/mcp/operations/([0-9a-f-]{36})/$")
 
