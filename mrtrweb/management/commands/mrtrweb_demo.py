@@ -77,7 +77,8 @@ def seed_demo(mcp_url: str, legacy_url: str | None = None, protected_url: str | 
             user.set_password(password)
             user.save()
             Membership.objects.update_or_create(tenant=tenants[slug], user=user, defaults={"role": role})
-            out.append((username, password, tenants[slug].name))
+            label = f"{tenants[slug].name} (slug {slug}{', tenant admin' if role == Membership.Role.ADMIN else ''})"
+            out.append((username, password, label))
         admin, _ = User.objects.get_or_create(username="admin", defaults={"is_staff": True, "is_superuser": True})
         admin.is_staff = admin.is_superuser = True
         admin.set_password("admin-demo-pw")
