@@ -36,6 +36,7 @@ from typing import Any, Final, NamedTuple
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
 from django.contrib.auth.signals import user_logged_in
 from django.core.cache import caches
+from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError, IntegrityError, transaction
 from django.utils.module_loading import import_string
 from django.utils.text import slugify
@@ -76,8 +77,13 @@ class ResolverError(Exception):
 
 
 def configured() -> bool:
-    """Whether a tenant resolver is configured."""
-    return conf.get("TENANT_RESOLVER") is not None
+    """Whether a tenant resolver is configured (False, logged, when the setting is unusable:
+    system check mrtrweb.E001 names it; nothing is synced, so nothing is granted)."""
+    try:
+        return conf.get("TENANT_RESOLVER") is not None
+    except ImproperlyConfigured:
+        logger.warning("%s: MRTRWEB TENANT_RESOLVER is not usable (see system check mrtrweb.E001)", RESOLVER_FAILED)
+        return False
 
 
 @functools.lru_cache(maxsize=4)

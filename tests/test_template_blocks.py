@@ -75,3 +75,15 @@ def test_the_messages_block_wraps_mrtrweb_messages_escaped(portal_templates):
     wrapper = body[body.index('<div id="portal-messages">'):]
     assert wrapper.index('<li class="message info">Saved &lt;b&gt;x&lt;/b&gt;</li>') < wrapper.index("</div>")
     assert 'id="portal-nav-home"' in body and 'class="nav-connections"' not in body  # nav: signed in only
+
+
+def test_the_documented_blocks_are_the_base_templates():
+    """docs/embedding.md's table names exactly the blocks of mrtrweb/base.html."""
+    root = Path(__file__).resolve().parents[1]
+    base = (root / "mrtrweb" / "templates" / "mrtrweb" / "base.html").read_text()
+    doc = (root / "docs" / "embedding.md").read_text()
+    table = doc[doc.index("| block | where | for | default |"):]
+    table = table[:table.index("\n\n")]
+    documented = re.findall(r"^\| `(\w+)` \|", table, re.M)
+    assert sorted(documented) == sorted(set(re.findall(r"{% block (\w+) %}", base))), documented
+    assert set(documented) >= {"head", "header", "nav", "messages", "footer", "title", "content", "scripts"}

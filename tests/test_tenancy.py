@@ -117,6 +117,14 @@ def test_a_failing_resolver_grants_nothing_and_removes_nothing(portal, caplog):
         assert what in caplog.text and ("tenant_resolver_invalid" in caplog.text or what == "TypeError"), caplog.text
         assert _held(user) == {"Org X": "member"}
 
+    portal.MRTRWEB = dict(portal.MRTRWEB, TENANT_RESOLVER=5)  # unusable (system check E001): nothing synced
+    portal_orgs.ORGS["pat"] = []
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="mrtrweb.tenancy"):
+        assert tenancy.sync_user(user) is False and tenancy.sync_if_stale(user) is False
+    assert "tenant_resolver_failed: MRTRWEB TENANT_RESOLVER is not usable" in caplog.text
+    assert _held(user) == {"Org X": "member"}
+
 
 @pytest.mark.django_db
 def test_sign_in_and_stale_requests_sync_and_a_failure_is_no_500(portal, client: Client):
