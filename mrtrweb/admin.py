@@ -48,7 +48,7 @@ class MembershipInline(admin.TabularInline):
 
 @admin.register(Tenant)
 class TenantAdmin(admin.ModelAdmin):
-    list_display = ("shown_name", "slug", "created_at")
+    list_display = ("shown_name", "slug", "external_key", "created_at")
     prepopulated_fields = {"slug": ("name",)}
     inlines = [MembershipInline]
     shown_name = _shown_field("name", "name")

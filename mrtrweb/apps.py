@@ -15,9 +15,11 @@ class MrtrwebConfig(AppConfig):
         from .operations.revocation import connect_signals
         from .logsafe import hold_sdk_wire_loggers
         from .sessions import connect_signals as connect_session_signals
+        from .tenancy import connect_signals as connect_tenancy_signals
 
         hold_sdk_wire_loggers()  # the SDK's DEBUG lines carry requestState and answers
         connect_signals()  # access that ends (membership, user, server, tenant) ends pending operations
         workers.register_duty("reaper", reap_interrupted)  # every heartbeat period, in this order
         workers.register_duty("expiry sweep", expiry.sweep)
         connect_session_signals()  # a session that ends (sign-out, password change) closes its sockets
+        connect_tenancy_signals()  # a sign-in syncs the portal's organisations (MRTRWEB TENANT_RESOLVER)

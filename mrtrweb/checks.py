@@ -149,6 +149,44 @@ def check_sampling_provider(app_configs=None, **kwargs):
     return []
 
 
+#: the middleware that syncs a user's memberships when stale, and the one it must follow
+_TENANT_SYNC_MIDDLEWARE = "mrtrweb.tenancy.TenantSyncMiddleware"
+_AUTH_MIDDLEWARE = "django.contrib.auth.middleware.AuthenticationMiddleware"
+
+
+@register(Tags.compatibility)
+def check_tenant_resolver(app_configs=None, **kwargs) -> list:
+    """E030: ``MRTRWEB["TENANT_RESOLVER"]`` does not import or is not callable (no sign-in could
+    sync the portal's organisations). W030: it is set but :class:`~mrtrweb.tenancy.TenantSyncMiddleware`
+    is not in ``MIDDLEWARE`` after ``AuthenticationMiddleware``: memberships then follow the
+    portal only at sign-in (a person removed from an organisation keeps access until then)."""
+    from django.conf import settings
+
+    try:
+        path = conf.get("TENANT_RESOLVER")
+    except ImproperlyConfigured:
+        return []  # reported by check_settings
+    if path is None:
+        return []
+    from .tenancy import load
+
+    try:
+        load(path)
+    except Exception as exc:  # noqa: BLE001 -- import errors of any kind
+        return [Error(f"MRTRWEB TENANT_RESOLVER cannot be used: {exc.__class__.__name__}: {exc}",
+                      hint="Give the dotted path of a callable (user) -> iterable of "
+                           "mrtrweb.tenancy.TenantGrant(key, name, role); see docs/embedding.md.",
+                      id="mrtrweb.E030")]
+    middleware = list(getattr(settings, "MIDDLEWARE", None) or [])
+    if _TENANT_SYNC_MIDDLEWARE not in middleware or _AUTH_MIDDLEWARE not in middleware or \
+            middleware.index(_TENANT_SYNC_MIDDLEWARE) < middleware.index(_AUTH_MIDDLEWARE):
+        return [Warning("MRTRWEB TENANT_RESOLVER is set but memberships follow the portal only at sign-in: a "
+                        "person removed from an organisation keeps its servers until they sign in again.",
+                        hint=f"Add {_TENANT_SYNC_MIDDLEWARE!r} to MIDDLEWARE after {_AUTH_MIDDLEWARE!r}.",
+                        id="mrtrweb.W030")]
+    return []
+
+
 @register(Tags.security)
 def check_secret_keys(app_configs=None, **kwargs) -> list:
     """E020 / E021, with ``DEBUG`` off: ``SECRET_KEY`` (or one of ``SECRET_KEY_FALLBACKS``,

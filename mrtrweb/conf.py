@@ -86,6 +86,16 @@ key                         default     meaning
                                         generation); None keeps the interpreter's (700, 10, 10).
                                         ``MRTRWEB_GC_THRESHOLDS``: three numbers separated by spaces
                                         (measured: docs/benchmarks NOTES, mrtrweb.gcpolicy)
+``TENANT_RESOLVER``         None        dotted path of a callable ``(user) -> iterable of
+                                        mrtrweb.tenancy.TenantGrant(key, name, role)``: the
+                                        embedding portal's organisations of that user, which the
+                                        tenants (``Tenant.external_key``) and the user's
+                                        memberships of them follow (at sign-in, then at a request
+                                        once ``TENANT_SYNC_S`` passed; mrtrweb.tenancy,
+                                        docs/embedding.md). None: tenants are managed by hand
+``TENANT_SYNC_S``           60          how long a user's memberships read from the resolver are
+                                        trusted before a request (``TenantSyncMiddleware``) asks
+                                        again
 ==========================  ==========  =========================================================
 """
 
@@ -138,13 +148,15 @@ DEFAULTS: dict[str, Any] = {
     "OUTBOUND_MAX_BYTES": 1048576,
     "GC_FREEZE": True,
     "GC_THRESHOLDS": (20_000, 4, 100),
+    "TENANT_RESOLVER": None,
+    "TENANT_SYNC_S": 60,
 }
 
 _NUMERIC = {"TTL_S", "MAX_TTL_S", "MAX_STATE_BYTES", "MAX_ROUNDS", "STATE_ONLY_BACKOFF_S",
             "STATE_ONLY_BACKOFF_CAP_S", "CALL_TIMEOUT_S", "CONNECTION_IDLE_S", "MAX_PENDING_ROUNDS",
             "MAX_STARTS_PER_MINUTE", "HEARTBEAT_S", "DRAIN_GRACE_S", "MAX_TENANT_PENDING_ROUNDS", "MAX_TENANT_STARTS_PER_MINUTE",
             "LEGACY_HOLD_S", "TASK_POLL_MIN_S", "TASK_POLL_MAX_S", "MAX_STORED_RESULT_BYTES", "MAX_SHOWN_CHARS", "MAX_PUSH_BYTES", "AUDIT_WAIT_S",
-            "OAUTH_PENDING_TTL_S", "OAUTH_REFRESH_MARGIN_S", "OUTBOUND_TIMEOUT_S", "OUTBOUND_MAX_BYTES"}
+            "OAUTH_PENDING_TTL_S", "OAUTH_REFRESH_MARGIN_S", "OUTBOUND_TIMEOUT_S", "OUTBOUND_MAX_BYTES", "TENANT_SYNC_S"}
 
 
 def get(key: str) -> Any:
@@ -166,6 +178,8 @@ def get(key: str) -> Any:
         raise ImproperlyConfigured("MRTRWEB['GC_FREEZE'] must be True or False")
     if key == "GC_THRESHOLDS" and value is not None:
         value = _gc_thresholds(value)
+    if key == "TENANT_RESOLVER" and value is not None and (not isinstance(value, str) or not value.strip()):
+        raise ImproperlyConfigured("MRTRWEB['TENANT_RESOLVER'] must be None or the dotted path of a callable")
     if key == "BINDING_STORE" and value not in BINDING_STORES:
         raise ImproperlyConfigured(f"MRTRWEB['BINDING_STORE'] must be one of {sorted(BINDING_STORES)}")
     return value

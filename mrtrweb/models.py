@@ -20,6 +20,14 @@ class Tenant(models.Model):
 
     name = models.CharField(_("name"), max_length=120, unique=True)
     slug = models.SlugField(_("slug"), max_length=64, unique=True)
+    #: the embedding portal's stable id of the organisation this tenant mirrors (set by the tenant
+    #: resolver hook, :mod:`mrtrweb.tenancy`): its name and memberships then follow the portal.
+    #: None: a tenant managed by hand here.
+    external_key = models.CharField(
+        _("portal organisation key"), max_length=200, unique=True, null=True, blank=True, default=None,
+        help_text=_("Set by the portal's tenant resolver: this tenant's name and members follow that "
+                    "organisation (members added here by hand are removed when the portal is next asked). "
+                    "Empty for a tenant managed here."))
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -27,6 +35,11 @@ class Tenant(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def managed(self) -> bool:
+        """Whether the portal's tenant resolver manages this tenant (its name and memberships)."""
+        return self.external_key is not None
 
 
 class Membership(models.Model):
