@@ -18,9 +18,8 @@ from typing import Any
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
-from . import argschema, display, results
-from .gate import formats
-from .gate.schema import CheckedSchema, Field
+from . import argschema, display, fieldhints, results
+from .gate.schema import PATTERN_MESSAGE, CheckedSchema, Field
 
 _EMPTY = ""
 logger = logging.getLogger(__name__)
@@ -88,6 +87,10 @@ def _shown_default(value: Any) -> str:
     return display.shown(cut) + ("…" if len(cut) < len(text) else "")
 
 
+#: at most this many characters of a field's ``pattern`` are quoted in its error
+MAX_PATTERN_SHOWN_CHARS = 300
+
+
 #: a field or option named by more characters than this is keyed in the page by a short stand-in
 #: (``#<n>``): a server's long name is never repeated in every name, id and label attribute
 MAX_KEY_CHARS = 100
@@ -133,6 +136,11 @@ class SchemaForm(forms.Form):
         budget: the page's or card's budget, shared by several forms (default: a new one).
     """
 
+    #: a required field's label gets this class (the card marks it with an asterisk, app.css); the
+    #: card's form is ``novalidate`` and checked on the server: ``aria-required`` tells, not ``required``
+    required_css_class = "required"
+    use_required_attribute = False
+
     def __init__(self, checked: CheckedSchema, *args: Any, budget: results.ShownBudget | None = None,
                  **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -150,7 +158,6 @@ class SchemaForm(forms.Form):
 
     def _field(self, spec: Field) -> forms.Field:
         c = spec.constraints
-        hints: list[str] = []
         attrs: dict[str, Any] = {}
         title = self.shown_labels[spec.name] = self.budget.label(spec.title)
         label = display.html(title)
@@ -169,10 +176,6 @@ class SchemaForm(forms.Form):
                 field = forms.MultipleChoiceField(choices=choices, widget=forms.CheckboxSelectMultiple,
                                                   required=common["required"] and c.get("minItems", 0) > 0,
                                                   label=label)
-                if "minItems" in c:
-                    hints.append(f"choose at least {c['minItems']}")
-                if "maxItems" in c:
-                    hints.append(f"choose at most {c['maxItems']}")
             else:
                 if not common["required"]:
                     choices = [(_EMPTY, "—")] + choices
@@ -184,16 +187,8 @@ class SchemaForm(forms.Form):
             kwargs: dict[str, Any] = dict(common)
             if "minimum" in c:
                 kwargs["min_value"] = c["minimum"]
-                hints.append(f"at least {c['minimum']}")
             if "maximum" in c:
                 kwargs["max_value"] = c["maximum"]
-                hints.append(f"at most {c['maximum']}")
-            if "exclusiveMinimum" in c:
-                hints.append(f"greater than {c['exclusiveMinimum']}")
-            if "exclusiveMaximum" in c:
-                hints.append(f"less than {c['exclusiveMaximum']}")
-            if "multipleOf" in c:
-                hints.append(f"a multiple of {c['multipleOf']}")
             field = forms.IntegerField(**kwargs) if spec.kind == "integer" else forms.FloatField(**kwargs)
             if spec.kind == "number":
                 field.widget.attrs["step"] = "any"
@@ -202,10 +197,8 @@ class SchemaForm(forms.Form):
             kwargs["strip"] = False
             if "minLength" in c:
                 kwargs["min_length"] = c["minLength"]
-                hints.append(f"at least {c['minLength']} characters")
             if "maxLength" in c:
                 kwargs["max_length"] = c["maxLength"]
-                hints.append(f"at most {c['maxLength']} characters")
             fmt = c.get("format")
             widget: forms.Widget = forms.TextInput()
             if fmt == "email":
@@ -214,10 +207,6 @@ class SchemaForm(forms.Form):
                 widget = forms.URLInput()
             elif fmt == "date":
                 widget = forms.DateInput(attrs={"type": "date"})
-            if fmt:
-                hints.append(formats.DESCRIPTIONS.get(fmt, fmt))
-            if "pattern" in c:
-                hints.append("must match the pattern the server gave")
             kwargs["widget"] = widget
             field = forms.CharField(**kwargs)
         held_default = spec.has_default and display.has_hidden(spec.default)
@@ -235,15 +224,28 @@ class SchemaForm(forms.Form):
             elif spec.kind == "multi" and isinstance(default, list):
                 default = [option_keys.get(_option_key(v), _option_key(v)) for v in default]
             field.initial = default
-        help_parts = [self.budget.description(spec.description)] if spec.description else []
+        description = self.budget.description(spec.description) if spec.description else ""
+        help_parts = [description] if description else []
+        hints = fieldhints.bound_hints(c, str(description))
         if hints:
             help_parts.append("(" + "; ".join(hints) + ")")
         if held_default:
             help_parts.append(str(_("The server's default holds invisible or control characters, so it is not "
                                     "filled in: %(default)s")) % {"default": _shown_default(spec.default)})
         field.help_text = display.html(" ".join(help_parts), multiline=True)
+        if field.required and not isinstance(field.widget, forms.CheckboxSelectMultiple):
+            attrs["aria-required"] = "true"  # a checkbox group says "required" in its legend (_fields.html)
         field.widget.attrs.update(attrs)
+        if "pattern" in c:
+            #: the pattern as the error shows it (cut), and the description as a hint (both server text)
+            field.expected_pattern = results.shown_text(c["pattern"], MAX_PATTERN_SHOWN_CHARS)
+            field.expected_hint = description
         return field
+
+    @property
+    def has_required(self) -> bool:
+        """Whether any field must be filled in (the card then explains its asterisk)."""
+        return any(f.required for f in self.fields.values())
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
@@ -266,6 +268,8 @@ class SchemaForm(forms.Form):
                     out[spec.name] = [self._maps[spec.name][v] for v in value or []]
             elif value is None or (value == "" and not spec.required):
                 continue
+            elif spec.kind == "number" and isinstance(value, float) and value.is_integer() and abs(value) < 2 ** 53:
+                out[spec.name] = int(value)  # 1200, not 1200.0: the same JSON number, as the person typed it
             else:
                 out[spec.name] = value
         return out
@@ -290,6 +294,8 @@ class SchemaForm(forms.Form):
         for name, messages in errors.items():
             for message in messages:
                 key = self.keys.get(name) if isinstance(name, str) else None
+                if key in self.fields and message == PATTERN_MESSAGE:
+                    self.fields[key].pattern_failed = True  # the card then shows the pattern expected
                 self.add_error(key if key in self.fields else None, message)
 
 

@@ -289,9 +289,9 @@ def test_deploy_card_is_pushed_answered_and_result_pushed(app):
     expect(review.locator(".server-name")).to_have_text("Demo server")
     expect(review.locator(".review-answers dt")).to_have_text(["Confirm deployment", "Change ticket", "Contact email",
                                                "Maintenance window (hours)", "Region", "Notify"])
-    expect(review.locator(".review-answers dd .review-value")).to_have_text(["true", "CHG-1042", "ops@example.test", "3",
-                                                             "us-east-1", '["email", "slack"]'])
-    expect(review.locator(".review-option")).to_have_text(["US East (N. Virginia)"])
+    expect(review.locator(".review-answers dd .review-value")).to_have_text(["Yes", "CHG-1042", "ops@example.test", "3",
+                                                             "US East (N. Virginia)", "emailslack"])
+    expect(review.locator(".review-answers dd[data-name='notify'] li")).to_have_text(["email", "slack"])
     expect(review.locator(".effect")).to_have_text(
         "Send gives this answer to Demo server as the retry of tools/call deploy. It is sent once and cannot be "
         "taken back.")

@@ -182,7 +182,8 @@ DJANGO_MESSAGES = {
 }
 #: ... and the gate's
 GATE_MESSAGES = {
-    "ticket": "Enter a value in the requested pattern.",
+    "ticket": "Enter a value in the requested pattern. Expected (the server's pattern, a regular expression): "
+              "^CHG-[0-9]+$ The server's hint: The ticket of this change.",
     "email": "Enter an email address (name@domain.example).",
     "homepage": "Enter an absolute URI (for example https://example.com/path).",
     "kickoff": "Enter a date and time (YYYY-MM-DDTHH:MM:SSZ).",
@@ -241,7 +242,9 @@ def test_every_field_type_widgets_defaults_messages_review_and_exact_content(app
     expect(card.locator(".field")).to_have_count(len(SCHEMA["properties"]))
 
     # Labels from title (in schema order), help from description.
-    expect(card.locator(".field > label")).to_have_text([p["title"] + ":" for p in SCHEMA["properties"].values()])
+    # (a checkbox group is a fieldset: its legend says "(required)" to a screen reader)
+    expect(card.locator(".field > label, .field > legend")).to_have_text(
+        [p["title"] + (": (required)" if name == "channels" else ":") for name, p in SCHEMA["properties"].items()])
     for name, prop in SCHEMA["properties"].items():
         expect(_box(card, name).locator("small.help")).to_contain_text(prop["description"])
 
@@ -279,7 +282,7 @@ def test_every_field_type_widgets_defaults_messages_review_and_exact_content(app
         assert boxes.evaluate_all("bs => bs.map(b => b.type)") == ["checkbox"] * len(labels)
         for label in labels:
             expect(_box(card, name).get_by_label(label, exact=True)).to_have_attribute("name", f"in-{KEY}-{name}")
-        expect(_box(card, name).locator("small.help")).to_contain_text("choose at least 1; choose at most 2")
+        expect(_box(card, name).locator("small.help")).to_contain_text("(choose 1 to 2)")
 
     # Defaults pre-filled; the rest empty.
     expect(_input(card, "team_code")).to_have_value("OPS")
@@ -322,16 +325,19 @@ def test_every_field_type_widgets_defaults_messages_review_and_exact_content(app
     app.submit(page, "Accept")
     review = app.expect_review(page)
     expect(review.locator(".review-answers dt")).to_have_text([p["title"] for p in SCHEMA["properties"].values()])
-    shown = {name: (value if isinstance(value, str) else json.dumps(value)) for name, value in EXPECTED.items()}
+    # as a person reads them: option titles, chosen options as a list, yes/no, a date in words
+    shown = dict(EXPECTED, nda="No", tier="Gold tier", region="United States", start="Dec. 24, 2026", seats="3",
+                 budget="12.5")
+    lists = {"tags": ["alpha", "gamma"], "channels": ["E-mail", "Text message"]}
     for name, value in shown.items():
-        expect(review.locator(f".review-answers dd[data-name='{name}'] .review-value")).to_have_text(value)
-    options = {"tier": "Gold tier", "region": "United States", "channels": "E-mail, Text message"}
-    for name in EXPECTED:
-        option = review.locator(f".review-answers dd[data-name='{name}'] .review-option")
-        if name in options:
-            expect(option).to_have_text(options[name])
+        dd = review.locator(f".review-answers dd[data-name='{name}']")
+        if name in lists:
+            expect(dd.locator(".review-value li")).to_have_text(lists[name])
         else:
-            expect(option).to_have_count(0)
+            expect(dd.locator(".review-value")).to_have_text(value)
+    exact = review.locator("details.review-json")
+    exact.locator("summary").click()
+    assert json.loads(exact.locator("pre").inner_text()) == EXPECTED  # exactly what is sent
     page.wait_for_timeout(300)
     assert fields_mcp.calls[("fill_profile", True)] == 0  # nothing sent before Send
 

@@ -9,6 +9,7 @@ Real parts: the demo MCP server over Streamable HTTP on loopback, the whole Djan
 from __future__ import annotations
 
 import html
+import json
 import logging
 from html.parser import HTMLParser
 
@@ -78,13 +79,21 @@ async def test_accept_shows_the_review_and_sends_nothing(seeded):
     assert "Deploy 3 replica(s) to production?" in page
     # each field label with the value as it will be sent; server text and answers escaped
     assert '<dt data-name="ticket">Change ticket</dt>' in page
-    assert f'<code class="review-value">{html.escape(hostile)}</code>' in page and hostile not in page
-    assert '<dd data-name="confirm"><code class="review-value">true</code>' in page
-    assert '<code class="review-value">us-east-1</code> <span class="review-option">US East (N. Virginia)</span>' in page
-    assert '<code class="review-value">[&quot;email&quot;, &quot;slack&quot;]</code>' in page
+    assert f'<span class="review-value">{html.escape(hostile)}</span>' in page and hostile not in page
+    # read as a person reads them: yes/no, the option's title, the chosen options as a list
+    assert '<dd data-name="confirm"><span class="review-value">Yes</span>' in page
+    assert '<dd data-name="region"><span class="review-value">US East (N. Virginia)</span>' in page
+    assert ('<dd data-name="notify"><ul class="review-value review-list"><li>email</li><li>slack</li></ul>'
+            in page)
+    assert "[&quot;email&quot;" not in page.split('<details class="review-json">')[0]  # no raw JSON in the list
     # the empty window is filled with the server's default by the gate: the review says so
-    assert ('<dd data-name="window"><code class="review-value">2</code> '
+    assert ('<dd data-name="window"><span class="review-value">2</span> '
             '<span class="muted">(the server\'s default)</span>') in page
+    # exactly what is sent, one click away: the content as JSON (defaults filled), escaped
+    sent = page.split('<pre class="review-json-text" dir="ltr">')[1].split("</pre>")[0]
+    assert json.loads(html.unescape(sent)) == {
+        "confirm": True, "ticket": hostile, "email": "ops@example.test", "region": "us-east-1",
+        "notify": ["email", "slack"], "window": 2}
     # the answers ride along as hidden fields (escaped), with the token and CSRF
     assert f'name="in-confirm_deploy-ticket" value="{html.escape(hostile)}"' in page
     assert 'name="csrfmiddlewaretoken"' in page
@@ -353,9 +362,9 @@ async def test_a_card_of_two_requests_is_reviewed_and_sent_together(seeded):
     assert bad.status_code == 400 and bad.content.decode().count('class="field-error"') == 2
     page, token = await _reviewed(client, op, ONBOARD_OK)
     assert page.count('class="review-request"') == 2
-    assert '<code class="review-value">99.5</code>' in page
-    assert '<code class="review-value">[&quot;chat&quot;, &quot;wiki&quot;]</code> <span class="review-option">Team chat, Wiki</span>' in page
-    assert '<code class="review-value">medium</code> <span class="review-option">6 to 20 people</span>' in page
+    assert '<span class="review-value">99.5</span>' in page
+    assert '<ul class="review-value review-list"><li>Team chat</li><li>Wiki</li></ul>' in page
+    assert '<dd data-name="size"><span class="review-value">6 to 20 people</span>' in page
     assert "You confirm that you are done at sso.example.test." in page
     assert mcp.calls[("onboard_team", True)] == 0
     resp = await client.post(_url(op), dict(ONBOARD_OK, action="send", round="1", review_token=token))

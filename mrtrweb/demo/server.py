@@ -211,7 +211,7 @@ TEAM_PROFILE_SCHEMA: dict[str, Any] = {
         "budget": {
             "type": "number",
             "title": "Monthly budget (EUR)",
-            "description": "Up to 10000.",
+            "description": "What the team may spend each month.",
             "minimum": 0,
             "maximum": 10000,
             "default": 250.5,
@@ -220,7 +220,7 @@ TEAM_PROFILE_SCHEMA: dict[str, Any] = {
         "channels": {
             "type": "array",
             "title": "Channels",
-            "description": "Where the team talks (one or two).",
+            "description": "Where the team talks.",
             "items": {"anyOf": [{"const": "chat", "title": "Team chat"}, {"const": "mail", "title": "Mailing list"},
                                 {"const": "wiki", "title": "Wiki"}]},
             "minItems": 1,

@@ -729,6 +729,10 @@ for _name, _fn in formats.CHECKERS.items():
     _FORMAT_CHECKER.checks(_name)(lambda value, _fn=_fn: not isinstance(value, str) or _fn(value))
 
 
+#: the message for a value that does not match its field's ``pattern`` (the card adds the pattern)
+PATTERN_MESSAGE = "Enter a value in the requested pattern."
+
+
 def _message(error: jsonschema.ValidationError, field: Field | None) -> str:
     v = error.validator
     val = error.validator_value
@@ -742,7 +746,7 @@ def _message(error: jsonschema.ValidationError, field: Field | None) -> str:
     if v == "maxLength":
         return f"Enter at most {val} characters."
     if v == "pattern":
-        return "Enter a value in the requested pattern."
+        return PATTERN_MESSAGE
     if v == "format":
         return f"Enter {formats.DESCRIPTIONS.get(str(val), 'a valid value')}."
     if v == "minimum":
@@ -902,8 +906,8 @@ def _checked_patterns(checked: CheckedSchema, filled: dict[str, Any], errors: di
         if pattern is not None and isinstance(value, str) and \
                 not pattern_matches(pattern, value, min(PATTERN_TIMEOUT_S, deadline - time.monotonic())):
             bucket = errors.setdefault(spec.name, [])
-            if "Enter a value in the requested pattern." not in bucket:
-                bucket.append("Enter a value in the requested pattern.")
+            if PATTERN_MESSAGE not in bucket:
+                bucket.append(PATTERN_MESSAGE)
     if errors:
         raise ContentMismatch(errors)
     return filled

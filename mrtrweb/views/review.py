@@ -5,14 +5,17 @@ them, and a signed review token (``django.core.signing``, ``REVIEW_SALT``, at mo
 
 from __future__ import annotations
 
-import logging
+import datetime
 import json
+import logging
 from typing import Any
 
 from django.core import signing
 from django.http import HttpRequest, HttpResponse
+from django.utils.formats import date_format
+from django.utils.translation import gettext
 
-from .. import results, sampling
+from .. import fieldhints, results, sampling
 from ..forms import _option_key
 from ..gate import digest
 from ..models import Operation
@@ -81,10 +84,38 @@ def _shown_value(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
+def _readable(spec: Any, value: Any, labels: dict[str, Any]) -> dict[str, Any]:
+    """How one sent value reads on the review: ``{"text": ...}`` (yes/no, a number as typed -- an
+    integral float without ``.0`` --, a chosen option's label, a date in the viewer's language, the
+    text itself; ``""`` is said as empty by the template) or ``{"items": [...]}`` (a multi-select's
+    chosen options' labels). Never raw JSON nor a Python repr, except for a value of a type its
+    field does not have (only a server's default can be one: the gate checks the answer), shown as
+    JSON."""
+    if spec.kind in ("choice", "multi"):
+        if spec.kind == "multi" and isinstance(value, list):
+            return {"items": [labels.get(json.dumps(v), _shown_value(v)) for v in value]}
+        if spec.kind == "choice" and json.dumps(value) in labels:
+            return {"text": labels[json.dumps(value)]}
+    if isinstance(value, bool):
+        return {"text": gettext("Yes") if value else gettext("No")}
+    if isinstance(value, int | float) and spec.kind in ("integer", "number"):
+        return {"text": fieldhints.number_text(value)}
+    if isinstance(value, str):
+        if spec.constraints.get("format") == "date":
+            try:
+                day = datetime.date.fromisoformat(value)
+            except ValueError:
+                return {"text": value}
+            return {"text": date_format(day, "DATE_FORMAT"), "iso": value}
+        return {"text": value}
+    return {"text": _shown_value(value)}
+
+
 def _form_rows(form: Any, content: dict[str, Any]) -> list[dict[str, Any]]:
-    """Field label -> the value as it will be sent (server defaults filled as the gate fills them).
-    Labels and option labels as the card showed them (bounded, :class:`~mrtrweb.results.ShownBudget`);
-    a value longer than ``MAX_SHOWN_CHARS`` is shown cut, saying so (it is sent whole)."""
+    """Field label -> the value as it will be sent, read as a person reads it (:func:`_readable`;
+    server defaults filled as the gate fills them). Labels and option labels as the card showed
+    them (bounded, :class:`~mrtrweb.results.ShownBudget`); a value longer than ``MAX_SHOWN_CHARS``
+    is shown cut, saying so (it is sent whole)."""
     rows = []
     defaults = getattr(form.checked, "defaults", {}) or {}
     shown_labels = getattr(form, "shown_labels", {})
@@ -92,7 +123,7 @@ def _form_rows(form: Any, content: dict[str, Any]) -> list[dict[str, Any]]:
     for spec in form.checked.fields:
         row: dict[str, Any] = {"name": results.shown_text(spec.name, results.MAX_LABEL_CHARS),
                                "label": shown_labels.get(spec.name, spec.title), "kind": spec.kind,
-                               "default": False, "omitted": False, "option": ""}
+                               "default": False, "omitted": False, "text": None, "items": None}
         if spec.name in content:
             value = content[spec.name]
         elif spec.name in defaults:
@@ -103,15 +134,23 @@ def _form_rows(form: Any, content: dict[str, Any]) -> list[dict[str, Any]]:
             continue
         cut = shown_options.get(spec.name, {})
         labels = {json.dumps(o.value): cut.get(_option_key(o.value), o.label) for o in spec.options}
-        if spec.kind == "choice":
-            label = labels.get(json.dumps(value))
-            row["option"] = label if label not in (None, _shown_value(value)) else ""
-        elif spec.kind == "multi" and isinstance(value, list):
-            shown = [labels.get(json.dumps(v), _shown_value(v)) for v in value]
-            row["option"] = ", ".join(shown) if shown != [_shown_value(v) for v in value] else ""
-        row["value"] = results.shown_text(_shown_value(value))
+        readable = _readable(spec, value, labels)
+        if "items" in readable:
+            row["items"] = [results.shown_text(item) for item in readable["items"]]
+        else:
+            row["text"] = results.shown_text(readable["text"])
+            row["iso"] = readable.get("iso", "")
         rows.append(row)
     return rows
+
+
+def _sent_json(form: Any, content: dict[str, Any]) -> str:
+    """The answer's ``content`` exactly as the retry carries it (the gate fills absent defaults
+    after the given fields), as indented JSON; cut at ``MAX_SHOWN_CHARS``, saying so."""
+    filled = dict(content)
+    for name, default in (getattr(form.checked, "defaults", {}) or {}).items():
+        filled.setdefault(name, default)
+    return results.shown_text(json.dumps(filled, ensure_ascii=False, indent=2))
 
 
 def _review_context(op: Operation, rnd: Any, request: HttpRequest, forms: dict[str, Any],
@@ -123,6 +162,7 @@ def _review_context(op: Operation, rnd: Any, request: HttpRequest, forms: dict[s
         response = responses.get(key) or {}
         if view.kind == "form":
             item["rows"] = _form_rows(forms[key], response.get("content") or {})
+            item["json"] = _sent_json(forms[key], response.get("content") or {})
         elif view.kind == "url":
             item["url"] = view.url
         elif view.kind == "roots":
