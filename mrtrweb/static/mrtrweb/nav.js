@@ -12,6 +12,9 @@
   var list = nav.querySelector(".nav-pending-rounds");
   var live = document.getElementById("live");
   var known = null;  // ids of the rounds last pushed (null before the first push: nothing is "new")
+  // the operation this page shows, if any: its own round is announced by its card (operations.js)
+  var here = document.getElementById("operation");
+  here = here ? here.getAttribute("data-operation") : null;
 
   // A time in the viewer's zone, the zone named ("14:05 CET"); the ISO text when it cannot be read.
   function localTime(iso) {
@@ -47,7 +50,7 @@
     rounds.forEach(function (r) {
       if (!r || typeof r.id !== "string") return;
       ids[r.id] = true;
-      if (known && !known[r.id]) fresh = true;
+      if (known && !known[r.id] && r.id !== here) fresh = true;
       var li = document.createElement("li");
       li.setAttribute("data-operation", r.id);
       var a = document.createElement("a");
