@@ -295,8 +295,8 @@ class OperationsConsumer(AsyncJsonWebsocketConsumer):
         now (:func:`mrtrweb.pending.payload`, one hop with the session's check) and again
         whenever one of their operations enters or leaves ``awaiting_input``
         (:meth:`operation_update`)."""
-        if getattr(self, "session_closed", False):
-            return
+        if getattr(self, "session_closed", False) or getattr(self, "pending_watch", False):
+            return  # (asked again on the same socket: nothing new to send, no query)
         self.pending_watch = True
         cause, out = await database_sync_to_async(self._pending_for, thread_sensitive=False)()
         if cause:

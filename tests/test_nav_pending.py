@@ -163,3 +163,31 @@ def test_the_nav_count_costs_one_query(seeded, django_assert_num_queries):
     with django_assert_num_queries(1):
         html = render_to_string("mrtrweb/_nav.html", {"user": alice_user})
     assert 'class="nav-pending-count">0<' in html and "/tenants/acme/history/" in html
+
+
+def test_pushed_names_are_made_visible_and_bounded():
+    assert pending._name("evil\u202eexe.txt") == "evil⟨U+202E⟩exe.txt"  # a bidi override shown, not obeyed
+    long = pending._name("x" * 500)
+    assert len(long) == pending.NAME_CHARS and long.endswith("…")
+
+
+def test_a_database_outage_leaves_the_count_to_the_socket(seeded, monkeypatch):
+    from django.db import OperationalError
+    from django.template.loader import render_to_string
+
+    def down(user_id):
+        raise OperationalError("database is down")
+
+    monkeypatch.setattr(pending, "nav_summary", down)
+    html = render_to_string("mrtrweb/_nav.html", {"user": seeded["users"]["alice"]})
+    assert '<span class="nav-pending-count"></span>' in html and 'id="nav-pending"' in html
+
+
+async def test_watching_twice_costs_nothing_more(seeded):
+    alice = await _login(seeded["users"]["alice"])
+    ws = await _watching(alice)
+    assert (await _next_pending(ws))["count"] == 0
+    await ws.send_json_to({"type": "pending.watch"})
+    await ws.send_json_to({"type": "ping"})
+    assert (await ws.receive_json_from(timeout=5)) == {"type": "pong"}  # no second pending before it
+    await ws.disconnect()
