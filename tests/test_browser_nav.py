@@ -153,6 +153,7 @@ def test_person_pages_fit_390_px_with_long_server_text(app, long_mcp):
     page.goto(f"/mcp/servers/{server.pk}/tools/long_message/")
     expect(page.get_by_role("heading", name="Call long_message")).to_be_visible()
     _no_sideways_scroll(page, "the tool page")
+    _screenshot(page, "tool-390.png")
 
     page.get_by_role("button", name="Call tool").click()
     expect(page).to_have_url(OP_URL)
@@ -177,9 +178,18 @@ def test_person_pages_fit_390_px_with_long_server_text(app, long_mcp):
     for url in ("/mcp/", "/mcp/waiting/", "/mcp/connections/", f"/mcp/servers/{server.pk}/"):
         page.goto(url)
         _no_sideways_scroll(page, url)
+    # the navigation's list open at 390 px (the deploy above still waits): in the flow, on screen
+    page.goto("/mcp/")
+    expect(page.locator("#nav-pending")).to_have_attribute("data-ws-state", "open")
+    page.locator("#nav-pending summary").click()
+    expect(page.locator("#nav-pending .nav-pending-rounds li")).not_to_have_count(0)
+    _no_sideways_scroll(page, "the open navigation list")
+    _within_viewport(page, page.locator("#nav-pending .nav-pending-menu a"), "a waiting round's link")
     far = McpServer.objects.get(name__startswith="FarF")
     page.goto(f"/mcp/servers/{far.pk}/")  # its long origin, and the error of a server not reached
     _no_sideways_scroll(page, "a server page with a long origin")
+    expect(page.locator("#server-listing .error")).to_be_visible()
+    _screenshot(page, "server-390.png")
 
     at(1100)  # the wide layout keeps its table
     page.goto("/mcp/")
