@@ -68,6 +68,11 @@ def test_a_round_elsewhere_is_pushed_to_the_navigation_of_every_page(app):
         expect(_count(page)).to_have_text("0")
     app.mark_document(alice)
 
+    # her server page too (its own socket, server.js, passes the count on)
+    listing = alice.context.new_page()
+    listing.goto(f"/mcp/servers/{app.seeded['servers']['acme'].pk}/")
+    expect(listing.locator("#server-listing")).to_have_attribute("data-ws-state", "open")
+
     # a second page of alice's starts a call; her index page stays where it is
     other = alice.context.new_page()
     other.goto("/mcp/")
@@ -90,6 +95,7 @@ def test_a_round_elsewhere_is_pushed_to_the_navigation_of_every_page(app):
     expect(entry.locator(".expires time")).to_have_attribute("datetime", re.compile(r"^\d{4}-\d\d-\d\dT"))
     expect(entry.locator(".expires time")).not_to_have_text("")
     expect(other.locator("#nav-pending .nav-pending-count")).to_have_text("1")  # the operation page's own nav
+    expect(_count(listing)).to_have_text("1")
     _screenshot(alice, "nav-pending.png")
 
     # the waiting page lists it with its expiry and a link
@@ -104,6 +110,7 @@ def test_a_round_elsewhere_is_pushed_to_the_navigation_of_every_page(app):
     expect(_count(alice)).to_have_text("0")
     expect(link).to_have_count(0)
     expect(other.locator("#nav-pending .nav-pending-count")).to_have_text("0")
+    expect(_count(listing)).to_have_text("0")
     app.assert_same_document(alice)
     assert _status(op_id) != "awaiting_input"
 
