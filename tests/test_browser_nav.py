@@ -208,4 +208,5 @@ def test_person_pages_fit_390_px_with_long_server_text(app, long_mcp):
     signed_out.goto("/accounts/login/?next=/mcp/")
     expect(signed_out.get_by_label("Username")).to_be_visible()
     _no_sideways_scroll(signed_out, "the login page")
-    _within_viewport(signed_out, signed_out.locator("form.login input:not([type=hidden]), form.login button"), "a login field")
+    fields = signed_out.locator("form.login input:not([type=hidden]), form.login button")
+    _within_viewport(signed_out, fields, "a login field")
