@@ -24,7 +24,7 @@ from typing import Any, Final
 from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
-from django.db.models import Exists, OuterRef, Subquery
+from django.db.models import Exists, F, OuterRef, Q, QuerySet, Subquery
 from django.http import Http404
 from django.utils.translation import gettext_lazy as _
 
@@ -192,3 +192,26 @@ async def user_may_connect(user: Any) -> bool:
     names = ["is_active"] if "is_active" in {f.name for f in User._meta.get_fields()} else ["pk"]
     row = await User._default_manager.filter(pk=user.pk).values(*names).afirst()
     return row is not None and row.get("is_active", True) is True
+
+
+def actionable_operations(user_id: Any) -> QuerySet[Operation]:
+    """``user_id``'s operations they may still act on, as one filter: what :func:`denial` checks
+    per operation (the user active, a member of the operation's tenant, its server in that tenant
+    and enabled), for listing many at once (the pending rounds of the navigation,
+    :mod:`mrtrweb.pending`). Builds the queryset only; nothing is run."""
+    User = get_user_model()
+    qs = Operation.objects.filter(
+        Exists(Membership.objects.filter(tenant_id=OuterRef("tenant_id"), user_id=user_id)),
+        user_id=user_id, server__enabled=True, server__tenant_id=F("tenant_id"))
+    if "is_active" in {f.name for f in User._meta.get_fields()}:
+        qs = qs.filter(user__is_active=True)
+    return qs
+
+
+def open_rounds() -> Q:
+    """The filter of operations whose round awaits their person's answer and is not past its
+    lifetime (a round past it is settled as expired by :mod:`mrtrweb.expiry`)."""
+    from django.utils import timezone
+
+    return Q(status=Operation.Status.AWAITING_INPUT) & (
+        Q(round_expires_at__isnull=True) | Q(round_expires_at__gt=timezone.now()))

@@ -9,6 +9,10 @@ member of its tenant, its server enabled), and sends ``{"type": "operation", "id
 it); progress is pushed under the same check, and so is a server's listing change
 (``{"type": "listing", "server", "kind"}``, :meth:`OperationsConsumer.server_listing`). On
 ``access.revoked`` (the user's access ended somewhere) the connection is closed with code 4403.
+A page showing the navigation's "Waiting for you" sends ``{"type": "pending.watch"}``: its socket is
+then sent the user's waiting rounds (``{"type": "pending", "count", "rounds"}``,
+:mod:`mrtrweb.pending`, re-read under the same access checks) at once and whenever one of their
+operations enters or leaves ``awaiting_input``.
 
 A connection lives only as long as the sign-in session that opened it (:mod:`mrtrweb.sessions`):
 it also joins its session's group, is closed with code 4401 on ``session.ended`` (sign-out), and
@@ -39,7 +43,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.core.exceptions import ValidationError
 
-from . import access, conf, layerwatch, metrics, outage, push, sessions
+from . import access, conf, layerwatch, metrics, outage, pending, push, sessions
 from .models import Operation
 from .panels import record_shown, render_push
 from .push import user_group
@@ -279,9 +283,49 @@ class OperationsConsumer(AsyncJsonWebsocketConsumer):
         await self.receive_json(content)
 
     async def receive_json(self, content, **kwargs) -> None:
-        # The browser only listens; answers go through CSRF-protected POSTs.
+        # The browser only listens (answers go through CSRF-protected POSTs): a ping, or asking
+        # for the navigation's waiting rounds
         if isinstance(content, dict) and content.get("type") == "ping":
             await self.send_json({"type": "pong"})
+        elif isinstance(content, dict) and content.get("type") == "pending.watch":
+            await self.watch_pending()
+
+    async def watch_pending(self) -> None:
+        """The page shows the navigation's "Waiting for you": send it the user's waiting rounds
+        now (:func:`mrtrweb.pending.payload`, one hop with the session's check) and again
+        whenever one of their operations enters or leaves ``awaiting_input``
+        (:meth:`operation_update`)."""
+        if getattr(self, "session_closed", False) or getattr(self, "pending_watch", False):
+            return  # (asked again on the same socket: nothing new to send, no query)
+        self.pending_watch = True
+        cause, out = await database_sync_to_async(self._pending_for, thread_sensitive=False)()
+        if cause:
+            await self._end_session(cause)
+            return
+        await self._send_pending(out)
+
+    def _pending_for(self) -> tuple[str, dict[str, Any] | None]:
+        """Sync: ``(cause, payload)``: why the session no longer holds, or the waiting rounds."""
+        cause = sessions.session_denial(getattr(self, "session_key", ""), self.user_id)
+        return (cause, None) if cause else ("", pending.payload(self.user_id))
+
+    def _pending_after(self, op_id: Any, op: Operation | None) -> dict[str, Any] | None:
+        """Sync: the waiting rounds to push after operation ``op_id`` changed (``op``: it, as
+        this user may see it, or None), when this socket watches them and the operation entered
+        ``awaiting_input`` or was among the rounds last sent (it left, or access to it ended);
+        else None (no query)."""
+        if not getattr(self, "pending_watch", False):
+            return None
+        entered = op is not None and op.status == Operation.Status.AWAITING_INPUT
+        if not entered and str(op_id) not in getattr(self, "pending_ids", ()):
+            return None
+        return pending.payload(self.user_id)
+
+    async def _send_pending(self, out: dict[str, Any] | None) -> None:
+        if out is None:
+            return
+        self.pending_ids = frozenset(r["id"] for r in out["rounds"])
+        await self.send_json(out)
 
     async def operation_progress(self, event) -> None:
         """Progress of a call in flight (numbers and the server's short message, shown escaped); for
@@ -314,12 +358,13 @@ class OperationsConsumer(AsyncJsonWebsocketConsumer):
         # in the loop's thread pool, not the one thread every socket's and drive loop's sync work
         # shares (Channels runs a consumer in no ThreadSensitiveContext): pushes to many people
         # render side by side (each hop closes what it leaves of its database connection)
-        cause, op, html, rnd = await database_sync_to_async(self._panel_for, thread_sensitive=False)(
+        cause, op, html, rnd, waiting = await database_sync_to_async(self._panel_for, thread_sensitive=False)(
             event.get("operation_id"), csrf)
         if cause:
             await self._end_session(cause)
             return
         if op is None:  # not this user's, or their access to it ended
+            await self._send_pending(waiting)
             return
         if len(html.encode("utf-8", "replace")) > int(conf.get("MAX_PUSH_BYTES")):
             # too large for a push: the page fetches the panel itself (``"html": null``), and its
@@ -334,22 +379,25 @@ class OperationsConsumer(AsyncJsonWebsocketConsumer):
         finally:
             if rnd is not None:  # the receipt, and the mark _panel_for set taken down (one hop)
                 await database_sync_to_async(_record_receipt, thread_sensitive=False)(op, rnd, sent)
+        await self._send_pending(waiting)  # the navigation's count, after the card itself
 
-    def _panel_for(self, op_id: Any, csrf: str) -> tuple[str, Operation | None, str, Any]:
-        """Sync: ``(cause, op, html, round)`` of one push. ``cause``: why this connection's session
-        no longer holds (:func:`mrtrweb.sessions.session_denial`; the rest is then empty); ``op``
-        None: not this user's operation, or their access to it ended (:func:`_visible_operation`);
-        else its panel and the round whose card it shows (:func:`mrtrweb.panels.render_push`)."""
+    def _panel_for(self, op_id: Any, csrf: str) -> tuple[str, Operation | None, str, Any, dict[str, Any] | None]:
+        """Sync: ``(cause, op, html, round, waiting)`` of one push. ``cause``: why this
+        connection's session no longer holds (:func:`mrtrweb.sessions.session_denial`; the rest is
+        then empty); ``op`` None: not this user's operation, or their access to it ended
+        (:func:`_visible_operation`); else its panel and the round whose card it shows
+        (:func:`mrtrweb.panels.render_push`). ``waiting``: the navigation's waiting rounds when
+        they changed (:meth:`_pending_after`), else None."""
         cause = sessions.session_denial(getattr(self, "session_key", ""), self.user_id)
         if cause:
-            return cause, None, "", None
+            return cause, None, "", None, None
         op = access.visible_operation_sync(self.user_id, op_id)
         if op is None:
-            return "", None, "", None
+            return "", None, "", None, self._pending_after(op_id, None)
         html, rnd = render_push(op, csrf)
         if rnd is not None:  # an answer quicker than the receipt waits for it (views.answers)
             push.mark_receipt_pending(op.id, rnd.number, True)
-        return "", op, html, rnd
+        return "", op, html, rnd, self._pending_after(op.id, op)
 
 
 def _record_receipt(op: Operation, rnd: Any, sent: bool) -> None:

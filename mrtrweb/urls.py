@@ -3,6 +3,7 @@
 from django.urls import include, path
 
 from . import history, metrics_view, rerun, settings_page, views
+from .views.waiting import waiting_rounds
 
 app_name = "mrtrweb"
 
@@ -22,6 +23,7 @@ urlpatterns = [
     path("operations/<uuid:op_id>/stop/", views.operation_stop, name="operation-stop"),
     path("operations/<uuid:op_id>/result/", views.operation_result, name="operation-result"),
     path("operations/<uuid:op_id>/rerun/", rerun.operation_rerun, name="operation-rerun"),
+    path("waiting/", waiting_rounds, name="waiting"),
     path("history/", history.own_history, name="history"),
     path("history/operations/<uuid:op_id>/", history.operation_timeline, name="history-operation"),
     path("tenants/<slug:slug>/history/", history.tenant_history, name="tenant-history"),

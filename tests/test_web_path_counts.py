@@ -105,6 +105,9 @@ async def _socket(client: AsyncClient, meter: Meter) -> WebsocketCommunicator:
 
     ws = WebsocketCommunicator(metered_app, "/ws/mrtrweb/", headers=headers)
     assert (await ws.connect())[0]
+    # as the operation page does (operations.js): its navigation's "Waiting for you" is pushed too
+    await ws.send_json_to({"type": "pending.watch"})
+    assert (await ws.receive_json_from(timeout=10))["type"] == "pending"
     return ws
 
 
@@ -172,12 +175,16 @@ async def _browser_round(seeded) -> dict[str, tuple[int, int]]:
 #: binding store): the web edge's share, the drive loop and the MCP exchange run outside these
 #: contexts. Before issue 16's web-path work: start 11/31, push to card 16/5, review 9/27, send
 #: 29/35, push to completed 8/10 (each request paid 14 middleware hops, each push 3-4 hops)
+#: Issue 17 added one query (no hop) to three phases: the navigation's "Waiting for you" of every
+#: page (mrtrweb.pending) -- the review page renders it, and the page's socket re-reads the waiting
+#: rounds, inside the push's own hop, when the operation enters awaiting_input (the card) and when
+#: it leaves it (running, after Send).
 CEILINGS = {
     "start_post": (11, 17),
-    "push_to_card": (15, 2),  # one hop for the card, one for its consent receipt after it
-    "review_post": (8, 11),
+    "push_to_card": (16, 2),  # one hop for the card, one for its consent receipt after it
+    "review_post": (9, 11),
     "send_post": (30, 22),  # incl. the look for the card's receipt (views.answers._await_receipt)
-    "push_to_completed": (8, 2),  # two pushes (running, completed), one hop each
+    "push_to_completed": (9, 2),  # two pushes (running, completed), one hop each
 }
 
 

@@ -8,7 +8,8 @@ and enabled): once it ended, the person's own operations are 404 as well, and en
 One module per page or step: :mod:`.servers` (the server list and a server's page),
 :mod:`.calls` (the tool, prompt and resource forms that start an operation), :mod:`.operation`
 (the operation page, its panel, Stop, the result), :mod:`.answers` (answering a round) with
-:mod:`.review` (the review before Send), and :mod:`.common` (what they share).
+:mod:`.review` (the review before Send), :mod:`.waiting` (the rounds waiting for the person), and
+:mod:`.common` (what they share).
 """
 
 from __future__ import annotations

@@ -109,6 +109,7 @@
       openedAt = Date.now();
       root.setAttribute("data-ws-state", "open");
       resumed();
+      ws.send(JSON.stringify({type: "pending.watch"}));  // the navigation's "Waiting for you" (nav.js)
       refresh();  // what was pushed while the socket was closed
     };
     ws.onmessage = function (ev) {
@@ -121,6 +122,8 @@
         refresh();  // a panel too large to push: fetched instead
       } else if (msg && msg.type === "progress" && msg.id === opId) {
         showProgress(msg);
+      } else if (msg && msg.type === "pending" && window.mrtrwebPending) {
+        window.mrtrwebPending(msg);
       }
     };
     ws.onclose = function (ev) {

@@ -37,11 +37,16 @@
   function connect() {
     var scheme = location.protocol === "https:" ? "wss://" : "ws://";
     var ws = new WebSocket(scheme + location.host + root.getAttribute("data-ws"));
-    ws.onopen = function () { retry = 1000; root.setAttribute("data-ws-state", "open"); };
+    ws.onopen = function () {
+      retry = 1000;
+      root.setAttribute("data-ws-state", "open");
+      ws.send(JSON.stringify({type: "pending.watch"}));  // the navigation's "Waiting for you" (nav.js)
+    };
     ws.onmessage = function (ev) {
       var msg;
       try { msg = JSON.parse(ev.data); } catch (e) { return; }
       if (msg && msg.type === "listing" && msg.server === serverId) reread();
+      else if (msg && msg.type === "pending" && window.mrtrwebPending) window.mrtrwebPending(msg);
     };
     ws.onclose = function (ev) {
       root.setAttribute("data-ws-state", "closed");
