@@ -509,13 +509,17 @@ async def test_timeline_shows_the_rounds_in_chain_order(world):
     assert submitted.retry_id and submitted.retry_id in html and op.request_id in html
     assert "<code>confirm_deploy</code>: accept" in html
     received = events[0]
-    assert received.state_digest[:len("sha256:") + 12] in html  # shortened ...
-    assert f">{received.state_digest}<" not in html  # ... the full digest only in a title
+    algo = received.state_digest.rpartition(":")[0] + ":"
+    short = received.state_digest[:len(algo) + 8] + "…"
+    assert f'<code class="id" title="{received.state_digest}">{short}</code>' in html  # shortened ...
+    assert f">{received.state_digest}<" not in html  # ... the full digest only in a title and the copy button
+    assert f'data-copy="{received.state_digest}" aria-label="Copy full value"' in html
     assert "Demo server" in html and "Completed" in html
     # bob's attempt is in the chain of alice's operation: she sees it, as a digest
     assert world["foreign"].sequence in _sequences(html)
     bob_digest = audit.keyed_digest(f"user:{world['users']['bob'].pk}")
-    assert bob_digest[:24] + "…" in html and ">bob<" not in html  # not in her tenant: a digest only
+    assert f'title="{bob_digest}">{bob_digest[:len("hmac-sha256:") + 8]}…</code>' in html
+    assert ">bob<" not in html  # not in her tenant: a digest only
 
     # the admin sees a member's timeline, with the member's name; the member sees "you"
     html = (await _get(alice, f"/mcp/history/operations/{ops['carol_deploy'].id}/")).content.decode()
