@@ -432,6 +432,8 @@ PRODUCT_EXPRESSIONS = {
     "unavailable_message",
     # issue 15: a server's primary key (the server page's data-server, for its listing pushes)
     "server.pk",
+    # issue 17: page numbers of the history pages (the paginator's)
+    "number", "page_obj.start_index", "page_obj.end_index",
 }
 
 
