@@ -132,6 +132,9 @@ async def tenant_history(request: HttpRequest, slug: str) -> HttpResponse:
         query = saved.chosen_query(request.GET)
         if query is not None:
             await saved.remember(request.session, tenant.pk, query)
+            if any(not request.GET.get(k) for k in CHOICE_PARAMS if k in request.GET):
+                # the form sends every field: its link names only the chosen ones (page 1 of them)
+                return HttpResponseRedirect(f"{request.path}?{query}" if query else request.path)
     ctx = await sync_to_async(_tenant_history)(tenant, form, events, request.GET)
     # Invalid filters export nothing (never the unfiltered trail): the page shows the errors.
     status = 400 if fmt in EXPORT_FORMATS else 200
