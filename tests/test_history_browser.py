@@ -15,7 +15,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from tests.test_browser import (PASSWORDS, TEXT_DONE_SCRIPT, TIMEOUT_MS, _screenshot, app, browser,  # noqa: F401
+from tests.test_browser import (PASSWORDS, SCREENSHOTS, TEXT_DONE_SCRIPT, TIMEOUT_MS, _screenshot, app, browser,  # noqa: F401
                                 expect, live, valved_mcp)
 
 pytestmark = [pytest.mark.browser]
@@ -228,6 +228,8 @@ def test_tenant_history_in_the_viewers_zone_copy_filters_kept_and_pages(app):
 
     # The tenant history from her own history's list of the tenants she administers.
     page.get_by_role("link", name="Your consent history").click()
+    expect(page.locator("section.history-op time.when").first).to_have_attribute("data-local", "1")
+    _assert_fits(page)
     page.get_by_role("link", name="Acme Corp history").click()
     rows = page.locator("table.history-events tbody tr")
     expect(rows).to_have_count(50)  # 50 a page
@@ -293,4 +295,8 @@ def test_tenant_history_in_the_viewers_zone_copy_filters_kept_and_pages(app):
     timeline = rows.first.get_by_role("link", name="Timeline")
     timeline.scroll_into_view_if_needed()
     expect(timeline).to_be_in_viewport(ratio=1)  # whole, within the 390 px
+    page.goto("/mcp/history/")
+    _assert_fits(page)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "history-own-390.png"))  # the first screen: 60 rows below
     assert refused == []
