@@ -10,8 +10,8 @@
   try {
     format = new Intl.DateTimeFormat(navigator.language || undefined, {
       year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit",
-      second: "2-digit", hourCycle: "h23", timeZoneName: "short"
-    });
+      second: "2-digit", hourCycle: "h23", timeZoneName: "short", numberingSystem: "latn"
+    });  // the viewer's language names the zone; the digits stay Latin in the ISO-like shape
   } catch (e) {
     return;
   }
