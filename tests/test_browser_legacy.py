@@ -69,6 +69,11 @@ def test_legacy_form_elicitation_through_the_card(app):
     expect(card.locator(".server-message")).to_have_text("Deploy to production? (legacy server, call held open)")
     expect(card.get_by_label("Replicas")).to_have_value("1")  # the schema's default, pre-filled
     assert app.mcp.log.responses() == []  # the server's request is held, unanswered
+    # the answer-before deadline, pushed with the card, is shown in the viewer's zone (times.js)
+    deadline = page.locator(".legacy-notice time.when")
+    expect(deadline).to_have_attribute("data-local", "1")
+    expect(deadline).to_have_text(re.compile(r"^\d\d:\d\d:\d\d \S+$"))
+    expect(deadline).to_have_attribute("title", re.compile(r" UTC$"))
     _screenshot(page, "legacy-card.png")
 
     card.get_by_label("Confirm deployment").check()

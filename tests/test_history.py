@@ -338,6 +338,112 @@ async def test_pagination(world):
     assert 'href="?page=1&amp;outcome=rejected"' in html or 'href="?outcome=rejected&amp;page=1"' in html
 
 
+async def test_page_size_page_numbers_and_the_count(world):
+    alice = world["clients"]["alice"]
+    await sync_to_async(_bulk_events)(world["ops"]["alice_deploy"], 2 * PER_PAGE)
+    rejected = [e.sequence for e in await _events("acme", event="rejected")]
+    total = len(rejected)
+    assert total > 4 * 25
+    url = "/mcp/tenants/acme/history/"
+    html = (await _get(alice, url, {"outcome": "rejected", "per_page": "25", "page": "3"})).content.decode()
+    assert _sequences(html) == rejected[50:75]
+    assert f"{total} events" in html and f"51–75 of {total}" in html
+    assert re.search(r'<option value="25" selected>25</option>', html)  # the form shows the chosen size
+    pages = -(-total // 25)
+    numbers = re.findall(r'<li><a href="\?([^"]*)"[^>]*>([^<]*)</a></li>', html)
+    # the first, two either side of the current one, the last; each link keeps the filters and the size
+    assert [label for _, label in numbers] == ["1", "2", f"Page 3 of {pages}", "4", "5"] + (
+        [str(pages)] if pages > 5 else [])
+    for query, _ in numbers:
+        params = dict(p.split("=") for p in query.replace("&amp;", "&").split("&"))
+        assert params["outcome"] == "rejected" and params["per_page"] == "25", query
+    assert 'aria-current="page"' in html and 'rel="prev"' in html and 'rel="next"' in html
+    # the default size is 50, and it is what the form shows; a size not offered is a form error
+    html = (await _get(alice, url, {"outcome": "rejected"})).content.decode()
+    assert len(_sequences(html)) == PER_PAGE and re.search(r'<option value="50" selected>50</option>', html)
+    html = (await _get(alice, url, {"per_page": "100000"})).content.decode()
+    assert "Select a valid choice" in html and _sequences(html) == []
+
+
+async def test_filters_are_kept_per_tenant_until_cleared(world):
+    alice = world["clients"]["alice"]
+    url = "/mcp/tenants/acme/history/"
+    # nothing kept yet: the bare page lists everything
+    resp = await alice.get(url)
+    assert resp.status_code == 200 and _sequences(resp.content.decode())
+    # filters applied through the form (empty fields included) are kept ...
+    resp = await alice.get(url, {"user": "carol", "server": "", "tool": "", "outcome": "completed", "code": "",
+                                 "from": "", "to": "", "per_page": "25", "page": "2"})
+    # (the form's link names only the chosen filters, from their first page)
+    assert resp.status_code == 302 and resp["Location"] == f"{url}?user=carol&outcome=completed&per_page=25"
+    carols = _sequences((await alice.get(resp["Location"])).content.decode())
+    assert carols
+    # ... so leaving and coming back to the tenant history restores them (no page, no format kept)
+    resp = await alice.get(url)
+    assert resp.status_code == 302 and resp["Location"] == f"{url}?user=carol&outcome=completed&per_page=25"
+    html = (await alice.get(resp["Location"])).content.decode()
+    assert _sequences(html) == carols and re.search(r'<option value="carol" selected>', html)
+    # the export and page links of the page keep them too
+    assert re.search(r'href="\?user=carol&amp;outcome=completed&amp;per_page=25&amp;format=csv"', html), html
+    # a page link or an export does not change what is kept
+    await _body(await alice.get(url, {"format": "csv"}))
+    assert (await alice.get(url, {"page": "2"})).status_code == 200
+    assert (await alice.get(url))["Location"].endswith("?user=carol&outcome=completed&per_page=25")
+    # invalid filters are not kept
+    assert (await alice.get(url, {"outcome": "exploded"})).status_code == 200
+    assert (await alice.get(url))["Location"].endswith("?user=carol&outcome=completed&per_page=25")
+    # new filters replace them
+    assert (await alice.get(url, {"outcome": "submitted"})).status_code == 200
+    assert (await alice.get(url))["Location"].endswith("?outcome=submitted")
+    # they are this session's and this tenant's: another session of alice starts clear
+    other = await _client(world["users"]["alice"])
+    assert (await other.get(url)).status_code == 200
+    # "Clear" forgets them and shows everything
+    page = (await alice.get(f"{url}?outcome=submitted")).content.decode()
+    assert f'href="{url}?clear=1"' in page
+    resp = await alice.get(url, {"clear": "1"})
+    assert resp.status_code == 302 and resp["Location"] == url
+    resp = await alice.get(url)
+    assert resp.status_code == 200 and _sequences(resp.content.decode()) == [e.sequence for e in await _events("acme")]
+    # submitting the form with every field empty forgets them as well
+    assert (await alice.get(url, {"outcome": "completed"})).status_code == 200
+    resp = await alice.get(url, {"user": "", "outcome": ""})
+    assert resp.status_code == 302 and resp["Location"] == url
+    assert (await alice.get(url)).status_code == 200
+    # someone who is no admin of the tenant gets 404 before anything is kept or restored
+    carol = world["clients"]["carol"]
+    assert (await carol.get(url, {"outcome": "completed"})).status_code == 404
+    assert (await carol.get(url, {"clear": "1"})).status_code == 404
+    assert (await carol.get(url)).status_code == 404
+
+
+async def test_ids_are_short_and_times_name_their_zone(world):
+    alice = world["clients"]["alice"]
+    html = (await _get(alice, "/mcp/tenants/acme/history/", {"outcome": "submitted", "user": "carol"})).content.decode()
+    event = (await _events("acme", event="submitted", operation_id=world["ops"]["carol_deploy"].id))[0]
+    for full in (event.request_id, event.retry_id, event.hash, event.state_digest):
+        assert full and f">{full}<" not in html, full  # never a whole id as text ...
+        assert f'title="{full}">' in html and f'data-copy="{full}"' in html, full  # ... but on hover and copy
+    assert f'<code class="id" title="{event.retry_id}">mrtr-{event.retry_id[5:13]}…</code>' in html
+    assert f'<code class="id" title="{event.hash}">{event.hash[:8]}…</code>' in html
+    utc = event.created_at.astimezone(dt.timezone.utc)
+    stamp = utc.strftime("%Y-%m-%d %H:%M:%S")
+    assert (f'<time class="when" datetime="{utc.strftime("%Y-%m-%dT%H:%M:%SZ")}" title="{stamp} UTC" '
+            f'data-when="datetime">{stamp} UTC</time>') in html
+    # the operation's timeline is one click away from the row's time
+    link = f'<a class="timeline-link" href="/mcp/history/operations/{event.operation_id}/">Timeline</a>'
+    assert link in html
+    # the timeline shows its ids short as well, and the index its start times with the zone
+    op = world["ops"]["carol_deploy"]
+    timeline = (await _get(alice, f"/mcp/history/operations/{op.id}/")).content.decode()
+    assert f">{op.id}<" not in timeline and f'data-copy="{op.id}"' in timeline
+    assert f'data-copy="{op.request_id}"' in timeline and f">{op.request_id}<" not in timeline
+    index = (await _get(alice, "/mcp/")).content.decode()
+    started = (await Operation.objects.aget(pk=world["ops"]["alice_deploy"].pk)).created_at
+    assert f'title="{started.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")} UTC"' in index
+    assert "/static/mrtrweb/times.js" in index
+
+
 def _bulk_events(op: Operation, n: int) -> None:
     op = Operation.objects.select_related("server").get(pk=op.pk)
     for i in range(n):
@@ -509,13 +615,17 @@ async def test_timeline_shows_the_rounds_in_chain_order(world):
     assert submitted.retry_id and submitted.retry_id in html and op.request_id in html
     assert "<code>confirm_deploy</code>: accept" in html
     received = events[0]
-    assert received.state_digest[:len("sha256:") + 12] in html  # shortened ...
-    assert f">{received.state_digest}<" not in html  # ... the full digest only in a title
+    algo = received.state_digest.rpartition(":")[0] + ":"
+    short = received.state_digest[:len(algo) + 8] + "…"
+    assert f'<code class="id" title="{received.state_digest}">{short}</code>' in html  # shortened ...
+    assert f">{received.state_digest}<" not in html  # ... the full digest only in a title and the copy button
+    assert f'data-copy="{received.state_digest}" aria-label="Copy full value"' in html
     assert "Demo server" in html and "Completed" in html
     # bob's attempt is in the chain of alice's operation: she sees it, as a digest
     assert world["foreign"].sequence in _sequences(html)
     bob_digest = audit.keyed_digest(f"user:{world['users']['bob'].pk}")
-    assert bob_digest[:24] + "…" in html and ">bob<" not in html  # not in her tenant: a digest only
+    assert f'title="{bob_digest}">{bob_digest[:len("hmac-sha256:") + 8]}…</code>' in html
+    assert ">bob<" not in html  # not in her tenant: a digest only
 
     # the admin sees a member's timeline, with the member's name; the member sees "you"
     html = (await _get(alice, f"/mcp/history/operations/{ops['carol_deploy'].id}/")).content.decode()

@@ -419,20 +419,21 @@ PRODUCT_EXPRESSIONS = {
     "op.get_status_display", "item.view.kind", "item.kind", "block.kind", "review.token", "name", "value",
     "field.auto_id", "field.label_tag", "field", "field.help_text", "field.errors",
     "form.non_field_errors", "form.as_div", "p.0", "row.event", "row.sequence", "row.round_number",
-    "row.request_id", "row.retry_id", "row.user_digest", "row.user_short", "row.state_digest", "row.state_short",
-    "row.display_digest", "row.display_short", "row.config_digest", "row.config_short", "row.hash",
-    "row.hash_short", "row.method", "op.status_code", "op.request_id", "op_id", "op.status", "what",
+    "row.request_id", "row.retry_id", "row.user_digest", "row.state_digest",
+    "row.display_digest", "row.config_digest", "row.hash", "row.method", "op.status_code", "op.request_id", "op_id", "op.status", "what",
     "clock", "tz", "iso", "sampling", "roots", "host", "server", "logout_url", "next", "LANGUAGE_CODE",
     "op.rounds", "page_obj.number", "page_obj.paginator.num_pages", "page_obj.paginator.count",
     "reused_states", "run_again_url", "shown_chars", "total_chars", "stored_truncated.original_bytes",
     "stored_truncated.stored_bytes", "max_shown", "duplicates", "not_shown",
-    "row.auth_mode", "row.auth_digest", "row.auth_digest_short", "row.auth_identity", "row.auth_identity_short",
+    "row.auth_mode", "row.auth_digest", "row.auth_identity",
     # issue 13: an auth error code (a product constant), message levels, a server's primary key
     "auth_failure.code", "m.tags", "c.server.pk", "auth_form.non_field_errors",
     # issue 14: the 503 page's own sentence (mrtrweb.outage.ServiceUnavailable.message, a product constant)
     "unavailable_message",
     # issue 15: a server's primary key (the server page's data-server, for its listing pushes)
     "server.pk",
+    # issue 17: page numbers of the history pages (the paginator's)
+    "number", "page_obj.start_index", "page_obj.end_index",
 }
 
 
@@ -448,9 +449,9 @@ def test_every_template_expression_is_shown_or_the_products_own():
         exprs += re.findall(r"\b\w+=([\w.]+(?:\|[\w:\"',_()]+)?)", " ".join(attrs for attrs, _ in blocks))
         for expr in exprs:
             base, _, filters = expr.partition("|")
-            if filters.split("|")[0].split(":")[0] in ("shown", "shown_text", "href", "ascii_url") or base in PRODUCT_EXPRESSIONS:
+            if filters.split("|")[0].split(":")[0] in ("shown", "shown_text", "href", "ascii_url", "short_id") or base in PRODUCT_EXPRESSIONS:
                 continue
-            if base.startswith(("row.created_at", "op.created_at")) or filters.startswith(("date", "yesno", "time", "urlencode")):
+            if base.startswith(("row.created_at", "op.created_at")) or filters.startswith(("date", "yesno", "time", "when", "urlencode")):
                 continue  # dates, product choices, a percent-encoded query
             if base in bound:
                 continue  # a blocktranslate variable, filtered where it is bound

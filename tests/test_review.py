@@ -400,7 +400,9 @@ async def test_the_legacy_hold_notice_shows_only_when_set(seeded):
     held = await sync_to_async(render)(legacy_hold={"deadline": deadline, "method": "elicitation/create", "round": 1})
     assert '<aside class="legacy-notice" role="note"' in held
     assert "The server is holding its call open while you decide." in held
-    assert '<time datetime="2026-11-30T12:34:56+00:00">12:34:56 UTC</time>' in held
+    # the deadline in UTC naming its zone; times.js shows it in the viewer's zone (title keeps UTC)
+    assert ('<time class="when" datetime="2026-11-30T12:34:56Z" title="2026-11-30 12:34:56 UTC" data-when="time">'
+            '12:34:56 UTC</time>') in held
     assert held.index("legacy-notice") < held.index('class="card"')
     assert "legacy-notice" not in await sync_to_async(render)()
 
