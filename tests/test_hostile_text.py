@@ -434,6 +434,8 @@ PRODUCT_EXPRESSIONS = {
     "server.pk",
     # issue 17: page numbers of the history pages (the paginator's)
     "number", "page_obj.start_index", "page_obj.end_index",
+    # issue 17: counts of the person's waiting rounds, and a URL reversed by the template
+    "nav.count", "count", "listed", "waiting_url",
 }
 
 

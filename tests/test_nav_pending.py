@@ -5,6 +5,8 @@ on every page (one query) and pushed to their sockets that watch them (:mod:`mrt
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
 from asgiref.sync import sync_to_async
 from django.db import connection
@@ -61,7 +63,8 @@ async def test_a_watching_socket_gets_its_users_rounds_as_they_come_and_go(seede
     assert f'href="/mcp/operations/{op_id}/"' not in page.split("<main")[0]  # the list is pushed, not rendered
     assert 'class="nav-pending-count">0<' in (await bob.get("/mcp/")).content.decode()
     waiting = (await alice.get("/mcp/waiting/")).content.decode()
-    assert f'href="/mcp/operations/{op_id}/"' in waiting and op.round_expires_at.isoformat() in waiting
+    expires_utc = op.round_expires_at.astimezone(dt.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+    assert f'href="/mcp/operations/{op_id}/"' in waiting and f'datetime="{expires_utc}"' in waiting
     assert f'/mcp/operations/{op_id}/' not in (await bob.get("/mcp/waiting/")).content.decode()
 
     # answered (declined): the round left awaiting_input, the count drops

@@ -3,6 +3,8 @@ its server, tool and expiry, linking to its operation page (:mod:`mrtrweb.pendin
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
@@ -17,5 +19,7 @@ async def waiting_rounds(request: HttpRequest) -> HttpResponse:
     :data:`mrtrweb.pending.LISTED`, soonest to expire first; the count is all of them)."""
     user = await _user(request)
     count, rounds = await sync_to_async(pending.waiting_rounds)(user.pk)
+    for r in rounds:  # the page shows the expiry through |when (the viewer's zone), the push the ISO text
+        r["expires_at"] = datetime.fromisoformat(r["expires"]) if r["expires"] else None
     return TemplateResponse(request, "mrtrweb/waiting.html", {"count": count, "rounds": rounds,
                                                                "listed": pending.LISTED})
