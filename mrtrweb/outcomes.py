@@ -1,0 +1,109 @@
+"""How an operation's outcome reads to its person (issue 17), derived from what is stored.
+
+The stored ``Operation.status`` and ``error_code`` stay as they are (the audit trail, metrics,
+the headless client and the tests rely on them); this module only says how they are *shown*:
+
+* the person's own Stop is stored ``denied`` (code ``denied``, audit reason ``cancelled``, the
+  message of :data:`~mrtrweb.operations.STOPPED_BY` / ``STOPPED_BY_AT_ROUND``): it reads
+  "Stopped by you", not "Denied" (a refusal by the gate or by access);
+* an answer that came after its round's lifetime is stored ``denied`` (reason ``timeout``): to
+  its person that round expired, as a swept one (status ``expired``) did;
+* which ended operations offer "Run again" with the same arguments (:func:`rerunnable`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from django.utils.translation import gettext, gettext_lazy as _
+
+from .models import AuditEvent, Operation
+from .operations.messages import DENY_MESSAGES, STOPPED_BY, STOPPED_BY_AT_ROUND
+
+__all__ = ["ENDED_WITHOUT_RESULT", "STOPPED_BY_YOU", "answer_withheld", "expired", "rerunnable", "status_label",
+           "stopped_by_person"]
+
+#: the shown status of an operation its person stopped
+STOPPED_BY_YOU: Final = _("Stopped by you")
+#: the same, read by someone else (a tenant admin's view of the operation's timeline)
+STOPPED_BY_OWNER: Final = _("Stopped by its person")
+#: the shown status of an operation still marked waiting whose round is no longer open (answered
+#: from another tab and on its way, or past its lifetime and not yet swept)
+ROUND_CLOSED: Final = _("Round closed")
+
+#: the statuses of an operation that ended without a result: each may be run again
+ENDED_WITHOUT_RESULT: Final = frozenset({Operation.Status.FAILED, Operation.Status.INTERRUPTED,
+                                         Operation.Status.DENIED, Operation.Status.EXPIRED})
+
+#: the stored messages of the person's own Stop (while a call ran, or while a round waited)
+_STOPPED_BY_PERSON_MESSAGES: Final = frozenset({STOPPED_BY["person"][:500], STOPPED_BY_AT_ROUND["person"][:500]})
+#: the stored message of an answer that arrived after its round's lifetime
+_LATE_ANSWER_MESSAGE: Final = DENY_MESSAGES["timeout"][:500]
+
+
+def stopped_by_person(op: Operation) -> bool:
+    """Whether ``op`` ended because its own person pressed Stop (not the gate, not their access,
+    not the headless client's time limit)."""
+    return (op.status == Operation.Status.DENIED and op.error_code == "denied"
+            and op.error_message in _STOPPED_BY_PERSON_MESSAGES)
+
+
+def expired(op: Operation) -> bool:
+    """Whether ``op``'s round expired unanswered: swept (``expired``), or answered too late (a
+    ``denied`` outcome with reason ``timeout``). Either way nothing was sent for it."""
+    if op.status == Operation.Status.EXPIRED:
+        return True
+    return op.status == Operation.Status.DENIED and op.error_message == _LATE_ANSWER_MESSAGE
+
+
+def status_label(op: Operation, own: bool = True) -> str:
+    """The status as the person reads it: "Stopped by you" for their own Stop ("Stopped by its
+    person" when ``own`` is False: an admin reading someone else's timeline), "Expired" for a
+    round answered after its lifetime, else the stored status's label."""
+    if stopped_by_person(op):
+        return str(STOPPED_BY_YOU if own else STOPPED_BY_OWNER)
+    if expired(op):
+        return str(Operation.Status.EXPIRED.label)
+    return str(op.get_status_display())
+
+
+def answer_withheld(op_id: Any) -> bool:
+    """Whether the last answer the person gave ``op_id`` was Decline or Cancel on every request
+    (the server was told, and ended the operation with its own result): then running it again
+    makes sense too. One query (sync)."""
+    actions = (AuditEvent.objects.filter(operation_id=op_id, event="submitted").order_by("-sequence")
+               .values_list("actions", flat=True).first())
+    return bool(actions) and isinstance(actions, dict) and set(actions.values()) <= {"decline", "cancel"}
+
+
+def rerunnable(op: Operation) -> bool:
+    """Whether ``op`` may be run again with the same arguments (:mod:`mrtrweb.rerun`): it ended
+    without a result (failed, interrupted, denied -- the person's Stop included --, expired), or
+    it completed after the person declined or cancelled its last round. Sync (at most one query)."""
+    if op.status in ENDED_WITHOUT_RESULT:
+        return True
+    return op.status == Operation.Status.COMPLETED and answer_withheld(op.pk)
+
+
+def way_on(op: Operation) -> dict[str, Any]:
+    """What the page of an ended operation offers next: ``rerun`` (the "Run again" form: the same
+    arguments, a new operation), ``rerun_of`` (the operation it was already run again as, when
+    it was), and a short ``heading`` for an outcome the panel explains itself."""
+    done = {"rerun": False, "rerun_of": None}
+    if not rerunnable(op):
+        return done
+    if op.rerun_as is not None and Operation.objects.filter(pk=op.rerun_as, user_id=op.user_id).exists():
+        return {"rerun": False, "rerun_of": op.rerun_as}
+    return {"rerun": True, "rerun_of": None}
+
+
+def outcome_heading(op: Operation) -> str:
+    """The heading of an ended-without-result outcome the panel explains (expired, stopped,
+    denied); ``""`` for the others (failed and interrupted have their own)."""
+    if expired(op):
+        return gettext("This round expired")
+    if stopped_by_person(op):
+        return gettext("The operation was stopped")
+    if op.status == Operation.Status.DENIED:
+        return gettext("The operation was denied")
+    return ""
