@@ -148,6 +148,8 @@ def panel_context(op: Operation, *, forms: dict[str, SchemaForm] | None = None, 
         ctx["auth_failure"] = auth_failure(op)  # stopped on authorization: Connect and run again (issue 13)
     if op.is_terminal:
         ctx.update(_outcome(op))
+        if error and error == op.error_message:
+            ctx["error"] = ""  # the outcome below says it: once
     if op.status == Operation.Status.COMPLETED:
         ctx.update(results.shown(op.method, op.result))  # blocks within MAX_SHOWN_CHARS; the rest downloads
         ctx["is_error"] = bool(isinstance(op.result, dict) and op.result.get("isError") is True)
