@@ -119,6 +119,10 @@ async def test_the_persons_stop_reads_stopped_by_you(seeded):
     assert "Stopped by you" in history
     timeline = (await client.get(f"/mcp/history/operations/{op.id}/")).content.decode()
     assert "Stopped by you" in timeline
+    again = await client.post(f"/mcp/operations/{op.id}/stop/")  # a second Stop (another tab)
+    assert again.status_code == 409
+    body = again.content.decode()
+    assert "This operation had already ended: there was nothing to stop." in body and "no longer open" not in body
 
 
 async def test_a_denial_by_the_gate_stays_denied(seeded):
@@ -144,6 +148,7 @@ async def test_a_duplicate_send_is_a_409_that_says_it_once_with_the_real_status(
     assert again.status_code == 409
     body = again.content.decode()
     assert body.count("no longer open") == 1 and WAITING not in body
+    assert "Your answer was not sent" in body
     assert '<strong class="status-label">Completed</strong>' in body
     assert 'class="result' in body  # the way on: the result
     # declined: the person may run it again
