@@ -36,7 +36,7 @@ def consent_forms(rnd: Round, data: Any = None) -> dict[str, SchemaForm]:
 
 
 def run_again_url(op: Operation) -> str:
-    """Where "Run it again" leads: the call page of the operation's tool or prompt (named exactly
+    """Where "Change the arguments" leads: the call page of the operation's tool or prompt (named exactly
     as it was called, :mod:`mrtrweb.names`), else the server page."""
     kind = {"tools/call": "tool", "prompts/get": "prompt"}.get(op.method)
     params = results.stored_params(op.params)

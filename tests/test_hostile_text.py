@@ -433,7 +433,12 @@ PRODUCT_EXPRESSIONS = {
     "unavailable_message",
     # issue 15: a server's primary key (the server page's data-server, for its listing pushes)
     "server.pk",
+    # issue 17: an operation's shown status and outcome heading (mrtrweb.outcomes: product labels)
+    "status_label", "outcome_heading",
 }
+#: filters whose output is the product's own text whatever their input (mrtrweb.outcomes.status_label:
+#: a status label, never server text)
+PRODUCT_FILTERS = ("status_label",)
 
 
 def test_every_template_expression_is_shown_or_the_products_own():
@@ -448,7 +453,8 @@ def test_every_template_expression_is_shown_or_the_products_own():
         exprs += re.findall(r"\b\w+=([\w.]+(?:\|[\w:\"',_()]+)?)", " ".join(attrs for attrs, _ in blocks))
         for expr in exprs:
             base, _, filters = expr.partition("|")
-            if filters.split("|")[0].split(":")[0] in ("shown", "shown_text", "href", "ascii_url") or base in PRODUCT_EXPRESSIONS:
+            first = filters.split("|")[0].split(":")[0]
+            if first in ("shown", "shown_text", "href", "ascii_url", *PRODUCT_FILTERS) or base in PRODUCT_EXPRESSIONS:
                 continue
             if base.startswith(("row.created_at", "op.created_at")) or filters.startswith(("date", "yesno", "time", "urlencode")):
                 continue  # dates, product choices, a percent-encoded query
