@@ -17,11 +17,11 @@ from typing import Any, Final
 
 from django.utils.translation import gettext, gettext_lazy as _
 
-from .models import AuditEvent, Operation
+from .models import Operation
 from .operations.messages import DENY_MESSAGES, STOPPED_BY, STOPPED_BY_AT_ROUND
 
-__all__ = ["ENDED_WITHOUT_RESULT", "STOPPED_BY_YOU", "answer_withheld", "expired", "rerunnable", "status_label",
-           "stopped_by_person"]
+__all__ = ["ENDED_WITHOUT_RESULT", "STOPPED_BY_YOU", "expired", "outcome_heading", "rerunnable", "status_label",
+           "stopped_by_person", "way_on"]
 
 #: the shown status of an operation its person stopped
 STOPPED_BY_YOU: Final = _("Stopped by you")
@@ -67,28 +67,18 @@ def status_label(op: Operation, own: bool = True) -> str:
     return str(op.get_status_display())
 
 
-def answer_withheld(op_id: Any) -> bool:
-    """Whether the last answer the person gave ``op_id`` was Decline or Cancel on every request
-    (the server was told, and ended the operation with its own result): then running it again
-    makes sense too. One query (sync)."""
-    actions = (AuditEvent.objects.filter(operation_id=op_id, event="submitted").order_by("-sequence")
-               .values_list("actions", flat=True).first())
-    return bool(actions) and isinstance(actions, dict) and set(actions.values()) <= {"decline", "cancel"}
-
-
 def rerunnable(op: Operation) -> bool:
     """Whether ``op`` may be run again with the same arguments (:mod:`mrtrweb.rerun`): it ended
-    without a result (failed, interrupted, denied -- the person's Stop included --, expired), or
-    it completed after the person declined or cancelled its last round. Sync (at most one query)."""
-    if op.status in ENDED_WITHOUT_RESULT:
-        return True
-    return op.status == Operation.Status.COMPLETED and answer_withheld(op.pk)
+    without a result (failed, interrupted, denied -- the person's Stop and their Decline/Cancel of a
+    sampling, roots or URL-required round included --, expired). A completed operation shows its
+    result instead (a Decline or Cancel of a form round is sent to the server, whose result ends it)."""
+    return op.status in ENDED_WITHOUT_RESULT
 
 
 def way_on(op: Operation) -> dict[str, Any]:
     """What the page of an ended operation offers next: ``rerun`` (the "Run again" form: the same
     arguments, a new operation), ``rerun_of`` (the operation it was already run again as, when
-    it was), and a short ``heading`` for an outcome the panel explains itself."""
+    it was). No query unless it was run again (a pushed panel costs what it did)."""
     done = {"rerun": False, "rerun_of": None}
     if not rerunnable(op):
         return done

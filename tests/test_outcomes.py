@@ -29,8 +29,8 @@ pytestmark = [pytest.mark.django_db(transaction=True)]
 
 WAITING = "Waiting for your answer"
 CLOSED_ONCE = "This round is no longer open"
-RERUN_FORM = re.compile(r'<form method="post" action="/mcp/operations/([0-9a-f-]{36})/rerun/" class="inline rerun-form">'
-                        r'<input type="hidden" name="csrfmiddlewaretoken" value="[^"]+">')
+RERUN_FORM = re.compile(r'<form method="post" action="/mcp/operations/([0-9a-f-]{36})/rerun/" '
+                        r'class="inline rerun-form"><input type="hidden" name="csrfmiddlewaretoken" value="[^"]+">')
 
 
 @pytest.fixture
@@ -150,9 +150,9 @@ async def test_a_duplicate_send_is_a_409_that_says_it_once_with_the_real_status(
     assert body.count("no longer open") == 1 and WAITING not in body
     assert "Your answer was not sent" in body
     assert '<strong class="status-label">Completed</strong>' in body
-    assert 'class="result' in body  # the way on: the result
-    # declined: the person may run it again
-    assert RERUN_FORM.search(body) and await sync_to_async(outcomes.rerunnable)(row) is True
+    # the way on: the server's result
+    assert "Account connection declined by the user; nothing was done." in body.split('<div class="result', 1)[1]
+    assert RERUN_FORM.search(body) is None and outcomes.rerunnable(row) is False  # it has its result
     assert seeded["mcp"].calls[("connect_account", True)] == 1
 
 
