@@ -206,3 +206,18 @@ def test_the_404_page(app, settings):
     home.click()
     expect(page.get_by_role("heading", name="Your MCP servers")).to_be_visible()
     assert failed == []
+
+
+def test_no_favicon_request_fails_from_sign_in_on(app):
+    """From the sign-in page (templates/registration) through the index: every page links the icon,
+    and no favicon request fails or answers an error."""
+    page = app.new_context().new_page()
+    failed = _watch_favicons(page)
+    page.goto("/accounts/login/?next=/mcp/")
+    _assert_favicon(page, failed)
+    page.get_by_label("Username").fill("alice")
+    page.get_by_label("Password").fill(PASSWORDS["alice"])
+    with page.expect_navigation():
+        page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("heading", name="Your MCP servers")).to_be_visible()
+    _assert_favicon(page, failed)
