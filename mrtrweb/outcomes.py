@@ -27,6 +27,8 @@ __all__ = ["ENDED_WITHOUT_RESULT", "STOPPED_BY_YOU", "expired", "outcome_heading
 STOPPED_BY_YOU: Final = _("Stopped by you")
 #: the same, read by someone else (a tenant admin's view of the operation's timeline)
 STOPPED_BY_OWNER: Final = _("Stopped by its person")
+#: the shown status of an operation the headless client stopped when its time limit passed
+STOPPED_AT_TIME_LIMIT: Final = _("Stopped: time limit")
 #: the shown status of an operation still marked waiting whose round is no longer open (answered
 #: from another tab and on its way, or past its lifetime and not yet swept)
 ROUND_CLOSED: Final = _("Round closed")
@@ -37,6 +39,9 @@ ENDED_WITHOUT_RESULT: Final = frozenset({Operation.Status.FAILED, Operation.Stat
 
 #: the stored messages of the person's own Stop (while a call ran, or while a round waited)
 _STOPPED_BY_PERSON_MESSAGES: Final = frozenset({STOPPED_BY["person"][:500], STOPPED_BY_AT_ROUND["person"][:500]})
+#: the same, of the headless client's time limit
+_STOPPED_AT_LIMIT_MESSAGES: Final = frozenset({STOPPED_BY["headless_timeout"][:500],
+                                               STOPPED_BY_AT_ROUND["headless_timeout"][:500]})
 #: the stored message of an answer that arrived after its round's lifetime
 _LATE_ANSWER_MESSAGE: Final = DENY_MESSAGES["timeout"][:500]
 
@@ -46,6 +51,12 @@ def stopped_by_person(op: Operation) -> bool:
     not the headless client's time limit)."""
     return (op.status == Operation.Status.DENIED and op.error_code == "denied"
             and op.error_message in _STOPPED_BY_PERSON_MESSAGES)
+
+
+def stopped_at_time_limit(op: Operation) -> bool:
+    """Whether the headless client stopped ``op`` because its time limit passed."""
+    return (op.status == Operation.Status.DENIED and op.error_code == "denied"
+            and op.error_message in _STOPPED_AT_LIMIT_MESSAGES)
 
 
 def expired(op: Operation) -> bool:
@@ -62,6 +73,8 @@ def status_label(op: Operation, own: bool = True) -> str:
     round answered after its lifetime, else the stored status's label."""
     if stopped_by_person(op):
         return str(STOPPED_BY_YOU if own else STOPPED_BY_OWNER)
+    if stopped_at_time_limit(op):
+        return str(STOPPED_AT_TIME_LIMIT)
     if expired(op):
         return str(Operation.Status.EXPIRED.label)
     return str(op.get_status_display())
@@ -77,14 +90,15 @@ def rerunnable(op: Operation) -> bool:
 
 def way_on(op: Operation) -> dict[str, Any]:
     """What the page of an ended operation offers next: ``rerun`` (the "Run again" form: the same
-    arguments, a new operation), ``rerun_of`` (the operation it was already run again as, when
-    it was). No query unless it was run again (a pushed panel costs what it did)."""
-    done = {"rerun": False, "rerun_of": None}
+    arguments, a new operation); once it was run again (one run again per operation),
+    ``rerun_done`` and ``rerun_of``, the new operation while it exists. No query unless it was
+    run again (a pushed panel costs what it did)."""
     if not rerunnable(op):
-        return done
-    if op.rerun_as is not None and Operation.objects.filter(pk=op.rerun_as, user_id=op.user_id).exists():
-        return {"rerun": False, "rerun_of": op.rerun_as}
-    return {"rerun": True, "rerun_of": None}
+        return {"rerun": False, "rerun_done": False, "rerun_of": None}
+    if op.rerun_as is None:
+        return {"rerun": True, "rerun_done": False, "rerun_of": None}
+    exists = Operation.objects.filter(pk=op.rerun_as, user_id=op.user_id).exists()
+    return {"rerun": False, "rerun_done": True, "rerun_of": op.rerun_as if exists else None}
 
 
 def outcome_heading(op: Operation) -> str:
@@ -92,7 +106,7 @@ def outcome_heading(op: Operation) -> str:
     denied); ``""`` for the others (failed and interrupted have their own)."""
     if expired(op):
         return gettext("This round expired")
-    if stopped_by_person(op):
+    if stopped_by_person(op) or stopped_at_time_limit(op):
         return gettext("The operation was stopped")
     if op.status == Operation.Status.DENIED:
         return gettext("The operation was denied")

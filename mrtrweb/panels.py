@@ -157,14 +157,15 @@ def panel_context(op: Operation, *, forms: dict[str, SchemaForm] | None = None, 
 
 
 def _outcome(op: Operation) -> dict[str, Any]:
-    """An ended operation's part of the panel (issue 17): how it ended (``expired``,
-    ``stopped_by_you``, ``outcome_heading``) and the way on: "Run again" with the same arguments
-    (``rerun``; ``rerun_of``: the operation it already became), and the call page to change them
-    (``run_again_url``)."""
-    ctx: dict[str, Any] = {"expired": outcomes.expired(op), "stopped_by_you": outcomes.stopped_by_person(op),
+    """An ended operation's part of the panel (issue 17): how it ended (``expired``; ``stopped``:
+    by its person or the headless time limit; ``outcome_heading``) and the way on: "Run again"
+    with the same arguments (``rerun``; ``rerun_done``/``rerun_of``: it already became one), and the
+    call page to change them (``run_again_url``)."""
+    ctx: dict[str, Any] = {"expired": outcomes.expired(op),
+                           "stopped": outcomes.stopped_by_person(op) or outcomes.stopped_at_time_limit(op),
                            "outcome_heading": outcomes.outcome_heading(op)}
     ctx.update(outcomes.way_on(op))
-    if ctx["rerun"] or ctx["rerun_of"]:
+    if ctx["rerun"] or ctx["rerun_done"]:
         ctx["run_again_url"] = run_again_url(op)
     return ctx
 

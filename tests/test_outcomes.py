@@ -178,3 +178,20 @@ async def test_a_running_operation_cannot_be_run_again(seeded):
     other = AsyncClient()
     await other.aforce_login(seeded["users"]["bob"])
     assert (await other.post(f"/mcp/operations/{op.id}/rerun/")).status_code == 404
+
+
+@pytest.mark.parametrize("message, label", [
+    (operations.STOPPED_BY["person"], "Stopped by you"),
+    (operations.STOPPED_BY_AT_ROUND["person"], "Stopped by you"),
+    (operations.STOPPED_BY["headless_timeout"], "Stopped: time limit"),
+    (operations.STOPPED_BY_AT_ROUND["headless_timeout"], "Stopped: time limit"),
+    (operations.DENY_MESSAGES["server_config_changed"], "Denied"),
+    (operations.DENY_MESSAGES["timeout"], "Expired"),
+])
+def test_the_shown_status_of_a_denied_operation(message, label):
+    op = Operation(status="denied", error_code="denied", error_message=message)
+    assert outcomes.status_label(op) == label
+    assert outcomes.rerunnable(op)
+    if label == "Stopped by you":
+        assert outcomes.status_label(op, own=False) == "Stopped by its person"
+    assert outcomes.status_label(Operation(status="awaiting_input")) == "Waiting for your answer"
