@@ -23,6 +23,7 @@ import pytest
 from tests.test_browser import (  # noqa: F401 -- fixtures
     OP_URL, PASSWORDS, TIMEOUT_MS, _screenshot, _status, app, browser, expect, live, valved_mcp,
 )
+from tests.test_a11y_xss_browser import axe_js  # noqa: F401 -- fixture
 
 pytestmark = [pytest.mark.browser]
 
@@ -221,3 +222,23 @@ def test_no_favicon_request_fails_from_sign_in_on(app):
         page.get_by_role("button", name="Sign in").click()
     expect(page.get_by_role("heading", name="Your MCP servers")).to_be_visible()
     _assert_favicon(page, failed)
+
+
+def test_outcome_and_error_pages_pass_axe(app, axe_js):
+    """axe-core finds no serious or critical violation on a stopped operation's page (its outcome
+    and Run again) nor on the 404 page."""
+    from tests.test_a11y_xss_browser import _serious, _sign_in
+
+    page = _sign_in(app, "alice", bypass_csp=True)  # axe is injected as a script tag
+    app.open_tool(page, "deploy")
+    page.locator("[name='arg-replicas']").fill("1")
+    page.locator("[name='arg-env']").select_option("staging")
+    page.get_by_role("button", name="Call tool").click()
+    expect(app.card(page)).to_be_visible()
+    with page.expect_navigation():
+        page.get_by_role("button", name="Stop this operation without answering").click()
+    expect(page.locator(".panel .status-label")).to_have_text("Stopped by you")
+    assert _serious(page, axe_js) == []
+    page.goto("/mcp/nothing-here/")
+    expect(page.get_by_role("heading", name="This page does not exist")).to_be_visible()
+    assert _serious(page, axe_js) == []
