@@ -9,7 +9,7 @@ from typing import Any
 
 from django.template.loader import render_to_string
 
-from . import audit, names, results, sampling
+from . import audit, names, outcomes, results, sampling
 from .authz.pages import auth_failure
 from .forms import SchemaForm
 from .gate import Round, StoreUnavailable, digest
@@ -36,7 +36,7 @@ def consent_forms(rnd: Round, data: Any = None) -> dict[str, SchemaForm]:
 
 
 def run_again_url(op: Operation) -> str:
-    """Where "Run it again" leads: the call page of the operation's tool or prompt (named exactly
+    """Where "Change the arguments" leads: the call page of the operation's tool or prompt (named exactly
     as it was called, :mod:`mrtrweb.names`), else the server page."""
     kind = {"tools/call": "tool", "prompts/get": "prompt"}.get(op.method)
     params = results.stored_params(op.params)
@@ -104,7 +104,8 @@ def panel_context(op: Operation, *, forms: dict[str, SchemaForm] | None = None, 
     instead of the card while the round is still open. ``receipt``: write the consent receipt of
     a card shown (:func:`record_shown`) now; False when the caller writes it once the card went
     out (:func:`render_push`)."""
-    ctx: dict[str, Any] = {"op": op, "error": error, "round": None, "requests": [], "store_error": ""}
+    ctx: dict[str, Any] = {"op": op, "error": error, "round": None, "requests": [], "store_error": "",
+                           "status_label": outcomes.status_label(op)}
     if op.status == Operation.Status.AWAITING_INPUT:
         try:
             state = get_gate().state(handle_of(op))
@@ -138,15 +139,34 @@ def panel_context(op: Operation, *, forms: dict[str, SchemaForm] | None = None, 
             ctx["url_required"] = is_url_required_round(op.id, rnd.number)
             ctx["review"] = review
         elif not ctx["store_error"]:
-            ctx["round_gone"] = True
+            # answered meanwhile (another tab) or past its lifetime, not swept yet: not "waiting";
+            # said once (a 409's own error already says it)
+            ctx["round_gone"] = not error
+            ctx["status_label"] = str(outcomes.ROUND_CLOSED)
     if op.status == Operation.Status.FAILED:
         ctx["deprecated_refusal"] = deprecated_refusal(op)
         ctx["auth_failure"] = auth_failure(op)  # stopped on authorization: Connect and run again (issue 13)
-    if op.status in (Operation.Status.FAILED, Operation.Status.INTERRUPTED):
-        ctx["run_again_url"] = run_again_url(op)
+    if op.is_terminal:
+        ctx.update(_outcome(op))
+        if error and error == op.error_message:
+            ctx["error"] = ""  # the outcome below says it: once
     if op.status == Operation.Status.COMPLETED:
         ctx.update(results.shown(op.method, op.result))  # blocks within MAX_SHOWN_CHARS; the rest downloads
         ctx["is_error"] = bool(isinstance(op.result, dict) and op.result.get("isError") is True)
+    return ctx
+
+
+def _outcome(op: Operation) -> dict[str, Any]:
+    """An ended operation's part of the panel (issue 17): how it ended (``expired``; ``stopped``:
+    by its person or the headless time limit; ``outcome_heading``) and the way on: "Run again"
+    with the same arguments (``rerun``; ``rerun_done``/``rerun_of``: it already became one), and the
+    call page to change them (``run_again_url``)."""
+    ctx: dict[str, Any] = {"expired": outcomes.expired(op),
+                           "stopped": outcomes.stopped_by_person(op) or outcomes.stopped_at_time_limit(op),
+                           "outcome_heading": outcomes.outcome_heading(op)}
+    ctx.update(outcomes.way_on(op))
+    if ctx["rerun"] or ctx["rerun_done"]:
+        ctx["run_again_url"] = run_again_url(op)
     return ctx
 
 

@@ -4,7 +4,10 @@ needed it can be run again with the same arguments in one click").
 The arguments never travel through the browser: :func:`start_rerun` starts a new operation from
 the old one's ``params`` column (:func:`mrtrweb.results.stored_params`: the params as sent, byte
 for byte) -- same method, same server, same user. The view :func:`operation_rerun` (POST, CSRF)
-offers it from a failed or interrupted operation's panel; the OAuth callback calls
+offers it from the panel of an operation that ended without a result (failed, interrupted,
+denied -- the person's own Stop included --, expired: :func:`mrtrweb.outcomes.rerunnable`);
+access is checked again by :func:`~mrtrweb.operations.operation_for` and by the new operation's
+start. The OAuth callback calls
 :func:`start_rerun` after "Connect and run again" (:mod:`mrtrweb.authz.views`).
 """
 
@@ -22,7 +25,7 @@ from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.views.decorators.http import require_POST
 
-from . import access, operations, results
+from . import access, operations, outcomes, results
 from .models import Operation
 from .panels import panel_context
 
@@ -30,8 +33,9 @@ logger = logging.getLogger("mrtrweb.rerun")
 
 __all__ = ["RERUNNABLE", "RerunRefused", "operation_rerun", "start_rerun"]
 
-#: the statuses an operation may be run again from (it ended without a result)
-RERUNNABLE: Final = frozenset({Operation.Status.FAILED, Operation.Status.INTERRUPTED})
+#: the statuses an operation may be run again from (it ended without a result:
+#: :func:`mrtrweb.outcomes.rerunnable`)
+RERUNNABLE: Final = outcomes.ENDED_WITHOUT_RESULT
 METHODS: Final = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 
 
@@ -50,7 +54,7 @@ async def start_rerun(user: Any, op: Operation) -> Operation:
             already run again (``Operation.rerun_as``: one run again per operation).
         operations.OperationRefused: a limit is reached or the binding store is down (nothing sent).
     """
-    if op.status not in RERUNNABLE or op.user_id != user.pk:
+    if op.user_id != user.pk or not outcomes.rerunnable(op):
         raise RerunRefused("only an operation that ended without a result can be run again")
     params = results.stored_params(op.params)
     key = METHODS.get(op.method)

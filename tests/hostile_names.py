@@ -29,7 +29,7 @@ ODD_NAMES = [
     "", LONG_NAME, "nul\x00name", "tab\tnew\nline",
     "caf\u00e9", "cafe\u0301",  # the same word, NFC and NFD: two names
 ]
-#: a tool whose call fails (JSON-RPC error): its page offers "Run it again"
+#: a tool whose call fails (JSON-RPC error): its page offers "Run again" (and "Change the arguments")
 FAILING = "fail/again?#%"
 #: listed twice: the first listing ("first") is the one shown and called
 DUPLICATE = "dup"

@@ -484,7 +484,7 @@ def test_other_users_get_404_and_no_push(app):
         page = app.sign_in(name)
         resp = page.goto(op_path)
         assert resp is not None and resp.status == 404
-        expect(page.get_by_role("heading", name="Not Found")).to_be_visible()
+        expect(page.get_by_role("heading", name="This page does not exist")).to_be_visible()
         expect(page.locator("form.card")).to_have_count(0)
         assert page.request.get(op_path + "panel/").status == 404
         # An answer posted with their own valid session and CSRF token is refused too.

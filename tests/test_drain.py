@@ -226,7 +226,7 @@ def test_sigterm_with_a_call_longer_than_the_grace(db_, demo_mcp):
         row = c.db.query("SELECT status, error_code, error_message FROM mrtrweb_operation WHERE id = %s", op_id)[0]
         assert row[:2] == ("interrupted", "worker_stopped") and "restarted" in row[2]
         body = alice.page(b, op_id)
-        assert "restarted (a deploy or a restart)" in body and "Run it again" in body
+        assert "restarted (a deploy or a restart)" in body and "Run again" in body
         events = [r[0] for r in c.db.query("SELECT event || ':' || code FROM mrtrweb_auditevent "
                                            "WHERE operation_id = %s", op_id)]
         assert events == ["failed:worker_stopped"]

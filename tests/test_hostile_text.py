@@ -436,7 +436,12 @@ PRODUCT_EXPRESSIONS = {
     "number", "page_obj.start_index", "page_obj.end_index",
     # issue 17: counts of the person's waiting rounds, and a URL reversed by the template
     "nav.count", "count", "listed", "waiting_url",
+    # issue 17: an operation's shown status and outcome heading (mrtrweb.outcomes: product labels)
+    "status_label", "outcome_heading",
 }
+#: filters whose output is the product's own text whatever their input (mrtrweb.outcomes.status_label:
+#: a status label, never server text)
+PRODUCT_FILTERS = ("status_label",)
 
 
 def test_every_template_expression_is_shown_or_the_products_own():
@@ -451,7 +456,8 @@ def test_every_template_expression_is_shown_or_the_products_own():
         exprs += re.findall(r"\b\w+=([\w.]+(?:\|[\w:\"',_()]+)?)", " ".join(attrs for attrs, _ in blocks))
         for expr in exprs:
             base, _, filters = expr.partition("|")
-            if filters.split("|")[0].split(":")[0] in ("shown", "shown_text", "href", "ascii_url", "short_id") or base in PRODUCT_EXPRESSIONS:
+            first = filters.split("|")[0].split(":")[0]
+            if first in ("shown", "shown_text", "href", "ascii_url", "short_id", *PRODUCT_FILTERS) or base in PRODUCT_EXPRESSIONS:
                 continue
             if base.startswith(("row.created_at", "op.created_at")) or filters.startswith(("date", "yesno", "time", "when", "urlencode")):
                 continue  # dates, product choices, a percent-encoded query

@@ -248,7 +248,7 @@ async def test_a_round_answered_meanwhile_shows_no_review(seeded, monkeypatch):
     resp, token = await post_review(client, _url(op), dict(DEPLOY_OK, round="1"))
     assert resp.status_code == 409 and token is None
     page = resp.content.decode()
-    assert operations.message_for("inactive_mrtr_round") in html.unescape(page)
+    assert str(views.common.ANSWER_NOT_SENT) in html.unescape(page)  # "Your answer was not sent: ... no longer open"
     assert "Review your answer before sending" not in page
     assert mcp.calls[("deploy", True)] == 0
 

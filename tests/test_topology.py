@@ -152,7 +152,7 @@ def test_worker_killed_during_a_call_marks_it_interrupted(cluster, alice, demo_m
             assert time.monotonic() < deadline, status_in(body)
             time.sleep(0.5)
             body = alice.page(b, op_id)
-        assert "The worker handling this call stopped" in body and "Run it again" in body
+        assert "The worker handling this call stopped" in body and "Run again" in body
         events = [r[0] for r in cluster.db.query(
             "SELECT event || ':' || code FROM mrtrweb_auditevent WHERE operation_id = %s ORDER BY id", op_id)]
         assert events == ["failed:worker_lost"]

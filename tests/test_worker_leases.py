@@ -138,7 +138,7 @@ def test_sigkill_during_a_call_is_still_worker_lost_promptly(db, redis, demo_mcp
         took = time.monotonic() - killed
         assert took < 3 * 1 + 4, f"{took:.1f}s"  # three missed renewals + a period or so
         body = alice.page(a, op_id)
-        assert "The worker handling this call stopped" in body and "Run it again" in body
+        assert "The worker handling this call stopped" in body and "Run again" in body
         assert _events(c, op_id) == ["failed:worker_lost"]
     finally:
         c.stop_all()

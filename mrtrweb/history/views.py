@@ -14,6 +14,7 @@ from django.template.response import TemplateResponse
 from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_GET
 
+from .. import outcomes
 from ..models import AuditEvent, Membership, Operation, Tenant
 from ..operations import STATE_REUSED
 from . import saved
@@ -61,7 +62,7 @@ def _own_history(user: Any, page_number: Any) -> dict[str, Any]:
             "server_origin": first["server_origin"] if owned else "",
             "server_label": servers.get(first["server_id"], "") if owned else "",
             "tenant_name": tenant_names.get(first["tenant_id"], "") if owned else "",
-            "status": op.get_status_display() if owned and op is not None else "",
+            "status": outcomes.status_label(op) if owned and op is not None else "",
             "status_code": op.status if owned and op is not None else "",
             "live": owned and op is not None,
             "last_at": max(r["created_at"] for r in rows),

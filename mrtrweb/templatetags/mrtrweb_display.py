@@ -9,6 +9,7 @@
 * ``{{ url|href }}`` -- the URL-mode URL as a link target, its invisible characters percent-encoded;
 * ``{{ url|ascii_url }}`` -- the URL-mode URL's ASCII form for its address line (IDNA host, the
   rest percent-encoded): nothing in it can be reordered by right-to-left letters.
+* ``{{ op|status_label }}`` -- an operation's status as its person reads it ("Stopped by you").
 * ``{{ name|label }}`` -- a name or title cut to :data:`mrtrweb.results.MAX_LABEL_CHARS` characters
   (a cut one says how many were left out): use after ``shown``.
 
@@ -23,9 +24,16 @@ from typing import Any
 
 from django import template
 
-from .. import display, results
+from .. import display, outcomes, results
 
 register = template.Library()
+
+
+@register.filter
+def status_label(op: Any, own: bool = True) -> str:
+    """An operation's status as its person reads it (:func:`mrtrweb.outcomes.status_label`:
+    "Stopped by you" for their own Stop); ``own`` False: read by someone else."""
+    return outcomes.status_label(op, own=bool(own))
 
 
 @register.filter(is_safe=True)

@@ -14,6 +14,7 @@ from asgiref.sync import sync_to_async
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.utils import timezone
+from django.utils.translation import gettext
 from django.views.decorators.http import require_POST
 
 from .. import access, audit, conf, operations, sampling
@@ -22,8 +23,8 @@ from ..gate.gate import _valid_create_message_result, _valid_list_roots_result, 
 from ..gate.ids import is_strict_json
 from ..models import AuditEvent, Operation
 from ..panels import consent_forms
-from .common import (_operation_for, _panel_response, _record_foreign_attempt, _record_refused_after_access, _user,
-                     login_required)
+from .common import (ANSWER_NOT_SENT, _operation_for, _panel_response, _record_foreign_attempt,
+                     _record_refused_after_access, _user, login_required)
 from .review import _check_review, _review_payload, _review_response, REVIEW_INVALID_MESSAGE
 
 logger = logging.getLogger("mrtrweb.views")
@@ -55,7 +56,7 @@ async def operation_answer(request: HttpRequest, op_id: Any) -> HttpResponse:
         await operations.deny(op, "timeout")  # the round expired before this answer: denied, nothing sent
         return await _panel_response(request, op, error=operations.DENY_MESSAGES["timeout"], status=409)
     if rnd is None or op.status != Operation.Status.AWAITING_INPUT or round_no != str(rnd.number):
-        return await _panel_response(request, op, error=operations.message_for("inactive_mrtr_round"), status=409)
+        return await _panel_response(request, op, error=gettext(ANSWER_NOT_SENT), status=409)
     if action not in ANSWER_ACTIONS:
         return await _panel_response(request, op, error="Choose Accept, Decline or Cancel.", status=400)
     if any(view.kind in sampling.DEPRECATED_KINDS for view in rnd.requests.values()):

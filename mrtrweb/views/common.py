@@ -13,6 +13,7 @@ from django.contrib.auth.decorators import user_passes_test
 from django.http import HttpRequest, HttpResponse
 from django.middleware.csrf import get_token
 from django.template.loader import render_to_string
+from django.utils.translation import gettext, gettext_lazy
 
 from .. import access, audit, expiry, operations
 from ..models import Operation
@@ -35,6 +36,13 @@ login_required = user_passes_test(_signed_in)
 
 
 _server_for = access.server_for
+
+#: the 409 of an answer to a round no longer open (a second tab, a resubmitted card): said once,
+#: above the operation as it is now (its real status, its result or "Run again")
+ANSWER_NOT_SENT = gettext_lazy("Your answer was not sent: this round is no longer open (it was already answered, "
+                               "expired or ended). The operation as it is now:")
+#: the 409 of a Stop of an operation that had already ended
+NOTHING_TO_STOP = gettext_lazy("This operation had already ended: there was nothing to stop.")
 
 
 async def _operation_for(user: Any, op_id: Any) -> Operation:
@@ -100,7 +108,7 @@ async def _panel_response(request: HttpRequest, op: Operation, *, status: int, *
         if (shown.get("forms") or shown.get("review")) and fresh.status != Operation.Status.AWAITING_INPUT:
             logger.info("operation %s: card or review not shown, the round is no longer open (%s)", fresh.id,
                         fresh.status)
-            shown, code = {"error": operations.message_for("inactive_mrtr_round")}, 409
+            shown, code = {"error": gettext(ANSWER_NOT_SENT)}, 409
         ctx = panel_context(fresh, **shown)
         ctx["csrf_token"] = csrf
         return render_to_string("mrtrweb/operation.html", ctx, request=request), code

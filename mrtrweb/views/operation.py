@@ -11,13 +11,14 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.middleware.csrf import get_token
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
+from django.utils.translation import gettext
 from django.views.decorators.http import require_GET, require_POST
 
 from .. import access, operations, results
 from ..models import Operation
 from ..panels import panel_context
-from .common import (_current, _operation_for, _panel_response, _record_refused_after_access, _user,
-                     login_required)
+from .common import (NOTHING_TO_STOP, _current, _operation_for, _panel_response, _record_refused_after_access,
+                     _user, login_required)
 
 async def _render_operation(request: HttpRequest, op_id: Any, template: str) -> HttpResponse:
     user = await _user(request)
@@ -49,7 +50,7 @@ async def operation_stop(request: HttpRequest, op_id: Any) -> HttpResponse:
         await _record_refused_after_access(exc, "stop")
         raise
     if not await operations.stop_operation(op):
-        return await _panel_response(request, op, error=operations.message_for("inactive_mrtr_round"), status=409)
+        return await _panel_response(request, op, error=gettext(NOTHING_TO_STOP), status=409)
     return redirect("mrtrweb:operation", op_id=op.id)
 
 

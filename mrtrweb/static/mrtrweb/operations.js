@@ -62,7 +62,11 @@
     root.innerHTML = html;
     root.setAttribute("data-status", status);
     if (status === "awaiting_input") focusCard();
-    else if (live) live.textContent = "Status: " + status.replace("_", " ");
+    else if (live) {
+      // the panel's own status line (translated; "Stopped by you", not the stored code)
+      var line = root.querySelector(".panel > .status");
+      live.textContent = line ? line.textContent.trim() : "Status: " + status.replace("_", " ");
+    }
   }
 
   // Progress of a call in flight: numbers into a <progress>, the server's message as text only.
