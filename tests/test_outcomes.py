@@ -114,7 +114,7 @@ async def test_the_persons_stop_reads_stopped_by_you(seeded):
     assert '<strong class="status-label">Stopped by you</strong>' in panel and "Denied" not in panel
     assert "The operation was stopped" in panel and RERUN_FORM.search(panel)
     index = (await client.get("/mcp/")).content.decode()
-    assert re.search(r'<td class="status status-denied">Stopped by you</td>', index)
+    assert re.search(r'<td data-label="Status" class="status status-denied">Stopped by you</td>', index)
     history = (await client.get("/mcp/history/")).content.decode()
     assert "Stopped by you" in history
     timeline = (await client.get(f"/mcp/history/operations/{op.id}/")).content.decode()
