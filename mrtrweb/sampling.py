@@ -27,7 +27,7 @@ from typing import Any
 
 from django import forms
 from django.utils.module_loading import import_string
-from django.utils.translation import gettext_lazy as _
+from django.utils.translation import gettext_lazy as _, gettext_noop
 
 from . import conf
 from .jsonfields import BoundedJSONField
@@ -45,9 +45,9 @@ UNAPPROVED = "unapproved_deprecated_client_request"
 #: the gate's code when a sampling/roots answer is not a valid result
 INVALID_ANSWER = "invalid_deprecated_response"
 
-INVALID_ANSWER_MESSAGE = ("The answer to the server's sampling or roots request is not a valid result "
-                          "(invalid_deprecated_response); nothing was sent. The round is still open.")
-PROVIDER_FAILED_MESSAGE = "The sampling provider could not produce an answer; nothing was sent."
+INVALID_ANSWER_MESSAGE = (gettext_noop("The answer to the server's sampling or roots request is not a valid result "
+                          "(invalid_deprecated_response); nothing was sent. The round is still open."))
+PROVIDER_FAILED_MESSAGE = gettext_noop("The sampling provider could not produce an answer; nothing was sent.")
 
 
 class PersonWritesReply:

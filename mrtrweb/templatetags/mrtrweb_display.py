@@ -9,6 +9,9 @@
 * ``{{ url|href }}`` -- the URL-mode URL as a link target, its invisible characters percent-encoded;
 * ``{{ url|ascii_url }}`` -- the URL-mode URL's ASCII form for its address line (IDNA host, the
   rest percent-encoded): nothing in it can be reordered by right-to-left letters.
+* ``{{ message|translated|shown }}`` -- one of the product's stored English messages (an
+  operation's outcome, a refusal) in the page's language (:mod:`mrtrweb.stored_text`); other text
+  (the server's) unchanged.
 * ``{{ name|label }}`` -- a name or title cut to :data:`mrtrweb.results.MAX_LABEL_CHARS` characters
   (a cut one says how many were left out): use after ``shown``.
 
@@ -23,7 +26,7 @@ from typing import Any
 
 from django import template
 
-from .. import display, results
+from .. import display, results, stored_text
 
 register = template.Library()
 
@@ -51,3 +54,8 @@ def ascii_url(value: Any) -> Any:
 @register.filter(is_safe=True)
 def label(value: Any) -> Any:
     return results.shown_text(value, results.MAX_LABEL_CHARS)
+
+
+@register.filter
+def translated(value: Any) -> Any:
+    return stored_text.translated(value)

@@ -32,17 +32,22 @@
     if (live) live.textContent = String(notice.getAttribute("data-resumed") || "");
   }
 
+  // what the live region says, in the page's language: the template renders it (operation.html)
+  function said(attr) {
+    return String((notice && notice.getAttribute(attr)) || "");
+  }
+
   function focusCard() {
     var review = root.querySelector("form.review .review-title");
     if (review) {
       review.focus();
-      if (live) live.textContent = "Review your answer before sending.";
+      if (live) live.textContent = said("data-review-ready");
       return;
     }
     var card = root.querySelector("form.card");
     if (card) {
       card.focus();
-      if (live) live.textContent = "A server asks for your input.";
+      if (live) live.textContent = said("data-card-ready");
     }
   }
 
@@ -62,7 +67,11 @@
     root.innerHTML = html;
     root.setAttribute("data-status", status);
     if (status === "awaiting_input") focusCard();
-    else if (live) live.textContent = "Status: " + status.replace("_", " ");
+    else if (live) {
+      // the panel's own status line, in the page's language ("Status: Completed · 1 round")
+      var line = root.querySelector(".panel .status");
+      live.textContent = line ? line.textContent.replace(/\s+/g, " ").trim() : status.replace("_", " ");
+    }
   }
 
   // Progress of a call in flight: numbers into a <progress>, the server's message as text only.
