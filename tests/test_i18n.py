@@ -105,3 +105,18 @@ def test_panel_filter_translates_the_outcome():
         assert template.render(Context({"text": stored})) == "Der MCP-Server hat nicht rechtzeitig geantwortet."
         # escaped like any text (the filter is not "safe")
         assert template.render(Context({"text": "<b>x</b>"})) == "&lt;b&gt;x&lt;/b&gt;"
+
+
+@pytest.mark.django_db
+def test_a_portal_without_locale_middleware_or_locale_paths_shows_its_language(client, settings):
+    """A portal that sets only LANGUAGE_CODE = "de" (no LocaleMiddleware, no LOCALE_PATHS): the
+    catalog is found as the app's own (mrtrweb/locale, shipped in the wheel) and every page is German,
+    whatever the browser asks for."""
+    settings.MIDDLEWARE = [m for m in settings.MIDDLEWARE if m != "django.middleware.locale.LocaleMiddleware"]
+    settings.LOCALE_PATHS = []
+    settings.LANGUAGE_CODE = "de"
+    page = client.get("/accounts/login/", HTTP_ACCEPT_LANGUAGE="en-US").content.decode()
+    assert '<html lang="de">' in page and "<h1>Anmelden</h1>" in page
+    assert scope_language(_scope("en-US")) == "de"
+    with translation.override("de"):  # a msgid only mrtrweb's catalog has
+        assert translation.gettext("Your MCP servers") == "Ihre MCP-Server"
