@@ -41,9 +41,12 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.conf import settings
 from django.core.exceptions import ValidationError
+from django.utils import translation
 
 from . import access, conf, layerwatch, metrics, outage, pending, push, sessions
+from .languages import scope_language
 from .models import Operation
 from .panels import record_shown, render_push
 from .push import user_group
@@ -165,6 +168,7 @@ class OperationsConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=4401)
             return
         self.user_id = user.pk
+        self.language = scope_language(self.scope)
         if not await access.user_may_connect(user):
             logger.info("websocket: user %s is inactive or gone; connection refused", self.user_id)
             await self.close(code=access.CLOSE_CODE)
@@ -394,7 +398,8 @@ class OperationsConsumer(AsyncJsonWebsocketConsumer):
         op = access.visible_operation_sync(self.user_id, op_id)
         if op is None:
             return "", None, "", None, self._pending_after(op_id, None)
-        html, rnd = render_push(op, csrf)
+        with translation.override(getattr(self, "language", None) or settings.LANGUAGE_CODE):
+            html, rnd = render_push(op, csrf)  # in the language of this person's pages
         if rnd is not None:  # an answer quicker than the receipt waits for it (views.answers)
             push.mark_receipt_pending(op.id, rnd.number, True)
         return "", op, html, rnd, self._pending_after(op.id, op)

@@ -25,6 +25,7 @@ import logging
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.utils.translation import gettext_noop
 
 logger = logging.getLogger("mrtrweb.expiry")
 
@@ -35,7 +36,7 @@ GRACE_S = 2.0
 #: at most this many operations settled by one sweep
 SWEEP_BATCH = 200
 EXPIRED_CODE = "expired"
-EXPIRED_MESSAGE = "The round expired without an answer; nothing was sent."
+EXPIRED_MESSAGE = gettext_noop("The round expired without an answer; nothing was sent.")
 
 
 def expires_at(epoch_s: float) -> datetime.datetime:

@@ -23,13 +23,24 @@ import sys
 from django.http import HttpResponse
 from django.template.loader import render_to_string
 from django.utils.deprecation import MiddlewareMixin
+from django.utils.translation import pgettext_lazy
 
-from . import outage
+from . import outage, stored_text
 
 logger = logging.getLogger("mrtrweb.unavailable")
 
 #: how the 503 page names a service :func:`mrtrweb.outage.kind` reports
 _SHOWN = {"network": "service it needs"}
+#: the services :func:`mrtrweb.outage.kind` names, as the 503 page's sentence names them (German
+#: needs the article with the noun: "Die Datenbank ist ...")
+_SHOWN_NAMES = {
+    "database": pgettext_lazy("unreachable service", "database"),
+    "round store": pgettext_lazy("unreachable service", "round store"),
+    "cache": pgettext_lazy("unreachable service", "cache"),
+    "session cache": pgettext_lazy("unreachable service", "session cache"),
+    "channel layer": pgettext_lazy("unreachable service", "channel layer"),
+    "service it needs": pgettext_lazy("unreachable service", "service it needs"),
+}
 
 
 class FailClosedMiddleware(MiddlewareMixin):
@@ -46,7 +57,8 @@ def unavailable_response(what: str, message: str = "") -> HttpResponse:
     """The 503 page (``mrtrweb/unavailable.html``): ``message`` when given, else the standard text
     naming ``what`` ("The database is unreachable right now. Nothing was sent..."). The caller logs
     the reason; Django's request log does not repeat it."""
-    body = render_to_string("mrtrweb/unavailable.html", {"what": what, "unavailable_message": message})
+    body = render_to_string("mrtrweb/unavailable.html", {"what": _SHOWN_NAMES.get(what, what),
+                                                         "unavailable_message": stored_text.translated(message)})
     response = HttpResponse(body, status=503, headers={"Retry-After": "5", "Cache-Control": "no-store"})
     response._has_been_logged = True  # logged above in one line: no "Service Unavailable: ..." line too
     return response

@@ -27,7 +27,7 @@ from typing import Any
 
 from django import forms
 from django.utils.module_loading import import_string
-from django.utils.translation import gettext_lazy as _
+from django.utils.translation import gettext_lazy as _, gettext_noop
 
 from . import conf
 from .jsonfields import BoundedJSONField
@@ -45,9 +45,9 @@ UNAPPROVED = "unapproved_deprecated_client_request"
 #: the gate's code when a sampling/roots answer is not a valid result
 INVALID_ANSWER = "invalid_deprecated_response"
 
-INVALID_ANSWER_MESSAGE = ("The answer to the server's sampling or roots request is not a valid result "
-                          "(invalid_deprecated_response); nothing was sent. The round is still open.")
-PROVIDER_FAILED_MESSAGE = "The sampling provider could not produce an answer; nothing was sent."
+INVALID_ANSWER_MESSAGE = (gettext_noop("The answer to the server's sampling or roots request is not a valid result "
+                          "(invalid_deprecated_response); nothing was sent. The round is still open."))
+PROVIDER_FAILED_MESSAGE = gettext_noop("The sampling provider could not produce an answer; nothing was sent.")
 
 
 class PersonWritesReply:
@@ -125,18 +125,21 @@ def sampling_forms(rnd: Any, data: Any = None) -> dict[str, SamplingForm]:
 def _block_text(block: Any) -> dict[str, str]:
     """A content block for display: text as is, anything else summarized (never rendered)."""
     if not isinstance(block, dict):
-        return {"summary": "[unreadable content]"}
+        return {"summary": str(_("[unreadable content]"))}
     kind = block.get("type")
     if kind == "text" and isinstance(block.get("text"), str):
         return {"text": shown_text(block["text"])}  # at most MAX_SHOWN_CHARS
     if kind in ("image", "audio"):
         size = len(block["data"]) if isinstance(block.get("data"), str) else 0
-        return {"summary": f"[{kind} {block.get('mimeType', '?')}, {size} base64 characters]"}
+        return {"summary": str(_("[%(kind)s %(mime)s, %(size)s base64 characters]")
+                               % {"kind": kind, "mime": block.get("mimeType", "?"), "size": size})}
     if kind == "tool_use":
-        return {"summary": f"[tool use: {block.get('name', '?')}]"}
+        return {"summary": str(_("[tool use: %(name)s]") % {"name": block.get("name", "?")})}
     if kind == "tool_result":
-        return {"summary": f"[tool result for {block.get('toolUseId', '?')}]"}
-    return {"summary": f"[{kind if isinstance(kind, str) else 'unknown'} content]"}
+        return {"summary": str(_("[tool result for %(id)s]") % {"id": block.get("toolUseId", "?")})}
+    if isinstance(kind, str):
+        return {"summary": str(_("[%(kind)s content]") % {"kind": kind})}
+    return {"summary": str(_("[unknown content]"))}
 
 
 def sampling_view(params: Any) -> dict[str, Any]:
@@ -161,7 +164,8 @@ def sampling_view(params: Any) -> dict[str, Any]:
             blocks.append(shown)
         messages.append({"role": str(message.get("role", "?"))[:100], "blocks": blocks})
     if len(listed) > MAX_SHOWN_BLOCKS:
-        messages.append({"role": "…", "blocks": [{"summary": f"[{len(listed) - MAX_SHOWN_BLOCKS} more messages not shown]"}]})
+        messages.append({"role": "…", "blocks": [{"summary": str(_("[%(n)d more messages not shown]")
+                                                                  % {"n": len(listed) - MAX_SHOWN_BLOCKS})}]})
     prefs = params.get("modelPreferences") if isinstance(params.get("modelPreferences"), dict) else {}
     hints = [h.get("name") for h in prefs.get("hints") or [] if isinstance(h, dict) and isinstance(h.get("name"), str)]
     # bounded like every label: at most MAX_SHOWN_HINTS hints, each cut, one budget (mrtrweb.results)
@@ -169,8 +173,8 @@ def sampling_view(params: Any) -> dict[str, Any]:
     hints = [hint_budget.label(h) for h in hints[:MAX_SHOWN_HINTS]] + (
         [str(_("(%(n)d more hints not shown)") % {"n": len(hints) - MAX_SHOWN_HINTS})]
         if len(hints) > MAX_SHOWN_HINTS else [])
-    priorities = [(label, prefs[key]) for key, label in (("costPriority", "cost"), ("speedPriority", "speed"),
-                                                          ("intelligencePriority", "intelligence"))
+    priorities = [(label, prefs[key]) for key, label in (("costPriority", _("cost")), ("speedPriority", _("speed")),
+                                                          ("intelligencePriority", _("intelligence")))
                   if isinstance(prefs.get(key), (int, float)) and not isinstance(prefs.get(key), bool)]
     extras = []
     for key in ("temperature", "stopSequences", "includeContext", "tools", "toolChoice", "metadata"):

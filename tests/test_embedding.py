@@ -60,5 +60,6 @@ def test_wheel_ships_templates_static_and_migrations(tmp_path):
     (wheel,) = tmp_path.glob("mrtrweb-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     for needed in ("mrtrweb/templates/mrtrweb/_card.html", "mrtrweb/static/mrtrweb/operations.js",
-                   "mrtrweb/migrations/0001_initial.py", "mrtrweb/gate/gate.py", "mrtrweb/demo/server.py"):
+                   "mrtrweb/migrations/0001_initial.py", "mrtrweb/gate/gate.py", "mrtrweb/demo/server.py",
+                   "mrtrweb/locale/de/LC_MESSAGES/django.mo", "mrtrweb/locale/de/LC_MESSAGES/django.po"):
         assert needed in names

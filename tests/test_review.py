@@ -119,7 +119,8 @@ async def test_change_shows_the_card_prefilled_and_sends_nothing(seeded):
     resp = await client.post(_url(op), dict(DEPLOY_OK, action="change", round="1"))
     page = resp.content.decode()
     assert resp.status_code == 200
-    assert 'class="card"' in page and 'value="accept"' in page and "Review your answer" not in page
+    # no review form (the phrase itself is also in the page's live-region texts, operation.html)
+    assert 'class="card"' in page and 'value="accept"' in page and 'class="card review"' not in page
     fields = _inputs(page)
     assert fields["in-confirm_deploy-ticket"] == [("CHG-1042", False)]
     assert fields["in-confirm_deploy-email"] == [("ops@example.test", False)]
@@ -249,7 +250,7 @@ async def test_a_round_answered_meanwhile_shows_no_review(seeded, monkeypatch):
     assert resp.status_code == 409 and token is None
     page = resp.content.decode()
     assert str(views.common.ANSWER_NOT_SENT) in html.unescape(page)  # "Your answer was not sent: ... no longer open"
-    assert "Review your answer before sending" not in page
+    assert 'class="card review"' not in page  # no review form
     assert mcp.calls[("deploy", True)] == 0
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from django.utils.translation import gettext_noop
+
 from .. import conf
 from ..mcp import auth as mcp_auth
 from ..mcp.auth import (AuthorizationFailed, bearer_auth, client_credentials_auth, private_key_jwt_auth,
@@ -24,8 +26,8 @@ logger = logging.getLogger("mrtrweb.authz.service")
 
 
 #: why client credentials without a configured issuer send nothing (shown to the person)
-NO_ISSUER = ("No authorization server is configured for this server's client credentials: nothing was sent. "
-             "A tenant admin must set its “Authorization server (issuer)” in the server's settings.")
+NO_ISSUER = (gettext_noop("No authorization server is configured for this server's client credentials: nothing was sent. "
+             "A tenant admin must set its “Authorization server (issuer)” in the server's settings."))
 
 
 class CredentialsNotConfigured(McpCallError):

@@ -43,6 +43,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext_noop
 from mcp.client.auth.utils import issuers_match
 from mcp.client.auth.utils import union_scopes as union_scope
 
@@ -84,9 +85,9 @@ class ConnectStart:
 
 
 #: why a pre-registered client secret without a configured issuer is not used (shown to the person)
-NO_ISSUER_PREREGISTERED = ("This server's pre-registered client secret is only sent to the authorization server "
+NO_ISSUER_PREREGISTERED = (gettext_noop("This server's pre-registered client secret is only sent to the authorization server "
                            "that issued it, and none is configured: a tenant admin must set the server's "
-                           "“Authorization server (issuer)” in its settings.")
+                           "“Authorization server (issuer)” in its settings."))
 
 
 def _safe_return(path: str) -> str:
@@ -109,11 +110,11 @@ async def start_connect(*, user: Any, tenant: Any, server: Any, session_key: str
         ConnectRefused: ``not_oauth``, ``not_required``, ``authorization_failed``, ``outbound_refused``.
     """
     if server.auth_mode != "oauth_user":
-        raise ConnectRefused("not_oauth", "This server does not use OAuth per person.")
+        raise ConnectRefused("not_oauth", gettext_noop("This server does not use OAuth per person."))
     if server.tenant_id != getattr(tenant, "pk", tenant):
-        raise ConnectRefused("not_oauth", "This server belongs to another tenant.")
+        raise ConnectRefused("not_oauth", gettext_noop("This server belongs to another tenant."))
     if not session_key:
-        raise ConnectRefused("state_invalid", "A browser session is needed to connect.")
+        raise ConnectRefused("state_invalid", gettext_noop("A browser session is needed to connect."))
     identity = client_identity(server, redirect_uri)
     if identity.client_secret and not identity.issuer:
         raise ConnectRefused("authorization_failed", NO_ISSUER_PREREGISTERED)
@@ -127,7 +128,7 @@ async def start_connect(*, user: Any, tenant: Any, server: Any, session_key: str
     except AuthorizationFailed as exc:
         raise ConnectRefused(exc.code, exc.message) from None
     if flow is None:
-        raise ConnectRefused("not_required", "The server did not ask for authorization.")
+        raise ConnectRefused("not_required", gettext_noop("The server did not ask for authorization."))
     ttl = float(conf.get("OAUTH_PENDING_TTL_S"))
     pending = await PendingAuthorization.objects.acreate(
         state_digest=keyed_digest("state", flow.state), tenant_id=getattr(tenant, "pk", tenant), user_id=user.pk,
@@ -149,14 +150,14 @@ def _claim(state: str, user_id: Any, session_key: str) -> PendingAuthorization:
     with transaction.atomic():
         pending = PendingAuthorization.objects.select_for_update().filter(state_digest=keyed_digest("state", state)).first()
         if pending is None or pending.used_at is not None:
-            raise ConnectRefused("state_invalid", "This authorization is unknown or was already used.")
+            raise ConnectRefused("state_invalid", gettext_noop("This authorization is unknown or was already used."))
         pending.used_at = timezone.now()
         pending.save(update_fields=["used_at"])
     if pending.expires_at <= timezone.now():
-        raise ConnectRefused("state_invalid", "This authorization expired; connect again.")
+        raise ConnectRefused("state_invalid", gettext_noop("This authorization expired; connect again."))
     if pending.user_id != user_id or not hmac.compare_digest(pending.session_digest, keyed_digest("session", session_key)):
         logger.warning("authorization callback for pending %s refused: another person or browser session", pending.pk)
-        raise ConnectRefused("state_invalid", "This authorization was started by another person or browser session.")
+        raise ConnectRefused("state_invalid", gettext_noop("This authorization was started by another person or browser session."))
     return pending
 
 
@@ -177,8 +178,8 @@ async def _check_still_connectable(pending: PendingAuthorization, flow: PendingF
     if server is None or server.auth_mode != "oauth_user" or not server.enabled or server.url != flow.server_url \
             or repinned or await access.adenial(pending.user_id, pending.tenant_id, pending.server_id):
         logger.warning("authorization callback for pending %s refused: the server changed or access ended", pending.pk)
-        raise ConnectRefused("state_invalid", "This server's settings or your access changed since you started "
-                                              "connecting; connect again.")
+        raise ConnectRefused("state_invalid", gettext_noop("This server's settings or your access changed since you started "
+                                              "connecting; connect again."))
 
 
 async def finish_connect(*, user: Any, session_key: str, query: Any) -> OAuthConnection:
@@ -195,12 +196,12 @@ async def finish_connect(*, user: Any, session_key: str, query: Any) -> OAuthCon
     """
     state = _query_value(query, "state")
     if not state or len(state) > 512:
-        raise ConnectRefused("state_invalid", "The callback carries no usable state.")
+        raise ConnectRefused("state_invalid", gettext_noop("The callback carries no usable state."))
     pending = await sync_to_async(_claim)(state, getattr(user, "pk", None), session_key or "")
     try:
         flow = PendingFlow.from_json(unseal(pending.flow_sealed))
     except (SecretUnreadable, TypeError):
-        raise ConnectRefused("state_invalid", "This authorization can no longer be read; connect again.") from None
+        raise ConnectRefused("state_invalid", gettext_noop("This authorization can no longer be read; connect again.")) from None
     await _check_still_connectable(pending, flow)
     scratch = MemoryStorage()
     try:

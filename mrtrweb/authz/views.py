@@ -33,7 +33,7 @@ from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.translation import gettext as _
+from django.utils.translation import gettext as _, gettext_noop
 from django.views.decorators.http import require_GET, require_POST
 
 from .. import access, conf, operations, rerun
@@ -54,12 +54,12 @@ MAX_QUERY_VALUE: Final = 4096
 MAX_PK: Final = 2 ** 63 - 1
 
 REFUSED_MESSAGES: Final = {
-    "not_oauth": "This server does not use OAuth per person: there is nothing to connect.",
-    "state_invalid": "This sign-in cannot be completed: it is unknown, was already used, expired, or was started "
-                     "by another person or in another browser. Nothing was stored. Start again from the server page.",
-    "bad_request": "This request is not valid. Nothing was stored.",
-    "signed_out": "You are not signed in (any more), so this sign-in cannot be completed. Nothing was stored. "
-                  "Sign in and connect again from the server page.",
+    "not_oauth": gettext_noop("This server does not use OAuth per person: there is nothing to connect."),
+    "state_invalid": gettext_noop("This sign-in cannot be completed: it is unknown, was already used, expired, or was started "
+                     "by another person or in another browser. Nothing was stored. Start again from the server page."),
+    "bad_request": gettext_noop("This request is not valid. Nothing was stored."),
+    "signed_out": gettext_noop("You are not signed in (any more), so this sign-in cannot be completed. Nothing was stored. "
+                  "Sign in and connect again from the server page."),
 }
 
 

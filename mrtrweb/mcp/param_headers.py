@@ -32,6 +32,7 @@ import unicodedata
 from collections.abc import Mapping
 from typing import Any, Final
 
+from django.utils.translation import gettext_noop
 from mcp.shared.inbound import find_invalid_x_mcp_header, mcp_param_headers, x_mcp_header_map
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -45,8 +46,8 @@ logger = logging.getLogger("mrtrweb.mcp")
 #: ``inputSchema`` has an invalid ``x-mcp-header`` annotation (nothing is sent)
 INVALID_X_MCP_HEADER: Final = "invalid_x_mcp_header"
 #: what the person reads for :data:`INVALID_X_MCP_HEADER` (``McpCallError.shown_message``)
-REFUSED_TEXT: Final = ("This tool was not called: its input schema declares an invalid x-mcp-header "
-                       "(MCP 2026-07-28, SEP-2243), and clients must not use such a tool.")
+REFUSED_TEXT: Final = (gettext_noop("This tool was not called: its input schema declares an invalid x-mcp-header "
+                       "(MCP 2026-07-28, SEP-2243), and clients must not use such a tool."))
 _NAME_CHARS: Final = 100  # how much of a tool's name a log line carries
 #: a listing names at most this many newly excluded tools in the log, one line each; one more line
 #: says how many others were excluded (a server may list thousands)

@@ -12,6 +12,7 @@ from typing import Any, Final
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
 
+from .. import stored_text
 from .errors import TRANSPORT_ERROR, McpCallError
 
 __all__ = ["PROTOCOLS", "SDK_MODE", "ProtocolMismatch", "ProtocolRefused", "settle_protocol"]
@@ -36,8 +37,7 @@ class ProtocolMismatch(McpCallError):
 
     def __init__(self, message: str, pinned: str) -> None:
         super().__init__(TRANSPORT_ERROR, message)
-        self.shown_message = (f"This server does not speak protocol version {pinned}, the version it is set to. "
-                              "A tenant admin can change that in the server's settings.")
+        self.shown_message = stored_text.PINNED_VERSION % {"pinned": pinned}
 
 
 def _version_text(value: Any, limit: int = 40) -> str:

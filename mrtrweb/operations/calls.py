@@ -15,6 +15,7 @@ from typing import Any, Final
 
 from asgiref.sync import sync_to_async
 from django.utils import timezone
+from django.utils.translation import gettext_noop
 
 from .. import access, conf, display, push
 from ..connections import HANDSHAKE_VERSIONS as _HANDSHAKE_VERSIONS, connection_for, declared as _declared, pool, server_key
@@ -235,7 +236,7 @@ async def _drive(op_id: Any, request_id: str, params: dict[str, Any], *, checked
         try:
             op = await _load(op_id)
             await _finish(op, Operation.Status.FAILED, code="internal_error",
-                          message="The operation stopped on an internal error; nothing more was sent.")
+                          message=gettext_noop("The operation stopped on an internal error; nothing more was sent."))
         except Exception:  # noqa: BLE001
             logger.exception("operation %s could not be marked failed", op_id)
     finally:  # a connection the drive's work left unusable is not kept (a working one is: shared)

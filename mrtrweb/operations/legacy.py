@@ -30,7 +30,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.utils import timezone
 
-from .. import audit, conf
+from .. import audit, conf, stored_text
 from ..gate import codes, GateRejection, Retry, Round, StoreUnavailable
 from ..gates import get_gate
 from ..handover import put_answer as _put_answer, settle as _settle, take_answer as _take_answer, unsettle as _unsettle
@@ -155,7 +155,7 @@ async def _legacy_round(call: _Call, method: str, params: dict[str, Any]) -> Any
         except audit.AuditUnavailable:
             pass
         await _finish(op, Operation.Status.FAILED, code=exc.code,
-                      message=f"{message_for(exc.code)} Reason: {exc.reason}.")
+                      message=stored_text.WITH_REASON % {"message": message_for(exc.code), "reason": exc.reason})
         return _refusal(method, exc.code)
     except StoreUnavailable:
         await _finish(op, Operation.Status.FAILED, code=STORE_UNAVAILABLE, message=message_for(STORE_UNAVAILABLE))
@@ -248,8 +248,7 @@ async def _give_up(op: Operation, rnd: Round, method: str, why: str, deadline: f
         logger.info("operation %s: legacy round %s not answered by %s; the server is told cancel", op.id,
                     rnd.number, _clock(deadline))
         await _finish(op, Operation.Status.DENIED, code="denied", reason="timeout", event="denied",
-                      message=f"The server held its call open for your answer until {_clock(deadline)}; no answer "
-                              "came in time, so the server was told cancel. Nothing else was sent.")
+                      message=stored_text.LEGACY_TIMEOUT % {"clock": _clock(deadline)})
     else:
         logger.info("operation %s: legacy round %s ended (%s); the server is told cancel", op.id, rnd.number, why)
         # stopped: the stop already ended the operation (denied, cancelled); this is a no-op then

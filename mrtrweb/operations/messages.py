@@ -9,6 +9,9 @@ from __future__ import annotations
 import unicodedata
 from typing import Any, Final
 
+from django.utils.translation import gettext_noop
+
+from .. import stored_text
 from ..mcp import McpCallError
 
 #: product error codes (besides the gate's): shown to the person and recorded
@@ -36,34 +39,34 @@ URL_CANCELLED = "url_cancelled"
 PROTOCOL_CHANGED = "protocol_changed"
 
 MESSAGES = {
-    STORE_UNAVAILABLE: "The round store is unavailable right now; nothing was sent. Try again shortly.",
-    AUDIT_UNAVAILABLE: "The audit trail could not be written; your answer was not sent.",
-    INVALID_RESULT: "The server's result is malformed and was refused.",
-    "transport_error": "The MCP server could not be reached.",
-    "jsonrpc_error": "The MCP server answered with an error.",
-    "timeout": "The MCP server did not answer in time.",
+    STORE_UNAVAILABLE: gettext_noop("The round store is unavailable right now; nothing was sent. Try again shortly."),
+    AUDIT_UNAVAILABLE: gettext_noop("The audit trail could not be written; your answer was not sent."),
+    INVALID_RESULT: gettext_noop("The server's result is malformed and was refused."),
+    "transport_error": gettext_noop("The MCP server could not be reached."),
+    "jsonrpc_error": gettext_noop("The MCP server answered with an error."),
+    "timeout": gettext_noop("The MCP server did not answer in time."),
     # issue 13: 401 / 403 insufficient_scope / the authorization server refused (never transport_error)
-    "authorization_required": "The MCP server asks for authorization (HTTP 401): connect your account to it, "
-                              "or ask a tenant admin to check its credentials. Nothing more was sent.",
-    "insufficient_scope": "The MCP server needs permissions your connection does not grant (HTTP 403, "
-                          "insufficient_scope): connect again to grant them. Nothing more was sent.",
-    "authorization_failed": "The credentials were refused (by the MCP server, HTTP 403, or by its authorization "
-                            "server). Nothing more was sent.",
-    "inactive_mrtr_round": "This round is no longer open: it was already answered, expired or ended.",
-    "mrtr_round_limit_exceeded": "The server asked for more rounds than allowed; the operation was stopped.",
-    ANSWER_PENDING: "Your answer was recorded, but the database became unreachable before it could go out. "
-                    "It goes out by itself as soon as the database is back; do not answer again.",
-    "worker_lost": "The worker handling this call stopped before the server answered. Nothing more will be "
-                   "sent for it; you may run it again.",
+    "authorization_required": gettext_noop("The MCP server asks for authorization (HTTP 401): connect your account to it, "
+                              "or ask a tenant admin to check its credentials. Nothing more was sent."),
+    "insufficient_scope": gettext_noop("The MCP server needs permissions your connection does not grant (HTTP 403, "
+                          "insufficient_scope): connect again to grant them. Nothing more was sent."),
+    "authorization_failed": gettext_noop("The credentials were refused (by the MCP server, HTTP 403, or by its authorization "
+                            "server). Nothing more was sent."),
+    "inactive_mrtr_round": gettext_noop("This round is no longer open: it was already answered, expired or ended."),
+    "mrtr_round_limit_exceeded": gettext_noop("The server asked for more rounds than allowed; the operation was stopped."),
+    ANSWER_PENDING: gettext_noop("Your answer was recorded, but the database became unreachable before it could go out. "
+                    "It goes out by itself as soon as the database is back; do not answer again."),
+    "worker_lost": gettext_noop("The worker handling this call stopped before the server answered. Nothing more will be "
+                   "sent for it; you may run it again."),
     # mrtrweb.drain: a graceful stop (a deploy, a restart) that could not wait for the call
-    "worker_stopped": "The worker handling this call was restarted (a deploy or a restart) before the server "
-                      "answered. Nothing more will be sent for it; you may run it again.",
-    WORKER_DRAINING: "This worker is restarting; nothing was sent; try again.",
-    PROTOCOL_CHANGED: "The server no longer speaks protocol version 2026-07-28, the version it asked this round "
+    "worker_stopped": gettext_noop("The worker handling this call was restarted (a deploy or a restart) before the server "
+                      "answered. Nothing more will be sent for it; you may run it again."),
+    WORKER_DRAINING: gettext_noop("This worker is restarting; nothing was sent; try again."),
+    PROTOCOL_CHANGED: gettext_noop("The server no longer speaks protocol version 2026-07-28, the version it asked this round "
                       "in: it now answers only an older version, where a round cannot be answered. Your "
-                      "answers were not sent; you may run it again.",
-    INVALID_URL_REQUIRED: "The server said a page must be opened first (JSON-RPC error -32042), but its list of "
-                          "pages is malformed; nothing was opened and nothing more was sent.",
+                      "answers were not sent; you may run it again."),
+    INVALID_URL_REQUIRED: gettext_noop("The server said a page must be opened first (JSON-RPC error -32042), but its list of "
+                          "pages is malformed; nothing was opened and nothing more was sent."),
 }
 
 
@@ -99,20 +102,23 @@ def failure_message(exc: McpCallError) -> str:
     message = message_for(exc.code)
     said = server_error_text(exc.rpc_message) if exc.code == "jsonrpc_error" else ""
     if said:
-        code = f" {exc.rpc_code}" if isinstance(exc.rpc_code, int) else ""
-        message += f" It said (JSON-RPC error{code}): {said}"
+        if isinstance(exc.rpc_code, int):
+            message = stored_text.JSONRPC_SAID % {"message": message, "code": exc.rpc_code, "said": said}
+        else:
+            message = stored_text.JSONRPC_SAID_NO_CODE % {"message": message, "said": said}
     elif exc.code in AUTHORIZATION_CODES:
         # the server's WWW-Authenticate error / error_description (or the authorization server's), cleaned
         challenge = getattr(exc, "challenge", None) or {}
         said = server_error_text(": ".join(str(challenge[k]) for k in ("error", "error_description")
                                            if isinstance(challenge.get(k), str) and challenge[k]))
         if said:
-            message += f" It said: {said}"
+            message = stored_text.CHALLENGE_SAID % {"message": message, "said": said}
     return message
 
 
 def message_for(code: str) -> str:
-    return MESSAGES.get(code, f"The server's request was refused by the gate ({code}).")
+    """The stored English message of ``code`` (a page shows it translated: :mod:`mrtrweb.stored_text`)."""
+    return MESSAGES.get(code) or stored_text.GATE_REFUSED % {"code": code}
 
 
 #: refusals that a service of ours being down caused (the binding store, the audit trail): the
@@ -134,44 +140,44 @@ class OperationRefused(Exception):
 
 #: reasons of a ``denied`` outcome (issue "audit trail", deny conditions)
 DENY_MESSAGES = {
-    "missing_consent_receipt": "No record shows that this round was displayed to you, so no answer is sent for it.",
-    "request_state_replayed": "The server sent again a requestState this operation had already sent back in an "
-                              "earlier round; the operation was stopped and nothing was sent.",
-    "server_config_changed": "The server's configuration changed after it asked (its name, address, or what it "
+    "missing_consent_receipt": gettext_noop("No record shows that this round was displayed to you, so no answer is sent for it."),
+    "request_state_replayed": gettext_noop("The server sent again a requestState this operation had already sent back in an "
+                              "earlier round; the operation was stopped and nothing was sent."),
+    "server_config_changed": gettext_noop("The server's configuration changed after it asked (its name, address, or what it "
                              "may ask for, such as roots or sampling): this round can no longer be answered, and "
-                             "your answer was not sent.",
-    "timeout": "This round expired before the answer arrived; nothing was sent.",
-    "cancelled": "You stopped this operation; nothing was sent for its open round.",
-    AUDIT_UNAVAILABLE: "The audit trail could not be written or read back; your answer was not sent.",
-    "deprecated_request_refused": "You refused the server's sampling or roots request; the operation ended and "
-                                  "nothing was sent to the server.",
-    "legacy_handover_failed": "Your answer was accepted but could not be handed to the worker holding the "
-                              "server's call; the server was told cancel.",
-    "access_revoked": "Your access to this server or organisation ended; nothing more was sent for this "
-                      "operation.",
-    URL_DECLINED: "You declined to open the page the server asked for; the request was not sent again.",
-    URL_CANCELLED: "You cancelled at the page the server asked you to open; the request was not sent again.",
-    AUTHORIZATION_CHANGED: "The authorization this operation started with changed before its answer could go "
+                             "your answer was not sent."),
+    "timeout": gettext_noop("This round expired before the answer arrived; nothing was sent."),
+    "cancelled": gettext_noop("You stopped this operation; nothing was sent for its open round."),
+    AUDIT_UNAVAILABLE: gettext_noop("The audit trail could not be written or read back; your answer was not sent."),
+    "deprecated_request_refused": gettext_noop("You refused the server's sampling or roots request; the operation ended and "
+                                  "nothing was sent to the server."),
+    "legacy_handover_failed": gettext_noop("Your answer was accepted but could not be handed to the worker holding the "
+                              "server's call; the server was told cancel."),
+    "access_revoked": gettext_noop("Your access to this server or organisation ended; nothing more was sent for this "
+                      "operation."),
+    URL_DECLINED: gettext_noop("You declined to open the page the server asked for; the request was not sent again."),
+    URL_CANCELLED: gettext_noop("You cancelled at the page the server asked you to open; the request was not sent again."),
+    AUTHORIZATION_CHANGED: gettext_noop("The authorization this operation started with changed before its answer could go "
                            "out (you disconnected from the server or connected another account, or its "
-                           "credentials were replaced): nothing was sent. You may run it again.",
+                           "credentials were replaced): nothing was sent. You may run it again."),
 }
 
 
 #: who stops an operation (:func:`stop_operation`), and what the operation's page then says
 STOPPED_BY: Final = {
-    "person": "You stopped this operation; the call was cancelled at the server.",
-    "headless_timeout": "The headless client's time limit passed; the call was cancelled at the server.",
+    "person": gettext_noop("You stopped this operation; the call was cancelled at the server."),
+    "headless_timeout": gettext_noop("The headless client's time limit passed; the call was cancelled at the server."),
 }
 #: the same, when the operation was stopped while a round waited for its answer
 STOPPED_BY_AT_ROUND: Final = {
     "person": DENY_MESSAGES["cancelled"],
-    "headless_timeout": "The headless client's time limit passed; nothing was sent for its open round.",
+    "headless_timeout": gettext_noop("The headless client's time limit passed; nothing was sent for its open round."),
 }
 
 
 #: the 503 page of a Stop the worker driving the call cannot be told about (the cache is down)
-STOP_UNDELIVERED: Final = ("The stop could not be passed on to the worker running this call: a service it needs is "
-                           "unreachable right now. The call goes on; please try Stop again in a moment.")
+STOP_UNDELIVERED: Final = (gettext_noop("The stop could not be passed on to the worker running this call: a service it needs is "
+                           "unreachable right now. The call goes on; please try Stop again in a moment."))
 
 
 #: the code of a ``received`` row whose ``requestState`` another operation of the tenant also

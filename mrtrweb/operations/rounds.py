@@ -16,7 +16,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.utils import timezone
 
-from .. import audit, results
+from .. import audit, results, stored_text
 from ..gate import GateRejection, Retry, Round, StoreUnavailable
 from ..gates import get_gate
 from ..models import Operation
@@ -266,7 +266,7 @@ async def _handle_result(op: Operation, request_id: str, raw: Any, *, received_c
         exc = judged.exc
         # The gate's reason names the refused check (never a value), e.g. which method was asked.
         await _finish(op, Operation.Status.FAILED, code=exc.code,
-                      message=f"{message_for(exc.code)} Reason: {exc.reason}.")
+                      message=stored_text.WITH_REASON % {"message": message_for(exc.code), "reason": exc.reason})
         return None
     if outcome == "store_unavailable":
         await _finish(op, Operation.Status.FAILED, code=STORE_UNAVAILABLE, message=message_for(STORE_UNAVAILABLE))

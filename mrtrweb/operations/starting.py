@@ -9,6 +9,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.utils import timezone
+from django.utils.translation import gettext_noop
 
 from .. import conf, results
 from ..gate import StoreUnavailable
@@ -82,13 +83,13 @@ def _start_sync(user: Any, server: McpServer, method: str, name: str, params: di
 #: the limits checked before an operation starts: (count, setting, message)
 _LIMITS = (
     ("user_pending", "MAX_PENDING_ROUNDS",
-     "You have too many rounds waiting for an answer; answer or let them expire first."),
+     gettext_noop("You have too many rounds waiting for an answer; answer or let them expire first.")),
     ("user_starts", "MAX_STARTS_PER_MINUTE",
-     "You started too many operations in the last minute; wait a moment."),
+     gettext_noop("You started too many operations in the last minute; wait a moment.")),
     ("tenant_pending", "MAX_TENANT_PENDING_ROUNDS",
-     "Your organisation has too many rounds waiting for an answer right now; try again later."),
+     gettext_noop("Your organisation has too many rounds waiting for an answer right now; try again later.")),
     ("tenant_starts", "MAX_TENANT_STARTS_PER_MINUTE",
-     "Your organisation started too many operations in the last minute; wait a moment."),
+     gettext_noop("Your organisation started too many operations in the last minute; wait a moment.")),
 )
 
 

@@ -11,6 +11,7 @@ import logging
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.utils.translation import gettext_noop
 
 from .. import conf, outage
 from ..models import Operation
@@ -36,7 +37,7 @@ async def deny(op: Operation, reason: str, *, digests: dict[str, Any] | None = N
     ``digests``: the round's digests when the caller has them (see :func:`~.runtime._finish`)."""
     logger.info("operation %s denied: %s", op.id, reason)
     await _finish(op, Operation.Status.DENIED, code="denied", reason=reason,
-                  message=DENY_MESSAGES.get(reason, "The answer was denied."), event="denied", digests=digests)
+                  message=DENY_MESSAGES.get(reason, gettext_noop("The answer was denied.")), event="denied", digests=digests)
 
 
 def last_answer(op_id: Any) -> tuple[bool, dict[str, Any]]:

@@ -31,8 +31,9 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from asgiref.sync import sync_to_async
+from django.utils.translation import gettext_noop
 
-from .. import conf, display, push
+from .. import conf, display, push, stored_text
 from ..mcp import McpCallError
 from ..mcp import tasks as wire
 from ..models import Operation
@@ -48,8 +49,8 @@ logger = logging.getLogger("mrtrweb.operations")
 TASK_REQUIRED: Final = "task_required"
 #: what the person (page) or the caller (headless) reads
 TASK_REQUIRED_MESSAGE: Final = (
-    'This tool runs only as a task (the server lists it with execution.taskSupport "required"), but the server '
-    "does not declare task support, so it cannot be called: a plain call would be refused. Nothing was sent.")
+    gettext_noop('This tool runs only as a task (the server lists it with execution.taskSupport "required"), but the server '
+    "does not declare task support, so it cannot be called: a plain call would be refused. Nothing was sent."))
 #: the codes an operation's task ends with (besides the codes of a failed request)
 TASK_FAILED: Final = "task_failed"
 TASK_CANCELLED: Final = "task_cancelled"
@@ -156,11 +157,12 @@ async def cancel(op: Operation, conn: Any, plan_: Plan) -> None:
 async def _ended_by_server(op: Operation, view: wire.TaskView) -> None:
     said = server_error_text((view.error or {}).get("message") or view.message)
     if view.status == "cancelled":
-        text = "The server cancelled the task; nothing more was sent."
+        text = gettext_noop("The server cancelled the task; nothing more was sent.")
         code = TASK_CANCELLED
     else:
         rpc = (view.error or {}).get("code")
-        text = "The server's task failed" + (f" (JSON-RPC {rpc})" if isinstance(rpc, int) else "") + "."
+        text = (stored_text.TASK_FAILED_RPC % {"code": rpc} if isinstance(rpc, int)
+                else gettext_noop("The server's task failed."))
         code = TASK_FAILED
     logger.info("operation %s: its task ended %s", op.id, view.status)
     await _finish(op, Operation.Status.FAILED, code=code, message=f"{text} Server said: {said}" if said else text)

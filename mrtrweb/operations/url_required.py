@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Final
 
+from .. import stored_text
 from ..gate import Retry
 from ..mcp import McpCallError
 from ..models import Operation
@@ -106,7 +107,8 @@ async def url_required_round(op: Operation, request_id: str, exc: McpCallError) 
     except MalformedUrlRequired as bad:
         logger.info("operation %s: URL-required error refused: %s", op.id, bad.reason)
         await _finish(op, Operation.Status.FAILED, code=INVALID_URL_REQUIRED, reason=bad.reason[:200],
-                      message=f"{message_for(INVALID_URL_REQUIRED)} Reason: {bad.reason}.")
+                      message=stored_text.WITH_REASON % {"message": message_for(INVALID_URL_REQUIRED),
+                                                          "reason": bad.reason})
         return
     logger.info("operation %s: the server requires %s URL elicitation(s) first (-32042)", op.id,
                 len(result["inputRequests"]))

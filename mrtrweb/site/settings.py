@@ -39,6 +39,8 @@ MIDDLEWARE = [
     "mrtrweb.health.HealthMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    # the page's language from the browser's Accept-Language (English or German, LANGUAGES)
+    "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -110,6 +112,12 @@ AXES_LOCKOUT_CALLABLE = "mrtrweb.site.lockout.locked_out"
 AXES_IPWARE_META_PRECEDENCE_ORDER = ("REMOTE_ADDR",)
 
 LANGUAGE_CODE = "en-us"
+# the languages mrtrweb ships a translation for (mrtrweb/locale/); LocaleMiddleware picks one
+LANGUAGES = [("en", "English"), ("de", "Deutsch")]
+# the one catalog (the package's; Django finds it as the app's own): named here so that
+# `./dev messages` (makemessages from the repository root) also puts the strings of this site's
+# templates/registration/ pages into it
+LOCALE_PATHS = [BASE_DIR / "mrtrweb" / "locale"]
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True

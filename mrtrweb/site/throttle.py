@@ -24,6 +24,7 @@ import logging
 from django.contrib.auth.signals import user_logged_in, user_login_failed
 from django.core.cache import caches
 from django.core.exceptions import PermissionDenied
+from django.utils.translation import gettext_noop
 
 from ..outage import ServiceUnavailable
 
@@ -35,9 +36,9 @@ CACHE_ALIAS = "default"
 SLOT_TTL_S = 30
 _ATTR = "_mrtrweb_signin_slot"
 #: the 503 page of a sign-in refused because its attempts cannot be counted
-SIGN_IN_UNAVAILABLE = ("Signing in is not possible right now: the service that counts sign-in attempts is "
+SIGN_IN_UNAVAILABLE = (gettext_noop("Signing in is not possible right now: the service that counts sign-in attempts is "
                        "unreachable. Your password was not checked and nothing was counted against you; please try "
-                       "again in a moment.")
+                       "again in a moment."))
 
 
 def _slot_key(username: str | None, ip_address: str | None) -> str:

@@ -10,6 +10,9 @@
 * ``{{ url|ascii_url }}`` -- the URL-mode URL's ASCII form for its address line (IDNA host, the
   rest percent-encoded): nothing in it can be reordered by right-to-left letters.
 * ``{{ op|status_label }}`` -- an operation's status as its person reads it ("Stopped by you").
+* ``{{ message|translated|shown }}`` -- one of the product's stored English messages (an
+  operation's outcome, a refusal) in the page's language (:mod:`mrtrweb.stored_text`); other text
+  (the server's) unchanged.
 * ``{{ name|label }}`` -- a name or title cut to :data:`mrtrweb.results.MAX_LABEL_CHARS` characters
   (a cut one says how many were left out): use after ``shown``.
 
@@ -24,7 +27,7 @@ from typing import Any
 
 from django import template
 
-from .. import display, outcomes, results
+from .. import display, outcomes, results, stored_text
 
 register = template.Library()
 
@@ -59,3 +62,8 @@ def ascii_url(value: Any) -> Any:
 @register.filter(is_safe=True)
 def label(value: Any) -> Any:
     return results.shown_text(value, results.MAX_LABEL_CHARS)
+
+
+@register.filter
+def translated(value: Any) -> Any:
+    return stored_text.translated(value)

@@ -58,7 +58,7 @@ async def operation_answer(request: HttpRequest, op_id: Any) -> HttpResponse:
     if rnd is None or op.status != Operation.Status.AWAITING_INPUT or round_no != str(rnd.number):
         return await _panel_response(request, op, error=gettext(ANSWER_NOT_SENT), status=409)
     if action not in ANSWER_ACTIONS:
-        return await _panel_response(request, op, error="Choose Accept, Decline or Cancel.", status=400)
+        return await _panel_response(request, op, error=gettext("Choose Accept, Decline or Cancel."), status=400)
     if any(view.kind in sampling.DEPRECATED_KINDS for view in rnd.requests.values()):
         return await _answer_deprecated(request, op, rnd, action, user)
     if action in ("decline", "cancel"):  # no review: nothing but the action is sent
@@ -69,7 +69,7 @@ async def operation_answer(request: HttpRequest, op_id: Any) -> HttpResponse:
         return await _panel_response(request, op, forms=forms, status=200)
     if not all(f.is_valid() for f in forms.values()):
         await sync_to_async(_all_messages, thread_sensitive=False)(forms)  # patterns: off the event loop
-        return await _panel_response(request, op, forms=forms, error="Some answers need attention.", status=400)
+        return await _panel_response(request, op, forms=forms, error=gettext("Some answers need attention."), status=400)
     responses: dict[str, Any] = {}
     for key, view in rnd.requests.items():
         if view.kind == "form":
@@ -77,7 +77,7 @@ async def operation_answer(request: HttpRequest, op_id: Any) -> HttpResponse:
         elif view.kind == "url":
             responses[key] = {"action": "accept"}
         else:  # sampling/roots cards are answered by _answer_deprecated
-            return await _panel_response(request, op, error="This request type cannot be answered here.",
+            return await _panel_response(request, op, error=gettext("This request type cannot be answered here."),
                                          status=400)
     failed = await _precheck(op, rnd, forms, responses)
     if failed is not None:
@@ -123,7 +123,7 @@ async def _precheck(op: Operation, rnd: Any, forms: dict[str, Any], responses: d
                 await sync_to_async(forms[key].checked.validate, thread_sensitive=False)(response["content"])
             except ContentMismatch as exc:
                 forms[key].add_gate_errors(exc.errors)
-                failed, code = failed or "Some answers need attention.", code or "input_response_schema_mismatch"
+                failed, code = failed or gettext("Some answers need attention."), code or "input_response_schema_mismatch"
         elif view.kind in sampling.DEPRECATED_KINDS:
             valid = _valid_list_roots_result if view.kind == "roots" else _valid_create_message_result
             if not (valid(response) and _within_depth(response) and is_strict_json(response)):
@@ -175,7 +175,7 @@ async def _send(request: HttpRequest, op: Operation, responses: dict[str, Any], 
         cause = exc.__cause__
         if exc.code == "input_response_schema_mismatch" and exc.key in forms and hasattr(cause, "errors"):
             forms[exc.key].add_gate_errors(cause.errors)
-            return await _panel_response(request, op, forms=forms, error="Some answers need attention.", status=400)
+            return await _panel_response(request, op, forms=forms, error=gettext("Some answers need attention."), status=400)
         if deprecated and exc.code == sampling.INVALID_ANSWER:
             return await _panel_response(request, op, forms=forms, error=sampling.INVALID_ANSWER_MESSAGE, status=400)
         return await _panel_response(request, op, error=operations.message_for(exc.code), status=409)
@@ -207,7 +207,7 @@ async def _answer_deprecated(request: HttpRequest, op: Operation, rnd: Any, acti
     if action == "change":
         return await _panel_response(request, op, forms=forms, status=200)
     if not valid:
-        return await _panel_response(request, op, forms=forms, error="Some answers need attention.", status=400)
+        return await _panel_response(request, op, forms=forms, error=gettext("Some answers need attention."), status=400)
     responses: dict[str, Any] = {}
     for key, view in rnd.requests.items():
         if view.kind == "form":

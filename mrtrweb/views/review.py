@@ -13,7 +13,7 @@ from typing import Any
 from django.core import signing
 from django.http import HttpRequest, HttpResponse
 from django.utils.formats import date_format
-from django.utils.translation import gettext
+from django.utils.translation import gettext, gettext_noop
 
 from .. import fieldhints, results, sampling
 from ..forms import _option_key
@@ -27,10 +27,10 @@ logger = logging.getLogger("mrtrweb.views")
 REVIEW_SALT = "mrtrweb.views.review"
 #: seconds a review stays valid for Send (the round's own lifetime still applies)
 REVIEW_MAX_AGE_S = 600
-REVIEW_CHANGED_MESSAGE = ("These answers are not the ones you reviewed, so nothing was sent. "
-                          "Check them and review them again.")
-REVIEW_INVALID_MESSAGE = ("Your review is no longer valid (it expired or was damaged), so nothing was sent. "
-                          "Review your answers again.")
+REVIEW_CHANGED_MESSAGE = (gettext_noop("These answers are not the ones you reviewed, so nothing was sent. "
+                          "Check them and review them again."))
+REVIEW_INVALID_MESSAGE = (gettext_noop("Your review is no longer valid (it expired or was damaged), so nothing was sent. "
+                          "Review your answers again."))
 
 
 def _jsonable(value: Any) -> Any:

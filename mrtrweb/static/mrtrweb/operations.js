@@ -32,17 +32,22 @@
     if (live) live.textContent = String(notice.getAttribute("data-resumed") || "");
   }
 
+  // what the live region says, in the page's language: the template renders it (operation.html)
+  function said(attr) {
+    return String((notice && notice.getAttribute(attr)) || "");
+  }
+
   function focusCard() {
     var review = root.querySelector("form.review .review-title");
     if (review) {
       review.focus();
-      if (live) live.textContent = "Review your answer before sending.";
+      if (live) live.textContent = said("data-review-ready");
       return;
     }
     var card = root.querySelector("form.card");
     if (card) {
       card.focus();
-      if (live) live.textContent = "A server asks for your input.";
+      if (live) live.textContent = said("data-card-ready");
     }
   }
 
@@ -63,9 +68,9 @@
     root.setAttribute("data-status", status);
     if (status === "awaiting_input") focusCard();
     else if (live) {
-      // the panel's own status line (translated; "Stopped by you", not the stored code)
+      // the panel's own status line, in the page's language ("Stopped by you · 1 round", not the stored code)
       var line = root.querySelector(".panel > .status");
-      live.textContent = line ? line.textContent.trim() : "Status: " + status.replace("_", " ");
+      live.textContent = line ? line.textContent.replace(/\s+/g, " ").trim() : status.replace("_", " ");
     }
   }
 
