@@ -62,7 +62,7 @@ async def test_an_expired_round_says_so_and_runs_again_with_the_same_arguments(s
     assert WAITING not in page and CLOSED_ONCE not in page
     assert '<strong class="status-label">Expired</strong>' in panel
     assert "This round expired" in panel and "Nothing was sent to the server." in panel
-    assert re.search(r"the round closed at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", panel)
+    assert re.search(r'the round closed at <time class="when" datetime="\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"[^>]*>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC</time>', panel)
     form = RERUN_FORM.search(panel)
     assert form and form.group(1) == str(op.id)
 
