@@ -227,7 +227,7 @@ def test_tenant_history_in_the_viewers_zone_copy_filters_kept_and_pages(app):
                                                                             dt.timedelta(hours=2))
 
     # The tenant history from her own history's list of the tenants she administers.
-    page.get_by_role("link", name="Your consent history").click()
+    page.get_by_role("navigation", name="Account").get_by_role("link", name="Your consent history").click()
     expect(page.locator("section.history-op time.when").first).to_have_attribute("data-local", "1")
     _assert_fits(page)
     page.get_by_role("link", name="Acme Corp history").click()
@@ -274,7 +274,7 @@ def test_tenant_history_in_the_viewers_zone_copy_filters_kept_and_pages(app):
     # ... and when she leaves for a timeline and comes back through the navigation she has
     rows.first.get_by_role("link", name="Timeline").click()
     expect(page.get_by_role("heading", name=re.compile("^Timeline of"))).to_be_visible()
-    page.get_by_role("link", name="Your consent history").click()
+    page.get_by_role("navigation", name="Account").get_by_role("link", name="Your consent history").click()
     page.get_by_role("link", name="Acme Corp history").click()
     expect(page).to_have_url(re.compile(r"/mcp/tenants/acme/history/\?outcome=rejected&per_page=25$"))
     expect(form.get_by_label("Event", exact=True)).to_have_value("rejected")
@@ -284,7 +284,7 @@ def test_tenant_history_in_the_viewers_zone_copy_filters_kept_and_pages(app):
     page.get_by_role("link", name="Clear").click()
     expect(page).to_have_url(re.compile(r"/mcp/tenants/acme/history/$"))
     expect(form.get_by_label("Event", exact=True)).to_have_value("")
-    page.get_by_role("link", name="Your consent history").click()
+    page.get_by_role("navigation", name="Account").get_by_role("link", name="Your consent history").click()
     page.get_by_role("link", name="Acme Corp history").click()
     expect(page).to_have_url(re.compile(r"/mcp/tenants/acme/history/$"))
     expect(rows).to_have_count(50)

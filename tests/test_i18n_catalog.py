@@ -103,7 +103,7 @@ def test_placeholders_and_tags_match(shipped):
 
 def test_product_terms_are_consistent(shipped):
     """Operation is "Vorgang", round "Runde", Accept/Decline/Cancel "Annehmen/Ablehnen/Abbrechen", everywhere."""
-    assert shipped["Operation"] == "Vorgang" and shipped["Round"] == "Runde"
+    assert shipped["Operation"] == "Vorgang" and shipped["round %(n)s"] == "Runde %(n)s" and shipped["Round closed"] == "Runde geschlossen"
     assert (shipped["Accept"], shipped["Decline"], shipped["Cancel"]) == ("Annehmen", "Ablehnen", "Abbrechen")
     for msgid_word, wrong in (("operation", "Operation"), ("round", "Round")):
         for key, msgstr in shipped.items():
