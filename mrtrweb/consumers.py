@@ -45,10 +45,11 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.utils import translation
 
-from . import access, conf, layerwatch, metrics, outage, pending, push, sessions
+from . import access, conf, layerwatch, metrics, outage, push, sessions
 from .languages import scope_language
 from .models import Operation
 from .panels import record_shown, render_push
+from .pending_watch import PendingWatch
 from .push import user_group
 
 #: what a pushed task status may be (mrtrweb.mcp.tasks.STATUSES)
@@ -87,7 +88,7 @@ async def _group_call(call, group: str, channel: str) -> None:
         await asyncio.wait_for(call(group, channel), GROUP_CALL_TIMEOUT_S)
 
 
-class OperationsConsumer(AsyncJsonWebsocketConsumer):
+class OperationsConsumer(PendingWatch, AsyncJsonWebsocketConsumer):
     async def __call__(self, scope, receive, send) -> None:
         """Channels' dispatch loop, with a service outage ending the connection cleanly.
 
@@ -293,43 +294,6 @@ class OperationsConsumer(AsyncJsonWebsocketConsumer):
             await self.send_json({"type": "pong"})
         elif isinstance(content, dict) and content.get("type") == "pending.watch":
             await self.watch_pending()
-
-    async def watch_pending(self) -> None:
-        """The page shows the navigation's "Waiting for you": send it the user's waiting rounds
-        now (:func:`mrtrweb.pending.payload`, one hop with the session's check) and again
-        whenever one of their operations enters or leaves ``awaiting_input``
-        (:meth:`operation_update`)."""
-        if getattr(self, "session_closed", False) or getattr(self, "pending_watch", False):
-            return  # (asked again on the same socket: nothing new to send, no query)
-        self.pending_watch = True
-        cause, out = await database_sync_to_async(self._pending_for, thread_sensitive=False)()
-        if cause:
-            await self._end_session(cause)
-            return
-        await self._send_pending(out)
-
-    def _pending_for(self) -> tuple[str, dict[str, Any] | None]:
-        """Sync: ``(cause, payload)``: why the session no longer holds, or the waiting rounds."""
-        cause = sessions.session_denial(getattr(self, "session_key", ""), self.user_id)
-        return (cause, None) if cause else ("", pending.payload(self.user_id))
-
-    def _pending_after(self, op_id: Any, op: Operation | None) -> dict[str, Any] | None:
-        """Sync: the waiting rounds to push after operation ``op_id`` changed (``op``: it, as
-        this user may see it, or None), when this socket watches them and the operation entered
-        ``awaiting_input`` or was among the rounds last sent (it left, or access to it ended);
-        else None (no query)."""
-        if not getattr(self, "pending_watch", False):
-            return None
-        entered = op is not None and op.status == Operation.Status.AWAITING_INPUT
-        if not entered and str(op_id) not in getattr(self, "pending_ids", ()):
-            return None
-        return pending.payload(self.user_id)
-
-    async def _send_pending(self, out: dict[str, Any] | None) -> None:
-        if out is None:
-            return
-        self.pending_ids = frozenset(r["id"] for r in out["rounds"])
-        await self.send_json(out)
 
     async def operation_progress(self, event) -> None:
         """Progress of a call in flight (numbers and the server's short message, shown escaped); for

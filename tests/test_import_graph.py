@@ -119,6 +119,7 @@ def test_modules_stay_short():
     history packages, the MCP connection) grows past ~400 lines."""
     paths = [*(ROOT / "mrtrweb" / "operations").glob("*.py"), *(ROOT / "mrtrweb" / "views").glob("*.py"),
              *(ROOT / "mrtrweb" / "history").glob("*.py"),
-             ROOT / "mrtrweb" / "mcp" / "connection.py", ROOT / "mrtrweb" / "mcp" / "sending.py"]
+             ROOT / "mrtrweb" / "mcp" / "connection.py", ROOT / "mrtrweb" / "mcp" / "sending.py",
+             ROOT / "mrtrweb" / "consumers.py", ROOT / "mrtrweb" / "tenancy.py", ROOT / "mrtrweb" / "pending.py"]
     long = {str(p.relative_to(ROOT)): n for p in paths if (n := len(p.read_text().splitlines())) > 400}
     assert not long, long
