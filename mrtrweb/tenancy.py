@@ -19,9 +19,12 @@ a signed-in user once ``MRTRWEB["TENANT_SYNC_S"]`` passed since the last success
 the binding cache, so one cache read per request). A portal that wants a removal to count at once
 calls :func:`sync_user` itself (e.g. from its own ``post_delete`` of an organisation member).
 
-The resolver failing -- it raises, or answers something that is no list of grants -- fails closed:
+The resolver failing -- it raises, or answers something that is no list -- fails closed:
 nothing is created, no membership added or widened (no role raised), nothing removed either (a
 portal outage must not end every pending round), and the sync is asked again at the next request.
+An item of the list that is no valid grant is left out (its organisation grants nothing). Removals
+are applied first and on their own, so no grant that cannot be applied (a name, a value the
+database refuses) holds one back.
 The reason is logged in one line with a stable code (:data:`RESOLVER_FAILED`,
 :data:`RESOLVER_INVALID`, :data:`SYNC_FAILED`); the request goes on, never a 500.
 """
@@ -29,6 +32,7 @@ The reason is logged in one line with a stable code (:data:`RESOLVER_FAILED`,
 from __future__ import annotations
 
 import functools
+import hashlib
 import logging
 from collections.abc import Callable, Iterable
 from typing import Any, Final, NamedTuple
@@ -102,10 +106,12 @@ def load(path: str) -> Callable[[Any], Iterable[Any]]:
 
 def grants_of(user: Any) -> dict[str, TenantGrant]:
     """The configured resolver's grants for ``user``, by key (checked; a key listed twice keeps its
-    first name and its highest role).
+    first name and its highest role). An item that is not a valid grant is left out, with its
+    position and what is wrong logged (:data:`RESOLVER_INVALID`): its organisation then grants
+    nothing, and one bad organisation cannot hold back the rest of the sync (removals included).
 
     Raises:
-        ResolverError: the resolver failed or answered something that is no list of grants.
+        ResolverError: the resolver failed, or answered something that is not a list of grants.
     """
     try:
         found = list(load(conf.get("TENANT_RESOLVER"))(user))
@@ -113,7 +119,11 @@ def grants_of(user: Any) -> dict[str, TenantGrant]:
         raise ResolverError(RESOLVER_FAILED, exc.__class__.__name__) from exc
     grants: dict[str, TenantGrant] = {}
     for index, item in enumerate(found):
-        grant = _checked(item, index)
+        try:
+            grant = _checked(item, index)
+        except ResolverError as exc:
+            logger.warning("%s: a grant of user %s left out (%s)", exc.reason, getattr(user, "pk", None), exc.detail)
+            continue
         held = grants.get(grant.key)
         if held is None or (held.role != Membership.Role.ADMIN and grant.role == Membership.Role.ADMIN):
             grants[grant.key] = TenantGrant(grant.key, held.name if held else grant.name, grant.role)
@@ -131,9 +141,11 @@ def _checked(item: Any, index: int) -> TenantGrant:
     key, name, role = (*item, Membership.Role.MEMBER) if len(item) == 2 else item
     if isinstance(key, int) and not isinstance(key, bool):
         key = str(key)
-    if not isinstance(key, str) or not key.strip() or len(key) > KEY_MAX:
+    if not isinstance(key, str) or not key.strip() or len(key) > KEY_MAX or not key.isprintable():
         raise ResolverError(RESOLVER_INVALID, f"item {index}: the key must be a non-empty string of at most "
-                                              f"{KEY_MAX} characters, or an int")
+                                              f"{KEY_MAX} printable characters, or an int")
+    if isinstance(name, str):  # control characters (NUL: PostgreSQL refuses it) become spaces
+        name = "".join(ch if ch.isprintable() else " " for ch in name)
     if not isinstance(name, str) or not name.strip():
         raise ResolverError(RESOLVER_INVALID, f"item {index}: the name must be a non-empty string")
     if role not in ROLES:
@@ -154,8 +166,7 @@ def sync_user(user: Any) -> bool:
         logger.warning("%s: memberships of user %s left as they were (%s)", exc.reason, user.pk, exc.detail)
         return False
     try:
-        with transaction.atomic():
-            changes = _apply(user, grants)
+        changes = _apply(user, grants)
     except DatabaseError as exc:
         logger.warning("%s: memberships of user %s left as they were (%s)", SYNC_FAILED, user.pk,
                        exc.__class__.__name__)
@@ -167,43 +178,73 @@ def sync_user(user: Any) -> bool:
 
 
 def _apply(user: Any, grants: dict[str, TenantGrant]) -> dict[str, int]:
-    """Create/rename the grants' tenants and set ``user``'s memberships of managed tenants to
-    exactly the grants (in the caller's transaction). Returns counts of what changed."""
+    """Set ``user``'s memberships of managed tenants to exactly the grants, creating or renaming
+    the grants' tenants. Returns counts of what changed.
+
+    Removals come first, in a transaction of their own, so nothing about the user's other
+    organisations (a name no tenant can take, a database refusing a value) can hold them back.
+    Then each grant in a savepoint of its own: a tenant that cannot be created or renamed is
+    logged (:data:`SYNC_FAILED`) and skipped -- no membership is added for a tenant that does not
+    exist; a failed rename keeps the old name and the membership.
+
+    Raises:
+        DatabaseError: the removals themselves failed (nothing else was tried).
+    """
     changes = {"tenants created": 0, "renamed": 0, "memberships added": 0, "removed": 0, "role changed": 0}
-    tenants = {t.external_key: t for t in Tenant.objects.filter(external_key__in=list(grants))}
-    wanted: dict[Any, str] = {}
-    for key, grant in grants.items():
-        tenant = tenants.get(key)
-        if tenant is None:
-            tenant = _create_tenant(key, grant.name)
-            changes["tenants created"] += 1
-        elif tenant.name != grant.name and tenant.name != (name := _free_name(grant.name, key, tenant.pk)):
-            tenant.name = name
-            tenant.save(update_fields=["name"])
-            changes["renamed"] += 1
-        wanted[tenant.pk] = grant.role
-    held = Membership.objects.filter(user_id=user.pk, tenant__external_key__isnull=False)
-    for membership in held:
-        role = wanted.pop(membership.tenant_id, None)
-        if role is None:
+    with transaction.atomic():
+        for membership in (Membership.objects.filter(user_id=user.pk, tenant__external_key__isnull=False)
+                           .exclude(tenant__external_key__in=list(grants))):
             membership.delete()  # the revocation signals end pending rounds there (access_revoked)
             changes["removed"] += 1
-        elif membership.role != role:
-            membership.role = role
-            membership.save(update_fields=["role"])
-            changes["role changed"] += 1
-    for tenant_id, role in wanted.items():
-        Membership.objects.create(tenant_id=tenant_id, user_id=user.pk, role=role)
-        changes["memberships added"] += 1
+    tenants = {t.external_key: t for t in Tenant.objects.filter(external_key__in=list(grants))}
+    held = {m.tenant_id: m for m in Membership.objects.filter(user_id=user.pk, tenant__external_key__isnull=False)}
+    for key, grant in grants.items():
+        try:
+            with transaction.atomic():
+                _apply_grant(user, grant, tenants.get(key), held, changes)
+        except DatabaseError as exc:
+            logger.warning("%s: organisation grant of user %s skipped (%s)", SYNC_FAILED, user.pk,
+                           exc.__class__.__name__)
     return changes
 
 
+def _apply_grant(user: Any, grant: TenantGrant, tenant: Tenant | None, held: dict[Any, Membership],
+                 changes: dict[str, int]) -> None:
+    """One grant: its tenant created or renamed, the user's membership added or given its role."""
+    if tenant is None:
+        tenant = _create_tenant(grant.key, grant.name)
+        changes["tenants created"] += 1
+    elif tenant.name != grant.name and tenant.name != (name := _free_name(grant.name, grant.key, tenant.pk)):
+        try:
+            with transaction.atomic():
+                Tenant.objects.filter(pk=tenant.pk).update(name=name)
+            changes["renamed"] += 1
+        except DatabaseError as exc:  # another tenant took the name meanwhile: keep the old one
+            logger.warning("%s: tenant %s not renamed (%s)", SYNC_FAILED, tenant.pk, exc.__class__.__name__)
+    membership = held.get(tenant.pk)
+    if membership is None:
+        Membership.objects.create(tenant_id=tenant.pk, user_id=user.pk, role=grant.role)
+        changes["memberships added"] += 1
+    elif membership.role != grant.role:
+        membership.role = grant.role
+        membership.save(update_fields=["role"])
+        changes["role changed"] += 1
+
+
 def _free_name(name: str, key: str, own_pk: Any = None) -> str:
-    """``name``, or ``name (key)`` when another tenant has it (tenant names are unique)."""
-    if not Tenant.objects.filter(name=name).exclude(pk=own_pk).exists():
+    """``name``, else ``name (key)``, else ``name (key) 2``, 3, ...: the first that no other tenant
+    has (tenant names are unique), always within :data:`NAME_MAX` (the name and then the key
+    are cut to fit; a key too long for a readable suffix is shown as its first 24 characters)."""
+    taken = Tenant.objects.exclude(pk=own_pk)
+    if not taken.filter(name=name).exists():
         return name
-    suffix = f" ({key})"
-    return name[:NAME_MAX - len(suffix)] + suffix
+    shown_key = key if len(key) <= 24 else key[:23] + "…"
+    for n in range(1, 1000):
+        suffix = f" ({shown_key})" + (f" {n}" if n > 1 else "")
+        candidate = name[:max(1, NAME_MAX - len(suffix))].rstrip() + suffix
+        if not taken.filter(name=candidate).exists():
+            return candidate
+    return f"{name[:NAME_MAX - 45].rstrip()} ({hashlib.sha256(key.encode()).hexdigest()[:40]})"
 
 
 def _create_tenant(key: str, name: str) -> Tenant:

@@ -107,15 +107,31 @@ def test_a_failing_resolver_grants_nothing_and_removes_nothing(portal, caplog):
                                    "(ConnectionError)")  # the class only: the message may hold anything
 
     portal_orgs.FAIL.clear()
-    for bad, what in (([("", "No key")], "item 0: the key must be"), (["Org X"], "item 0 is no TenantGrant"),
-                      ([("42", "Org X", "owner")], "item 0: the role must be one of"),
-                      ([("42", "Org X"), ("5", " ")], "item 1: the name must be"), (None, "TypeError")):
+    # an item that is no valid grant is left out (logged): its organisation grants nothing -- the
+    # membership it would have kept is removed, no role is raised -- and the rest is applied
+    for bad, what, held in (([("", "No key")], "item 0: the key must be", {}),
+                            (["Org X"], "item 0 is no TenantGrant", {}),
+                            ([("42", "Org X", "owner")], "item 0: the role must be one of", {}),
+                            ([("42\x00", "Org X")], "item 0: the key must be", {}),
+                            ([("42", "Org X"), ("5", " ")], "item 1: the name must be", {"Org X": "member"})):
+        portal_orgs.ORGS["pat"] = [TenantGrant("42", "Org X")]
+        assert tenancy.sync_user(user) and _held(user) == {"Org X": "member"}
         portal_orgs.ORGS["pat"] = bad
         caplog.clear()
         with caplog.at_level(logging.WARNING, logger="mrtrweb.tenancy"):
-            assert tenancy.sync_user(user) is False
-        assert what in caplog.text and ("tenant_resolver_invalid" in caplog.text or what == "TypeError"), caplog.text
-        assert _held(user) == {"Org X": "member"}
+            assert tenancy.sync_user(user) is True
+        assert what in caplog.text and "tenant_resolver_invalid" in caplog.text, caplog.text
+        assert _held(user) == held, bad
+        assert not Tenant.objects.filter(external_key="5").exists()
+    # no list at all: nothing changes
+    portal_orgs.ORGS["pat"] = [TenantGrant("42", "Org X")]
+    assert tenancy.sync_user(user)
+    portal_orgs.ORGS["pat"] = None
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="mrtrweb.tenancy"):
+        assert tenancy.sync_user(user) is False
+    assert "tenant_resolver_failed" in caplog.text and "TypeError" in caplog.text
+    assert _held(user) == {"Org X": "member"}
 
     portal.MRTRWEB = dict(portal.MRTRWEB, TENANT_RESOLVER=5)  # unusable (system check E001): nothing synced
     portal_orgs.ORGS["pat"] = []
@@ -193,3 +209,48 @@ async def test_removed_from_the_organisation_their_next_answer_is_refused(seeded
     assert seeded["mcp"].calls[("deploy", True)] == 0  # no retry reached the MCP server
     assert not await Membership.objects.filter(tenant=acme, user=seeded["users"]["carol"]).aexists()
     assert await Membership.objects.filter(tenant=acme, user=seeded["users"]["alice"]).aexists()  # not synced yet
+
+
+@pytest.mark.django_db
+def test_a_removal_is_applied_whatever_the_users_other_organisations_are_named(portal, caplog):
+    """The attack: a person who names organisations of their own in the portal makes every name a
+    tenant could take for one of them taken ("Foo", "Foo (4)"), so that creating or renaming it
+    fails -- that must not hold back their removal from another organisation."""
+    pat = _user()
+    portal_orgs.ORGS["pat"] = [TenantGrant("1", "Victim Org"), TenantGrant("2", "Foo"),
+                               TenantGrant("3", "Foo (4)"), TenantGrant("4", "Bar")]
+    assert tenancy.sync_user(pat) is True and "Victim Org" in _held(pat)
+    portal_orgs.ORGS["pat"] = [TenantGrant("2", "Foo"), TenantGrant("3", "Foo (4)"), TenantGrant("4", "Foo")]
+    assert tenancy.sync_user(pat) is True
+    held = _held(pat)
+    assert "Victim Org" not in held, held
+    assert len(held) == 3 and len(set(held)) == 3  # org 4 renamed to a free name ("Foo (4) 2")
+    assert Tenant.objects.get(external_key="4").name == "Foo (4) 2"
+
+    # and through the middleware: the member the portal removed no longer sees the tenant's servers
+    from django.test import Client
+
+    from mrtrweb.models import McpServer
+
+    portal_orgs.ORGS["pat"] = [TenantGrant("1", "Victim Org"), TenantGrant("2", "Foo")]
+    client = Client()
+    client.force_login(pat)
+    victim = Tenant.objects.get(external_key="1")
+    McpServer.objects.create(tenant=victim, name="Victim MCP", url="https://mcp.victim.example/mcp")
+    assert "Victim MCP" in client.get("/mcp/").content.decode()
+    portal_orgs.ORGS["pat"] = [TenantGrant("2", "Foo"), TenantGrant("3", "Foo (4)"), TenantGrant("4", "Foo")]
+    tenancy.forget(pat.pk)
+    assert "Victim MCP" not in client.get("/mcp/").content.decode()
+
+
+@pytest.mark.django_db
+def test_a_free_name_always_fits_the_column_and_control_characters_are_spaces(portal):
+    pat = _user()
+    portal_orgs.ORGS["pat"] = [TenantGrant("1", "Foo"), TenantGrant("k" * 150, "Foo"),
+                               TenantGrant("2", "N" * 400), TenantGrant("3", "N" * 400), TenantGrant("4", "Nul\x00name")]
+    assert tenancy.sync_user(pat) is True
+    names = list(Tenant.objects.filter(external_key__isnull=False).values_list("name", flat=True))
+    assert len(names) == 5 and len(set(names)) == 5
+    assert all(len(n) <= tenancy.NAME_MAX for n in names), [len(n) for n in names]
+    assert "Nul name" in names and not any("\x00" in n for n in names)
+
