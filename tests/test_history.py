@@ -185,7 +185,7 @@ async def test_own_history_hides_what_someone_elses_operation_is(world):
     assert "mrtr_identity_or_argument_mismatch" in section
     assert "deploy" not in section and "Acme" not in section and "://" not in section
     assert "Acme Corp" not in html
-    assert _sequences(section) == [world["foreign"].sequence]
+    assert _sequences(section) == []  # nor its place in acme's chain (its progress and acme's volume)
     # and she does not see bob's attempt as hers (only her own digest's events)
     html = (await _get(world["clients"]["alice"], "/mcp/history/")).content.decode()
     own = html.split(f'data-operation="{alice_op}"', 1)[1].split("</section>", 1)[0]
@@ -646,3 +646,29 @@ async def test_timeline_survives_the_operation_row(world):
         assert (await _get(clients[name], url)).status_code == status, name
     html = (await _get(clients["carol"], "/mcp/history/")).content.decode()
     assert str(op_id) in _timeline_links(html)
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_an_answer_attempted_on_anothers_operation_shows_nothing_of_that_operation(seeded):
+    """bob posts an answer to alice's operation (its id known): 404, and his own history lists his
+    refused attempt -- when and why -- but not her round, its request id, or acme's chain sequence
+    (he could otherwise follow her operation's progress and acme's audit volume)."""
+    import re as _re
+
+    from django.test import AsyncClient
+
+    from mrtrweb.models import Operation
+    from tests.consent import waiting_round
+
+    _client, op = await waiting_round(seeded, "gitlab", shown=True)
+    op = await Operation.objects.aget(pk=op.pk)
+    bob = AsyncClient()
+    await bob.aforce_login(seeded["users"]["bob"])
+    answer = await bob.post(f"/mcp/operations/{op.id}/answer/", {"action": "decline", "round": "1"})
+    assert answer.status_code == 404
+    page = (await bob.get("/mcp/history/")).content.decode()
+    section = page.split(f'data-operation="{op.id}"', 1)[1].split("</section>", 1)[0]
+    assert "answer attempt by another user" in section  # his own refused attempt is listed
+    assert f"round {op.rounds}" not in section
+    assert op.latest_request_id[:12] not in section and op.latest_request_id not in section
+    assert not _re.search(r'data-sequence="\d+"', section)

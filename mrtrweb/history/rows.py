@@ -23,6 +23,20 @@ ROW_FIELDS = ("pk", "sequence", "created_at", "tenant_id", "operation_id", "even
               "auth_identity", "hash")
 
 
+#: what a person's own history does not show of an event on someone else's operation (an answer
+#: they attempted on it, refused): its round, ids, place in the other tenant's chain, digests --
+#: they would follow that operation's progress and that tenant's audit volume
+FOREIGN_HIDDEN = ("sequence", "round_number", "original_request_id", "request_id", "retry_id", "server_id",
+                  "server_origin", "method", "name", "state_digest", "display_digest", "config_digest", "auth_mode",
+                  "auth_digest", "auth_identity", "hash")
+
+
+def foreign_view(event: dict[str, Any]) -> dict[str, Any]:
+    """``event`` (a ``values()`` dict) as the person who attempted an answer on another person's
+    operation may read it: when, what was refused and why (:data:`FOREIGN_HIDDEN` blanked)."""
+    return dict(event, **{field: "" for field in FOREIGN_HIDDEN}, actions=None)
+
+
 def user_digest(user_id: Any) -> str:
     """The digest audit rows hold for a user (see :func:`mrtrweb.audit.record`)."""
     return keyed_digest(f"user:{user_id}")

@@ -20,7 +20,7 @@ from ..operations import STATE_REUSED
 from . import saved
 from .export import EXPORT_FORMATS, export
 from .forms import CHOICE_PARAMS, FILTER_PARAMS, PER_PAGE, TenantHistoryForm
-from .rows import (ROW_FIELDS, admin_tenant, first_digest, is_admin, member_names, page_numbers, row,
+from .rows import (ROW_FIELDS, admin_tenant, first_digest, foreign_view, is_admin, member_names, page_numbers, row,
                    server_names, user_digest)
 
 
@@ -66,7 +66,7 @@ def _own_history(user: Any, page_number: Any) -> dict[str, Any]:
             "status_code": op.status if owned and op is not None else "",
             "live": owned and op is not None,
             "last_at": max(r["created_at"] for r in rows),
-            "events": [row(r, names=names, servers=servers, admin=False) for r in rows],
+            "events": [row(r if owned else foreign_view(r), names=names, servers=servers, admin=False) for r in rows],
         })
     administered = list(Tenant.objects.filter(memberships__user=user, memberships__role=Membership.Role.ADMIN)
                         .order_by("name"))

@@ -31,9 +31,17 @@
   }
 
   // Only a path of this site is a link target (never another origin, never a script URL).
+  // a link of this site only: a path, resolved against this page's origin and still on it (a
+  // "/\t/host" the URL parser would read as "//host" is refused too)
   function samePath(url) {
     url = String(url || "");
-    return url.charAt(0) === "/" && url.charAt(1) !== "/" && url.charAt(1) !== "\\" ? url : "";
+    if (url.charAt(0) !== "/") return "";
+    try {
+      var parsed = new URL(url, window.location.origin);
+      return parsed.origin === window.location.origin ? parsed.pathname + parsed.search : "";
+    } catch (e) {
+      return "";
+    }
   }
 
   function apply(msg) {
