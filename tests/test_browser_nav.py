@@ -182,7 +182,8 @@ def test_person_pages_fit_390_px_with_long_server_text(app, long_mcp):
     _no_sideways_scroll(page, "the operation page with its result")
     _screenshot(page, "operation-390.png")
 
-    for url in ("/mcp/", "/mcp/waiting/", "/mcp/connections/", f"/mcp/servers/{server.pk}/"):
+    for url in ("/mcp/", "/mcp/waiting/", "/mcp/connections/", f"/mcp/servers/{server.pk}/",
+                f"/mcp/servers/{server.pk}/settings/"):  # a tenant admin's settings: long options and URIs
         page.goto(url)
         _no_sideways_scroll(page, url)
     # the navigation's list open at 390 px (the deploy above still waits): in the flow, on screen
