@@ -94,6 +94,10 @@ def test_a_round_elsewhere_is_pushed_to_the_navigation_of_every_page(app):
     expect(entry.locator(".muted")).to_have_text(" Demo server")
     expect(entry.locator(".expires time")).to_have_attribute("datetime", re.compile(r"^\d{4}-\d\d-\d\dT"))
     expect(entry.locator(".expires time")).not_to_have_text("")
+    # the same form as every time of the app: localized by times.js (the zone named), UTC in its title
+    expect(entry.locator(".expires time")).to_have_attribute("data-local", "1")
+    expect(entry.locator(".expires time")).to_have_attribute("title", re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$"))
+    expect(entry.locator(".expires time")).to_have_text(re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \S+"))
     expect(other.locator("#nav-pending .nav-pending-count")).to_have_text("1")  # the operation page's own nav
     expect(_count(listing)).to_have_text("1")
     _screenshot(alice, "nav-pending.png")

@@ -297,3 +297,22 @@ async def test_integers_and_integral_numbers_arrive_as_ints_on_the_retry(seeded)
     retry = [r for r in mcp.log.tool_calls("onboard_team") if r.is_retry]
     budget = retry[0].params["inputResponses"]["profile"]["content"]["budget"]
     assert budget == 1200 and type(budget) is int
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_call_page_marks_its_required_arguments_like_the_card(seeded):
+    """The tool's and the prompt's argument forms mark what must be given (the label's class the
+    stylesheet puts an asterisk on, and the note explaining it); no browser-side ``required``: the
+    server checks."""
+    from django.test import AsyncClient
+
+    client = AsyncClient()
+    await client.aforce_login(seeded["users"]["alice"])
+    server = seeded["servers"]["acme"]
+    page = (await client.get(f"/mcp/servers/{server.pk}/tools/?name=deploy")).content.decode()
+    assert '<p class="required-note">Fields marked <span class="required-mark" aria-hidden="true">*</span> are required.</p>' in page
+    labels = re.findall(r'<label[^>]*class="required"[^>]*>([^<]*)</label>', page)
+    assert labels and all(label.strip() for label in labels), page
+    assert " required" not in re.sub(r'class="required[^"]*"|required-\w+|are required', "", page)
+    prompt = (await client.get(f"/mcp/servers/{server.pk}/prompts/?name=release_notes")).content.decode()
+    assert re.search(r'<label[^>]*class="required"', prompt) and "required-note" in prompt

@@ -436,6 +436,8 @@ PRODUCT_EXPRESSIONS = {
     "number", "page_obj.start_index", "page_obj.end_index",
     # issue 17: counts of the person's waiting rounds, and a URL reversed by the template
     "nav.count", "count", "listed", "waiting_url",
+    # issue 17: an audit event's translated label (mrtrweb.history.rows.EVENT_LABELS)
+    "row.event_label",
     # issue 17: an operation's shown status and outcome heading (mrtrweb.outcomes: product labels)
     "status_label", "outcome_heading",
 }

@@ -14,6 +14,7 @@ tests/test_browser_outcomes.py.
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 import time
 
@@ -118,7 +119,11 @@ async def test_the_persons_stop_reads_stopped_by_you(seeded):
     history = (await client.get("/mcp/history/")).content.decode()
     assert "Stopped by you" in history
     timeline = (await client.get(f"/mcp/history/operations/{op.id}/")).content.decode()
-    assert "Stopped by you" in timeline
+    assert "Stopped by you" in timeline and "Stopped by you (<code>denied</code>)" not in timeline
+    # the audit event keeps its value (data-event, filters, exports); the history reads it as a stop
+    assert re.search(r'<span class="event-name" data-event="denied">stopped by the person</span>', timeline)
+    history = (await client.get("/mcp/tenants/acme/history/")).content.decode()  # alice administers acme
+    assert re.search(r'<span class="event-name" data-event="denied">stopped by the person</span>', history)
     again = await client.post(f"/mcp/operations/{op.id}/stop/")  # a second Stop (another tab)
     assert again.status_code == 409
     body = again.content.decode()
@@ -195,3 +200,16 @@ def test_the_shown_status_of_a_denied_operation(message, label):
     if label == "Stopped by you":
         assert outcomes.status_label(op, own=False) == "Stopped by its person"
     assert outcomes.status_label(Operation(status="awaiting_input")) == "Waiting for your answer"
+
+
+async def test_the_card_says_until_when_it_can_be_answered(seeded):
+    """The card names its round's deadline (a <time> in UTC the viewer's zone script rewrites), so a
+    person on the card knows how long they have, not only the navigation's list."""
+    client, op = await waiting_round(seeded, "gitlab", shown=True)
+    row = await Operation.objects.aget(pk=op.pk)
+    assert row.round_expires_at is not None
+    panel = _panel((await client.get(f"/mcp/operations/{op.id}/")).content.decode())
+    iso = row.round_expires_at.astimezone(dt.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+    clock = row.round_expires_at.astimezone(dt.timezone.utc).strftime("%H:%M:%S")
+    assert re.search(rf'<p class="round-expiry muted">Answer before <time class="when" datetime="{iso}"[^>]*>'
+                     rf'{clock} UTC</time>: after that this round closes and nothing is sent.</p>', panel), panel

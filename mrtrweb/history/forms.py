@@ -16,6 +16,7 @@ from django.utils.translation import gettext_lazy as _
 
 from .. import display
 from ..models import AuditEvent, McpServer, Membership, Tenant
+from .rows import EVENT_LABELS
 from .rows import user_digest
 
 PER_PAGE = 50
@@ -40,7 +41,8 @@ class TenantHistoryForm(forms.Form):
     tool = forms.CharField(label=_("Tool"), required=False, max_length=500,
                            help_text=_("The exact tool or prompt name, or resource URI."))
     outcome = forms.ChoiceField(label=_("Event"), required=False,
-                                choices=[("", _("any"))] + list(AuditEvent.Event.choices))
+                                choices=[("", _("any"))] + [(value, EVENT_LABELS.get(value, label))
+                                                             for value, label in AuditEvent.Event.choices])
     code = forms.CharField(label=_("Code"), required=False, max_length=64)
     per_page = forms.TypedChoiceField(label=_("Per page"), required=False, coerce=int, empty_value=PER_PAGE,
                                       choices=[(str(n), str(n)) for n in PAGE_SIZES])

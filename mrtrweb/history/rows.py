@@ -11,6 +11,7 @@ from typing import Any
 
 from django.core.paginator import Page
 from django.http import Http404
+from django.utils.translation import gettext_lazy as _
 
 from ..audit import keyed_digest
 from ..models import AuditEvent, McpServer, Membership, Tenant
@@ -29,6 +30,26 @@ ROW_FIELDS = ("pk", "sequence", "created_at", "tenant_id", "operation_id", "even
 FOREIGN_HIDDEN = ("sequence", "round_number", "original_request_id", "request_id", "retry_id", "server_id",
                   "server_origin", "method", "name", "state_digest", "display_digest", "config_digest", "auth_mode",
                   "auth_digest", "auth_identity", "hash")
+
+
+#: an audit event as the history shows it (the stored value stays in ``data-event``, the filters and
+#: the exports): the audit's own words, translated
+EVENT_LABELS = {
+    "received": _("received"), "rejected": _("rejected"), "shown": _("shown"), "submitted": _("submitted"),
+    "completed": _("completed"), "failed": _("failed"), "cancelled": _("cancelled"), "expired": _("expired"),
+    "denied": _("denied"),
+}
+#: a ``denied`` event that is the person's own Stop (code ``denied``, reason ``cancelled``:
+#: mrtrweb.operations.stopping), shown as such rather than as a refusal
+STOPPED_LABEL = _("stopped by the person")
+
+
+def event_label(event: dict[str, Any]) -> str:
+    """What the history shows for ``event`` (a ``values()`` dict): :data:`EVENT_LABELS`, or
+    :data:`STOPPED_LABEL` for the person's own Stop."""
+    if event.get("event") == "denied" and event.get("code") == "denied" and event.get("reason") == "cancelled":
+        return str(STOPPED_LABEL)
+    return str(EVENT_LABELS.get(event.get("event"), event.get("event") or ""))
 
 
 def foreign_view(event: dict[str, Any]) -> dict[str, Any]:
@@ -60,6 +81,7 @@ def row(event: dict[str, Any], *, names: dict[str, str], servers: dict[str, str]
     return dict(
         event,
         user_label=names.get(digest, ""),
+        event_label=event_label(event),
         server_label=servers.get(event["server_id"], ""),
         actions_list=_actions_text(event["actions"]),
     )

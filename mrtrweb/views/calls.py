@@ -98,6 +98,13 @@ class _BoundedCallForm(forms.Form):
     """A call page's form whose fields a server chooses: at most :data:`MAX_CALL_FIELDS`."""
 
     too_many = 0  #: how many fields the server asked for, when that is over the cap
+    #: a required argument's label is marked like the card's (app.css); checked on the server
+    required_css_class = "required"
+    use_required_attribute = False
+
+    def has_required(self) -> bool:
+        """Whether any argument must be given (the page then explains its asterisk)."""
+        return any(f.required for f in self.fields.values())
 
     def _refuse_if_too_many(self, count: int) -> bool:
         if count > MAX_CALL_FIELDS:

@@ -17,17 +17,12 @@
   here = here ? here.getAttribute("data-operation") : null;
 
   // A time in the viewer's zone, the zone named ("14:05 CET"); the ISO text when it cannot be read.
-  function localTime(iso) {
+  // A round's expiry as the other times of the app: UTC text ("2026-12-02 04:22:43 UTC", also its
+  // title) in a <time class="when">, which times.js rewrites into the viewer's zone as it arrives.
+  function utcText(iso) {
     var d = new Date(iso);
-    if (!iso || isNaN(d.getTime())) return String(iso || "");
-    try {
-      return d.toLocaleTimeString([], {hour: "2-digit", minute: "2-digit", timeZoneName: "short"});
-    } catch (e) { return d.toISOString(); }
-  }
-
-  function localizeTimes(root) {
-    var times = root.querySelectorAll("time.local-time[datetime]");
-    for (var i = 0; i < times.length; i++) times[i].textContent = localTime(times[i].getAttribute("datetime"));
+    if (!iso || isNaN(d.getTime())) return "";
+    return d.toISOString().slice(0, 19).replace("T", " ") + " UTC";
   }
 
   // Only a path of this site is a link target (never another origin, never a script URL).
@@ -69,13 +64,17 @@
       server.className = "muted";
       server.textContent = " " + String(r.server || "");
       li.appendChild(server);
-      if (r.expires) {
+      if (r.expires && utcText(String(r.expires))) {
         var exp = document.createElement("span");
         exp.className = "expires";
         exp.textContent = " " + String(list.getAttribute("data-expires") || "") + " ";
         var t = document.createElement("time");
-        t.setAttribute("datetime", String(r.expires));
-        t.textContent = localTime(String(r.expires));
+        var utc = utcText(String(r.expires));
+        t.className = "when";
+        t.setAttribute("datetime", new Date(String(r.expires)).toISOString());
+        t.setAttribute("data-when", "datetime");
+        t.setAttribute("title", utc);
+        t.textContent = utc;
         exp.appendChild(t);
         li.appendChild(exp);
       }
@@ -85,7 +84,6 @@
     known = ids;
   }
   window.mrtrwebPending = apply;
-  localizeTimes(document);
 
   // the operation and server pages' scripts own the page's socket and pass "pending" on
   if (document.getElementById("operation") || document.getElementById("server-listing")) return;
