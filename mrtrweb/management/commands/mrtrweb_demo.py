@@ -13,6 +13,7 @@ authorization server is plain http on loopback): development only, said in the b
 from __future__ import annotations
 
 import dataclasses
+import logging
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -83,7 +84,7 @@ def seed_demo(mcp_url: str, legacy_url: str | None = None, protected_url: str | 
         admin.is_staff = admin.is_superuser = True
         admin.set_password("admin-demo-pw")
         admin.save()
-        out.append(("admin", "admin-demo-pw", "(superuser: /admin/)"))
+        out.append(("admin", "admin-demo-pw", "none (the superuser, for /admin/)"))
     return out
 
 
@@ -152,6 +153,12 @@ class Command(BaseCommand):
                             help="with --seed-only: also seed the legacy (2025-11-25) demo server at LEGACY_URL")
 
     def handle(self, *args, **options):
+        # the app's lines once, through the site's own handler (LOGGING): a library that configures
+        # the root logger (basicConfig) would print each of them a second time
+        for name in ("mrtrweb", "axes"):
+            logging.getLogger(name).propagate = False
+        # seeding sets the demo users' passwords: not news worth a line per user
+        logging.getLogger("mrtrweb.sessions").setLevel(logging.WARNING)
         call_command("migrate", interactive=False, verbosity=0)
         if options["seed_only"]:
             for username, password, tenant in seed_demo(options["seed_only"], options.get("seed_legacy")):
@@ -170,6 +177,7 @@ class Command(BaseCommand):
         self.stdout.write(self.style.WARNING(LOOPBACK_NOTE))
         for username, password, tenant in seed_demo(mcp.url, legacy.url, protected.url):
             self.stdout.write(f"  user {username:6} password {password:15} tenant {tenant}")
+        logging.getLogger("mrtrweb.sessions").setLevel(logging.NOTSET)
         url = f"http://127.0.0.1:{options['port']}/"
         if options["no_serve"]:
             running.stop()
