@@ -114,7 +114,11 @@ def bound_hints(constraints: Mapping[str, Any], description: str = "") -> list[s
     hints = [text for numbers, text in groups if text and not _stated(numbers, stated)]
     fmt = c.get("format")
     if fmt:
-        hints.append(formats.DESCRIPTIONS.get(fmt, fmt))
+        # inside the help's own parentheses: "a calendar date, YYYY-MM-DD", not "(a calendar date (YYYY-MM-DD))"
+        described = formats.DESCRIPTIONS.get(fmt, fmt)
+        if described.endswith(")") and " (" in described:
+            described = described[:-1].replace(" (", ", ", 1)
+        hints.append(described)
     if "pattern" in c:
         hints.append(gettext("must match the pattern the server gave"))
     return hints

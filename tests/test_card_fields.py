@@ -80,7 +80,7 @@ def test_the_issues_ticket_help_says_its_bounds_once():
      ["choose exactly 2"]),
     ({"type": "array", "items": {"type": "string", "enum": ["a", "b"]}, "maxItems": 1}, "", ["choose at most 1"]),
     # a format and a pattern are always said
-    ({"type": "string", "format": "email", "maxLength": 50}, "Max 50.", ["an email address (name@domain.example)"]),
+    ({"type": "string", "format": "email", "maxLength": 50}, "Max 50.", ["an email address, name@domain.example"]),
     ({"type": "string", "pattern": "^[0-9]+$"}, "", ["must match the pattern the server gave"]),
 ])
 def test_bound_hints_one_phrase_per_group_and_none_the_description_states(prop, description, expected):
