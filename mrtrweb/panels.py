@@ -36,11 +36,14 @@ def consent_forms(rnd: Round, data: Any = None) -> dict[str, SchemaForm]:
 
 
 def run_again_url(op: Operation) -> str:
-    """Where "Change the arguments" leads: the call page of the operation's tool or prompt (named exactly
-    as it was called, :mod:`mrtrweb.names`), else the server page."""
+    """Where "Change the arguments" leads: the call page of the operation's tool (showing its
+    arguments, ``&from=<id>``) or prompt (named exactly as it was called, :mod:`mrtrweb.names`),
+    else the server page."""
     kind = {"tools/call": "tool", "prompts/get": "prompt"}.get(op.method)
     params = results.stored_params(op.params)
     name = params.get("name") if isinstance(params, dict) else None
+    if kind == "tool" and isinstance(name, str):  # the call page shows this operation's arguments, to edit
+        return f"{names.call_url(kind, op.server_id, name)}&from={op.id}"
     return names.call_url(kind, op.server_id, name) if kind else names.call_url("tool", op.server_id, None)
 
 

@@ -95,7 +95,7 @@ async def test_a_failed_call_of_an_odd_name_runs_again(setup):
     assert op.status == Operation.Status.FAILED
     page = (await client.get(f"/mcp/operations/{op.id}/")).content.decode()
     again = page.split("Change the arguments")[0].rsplit('href="', 1)[1].split('"')[0].replace("&amp;", "&")
-    assert again == href
+    assert again == f"{href}&from={op.id}"  # the same call page, showing this operation's arguments
     assert (await client.get(again)).status_code == 200
 
 

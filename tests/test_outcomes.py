@@ -14,6 +14,7 @@ tests/test_browser_outcomes.py.
 
 from __future__ import annotations
 
+import html
 import datetime as dt
 import re
 import time
@@ -22,7 +23,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.test import AsyncClient
 
-from mrtrweb import expiry, operations, outcomes
+from mrtrweb import expiry, operations, outcomes, results
 from mrtrweb.models import AuditEvent, Operation
 from tests.consent import post_answer, until, waiting_round
 
@@ -213,3 +214,25 @@ async def test_the_card_says_until_when_it_can_be_answered(seeded):
     clock = row.round_expires_at.astimezone(dt.timezone.utc).strftime("%H:%M:%S")
     assert re.search(rf'<p class="round-expiry muted">Answer before <time class="when" datetime="{iso}"[^>]*>'
                      rf'{clock} UTC</time>: after that this round closes and nothing is sent.</p>', panel), panel
+
+
+async def test_change_the_arguments_shows_the_operations_own_arguments_to_edit(seeded):
+    """"Change the arguments" opens the tool's call page with the ended operation's arguments
+    filled in; someone else's operation id, or one that is no id, fills in nothing."""
+    client, op = await waiting_round(seeded, "stop-and-change", shown=True)
+    assert (await client.post(f"/mcp/operations/{op.id}/stop/")).status_code == 302
+    row = await Operation.objects.aget(pk=op.pk)
+    assert results.stored_params(row.params)["arguments"] == {"provider": "stop-and-change"}
+    panel = _panel((await client.get(f"/mcp/operations/{op.id}/")).content.decode())
+    href = html.unescape(re.search(r'<a class="change-arguments" href="([^"]+)"', panel).group(1))
+    assert href.endswith(f"&from={op.id}")
+    filled = 'name="arg-provider" value="stop-and-change"'
+    page = (await client.get(href)).content.decode()
+    assert filled in page, page
+    plain = href.split("&from=")[0]
+    assert filled not in (await client.get(plain)).content.decode()
+    assert filled not in (await client.get(f"{plain}&from=not-a-uuid")).content.decode()
+    carol = AsyncClient()  # acme too: the same page, but alice's operation is not hers
+    await carol.aforce_login(seeded["users"]["carol"])
+    theirs = await carol.get(href)
+    assert theirs.status_code == 200 and filled not in theirs.content.decode()

@@ -4,6 +4,7 @@ resource forms; a valid form starts an operation (:func:`mrtrweb.operations.star
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import urllib.parse
@@ -11,12 +12,14 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django import forms
+from django.core.exceptions import ValidationError
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.utils.translation import gettext as _
 
 from .. import connections, display, names, operations, results
+from ..models import Operation
 from ..forms import JsonArgumentsForm, refuse_lone_surrogates, SchemaForm, stand_in_keys
 from ..gate import check_requested_schema, SchemaRefused
 from ..mcp import McpCallError
@@ -34,6 +37,31 @@ def _arguments_form(schema: Any, data: Any = None, budget: results.ShownBudget |
     except SchemaRefused:
         return JsonArgumentsForm(schema, data=data)
     return SchemaForm(checked, data=data, prefix="arg", budget=budget)
+
+
+def _previous_arguments(user: Any, server: Any, tool: str, op_id: str) -> dict[str, Any] | None:
+    """Sync: the arguments the user's own ``tools/call`` of ``tool`` on ``server`` (operation
+    ``op_id``) sent, or None (not theirs, another call, not an id: the form is then left empty)."""
+    try:
+        op = Operation.objects.get(pk=op_id, user_id=user.pk, server_id=server.pk, method="tools/call")
+    except (Operation.DoesNotExist, ValueError, ValidationError):
+        return None
+    params = results.stored_params(op.params)
+    if not isinstance(params, dict) or params.get("name") != tool or not isinstance(params.get("arguments"), dict):
+        return None
+    return params["arguments"]
+
+
+def _prefill(form: SchemaForm | JsonArgumentsForm, arguments: dict[str, Any]) -> None:
+    """An unbound call form showing ``arguments``: each field the schema still has gets its value
+    (the JSON editor the whole object); what the schema no longer has is left out."""
+    if isinstance(form, JsonArgumentsForm):
+        form.initial["arguments"] = json.dumps(arguments, ensure_ascii=False, indent=2)
+        return
+    for name, value in arguments.items():
+        key = form.keys.get(name) if isinstance(name, str) else None
+        if key in form.fields:
+            form.initial[key] = value
 
 
 @login_required
@@ -78,6 +106,10 @@ async def tool_call(request: HttpRequest, server_id: int, tool: str | None = Non
                 return redirect("mrtrweb:operation", op_id=op.id)
     elif request.method in ("GET", "POST"):
         form = _arguments_form(schema, budget=budget)
+        if request.GET.get("from"):  # "Change the arguments" of an ended operation: its arguments, to edit
+            previous = await sync_to_async(_previous_arguments)(user, server, tool, request.GET["from"])
+            if previous is not None:
+                _prefill(form, previous)
     else:
         return HttpResponseNotAllowed(["GET", "POST"])
     return TemplateResponse(request, "mrtrweb/tool.html",
