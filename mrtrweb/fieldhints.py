@@ -19,6 +19,7 @@ from typing import Any
 from django.utils.translation import gettext, ngettext
 
 from .gate import formats
+from .gate_text import format_description
 
 #: a number as written in prose: "3", "32", "0.5", "-1" (a thousands separator splits it)
 _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?!\w)")
@@ -118,7 +119,7 @@ def bound_hints(constraints: Mapping[str, Any], description: str = "") -> list[s
         described = formats.DESCRIPTIONS.get(fmt, fmt)
         if described.endswith(")") and " (" in described:
             described = described[:-1].replace(" (", ", ", 1)
-        hints.append(described)
+        hints.append(format_description(described))
     if "pattern" in c:
         hints.append(gettext("must match the pattern the server gave"))
     return hints

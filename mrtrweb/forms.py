@@ -20,6 +20,7 @@ from django.utils.translation import gettext_lazy as _
 
 from . import argschema, display, fieldhints, results
 from .gate.schema import PATTERN_MESSAGE, CheckedSchema, Field
+from .gate_text import field_message
 
 _EMPTY = ""
 logger = logging.getLogger(__name__)
@@ -290,13 +291,14 @@ class SchemaForm(forms.Form):
             self.add_gate_errors({name: messages for name, messages in exc.errors.items() if name in ok})
 
     def add_gate_errors(self, errors: dict[str, list[str]]) -> None:
-        """Show the gate's per-field messages on this form."""
+        """Show the gate's per-field messages on this form (in the page's language,
+        :func:`mrtrweb.gate_text.field_message`)."""
         for name, messages in errors.items():
             for message in messages:
                 key = self.keys.get(name) if isinstance(name, str) else None
                 if key in self.fields and message == PATTERN_MESSAGE:
                     self.fields[key].pattern_failed = True  # the card then shows the pattern expected
-                self.add_error(key if key in self.fields else None, message)
+                self.add_error(key if key in self.fields else None, field_message(message))
 
 
 class JsonArgumentsForm(forms.Form):

@@ -79,7 +79,7 @@ def test_german_card_review_and_result(app):
     expect(card.locator(".who-asks dt")).to_have_text(["Server", "Vorgang"])
     expect(card.locator(".who-asks")).to_contain_text("Runde 1")
     expect(card.locator(".badge")).to_have_text("verifiziert")
-    expect(card.locator(".input-request legend")).to_have_text("Angeforderte Informationen")
+    expect(card.locator(".input-request > legend")).to_have_text("Angeforderte Informationen")
     expect(card.locator(".server-message")).to_have_text("Deploy 2 replica(s) to staging?")
     expect(card.locator(".effect")).to_have_text(
         "Ihre Antwort geht an Demo server als Wiederholung von tools/call deploy.")
