@@ -122,9 +122,9 @@ async def test_the_persons_stop_reads_stopped_by_you(seeded):
     timeline = (await client.get(f"/mcp/history/operations/{op.id}/")).content.decode()
     assert "Stopped by you" in timeline and "Stopped by you (<code>denied</code>)" not in timeline
     # the audit event keeps its value (data-event, filters, exports); the history reads it as a stop
-    assert re.search(r'<span class="event-name" data-event="denied">stopped by the person</span>', timeline)
+    assert re.search(r'<span class="event-name" title="denied">stopped by the person</span>', timeline)
     history = (await client.get("/mcp/tenants/acme/history/")).content.decode()  # alice administers acme
-    assert re.search(r'<span class="event-name" data-event="denied">stopped by the person</span>', history)
+    assert re.search(r'<span class="event-name" title="denied">stopped by the person</span>', history)
     again = await client.post(f"/mcp/operations/{op.id}/stop/")  # a second Stop (another tab)
     assert again.status_code == 409
     body = again.content.decode()
