@@ -20,6 +20,8 @@ from typing import Any, Final
 
 from django.utils.translation import get_language, gettext, gettext_noop
 
+from .mcp.protocol import PINNED_VERSION
+
 #: a failure message followed by what the server said (:func:`mrtrweb.operations.failure_message`)
 JSONRPC_SAID: Final = gettext_noop("%(message)s It said (JSON-RPC error %(code)s): %(said)s")
 JSONRPC_SAID_NO_CODE: Final = gettext_noop("%(message)s It said (JSON-RPC error): %(said)s")
@@ -33,9 +35,7 @@ LEGACY_TIMEOUT: Final = gettext_noop(
     "The server held its call open for your answer until %(clock)s; no answer came in time, so the server "
     "was told cancel. Nothing else was sent.")
 #: a server pinned to a protocol version it does not speak (:class:`mrtrweb.mcp.protocol.ProtocolMismatch`)
-PINNED_VERSION: Final = gettext_noop(
-    "This server does not speak protocol version %(pinned)s, the version it is set to. A tenant admin can "
-    "change that in the server's settings.")
+# (:data:`mrtrweb.mcp.protocol.PINNED_VERSION`, defined there: that package stays free of Django)
 #: a task the server ended as failed (:mod:`mrtrweb.operations.tasks`)
 TASK_FAILED_RPC: Final = gettext_noop("The server's task failed (JSON-RPC %(code)s).")
 

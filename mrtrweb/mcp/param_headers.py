@@ -32,11 +32,11 @@ import unicodedata
 from collections.abc import Mapping
 from typing import Any, Final
 
-from django.utils.translation import gettext_noop
 from mcp.shared.inbound import find_invalid_x_mcp_header, mcp_param_headers, x_mcp_header_map
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from .errors import McpCallError
+from .texts import gettext_noop
 
 __all__ = ["INVALID_X_MCP_HEADER", "InvalidToolHeaders", "ToolHeaders", "is_modern"]
 
@@ -45,6 +45,9 @@ logger = logging.getLogger("mrtrweb.mcp")
 #: the :class:`McpCallError` code of a ``tools/call`` refused because the tool's listed
 #: ``inputSchema`` has an invalid ``x-mcp-header`` annotation (nothing is sent)
 INVALID_X_MCP_HEADER: Final = "invalid_x_mcp_header"
+
+
+
 #: what the person reads for :data:`INVALID_X_MCP_HEADER` (``McpCallError.shown_message``)
 REFUSED_TEXT: Final = (gettext_noop("This tool was not called: its input schema declares an invalid x-mcp-header "
                        "(MCP 2026-07-28, SEP-2243), and clients must not use such a tool."))

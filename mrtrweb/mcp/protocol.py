@@ -12,10 +12,16 @@ from typing import Any, Final
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
 
-from .. import stored_text
 from .errors import TRANSPORT_ERROR, McpCallError
+from .texts import gettext_noop
 
-__all__ = ["PROTOCOLS", "SDK_MODE", "ProtocolMismatch", "ProtocolRefused", "settle_protocol"]
+__all__ = ["PINNED_VERSION", "PROTOCOLS", "SDK_MODE", "ProtocolMismatch", "ProtocolRefused", "settle_protocol"]
+
+#: what the person reads when the server does not speak the version it is pinned to (stored in
+#: English; a page translates it, mrtrweb.stored_text)
+PINNED_VERSION: Final = gettext_noop(
+    "This server does not speak protocol version %(pinned)s, the version it is set to. A tenant admin can "
+    "change that in the server's settings.")
 
 #: what ``McpConnection(protocol=...)`` takes (``McpServer.protocol``): "auto" (``server/discover``
 #: at 2026-07-28, else the ``initialize`` handshake), "2026-07-28" only (``server/discover`` at that
@@ -37,7 +43,7 @@ class ProtocolMismatch(McpCallError):
 
     def __init__(self, message: str, pinned: str) -> None:
         super().__init__(TRANSPORT_ERROR, message)
-        self.shown_message = stored_text.PINNED_VERSION % {"pinned": pinned}
+        self.shown_message = PINNED_VERSION % {"pinned": pinned}
 
 
 def _version_text(value: Any, limit: int = 40) -> str:
