@@ -7,6 +7,9 @@ from pathlib import Path
 
 import pytest
 
+# the suite's order over pytest-xdist workers and the cost of each test (tests/scheduling.py)
+from tests.scheduling import pytest_addoption, pytest_configure  # noqa: F401
+
 ROOT = Path(__file__).resolve().parents[1]
 (ROOT / "var").mkdir(exist_ok=True)
 

@@ -22,6 +22,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 VAR = ROOT / "var"
 NODE22_PREFIX = VAR / "node22"
+#: the official conformance suite (tests/test_conformance.py), pinned
+CONFORMANCE_SUITE = "@modelcontextprotocol/conformance@0.2.0-alpha.12"
+#: axe-core (the accessibility checks of the browser tests), installed with npm into ``var/node``
+AXE_PREFIX = VAR / "node"
+AXE_JS = AXE_PREFIX / "node_modules" / "axe-core" / "axe.min.js"
 
 
 class NodeUnavailable(RuntimeError):
@@ -97,3 +102,16 @@ def node_env(node: str) -> dict[str, str]:
     env = dict(os.environ)
     env["PATH"] = f"{Path(node).parent}{os.pathsep}{env.get('PATH', '')}"
     return env
+
+
+def install_axe() -> Path:
+    """``axe.min.js`` of axe-core 4 in :data:`AXE_PREFIX` (installed once, under the file lock).
+
+    Raises:
+        NodeUnavailable: npm is missing or the install failed.
+    """
+    if not AXE_JS.is_file():
+        npm_install(AXE_PREFIX, "axe-core@4")
+    if not AXE_JS.is_file():
+        raise NodeUnavailable(f"npm did not install {AXE_JS}")
+    return AXE_JS

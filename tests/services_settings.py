@@ -4,7 +4,10 @@ time against PostgreSQL and Redis (``./dev test`` does):
     DJANGO_SETTINGS_MODULE=tests.services_settings pytest -m "not browser and not services"
 
 Redis databases 13 (cache, flushed by the tests) and 14 (channel layer) are used; the test
-database is created on 127.0.0.1:5432 and dropped afterwards.
+database is created on 127.0.0.1:5432 and dropped afterwards. Under pytest-xdist each worker has
+its own: worker ``gwN`` uses Redis databases ``13 - 2N`` and ``14 - 2N`` (N <= 3) and the database
+``test_mrtrweb_services_gwN`` (pytest-django's suffix), so one worker's cache flush never reaches
+another's keys.
 """
 
 import os
@@ -13,6 +16,10 @@ from mrtrweb.site.settings import *  # noqa: F401,F403
 
 _PG = os.environ.get("MRTRWEB_TEST_PG_HOST", "127.0.0.1")
 _REDIS = os.environ.get("MRTRWEB_TEST_REDIS_HOST", "127.0.0.1")
+_WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+if _WORKER > 3:
+    raise RuntimeError("tests.services_settings has Redis databases for at most 4 pytest-xdist workers (-n 4)")
+_CACHE_DB, _LAYER_DB = 13 - 2 * _WORKER, 14 - 2 * _WORKER
 
 DATABASES = {
     "default": {
@@ -30,7 +37,7 @@ DATABASES = {
 CACHES = {
     "default": {
         "BACKEND": "django_redis.cache.RedisCache",
-        "LOCATION": f"redis://{_REDIS}:6379/13",
+        "LOCATION": f"redis://{_REDIS}:6379/{_CACHE_DB}",
         "KEY_PREFIX": f"mrtrweb-test-{os.getpid()}",
         "OPTIONS": {"SOCKET_CONNECT_TIMEOUT": 2, "SOCKET_TIMEOUT": 2},
     }
@@ -39,7 +46,7 @@ CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
         # a socket timeout above the layer's 5 s blocking receive (mrtrweb.W014)
-        "CONFIG": {"hosts": [{"address": f"redis://{_REDIS}:6379/14", "socket_timeout": 30}],
+        "CONFIG": {"hosts": [{"address": f"redis://{_REDIS}:6379/{_LAYER_DB}", "socket_timeout": 30}],
                    "prefix": f"mrtrweb-test-{os.getpid()}"},
     }
 }

@@ -14,8 +14,6 @@ the live ASGI app, fixtures from ``tests/test_browser.py``).
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -25,12 +23,11 @@ from tests.test_browser import (  # noqa: F401 -- fixtures
 )
 
 from . import hostile
+from .nodejs import NodeUnavailable, install_axe
 
 pytestmark = [pytest.mark.browser]
 
 REPO = Path(__file__).resolve().parents[1]
-NODE_PREFIX = REPO / "var" / "node"
-AXE_JS = NODE_PREFIX / "node_modules" / "axe-core" / "axe.min.js"
 PAYLOAD_TEXT = "<script>window.__xss=1</script>"
 
 
@@ -48,16 +45,10 @@ def axe_js() -> Path:
         if not path.is_file():
             pytest.fail(f"AXE_CORE_JS={env} does not exist")
         return path
-    if not AXE_JS.is_file():
-        npm = shutil.which("npm")
-        if npm is None:
-            pytest.fail("npm is needed to install axe-core (or set AXE_CORE_JS to axe.min.js)")
-        NODE_PREFIX.mkdir(parents=True, exist_ok=True)
-        subprocess.run([npm, "install", "--no-audit", "--no-fund", "--prefix", str(NODE_PREFIX), "axe-core@4"],
-                       check=True, capture_output=True, timeout=300)
-        if not AXE_JS.is_file():
-            pytest.fail(f"npm did not install {AXE_JS}")
-    return AXE_JS
+    try:  # once, under npm_install's file lock (several test processes may ask at once)
+        return install_axe()
+    except NodeUnavailable as exc:
+        pytest.fail(f"axe-core could not be installed (or set AXE_CORE_JS to axe.min.js): {exc}")
 
 
 @pytest.fixture(scope="module")

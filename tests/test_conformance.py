@@ -25,10 +25,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.nodejs import node22, node_env, npm_install
+from tests.nodejs import CONFORMANCE_SUITE, node22, node_env, npm_install
 
 ROOT = Path(__file__).resolve().parents[1]
-SUITE = "@modelcontextprotocol/conformance@0.2.0-alpha.12"
+SUITE = CONFORMANCE_SUITE  # pinned in tests/nodejs.py (tests/peers.py installs it too)
 
 SCENARIOS = [
     ("sep-2322-client-request-state", "2026-07-28"),

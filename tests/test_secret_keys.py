@@ -5,9 +5,11 @@ checks ``mrtrweb.E020`` / ``E021`` refuse one with ``DEBUG`` off (and say nothin
 
 from __future__ import annotations
 
+import base64
 import errno
 import hashlib
 import os
+import random
 import re
 import secrets
 import stat
@@ -27,6 +29,14 @@ from mrtrweb.secretkeys import key_problem, load_or_create
 ROOT = Path(__file__).resolve().parents[1]
 OLD_DEMO_KEY = "dev-only-insecure-key-change-me-0123456789abcdefghijklmnop"
 OLD_EMBED_KEY = "embed-test-key-0123456789-abcdefghijklmnopqrstuvwxyz"
+# Parameters are made once from a fixed seed: random-looking keys of the right alphabet and length,
+# and the same test ids in every test process (pytest-xdist compares its workers' collections).
+_RNG = random.Random(20261203)
+
+
+def _token(nbytes: int) -> str:
+    """A URL-safe token like ``secrets.token_urlsafe(nbytes)``, from the fixed seed above."""
+    return base64.urlsafe_b64encode(_RNG.randbytes(nbytes)).rstrip(b"=").decode()
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -40,8 +50,8 @@ def _env(**extra: str) -> dict[str, str]:
     (OLD_DEMO_KEY, "published"),
     (OLD_EMBED_KEY, "published"),
     (OLD_DEMO_KEY + "\n", "published"),
-    ("django-insecure-" + secrets.token_urlsafe(50), "django-insecure-"),
-    (secrets.token_urlsafe(36)[:49], "fewer than 50"),
+    ("django-insecure-" + _token(50), "django-insecure-"),
+    (_token(36)[:49], "fewer than 50"),
     ("", "fewer than 50"),
     ("abcd" * 20, "different characters"),
     ("x" * 60, "different characters"),
@@ -183,7 +193,7 @@ def _ids() -> list[str]:
 
 
 @pytest.mark.parametrize("bad", [OLD_DEMO_KEY, OLD_EMBED_KEY, "django-insecure-" + "k" * 50 + "0123456789",
-                                 secrets.token_urlsafe(30), "ab" * 40])
+                                 _token(30), "ab" * 40])
 def test_check_refuses_known_or_weak_keys_in_production_and_is_quiet_in_debug(settings, bad):
     settings.DEBUG = False
     settings.SECRET_KEY = secrets.token_urlsafe(50)
@@ -231,8 +241,7 @@ def test_the_standalone_site_refuses_the_old_key_unless_debug(tmp_path):
     assert out.returncode == 0 and (tmp_path / "secret_key").exists(), out.stderr
 
 
-@pytest.mark.parametrize("bad", [OLD_DEMO_KEY, "django-insecure-" + secrets.token_urlsafe(50), "x" * 60,
-                                 secrets.token_urlsafe(20)])
+@pytest.mark.parametrize("bad", [OLD_DEMO_KEY, "django-insecure-" + _token(50), "x" * 60, _token(20)])
 def test_production_settings_refuse_a_known_or_weak_key(tmp_path, bad):
     out = _manage("check", DJANGO_SETTINGS_MODULE="mrtrweb.site.settings_prod", DJANGO_SECRET_KEY=bad,
                   DJANGO_ALLOWED_HOSTS="mrtr.example", DATABASE_URL="postgres://postgres@127.0.0.1:5432/test",
