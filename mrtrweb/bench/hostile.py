@@ -120,3 +120,23 @@ def app(*, listed: int, blocks: int, requests: int, fields: int = 5):
                "very_many_requests": json.dumps(many_requests_round(requests, fields, True))}
     return Starlette(routes=[Route("/mcp", tools_endpoint(results), methods=["POST"]),
                              Route("/huge/mcp", listing_endpoint(huge_listing_bodies(listed)), methods=["POST"])])
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m mrtrweb.bench.hostile --port N --listed N --blocks N --requests N``: serve
+    :func:`app` on 127.0.0.1 (the loopstall benchmark runs it in its own process, so that serving
+    megabytes never competes for the measured process's GIL)."""
+    import argparse
+
+    import uvicorn
+
+    parser = argparse.ArgumentParser(prog="python -m mrtrweb.bench.hostile")
+    for name in ("port", "listed", "blocks", "requests"):
+        parser.add_argument(f"--{name}", type=int, required=True)
+    args = parser.parse_args(argv)
+    uvicorn.run(app(listed=args.listed, blocks=args.blocks, requests=args.requests), host="127.0.0.1",
+                port=args.port, log_level="warning", access_log=False)
+
+
+if __name__ == "__main__":
+    main()
