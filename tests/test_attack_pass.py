@@ -34,10 +34,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import asyncio
-import gc
 import json
-import time
 
 import pytest
 from django.test import AsyncClient
@@ -46,9 +43,16 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from mrtrweb import conf, names, operations
+from mrtrweb import conf, names, operations, results
+from mrtrweb.bench import hostile
 from mrtrweb.demo.server import serve_asgi_in_thread
+from mrtrweb.mcp import listing
 from mrtrweb.models import McpServer, Operation
+from mrtrweb.operations import rounds
+from mrtrweb.views import calls as views_calls
+from mrtrweb.views import servers as views_servers
+
+from .offloop import spy
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -76,9 +80,8 @@ RTL_URLS = {
     "rtl_path": "https://evil.example/\u0627\u062e\u062a\u0628\u0627\u0631/moc.elgoog",
 }
 #: a tool result of 200,000 small text blocks, its JSON made once (``%s``: the JSON-RPC id)
-MANY_BLOCKS_JSON = '{"jsonrpc":"2.0","id":%s,"result":' + json.dumps(
-    {"content": [{"type": "text", "text": "b%06d" % i} for i in range(200_000)], "isError": False}
-).replace("%", "%%") + "}"
+MANY_BLOCKS = 200_000
+MANY_BLOCKS_JSON = '{"jsonrpc":"2.0","id":%s,"result":' + hostile.many_blocks_body(MANY_BLOCKS).replace("%", "%%") + "}"
 #: a server default that reads differently from what it is
 BIDI_DEFAULT = "https://evil.example/\u202emoc.elgoog\x1b[2J"
 BIDI_DEFAULT_SCHEMA = {"type": "object", "properties": {"u": {"type": "string", "title": "Callback", "default": BIDI_DEFAULT}}}
@@ -131,42 +134,16 @@ async def endpoint(request: Request) -> Response:
     return JSONResponse({"jsonrpc": "2.0", "id": rid, "result": result})
 
 
-#: items in each list of the huge listing server
+#: items in each list of the huge listing server (about 15 MB of JSON in all)
 HUGE = 30_000
-_HUGE_LISTS = {
-    "tools/list": {"tools": [{"name": f"t{i}", "description": "d" * 50, "inputSchema": {"type": "object"}}
-                             for i in range(HUGE)]},
-    "prompts/list": {"prompts": [{"name": f"p{i}", "description": "d" * 50,
-                                  "arguments": [{"name": f"a{j}"} for j in range(3)]} for i in range(HUGE)]},
-    "resources/list": {"resources": [{"uri": f"r://{i}", "name": f"r{i}"} for i in range(HUGE)]},
-    "resources/templates/list": {"resourceTemplates": [{"uriTemplate": f"t://{i}/{{x}}", "name": f"tp{i}"}
-                                                       for i in range(HUGE)]},
-}
 #: the JSON of each huge list, made once (the server thread only sends bytes)
-HUGE_JSON = {method: json.dumps({**value, "resultType": "complete", "ttlMs": 0, "cacheScope": "private"})
-             for method, value in _HUGE_LISTS.items()}
-# only the JSON is kept: the 150,000 objects of the lists would otherwise stay in this process for
-# the whole run, and every full garbage collection (which can land while a page is being served)
-# would walk them -- a pause the test process makes, not the product
-del _HUGE_LISTS
-HUGE_DISCOVER = json.dumps({**DISCOVER, "capabilities": {"tools": {}, "prompts": {}, "resources": {}}})
-
-
-async def huge_endpoint(request: Request) -> Response:
-    message = await request.json()
-    if "id" not in message:
-        return Response(status_code=202)
-    rid, method = json.dumps(message["id"]), message.get("method")
-    body = HUGE_JSON.get(method) or (HUGE_DISCOVER if method == "server/discover" else None)
-    if body is None:
-        return JSONResponse({"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32601, "message": "nf"}})
-    return Response('{"jsonrpc":"2.0","id":%s,"result":%s}' % (rid, body), media_type="application/json")
+HUGE_JSON = hostile.huge_listing_bodies(HUGE)
 
 
 @pytest.fixture(scope="module")
 def long_mcp():
     handle = serve_asgi_in_thread(Starlette(routes=[Route("/mcp", endpoint, methods=["POST"]),
-                                                    Route("/huge/mcp", huge_endpoint, methods=["POST"])]))
+                                                    Route("/huge/mcp", hostile.listing_endpoint(HUGE_JSON), methods=["POST"])]))
     yield handle
     handle.stop()
 
@@ -341,70 +318,44 @@ async def test_a_socket_of_a_session_that_signed_out_gets_no_more_pushes(setup, 
 
 
 @pytest.mark.parametrize("page", ["server", "prompt"])
-async def test_a_huge_listing_does_not_stall_the_event_loop(setup, long_mcp, page):
+async def test_a_huge_listing_does_not_stall_the_event_loop(setup, long_mcp, page, monkeypatch):
+    """The listing's pages are checked item by item (``listing.check_page``) and the page's view of
+    them is made (``_shown_lists``: the server page; ``_find_listed``: a call page) off the event
+    loop. Structural, not timed (issue 25): how long the loop waits is the benchmark's
+    (``loopstall``)."""
     client, server = setup
     huge = await McpServer.objects.acreate(tenant=server.tenant, name="Huge listing",
                                            url=long_mcp.url.replace("/mcp", "/huge/mcp"))
     url = {"server": f"/mcp/servers/{huge.pk}/",
            "prompt": names.call_url("prompt", huge.pk, f"p{HUGE - 1}"),
            "resource": names.call_url("resource-uri", huge.pk, f"r://{HUGE - 1}")}[page]
-    gaps: list[float] = []
-    done = asyncio.Event()
-
-    async def heartbeat() -> None:
-        last = time.monotonic()
-        while not done.is_set():
-            await asyncio.sleep(0.02)
-            now = time.monotonic()
-            gaps.append(now - last)
-            last = now
-
-    # the objects this long test process made before (other tests' servers, pages, listings) are
-    # frozen out of the collector for the measurement: a full collection walking them is a pause
-    # of the test process, not the product's (a worker's own start-up objects are issue 16's)
-    gc.collect()
-    gc.freeze()
-    try:
-        beat = asyncio.create_task(heartbeat())
-        resp = await client.get(url)
-        done.set()
-        await beat
-    finally:
-        gc.unfreeze()
+    checked = spy(monkeypatch, listing, "check_page")
+    shown = spy(monkeypatch, views_servers, "_shown_lists") if page == "server" else \
+        spy(monkeypatch, views_calls, "_find_listed")
+    resp = await client.get(url)
     assert resp.status_code == 200, resp.status_code
-    # today: the listing is parsed on the event loop: a gap of seconds (every other user waits);
-    # generous for a loaded machine, as test_no_fetch's bound for the argument check
-    assert max(gaps, default=0) < 0.8, max(gaps)
+    # the finding: the listing was parsed on the event loop (4-5 s on the demo: every other user waited)
+    checked.assert_ran_off_the_loop()
+    shown.assert_ran_off_the_loop()
+    # the huge pages themselves went through the spied check (check_page(raw, field, ...))
+    assert max(len(args[0][args[1]]) for args, _ in checked.calls) == HUGE
 
 
-async def test_a_result_of_many_blocks_does_not_stall_the_event_loop(setup):
+async def test_a_result_of_many_blocks_does_not_stall_the_event_loop(setup, monkeypatch):
+    """The final result's check (``_parse_final``: the SDK's types, block by block) and its storage
+    (``results.for_storage``) run off the event loop. Structural, not timed (issue 25)."""
     client, server = setup
-    gaps: list[float] = []
-    done = asyncio.Event()
-
-    async def heartbeat() -> None:
-        last = time.monotonic()
-        while not done.is_set():
-            await asyncio.sleep(0.02)
-            now = time.monotonic()
-            gaps.append(now - last)
-            last = now
-
-    gc.collect()
-    gc.freeze()  # as above: only the collector's work on what this measurement makes counts
-    try:
-        beat = asyncio.create_task(heartbeat())
-        resp = await client.post(names.call_url("tool", server.pk, "many_blocks"), {})
-        await operations.wait_idle()
-        done.set()
-        await beat
-    finally:
-        gc.unfreeze()
+    parsed = spy(monkeypatch, rounds, "_parse_final")
+    stored = spy(monkeypatch, results, "for_storage")
+    resp = await client.post(names.call_url("tool", server.pk, "many_blocks"), {})
+    await operations.wait_idle()
     assert resp.status_code == 302
     op = await Operation.objects.aget(pk=resp["Location"].rstrip("/").split("/")[-1])
     assert op.status == Operation.Status.COMPLETED, (op.error_code, op.error_message)
-    # today: seconds (the result is parsed and stored on the event loop)
-    assert max(gaps, default=0) < 0.8, max(gaps)
+    # the finding: seconds (the result was parsed and stored on the event loop)
+    parsed.assert_ran_off_the_loop()
+    stored.assert_ran_off_the_loop()
+    assert len(parsed.calls[-1][0][1]["content"]) == MANY_BLOCKS  # the 200,000 blocks went through the spied check
 
 
 _CONTROLS = {chr(c) for c in [*range(0x00, 0x09), *range(0x0B, 0x20), 0x7F, *range(0x80, 0xA0), 0x061C, 0x200E, 0x200F,

@@ -124,11 +124,23 @@ def test_scaleout(run):
     assert race["mcp_server_counts"]["answered_once"] == race["rounds"]
 
 
+def test_loopstall(run):
+    d = _json(run[0], "loopstall")
+    assert set(d["cases"]) == {"listing_server_page", "listing_prompt_page", "many_blocks_result",
+                               "many_requests_round"}
+    for c in d["cases"].values():
+        assert len(c["runs_max_gap_ms"]) == d["runs"] and c["max_gap_ms"] == max(c["runs_max_gap_ms"]) > 0
+    assert d["cases"]["listing_server_page"]["outcomes"] == ["HTTP 200"]
+    assert d["cases"]["many_blocks_result"]["outcomes"] == ["completed"]
+    assert not d["full_sizes"] and d["goals"]["goal_ms"] == 800
+
+
 def test_report(run):
     _, docs, stdout = run
     text = (docs / "README.md").read_text()
     for heading in ("## Machine", "## Goals", "## 1. Gate core", "## 2. Against the bare SDK",
-                    "## 3. Pending capacity", "## 4. Scale-out", "## 5. Growth", "## 6. Audit appends"):
+                    "## 3. Pending capacity", "## 4. Scale-out", "## 5. Growth", "## 6. Audit appends",
+                    "## 7. Event-loop gap under hostile input"):
         assert heading in text
     assert "_Failed" not in text and "_Not run._" not in text
     goals = text.split("## Goals", 1)[1].split("## 1.", 1)[0]

@@ -31,7 +31,7 @@ def _audit(rates=(400.0, 520.0, 530.0, 510.0), writers=(1, 8, 16, 40), chains_ok
 
 def test_nothing_ran_every_goal_says_not_measured_and_shows_no_number():
     rows = goal_rows({})
-    assert len(rows) == 13
+    assert len(rows) == 14
     for goal, target, measured, met in rows:
         assert met == "not measured" and measured.startswith("not measured ("), (goal, measured)
         assert not re.search(r"\d", measured), measured
@@ -99,3 +99,20 @@ def test_gc_pause_at_5000_and_memory_per_pending_round():
     small = _rows({"pending": _pending([5, 10], [1.0, 2.0], [50.0, 50.0])})
     assert small["longest garbage-collector pause, one worker, 5,000 users"][2:] == [
         "not measured at 5,000 (largest N measured: 10)", "n/a: N = 5,000 not in this run"]
+
+
+def _loopstall(gap_ms, sizes=None):
+    sizes = sizes or {"listed": 30_000, "blocks": 200_000, "requests": 20_000}
+    cases = {"listing_server_page": {"max_gap_ms": gap_ms}, "many_blocks_result": {"max_gap_ms": 20.0}}
+    return {"sizes": sizes, "full_sizes": sizes["listed"] == 30_000, "cases": cases,
+            "goals": {"max_gap_ms": gap_ms, "goal_ms": 800, "met": gap_ms <= 800}}
+
+
+def test_event_loop_gap_under_hostile_input():
+    goal = "longest event-loop gap under hostile input (a 30,000-item listing, a 200,000-block result, a " \
+           "20,000-request round)"
+    assert _rows({"loopstall": _loopstall(120.0)})[goal][1:] == [
+        "≤ 800 ms", "120 ms (listing server page; 30,000 listed, 200,000 blocks, 20,000 requests)", True]
+    assert _rows({"loopstall": _loopstall(950.0)})[goal][3] is False
+    small = _rows({"loopstall": _loopstall(40.0, {"listed": 500, "blocks": 2_000, "requests": 200})})[goal]
+    assert small[3] == "n/a: measured at smaller sizes than 30,000 / 200,000 / 20,000"

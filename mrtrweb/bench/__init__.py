@@ -10,7 +10,9 @@ Modules, one per benchmark, each with ``run(ctx) -> dict`` and ``summary(result)
 * :mod:`.scaleout` -- 1 vs 2 ASGI workers on shared Redis + PostgreSQL, answers lost/duplicated;
 * :mod:`.growth` -- gate cost against schema size and ``requestState`` size;
 * :mod:`.audit_append` -- chained audit appends/s (read back) in one tenant on PostgreSQL with
-  1 to 40 concurrent writers (processes x threads), and over 4 tenants; chains verified after.
+  1 to 40 concurrent writers (processes x threads), and over 4 tenants; chains verified after;
+* :mod:`.loopstall` -- the event loop's longest gap while the product reads a hostile server's huge
+  listing, result of many blocks and round of very many input requests (:mod:`.hostile`).
 
 Results go to ``var/bench/<name>.json`` (plus ``machine.json``); :mod:`.report` renders
 ``docs/benchmarks/README.md`` and its plots. Every run uses a private PostgreSQL database and its
@@ -28,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 #: in run order: pending goes last, it adapts its biggest N to the time left in the budget
-BENCHMARKS = ("gate_core", "growth", "audit_append", "vs_sdk", "scaleout", "pending")
+BENCHMARKS = ("gate_core", "growth", "loopstall", "audit_append", "vs_sdk", "scaleout", "pending")
 #: benchmarks that need the MCP server, users and ASGI workers
 NEEDS_SERVER = {"vs_sdk", "pending", "scaleout"}
 
