@@ -10,6 +10,11 @@ Every failure of :mod:`mrtrweb.mcp` surfaces as :class:`McpCallError` with a ``c
     no answer in time.
 ``invalid_result``
     only from the listings: the listing did not parse.
+``session_lost``
+    a 2025-11-25 server answered HTTP 404 to a request carrying the connection's ``Mcp-Session-Id``:
+    it no longer knows the session (restarted, or ended it). The connection opens a new session
+    before its next request (:mod:`.session_renewal`); a listing is listed again once on it, any
+    other request is not sent again.
 ``invalid_x_mcp_header``
     a ``tools/call`` of a tool whose listed ``inputSchema`` has an invalid ``x-mcp-header``
     (SEP-2243; :mod:`.param_headers`); nothing was sent.
@@ -25,7 +30,7 @@ import urllib.parse
 from typing import Any, Final
 
 __all__ = ["AUTHORIZATION_FAILED", "AUTHORIZATION_REQUIRED", "INSUFFICIENT_SCOPE", "INVALID_RESULT",
-           "JSONRPC_ERROR", "TIMEOUT", "TRANSPORT_ERROR", "McpCallError", "origin_of"]
+           "JSONRPC_ERROR", "SESSION_LOST", "TIMEOUT", "TRANSPORT_ERROR", "McpCallError", "origin_of"]
 
 TRANSPORT_ERROR: Final = "transport_error"
 JSONRPC_ERROR: Final = "jsonrpc_error"
@@ -34,6 +39,7 @@ INVALID_RESULT: Final = "invalid_result"
 AUTHORIZATION_REQUIRED: Final = "authorization_required"
 INSUFFICIENT_SCOPE: Final = "insufficient_scope"
 AUTHORIZATION_FAILED: Final = "authorization_failed"
+SESSION_LOST: Final = "session_lost"
 
 
 class McpCallError(Exception):
@@ -41,7 +47,8 @@ class McpCallError(Exception):
 
     Attributes:
         code: ``transport_error``, ``jsonrpc_error``, ``timeout``, ``invalid_result``,
-            ``authorization_required``, ``insufficient_scope`` or ``authorization_failed``.
+            ``authorization_required``, ``insufficient_scope``, ``authorization_failed`` or
+            ``session_lost``.
         message: human-readable detail (may contain server text: escape before display).
         rpc_code: the JSON-RPC error code (``jsonrpc_error`` only).
         rpc_message: the JSON-RPC error message (``jsonrpc_error`` only).

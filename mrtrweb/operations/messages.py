@@ -45,6 +45,11 @@ MESSAGES = {
     "transport_error": gettext_noop("The MCP server could not be reached."),
     "jsonrpc_error": gettext_noop("The MCP server answered with an error."),
     "timeout": gettext_noop("The MCP server did not answer in time."),
+    # issue 26: a 2025-11-25 server answered 404 for the session (restarted); the request is not sent again
+    "session_lost": gettext_noop("The MCP server no longer knew its session with mrtrweb (it was probably restarted) "
+                    "when this request was out. The request may or may not have run on the server; it was "
+                    "not sent again. Check on the server before you run it again; a new session is used "
+                    "from now on."),
     # issue 13: 401 / 403 insufficient_scope / the authorization server refused (never transport_error)
     "authorization_required": gettext_noop("The MCP server asks for authorization (HTTP 401): connect your account to it, "
                               "or ask a tenant admin to check its credentials. Nothing more was sent."),
