@@ -26,7 +26,6 @@ from mcp_types import CLIENT_CAPABILITIES_META_KEY as _CAPS_KEY
 from .errors import SESSION_LOST, TIMEOUT, TRANSPORT_ERROR, McpCallError
 from .evidence import classify, id_key
 from .server_requests import SENDING, OpenCall, ServerRequestHandler
-from .session_renewal import session_lost_in_flight
 
 __all__ = ["ProgressCallback", "Sending"]
 
@@ -156,13 +155,10 @@ class Sending:
         except TimeoutError:
             raise McpCallError(TIMEOUT, f"{method}: no response within {budget:g}s") from None
         except MCPError as exc:
-            error = classify(exc, self._evidence.take(request_id), method)
-            if error.code == SESSION_LOST:
-                self._note_lost(generation)  # the next request opens a new session
-            elif error.code == TRANSPORT_ERROR and probe and await self._probe_session(generation):
-                error = session_lost_in_flight(method)  # the server came back without the session
-            elif error.code == TRANSPORT_ERROR:
-                self._broken = True
+            seen = self._evidence.take(request_id)
+            error = classify(exc, seen, method)
+            if error.code in (SESSION_LOST, TRANSPORT_ERROR):  # a new session next, or a broken connection
+                error = await self._session_failure(error, seen, generation, method, probe=probe)
             raise error from None
         except ValueError:
             raise  # our caller reused an id still in flight

@@ -24,7 +24,13 @@ session id. :func:`~.evidence.classify` names that 404 ``session_lost``. Then:
 * A request whose response stream broke before its response came (the server went away with the
   request in flight) is followed by one ``ping`` on the same session (:meth:`_probe_session`): a
   404 to it means the server came back without the session, and the request fails with
-  ``session_lost`` (it may or may not have run); otherwise it stays ``transport_error``.
+  ``session_lost`` (it may or may not have run); otherwise it stays ``transport_error`` and the
+  connection is broken (the pool replaces it).
+* A request that got no HTTP response at all (a keep-alive connection the restarted server had
+  closed: the SDK's sender dies with it) stays ``transport_error`` -- nothing says whether it was
+  read -- and the session is marked lost as well: the next request opens a new one, and a listing
+  is listed again once on it (as for a 404). A server that does not answer at all then costs a
+  listing two connection attempts (each within the connection's timeout), never more.
 * A 404 on the SDK's standalone GET stream renews nothing (a server answering 404 to every GET
   would turn that into a loop); the next request finds out.
 
@@ -39,6 +45,7 @@ import uuid
 from typing import Final
 
 from .errors import SESSION_LOST, McpCallError
+from .evidence import HttpSeen
 from .param_headers import is_modern
 
 __all__ = ["PROBE_TIMEOUT_S", "SessionRenewal", "session_lost_in_flight"]
@@ -100,12 +107,35 @@ class SessionRenewal:
                 self._broken = True
                 raise
 
+    @property
+    def _session_based(self) -> bool:
+        """Whether the connection speaks a protocol with sessions (2025-11-25 and older)."""
+        version = self.protocol_version
+        return version is not None and not is_modern(version)
+
+    async def _session_failure(self, error: McpCallError, seen: HttpSeen | None, generation: int, method: str, *,
+                               probe: bool) -> McpCallError:
+        """What a ``session_lost`` or ``transport_error`` of a request sent on session ``generation``
+        leaves: the error to raise, and the session marked lost (a new one at the next request) or
+        the connection broken (the pool replaces it). See the module doc."""
+        if error.code == SESSION_LOST:
+            self._note_lost(generation)
+        elif probe and seen is not None and await self._probe_session(generation):
+            error = session_lost_in_flight(method)
+        elif probe and seen is None and self._session_based and generation == self.session_generation:
+            # no HTTP response at all: the SDK's sender died with the request (a stale keep-alive
+            # connection to a server that restarted): its session cannot go on; a new one next
+            self._note_lost(generation)
+        else:
+            self._broken = True
+        return error
+
     async def _probe_session(self, generation: int) -> bool:
         """Whether session ``generation`` is lost: already known, or one ``ping`` on it answered 404
         (after a request's response stream broke; see the module doc). Never raises McpCallError."""
         if self._lost_generation >= generation:
             return True
-        if generation != self.session_generation or self.protocol_version is None or is_modern(self.protocol_version):
+        if generation != self.session_generation or not self._session_based:
             return False
         try:
             await self._send("ping", {}, f"mrtrweb-session-probe-{uuid.uuid4()}",  # type: ignore[attr-defined]
