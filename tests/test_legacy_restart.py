@@ -143,7 +143,7 @@ async def test_the_call_in_flight_across_the_restart_is_told_and_not_sent_again(
         await _restart(server)
         with pytest.raises(McpCallError) as err:
             await task
-        assert err.value.code == SESSION_LOST and "response stream broke" in err.value.message
+        assert err.value.code == SESSION_LOST and "response stream broke" in err.value.message, err.value
         assert [n.event for n in first.log.tool_notes("legacy_long_task")] != ["started", "finished"]
         # what reached the new server: one ping on the old session (the probe), the call never again
         assert [m.method for m in server.now.log.messages()] == ["ping"]

@@ -57,9 +57,9 @@ PROBE_TIMEOUT_S: Final = 5.0
 
 
 def session_lost_in_flight(method: str) -> McpCallError:
-    """The error of a request whose response stream broke and whose session the server no longer knows."""
-    return McpCallError(SESSION_LOST, f"{method}: the response stream broke before the response, and the server "
-                                      "no longer knows this session (it was restarted)", http_status=404)
+    """The error of a request whose response stream broke while its session was found lost."""
+    return McpCallError(SESSION_LOST, f"{method}: the response stream broke before the response, and the session "
+                                      "was found lost (the server was restarted)", http_status=404)
 
 
 class SessionRenewal:
@@ -98,7 +98,8 @@ class SessionRenewal:
         async with self._renewing:
             if not self._session_is_lost or self._closing:
                 return
-            logger.info("MCP server %s no longer knows the session (HTTP 404): opening a new session", self.origin)
+            logger.info("the session with MCP server %s is lost (HTTP 404 to it, or its connection broke without "
+                        "a response): opening a new session", self.origin)
             await self._stop_owner()  # type: ignore[attr-defined]
             self.session_generation += 1
             try:
@@ -120,6 +121,9 @@ class SessionRenewal:
         the connection broken (the pool replaces it). See the module doc."""
         if error.code == SESSION_LOST:
             self._note_lost(generation)
+        elif self._lost_generation >= generation or generation < self.session_generation:
+            # its session was found lost while it was out (another request's 404), and closed
+            error = session_lost_in_flight(method)
         elif probe and seen is not None and await self._probe_session(generation):
             error = session_lost_in_flight(method)
         elif probe and seen is None and self._session_based and generation == self.session_generation:
