@@ -18,7 +18,6 @@ import pytest
 from django.test import AsyncClient
 
 from mrtrweb import operations
-from mrtrweb.bench.common import free_port
 from mrtrweb.demo.legacy import build_legacy_app, serve_legacy_in_thread
 from mrtrweb.demo.server import serve_asgi_in_thread
 from mrtrweb.mcp import SESSION_LOST, McpCallError, McpConnection
@@ -31,8 +30,8 @@ class Restarting:
     """The legacy demo server on one port, restarted on demand (each run: a fresh WireLog)."""
 
     def __init__(self) -> None:
-        self.port = free_port()
-        self.runs = [serve_legacy_in_thread(port=self.port)]
+        self.runs = [serve_legacy_in_thread(port=0)]  # a free port, bound at once (xdist-safe)
+        self.port = self.runs[0].port
 
     @property
     def now(self):
