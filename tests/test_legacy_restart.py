@@ -21,7 +21,7 @@ from mrtrweb import operations
 from mrtrweb.demo.legacy import build_legacy_app, serve_legacy_in_thread
 from mrtrweb.demo.server import serve_asgi_in_thread
 from mrtrweb.mcp import SESSION_LOST, McpCallError, McpConnection
-from mrtrweb.operations.messages import message_for
+from mrtrweb.operations.messages import TRANSPORT_ERROR_REACHED, message_for
 
 ECHO = {"name": "echo", "arguments": {"text": "hello"}}
 
@@ -265,4 +265,28 @@ async def test_a_restart_under_the_product(legacy_server, server):
     [call] = server.requests("tools/call")
     assert call.session_id not in {m.session_id for m in server.requests("tools/list")}
     assert server.initializes() == 2
+    await operations.wait_idle(timeout=15)
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_server_that_stops_during_the_call_and_stays_away(legacy_server, server):
+    """The call's response stream breaks and nothing answers the probe: transport_error, and the
+    person reads that the request reached the server and may or may not have run (not "could not
+    be reached")."""
+    from mrtrweb.models import Operation
+
+    client = AsyncClient()
+    await client.aforce_login(legacy_server["alice"])
+    resp = await client.post(f"/mcp/servers/{legacy_server['server'].pk}/tools/legacy_long_task/", {"arg-seconds": "8"})
+    op_id = resp["Location"].rstrip("/").split("/")[-1]
+    deadline = time.monotonic() + 5
+    while not server.now.log.tool_notes("legacy_long_task"):
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.02)
+    await asyncio.to_thread(server.now.stop)
+    op = await _until_ended(op_id)
+    assert op.status == Operation.Status.FAILED and op.error_code == "transport_error"
+    assert op.error_message == TRANSPORT_ERROR_REACHED != message_for("transport_error")
+    shown = (await client.get(f"/mcp/operations/{op_id}/")).content.decode()
+    assert "may or may not have run" in shown and "could not be reached" not in shown
     await operations.wait_idle(timeout=15)

@@ -54,6 +54,8 @@ class McpCallError(Exception):
         rpc_message: the JSON-RPC error message (``jsonrpc_error`` only).
         rpc_data: the JSON-RPC error ``data`` member, if any (``jsonrpc_error`` only).
         http_status: the HTTP status of the response, when one was seen and it was not 2xx.
+        reached: ``transport_error`` only: the server had accepted the request (a 2xx response)
+            when its answer broke off or came unusable -- it may have run.
         challenge: for ``authorization_required`` / ``insufficient_scope`` / ``authorization_failed``
             from the MCP server: the ``WWW-Authenticate`` Bearer parameters it sent
             (``{"error": ..., "scope": ..., "resource_metadata": ..., "error_description": ...}``,
@@ -70,6 +72,7 @@ class McpCallError(Exception):
         rpc_data: Any = None,
         http_status: int | None = None,
         challenge: dict[str, str] | None = None,
+        reached: bool = False,
     ) -> None:
         super().__init__(f"{code}: {message}")
         self.code = code
@@ -79,6 +82,7 @@ class McpCallError(Exception):
         self.rpc_data = rpc_data
         self.http_status = http_status
         self.challenge = dict(challenge or {})
+        self.reached = reached
 
     @property
     def scope(self) -> str | None:

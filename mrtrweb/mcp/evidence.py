@@ -249,8 +249,9 @@ def classify(exc: MCPError, seen: HttpSeen | None, method: str) -> McpCallError:
         return McpCallError(TRANSPORT_ERROR, f"{method}: HTTP {seen.status}", http_status=seen.status)
     if seen.body == "too_large":
         return McpCallError(TRANSPORT_ERROR, f"{method}: the response is larger than {MAX_RESPONSE_BYTES} bytes")
-    return McpCallError(
+    return McpCallError(  # the server accepted the request: it may have run (``reached``)
         TRANSPORT_ERROR,
         f"{method}: unusable HTTP {seen.status} response ({seen.content_type or 'no content type'}): {error.message}",
+        reached=True,
     )
 
