@@ -15,9 +15,11 @@ no-store``, a JSON body that names no service, version or error:
   :data:`CHECK_TIMEOUT_S` seconds (all of them together too); probes arriving together share a
   check's run, and a check whose previous run is blocked (a database that does not answer, a run
   older than :data:`CHECK_TIMEOUT_S`) counts as failing rather than piling up threads. The
-  reason (which checks fail, with the exceptions' classes) is logged in one WARNING line when the
-  set of failing checks changes and at most every :data:`LOG_EVERY_S` seconds while it stays; the
-  return to ready in one INFO line.
+  reason (which checks fail, with the exceptions' classes) is logged in one WARNING line when
+  readiness or its cause (the set of failing checks, or draining) changes; while it stays the
+  same, one reminder line ("still not ready for N s: ...") at most every :data:`REMIND_EVERY_S`
+  seconds, however often the probes come; the return to ready in one INFO line
+  (:class:`ReadinessLog`).
 
 The standalone site (:mod:`mrtrweb.site.settings`) has :class:`HealthMiddleware` FIRST in its
 ``MIDDLEWARE``: it answers ``/healthz`` and ``/readyz`` (with or without a trailing slash)
@@ -63,8 +65,10 @@ logger = logging.getLogger("mrtrweb.health")
 
 #: seconds each readiness check may take, and all of them together (they run concurrently)
 CHECK_TIMEOUT_S = 1.5
-#: seconds between two log lines while readiness fails for the same reason
-LOG_EVERY_S = 60.0
+#: seconds between two reminder lines while readiness fails for the same cause (5 minutes: a
+#: probe every few seconds never repeats the line; a long outage still shows in a log tail). A
+#: change of readiness or of its cause is logged at once, whatever this says.
+REMIND_EVERY_S = 300.0
 #: the paths :class:`HealthMiddleware` answers
 LIVE_PATHS = ("/healthz", "/healthz/")
 READY_PATHS = ("/readyz", "/readyz/")
@@ -207,33 +211,55 @@ _warm = False
 
 # -- reporting ----------------------------------------------------------------------------------
 
-_report_lock = threading.Lock()
-_last_report: dict[str, Any] = {"key": "", "line": "", "at": float("-inf")}
+class ReadinessLog:
+    """What the worker's log says about readiness (thread-safe; ``clock``: seconds, monotonic).
+
+    :meth:`report` is given each probe's outcome: ``key`` names what fails ("database",
+    "cache+channel layer", "draining"; ``""``: ready), ``line`` says it with the exceptions'
+    classes. A new ``key`` (a change of readiness, or of its cause) is logged at once: WARNING
+    ``not ready: <line>``, or INFO ``ready again after N s (was: <line>)``. The same failing
+    ``key`` again is logged as a reminder, WARNING ``still not ready for N s: <line>``, at most
+    every :data:`REMIND_EVERY_S` seconds. A check failing with another exception class is the
+    same cause (a blocked database is a ``TimeoutError``, then a ``CheckStillRunning``).
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic, remind_every_s: float = REMIND_EVERY_S) -> None:
+        self.clock = clock
+        self.remind_every_s = remind_every_s
+        self._lock = threading.Lock()
+        self._key, self._line = "", ""
+        self._since = self._logged = float("-inf")
+
+    def report(self, key: str, line: str = "") -> None:
+        now = self.clock()
+        line = line or key
+        with self._lock:
+            key_was, line_was, since = self._key, self._line, self._since
+            if key == key_was and (not key or now - self._logged < self.remind_every_s):
+                return
+            if key != key_was:
+                self._key, self._since = key, now
+            self._line, self._logged = line, now
+        if key and key == key_was:
+            logger.warning("still not ready for %d s: %s", now - since, line)
+        elif key:
+            logger.warning("not ready: %s", line)
+        elif key_was:
+            logger.info("ready again after %d s (was: %s)", now - since, line_was)
+
+
+_readiness_log = ReadinessLog()
 
 
 def _report(key: str, line: str = "") -> None:
-    """Log why readiness fails: ``key`` names what fails ("database", "cache+channel layer",
-    "draining"; ``""``: ready), ``line`` says it with the exceptions' classes. Logged when ``key``
-    changes (a check failing with another exception class is the same outage), else at most
-    every :data:`LOG_EVERY_S` seconds."""
-    now = time.monotonic()
-    line = line or key
-    with _report_lock:
-        previous, at = _last_report["key"], _last_report["at"]
-        if key == previous and (not key or now - at < LOG_EVERY_S):
-            return
-        was = _last_report["line"]
-        _last_report.update(key=key, line=line, at=now)
-    if key:
-        logger.warning("not ready: %s", line)
-    elif previous:
-        logger.info("ready again (was: %s)", was)
+    """Log why readiness fails (:meth:`ReadinessLog.report` of this process's log)."""
+    _readiness_log.report(key, line)
 
 
 def reset() -> None:
     """Forget what was reported and which checks run (tests)."""
-    with _report_lock:
-        _last_report.update(key="", line="", at=float("-inf"))
+    global _readiness_log
+    _readiness_log = ReadinessLog()
     with _running_lock:
         _running.clear()
 

@@ -197,7 +197,77 @@ async def test_the_reason_is_logged_once_not_per_probe(monkeypatch, caplog):
     lines = [r for r in caplog.records if r.name == "mrtrweb.health"]
     assert [(r.levelname, r.getMessage()) for r in lines] == [
         ("WARNING", "not ready: database failed (OperationalError)"),
-        ("INFO", "ready again (was: database failed (OperationalError))")]
+        ("INFO", "ready again after 0 s (was: database failed (OperationalError))")]
     # and Django's request log does not add a "Service Unavailable: /readyz" line per probe
     assert not [r for r in caplog.records if r.name == "django.request"]
 
+
+
+def _health_lines(caplog) -> list[tuple[str, str]]:
+    return [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "mrtrweb.health"]
+
+
+async def test_a_change_is_logged_at_once_and_the_same_cause_reminded_every_few_minutes(monkeypatch, caplog):
+    """Issue 26, item 4: probes every 10 s for 11 minutes of one outage log one line and two
+    reminders (not one line a minute); a new cause and the return to ready are logged at once.
+    The clock is injected (:class:`health.ReadinessLog`); the probes are real /readyz requests."""
+    now = [5000.0]
+    database, cache = health._database, health._cache
+    monkeypatch.setattr(health, "_readiness_log", health.ReadinessLog(clock=lambda: now[0]))
+    assert health.REMIND_EVERY_S == 300.0
+
+    def down() -> None:
+        raise OperationalError("connection refused")
+
+    async def probes(seconds: int, status: int) -> None:
+        for _ in range(seconds // 10):
+            assert (await _ready()).status_code == status
+            now[0] += 10
+
+    monkeypatch.setattr(health, "_database", down)
+    with caplog.at_level(logging.INFO, logger="mrtrweb.health"):
+        await probes(660, 503)  # t = 0 .. 650 s
+        assert _health_lines(caplog) == [
+            ("WARNING", "not ready: database failed (OperationalError)"),
+            ("WARNING", "still not ready for 300 s: database failed (OperationalError)"),
+            ("WARNING", "still not ready for 600 s: database failed (OperationalError)")]
+        caplog.clear()
+
+        def cache_down() -> None:
+            raise ConnectionError("cache down")
+
+        monkeypatch.setattr(health, "_cache", cache_down)  # the cause changes: logged at once
+        await probes(20, 503)
+        monkeypatch.setattr(health, "_database", database)
+        await probes(20, 503)  # and again: only the cache fails now
+        drain.begin_draining()
+        await probes(20, 503)
+        drain.reset()
+        monkeypatch.setattr(health, "_cache", cache)
+        await probes(20, 200)
+    assert _health_lines(caplog) == [
+        ("WARNING", "not ready: cache failed (ConnectionError), database failed (OperationalError)"),
+        ("WARNING", "not ready: cache failed (ConnectionError)"),
+        ("WARNING", "not ready: draining"),
+        ("INFO", "ready again after 20 s (was: draining)")]
+
+
+def test_the_reminder_says_the_latest_classes_and_ready_resets_the_clock(caplog):
+    now = [0.0]
+    log = health.ReadinessLog(clock=lambda: now[0], remind_every_s=300.0)
+    with caplog.at_level(logging.INFO, logger="mrtrweb.health"):
+        log.report("database", "database failed (TimeoutError)")
+        now[0] = 299.0
+        log.report("database", "database failed (CheckStillRunning)")  # the same cause: quiet
+        now[0] = 300.0
+        log.report("database", "database failed (CheckStillRunning)")
+        now[0] = 400.0
+        log.report("", "")
+        log.report("", "")  # ready stays ready: quiet
+        now[0] = 401.0
+        log.report("database", "database failed (OperationalError)")  # a new outage: at once
+    assert _health_lines(caplog) == [
+        ("WARNING", "not ready: database failed (TimeoutError)"),
+        ("WARNING", "still not ready for 300 s: database failed (CheckStillRunning)"),
+        ("INFO", "ready again after 400 s (was: database failed (CheckStillRunning))"),
+        ("WARNING", "not ready: database failed (OperationalError)")]

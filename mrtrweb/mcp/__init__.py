@@ -7,6 +7,8 @@ One concern per module:
 ``connection``
     :class:`McpConnection`: one negotiated connection; requests under the product's own ids, raw
     results back (the MRTR gate judges exactly what the server put on the wire).
+``session_renewal``
+    a 2025-11-25 session the server lost (HTTP 404): a new session, once per loss.
 ``pool``
     :class:`ConnectionPool`: one connection per ``(user, server)`` on one event loop.
 ``evidence``
@@ -32,7 +34,7 @@ One concern per module:
 
 from .connection import CLIENT_INFO, DECLARABLE, McpConnection, ProgressCallback, ServerRequestHandler
 from .errors import (AUTHORIZATION_FAILED, AUTHORIZATION_REQUIRED, INSUFFICIENT_SCOPE, INVALID_RESULT, JSONRPC_ERROR,
-                     TIMEOUT, TRANSPORT_ERROR, McpCallError, origin_of)
+                     SESSION_LOST, TIMEOUT, TRANSPORT_ERROR, McpCallError, origin_of)
 from .evidence import MAX_RESPONSE_BYTES, ResponseTooLarge
 from .listing import MAX_LISTED_ITEMS
 from .param_headers import INVALID_X_MCP_HEADER, InvalidToolHeaders
@@ -41,7 +43,7 @@ from .tls import tls_client_context
 
 __all__ = [
     "AUTHORIZATION_FAILED", "AUTHORIZATION_REQUIRED", "CLIENT_INFO", "DECLARABLE", "INSUFFICIENT_SCOPE",
-    "INVALID_RESULT", "INVALID_X_MCP_HEADER", "JSONRPC_ERROR", "MAX_LISTED_ITEMS", "MAX_RESPONSE_BYTES", "TIMEOUT",
-    "TRANSPORT_ERROR", "ConnectionPool", "InvalidToolHeaders", "McpCallError", "McpConnection", "ProgressCallback",
-    "ResponseTooLarge", "ServerRequestHandler", "origin_of", "tls_client_context",
+    "INVALID_RESULT", "INVALID_X_MCP_HEADER", "JSONRPC_ERROR", "MAX_LISTED_ITEMS", "MAX_RESPONSE_BYTES", "SESSION_LOST",
+    "TIMEOUT", "TRANSPORT_ERROR", "ConnectionPool", "InvalidToolHeaders", "McpCallError", "McpConnection",
+    "ProgressCallback", "ResponseTooLarge", "ServerRequestHandler", "origin_of", "tls_client_context",
 ]

@@ -66,6 +66,7 @@ from .param_headers import ToolHeaders
 from .protocol import PROTOCOLS, SDK_MODE, ProtocolMismatch, ProtocolRefused, settle_protocol
 from .sending import ProgressCallback, Sending
 from .server_requests import SENDING, OpenCall, RootsProvider, ServerRequestHandler, ServerRequestRouting, session_log
+from .session_renewal import SessionRenewal
 from .tls import tls_client_context
 
 __all__ = ["CLIENT_INFO", "DECLARABLE", "PROTOCOLS", "McpConnection", "ProgressCallback", "ProtocolMismatch",
@@ -87,7 +88,7 @@ def _leaf_exception(exc: BaseException) -> BaseException:
     return exc
 
 
-class McpConnection(Sending, ServerRequestRouting, Listings, ListingWatch):
+class McpConnection(Sending, SessionRenewal, ServerRequestRouting, Listings, ListingWatch):
     """One Streamable HTTP connection to an MCP server, negotiated as ``protocol`` says.
 
     The SDK ``Client`` is entered and exited inside a dedicated owner task (anyio task groups
@@ -159,6 +160,8 @@ class McpConnection(Sending, ServerRequestRouting, Listings, ListingWatch):
         self._session_log = session_log()
         self._tool_headers = ToolHeaders()  # Mcp-Param-* headers from this connection's tools listing
         self._prelisting = asyncio.Lock()
+        self._last_version: str | None = None
+        self._init_renewal()  # a 2025-11-25 session the server lost is replaced (mcp.session_renewal)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -174,6 +177,11 @@ class McpConnection(Sending, ServerRequestRouting, Listings, ListingWatch):
         """
         if self._owner is not None:
             raise RuntimeError("McpConnection.open() was already called")
+        await self._start()
+
+    async def _start(self) -> None:
+        """Start the owner task and wait until it negotiated (:meth:`open`; a new session after a
+        lost one, :mod:`.session_renewal`). Raises as :meth:`open`."""
         loop = asyncio.get_running_loop()
         ready: asyncio.Future[None] = loop.create_future()
         self._stop = asyncio.Event()
@@ -191,6 +199,7 @@ class McpConnection(Sending, ServerRequestRouting, Listings, ListingWatch):
             await self._abort_owner()  # our caller was cancelled mid-connect
             raise
         self._last_activity = time.monotonic()
+        self._last_version = self.protocol_version
 
     async def _own(self, ready: asyncio.Future[None]) -> None:
         """Owner task: hold ``async with Client(...)`` open until :meth:`close` sets the stop event."""
@@ -269,7 +278,12 @@ class McpConnection(Sending, ServerRequestRouting, Listings, ListingWatch):
     async def close(self) -> None:
         """Close the connection (idempotent; callable from any task of the loop). Never raises
         for connection problems; in-flight requests fail with ``transport_error``."""
+        await self._close_renewal()
         await self._stop_watching()
+        await self._stop_owner()
+
+    async def _stop_owner(self) -> None:
+        """Let the owner task close the SDK client (up to :data:`_CLOSE_GRACE_S`), then cancel it."""
         owner = self._owner
         if owner is None or owner.done():
             self._client = None
@@ -291,7 +305,10 @@ class McpConnection(Sending, ServerRequestRouting, Listings, ListingWatch):
 
     @property
     def is_open(self) -> bool:
-        """Whether the connection is open and has not reported a transport failure."""
+        """Whether the connection is open and has not reported a transport failure (a 2025-11-25
+        session the server lost counts as open: the next request opens a new one)."""
+        if self._renewal_pending and not self._broken:
+            return True
         return (
             self._client is not None
             and self._owner is not None
@@ -304,7 +321,9 @@ class McpConnection(Sending, ServerRequestRouting, Listings, ListingWatch):
     def protocol_version(self) -> str | None:
         """The negotiated protocol version (e.g. ``"2026-07-28"``), or ``None`` when not open."""
         client = self._client
-        return client.session.protocol_version if client is not None else None
+        if client is None:  # while a lost session is replaced: the version the connection spoke
+            return self._last_version if self._renewal_pending else None
+        return client.session.protocol_version
 
     @property
     def server_capabilities(self) -> dict[str, Any] | None:

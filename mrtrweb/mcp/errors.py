@@ -10,6 +10,11 @@ Every failure of :mod:`mrtrweb.mcp` surfaces as :class:`McpCallError` with a ``c
     no answer in time.
 ``invalid_result``
     only from the listings: the listing did not parse.
+``session_lost``
+    a 2025-11-25 server answered HTTP 404 to a request carrying the connection's ``Mcp-Session-Id``:
+    it no longer knows the session (restarted, or ended it). The connection opens a new session
+    before its next request (:mod:`.session_renewal`); a listing is listed again once on it, any
+    other request is not sent again.
 ``invalid_x_mcp_header``
     a ``tools/call`` of a tool whose listed ``inputSchema`` has an invalid ``x-mcp-header``
     (SEP-2243; :mod:`.param_headers`); nothing was sent.
@@ -25,7 +30,7 @@ import urllib.parse
 from typing import Any, Final
 
 __all__ = ["AUTHORIZATION_FAILED", "AUTHORIZATION_REQUIRED", "INSUFFICIENT_SCOPE", "INVALID_RESULT",
-           "JSONRPC_ERROR", "TIMEOUT", "TRANSPORT_ERROR", "McpCallError", "origin_of"]
+           "JSONRPC_ERROR", "SESSION_LOST", "TIMEOUT", "TRANSPORT_ERROR", "McpCallError", "origin_of"]
 
 TRANSPORT_ERROR: Final = "transport_error"
 JSONRPC_ERROR: Final = "jsonrpc_error"
@@ -34,6 +39,7 @@ INVALID_RESULT: Final = "invalid_result"
 AUTHORIZATION_REQUIRED: Final = "authorization_required"
 INSUFFICIENT_SCOPE: Final = "insufficient_scope"
 AUTHORIZATION_FAILED: Final = "authorization_failed"
+SESSION_LOST: Final = "session_lost"
 
 
 class McpCallError(Exception):
@@ -41,12 +47,15 @@ class McpCallError(Exception):
 
     Attributes:
         code: ``transport_error``, ``jsonrpc_error``, ``timeout``, ``invalid_result``,
-            ``authorization_required``, ``insufficient_scope`` or ``authorization_failed``.
+            ``authorization_required``, ``insufficient_scope``, ``authorization_failed`` or
+            ``session_lost``.
         message: human-readable detail (may contain server text: escape before display).
         rpc_code: the JSON-RPC error code (``jsonrpc_error`` only).
         rpc_message: the JSON-RPC error message (``jsonrpc_error`` only).
         rpc_data: the JSON-RPC error ``data`` member, if any (``jsonrpc_error`` only).
         http_status: the HTTP status of the response, when one was seen and it was not 2xx.
+        reached: ``transport_error`` only: the server had accepted the request (a 2xx response)
+            when its answer broke off or came unusable -- it may have run.
         challenge: for ``authorization_required`` / ``insufficient_scope`` / ``authorization_failed``
             from the MCP server: the ``WWW-Authenticate`` Bearer parameters it sent
             (``{"error": ..., "scope": ..., "resource_metadata": ..., "error_description": ...}``,
@@ -63,6 +72,7 @@ class McpCallError(Exception):
         rpc_data: Any = None,
         http_status: int | None = None,
         challenge: dict[str, str] | None = None,
+        reached: bool = False,
     ) -> None:
         super().__init__(f"{code}: {message}")
         self.code = code
@@ -72,6 +82,7 @@ class McpCallError(Exception):
         self.rpc_data = rpc_data
         self.http_status = http_status
         self.challenge = dict(challenge or {})
+        self.reached = reached
 
     @property
     def scope(self) -> str | None:

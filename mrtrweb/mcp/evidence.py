@@ -19,8 +19,8 @@ import mcp_types as types
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, PARSE_ERROR
 
-from .errors import (AUTHORIZATION_FAILED, AUTHORIZATION_REQUIRED, INSUFFICIENT_SCOPE, JSONRPC_ERROR, TRANSPORT_ERROR,
-                     McpCallError)
+from .errors import (AUTHORIZATION_FAILED, AUTHORIZATION_REQUIRED, INSUFFICIENT_SCOPE, JSONRPC_ERROR, SESSION_LOST,
+                     TRANSPORT_ERROR, McpCallError)
 
 #: the most bytes of one HTTP response body to a request the client POSTs (a JSON body or the SSE
 #: stream of one request); a larger one fails the request with ``transport_error`` ("the response is
@@ -88,12 +88,14 @@ class HttpSeen:
 
     ``body`` classifies a JSON body: ``"error"`` (a JSON-RPC error object), ``"other"`` (anything
     else, including unparseable bytes), or ``None`` (not a JSON body: SSE, text, none).
+    ``session``: whether the request carried an ``Mcp-Session-Id`` (a 2025-11-25 session).
     """
 
     status: int
     content_type: str
     body: str | None
     challenge: AuthChallenge | None = None
+    session: bool = False
 
 
 def id_key(request_id: str | int) -> tuple[str, str | int]:
@@ -160,7 +162,8 @@ class HttpEvidence:
                         parsed = json.loads(response.content)
                         if isinstance(parsed, dict) and isinstance(parsed.get("error"), dict) and "result" not in parsed:
                             body = "error"
-        self._expected[key] = HttpSeen(response.status_code, content_type, body, challenge)
+        session = bool(response.request.headers.get("mcp-session-id"))
+        self._expected[key] = HttpSeen(response.status_code, content_type, body, challenge, session)
 
 
 class ResponseTooLarge(httpx2.StreamError):
@@ -215,12 +218,17 @@ def classify(exc: MCPError, seen: HttpSeen | None, method: str) -> McpCallError:
     A ``401`` is ``authorization_required``, a ``403`` with ``error="insufficient_scope"`` is
     ``insufficient_scope``, another Bearer ``403`` is ``authorization_failed`` (MCP authorization,
     "Error handling" and "Scope challenge handling"), whatever body came with them; never
-    ``transport_error``."""
+    ``transport_error``. A ``404`` to a request that carried an ``Mcp-Session-Id`` is
+    ``session_lost`` (2025-11-25 transports, "Session Management": the server answers so to a
+    session it terminated or does not know, e.g. after a restart), whatever body came with it."""
     error = exc.error
     if seen is not None and seen.challenge is not None:
         auth_error = seen.challenge.error(method)
         if auth_error is not None:
             return auth_error
+    if seen is not None and seen.status == 404 and seen.session:
+        return McpCallError(SESSION_LOST, f"{method}: HTTP 404: the server does not know this session "
+                            "(it was restarted or ended the session)", http_status=404)
     ok = seen is not None and 200 <= seen.status < 300
     sse = ok and seen is not None and seen.status != 202 and seen.content_type.startswith("text/event-stream")
     server_said = seen is not None and (seen.body == "error" or (sse and not _sse_synthesized(error)))
@@ -241,8 +249,9 @@ def classify(exc: MCPError, seen: HttpSeen | None, method: str) -> McpCallError:
         return McpCallError(TRANSPORT_ERROR, f"{method}: HTTP {seen.status}", http_status=seen.status)
     if seen.body == "too_large":
         return McpCallError(TRANSPORT_ERROR, f"{method}: the response is larger than {MAX_RESPONSE_BYTES} bytes")
-    return McpCallError(
+    return McpCallError(  # the server accepted the request: it may have run (``reached``)
         TRANSPORT_ERROR,
         f"{method}: unusable HTTP {seen.status} response ({seen.content_type or 'no content type'}): {error.message}",
+        reached=True,
     )
 

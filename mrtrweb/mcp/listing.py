@@ -13,7 +13,7 @@ import anyio
 import mcp_types as types
 from pydantic import ValidationError
 
-from .errors import INVALID_RESULT, TIMEOUT, McpCallError
+from .errors import INVALID_RESULT, SESSION_LOST, TIMEOUT, TRANSPORT_ERROR, McpCallError
 from .param_headers import ToolHeaders, _logged_name, is_modern
 
 logger = logging.getLogger("mrtrweb.mcp")
@@ -61,6 +61,7 @@ class Listings:
     protocol_version: str | None
     _tool_headers: ToolHeaders
     _prelisting: asyncio.Lock
+    _session_is_lost: bool
 
     async def _listing(self, method: str, field: str, model: Any) -> list[dict[str, Any]]:
         """Walk a paginated listing; return its items as JSON dicts, each checked against ``model``.
@@ -68,7 +69,24 @@ class Listings:
         Each page comes back raw (:meth:`send`: no validation on the event loop) and is checked
         item by item in a worker thread (:func:`check_page`): a listing of many thousands of
         items never holds the event loop for the whole check. At most :data:`MAX_LISTED_ITEMS`
-        items in all are accepted; a longer listing is ``invalid_result``."""
+        items in all are accepted; a longer listing is ``invalid_result``.
+
+        A 2025-11-25 server that no longer knows the session (``session_lost``: restarted), or
+        whose session's connection broke without any HTTP response, is listed once more, from the
+        first page, on a new session (:mod:`.session_renewal`); a second failure is raised."""
+        try:
+            return await self._walk(method, field, model)
+        except McpCallError as exc:
+            if exc.code != SESSION_LOST and not (exc.code == TRANSPORT_ERROR and self._session_is_lost):
+                raise
+            logger.info("%s: %s; listed again on a new session", method,
+                        "the server no longer knows the session" if exc.code == SESSION_LOST else
+                        "the session's connection broke without a response")
+        return await self._walk(method, field, model)
+
+    async def _walk(self, method: str, field: str, model: Any) -> list[dict[str, Any]]:
+        """One walk of a listing's pages (see :meth:`_listing`)."""
+        await self._renew_if_lost()  # type: ignore[attr-defined]  # (waits for one in progress)
         self._live_client()
         items: list[dict[str, Any]] = []
         cursor: str | None = None

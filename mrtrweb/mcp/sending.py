@@ -1,7 +1,8 @@
 """Sending one request on a connection under the id the product chose, and getting its raw result
 back: the send half of :class:`~mrtrweb.mcp.connection.McpConnection` (a mixin: it uses the
 connection's ``timeout_s``, ``_live_client``, ``_evidence``, ``_open_calls``, ``_in_flight``,
-``_broken``, ``_last_activity`` and, from :mod:`.param_headers`, ``_param_headers``).
+``_broken``, ``_last_activity``, from :mod:`.param_headers` ``_param_headers``, and from
+:mod:`.session_renewal` what renews a lost 2025-11-25 session).
 
 SDK internals used here (pinned by ``tests/test_mcp_client.py``): ``ClientSession._stamp`` (adds
 the negotiated protocol's ``_meta`` and ``Mcp-*`` headers) and
@@ -22,7 +23,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.inbound import encode_header_value
 from mcp_types import CLIENT_CAPABILITIES_META_KEY as _CAPS_KEY
 
-from .errors import TIMEOUT, TRANSPORT_ERROR, McpCallError
+from .errors import SESSION_LOST, TIMEOUT, TRANSPORT_ERROR, McpCallError
 from .evidence import classify, id_key
 from .server_requests import SENDING, OpenCall, ServerRequestHandler
 
@@ -51,6 +52,7 @@ class Sending:
     """The send half of a connection (see the module doc)."""
 
     timeout_s: float
+    session_generation: int
 
     async def send(
         self,
@@ -91,12 +93,29 @@ class Sending:
                 .extensions``; e.g. the tasks extension, :mod:`.tasks`). Ignored on a 2025-11-25
                 connection. A ``tasks/*`` request also carries ``Mcp-Name: <taskId>`` (SEP-2663).
 
+        On a 2025-11-25 connection whose session the server lost (HTTP 404 to its
+        ``Mcp-Session-Id``), a new session is opened before the request goes out; the request that
+        got the 404 is not sent again (:mod:`.session_renewal`).
+
         Raises:
             McpCallError: ``transport_error``, ``jsonrpc_error`` or ``timeout``;
-                ``invalid_x_mcp_header`` (nothing sent) for a tool the listing excluded.
+                ``invalid_x_mcp_header`` (nothing sent) for a tool the listing excluded;
+                ``session_lost`` (2025-11-25: the server no longer knows the session the request
+                went out on; it is not sent again).
             ValueError: ``request_id`` is not a str/int, or is already in flight here.
             TypeError: ``params`` is not a mapping or not JSON-serializable.
         """
+        return await self._send(method, params, request_id, on_progress=on_progress, timeout_s=timeout_s,
+                                on_server_request=on_server_request, extensions=extensions)
+
+    async def _send(self, method: str, params: Mapping[str, Any], request_id: str | int, *,
+                    on_progress: ProgressCallback | None = None, timeout_s: float | None = None,
+                    on_server_request: ServerRequestHandler | None = None,
+                    extensions: Mapping[str, Any] | None = None, renew: bool = True,
+                    probe: bool = True) -> dict[str, Any]:
+        """:meth:`send`; ``renew``: open a new session first if the current one is lost; ``probe``:
+        after a broken response stream, ask whether the session is lost (``False`` for the probe's
+        own ``ping``)."""
         if not isinstance(request_id, str | int) or isinstance(request_id, bool):
             raise ValueError("request_id must be a str or an int")
         if not isinstance(params, Mapping):
@@ -108,7 +127,10 @@ class Sending:
         except (TypeError, ValueError) as exc:
             raise TypeError(f"params are not JSON: {exc}") from None
         param_headers = await self._param_headers(method, wire_params)  # may list tools first (SEP-2243)
+        if renew:
+            await self._renew_if_lost()  # the server lost the session: a new one first (once per loss)
         session = self._live_client().session
+        generation = self.session_generation
         if self._evidence.expecting(request_id):
             raise ValueError(f"request id {request_id!r} is already in flight on this connection")
         data: dict[str, Any] = {"method": method, "params": wire_params}
@@ -133,9 +155,10 @@ class Sending:
         except TimeoutError:
             raise McpCallError(TIMEOUT, f"{method}: no response within {budget:g}s") from None
         except MCPError as exc:
-            error = classify(exc, self._evidence.take(request_id), method)
-            if error.code == TRANSPORT_ERROR:
-                self._broken = True
+            seen = self._evidence.take(request_id)
+            error = classify(exc, seen, method)
+            if error.code in (SESSION_LOST, TRANSPORT_ERROR):  # a new session next, or a broken connection
+                error = await self._session_failure(error, seen, generation, method, probe=probe)
             raise error from None
         except ValueError:
             raise  # our caller reused an id still in flight

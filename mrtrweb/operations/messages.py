@@ -38,6 +38,13 @@ URL_CANCELLED = "url_cancelled"
 #: negotiates an older version, where such a retry means nothing (:mod:`.calls`)
 PROTOCOL_CHANGED = "protocol_changed"
 
+#: a ``transport_error`` after the server had accepted the request (its response broke off, e.g.
+#: the server stopped or restarted during the call): it may have run, and it is not sent again
+TRANSPORT_ERROR_REACHED: Final = gettext_noop(
+    "The connection to the MCP server broke while this request was running there (the server may have "
+    "stopped or restarted). The request may or may not have run on the server; it was not sent again. "
+    "Check on the server before you run it again.")
+
 MESSAGES = {
     STORE_UNAVAILABLE: gettext_noop("The round store is unavailable right now; nothing was sent. Try again shortly."),
     AUDIT_UNAVAILABLE: gettext_noop("The audit trail could not be written; your answer was not sent."),
@@ -45,6 +52,11 @@ MESSAGES = {
     "transport_error": gettext_noop("The MCP server could not be reached."),
     "jsonrpc_error": gettext_noop("The MCP server answered with an error."),
     "timeout": gettext_noop("The MCP server did not answer in time."),
+    # issue 26: a 2025-11-25 server answered 404 for the session (restarted); the request is not sent again
+    "session_lost": gettext_noop("The MCP server no longer knew its session with mrtrweb (it was probably restarted) "
+                    "when this request was out. The request may or may not have run on the server; it was "
+                    "not sent again. Check on the server before you run it again; a new session is used "
+                    "from now on."),
     # issue 13: 401 / 403 insufficient_scope / the authorization server refused (never transport_error)
     "authorization_required": gettext_noop("The MCP server asks for authorization (HTTP 401): connect your account to it, "
                               "or ask a tenant admin to check its credentials. Nothing more was sent."),
@@ -92,14 +104,16 @@ def failure_message(exc: McpCallError) -> str:
     """What the person reads when a call failed: the stable message of ``exc.code`` and, for a
     JSON-RPC error, the server's own code and message (:func:`server_error_text`), for the
     :data:`AUTHORIZATION_CODES` the ``error`` and ``error_description`` of its ``WWW-Authenticate``
-    challenge (cleaned the same way; never a token); an error's own ``shown_message`` (the
+    challenge (cleaned the same way; never a token); for a ``transport_error`` the server had
+    accepted (``reached``: its answer broke off) :data:`TRANSPORT_ERROR_REACHED`; an error's own ``shown_message`` (the
     product's text, e.g. client credentials without a configured issuer) as it is. Stored on the
     operation and shown escaped; never logged or written to the audit trail (it is server text
     and may echo what was sent)."""
     own = getattr(exc, "shown_message", None)  # the product's own words (no request was sent)
     if isinstance(own, str) and own:
         return own
-    message = message_for(exc.code)
+    message = TRANSPORT_ERROR_REACHED if exc.code == "transport_error" and getattr(exc, "reached", False) \
+        else message_for(exc.code)
     said = server_error_text(exc.rpc_message) if exc.code == "jsonrpc_error" else ""
     if said:
         if isinstance(exc.rpc_code, int):
