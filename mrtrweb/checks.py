@@ -205,8 +205,13 @@ def check_secret_keys(app_configs=None, **kwargs) -> list:
     keys = [("SECRET_KEY", getattr(settings, "SECRET_KEY", None))]
     keys += [(f"SECRET_KEY_FALLBACKS[{i}]", key)
              for i, key in enumerate(getattr(settings, "SECRET_KEY_FALLBACKS", None) or [])]
-    hint = ("Set DJANGO_SECRET_KEY to at least 50 random characters (python -c 'import secrets; "
-            "print(secrets.token_urlsafe(50))'), or leave it unset for the standalone site's own key in var/.")
+    make = "python -c 'import secrets; print(secrets.token_urlsafe(50))'"
+    if str(getattr(settings, "ROOT_URLCONF", "") or "").startswith("mrtrweb.site."):  # the standalone site
+        hint = (f"Set DJANGO_SECRET_KEY to at least 50 random characters ({make}), or leave it unset for the "
+                "standalone site's own key in var/.")
+    else:  # a portal's own settings: its key is its own business, var/ is not there
+        hint = (f"Give your project's SECRET_KEY at least 50 random characters ({make}), read from the "
+                "environment or a secrets file, never committed with your settings.")
     for name, key in keys:
         problem = key_problem(key)
         if problem:
@@ -251,3 +256,4 @@ def check_secret_keys_at_rest(app_configs=None, **kwargs) -> list:
 
 
 from .authz import checks as _authz_checks  # noqa: E402,F401 - registers the authorization settings' checks
+from . import serving_checks as _serving_checks  # noqa: E402,F401 - registers the static-file and WebSocket checks

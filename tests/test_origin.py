@@ -120,13 +120,16 @@ def test_parse_and_match():
 
 
 def test_the_embedding_snippet_uses_it():
-    """The README's embedding snippet (and the test portal's asgi.py, written from it) mount the
-    full-origin check, not channels' host-only validator."""
+    """The embedding recipe's asgi.py (docs/embedding.md; tests/test_embed_docs.py runs it) and the
+    test portal's asgi.py mount the full-origin check, not channels' host-only validator; the
+    README names it."""
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    assert "SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))" in readme
-    assert "AllowedHostsOriginValidator(" not in readme
+    root = Path(__file__).resolve().parents[1]
+    doc, readme = (root / "docs" / "embedding.md").read_text(), (root / "README.md").read_text()
+    assert "SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))" in doc
+    assert "mrtrweb.origin.SameOriginValidator" in readme
+    assert "AllowedHostsOriginValidator(" not in doc + readme
     source = (Path(__file__).resolve().parent / "embed_project" / "asgi.py").read_text()
     assert "SameOriginValidator(AuthMiddlewareStack(" in source
 

@@ -125,6 +125,9 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "staticfiles"
+# MRTRWEB_SERVE_STATIC=1 (the default): the workers serve /static/ from the apps' own directories
+# (asgi.py), never from collectstatic's copy, so a missing or old copy is no problem (mrtrweb.W042)
+SILENCED_SYSTEM_CHECKS = ["mrtrweb.W042"] if os.environ.get("MRTRWEB_SERVE_STATIC", "1") == "1" else []
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # Framing: only this site by default. MRTRWEB_FRAME_ANCESTORS="https://portal.example ..." lets the

@@ -11,7 +11,7 @@ DEBUG = False
 ALLOWED_HOSTS = ["testserver", "127.0.0.1"]
 INSTALLED_APPS = [
     "django.contrib.auth", "django.contrib.contenttypes", "django.contrib.sessions", "django.contrib.messages",
-    "channels", "mrtrweb", "tests.embed_orgs.orgs.apps.OrgsConfig",
+    "django.contrib.staticfiles", "channels", "mrtrweb", "tests.embed_orgs.orgs.apps.OrgsConfig",
 ]
 MIDDLEWARE = [
     "django.contrib.sessions.middleware.SessionMiddleware",

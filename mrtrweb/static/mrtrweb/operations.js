@@ -3,6 +3,9 @@
 (function () {
   "use strict";
   var root = document.getElementById("operation");
+  // the script runs: its "did not load" notice (operation.html) goes
+  var missing = document.getElementById("live-script-missing");
+  if (missing) missing.parentNode.removeChild(missing);
   if (!root) return;
   var opId = root.getAttribute("data-operation");
   var live = document.getElementById("live");
@@ -17,6 +20,9 @@
                          // a socket that stayed open a while, not one closed right away again
   var timer = null;      // the pending reconnect
   var leaving = false;   // the page is being left: no reconnect, no notice
+  var everOpened = false; // a socket of this page opened once: the server does serve WebSockets
+  var failures = 0;      // sockets closed in a row without ever opening
+  var OPEN_TIMEOUT_MS = 5000;
   var pushes = 0; // operation messages applied so far (a refresh started before one is stale)
 
   function say(attr, seconds) {
@@ -113,9 +119,26 @@
   function connect() {
     timer = null;
     var scheme = location.protocol === "https:" ? "wss://" : "ws://";
-    var ws = new WebSocket(scheme + location.host + root.getAttribute("data-ws"));
+    var ws;
+    try {
+      ws = new WebSocket(scheme + location.host + root.getAttribute("data-ws"));
+    } catch (e) {
+      closed({code: 0});  // refused before any connection (the page's CSP connect-src): a failed open
+      return;
+    }
+    // a socket neither open nor closed after a while never will be (a CSP that blocks it fires no
+    // event in Chromium; a proxy may hold the handshake): counted as a failed open
+    var opening = setTimeout(function () {
+      if (ws.readyState === WebSocket.OPEN) return;
+      ws.onclose = null;
+      try { ws.close(); } catch (e) { /* closing a socket that never connected */ }
+      closed({code: 0});
+    }, OPEN_TIMEOUT_MS);
     ws.onopen = function () {
+      clearTimeout(opening);
       openedAt = Date.now();
+      everOpened = true;
+      failures = 0;
       root.setAttribute("data-ws-state", "open");
       resumed();
       ws.send(JSON.stringify({type: "pending.watch"}));  // the navigation's "Waiting for you" (nav.js)
@@ -136,24 +159,37 @@
       }
     };
     ws.onclose = function (ev) {
-      if (ev.code === 4403 || ev.code === 4401) {
-        // The person's access or this session ended somewhere: reload, so the page shows what is
-        // left (or 404, or the sign-in page).
-        root.setAttribute("data-ws-state", "revoked");
-        location.reload();
-        return;
-      }
-      root.setAttribute("data-ws-state", "closed");
-      if (openedAt && Date.now() - openedAt > 5000) retry = 500;
-      openedAt = 0;
-      if (leaving) return;
-      // back off with jitter (half the step, plus up to the other half at random), so that the
-      // pages of a whole worker do not all come back at the same instant
-      var delay = Math.round(retry / 2 + Math.random() * retry / 2);
-      retry = Math.min(retry * 2, 10000);
-      say("data-paused", Math.max(1, Math.ceil(delay / 1000)));
-      timer = setTimeout(connect, delay);
+      clearTimeout(opening);
+      closed(ev);
     };
+  }
+
+  // a socket closed, or one that never opened
+  function closed(ev) {
+    if (ev.code === 4403 || ev.code === 4401) {
+      // The person's access or this session ended somewhere: reload, so the page shows what is
+      // left (or 404, or the sign-in page).
+      root.setAttribute("data-ws-state", "revoked");
+      location.reload();
+      return;
+    }
+    root.setAttribute("data-ws-state", "closed");
+    if (!openedAt) failures += 1;
+    if (openedAt && Date.now() - openedAt > 5000) retry = 500;
+    openedAt = 0;
+    if (leaving) return;
+    // back off with jitter (half the step, plus up to the other half at random), so that the
+    // pages of a whole worker do not all come back at the same instant
+    var delay = Math.round(retry / 2 + Math.random() * retry / 2);
+    retry = Math.min(retry * 2, 10000);
+    // never opened, twice in a row: no WebSocket here at all (a WSGI server), not a blip
+    if (!everOpened && failures >= 2) {
+      root.setAttribute("data-ws-state", "unavailable");
+      say("data-unavailable", 0);
+    } else {
+      say("data-paused", Math.max(1, Math.ceil(delay / 1000)));
+    }
+    timer = setTimeout(connect, delay);
   }
 
   if (retryNow) {
