@@ -11,7 +11,6 @@ parent checks the rows in the database itself.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -20,6 +19,7 @@ import time
 import psycopg
 import pytest
 
+from .store_db import store_database, worker_env
 from .topology import ROOT, PrivateDatabase
 
 pytestmark = [pytest.mark.services]
@@ -66,19 +66,13 @@ print(json.dumps(out))
 
 @pytest.fixture(scope="module")
 def database():
-    db = PrivateDatabase()
-    env = _env(db)
-    done = subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=180)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    db = store_database()
     yield db
     db.drop()
 
 
 def _env(db: PrivateDatabase, **extra: str) -> dict[str, str]:
-    return dict(os.environ, DJANGO_SETTINGS_MODULE="mrtrweb.site.settings_prod", DATABASE_URL=db.url,
-                REDIS_URL="redis://127.0.0.1:1/0", DJANGO_SECRET_KEY="clock-skew-test-" + "k" * 40,
-                DJANGO_ALLOWED_HOSTS="localhost", MRTRWEB_LOG_LEVEL="WARNING", **extra)
+    return worker_env(db.url, **extra)
 
 
 def _run(db: PrivateDatabase, role: str, op_id: str, prefix: list[str] | None = None, **extra: str) -> dict:

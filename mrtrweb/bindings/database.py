@@ -18,7 +18,9 @@
 Every database failure raises :class:`~mrtrweb.gate.StoreUnavailable` (one warning line naming
 the operation and the exception class, never a value): the gate then fails closed and nothing is
 sent. A connection the failure left unusable is closed, so the next call reconnects (a worker
-outlives a PostgreSQL restart). Every row's ``expires_at`` is written and compared by the
+outlives a PostgreSQL restart); a read, an overwrite or a delete that failed on a connection the
+database broke while it was kept (the first statement after a blip) is made once more on a new
+one first, outside a transaction only; a claim or an index entry never is (issue 26). Every row's ``expires_at`` is written and compared by the
 **database's** clock (``STATEMENT_TIMESTAMP()`` on PostgreSQL, Django's ``Now()`` elsewhere), never
 a worker's: hosts drift, and a worker whose clock ran a minute ahead would otherwise sweep, or
 take over, rows that are live for everyone else (issue 26). The gate's own expiry (``expires_at``
@@ -79,6 +81,21 @@ def drop_broken_connection(model) -> None:
         conn.close_if_unusable_or_obsolete()
     except Exception:  # noqa: BLE001 -- closing a dead connection may itself fail; it is dropped anyway
         pass
+
+
+def broke_connection(model) -> bool:
+    """Whether the model's connection, after a failed statement, is one the database broke (it
+    no longer answers ``is_usable``), outside any transaction: the statement may then be made once
+    more on a new connection (:func:`drop_broken_connection` first). False inside a transaction
+    (its earlier statements went with the connection) and after an error the database answered
+    (a constraint, a syntax error: the connection works, a retry would fail the same way)."""
+    conn = connections[router.db_for_write(model)]
+    if conn.in_atomic_block or conn.connection is None:
+        return False
+    try:
+        return not conn.is_usable()
+    except Exception:  # noqa: BLE001 -- a check that fails says the same
+        return True
 
 
 _SELECTS: dict[tuple[Any, str, tuple[str, ...], str], str] = {}
@@ -183,12 +200,25 @@ class DatabaseBindingStore:
     Raises (every method): :class:`~mrtrweb.gate.StoreUnavailable` when the database fails.
     """
 
+    #: what may run twice: reads, and writes whose second run leaves what the first left (an
+    #: overwrite, a delete) -- never a claim or an index entry (the first may have committed before
+    #: its answer was lost: a retry would report it lost)
+    _RETRIED = frozenset({"read", "write", "delete"})
+
     def _call(self, what: str, model, fn, *args):
         try:
             return fn(*args)
         except StoreUnavailable:
             raise
         except Exception as exc:  # noqa: BLE001 -- any database failure fails closed
+            if what in self._RETRIED and broke_connection(model):
+                # the first statement after a blip, on a connection the database broke while it was
+                # kept (between hops, in the pool's hands): once more on a new one
+                drop_broken_connection(model)
+                try:
+                    return fn(*args)
+                except Exception as again:  # noqa: BLE001
+                    exc = again
             logger.warning("binding store %s failed: %s", what, exc.__class__.__name__)
             drop_broken_connection(model)
             raise StoreUnavailable(f"binding store unavailable ({what})") from exc
@@ -239,7 +269,7 @@ class DatabaseBindingStore:
         """Bind the request id unless a live entry binds it already (an expired one is replaced);
         True if this call bound it."""
         Index = self._models()[1]
-        return self._call("write", Index, lambda: upsert(
+        return self._call("index", Index, lambda: upsert(
             Index, {"tenant": tenant, "key_digest": self._index_key(tenant, user, id_key)},
             {"operation_id": operation_id, "expires_at": lifetime(ttl_s)}, only_over_expired=True))
 
