@@ -20,12 +20,13 @@ the operation and the exception class, never a value): the gate then fails close
 sent. A connection the failure left unusable is closed, so the next call reconnects (a worker
 outlives a PostgreSQL restart); a read, an overwrite or a delete that failed on a connection the
 database broke while it was kept (the first statement after a blip) is made once more on a new
-one first, outside a transaction only; a claim or an index entry never is (issue 26). Every row's ``expires_at`` is written and compared by the
-**database's** clock (``STATEMENT_TIMESTAMP()`` on PostgreSQL, Django's ``Now()`` elsewhere), never
-a worker's: hosts drift, and a worker whose clock ran a minute ahead would otherwise sweep, or
-take over, rows that are live for everyone else (issue 26). The gate's own expiry (``expires_at``
-in the record, its clock) decides a round's life; the row's is only the storage lifetime (the
-round's TTL + slack).
+one first, outside a transaction only; a claim or an index entry never is (issue 26).
+
+Every row's ``expires_at`` is written and compared by the **database's** clock (Django's
+``Now()``: ``STATEMENT_TIMESTAMP()`` on PostgreSQL), never a worker's: hosts drift, and a worker
+whose clock ran a minute ahead would otherwise sweep, or take over, rows that are live for
+everyone else (issue 26). The gate's own expiry (``expires_at`` in the record, its clock) decides
+a round's life; the row's is only the storage lifetime (the round's TTL + slack).
 """
 
 from __future__ import annotations
