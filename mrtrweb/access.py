@@ -210,8 +210,9 @@ def actionable_operations(user_id: Any) -> QuerySet[Operation]:
 
 def open_rounds() -> Q:
     """The filter of operations whose round awaits their person's answer and is not past its
-    lifetime (a round past it is settled as expired by :mod:`mrtrweb.expiry`)."""
-    from django.utils import timezone
+    lifetime by the database's clock, as the sweep judges it (a round past it is settled as
+    expired by :mod:`mrtrweb.expiry`)."""
+    from django.db.models.functions import Now
 
     return Q(status=Operation.Status.AWAITING_INPUT) & (
-        Q(round_expires_at__isnull=True) | Q(round_expires_at__gt=timezone.now()))
+        Q(round_expires_at__isnull=True) | Q(round_expires_at__gt=Now()))

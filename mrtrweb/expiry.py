@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import datetime
 import logging
+import time
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -30,8 +31,9 @@ from django.utils.translation import gettext_noop
 logger = logging.getLogger("mrtrweb.expiry")
 
 #: seconds after ``round_expires_at`` before a round is swept: the gate refuses an answer from
-#: ``expires_at`` on (each worker's clock); the sweep (the database's clock) comes later, so an
-#: answer the gate accepted just in time is never overtaken by the sweep
+#: ``expires_at`` on (each worker's clock); the sweep (the database's clock, which
+#: ``round_expires_at`` is written by too: :func:`expires_at`) comes later, so an answer the gate
+#: accepted just in time is never overtaken by the sweep
 GRACE_S = 2.0
 #: at most this many operations settled by one sweep
 SWEEP_BATCH = 200
@@ -39,9 +41,17 @@ EXPIRED_CODE = "expired"
 EXPIRED_MESSAGE = gettext_noop("The round expired without an answer; nothing was sent.")
 
 
-def expires_at(epoch_s: float) -> datetime.datetime:
-    """The gate's ``expires_at`` (seconds since the epoch) as an aware datetime for the row."""
-    return datetime.datetime.fromtimestamp(float(epoch_s), tz=datetime.timezone.utc)
+def expires_at(epoch_s: float) -> Any:
+    """The gate's ``expires_at`` (seconds since the epoch, this worker's clock) as the row's
+    ``round_expires_at``: an expression for ``update()``, the round's **remaining** lifetime (by
+    this worker's clock, the one the gate used) from the **database's** now -- the clock the sweep
+    judges by (:func:`_due`). A worker whose clock is off by a minute then neither shortens nor
+    stretches the round by a minute (issue 26)."""
+    from django.db.models import DateTimeField, ExpressionWrapper
+    from django.db.models.functions import Now
+
+    left = datetime.timedelta(seconds=float(epoch_s) - time.time())
+    return ExpressionWrapper(Now() + left, output_field=DateTimeField())
 
 
 def _due():

@@ -19,11 +19,10 @@ a round that A gave up on can no longer be consumed. Sync functions (call them t
 
 from __future__ import annotations
 
-import datetime
 import logging
 from typing import Any
 
-from django.utils import timezone
+from django.db.models.functions import Now
 
 from . import conf
 from .gate import StoreUnavailable
@@ -98,13 +97,14 @@ def put_answer(op: Any, round_number: int, payload: dict[str, Any]) -> None:
         RuntimeError: a live answer for this round is there already (the settle key prevents it).
     """
     from .authz import crypto
-    from .bindings.database import upsert
+    from .bindings.database import lifetime, upsert
     from .models import LegacyAnswer
 
     sealed = crypto.seal({"op": str(op.id), "round": round_number, "a": payload})
-    expires = timezone.now() + datetime.timedelta(seconds=_ttl_s())
+    # the database's clock (as every binding row): a worker whose clock drifts neither shortens
+    # nor stretches the answer's life
     if not upsert(LegacyAnswer, {"operation_id": op.id, "round_number": round_number},
-                  {"payload": sealed, "expires_at": expires}, only_over_expired=True):
+                  {"payload": sealed, "expires_at": lifetime(_ttl_s())}, only_over_expired=True):
         raise RuntimeError("an answer for this round was handed over already")
 
 
@@ -119,7 +119,7 @@ def take_answer(op: Any, round_number: int) -> dict[str, Any] | None:
     key = (str(op.id), round_number)
     rows = LegacyAnswer.objects.filter(operation_id=op.id, round_number=round_number)
     try:
-        found = rows.filter(expires_at__gt=timezone.now()).values_list("pk", "payload").first()
+        found = rows.filter(expires_at__gt=Now()).values_list("pk", "payload").first()
         taken = bool(found) and rows.filter(pk=found[0])._raw_delete(rows.db) == 1
     except Exception as exc:  # noqa: BLE001 -- read again at the next poll
         if key not in _unreadable:

@@ -213,6 +213,9 @@ class Operation(models.Model):
     #: the operation that ran this one again ("Run again" / "Connect and run again"), claimed
     #: atomically before it starts: one run again per operation, however often it is submitted
     rerun_as = models.UUIDField(null=True, blank=True, editable=False)
+    #: who asked to stop the call in flight (a key of operations.messages.STOPPED_BY), durable
+    #: beside the cache's fast stop request: a Redis restarted empty after the click loses nothing
+    stop_requested_by = models.CharField(max_length=32, blank=True, default="", editable=False)
     result = models.JSONField(null=True, blank=True)
     error_code = models.CharField(max_length=64, blank=True)
     error_message = models.CharField(max_length=500, blank=True)

@@ -383,7 +383,7 @@ def test_postgres_cut_fails_closed_with_one_line_then_reconnects(caplog):
 def test_the_portable_upsert_path_agrees_with_the_one_statement_path():
     """Databases without ``ON CONFLICT ... WHERE ... RETURNING`` take a two-statement path in a
     transaction (exercised here on this database directly): the same outcomes."""
-    from mrtrweb.bindings.database import _upsert_portable, upsert
+    from mrtrweb.bindings.database import _upsert_portable, lifetime, upsert
 
     for i, how in enumerate((upsert, lambda m, u, v, only_over_expired: _upsert_portable(
             m, "default", u, v, only_over_expired))):
@@ -395,3 +395,9 @@ def test_the_portable_upsert_path_agrees_with_the_one_statement_path():
         assert how(BindingClaim, unique, live, only_over_expired=True) is True  # an expired one is taken over
         assert how(BindingClaim, unique, live, only_over_expired=False) is True  # always overwritten
         assert BindingClaim.objects.filter(**unique).count() == 1
+        # a lifetime by the database's clock (what the store writes) works on both paths too
+        BindingClaim.objects.filter(**unique).update(expires_at=timezone.now() - timedelta(seconds=1))
+        assert how(BindingClaim, unique, {"expires_at": lifetime(60)}, only_over_expired=True) is True
+        assert how(BindingClaim, unique, {"expires_at": lifetime(60)}, only_over_expired=True) is False
+        left = (BindingClaim.objects.get(**unique).expires_at - timezone.now()).total_seconds()
+        assert 50 < left <= 61, left

@@ -154,6 +154,25 @@ def test_nothing_due_is_one_query(db):
     assert "round_expires_at" in queries[0]["sql"]
 
 
+@pytest.mark.parametrize("skew_s", [-60, 60])
+def test_a_rounds_lifetime_is_kept_on_the_databases_clock(db, monkeypatch, skew_s):
+    """A worker whose clock is a minute off writes the round's remaining lifetime from the
+    database's now (the clock the sweep judges by): the round is swept neither a minute early
+    nor a minute late (issue 26)."""
+    from django.contrib.auth import get_user_model
+    from django.utils import timezone
+
+    row = get_user_model().objects.create(username="clock-probe")
+    real = time.time
+    monkeypatch.setattr(time, "time", lambda: real() + skew_s)  # this worker's clock (and its gate's)
+    gate_expires_at = time.time() + 600  # what the gate gives a round: its now + TTL
+    stored = get_user_model().objects.filter(pk=row.pk).annotate(at=expiry.expires_at(gate_expires_at)) \
+        .values_list("at", flat=True).get()
+    monkeypatch.undo()
+    left = (stored - timezone.now()).total_seconds()
+    assert 590 < left <= 600, left
+
+
 def test_reconcile_pushes_what_it_expires(seeded, settings, monkeypatch):
     """mrtr_reconcile reuses the same settlement (and now pushes the person's pages too)."""
     from mrtrweb import reconcile

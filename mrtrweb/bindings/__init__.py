@@ -8,8 +8,9 @@
   across workers through unique constraints. Records are sealed per tenant (Fernet under
   ``SECRET_KEYS``, re-sealed by ``mrtr_rotate_secrets``).
 * ``"cache"`` -- :class:`~mrtrweb.bindings.cache.DjangoCacheBindingStore`: records signed per
-  tenant in ``MRTRWEB["BINDING_CACHE"]`` (Redis ``SET NX`` claims). Faster, but a cache restart
-  without persistence loses every live round (system check ``mrtrweb.W017``).
+  tenant in ``MRTRWEB["BINDING_CACHE"]`` (Redis ``SET NX`` claims; a round's claim and its
+  record's writes go as one Lua script, so a failure between them strands nothing). Faster, but a
+  cache restart without persistence loses every live round (system check ``mrtrweb.W017``).
 """
 
 from __future__ import annotations

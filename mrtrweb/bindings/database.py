@@ -18,9 +18,15 @@
 Every database failure raises :class:`~mrtrweb.gate.StoreUnavailable` (one warning line naming
 the operation and the exception class, never a value): the gate then fails closed and nothing is
 sent. A connection the failure left unusable is closed, so the next call reconnects (a worker
-outlives a PostgreSQL restart). Times are the database's ``expires_at`` compared with this
-worker's clock (``timezone.now()``); the gate's own expiry (``expires_at`` in the record, its
-clock) decides a round's life, the row's is only the storage lifetime (the round's TTL + slack).
+outlives a PostgreSQL restart); a read, an overwrite or a delete that failed on a connection the
+database broke while it was kept (the first statement after a blip) is made once more on a new
+one first, outside a transaction only; a claim or an index entry never is (issue 26).
+
+Every row's ``expires_at`` is written and compared by the **database's** clock (Django's
+``Now()``: ``STATEMENT_TIMESTAMP()`` on PostgreSQL), never a worker's: hosts drift, and a worker
+whose clock ran a minute ahead would otherwise sweep, or take over, rows that are live for
+everyone else (issue 26). The gate's own expiry (``expires_at`` in the record, its clock) decides
+a round's life; the row's is only the storage lifetime (the round's TTL + slack).
 """
 
 from __future__ import annotations
@@ -33,7 +39,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from django.db import DatabaseError, IntegrityError, connections, router, transaction
-from django.utils import timezone
+from django.db.models import DateTimeField, ExpressionWrapper
+from django.db.models.functions import Now
 
 from ..gate import StoreUnavailable
 
@@ -52,8 +59,17 @@ def _h(*parts: str) -> str:
     return hashlib.sha256("\x1f".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def _expiry(ttl_s: float) -> datetime.datetime:
-    return timezone.now() + datetime.timedelta(seconds=max(1.0, float(ttl_s)))
+def lifetime(ttl_s: float) -> ExpressionWrapper:
+    """``expires_at`` ``ttl_s`` seconds (at least 1) from now by the **database's** clock: an
+    expression for :func:`upsert` values, ``create`` and ``update``."""
+    return ExpressionWrapper(Now() + datetime.timedelta(seconds=max(1.0, float(ttl_s))), output_field=DateTimeField())
+
+
+def _sql(model, conn, expression) -> tuple[str, list[Any]]:
+    """``expression`` (``Now()``, :func:`lifetime`) compiled for ``conn`` inside raw SQL."""
+    query = model.objects.all().query
+    sql, params = query.get_compiler(connection=conn).compile(expression.resolve_expression(query))
+    return sql, list(params)
 
 
 def drop_broken_connection(model) -> None:
@@ -68,11 +84,26 @@ def drop_broken_connection(model) -> None:
         pass
 
 
+def broke_connection(model) -> bool:
+    """Whether the model's connection, after a failed statement, is one the database broke (it
+    no longer answers ``is_usable``), outside any transaction: the statement may then be made once
+    more on a new connection (:func:`drop_broken_connection` first). False inside a transaction
+    (its earlier statements went with the connection) and after an error the database answered
+    (a constraint, a syntax error: the connection works, a retry would fail the same way)."""
+    conn = connections[router.db_for_write(model)]
+    if conn.in_atomic_block or conn.connection is None:
+        return False
+    try:
+        return not conn.is_usable()
+    except Exception:  # noqa: BLE001 -- a check that fails says the same
+        return True
+
+
 _SELECTS: dict[tuple[Any, str, tuple[str, ...], str], str] = {}
 
 
 def select_live(model, column: str, where: dict[str, Any]) -> Any:
-    """``column`` of the live row of ``model`` (``expires_at`` later than now) matching ``where``
+    """``column`` of the live row of ``model`` (``expires_at`` later than the database's now) matching ``where``
     (field name -> value), or None: one SELECT whose SQL is built once per model, column, fields
     and database (the ORM compiled it on every call for more time than the query took). Values
     go through their fields' ``get_db_prep_value``; the row is read on the model's write database
@@ -88,13 +119,13 @@ def select_live(model, column: str, where: dict[str, Any]) -> Any:
     sql = _SELECTS.get(key)
     if sql is None:
         qn, meta = conn.ops.quote_name, model._meta
+        now_sql, _ = _sql(model, conn, Now())  # the database's clock (no parameters)
         conditions = [f"{qn(meta.get_field(n).column)} = %s" for n in names] + [
-            f"{qn(meta.get_field('expires_at').column)} > %s"]
+            f"{qn(meta.get_field('expires_at').column)} > {now_sql}"]
         sql = _SELECTS.setdefault(key, f"SELECT {qn(meta.get_field(column).column)} FROM {qn(meta.db_table)} "
                                        f"WHERE {' AND '.join(conditions)} LIMIT 1")
     meta = model._meta
     params = [meta.get_field(n).get_db_prep_value(where[n], conn) for n in names]
-    params.append(meta.get_field("expires_at").get_db_prep_value(timezone.now(), conn))
     with conn.cursor() as cur:
         cur.execute(sql, params)
         found = cur.fetchone()
@@ -104,7 +135,8 @@ def select_live(model, column: str, where: dict[str, Any]) -> Any:
 def upsert(model, unique: dict[str, Any], values: dict[str, Any], *, only_over_expired: bool) -> bool:
     """Insert the row of ``model`` named by ``unique`` (its unique constraint's fields) with
     ``values``; when such a row exists, overwrite it with ``values`` -- always, or with
-    ``only_over_expired`` only when its ``expires_at`` has passed (a live row then stays as it is).
+    ``only_over_expired`` only when its ``expires_at`` has passed by the database's clock (a live
+    row then stays as it is). A value may be an expression without columns (:func:`lifetime`).
     Returns whether this call wrote the row: with ``only_over_expired``, True for exactly one of
     any number of concurrent callers while the row lives. Sync; one statement on PostgreSQL and
     SQLite (``INSERT ... ON CONFLICT DO UPDATE [WHERE] RETURNING``), no transaction.
@@ -119,15 +151,24 @@ def upsert(model, unique: dict[str, Any], values: dict[str, Any], *, only_over_e
     meta, q = model._meta, conn.ops.quote_name
     columns = {**unique, **values}
     fields = [meta.get_field(name) for name in columns]
-    params = [f.get_db_prep_save(v, conn) for f, v in zip(fields, columns.values())]
+    placeholders, params = [], []
+    for f, v in zip(fields, columns.values()):
+        if hasattr(v, "resolve_expression"):
+            part, part_params = _sql(model, conn, v)
+            placeholders.append(part)
+            params.extend(part_params)
+        else:
+            placeholders.append("%s")
+            params.append(f.get_db_prep_save(v, conn))
     table = q(meta.db_table)
     sql = (f"INSERT INTO {table} ({', '.join(q(f.column) for f in fields)}) "
-           f"VALUES ({', '.join(['%s'] * len(fields))}) "
+           f"VALUES ({', '.join(placeholders)}) "
            f"ON CONFLICT ({', '.join(q(meta.get_field(n).column) for n in unique)}) DO UPDATE SET "
            + ", ".join(f"{q(meta.get_field(n).column)} = excluded.{q(meta.get_field(n).column)}" for n in values))
     if only_over_expired:
-        sql += f" WHERE {table}.{q(meta.get_field('expires_at').column)} <= %s"
-        params.append(meta.get_field("expires_at").get_db_prep_save(timezone.now(), conn))
+        now_sql, now_params = _sql(model, conn, Now())
+        sql += f" WHERE {table}.{q(meta.get_field('expires_at').column)} <= {now_sql}"
+        params.extend(now_params)
     sql += f" RETURNING {q(meta.pk.column)}"
     with conn.cursor() as cursor:
         cursor.execute(sql, params)
@@ -143,7 +184,7 @@ def _upsert_portable(model, alias: str, unique: dict[str, Any], values: dict[str
     try:
         with transaction.atomic(using=alias):
             in_the_way = rows.filter(**unique)
-            (in_the_way.filter(expires_at__lte=timezone.now()) if only_over_expired else in_the_way).delete()
+            (in_the_way.filter(expires_at__lte=Now()) if only_over_expired else in_the_way).delete()
             rows.create(**unique, **values)
         return True
     except IntegrityError:
@@ -160,12 +201,25 @@ class DatabaseBindingStore:
     Raises (every method): :class:`~mrtrweb.gate.StoreUnavailable` when the database fails.
     """
 
+    #: what may run twice: reads, and writes whose second run leaves what the first left (an
+    #: overwrite, a delete) -- never a claim or an index entry (the first may have committed before
+    #: its answer was lost: a retry would report it lost)
+    _RETRIED = frozenset({"read", "write", "delete"})
+
     def _call(self, what: str, model, fn, *args):
         try:
             return fn(*args)
         except StoreUnavailable:
             raise
         except Exception as exc:  # noqa: BLE001 -- any database failure fails closed
+            if what in self._RETRIED and broke_connection(model):
+                # the first statement after a blip, on a connection the database broke while it was
+                # kept (between hops, in the pool's hands): once more on a new one
+                drop_broken_connection(model)
+                try:
+                    return fn(*args)
+                except Exception as again:  # noqa: BLE001
+                    exc = again
             logger.warning("binding store %s failed: %s", what, exc.__class__.__name__)
             drop_broken_connection(model)
             raise StoreUnavailable(f"binding store unavailable ({what})") from exc
@@ -195,7 +249,7 @@ class DatabaseBindingStore:
         sealed = crypto.seal({"t": _h("tenant", tenant), "o": _h("operation", tenant, operation_id), "r": record})
         self._call("write", LiveBinding, lambda: upsert(
             LiveBinding, {"tenant": tenant, "operation_id": operation_id},
-            {"record": sealed, "expires_at": _expiry(ttl_s)}, only_over_expired=False))
+            {"record": sealed, "expires_at": lifetime(ttl_s)}, only_over_expired=False))
 
     def delete(self, tenant: str, operation_id: str) -> None:
         LiveBinding = self._models()[0]
@@ -216,9 +270,9 @@ class DatabaseBindingStore:
         """Bind the request id unless a live entry binds it already (an expired one is replaced);
         True if this call bound it."""
         Index = self._models()[1]
-        return self._call("write", Index, lambda: upsert(
+        return self._call("index", Index, lambda: upsert(
             Index, {"tenant": tenant, "key_digest": self._index_key(tenant, user, id_key)},
-            {"operation_id": operation_id, "expires_at": _expiry(ttl_s)}, only_over_expired=True))
+            {"operation_id": operation_id, "expires_at": lifetime(ttl_s)}, only_over_expired=True))
 
     def index_delete(self, tenant: str, user: str, id_key: str) -> None:
         Index = self._models()[1]
@@ -257,7 +311,7 @@ class DatabaseBindingStore:
         Claim = self._models()[2]
         return self._call("claim", Claim, lambda: upsert(
             Claim, {"tenant": tenant, "token_digest": self._claim_key(tenant, token)},
-            {"expires_at": _expiry(ttl_s)}, only_over_expired=True))
+            {"expires_at": lifetime(ttl_s)}, only_over_expired=True))
 
     def release(self, tenant: str, token: str) -> None:
         """Give a claimed token back (the legacy settle key, when an answer was refused)."""
@@ -292,7 +346,7 @@ def _open(sealed: str, tenant: str, operation_id: str) -> dict[str, Any] | None:
 
 def sweep(limit: int = 1000) -> int:
     """Delete up to ``limit`` rows of each binding table (and of ``LegacyAnswer``) past their
-    ``expires_at`` (sync); returns how many went. Safe on every worker at once; two indexed
+    ``expires_at`` by the database's clock (sync); returns how many went. Safe on every worker at once; two indexed
     statements per table when rows are due, one when none is.
 
     Raises:
@@ -300,10 +354,10 @@ def sweep(limit: int = 1000) -> int:
     """
     from ..models import BindingClaim, BindingIndexEntry, LegacyAnswer, LiveBinding
 
-    now = timezone.now()
     gone = 0
     for model in (LiveBinding, BindingIndexEntry, BindingClaim, LegacyAnswer):
-        ids = list(model.objects.filter(expires_at__lte=now).values_list("pk", flat=True)[:limit])
+        # the database's clock, in both statements: a worker whose clock runs ahead sweeps nothing live
+        ids = list(model.objects.filter(expires_at__lte=Now()).values_list("pk", flat=True)[:limit])
         if ids:
-            gone += model.objects.filter(pk__in=ids, expires_at__lte=now)._raw_delete(model.objects.db)
+            gone += model.objects.filter(pk__in=ids, expires_at__lte=Now())._raw_delete(model.objects.db)
     return gone

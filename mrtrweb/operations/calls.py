@@ -33,7 +33,7 @@ from .rounds import _handle_result
 from . import tasks
 from .runtime import _database_back, _finish, _load, _spawn, discard_unusable, new_request_id, notify
 from .revocation import _access_ended, end_operation
-from .stopping import _stop_requested, STOP_POLL_S
+from .stopping import stop_requested, STOP_POLL_S
 from .url_required import is_url_required, url_required_round
 
 logger = logging.getLogger("mrtrweb.operations")
@@ -85,7 +85,7 @@ async def _send_cancellable(op: Operation, conn: Any, params: dict[str, Any], re
             done, _ = await asyncio.wait({task}, timeout=STOP_POLL_S)
             if done:
                 if not defer_stop and _asks_more(task):
-                    by = await sync_to_async(_stop_requested)(op.id)
+                    by = await sync_to_async(stop_requested)(op.id)
                     if by:  # Stop came before the answer asking for more: no round after a Stop
                         logger.info("operation %s stopped during the call (by: %s); the server's answer "
                                     "asked for more and was dropped", op.id, by)
@@ -95,7 +95,7 @@ async def _send_cancellable(op: Operation, conn: Any, params: dict[str, Any], re
                 return task.result()
             if call is not None and call.holding:
                 continue  # the held round answers the stop first (see _hold)
-            by = await sync_to_async(_stop_requested)(op.id)
+            by = await sync_to_async(stop_requested)(op.id)
             if by:
                 task.cancel()
                 # let the SDK queue its notifications/cancelled (2025-11-25 sessions) before the

@@ -39,7 +39,7 @@ from .messages import AUDIT_UNAVAILABLE, DENY_MESSAGES, LEGACY, LEGACY_KEYS, mes
 from .retries import _build_and_record
 from .runtime import _answer_refused, _audit, _finish, _load, notify
 from .revocation import _access_ended
-from .stopping import _stop_requested, deny, finish_interrupted, STOP_POLL_S
+from .stopping import stop_requested, deny, finish_interrupted, STOP_POLL_S
 
 logger = logging.getLogger("mrtrweb.operations")
 
@@ -215,7 +215,7 @@ async def _hold(call: _Call, op: Operation, rnd: Round, method: str, deadline: f
             logger.info("operation %s: legacy round %s answered; the server gets it now", op.id, rnd.number)
             return payload["response"]
         if giving_up is None:
-            if await sync_to_async(_stop_requested)(op.id):
+            if await sync_to_async(stop_requested)(op.id):
                 giving_up = "stopped"
             elif loop.time() >= next_status:
                 next_status = loop.time() + _STATUS_POLL_S

@@ -25,7 +25,7 @@ from .messages import STOPPED_BY, AUDIT_UNAVAILABLE, AUTHORIZATION_CHANGED, INVA
 from .retries import _build_and_record
 from .revocation import end_operation
 from .runtime import _database_back, _finish, _finish_sync, discard_unusable, notify
-from .stopping import _stop_requested, deny, last_answer
+from .stopping import stop_requested, deny, last_answer
 
 logger = logging.getLogger("mrtrweb.operations")
 
@@ -128,7 +128,7 @@ def _judge_round(op: Operation, request_id: str, raw: Any, received_code: str, f
     from .. import access
     from ..expiry import expires_at
 
-    by = _stop_requested(op.id)
+    by = stop_requested(op.id)
     if by:  # Stop came before the answer asking for more: no round after a Stop
         return _Judged("stopped", cause=by)
     cause = _first_read(lambda: access.denial(op.user_id, op.tenant_id, op.server_id), first_try)

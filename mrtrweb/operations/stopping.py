@@ -1,5 +1,7 @@
 """Ending an operation early: the person's Stop (:func:`stop_operation`, from any worker: a stop
-request in the cache that the worker driving the call polls), a deny with its reason (:func:`deny`),
+request that the worker driving the call polls -- in the cache, read every :data:`STOP_POLL_S`, and
+durable on the operation's row, read every :data:`STOP_DB_POLL_S` while the cache has none, so a
+Redis restarted empty just after the click forgets nothing), a deny with its reason (:func:`deny`),
 an operation whose access ended (:func:`_access_ended`, :mod:`mrtrweb.access`), and one whose worker
 died (:func:`finish_interrupted`). Where such an operation had a task (:mod:`.tasks`) and no worker
 follows it any more, the server is told ``tasks/cancel`` (:mod:`.task_cancel`).
@@ -8,6 +10,7 @@ follows it any more, the server is told ``tasks/cancel`` (:mod:`.task_cancel`).
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -97,6 +100,11 @@ async def stop_operation(op: Operation, *, by: str = "person") -> bool:
 
 #: seconds between two checks of a stop request while a call is in flight
 STOP_POLL_S = 0.25
+#: seconds between two reads of the durable stop request (the operation's row) by one poller while
+#: the cache has none: a Stop whose cache key was lost still stops the call within this
+STOP_DB_POLL_S = 2.0
+#: when each operation's row was last read for its stop request (monotonic seconds), this process
+_row_read_at: dict[str, float] = {}
 
 
 def _stop_key(op_id: Any) -> str:
@@ -105,20 +113,60 @@ def _stop_key(op_id: Any) -> str:
 
 def request_stop(op_id: Any, by: str = "person") -> None:
     """Ask whichever worker drives the operation to abandon its in-flight call (sync); ``by`` is
-    who stops it (a key of :data:`STOPPED_BY`)."""
+    who stops it (a key of :data:`STOPPED_BY`). The cache's key first (read within
+    :data:`STOP_POLL_S`; its failure raises and nothing is recorded), then the operation's row
+    (durable: read when the cache has no key, e.g. after Redis restarted empty); a database failure
+    there is logged and the stop goes on through the cache alone.
+
+    Raises:
+        Exception: the cache failed (a redis-py or django-redis error): nothing was recorded.
+    """
     from django.core.cache import caches
 
     caches[conf.get("BINDING_CACHE")].set(_stop_key(op_id), by, timeout=int(conf.get("TTL_S")))
+    try:
+        Operation.objects.filter(pk=op_id).exclude(status__in=Operation.TERMINAL).update(stop_requested_by=by)
+    except Exception as exc:  # noqa: BLE001 -- the cache's key carries it; only its durability is lost
+        logger.warning("stop request of operation %s kept in the cache only: %s", op_id, exc.__class__.__name__)
+        from ..bindings.database import drop_broken_connection
+
+        drop_broken_connection(Operation)
 
 
-def _stop_requested(op_id: Any) -> str | None:
-    """Who asked to stop the operation (a key of :data:`STOPPED_BY`), or None."""
+def stop_requested(op_id: Any, *, durable: bool = False) -> str | None:
+    """Who asked to stop the operation (a key of :data:`STOPPED_BY`), or None (sync). The cache
+    first; when it has no stop (or is down), the operation's row -- every :data:`STOP_DB_POLL_S`
+    per operation and process, the first time that long after this process first asked (a round's
+    path costs no query: tests/test_round_cost.py), or now with ``durable``. Never raises: an
+    outage never stops a call by itself. (A stop whose cache key was lost in the first
+    ``STOP_DB_POLL_S`` of a call that then asks for input may open that round: the person is asked,
+    nothing is sent without them, and Stop ends it.)"""
     from django.core.cache import caches
 
     try:
         by = caches[conf.get("BINDING_CACHE")].get(_stop_key(op_id))
-    except Exception:  # noqa: BLE001 -- a cache outage never stops a call by itself
-        return None
+    except Exception:  # noqa: BLE001 -- a cache outage never stops a call by itself; the row may
+        by = None
+    if by is None:
+        by = _stop_on_row(str(op_id), durable) or None
     if by is None:
         return None
     return by if by in STOPPED_BY else "person"
+
+
+def _stop_on_row(key: str, now: bool) -> str:
+    at = time.monotonic()
+    if len(_row_read_at) > 4096:  # operations no longer polled: forget them
+        for old, t in list(_row_read_at.items()):
+            if at - t > 60.0:
+                _row_read_at.pop(old, None)
+    if not now and at - _row_read_at.setdefault(key, at) < STOP_DB_POLL_S:
+        return ""
+    _row_read_at[key] = at
+    try:
+        return Operation.objects.filter(pk=key).values_list("stop_requested_by", flat=True).first() or ""
+    except Exception:  # noqa: BLE001 -- a database outage never stops a call by itself
+        from ..bindings.database import drop_broken_connection
+
+        drop_broken_connection(Operation)
+        return ""

@@ -40,7 +40,7 @@ from ..models import Operation
 from .messages import server_error_text, STOPPED_BY
 from .revocation import _access_ended
 from .runtime import _finish, new_request_id
-from .stopping import _stop_requested, STOP_POLL_S
+from .stopping import stop_requested, STOP_POLL_S
 from .task_cancel import CANCEL_TIMEOUT_S
 
 logger = logging.getLogger("mrtrweb.operations")
@@ -191,7 +191,7 @@ async def _ended_elsewhere(op: Operation) -> bool:
 
 async def _stopped(op: Operation) -> str | None:
     """Who asked to stop the operation (its stop request, :mod:`.stopping`), or None."""
-    return await sync_to_async(_stop_requested)(op.id)
+    return await sync_to_async(stop_requested)(op.id)
 
 
 async def follow(op: Operation, conn: Any, plan_: Plan, view: wire.TaskView | None = None) -> Outcome:
