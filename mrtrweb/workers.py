@@ -80,6 +80,11 @@ def _fresh_leases():
     return WorkerLease.objects.filter(beat_at__gte=Now() - stale_after())
 
 
+def live_workers() -> set[str]:
+    """The ids of the workers whose lease was renewed within :func:`stale_after` (sync; one query)."""
+    return set(_fresh_leases().values_list("pk", flat=True))
+
+
 def judged_dead(worker_id: str) -> bool:
     """Whether there is evidence that ``worker_id`` is dead (sync): this worker is :func:`trusted`
     and the lease is stale or absent. Never this worker itself, never an empty id; a lease that

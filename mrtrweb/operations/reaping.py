@@ -52,12 +52,28 @@ async def reap_interrupted(operation_id: Any = None) -> int:
         return 0
     count = 0
     for op in await sync_to_async(_dead_candidates)(operation_id):
-        claimed = await Operation.objects.filter(pk=op.pk, status=op.status, worker=op.worker).aupdate(
-            status=Operation.Status.INTERRUPTED, error_code=WORKER_LOST, error_message=message_for(WORKER_LOST),
-            worker="", round_expires_at=None)
-        if claimed:
+        if await _settle(op, status=op.status):
             count += 1
-            logger.warning("operation %s interrupted (%s): its worker %s has no lease renewed in the last %gs",
-                           op.id, WORKER_LOST, op.worker, stale_after().total_seconds())
-            await finish_interrupted(op)
     return count
+
+
+async def settle_dead(op_id: Any, worker_id: str) -> bool:
+    """Mark one live operation naming ``worker_id``, a worker the caller found dead (no lease
+    renewed in :func:`stale_after`), ``interrupted`` (``worker_lost``) and settle it, as the reaper
+    does (``manage.py mrtr_reconcile``, :mod:`.untracked`). Returns whether it was marked here."""
+    op = await Operation.objects.select_related("server", "tenant").filter(
+        pk=op_id, status__in=Operation.LIVE, worker=worker_id).afirst()
+    return op is not None and await _settle(op, status=op.status)
+
+
+async def _settle(op: Operation, *, status: str) -> bool:
+    """The conditional update (exactly one reaper settles it), then :func:`finish_interrupted`."""
+    claimed = await Operation.objects.filter(pk=op.pk, status=status, worker=op.worker).aupdate(
+        status=Operation.Status.INTERRUPTED, error_code=WORKER_LOST, error_message=message_for(WORKER_LOST),
+        worker="", round_expires_at=None)
+    if not claimed:
+        return False
+    logger.warning("operation %s interrupted (%s): its worker %s has no lease renewed in the last %gs",
+                   op.id, WORKER_LOST, op.worker, stale_after().total_seconds())
+    await finish_interrupted(op)
+    return True
