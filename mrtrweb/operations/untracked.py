@@ -24,12 +24,13 @@ from typing import Any
 from asgiref.sync import async_to_sync, sync_to_async
 from django.utils import timezone
 
-from .. import conf
+from .. import conf, outage
 from ..models import Operation
 from .holding import followed
 from .stopping import settle_unfollowed
 
 logger = logging.getLogger("mrtrweb.operations")
+_limited = outage.LogLimiter(logger)
 
 #: an operation left out of its live worker's published list is untracked once its row has not
 #: changed for this many heartbeat periods (the list is re-published every period)
@@ -79,7 +80,7 @@ async def check_own() -> int:
     try:
         await sync_to_async(publish)()
     except Exception as exc:  # noqa: BLE001 -- a cache outage: the scan then says "unverified"
-        logger.warning("what this worker follows was not published (%s)", exc.__class__.__name__)
+        _limited.warning("publish", "what this worker follows was not published (%s)", exc.__class__.__name__)
     naming = await sync_to_async(_naming)(WORKER_ID)
     now_followed = followed()
     missing = {op_id for op_id in naming if op_id not in now_followed}
