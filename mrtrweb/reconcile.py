@@ -20,9 +20,9 @@ And the operations whose state cannot be right (:func:`mrtrweb.operations.untrac
 ``stranded``: ``dead_worker`` (live, naming a worker with no fresh lease), ``no_worker``
 (``running``, naming none), ``untracked`` (live on a live worker that does not follow it),
 ``terminal_named`` (ended, still naming a worker), ``unverified`` (a count: live on a live worker
-that published nothing, not judged). Each listed one is repaired (unless ``settle=False``): ended
-``interrupted`` (``worker_lost`` / ``untracked``), or ``denied`` when someone asked to stop it; a
-terminal one's worker is cleared.
+that published nothing, or on one whose lease is only a little stale, not judged). Each listed
+one is repaired (unless ``settle=False``): ended ``interrupted`` (``worker_lost`` /
+``untracked``), or ``denied`` when someone asked to stop it; a terminal one's worker is cleared.
 
 Entries: ``replayed_states`` ``{"tenant", "operation", "state_digest", "rounds": [n, ...]}``;
 ``reused_states`` ``{"tenant", "state_digest", "operations": [{"operation", "rounds"}, ...],
@@ -138,6 +138,7 @@ def summary(report: dict[str, Any]) -> str:
     stranded = report.get("stranded") or {}
     for key, label in STRANDED_LABELS.items():
         lines.append(f"{len(stranded.get(key, [])):5d}  {label}")
-    lines.append(f"{stranded.get('unverified', 0):5d}  live operations on live workers that published nothing (not judged)")
+    lines.append(f"{stranded.get('unverified', 0):5d}  live operations not judged (their worker published nothing, "
+                 "or its lease is only a little stale)")
     lines.append("anomalies that cannot be settled: " + str(report["unsettled"]))
     return "\n".join(lines)

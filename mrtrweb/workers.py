@@ -80,9 +80,14 @@ def _fresh_leases():
     return WorkerLease.objects.filter(beat_at__gte=Now() - stale_after())
 
 
-def live_workers() -> set[str]:
-    """The ids of the workers whose lease was renewed within :func:`stale_after` (sync; one query)."""
-    return set(_fresh_leases().values_list("pk", flat=True))
+def live_workers(within: datetime.timedelta | None = None) -> set[str]:
+    """The ids of the workers whose lease was renewed within ``within`` (default
+    :func:`stale_after`), by the database's clock (sync; one query)."""
+    from django.db.models.functions import Now
+
+    from .models import WorkerLease
+
+    return set(WorkerLease.objects.filter(beat_at__gte=Now() - (within or stale_after())).values_list("pk", flat=True))
 
 
 def judged_dead(worker_id: str) -> bool:

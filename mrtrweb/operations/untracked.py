@@ -96,10 +96,13 @@ def scan(*, settle: bool = True, now: datetime.datetime | None = None) -> dict[s
     """Live operations whose state cannot be right, and terminal ones still naming a worker
     (sync). Returns ``{"dead_worker": [...], "no_worker": [...], "untracked": [...],
     "terminal_named": [...], "unverified": n}`` (entries ``{"operation", "status", "worker"}``;
-    ``unverified``: live operations on live workers that published nothing, so not judged). With
+    ``unverified``: live operations on live workers that published nothing, or on workers whose
+    lease is only a little stale, so not judged). With
     ``settle``, each listed operation is repaired: the live ones ended (``worker_lost`` for a dead
-    worker, else :func:`.stopping.settle_unfollowed`), the terminal ones' worker cleared."""
-    from ..workers import live_workers
+    worker, else :func:`.stopping.settle_unfollowed`), the terminal ones' worker cleared. A worker is
+    dead here when its lease is absent or was not renewed for twice :func:`stale_after` (one only a
+    little stale counts as ``unverified``: it may be back from a database outage)."""
+    from ..workers import live_workers, stale_after
 
     from .reaping import settle_dead
 
@@ -107,6 +110,9 @@ def scan(*, settle: bool = True, now: datetime.datetime | None = None) -> dict[s
     report: dict[str, Any] = {"dead_worker": [], "no_worker": [], "untracked": [], "terminal_named": [],
                               "unverified": 0}
     fresh = live_workers()
+    # a lease only a little stale is not judged from outside: after a database outage every lease is
+    # stale until its worker's next renewal (a worker's own reaper waits for its trust the same way)
+    recent = live_workers(stale_after() * 2)
     lists: dict[str, frozenset[str] | None] = {}
     before = now - datetime.timedelta(seconds=_period() * GRACE_PERIODS)
     live = Operation.objects.filter(status__in=Operation.LIVE).values_list("pk", "status", "worker", "updated_at")
@@ -117,7 +123,10 @@ def scan(*, settle: bool = True, now: datetime.datetime | None = None) -> dict[s
                 report["no_worker"].append(entry)
             continue
         if worker not in fresh:
-            report["dead_worker"].append(entry)
+            if worker in recent:
+                report["unverified"] += 1
+            else:
+                report["dead_worker"].append(entry)
             continue
         if worker not in lists:
             lists[worker] = published(worker)
