@@ -169,7 +169,8 @@ def _reconcile(cluster: Cluster, *args: str) -> tuple[int, dict]:
 
 def test_a_worker_that_dies_holding_an_outcome_leaves_it_to_the_reaper(cluster, services, up):
     """The worker holding an outcome through the outage is killed: once PostgreSQL is back another
-    worker's reaper ends the operation ``interrupted`` (``worker_lost``), with its message."""
+    worker's reaper ends the operation ``interrupted``, saying what was lost (``held_outcome_lost``:
+    the dead worker had noted it held the answer)."""
     pg = services[1]
     cluster.start("B")
     try:
@@ -184,9 +185,10 @@ def test_a_worker_that_dies_holding_an_outcome_leaves_it_to_the_reaper(cluster, 
         cluster.kill("B")
         pg.restore()
         cluster.wait_status(op_id, "interrupted", timeout_s=30)
-        assert _row(cluster, op_id)[1:3] == ("worker_lost", "")
+        assert _row(cluster, op_id)[1:3] == ("held_outcome_lost", "")
         _wait_back(alice, cluster.url("A"), op_id)
-        assert "The worker handling this call stopped" in alice.page(cluster.url("A"), op_id)
+        assert "the worker holding its answer stopped before the database was back" in alice.page(cluster.url("A"),
+                                                                                                    op_id)
     finally:
         if "B" in cluster.workers:
             cluster.kill("B")

@@ -6,7 +6,9 @@
   (once); it goes on. At most ``MAX_HELD_OUTCOMES`` outcomes are held at once (gauge
   ``mrtrweb_outcomes_held``); one more raises :class:`HoldFull` and its operation ends
   ``outcome_not_kept`` once the database is back (:func:`mark_failed`). If the worker dies
-  meanwhile, the operation still names it: another worker's reaper ends it ``worker_lost``.
+  meanwhile, the operation still names it: another worker's reaper ends it ``interrupted``, code
+  ``held_outcome_lost`` (the worker noted what it held in ``BINDING_CACHE``, :func:`held_by`; else
+  ``worker_lost``).
 * :func:`following` -- the operations a task of this process follows right now (a call in
   flight, a legacy call held open, an outcome held, an answer kept for the database): what
   :mod:`.untracked` compares the rows naming this worker with.
@@ -65,6 +67,43 @@ def held() -> int:
     return len(_held)
 
 
+def _held_key(op_id: Any) -> str:
+    return f"{conf.get('BINDING_KEY_PREFIX')}:held:{op_id}"
+
+
+def _note_held(op_id: Any, holding: bool) -> None:
+    """Say in ``BINDING_CACHE`` that this worker holds (or no longer holds) ``op_id``'s outcome, so
+    that a reaper ending it after this worker died says what was lost (:func:`held_by`). Sync;
+    a cache failure is logged, never raised (the reaper then says ``worker_lost``)."""
+    from django.core.cache import caches
+
+    from ..workers import WORKER_ID
+
+    try:
+        cache = caches[conf.get("BINDING_CACHE")]
+        if holding:
+            cache.set(_held_key(op_id), WORKER_ID, timeout=HELD_NOTE_S)
+        else:
+            cache.delete(_held_key(op_id))
+    except Exception as exc:  # noqa: BLE001 -- only the reaper's wording depends on it
+        logger.info("operation %s: the held outcome was not noted in the cache (%s)", op_id, exc.__class__.__name__)
+
+
+#: how long the cache remembers which worker holds an operation's outcome (seconds)
+HELD_NOTE_S = 7 * 86400
+
+
+def held_by(op_id: Any) -> str:
+    """The worker that said it holds ``op_id``'s outcome for the database, or ``""`` (sync; never
+    raises)."""
+    from django.core.cache import caches
+
+    try:
+        return str(caches[conf.get("BINDING_CACHE")].get(_held_key(op_id)) or "")
+    except Exception:  # noqa: BLE001 -- unknown: the plain worker_lost
+        return ""
+
+
 def _fresh_connection(op_id: Any) -> None:
     """Give back a connection the database may have broken and read the operation's status on a
     fresh one (sync; one query). Raises django.db.DatabaseError while the database is down."""
@@ -104,6 +143,7 @@ async def database_back(op_id: Any, *, hold: bool = True) -> None:
                     if hold:
                         _held.add(key)
                         metrics.OUTCOMES_HELD.inc()
+                        await sync_to_async(_note_held, thread_sensitive=False)(op_id, True)
                     logger.warning("operation %s: the database is unreachable (%s); %s until it answers again "
                                    "(%d held by this worker)", op_id, exc.__class__.__name__,
                                    "the call's outcome is held" if hold else "the operation waits", len(_held))
@@ -122,6 +162,7 @@ async def database_back(op_id: Any, *, hold: bool = True) -> None:
         if key in _held and waiting and hold:
             _held.discard(key)
             metrics.OUTCOMES_HELD.dec()
+            await sync_to_async(_note_held, thread_sensitive=False)(op_id, False)
 
 
 async def mark_failed(op_id: Any, code: str, message: str) -> None:

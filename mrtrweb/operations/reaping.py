@@ -14,7 +14,8 @@ from asgiref.sync import sync_to_async
 from ..models import AuditEvent, Operation
 from .. import workers
 from ..workers import REAP_BATCH, WORKER_LOST, _fresh_leases, stale_after, trusted
-from .messages import LEGACY, message_for
+from .holding import held_by
+from .messages import HELD_OUTCOME_LOST, LEGACY, message_for
 from .stopping import finish_interrupted
 
 logger = logging.getLogger("mrtrweb.workers")
@@ -67,13 +68,16 @@ async def settle_dead(op_id: Any, worker_id: str) -> bool:
 
 
 async def _settle(op: Operation, *, status: str) -> bool:
-    """The conditional update (exactly one reaper settles it), then :func:`finish_interrupted`."""
+    """The conditional update (exactly one reaper settles it), then :func:`finish_interrupted`;
+    ``held_outcome_lost`` when the dead worker said it held the call's outcome for the database
+    (:func:`.holding.held_by`), else ``worker_lost``."""
+    code = HELD_OUTCOME_LOST if op.worker and await sync_to_async(held_by)(op.pk) == op.worker else WORKER_LOST
     claimed = await Operation.objects.filter(pk=op.pk, status=status, worker=op.worker).aupdate(
-        status=Operation.Status.INTERRUPTED, error_code=WORKER_LOST, error_message=message_for(WORKER_LOST),
+        status=Operation.Status.INTERRUPTED, error_code=code, error_message=message_for(code),
         worker="", round_expires_at=None)
     if not claimed:
         return False
     logger.warning("operation %s interrupted (%s): its worker %s has no lease renewed in the last %gs",
-                   op.id, WORKER_LOST, op.worker, stale_after().total_seconds())
-    await finish_interrupted(op)
+                   op.id, code, op.worker, stale_after().total_seconds())
+    await finish_interrupted(op, code)
     return True

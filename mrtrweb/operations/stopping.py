@@ -25,11 +25,13 @@ from .task_cancel import cancel_detached
 logger = logging.getLogger("mrtrweb.operations")
 
 
-async def finish_interrupted(op: Operation) -> None:
-    """Settle an operation whose worker died during a call (already marked ``interrupted``)."""
+async def finish_interrupted(op: Operation, code: str = "") -> None:
+    """Settle an operation whose worker died during a call (already marked ``interrupted``, with
+    ``code``: ``worker_lost`` by default)."""
     from ..workers import WORKER_LOST
 
-    await _finish(op, Operation.Status.INTERRUPTED, code=WORKER_LOST, message=message_for(WORKER_LOST),
+    code = code or WORKER_LOST
+    await _finish(op, Operation.Status.INTERRUPTED, code=code, message=message_for(code),
                   event="failed", already_marked=True)
     if op.task_id:  # nobody follows its task any more: the server is told (.task_cancel)
         _spawn(cancel_detached(op.pk))
