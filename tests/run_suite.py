@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     run_b = subprocess.Popen(_pytest(args.pg_workers, ["-m", "not browser and not services",
                                                                     *PG_REDIS_FILES]),
                              cwd=ROOT, env=b_env, stdout=b_log, stderr=subprocess.STDOUT)
-    a_env = dict(os.environ, MRTRWEB_TEST_RUN="suite-a")
+    a_env = dict(os.environ, MRTRWEB_TEST_RUN="suite-a", PYTHONUNBUFFERED="1")  # its progress as it comes
     a_log_path = LOGS / "run-a.txt"
     a_started = time.monotonic()
     with a_log_path.open("w") as a_log:
