@@ -53,7 +53,8 @@ PG_REDIS_FILES = (
     "tests/test_round_cost.py", "tests/test_nav_pending.py", "tests/test_outcomes.py", "tests/test_tenancy.py",
     "tests/test_i18n.py",
 )
-_SUMMARY = re.compile(r"^=+ (?P<body>.*\b(?:passed|failed|error|errors|skipped|no tests ran)\b.*) in [\d.]+s")
+#: pytest's closing line, with -q bare ("3 failed, 2104 passed, 3 skipped in 1280.00s (0:21:20)"), else in ====
+_SUMMARY = re.compile(r"^=* ?(?P<body>(?:\d+ \w+|no tests ran)(?:, \d+ \w+)*) in [\d.]+s\b")
 _COUNT = re.compile(r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed|deselected)")
 
 
