@@ -109,8 +109,14 @@ async def tell(group: str, message: dict[str, Any]) -> None:
 def _signed_out(sender: Any, request: Any = None, user: Any = None, **kwargs: Any) -> None:
     from .syncbridge import run_async as _run_async
 
-    key = getattr(getattr(request, "session", None), "session_key", None)
+    session = getattr(request, "session", None)
+    key = getattr(session, "session_key", None)
     if key:
+        # Django's logout flushes the session only after this signal: end it first, or a page that
+        # reloads on the close below (another tab of the same browser) may be served by the old
+        # session still, show its card again and keep it (its new socket is refused). The flush
+        # after deletes nothing more.
+        session.delete()
         logger.info("user %s signed out: the sockets of that session are closed", getattr(user, "pk", None))
         _run_async(tell, session_group(key), {"type": "session.ended", "cause": SIGNED_OUT})
 
