@@ -3,6 +3,7 @@ conditions, reconciliation, and no secret in any stored row."""
 
 from __future__ import annotations
 
+import datetime
 import io
 import json
 import time
@@ -15,8 +16,9 @@ from django.db import connection
 from django.test import AsyncClient
 from django.utils import timezone
 
-from mrtrweb import audit, operations
+from mrtrweb import audit, conf, operations
 from mrtrweb.models import AuditCheckpoint, AuditEvent, McpServer, Operation
+from mrtrweb.reconcile import reconcile
 
 from . import hostile
 from tests.consent import post_answer
@@ -264,20 +266,24 @@ async def test_reconcile_settles_expired_and_finds_planted_anomalies(seeded, set
     assert len(report["foreign_attempts"]) == 1 and report["foreign_attempts"][0]["operation"] == str(waiting.id)
     assert len(report["reused_states"]) == 1 and report["replayed_states"] == []
 
+    # a lifetime later (the clock reconcile judges by moved, not the TTL: a TTL lowered
+    # after the fact would make the first answer's few seconds under load read as "late")
+    later = timezone.now() + datetime.timedelta(seconds=float(conf.get("TTL_S")) + 1)
+    report = await sync_to_async(reconcile)(now=later)
+    assert report["unsettled"] == 0 and {"operation": str(waiting.id), "round": 1} in report["expired"], report
+    assert (await _reload(waiting)).status == "expired"
+    report = await sync_to_async(reconcile)(now=later)
+    assert report["expired"] == [] and report["unsettled"] == 0, report  # settled once
+
+    # planted: a second answer to an answered round after its lifetime (one second now, and more
+    # than that since done's round was received; load only makes it later), and a second outcome
     settings.MRTRWEB = {"TTL_S": 1}
     time.sleep(1.2)
-    code, report = await sync_to_async(_reconcile)()
-    assert code == 0 and {"operation": str(waiting.id), "round": 1} in report["expired"]
-    assert (await _reload(waiting)).status == "expired"
-    code, report = await sync_to_async(_reconcile)()
-    assert report["expired"] == []  # settled once
-
-    # planted: a second answer to an answered round, and a second outcome
     done = await Operation.objects.select_related("server").aget(pk=done.pk)
     await sync_to_async(audit.record)(done, "submitted", round_number=1, retry_id="mrtr-planted")
     await sync_to_async(audit.record)(done, "failed", round_number=1)
     code, report = await sync_to_async(_reconcile)()
-    assert code == 1 and report["unsettled"] >= 2
+    assert code == 1 and report["unsettled"] >= 2, report
     assert report["duplicate_submissions"][0]["operation"] == str(done.id)
     assert report["multiple_outcomes"][0]["operation"] == str(done.id)
     assert any(s["operation"] == str(done.id) for s in report["late_submissions"])
