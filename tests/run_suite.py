@@ -12,8 +12,9 @@ What runs, all at once:
   (default 4: most tests wait on sockets, subprocesses and Chromium more than on the CPU), whole
   files longest first (``tests/scheduling.py``);
 * **run B** -- the in-process web suite again on PostgreSQL, django-redis and channels-redis
-  (:data:`PG_REDIS_FILES`), ``--pg-workers`` processes (default 2), each with its own database and
-  Redis databases (``tests/services_settings.py``). No test of either run restarts the machine's
+  (:data:`PG_REDIS_FILES`), ``--pg-workers`` processes (default 1: it ends before run A on one, and
+  two of them lost keys of their cache database under load -- not understood yet, so not used;
+  each has its own database and Redis databases, ``tests/services_settings.py``). No test of either run restarts the machine's
   PostgreSQL or Redis: the fault tests cut a proxy or kill a private ``redis-server`` of their own.
 
 Run A prints its progress; run B's output goes to ``var/test-logs/pg-redis.txt`` and its failures
@@ -114,7 +115,7 @@ def update_durations() -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="./dev test", description=__doc__.split("\n\n")[0])
     parser.add_argument("--workers", type=int, default=int(os.environ.get("MRTRWEB_TEST_WORKERS", "4")))
-    parser.add_argument("--pg-workers", type=int, default=int(os.environ.get("MRTRWEB_TEST_PG_WORKERS", "2")))
+    parser.add_argument("--pg-workers", type=int, default=int(os.environ.get("MRTRWEB_TEST_PG_WORKERS", "1")))
     parser.add_argument("--budget-s", type=float, default=float(os.environ.get("MRTRWEB_TEST_BUDGET_S", BUDGET_S)))
     parser.add_argument("--update-durations", action="store_true",
                         help="only rewrite tests/durations.json from the last run's var/test-times/suite-a.json")

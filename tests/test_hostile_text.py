@@ -440,6 +440,8 @@ PRODUCT_EXPRESSIONS = {
     "row.event_label",
     # issue 17: an operation's shown status and outcome heading (mrtrweb.outcomes: product labels)
     "status_label", "outcome_heading",
+    # issue 26: the URL of the product's own live script ({% static %}), named when it was not served
+    "live_script",
 }
 #: filters whose output is the product's own text whatever their input (mrtrweb.outcomes.status_label:
 #: a status label, never server text)
