@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 import time
 
@@ -86,7 +87,25 @@ def kind(exc: BaseException, *, redis: str = "cache") -> str | None:
         return redis
     if isinstance(exc, (ConnectionError, TimeoutError, asyncio.TimeoutError)):
         return "network"
+    if isinstance(exc, RuntimeError) and _raised_in_redis_connection(exc):
+        # a command written on a connection whose transport the event loop had just closed (the
+        # server restarted under it): uvloop's "unable to perform operation on <TCPTransport
+        # closed=True ...>; the handler is closed", raised inside redis-py's connection
+        return redis
     return None
+
+
+#: redis-py's connection modules: a RuntimeError raised inside them is a connection that broke
+_REDIS_CONNECTION_FILES = (os.path.join("redis", "asyncio", "connection.py"), os.path.join("redis", "connection.py"))
+
+
+def _raised_in_redis_connection(exc: BaseException) -> bool:
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename.endswith(_REDIS_CONNECTION_FILES):
+            return True
+        tb = tb.tb_next
+    return False
 
 
 class LogLimiter:

@@ -118,8 +118,15 @@ def test_an_outage_longer_than_every_hold_loses_nothing(cluster, services, up):
     status, code, worker, result = _row(cluster, op_id)
     assert (status, code, worker) == ("completed", "", ""), (status, code, worker)
     assert "Worked for 3 s." in result
-    events = cluster.db.query("SELECT event FROM mrtrweb_auditevent WHERE operation_id = %s "
-                              "AND event IN ('completed', 'failed', 'denied', 'cancelled', 'expired')", op_id)
+    # the row is written before its terminal audit event (runtime._finish_sync: the update, then the
+    # append), so the event may come a moment after the status a loaded machine shows first
+    t0, events = time.monotonic(), []
+    while time.monotonic() - t0 < 15.0:
+        events = cluster.db.query("SELECT event FROM mrtrweb_auditevent WHERE operation_id = %s "
+                                  "AND event IN ('completed', 'failed', 'denied', 'cancelled', 'expired')", op_id)
+        if events:
+            break
+        time.sleep(0.2)
     assert events == [("completed",)], events
     assert _held(cluster) == 0
     text = log.text()

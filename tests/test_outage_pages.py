@@ -34,6 +34,21 @@ def test_what_counts_as_an_outage():
     # bugs stay bugs
     for bug in (ValueError("x"), KeyError("x"), redis.exceptions.ResponseError("WRONGTYPE"), RuntimeError("x")):
         assert outage.kind(bug) is None
+    # a command written on a transport the loop had just closed (Redis restarted under it; seen from
+    # the channel layer's receive in tests/test_outages.py): uvloop's RuntimeError, raised inside
+    # redis-py's connection module -- an outage of that Redis; the same error raised elsewhere is a bug
+    import redis.asyncio.connection as redis_connection
+
+    closed = "unable to perform operation on <TCPTransport closed=True reading=False>; the handler is closed"
+    code = compile(f"raise RuntimeError({closed!r})", redis_connection.__file__, "exec")
+    try:
+        exec(code, {})
+    except RuntimeError as exc:
+        assert outage.kind(exc, redis="channel layer") == "channel layer"
+    try:
+        raise RuntimeError(closed)
+    except RuntimeError as exc:
+        assert outage.kind(exc) is None
 
 
 def test_the_log_limiter_writes_one_line_per_key_and_period(caplog):
