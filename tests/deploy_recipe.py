@@ -4,7 +4,8 @@ The README's section "## Production: ..." marks each block a deployer runs with 
 ``<!-- deploy-step: KIND -->`` right before the fence. KIND is ``root`` (system administration the
 test does not run: packages, users, systemctl), ``shell`` (bash, run as written after the
 substitutions), ``sql`` (psql as the PostgreSQL superuser), ``daemon`` (one long-running command),
-``systemd`` (a unit file: its ``ExecStart`` is run per instance) or ``nginx`` (a site file).
+``systemd`` (a unit file: its ``ExecStart`` is run per instance), ``nginx`` (a site file) or
+``rolling`` (the rolling restart of "Upgrading": run later, with a stand-in ``systemctl``).
 
 Also here: :class:`Deployment`, what following the recipe built (its temporary directories,
 ports, processes, private database role and Redis), and how it is torn down.
@@ -32,7 +33,7 @@ from .topology import PG_ADMIN, free_port, wait_port
 
 SECTION = "## Production: Redis, PostgreSQL, several workers"
 _STEP = re.compile(r"<!-- deploy-step: ([a-z]+) -->\n```([a-z]*)\n(.*?)\n```", re.S)
-KINDS = {"root", "shell", "sql", "daemon", "systemd", "nginx"}
+KINDS = {"root", "shell", "sql", "daemon", "systemd", "nginx", "rolling"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -188,6 +189,7 @@ class Deployment:
         self.env: dict[str, str] = {}
         self.person: tuple[str, str] = ("", "")
         self.nginx_args: list[str] = []
+        self.rolling = ""
         self.tag = secrets.token_hex(4)
         self.role = self.db = f"mrtr_deploy_{self.tag}"
         self.db_password = secrets.token_urlsafe(16)
@@ -231,13 +233,15 @@ class Deployment:
             assert literal in section, f"the test substitutes {literal!r}, which the README no longer has"
         return subs
 
-    def start(self, name: str, args: list[str], *, cwd: Path, env: dict[str, str], port: int) -> None:
+    def start(self, name: str, args: list[str], *, cwd: Path, env: dict[str, str], port: int,
+              wait: bool = True) -> None:
         log = self.base / f"{name}.log"
         self.logs[name] = log
         proc = subprocess.Popen(args, cwd=cwd, env=env, stdout=log.open("a"), stderr=subprocess.STDOUT,
                                 start_new_session=True)
         self.procs[name] = proc
-        wait_port(port, timeout_s=60, proc=proc, log=log)
+        if wait:
+            wait_port(port, timeout_s=60, proc=proc, log=log)
 
     def stop(self, name: str, timeout_s: float = 90.0) -> None:
         """SIGTERM (as ``systemctl stop`` sends), wait for a clean exit: the lifespan's shutdown

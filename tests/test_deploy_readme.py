@@ -20,7 +20,9 @@ import os
 import re
 import secrets
 import shutil
+import socket
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -46,7 +48,7 @@ def _follow(d: Deployment) -> None:
     section = production_section(readme)
     recipe = steps(section)
     kinds = [s.kind for s in recipe]
-    for kind in ("root", "shell", "sql", "daemon", "systemd", "nginx"):
+    for kind in ("root", "shell", "sql", "daemon", "systemd", "nginx", "rolling"):
         assert kind in kinds, f"the production section has no {kind!r} step"
     # The packages the root steps install must be here (the test does not run apt-get).
     for step in (s for s in recipe if s.kind == "root"):
@@ -86,6 +88,10 @@ def _follow(d: Deployment) -> None:
                                    str(d.nginx_dir / "error.log")], capture_output=True, text=True)
             assert test.returncode == 0, test.stderr
             d.nginx_args = [nginx, "-p", str(d.nginx_dir), "-c", str(conf), "-e", str(d.nginx_dir / "error.log")]
+        elif step.kind == "rolling":  # "Upgrading": run by test_rolling_restart_under_load
+            for name, port in d.workers.items():
+                text = re.sub(rf"\b{name}\b", str(port), text)
+            d.rolling = text
     assert subprocess.run(["git", "rev-parse", "HEAD"], cwd=d.srv, capture_output=True, text=True).stdout == \
         subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
     service = d.unit["Service"]
@@ -100,14 +106,15 @@ def _follow(d: Deployment) -> None:
     d.start("nginx", d.nginx_args, cwd=d.nginx_dir, env=clean_env(), port=d.https_port)
 
 
-def start_worker(d: Deployment, name: str) -> None:
+def start_worker(d: Deployment, name: str, wait: bool = True) -> None:
     """The unit's instance ``name`` as systemd starts it: its ExecStart, in its WorkingDirectory,
-    with its EnvironmentFile and a minimal environment of its own."""
+    with its EnvironmentFile and a minimal environment of its own (``wait``: until it listens;
+    systemd does not wait for that)."""
     service = d.unit["Service"]
     env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8",
            "HOME": str(d.var), **d.env}
     d.start(f"worker{name}", exec_start(d.unit, str(d.workers[name])), cwd=Path(service["WorkingDirectory"]),
-            env=env, port=d.workers[name])
+            env=env, port=d.workers[name], wait=wait)
 
 
 @pytest.fixture(scope="module")
@@ -307,3 +314,169 @@ def test_plain_http_on_loopback(deployment, person):
     session.login(base, *d.person)
     op_id = _round(d, session, server_id, base)
     assert f'"POST /mcp/operations/{op_id}/answer/ HTTP/1.1" 302' in d.logs["loopback"].read_text()
+
+
+class _Systemctl:
+    """A stand-in ``systemctl`` on the rolling restart's ``PATH``: ``systemctl restart
+    mrtrweb@PORT`` does what systemd does for the unit, here: SIGTERM to that worker, wait for its
+    clean exit (the drain), start its ExecStart again and return without waiting for it to listen
+    (``Type=simple``). The script talks to this test process over a Unix socket."""
+
+    def __init__(self, d: Deployment) -> None:
+        self.d = d
+        self.bin = d.base / "bin"
+        self.bin.mkdir(exist_ok=True)
+        self.path = d.base / "systemctl.sock"
+        self.calls: list[tuple[str, float, float]] = []  # (instance, stop began, start done), monotonic
+        self.sock = socket.socket(socket.AF_UNIX)
+        self.sock.bind(str(self.path))
+        self.sock.listen(4)
+        stub = self.bin / "systemctl"
+        stub.write_text("#!/bin/sh\nexec /usr/bin/python3 -c 'import socket, sys\n"
+                        "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n"
+                        "s.sendall(\" \".join(sys.argv[2:]).encode() + b\"\\n\")\n"
+                        "reply = s.makefile().readline()\n"
+                        f"sys.exit(0 if reply == \"ok\\n\" else reply)' {self.path} \"$@\"\n")
+        stub.chmod(0o755)
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        by_port = {str(port): name for name, port in self.d.workers.items()}
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                words = conn.makefile().readline().split()
+                try:
+                    assert len(words) == 2 and words[0] == "restart" and words[1].startswith("mrtrweb@"), words
+                    name = by_port[words[1].removeprefix("mrtrweb@")]
+                    began = time.monotonic()
+                    self.d.stop(f"worker{name}")
+                    start_worker(self.d, name, wait=False)
+                    self.calls.append((name, began, time.monotonic()))
+                    conn.sendall(b"ok\n")
+                except Exception as exc:  # noqa: BLE001 -- reported to the script, and by the test
+                    self.calls.append((f"failed: {exc!r}", 0.0, 0.0))
+                    conn.sendall(f"systemctl stand-in: {exc!r}\n".encode())
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+class _Load:
+    """Steady traffic through nginx while the workers restart: page GETs on one thread; on another,
+    POSTs as a person answering rounds (Accept: the review, a POST that sends nothing; every third
+    one a Send, which sends the answer). Every response is recorded: ``(kind, status, t)``; an
+    exception counts as status 0."""
+
+    def __init__(self, d: Deployment, session: TlsSession, ops: list[str]) -> None:
+        self.d, self.session, self.ops, self.pages = d, session, list(ops), list(ops)
+        self.sent: dict[str, int] = {}  # op id -> status of its Send
+        self.results: list[tuple[str, int, float]] = []
+        self.stop = threading.Event()
+        self.threads = [threading.Thread(target=self._gets, daemon=True),
+                        threading.Thread(target=self._posts, daemon=True)]
+
+    def _record(self, kind: str, call) -> int:
+        try:
+            status = call()
+        except Exception:  # noqa: BLE001 -- a reset or refused connection through the proxy
+            status = 0
+        self.results.append((kind, status, time.monotonic()))
+        return status
+
+    def _gets(self) -> None:
+        n = 0
+        while not self.stop.is_set():
+            path = ("/mcp/", f"/mcp/operations/{self.pages[n % len(self.pages)]}/", "/accounts/login/")[n % 3]
+            self._record("GET", lambda: self.session.request(self.d.origin + path, timeout=30)[0])
+            n += 1
+            time.sleep(0.05)
+
+    def _posts(self) -> None:
+        n = 0
+        while not self.stop.is_set() and self.ops:
+            op_id, got = self.ops[0], {}
+
+            def review() -> int:
+                status, got["token"], _ = self.session.review(self.d.origin, op_id, 1, **{"in-go_on-go": "on"})
+                return status
+
+            self._record("POST", review)
+            if n % 5 == 4 and got.get("token") is not None:
+                self.sent[op_id] = self._record("POST", lambda: self.session.send(
+                    self.d.origin, op_id, 1, got["token"], **{"in-go_on-go": "on"})[0])
+                self.ops.pop(0)
+            n += 1
+            time.sleep(0.15)
+
+    def __enter__(self) -> "_Load":
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+        for t in self.threads:
+            t.join(timeout=60)
+
+
+def _both_ready(d: Deployment) -> None:
+    deadline = time.monotonic() + 60
+    for port in d.workers.values():
+        while _get(f"http://127.0.0.1:{port}/readyz")[0] != 200:
+            assert time.monotonic() < deadline, d.tails()
+            time.sleep(0.3)
+
+
+def test_rolling_restart_under_load(deployment, person):
+    """README "Upgrading": its rolling restart (deploy/rolling-restart, run as written, with a
+    stand-in systemctl) under steady GETs and POSTs through the README's nginx block: no 5xx, no
+    failed request, every Send sent exactly once."""
+    d = deployment
+    _, server_id = person
+    assert d.rolling.startswith("deploy/rolling-restart "), d.rolling
+    _both_ready(d)
+    session = _through_proxy(d)
+    session.login(d.origin, *d.person)
+    ops = [session.start(d.origin, server_id, "wait_then_ask", {"seconds": "0"}) for _ in range(12)]
+    deadline = time.monotonic() + 30
+    for op_id in ops:
+        while status_in(session.page(d.origin, op_id)) != "awaiting_input":
+            assert time.monotonic() < deadline, "a round never arrived"
+            time.sleep(0.2)
+    systemctl = _Systemctl(d)
+    try:
+        with _Load(d, session, ops) as load:
+            time.sleep(1.0)  # steady load before the first restart
+            began = time.monotonic()
+            out = subprocess.run(["bash", "-euo", "pipefail", "-c", d.rolling], cwd=d.srv, capture_output=True,
+                                 text=True, timeout=300,
+                                 env=clean_env(PATH=f"{systemctl.bin}:/usr/sbin:/usr/bin:/sbin:/bin"))
+            took = time.monotonic() - began
+            time.sleep(1.0)
+    finally:
+        systemctl.close()
+    assert out.returncode == 0, out.stdout + out.stderr + d.tails()
+    assert [name for name, _, _ in systemctl.calls] == list(d.workers), systemctl.calls
+    statuses = [s for _, s, _ in load.results]
+    failed = [(kind, s, round(t - began, 2)) for kind, s, t in load.results if s not in (200, 302)]
+    report = (f"{len(load.results)} requests ({sum(s >= 500 for s in statuses)} 5xx, {statuses.count(0)} "
+              f"not answered) over {took:.1f} s of "
+              f"rolling restart, {len(failed)} failed: {failed[:20]}; restarts at "
+              f"{[(n, round(a - began, 2), round(b - began, 2)) for n, a, b in systemctl.calls]}")
+    print(report)
+    assert len(load.results) > 100 and sum(1 for k, _, _ in load.results if k == "POST") > 30, report
+    assert not failed, report + "\n" + (d.nginx_dir / "error.log").read_text()[-3000:]
+    # Each Send answered 302 and was sent once: the round's events, in order, once each.
+    assert load.sent and set(load.sent.values()) == {302}, load.sent
+    for op_id in load.sent:
+        deadline = time.monotonic() + 30
+        while (events := [e for (e,) in d.query("SELECT event FROM mrtrweb_auditevent WHERE operation_id = %s "
+                                                 "ORDER BY id", op_id)]) != ["received", "shown", "submitted",
+                                                                             "completed"]:
+            assert time.monotonic() < deadline, (op_id, events)
+            time.sleep(0.2)
