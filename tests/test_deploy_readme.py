@@ -480,3 +480,44 @@ def test_rolling_restart_under_load(deployment, person):
                                                                              "completed"]:
             assert time.monotonic() < deadline, (op_id, events)
             time.sleep(0.2)
+
+
+def test_no_worker_left_gets_the_sites_own_page(deployment, person):
+    """With every worker stopped, a Send through nginx gets the site's own page saying nothing was
+    sent (503, from collectstatic's copy; German when the browser prefers it), never nginx's bare
+    502; the workers then come back and the same round is answered once."""
+    d = deployment
+    session, server_id = person
+    op_id = session.start(d.origin, server_id, "wait_then_ask", {"seconds": "0"})
+    deadline = time.monotonic() + 30
+    while status_in(session.page(d.origin, op_id)) != "awaiting_input":
+        assert time.monotonic() < deadline, "the round never arrived"
+        time.sleep(0.2)
+    status, token, _ = session.review(d.origin, op_id, 1, **{"in-go_on-go": "on"})
+    assert status == 200 and token
+    for name in d.workers:
+        d.stop(f"worker{name}")
+    try:
+        status, body = session.send(d.origin, op_id, 1, token, **{"in-go_on-go": "on"})
+        assert status == 503, (status, body[:500])
+        assert 'data-proxy-page="unsent"' in body and "nothing was sent to any MCP server" in body, body[:1000]
+        assert "nginx" not in body and '<link rel="stylesheet" href="/static/mrtrweb/app.css">' in body
+        req = urllib.request.Request(d.origin + f"/mcp/operations/{op_id}/",
+                                     headers={"Accept-Language": "de-DE,de;q=0.9,en;q=0.8"})
+        with pytest.raises(urllib.error.HTTPError) as err:
+            session.opener.open(req, timeout=10)
+        german = err.value.read().decode()
+        assert err.value.code == 503 and "An keinen MCP-Server wurde etwas gesendet" in german, german[:1000]
+    finally:
+        for name in d.workers:
+            start_worker(d, name)
+    _both_ready(d)
+    _through_proxy(d)
+    status, body = session.send(d.origin, op_id, 1, token, **{"in-go_on-go": "on"})
+    assert status == 302, (status, body[:500])
+    deadline = time.monotonic() + 30
+    while (events := [e for (e,) in d.query("SELECT event FROM mrtrweb_auditevent WHERE operation_id = %s "
+                                             "ORDER BY id", op_id)]) != ["received", "shown", "submitted",
+                                                                         "completed"]:
+        assert time.monotonic() < deadline, events
+        time.sleep(0.2)
