@@ -10,7 +10,8 @@ extra; about 40 s here from the machine's package index), Debian's nginx (``-p``
 and temporary files in a temporary directory, high ports), the unit's ``ExecStart`` per worker
 with only its ``EnvironmentFile`` (as systemd runs it), a private PostgreSQL role and database
 created by the README's SQL, a private ``redis-server``, the demo MCP server started by the
-README's command. About 1.5-2 minutes in all.
+README's command. About 2.5 minutes in all (the rolling restart under load and the stopped workers
+about 35 s of it).
 """
 
 from __future__ import annotations
