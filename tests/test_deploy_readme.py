@@ -21,6 +21,7 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import threading
@@ -321,7 +322,8 @@ class _Systemctl:
     """A stand-in ``systemctl`` on the rolling restart's ``PATH``: ``systemctl restart
     mrtrweb@PORT`` does what systemd does for the unit, here: SIGTERM to that worker, wait for its
     clean exit (the drain), start its ExecStart again and return without waiting for it to listen
-    (``Type=simple``). The script talks to this test process over a Unix socket."""
+    (``Type=simple``); ``systemctl reload nginx`` sends nginx's master a SIGHUP, as Debian's unit
+    does. The script talks to this test process over a Unix socket."""
 
     def __init__(self, d: Deployment) -> None:
         self.d = d
@@ -329,6 +331,7 @@ class _Systemctl:
         self.bin.mkdir(exist_ok=True)
         self.path = d.base / "systemctl.sock"
         self.calls: list[tuple[str, float, float]] = []  # (instance, stop began, start done), monotonic
+        self.reloads = 0
         self.sock = socket.socket(socket.AF_UNIX)
         self.sock.bind(str(self.path))
         self.sock.listen(4)
@@ -352,6 +355,11 @@ class _Systemctl:
             with conn:
                 words = conn.makefile().readline().split()
                 try:
+                    if words == ["reload", "nginx"]:  # Debian's unit: nginx -s reload, a SIGHUP to the master
+                        self.d.procs["nginx"].send_signal(signal.SIGHUP)
+                        self.reloads += 1
+                        conn.sendall(b"ok\n")
+                        continue
                     assert len(words) == 2 and words[0] == "restart" and words[1].startswith("mrtrweb@"), words
                     name = by_port[words[1].removeprefix("mrtrweb@")]
                     began = time.monotonic()
@@ -435,8 +443,8 @@ def _both_ready(d: Deployment) -> None:
 
 def test_rolling_restart_under_load(deployment, person):
     """README "Upgrading": its rolling restart (deploy/rolling-restart, run as written, with a
-    stand-in systemctl) under steady GETs and POSTs through the README's nginx block: no 5xx, no
-    failed request, every Send sent exactly once."""
+    stand-in systemctl and the site file where the test wrote it) under steady GETs and POSTs
+    through the README's nginx block: no 5xx, no failed request, every Send sent exactly once."""
     d = deployment
     _, server_id = person
     assert d.rolling.startswith("deploy/rolling-restart "), d.rolling
@@ -456,13 +464,17 @@ def test_rolling_restart_under_load(deployment, person):
             began = time.monotonic()
             out = subprocess.run(["bash", "-euo", "pipefail", "-c", d.rolling], cwd=d.srv, capture_output=True,
                                  text=True, timeout=300,
-                                 env=clean_env(PATH=f"{systemctl.bin}:/usr/sbin:/usr/bin:/sbin:/bin"))
+                                 env=clean_env(PATH=f"{systemctl.bin}:/usr/sbin:/usr/bin:/sbin:/bin",
+                                               NGINX_SITE=str(d.nginx_dir / "site.conf")))
             took = time.monotonic() - began
             time.sleep(1.0)
     finally:
         systemctl.close()
     assert out.returncode == 0, out.stdout + out.stderr + d.tails()
     assert [name for name, _, _ in systemctl.calls] == list(d.workers), systemctl.calls
+    # each worker out of nginx's rotation while it restarted, and back in: the site file as the recipe wrote it
+    assert systemctl.reloads == 2 * len(d.workers), out.stdout
+    assert " down;" not in (d.nginx_dir / "site.conf").read_text() and "out of nginx's rotation" in out.stdout
     statuses = [s for _, s, _ in load.results]
     failed = [(kind, s, round(t - began, 2)) for kind, s, t in load.results if s not in (200, 302)]
     report = (f"{len(load.results)} requests ({sum(s >= 500 for s in statuses)} 5xx, {statuses.count(0)} "
