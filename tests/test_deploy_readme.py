@@ -477,12 +477,14 @@ def test_rolling_restart_under_load(deployment, person):
     assert " down;" not in (d.nginx_dir / "site.conf").read_text() and "out of nginx's rotation" in out.stdout
     statuses = [s for _, s, _ in load.results]
     failed = [(kind, s, round(t - began, 2)) for kind, s, t in load.results if s not in (200, 302)]
-    report = (f"{len(load.results)} requests ({sum(s >= 500 for s in statuses)} 5xx, {statuses.count(0)} "
+    posts = sum(1 for kind, _, _ in load.results if kind == "POST")
+    report = (f"{len(load.results)} requests, {posts} POSTs, {len(load.sent)} Sends "
+              f"({sum(s >= 500 for s in statuses)} 5xx, {statuses.count(0)} "
               f"not answered) over {took:.1f} s of "
               f"rolling restart, {len(failed)} failed: {failed[:20]}; restarts at "
               f"{[(n, round(a - began, 2), round(b - began, 2)) for n, a, b in systemctl.calls]}")
     print(report)
-    assert len(load.results) > 100 and sum(1 for k, _, _ in load.results if k == "POST") > 30, report
+    assert len(load.results) > 100 and posts > 30, report
     assert not failed, report + "\n" + (d.nginx_dir / "error.log").read_text()[-3000:]
     # Each Send answered 302 and was sent once: the round's events, in order, once each.
     assert load.sent and set(load.sent.values()) == {302}, load.sent
