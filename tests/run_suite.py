@@ -112,6 +112,16 @@ def update_durations() -> None:
     print(f"wrote {WEIGHTS_FILE.relative_to(ROOT)} ({len(files)} files)")
 
 
+def _cpu_ticks() -> tuple[int, int]:
+    """(busy, total) jiffies of every core since boot, from ``/proc/stat`` ((0, 0) where there is none)."""
+    try:
+        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return 0, 0
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return sum(fields[:8]) - idle, sum(fields[:8])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="./dev test", description=__doc__.split("\n\n")[0])
     parser.add_argument("--workers", type=int, default=int(os.environ.get("MRTRWEB_TEST_WORKERS", "4")))
@@ -129,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     for old in TIMES_DIR.glob("suite-*.json"):
         old.unlink()
     t0 = time.monotonic()
+    busy0, total0 = _cpu_ticks()
     print(f"./dev test: run A (embedded defaults, browser, services; {args.workers} processes) and run B "
           f"(PostgreSQL + Redis; {args.pg_workers} processes, output in {LOGS.relative_to(ROOT)}/pg-redis.txt) "
           f"at once; the peers install beside them ({LOGS.relative_to(ROOT)}/peers.txt)", flush=True)
@@ -161,6 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     peers.wait()
     peers_log.close()
     total_s = time.monotonic() - t0
+    busy1, total1 = _cpu_ticks()
 
     b_text = b_log_path.read_text(errors="replace")
     print("\n" + "=" * 30 + " run B: PostgreSQL + Redis " + "=" * 30)
@@ -185,6 +197,9 @@ def main(argv: list[str] | None = None) -> int:
     print("the ten slowest files (their tests' seconds added up; they run beside others):")
     for seconds, name in files:
         print(f"  {seconds:7.1f} s  {name}")
+    if total1 > total0:  # how much of the machine the suite kept busy: near 100 % means CPU-bound
+        print(f"CPU busy over the suite: {100 * (busy1 - busy0) / (total1 - total0):.0f} % of "
+              f"{os.cpu_count()} cores (the whole machine, not only the suite's processes)")
     over = total_s > args.budget_s
     hard = total_s > 1.5 * args.budget_s
     print(f"suite wall time: {total_s:.0f} s of the {args.budget_s:.0f} s budget"

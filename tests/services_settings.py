@@ -5,9 +5,11 @@ time against PostgreSQL and Redis (``./dev test`` does):
 
 Redis databases 13 (cache, flushed by the tests) and 14 (channel layer) are used; the test
 database is created on 127.0.0.1:5432 and dropped afterwards. Under pytest-xdist each worker has
-its own: worker ``gwN`` uses Redis databases ``13 - 2N`` and ``14 - 2N`` (N <= 3) and the database
+its own: worker ``gwN`` uses the Redis databases of :data:`REDIS_DBS` and the database
 ``test_mrtrweb_services_gwN`` (pytest-django's suffix), so one worker's cache flush never reaches
-another's keys.
+another's keys. No other test uses those databases (the bench uses 12, tests/topology.py 0,
+test_checks and test_secret_keys 5 and 9), and a second checkout running this suite on the same
+Redis at once must not either: each worker's cache is flushed before every test.
 """
 
 import os
@@ -17,9 +19,11 @@ from mrtrweb.site.settings import *  # noqa: F401,F403
 _PG = os.environ.get("MRTRWEB_TEST_PG_HOST", "127.0.0.1")
 _REDIS = os.environ.get("MRTRWEB_TEST_REDIS_HOST", "127.0.0.1")
 _WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
-if _WORKER > 3:
+#: xdist worker number -> (cache database, channel layer database) on the machine's Redis
+REDIS_DBS = {0: (13, 14), 1: (11, 10), 2: (8, 7), 3: (6, 4)}
+if _WORKER not in REDIS_DBS:
     raise RuntimeError("tests.services_settings has Redis databases for at most 4 pytest-xdist workers (-n 4)")
-_CACHE_DB, _LAYER_DB = 13 - 2 * _WORKER, 14 - 2 * _WORKER
+_CACHE_DB, _LAYER_DB = REDIS_DBS[_WORKER]
 
 DATABASES = {
     "default": {
