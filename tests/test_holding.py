@@ -71,3 +71,87 @@ def test_following_is_counted_per_operation():
             assert "op-5" in holding.followed()
         assert "op-5" in holding.followed()
     assert "op-5" not in holding.followed()
+
+
+async def test_an_error_the_database_answers_is_not_waited_for(monkeypatch):
+    """Only an outage is waited for as long as it takes: a lock wait that ran out (SQLite's
+    "database is locked" after its busy timeout) or a missing table is an answer, raised at once --
+    a task retrying it forever would contend for SQLite's one write lock for the rest of the process."""
+    for answer in (OperationalError("database is locked"), OperationalError("no such table: mrtrweb_operation")):
+        def fresh(op_id, answer=answer):
+            raise answer
+
+        monkeypatch.setattr(holding, "_fresh_connection", fresh)
+        with pytest.raises(OperationalError):
+            await asyncio.wait_for(holding.database_back("op-6"), 2)
+        assert holding.held() == 0
+
+
+async def test_marking_failed_gives_up_on_an_answer(monkeypatch, caplog):
+    from mrtrweb.operations import runtime
+
+    db = Database()
+    db.down = False
+    monkeypatch.setattr(holding, "_fresh_connection", db)
+    tries = []
+
+    async def load(op_id):
+        tries.append(op_id)
+        raise OperationalError("database is locked")
+
+    monkeypatch.setattr(runtime, "_load", load)
+    caplog.set_level(logging.WARNING, "mrtrweb.operations")
+    await asyncio.wait_for(holding.mark_failed("op-7", "internal_error", "x"), 2)
+    assert tries == ["op-7"] and "was not marked failed: the database answered OperationalError" in caplog.text
+
+
+def _running_row(seeded, worker: str, age_s: float):
+    import datetime
+    import uuid
+
+    from django.utils import timezone
+
+    from mrtrweb.models import Operation
+
+    server, rid = seeded["servers"]["acme"], f"mrtr-{uuid.uuid4()}"
+    op = Operation.objects.create(tenant=server.tenant, user=seeded["users"]["alice"], server=server,
+                                  method="tools/call", name="echo", params={"name": "echo", "arguments": {}},
+                                  request_id=rid, latest_request_id=rid)
+    Operation.objects.filter(pk=op.pk).update(status="running", worker=worker, updated_at=timezone.now()
+                                              - datetime.timedelta(seconds=age_s))
+    return str(op.pk)
+
+
+def _status(op_id: str) -> tuple[str, str]:
+    from mrtrweb.models import Operation
+
+    return tuple(Operation.objects.filter(pk=op_id).values_list("status", "error_code").get())
+
+
+async def test_the_own_check_judges_once_a_period_per_process_and_only_when_trusted(seeded, settings,
+                                                                                      trusted_worker):
+    """The untracked check ends an operation naming this worker with nothing following it only
+    after a period (two event loops' heartbeats checking a moment apart are not two periods), only
+    once its row has been quiet for the grace, and only while this worker is trusted."""
+    from asgiref.sync import sync_to_async
+
+    from mrtrweb import workers
+    from mrtrweb.operations import untracked
+
+    settings.MRTRWEB = {"HEARTBEAT_S": 0.2}
+    stranded = await sync_to_async(_running_row)(seeded, workers.WORKER_ID, 60)
+    moving = await sync_to_async(_running_row)(seeded, workers.WORKER_ID, 0)  # its row just changed
+    untracked._last_check, _ = -1e9, untracked._missing_since.clear()
+    assert await untracked.check_own() == 0  # first seen missing
+    assert await untracked.check_own() == 0  # a moment later (another loop's heartbeat): not judged again
+    await asyncio.sleep(0.25)
+    assert await untracked.check_own() == 1
+    assert await sync_to_async(_status)(stranded) == ("interrupted", "untracked")
+    assert await sync_to_async(_status)(moving) == ("running", "")
+    workers.reset()  # not trusted (the database does not answer its renewals): judges nothing
+    later = await sync_to_async(_running_row)(seeded, workers.WORKER_ID, 60)
+    for _ in range(3):
+        untracked._last_check = -1e9
+        assert await untracked.check_own() == 0
+        await asyncio.sleep(0.25)
+    assert await sync_to_async(_status)(later) == ("running", "")

@@ -104,6 +104,24 @@ def held_by(op_id: Any) -> str:
         return ""
 
 
+def unreachable(exc: BaseException) -> bool:
+    """Whether the database error ``exc`` says the database did not answer -- an outage, waited
+    for as long as it takes -- rather than gave an answer: a lock wait that ran out (SQLite's
+    "database is locked" after its busy timeout, PostgreSQL's ``lock_timeout``), a missing table, a
+    constraint, a programming error. An answer is never waited for: retrying it forever would be a
+    writer that never stops contending for the database (on SQLite, for its one write lock)."""
+    from django.db import InterfaceError, OperationalError, connections, router
+
+    from ..audit_chain import is_lock_wait
+
+    if not isinstance(exc, (OperationalError, InterfaceError)):
+        return False
+    conn = connections[router.db_for_write(Operation)]
+    if isinstance(exc, OperationalError) and is_lock_wait(conn, exc):
+        return False
+    return not (conn.vendor == "sqlite" and str(exc).startswith("no such "))  # a table, a column: an answer
+
+
 def _fresh_connection(op_id: Any) -> None:
     """Give back a connection the database may have broken and read the operation's status on a
     fresh one (sync; one query). Raises django.db.DatabaseError while the database is down."""
@@ -117,10 +135,12 @@ async def database_back(op_id: Any, *, hold: bool = True) -> None:
     have been broken during the call, and a broken one is never reconnected by itself).
 
     ``hold``: the caller holds a call's outcome meanwhile (counted, capped). Pauses double from
-    0.2 s up to 2 s between attempts.
+    0.2 s up to 2 s between attempts. Only an outage is waited for (:func:`unreachable`); an error
+    the database answered is raised at once.
 
     Raises:
         HoldFull: the database is down and this worker already holds ``MAX_HELD_OUTCOMES``.
+        django.db.DatabaseError: the database answered with an error (not an outage).
     """
     from django.db import DatabaseError
 
@@ -132,6 +152,8 @@ async def database_back(op_id: Any, *, hold: bool = True) -> None:
             try:
                 await sync_to_async(_fresh_connection)(op_id)
             except DatabaseError as exc:
+                if not unreachable(exc):
+                    raise
                 if not waiting:
                     waiting = True
                     if hold and len(_held) >= int(conf.get("MAX_HELD_OUTCOMES")):
@@ -167,19 +189,26 @@ async def database_back(op_id: Any, *, hold: bool = True) -> None:
 
 async def mark_failed(op_id: Any, code: str, message: str) -> None:
     """End the operation ``failed`` (``code``, ``message``) once the database answers, however
-    long that takes (:func:`database_back`, not counted as a held outcome); an operation that has
-    ended meanwhile is left as it is. Never raises (a bug is logged)."""
+    long an outage takes (:func:`database_back`, not counted as a held outcome); an operation that
+    has ended meanwhile is left as it is. An error the database answers (:func:`unreachable` is
+    false: a lock wait that ran out, a constraint) is logged and not retried: the row is then left
+    to this worker's own check (:mod:`.untracked`) and ``mrtr_reconcile``. Never raises (a bug is
+    logged)."""
     from django.db import DatabaseError
 
     from .runtime import _finish, _load
 
     while True:
-        await database_back(op_id, hold=False)
         try:
+            await database_back(op_id, hold=False)
             op = await _load(op_id)
             await _finish(op, Operation.Status.FAILED, code=code, message=message)
             return
-        except DatabaseError as exc:  # lost again as it was written: wait once more
+        except DatabaseError as exc:
+            if not unreachable(exc):
+                logger.error("operation %s was not marked failed: the database answered %s; its worker's check "
+                             "or mrtr_reconcile ends it", op_id, exc.__class__.__name__)
+                return
             logger.warning("operation %s: the database failed as it was marked failed (%s); waiting for it",
                            op_id, exc.__class__.__name__)
         except Exception:  # noqa: BLE001 -- a bug: logged, never an endless loop

@@ -4,11 +4,19 @@ nobody, and the reaper leaves it alone while its worker lives.
 
 * :func:`check_own` -- a duty of every worker's heartbeat (registered in
   :meth:`mrtrweb.apps.MrtrwebConfig.ready`): the operations naming **this** worker that no task of
-  this process follows (:func:`.holding.followed`), seen so at two checks in a row (one period
-  apart: a task about to start is not mistaken for a missing one), are ended
+  this process follows (:func:`.holding.followed`), seen so for at least one period (a task about
+  to start is not mistaken for a missing one) and whose row has not changed for
+  :data:`GRACE_PERIODS` periods by the database's clock, are ended
   (:func:`.stopping.settle_unfollowed`: ``denied`` when someone asked to stop them, else
   ``interrupted`` ``untracked``, logged as an error). It also publishes what this worker follows
   (:func:`publish`, in ``BINDING_CACHE``) for :func:`scan`.
+
+  It judges only where its judgement can be right: once per period per **process** (every event
+  loop of a process that drove a call runs a heartbeat of its own, and two loops' checks a moment
+  apart are not "two periods"), and only while this worker is :func:`~mrtrweb.workers.trusted`
+  (its own lease renewals succeed: the database answers, and this worker's view is current).
+  Each operation it ends is one short conditional update of its own; nothing is held across a
+  wait.
 * :func:`scan` -- for ``manage.py mrtr_reconcile`` (:mod:`mrtrweb.reconcile`), from outside any
   worker: live operations naming a dead worker (what the reaper settles), ``running`` naming no
   worker, live on a live worker whose published list leaves them out (for
@@ -36,8 +44,10 @@ _limited = outage.LogLimiter(logger)
 #: changed for this many heartbeat periods (the list is re-published every period)
 GRACE_PERIODS = 3
 
-#: operation ids naming this worker that nothing followed at the last check
-_missing_before: set[str] = set()
+#: operation id -> monotonic time this process first saw it naming this worker with nothing following it
+_missing_since: dict[str, float] = {}
+#: monotonic time of this process's last check (whichever event loop's heartbeat ran it)
+_last_check = -1e9
 
 
 def _period() -> float:
@@ -67,27 +77,52 @@ def published(worker_id: str) -> frozenset[str] | None:
     return frozenset(str(i) for i in ids) if isinstance(ids, list) else None
 
 
-def _naming(worker_id: str) -> list[str]:
-    return [str(pk) for pk in Operation.objects.filter(status__in=Operation.LIVE, worker=worker_id)
-            .values_list("pk", flat=True)]
+def _naming(worker_id: str) -> list[tuple[str, bool]]:
+    """The live operations naming ``worker_id``: ``(id, settled)``, ``settled`` when the row has not
+    changed for :data:`GRACE_PERIODS` periods by the database's clock (sync; one read)."""
+    from django.db.models import BooleanField, Case, Value, When
+    from django.db.models.functions import Now
+
+    quiet = Now() - datetime.timedelta(seconds=_period() * GRACE_PERIODS)
+    rows = (Operation.objects.filter(status__in=Operation.LIVE, worker=worker_id)
+            .annotate(settled=Case(When(updated_at__lt=quiet, then=Value(True)), default=Value(False),
+                                   output_field=BooleanField()))
+            .values_list("pk", "settled"))
+    return [(str(pk), bool(settled)) for pk, settled in rows]
 
 
 async def check_own() -> int:
     """The heartbeat's duty (see the module docstring); returns how many operations it ended."""
-    from ..workers import WORKER_ID
+    import time
 
-    global _missing_before
+    from ..workers import WORKER_ID, trusted
+
+    global _last_check
+    started = time.monotonic()
+    if started - _last_check < _period() * 0.9:  # another event loop's heartbeat of this process checked
+        return 0
+    _last_check = started
     try:
         await sync_to_async(publish)()
     except Exception as exc:  # noqa: BLE001 -- a cache outage: the scan then says "unverified"
         _limited.warning("publish", "what this worker follows was not published (%s)", exc.__class__.__name__)
+    if not trusted():  # the database does not answer this worker's renewals (yet): judge nothing
+        _missing_since.clear()
+        return 0
     naming = await sync_to_async(_naming)(WORKER_ID)
     now_followed = followed()
-    missing = {op_id for op_id in naming if op_id not in now_followed}
-    due, _missing_before = missing & _missing_before, missing
+    seen = time.monotonic()
+    missing = {op_id: settled for op_id, settled in naming if op_id not in now_followed}
+    for op_id in list(_missing_since):
+        if op_id not in missing:
+            del _missing_since[op_id]
     ended = 0
-    for op_id in sorted(due):
-        if str(op_id) not in followed() and await settle_unfollowed(op_id, WORKER_ID):
+    for op_id, settled in sorted(missing.items()):
+        since = _missing_since.setdefault(op_id, seen)
+        if not settled or seen - since < _period():
+            continue
+        if op_id not in followed() and await settle_unfollowed(op_id, WORKER_ID):
+            _missing_since.pop(op_id, None)
             ended += 1
     return ended
 
