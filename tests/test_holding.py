@@ -9,7 +9,7 @@ import asyncio
 import logging
 
 import pytest
-from django.db import OperationalError
+from django.db import IntegrityError, OperationalError, ProgrammingError
 
 from mrtrweb import metrics
 from mrtrweb.operations import holding
@@ -73,16 +73,29 @@ def test_following_is_counted_per_operation():
     assert "op-5" not in holding.followed()
 
 
+def _lock_wait() -> OperationalError:
+    """A lock wait that ran out, as the project's database reports it (SQLite: "database is locked"
+    after its busy timeout; PostgreSQL: lock_not_available, SQLSTATE 55P03)."""
+    from django.db import connection
+
+    if connection.vendor == "sqlite":
+        return OperationalError("database is locked")
+    exc = OperationalError("canceling statement due to lock timeout")
+    exc.__cause__ = type("LockNotAvailable", (Exception,), {"sqlstate": "55P03"})()
+    return exc
+
+
 async def test_an_error_the_database_answers_is_not_waited_for(monkeypatch):
     """Only an outage is waited for as long as it takes: a lock wait that ran out (SQLite's
     "database is locked" after its busy timeout) or a missing table is an answer, raised at once --
     a task retrying it forever would contend for SQLite's one write lock for the rest of the process."""
-    for answer in (OperationalError("database is locked"), OperationalError("no such table: mrtrweb_operation")):
+    for answer in (_lock_wait(), ProgrammingError('relation "mrtrweb_operation" does not exist'),
+                   IntegrityError("violates foreign key constraint")):
         def fresh(op_id, answer=answer):
             raise answer
 
         monkeypatch.setattr(holding, "_fresh_connection", fresh)
-        with pytest.raises(OperationalError):
+        with pytest.raises(type(answer)):
             await asyncio.wait_for(holding.database_back("op-6"), 2)
         assert holding.held() == 0
 
@@ -97,7 +110,7 @@ async def test_marking_failed_gives_up_on_an_answer(monkeypatch, caplog):
 
     async def load(op_id):
         tries.append(op_id)
-        raise OperationalError("database is locked")
+        raise _lock_wait()
 
     monkeypatch.setattr(runtime, "_load", load)
     caplog.set_level(logging.WARNING, "mrtrweb.operations")
