@@ -7,6 +7,7 @@ and comes back by itself once the database is back."""
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
@@ -15,6 +16,9 @@ from .faults import RedisServer, TcpProxy
 from .topology import Cluster, PrivateDatabase, WebSession
 
 pytestmark = [pytest.mark.services, pytest.mark.browser]
+
+#: how long PostgreSQL stays cut (seconds; ``MRTRWEB_TEST_OUTAGE_S`` for longer)
+OUTAGE_S = float(os.environ.get("MRTRWEB_TEST_OUTAGE_S", "45"))
 
 playwright_sync = pytest.importorskip("playwright.sync_api")
 expect = playwright_sync.expect
@@ -70,6 +74,7 @@ def test_a_page_keeps_its_card_through_a_database_outage(worker):
             api.start(base, cluster.server_id(), "long_task", {"seconds": "12"})  # a push every second
             time.sleep(1.5)
             pg.cut()
+            t_cut = time.monotonic()
             # a push arrives, its session cannot be read: the socket pauses, the page stays
             expect(notice).to_be_visible(timeout=12_000)
             expect(page.get_by_role("status").filter(has_text="Live updates paused")).to_contain_text("Reconnecting")
@@ -79,7 +84,11 @@ def test_a_page_keeps_its_card_through_a_database_outage(worker):
             expect(card.first).to_be_visible()
             expect(page.locator("#operation [data-status]").first).to_have_attribute("data-status", "awaiting_input")
 
+            # longer than every hold of the worker (the pool's 2 s wait for a connection, a lease
+            # stale after three 1 s heartbeats) and than the 21-40 s after which pages were thrown out
+            time.sleep(max(0.0, OUTAGE_S - (time.monotonic() - t_cut)))
             pg.restore()
+            print(f"PostgreSQL cut for {time.monotonic() - t_cut:.1f} s")
             expect(root).to_have_attribute("data-ws-state", "open", timeout=30_000)
             expect(notice).to_be_hidden()
             expect(card.first).to_be_visible()
