@@ -13,6 +13,7 @@ class MrtrwebConfig(AppConfig):
         from . import expiry, workers
         from .operations import reap_interrupted
         from .operations.revocation import connect_signals
+        from .operations.untracked import check_own
         from .logsafe import hold_sdk_wire_loggers
         from .sessions import connect_signals as connect_session_signals
         from .tenancy import connect_signals as connect_tenancy_signals
@@ -21,5 +22,6 @@ class MrtrwebConfig(AppConfig):
         connect_signals()  # access that ends (membership, user, server, tenant) ends pending operations
         workers.register_duty("reaper", reap_interrupted)  # every heartbeat period, in this order
         workers.register_duty("expiry sweep", expiry.sweep)
+        workers.register_duty("untracked check", check_own)  # this worker's operations nothing follows
         connect_session_signals()  # a session that ends (sign-out, password change) closes its sockets
         connect_tenancy_signals()  # a sign-in syncs the portal's organisations (MRTRWEB TENANT_RESOLVER)

@@ -48,6 +48,13 @@ key                         default     meaning
                                         operation ends denied (reason ``timeout``). Must stay below
                                         the SSE read timeout of the held call (max(CALL_TIMEOUT_S,
                                         300) s, less a 10 s margin): system check mrtrweb.E006
+``OUTCOME_HOLD_S``          60          a call that ends while the database is unreachable: its
+                                        outcome is held by the worker until the database answers
+                                        again, however long that takes, then written once; past
+                                        this many seconds the hold is logged as an error (once)
+``MAX_HELD_OUTCOMES``       1000        per worker: outcomes held at once that way; one more is not
+                                        kept (its operation ends failed ``outcome_not_kept`` once
+                                        the database is back; metric ``mrtrweb_outcomes_held``)
 ``TASK_POLL_MIN_S``         0.5         the shortest pause between two ``tasks/get`` of a task-augmented
                                         call (seconds; a server's ``pollInterval`` below it is raised)
 ``TASK_POLL_MAX_S``         5           the longest pause between two ``tasks/get`` (seconds; a longer
@@ -150,13 +157,16 @@ DEFAULTS: dict[str, Any] = {
     "GC_THRESHOLDS": (20_000, 4, 100),
     "TENANT_RESOLVER": None,
     "TENANT_SYNC_S": 60,
+    "OUTCOME_HOLD_S": 60,
+    "MAX_HELD_OUTCOMES": 1000,
 }
 
 _NUMERIC = {"TTL_S", "MAX_TTL_S", "MAX_STATE_BYTES", "MAX_ROUNDS", "STATE_ONLY_BACKOFF_S",
             "STATE_ONLY_BACKOFF_CAP_S", "CALL_TIMEOUT_S", "CONNECTION_IDLE_S", "MAX_PENDING_ROUNDS",
             "MAX_STARTS_PER_MINUTE", "HEARTBEAT_S", "DRAIN_GRACE_S", "MAX_TENANT_PENDING_ROUNDS", "MAX_TENANT_STARTS_PER_MINUTE",
             "LEGACY_HOLD_S", "TASK_POLL_MIN_S", "TASK_POLL_MAX_S", "MAX_STORED_RESULT_BYTES", "MAX_SHOWN_CHARS", "MAX_PUSH_BYTES", "AUDIT_WAIT_S",
-            "OAUTH_PENDING_TTL_S", "OAUTH_REFRESH_MARGIN_S", "OUTBOUND_TIMEOUT_S", "OUTBOUND_MAX_BYTES", "TENANT_SYNC_S"}
+            "OAUTH_PENDING_TTL_S", "OAUTH_REFRESH_MARGIN_S", "OUTBOUND_TIMEOUT_S", "OUTBOUND_MAX_BYTES", "TENANT_SYNC_S",
+            "OUTCOME_HOLD_S", "MAX_HELD_OUTCOMES"}
 
 
 def get(key: str) -> Any:

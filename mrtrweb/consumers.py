@@ -18,6 +18,8 @@ A connection lives only as long as the sign-in session that opened it (:mod:`mrt
 it also joins its session's group, is closed with code 4401 on ``session.ended`` (sign-out), and
 re-validates its session on ``session.check`` (the password changed), before every push and at
 least every ``sessions.RECHECK_S`` seconds, closing with 4401 once the session no longer holds.
+A session that cannot be *read* (its database down) is not one that is gone: nothing is pushed
+on it and the socket closes as for any outage (1011), so the page keeps its card and reconnects.
 
 A service outage never raises out of the ASGI application: when the channel layer (Redis
 restarted, stopped or unreachable) or the database fails under a connection -- its channel
@@ -231,6 +233,14 @@ class OperationsConsumer(PendingWatch, AsyncJsonWebsocketConsumer):
         if getattr(self, "session_closed", False):
             return
         self.session_closed = True
+        if cause == sessions.SESSION_UNREADABLE:  # cannot be read now, not gone: an outage (1011)
+            self._cancel_tasks()
+            layerwatch.unwatch(self)
+            logger.warning("websocket: user %s's connection closed (code %s): its session cannot be read now; the "
+                           "page keeps what it shows and reconnects", self.user_id, OUTAGE_CLOSE_CODE)
+            self.closed_for_outage = True
+            await self.close(code=OUTAGE_CLOSE_CODE)
+            return
         if cause == sessions.USER_ENDED:  # the user is inactive or gone: access ended (4403)
             logger.info("websocket: user %s's access ended (%s); connection closed", self.user_id, cause)
             await self.close(code=access.CLOSE_CODE)

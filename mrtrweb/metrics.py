@@ -20,6 +20,9 @@ metric                                      type       labels (each from a fixed
                                                        (received -> the round ended otherwise)
 ``mrtrweb_gc_pause_seconds``                histogram  ``generation`` (``0``, ``1``, ``2``)
 ``mrtrweb_pending_rounds``                  gauge      ``tenant`` (the tenant's primary key only)
+``mrtrweb_outcomes_held``                   gauge      none (calls' outcomes this worker holds until
+                                                       the database answers again)
+``mrtrweb_outcomes_not_kept_total``         counter    none (outcomes past ``MAX_HELD_OUTCOMES``)
 ==========================================  =========  ==============================================
 
 No label carries a person, a tenant's name or slug, a ``requestState``, a schema, an answer, a
@@ -50,7 +53,7 @@ import time
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 
 from .gate import codes as gate_codes
@@ -128,6 +131,10 @@ ROUND_LATENCY = Histogram("mrtrweb_round_latency_seconds", "Round received to it
 GC_PAUSE = Histogram("mrtrweb_gc_pause_seconds", "Pauses of the cyclic garbage collector, by generation, "
                      "seconds.", ["generation"], registry=REGISTRY,
                      buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5))
+OUTCOMES_HELD = Gauge("mrtrweb_outcomes_held", "Outcomes of calls this worker holds until the database answers "
+                      "again (written once it does).", registry=REGISTRY, multiprocess_mode="livesum")
+OUTCOMES_NOT_KEPT = Counter("mrtrweb_outcomes_not_kept", "Outcomes of calls not kept during a database outage "
+                            "(MAX_HELD_OUTCOMES reached; the operation ends failed).", registry=REGISTRY)
 
 
 _children: dict[tuple[Any, ...], Any] = {}

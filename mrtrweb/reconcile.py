@@ -16,6 +16,14 @@ its ``submitted`` answer, or the operation's one terminal outcome (``completed``
   (same or different users): legal, a server may mint its opaque state deterministically, so it
   was not denied; listed for the tenant's admins.
 
+And the operations whose state cannot be right (:func:`mrtrweb.operations.untracked.scan`), under
+``stranded``: ``dead_worker`` (live, naming a worker with no fresh lease), ``no_worker``
+(``running``, naming none), ``untracked`` (live on a live worker that does not follow it),
+``terminal_named`` (ended, still naming a worker), ``unverified`` (a count: live on a live worker
+that published nothing, or on one whose lease is only a little stale, not judged). Each listed
+one is repaired (unless ``settle=False``): ended ``interrupted`` (``worker_lost`` /
+``untracked``), or ``denied`` when someone asked to stop it; a terminal one's worker is cleared.
+
 Entries: ``replayed_states`` ``{"tenant", "operation", "state_digest", "rounds": [n, ...]}``;
 ``reused_states`` ``{"tenant", "state_digest", "operations": [{"operation", "rounds"}, ...],
 "users": number of distinct user digests}``. Digests only, never a state.
@@ -31,6 +39,7 @@ from django.utils import timezone
 
 from . import conf, expiry
 from .models import AuditEvent
+from .operations import untracked
 
 UNSETTLEABLE = ("duplicate_submissions", "late_submissions", "multiple_outcomes")
 
@@ -95,6 +104,7 @@ def reconcile(*, settle: bool = True, now: datetime.datetime | None = None) -> d
             else:
                 report["pending"] += 1
     report["unsettled"] = sum(len(report[k]) for k in UNSETTLEABLE)
+    report["stranded"] = untracked.scan(settle=settle, now=now)
     return report
 
 
@@ -104,6 +114,13 @@ def _settle_expired(op_id: Any, round_number: int) -> None:
     ended = expiry.expire(op_id, round_number, due_only=False)
     if ended is not None:
         expiry.push(ended)
+
+
+STRANDED_LABELS = {
+    "dead_worker": "live operations naming a dead worker (interrupted, worker_lost)",
+    "no_worker": "running operations naming no worker (ended)",
+    "untracked": "live operations their live worker does not follow (ended)",
+    "terminal_named": "ended operations still naming a worker (cleared)"}
 
 
 def summary(report: dict[str, Any]) -> str:
@@ -118,5 +135,10 @@ def summary(report: dict[str, Any]) -> str:
               "reused_states": "requestState digests received by more than one operation (allowed, recorded)"}
     for key, label in labels.items():
         lines.append(f"{len(report[key]):5d}  {label}")
+    stranded = report.get("stranded") or {}
+    for key, label in STRANDED_LABELS.items():
+        lines.append(f"{len(stranded.get(key, [])):5d}  {label}")
+    lines.append(f"{stranded.get('unverified', 0):5d}  live operations not judged (their worker published nothing, "
+                 "or its lease is only a little stale)")
     lines.append("anomalies that cannot be settled: " + str(report["unsettled"]))
     return "\n".join(lines)

@@ -32,7 +32,11 @@ from django.contrib.auth.signals import user_logged_out
 from django.db.models.signals import post_save, pre_save
 from django.utils.crypto import constant_time_compare, salted_hmac
 
+from . import outage
+
 logger = logging.getLogger("mrtrweb.sessions")
+#: one line a minute for sessions that cannot be read (every socket re-checks during an outage)
+_limited = outage.LogLimiter(logger)
 
 #: the WebSocket close code of a socket whose session ended (the page reloads: sign-in page)
 CLOSE_CODE: Final = 4401
@@ -42,6 +46,10 @@ RECHECK_S: Final = 60
 #: session that changed it gets its new auth hash just after the save (``update_session_auth_hash``)
 CHECK_DELAY_S: Final = 1.0
 SIGNED_OUT, SESSION_GONE, SESSION_INVALID = "signed_out", "session_gone", "session_invalid"
+#: the session could not be read **now** (the database or the cache holding it is unreachable):
+#: not a session that ended. Nothing is pushed on it; its socket closes as for any outage (1011),
+#: the page keeps what it shows, says live updates are paused and reconnects by itself
+SESSION_UNREADABLE: Final = "session_unreadable"
 #: the session is fine but its backend gives back no user (inactive or deleted): access ended, as
 #: :mod:`mrtrweb.access` says (the socket is closed with its code, 4403)
 USER_ENDED: Final = "user_inactive_or_removed"
@@ -61,6 +69,10 @@ def session_denial(session_key: str | None, user_id: Any) -> str:
     try:
         data = import_module(settings.SESSION_ENGINE).SessionStore(session_key).load()
     except Exception as exc:  # noqa: BLE001 -- a session that cannot be read authenticates nothing
+        if outage.kind(exc) is not None:  # down now, not gone: the socket pauses (fail closed: no push)
+            _limited.warning("session unreadable", "a session could not be read (%s); its sockets pause until it "
+                             "can be", type(exc).__name__)
+            return SESSION_UNREADABLE
         logger.warning("a session could not be read (%s); its sockets are closed", type(exc).__name__)
         return SESSION_GONE
     if not data or SESSION_KEY not in data:
@@ -68,7 +80,14 @@ def session_denial(session_key: str | None, user_id: Any) -> str:
     backend_path = data.get(BACKEND_SESSION_KEY)
     if str(data.get(SESSION_KEY)) != str(user_id) or backend_path not in settings.AUTHENTICATION_BACKENDS:
         return SESSION_INVALID
-    user = load_backend(backend_path).get_user(user_id)
+    try:
+        user = load_backend(backend_path).get_user(user_id)
+    except Exception as exc:
+        if outage.kind(exc) is None:
+            raise
+        _limited.warning("session unreadable", "a session's user could not be read (%s); its sockets pause until "
+                         "it can be", type(exc).__name__)
+        return SESSION_UNREADABLE
     if user is None:
         return USER_ENDED
     if hasattr(user, "get_session_auth_hash"):

@@ -80,6 +80,16 @@ def _fresh_leases():
     return WorkerLease.objects.filter(beat_at__gte=Now() - stale_after())
 
 
+def live_workers(within: datetime.timedelta | None = None) -> set[str]:
+    """The ids of the workers whose lease was renewed within ``within`` (default
+    :func:`stale_after`), by the database's clock (sync; one query)."""
+    from django.db.models.functions import Now
+
+    from .models import WorkerLease
+
+    return set(WorkerLease.objects.filter(beat_at__gte=Now() - (within or stale_after())).values_list("pk", flat=True))
+
+
 def judged_dead(worker_id: str) -> bool:
     """Whether there is evidence that ``worker_id`` is dead (sync): this worker is :func:`trusted`
     and the lease is stale or absent. Never this worker itself, never an empty id; a lease that

@@ -203,3 +203,35 @@ async def test_the_session_that_changed_the_password_keeps_its_socket(seeded):
     await _push(op)
     await _receives_push(ws_changing, op)
     await ws_changing.disconnect()
+
+
+async def test_a_session_that_cannot_be_read_pauses_its_socket_and_is_not_gone(seeded, monkeypatch):
+    """Issue 26: the database down under a session read is an outage, not a session that ended:
+    ``SESSION_UNREADABLE``, nothing pushed, the socket closed 1011 (the page keeps its card and
+    reconnects), never 4401; a read that fails otherwise still counts as gone."""
+    from asgiref.sync import sync_to_async
+    from django.contrib.sessions.backends.db import SessionStore
+    from django.db import OperationalError
+
+    from mrtrweb.consumers import OUTAGE_CLOSE_CODE
+
+    client = await _client(seeded["users"]["alice"])
+    key, user_id = client.session.session_key, seeded["users"]["alice"].pk
+    ws = await _socket(client)
+    op = await _operation(seeded)
+
+    def down(self):
+        raise OperationalError("connection refused")
+
+    monkeypatch.setattr(SessionStore, "load", down)
+    assert await sync_to_async(sessions.session_denial)(key, user_id) == sessions.SESSION_UNREADABLE
+    await _push(op)
+    out = await ws.receive_output(timeout=5)
+    assert out == {"type": "websocket.close", "code": OUTAGE_CLOSE_CODE}, out  # no panel, no 4401
+    await ws.wait()
+
+    def broken(self):
+        raise ValueError("not an outage")
+
+    monkeypatch.setattr(SessionStore, "load", broken)
+    assert await sync_to_async(sessions.session_denial)(key, user_id) == sessions.SESSION_GONE

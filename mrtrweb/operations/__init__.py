@@ -29,7 +29,9 @@ Around it: :mod:`.legacy` (2025-11-25 servers ask during the open call), :mod:`.
 (Stop, deny, access ended), :mod:`.reaping` (a dead worker's operations), :mod:`.revocation`
 (access that ends through the ORM ends pending operations), :mod:`.messages` (what the person
 reads, the product's codes), :mod:`.authorization` (the identity a request goes out with),
-:mod:`.runtime` (tasks, rows, audit, pushes, ending an operation once).
+:mod:`.runtime` (tasks, rows, audit, pushes, ending an operation once), :mod:`.holding` (an outcome
+held through a database outage of any length; the operations this process follows), :mod:`.untracked`
+(an operation naming a worker that does not follow it: ended by that worker, or by ``mrtr_reconcile``).
 """
 
 from __future__ import annotations

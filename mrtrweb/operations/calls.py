@@ -17,7 +17,7 @@ from asgiref.sync import sync_to_async
 from django.utils import timezone
 from django.utils.translation import gettext_noop
 
-from .. import access, conf, display, push
+from .. import access, conf, display, outage, push
 from ..connections import HANDSHAKE_VERSIONS as _HANDSHAKE_VERSIONS, connection_for, declared as _declared, pool, server_key
 from ..connections import release_while_waiting
 from ..gate import Retry
@@ -31,7 +31,9 @@ from .messages import AnswerPending, failure_message, message_for, PROTOCOL_CHAN
 from .retries import _move_when_back
 from .rounds import _handle_result
 from . import tasks
-from .runtime import _database_back, _finish, _load, _spawn, discard_unusable, new_request_id, notify
+from .holding import database_back, following, HoldFull, mark_failed
+from .messages import OUTCOME_NOT_KEPT
+from .runtime import _finish, _load, _spawn, discard_unusable, new_request_id, notify
 from .revocation import _access_ended, end_operation
 from .stopping import stop_requested, STOP_POLL_S
 from .url_required import is_url_required, url_required_round
@@ -125,13 +127,29 @@ def _asks_more(task: "asyncio.Task[Any]") -> bool:
 
 
 async def _drive(op_id: Any, request_id: str, params: dict[str, Any], *, checked: Operation | None = None) -> None:
+    """Follow the operation (:func:`_follow`) as a task of this process (:func:`.holding.following`);
+    one that stopped on an error is marked failed, waiting for the database as long as it takes
+    (:func:`.holding.mark_failed`): never left ``running`` behind a task that is gone."""
+    with following(op_id):
+        failure = await _follow(op_id, request_id, params, checked=checked)
+        if failure is not None:
+            await mark_failed(op_id, *failure)
+
+
+_INTERNAL_ERROR = gettext_noop("The operation stopped on an internal error; nothing more was sent.")
+
+
+async def _follow(op_id: Any, request_id: str, params: dict[str, Any], *,
+                  checked: Operation | None = None) -> tuple[str, str] | None:
     """Send one request of the operation and follow it until it needs the person or ends. The
     operation names this worker (``Operation.worker``) while it does: set by
     :func:`start_operation` or :func:`_build_and_record`, after the lease was written.
 
     ``checked``: the operation as the caller has just read it (server, tenant and user loaded,
     :func:`.answers.answer_round`, :func:`.starting.start_operation`): not read again, but its
-    owner's access is checked right before the request is sent, as always."""
+    owner's access is checked right before the request is sent, as always.
+
+    Returns None, or ``(code, message)`` when it stopped on an error (the caller marks it failed)."""
     from ..workers import WORKER_ID, ensure_heartbeat, ensure_lease
 
     try:
@@ -197,7 +215,7 @@ async def _drive(op_id: Any, request_id: str, params: dict[str, Any], *, checked
                     if dedicated and not keep_session:
                         await pool().close(str(op.user_id), dedicated)
                 if plan is not None or call.rounds:  # else the result's own hop waits for the database
-                    await _database_back(op_id)
+                    await database_back(op_id)
                 if call.rounds:  # legacy rounds were answered during the call: the row moved on
                     op = await _load(op_id)
                 if raw is _STOPPED:
@@ -205,7 +223,7 @@ async def _drive(op_id: Any, request_id: str, params: dict[str, Any], *, checked
             except McpCallError as exc:
                 if not is_url_required(exc):
                     logger.info("operation %s: MCP call failed (%s)", op.id, exc.code)
-                await _database_back(op_id)
+                await database_back(op_id)
                 if exc.code == "insufficient_scope":
                     await _note_challenge(op, exc)
                 if call.rounds:
@@ -231,14 +249,15 @@ async def _drive(op_id: Any, request_id: str, params: dict[str, Any], *, checked
             request_id, params = nxt.id, nxt.params
     except asyncio.CancelledError:
         raise
-    except Exception:  # noqa: BLE001 -- never leave an operation spinning
+    except HoldFull:  # logged there; the outcome is dropped here, the operation ends once the database is back
+        return OUTCOME_NOT_KEPT, message_for(OUTCOME_NOT_KEPT)
+    except Exception as exc:  # noqa: BLE001 -- never leave an operation spinning: the caller marks it failed
+        if outage.kind(exc) == "database":  # lost again right after it answered: the outcome is gone
+            logger.error("operation %s: the database failed as the call's outcome was written (%s)", op_id,
+                         exc.__class__.__name__)
+            return OUTCOME_NOT_KEPT, message_for(OUTCOME_NOT_KEPT)
         logger.exception("operation %s crashed", op_id)
-        try:
-            op = await _load(op_id)
-            await _finish(op, Operation.Status.FAILED, code="internal_error",
-                          message=gettext_noop("The operation stopped on an internal error; nothing more was sent."))
-        except Exception:  # noqa: BLE001
-            logger.exception("operation %s could not be marked failed", op_id)
+        return "internal_error", _INTERNAL_ERROR
     finally:  # a connection the drive's work left unusable is not kept (a working one is: shared)
         await sync_to_async(discard_unusable)()
 
@@ -299,12 +318,12 @@ def _load_checked(op_id: Any) -> tuple[Operation, str]:
 async def _send_when_back(op_id: Any, retry: Retry, fields: dict[str, Any]) -> None:
     """An answer recorded while the database went away: wait for it (up to ``TTL_S``), move the
     row and send the retry, once (this task holds the only copy of the retry)."""
-    moved = await _move_when_back(op_id, fields, float(conf.get("TTL_S")))
-    if not moved:
-        logger.error("operation %s: retry %s not sent (%s)", op_id, retry.id,
-                     "the database did not come back" if moved is None else "the operation ended meanwhile")
-        return
-    logger.warning("operation %s: the database answers again; the recorded answer goes out now", op_id)
-    op = await _load(op_id)
-    await notify(op)
-    await _drive(op_id, str(retry.id), retry.params)
+    with following(op_id):
+        moved = await _move_when_back(op_id, fields, float(conf.get("TTL_S")))
+        if not moved:
+            logger.error("operation %s: retry %s not sent (%s)", op_id, retry.id,
+                         "the database did not come back" if moved is None else "the operation ended meanwhile")
+            return
+        logger.warning("operation %s: the database answers again; the recorded answer goes out now", op_id)
+        await notify(await _load(op_id))
+        await _drive(op_id, str(retry.id), retry.params)

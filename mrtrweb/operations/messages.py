@@ -37,6 +37,14 @@ URL_CANCELLED = "url_cancelled"
 #: a round's retry (``inputResponses`` / ``requestState``, 2026-07-28 only) not sent: the server now
 #: negotiates an older version, where such a retry means nothing (:mod:`.calls`)
 PROTOCOL_CHANGED = "protocol_changed"
+#: a call's outcome not kept through a database outage (this worker already held
+#: ``MAX_HELD_OUTCOMES``, or the database failed again as it was written)
+OUTCOME_NOT_KEPT = "outcome_not_kept"
+#: the server answered during a database outage and the worker holding that answer died before
+#: the database was back (ended by the reaper, :mod:`.reaping`)
+HELD_OUTCOME_LOST = "held_outcome_lost"
+#: an operation that named a live worker with nothing there following it (:mod:`.untracked`)
+UNTRACKED = "untracked"
 
 #: a ``transport_error`` after the server had accepted the request (its response broke off, e.g.
 #: the server stopped or restarted during the call): it may have run, and it is not sent again
@@ -77,6 +85,13 @@ MESSAGES = {
     PROTOCOL_CHANGED: gettext_noop("The server no longer speaks protocol version 2026-07-28, the version it asked this round "
                       "in: it now answers only an older version, where a round cannot be answered. Your "
                       "answers were not sent; you may run it again."),
+    OUTCOME_NOT_KEPT: gettext_noop("The database became unreachable while this call was handled, and its outcome could "
+                      "not be kept. Nothing more will be sent for it; you may run it again."),
+    HELD_OUTCOME_LOST: gettext_noop("The server answered while the database was unreachable, and the worker holding its "
+                       "answer stopped before the database was back. Nothing more will be sent for it; you may "
+                       "run it again."),
+    UNTRACKED: gettext_noop("Nothing was following this call any more (found by a consistency check). Nothing more "
+               "will be sent for it; you may run it again."),
     INVALID_URL_REQUIRED: gettext_noop("The server said a page must be opened first (JSON-RPC error -32042), but its list of "
                           "pages is malformed; nothing was opened and nothing more was sent."),
 }

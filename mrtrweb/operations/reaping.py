@@ -14,7 +14,8 @@ from asgiref.sync import sync_to_async
 from ..models import AuditEvent, Operation
 from .. import workers
 from ..workers import REAP_BATCH, WORKER_LOST, _fresh_leases, stale_after, trusted
-from .messages import LEGACY, message_for
+from .holding import held_by
+from .messages import HELD_OUTCOME_LOST, LEGACY, message_for
 from .stopping import finish_interrupted
 
 logger = logging.getLogger("mrtrweb.workers")
@@ -52,12 +53,31 @@ async def reap_interrupted(operation_id: Any = None) -> int:
         return 0
     count = 0
     for op in await sync_to_async(_dead_candidates)(operation_id):
-        claimed = await Operation.objects.filter(pk=op.pk, status=op.status, worker=op.worker).aupdate(
-            status=Operation.Status.INTERRUPTED, error_code=WORKER_LOST, error_message=message_for(WORKER_LOST),
-            worker="", round_expires_at=None)
-        if claimed:
+        if await _settle(op, status=op.status):
             count += 1
-            logger.warning("operation %s interrupted (%s): its worker %s has no lease renewed in the last %gs",
-                           op.id, WORKER_LOST, op.worker, stale_after().total_seconds())
-            await finish_interrupted(op)
     return count
+
+
+async def settle_dead(op_id: Any, worker_id: str) -> bool:
+    """Mark one live operation naming ``worker_id``, a worker the caller found dead (no lease
+    renewed in :func:`stale_after`), ``interrupted`` (``worker_lost``) and settle it, as the reaper
+    does (``manage.py mrtr_reconcile``, :mod:`.untracked`). Returns whether it was marked here."""
+    op = await Operation.objects.select_related("server", "tenant").filter(
+        pk=op_id, status__in=Operation.LIVE, worker=worker_id).afirst()
+    return op is not None and await _settle(op, status=op.status)
+
+
+async def _settle(op: Operation, *, status: str) -> bool:
+    """The conditional update (exactly one reaper settles it), then :func:`finish_interrupted`;
+    ``held_outcome_lost`` when the dead worker said it held the call's outcome for the database
+    (:func:`.holding.held_by`), else ``worker_lost``."""
+    code = HELD_OUTCOME_LOST if op.worker and await sync_to_async(held_by)(op.pk) == op.worker else WORKER_LOST
+    claimed = await Operation.objects.filter(pk=op.pk, status=status, worker=op.worker).aupdate(
+        status=Operation.Status.INTERRUPTED, error_code=code, error_message=message_for(code),
+        worker="", round_expires_at=None)
+    if not claimed:
+        return False
+    logger.warning("operation %s interrupted (%s): its worker %s has no lease renewed in the last %gs",
+                   op.id, code, op.worker, stale_after().total_seconds())
+    await finish_interrupted(op, code)
+    return True

@@ -24,7 +24,8 @@ from .authorization import _authorization_changed, authorization_changed_sync
 from .messages import STOPPED_BY, AUDIT_UNAVAILABLE, AUTHORIZATION_CHANGED, INVALID_RESULT, message_for, STATE_REUSED, STATE_REUSED_REASON, STORE_UNAVAILABLE
 from .retries import _build_and_record
 from .revocation import end_operation
-from .runtime import _database_back, _finish, _finish_sync, discard_unusable, notify
+from .holding import database_back
+from .runtime import _finish, _finish_sync, discard_unusable, notify
 from .stopping import stop_requested, deny, last_answer
 
 logger = logging.getLogger("mrtrweb.operations")
@@ -241,7 +242,7 @@ async def _handle_result(op: Operation, request_id: str, raw: Any, *, received_c
             return None
         ended, cause = await sync_to_async(_complete)(op, stored)
         if cause is _DOWN:  # the database went away during the call: waited for, then once more
-            await _database_back(op.id)
+            await database_back(op.id)
             ended, cause = await sync_to_async(_complete)(op, stored, False)
         if cause:
             await end_operation(op, cause)
@@ -250,7 +251,7 @@ async def _handle_result(op: Operation, request_id: str, raw: Any, *, received_c
         return None
     judged = await sync_to_async(_judge_round)(op, request_id, raw, received_code)
     if judged.outcome == "database_down":  # the database went away during the call: waited for
-        await _database_back(op.id)
+        await database_back(op.id)
         judged = await sync_to_async(_judge_round)(op, request_id, raw, received_code, False)
     outcome = judged.outcome
     if outcome == "stopped":

@@ -9,12 +9,10 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
-import time
 import uuid
-from typing import Any, Final
+from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.db import close_old_connections
 from django.utils import timezone
 
 from .. import audit, push, results
@@ -142,44 +140,3 @@ async def _answer_refused(op: Operation, exc: Any) -> None:
         await _audit(op, "rejected", code=exc.code, round_number=op.rounds, request_id=op.latest_request_id)
     except audit.AuditUnavailable:
         pass
-
-
-#: the longest the outcome of a call waits for the database to answer again (an outage during
-#: the call or as its result arrives), seconds; then it is handled anyway (and fails, logged)
-RESULT_DB_WAIT_S: Final = 60.0
-
-
-async def _database_back(op_id: Any) -> None:
-    """Before a call's outcome is written: the process's shared sync-thread connection may have
-    been broken by a database outage during the call (it is held across the call, and a broken
-    connection is never reconnected by itself). Give it back (a broken one is discarded) and read
-    the operation's status on a fresh one, retrying with pauses while the database is down, up to
-    :data:`RESULT_DB_WAIT_S`. The server's result is then not lost to a blip that is over."""
-    from django.db import DatabaseError
-
-    deadline = time.monotonic() + RESULT_DB_WAIT_S
-    pause, warned = 0.2, False
-    while True:
-        try:
-            await sync_to_async(_fresh_connection)(op_id)
-            if warned:
-                logger.warning("operation %s: the database answers again; the outcome is written now", op_id)
-            return
-        except DatabaseError as exc:
-            if time.monotonic() >= deadline:
-                logger.error("operation %s: the database did not answer for %ss after the call (%s)", op_id,
-                             RESULT_DB_WAIT_S, exc.__class__.__name__)
-                return
-            if not warned:
-                warned = True
-                logger.warning("operation %s: the call ended while the database is unreachable (%s); its outcome "
-                               "waits for it (up to %ss)", op_id, exc.__class__.__name__, RESULT_DB_WAIT_S)
-            await asyncio.sleep(pause)
-            pause = min(pause * 2, 2.0)
-
-
-def _fresh_connection(op_id: Any) -> None:
-    """Give back a connection the database may have broken and read the operation's status on a
-    fresh one (sync; one query). Raises django.db.DatabaseError while the database is down."""
-    close_old_connections()
-    Operation.objects.filter(pk=op_id).values_list("status", flat=True).first()

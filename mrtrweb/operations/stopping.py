@@ -3,7 +3,8 @@ request that the worker driving the call polls -- in the cache, read every :data
 durable on the operation's row, read every :data:`STOP_DB_POLL_S` while the cache has none, so a
 Redis restarted empty just after the click forgets nothing), a deny with its reason (:func:`deny`),
 an operation whose access ended (:func:`_access_ended`, :mod:`mrtrweb.access`), and one whose worker
-died (:func:`finish_interrupted`). Where such an operation had a task (:mod:`.tasks`) and no worker
+died (:func:`finish_interrupted`), and one that nothing follows any more
+(:func:`settle_unfollowed`: :mod:`.untracked`, or a Stop of it). Where such an operation had a task (:mod:`.tasks`) and no worker
 follows it any more, the server is told ``tasks/cancel`` (:mod:`.task_cancel`).
 """
 
@@ -14,22 +15,26 @@ import time
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.utils import timezone
 from django.utils.translation import gettext_noop
 
 from .. import conf, outage
 from ..models import Operation
-from .messages import DENY_MESSAGES, message_for, STOP_UNDELIVERED, STOPPED_BY, STOPPED_BY_AT_ROUND
+from .holding import followed
+from .messages import DENY_MESSAGES, message_for, STOP_UNDELIVERED, STOPPED_BY, STOPPED_BY_AT_ROUND, UNTRACKED
 from .runtime import _finish, _load, _spawn
 from .task_cancel import cancel_detached
 
 logger = logging.getLogger("mrtrweb.operations")
 
 
-async def finish_interrupted(op: Operation) -> None:
-    """Settle an operation whose worker died during a call (already marked ``interrupted``)."""
+async def finish_interrupted(op: Operation, code: str = "") -> None:
+    """Settle an operation whose worker died during a call (already marked ``interrupted``, with
+    ``code``: ``worker_lost`` by default)."""
     from ..workers import WORKER_LOST
 
-    await _finish(op, Operation.Status.INTERRUPTED, code=WORKER_LOST, message=message_for(WORKER_LOST),
+    code = code or WORKER_LOST
+    await _finish(op, Operation.Status.INTERRUPTED, code=code, message=message_for(code),
                   event="failed", already_marked=True)
     if op.task_id:  # nobody follows its task any more: the server is told (.task_cancel)
         _spawn(cancel_detached(op.pk))
@@ -88,14 +93,44 @@ async def stop_operation(op: Operation, *, by: str = "person") -> bool:
             logger.warning("could not write the stop request of operation %s", op.id)
         return True
     if op.status == Operation.Status.RUNNING:
+        from ..workers import WORKER_ID
+
         try:
             await sync_to_async(request_stop)(op.id, by)
         except Exception as exc:
             if outage.kind(exc) is None:
                 raise
             raise outage.ServiceUnavailable("cache", STOP_UNDELIVERED) from exc
+        if op.worker in ("", WORKER_ID) and str(op.pk) not in followed():
+            # nothing here follows it (and an empty worker means nobody does): ended now, as stopped
+            await settle_unfollowed(op.pk, op.worker)
         return True
     return False
+
+
+async def settle_unfollowed(op_id: Any, worker_id: str) -> bool:
+    """End an operation that names ``worker_id`` (``""``: none) and that nothing follows: a
+    conditional update (still live, still naming it), then the binding closed, the terminal event
+    and the push (:func:`~.runtime._finish`). Ended ``denied`` (``cancelled``) when someone asked
+    to stop it, else ``interrupted`` (:data:`~.messages.UNTRACKED`). Returns whether it ended here."""
+    by = await sync_to_async(stop_requested)(op_id, durable=True)
+    if by:
+        status, code, message, event, reason = Operation.Status.DENIED, "denied", STOPPED_BY[by], "denied", "cancelled"
+    else:
+        status, code, message, event, reason = (Operation.Status.INTERRUPTED, UNTRACKED, message_for(UNTRACKED),
+                                                "failed", "")
+    claimed = await Operation.objects.filter(pk=op_id, status__in=Operation.LIVE, worker=worker_id).aupdate(
+        status=status, error_code=code, error_message=message, worker="", round_expires_at=None,
+        updated_at=timezone.now())
+    if not claimed:
+        return False
+    logger.error("operation %s named worker %r with nothing following it; ended %s (%s)", op_id, worker_id, status,
+                 f"stopped by {by}" if by else UNTRACKED)
+    op = await _load(op_id)
+    await _finish(op, status, code=code, message=message, event=event, reason=reason, already_marked=True)
+    if op.task_id:  # nobody follows its task any more: the server is told (.task_cancel)
+        _spawn(cancel_detached(op.pk))
+    return True
 
 
 #: seconds between two checks of a stop request while a call is in flight

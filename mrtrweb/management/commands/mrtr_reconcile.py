@@ -1,5 +1,5 @@
 """``manage.py mrtr_reconcile [--json] [--dry-run]``: pair every received round with exactly one
-outcome, settle expired rounds, report anomalies; exits 1 when one cannot be settled."""
+outcome, settle expired rounds and stranded operations, report anomalies; exits 1 when one cannot be settled."""
 
 import json
 
@@ -9,11 +9,12 @@ from mrtrweb.reconcile import reconcile, summary
 
 
 class Command(BaseCommand):
-    help = "Reconcile the audit trail: expired rounds, duplicate/late answers, foreign attempts, replayed and reused states."
+    help = ("Reconcile the audit trail (expired rounds, duplicate/late answers, foreign attempts, replayed and "
+            "reused states) and the operations whose state cannot be right (stranded: ended or reported).")
 
     def add_arguments(self, parser):
         parser.add_argument("--json", action="store_true", help="print the report as JSON")
-        parser.add_argument("--dry-run", action="store_true", help="report expired rounds without settling them")
+        parser.add_argument("--dry-run", action="store_true", help="report expired rounds and stranded operations without settling them")
 
     def handle(self, *args, **options):
         report = reconcile(settle=not options["dry_run"])
