@@ -263,12 +263,20 @@ async def test_two_answers_at_once_consume_the_round_once(seeded):
     gate = operations.get_gate()
     barrier = threading.Barrier(2)
     outcomes: list[str] = []
+    # read before the race: the winner closes the round, so a loser reading it afterwards finds none
+    def read_responses() -> dict:
+        try:
+            return _responses(op)
+        finally:
+            connections.close_all()  # this thread's connection: none left open at the database's drop
+
+    responses, params = await asyncio.to_thread(read_responses), results.stored_params(op.params)
 
     def answer(i: int) -> None:
         try:
             barrier.wait()
-            gate.respond(operations.handle_of(op), retry_id=f"race-{i}", responses=_responses(op), user=str(op.user_id), tenant=str(op.tenant_id),
-                         params=results.stored_params(op.params))
+            gate.respond(operations.handle_of(op), retry_id=f"race-{i}", responses=responses, user=str(op.user_id),
+                         tenant=str(op.tenant_id), params=params)
             outcomes.append("sent")
         except GateRejection as exc:
             outcomes.append(exc.code)

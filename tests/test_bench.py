@@ -170,3 +170,17 @@ def test_a_process_that_does_not_start_is_explained(tmp_path):
         wait_port(1, timeout_s=20, proc=proc, log=log)
     text = str(err.value)
     assert "exited with code 3" in text and str(log) in text and "round.json is missing" in text
+
+
+def test_a_process_that_starts_too_late_is_killed(tmp_path):
+    """A process still starting when the wait ends is killed, not leaked into the rest of the run."""
+    log = tmp_path / "server.log"
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
+                            stdout=log.open("w"), stderr=subprocess.STDOUT)
+    try:
+        with pytest.raises(RuntimeError) as err:
+            wait_port(1, timeout_s=1, proc=proc, log=log)
+        assert "within 1 s (the process was killed)" in str(err.value)
+        assert proc.poll() is not None
+    finally:
+        proc.kill()

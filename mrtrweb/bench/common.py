@@ -199,13 +199,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_port(port: int, timeout_s: float = 30.0, *, proc: subprocess.Popen | None = None,
+def wait_port(port: int, timeout_s: float = 90.0, *, proc: subprocess.Popen | None = None,
               log: Path | None = None) -> None:
-    """Wait until something listens on ``port``.
+    """Wait until something listens on ``port``. A Django process needs ~2 s of CPU to start:
+    on a two-core machine running a whole test suite that can be 30 s and more of wall time.
 
     Raises:
         RuntimeError: not within ``timeout_s``, or ``proc`` exited first; the message names ``log``
-            and quotes its last lines (why the process did not start)."""
+            and quotes its last lines (why the process did not start). A ``proc`` still running
+            then is killed (and reaped), so that a start that came too late leaks no process."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         try:
@@ -218,6 +220,10 @@ def wait_port(port: int, timeout_s: float = 30.0, *, proc: subprocess.Popen | No
     why = f"nothing listens on port {port}"
     if proc is not None and proc.poll() is not None:
         why += f" (the process exited with code {proc.returncode})"
+    elif proc is not None:
+        why += f" within {timeout_s:.0f} s (the process was killed)"
+        proc.kill()
+        proc.wait(timeout=30)
     if log is not None:
         try:
             tail = "\n".join(log.read_text(errors="replace").splitlines()[-8:])
