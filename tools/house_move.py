@@ -104,6 +104,7 @@ MOVES: dict[str, str] = {
     "secretkeys": "runtime.secretkeys",
     "serving_checks": "runtime.serving_checks",
     "syncbridge": "runtime.syncbridge",
+    "proxy_pages": "runtime.proxy_pages",
     "workers": "runtime.workers",
     # servers: a person's connections to a tenant's MCP servers
     "connections": "servers.connections",
@@ -199,6 +200,7 @@ product imports it but :mod:`mrtrweb.routing` and :mod:`mrtrweb.asgi`.''',
 * :mod:`.gcpolicy`, :mod:`.onehop` -- the collector policy and the one-hop ASGI handler.
 * :mod:`.logsafe`, :mod:`.secretkeys`, :mod:`.serving_checks`, :mod:`.syncbridge` -- secrets kept
   out of logs, secret keys, checks of how a project serves mrtrweb, coroutines from sync code.
+* :mod:`.proxy_pages` -- the static pages the proxy shows when no worker answers.
 
 May import: gate, mcp, bindings, models, conf, authz (keys); :mod:`.drain` (and :mod:`.health`,
 which asks it) also operations and servers.''',
@@ -251,6 +253,8 @@ RENAMES = [
 FIXES = [
     ("mrtrweb/runtime/serving_checks.py", 'Path(__file__).resolve().parent / "static" / LIVE_SCRIPT',
      'Path(__file__).resolve().parents[1] / "static" / LIVE_SCRIPT  # the package\'s static/'),
+    ("mrtrweb/runtime/proxy_pages.py", 'Path(__file__).resolve().parent / "static" / "mrtrweb" / "proxy"',
+     'Path(__file__).resolve().parents[1] / "static" / "mrtrweb" / "proxy"  # the package\'s static/'),
 ]
 
 # Files that must keep the documented old paths (they test that those keep working).
