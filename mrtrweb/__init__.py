@@ -5,3 +5,8 @@ The framework-free core is :mod:`mrtrweb.gate`; everything else is the Django ed
 """
 
 __version__ = "0.1.0"
+
+# the old flat paths: documented ones keep importing, others name their new place
+from . import moved as _moved  # noqa: E402
+
+_moved.install()

@@ -1,9 +1,9 @@
 from django.contrib import admin
 from django.db import models
 
-from . import display
+from .text import display
 from .authz.forms import ServerAuthForm
-from .jsonfields import bounded_json_overrides
+from .consent.jsonfields import bounded_json_overrides
 from .models import (
     AuditEvent, McpServer, Membership, OAuthClientRegistration, OAuthConnection, Operation, Tenant,
 )
@@ -11,7 +11,7 @@ from .models import (
 
 def _shown_field(name: str, label: str):
     """A read-only admin column/field showing the model's text field ``name`` with its control and
-    bidi characters made visible (:func:`mrtrweb.display.shown`; the admin escapes it): server,
+    bidi characters made visible (:func:`mrtrweb.text.display.shown`; the admin escapes it): server,
     admin and user text must not reorder or hide what the admin reads."""
 
     @admin.display(description=label, ordering=name)
@@ -23,7 +23,7 @@ def _shown_field(name: str, label: str):
 
 
 def _shown_json_field(name: str, label: str):
-    """A read-only admin field showing the model's JSON field ``name`` as :func:`mrtrweb.display.json_text`
+    """A read-only admin field showing the model's JSON field ``name`` as :func:`mrtrweb.text.display.json_text`
     (control, bidi and invisible characters and lone surrogates as ``\\uXXXX`` escapes; the admin
     escapes it): Django's own display writes them raw, and a lone surrogate makes the page a 500."""
 

@@ -10,13 +10,14 @@ class MrtrwebConfig(AppConfig):
 
     def ready(self) -> None:
         from . import checks  # noqa: F401 -- registers the system checks
-        from . import expiry, workers
+        from .operations import expiry
+        from .runtime import workers
         from .operations import reap_interrupted
         from .operations.revocation import connect_signals
         from .operations.untracked import check_own
-        from .logsafe import hold_sdk_wire_loggers
-        from .sessions import connect_signals as connect_session_signals
-        from .tenancy import connect_signals as connect_tenancy_signals
+        from .runtime.logsafe import hold_sdk_wire_loggers
+        from .live.sessions import connect_signals as connect_session_signals
+        from .tenancy.sync import connect_signals as connect_tenancy_signals
 
         hold_sdk_wire_loggers()  # the SDK's DEBUG lines carry requestState and answers
         connect_signals()  # access that ends (membership, user, server, tenant) ends pending operations

@@ -137,7 +137,7 @@ def check_redis_channel_hosts(app_configs=None, **kwargs) -> list:
 def check_sampling_provider(app_configs=None, **kwargs):
     """``MRTRWEB["SAMPLING_PROVIDER"]`` must import and be usable, or sampling cards cannot render."""
     try:
-        from .sampling import get_provider
+        from .consent.sampling import get_provider
 
         get_provider()
     except ImproperlyConfigured:
@@ -168,7 +168,7 @@ def check_tenant_resolver(app_configs=None, **kwargs) -> list:
         return []  # reported by check_settings
     if path is None:
         return []
-    from .tenancy import load
+    from .tenancy.sync import load
 
     try:
         load(path)
@@ -191,13 +191,13 @@ def check_tenant_resolver(app_configs=None, **kwargs) -> list:
 def check_secret_keys(app_configs=None, **kwargs) -> list:
     """E020 / E021, with ``DEBUG`` off: ``SECRET_KEY`` (or one of ``SECRET_KEY_FALLBACKS``,
     which still verify signatures) or ``MRTRWEB["AUDIT_SECRET"]`` is known or weak
-    (:func:`mrtrweb.secretkeys.key_problem`: published in this repository, Django's
+    (:func:`mrtrweb.runtime.secretkeys.key_problem`: published in this repository, Django's
     ``django-insecure-`` prefix, under 50 characters or under 5 different ones). Whoever knows the
     key can sign review tokens and sessions, and map the audit rows' user digests back to users.
     Not only under ``--deploy``: ``migrate`` refuses to run with such a key."""
     from django.conf import settings
 
-    from .secretkeys import key_problem
+    from .runtime.secretkeys import key_problem
 
     if settings.DEBUG:
         return []
@@ -256,4 +256,4 @@ def check_secret_keys_at_rest(app_configs=None, **kwargs) -> list:
 
 
 from .authz import checks as _authz_checks  # noqa: E402,F401 - registers the authorization settings' checks
-from . import serving_checks as _serving_checks  # noqa: E402,F401 - registers the static-file and WebSocket checks
+from .runtime import serving_checks as _serving_checks  # noqa: E402,F401 - registers the static-file and WebSocket checks

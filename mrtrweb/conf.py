@@ -26,7 +26,7 @@ key                         default     meaning
 ``AUDIT_WAIT_S``            15          the longest one audit append waits for its tenant's chain
                                         while others append (then it fails: ``audit_unavailable``)
 ``METRICS_TOKEN``           None        bearer token of the Prometheus endpoint ``metrics/``
-                                        (mrtrweb.metrics_view); None: the endpoint answers 404
+                                        (mrtrweb.runtime.metrics_view); None: the endpoint answers 404
 ``MAX_PENDING_ROUNDS``      20          per user: operations waiting for an answer at once
 ``MAX_STARTS_PER_MINUTE``   30          per user: operations started per minute
 ``HEARTBEAT_S``             5           worker lease renewal period, seconds (in the database); a
@@ -35,12 +35,12 @@ key                         default     meaning
 ``DRAIN_GRACE_S``           60          on SIGTERM (ASGI lifespan shutdown) a worker takes no new
                                         operation and waits this long for its calls in flight and
                                         legacy holds to finish before it marks what is left
-                                        interrupted (``worker_stopped``) and exits (mrtrweb.drain)
+                                        interrupted (``worker_stopped``) and exits (mrtrweb.runtime.drain)
 ``MAX_TENANT_PENDING_ROUNDS``   200     per tenant: operations waiting for an answer at once
 ``MAX_TENANT_STARTS_PER_MINUTE`` 300    per tenant: operations started per minute
-``SAMPLING_PROVIDER``       "mrtrweb.sampling.PersonWritesReply"  dotted path of the object or
+``SAMPLING_PROVIDER``       "mrtrweb.consent.sampling.PersonWritesReply"  dotted path of the object or
                                         callable answering an approved ``sampling/createMessage``
-                                        (see :mod:`mrtrweb.sampling`)
+                                        (see :mod:`mrtrweb.consent.sampling`)
 ``LEGACY_HOLD_S``           120         the longest a 2025-11-25 server's call is held open while the
                                         person decides on a request it sent during the call
                                         (``elicitation/create``...); the hold also ends with the
@@ -62,7 +62,7 @@ key                         default     meaning
                                         stay live)
 ``MAX_STORED_RESULT_BYTES`` 1048576     the most of one result an operation keeps (compact JSON,
                                         UTF-8 bytes); a larger one is kept as a marked, truncated
-                                        copy (see :mod:`mrtrweb.results`)
+                                        copy (see :mod:`mrtrweb.text.results`)
 ``MAX_SHOWN_CHARS``         20000       the most characters of a result (all blocks), of one
                                         elicitation message or sampling text a page or push shows;
                                         the rest of a result is behind its download
@@ -87,12 +87,12 @@ key                         default     meaning
 ``OUTBOUND_MAX_BYTES``      1048576     the most bytes of one outbound authorization response
 ``GC_FREEZE``               True        at worker start-up, move every object start-up made to the
                                         collector's permanent generation (``gc.freeze()``), so no
-                                        collection walks them again (mrtrweb.gcpolicy)
+                                        collection walks them again (mrtrweb.runtime.gcpolicy)
 ``GC_THRESHOLDS``           (20000,     ``gc.set_threshold`` at start-up: three positive ints
                             4, 100)     (generation 0 allocations, then collections of the younger
                                         generation); None keeps the interpreter's (700, 10, 10).
                                         ``MRTRWEB_GC_THRESHOLDS``: three numbers separated by spaces
-                                        (measured: docs/benchmarks NOTES, mrtrweb.gcpolicy)
+                                        (measured: docs/benchmarks NOTES, mrtrweb.runtime.gcpolicy)
 ``TENANT_RESOLVER``         None        dotted path of a callable ``(user) -> iterable of
                                         mrtrweb.tenancy.TenantGrant(key, name, role)``: the
                                         embedding portal's organisations of that user, which the
@@ -136,7 +136,7 @@ DEFAULTS: dict[str, Any] = {
     "DRAIN_GRACE_S": 60,
     "MAX_TENANT_PENDING_ROUNDS": 200,
     "MAX_TENANT_STARTS_PER_MINUTE": 300,
-    "SAMPLING_PROVIDER": "mrtrweb.sampling.PersonWritesReply",
+    "SAMPLING_PROVIDER": "mrtrweb.consent.sampling.PersonWritesReply",
     "LEGACY_HOLD_S": 120,
     "TASK_POLL_MIN_S": 0.5,
     "TASK_POLL_MAX_S": 5,

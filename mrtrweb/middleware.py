@@ -3,7 +3,7 @@
 ``FailClosedMiddleware`` turns every service outage an mrtrweb view (or an admin page, a sign-in)
 raises -- a database error (PostgreSQL/SQLite unreachable), a binding store failure
 (:class:`~mrtrweb.gate.StoreUnavailable`), a Redis error of the cache, an action refused with
-:class:`~mrtrweb.outage.ServiceUnavailable` (see :func:`mrtrweb.outage.kind`) -- into a 503 page
+:class:`~mrtrweb.runtime.outage.ServiceUnavailable` (see :func:`mrtrweb.runtime.outage.kind`) -- into a 503 page
 with a clear message (``Retry-After: 5``), and logs the reason in one line, no traceback. Nothing
 was sent to an MCP server in that case: every retry is built after the binding store and the audit
 trail answered. Any other exception is left to Django.
@@ -25,13 +25,14 @@ from django.template.loader import render_to_string
 from django.utils.deprecation import MiddlewareMixin
 from django.utils.translation import pgettext_lazy
 
-from . import outage, stored_text
+from .runtime import outage
+from .text import stored_text
 
 logger = logging.getLogger("mrtrweb.unavailable")
 
-#: how the 503 page names a service :func:`mrtrweb.outage.kind` reports
+#: how the 503 page names a service :func:`mrtrweb.runtime.outage.kind` reports
 _SHOWN = {"network": "service it needs"}
-#: the services :func:`mrtrweb.outage.kind` names, as the 503 page's sentence names them (German
+#: the services :func:`mrtrweb.runtime.outage.kind` names, as the 503 page's sentence names them (German
 #: needs the article with the noun: "Die Datenbank ist ...")
 _SHOWN_NAMES = {
     "database": pgettext_lazy("unreachable service", "database"),
@@ -66,7 +67,7 @@ def unavailable_response(what: str, message: str = "") -> HttpResponse:
 
 def server_error(request, *args, **kwargs) -> HttpResponse:
     """``handler500``: the 503 page (one ERROR line, no traceback) when the uncaught exception
-    being handled is an outage (:func:`mrtrweb.outage.kind`), else Django's default 500 view."""
+    being handled is an outage (:func:`mrtrweb.runtime.outage.kind`), else Django's default 500 view."""
     exc = sys.exc_info()[1]
     what = outage.kind(exc) if exc is not None else None
     if what is None:

@@ -11,7 +11,7 @@ from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from . import display
+from .text import display
 from .mcp import origin_of
 
 
@@ -71,14 +71,14 @@ def validate_server_url(url: str) -> None:
 
 def validate_roots(value: object) -> None:
     """The configured roots of a server: a list of ``{"uri": "file:///...", "name"?: str}``."""
-    from .gate.gate import _valid_list_roots_result
+    from .gate.gate import valid_list_roots_result
 
     if not isinstance(value, list):
         raise ValidationError(_("Roots must be a list of {\"uri\": \"file:///...\", \"name\": \"...\"} objects."))
     for root in value:
         if not isinstance(root, dict) or set(root) - {"uri", "name"}:
             raise ValidationError(_("Each root must be an object with a \"uri\" and an optional \"name\"."))
-        if not _valid_list_roots_result({"roots": [root]}):
+        if not valid_list_roots_result({"roots": [root]}):
             raise ValidationError(_("Root %(uri)s is not a file:// URI with a path (or its name is not text)."),
                                   params={"uri": repr(root.get("uri"))[:200]})
 
@@ -206,7 +206,7 @@ class Operation(models.Model):
     request_id = models.CharField(max_length=64)
     latest_request_id = models.CharField(max_length=64)
     rounds = models.PositiveIntegerField(default=0)
-    #: the worker (mrtrweb.workers.WORKER_ID) driving the call or holding a legacy server's call
+    #: the worker (mrtrweb.runtime.workers.WORKER_ID) driving the call or holding a legacy server's call
     #: open, only while it does: empty while an MRTR round waits for the person and once it ended
     worker = models.CharField(max_length=120, blank=True,
                               help_text=_("the worker driving the call or holding it open, while it does"))
@@ -225,7 +225,7 @@ class Operation(models.Model):
     auth_digest = models.CharField(max_length=80, blank=True)
     auth_identity = models.CharField(max_length=80, blank=True)
     #: while a round waits for the person: when it expires (the gate's round lifetime); every
-    #: worker's sweep ends the operation ``expired`` after it (:mod:`mrtrweb.expiry`)
+    #: worker's sweep ends the operation ``expired`` after it (:mod:`mrtrweb.operations.expiry`)
     round_expires_at = models.DateTimeField(null=True, blank=True, editable=False)
     #: a task-augmented call (mrtrweb.operations.tasks): the server's task id (server text, at
     #: most 256 characters, sent back on tasks/get, tasks/update, tasks/cancel; never shown), its
@@ -240,7 +240,7 @@ class Operation(models.Model):
         ordering = ["-created_at"]
         indexes = [
             models.Index(fields=["user", "status"]), models.Index(fields=["status", "round_expires_at"]),
-            # the reaper's query (mrtrweb.workers): operations that have not ended and name a worker
+            # the reaper's query (mrtrweb.runtime.workers): operations that have not ended and name a worker
             models.Index(fields=["worker"], name="mrtrweb_op_live_worker",
                          condition=models.Q(status__in=("running", "awaiting_input")) & ~models.Q(worker="")),
         ]
@@ -271,7 +271,7 @@ class AuditEvent(models.Model):
     ``cancelled`` or ``denied`` (``reason``).
 
     ``sequence``/``prev_hash``/``hash`` chain the events of a tenant: ``hash`` is SHA-256 of
-    ``prev_hash`` and the canonical JSON of the event (see :func:`mrtrweb.audit.event_hash`).
+    ``prev_hash`` and the canonical JSON of the event (see :func:`mrtrweb.audit.events.event_hash`).
 
     ``auth_mode`` / ``auth_digest`` / ``auth_identity``: the server's auth mode, ``sha256:`` of the
     issuer and client id, and the keyed digest of the authorization identity the operation's
@@ -371,7 +371,7 @@ from .authz.models import OAuthClientRegistration, OAuthConnection, PendingAutho
 # What a live round needs survives a restart of the cache (Redis without persistence): the gate's
 # binding records, its request-id index and its single-use claims live in the database
 # (``MRTRWEB["BINDING_STORE"] = "database"``, :mod:`mrtrweb.bindings.database`), and so do the
-# workers' leases (:mod:`mrtrweb.workers`) and the answers handed to a worker holding a legacy
+# workers' leases (:mod:`mrtrweb.runtime.workers`) and the answers handed to a worker holding a legacy
 # server's call (:mod:`mrtrweb.operations`). Rows past ``expires_at`` count as absent and are swept.
 
 
@@ -422,7 +422,7 @@ class LegacyAnswer(models.Model):
     """The validated response to a legacy (2025-11-25) server's request, handed by the worker that
     took the person's answer to the worker holding the server's call; taken (deleted) once.
     ``payload`` is sealed like :class:`LiveBinding.record`, with its operation and round inside
-    (:mod:`mrtrweb.handover`)."""
+    (:mod:`mrtrweb.runtime.handover`)."""
 
     operation_id = models.UUIDField()
     round_number = models.PositiveIntegerField()
@@ -434,7 +434,7 @@ class LegacyAnswer(models.Model):
 
 
 class WorkerLease(models.Model):
-    """A worker process's lease (:mod:`mrtrweb.workers`): written before it drives any operation,
+    """A worker process's lease (:mod:`mrtrweb.runtime.workers`): written before it drives any operation,
     renewed every ``HEARTBEAT_S`` with the database's clock, deleted when it exits after draining.
     A worker is judged dead only on evidence: its lease present and not renewed for three periods,
     or absent although an operation names it."""

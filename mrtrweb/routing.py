@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from .consumers import OperationsConsumer
+from .live.consumers import OperationsConsumer
 
 websocket_urlpatterns = [
     path("ws/mrtrweb/", OperationsConsumer.as_asgi()),

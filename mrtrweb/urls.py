@@ -2,7 +2,11 @@
 
 from django.urls import include, path
 
-from . import history, metrics_view, rerun, settings_page, views
+from .audit import history
+from .runtime import metrics_view
+from .consent import rerun
+from .views import settings_page
+from . import views
 from .views.waiting import waiting_rounds
 
 app_name = "mrtrweb"
@@ -11,7 +15,7 @@ urlpatterns = [
     path("", views.index, name="index"),
     path("servers/<int:server_id>/", views.server_detail, name="server"),
     # a tool or prompt is named in the query (?name=... or ?sha256=...): any name a server chooses
-    # (mrtrweb.names); the older path forms still serve plain names
+    # (mrtrweb.text.names); the older path forms still serve plain names
     path("servers/<int:server_id>/tools/", views.tool_call, name="tool"),
     path("servers/<int:server_id>/tools/<str:tool>/", views.tool_call, name="tool-by-path"),
     path("servers/<int:server_id>/prompts/", views.prompt_get, name="prompt"),

@@ -64,8 +64,8 @@ def seeded(transactional_db, demo_mcp, _fast_password_hasher, _fresh_gate_and_ca
 @pytest.fixture
 def trusted_worker():
     """This process's reaper may judge other workers (as after three successful lease renewals in
-    a row, :func:`mrtrweb.workers.trusted`); forgotten afterwards."""
-    from mrtrweb import workers
+    a row, :func:`mrtrweb.runtime.workers.trusted`); forgotten afterwards."""
+    from mrtrweb.runtime import workers
 
     import time
 

@@ -143,7 +143,7 @@ MARKUP = ('<meta http-equiv="refresh" content="0;url=http://127.0.0.1:1/">'
           '<svg onload="window.__xss=5"></svg>')
 #: RLO, LRI, BEL, ESC (an ANSI colour sequence), NUL, NEL (C1), zero-width space
 CONTROLS = "\u202e\u2066\x07\x1b[31m\x00\x85\u200b"
-#: how :data:`CONTROLS` reads once made visible (``mrtrweb.display``)
+#: how :data:`CONTROLS` reads once made visible (``mrtrweb.text.display``)
 CONTROLS_SHOWN = "⟨U+202E⟩⟨U+2066⟩⟨U+0007⟩⟨U+001B⟩[31m⟨U+0000⟩⟨U+0085⟩⟨U+200B⟩"
 
 
@@ -153,7 +153,7 @@ def hostile_text(label: str) -> str:
 
 
 #: labels of texts that reach the page from a stored result, where NUL was replaced by U+FFFD
-#: when it was stored (:mod:`mrtrweb.results`: PostgreSQL cannot store NUL in JSON)
+#: when it was stored (:mod:`mrtrweb.text.results`: PostgreSQL cannot store NUL in JSON)
 STORED_LABELS = {"Result", "Resource"}
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mrtrweb.tenancy import TenantGrant
+from mrtrweb.tenancy.sync import TenantGrant
 
 #: username -> the grants the resolver answers for them
 ORGS: dict[str, list[Any]] = {}

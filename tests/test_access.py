@@ -12,7 +12,8 @@ import pytest
 from channels.testing.websocket import WebsocketCommunicator
 from django.test import AsyncClient
 
-from mrtrweb import access, operations
+from mrtrweb.tenancy import access
+from mrtrweb import operations
 from mrtrweb.models import AuditEvent, McpServer, Membership, Operation
 from mrtrweb.site.asgi import application
 from tests.consent import post_answer
@@ -260,7 +261,7 @@ async def test_deleting_a_tenant_ends_its_calls_and_closes_sockets(seeded):
 
 
 async def test_headless_refuses_an_inactive_user(seeded):
-    from mrtrweb import headless
+    from mrtrweb.headless import client as headless
 
     user = seeded["users"]["carol"]
     await type(user).objects.filter(pk=user.pk).aupdate(is_active=False)
@@ -339,7 +340,7 @@ async def test_an_operation_ended_while_its_answer_is_recorded_sends_nothing(see
     full = await Operation.objects.select_related("server", "tenant", "user").aget(pk=op.pk)
     full.status = Operation.Status.AWAITING_INPUT  # what the answering side read a moment before
     with pytest.raises(operations.OperationRefused):
-        await operations._build_and_record(full, {"confirm_deploy": {"action": "decline"}})
+        await operations.build_and_record(full, {"confirm_deploy": {"action": "decline"}})
     await operations.wait_idle()
     assert (await Operation.objects.aget(pk=op.pk)).status == Operation.Status.DENIED
     assert seeded["mcp"].calls[("deploy", True)] == 0

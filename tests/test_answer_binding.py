@@ -10,7 +10,9 @@ import asyncio
 import pytest
 from asgiref.sync import sync_to_async
 
-from mrtrweb import access, audit, operations
+from mrtrweb.tenancy import access
+from mrtrweb.audit import events as audit
+from mrtrweb import operations
 from mrtrweb.gate import GateRejection
 from mrtrweb.models import AuditEvent, McpServer, Operation
 from tests.consent import post_answer

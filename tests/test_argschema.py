@@ -1,4 +1,4 @@
-"""``mrtrweb.argschema`` (the JSON editor's check of tool arguments) and the gate's pattern bounds,
+"""``mrtrweb.consent.argschema`` (the JSON editor's check of tool arguments) and the gate's pattern bounds,
 without Django: nothing named is retrieved, every bound gives its code, local refs still work."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from mrtrweb import argschema
+from mrtrweb.consent import argschema
 from mrtrweb.gate import schema as gate_schema
 from mrtrweb.gate.schema import ContentMismatch, SchemaRefused, check_requested_schema, compile_pattern
 

@@ -550,7 +550,7 @@ async def test_a_round_is_never_retried_at_another_protocol_version(seeded):
     """Protocol "auto": a round asked at 2026-07-28; the server then speaks only 2025-11-25 to the
     retry's new connection. The retry (inputResponses, requestState) is not sent on that session:
     the operation fails ``protocol_changed``, the answers unsent."""
-    from mrtrweb import connections
+    from mrtrweb.servers import connections
 
     handle = _downgrading_server()
     try:

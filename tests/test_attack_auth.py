@@ -16,11 +16,11 @@ from django.test import AsyncClient
 from django.utils import timezone
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
-from mrtrweb import headless
+from mrtrweb.headless import client as headless
 from mrtrweb.authz import crypto, service
 from mrtrweb.authz.models import OAuthClientRegistration, OAuthConnection
 from mrtrweb.demo.server import read_body, serve_asgi_in_thread
-from mrtrweb.headless import ConsentPolicy
+from mrtrweb.headless.client import ConsentPolicy
 from mrtrweb.mcp.auth import AuthorizationFailed, ClientIdentity, MemoryStorage, begin_authorization
 from mrtrweb.mcp.auth import follow_authorization_url
 from mrtrweb.mcp.outbound import OutboundPolicy

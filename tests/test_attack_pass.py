@@ -43,7 +43,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from mrtrweb import conf, names, operations, results
+from mrtrweb import conf, operations
+from mrtrweb.text import names, results
 from mrtrweb.bench import hostile
 from mrtrweb.demo.server import serve_asgi_in_thread
 from mrtrweb.mcp import listing
@@ -342,10 +343,10 @@ async def test_a_huge_listing_does_not_stall_the_event_loop(setup, long_mcp, pag
 
 
 async def test_a_result_of_many_blocks_does_not_stall_the_event_loop(setup, monkeypatch):
-    """The final result's check (``_parse_final``: the SDK's types, block by block) and its storage
+    """The final result's check (``parse_final``: the SDK's types, block by block) and its storage
     (``results.for_storage``) run off the event loop. Structural, not timed (issue 25)."""
     client, server = setup
-    parsed = spy(monkeypatch, rounds, "_parse_final")
+    parsed = spy(monkeypatch, rounds, "parse_final")
     stored = spy(monkeypatch, results, "for_storage")
     resp = await client.post(names.call_url("tool", server.pk, "many_blocks"), {})
     await operations.wait_idle()

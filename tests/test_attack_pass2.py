@@ -30,7 +30,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from mrtrweb import conf, headless, names, operations
+from mrtrweb import conf, operations
+from mrtrweb.headless import client as headless
+from mrtrweb.text import names
 from mrtrweb.bench import hostile
 from mrtrweb.gate import Gate
 from mrtrweb.mcp import MAX_RESPONSE_BYTES, sending

@@ -33,7 +33,9 @@ from django.db.models.functions import Now
 from django.test import AsyncClient
 from django.utils import timezone
 
-from mrtrweb import drain, expiry, health, operations
+from mrtrweb.runtime import drain, health
+from mrtrweb.operations import expiry
+from mrtrweb import operations
 from mrtrweb.bindings.database import DatabaseBindingStore
 from mrtrweb.gate import StoreUnavailable
 from mrtrweb.models import AuditEvent, LiveBinding, Operation
@@ -163,7 +165,7 @@ async def test_probes_arriving_together_on_a_healthy_worker_all_read_ready(monke
 # -- worker identity --------------------------------------------------------------------------
 
 def _report_ids(conn) -> None:
-    from mrtrweb import leases, workers
+    from mrtrweb.runtime import leases, workers
 
     conn.send((os.getpid(), leases.WORKER_ID, workers.WORKER_ID))
     conn.close()
@@ -175,7 +177,7 @@ def test_a_forked_worker_has_an_id_of_its_own():
     sibling's calls were never reaped) and one sibling's drain interrupted the other's calls."""
     import multiprocessing
 
-    from mrtrweb import leases, workers
+    from mrtrweb.runtime import leases, workers
 
     parent = leases.WORKER_ID
     ctx = multiprocessing.get_context("fork")
@@ -256,7 +258,7 @@ async def test_two_answers_at_once_consume_the_round_once(seeded):
 
     from django.db import connections
 
-    from mrtrweb import results
+    from mrtrweb.text import results
     from mrtrweb.gate import GateRejection
 
     _, op = await _waiting(seeded)

@@ -16,9 +16,10 @@ from django.db import connection
 from django.test import AsyncClient
 from django.utils import timezone
 
-from mrtrweb import audit, conf, operations
+from mrtrweb.audit import events as audit
+from mrtrweb import conf, operations
 from mrtrweb.models import AuditCheckpoint, AuditEvent, McpServer, Operation
-from mrtrweb.reconcile import reconcile
+from mrtrweb.audit.reconcile import reconcile
 
 from . import hostile
 from tests.consent import post_answer

@@ -22,7 +22,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.db import close_old_connections, connection, connections
 
-from mrtrweb import audit
+from mrtrweb.audit import events as audit
 from mrtrweb.models import AuditEvent, Membership, McpServer, Operation
 
 from .live import LiveAsgiServer
@@ -357,7 +357,7 @@ def test_another_tenants_chain_does_not_wait_on_postgresql(seeded, settings):
 def test_a_card_shown_in_many_tabs_at_once_has_one_receipt(seeded, live):
     """The consent receipt (``shown``) is written once per round and display, however many tabs
     render the card at the same moment (checked again under the chain lock)."""
-    from mrtrweb import panels
+    from mrtrweb.consent import panels
     from mrtrweb.operations import get_gate, handle_of
 
     s = WebSession()
@@ -380,7 +380,7 @@ def test_two_reconciles_at_once_settle_an_expired_round_once(seeded):
 
     from django.utils import timezone
 
-    from mrtrweb import reconcile
+    from mrtrweb.audit import reconcile
 
     op = _operation(seeded["users"]["alice"], seeded["servers"]["acme"])
     Operation.objects.filter(pk=op.pk).update(status=Operation.Status.AWAITING_INPUT, rounds=1)

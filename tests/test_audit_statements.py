@@ -10,7 +10,7 @@ import uuid
 import pytest
 from django.db import connection
 
-from mrtrweb import audit
+from mrtrweb.audit import events as audit
 from mrtrweb.models import AuditEvent, Operation
 
 pytestmark = [pytest.mark.django_db(transaction=True)]

@@ -34,7 +34,8 @@ from asgiref.sync import sync_to_async
 from django.test import AsyncClient
 from django.utils import timezone
 
-from mrtrweb import audit, operations
+from mrtrweb.audit import events as audit
+from mrtrweb import operations
 from mrtrweb.authz import crypto, identity, service
 from mrtrweb.authz.models import OAuthConnection
 from mrtrweb.models import AuditEvent, McpServer, Operation

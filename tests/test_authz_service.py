@@ -14,11 +14,11 @@ import datetime as dt
 import pytest
 from django.utils import timezone
 
-from mrtrweb import headless
+from mrtrweb.headless import client as headless
 from mrtrweb.authz import service
 from mrtrweb.authz.models import OAuthConnection, PendingAuthorization
 from mrtrweb.authz.storage import DjangoTokenStorage
-from mrtrweb.headless import ConsentPolicy
+from mrtrweb.headless.client import ConsentPolicy
 from mrtrweb.mcp.auth import follow_authorization_url
 from tests.oauth_sdk_as import oauth_fixture  # noqa: F401 - the fixture oauth
 

@@ -21,7 +21,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from mrtrweb import conf, names, operations
+from mrtrweb import conf, operations
+from mrtrweb.text import names
 from mrtrweb.demo.server import serve_asgi_in_thread
 from mrtrweb.models import McpServer, Operation
 
@@ -166,7 +167,7 @@ async def test_the_server_page_cuts_long_listed_names(setup):
 
 
 def test_a_sampling_card_bounds_its_model_hints():
-    from mrtrweb import sampling
+    from mrtrweb.consent import sampling
 
     view = sampling.sampling_view({"messages": [], "maxTokens": 5, "modelPreferences": {
         "hints": [{"name": "HN" * LONG}] + [{"name": f"h{i}"} for i in range(5000)]}})
@@ -187,7 +188,8 @@ async def test_lone_surrogates_from_a_server_never_break_a_page(setup, mcp):
 
 
 def test_lone_surrogates_are_shown_as_markers():
-    from mrtrweb import display, forms
+    from mrtrweb.text import display
+    from mrtrweb.consent import forms
 
     assert display.shown("a\ud800b") == "a⟨U+D800⟩b" and display.shown_text("\udfff\n") == "⟨U+DFFF⟩\n"
     assert display.html("\ud800").encode("utf-8") and json.loads(display.json_text(["\ud800"])) == ["\ud800"]

@@ -21,7 +21,7 @@ import urllib.parse
 import pytest
 from django.urls import reverse
 
-from mrtrweb import names, display
+from mrtrweb.text import names, display
 from tests.test_browser import (  # noqa: F401 -- fixtures
     OP_URL, PASSWORDS, TIMEOUT_MS, app, browser, expect, live, valved_mcp,
 )

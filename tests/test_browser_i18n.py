@@ -1,7 +1,7 @@
 """The shipped German translation in a real browser, chosen by ``LocaleMiddleware`` from the
 browser's language (Playwright ``locale="de-DE"``: ``Accept-Language: de-DE``): a person signs in,
 calls the demo's ``deploy`` tool, answers its consent card (pushed over the WebSocket: rendered in
-the connection's language, :mod:`mrtrweb.languages`), reviews and sends, and reads the result:
+the connection's language, :mod:`mrtrweb.live.languages`), reviews and sends, and reads the result:
 navigation, card, buttons, live-region text, review and result in German, ``<html lang="de">``.
 The server's own text (its field labels, its message) stays as the server wrote it. A browser
 in English still reads English. Fixtures from ``tests/test_browser.py``.

@@ -18,9 +18,10 @@ import re
 import pytest
 from django.template.loader import render_to_string
 
-from mrtrweb import fieldhints, operations
+from mrtrweb.consent import fieldhints
+from mrtrweb import operations
 from mrtrweb.demo.server import DEPLOY_SCHEMA, TEAM_PROFILE_SCHEMA
-from mrtrweb.forms import SchemaForm
+from mrtrweb.consent.forms import SchemaForm
 from mrtrweb.gate import ContentMismatch, check_requested_schema
 from mrtrweb.views.review import _form_rows, _readable, _sent_json
 

@@ -333,7 +333,7 @@ def test_auth_scenario(runs, scenario, version):
         # refused for the right reason, by name (the suite accepts any client error here)
         assert f"CommandError: {AUTH_REFUSED[scenario]}" in client_out, client_out[-3000:]
         if scenario == "auth/scope-retry-limit":  # the client's own bound, not the suite's (3)
-            from mrtrweb import headless_auth
+            from mrtrweb.headless import auth as headless_auth
 
             attempts = [c for c in checks if c.get("id") == "scope-retry-auth-attempt"]
             assert len(attempts) == headless_auth.MAX_CONNECTS, client_out[-3000:]

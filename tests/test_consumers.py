@@ -121,7 +121,7 @@ async def _layer(monkeypatch, **kw) -> _CountingLayer:
 
 async def test_a_mass_disconnect_queues_its_group_leaves(seeded, monkeypatch):
     """Many sockets closing together: at most GROUP_CALLS_MAX leaves in flight, all of them done."""
-    from mrtrweb import consumers
+    from mrtrweb.live import consumers
 
     monkeypatch.setattr(consumers, "GROUP_CALLS_MAX", 3)
     monkeypatch.setattr(consumers, "_group_slots", __import__("weakref").WeakKeyDictionary())
@@ -210,7 +210,7 @@ async def test_a_channel_layer_outage_closes_the_socket_cleanly(seeded, monkeypa
 async def test_a_database_outage_under_a_push_closes_the_socket_cleanly(seeded, monkeypatch, caplog):
     from django.db import OperationalError
 
-    from mrtrweb import consumers
+    from mrtrweb.live import consumers
     from mrtrweb.operations import user_group
 
     def unreachable(*args, **kwargs):  # the push's read of the operation (in its thread hop)
@@ -220,7 +220,7 @@ async def test_a_database_outage_under_a_push_closes_the_socket_cleanly(seeded, 
     ws = _ws(client)
     assert (await ws.connect())[0]
     monkeypatch.setattr(consumers.access, "visible_operation_sync", unreachable)
-    monkeypatch.setattr("mrtrweb.sessions.session_denial", lambda *a: "")
+    monkeypatch.setattr("mrtrweb.live.sessions.session_denial", lambda *a: "")
     from channels.layers import get_channel_layer
 
     with caplog.at_level("WARNING", logger="mrtrweb.consumers"):

@@ -21,10 +21,10 @@ import urllib.parse
 import httpx2
 import pytest
 
-from mrtrweb import headless
+from mrtrweb.headless import client as headless
 from mrtrweb.authz import service
 from mrtrweb.authz.models import OAuthConnection
-from mrtrweb.headless import ConsentPolicy
+from mrtrweb.headless.client import ConsentPolicy
 from mrtrweb.management.commands.mrtrweb_demo import PROTECTED_SERVER, allow_http_loopback, seed_demo, start_servers
 from mrtrweb.models import McpServer
 

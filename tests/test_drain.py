@@ -1,7 +1,7 @@
 """Graceful drain on SIGTERM (issue 14, item 3): calls in flight finish, then the worker exits.
 
 In process: a draining worker refuses new operations (503, ``worker_draining``, nothing sent)
-but takes answers; :func:`mrtrweb.drain.drain` lets a call finish within the grace, marks one
+but takes answers; :func:`mrtrweb.runtime.drain.drain` lets a call finish within the grace, marks one
 that cannot ``interrupted`` (``worker_stopped``) with its own message and event, deletes the
 lease; the lifespan protocol. Real processes (tests/topology Cluster, ``--lifespan on``,
 HEARTBEAT_S=1): SIGTERM during a ``long_task`` -- it completes and the worker exits after it, not
@@ -19,7 +19,8 @@ import time
 import pytest
 from django.test import AsyncClient
 
-from mrtrweb import drain, operations, workers
+from mrtrweb.runtime import drain, workers
+from mrtrweb import operations
 from mrtrweb.models import AuditEvent, Operation, WorkerLease
 from tests.consent import post_answer
 
@@ -103,7 +104,7 @@ async def test_drain_stops_a_call_longer_than_the_grace(seeded, drained):
     events = [e async for e in AuditEvent.objects.filter(operation_id=op.pk).values_list("event", "code")]
     assert events == [("failed", drain.WORKER_STOPPED)]
     assert await asyncio.to_thread(operations.get_gate().state, operations.handle_of(op)) is None
-    assert not [t for t in operations._tasks if not t.done()]
+    assert not [t for t in operations.running_tasks if not t.done()]
     assert not await WorkerLease.objects.filter(pk=workers.WORKER_ID).aexists()
     page = await client.get(f"/mcp/operations/{op.id}/")
     assert "restarted (a deploy or a restart)" in page.content.decode()

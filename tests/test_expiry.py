@@ -1,6 +1,6 @@
 """Rounds expire by themselves (issue 14, item 6): no ``mrtr_reconcile`` needed.
 
-In process: the sweep (mrtrweb.expiry) ends a round past its lifetime ``expired`` exactly once
+In process: the sweep (mrtrweb.operations.expiry) ends a round past its lifetime ``expired`` exactly once
 (one conditional update wins, one ``expired`` event), closes its binding and pushes the
 person's pages; a round answered in time is never overtaken; the operation page settles its own
 operation on read; when nothing is due the sweep is one query. Real processes (two workers,
@@ -21,7 +21,8 @@ from django.db import connection
 from django.test import AsyncClient
 from django.test.utils import CaptureQueriesContext
 
-from mrtrweb import expiry, operations
+from mrtrweb.operations import expiry
+from mrtrweb import operations
 from mrtrweb.models import AuditEvent, Operation
 from tests.consent import post_answer, waiting_round
 
@@ -175,7 +176,7 @@ def test_a_rounds_lifetime_is_kept_on_the_databases_clock(db, monkeypatch, skew_
 
 def test_reconcile_pushes_what_it_expires(seeded, settings, monkeypatch):
     """mrtr_reconcile reuses the same settlement (and now pushes the person's pages too)."""
-    from mrtrweb import reconcile
+    from mrtrweb.audit import reconcile
 
     client = AsyncClient()
 

@@ -1,5 +1,5 @@
 """The gate's per-field messages and format descriptions read in the page's language on the card,
-while the gate itself keeps its English wording (mrtrweb.gate_text)."""
+while the gate itself keeps its English wording (mrtrweb.consent.gate_text)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import jsonschema
 import pytest
 from django.utils import translation
 
-from mrtrweb import gate_text
+from mrtrweb.consent import gate_text
 from mrtrweb.gate import formats
 from mrtrweb.gate.schema import PATTERN_MESSAGE, _message
 

@@ -1,4 +1,4 @@
-"""The worker's collector policy (:mod:`mrtrweb.gcpolicy`): start-up objects frozen and the
+"""The worker's collector policy (:mod:`mrtrweb.runtime.gcpolicy`): start-up objects frozen and the
 thresholds set in a worker started as in production, and ``MRTRWEB["GC_*"]`` validated."""
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from mrtrweb import conf, gcpolicy
+from mrtrweb import conf
+from mrtrweb.runtime import gcpolicy
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -11,8 +11,9 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from mrtrweb import headless, operations
-from mrtrweb.headless import ConsentPolicy, HeadlessError
+from mrtrweb.headless import client as headless
+from mrtrweb import operations
+from mrtrweb.headless.client import ConsentPolicy, HeadlessError
 from mrtrweb.management.commands import mrtr_client
 from mrtrweb.models import AuditEvent, McpServer, Membership, Operation, Tenant
 from tests.consent import post_answer

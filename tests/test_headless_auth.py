@@ -1,5 +1,5 @@
-"""Authorization without a person (mrtrweb.mcp.auth.follow_authorization_url, mrtrweb.headless_auth)
-and the conformance run's setup (mrtrweb.conformance): following an authorization URL to its
+"""Authorization without a person (mrtrweb.mcp.auth.follow_authorization_url, mrtrweb.headless.auth)
+and the conformance run's setup (mrtrweb.headless.conformance): following an authorization URL to its
 redirect against a real HTTP server on loopback, through the outbound guard; the connect bound per
 step; the server row a scenario gets."""
 
@@ -12,7 +12,7 @@ import urllib.parse
 
 import pytest
 
-from mrtrweb import conformance, headless, headless_auth
+from mrtrweb.headless import conformance, client as headless, auth as headless_auth
 from mrtrweb.mcp import McpCallError
 from mrtrweb.mcp.auth import AuthorizationFailed, follow_authorization_url
 from mrtrweb.mcp.auth.headless import _is_redirect_uri

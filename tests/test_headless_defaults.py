@@ -15,9 +15,9 @@ import logging
 import pytest
 from django.core.management import call_command
 
-from mrtrweb import headless
+from mrtrweb.headless import client as headless
 from mrtrweb.demo.legacy import serve_legacy_in_thread
-from mrtrweb.headless import ConsentPolicy
+from mrtrweb.headless.client import ConsentPolicy
 from mrtrweb.management.commands import mrtr_client
 from mrtrweb.models import AuditEvent, McpServer
 

@@ -87,8 +87,8 @@ def test_json_output_carries_the_error_message(server, capsys):
 
 def test_a_control_in_the_message_is_shown_as_the_page_shows_it(server, capsys):
     """What the page's ``shown`` filter makes visible, the headless line makes visible too."""
-    from mrtrweb import display
-    from mrtrweb.headless import HeadlessOutcome
+    from mrtrweb.text import display
+    from mrtrweb.headless.client import HeadlessOutcome
     from mrtrweb.management.commands.mrtr_client import Command
 
     cmd = Command()

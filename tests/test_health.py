@@ -1,4 +1,4 @@
-"""Liveness and readiness (mrtrweb.health), in process: each failing check flips readiness to 503,
+"""Liveness and readiness (mrtrweb.runtime.health), in process: each failing check flips readiness to 503,
 the body names nothing, live touches no service, the probes pass host validation and the TLS
 redirect, a blocked check neither holds the probe nor piles up threads, the reason is logged once.
 The same against real processes and services: tests/test_health_services.py."""
@@ -15,7 +15,7 @@ from asgiref.sync import sync_to_async
 from django.db import OperationalError
 from django.test import AsyncClient, Client
 
-from mrtrweb import drain, health
+from mrtrweb.runtime import drain, health
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 

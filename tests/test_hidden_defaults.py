@@ -6,7 +6,7 @@ Such a default is not filled in (a select shows its empty option); the field's h
 quotes it with its characters marked (``⟨U+202E⟩``); left empty, the gate fills it into the retry as
 for any default, and the review shows exactly that value, marked, as "the server's default". A clean
 default is pre-filled as before. Elicitation cards and the tool page share the form
-(:class:`mrtrweb.forms.SchemaForm`)."""
+(:class:`mrtrweb.consent.forms.SchemaForm`)."""
 
 from __future__ import annotations
 
@@ -21,9 +21,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from mrtrweb import names, operations
+from mrtrweb.text import names
+from mrtrweb import operations
 from mrtrweb.demo.server import serve_asgi_in_thread
-from mrtrweb.forms import SchemaForm
+from mrtrweb.consent.forms import SchemaForm
 from mrtrweb.gate import check_requested_schema
 from mrtrweb.models import McpServer, Operation
 

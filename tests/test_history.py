@@ -17,8 +17,9 @@ from asgiref.sync import sync_to_async
 from django.test import AsyncClient
 from django.utils import timezone
 
-from mrtrweb import audit, operations
-from mrtrweb.history import EXPORT_FIELDS, PER_PAGE
+from mrtrweb.audit import events as audit
+from mrtrweb import operations
+from mrtrweb.audit.history import EXPORT_FIELDS, PER_PAGE
 from mrtrweb.models import AuditEvent, Operation
 from tests.consent import post_answer
 

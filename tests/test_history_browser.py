@@ -189,7 +189,7 @@ def _sign_in_berlin(app, username: str):
 
 def _add_rejections(n: int) -> None:
     """``n`` refused answer attempts on the newest acme operation (long codes and reasons)."""
-    from mrtrweb import audit
+    from mrtrweb.audit import events as audit
     from mrtrweb.models import Operation
 
     op = Operation.objects.select_related("server").filter(tenant__slug="acme").order_by("-created_at").first()

@@ -11,7 +11,7 @@ import logging
 import pytest
 from django.db import IntegrityError, OperationalError, ProgrammingError
 
-from mrtrweb import metrics
+from mrtrweb.runtime import metrics
 from mrtrweb.operations import holding
 
 
@@ -148,7 +148,7 @@ async def test_the_own_check_judges_once_a_period_per_process_and_only_when_trus
     once its row has been quiet for the grace, and only while this worker is trusted."""
     from asgiref.sync import sync_to_async
 
-    from mrtrweb import workers
+    from mrtrweb.runtime import workers
     from mrtrweb.operations import untracked
 
     settings.MRTRWEB = {"HEARTBEAT_S": 0.2}

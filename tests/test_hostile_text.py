@@ -28,7 +28,8 @@ from django.test import AsyncClient
 from django.urls import reverse
 from django.utils.safestring import SafeString, mark_safe
 
-from mrtrweb import names, display, operations
+from mrtrweb.text import names, display
+from mrtrweb import operations
 from mrtrweb.gate.urls import check_url
 from mrtrweb.models import AuditEvent, McpServer, Operation
 from mrtrweb.site.asgi import application
@@ -380,7 +381,7 @@ def test_filters_escape_once_and_keep_safe_strings_safe():
 def test_django_form_templates_print_help_text_as_text():
     """Django's own form templates print ``help_text`` with ``|safe``: the escaped SafeStrings of
     SchemaForm survive that (and a portal's templates that do not use ``|safe`` alike)."""
-    from mrtrweb.forms import SchemaForm
+    from mrtrweb.consent.forms import SchemaForm
     from mrtrweb.gate import check_requested_schema
 
     form = SchemaForm(check_requested_schema(hostile.LISTING_SCHEMA), prefix="x")
@@ -428,7 +429,7 @@ PRODUCT_EXPRESSIONS = {
     "row.auth_mode", "row.auth_digest", "row.auth_identity",
     # issue 13: an auth error code (a product constant), message levels, a server's primary key
     "auth_failure.code", "m.tags", "c.server.pk", "auth_form.non_field_errors",
-    # issue 14: the 503 page's own sentence (mrtrweb.outage.ServiceUnavailable.message, a product constant)
+    # issue 14: the 503 page's own sentence (mrtrweb.runtime.outage.ServiceUnavailable.message, a product constant)
     "unavailable_message",
     # issue 15: a server's primary key (the server page's data-server, for its listing pushes)
     "server.pk",
@@ -436,14 +437,14 @@ PRODUCT_EXPRESSIONS = {
     "number", "page_obj.start_index", "page_obj.end_index",
     # issue 17: counts of the person's waiting rounds, and a URL reversed by the template
     "nav.count", "count", "listed", "waiting_url",
-    # issue 17: an audit event's translated label (mrtrweb.history.rows.EVENT_LABELS)
+    # issue 17: an audit event's translated label (mrtrweb.audit.history.rows.EVENT_LABELS)
     "row.event_label",
-    # issue 17: an operation's shown status and outcome heading (mrtrweb.outcomes: product labels)
+    # issue 17: an operation's shown status and outcome heading (mrtrweb.consent.outcomes: product labels)
     "status_label", "outcome_heading",
     # issue 26: the URL of the product's own live script ({% static %}), named when it was not served
     "live_script",
 }
-#: filters whose output is the product's own text whatever their input (mrtrweb.outcomes.status_label:
+#: filters whose output is the product's own text whatever their input (mrtrweb.consent.outcomes.status_label:
 #: a status label, never server text)
 PRODUCT_FILTERS = ("status_label",)
 

@@ -1,6 +1,6 @@
 """Translation at render time: the stored English outcome messages shown in the page's language
-(:mod:`mrtrweb.stored_text`, the ``|translated`` filter), never changed where they are stored or
-read by machines; the language of pushed panels (:mod:`mrtrweb.languages`); pages chosen by
+(:mod:`mrtrweb.text.stored_text`, the ``|translated`` filter), never changed where they are stored or
+read by machines; the language of pushed panels (:mod:`mrtrweb.live.languages`); pages chosen by
 ``LocaleMiddleware`` from ``Accept-Language``."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 from django.test import override_settings
 from django.utils import translation
 
-from mrtrweb import stored_text
-from mrtrweb.languages import scope_language
+from mrtrweb.text import stored_text
+from mrtrweb.live.languages import scope_language
 from mrtrweb.mcp import McpCallError
 from mrtrweb.operations import messages
 

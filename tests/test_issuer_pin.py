@@ -20,12 +20,12 @@ from django.utils import timezone
 from mcp.client.auth.utils import issuers_match
 from mcp.shared.auth import OAuthClientInformationFull
 
-from mrtrweb import headless
+from mrtrweb.headless import client as headless
 from mrtrweb.authz import crypto, service
 from mrtrweb.authz.forms import ServerAuthForm
 from mrtrweb.authz.models import OAuthConnection, PendingAuthorization
 from mrtrweb.demo.server import read_body, serve_asgi_in_thread
-from mrtrweb.headless import ConsentPolicy
+from mrtrweb.headless.client import ConsentPolicy
 from mrtrweb.mcp.auth import follow_authorization_url
 from tests.oauth_sdk_as import serve_oauth_pair
 

@@ -118,10 +118,10 @@ async def test_a_listing_of_more_items_than_the_bound_is_refused(conn, monkeypat
 
 def test_a_final_result_is_checked_block_by_block():
     good = {"content": [{"type": "text", "text": str(i)} for i in range(1000)], "isError": False}
-    assert operations._parse_final("tools/call", good)
-    assert not operations._parse_final("tools/call", {**good, "content": [*good["content"], {"type": "text"}]})
-    assert not operations._parse_final("tools/call", {"content": "not a list"})
-    assert not operations._parse_final("tools/call", {**good, "isError": {"x": 1}})
-    assert operations._parse_final("prompts/get", {"messages": [{"role": "user", "content": {"type": "text", "text": "x"}}]})
-    assert not operations._parse_final("prompts/get", {"messages": [{"role": "nobody"}]})
-    assert operations._parse_final("resources/read", {"contents": [{"uri": "a://b", "text": "x"}]})
+    assert operations.parse_final("tools/call", good)
+    assert not operations.parse_final("tools/call", {**good, "content": [*good["content"], {"type": "text"}]})
+    assert not operations.parse_final("tools/call", {"content": "not a list"})
+    assert not operations.parse_final("tools/call", {**good, "isError": {"x": 1}})
+    assert operations.parse_final("prompts/get", {"messages": [{"role": "user", "content": {"type": "text", "text": "x"}}]})
+    assert not operations.parse_final("prompts/get", {"messages": [{"role": "nobody"}]})
+    assert operations.parse_final("resources/read", {"contents": [{"uri": "a://b", "text": "x"}]})

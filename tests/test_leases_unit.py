@@ -1,4 +1,4 @@
-"""Worker leases, in process (issue 14, item 2): each rule of mrtrweb.workers on its own.
+"""Worker leases, in process (issue 14, item 2): each rule of mrtrweb.runtime.workers on its own.
 
 A worker is judged dead only on evidence -- its lease present and not renewed for three periods
 (the database's clock), or absent although an operation names it -- and only by a worker whose
@@ -18,7 +18,8 @@ from asgiref.sync import sync_to_async
 from django.db import OperationalError
 from django.utils import timezone
 
-from mrtrweb import operations, workers
+from mrtrweb import operations
+from mrtrweb.runtime import workers
 from mrtrweb.models import AuditEvent, Operation, WorkerLease
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
@@ -111,7 +112,7 @@ def test_a_lease_that_cannot_be_read_counts_as_alive(db, monkeypatch, caplog):
     def broken():
         raise OperationalError("connection refused")
 
-    monkeypatch.setattr(workers, "_fresh_leases", broken)
+    monkeypatch.setattr(workers, "fresh_leases", broken)
     assert not workers.judged_dead(GONE)
     assert "counts as alive" in caplog.text
 

@@ -146,7 +146,7 @@ async def test_form_elicitation_through_the_card(legacy):
 
 
 def operations_panel_context(op):
-    from mrtrweb.panels import panel_context
+    from mrtrweb.consent.panels import panel_context
 
     return panel_context(op)
 
@@ -675,7 +675,7 @@ async def test_a_handed_over_answer_is_sealed_for_its_round(legacy, monkeypatch,
     altered, is ignored (logged, no traceback); the holder then takes its own, once."""
     import logging
 
-    from mrtrweb import handover
+    from mrtrweb.runtime import handover
     from mrtrweb.models import LegacyAnswer
 
     alice, server, mcp = legacy["users"]["alice"], legacy["servers"]["acme"], legacy["mcp"]

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import logging
 
-from mrtrweb import headless
-from mrtrweb.headless import ConsentPolicy
-from mrtrweb.logsafe import SDK_WIRE_LOGGERS
+from mrtrweb.headless import client as headless
+from mrtrweb.headless.client import ConsentPolicy
+from mrtrweb.runtime.logsafe import SDK_WIRE_LOGGERS
 
 
 def test_the_sdk_wire_loggers_are_held_at_warning(caplog):
@@ -81,7 +81,7 @@ def test_the_access_log_of_uvicorn_never_holds_an_authorization_code(tmp_path):
 
 
 def test_oauth_parameters_are_redacted_also_when_carried_inside_another_url():
-    from mrtrweb.logsafe import redact_query
+    from mrtrweb.runtime.logsafe import redact_query
 
     line = ("/accounts/login/?next=/mcp/oauth/callback/%3Fcode%3DAUTHCODE%26state%3DSTATE%26iss%3Dhttps%253A"
             "&access_token=T0K&x=code%3D1")

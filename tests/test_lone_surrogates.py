@@ -13,8 +13,8 @@ from __future__ import annotations
 import pytest
 from django.test import AsyncClient
 
-from mrtrweb import display
-from mrtrweb.forms import JsonArgumentsForm, SchemaForm, has_lone_surrogate
+from mrtrweb.text import display
+from mrtrweb.consent.forms import JsonArgumentsForm, SchemaForm, has_lone_surrogate
 from mrtrweb.gate import check_requested_schema
 from mrtrweb.models import Operation
 from mrtrweb.views import PromptArgumentsForm, ResourceTemplateForm

@@ -1,4 +1,4 @@
-"""mrtrweb.metrics and its endpoint, in this process: labels stay in fixed sets whatever comes from
+"""mrtrweb.runtime.metrics and its endpoint, in this process: labels stay in fixed sets whatever comes from
 outside, the label sets follow the product's codes, the hooks never raise and count each event
 once, and the view's refusals are stable (the running worker: tests/test_metrics_live.py)."""
 
@@ -12,7 +12,7 @@ import uuid
 import pytest
 from django.test import Client
 
-from mrtrweb import metrics
+from mrtrweb.runtime import metrics
 
 from . import scrape
 
@@ -57,7 +57,8 @@ def test_unknown_values_from_outside_count_as_other():
 
 
 def test_label_sets_follow_the_products_codes():
-    from mrtrweb import access, sampling
+    from mrtrweb.tenancy import access
+    from mrtrweb.consent import sampling
     from mrtrweb.models import AuditEvent
     from mrtrweb.operations import messages
 
@@ -153,7 +154,7 @@ def test_garbage_collector_pauses_are_timed_per_generation():
 def test_a_receipt_written_once_is_counted_once(seeded):
     """``audit.record(..., once=...)`` that finds the receipt already there appends nothing and
     counts nothing; each real append is counted and timed."""
-    from mrtrweb import audit
+    from mrtrweb.audit import events as audit
     from mrtrweb.models import Operation
 
     server = seeded["servers"]["acme"]
@@ -221,7 +222,7 @@ def test_a_multiprocess_dir_that_is_not_a_directory_stops_start_up(tmp_path, val
 
     env = dict(os.environ, PROMETHEUS_MULTIPROC_DIR=value, DJANGO_SETTINGS_MODULE="mrtrweb.site.settings",
                PYTHONPATH=str(scrape.__file__).rsplit("/tests/", 1)[0])
-    out = subprocess.run([sys.executable, "-c", "import django; django.setup(); import mrtrweb.metrics"], cwd=tmp_path,
+    out = subprocess.run([sys.executable, "-c", "import django; django.setup(); import mrtrweb.runtime.metrics"], cwd=tmp_path,
                          env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode != 0
     assert "PROMETHEUS_MULTIPROC_DIR is set but is not an existing directory" in out.stderr

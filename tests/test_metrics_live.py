@@ -14,7 +14,7 @@ from collections import Counter
 
 import pytest
 
-from mrtrweb import metrics
+from mrtrweb.runtime import metrics
 from mrtrweb.models import AuditEvent, Operation, Tenant
 
 from . import scrape

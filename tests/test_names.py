@@ -9,7 +9,8 @@ import pytest
 from django.test import AsyncClient
 from django.utils.html import escape
 
-from mrtrweb import names, operations, results
+from mrtrweb.text import names, results
+from mrtrweb import operations
 from mrtrweb.models import McpServer, Operation
 
 from . import hostile_names as hn

@@ -1,7 +1,7 @@
 """The navigation's "Waiting for you": the rounds awaiting a person's answer, counted server-side
-on every page (one query) and pushed to their sockets that watch them (:mod:`mrtrweb.pending`,
-``pending.watch`` in :class:`mrtrweb.consumers.OperationsConsumer`), under the access checks of
-:mod:`mrtrweb.access`: another user's rounds, a tenant left, a server disabled are never counted."""
+on every page (one query) and pushed to their sockets that watch them (:mod:`mrtrweb.consent.pending`,
+``pending.watch`` in :class:`mrtrweb.live.consumers.OperationsConsumer`), under the access checks of
+:mod:`mrtrweb.tenancy.access`: another user's rounds, a tenant left, a server disabled are never counted."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.db import connection
 
-from mrtrweb import operations, pending
+from mrtrweb import operations
+from mrtrweb.consent import pending
 from mrtrweb.models import McpServer, Membership, Operation
 from tests.test_consumers import _login, _ws
 

@@ -19,7 +19,8 @@ import threading
 import pytest
 from django.test import AsyncClient
 
-from mrtrweb import argschema, operations
+from mrtrweb.consent import argschema
+from mrtrweb import operations
 from mrtrweb.gate import schema as gate_schema
 from mrtrweb.models import AuditEvent, McpServer, Operation
 
@@ -210,7 +211,7 @@ async def test_pathological_schemas_end_with_a_code_without_stalling_the_event_l
 
 
 def _bounded_searches(monkeypatch) -> list:
-    """The timeouts each regular-expression search of :mod:`mrtrweb.argschema` was given."""
+    """The timeouts each regular-expression search of :mod:`mrtrweb.consent.argschema` was given."""
     timeouts: list = []
     real = argschema.compile_pattern
 

@@ -1,4 +1,4 @@
-"""Django's sync-style middleware batched into one thread hop per request phase (mrtrweb.onehop):
+"""Django's sync-style middleware batched into one thread hop per request phase (mrtrweb.runtime.onehop):
 the same order and semantics as Django's own loading, CSRF still enforced, fewer hops."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from django.test import AsyncClient, override_settings
 from django.test.client import AsyncClientHandler
 from django.utils.deprecation import MiddlewareMixin
 
-from mrtrweb import onehop
+from mrtrweb.runtime import onehop
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -73,7 +73,7 @@ async def test_a_batch_behaves_as_django_loads_the_same_middleware(seeded, inner
 
 def test_only_sync_style_runs_are_batched(settings):
     listed = onehop.batched(list(settings.MIDDLEWARE))
-    assert listed[0] == "mrtrweb.health.HealthMiddleware" and listed[-2:] == [
+    assert listed[0] == "mrtrweb.runtime.health.HealthMiddleware" and listed[-2:] == [
         "mrtrweb.middleware.FailClosedMiddleware", "axes.middleware.AxesMiddleware"]  # own hooks: kept
     batch = onehop.import_string(listed[1])
     assert batch.members == tuple(settings.MIDDLEWARE[1:-2]) and len(listed) == 4

@@ -8,7 +8,7 @@ import pytest
 from channels.testing.websocket import WebsocketCommunicator
 from django.test import AsyncClient
 
-from mrtrweb.origin import parse_origin, trusted
+from mrtrweb.live.origin import parse_origin, trusted
 from mrtrweb.site.asgi import application
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
@@ -128,7 +128,7 @@ def test_the_embedding_snippet_uses_it():
     root = Path(__file__).resolve().parents[1]
     doc, readme = (root / "docs" / "embedding.md").read_text(), (root / "README.md").read_text()
     assert "SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))" in doc
-    assert "mrtrweb.origin.SameOriginValidator" in readme
+    assert "mrtrweb.live.origin.SameOriginValidator" in readme
     assert "AllowedHostsOriginValidator(" not in doc + readme
     source = (Path(__file__).resolve().parent / "embed_project" / "asgi.py").read_text()
     assert "SameOriginValidator(AuthMiddlewareStack(" in source
@@ -136,7 +136,7 @@ def test_the_embedding_snippet_uses_it():
 
 def test_an_origin_is_exactly_what_browsers_send():
     """The ``Origin`` header is ``scheme://host[:port]`` as browsers serialize it, nothing more."""
-    from mrtrweb.origin import parse_header_origin
+    from mrtrweb.live.origin import parse_header_origin
 
     assert parse_header_origin("http://127.0.0.1:8000") == ("http", "127.0.0.1", 8000)
     assert parse_header_origin("https://portal.example") == ("https", "portal.example", 443)

@@ -1,6 +1,6 @@
 """Outages never turn into a 500 or an exception (issue 14): which exceptions are outages
-(mrtrweb.outage.kind), the rate-limited log line, pushes that never raise or hang
-(mrtrweb.push), and the 503 net for an outage raised outside a view (handler500). The pages with
+(mrtrweb.runtime.outage.kind), the rate-limited log line, pushes that never raise or hang
+(mrtrweb.runtime.push), and the 503 net for an outage raised outside a view (handler500). The pages with
 real services down: tests/test_outages.py."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 from django.db import InterfaceError, OperationalError
 from django.test import Client
 
-from mrtrweb import outage, push
+from mrtrweb.runtime import outage, push
 
 
 def test_what_counts_as_an_outage():

@@ -23,7 +23,10 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.test import AsyncClient
 
-from mrtrweb import expiry, operations, outcomes, results
+from mrtrweb.operations import expiry
+from mrtrweb import operations
+from mrtrweb.consent import outcomes
+from mrtrweb.text import results
 from mrtrweb.models import AuditEvent, Operation
 from tests.consent import post_answer, until, waiting_round
 

@@ -1,5 +1,5 @@
 """The protocol chosen per server (issue 15 item 5): ``McpConnection(protocol=...)``, the pool and
-:func:`mrtrweb.connections.connection_for`, against real servers on loopback.
+:func:`mrtrweb.servers.connections.connection_for`, against real servers on loopback.
 
 The demo servers: the modern one (:mod:`mrtrweb.demo.server`, the SDK's ``MCPServer``, which speaks
 both eras) and the legacy one (:mod:`mrtrweb.demo.legacy`, 2025-11-25 only). Their request logs

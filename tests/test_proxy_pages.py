@@ -1,4 +1,4 @@
-"""The proxy's own error pages (mrtrweb.proxy_pages): the committed static files are the template
+"""The proxy's own error pages (mrtrweb.runtime.proxy_pages): the committed static files are the template
 rendered in each language, so a changed text or translation cannot leave nginx showing a stale
 page. tests/test_deploy_readme.py shows nginx serving them when no worker answers."""
 
@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import pytest
 
-from mrtrweb import proxy_pages
+from mrtrweb.runtime import proxy_pages
 
 
 @pytest.mark.parametrize(("case", "language"), sorted(proxy_pages.PAGES))
 def test_committed_page_is_the_template_rendered(case, language):
     path = proxy_pages.DIRECTORY / proxy_pages.PAGES[case, language]
     assert path.read_text(encoding="utf-8") == proxy_pages.render(case, language), (
-        f"{path} is stale: run .venv/bin/python -m mrtrweb.proxy_pages")
+        f"{path} is stale: run .venv/bin/python -m mrtrweb.runtime.proxy_pages")
 
 
 def test_pages_say_what_happened_in_each_language():

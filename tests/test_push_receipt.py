@@ -10,7 +10,9 @@ import pytest
 from channels.testing.websocket import WebsocketCommunicator
 from django.test import AsyncClient
 
-from mrtrweb import audit, consumers, operations
+from mrtrweb.audit import events as audit
+from mrtrweb.live import consumers
+from mrtrweb import operations
 from mrtrweb.models import AuditEvent, Operation
 from mrtrweb.operations import DENY_MESSAGES
 from mrtrweb.site.asgi import application

@@ -11,7 +11,8 @@ import pytest
 from channels.testing.websocket import WebsocketCommunicator
 from django.test import AsyncClient
 
-from mrtrweb import conf, names, operations, results
+from mrtrweb import conf, operations
+from mrtrweb.text import names, results
 from mrtrweb.models import McpServer, Operation
 from mrtrweb.site.asgi import application
 

@@ -385,7 +385,7 @@ async def test_the_legacy_hold_notice_shows_only_when_set(seeded):
     from asgiref.sync import sync_to_async
     from django.template.loader import render_to_string
 
-    from mrtrweb.panels import panel_context
+    from mrtrweb.consent.panels import panel_context
 
     client, op = await _deploy(seeded)
     op = await Operation.objects.select_related("server", "tenant").aget(pk=op.pk)

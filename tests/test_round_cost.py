@@ -19,8 +19,9 @@ from asgiref.sync import SyncToAsync
 from django.db import connection
 from django.db.backends import utils as db_utils
 
-from mrtrweb import gates, headless
-from mrtrweb.headless import ConsentPolicy
+from mrtrweb.runtime import gates
+from mrtrweb.headless import client as headless
+from mrtrweb.headless.client import ConsentPolicy
 from mrtrweb.models import AuditEvent
 
 pytestmark = [pytest.mark.django_db(transaction=True)]

@@ -17,13 +17,13 @@ import httpx2
 import pytest
 from django.utils import timezone
 
-from mrtrweb import headless
+from mrtrweb.headless import client as headless
 from mrtrweb.authz import service
 from mrtrweb.authz.models import OAuthConnection
 from mrtrweb.demo.oauth import DemoProvider as Provider
 from mrtrweb.demo.oauth import build_auth_app
 from mrtrweb.demo.server import build_demo_app, serve_built_in_thread
-from mrtrweb.headless import ConsentPolicy
+from mrtrweb.headless.client import ConsentPolicy
 from tests.oauth_sdk_as import BearerGate
 
 AS_PATHS = ("/.well-known/oauth-authorization-server", "/authorize", "/token", "/register", "/revoke")

@@ -23,8 +23,8 @@ import pytest
 from django.core.checks import run_checks
 from django.core.exceptions import ImproperlyConfigured
 
-from mrtrweb import secretkeys
-from mrtrweb.secretkeys import key_problem, load_or_create
+from mrtrweb.runtime import secretkeys
+from mrtrweb.runtime.secretkeys import key_problem, load_or_create
 
 ROOT = Path(__file__).resolve().parents[1]
 OLD_DEMO_KEY = "dev-only-insecure-key-change-me-0123456789abcdefghijklmnop"

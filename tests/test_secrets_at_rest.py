@@ -131,7 +131,7 @@ def _seed_sealed_rows() -> dict[str, str]:
     from types import SimpleNamespace
     import uuid
 
-    from mrtrweb import handover
+    from mrtrweb.runtime import handover
     from mrtrweb.bindings.database import DatabaseBindingStore
 
     plain.update(state=f"state-{secrets.token_hex(8)}", answer=f"answer-{secrets.token_hex(8)}")

@@ -21,7 +21,7 @@ from django.core.management import call_command
 from django.test import AsyncClient
 from mcp.server.mcpserver import Context, MCPServer
 
-from mrtrweb import connections
+from mrtrweb.servers import connections
 from mrtrweb.demo.legacy import serve_legacy_in_thread
 from mrtrweb.demo.server import serve_in_thread
 from mrtrweb.models import McpServer, Tenant

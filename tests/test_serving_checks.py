@@ -1,4 +1,4 @@
-"""System checks of how a project serves mrtrweb (mrtrweb/serving_checks.py): static files that
+"""System checks of how a project serves mrtrweb (mrtrweb/runtime/serving_checks.py): static files that
 nobody serves (E040, W040, W041, W042), a runserver without WebSockets (W043); and E020's hint,
 which speaks to a portal of its own settings, not of the standalone site's var/."""
 

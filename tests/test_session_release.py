@@ -1,5 +1,5 @@
 """A 2026-07-28 round waiting for the person keeps no MCP session open in the worker
-(:func:`mrtrweb.connections.release_while_waiting`, :meth:`mrtrweb.mcp.ConnectionPool.release`):
+(:func:`mrtrweb.servers.connections.release_while_waiting`, :meth:`mrtrweb.mcp.ConnectionPool.release`):
 the session is closed once idle, and the retry opens a new one -- the answer still reaches the
 server exactly once. A 2025-11-25 session (the server's request in flight on it) is never released,
 and neither is a connection used again meanwhile.
@@ -14,7 +14,8 @@ import time
 import pytest
 from django.test import AsyncClient
 
-from mrtrweb import connections, operations
+from mrtrweb.servers import connections
+from mrtrweb import operations
 from mrtrweb.mcp import ConnectionPool
 from mrtrweb.models import AuditEvent, Operation
 from tests.consent import post_answer

@@ -284,7 +284,7 @@ async def test_roots_on_the_calls_stream_are_still_a_round_with_its_card(seeded,
 async def test_the_session_roots_are_read_when_the_server_asks(seeded, srv, caplog):
     """A pooled connection keeps its provider; the roots and the allowance are the row's when the
     server asks, not when the connection opened."""
-    from mrtrweb.session_roots import configured_roots
+    from mrtrweb.servers.session_roots import configured_roots
 
     server = await sync_to_async(_server)(seeded, srv, allow_roots=True, roots=ROOTS)
     provide = configured_roots(server)
@@ -300,7 +300,7 @@ async def test_the_session_roots_are_read_when_the_server_asks(seeded, srv, capl
 
 @pytest_db
 def test_headless_a_call_with_roots_asked_aside_exits_0(seeded, srv, capsys):
-    from mrtrweb import headless
+    from mrtrweb.headless import client as headless
     from mrtrweb.models import Tenant
 
     srv.clear()

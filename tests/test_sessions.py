@@ -1,4 +1,4 @@
-"""A WebSocket lives only as long as the session that opened it (:mod:`mrtrweb.sessions`): sign-out,
+"""A WebSocket lives only as long as the session that opened it (:mod:`mrtrweb.live.sessions`): sign-out,
 a password change, a session deleted, flushed or expired close that session's sockets (code 4401)
 and nothing more is pushed to them; the other sessions' sockets go on."""
 
@@ -12,7 +12,7 @@ from channels.layers import get_channel_layer
 from channels.testing.websocket import WebsocketCommunicator
 from django.test import AsyncClient
 
-from mrtrweb import sessions
+from mrtrweb.live import sessions
 from mrtrweb.models import Operation
 from mrtrweb.operations import user_group
 from mrtrweb.site.asgi import application
@@ -213,7 +213,7 @@ async def test_a_session_that_cannot_be_read_pauses_its_socket_and_is_not_gone(s
     from django.contrib.sessions.backends.db import SessionStore
     from django.db import OperationalError
 
-    from mrtrweb.consumers import OUTAGE_CLOSE_CODE
+    from mrtrweb.live.consumers import OUTAGE_CLOSE_CODE
 
     client = await _client(seeded["users"]["alice"])
     key, user_id = client.session.session_key, seeded["users"]["alice"].pk

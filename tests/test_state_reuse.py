@@ -18,8 +18,9 @@ from asgiref.sync import sync_to_async
 from django.core.management import call_command
 from django.test import AsyncClient
 
-from mrtrweb import headless, operations
-from mrtrweb.headless import ConsentPolicy
+from mrtrweb.headless import client as headless
+from mrtrweb import operations
+from mrtrweb.headless.client import ConsentPolicy
 from mrtrweb.models import AuditEvent, McpServer, Operation
 
 from . import honest, hostile

@@ -22,7 +22,7 @@ import pytest
 from django.core.management import call_command
 from django.test import AsyncClient
 
-from mrtrweb import headless
+from mrtrweb.headless import client as headless
 from mrtrweb.mcp import tasks as wire
 from mrtrweb.models import AuditEvent, McpServer, Membership, Operation, Tenant
 from mrtrweb.operations.tasks import TASK_REQUIRED_MESSAGE, refused, requires_task, task_support
@@ -58,7 +58,7 @@ def acme_everything(seeded, everything_server):  # noqa: F811
 async def test_the_server_lists_it_as_task_only_and_declares_tasks(acme_everything):
     """The premise, from the real server: the tool is listed with taskSupport "required", and the
     server declares task-augmented tools/call (2025-11-25)."""
-    from mrtrweb import connections
+    from mrtrweb.servers import connections
 
     conn = await connections.connection_for(acme_everything["alice"], acme_everything["server"])
     tools = {t["name"]: t for t in await conn.list_tools()}

@@ -13,7 +13,8 @@ import asyncio
 import pytest
 from django.test import AsyncClient
 
-from mrtrweb import headless, operations
+from mrtrweb.headless import client as headless
+from mrtrweb import operations
 from mrtrweb.mcp import tasks as wire
 from mrtrweb.models import AuditEvent, McpServer, Operation
 from tests import tasks_mcp
@@ -188,7 +189,7 @@ async def test_an_optional_tool_is_called_plainly(acme_tasks):
 
 @pytest.mark.django_db(transaction=True)
 async def test_the_pages_offer_it_and_stop_cancels_the_task(acme_tasks):
-    from mrtrweb.workers import WORKER_ID
+    from mrtrweb.runtime.workers import WORKER_ID
 
     alice, server = acme_tasks["alice"], acme_tasks["server"]
     client = AsyncClient()
@@ -270,11 +271,11 @@ async def test_the_reaper_ends_a_task_whose_worker_died_and_cancels_it(acme_task
     await client.aforce_login(acme_tasks["alice"])
     op = await _started(client, acme_tasks["server"], "slow_compute", {"arg-seconds": "30"},
                         lambda op: op.task_status == "working")
-    from mrtrweb.operations.runtime import _tasks
+    from mrtrweb.operations.runtime import running_tasks
 
-    for running in list(_tasks):  # this worker "dies": nothing follows the task any more
+    for running in list(running_tasks):  # this worker "dies": nothing follows the task any more
         running.cancel()
-    await asyncio.gather(*_tasks, return_exceptions=True)
+    await asyncio.gather(*running_tasks, return_exceptions=True)
     await Operation.objects.filter(pk=op.pk).aupdate(worker="gone-host:1:deadbeef")
     assert await operations.reap_interrupted(op.pk) == 1
     await operations.wait_idle()
@@ -288,7 +289,7 @@ async def test_the_reaper_ends_a_task_whose_worker_died_and_cancels_it(acme_task
 async def test_a_drain_stops_following_the_task_and_cancels_it(acme_tasks):
     """A graceful stop (a deploy) that cannot wait for the task: the operation is marked
     ``worker_stopped`` and the worker following it winds down, cancelling the task at the server."""
-    from mrtrweb import drain, workers
+    from mrtrweb.runtime import drain, workers
 
     drain.reset()
     workers.reset()

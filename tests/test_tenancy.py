@@ -15,9 +15,9 @@ from django.contrib.auth import get_user_model
 from django.core.checks import run_checks
 from django.test import Client
 
-from mrtrweb import access, tenancy
+from mrtrweb.tenancy import access, sync as tenancy
 from mrtrweb.models import AuditEvent, Membership, Operation, Tenant
-from mrtrweb.tenancy import TenantGrant
+from mrtrweb.tenancy.sync import TenantGrant
 from tests import portal_orgs
 from tests.consent import post_answer
 from tests.test_access import DEPLOY_OK, _closed_with, _denied_in_audit, _waiting_round

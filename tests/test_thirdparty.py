@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 
-from mrtrweb import headless
+from mrtrweb.headless import client as headless
 from mrtrweb.models import AuditEvent, McpServer, Tenant
 from tests.thirdparty import everything_server, fastmcp3_server, fastmcp4_server  # noqa: F401  (fixtures)
 

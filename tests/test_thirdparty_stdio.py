@@ -41,10 +41,10 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.core.management import call_command
 
-from mrtrweb import headless
+from mrtrweb.headless import client as headless
 from mrtrweb.mcp import McpConnection
 from mrtrweb.models import AuditEvent, McpServer, Operation, Tenant
-from mrtrweb.session_roots import configured_roots
+from mrtrweb.servers.session_roots import configured_roots
 from tests.test_browser import browser, expect, live  # noqa: F401 -- fixtures
 from tests.test_thirdparty_browser import call_tool, card, results, signed_in  # noqa: F401 -- signed_in: a fixture
 from tests.thirdparty import BRIDGES, ThirdPartyServer, start_filesystem

@@ -18,8 +18,8 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from mrtrweb import headless
-from mrtrweb.headless import ConsentPolicy
+from mrtrweb.headless import client as headless
+from mrtrweb.headless.client import ConsentPolicy
 from mrtrweb.models import AuditEvent, McpServer, Operation
 from tests.ts_peer import PROTOCOL_META, PROTOCOL_VERSION, ts_server  # noqa: F401  (fixture)
 

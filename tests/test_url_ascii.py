@@ -1,6 +1,6 @@
 """A URL-mode URL with right-to-left letters is shown in an order nothing can change.
 
-The address line (``.url-full``) is the URL's ASCII form (:func:`mrtrweb.display.ascii_url`:
+The address line (``.url-full``) is the URL's ASCII form (:func:`mrtrweb.text.display.ascii_url`:
 the host in punycode, the rest percent-encoded); the form the server wrote is on its own line
 (``.url-unicode``), its invisible characters marked, inside ``<bdo dir="ltr">`` (stored order, even
 without the style sheet); the "Site" line gives the ASCII host first and the Unicode form after it,
@@ -19,7 +19,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from mrtrweb import names, operations
+from mrtrweb.text import names
+from mrtrweb import operations
 from mrtrweb.demo.server import serve_asgi_in_thread
 from mrtrweb.models import McpServer, Operation
 

@@ -21,7 +21,8 @@ from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError, UrlElicitationRequiredError
 from mcp_types import ElicitRequestURLParams
 
-from mrtrweb import headless, operations
+from mrtrweb.headless import client as headless
+from mrtrweb import operations
 from mrtrweb.models import AuditEvent, McpServer, Operation
 from tests.consent import post_answer, post_review, until
 

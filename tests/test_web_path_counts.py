@@ -27,7 +27,7 @@ from django.test.client import AsyncClientHandler
 
 from mrtrweb import operations
 from mrtrweb.models import AuditEvent, Operation
-from mrtrweb.onehop import OneHopMixin
+from mrtrweb.runtime.onehop import OneHopMixin
 from mrtrweb.site.asgi import application
 from tests.consent import review_token
 from tests.test_flow import DEPLOY_OK
@@ -122,7 +122,7 @@ async def _browser_round(seeded) -> dict[str, tuple[int, int]]:
     """One round as the browser benchmark does it (mrtrweb.bench.browser); per phase
     ``(queries, hops)``."""
     client = AsyncClient()
-    # the site's handler batches the middleware (mrtrweb.site.asgi, mrtrweb.onehop): so does this client's
+    # the site's handler batches the middleware (mrtrweb.site.asgi, mrtrweb.runtime.onehop): so does this client's
     client.handler = _OneHopClientHandler(enforce_csrf_checks=False)
     await client.aforce_login(seeded["users"]["alice"])
     await client.get("/mcp/")  # the CSRF cookie
@@ -176,7 +176,7 @@ async def _browser_round(seeded) -> dict[str, tuple[int, int]]:
 #: contexts. Before issue 16's web-path work: start 11/31, push to card 16/5, review 9/27, send
 #: 29/35, push to completed 8/10 (each request paid 14 middleware hops, each push 3-4 hops)
 #: Issue 17 added one query (no hop) to three phases: the navigation's "Waiting for you" of every
-#: page (mrtrweb.pending) -- the review page renders it, and the page's socket re-reads the waiting
+#: page (mrtrweb.consent.pending) -- the review page renders it, and the page's socket re-reads the waiting
 #: rounds, inside the push's own hop, when the operation enters awaiting_input (the card) and when
 #: it leaves it (running, after Send).
 CEILINGS = {

@@ -119,11 +119,11 @@ def reseal(token: str) -> str:
 
 def secret_digest(value: Any) -> str:
     """A digest telling that a secret changed, never what it is: ``hmac-sha256:`` (the audit key,
-    :func:`mrtrweb.audit.keyed_digest`) of the value's canonical JSON, so a weak token cannot be
+    :func:`mrtrweb.audit.events.keyed_digest`) of the value's canonical JSON, so a weak token cannot be
     guessed offline from a row, an export or a configuration digest. ``None`` gives ``""``."""
     if value is None:
         return ""
-    from ..audit import keyed_digest
+    from ..audit.events import keyed_digest
 
     return keyed_digest("auth-secret:" + json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False))
 

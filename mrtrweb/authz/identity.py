@@ -126,7 +126,7 @@ def binding_fields(identity: AuthIdentity) -> dict[str, str]:
     ``auth_digest`` (issuer + client id) and ``auth_identity`` (the identity digest keyed with the
     audit key, so a tenant credential's digest is not exposed to offline guessing through exports;
     ``""`` when there is none). Compared as a whole at answer time."""
-    from ..audit import keyed_digest
+    from ..audit.events import keyed_digest
 
     return {"auth_mode": identity.mode, "auth_digest": identity.issuer_client_digest,
             "auth_identity": keyed_digest("auth-identity:" + identity.digest) if identity.digest else ""}

@@ -166,7 +166,7 @@ async def _check_still_connectable(pending: PendingAuthorization, flow: PendingF
     server was re-pointed (another URL: the tokens would be for another resource), left OAuth per
     user, was disabled, its pre-registered secret was pinned to another issuer (or to none), or the
     person may no longer act on it (removed from the tenant...)."""
-    from .. import access
+    from ..tenancy import access
     from ..models import McpServer
 
     server = await McpServer.objects.filter(pk=pending.server_id).only("url", "auth_mode", "enabled",

@@ -10,7 +10,7 @@ The authorization server sends the browser to :func:`callback` (any worker):
 :func:`~mrtrweb.authz.service.finish_connect` checks state, session, ``iss`` and exchanges the code;
 then the browser goes back to the flow's ``return_to`` (a path of this site only) -- or, after
 "Connect and run again", to the operation started again with the same stored arguments
-(:func:`mrtrweb.rerun.start_rerun`).
+(:func:`mrtrweb.consent.rerun.start_rerun`).
 
 Refusals are pages with a stable code and a message (``authz/refused.html``), never a 500:
 400 for the person's request (``state_invalid``, ``not_oauth``, ``bad_request``), 502 when the
@@ -36,7 +36,9 @@ from django.utils import timezone
 from django.utils.translation import gettext as _, gettext_noop
 from django.views.decorators.http import require_GET, require_POST
 
-from .. import access, conf, operations, rerun
+from ..tenancy import access
+from .. import conf, operations
+from ..consent import rerun
 from ..mcp.errors import origin_of
 from ..models import McpServer, Operation
 from . import browser, crypto, pages, service

@@ -64,7 +64,7 @@ def _child(index: int, plan: list[dict[str, Any]], barrier: Any, results: Any) -
     django.setup()
     from django.db import connections
 
-    from mrtrweb import audit
+    from mrtrweb.audit import events as audit
     from mrtrweb.models import Operation
 
     kwargs = _record_kwargs()
@@ -179,7 +179,7 @@ def statements_per_append(op_id: str) -> dict[str, Any]:
     as (count, first words of each statement)."""
     from django.db import connection
 
-    from mrtrweb import audit
+    from mrtrweb.audit import events as audit
     from mrtrweb.models import Operation
 
     op = Operation.objects.select_related("server", "tenant").get(pk=op_id)
@@ -198,7 +198,7 @@ def statements_per_append(op_id: str) -> dict[str, Any]:
 def run(ctx: Any) -> dict[str, Any]:
     from django.db import connection, connections
 
-    from mrtrweb import audit
+    from mrtrweb.audit import events as audit
 
     if connection.vendor != "postgresql":
         raise RuntimeError(f"the audit benchmark needs PostgreSQL (this run's database is {connection.vendor})")

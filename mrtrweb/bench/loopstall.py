@@ -94,7 +94,7 @@ async def _operation_outcome(client: Any, url: str) -> str:
 async def _measure(seeded: dict[str, Any], sizes: dict[str, int], runs: int) -> dict[str, Any]:
     from django.test import AsyncClient
 
-    from .. import names
+    from ..text import names
 
     client = AsyncClient()  # its requests name the host "testserver" (allowed in run(), as Django's tests do)
     await client.aforce_login(seeded["user"])

@@ -7,7 +7,7 @@ accepted the round) to the WebSocket client holding the pushed card.
 
 The worker's RSS and the collector's tracked objects (``gc_objects_per_*``, a census of the
 worker, :mod:`mrtrweb.bench.worker_app`) are read once the rounds have waited longer than the
-worker keeps a waiting round's MCP session (:func:`mrtrweb.connections.release_after_s`, ~11 s):
+worker keeps a waiting round's MCP session (:func:`mrtrweb.servers.connections.release_after_s`, ~11 s):
 a person takes longer than that to answer. The collector's pauses of 20 ms or more are counted
 per level (``gc_pause_max_ms_level``); at the end of each level one full collection is timed
 (``gc_full_collection``: the pause whenever one comes due at this N, whatever the thresholds) and
@@ -103,14 +103,14 @@ async def _received_times(op_ids: list[str]) -> dict[str, float]:
 
 def _limit_query_plans(tenant_id: Any, user_id: Any) -> dict[str, Any]:
     """EXPLAIN ANALYZE of the per-start limit check with the pending rounds in place: the one
-    query of :func:`mrtrweb.operations.starting._check_limits_sync` (its four counts), captured
+    query of :func:`mrtrweb.operations.starting.check_limits_sync` (its four counts), captured
     as it runs and explained: how its cost grows with N."""
     import re
 
     from django.contrib.auth import get_user_model
     from django.db import connection
 
-    from ..operations.starting import _check_limits_sync
+    from ..operations.starting import check_limits_sync
     from ..operations.messages import OperationRefused
 
     captured: list[tuple[str, Any]] = []
@@ -122,7 +122,7 @@ def _limit_query_plans(tenant_id: Any, user_id: Any) -> dict[str, Any]:
     user = get_user_model().objects.get(pk=user_id)
     with connection.execute_wrapper(capture):
         try:
-            _check_limits_sync(user, tenant_id)
+            check_limits_sync(user, tenant_id)
         except OperationRefused:
             pass  # a limit reached still ran the query
     out = {}
@@ -142,7 +142,7 @@ async def grow(ctx: Any, sizes: list[int], seeded: dict[str, Any], n_probe: int,
     opening the WebSocket and then starting one round that stays pending; measured at each level
     (per-user figures are deltas from the previous level). At the end every socket closes at once
     (a mass disconnect); ``closing`` gets the worker's errors after it."""
-    from ..connections import release_after_s
+    from ..servers.connections import release_after_s
     from .browser import new_http, open_users
 
     s = ctx.services

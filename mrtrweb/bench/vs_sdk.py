@@ -81,7 +81,8 @@ async def headless_round(user: Any, server: Any, params: dict[str, Any], respons
     from asgiref.sync import sync_to_async
     from channels.layers import get_channel_layer
 
-    from .. import operations, panels
+    from .. import operations
+    from ..consent import panels
     from ..models import Operation
 
     layer = get_channel_layer()
@@ -127,7 +128,7 @@ async def arun_round(user: Any, server: Any, tenant: Any, params: dict[str, Any]
 
     Raises:
         RuntimeError: the operation did not complete."""
-    from .. import headless
+    from ..headless import client as headless
 
     t0 = time.perf_counter()
     outcome = await headless.arun(url=server.url, user=user, tenant=tenant, method="tools/call",
@@ -139,7 +140,7 @@ async def arun_round(user: Any, server: Any, tenant: Any, params: dict[str, Any]
 
 async def run_headless(users: list[Any], server: Any, r: dict[str, Any], n_seq: int, n_conc: int,
                        concurrency: int, profile: bool = True) -> dict[str, Any]:
-    from .. import headless
+    from ..headless import client as headless
 
     params, responses = r["request"]["params"], r["responses"]
     consent = headless.ConsentPolicy.from_answers({k: v["content"] for k, v in responses.items()})
@@ -191,7 +192,8 @@ async def push_work(user: Any, server: Any, params: dict[str, Any], n: int) -> d
     ``shown`` event). Spans as in :func:`component_spans`."""
     from asgiref.sync import sync_to_async
 
-    from .. import operations, panels
+    from .. import operations
+    from ..consent import panels
     from ..models import Operation
 
     ops = []
@@ -385,7 +387,8 @@ async def component_spans(make, n: int, extra: list[tuple[str, str, str]] = ()) 
     from django.db.backends import utils as db_utils
     from django.db.models.sql.compiler import SQLCompiler
 
-    from .. import audit, operations
+    from ..audit import events as audit
+    from .. import operations
     from ..bindings import DjangoCacheBindingStore
     from ..bindings.database import DatabaseBindingStore
     from ..gate.gate import Gate

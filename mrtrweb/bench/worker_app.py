@@ -1,5 +1,5 @@
 """The benchmark's ASGI worker entry point: the product's application (``mrtrweb.site.asgi``,
-which applies the start-up collector policy, :mod:`mrtrweb.gcpolicy`), unchanged, plus:
+which applies the start-up collector policy, :mod:`mrtrweb.runtime.gcpolicy`), unchanged, plus:
 
 * a ``gc.callbacks`` hook that logs every garbage-collector pause of 20 ms or more
   (``GC pause <ms> ms gen <n> collected <k> cpu <ms> ms``: wall time, and the thread's CPU time in
@@ -61,12 +61,12 @@ def _young_collected() -> None:
 
 
 def _census(_signum: int, _frame: object) -> None:
-    from mrtrweb.connections import _pools
+    from mrtrweb.servers.connections import loop_pools
 
     _young_collected()
     tracked = len(gc.get_objects())
     t = ",".join(str(v) for v in gc.get_threshold())
-    pools = list(_pools.values())
+    pools = list(loop_pools.values())
     print(f"GC census tracked {tracked} frozen {gc.get_freeze_count()} thresholds {t} sessions "
           f"{sum(len(p) for p in pools)} released {sum(p.released for p in pools)}", file=sys.stderr, flush=True)
 

@@ -13,7 +13,7 @@
   constraint makes exactly one caller win across threads, processes and workers, and an expired
   row in the way is taken over in the same statement; ``save`` is one upsert (:func:`upsert`);
 * a row past its ``expires_at`` counts as absent everywhere; :func:`sweep` deletes such rows
-  (every worker runs it with its expiry sweep, :mod:`mrtrweb.expiry`).
+  (every worker runs it with its expiry sweep, :mod:`mrtrweb.operations.expiry`).
 
 Every database failure raises :class:`~mrtrweb.gate.StoreUnavailable` (one warning line naming
 the operation and the exception class, never a value): the gate then fails closed and nothing is

@@ -365,7 +365,7 @@ class Gate:
                                 key=key) from None
         # Checked last, so that every contract row gives its own code first: an otherwise valid
         # request nested beyond any legal shape is refused before it is copied or stored.
-        if not _within_depth(entry):
+        if not within_depth(entry):
             raise GateRejection(codes.INVALID_NAMED_INPUT_REQUEST, "an input request is nested too deeply", key=key)
         return view
 
@@ -521,7 +521,7 @@ class Gate:
         for k in elicit:
             answer = responses[k]
             out: dict[str, Any] = {"action": answer["action"]}
-            if "_meta" in answer and isinstance(answer["_meta"], dict) and _within_depth(answer["_meta"]) and \
+            if "_meta" in answer and isinstance(answer["_meta"], dict) and within_depth(answer["_meta"]) and \
                     is_strict_json(answer["_meta"]):
                 out["_meta"] = json_copy(answer["_meta"])
             if views[k].kind == "form" and answer["action"] == "accept":
@@ -544,12 +544,12 @@ class Gate:
         # Row 9: deprecated answers.
         for k in keys:
             if views[k].kind == "sampling":
-                if not _valid_create_message_result(responses[k]) or not _within_depth(responses[k]) or \
+                if not valid_create_message_result(responses[k]) or not within_depth(responses[k]) or \
                         not is_strict_json(responses[k]):
                     raise GateRejection(codes.INVALID_DEPRECATED_RESPONSE, "not a valid CreateMessageResult", key=k)
                 built[k] = json_copy(responses[k])
             elif views[k].kind == "roots":
-                if not _valid_list_roots_result(responses[k]) or not _within_depth(responses[k]) or \
+                if not valid_list_roots_result(responses[k]) or not within_depth(responses[k]) or \
                         not is_strict_json(responses[k]):
                     raise GateRejection(codes.INVALID_DEPRECATED_RESPONSE,
                                         "not a valid ListRootsResult with file:// URIs", key=k)
@@ -648,7 +648,7 @@ def _consuming(store: BindingStore, tenant: str, token: str) -> Iterator[None]:
         raise
 
 
-def _within_depth(value: Any, limit: int = _MAX_DEPTH) -> bool:
+def within_depth(value: Any, limit: int = _MAX_DEPTH) -> bool:
     """Whether ``value`` nests objects/arrays at most ``limit`` deep (checked without recursion)."""
     level = [value] if isinstance(value, _CONTAINERS) else []
     depth = 0
@@ -701,7 +701,7 @@ def _same_origin(received: Any, bound: str) -> bool:
     return triple is not None and triple == _origin_triple(bound)
 
 
-def _valid_create_message_result(value: Any) -> bool:
+def valid_create_message_result(value: Any) -> bool:
     """``CreateMessageResult``: ``role``, ``content`` (text/image/audio/tool_use/tool_result block, or a list),
     ``model`` string, optional ``stopReason`` string."""
     if not isinstance(value, dict):
@@ -746,7 +746,7 @@ def _is_file_uri(uri: Any) -> bool:
     return urllib.parse.urlsplit(uri).path not in ("", "/") or uri[7:].startswith("/")
 
 
-def _valid_list_roots_result(value: Any) -> bool:
+def valid_list_roots_result(value: Any) -> bool:
     """``ListRootsResult``: ``roots`` a list of ``{uri: "file://...", name?: str}``."""
     if not isinstance(value, dict) or not isinstance(value.get("roots"), list):
         return False

@@ -19,7 +19,7 @@ MAX_URL_LENGTH = 65536
 # escaped when shown and percent-encoded by the browser, as the URL standard does.
 _FORBIDDEN = re.compile(r"[\x00-\x20\x7f-\x9f\\]")
 # Format characters (bidi controls such as U+202E, zero-width characters) and line/paragraph
-# separators: allowed in a URL's path or query, but shown visibly (mrtrweb.display) and warned about.
+# separators: allowed in a URL's path or query, but shown visibly (mrtrweb.text.display) and warned about.
 _INVISIBLE_CATEGORIES = frozenset({"Cf", "Zl", "Zp"})
 _HOST_LABEL = re.compile(r"^(?!-)[a-z0-9_-]{1,63}(?<!-)$")
 

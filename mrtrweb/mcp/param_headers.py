@@ -64,7 +64,7 @@ def is_modern(protocol_version: str | None) -> bool:
 
 def _logged_name(name: Any) -> str:
     """A server's tool name fit for a log line: control, format (bidi, zero-width) and line
-    separator characters as ``⟨U+XXXX⟩`` (as :func:`mrtrweb.display.shown`, without Django), cut
+    separator characters as ``⟨U+XXXX⟩`` (as :func:`mrtrweb.text.display.shown`, without Django), cut
     to :data:`_NAME_CHARS` characters."""
     text = "".join(f"⟨U+{ord(ch):04X}⟩" if unicodedata.category(ch)[0] == "C" or unicodedata.category(ch) in
                    ("Zl", "Zp") else ch for ch in str(name)[:_NAME_CHARS])

@@ -18,7 +18,7 @@ from .texts import gettext_noop
 __all__ = ["PINNED_VERSION", "PROTOCOLS", "SDK_MODE", "ProtocolMismatch", "ProtocolRefused", "settle_protocol"]
 
 #: what the person reads when the server does not speak the version it is pinned to (stored in
-#: English; a page translates it, mrtrweb.stored_text)
+#: English; a page translates it, mrtrweb.text.stored_text)
 PINNED_VERSION: Final = gettext_noop(
     "This server does not speak protocol version %(pinned)s, the version it is set to. A tenant admin can "
     "change that in the server's settings.")

@@ -2,7 +2,7 @@
 
 :func:`gettext_noop` has the name of Django's, so ``makemessages`` finds the texts marked with it,
 and returns them unchanged: ``mrtrweb.mcp`` stays free of Django (tests/test_outbound.py) and
-stores its English wording; pages translate it when they show it (:mod:`mrtrweb.stored_text`).
+stores its English wording; pages translate it when they show it (:mod:`mrtrweb.text.stored_text`).
 """
 
 from __future__ import annotations

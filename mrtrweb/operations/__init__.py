@@ -11,13 +11,13 @@ One round, from the wire to the card to the retry (MCP 2026-07-28, Multi Round-T
 1. :mod:`.starting` -- :func:`start_operation`: limits, the row, ``Gate.register``; the call
    goes out in the background.
 2. :mod:`.calls` -- ``_drive``: the request is sent on the user's connection
-   (:mod:`mrtrweb.connections`), progress pushed, Stop polled.
+   (:mod:`mrtrweb.servers.connections`), progress pushed, Stop polled.
 3. :mod:`.rounds` -- ``_handle_result``: a final result completes the operation; an
    ``input_required`` result is judged by ``Gate.receive``, audited (``received``) and handed to
-   the person: the card is rendered by :mod:`mrtrweb.panels` and pushed.
+   the person: the card is rendered by :mod:`mrtrweb.consent.panels` and pushed.
 4. :mod:`.answers` -- :func:`answer_round`: the person's answer (browser or headless) is
    re-checked (access, consent receipt, authorization, configuration).
-5. :mod:`.retries` -- ``_build_and_record``: ``Gate.respond`` builds the retry once, its
+5. :mod:`.retries` -- ``build_and_record``: ``Gate.respond`` builds the retry once, its
    ``submitted`` event is read back; then :mod:`.calls` sends it, and the loop goes on at 2.
 
 Each phase does its database and binding-store work in one ``sync_to_async`` hop (a function
@@ -36,9 +36,9 @@ held through a database outage of any length; the operations this process follow
 
 from __future__ import annotations
 
-from ..connections import connection_for, pool
-from ..gates import get_gate, handle_of, reset_gate
-from ..push import user_group
+from ..servers.connections import connection_for, pool
+from ..runtime.gates import get_gate, handle_of, reset_gate
+from ..runtime.push import user_group
 from .answers import answer_round
 from .legacy import legacy_hold, legacy_hold_s
 from .messages import (ANSWER_PENDING, AUDIT_UNAVAILABLE, AUTHORIZATION_CHANGED, AUTHORIZATION_CODES, DENY_MESSAGES,
@@ -47,10 +47,10 @@ from .messages import (ANSWER_PENDING, AUDIT_UNAVAILABLE, AUTHORIZATION_CHANGED,
                        UNAVAILABLE_CODES, WORKER_DRAINING, AnswerPending, OperationRefused, failure_message,
                        message_for, server_error_text)
 from .reaping import reap_interrupted
-from .retries import _build_and_record
+from .retries import build_and_record
 from .revocation import end_operation, operation_for
-from .rounds import _parse_final
-from .runtime import _finish, _load, _tasks, new_request_id, notify, wait_idle
+from .rounds import parse_final
+from .runtime import finish_operation, load_operation, running_tasks, new_request_id, notify, wait_idle
 from .starting import start_operation
 from .stopping import deny, finish_interrupted, request_stop, stop_operation
 
@@ -63,5 +63,5 @@ __all__ = [
     "new_request_id", "notify", "operation_for", "pool", "reap_interrupted", "request_stop", "reset_gate",
     "server_error_text", "start_operation", "stop_operation", "user_group", "wait_idle",
     # used by the drain, the benchmark and tests
-    "_build_and_record", "_finish", "_load", "_parse_final", "_tasks",
+    "build_and_record", "finish_operation", "load_operation", "parse_final", "running_tasks",
 ]

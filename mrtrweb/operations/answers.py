@@ -18,7 +18,7 @@ from .authorization import authorization_changed_sync
 from .calls import _drive, _send_when_back
 from .legacy import _answer_legacy
 from .messages import AnswerPending, AUTHORIZATION_CHANGED, DENY_MESSAGES, LEGACY, message_for, OperationRefused
-from .retries import _build_and_record
+from .retries import build_and_record
 from .runtime import _answer_refused, _spawn, notify
 from .revocation import end_operation
 from .stopping import deny
@@ -42,11 +42,11 @@ class _Checked:
 
 def _check_answer(op_id: Any) -> _Checked:
     """Every check before an answer is built, in one thread hop (sync): the operation re-read,
-    the owner's access (:func:`mrtrweb.access.denial`), the round's consent receipt (``shown``),
+    the owner's access (:func:`mrtrweb.tenancy.access.denial`), the round's consent receipt (``shown``),
     the authorization identity, the server configuration the round was received under, and
     whether the round came from a legacy server or a ``-32042`` error. The round's audit events
     are read in one query."""
-    from .. import access
+    from ..tenancy import access
     from ..models import AuditEvent
 
     op = Operation.objects.select_related("server", "tenant", "user").get(pk=op_id)
@@ -80,7 +80,7 @@ async def answer_round(op: Operation, responses: dict[str, Any], *, round_number
     nothing sent, the operation goes on).
 
     Thread hops: one for every check (:func:`_check_answer`), two to build and record the retry
-    (:func:`~.retries._build_and_record`), then the retry's own (:func:`~.calls._drive`).
+    (:func:`~.retries.build_and_record`), then the retry's own (:func:`~.calls._drive`).
 
     Raises:
         GateRejection: refused by the gate (recorded as ``rejected``; nothing sent).
@@ -101,7 +101,7 @@ async def answer_round(op: Operation, responses: dict[str, Any], *, round_number
     # a round made from a -32042 error: accepted, the original request goes again; else it ends
     url_round = checked.url_round
     try:
-        retry = await _build_and_record(op, responses, code=URL_REQUIRED if url_round else "",
+        retry = await build_and_record(op, responses, code=URL_REQUIRED if url_round else "",
                                         digests=checked.digests or None, round_number=op.rounds)
     except GateRejection as exc:
         await _answer_refused(op, exc)

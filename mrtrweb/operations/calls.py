@@ -1,5 +1,5 @@
 """Sending a request of an operation and following it: the user's pooled connection
-(:mod:`mrtrweb.connections`), progress pushed to the page, Stop polled, requests the server sends
+(:mod:`mrtrweb.servers.connections`), progress pushed to the page, Stop polled, requests the server sends
 during the call (2025-11-25, :mod:`.legacy`), and the result judged (:mod:`.rounds`); a state-only
 retry goes out again from here. Each request names this worker (``Operation.worker``) while it is
 in flight.
@@ -17,14 +17,17 @@ from asgiref.sync import sync_to_async
 from django.utils import timezone
 from django.utils.translation import gettext_noop
 
-from .. import access, conf, display, outage, push
-from ..connections import HANDSHAKE_VERSIONS as _HANDSHAKE_VERSIONS, connection_for, declared as _declared, pool, server_key
-from ..connections import release_while_waiting
+from ..tenancy import access
+from .. import conf
+from ..text import display
+from ..runtime import outage, push
+from ..servers.connections import HANDSHAKE_VERSIONS as _HANDSHAKE_VERSIONS, connection_for, declared as _declared, pool, server_key
+from ..servers.connections import release_while_waiting
 from ..gate import Retry
 from ..mcp import McpCallError
 from ..mcp.tasks import TaskWireError
 from ..models import Operation
-from ..push import user_group
+from ..runtime.push import user_group
 from .authorization import _note_challenge
 from .legacy import _Call, _on_server_request
 from .messages import AnswerPending, failure_message, message_for, PROTOCOL_CHANGED, STOPPED_BY
@@ -33,7 +36,7 @@ from .rounds import _handle_result
 from . import tasks
 from .holding import database_back, following, HoldFull, mark_failed
 from .messages import OUTCOME_NOT_KEPT
-from .runtime import _finish, _load, _spawn, discard_unusable, new_request_id, notify
+from .runtime import finish_operation, load_operation, _spawn, discard_unusable, new_request_id, notify
 from .revocation import _access_ended, end_operation
 from .stopping import stop_requested, STOP_POLL_S
 from .url_required import is_url_required, url_required_round
@@ -91,7 +94,7 @@ async def _send_cancellable(op: Operation, conn: Any, params: dict[str, Any], re
                     if by:  # Stop came before the answer asking for more: no round after a Stop
                         logger.info("operation %s stopped during the call (by: %s); the server's answer "
                                     "asked for more and was dropped", op.id, by)
-                        await _finish(op, Operation.Status.DENIED, code="denied", reason="cancelled",
+                        await finish_operation(op, Operation.Status.DENIED, code="denied", reason="cancelled",
                                       event="denied", message=STOPPED_BY[by])
                         return _STOPPED
                 return task.result()
@@ -106,7 +109,7 @@ async def _send_cancellable(op: Operation, conn: Any, params: dict[str, Any], re
                 if before_stop is not None:
                     await before_stop()
                 logger.info("operation %s stopped during the call (by: %s)", op.id, by)
-                await _finish(op, Operation.Status.DENIED, code="denied", reason="cancelled", event="denied",
+                await finish_operation(op, Operation.Status.DENIED, code="denied", reason="cancelled", event="denied",
                               message=STOPPED_BY[by])
                 return _STOPPED
     finally:
@@ -143,14 +146,14 @@ async def _follow(op_id: Any, request_id: str, params: dict[str, Any], *,
                   checked: Operation | None = None) -> tuple[str, str] | None:
     """Send one request of the operation and follow it until it needs the person or ends. The
     operation names this worker (``Operation.worker``) while it does: set by
-    :func:`start_operation` or :func:`_build_and_record`, after the lease was written.
+    :func:`start_operation` or :func:`build_and_record`, after the lease was written.
 
     ``checked``: the operation as the caller has just read it (server, tenant and user loaded,
     :func:`.answers.answer_round`, :func:`.starting.start_operation`): not read again, but its
     owner's access is checked right before the request is sent, as always.
 
     Returns None, or ``(code, message)`` when it stopped on an error (the caller marks it failed)."""
-    from ..workers import WORKER_ID, ensure_heartbeat, ensure_lease
+    from ..runtime.workers import WORKER_ID, ensure_heartbeat, ensure_lease
 
     try:
         await ensure_heartbeat()
@@ -189,7 +192,7 @@ async def _follow(op_id: Any, request_id: str, params: dict[str, Any], *,
                     # a round's retry exists only at 2026-07-28: the server downgraded since it asked
                     logger.info("operation %s: the retry of round %s not sent: the server now negotiates %s",
                                 op.id, op.rounds, conn.protocol_version)
-                    await _finish(op, Operation.Status.FAILED, code=PROTOCOL_CHANGED,
+                    await finish_operation(op, Operation.Status.FAILED, code=PROTOCOL_CHANGED,
                                   message=message_for(PROTOCOL_CHANGED))
                     return
                 if conn.protocol_version in _HANDSHAKE_VERSIONS:
@@ -217,7 +220,7 @@ async def _follow(op_id: Any, request_id: str, params: dict[str, Any], *,
                 if plan is not None or call.rounds:  # else the result's own hop waits for the database
                     await database_back(op_id)
                 if call.rounds:  # legacy rounds were answered during the call: the row moved on
-                    op = await _load(op_id)
+                    op = await load_operation(op_id)
                 if raw is _STOPPED:
                     return
             except McpCallError as exc:
@@ -227,12 +230,12 @@ async def _follow(op_id: Any, request_id: str, params: dict[str, Any], *,
                 if exc.code == "insufficient_scope":
                     await _note_challenge(op, exc)
                 if call.rounds:
-                    op = await _load(op_id)
+                    op = await load_operation(op_id)
                 if is_url_required(exc):  # -32042: a URL-mode round; accepted, the request goes again
                     if not await _access_ended(op):
                         await url_required_round(op, call.gate_id, exc)
                     return
-                await _finish(op, Operation.Status.FAILED, code=exc.code, message=failure_message(exc))
+                await finish_operation(op, Operation.Status.FAILED, code=exc.code, message=failure_message(exc))
                 return
             if not dedicated and isinstance(raw, dict) and raw.get("resultType") == "input_required":
                 # the round will wait for the person: no session needed then. Asked before the row
@@ -308,8 +311,8 @@ def _on_a_working_connection(read: Callable[..., Any], *args: Any) -> Any:
 
 def _load_checked(op_id: Any) -> tuple[Operation, str]:
     """The operation (server, tenant, user loaded) and why its owner may no longer act on it
-    (:func:`mrtrweb.access.denial`, ``""`` when they may), in one thread hop."""
-    from .. import access
+    (:func:`mrtrweb.tenancy.access.denial`, ``""`` when they may), in one thread hop."""
+    from ..tenancy import access
 
     op = Operation.objects.select_related("server", "tenant", "user").get(pk=op_id)
     return op, access.denial(op.user_id, op.tenant_id, op.server_id)
@@ -325,5 +328,5 @@ async def _send_when_back(op_id: Any, retry: Retry, fields: dict[str, Any]) -> N
                          "the database did not come back" if moved is None else "the operation ended meanwhile")
             return
         logger.warning("operation %s: the database answers again; the recorded answer goes out now", op_id)
-        await notify(await _load(op_id))
+        await notify(await load_operation(op_id))
         await _drive(op_id, str(retry.id), retry.params)

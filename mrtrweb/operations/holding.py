@@ -27,7 +27,8 @@ from typing import Any, Iterator
 from asgiref.sync import sync_to_async
 from django.db import close_old_connections
 
-from .. import conf, metrics
+from .. import conf
+from ..runtime import metrics
 from ..models import Operation
 
 logger = logging.getLogger("mrtrweb.operations")
@@ -77,7 +78,7 @@ def _note_held(op_id: Any, holding: bool) -> None:
     a cache failure is logged, never raised (the reaper then says ``worker_lost``)."""
     from django.core.cache import caches
 
-    from ..workers import WORKER_ID
+    from ..runtime.workers import WORKER_ID
 
     try:
         cache = caches[conf.get("BINDING_CACHE")]
@@ -112,7 +113,7 @@ def unreachable(exc: BaseException) -> bool:
     writer that never stops contending for the database (on SQLite, for its one write lock)."""
     from django.db import InterfaceError, OperationalError, connections, router
 
-    from ..audit_chain import is_lock_wait
+    from ..audit.chain import is_lock_wait
 
     if not isinstance(exc, (OperationalError, InterfaceError)):
         return False
@@ -196,13 +197,13 @@ async def mark_failed(op_id: Any, code: str, message: str) -> None:
     logged)."""
     from django.db import DatabaseError
 
-    from .runtime import _finish, _load
+    from .runtime import finish_operation, load_operation
 
     while True:
         try:
             await database_back(op_id, hold=False)
-            op = await _load(op_id)
-            await _finish(op, Operation.Status.FAILED, code=code, message=message)
+            op = await load_operation(op_id)
+            await finish_operation(op, Operation.Status.FAILED, code=code, message=message)
             return
         except DatabaseError as exc:
             if not unreachable(exc):

@@ -11,7 +11,7 @@ through ``answer_round`` on any worker (B): consent receipt, configuration check
 response goes to A as a sealed ``LegacyAnswer`` row (taken once), and A returns it to the server
 as the result of its request. The call goes on; its final result completes the operation.
 
-One settle key per round (a claim in the binding store; :mod:`mrtrweb.handover`) is taken by
+One settle key per round (a claim in the binding store; :mod:`mrtrweb.runtime.handover`) is taken by
 whoever settles the round first: B before it consumes the round, A before it gives up on it
 (deadline, stop, operation ended). So an answer that was consumed is always delivered (a restart
 of the cache in between loses nothing), and a round that A gave up on can no longer be consumed.
@@ -30,14 +30,16 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.utils import timezone
 
-from .. import audit, conf, stored_text
+from ..audit import events as audit
+from .. import conf
+from ..text import stored_text
 from ..gate import codes, GateRejection, Retry, Round, StoreUnavailable
-from ..gates import get_gate
-from ..handover import put_answer as _put_answer, settle as _settle, take_answer as _take_answer, unsettle as _unsettle
+from ..runtime.gates import get_gate
+from ..runtime.handover import put_answer as _put_answer, settle as _settle, take_answer as _take_answer, unsettle as _unsettle
 from ..models import Operation
 from .messages import AUDIT_UNAVAILABLE, DENY_MESSAGES, LEGACY, LEGACY_KEYS, message_for, OperationRefused, STORE_UNAVAILABLE
-from .retries import _build_and_record
-from .runtime import _answer_refused, _audit, _finish, _load, notify
+from .retries import build_and_record
+from .runtime import _answer_refused, _audit, finish_operation, load_operation, notify
 from .revocation import _access_ended
 from .stopping import stop_requested, deny, finish_interrupted, STOP_POLL_S
 
@@ -135,7 +137,7 @@ async def _on_server_request(call: _Call, method: str, params: dict[str, Any]) -
 
 
 async def _legacy_round(call: _Call, method: str, params: dict[str, Any]) -> Any:
-    op = await _load(call.op.pk)
+    op = await load_operation(call.op.pk)
     if op.status != Operation.Status.RUNNING:
         logger.info("operation %s: %s from the server refused: the operation is %s", op.id, method, op.status)
         return _refusal(method, "the operation has ended")
@@ -154,11 +156,11 @@ async def _legacy_round(call: _Call, method: str, params: dict[str, Any]) -> Any
                          request_id=call.gate_id)
         except audit.AuditUnavailable:
             pass
-        await _finish(op, Operation.Status.FAILED, code=exc.code,
+        await finish_operation(op, Operation.Status.FAILED, code=exc.code,
                       message=stored_text.WITH_REASON % {"message": message_for(exc.code), "reason": exc.reason})
         return _refusal(method, exc.code)
     except StoreUnavailable:
-        await _finish(op, Operation.Status.FAILED, code=STORE_UNAVAILABLE, message=message_for(STORE_UNAVAILABLE))
+        await finish_operation(op, Operation.Status.FAILED, code=STORE_UNAVAILABLE, message=message_for(STORE_UNAVAILABLE))
         return _refusal(method, STORE_UNAVAILABLE)
     call.rounds += 1
     deadline = min(time.time() + legacy_hold_s(), rnd.expires_at)
@@ -176,7 +178,7 @@ async def _legacy_round(call: _Call, method: str, params: dict[str, Any]) -> Any
                                                              "method": method}, timeout=int(legacy_hold_s()) + 120)
     except Exception as exc:  # noqa: BLE001 -- only the panel's notice reads it
         logger.warning("legacy hold of operation %s not recorded: %s", op.id, exc.__class__.__name__)
-    from ..expiry import expires_at
+    from .expiry import expires_at
 
     # the worker holding the call stays named (Operation.worker): if it dies, the reaper ends this
     moved = await Operation.objects.filter(pk=op.pk, status=Operation.Status.RUNNING).aupdate(
@@ -184,7 +186,7 @@ async def _legacy_round(call: _Call, method: str, params: dict[str, Any]) -> Any
         updated_at=timezone.now())
     op.rounds = rnd.number
     if not moved:  # stopped between the check above and now
-        await _finish(op, Operation.Status.DENIED, code="denied", reason="cancelled", event="denied",
+        await finish_operation(op, Operation.Status.DENIED, code="denied", reason="cancelled", event="denied",
                       message=DENY_MESSAGES["cancelled"])
         return _cancelled(method)
     op.status = Operation.Status.AWAITING_INPUT
@@ -235,7 +237,7 @@ async def _hold(call: _Call, op: Operation, rnd: Round, method: str, deadline: f
             if time.time() - give_up_at > LEGACY_SETTLE_GRACE_S:
                 logger.error("operation %s: legacy round %s was being answered but no answer came in %ss; the "
                              "server is told cancel", op.id, rnd.number, LEGACY_SETTLE_GRACE_S)
-                await _finish(op, Operation.Status.DENIED, code="denied", reason="legacy_handover_failed",
+                await finish_operation(op, Operation.Status.DENIED, code="denied", reason="legacy_handover_failed",
                               event="denied", message=DENY_MESSAGES["legacy_handover_failed"])
                 return _cancelled(method)
             # an answer is being submitted right now (B holds the settle key): wait for it
@@ -247,12 +249,12 @@ async def _give_up(op: Operation, rnd: Round, method: str, why: str, deadline: f
     if why == "timeout":
         logger.info("operation %s: legacy round %s not answered by %s; the server is told cancel", op.id,
                     rnd.number, _clock(deadline))
-        await _finish(op, Operation.Status.DENIED, code="denied", reason="timeout", event="denied",
+        await finish_operation(op, Operation.Status.DENIED, code="denied", reason="timeout", event="denied",
                       message=stored_text.LEGACY_TIMEOUT % {"clock": _clock(deadline)})
     else:
         logger.info("operation %s: legacy round %s ended (%s); the server is told cancel", op.id, rnd.number, why)
         # stopped: the stop already ended the operation (denied, cancelled); this is a no-op then
-        await _finish(op, Operation.Status.DENIED, code="denied", reason="cancelled", event="denied",
+        await finish_operation(op, Operation.Status.DENIED, code="denied", reason="cancelled", event="denied",
                       message=DENY_MESSAGES["cancelled"])
     return _cancelled(method)
 
@@ -260,7 +262,7 @@ async def _give_up(op: Operation, rnd: Round, method: str, why: str, deadline: f
 async def _answer_legacy(op: Operation, responses: dict[str, Any]) -> Retry:
     """``answer_round`` for a legacy round: validate and consume it with the gate, record it, and
     hand the validated response to the worker holding the server's call (no retry is sent)."""
-    from ..workers import WORKER_LOST, is_alive
+    from ..runtime.workers import WORKER_LOST, is_alive
 
     if not await sync_to_async(is_alive)(op.worker):
         # the worker holding the server's call is gone, and the call with it: nothing can reach the server
@@ -283,7 +285,7 @@ async def _answer_legacy(op: Operation, responses: dict[str, Any]) -> Retry:
             pass
         raise GateRejection(codes.INACTIVE_MRTR_ROUND, "the legacy round was already settled")
     try:
-        retry = await _build_and_record(op, responses, retry_id=f"mrtr-legacy-{uuid.uuid4()}", code=LEGACY)
+        retry = await build_and_record(op, responses, retry_id=f"mrtr-legacy-{uuid.uuid4()}", code=LEGACY)
     except GateRejection as exc:
         await sync_to_async(_unsettle)(op, op.rounds)
         await _answer_refused(op, exc)

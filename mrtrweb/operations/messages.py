@@ -11,7 +11,7 @@ from typing import Any, Final
 
 from django.utils.translation import gettext_noop
 
-from .. import stored_text
+from ..text import stored_text
 from ..mcp import McpCallError
 
 #: product error codes (besides the gate's): shown to the person and recorded
@@ -21,7 +21,7 @@ INVALID_RESULT = "invalid_result"
 LIMIT_REACHED = "limit_reached"
 #: an answer consumed and audited while the database went away: this worker sends it once it is back
 ANSWER_PENDING = "answer_pending"
-#: a new operation refused because this worker is draining (mrtrweb.drain): HTTP 503, nothing sent
+#: a new operation refused because this worker is draining (mrtrweb.runtime.drain): HTTP 503, nothing sent
 WORKER_DRAINING = "worker_draining"
 #: deny reason: the authorization identity differs from the one the original request went out with
 AUTHORIZATION_CHANGED = "authorization_changed"
@@ -78,7 +78,7 @@ MESSAGES = {
                     "It goes out by itself as soon as the database is back; do not answer again."),
     "worker_lost": gettext_noop("The worker handling this call stopped before the server answered. Nothing more will be "
                    "sent for it; you may run it again."),
-    # mrtrweb.drain: a graceful stop (a deploy, a restart) that could not wait for the call
+    # mrtrweb.runtime.drain: a graceful stop (a deploy, a restart) that could not wait for the call
     "worker_stopped": gettext_noop("The worker handling this call was restarted (a deploy or a restart) before the server "
                       "answered. Nothing more will be sent for it; you may run it again."),
     WORKER_DRAINING: gettext_noop("This worker is restarting; nothing was sent; try again."),
@@ -146,7 +146,7 @@ def failure_message(exc: McpCallError) -> str:
 
 
 def message_for(code: str) -> str:
-    """The stored English message of ``code`` (a page shows it translated: :mod:`mrtrweb.stored_text`)."""
+    """The stored English message of ``code`` (a page shows it translated: :mod:`mrtrweb.text.stored_text`)."""
     return MESSAGES.get(code) or stored_text.GATE_REFUSED % {"code": code}
 
 

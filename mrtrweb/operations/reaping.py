@@ -1,5 +1,5 @@
 """The reaper: operations whose worker died are settled by any other worker (see
-:mod:`mrtrweb.workers` for how a worker is judged dead, on evidence only). It runs as a duty of
+:mod:`mrtrweb.runtime.workers` for how a worker is judged dead, on evidence only). It runs as a duty of
 every worker's heartbeat (registered in :meth:`mrtrweb.apps.MrtrwebConfig.ready`) and when an
 operation's page is viewed.
 """
@@ -12,8 +12,8 @@ from typing import Any
 from asgiref.sync import sync_to_async
 
 from ..models import AuditEvent, Operation
-from .. import workers
-from ..workers import REAP_BATCH, WORKER_LOST, _fresh_leases, stale_after, trusted
+from ..runtime import workers
+from ..runtime.workers import REAP_BATCH, WORKER_LOST, fresh_leases, stale_after, trusted
 from .holding import held_by
 from .messages import HELD_OUTCOME_LOST, LEGACY, message_for
 from .stopping import finish_interrupted
@@ -30,7 +30,7 @@ def _dead_candidates(operation_id: Any = None) -> list[Any]:
     legacy_round = AuditEvent.objects.filter(operation_id=OuterRef("pk"), round_number=OuterRef("rounds"),
                                              event="received", code=LEGACY)
     qs = (Operation.objects.filter(status__in=Operation.LIVE).exclude(worker="").exclude(worker=workers.WORKER_ID)  # read now: a forked worker has its own
-          .exclude(Exists(_fresh_leases().filter(pk=OuterRef("worker"))))
+          .exclude(Exists(fresh_leases().filter(pk=OuterRef("worker"))))
           .filter(Q(status=Operation.Status.RUNNING) | Exists(legacy_round)))
     if operation_id is not None:
         qs = qs.filter(pk=operation_id)

@@ -15,9 +15,10 @@ from asgiref.sync import sync_to_async
 from django.db import close_old_connections
 from django.utils import timezone
 
-from .. import audit, results
+from ..audit import events as audit
+from ..text import results
 from ..gate import codes, Retry, StoreUnavailable
-from ..gates import get_gate, handle_of
+from ..runtime.gates import get_gate, handle_of
 from ..models import Operation
 from .messages import AnswerPending, AUDIT_UNAVAILABLE, DENY_MESSAGES, LEGACY, message_for, OperationRefused, STORE_UNAVAILABLE
 from .runtime import new_request_id
@@ -26,7 +27,7 @@ from .stopping import deny
 logger = logging.getLogger("mrtrweb.operations")
 
 
-async def _build_and_record(op: Operation, responses: dict[str, Any] | None, *, retry_id: str | None = None,
+async def build_and_record(op: Operation, responses: dict[str, Any] | None, *, retry_id: str | None = None,
                             code: str = "", digests: dict[str, Any] | None = None,
                             round_number: int | None = None) -> Retry:
     """Build the retry with the gate, write + read back its ``submitted`` event, then return it.
@@ -45,7 +46,7 @@ async def _build_and_record(op: Operation, responses: dict[str, Any] | None, *, 
     ``submitted`` event carries them; else the audit looks them up). Thread hops: one for the gate
     and the event (:func:`_respond_and_record`), one for the row.
     """
-    from ..workers import WORKER_ID, ensure_lease
+    from ..runtime.workers import WORKER_ID, ensure_lease
 
     gate = get_gate()
     retry_id = retry_id or new_request_id()
@@ -94,7 +95,7 @@ def _respond_and_record(op: Operation, gate: Any, retry_id: str, responses: dict
     Raises:
         GateRejection: the gate refused the answer (nothing consumed).
         StoreUnavailable: the binding store failed.
-        mrtrweb.audit.AuditUnavailable: the event could not be written or read back (the round is
+        mrtrweb.audit.events.AuditUnavailable: the event could not be written or read back (the round is
             consumed; the caller denies, nothing is sent).
     """
     retry: Retry = gate.respond(handle_of(op), retry_id=retry_id, responses=responses, user=str(op.user_id),

@@ -2,9 +2,9 @@
 user deactivated or deleted, a server disabled, moved or deleted, a tenant deleted) end the
 person's pending operations (``running`` or ``awaiting_input``) concerned at once: ``denied``, with
 the audit reason ``access_revoked: <cause>`` (nothing is sent to the server; a call in flight is
-abandoned), and close the person's open WebSockets (code :data:`mrtrweb.access.CLOSE_CODE`).
+abandoned), and close the person's open WebSockets (code :data:`mrtrweb.tenancy.access.CLOSE_CODE`).
 
-Who may act is decided by :mod:`mrtrweb.access` alone (and checked again at every step, so access
+Who may act is decided by :mod:`mrtrweb.tenancy.access` alone (and checked again at every step, so access
 that ended is refused even where these signals were bypassed); this module only ends what is
 pending. :func:`connect_signals` is called from ``MrtrwebConfig.ready``.
 """
@@ -22,14 +22,15 @@ from django.db.models.signals import post_delete, post_save, pre_delete, pre_sav
 from django.http import Http404
 from django.utils import timezone
 
-from .. import access, push
-from ..syncbridge import run_async as _run_async
-from ..access import (ACCESS_REVOKED, MEMBERSHIP_REMOVED, MESSAGE, PENDING, SERVER_DISABLED, SERVER_REMOVED,
+from ..tenancy import access
+from ..runtime import push
+from ..runtime.syncbridge import run_async as _run_async
+from ..tenancy.access import (ACCESS_REVOKED, MEMBERSHIP_REMOVED, MESSAGE, PENDING, SERVER_DISABLED, SERVER_REMOVED,
                       TENANT_REMOVED, USER_INACTIVE, USER_REMOVED)
-from ..gates import get_gate, handle_of
+from ..runtime.gates import get_gate, handle_of
 from ..models import McpServer, Membership, Operation, Tenant
-from ..push import user_group
-from .runtime import _finish
+from ..runtime.push import user_group
+from .runtime import finish_operation
 from .stopping import request_stop
 
 logger = logging.getLogger("mrtrweb.access")
@@ -78,7 +79,7 @@ async def _settle(op: Operation, cause: str, *, audit: bool) -> None:
         logger.warning("could not write the stop request of operation %s", op.id)
     op.status = Operation.Status.DENIED
     if audit:
-        await _finish(op, Operation.Status.DENIED, code="denied", reason=f"{ACCESS_REVOKED}: {cause}",
+        await finish_operation(op, Operation.Status.DENIED, code="denied", reason=f"{ACCESS_REVOKED}: {cause}",
                                  message=str(MESSAGE), event="denied", already_marked=True)
         return
     try:
@@ -89,7 +90,7 @@ async def _settle(op: Operation, cause: str, *, audit: bool) -> None:
 
 async def close_sockets(user_ids: set[Any], cause: str) -> None:
     """Close every open WebSocket of ``user_ids`` (code :data:`CLOSE_CODE`). Never raises: a
-    channel layer outage is logged (:mod:`mrtrweb.push`); each push re-checks access anyway."""
+    channel layer outage is logged (:mod:`mrtrweb.runtime.push`); each push re-checks access anyway."""
     for uid in user_ids:
         await push.group_send(user_group(uid), {"type": "access.revoked", "cause": cause}, what="access revoked")
 
@@ -193,7 +194,7 @@ def _tenant_deleting(sender, instance: Tenant, **kwargs: Any) -> None:
 def connect_signals() -> None:
     """Wire the handlers above (called from ``MrtrwebConfig.ready``)."""
     User = get_user_model()
-    uid = "mrtrweb.access."  # unchanged: a project that disconnects them by uid keeps working
+    uid = "mrtrweb.tenancy.access."  # unchanged: a project that disconnects them by uid keeps working
     pre_save.connect(_membership_saving, sender=Membership, dispatch_uid=uid + "membership-saving")
     post_save.connect(_membership_saved, sender=Membership, dispatch_uid=uid + "membership-saved")
     post_delete.connect(_membership_deleted, sender=Membership, dispatch_uid=uid + "membership-deleted")
@@ -206,7 +207,7 @@ def connect_signals() -> None:
 
 
 async def _access_ended(op: Operation) -> bool:
-    """Whether the owner's access to ``op`` ended (:mod:`mrtrweb.access`); it is then ended as
+    """Whether the owner's access to ``op`` ended (:mod:`mrtrweb.tenancy.access`); it is then ended as
     ``denied`` (``access_revoked``) and nothing more is sent for it."""
     cause = await access.operation_denial(op)
     if cause:

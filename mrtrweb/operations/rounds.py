@@ -16,16 +16,17 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.utils import timezone
 
-from .. import audit, results, stored_text
+from ..audit import events as audit
+from ..text import results, stored_text
 from ..gate import GateRejection, Retry, Round, StoreUnavailable
-from ..gates import get_gate
+from ..runtime.gates import get_gate
 from ..models import Operation
 from .authorization import _authorization_changed, authorization_changed_sync
 from .messages import STOPPED_BY, AUDIT_UNAVAILABLE, AUTHORIZATION_CHANGED, INVALID_RESULT, message_for, STATE_REUSED, STATE_REUSED_REASON, STORE_UNAVAILABLE
-from .retries import _build_and_record
+from .retries import build_and_record
 from .revocation import end_operation
 from .holding import database_back
-from .runtime import _finish, _finish_sync, discard_unusable, notify
+from .runtime import finish_operation, _finish_sync, discard_unusable, notify
 from .stopping import stop_requested, deny, last_answer
 
 logger = logging.getLogger("mrtrweb.operations")
@@ -41,7 +42,7 @@ def _is_final(raw: Any) -> bool:
     return "resultType" not in raw or raw["resultType"] == "complete"
 
 
-#: per method: the list of a final result that may be long (checked item by item, see _parse_final)
+#: per method: the list of a final result that may be long (checked item by item, see parse_final)
 _FINAL_LISTS = {"tools/call": "content", "prompts/get": "messages", "resources/read": "contents"}
 
 
@@ -59,7 +60,7 @@ def _final_adapters(method: str) -> tuple[Any, Any] | None:
     return model, TypeAdapter(field.annotation.__args__[0])
 
 
-def _parse_final(method: str, raw: dict[str, Any]) -> bool:
+def parse_final(method: str, raw: dict[str, Any]) -> bool:
     """Whether the SDK accepts the final result for ``method``.
 
     Blocking; run it off the event loop. The long list (``content``, ``messages``, ``contents``) is
@@ -118,7 +119,7 @@ class _Judged:
 
 def _judge_round(op: Operation, request_id: str, raw: Any, received_code: str, first_try: bool = True) -> _Judged:
     """The sync half of judging a result that is not final, in one thread hop: a Stop that came
-    before the result, the owner's access (:func:`mrtrweb.access.denial`), the gate
+    before the result, the owner's access (:func:`mrtrweb.tenancy.access.denial`), the gate
     (``Gate.receive``), the tenant's trail for the ``requestState`` (:func:`_state_seen`), the
     authorization identity, the ``received`` (or ``rejected``) event, and the row moved for the
     person. Ending the operation, pushes and back-offs are left to :func:`_handle_result`.
@@ -126,8 +127,8 @@ def _judge_round(op: Operation, request_id: str, raw: Any, received_code: str, f
     The database may have gone away during the call: when its first read fails (nothing written
     yet), the outcome is ``database_down`` on a ``first_try`` (the caller waits for it and judges
     again); after that the error propagates."""
-    from .. import access
-    from ..expiry import expires_at
+    from ..tenancy import access
+    from .expiry import expires_at
 
     by = stop_requested(op.id)
     if by:  # Stop came before the answer asking for more: no round after a Stop
@@ -166,7 +167,7 @@ def _judge_round(op: Operation, request_id: str, raw: Any, received_code: str, f
     if rnd.state_only:
         return _Judged("state_only", rnd)
     # handed to the person: no worker drives it now (any worker may take the answer), and it
-    # expires by itself (mrtrweb.expiry)
+    # expires by itself (mrtrweb.operations.expiry)
     moved = Operation.objects.filter(pk=op.pk, status=Operation.Status.RUNNING).update(
         status=Operation.Status.AWAITING_INPUT, rounds=rnd.number, worker="",
         round_expires_at=expires_at(rnd.expires_at), updated_at=timezone.now())
@@ -197,9 +198,9 @@ def _schema_digests(rnd: Round) -> dict[str, str]:
 
 
 def _final_checked(method: str, raw: dict[str, Any], op_id: Any) -> tuple[bool, Any]:
-    """:func:`_parse_final` and, when the SDK accepts it, the result as stored
-    (:func:`mrtrweb.results.for_storage`): both CPU only, in one hop off the sync thread."""
-    if not _parse_final(method, raw):
+    """:func:`parse_final` and, when the SDK accepts it, the result as stored
+    (:func:`mrtrweb.text.results.for_storage`): both CPU only, in one hop off the sync thread."""
+    if not parse_final(method, raw):
         return False, None
     return True, results.for_storage(raw, op_id=op_id)
 
@@ -210,7 +211,7 @@ def _complete(op: Operation, stored: Any, first_try: bool = True) -> tuple[bool,
     the access cause when the owner's access ended first: then nothing is done here), or
     (False, :data:`_DOWN`) when the database failed its first read on a ``first_try`` (see
     :func:`_judge_round`)."""
-    from .. import access
+    from ..tenancy import access
 
     cause = _first_read(lambda: access.denial(op.user_id, op.tenant_id, op.server_id), first_try)
     if cause is _DOWN or cause:
@@ -238,7 +239,7 @@ async def _handle_result(op: Operation, request_id: str, raw: Any, *, received_c
         ok, stored = await sync_to_async(_final_checked, thread_sensitive=False)(op.method, raw, op.id)
         if not ok:
             logger.info("operation %s: final result refused by the SDK types", op.id)
-            await _finish(op, Operation.Status.FAILED, code=INVALID_RESULT, message=message_for(INVALID_RESULT))
+            await finish_operation(op, Operation.Status.FAILED, code=INVALID_RESULT, message=message_for(INVALID_RESULT))
             return None
         ended, cause = await sync_to_async(_complete)(op, stored)
         if cause is _DOWN:  # the database went away during the call: waited for, then once more
@@ -257,7 +258,7 @@ async def _handle_result(op: Operation, request_id: str, raw: Any, *, received_c
     if outcome == "stopped":
         logger.info("operation %s stopped during the call (by: %s); the server's answer asked for more and was "
                     "dropped", op.id, judged.cause)
-        await _finish(op, Operation.Status.DENIED, code="denied", reason="cancelled", event="denied",
+        await finish_operation(op, Operation.Status.DENIED, code="denied", reason="cancelled", event="denied",
                       message=STOPPED_BY[judged.cause])
         return None
     if outcome == "access_ended":
@@ -266,11 +267,11 @@ async def _handle_result(op: Operation, request_id: str, raw: Any, *, received_c
     if outcome == "rejected":
         exc = judged.exc
         # The gate's reason names the refused check (never a value), e.g. which method was asked.
-        await _finish(op, Operation.Status.FAILED, code=exc.code,
+        await finish_operation(op, Operation.Status.FAILED, code=exc.code,
                       message=stored_text.WITH_REASON % {"message": message_for(exc.code), "reason": exc.reason})
         return None
     if outcome == "store_unavailable":
-        await _finish(op, Operation.Status.FAILED, code=STORE_UNAVAILABLE, message=message_for(STORE_UNAVAILABLE))
+        await finish_operation(op, Operation.Status.FAILED, code=STORE_UNAVAILABLE, message=message_for(STORE_UNAVAILABLE))
         return None
     rnd = judged.rnd
     digests = {"state_digest": rnd.state_digest, "schema_digests": _schema_digests(rnd)}
@@ -284,7 +285,7 @@ async def _handle_result(op: Operation, request_id: str, raw: Any, *, received_c
         if await _authorization_changed(op) is not None:  # changed during the back-off
             await deny(op, AUTHORIZATION_CHANGED, digests=digests)
             return None
-        return await _build_and_record(op, None, digests=digests)
+        return await build_and_record(op, None, digests=digests)
     if outcome == "ended":  # ended meanwhile (stopped, access ended): its round is never shown
         logger.info("operation %s ended while its round %s arrived; the round is not shown", op.id, rnd.number)
         return None

@@ -1,6 +1,6 @@
 """The operation tasks of this worker and what every phase shares: background tasks
 (:func:`_spawn`, :func:`wait_idle`), loading the row, writing an audit event, pushing a change to
-the person's browsers (:func:`notify`), and ending an operation once (:func:`_finish`: row, binding,
+the person's browsers (:func:`notify`), and ending an operation once (:func:`finish_operation`: row, binding,
 terminal audit event, push).
 """
 
@@ -15,9 +15,11 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.utils import timezone
 
-from .. import audit, push, results
+from ..audit import events as audit
+from ..runtime import push
+from ..text import results
 from ..gate import StoreUnavailable
-from ..gates import get_gate, handle_of
+from ..runtime.gates import get_gate, handle_of
 from ..models import Operation
 
 logger = logging.getLogger("mrtrweb.operations")
@@ -28,7 +30,7 @@ def new_request_id() -> str:
     return f"mrtr-{uuid.uuid4()}"
 
 
-_tasks: set[asyncio.Task] = set()
+running_tasks: set[asyncio.Task] = set()
 
 
 def _spawn(coro) -> asyncio.Task:
@@ -36,15 +38,15 @@ def _spawn(coro) -> asyncio.Task:
     process's one sync thread (one database connection) instead of pinning a connection in the
     finished request's thread for as long as the MCP server takes."""
     task = asyncio.get_running_loop().create_task(coro, context=contextvars.Context())
-    _tasks.add(task)
-    task.add_done_callback(_tasks.discard)
+    running_tasks.add(task)
+    task.add_done_callback(running_tasks.discard)
     return task
 
 
 async def wait_idle(timeout: float = 10.0) -> None:
     """Wait until no operation task of this loop is running (tests)."""
     loop = asyncio.get_running_loop()
-    pending = [t for t in _tasks if t.get_loop() is loop]
+    pending = [t for t in running_tasks if t.get_loop() is loop]
     if pending:
         await asyncio.wait(pending, timeout=timeout)
 
@@ -71,11 +73,11 @@ def discard_unusable() -> None:
 
 async def notify(op: Operation) -> None:
     """Tell the user's browsers that the operation changed (they re-render it server-side).
-    Never raises: a push the channel layer cannot take is logged (:mod:`mrtrweb.push`)."""
+    Never raises: a push the channel layer cannot take is logged (:mod:`mrtrweb.runtime.push`)."""
     await push.operation_changed(op.user_id, op.id)
 
 
-async def _load(op_id: Any) -> Operation:
+async def load_operation(op_id: Any) -> Operation:
     return await Operation.objects.select_related("server", "tenant", "user").aget(pk=op_id)
 
 
@@ -83,7 +85,7 @@ async def _audit(op: Operation, event: str, **kw: Any) -> None:
     await sync_to_async(audit.record)(op, event, **kw)
 
 
-async def _finish(op: Operation, status: str, *, code: str = "", message: str = "", result: Any = None,
+async def finish_operation(op: Operation, status: str, *, code: str = "", message: str = "", result: Any = None,
                   event: str | None = None, already_marked: bool = False, reason: str = "",
                   digests: dict[str, Any] | None = None) -> None:
     """End an operation once: update its row (only if it is not already terminal), close its
@@ -105,9 +107,9 @@ async def _finish(op: Operation, status: str, *, code: str = "", message: str = 
 
 def _finish_sync(op: Operation, status: str, *, event: str | None, already_marked: bool, reason: str,
                  digests: dict[str, Any] | None = None) -> bool:
-    """What :func:`_finish` does in the sync thread: the row (conditional on not being terminal
+    """What :func:`finish_operation` does in the sync thread: the row (conditional on not being terminal
     yet, unless ``already_marked``), the binding closed, the terminal event appended (an audit
-    outage is logged by :func:`mrtrweb.audit.record`). Returns False when the operation had
+    outage is logged by :func:`mrtrweb.audit.events.record`). Returns False when the operation had
     already ended (a late outcome: nothing else is done)."""
     fields = {"status": status, "error_code": op.error_code, "error_message": op.error_message,
               "result": op.result, "worker": "", "round_expires_at": None, "updated_at": timezone.now()}
@@ -134,7 +136,7 @@ def _finish_sync(op: Operation, status: str, *, event: str | None, already_marke
 async def _answer_refused(op: Operation, exc: Any) -> None:
     """The gate refused the person's answer (``exc``: a :class:`~mrtrweb.gate.GateRejection`):
     log it and write the ``rejected`` event (nothing was sent; an audit outage is logged by
-    :func:`mrtrweb.audit.record`)."""
+    :func:`mrtrweb.audit.events.record`)."""
     logger.info("operation %s: answer refused (%s): %s", op.id, exc.code, exc.reason)
     try:
         await _audit(op, "rejected", code=exc.code, round_number=op.rounds, request_id=op.latest_request_id)

@@ -11,11 +11,12 @@ from asgiref.sync import sync_to_async
 from django.utils import timezone
 from django.utils.translation import gettext_noop
 
-from .. import conf, results
+from .. import conf
+from ..text import results
 from ..gate import StoreUnavailable
-from ..gates import get_gate
+from ..runtime.gates import get_gate
 from ..models import McpServer, Operation
-from ..names import stored_name
+from ..text.names import stored_name
 from .authorization import current_auth
 from .calls import _drive
 from .messages import LIMIT_REACHED, message_for, OperationRefused, STORE_UNAVAILABLE, WORKER_DRAINING
@@ -32,7 +33,7 @@ async def start_operation(*, user: Any, server: McpServer, method: str, name: st
             reached, or the binding store is unavailable.
         django.db.DatabaseError: the database is unreachable (nothing was sent).
     """
-    from .. import leases, workers
+    from ..runtime import leases, workers
 
     if leases.is_draining():
         logger.info("operation refused: worker %s is draining", workers.WORKER_ID)
@@ -51,11 +52,12 @@ def _start_sync(user: Any, server: McpServer, method: str, name: str, params: di
         OperationRefused: the user may not act on the server now (``denied``, nothing created),
             a limit is reached, or the binding store is unavailable (the row then says ``failed``).
     """
-    from .. import access, workers
+    from ..tenancy import access
+    from ..runtime import workers
 
     if access.denial(user.pk, server.tenant_id, server.pk):  # the first request goes out right after
         raise OperationRefused("denied", str(access.MESSAGE))
-    _check_limits_sync(user, server.tenant_id)
+    check_limits_sync(user, server.tenant_id)
     request_id = new_request_id()
     auth = current_auth(server, user.pk, server.tenant_id)
     op = Operation.objects.create(
@@ -93,7 +95,7 @@ _LIMITS = (
 )
 
 
-def _check_limits_sync(user: Any, tenant_id: Any) -> None:
+def check_limits_sync(user: Any, tenant_id: Any) -> None:
     """Refuse a new operation when the user or the tenant has too many rounds waiting for an
     answer, or started too many operations in the last minute (``MRTRWEB`` limits): the four
     counts in one query (the user's in every tenant, the tenant's of every user).

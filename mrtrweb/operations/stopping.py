@@ -2,7 +2,7 @@
 request that the worker driving the call polls -- in the cache, read every :data:`STOP_POLL_S`, and
 durable on the operation's row, read every :data:`STOP_DB_POLL_S` while the cache has none, so a
 Redis restarted empty just after the click forgets nothing), a deny with its reason (:func:`deny`),
-an operation whose access ended (:func:`_access_ended`, :mod:`mrtrweb.access`), and one whose worker
+an operation whose access ended (:func:`_access_ended`, :mod:`mrtrweb.tenancy.access`), and one whose worker
 died (:func:`finish_interrupted`), and one that nothing follows any more
 (:func:`settle_unfollowed`: :mod:`.untracked`, or a Stop of it). Where such an operation had a task (:mod:`.tasks`) and no worker
 follows it any more, the server is told ``tasks/cancel`` (:mod:`.task_cancel`).
@@ -18,11 +18,12 @@ from asgiref.sync import sync_to_async
 from django.utils import timezone
 from django.utils.translation import gettext_noop
 
-from .. import conf, outage
+from .. import conf
+from ..runtime import outage
 from ..models import Operation
 from .holding import followed
 from .messages import DENY_MESSAGES, message_for, STOP_UNDELIVERED, STOPPED_BY, STOPPED_BY_AT_ROUND, UNTRACKED
-from .runtime import _finish, _load, _spawn
+from .runtime import finish_operation, load_operation, _spawn
 from .task_cancel import cancel_detached
 
 logger = logging.getLogger("mrtrweb.operations")
@@ -31,10 +32,10 @@ logger = logging.getLogger("mrtrweb.operations")
 async def finish_interrupted(op: Operation, code: str = "") -> None:
     """Settle an operation whose worker died during a call (already marked ``interrupted``, with
     ``code``: ``worker_lost`` by default)."""
-    from ..workers import WORKER_LOST
+    from ..runtime.workers import WORKER_LOST
 
     code = code or WORKER_LOST
-    await _finish(op, Operation.Status.INTERRUPTED, code=code, message=message_for(code),
+    await finish_operation(op, Operation.Status.INTERRUPTED, code=code, message=message_for(code),
                   event="failed", already_marked=True)
     if op.task_id:  # nobody follows its task any more: the server is told (.task_cancel)
         _spawn(cancel_detached(op.pk))
@@ -42,9 +43,9 @@ async def finish_interrupted(op: Operation, code: str = "") -> None:
 
 async def deny(op: Operation, reason: str, *, digests: dict[str, Any] | None = None) -> None:
     """End the operation with a ``denied`` outcome for ``reason``; nothing more is sent for it.
-    ``digests``: the round's digests when the caller has them (see :func:`~.runtime._finish`)."""
+    ``digests``: the round's digests when the caller has them (see :func:`~.runtime.finish_operation`)."""
     logger.info("operation %s denied: %s", op.id, reason)
-    await _finish(op, Operation.Status.DENIED, code="denied", reason=reason,
+    await finish_operation(op, Operation.Status.DENIED, code="denied", reason=reason,
                   message=DENY_MESSAGES.get(reason, gettext_noop("The answer was denied.")), event="denied", digests=digests)
 
 
@@ -74,14 +75,14 @@ async def stop_operation(op: Operation, *, by: str = "person") -> bool:
 
     Raises:
         ValueError: ``by`` is not a key of :data:`STOPPED_BY`.
-        mrtrweb.outage.ServiceUnavailable: a call in flight, and its stop request cannot be
+        mrtrweb.runtime.outage.ServiceUnavailable: a call in flight, and its stop request cannot be
             written (the cache is down): nothing changed (:data:`STOP_UNDELIVERED`, a 503)."""
     if by not in STOPPED_BY:
         raise ValueError(f"by must be one of {sorted(STOPPED_BY)}")
-    op = await _load(op.pk)
+    op = await load_operation(op.pk)
     if op.status == Operation.Status.AWAITING_INPUT:
         logger.info("operation %s denied: cancelled (by: %s)", op.id, by)
-        await _finish(op, Operation.Status.DENIED, code="denied", reason="cancelled", event="denied",
+        await finish_operation(op, Operation.Status.DENIED, code="denied", reason="cancelled", event="denied",
                       message=STOPPED_BY_AT_ROUND[by])
         if op.task_id:  # a task's round (2026-07-28): the task waits for it at the server; cancel it
             _spawn(cancel_detached(op.pk))
@@ -93,7 +94,7 @@ async def stop_operation(op: Operation, *, by: str = "person") -> bool:
             logger.warning("could not write the stop request of operation %s", op.id)
         return True
     if op.status == Operation.Status.RUNNING:
-        from ..workers import WORKER_ID
+        from ..runtime.workers import WORKER_ID
 
         try:
             await sync_to_async(request_stop)(op.id, by)
@@ -111,7 +112,7 @@ async def stop_operation(op: Operation, *, by: str = "person") -> bool:
 async def settle_unfollowed(op_id: Any, worker_id: str) -> bool:
     """End an operation that names ``worker_id`` (``""``: none) and that nothing follows: a
     conditional update (still live, still naming it), then the binding closed, the terminal event
-    and the push (:func:`~.runtime._finish`). Ended ``denied`` (``cancelled``) when someone asked
+    and the push (:func:`~.runtime.finish_operation`). Ended ``denied`` (``cancelled``) when someone asked
     to stop it, else ``interrupted`` (:data:`~.messages.UNTRACKED`). Returns whether it ended here."""
     by = await sync_to_async(stop_requested)(op_id, durable=True)
     if by:
@@ -126,8 +127,8 @@ async def settle_unfollowed(op_id: Any, worker_id: str) -> bool:
         return False
     logger.error("operation %s named worker %r with nothing following it; ended %s (%s)", op_id, worker_id, status,
                  f"stopped by {by}" if by else UNTRACKED)
-    op = await _load(op_id)
-    await _finish(op, status, code=code, message=message, event=event, reason=reason, already_marked=True)
+    op = await load_operation(op_id)
+    await finish_operation(op, status, code=code, message=message, event=event, reason=reason, already_marked=True)
     if op.task_id:  # nobody follows its task any more: the server is told (.task_cancel)
         _spawn(cancel_detached(op.pk))
     return True

@@ -10,10 +10,10 @@ from __future__ import annotations
 import logging
 from typing import Any, Final
 
-from ..connections import connection_for, declared, server_key
+from ..servers.connections import connection_for, declared, server_key
 from ..mcp import McpCallError
 from ..mcp import tasks as wire
-from .runtime import _load, new_request_id
+from .runtime import load_operation, new_request_id
 
 logger = logging.getLogger("mrtrweb.operations")
 
@@ -25,7 +25,7 @@ async def cancel_detached(op_id: Any) -> bool:
     """``tasks/cancel`` the task of operation ``op_id`` (if it has one and the server declares
     tasks). Returns whether the server acknowledged it."""
     try:
-        op = await _load(op_id)
+        op = await load_operation(op_id)
         if not op.task_id:
             return False
         declare, _suffix = declared(op.server)

@@ -33,13 +33,15 @@ from typing import Any, Final
 from asgiref.sync import sync_to_async
 from django.utils.translation import gettext_noop
 
-from .. import conf, display, push, stored_text
+from .. import conf
+from ..text import display, stored_text
+from ..runtime import push
 from ..mcp import McpCallError
 from ..mcp import tasks as wire
 from ..models import Operation
 from .messages import server_error_text, STOPPED_BY
 from .revocation import _access_ended
-from .runtime import _finish, new_request_id
+from .runtime import finish_operation, new_request_id
 from .stopping import stop_requested, STOP_POLL_S
 from .task_cancel import CANCEL_TIMEOUT_S
 
@@ -135,7 +137,7 @@ async def _record(op: Operation, view: wire.TaskView) -> None:
     await Operation.objects.filter(pk=op.pk).exclude(status__in=Operation.TERMINAL).aupdate(
         task_id=view.task_id, task_status=view.status, task_message=message)
     op.task_id, op.task_status, op.task_message = view.task_id, view.status, message
-    from ..push import user_group
+    from ..runtime.push import user_group
 
     await push.group_send(user_group(op.user_id), {
         "type": "operation.progress", "operation_id": str(op.id), "progress": None, "total": None,
@@ -165,7 +167,7 @@ async def _ended_by_server(op: Operation, view: wire.TaskView) -> None:
                 else gettext_noop("The server's task failed."))
         code = TASK_FAILED
     logger.info("operation %s: its task ended %s", op.id, view.status)
-    await _finish(op, Operation.Status.FAILED, code=code, message=f"{text} Server said: {said}" if said else text)
+    await finish_operation(op, Operation.Status.FAILED, code=code, message=f"{text} Server said: {said}" if said else text)
 
 
 async def broken(op: Operation, conn: Any, plan_: Plan, exc: wire.TaskWireError) -> None:
@@ -174,7 +176,7 @@ async def broken(op: Operation, conn: Any, plan_: Plan, exc: wire.TaskWireError)
     logger.info("operation %s: the server's task answer was refused (%s)", op.id, exc.reason)
     followed = bool(op.task_id)  # a task already followed is cancelled; a malformed new one has no usable id
     await cancel(op, conn, plan_)
-    await _finish(op, Operation.Status.FAILED, code=wire.INVALID_TASK,
+    await finish_operation(op, Operation.Status.FAILED, code=wire.INVALID_TASK,
                   message=f"The server's task answer is malformed and was refused ({exc.reason}); "
                           + ("the task was cancelled and " if followed else "") + "nothing more was sent.")
 
@@ -245,7 +247,7 @@ async def stop(op: Operation, conn: Any, plan_: Plan, by: str) -> None:
     operation ends as a Stop does (``denied``, reason ``cancelled``)."""
     await cancel(op, conn, plan_)
     logger.info("operation %s stopped during its task (by: %s)", op.id, by)
-    await _finish(op, Operation.Status.DENIED, code="denied", reason="cancelled", event="denied",
+    await finish_operation(op, Operation.Status.DENIED, code="denied", reason="cancelled", event="denied",
                   message=STOPPED_BY[by])
 
 

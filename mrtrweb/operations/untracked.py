@@ -13,11 +13,11 @@ nobody, and the reaper leaves it alone while its worker lives.
 
   It judges only where its judgement can be right: once per period per **process** (every event
   loop of a process that drove a call runs a heartbeat of its own, and two loops' checks a moment
-  apart are not "two periods"), and only while this worker is :func:`~mrtrweb.workers.trusted`
+  apart are not "two periods"), and only while this worker is :func:`~mrtrweb.runtime.workers.trusted`
   (its own lease renewals succeed: the database answers, and this worker's view is current).
   Each operation it ends is one short conditional update of its own; nothing is held across a
   wait.
-* :func:`scan` -- for ``manage.py mrtr_reconcile`` (:mod:`mrtrweb.reconcile`), from outside any
+* :func:`scan` -- for ``manage.py mrtr_reconcile`` (:mod:`mrtrweb.audit.reconcile`), from outside any
   worker: live operations naming a dead worker (what the reaper settles), ``running`` naming no
   worker, live on a live worker whose published list leaves them out (for
   :data:`GRACE_PERIODS`), terminal still naming a worker; and, with ``settle``, repairs them.
@@ -32,7 +32,8 @@ from typing import Any
 from asgiref.sync import async_to_sync, sync_to_async
 from django.utils import timezone
 
-from .. import conf, outage
+from .. import conf
+from ..runtime import outage
 from ..models import Operation
 from .holding import followed
 from .stopping import settle_unfollowed
@@ -63,7 +64,7 @@ def publish() -> None:
     after :data:`GRACE_PERIODS` periods (a worker that stops publishing is judged by its lease)."""
     from django.core.cache import caches
 
-    from ..workers import WORKER_ID
+    from ..runtime.workers import WORKER_ID
 
     caches[conf.get("BINDING_CACHE")].set(_key(WORKER_ID), sorted(followed()),
                                           timeout=int(_period() * GRACE_PERIODS) + 1)
@@ -95,7 +96,7 @@ async def check_own() -> int:
     """The heartbeat's duty (see the module docstring); returns how many operations it ended."""
     import time
 
-    from ..workers import WORKER_ID, trusted
+    from ..runtime.workers import WORKER_ID, trusted
 
     global _last_check
     started = time.monotonic()
@@ -137,7 +138,7 @@ def scan(*, settle: bool = True, now: datetime.datetime | None = None) -> dict[s
     worker, else :func:`.stopping.settle_unfollowed`), the terminal ones' worker cleared. A worker is
     dead here when its lease is absent or was not renewed for twice :func:`stale_after` (one only a
     little stale counts as ``unverified``: it may be back from a database outage)."""
-    from ..workers import live_workers, stale_after
+    from ..runtime.workers import live_workers, stale_after
 
     from .reaping import settle_dead
 

@@ -28,13 +28,13 @@ from __future__ import annotations
 import logging
 from typing import Any, Final
 
-from .. import stored_text
+from ..text import stored_text
 from ..gate import Retry
 from ..mcp import McpCallError
 from ..models import Operation
 from .messages import DENY_MESSAGES, INVALID_URL_REQUIRED, message_for, URL_CANCELLED, URL_DECLINED, URL_REQUIRED
 from .rounds import _handle_result
-from .runtime import _finish
+from .runtime import finish_operation
 
 logger = logging.getLogger("mrtrweb.operations")
 
@@ -106,7 +106,7 @@ async def url_required_round(op: Operation, request_id: str, exc: McpCallError) 
         result = as_input_required(exc.rpc_data)
     except MalformedUrlRequired as bad:
         logger.info("operation %s: URL-required error refused: %s", op.id, bad.reason)
-        await _finish(op, Operation.Status.FAILED, code=INVALID_URL_REQUIRED, reason=bad.reason[:200],
+        await finish_operation(op, Operation.Status.FAILED, code=INVALID_URL_REQUIRED, reason=bad.reason[:200],
                       message=stored_text.WITH_REASON % {"message": message_for(INVALID_URL_REQUIRED),
                                                           "reason": bad.reason})
         return
@@ -143,5 +143,5 @@ async def end_unaccepted(op: Operation, retry: Retry) -> None:
     reason = URL_CANCELLED if cancelled else URL_DECLINED
     logger.info("operation %s: URL-required round %s answered %s; the request is not sent again", op.id,
                 retry.round_number, "cancel" if cancelled else "decline")
-    await _finish(op, Operation.Status.DENIED, code="denied", reason=reason, event="denied",
+    await finish_operation(op, Operation.Status.DENIED, code="denied", reason=reason, event="denied",
                   message=DENY_MESSAGES[URL_CANCELLED if cancelled else URL_DECLINED])

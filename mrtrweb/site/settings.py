@@ -8,7 +8,7 @@ import os
 from datetime import timedelta
 from pathlib import Path
 
-from mrtrweb.secretkeys import load_or_create
+from mrtrweb.runtime.secretkeys import load_or_create
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 VAR_DIR = Path(os.environ.get("MRTRWEB_VAR_DIR", BASE_DIR / "var"))
@@ -35,8 +35,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     # first: /healthz and /readyz answered before host validation and the TLS redirect (load
-    # balancers probe by IP over plain http; mrtrweb.health)
-    "mrtrweb.health.HealthMiddleware",
+    # balancers probe by IP over plain http; mrtrweb.runtime.health)
+    "mrtrweb.runtime.health.HealthMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     # the page's language from the browser's Accept-Language (English or German, LANGUAGES)

@@ -41,7 +41,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from .settings import *  # noqa: F401,F403
 from .settings import MRTRWEB as _BASE_MRTRWEB
-from ..secretkeys import key_problem
+from ..runtime.secretkeys import key_problem
 
 
 def _required(name: str) -> str:

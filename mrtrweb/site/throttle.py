@@ -13,7 +13,7 @@ The slot is given back when the attempt ends (``user_login_failed`` / ``user_log
 axes has recorded it); the pair's counter expires :data:`SLOT_TTL_S` after its latest attempt
 whatever happens. A cache that cannot be reached refuses the sign-in (fails closed: no password is
 checked, nothing is counted against the person): the sign-in page answers 503 "signing in is not
-possible right now" (:class:`mrtrweb.outage.ServiceUnavailable`), logged in one line.
+possible right now" (:class:`mrtrweb.runtime.outage.ServiceUnavailable`), logged in one line.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from django.core.cache import caches
 from django.core.exceptions import PermissionDenied
 from django.utils.translation import gettext_noop
 
-from ..outage import ServiceUnavailable
+from ..runtime.outage import ServiceUnavailable
 
 logger = logging.getLogger("mrtrweb.signin")
 
@@ -49,7 +49,7 @@ def _slot_key(username: str | None, ip_address: str | None) -> str:
 class SignInsInFlight:
     """Authentication backend that checks no password: it refuses an attempt beyond the limit
     (:class:`~django.core.exceptions.PermissionDenied`), refuses any attempt while the cache is
-    unreachable (:class:`~mrtrweb.outage.ServiceUnavailable`: a 503 through
+    unreachable (:class:`~mrtrweb.runtime.outage.ServiceUnavailable`: a 503 through
     :class:`~mrtrweb.middleware.FailClosedMiddleware`) or lets the next backend decide
     (returns ``None``). Needs the request (``authenticate(request, ...)``); without one, or with
     ``AXES_ENABLED = False``, it stands aside (django-axes refuses request-less calls itself).

@@ -1,4 +1,4 @@
-"""Template filters that show server text as text (see :mod:`mrtrweb.display`).
+"""Template filters that show server text as text (see :mod:`mrtrweb.text.display`).
 
 ``{% load mrtrweb_display %}``, then:
 
@@ -11,9 +11,9 @@
   rest percent-encoded): nothing in it can be reordered by right-to-left letters.
 * ``{{ op|status_label }}`` -- an operation's status as its person reads it ("Stopped by you").
 * ``{{ message|translated|shown }}`` -- one of the product's stored English messages (an
-  operation's outcome, a refusal) in the page's language (:mod:`mrtrweb.stored_text`); other text
+  operation's outcome, a refusal) in the page's language (:mod:`mrtrweb.text.stored_text`); other text
   (the server's) unchanged.
-* ``{{ name|label }}`` -- a name or title cut to :data:`mrtrweb.results.MAX_LABEL_CHARS` characters
+* ``{{ name|label }}`` -- a name or title cut to :data:`mrtrweb.text.results.MAX_LABEL_CHARS` characters
   (a cut one says how many were left out): use after ``shown``.
 
 Both leave HTML escaping to autoescape (and keep a value that is already escaped, a
@@ -27,14 +27,15 @@ from typing import Any
 
 from django import template
 
-from .. import display, outcomes, results, stored_text
+from ..text import display, results, stored_text
+from ..consent import outcomes
 
 register = template.Library()
 
 
 @register.filter
 def status_label(op: Any, own: bool = True) -> str:
-    """An operation's status as its person reads it (:func:`mrtrweb.outcomes.status_label`:
+    """An operation's status as its person reads it (:func:`mrtrweb.consent.outcomes.status_label`:
     "Stopped by you" for their own Stop); ``own`` False: read by someone else."""
     return outcomes.status_label(op, own=bool(own))
 

@@ -3,7 +3,7 @@
 ``{{ value|short_id }}`` renders ``<code title="full value">mrtr-1a2b3c4d…</code>`` and a copy
 button (accessible name "Copy full value") that ``mrtrweb/copy.js`` reveals and wires to the
 clipboard: a UUID never wraps one character per line across a table cell. The value is shown as
-text (:func:`mrtrweb.display.shown`: control and bidi characters visible) and escaped.
+text (:func:`mrtrweb.text.display.shown`: control and bidi characters visible) and escaped.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 from django.utils.translation import gettext
 
-from .. import display
+from ..text import display
 
 register = template.Library()
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from django import template
 
-from ..names import call_url as _call_url
+from ..text.names import call_url as _call_url
 
 register = template.Library()
 
@@ -14,5 +14,5 @@ register = template.Library()
 @register.simple_tag
 def call_url(kind: str, server_id: Any, name: Any) -> str:
     """``{% call_url "tool" server.pk tool.name %}``: the call page of that tool or prompt (the name
-    percent-encoded in the query string, or its digest; see :mod:`mrtrweb.names`). Autoescaped."""
+    percent-encoded in the query string, or its digest; see :mod:`mrtrweb.text.names`). Autoescaped."""
     return _call_url(kind, server_id, name)

@@ -1,4 +1,4 @@
-"""``{% load mrtrweb_nav %}``: what the navigation of every page shows (:mod:`mrtrweb.pending`)."""
+"""``{% load mrtrweb_nav %}``: what the navigation of every page shows (:mod:`mrtrweb.consent.pending`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from django import template
 from django.core.exceptions import SynchronousOnlyOperation
 from django.db import DatabaseError
 
-from .. import pending
+from ..consent import pending
 
 register = template.Library()
 logger = logging.getLogger("mrtrweb.pending")
@@ -18,7 +18,7 @@ logger = logging.getLogger("mrtrweb.pending")
 @register.simple_tag(takes_context=True)
 def nav_summary(context: Any) -> dict[str, Any] | None:
     """``{% nav_summary as nav %}``: the signed-in user's rounds waiting and the tenants they
-    administer (one query, :func:`mrtrweb.pending.nav_summary`); None for no user, or when it
+    administer (one query, :func:`mrtrweb.consent.pending.nav_summary`); None for no user, or when it
     cannot be read now (a database outage, a template rendered on the event loop): the page
     shows then without the count, which the page's socket fills in."""
     user = context.get("user")

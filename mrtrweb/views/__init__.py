@@ -2,7 +2,7 @@
 
 Every view requires login; objects are looked up through the requesting user's memberships or
 ownership, so another user (same or other tenant) gets 404 and nothing is sent. Each request also
-re-checks access (:mod:`mrtrweb.access`: the user active, a member of the tenant, the server there
+re-checks access (:mod:`mrtrweb.tenancy.access`: the user active, a member of the tenant, the server there
 and enabled): once it ended, the person's own operations are 404 as well, and ended as denied.
 
 One module per page or step: :mod:`.servers` (the server list and a server's page),

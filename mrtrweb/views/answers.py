@@ -17,12 +17,15 @@ from django.utils import timezone
 from django.utils.translation import gettext
 from django.views.decorators.http import require_POST
 
-from .. import access, audit, conf, operations, sampling
+from ..tenancy import access
+from ..audit import events as audit
+from .. import conf, operations
+from ..consent import sampling
 from ..gate import ContentMismatch, GateRejection, StoreUnavailable
-from ..gate.gate import _valid_create_message_result, _valid_list_roots_result, _within_depth
+from ..gate.gate import valid_create_message_result, valid_list_roots_result, within_depth
 from ..gate.ids import is_strict_json
 from ..models import AuditEvent, Operation
-from ..panels import consent_forms
+from ..consent.panels import consent_forms
 from .common import (ANSWER_NOT_SENT, _operation_for, _panel_response, _record_foreign_attempt,
                      _record_refused_after_access, _user, login_required)
 from .review import _check_review, _review_payload, _review_response, REVIEW_INVALID_MESSAGE
@@ -125,8 +128,8 @@ async def _precheck(op: Operation, rnd: Any, forms: dict[str, Any], responses: d
                 forms[key].add_gate_errors(exc.errors)
                 failed, code = failed or gettext("Some answers need attention."), code or "input_response_schema_mismatch"
         elif view.kind in sampling.DEPRECATED_KINDS:
-            valid = _valid_list_roots_result if view.kind == "roots" else _valid_create_message_result
-            if not (valid(response) and _within_depth(response) and is_strict_json(response)):
+            valid = valid_list_roots_result if view.kind == "roots" else valid_create_message_result
+            if not (valid(response) and within_depth(response) and is_strict_json(response)):
                 failed, code = sampling.INVALID_ANSWER_MESSAGE, sampling.INVALID_ANSWER
     if failed is not None:
         logger.info("operation %s round %s: answer refused before review (%s)", op.id, rnd.number, code)
@@ -139,8 +142,8 @@ async def _precheck(op: Operation, rnd: Any, forms: dict[str, Any], responses: d
 
 
 #: seconds an answer waits for its round's consent receipt while a socket that pushed the card is
-#: writing it (:meth:`mrtrweb.consumers.OperationsConsumer.operation_update` marks that it is,
-#: :func:`mrtrweb.push.receipt_pending`): a quick answer may arrive first. Then ``answer_round``
+#: writing it (:meth:`mrtrweb.live.consumers.OperationsConsumer.operation_update` marks that it is,
+#: :func:`mrtrweb.runtime.push.receipt_pending`): a quick answer may arrive first. Then ``answer_round``
 #: judges: without the receipt it refuses the answer and ends the operation (fail closed). With no
 #: receipt being written nothing waits (an answer to a card never pushed is refused at once).
 RECEIPT_WAIT_S = 3.0
@@ -150,9 +153,9 @@ RECEIPT_POLL_S = (0.005, 0.02)
 
 async def _await_receipt(op: Operation, round_number: int) -> None:
     """Return once the ``shown`` receipt of ``op``'s round ``round_number`` is written, or when no
-    socket is writing it (:func:`mrtrweb.push.receipt_pending`), or after :data:`RECEIPT_WAIT_S`
+    socket is writing it (:func:`mrtrweb.runtime.push.receipt_pending`), or after :data:`RECEIPT_WAIT_S`
     (never raises for its absence: ``answer_round`` refuses the answer)."""
-    from .. import push
+    from ..runtime import push
 
     deadline = time.monotonic() + RECEIPT_WAIT_S
     shown = AuditEvent.objects.filter(operation_id=op.id, round_number=round_number, event="shown")

@@ -18,9 +18,11 @@ from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.utils.translation import gettext as _
 
-from .. import connections, display, names, operations, results
+from ..servers import connections
+from ..text import display, names, results
+from .. import operations
 from ..models import Operation
-from ..forms import JsonArgumentsForm, refuse_lone_surrogates, SchemaForm, stand_in_keys
+from ..consent.forms import JsonArgumentsForm, refuse_lone_surrogates, SchemaForm, stand_in_keys
 from ..gate import check_requested_schema, SchemaRefused
 from ..mcp import McpCallError
 from ..operations.tasks import refused as task_refused, requires_task, TASK_REQUIRED_MESSAGE
@@ -66,7 +68,7 @@ def _prefill(form: SchemaForm | JsonArgumentsForm, arguments: dict[str, Any]) ->
 
 @login_required
 async def tool_call(request: HttpRequest, server_id: int, tool: str | None = None) -> HttpResponse:
-    """A tool's call page, the tool named by ``?name=`` or ``?sha256=`` (:mod:`mrtrweb.names`; ``tool``:
+    """A tool's call page, the tool named by ``?name=`` or ``?sha256=`` (:mod:`mrtrweb.text.names`; ``tool``:
     the older path form). The name called is the one the server lists, byte for byte. 404: not listed."""
     user = await _user(request)
     server = await _server_for(user, server_id)
@@ -159,7 +161,7 @@ class _BoundedCallForm(forms.Form):
 class PromptArgumentsForm(_BoundedCallForm):
     """``prompts/get`` arguments: strings, required where the server says so. An argument named
     ``""`` gets a field too (labelled as having no name). Titles and descriptions are bounded
-    (``budget``: the page's :class:`~mrtrweb.results.ShownBudget`)."""
+    (``budget``: the page's :class:`~mrtrweb.text.results.ShownBudget`)."""
 
     def __init__(self, arguments: list[Any], *args: Any, budget: results.ShownBudget | None = None,
                  **kwargs: Any) -> None:
@@ -212,7 +214,7 @@ async def _listed_call(request: HttpRequest, server_id: int, *, kind: str, title
     """The shared flow of a prompt or resource call page: find ``title`` (or the name whose digest
     is ``wanted``) among the server's listing (``list_name`` of the connection, items keyed by
     ``key``; the first of a repeated name), show ``make_form(spec, data, budget)`` (``budget``: the
-    page's :class:`~mrtrweb.results.ShownBudget`, the heading and description taken), and on a valid POST
+    page's :class:`~mrtrweb.text.results.ShownBudget`, the heading and description taken), and on a valid POST
     start ``build(spec, form) -> (method, name, params)``. 404: not listed (or nothing named)."""
     user = await _user(request)
     server = await _server_for(user, server_id)

@@ -15,9 +15,12 @@ from django.middleware.csrf import get_token
 from django.template.loader import render_to_string
 from django.utils.translation import gettext, gettext_lazy
 
-from .. import access, audit, expiry, operations
+from ..tenancy import access
+from ..audit import events as audit
+from ..operations import expiry
+from .. import operations
 from ..models import Operation
-from ..panels import panel_context
+from ..consent.panels import panel_context
 
 logger = logging.getLogger("mrtrweb.views")
 
@@ -31,7 +34,7 @@ async def _signed_in(user: Any) -> bool:
 
 
 #: Django's ``login_required`` for these async views, its test a coroutine: no thread hop for
-#: reading ``is_authenticated`` of the user ``request.auser()`` loaded (mrtrweb.onehop)
+#: reading ``is_authenticated`` of the user ``request.auser()`` loaded (mrtrweb.runtime.onehop)
 login_required = user_passes_test(_signed_in)
 
 
@@ -46,17 +49,17 @@ NOTHING_TO_STOP = gettext_lazy("This operation had already ended: there was noth
 
 
 async def _operation_for(user: Any, op_id: Any) -> Operation:
-    """The user's operation while they may act on it (:func:`mrtrweb.access.operation_for`).
+    """The user's operation while they may act on it (:func:`mrtrweb.tenancy.access.operation_for`).
 
     Raises:
-        Http404: not theirs; :class:`~mrtrweb.access.AccessEnded` (a 404 too) when their access
+        Http404: not theirs; :class:`~mrtrweb.tenancy.access.AccessEnded` (a 404 too) when their access
             ended (the operation is then ended as denied, nothing sent)."""
     return await operations.operation_for(user, op_id)
 
 
 async def _current(user: Any, op_id: Any) -> Operation:
     """The user's operation, after settling it if the worker named on it is dead
-    (:mod:`mrtrweb.workers`) or its round is past its lifetime (:mod:`mrtrweb.expiry`)."""
+    (:mod:`mrtrweb.runtime.workers`) or its round is past its lifetime (:mod:`mrtrweb.operations.expiry`)."""
     op = await _operation_for(user, op_id)
     settled = False
     if op.status in Operation.LIVE and op.worker:

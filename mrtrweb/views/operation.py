@@ -14,9 +14,11 @@ from django.template.response import TemplateResponse
 from django.utils.translation import gettext
 from django.views.decorators.http import require_GET, require_POST
 
-from .. import access, operations, results
+from ..tenancy import access
+from .. import operations
+from ..text import results
 from ..models import Operation
-from ..panels import panel_context
+from ..consent.panels import panel_context
 from .common import (NOTHING_TO_STOP, _current, _operation_for, _panel_response, _record_refused_after_access,
                      _user, login_required)
 
@@ -57,7 +59,7 @@ async def operation_stop(request: HttpRequest, op_id: Any) -> HttpResponse:
 @login_required
 @require_GET
 async def operation_result(request: HttpRequest, op_id: Any) -> HttpResponse:
-    """The stored result of the user's completed operation as a download (``mrtrweb.results.download``):
+    """The stored result of the user's completed operation as a download (``mrtrweb.text.results.download``):
     an attachment, ``nosniff``, a sandboxing CSP, never rendered as a page. 404: not the user's,
     or no result."""
     user = await _user(request)

@@ -15,8 +15,9 @@ from django.http import HttpRequest, HttpResponse
 from django.utils.formats import date_format
 from django.utils.translation import gettext, gettext_noop
 
-from .. import fieldhints, results, sampling
-from ..forms import _option_key
+from ..consent import fieldhints, sampling
+from ..text import results
+from ..consent.forms import option_key
 from ..gate import digest
 from ..models import Operation
 from .common import _panel_response
@@ -114,7 +115,7 @@ def _readable(spec: Any, value: Any, labels: dict[str, Any]) -> dict[str, Any]:
 def _form_rows(form: Any, content: dict[str, Any]) -> list[dict[str, Any]]:
     """Field label -> the value as it will be sent, read as a person reads it (:func:`_readable`;
     server defaults filled as the gate fills them). Labels and option labels as the card showed
-    them (bounded, :class:`~mrtrweb.results.ShownBudget`); a value longer than ``MAX_SHOWN_CHARS``
+    them (bounded, :class:`~mrtrweb.text.results.ShownBudget`); a value longer than ``MAX_SHOWN_CHARS``
     is shown cut, saying so (it is sent whole)."""
     rows = []
     defaults = getattr(form.checked, "defaults", {}) or {}
@@ -133,7 +134,7 @@ def _form_rows(form: Any, content: dict[str, Any]) -> list[dict[str, Any]]:
             rows.append(row)
             continue
         cut = shown_options.get(spec.name, {})
-        labels = {json.dumps(o.value): cut.get(_option_key(o.value), o.label) for o in spec.options}
+        labels = {json.dumps(o.value): cut.get(option_key(o.value), o.label) for o in spec.options}
         readable = _readable(spec, value, labels)
         if "items" in readable:
             row["items"] = [results.shown_text(item) for item in readable["items"]]

@@ -1,5 +1,5 @@
 """The server list and a server's page: its tools, prompts and resources listed live through the
-person's connection (:mod:`mrtrweb.connections`), server text bounded and escaped.
+person's connection (:mod:`mrtrweb.servers.connections`), server text bounded and escaped.
 """
 
 from __future__ import annotations
@@ -11,7 +11,9 @@ from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
-from .. import conf, connections, names, operations, results
+from .. import conf, operations
+from ..servers import connections
+from ..text import names, results
 from ..authz import pages as authz_pages
 from ..mcp import McpCallError
 from ..mcp.tasks import flavor as task_flavor

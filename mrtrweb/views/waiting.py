@@ -1,5 +1,5 @@
 """The page of the rounds waiting for the person ("Waiting for you" in the navigation): each with
-its server, tool and expiry, linking to its operation page (:mod:`mrtrweb.pending`)."""
+its server, tool and expiry, linking to its operation page (:mod:`mrtrweb.consent.pending`)."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
-from .. import pending
+from ..consent import pending
 from .common import _user, login_required
 
 
 @login_required
 async def waiting_rounds(request: HttpRequest) -> HttpResponse:
     """Every round awaiting the signed-in person's answer that they may still answer (up to
-    :data:`mrtrweb.pending.LISTED`, soonest to expire first; the count is all of them)."""
+    :data:`mrtrweb.consent.pending.LISTED`, soonest to expire first; the count is all of them)."""
     user = await _user(request)
     count, rounds = await sync_to_async(pending.waiting_rounds)(user.pk)
     for r in rounds:  # the page shows the expiry through |when (the viewer's zone), the push the ISO text

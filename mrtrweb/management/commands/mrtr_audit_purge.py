@@ -5,7 +5,7 @@ DAYS, tenant by tenant, behind a signed checkpoint of the last removed link, so 
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from mrtrweb.audit import purge_before
+from mrtrweb.audit.events import purge_before
 from mrtrweb.models import Tenant
 
 

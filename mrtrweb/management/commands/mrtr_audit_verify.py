@@ -3,7 +3,7 @@ its first broken link; exits 1 when one is broken."""
 
 from django.core.management.base import BaseCommand, CommandError
 
-from mrtrweb.audit import verify_chain
+from mrtrweb.audit.events import verify_chain
 from mrtrweb.models import Tenant
 
 

@@ -37,10 +37,10 @@ Exit codes (several operations: the first non-zero one, in order):
 
 ``--conformance`` is for the official MCP conformance suite
 (``@modelcontextprotocol/conformance client --command``): it reads the scenario name from
-``MCP_CONFORMANCE_SCENARIO`` and runs that scenario's plan (:func:`mrtrweb.conformance.plan_for`;
-by default the same as ``--each``) on a fresh server row configured for the scenario (:mod:`mrtrweb.conformance`:
+``MCP_CONFORMANCE_SCENARIO`` and runs that scenario's plan (:func:`mrtrweb.headless.conformance.plan_for`;
+by default the same as ``--each``) on a fresh server row configured for the scenario (:mod:`mrtrweb.headless.conformance`:
 auth mode, pre-registered client, CIMD URL, loopback http). When the server asks for
-authorization it connects without a person (:mod:`mrtrweb.headless_auth`: the browser's
+authorization it connects without a person (:mod:`mrtrweb.headless.auth`: the browser's
 start/finish code path, the authorization URL followed up to its redirect) and runs the step
 again, at most twice per step. Without ``--conformance`` only the user's stored credentials are
 used: an operation that needs a connection fails ``authorization_required`` (exit 3).
@@ -50,7 +50,7 @@ A failed (denied, expired...) operation's line is followed by what its operation
 (``HeadlessOutcome.error_message``: for a JSON-RPC error the server's code and message, cleaned
 and cut as the page shows them; in ``--json`` as ``error_message``).
 Server text (names, descriptions, results, error messages) is printed with its control, escape and bidi
-characters made visible as ``⟨U+001B⟩`` (:mod:`mrtrweb.display`), and written as ``\\uXXXX``
+characters made visible as ``⟨U+001B⟩`` (:mod:`mrtrweb.text.display`), and written as ``\\uXXXX``
 escapes in ``--json`` output: a server cannot move the cursor, recolour or rewrite the terminal.
 
 ``--list`` is bounded like the server page: at most ``names.MAX_LISTED_SHOWN`` items of each kind
@@ -74,7 +74,10 @@ from django.core.exceptions import ValidationError
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
-from mrtrweb import conformance, connections, display, headless, headless_auth, names, operations, results
+from mrtrweb.headless import conformance, client as headless, auth as headless_auth
+from mrtrweb.servers import connections
+from mrtrweb.text import display, names, results
+from mrtrweb import operations
 from mrtrweb.mcp import McpCallError
 from mrtrweb.models import Membership, Operation, Tenant
 from mrtrweb.operations.tasks import TASK_REQUIRED_MESSAGE

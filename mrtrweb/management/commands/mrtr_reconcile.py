@@ -5,7 +5,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from mrtrweb.reconcile import reconcile, summary
+from mrtrweb.audit.reconcile import reconcile, summary
 
 
 class Command(BaseCommand):

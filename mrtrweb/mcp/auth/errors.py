@@ -24,7 +24,7 @@ MAX_TEXT: Final = 300
 def clean_text(text: object, limit: int = MAX_TEXT) -> str:
     """``text`` as one bounded line: control (Cc), format (Cf: bidi, zero-width), surrogate,
     private-use and unassigned characters become ``?``, whitespace runs one space, at most
-    ``limit`` characters (``…`` marks a cut). Framework-free (``mrtrweb.display`` imports Django)."""
+    ``limit`` characters (``…`` marks a cut). Framework-free (``mrtrweb.text.display`` imports Django)."""
     raw = text if isinstance(text, str) else str(text)
     out = []
     for ch in raw[: limit * 4]:

@@ -1,0 +1,221 @@
+"""The per-tenant audit hash chain's pieces below :mod:`mrtrweb.audit.events`: an event's canonical
+hash, and the statements that lock a tenant's chain head and append to it on PostgreSQL and
+SQLite (:func:`mrtrweb.audit.events._append` drives them: waiting, retries, the ``once`` check).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import secrets
+import time
+from typing import Any
+
+from django.db import DatabaseError, OperationalError
+
+from ..models import AuditChainHead, AuditEvent
+
+logger = logging.getLogger("mrtrweb.audit")
+
+GENESIS = "0" * 64
+
+#: the fields an event's hash covers, in the canonical JSON (with ``prev_hash`` and the sequence)
+HASHED_FIELDS = ("tenant_id", "sequence", "prev_hash", "created_at", "operation_id", "event", "code", "reason",
+                 "round_number", "original_request_id", "request_id", "retry_id", "server_id", "server_origin",
+                 "method", "name", "user_digest", "tenant_digest", "state_digest", "schema_digests",
+                 "display_digest", "config_digest", "actions", "policy_version")
+
+#: fields added later (issue 13: the authorization identity): covered by the hash only when not
+#: empty, so every event written before they existed keeps its hash and the chain still verifies
+OPTIONAL_HASHED_FIELDS = ("auth_mode", "auth_digest", "auth_identity")
+
+
+def event_hash(values: dict[str, Any]) -> str:
+    """SHA-256 (hex) of an event's canonical JSON: the :data:`HASHED_FIELDS`, ``created_at`` in
+    ISO 8601, ids as strings, and each of :data:`OPTIONAL_HASHED_FIELDS` that is not empty. It
+    includes ``prev_hash``, which chains it to the previous event."""
+    return hashlib.sha256(_canonical(values).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _canonical(values: dict[str, Any]) -> str:
+    """The canonical JSON text :func:`event_hash` hashes (sorted keys, no spaces, not ASCII-escaped)."""
+    content = {}
+    for name in HASHED_FIELDS:
+        value = values.get(name)
+        if name == "created_at":
+            value = value.isoformat()
+        elif name in ("tenant_id", "operation_id"):
+            value = str(value)
+        content[name] = value
+    for name in OPTIONAL_HASHED_FIELDS:
+        if values.get(name):
+            content[name] = values[name]
+    return json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+class PgAppend:
+    """PostgreSQL: one statement locks the head, moves it and inserts the event whose hash the
+    database computes as ``sha256(prefix || prev_hash || middle || sequence || suffix)``, the
+    three texts cut here from the event's canonical JSON (:func:`_canonical`) at random
+    placeholders for ``prev_hash`` and ``sequence``; returns (pk, sequence, prev_hash, hash)."""
+
+    LINKED = ("sequence", "prev_hash", "hash")
+
+    def __init__(self, conn, values: dict[str, Any], once: tuple[str, ...] = ()) -> None:
+        self.conn = conn
+        self.once = once
+        prev_mark, seq_mark = secrets.token_hex(16), secrets.token_hex(16)
+        text = _canonical(dict(values, prev_hash=prev_mark, sequence=seq_mark))
+        prev_at, seq_at = f'"prev_hash":"{prev_mark}"', f'"sequence":"{seq_mark}"'
+        if text.count(prev_at) != 1 or text.count(seq_at) != 1 or text.index(prev_at) > text.index(seq_at):
+            raise DatabaseError("the audit event's canonical JSON has no single place for its link")
+        head, rest = text.split(prev_at)
+        middle, tail = rest.split(seq_at)
+        texts = [head + '"prev_hash":"', '"' + middle + '"sequence":', tail]
+        fields = [f for f in AuditEvent._meta.concrete_fields if not f.primary_key and f.attname not in self.LINKED]
+        qn = conn.ops.quote_name
+        event, chain = qn(AuditEvent._meta.db_table), qn(AuditChainHead._meta.db_table)
+        # once: nothing moves or is inserted when the operation has this event with these values
+        same = [AuditEvent._meta.get_field(name) for name in ("operation_id", "event", *once)]
+        guard = "" if not once else (f" AND NOT EXISTS (SELECT 1 FROM {event} e WHERE "
+                                     + " AND ".join(f"e.{qn(f.column)} = %s" for f in same) + ")")
+        self.lock = f"SELECT 1 FROM {chain} WHERE tenant_id = %s FOR UPDATE"
+        self.sql = (
+            f"WITH o AS (SELECT tenant_id, sequence, hash FROM {chain} WHERE tenant_id = %s FOR UPDATE), "
+            f"hd AS (UPDATE {chain} h SET sequence = o.sequence + 1, hash = encode(sha256(convert_to("
+            "%s || o.hash || %s || (o.sequence + 1)::text || %s, 'UTF8')), 'hex') FROM o "
+            f"WHERE h.tenant_id = o.tenant_id{guard} RETURNING h.sequence, h.hash, o.hash AS prev_hash), "
+            f"ev AS (INSERT INTO {event} ({', '.join(qn(f.column) for f in fields)}, sequence, prev_hash, hash) "
+            f"SELECT {', '.join(['%s'] * len(fields))}, hd.sequence, hd.prev_hash, hd.hash FROM hd "
+            f"RETURNING {qn(AuditEvent._meta.pk.column)}, sequence, prev_hash, hash) SELECT * FROM ev")
+        self.params = ([values["tenant_id"], *texts] + ([f.get_db_prep_value(values[f.attname], conn) for f in same]
+                                                        if once else [])
+                       + [f.get_db_prep_save(values[f.attname], conn) for f in fields])
+
+    def one_trip(self) -> bool:
+        """Whether ``lock_timeout`` and the statement can go in one ``execute`` (psycopg's
+        client-side binding cursor, Django's default)."""
+        with self.conn.cursor() as cur:
+            return _client_side_binding(cur)
+
+    def execute(self, deadline: float, *, with_timeout: bool) -> tuple[Any, int, str, str] | None:
+        """Run the statement; ``with_timeout`` (outside a transaction, client-side binding): in one
+        round trip and one transaction, after setting ``lock_timeout`` to what is left until
+        ``deadline`` and, with ``once``, after a statement that locks the head first (so the
+        check's snapshot, taken when the statement starts, is later than the lock). None when
+        nothing was written: the tenant has no chain head yet, or (``once``) the event exists."""
+        with self.conn.cursor() as cur:
+            if not with_timeout:
+                cur.execute(self.sql, self.params)
+                return cur.fetchone()
+            left_ms = max(1, int((deadline - time.monotonic()) * 1000))
+            first = [f"SET LOCAL lock_timeout = {left_ms}"] + ([self.lock] if self.once else [])
+            cur.execute("; ".join(first + [self.sql]),
+                        ([self.params[0]] if self.once else []) + self.params)
+            for _ in first:
+                cur.nextset()
+            return cur.fetchone()
+
+
+@contextlib.contextmanager
+def sqlite_busy_timeout(conn, deadline: float, nested: bool):
+    """On SQLite (outside a caller's transaction), wait for the write lock at most until
+    ``deadline``, then restore the connection's own busy timeout (``OPTIONS["timeout"]``, s)."""
+    if conn.vendor != "sqlite" or nested:
+        yield
+        return
+    left_ms = max(1, int((deadline - time.monotonic()) * 1000))
+    own_ms = int(float(conn.settings_dict.get("OPTIONS", {}).get("timeout", 5)) * 1000)
+    with conn.cursor() as cur:
+        cur.execute(f"PRAGMA busy_timeout = {left_ms}")
+    try:
+        yield
+    finally:
+        try:
+            with conn.cursor() as cur:
+                cur.execute(f"PRAGMA busy_timeout = {own_ms}")
+        except DatabaseError:  # the connection broke: the append's own error is what counts
+            logger.warning("could not restore the SQLite busy timeout after an audit append")
+
+
+def locked_head(conn, tenant_id: Any, deadline: float) -> tuple[int, str]:
+    """(sequence, hash) of the tenant's chain head, locked for the current transaction (created at
+    the genesis when the tenant has none yet). On PostgreSQL ``lock_timeout`` is set and the row
+    locked in one round trip (two statements sent together: psycopg's client-side binding cursor,
+    Django's default)."""
+    heads = AuditChainHead.objects.using(conn.alias)
+    if conn.vendor == "postgresql":
+        left_ms = max(1, int((deadline - time.monotonic()) * 1000))
+        qn = conn.ops.quote_name
+        lock = (f"SELECT {qn('sequence')}, {qn('hash')} FROM {qn(AuditChainHead._meta.db_table)} "
+                f"WHERE {qn('tenant_id')} = %s FOR UPDATE")
+        with conn.cursor() as cur:
+            if _client_side_binding(cur):
+                cur.execute(f"SET LOCAL lock_timeout = {left_ms}; " + lock, [tenant_id])
+                cur.nextset()
+            else:
+                cur.execute("SELECT set_config('lock_timeout', %s, true)", [f"{left_ms}ms"])
+                cur.execute(lock, [tenant_id])
+            found = cur.fetchone()
+        if found is not None:
+            return int(found[0]), found[1]
+    # SQLite: this write comes first (it takes the database's write lock); elsewhere it creates a
+    # missing head (a concurrent creator makes it wait, then do nothing)
+    heads.bulk_create([AuditChainHead(tenant_id=tenant_id, sequence=0, hash=GENESIS)], ignore_conflicts=True)
+    head = heads.select_for_update().get(tenant_id=tenant_id)
+    return head.sequence, head.hash
+
+
+def _client_side_binding(cur) -> bool:
+    """Whether a Django cursor binds parameters client-side (then several statements with
+    parameters may go in one ``execute``)."""
+    import psycopg
+
+    return isinstance(getattr(cur, "cursor", None), psycopg.ClientCursor)
+
+
+#: PostgreSQL SQLSTATEs of a lock wait that ended: lock_not_available, serialization_failure,
+#: deadlock_detected (the last two only under a stricter isolation level than READ COMMITTED)
+_PG_LOCK_STATES = {"55P03", "40001", "40P01"}
+
+
+def is_lock_wait(conn, exc: OperationalError) -> bool:
+    """Whether ``exc`` says that others held the lock (rather than that the database is down)."""
+    if conn.vendor == "sqlite":
+        return "locked" in str(exc) or "busy" in str(exc)
+    return getattr(exc.__cause__, "sqlstate", None) in _PG_LOCK_STATES
+
+
+def read_event(conn, pk: Any) -> dict[str, Any] | None:
+    """One event's fields (by attribute name) read again from the database on ``conn``, through
+    the fields' own converters like the ORM's, but with SQL built once per connection alias (the
+    ORM's query compilation costs several times the query); None when there is no such row."""
+    sql, columns = _READ_SQL.get(conn.alias) or _READ_SQL.setdefault(conn.alias, _read_sql(conn))
+    with conn.cursor() as cur:
+        cur.execute(sql, [pk])
+        found = cur.fetchone()
+    if found is None:
+        return None
+    out = {}
+    for (name, col, converters), value in zip(columns, found):
+        for convert in converters:
+            value = convert(value, col, conn)
+        out[name] = value
+    return out
+
+
+_READ_SQL: dict[str, tuple[str, list[tuple[str, Any, list]]]] = {}
+
+
+def _read_sql(conn) -> tuple[str, list[tuple[str, Any, list]]]:
+    qn = conn.ops.quote_name
+    meta = AuditEvent._meta
+    columns = []
+    for field in meta.concrete_fields:
+        col = field.get_col(meta.db_table)
+        columns.append((field.attname, col, conn.ops.get_db_converters(col) + col.get_db_converters(conn)))
+    sql = (f"SELECT {', '.join(qn(f.column) for f in meta.concrete_fields)} FROM {qn(meta.db_table)} "
+           f"WHERE {qn(meta.pk.column)} = %s")
+    return sql, columns

@@ -1,0 +1,312 @@
+"""Audit events for every round: digests only (mrtr-gate.md §4).
+
+User and tenant are recorded as keyed digests (HMAC-SHA256 with ``MRTRWEB["AUDIT_SECRET"]`` or a
+key derived from ``SECRET_KEY``) so small id spaces cannot be brute-forced; ``requestState`` and
+each ``requestedSchema`` as SHA-256 digests; answers as their keys and actions only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import hmac
+import logging
+import random
+import time
+from typing import Any
+
+from django.conf import settings
+from django.db import DatabaseError, OperationalError, connections, router, transaction
+from django.utils import timezone
+
+from .. import conf
+from .chain import GENESIS, HASHED_FIELDS, OPTIONAL_HASHED_FIELDS, event_hash  # noqa: F401 -- the API
+from .chain import PgAppend, is_lock_wait, locked_head, read_event, sqlite_busy_timeout
+from ..models import AuditChainHead, AuditEvent, Operation
+from ..runtime import metrics  # noqa: I001 -- mrtrweb_* counters: one hook in record()
+
+logger = logging.getLogger("mrtrweb.audit")
+
+
+class AuditUnavailable(Exception):
+    """The audit event could not be written or read back: the retry must not be sent."""
+
+
+def keyed_digest(value: str) -> str:
+    """``hmac-sha256:<hex>`` of ``value`` under the audit key."""
+    secret = conf.get("AUDIT_SECRET") or ("mrtrweb.audit.events/" + settings.SECRET_KEY)
+    mac = hmac.new(str(secret).encode(), value.encode("utf-8", "surrogatepass"), hashlib.sha256)
+    return "hmac-sha256:" + mac.hexdigest()
+
+
+def _append(values: dict[str, Any], *, once: tuple[str, ...] = ()) -> AuditEvent:
+    """Append one event at the head of its tenant's chain, so that concurrent appenders (threads
+    or processes) queue on the tenant's chain head instead of failing:
+
+    * PostgreSQL: ONE statement (:class:`PgAppend`), its own transaction: it locks the tenant's
+      head row (``SELECT ... FOR UPDATE``; other tenants' appends do not wait), moves it, computes
+      the event's hash in the database from the canonical JSON built here (only ``prev_hash`` and
+      ``sequence`` are filled in under the lock) and inserts the event; ``lock_timeout`` = what
+      is left of ``MRTRWEB["AUDIT_WAIT_S"]`` is set in the same round trip. The lock is held for
+      that statement's execution and commit alone, no round trip to Python. The hash is checked
+      here against :func:`event_hash` afterwards (tests/test_audit_statements.py checks the two
+      agree on hostile text). With ``once`` the head is locked by a statement before it, in the
+      same round trip and transaction, so that its check for the same event sees every event
+      committed before the lock. Inside a caller's transaction (or with server-side binding) the
+      lock, the ``once`` check and the statement are sent one after the other;
+    * SQLite: the transaction's first statement is a write (``INSERT OR IGNORE`` of the head row),
+      so the database's one write lock is taken at once and waited for (busy timeout = what is left
+      of ``AUDIT_WAIT_S``) -- never the read-then-write lock upgrade that fails at once with
+      "database is locked" (with ``"transaction_mode": "IMMEDIATE"`` the ``BEGIN`` takes it);
+      then the event is linked to the head (sequence + 1, ``prev_hash``), inserted, the head moved.
+
+    ``created_at`` is taken when the append starts (it is hashed before the lock), so it may be
+    earlier, by at most the wait for the chain, than that of the event before it in the chain.
+    A lock wait that fails is retried until ``AUDIT_WAIT_S`` seconds have passed (not inside a
+    caller's transaction, which a failed statement may have spoilt).
+
+    Args:
+        values: the event's fields by attribute name (``tenant_id``, ``operation_id``, ...), all but
+            ``sequence``, ``prev_hash``, ``created_at`` and ``hash``, which are set here.
+        once: names of fields; when an event of the same operation and kind with equal values of
+            these fields exists, it is returned and nothing is appended (checked under the lock,
+            so concurrent writers of the same receipt append it once).
+
+    Returns:
+        The appended (or, with ``once``, the existing) event, its ``pk`` set.
+
+    Raises:
+        AuditUnavailable: the chain stayed locked by others for ``AUDIT_WAIT_S`` seconds.
+        django.db.DatabaseError: any other failure of the database (the caller denies).
+    """
+    tenant_id = values["tenant_id"]
+    using = router.db_for_write(AuditEvent)
+    conn = connections[using]
+    wait_s = float(conf.get("AUDIT_WAIT_S"))
+    deadline = time.monotonic() + wait_s
+    nested = conn.in_atomic_block
+    values = dict(values, created_at=timezone.now())
+    pg = PgAppend(conn, values, once) if conn.vendor == "postgresql" else None
+    same = once and AuditEvent.objects.using(using).filter(
+        operation_id=values["operation_id"], event=values["event"], **{name: values[name] for name in once})
+    while True:
+        try:
+            if pg is not None and not nested and conn.get_autocommit() and pg.one_trip():
+                found = pg.execute(deadline, with_timeout=True)  # its own transaction
+                if found is None and once and (existing := same.first()) is not None:
+                    return existing  # written before (the statement saw it under the lock)
+                if found is None:  # the tenant has no head yet: create it, then append
+                    with transaction.atomic(using=using):
+                        locked_head(conn, tenant_id, deadline)
+                    continue
+                return _event(found, values, using)
+            with sqlite_busy_timeout(conn, deadline, nested), transaction.atomic(using=using):
+                sequence, prev_hash = locked_head(conn, tenant_id, deadline)
+                if once and (existing := same.first()) is not None:
+                    return existing
+                if pg is not None:
+                    found = pg.execute(deadline, with_timeout=False)
+                    if found is None or found[1] != sequence + 1:  # cannot happen while locked
+                        raise DatabaseError("the audit chain head moved while locked")
+                else:
+                    row = dict(values, sequence=sequence + 1, prev_hash=prev_hash)
+                    digest_hex = event_hash(row)
+                    pk = AuditEvent.objects.using(using).create(hash=digest_hex, **row).pk
+                    moved = AuditChainHead.objects.using(using).filter(tenant_id=tenant_id).update(
+                        sequence=sequence + 1, hash=digest_hex)
+                    if moved != 1:  # cannot happen while the lock is held; never fork the chain
+                        raise DatabaseError("the audit chain head moved while locked")
+                    found = (pk, sequence + 1, prev_hash, digest_hex)
+                event = _event(found, values, using)  # a mismatch rolls the append back
+            return event
+        except OperationalError as exc:
+            if nested or not is_lock_wait(conn, exc):
+                raise
+            if time.monotonic() >= deadline:
+                raise AuditUnavailable(f"the audit chain stayed locked by other writers for {wait_s:g} s") from exc
+            time.sleep(random.uniform(0.005, 0.05))
+
+
+def _event(found: tuple[Any, int, str, str], values: dict[str, Any], using: str) -> AuditEvent:
+    """The appended event from (pk, sequence, prev_hash, hash), its hash checked against
+    :func:`event_hash` (a mismatch raises DatabaseError: the retry it guards is not sent)."""
+    pk, sequence, prev_hash, digest_hex = found
+    event = AuditEvent(pk=pk, sequence=sequence, prev_hash=prev_hash, hash=digest_hex, **values)
+    event._state.adding, event._state.db = False, using
+    if event_hash(event.__dict__) != digest_hex:
+        raise DatabaseError("the audit event's hash computed by the database differs from its canonical hash")
+    return event
+
+
+def record(operation: Operation, event: str, *, code: str = "", reason: str = "", round_number: int = 0,
+           request_id: Any = "", retry_id: Any = "", state_digest: str | None = None,
+           schema_digests: dict[str, str] | None = None, actions: dict[str, str] | None = None,
+           display_digest: str = "", config_digest: str = "", user_id: Any = None,
+           read_back: bool = False, once: tuple[str, ...] = (), auth: dict[str, str] | None = None) -> AuditEvent:
+    """Append one event for ``operation`` (sync; call through ``sync_to_async`` from async code).
+    Concurrent appends wait for each other (bounded by ``MRTRWEB["AUDIT_WAIT_S"]``, see
+    :func:`_append`); a real outage of the database fails at once.
+
+    Args:
+        user_id: whose action it is, when not the operation's owner (an attempt by another user).
+        read_back: re-read the row from the database and check its hash (used before a retry leaves).
+        once: field names (e.g. ``("round_number", "display_digest")``): when this operation already
+            has an event of this kind with the same values, that one is returned, nothing appended.
+        auth: ``auth_mode`` / ``auth_digest`` / ``auth_identity`` (digests, see
+            :func:`mrtrweb.authz.identity.binding_fields`) when they differ from what the operation
+            recorded at its start (a round received under another identity); default: the operation's.
+
+    Raises:
+        AuditUnavailable: the write or the read-back failed (reason logged).
+    """
+    started = time.perf_counter()
+    try:
+        if event != "received" and round_number and (state_digest is None or schema_digests is None):
+            # every event of a round carries the round's requestState and requestedSchema digests
+            received = AuditEvent.objects.filter(operation_id=operation.id, round_number=round_number,
+                                                 event="received").order_by("-sequence").first()
+            if received is not None:
+                state_digest = received.state_digest if state_digest is None else state_digest
+                schema_digests = received.schema_digests if schema_digests is None else schema_digests
+        row = _append({
+            "tenant_id": operation.tenant_id,
+            "operation_id": operation.id,
+            "event": event,
+            "code": code,
+            "reason": reason[:200],
+            "round_number": round_number,
+            "original_request_id": str(operation.request_id or ""),
+            "request_id": str(request_id or ""),
+            "retry_id": str(retry_id or ""),
+            "server_id": str(operation.server_id),
+            "server_origin": operation.server.origin,
+            "method": operation.method,
+            "name": operation.name[:500],
+            "user_digest": keyed_digest(f"user:{operation.user_id if user_id is None else user_id}"),
+            "tenant_digest": keyed_digest(f"tenant:{operation.tenant_id}"),
+            "state_digest": state_digest or "",
+            "schema_digests": schema_digests or {},
+            "display_digest": display_digest,
+            "config_digest": config_digest,
+            "actions": actions or {},
+            "policy_version": str(conf.get("POLICY_VERSION")),
+            **_auth_fields(operation, auth),
+        }, once=once)
+        if read_back:
+            again = read_event(connections[router.db_for_read(AuditEvent)], row.pk)
+            if again is None or again["hash"] != event_hash(again) or again["hash"] != row.hash:
+                raise AuditUnavailable("the audit event read back differs from what was written")
+        metrics.observe_event(operation, event, code=code, reason=reason, round_number=round_number, actions=actions,
+                              seconds=time.perf_counter() - started, row=row if once else None)  # never raises
+        return row
+    except AuditUnavailable as exc:
+        metrics.audit_failed()
+        logger.error("audit write/read-back failed for operation %s (%s): %s", operation.id, event, exc)
+        raise
+    except Exception as exc:  # noqa: BLE001 -- any sink failure denies the retry
+        metrics.audit_failed()
+        logger.error("audit write failed for operation %s (%s): %s", operation.id, event, exc.__class__.__name__)
+        raise AuditUnavailable(f"audit sink failed: {exc.__class__.__name__}") from exc
+
+
+def _auth_fields(operation: Operation, auth: dict[str, str] | None) -> dict[str, str]:
+    """The authorization digests of an event: ``auth`` or the operation's own (never a token)."""
+    source = auth if auth is not None else {name: getattr(operation, name, "") for name in OPTIONAL_HASHED_FIELDS}
+    return {name: str(source.get(name) or "")[:80] for name in OPTIONAL_HASHED_FIELDS}
+
+
+# ---------------------------------------------------------------------------------------------
+# Chain verification, checkpoints and purge
+# ---------------------------------------------------------------------------------------------
+
+CHECKPOINT_SALT = "mrtrweb.audit.events.checkpoint"
+
+
+def sign_checkpoint(tenant_id: Any, sequence: int, hash_hex: str) -> str:
+    """A :mod:`django.core.signing` token over (tenant, sequence, hash)."""
+    from django.core import signing
+
+    return signing.dumps({"tenant": str(tenant_id), "sequence": sequence, "hash": hash_hex}, salt=CHECKPOINT_SALT)
+
+
+def _checkpoint_ok(cp) -> bool:
+    from django.core import signing
+
+    try:
+        data = signing.loads(cp.signature, salt=CHECKPOINT_SALT)
+    except signing.BadSignature:
+        return False
+    return data == {"tenant": str(cp.tenant_id), "sequence": cp.sequence, "hash": cp.hash}
+
+
+@dataclasses.dataclass
+class ChainReport:
+    """The result of verifying one tenant's chain. ``broken`` is None when intact, else a
+    sentence naming the first broken link (sequence, event id, what is wrong)."""
+
+    tenant_id: Any
+    events: int
+    head_sequence: int
+    broken: str | None = None
+
+
+def verify_chain(tenant_id: Any) -> ChainReport:
+    """Walk a tenant's events in sequence order from its latest valid checkpoint (or the genesis)
+    and check each link: consecutive sequence, ``prev_hash`` equal to the previous hash, ``hash``
+    equal to the recomputed hash; finally the head row must match the last event."""
+    from ..models import AuditCheckpoint
+
+    checkpoints = list(AuditCheckpoint.objects.filter(tenant_id=tenant_id).order_by("sequence"))
+    for cp in checkpoints:
+        if not _checkpoint_ok(cp):
+            return ChainReport(tenant_id, 0, 0, f"checkpoint at sequence {cp.sequence} has an invalid signature")
+    seq, prev = (checkpoints[-1].sequence, checkpoints[-1].hash) if checkpoints else (0, GENESIS)
+    count = 0
+    for row in AuditEvent.objects.filter(tenant_id=tenant_id).order_by("sequence", "id").iterator():
+        count += 1
+        if row.sequence <= seq and checkpoints:
+            return ChainReport(tenant_id, count, seq, f"event {row.pk} (sequence {row.sequence}) is older than the "
+                                                      "last checkpoint but still present")
+        if row.sequence != seq + 1:
+            return ChainReport(tenant_id, count, seq, f"link {seq + 1} is missing: the next event (id {row.pk}) has "
+                                                      f"sequence {row.sequence}")
+        if row.prev_hash != prev:
+            return ChainReport(tenant_id, count, seq, f"event {row.pk} (sequence {row.sequence}) does not link to "
+                                                      "the previous event")
+        if row.hash != event_hash(row.__dict__):
+            return ChainReport(tenant_id, count, seq, f"event {row.pk} (sequence {row.sequence}) was altered: its "
+                                                      "content does not match its hash")
+        seq, prev = row.sequence, row.hash
+    head = AuditChainHead.objects.filter(tenant_id=tenant_id).first()
+    if head is not None and (head.sequence != seq or head.hash != prev):
+        return ChainReport(tenant_id, count, seq, f"the chain ends at sequence {seq} but its head says "
+                                                  f"{head.sequence}: events at the end were removed")
+    return ChainReport(tenant_id, count, seq)
+
+
+def purge_before(tenant_id: Any, cutoff) -> tuple[int, int]:
+    """Delete a tenant's events created before ``cutoff`` (a prefix of the chain) after writing a
+    signed checkpoint of the last purged link, so the rest stays verifiable.
+
+    Returns:
+        (events deleted, checkpoint sequence or 0).
+    """
+    from ..models import AuditCheckpoint
+
+    with transaction.atomic():
+        rows = AuditEvent.objects.filter(tenant_id=tenant_id).order_by("sequence")
+        last = None
+        for row in rows.iterator():
+            if row.created_at >= cutoff:
+                break
+            last = row
+        if last is None:
+            return 0, 0
+        AuditCheckpoint.objects.create(tenant_id=tenant_id, sequence=last.sequence, hash=last.hash,
+                                       purged=AuditEvent.objects.filter(tenant_id=tenant_id,
+                                                                        sequence__lte=last.sequence).count(),
+                                       signature=sign_checkpoint(tenant_id, last.sequence, last.hash))
+        doomed = AuditEvent.objects.filter(tenant_id=tenant_id, sequence__lte=last.sequence)
+        deleted = doomed._raw_delete(doomed.db)  # the one sanctioned deletion: retention, behind a checkpoint
+    logger.info("audit purge: tenant %s, %s events up to sequence %s", tenant_id, deleted, last.sequence)
+    return deleted, last.sequence

@@ -1,0 +1,218 @@
+"""Who may act on an operation: the one access check, and what happens when access ends.
+
+An operation (or a server) may be seen, answered, stopped or pushed only while all of these hold:
+the user exists and is active, the user is a member of the operation's tenant (the tenant exists),
+and the server exists in that tenant and is enabled. :func:`denial` / :func:`adenial` say which one
+failed; views (review, Send, Decline, Stop, the operation page and panel), the WebSocket consumer
+(connect, every push) and :mod:`mrtrweb.operations` (before each request is sent, before a round
+is shown, before an answer is built) all ask it, so access that ended is refused even when the
+signals below were bypassed (``QuerySet.update``, raw SQL).
+
+When access ends through the ORM (a membership deleted or moved, a user deactivated or deleted,
+a server disabled, moved or deleted, a tenant deleted), the handlers of
+:func:`mrtrweb.operations.revocation.connect_signals` end the
+person's pending operations (``running`` or ``awaiting_input``) concerned at once: ``denied``,
+with the audit reason ``access_revoked: <cause>`` (nothing is sent to the server; a call in
+flight is abandoned), and close the person's open WebSockets (code :data:`CLOSE_CODE`).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Final
+
+from asgiref.sync import sync_to_async
+from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
+from django.db.models import Exists, F, OuterRef, Q, QuerySet, Subquery
+from django.http import Http404
+from django.utils.translation import gettext_lazy as _
+
+from ..models import McpServer, Membership, Operation, Tenant
+
+logger = logging.getLogger("mrtrweb.access")
+
+#: the ``reason`` prefix of the ``denied`` audit event of an operation whose access ended
+ACCESS_REVOKED: Final = "access_revoked"
+#: the WebSocket close code sent to a person's sockets when their access ended
+CLOSE_CODE: Final = 4403
+#: causes (the second part of the audit reason; also logged)
+USER_REMOVED, USER_INACTIVE = "user_removed", "user_inactive"
+MEMBERSHIP_REMOVED, TENANT_REMOVED = "membership_removed", "tenant_removed"
+SERVER_REMOVED, SERVER_DISABLED = "server_removed", "server_disabled"
+
+MESSAGE = _("Your access to this server or organisation ended; nothing more was sent for this operation.")
+PENDING = (Operation.Status.RUNNING, Operation.Status.AWAITING_INPUT)
+
+
+class AccessEnded(Http404):
+    """The user's own operation, whose access ended (``cause``): shown as 404, acted on never."""
+
+    def __init__(self, op: Operation, cause: str) -> None:
+        super().__init__("No such operation")
+        self.op, self.cause = op, cause
+
+
+def _query(user_id: Any, tenant_id: Any, server_id: Any):
+    """One row for the user (or none): ``is_active`` (when the model has it), ``_member`` (bool),
+    ``_server`` (the server's ``enabled`` in that tenant, None when it is not there)."""
+    User = get_user_model()
+    fields = {f.name for f in User._meta.get_fields()}
+    annotations = {"_member": Exists(Membership.objects.filter(tenant_id=tenant_id, user_id=OuterRef("pk")))}
+    if server_id is not None:  # (no ordering: the model's would join the tenant to sort one row)
+        annotations["_server"] = Subquery(McpServer.objects.filter(pk=server_id, tenant_id=tenant_id)
+                                          .order_by().values("enabled")[:1])
+    names = ["is_active"] if "is_active" in fields else []
+    return User._default_manager.filter(pk=user_id).annotate(**annotations).values(*names, *annotations)
+
+
+def _cause(row: dict[str, Any] | None, tenant_id: Any, server_id: Any) -> str:
+    if row is None:
+        return USER_REMOVED
+    if row.get("is_active", True) is not True:
+        return USER_INACTIVE
+    if not row["_member"]:
+        return MEMBERSHIP_REMOVED if Tenant.objects.filter(pk=tenant_id).exists() else TENANT_REMOVED
+    if server_id is not None and row["_server"] is None:
+        return SERVER_REMOVED
+    if server_id is not None and row["_server"] is not True:
+        return SERVER_DISABLED
+    return ""
+
+
+def denial(user_id: Any, tenant_id: Any, server_id: Any = None) -> str:
+    """Why ``user_id`` may not act in ``tenant_id`` (on ``server_id``, when given), or ``""`` when
+    they may: one of the cause constants (sync; one query, two when the membership is missing).
+
+    The query is :func:`_query`'s, compiled by the ORM once per database and shape and then run
+    with this call's values (:func:`_compiled`): building it cost more than running it, and it is
+    asked at every phase of every round."""
+    from django.db import connections, router
+
+    alias = router.db_for_read(get_user_model())
+    compiled = _compiled(alias, server_id is not None)
+    if compiled is None:  # ids the stand-ins do not fit (e.g. a portal's UUID user model)
+        return _cause(_query(user_id, tenant_id, server_id).first(), tenant_id, server_id)
+    sql, names, slots = compiled
+    values = {_SENTINELS[0]: user_id, _SENTINELS[1]: tenant_id, _SENTINELS[2]: server_id}
+    params = [values.get(slot, slot) if isinstance(slot, int) else slot for slot in slots]
+    with connections[alias].cursor() as cur:
+        cur.execute(sql, params)
+        found = cur.fetchone()
+    row = None if found is None else {name: (value if value is None else bool(value))
+                                      for name, value in zip(names, found)}  # a backend's 0/1 too
+    return _cause(row, tenant_id, server_id)
+
+
+#: stand-ins for (user, tenant, server) ids while compiling :func:`_query` (values no id has)
+_SENTINELS = (-2_147_400_001, -2_147_400_002, -2_147_400_003)  # within a 32-bit id's range
+_COMPILED: dict[tuple[str, bool], tuple[str, list[str], list[Any]] | None] = {}
+
+
+def _compiled(alias: str, with_server: bool) -> tuple[str, list[str], list[Any]] | None:
+    """(SQL, the row's column names, its parameters with :data:`_SENTINELS` where the ids go) of
+    :func:`_query` on database ``alias``, compiled once; None when the stand-ins cannot be
+    compiled in (then every call takes the ORM's path)."""
+    key = (alias, with_server)
+    if key not in _COMPILED:
+        user, tenant, server = _SENTINELS
+        try:
+            qs = _query(user, tenant, server if with_server else None).order_by()[:1]
+            sql, params = qs.query.get_compiler(using=alias).as_sql()
+            names = list(qs.query.values_select) + list(qs.query.annotation_select)
+            # each stand-in must be a parameter, as often as it is used, and nothing else may be one
+            # but the constant of EXISTS: a user model whose manager filters on something else (a
+            # time, a context) would have that frozen in the SQL, so it keeps the ORM's path
+            ids = (user, tenant, server) if with_server else (user, tenant)
+            ok = all(list(params).count(v) == 1 + (v == tenant and with_server) for v in ids) and \
+                all(p in ids or (type(p) is not bool and p == 1) for p in params) and \
+                sum(1 for p in params if p not in ids) == 1
+        except Exception:  # noqa: BLE001 -- e.g. a UUID primary key: the ORM's path serves
+            ok = False
+        _COMPILED[key] = (sql, names, list(params)) if ok else None
+    return _COMPILED[key]
+
+
+async def adenial(user_id: Any, tenant_id: Any, server_id: Any = None) -> str:
+    """:func:`denial` from async code."""
+    return await sync_to_async(denial)(user_id, tenant_id, server_id)
+
+
+async def operation_denial(op: Operation) -> str:
+    """Why ``op``'s owner may no longer act on it, or ``""``."""
+    return await adenial(op.user_id, op.tenant_id, op.server_id)
+
+
+async def server_for(user: Any, server_id: Any) -> McpServer:
+    """The enabled server ``server_id`` of a tenant ``user`` is a member of and may act in (tenant
+    loaded): every page and action on a server starts here.
+
+    Raises:
+        Http404: no such server for this user, or their access ended (e.g. an inactive user).
+    """
+    try:
+        server = await McpServer.objects.select_related("tenant").aget(
+            pk=server_id, enabled=True, tenant__memberships__user=user)
+    except (McpServer.DoesNotExist, ValueError, TypeError, OverflowError):
+        raise Http404("No such server") from None
+    if await adenial(user.pk, server.tenant_id, server.pk):
+        raise Http404("No such server")
+    return server
+
+
+async def visible_operation(user_id: Any, op_id: Any) -> Operation | None:
+    """The operation to push to ``user_id``'s sockets, or None (not theirs, or access ended)."""
+    return await sync_to_async(visible_operation_sync)(user_id, op_id)
+
+
+def visible_operation_sync(user_id: Any, op_id: Any) -> Operation | None:
+    """:func:`visible_operation` in sync code (the operation with its server and tenant; two
+    queries)."""
+    try:
+        op = Operation.objects.select_related("server", "tenant").get(pk=op_id, user_id=user_id)
+    except (Operation.DoesNotExist, ValueError, TypeError, ValidationError):
+        return None
+    return None if denial(op.user_id, op.tenant_id, op.server_id) else op
+
+
+async def visible_server(user_id: Any, server_id: Any) -> bool:
+    """Whether ``user_id`` may see server ``server_id`` now (as :func:`server_for` would let them):
+    the check before a server's listing push reaches their sockets."""
+    try:
+        server = await McpServer.objects.only("pk", "tenant_id").aget(
+            pk=server_id, enabled=True, tenant__memberships__user_id=user_id)
+    except (McpServer.DoesNotExist, ValueError, TypeError, OverflowError):
+        return False
+    return not await adenial(user_id, server.tenant_id, server.pk)
+
+
+async def user_may_connect(user: Any) -> bool:
+    """A WebSocket connect: the user (re-read now) exists and is active."""
+    User = get_user_model()
+    names = ["is_active"] if "is_active" in {f.name for f in User._meta.get_fields()} else ["pk"]
+    row = await User._default_manager.filter(pk=user.pk).values(*names).afirst()
+    return row is not None and row.get("is_active", True) is True
+
+
+def actionable_operations(user_id: Any) -> QuerySet[Operation]:
+    """``user_id``'s operations they may still act on, as one filter: what :func:`denial` checks
+    per operation (the user active, a member of the operation's tenant, its server in that tenant
+    and enabled), for listing many at once (the pending rounds of the navigation,
+    :mod:`mrtrweb.consent.pending`). Builds the queryset only; nothing is run."""
+    User = get_user_model()
+    qs = Operation.objects.filter(
+        Exists(Membership.objects.filter(tenant_id=OuterRef("tenant_id"), user_id=user_id)),
+        user_id=user_id, server__enabled=True, server__tenant_id=F("tenant_id"))
+    if "is_active" in {f.name for f in User._meta.get_fields()}:
+        qs = qs.filter(user__is_active=True)
+    return qs
+
+
+def open_rounds() -> Q:
+    """The filter of operations whose round awaits their person's answer and is not past its
+    lifetime by the database's clock, as the sweep judges it (a round past it is settled as
+    expired by :mod:`mrtrweb.operations.expiry`)."""
+    from django.db.models.functions import Now
+
+    return Q(status=Operation.Status.AWAITING_INPUT) & (
+        Q(round_expires_at__isnull=True) | Q(round_expires_at__gt=Now()))

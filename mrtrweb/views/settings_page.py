@@ -1,0 +1,121 @@
+"""A tenant admin's settings page of one MCP server: authorization (issue 13: the auth mode,
+tenant credentials, the OAuth client id / secret, the issuer they were issued by and scope;
+:class:`mrtrweb.authz.forms.ServerAuthForm`, secrets write-only; a missing issuer is looked up at
+the server and suggested in the error, for the admin to confirm), the protocol spoken to the
+server (:class:`ServerProtocolForm`, issue 15: automatic, 2026-07-28 only or 2025-11-25 only) and the
+deprecated exception (sampling / roots; :class:`mrtrweb.consent.sampling.ServerSettingsForm`). The forms are
+posted together and saved together (one transaction) only when all are valid; a refusal is a 400 with the form errors, never a 500.
+Only tenant admins of the server's tenant see it (others: 404)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from asgiref.sync import async_to_sync, sync_to_async
+from django.contrib.auth.decorators import login_required
+from django import forms
+from django.db import transaction
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed
+from django.template.response import TemplateResponse
+
+from ..tenancy import access
+from ..consent import sampling
+from ..authz.forms import ServerAuthForm
+from ..models import McpServer, Membership
+
+logger = logging.getLogger("mrtrweb.views")
+
+#: the prefix of the authorization form's fields (``auth-auth_mode``, ``auth-bearer_token``, ...)
+AUTH_PREFIX = "auth"
+#: the prefix of the protocol form's field (``protocol-protocol``)
+PROTOCOL_PREFIX = "protocol"
+
+
+class ServerProtocolForm(forms.ModelForm):
+    """The protocol version spoken to the server (``McpServer.protocol``, its choices and help
+    text). A changed setting replaces the pooled connections at their next use
+    (:meth:`mrtrweb.mcp.ConnectionPool.get`) and changes the server's config digest when pinned."""
+
+    class Meta:
+        model = McpServer
+        fields = ["protocol"]
+
+
+def _lookup(server: McpServer) -> Any:
+    """The issuer suggestion of the authorization form (sync): what the server's metadata names
+    (:func:`mrtrweb.authz.service.discover_issuer`), for the admin to confirm."""
+    from ..authz import service
+
+    return lambda: async_to_sync(service.discover_issuer)(server)
+
+
+def _error_codes(*forms: Any) -> str:
+    return ", ".join(sorted({e.code or "invalid" for form in forms for errs in form.errors.as_data().values()
+                             for e in errs}))
+
+
+def _server_settings_sync(request: HttpRequest, user: Any, server_id: int) -> HttpResponse:
+    try:
+        server = McpServer.objects.select_related("tenant").get(
+            pk=server_id, tenant__memberships__user=user, tenant__memberships__role=Membership.Role.ADMIN)
+    except McpServer.DoesNotExist:
+        raise Http404("No such server") from None
+    if access.denial(user.pk, server.tenant_id):  # e.g. an inactive user
+        raise Http404("No such server")
+    saved = False
+    if request.method == "POST":
+        form = sampling.ServerSettingsForm(request.POST, instance=server)
+        # a post without the authorization part (an older page, a script) leaves authorization as it is
+        posted_auth = f"{AUTH_PREFIX}-auth_mode" in request.POST
+        auth_form = ServerAuthForm(request.POST if posted_auth else None, instance=server, prefix=AUTH_PREFIX,
+                                   issuer_lookup=_lookup(server))
+        # likewise a post without the protocol part leaves the protocol as it is
+        posted_protocol = f"{PROTOCOL_PREFIX}-protocol" in request.POST
+        protocol_form = ServerProtocolForm(request.POST if posted_protocol else None, instance=server,
+                                           prefix=PROTOCOL_PREFIX)
+        valid = form.is_valid()
+        auth_valid = not posted_auth or auth_form.is_valid()  # all checked: every error shown at once
+        protocol_valid = not posted_protocol or protocol_form.is_valid()
+        if valid and auth_valid and protocol_valid:
+            with transaction.atomic():
+                form.save()
+                if posted_auth:
+                    auth_form.instance = server
+                    auth_form.save()
+                if posted_protocol:
+                    protocol_form.instance = server
+                    protocol_form.save()
+            logger.info("server %s: settings changed by user %s", server.pk, user.pk)
+            saved = True
+            server.refresh_from_db()
+            form = sampling.ServerSettingsForm(instance=server)
+            auth_form = ServerAuthForm(instance=server, prefix=AUTH_PREFIX)
+            protocol_form = ServerProtocolForm(instance=server, prefix=PROTOCOL_PREFIX)
+        else:
+            logger.info("server %s: settings refused (%s)", server.pk,
+                        _error_codes(form, *([auth_form] if posted_auth else []),
+                                     *([protocol_form] if posted_protocol else [])))
+    elif request.method == "GET":
+        form = sampling.ServerSettingsForm(instance=server)
+        auth_form = ServerAuthForm(instance=server, prefix=AUTH_PREFIX)
+        protocol_form = ServerProtocolForm(instance=server, prefix=PROTOCOL_PREFIX)
+    else:
+        return HttpResponseNotAllowed(["GET", "POST"])
+    from .. import conf
+    from ..authz.views import redirect_uri
+
+    return TemplateResponse(request, "mrtrweb/server_settings.html",
+                            {"server": server, "form": form, "auth_form": auth_form, "saved": saved,
+                             "protocol_form": protocol_form,
+                             "redirect_uri": redirect_uri(request),
+                             "client_metadata_url": conf.get("OAUTH_CLIENT_METADATA_URL") or ""},
+                            status=400 if request.method == "POST" and not saved else 200)
+
+
+@login_required
+async def server_settings(request: HttpRequest, server_id: int) -> HttpResponse:
+    """A tenant admin's settings of one server (see module doc). Others get 404."""
+    user = await request.auser()
+    response = await sync_to_async(_server_settings_sync)(request, user, server_id)
+    return response
