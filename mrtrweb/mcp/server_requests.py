@@ -51,7 +51,7 @@ from mcp.client.session import ClientRequestContext
 from mcp_types import INTERNAL_ERROR, INVALID_REQUEST
 from pydantic import TypeAdapter, ValidationError
 
-from ..runtime.outage import LogLimiter
+from .loglimit import LogLimiter
 
 __all__ = ["OUTSIDE_A_CALL", "ROOTS_NOT_ALLOWED", "SENDING", "OpenCall", "RootsProvider", "ServerRequestHandler",
            "ServerRequestRouting"]
