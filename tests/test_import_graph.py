@@ -110,16 +110,19 @@ def test_the_checker_sees_a_cycle_through_a_local_import():
     assert cycles(graph) == [["a", "b", "c"]]
     real = import_graph()
     # the graph holds the edges of local imports: operations' calls import the workers' leases
-    assert "mrtrweb.workers" in real["mrtrweb.operations.calls"]
-    assert "mrtrweb.operations" not in real["mrtrweb.workers"]
+    assert "mrtrweb.runtime.workers" in real["mrtrweb.operations.calls"]
+    assert "mrtrweb.operations" not in real["mrtrweb.runtime.workers"]
+
+
+#: the modules still over ~400 lines (issue 27: split each by what it does, then drop it here)
+LONG = {"mrtrweb/gate/schema.py", "mrtrweb/gate/gate.py", "mrtrweb/headless/client.py", "mrtrweb/models.py",
+        "mrtrweb/mcp/auth/flow.py", "mrtrweb/demo/server.py", "mrtrweb/demo/legacy.py", "mrtrweb/bench/common.py",
+        "mrtrweb/bench/vs_sdk.py"}
 
 
 def test_modules_stay_short():
-    """One concern per module: none of the modules split this way (the operations, views and
-    history packages, the MCP connection) grows past ~400 lines."""
-    paths = [*(ROOT / "mrtrweb" / "operations").glob("*.py"), *(ROOT / "mrtrweb" / "views").glob("*.py"),
-             *(ROOT / "mrtrweb" / "history").glob("*.py"),
-             ROOT / "mrtrweb" / "mcp" / "connection.py", ROOT / "mrtrweb" / "mcp" / "sending.py",
-             ROOT / "mrtrweb" / "consumers.py", ROOT / "mrtrweb" / "tenancy.py", ROOT / "mrtrweb" / "pending.py"]
+    """One concern per module: no module of the package grows past ~400 lines, but the few
+    :data:`LONG` ones not split yet (and none of those grows a new neighbour)."""
+    paths = [p for p in (ROOT / "mrtrweb").rglob("*.py") if "migrations" not in p.parts]
     long = {str(p.relative_to(ROOT)): n for p in paths if (n := len(p.read_text().splitlines())) > 400}
-    assert not long, long
+    assert set(long) <= LONG, {k: v for k, v in long.items() if k not in LONG}
