@@ -536,21 +536,21 @@ def test_validation_shortcut_never_skips_an_error(content):
     pass and fail, with the same messages, as with jsonschema alone."""
     from jsonschema import Draft202012Validator
 
-    from mrtrweb.gate import schema as schema_mod
+    from mrtrweb.gate import content as content_mod, schema_cache
 
     checked = check_requested_schema(_SHORTCUT_SCHEMA)
     filled = dict(content)
-    if schema_mod._surely_valid(checked.normalized, filled):  # noqa: SLF001
-        validator = Draft202012Validator(checked.normalized, format_checker=schema_mod._FORMAT_CHECKER)  # noqa: SLF001
+    if content_mod._surely_valid(checked.normalized, filled):  # noqa: SLF001
+        validator = Draft202012Validator(checked.normalized, format_checker=content_mod._FORMAT_CHECKER)  # noqa: SLF001
         assert not list(validator.iter_errors(filled)), content
-    shared, _ = schema_mod.check_requested_schema_cached(copy.deepcopy(_SHORTCUT_SCHEMA), shared=True)
+    shared, _ = schema_cache.check_requested_schema_cached(copy.deepcopy(_SHORTCUT_SCHEMA), shared=True)
     outcomes = []
     for candidate, shortcut in ((checked, False), (checked, True), (shared, True)):
-        with mock.patch.object(schema_mod, "_surely_valid", schema_mod._surely_valid if shortcut  # noqa: SLF001
+        with mock.patch.object(content_mod, "_surely_valid", content_mod._surely_valid if shortcut  # noqa: SLF001
                                else lambda *_: False):
             try:
                 outcomes.append(candidate.validate(copy.deepcopy(content)))
-            except schema_mod.ContentMismatch as exc:
+            except content_mod.ContentMismatch as exc:
                 outcomes.append(exc.errors)
     assert outcomes[0] == outcomes[1] == outcomes[2]
 
@@ -558,7 +558,7 @@ def test_validation_shortcut_never_skips_an_error(content):
 def test_checked_schema_cache_is_bounded():
     """The cache of checked schemas stays within its count and size bounds, and a schema too big
     to keep is still checked (every time)."""
-    from mrtrweb.gate import schema as schema_mod
+    from mrtrweb.gate import schema_cache as schema_mod
 
     for i in range(schema_mod.CACHE_MAX_ENTRIES + 50):
         checked, digest_ = schema_mod.check_requested_schema_cached(
@@ -574,7 +574,7 @@ def test_checked_schema_cache_is_bounded():
 def test_checked_schema_cache_tells_apart_what_the_check_tells_apart():
     """Schemas with the same digest (key order, ``1`` vs ``1.0``, a tuple for a list) are not one
     cache entry: each gets what an uncached check gives it (or its refusal)."""
-    from mrtrweb.gate import schema as schema_mod
+    from mrtrweb.gate import schema_cache as schema_mod
     from mrtrweb.gate.schema import SchemaRefused
 
     a = {"type": "object", "properties": {"x": {"type": "integer", "minimum": 1}, "y": {"type": "boolean"}}}

@@ -9,7 +9,7 @@ from django.utils import translation
 
 from mrtrweb.consent import gate_text
 from mrtrweb.gate import formats
-from mrtrweb.gate.schema import PATTERN_MESSAGE, _message
+from mrtrweb.gate.content import PATTERN_MESSAGE, _message
 
 #: a schema for each of the gate's messages, and a value it refuses
 CASES = [

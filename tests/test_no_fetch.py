@@ -21,7 +21,7 @@ from django.test import AsyncClient
 
 from mrtrweb.consent import argschema
 from mrtrweb import operations
-from mrtrweb.gate import schema as gate_schema
+from mrtrweb.gate import content as gate_content, schema as gate_schema
 from mrtrweb.models import AuditEvent, McpServer, Operation
 
 from . import hostile_refs
@@ -304,7 +304,7 @@ async def test_many_slow_patterns_in_one_answer_share_one_time_budget(setup, mon
     op = await _start_round(client, server, "elicit_slow_defaults")
     assert op.status == Operation.Status.AWAITING_INPUT, (op.error_code, op.error_message)
     assert (await client.get(f"/mcp/operations/{op.id}/")).status_code == 200
-    matched = spy(monkeypatch, gate_schema, "pattern_matches")
+    matched = spy(monkeypatch, gate_content, "pattern_matches")
     resp = await client.post(f"/mcp/operations/{op.id}/answer/", {"action": "accept", "round": str(op.rounds)})
     assert resp.status_code == 400
     assert "Enter a value in the requested pattern." in _text(resp)

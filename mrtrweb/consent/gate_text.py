@@ -1,7 +1,7 @@
 """The gate's per-field messages, in the person's language.
 
 The gate (:mod:`mrtrweb.gate`, framework-free) judges an answer against the server's schema and says
-what is wrong in English, its stable wording (``mrtrweb.gate.schema._message``: "Enter at least 3
+what is wrong in English, its stable wording (``mrtrweb.gate.content._message``: "Enter at least 3
 characters.", "Enter an email address (name@domain.example)."), which tests, the headless client
 and logs read as is. The card shows those messages through :func:`field_message`: each of them is
 listed here (``gettext_noop``, so ``makemessages`` finds it), the ones with a number as a template
@@ -16,7 +16,7 @@ from typing import Final
 
 from django.utils.translation import get_language, gettext, gettext_noop
 
-#: the gate's whole messages (mrtrweb.gate.schema._message, PATTERN_MESSAGE)
+#: the gate's whole messages (mrtrweb.gate.content._message, PATTERN_MESSAGE)
 WHOLE: Final = (
     gettext_noop("Enter text."), gettext_noop("Enter a number."), gettext_noop("Enter a whole number."),
     gettext_noop("Choose yes or no."), gettext_noop("Choose from the list."), gettext_noop("Wrong type."),

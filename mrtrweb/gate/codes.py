@@ -91,3 +91,20 @@ class BindingConflict(GateError):
 
 class StoreUnavailable(GateError):
     """The binding store could not be read or written (fail closed: nothing is sent)."""
+
+
+class SchemaRefused(ValueError):
+    """The ``requestedSchema`` is outside the restricted subset; ``str(exc)`` says why (no values)."""
+
+
+class ContentMismatch(ValueError):
+    """An answer does not satisfy the schema.
+
+    Attributes:
+        errors: field name (or ``""`` for the whole answer) -> list of messages for the person.
+    """
+
+    def __init__(self, errors: dict[str, list[str]]) -> None:
+        self.errors = errors
+        fields = ", ".join(sorted(k or "(answer)" for k in errors))
+        super().__init__(f"answer does not match the requested schema (fields: {fields})")

@@ -34,7 +34,8 @@ from .codes import BindingConflict, GateRejection
 from .ids import digest, id_key, is_request_id, is_strict_json, text_digest
 from .jsoncopy import json_copy
 from .policy import DEPRECATED_METHODS, INPUT_REQUIRED_METHODS, Policy
-from .schema import CheckedSchema, ContentMismatch, SchemaRefused, check_requested_schema_cached
+from .schema import CheckedSchema, ContentMismatch, SchemaRefused
+from .schema_cache import check_requested_schema_cached
 from .store import BindingStore
 from .urls import UnsafeUrl, UrlView, check_url
 
