@@ -71,7 +71,7 @@ def validate_server_url(url: str) -> None:
 
 def validate_roots(value: object) -> None:
     """The configured roots of a server: a list of ``{"uri": "file:///...", "name"?: str}``."""
-    from .gate.gate import valid_list_roots_result
+    from .gate.shapes import valid_list_roots_result
 
     if not isinstance(value, list):
         raise ValidationError(_("Roots must be a list of {\"uri\": \"file:///...\", \"name\": \"...\"} objects."))

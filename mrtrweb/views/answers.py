@@ -22,7 +22,7 @@ from ..audit import events as audit
 from .. import conf, operations
 from ..consent import sampling
 from ..gate import ContentMismatch, GateRejection, StoreUnavailable
-from ..gate.gate import valid_create_message_result, valid_list_roots_result, within_depth
+from ..gate.shapes import valid_create_message_result, valid_list_roots_result, within_depth
 from ..gate.ids import is_strict_json
 from ..models import AuditEvent, Operation
 from ..consent.panels import consent_forms
