@@ -31,7 +31,11 @@ Around it: :mod:`.legacy` (2025-11-25 servers ask during the open call), :mod:`.
 reads, the product's codes), :mod:`.authorization` (the identity a request goes out with),
 :mod:`.runtime` (tasks, rows, audit, pushes, ending an operation once), :mod:`.holding` (an outcome
 held through a database outage of any length; the operations this process follows), :mod:`.untracked`
-(an operation naming a worker that does not follow it: ended by that worker, or by ``mrtr_reconcile``).
+(an operation naming a worker that does not follow it: ended by that worker, or by ``mrtr_reconcile``),
+:mod:`.expiry` (rounds that expire by themselves, swept by every worker's heartbeat).
+
+What other packages use is public here: :func:`finish_operation` (ending an operation once),
+:func:`load_operation`, :data:`running_tasks`, :func:`build_and_record`, :func:`parse_final`.
 """
 
 from __future__ import annotations
