@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 import urllib.parse
 
 import pytest
@@ -111,7 +112,15 @@ def test_the_first_statement_after_a_blip_is_made_again_only_where_that_is_safe(
         outcome, seconds = worker.step("load")
         assert outcome == "unavailable" and seconds < 10, (outcome, seconds)
         proxy.restore()
-        assert worker.step("load")[0] is True
+        # back: reads work again as soon as the pool has a connection (it reconnects with a back-off
+        # of its own, which a loaded machine can stretch past one step's pool timeout); until then
+        # each read fails closed, never otherwise
+        outcomes, deadline = [], time.monotonic() + 60
+        while time.monotonic() < deadline:
+            outcomes.append(worker.step("load")[0])
+            if outcomes[-1] is True:
+                break
+        assert outcomes[-1] is True and set(outcomes[:-1]) <= {"unavailable"}, outcomes
     finally:
         worker.close()
         proxy.close()
