@@ -62,15 +62,19 @@ def seeded(transactional_db, demo_mcp, _fast_password_hasher, _fresh_gate_and_ca
 
 
 @pytest.fixture
-def trusted_worker():
+def trusted_worker(monkeypatch):
     """This process's reaper may judge other workers (as after three successful lease renewals in
-    a row, :func:`mrtrweb.runtime.workers.trusted`); forgotten afterwards."""
-    from mrtrweb.runtime import workers
+    a row, :func:`mrtrweb.runtime.workers.trusted`) for the whole test; forgotten afterwards. The
+    test process's own lease renewals keep running beside the test; one failing (the SQLite file
+    busy on a loaded machine) would end the trust midway, and that is not what these tests judge."""
+    from mrtrweb.runtime import leases, workers
 
     import time
 
     workers._state.streak = workers.TRUSTED_RENEWALS
     workers._state.last_ok = time.monotonic() + 3600  # as recent as the test needs
+    for module in (leases, workers):
+        monkeypatch.setattr(module, "renewal_failed", lambda exc: None)
     yield
     workers.reset()
 

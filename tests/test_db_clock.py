@@ -38,7 +38,7 @@ if os.environ.get("SKEW_PY"):
     import datetime
     from django.utils import timezone
     timezone.now = lambda: datetime.datetime.fromtimestamp(time.time(), tz=datetime.timezone.utc)
-from mrtrweb import handover
+from mrtrweb.runtime import handover
 from mrtrweb.bindings.database import DatabaseBindingStore, sweep
 store = DatabaseBindingStore()
 record = {"tenant": "acme", "operation_id": "op-1", "round": {"number": 1}}

@@ -161,6 +161,10 @@ def _start_refused(session: WebSession, base: str, server_id: int) -> object:
                                           timeout=5)
     except urllib.error.URLError as exc:
         return "connection refused" if isinstance(exc.reason, ConnectionRefusedError) else repr(exc.reason)
+    except ConnectionResetError:
+        # accepted by the kernel into the listening socket's backlog just before uvicorn closed it:
+        # the connection is reset unread (the caller checks that nothing started)
+        return "connection reset"
     assert status != 503 or "This worker is restarting; nothing was sent; try again." in body
     return status
 
@@ -186,7 +190,7 @@ def test_sigterm_during_a_call_lets_it_finish_then_exits(db_, demo_mcp):
         time.sleep(0.5)
         assert proc.poll() is None and c.status(op_id) == "running"  # still draining: not killed
         refused = _start_refused(alice, a, c.server_id())  # a start sent to the draining worker
-        assert refused in ("connection refused", 503), refused
+        assert refused in ("connection refused", "connection reset", 503), refused
         assert c.db.query("SELECT count(*) FROM mrtrweb_operation")[0][0] == 1  # nothing started
         proc.wait(timeout=30)
         exited = time.time()

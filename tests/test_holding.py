@@ -112,7 +112,7 @@ async def test_marking_failed_gives_up_on_an_answer(monkeypatch, caplog):
         tries.append(op_id)
         raise _lock_wait()
 
-    monkeypatch.setattr(runtime, "_load", load)
+    monkeypatch.setattr(runtime, "load_operation", load)
     caplog.set_level(logging.WARNING, "mrtrweb.operations")
     await asyncio.wait_for(holding.mark_failed("op-7", "internal_error", "x"), 2)
     assert tries == ["op-7"] and "was not marked failed: the database answered OperationalError" in caplog.text

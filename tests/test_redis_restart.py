@@ -58,6 +58,15 @@ def _events(cluster, op_id: str) -> list[str]:
         "ORDER BY id", op_id)]
 
 
+def _events_ending(cluster, op_id: str, last: str, timeout_s: float = 30.0) -> list[str]:
+    """The operation's events once ``last`` is among them: the worker writes the row's terminal
+    status just before its terminal event, so a reader seeing the row can be a moment early."""
+    deadline = time.monotonic() + timeout_s
+    while last not in (events := _events(cluster, op_id)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return events
+
+
 def _no_traceback(cluster) -> None:
     for name, log in cluster.logs.items():
         text = log.read_text()
@@ -82,7 +91,7 @@ def test_rounds_waiting_across_an_empty_restart_are_each_answered_once(cluster, 
     assert demo_mcp.calls[("connect_account", True)] == len(ops)  # exactly one retry per round
     assert demo_mcp.calls[("connect_account", False)] == len(ops)
     for op_id in ops:
-        assert _events(cluster, op_id) == ["received", "shown", "submitted", "completed"]
+        assert _events_ending(cluster, op_id, "completed") == ["received", "shown", "submitted", "completed"]
         status, _ = alice.answer(b, op_id, 1)
         assert status == 409  # answered already: nothing more is sent
     assert demo_mcp.calls[("connect_account", True)] == len(ops)
@@ -108,7 +117,7 @@ def test_a_call_in_flight_across_an_empty_restart_gets_its_round(cluster, alice,
     assert status == 302, (status, body[:400])
     cluster.wait_status(op_id, "completed")
     assert demo_mcp.calls[("wait_then_ask", True)] == 1
-    assert _events(cluster, op_id) == ["received", "shown", "submitted", "completed"]
+    assert _events_ending(cluster, op_id, "completed") == ["received", "shown", "submitted", "completed"]
     _no_traceback(cluster)
 
 

@@ -257,6 +257,21 @@ FIXES = [
      'Path(__file__).resolve().parents[1] / "static" / "mrtrweb" / "proxy"  # the package\'s static/'),
 ]
 
+# Strings that are keys, salts, session keys, group names or signal uids derived from a module's old
+# name: renaming them with the module would break what a deployment stored or what a worker of the
+# previous version computes during a rolling restart (tests/test_move_kept_keys.py pins them).
+FIXES += [
+    ("mrtrweb/audit/events.py", '("mrtrweb.audit.events/" + settings.SECRET_KEY)',
+     '("mrtrweb.audit/" + settings.SECRET_KEY)  # a key: never renamed with the module'),
+    ("mrtrweb/audit/events.py", 'CHECKPOINT_SALT = "mrtrweb.audit.events.checkpoint"',
+     'CHECKPOINT_SALT = "mrtrweb.audit.checkpoint"  # a salt: never renamed with the module'),
+    ("mrtrweb/audit/history/saved.py", 'SESSION_KEY = "mrtrweb.audit.history.filters"',
+     'SESSION_KEY = "mrtrweb.history.filters"  # as before the move: saved filters in sessions keep working'),
+    ("mrtrweb/live/sessions.py", 'salted_hmac("mrtrweb.live.sessions.group"', 'salted_hmac("mrtrweb.sessions.group"'),
+    ("mrtrweb/live/sessions.py", '    uid = "mrtrweb.live.sessions."', '    uid = "mrtrweb.sessions."  # as before the move'),
+    ("mrtrweb/operations/revocation.py", 'uid = "mrtrweb.tenancy.access."  # unchanged', 'uid = "mrtrweb.access."  # unchanged'),
+]
+
 # Files that must keep the documented old paths (they test that those keep working).
 KEEP_AS_DOCUMENTED = [
     "tests/embed_project/*", "tests/embed_orgs/*", "tests/embed_orgs/*/*", "tests/test_embedding.py",

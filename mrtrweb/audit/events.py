@@ -34,7 +34,7 @@ class AuditUnavailable(Exception):
 
 def keyed_digest(value: str) -> str:
     """``hmac-sha256:<hex>`` of ``value`` under the audit key."""
-    secret = conf.get("AUDIT_SECRET") or ("mrtrweb.audit.events/" + settings.SECRET_KEY)
+    secret = conf.get("AUDIT_SECRET") or ("mrtrweb.audit/" + settings.SECRET_KEY)  # a key: never renamed with the module
     mac = hmac.new(str(secret).encode(), value.encode("utf-8", "surrogatepass"), hashlib.sha256)
     return "hmac-sha256:" + mac.hexdigest()
 
@@ -219,7 +219,7 @@ def _auth_fields(operation: Operation, auth: dict[str, str] | None) -> dict[str,
 # Chain verification, checkpoints and purge
 # ---------------------------------------------------------------------------------------------
 
-CHECKPOINT_SALT = "mrtrweb.audit.events.checkpoint"
+CHECKPOINT_SALT = "mrtrweb.audit.checkpoint"  # a salt: never renamed with the module
 
 
 def sign_checkpoint(tenant_id: Any, sequence: int, hash_hex: str) -> str:

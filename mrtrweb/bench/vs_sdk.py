@@ -209,10 +209,10 @@ async def push_work(user: Any, server: Any, params: dict[str, Any], n: int) -> d
         _, rnd = await sync_to_async(panels.render_push, thread_sensitive=False)(op, "x" * 32)
         await sync_to_async(panels.record_shown, thread_sensitive=False)(op, rnd)
 
-    return await component_spans(one, n, extra=[("panels", "render_push", "render_push (the card, whole)"),
-                                                 ("panels", "record_shown", "panels.record_shown (consent receipt)"),
-                                                 ("panels", "consent_forms", "panels.consent_forms (form objects)"),
-                                                 ("panels", "render_to_string", "template render")])
+    return await component_spans(one, n, extra=[("consent.panels", "render_push", "render_push (the card, whole)"),
+                                                 ("consent.panels", "record_shown", "panels.record_shown (consent receipt)"),
+                                                 ("consent.panels", "consent_forms", "panels.consent_forms (form objects)"),
+                                                 ("consent.panels", "render_to_string", "template render")])
 
 
 # ---------------------------------------------------------------------------------------------- (c)

@@ -57,7 +57,7 @@ USER_ENDED: Final = "user_inactive_or_removed"
 
 def session_group(session_key: str) -> str:
     """The Channels group of one session's sockets: a keyed digest of its key, never the key."""
-    digest = salted_hmac("mrtrweb.live.sessions.group", session_key, algorithm="sha256").hexdigest()[:40]
+    digest = salted_hmac("mrtrweb.sessions.group", session_key, algorithm="sha256").hexdigest()[:40]
     return f"mrtrweb.session.{digest}"
 
 
@@ -149,7 +149,7 @@ def connect_signals() -> None:
     from django.contrib.auth import get_user_model
 
     User = get_user_model()
-    uid = "mrtrweb.live.sessions."
+    uid = "mrtrweb.sessions."  # as before the move
     user_logged_out.connect(_signed_out, dispatch_uid=uid + "signed-out")
     pre_save.connect(_user_saving, sender=User, dispatch_uid=uid + "user-saving")
     post_save.connect(_user_saved, sender=User, dispatch_uid=uid + "user-saved")

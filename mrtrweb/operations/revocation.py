@@ -194,7 +194,7 @@ def _tenant_deleting(sender, instance: Tenant, **kwargs: Any) -> None:
 def connect_signals() -> None:
     """Wire the handlers above (called from ``MrtrwebConfig.ready``)."""
     User = get_user_model()
-    uid = "mrtrweb.tenancy.access."  # unchanged: a project that disconnects them by uid keeps working
+    uid = "mrtrweb.access."  # unchanged: a project that disconnects them by uid keeps working
     pre_save.connect(_membership_saving, sender=Membership, dispatch_uid=uid + "membership-saving")
     post_save.connect(_membership_saved, sender=Membership, dispatch_uid=uid + "membership-saved")
     post_delete.connect(_membership_deleted, sender=Membership, dispatch_uid=uid + "membership-deleted")

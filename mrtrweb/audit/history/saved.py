@@ -13,7 +13,7 @@ from django.http import QueryDict
 
 from .forms import CHOICE_PARAMS
 
-SESSION_KEY = "mrtrweb.audit.history.filters"
+SESSION_KEY = "mrtrweb.history.filters"  # as before the move: saved filters in sessions keep working
 #: a longer query is not kept (the form bounds every field well below this)
 MAX_QUERY = 4096
 
