@@ -6,8 +6,8 @@ module's docstring (each key's meaning, one entry per key). The directive::
     ```{mrtrweb-settings}
     ```
 
-renders every key as a table row: the key, its default and how ``MRTRWEB_<KEY>`` is parsed (both
-from the code), and its meaning (from the docstring). With arguments (``SECRET_KEYS OAUTH_*``:
+renders every key as a table row: the key with its default and how ``MRTRWEB_<KEY>`` is parsed
+(both from the code), and its meaning (from the docstring). With arguments (``SECRET_KEYS OAUTH_*``:
 names or ``fnmatch`` patterns) it renders only those keys. A key of ``DEFAULTS`` without a meaning,
 or a meaning naming no key, is a warning: ``sphinx-build -W`` (tests/test_docs_site.py) fails, so
 the page cannot drift from the code.
@@ -94,6 +94,14 @@ def _cell(*content: nodes.Node) -> nodes.entry:
     return nodes.entry("", nodes.paragraph("", "", *content))
 
 
+def _key_cell(key: str, default: str, environ: str) -> nodes.entry:
+    """The key, then its default and its environment variable, one per line (a narrow column)."""
+    return nodes.entry("", nodes.paragraph("", "", nodes.strong("", "", nodes.literal(key, key))),
+                       nodes.paragraph("", "", nodes.Text("default "), nodes.literal(default, default)),
+                       nodes.paragraph("", "", nodes.literal(f"MRTRWEB_{key}", f"MRTRWEB_{key}"),
+                                       nodes.Text(f": {environ}")))
+
+
 class SettingsDirective(SphinxDirective):
     """``{mrtrweb-settings} [KEY or pattern ...]``: the settings table (see the module docstring)."""
 
@@ -121,21 +129,18 @@ class SettingsDirective(SphinxDirective):
                 logger.warning("mrtrweb/conf.py's docstring describes %r, which is not in mrtrweb.conf.DEFAULTS",
                                key, location=self.get_location())
 
-        table = nodes.table(classes=["mrtrweb-settings"])
-        group = nodes.tgroup(cols=4)
+        table = nodes.table(classes=["mrtrweb-settings", "colwidths-auto"])  # widths by content
+        group = nodes.tgroup(cols=2)
         table += group
-        for width in (22, 12, 14, 52):
-            group += nodes.colspec(colwidth=width)
+        for _ in range(2):
+            group += nodes.colspec(colwidth=1)
         head = nodes.thead()
-        head += nodes.row("", *(_cell(nodes.Text(t)) for t in
-                                ("key", "default", "as MRTRWEB_<KEY>", "meaning")))
+        head += nodes.row("", _cell(nodes.Text("key, default, environment variable")), _cell(nodes.Text("meaning")))
         group += head
         body = nodes.tbody()
         for key, default, environ, meaning in table_rows:
             row = nodes.row(ids=[f"setting-{key.lower().replace('_', '-')}"])
-            row += _cell(nodes.literal(key, key))
-            row += _cell(nodes.literal(default, default))
-            row += _cell(nodes.Text(environ))
+            row += _key_cell(key, default, environ)
             row += _cell(*_inline(meaning))
             body += row
         group += body
