@@ -1,109 +1,152 @@
 """The ``MRTRWEB`` settings namespace, read in this one place.
 
-Every key is optional; the defaults below are what an embedding project gets.
+Every key is optional: :data:`DEFAULTS` holds what an embedding project gets, and each key's meaning
+is below, one entry per key, in the order the settings reference shows them. That reference
+(docs/settings.md) is generated from the two at build time (docs/_ext/mrtrweb_settings.py): a key of
+:data:`DEFAULTS` without an entry here, or an entry naming no key, fails the documentation build.
+Meanings are reStructuredText-lite: ``literal`` is the only markup.
 
-==========================  ==========  =========================================================
-key                         default     meaning
-==========================  ==========  =========================================================
-``BINDING_STORE``           "database"  where live bindings are kept: "database" (durable: a round
-                                        survives a restart of the cache, see mrtrweb.bindings) or
-                                        "cache" (``BINDING_CACHE`` only: a cache restart without
-                                        persistence loses every live round; system check W017)
-``BINDING_CACHE``           "default"   cache alias of what is short-lived and shared between
-                                        workers (stop requests, legacy hold notices; bindings too
-                                        with ``BINDING_STORE = "cache"``; use Redis in production)
-``BINDING_KEY_PREFIX``      "mrtrweb"   prefix of every binding key (a tenant digest follows it)
-``TTL_S``                   600         lifetime of a binding / round, seconds
-``MAX_TTL_S``               3600        the highest TTL the system check lets through
-``MAX_STATE_BYTES``         65536       cap on ``requestState`` (UTF-8 bytes, inclusive)
-``MAX_ROUNDS``              10          rounds one operation may take
-``STATE_ONLY_BACKOFF_S``    0.05        first pause before a ``requestState``-only retry
-``STATE_ONLY_BACKOFF_CAP_S``1.0         cap of that pause (doubles per consecutive round)
-``POLICY_VERSION``          "mrtr-gate/1"  recorded in every audit row
-``CALL_TIMEOUT_S``          60          seconds to wait for one MCP response
-``CONNECTION_IDLE_S``       300         idle MCP client sessions are closed after this
-``AUDIT_SECRET``            None        HMAC key for audit digests (None: derived from SECRET_KEY)
-``AUDIT_WAIT_S``            15          the longest one audit append waits for its tenant's chain
-                                        while others append (then it fails: ``audit_unavailable``)
-``METRICS_TOKEN``           None        bearer token of the Prometheus endpoint ``metrics/``
-                                        (mrtrweb.runtime.metrics_view); None: the endpoint answers 404
-``MAX_PENDING_ROUNDS``      20          per user: operations waiting for an answer at once
-``MAX_STARTS_PER_MINUTE``   30          per user: operations started per minute
-``HEARTBEAT_S``             5           worker lease renewal period, seconds (in the database); a
-                                        worker whose lease was not renewed for 3 periods is dead.
-                                        Also the period of every worker's expiry sweep
-``DRAIN_GRACE_S``           60          on SIGTERM (ASGI lifespan shutdown) a worker takes no new
-                                        operation and waits this long for its calls in flight and
-                                        legacy holds to finish before it marks what is left
-                                        interrupted (``worker_stopped``) and exits (mrtrweb.runtime.drain)
-``MAX_TENANT_PENDING_ROUNDS``   200     per tenant: operations waiting for an answer at once
-``MAX_TENANT_STARTS_PER_MINUTE`` 300    per tenant: operations started per minute
-``SAMPLING_PROVIDER``       "mrtrweb.consent.sampling.PersonWritesReply"  dotted path of the object or
-                                        callable answering an approved ``sampling/createMessage``
-                                        (see :mod:`mrtrweb.consent.sampling`)
-``LEGACY_HOLD_S``           120         the longest a 2025-11-25 server's call is held open while the
-                                        person decides on a request it sent during the call
-                                        (``elicitation/create``...); the hold also ends with the
-                                        round's TTL. Then the server is told ``cancel`` and the
-                                        operation ends denied (reason ``timeout``). Must stay below
-                                        the SSE read timeout of the held call (max(CALL_TIMEOUT_S,
-                                        300) s, less a 10 s margin): system check mrtrweb.E006
-``OUTCOME_HOLD_S``          60          a call that ends while the database is unreachable: its
-                                        outcome is held by the worker until the database answers
-                                        again, however long that takes, then written once; past
-                                        this many seconds the hold is logged as an error (once)
-``MAX_HELD_OUTCOMES``       1000        per worker: outcomes held at once that way; one more is not
-                                        kept (its operation ends failed ``outcome_not_kept`` once
-                                        the database is back; metric ``mrtrweb_outcomes_held``)
-``TASK_POLL_MIN_S``         0.5         the shortest pause between two ``tasks/get`` of a task-augmented
-                                        call (seconds; a server's ``pollInterval`` below it is raised)
-``TASK_POLL_MAX_S``         5           the longest pause between two ``tasks/get`` (seconds; a longer
-                                        or absent ``pollInterval`` is lowered to it, so status and Stop
-                                        stay live)
-``MAX_STORED_RESULT_BYTES`` 1048576     the most of one result an operation keeps (compact JSON,
-                                        UTF-8 bytes); a larger one is kept as a marked, truncated
-                                        copy (see :mod:`mrtrweb.text.results`)
-``MAX_SHOWN_CHARS``         20000       the most characters of a result (all blocks), of one
-                                        elicitation message or sampling text a page or push shows;
-                                        the rest of a result is behind its download
-``MAX_PUSH_BYTES``          262144      a pushed panel larger than this (UTF-8 bytes of its HTML)
-                                        is not pushed: the page fetches it instead
-``SECRET_KEYS``             None        Fernet keys sealing secrets at rest (tokens, client
-                                        secrets, tenant credentials); the first seals, all open
-                                        (None: one key derived from SECRET_KEY; mrtrweb.authz.crypto)
-``OAUTH_REDIRECT_URI``      None        the exact OAuth redirect URI (None: this site's callback URL
-                                        as the request that starts a flow sees it)
-``OAUTH_CLIENT_METADATA_URL`` None      the HTTPS URL at which this deployment serves its Client ID
-                                        Metadata Document (the view ``mrtrweb:oauth-client-metadata``);
-                                        None: no CIMD (pre-registered client, else DCR)
-``OAUTH_CLIENT_NAME``       "mrtrweb"   ``client_name`` in the CIMD and in DCR requests
-``OAUTH_PENDING_TTL_S``     600         a started authorization waits this long for its callback
-``OAUTH_REFRESH_MARGIN_S``  60          an access token is refreshed this long before it expires
-``OUTBOUND_ALLOW_HTTP_LOOPBACK`` False  allow plain http to loopback for discovery, registration and
-                                        tokens (development and tests only)
-``OUTBOUND_ALLOW_HOSTS``    []          host names (or IP literals) an admin allows even though they
-                                        resolve to private, link-local or loopback addresses
-``OUTBOUND_TIMEOUT_S``      10          the longest one outbound authorization request takes
-``OUTBOUND_MAX_BYTES``      1048576     the most bytes of one outbound authorization response
-``GC_FREEZE``               True        at worker start-up, move every object start-up made to the
-                                        collector's permanent generation (``gc.freeze()``), so no
-                                        collection walks them again (mrtrweb.runtime.gcpolicy)
-``GC_THRESHOLDS``           (20000,     ``gc.set_threshold`` at start-up: three positive ints
-                            4, 100)     (generation 0 allocations, then collections of the younger
-                                        generation); None keeps the interpreter's (700, 10, 10).
-                                        ``MRTRWEB_GC_THRESHOLDS``: three numbers separated by spaces
-                                        (measured: docs/benchmarks NOTES, mrtrweb.runtime.gcpolicy)
-``TENANT_RESOLVER``         None        dotted path of a callable ``(user) -> iterable of
-                                        mrtrweb.tenancy.TenantGrant(key, name, role)``: the
-                                        embedding portal's organisations of that user, which the
-                                        tenants (``Tenant.external_key``) and the user's
-                                        memberships of them follow (at sign-in, then at a request
-                                        once ``TENANT_SYNC_S`` passed; mrtrweb.tenancy,
-                                        docs/embedding.md). None: tenants are managed by hand
-``TENANT_SYNC_S``           60          how long a user's memberships read from the resolver are
-                                        trusted before a request (``TenantSyncMiddleware``) asks
-                                        again
-==========================  ==========  =========================================================
+``BINDING_STORE``
+    where live bindings (rounds, their single-use claims, legacy answers handed between workers) are
+    kept: ``"database"`` (durable: a restart of the cache loses nothing; see mrtrweb.bindings) or
+    ``"cache"`` (``BINDING_CACHE`` only: a cache restarted without persistence loses every live
+    round; ``check --deploy`` warns, ``mrtrweb.W017``)
+``BINDING_CACHE``
+    cache alias of what is short-lived and shared by every worker (stop requests, legacy hold
+    notices; the bindings too with ``BINDING_STORE = "cache"``); Redis in production
+``BINDING_KEY_PREFIX``
+    prefix of binding keys; a tenant digest follows it
+``TTL_S``
+    lifetime of a binding and of a round, seconds
+``TENANT_RESOLVER``
+    dotted path of a portal's ``(user) -> iterable of mrtrweb.tenancy.TenantGrant(key, name, role)``:
+    the embedding portal's organisations of that user, which the tenants (``Tenant.external_key``)
+    and the user's memberships of them follow (at sign-in, then at a request once ``TENANT_SYNC_S``
+    passed; mrtrweb.tenancy, docs/embedding.md); a failing resolver grants nothing (logged reason).
+    ``None``: tenants are managed by hand
+``TENANT_SYNC_S``
+    seconds a user's memberships read from ``TENANT_RESOLVER`` are trusted before
+    ``TenantSyncMiddleware`` reads them again
+``MAX_TTL_S``
+    the system check refuses a ``TTL_S`` above this (``mrtrweb.E002``)
+``MAX_STATE_BYTES``
+    cap on ``requestState``, UTF-8 bytes, inclusive
+``MAX_ROUNDS``
+    rounds one operation may take
+``STATE_ONLY_BACKOFF_S``
+    first pause before a ``requestState``-only retry (the pacing of such retries), seconds
+``STATE_ONLY_BACKOFF_CAP_S``
+    cap of that pause (it doubles per consecutive round), seconds
+``POLICY_VERSION``
+    recorded in each audit row
+``CALL_TIMEOUT_S``
+    seconds to wait for one MCP response
+``CONNECTION_IDLE_S``
+    idle MCP client sessions are closed after this many seconds
+``AUDIT_SECRET``
+    HMAC key of the user/tenant digests in audit rows; ``None``: derived from ``SECRET_KEY``. With
+    ``DEBUG`` off, ``mrtrweb.E021`` refuses a known or weak one
+``AUDIT_WAIT_S``
+    the longest one audit append waits while others append to the same tenant's chain (PostgreSQL:
+    a row lock on the chain head, ``lock_timeout``; SQLite: the write lock, busy timeout); past it
+    the append fails and the retry it guards is not sent (``audit_unavailable``)
+``METRICS_TOKEN``
+    bearer token of the Prometheus endpoint ``/mcp/metrics/`` (mrtrweb.runtime.metrics_view; a
+    scrape sends ``Authorization: Bearer <token>``); ``None``: the endpoint answers 404
+    ``metrics_disabled``
+``MAX_PENDING_ROUNDS``
+    per user, operations waiting for an answer at once
+``MAX_STARTS_PER_MINUTE``
+    per user, operations started per minute
+``MAX_TENANT_PENDING_ROUNDS``
+    per tenant, operations waiting for an answer at once
+``MAX_TENANT_STARTS_PER_MINUTE``
+    per tenant, operations started per minute
+``HEARTBEAT_S``
+    period of each worker's lease renewal (in the database, by the database's clock) and of its
+    expiry sweep, seconds; a worker whose lease was not renewed for three periods counts as dead
+``DRAIN_GRACE_S``
+    on SIGTERM (the ASGI lifespan's shutdown) a worker takes no new operation and lets its calls in
+    flight and legacy holds finish for up to this long, then marks what is left interrupted
+    (``worker_stopped``) and exits (mrtrweb.runtime.drain)
+``LEGACY_HOLD_S``
+    the longest a 2025-11-25 server's call is held open while the person decides on a request it
+    sent during the call (``elicitation/create``...; the hold also ends with the round's TTL); then
+    the server is told ``cancel`` and the operation ends denied (``timeout``). Checks:
+    ``mrtrweb.E006`` if the hold would outlive the SSE read timeout of the held call (the greater
+    of ``CALL_TIMEOUT_S`` and 300 s, less a 10 s margin), ``mrtrweb.W013`` if it exceeds ``TTL_S``
+``OUTCOME_HOLD_S``
+    a call that ends while PostgreSQL is unreachable: its outcome is held by the worker until the
+    database answers again, however long the outage, then written once; past this many seconds the
+    hold is logged as an error (once) and goes on
+``MAX_HELD_OUTCOMES``
+    per worker, outcomes held that way at once (gauge ``mrtrweb_outcomes_held``); one more is not
+    kept: its operation ends failed (``outcome_not_kept``) once the database is back (counter
+    ``mrtrweb_outcomes_not_kept_total``)
+``TASK_POLL_MIN_S``
+    the shortest pause between two ``tasks/get`` of a call that runs as a task (seconds; a server's
+    shorter ``pollInterval`` is raised to it)
+``TASK_POLL_MAX_S``
+    the longest pause between two ``tasks/get`` (seconds; a longer or absent ``pollInterval`` is
+    lowered to it, so the task's status and Stop stay live)
+``MAX_STORED_RESULT_BYTES``
+    the most of one final result an operation keeps (compact JSON, UTF-8 bytes); a larger result is
+    kept as an explicitly marked, truncated copy (``{"mrtrweb_truncated": {"original_bytes",
+    "stored_bytes"}, "text": ...}``, within the cap; mrtrweb.text.results) and its page says so
+``MAX_SHOWN_CHARS``
+    the most characters of server text a page or push shows of one result (all its blocks; at most
+    100 blocks), of one elicitation message or sampling text, and of a tool's or prompt's
+    description on its call page (2,000 per item on the server page); the page says what was left
+    out, and the whole stored result is behind Download the result
+    (``/mcp/operations/<id>/result/``: the owner only, an attachment, ``nosniff``, never rendered)
+``MAX_PUSH_BYTES``
+    a pushed panel larger than this (UTF-8 bytes of its HTML) is not pushed; the page fetches it
+    instead
+``SECRET_KEYS``
+    list of Fernet keys sealing secrets at rest (tokens, client secrets, tenant credentials;
+    mrtrweb.authz.crypto); the first seals, every one opens. ``None``: one key derived from
+    ``SECRET_KEY`` (HKDF-SHA256) -- then rotating ``SECRET_KEY`` makes stored secrets unreadable
+    (people connect again, admins re-enter credentials); ``"derived"`` in the list stands for that
+    key. ``mrtrweb.E022`` refuses keys that are not Fernet keys, ``mrtrweb.W015`` a key listed twice
+``OAUTH_REDIRECT_URI``
+    the exact redirect URI registered at authorization servers:
+    ``https://YOUR.HOST/mcp/oauth/callback/`` (the view ``mrtrweb:oauth-callback``). ``None``: this
+    site's callback URL as the request starting a flow sees it (set it behind a proxy)
+``OAUTH_CLIENT_METADATA_URL``
+    the HTTPS URL of this deployment's Client ID Metadata Document (it is also the client id). Route
+    it to the view ``mrtrweb:oauth-client-metadata`` -- with ``path("mcp/", include("mrtrweb.urls"))``
+    that is ``https://YOUR.HOST/mcp/oauth/client-metadata.json``. ``None``: no CIMD (a pre-registered
+    client, else Dynamic Client Registration) and that URL answers 404; set without
+    ``OAUTH_REDIRECT_URI``, ``check --deploy`` warns (``mrtrweb.W016``)
+``OAUTH_CLIENT_NAME``
+    ``client_name`` in the CIMD and in registrations
+``OAUTH_PENDING_TTL_S``
+    how long a started sign-in waits for its callback, seconds
+``OAUTH_REFRESH_MARGIN_S``
+    access tokens are refreshed this long before they expire, seconds
+``OUTBOUND_ALLOW_HTTP_LOOPBACK``
+    allow plain ``http`` to loopback for discovery, registration and tokens (development and tests
+    only; ``./dev demo`` turns it on in its own process and says so)
+``OUTBOUND_ALLOW_HOSTS``
+    host names (or IP literals) allowed although they resolve to private, loopback or link-local
+    addresses (an on-premises authorization server)
+``OUTBOUND_TIMEOUT_S``
+    the longest one outbound authorization request takes, seconds
+``OUTBOUND_MAX_BYTES``
+    the most bytes of one outbound authorization response
+``GC_FREEZE``
+    at worker start-up (``mrtrweb.runtime.gcpolicy.configure()``, called last by
+    ``mrtrweb/site/asgi.py`` and by a portal's ``asgi.py``), collect once and ``gc.freeze()`` what
+    start-up built: no later collection walks it
+``GC_THRESHOLDS``
+    ``gc.set_threshold`` at start-up, three positive ints (generation 0 allocations, then
+    collections of the younger generation): fewer, cheaper young collections and rare full ones
+    (measured in mrtrweb.runtime.gcpolicy and docs/benchmarks NOTES); ``None`` keeps Python's
+    ``(700, 10, 10)``; ``MRTRWEB_GC_THRESHOLDS="20000 4 100"``
+``SAMPLING_PROVIDER``
+    dotted path of the object or callable ``provide(request_params, *, user, operation, form_data)
+    -> dict`` that answers an approved ``sampling/createMessage`` (a ``CreateMessageResult``;
+    mrtrweb.consent.sampling); the default lets the person write the reply
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Filling Django admin forms as a person does, over https (tests/test_deploy_readme.py follows
-the README's admin steps with it): read the page's form, keep what it pre-fills, change only the
-named fields, post it back with its CSRF token.
+the production recipe's admin steps with it, docs/deploy/production.md step 5): read the page's
+form, keep what it pre-fills, change only the named fields, post it back with its CSRF token.
 """
 
 from __future__ import annotations

@@ -1,6 +1,8 @@
-"""Reading and following the README's production recipe (tests/test_deploy_readme.py).
+"""Reading and following the production recipe (tests/test_deploy_readme.py): the pages
+:data:`RECIPE_PAGES` of the documentation, docs/deploy/production.md and then the rolling restart of
+docs/deploy/upgrading.md.
 
-The README's section "## Production: ..." marks each block a deployer runs with an HTML comment
+Each page marks each block a deployer runs with an HTML comment
 ``<!-- deploy-step: KIND -->`` right before the fence. KIND is ``root`` (system administration the
 test does not run: packages, users, systemctl), ``shell`` (bash, run as written after the
 substitutions), ``sql`` (psql as the PostgreSQL superuser), ``daemon`` (one long-running command),
@@ -31,7 +33,11 @@ from .certs import self_signed
 from .faults import RedisServer
 from .topology import PG_ADMIN, free_port, wait_port
 
-SECTION = "## Production: Redis, PostgreSQL, several workers"
+#: the pages the recipe is on, in the order a deployer follows them (paths in the repository)
+RECIPE_PAGES = ("docs/deploy/production.md", "docs/deploy/upgrading.md")
+#: the first heading of each
+_TITLES = {"docs/deploy/production.md": "# Production: Redis, PostgreSQL, several workers",
+           "docs/deploy/upgrading.md": "# Upgrading"}
 _STEP = re.compile(r"<!-- deploy-step: ([a-z]+) -->\n```([a-z]*)\n(.*?)\n```", re.S)
 KINDS = {"root", "shell", "sql", "daemon", "systemd", "nginx", "rolling"}
 
@@ -45,15 +51,17 @@ class Step:
     text: str
 
 
-def production_section(readme: str) -> str:
-    """The README's production section (its heading up to the next ``## `` heading).
+def recipe_text(pages: dict[str, str]) -> str:
+    """The recipe: the text of each of :data:`RECIPE_PAGES` (``pages``: path -> text), in order.
 
     Raises:
-        AssertionError: the heading is missing."""
-    start = readme.find(SECTION)
-    assert start >= 0, f"README has no section {SECTION!r}"
-    end = readme.find("\n## ", start + len(SECTION))
-    return readme[start:] if end < 0 else readme[start:end]
+        AssertionError: a page is missing, or does not start with its heading."""
+    texts = []
+    for path in RECIPE_PAGES:
+        assert path in pages, f"the recipe page {path} is missing"
+        assert pages[path].startswith(_TITLES[path] + "\n"), f"{path} does not start with {_TITLES[path]!r}"
+        texts.append(pages[path])
+    return "\n".join(texts)
 
 
 def steps(section: str) -> list[Step]:
@@ -95,7 +103,7 @@ class Terminal:
         out = subprocess.run(["bash", "-euo", "pipefail", "-c", wrapped], cwd=self.cwd, env=self.env,
                              capture_output=True, text=True, timeout=timeout_s)
         text = out.stdout + out.stderr
-        assert out.returncode == 0, f"README step failed ({out.returncode}):\n{script}\n--- output ---\n{text[-4000:]}"
+        assert out.returncode == 0, f"recipe step failed ({out.returncode}):\n{script}\n--- output ---\n{text[-4000:]}"
         return text
 
 
@@ -203,7 +211,7 @@ class Deployment:
         self.origin = f"https://localhost:{self.https_port}"
         self.output: dict[str, str] = {}
 
-    # -- following the README ----------------------------------------------------------------
+    # -- following the recipe ----------------------------------------------------------------
     def substitutions(self, section: str, workers: dict[str, int]) -> list[tuple[str, str]]:
         pg = urllib.parse.urlsplit(PG_ADMIN)
         subs = [
@@ -230,7 +238,7 @@ class Deployment:
         ]
         subs += [(f"127.0.0.1:{name}", f"127.0.0.1:{port}") for name, port in workers.items()]
         for literal, _ in subs:
-            assert literal in section, f"the test substitutes {literal!r}, which the README no longer has"
+            assert literal in section, f"the test substitutes {literal!r}, which the recipe no longer has"
         return subs
 
     def start(self, name: str, args: list[str], *, cwd: Path, env: dict[str, str], port: int,

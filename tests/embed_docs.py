@@ -1,5 +1,5 @@
 """Reading and following docs/embedding.md (tests/test_embed_docs.py), as tests/deploy_recipe.py
-follows the README's production recipe.
+follows the production recipe (docs/deploy/).
 
 Each block a portal's developer writes or runs is marked with an HTML comment
 ``<!-- embed-step: KIND [PATH] -->`` right before its fence. KIND is ``shell`` (bash in the

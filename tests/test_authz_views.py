@@ -656,7 +656,7 @@ async def test_connect_continue_callback_call_and_disconnect_for_real(seeded, oa
 
 async def test_the_settings_page_shows_what_an_admin_registers_at_an_authorization_server(seeded, settings):
     """The tenant admin pre-registering this product needs its exact redirect URI (and, with CIMD,
-    its client id URL): the settings page shows them (the README's "register the redirect URI")."""
+    its client id URL): the settings page shows them (docs/tenant-admin.md: "register the redirect URI")."""
     server = seeded["servers"]["acme"]
     client = await _client(seeded["users"]["alice"])
     page = (await client.get(f"/mcp/servers/{server.pk}/settings/")).content.decode()

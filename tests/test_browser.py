@@ -35,7 +35,8 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--
                  "--no-first-run"]
 PASSWORDS = {"alice": "alice-demo-pw", "carol": "carol-demo-pw", "bob": "bob-demo-pw"}
 #: the screenshots these tests write (fixed viewport, full page): under var/, never the tracked
-#: docs/screenshots/ (``./dev screenshots`` runs the tests that write the README's and copies them there)
+#: docs/screenshots/ (``./dev screenshots`` runs the tests that write those the README and docs/ show,
+#: and copies them there)
 SCREENSHOTS = Path(__file__).resolve().parents[1] / "var" / "screenshots"
 TIMEOUT_MS = 10_000
 OP_URL = re.compile(r"/mcp/operations/([0-9a-f-]{36})/$")

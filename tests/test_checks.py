@@ -116,7 +116,7 @@ def test_unusable_sampling_provider_is_an_error(settings):
 
 
 def test_authorization_settings_are_checked(settings):
-    """The authorization settings (README "Authorization to MCP servers") are checked at start-up:
+    """The authorization settings (docs/deploy/authorization.md) are checked at start-up:
     a redirect URI that is not https (but for loopback) or has a fragment, an http or path-less CIMD
     URL, an allow-list given as a string (its letters would be the hosts), a non-boolean loopback
     switch, an empty client name."""

@@ -1,16 +1,17 @@
-"""The README's production section, followed from a fresh clone to two workers behind nginx.
+"""The production recipe (docs/deploy/production.md, then the rolling restart of
+docs/deploy/upgrading.md), followed from a fresh clone to two workers behind nginx.
 
-Only the README's marked blocks are run (tests/deploy_recipe.py), with substitutions for the host
+Only the pages' marked blocks are run (tests/deploy_recipe.py), with substitutions for the host
 name, ports, paths, the repository URL, role/database names, passwords, the PostgreSQL and Redis
-addresses and the TLS certificate. A README edit that breaks the recipe breaks this test; so does
-an edit of a literal the test substitutes (each must occur in the section).
+addresses and the TLS certificate. An edit of those pages that breaks the recipe breaks this test;
+so does an edit of a literal the test substitutes (each must occur in the recipe).
 
 Real parts: ``git clone`` of the committed HEAD, ``python3 -m venv`` and ``pip install .`` (no test
 extra; about 40 s here from the machine's package index), Debian's nginx (``-p``/``-c``: pid, logs
 and temporary files in a temporary directory, high ports), the unit's ``ExecStart`` per worker
 with only its ``EnvironmentFile`` (as systemd runs it), a private PostgreSQL role and database
-created by the README's SQL, a private ``redis-server``, the demo MCP server started by the
-README's command. About 2.5 minutes in all (the rolling restart under load and the stopped workers
+created by the recipe's SQL, a private ``redis-server``, the demo MCP server started by the
+recipe's command. About 2.5 minutes in all (the rolling restart under load and the stopped workers
 about 35 s of it).
 """
 
@@ -34,31 +35,31 @@ from typing import Any
 import pytest
 
 from .admin_forms import TlsSession, option_value, read_form
-from .deploy_recipe import (ROOT, Deployment, Terminal, clean_env, exec_start, nginx_conf, parse_env_file,
-                            parse_unit, production_section, steps, substitute)
+from .deploy_recipe import (RECIPE_PAGES, ROOT, Deployment, Terminal, clean_env, exec_start, nginx_conf,
+                            parse_env_file, parse_unit, recipe_text, steps, substitute)
 from .topology import PG_ADMIN, WebSession, free_port, status_in
 
 pytestmark = [pytest.mark.services]
 
-def _head_readme() -> str:
-    return subprocess.run(["git", "show", "HEAD:README.md"], cwd=ROOT, capture_output=True, text=True,
-                          check=True).stdout
+def _head_recipe() -> str:
+    """The recipe's pages as committed (the clone the recipe makes is of HEAD)."""
+    return recipe_text({page: subprocess.run(["git", "show", f"HEAD:{page}"], cwd=ROOT, capture_output=True,
+                                             text=True, check=True).stdout for page in RECIPE_PAGES})
 
 
 def _follow(d: Deployment) -> None:
-    readme = _head_readme()
-    section = production_section(readme)
+    section = _head_recipe()
     recipe = steps(section)
     kinds = [s.kind for s in recipe]
     for kind in ("root", "shell", "sql", "daemon", "systemd", "nginx", "rolling"):
-        assert kind in kinds, f"the production section has no {kind!r} step"
+        assert kind in kinds, f"the production recipe has no {kind!r} step"
     # The packages the root steps install must be here (the test does not run apt-get).
     for step in (s for s in recipe if s.kind == "root"):
         for m in re.finditer(r"apt-get install -y (.+)", step.text):
             for package in m.group(1).split():
                 status = subprocess.run(["dpkg-query", "-W", "-f=${Status}", package], capture_output=True,
                                         text=True).stdout
-                assert status.endswith("installed"), f"package {package} (README step 1) is not installed"
+                assert status.endswith("installed"), f"package {package} (the recipe's step 1) is not installed"
     instances = [m for s in recipe if s.kind == "root" for m in re.findall(r"mrtrweb@(\d+)", s.text)]
     assert len(instances) == 2, instances
     d.workers = {name: free_port() for name in instances}
@@ -144,7 +145,7 @@ def _through_proxy(d: Deployment) -> TlsSession:
 
 
 def _admin_steps(d: Deployment) -> tuple[str, str]:
-    """The README's admin steps as ``admin``: a user, a tenant with that user as its admin, the
+    """The recipe's admin steps (step 5) as ``admin``: a user, a tenant with that user as its admin, the
     demo MCP server. Returns the user's name and password."""
     admin = _through_proxy(d)
     admin.login(d.origin, "admin", d.admin_password)
@@ -304,7 +305,7 @@ def test_a_round_through_each_worker(deployment, person):
 
 
 def test_plain_http_on_loopback(deployment, person):
-    """The README's first look without TLS: a worker on loopback with the secure defaults off
+    """The recipe's first look without TLS: a worker on loopback with the secure defaults off
     serves plain http (no redirect), its cookies work without https, a round is answered."""
     d = deployment
     _, server_id = person
@@ -442,9 +443,9 @@ def _both_ready(d: Deployment) -> None:
 
 
 def test_rolling_restart_under_load(deployment, person):
-    """README "Upgrading": its rolling restart (deploy/rolling-restart, run as written, with a
+    """The recipe's "Upgrading" (docs/deploy/upgrading.md): its rolling restart (deploy/rolling-restart, run as written, with a
     stand-in systemctl and the site file where the test wrote it) under steady GETs and POSTs
-    through the README's nginx block: no 5xx, no failed request, every Send sent exactly once."""
+    through the recipe's nginx block: no 5xx, no failed request, every Send sent exactly once."""
     d = deployment
     _, server_id = person
     assert d.rolling.startswith("deploy/rolling-restart "), d.rolling

@@ -36,7 +36,7 @@ for probe, state in (("/portal/mcp/healthz", "live"), ("/portal/mcp/readyz", "re
     r = Client().get(probe)
     assert r.status_code == 200 and r.json() == {"status": state} and r["Cache-Control"] == "no-store", r.content
 assert Client().get("/readyz").status_code == 404  # no middleware in this project: nothing at the root
-from tests.embed_project.asgi import application  # the README's asgi.py: the full-origin WebSocket check
+from tests.embed_project.asgi import application  # a portal's asgi.py: the full-origin WebSocket check
 from mrtrweb.origin import SameOriginValidator
 assert isinstance(application.application_mapping["websocket"], SameOriginValidator)
 print("EMBED-OK")

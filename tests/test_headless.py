@@ -337,7 +337,7 @@ def test_no_answer_value_or_request_state_in_logs_or_audit(seeded, tmp_path, cap
     answers.write_text(json.dumps({"dates": {"start": secret_day, "nights": 3},
                                    "seat": {"seat": "middle", "confirm": True}}))
     # the product's loggers at their most verbose (the SDK's own DEBUG logging prints whole messages:
-    # it is off unless a deployment turns it on, see the README)
+    # it is off unless a deployment turns it on, see docs/security.md, "No secrets in logs")
     caplog.set_level(logging.DEBUG, logger="mrtrweb")
     assert _command(seeded["mcp"].url, "--tool", "book_trip", "--args", '{"destination": "Oslo"}',
                     "--consent", f"answers:{answers}") == 0

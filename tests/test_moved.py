@@ -1,5 +1,6 @@
-"""Issue 27's house move, for code and settings written before it: every dotted path README.md and
-docs/embedding.md name resolves, the old paths they documented keep importing (the same module),
+"""Issue 27's house move, for code and settings written before it: every dotted path README.md, the
+documentation's pages (docs/, embedding.md among them) and the settings reference (generated from
+mrtrweb/conf.py's docstring) name resolves, the old paths they documented keep importing (the same module),
 any other old flat path fails with a message naming its new place, and ``mrtrweb.asgi`` -- the
 portal's one import -- loads without setting Django up."""
 
@@ -23,10 +24,21 @@ ROOT = Path(__file__).resolve().parents[1]
 NOT_PATHS = re.compile(r"^mrtrweb\.([EW]\d+|user|session|git)$")
 
 
+def documented_texts() -> dict[str, str]:
+    """What the documentation says: README.md, every page under docs/ and the settings reference's
+    source (mrtrweb/conf.py's docstring)."""
+    from mrtrweb import conf
+
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    texts = {str(p.relative_to(ROOT)): p.read_text() for p in pages if "_build" not in p.parts}
+    texts["mrtrweb/conf.py (docstring)"] = conf.__doc__ or ""
+    return texts
+
+
 def documented_paths() -> set[str]:
     found = set()
-    for doc in ("README.md", "docs/embedding.md"):
-        for m in re.finditer(r"(?<![\w/.])mrtrweb(?:\.[A-Za-z_]\w*)+", (ROOT / doc).read_text()):
+    for text in documented_texts().values():
+        for m in re.finditer(r"(?<![\w/.])mrtrweb(?:\.[A-Za-z_]\w*)+", text):
             if not NOT_PATHS.match(m.group(0)):
                 found.add(m.group(0))
     return found

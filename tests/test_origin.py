@@ -122,17 +122,18 @@ def test_parse_and_match():
 def test_the_embedding_snippet_uses_it():
     """The embedding recipe's asgi.py (docs/embedding.md; tests/test_embed_docs.py runs it: the one
     import mrtrweb.asgi, whose application mounts it) and the test portal's asgi.py (the earlier
-    imports) mount the full-origin check, not channels' host-only validator; the README names it."""
+    imports) mount the full-origin check, not channels' host-only validator; the security page
+    (docs/security.md, once the README's) names it."""
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
-    doc, readme = (root / "docs" / "embedding.md").read_text(), (root / "README.md").read_text()
+    doc, security = (root / "docs" / "embedding.md").read_text(), (root / "docs" / "security.md").read_text()
     assert "from mrtrweb.asgi import get_asgi_application, mrtrweb_application" in doc
     assert "application = mrtrweb_application(django_asgi_app)" in doc
     face = (root / "mrtrweb" / "asgi.py").read_text()
     assert "SameOriginValidator(AuthMiddlewareStack(URLRouter([*ours, *websocket_urlpatterns])))" in face
-    assert "mrtrweb.live.origin.SameOriginValidator" in readme
-    assert "AllowedHostsOriginValidator(" not in doc + readme
+    assert "mrtrweb.live.origin.SameOriginValidator" in security
+    assert "AllowedHostsOriginValidator(" not in doc + security
     source = (Path(__file__).resolve().parent / "embed_project" / "asgi.py").read_text()
     assert "SameOriginValidator(AuthMiddlewareStack(" in source
 

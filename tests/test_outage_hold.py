@@ -126,7 +126,7 @@ def test_an_outage_longer_than_every_hold_loses_nothing(cluster, services, up):
     assert outage_s > max(HOLD_S, POOL_TIMEOUT_S, STALE_S) and outage_s >= OUTAGE_S
     # the outcome is written once the worker's own pool reaches PostgreSQL again: psycopg's pool
     # reconnects with back-off (1, 2, 4, 8 ... s), so after an outage of N s that takes up to about
-    # N s more (README, "Faults"); the lease, on a connection of its own, comes back at once
+    # N s more (docs/deploy/what-holds.md); the lease, on a connection of its own, comes back at once
     _wait_back(alice, base, op_id, within_s=outage_s + 25.0)
     cluster.wait_status(op_id, ("completed", "failed", "interrupted", "denied"), timeout_s=25)
     status, code, worker, result = _row(cluster, op_id)

@@ -84,7 +84,7 @@ async def test_the_driver_stops_a_call_whose_stop_only_the_row_holds(seeded, red
 
 
 async def test_a_stop_with_the_cache_down_records_nothing(seeded, redis):
-    """The cache is written first: with Redis down the Stop is refused (503, README "What holds")
+    """The cache is written first: with Redis down the Stop is refused (503, docs/deploy/what-holds.md)
     and nothing is recorded, so "the call goes on" stays true."""
     op_id = await _running(seeded, seconds=3)
     await sync_to_async(redis.stop)()

@@ -1,4 +1,4 @@
-"""System checks of the authorization settings (``MRTRWEB[...]``, README "Authorization to MCP servers").
+"""System checks of the authorization settings (``MRTRWEB[...]``, docs/deploy/authorization.md).
 
 =================  ==========================================================================
 id                 what is wrong

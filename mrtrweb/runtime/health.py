@@ -45,9 +45,9 @@ the TCP level -- which load balancers and orchestrators count as "not ready" as 
 ``{"status": "draining"}`` answer is what a probe sees on a server that keeps listening while it
 drains, or in a process that called :func:`mrtrweb.runtime.drain.begin_draining` itself. Because the
 refusal comes first, a balancer cannot learn from ``/readyz`` that a worker is *about* to stop:
-the README's recipe takes a worker out of nginx's rotation before the SIGTERM
+the production recipe (docs/deploy/) takes a worker out of nginx's rotation before the SIGTERM
 (``deploy/rolling-restart``) and lets nginx pass what a stopped worker refuses to another
-(``proxy_next_upstream error``; README, step 8, "What a load balancer sees").
+(``proxy_next_upstream error``; docs/deploy/production.md, step 8, "What a load balancer sees").
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ browser back to ``oauth/callback/?code=...&state=...``, and uvicorn logs every r
 (logger ``uvicorn.access``). :class:`RedactOAuthQuery`, installed on that logger by the same call,
 replaces the values of ``code``, ``state`` (and the other OAuth parameters below) in the logged
 path with ``[redacted]``. Another ASGI server's access log (daphne's ``--access-log``, gunicorn's)
-is outside Python logging: turn it off or filter it there (README "Authorization to MCP servers").
+is outside Python logging: turn it off or filter it there (docs/deploy/authorization.md, "Logs").
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The proxy's own error pages: what nginx shows when no worker answers (README, step 7).
+"""The proxy's own error pages: what nginx shows when no worker answers (docs/deploy/production.md,
+step 7).
 
 nginx cannot ask a worker for a page when none answers, so these pages are static files shipped
 with the app (``mrtrweb/static/mrtrweb/proxy/``, copied by ``collectstatic``, served by nginx's

@@ -1,5 +1,5 @@
 """Settings of the standalone mrtrweb site on embedded defaults: SQLite, in-process cache and
-channel layer. Environment variables override (see README "Settings reference").
+channel layer. Environment variables override (see docs/settings.md).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Production settings: PostgreSQL (everything that lasts, live rounds included), Redis (a cache
 and the channel layer; no persistence needed), TLS behind a reverse proxy.
 
-Everything comes from the environment (see README "Production"):
+Everything comes from the environment (see docs/deploy/production.md, step 4):
 
 =============================  ===========================================================
 ``DJANGO_SECRET_KEY``          required; at least 50 random characters (a key published in

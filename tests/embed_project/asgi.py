@@ -1,4 +1,5 @@
-"""The embedding project's ASGI application, written as the README's embedding snippet says."""
+"""The embedding project's ASGI application, written as an earlier README's embedding snippet said
+(the imports of earlier versions keep working; docs/embedding.md has today's one import)."""
 
 import os
 
@@ -20,6 +21,6 @@ application = ProtocolTypeRouter({
     "lifespan": lifespan,
 })
 
-import mrtrweb.gcpolicy  # noqa: E402 -- last, as the README says
+import mrtrweb.gcpolicy  # noqa: E402 -- last, as the docs say
 
 mrtrweb.gcpolicy.configure()

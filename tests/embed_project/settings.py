@@ -1,4 +1,4 @@
-"""A host project that embeds mrtrweb the way the README says (its own URL prefix, its own base
+"""A host project that embeds mrtrweb the way docs/embedding.md says (its own URL prefix, its own base
 template, no 'logout' URL of mrtrweb's making)."""
 
 import os
