@@ -44,7 +44,7 @@ def redis():
 def _until_named(cluster: Cluster, op_id: str, timeout: float = 15.0) -> str:
     deadline = time.monotonic() + timeout
     while not (worker := cluster.db.query("SELECT worker FROM mrtrweb_operation WHERE id = %s", op_id)[0][0]):
-        assert time.monotonic() < deadline, "the call never started"
+        assert time.monotonic() < deadline, ("the call never started", cluster.db.query("SELECT status, error_code, error_message FROM mrtrweb_operation WHERE id = %s", op_id), {n: l.read_text()[-3000:] for n, l in cluster.logs.items()})
         time.sleep(0.05)
     return worker
 
