@@ -334,6 +334,21 @@ class McpConnection(Sending, SessionRenewal, ServerRequestRouting, Listings, Lis
         return caps.model_dump(by_alias=True, mode="json", exclude_none=True) if caps is not None else None
 
     @property
+    def server_info(self) -> dict[str, Any] | None:
+        """The server's ``serverInfo`` (``Implementation``: ``name``, ``version``, ``title``,
+        ``websiteUrl``, ``icons``) as JSON, or ``None`` when not open or not told."""
+        client = self._client
+        info = getattr(client.session, "server_info", None) if client is not None else None
+        return info.model_dump(by_alias=True, mode="json", exclude_none=True) if info is not None else None
+
+    @property
+    def instructions(self) -> str | None:
+        """The server's ``instructions`` (a hint for its users and models), or ``None``."""
+        client = self._client
+        text = getattr(client.session, "instructions", None) if client is not None else None
+        return text if isinstance(text, str) else None
+
+    @property
     def in_flight(self) -> int:
         """Number of requests currently awaiting their response."""
         return self._in_flight

@@ -11,7 +11,7 @@ from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
-from .. import conf, operations
+from .. import catalog, conf, operations
 from ..servers import connections
 from ..text import names, results
 from ..authz import pages as authz_pages
@@ -50,6 +50,7 @@ async def server_detail(request: HttpRequest, server_id: int) -> HttpResponse:
     error = ""
     duplicates = not_shown = 0
     negotiated = None  # the protocol version spoken with the server, once connected
+    identity = None  # serverInfo, instructions and capabilities, once connected (mrtrweb.catalog)
     tasks_declared = False  # whether a tool that runs only as a task is called (as a task) here
     auth = await authz_pages.server_auth(user, server)  # OAuth per person: Connect / Connected (issue 13)
     if not auth["needs_connect"]:  # without the person's connection a listing would only get a 401
@@ -58,6 +59,7 @@ async def server_detail(request: HttpRequest, server_id: int) -> HttpResponse:
             conn = await connections.connection_for(user, server)
             negotiated = conn.protocol_version
             tasks_declared = task_flavor(conn.server_capabilities) is not None
+            identity = catalog.server_identity(conn.server_info, conn.instructions, conn.server_capabilities)
             conn.watch_listings()  # a list_changed from the server is pushed to this page
             listed = (await conn.list_tools(), await _listing(conn.list_prompts, "name"),
                       await _listing(conn.list_resource_templates, "uriTemplate"),
@@ -77,6 +79,7 @@ async def server_detail(request: HttpRequest, server_id: int) -> HttpResponse:
                                                              "error": error, "auth": auth,
                                                              "is_admin": is_admin, "duplicates": duplicates,
                                                              "not_shown": not_shown, "negotiated": negotiated,
+                                                             "identity": identity,
                                                              "max_shown": names.MAX_LISTED_SHOWN})
 
 
@@ -85,14 +88,15 @@ def _shown_lists(*listed: list[dict[str, Any]]) -> tuple[list[list[dict[str, Any
     ``MAX_LISTED_SHOWN`` of each, descriptions capped), how many duplicates were dropped and how many
     items are not shown. Blocking: run it off the event loop."""
     shown, duplicates, not_shown = [], 0, 0
-    for items, (key, what) in zip(listed, (("name", "tool"), ("name", "prompt"), ("uriTemplate", "resource template"),
-                                           ("uri", "resource")), strict=True):
+    for items, (key, what, kind) in zip(listed, (("name", "tool", "tool"), ("name", "prompt", "prompt"),
+                                                 ("uriTemplate", "resource template", "template"),
+                                                 ("uri", "resource", "resource")), strict=True):
         items, dropped = names.unique_items(items, key, what=what)
         duplicates += dropped
         not_shown += max(len(items) - names.MAX_LISTED_SHOWN, 0)  # a page of bounded size, whatever is listed
         del items[names.MAX_LISTED_SHOWN:]
         results.cap_descriptions(items, results.LISTED_DESCRIPTION_CHARS)
-        shown.append(items)
+        shown.append(catalog.describe_all(kind, items))  # titles, badges, schemas, icons (issue 28)
     return shown, duplicates, not_shown
 
 

@@ -12,6 +12,24 @@
   var leaving = false;
   var fetching = false, again = false;  // one re-read at a time; a push meanwhile asks for one more
 
+  // The filter box: hides the listed items whose name, title and description (the server-rendered
+  // data-filter attribute, lower case) do not contain what the person typed; kept across re-reads.
+  var filterBox = document.getElementById("listing-filter");
+  var filterCount = document.querySelector(".filter-count");
+  function applyFilter() {
+    if (!filterBox) return;
+    var q = filterBox.value.trim().toLowerCase();
+    var items = root.querySelectorAll("li[data-filter]");
+    var shown = 0;
+    for (var i = 0; i < items.length; i++) {
+      var hit = !q || items[i].getAttribute("data-filter").indexOf(q) !== -1;
+      items[i].hidden = !hit;
+      if (hit) shown++;
+    }
+    if (filterCount) filterCount.textContent = q ? shown + " / " + items.length : "";
+  }
+  if (filterBox) filterBox.addEventListener("input", applyFilter);
+
   function reread() {
     if (fetching) { again = true; return; }
     fetching = true;
@@ -23,6 +41,7 @@
         var fresh = doc.getElementById("server-listing");
         if (!fresh) return;
         root.innerHTML = fresh.innerHTML;
+        applyFilter();
         var count = Number(root.getAttribute("data-rereads") || "0") + 1;
         root.setAttribute("data-rereads", String(count));
         if (notice) notice.hidden = false;

@@ -1,0 +1,67 @@
+"""One listed tool, prompt, resource template or resource, as the server page shows it.
+
+:func:`describe` adds to the listed item (a ``dict`` as the server sent it, names untouched: the
+page links and calls them byte for byte) a ``catalog`` entry::
+
+    {"title": str | None,          # "title", or a tool's "annotations.title"; None when absent or
+                                   # the same as the name; at most TITLE_CHARS
+     "badges": [str, ...],         # tools only: ToolHints.badges()
+     "destructive": bool,          # tools only: is_destructive()
+     "icon": str | None,           # icons.icon_src()
+     "input_schema": str | None,   # tools: schemas.pretty_schema(inputSchema)
+     "output_schema": str | None,  # tools: schemas.pretty_schema(outputSchema)
+     "mime_type": str | None,      # resources: mimeType, at most 100 characters
+     "size": int | None,           # resources: size in bytes, when a non-negative integer
+     "filter_text": str}           # what the page's filter box matches: name, title, description, lower case
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .annotations import tool_hints
+from .icons import icon_src
+from .schemas import pretty_schema
+
+#: the most characters of a title shown
+TITLE_CHARS = 200
+#: the most characters of an item's text its filter matches
+FILTER_CHARS = 600
+
+#: the key naming each kind's items
+KEYS = {"tool": "name", "prompt": "name", "template": "uriTemplate", "resource": "uri"}
+
+
+def _text(value: Any, limit: int) -> str | None:
+    return value[:limit] if isinstance(value, str) and value.strip() else None
+
+
+def describe(kind: str, item: dict[str, Any]) -> dict[str, Any]:
+    """``item`` with its ``catalog`` entry (the module docstring), for ``kind`` one of :data:`KEYS`."""
+    name = item.get(KEYS[kind])
+    title = _text(item.get("title"), TITLE_CHARS)
+    annotations = item.get("annotations")
+    if title is None and kind == "tool" and isinstance(annotations, dict):
+        title = _text(annotations.get("title"), TITLE_CHARS)
+    if title is not None and title == name:
+        title = None
+    entry: dict[str, Any] = {"title": title, "badges": [], "destructive": False, "icon": icon_src(item.get("icons")),
+                             "input_schema": None, "output_schema": None, "mime_type": None, "size": None}
+    if kind == "tool":
+        hints = tool_hints(item)
+        entry.update(badges=hints.badges(), destructive=hints.destructive,
+                     input_schema=pretty_schema(item.get("inputSchema")),
+                     output_schema=pretty_schema(item.get("outputSchema")))
+    if kind in ("resource", "template"):
+        entry["mime_type"] = _text(item.get("mimeType"), 100)
+        size = item.get("size")
+        entry["size"] = size if isinstance(size, int) and not isinstance(size, bool) and size >= 0 else None
+    description = item.get("description") if isinstance(item.get("description"), str) else ""
+    entry["filter_text"] = " ".join(t for t in (name if isinstance(name, str) else "", title or "", description)
+                                    if t)[:FILTER_CHARS].lower()
+    return {**item, "catalog": entry}
+
+
+def describe_all(kind: str, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """:func:`describe` of each item."""
+    return [describe(kind, item) for item in items]
