@@ -70,7 +70,7 @@ async def start_rerun(user: Any, op: Operation) -> Operation:
         raise RerunRefused("this operation was already run again")
     try:
         new = await operations.start_operation(user=user, server=op.server, method=op.method, name=params[key],
-                                               params=params)
+                                               params=params, destructive=op.destructive)
     except BaseException:
         await Operation.objects.filter(pk=op.pk, rerun_as=claim).aupdate(rerun_as=None)
         raise

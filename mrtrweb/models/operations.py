@@ -53,6 +53,9 @@ class Operation(models.Model):
     #: who asked to stop the call in flight (a key of operations.messages.STOPPED_BY), durable
     #: beside the cache's fast stop request: a Redis restarted empty after the click loses nothing
     stop_requested_by = models.CharField(max_length=32, blank=True, default="", editable=False)
+    #: the tool was destructive by its listing's annotations when the person started it
+    #: (:func:`mrtrweb.catalog.is_destructive`): its call page and every card of it say so
+    destructive = models.BooleanField(default=False, editable=False)
     result = models.JSONField(null=True, blank=True)
     error_code = models.CharField(max_length=64, blank=True)
     error_message = models.CharField(max_length=500, blank=True)

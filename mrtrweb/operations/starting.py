@@ -25,8 +25,11 @@ from .runtime import _spawn, new_request_id
 logger = logging.getLogger("mrtrweb.operations")
 
 
-async def start_operation(*, user: Any, server: McpServer, method: str, name: str, params: dict[str, Any]) -> Operation:
+async def start_operation(*, user: Any, server: McpServer, method: str, name: str, params: dict[str, Any],
+                          destructive: bool = False) -> Operation:
     """Register and start an operation; returns at once (the request goes out in the background).
+    ``destructive``: the tool's listing says it may destroy (:func:`mrtrweb.catalog.is_destructive`);
+    stored, so that every card of the operation warns.
 
     Raises:
         OperationRefused: this worker is draining (``worker_draining``, 503), a per-user limit is
@@ -39,12 +42,13 @@ async def start_operation(*, user: Any, server: McpServer, method: str, name: st
         logger.info("operation refused: worker %s is draining", workers.WORKER_ID)
         raise OperationRefused(WORKER_DRAINING, message_for(WORKER_DRAINING))
     await workers.ensure_lease()  # before the operation names this worker
-    op = await sync_to_async(_start_sync)(user, server, method, name, params)
+    op = await sync_to_async(_start_sync)(user, server, method, name, params, destructive)
     _spawn(_drive(op.id, op.request_id, params, checked=op))  # access checked with the start
     return op
 
 
-def _start_sync(user: Any, server: McpServer, method: str, name: str, params: dict[str, Any]) -> Operation:
+def _start_sync(user: Any, server: McpServer, method: str, name: str, params: dict[str, Any],
+                destructive: bool = False) -> Operation:
     """:func:`start_operation`'s database and binding work, in one thread hop: the limits (one
     query), the authorization identity, the row, the gate's registration.
 
@@ -63,7 +67,8 @@ def _start_sync(user: Any, server: McpServer, method: str, name: str, params: di
     op = Operation.objects.create(
         tenant_id=server.tenant_id, user=user, server=server, method=method, name=stored_name(name),
         params=results.params_for_storage(params),
-        request_id=request_id, latest_request_id=request_id, worker=workers.WORKER_ID, **auth,
+        request_id=request_id, latest_request_id=request_id, worker=workers.WORKER_ID, destructive=destructive,
+        **auth,
     )
     op.server = server
     try:

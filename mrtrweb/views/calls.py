@@ -20,7 +20,7 @@ from django.utils.translation import gettext as _
 
 from ..servers import connections
 from ..text import display, names, results
-from .. import operations
+from .. import catalog, operations
 from ..models import Operation
 from ..consent.forms import JsonArgumentsForm, refuse_lone_surrogates, SchemaForm, stand_in_keys
 from ..gate import check_requested_schema, SchemaRefused
@@ -92,6 +92,8 @@ async def tool_call(request: HttpRequest, server_id: int, tool: str | None = Non
     # never called; the page says why (mrtrweb.operations.tasks)
     task_required = spec is not None and task_refused(spec, conn.server_capabilities)
     runs_as_task = spec is not None and requires_task(spec) and not task_required
+    destructive = spec is not None and catalog.is_destructive(spec)  # the warning here and on its cards
+    hints = catalog.describe("tool", spec)["catalog"] if spec is not None else None
     if task_required and request.method == "POST":
         logger.info("call of a task-only tool on server %s refused: nothing sent", server.pk)
         error = TASK_REQUIRED_MESSAGE
@@ -101,7 +103,8 @@ async def tool_call(request: HttpRequest, server_id: int, tool: str | None = Non
         if not error and await sync_to_async(form.is_valid, thread_sensitive=False)():
             try:
                 op = await operations.start_operation(user=user, server=server, method="tools/call", name=tool,
-                                                      params={"name": tool, "arguments": form.content()})
+                                                      params={"name": tool, "arguments": form.content()},
+                                                      destructive=destructive)
             except operations.OperationRefused as exc:
                 error, refused = exc.message, exc.status
             else:
@@ -117,7 +120,7 @@ async def tool_call(request: HttpRequest, server_id: int, tool: str | None = Non
     return TemplateResponse(request, "mrtrweb/tool.html",
                             {"server": server, "tool": spec or {"name": tool}, "form": form, "error": error,
                              "heading": heading, "description": description, "task_required": task_required,
-                             "runs_as_task": runs_as_task,
+                             "runs_as_task": runs_as_task, "destructive": destructive, "hints": hints,
                              "task_required_message": TASK_REQUIRED_MESSAGE},
                             status=409 if task_required and request.method == "POST" else
                             200 if not error else 503 if not spec or refused == 503 else 200)
