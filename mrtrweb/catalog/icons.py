@@ -14,13 +14,13 @@ resources and ``serverInfo``, spec 2025-11-25 onwards), shown only when they can
 
 from __future__ import annotations
 
-import base64
-import binascii
 import re
 from typing import Any
 
+from ..text import media
+
 #: the raster types an icon may have
-RASTER_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
+RASTER_TYPES = media.IMAGE_TYPES
 #: the largest icon shown (decoded bytes)
 MAX_ICON_BYTES = 64 * 1024
 #: the most icons of one item looked at
@@ -32,34 +32,16 @@ _DATA_URL = re.compile(r"data:(?P<type>[a-z0-9.+-]+/[a-z0-9.+-]+)(?P<params>(?:;
 
 def sniff(data: bytes) -> str | None:
     """The raster type of ``data`` by its signature, or ``None`` when it is none of :data:`RASTER_TYPES`."""
-    if data.startswith(b"\x89PNG\r\n\x1a\n"):
-        return "image/png"
-    if data.startswith(b"\xff\xd8\xff"):
-        return "image/jpeg"
-    if data.startswith((b"GIF87a", b"GIF89a")):
-        return "image/gif"
-    if len(data) >= 12 and data[:4] == b"RIFF" and data[8:12] == b"WEBP":
-        return "image/webp"
-    return None
+    kind = media.sniff(data)
+    return kind if kind in RASTER_TYPES else None
 
 
 def checked_image(declared: str, encoded: str, allowed: tuple[str, ...] = RASTER_TYPES,
                   max_bytes: int = MAX_ICON_BYTES) -> bytes | None:
     """The decoded bytes of a base64 image when ``declared`` is in ``allowed``, the encoded text
     is small enough to hold at most ``max_bytes``, it decodes, and its signature is ``declared``;
-    else ``None``."""
-    declared = declared.strip().lower()
-    if declared not in allowed or not isinstance(encoded, str):
-        return None
-    if len(encoded) > (max_bytes * 4) // 3 + 8 + encoded.count("\n") + encoded.count("\r"):
-        return None
-    try:
-        data = base64.b64decode("".join(encoded.split()), validate=True)
-    except (binascii.Error, ValueError):
-        return None
-    if not data or len(data) > max_bytes or sniff(data) != declared:
-        return None
-    return data
+    else ``None`` (:func:`mrtrweb.text.media.checked`)."""
+    return media.checked(declared, encoded, allowed, max_bytes)[0]
 
 
 def icon_src(icons: Any) -> str | None:
@@ -82,5 +64,5 @@ def icon_src(icons: Any) -> str | None:
             continue
         data = checked_image(declared, match["data"])
         if data is not None:
-            return f"data:{declared};base64,{base64.b64encode(data).decode('ascii')}"
+            return media.data_url(declared, data)
     return None

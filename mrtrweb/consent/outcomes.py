@@ -20,8 +20,8 @@ from django.utils.translation import gettext, gettext_lazy as _
 from ..models import Operation
 from ..operations.messages import DENY_MESSAGES, STOPPED_BY, STOPPED_BY_AT_ROUND
 
-__all__ = ["ENDED_WITHOUT_RESULT", "STOPPED_BY_YOU", "expired", "outcome_heading", "rerunnable", "status_label",
-           "stopped_by_person", "way_on"]
+__all__ = ["ENDED_WITHOUT_RESULT", "STOPPED_BY_YOU", "TOOL_ERROR", "expired", "outcome_heading", "rerunnable", "status_label",
+           "stopped_by_person", "tool_error", "way_on"]
 
 #: the shown status of an operation its person stopped
 STOPPED_BY_YOU: Final = _("Stopped by you")
@@ -70,22 +70,36 @@ def expired(op: Operation) -> bool:
 def status_label(op: Operation, own: bool = True) -> str:
     """The status as the person reads it: "Stopped by you" for their own Stop ("Stopped by its
     person" when ``own`` is False: an admin reading someone else's timeline), "Expired" for a
-    round answered after its lifetime, else the stored status's label."""
+    round answered after its lifetime, "Tool error" for a completed call whose result says
+    ``isError: true``, else the stored status's label."""
     if stopped_by_person(op):
         return str(STOPPED_BY_YOU if own else STOPPED_BY_OWNER)
     if stopped_at_time_limit(op):
         return str(STOPPED_AT_TIME_LIMIT)
     if expired(op):
         return str(Operation.Status.EXPIRED.label)
+    if tool_error(op):
+        return str(TOOL_ERROR)
     return str(op.get_status_display())
+
+
+#: the status of a completed tools/call whose result says ``isError: true`` (issue 28)
+TOOL_ERROR = _("Tool error")
+
+
+def tool_error(op: Operation) -> bool:
+    """Whether ``op`` completed with a result that says ``isError: true`` (the server ran the tool
+    and says it did not succeed): read "Tool error", not "Completed"."""
+    return (op.status == Operation.Status.COMPLETED and isinstance(op.result, dict)
+            and op.result.get("isError") is True)
 
 
 def rerunnable(op: Operation) -> bool:
     """Whether ``op`` may be run again with the same arguments (:mod:`mrtrweb.consent.rerun`): it ended
-    without a result (failed, interrupted, denied -- the person's Stop and their Decline/Cancel of a
-    sampling, roots or URL-required round included --, expired). A completed operation shows its
-    result instead (a Decline or Cancel of a form round is sent to the server, whose result ends it)."""
-    return op.status in ENDED_WITHOUT_RESULT
+    ended: without a result (failed, interrupted, denied -- the person's Stop and their Decline/Cancel of a
+    sampling, roots or URL-required round included --, expired), or completed, a tool error too
+    (issue 28: a finished operation offers Run again and Change the arguments below its result)."""
+    return op.status in ENDED_WITHOUT_RESULT or op.status == Operation.Status.COMPLETED
 
 
 def way_on(op: Operation) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from typing import Any
 from django.template.loader import render_to_string
 
 from ..audit import events as audit
+from .. import rendering
 from ..text import names, results
 from . import outcomes, sampling
 from ..authz.pages import auth_failure
@@ -156,8 +157,9 @@ def panel_context(op: Operation, *, forms: dict[str, SchemaForm] | None = None, 
         if error and error == op.error_message:
             ctx["error"] = ""  # the outcome below says it: once
     if op.status == Operation.Status.COMPLETED:
-        ctx.update(results.shown(op.method, op.result))  # blocks within MAX_SHOWN_CHARS; the rest downloads
-        ctx["is_error"] = bool(isinstance(op.result, dict) and op.result.get("isError") is True)
+        # blocks within MAX_SHOWN_CHARS (the rest downloads), media checked, markdown safe,
+        # structured content checked against the tool's output schema (mrtrweb.rendering)
+        ctx.update(rendering.render(op.method, op.result, op.output_schema))
     return ctx
 
 
@@ -172,7 +174,28 @@ def _outcome(op: Operation) -> dict[str, Any]:
     ctx.update(outcomes.way_on(op))
     if ctx["rerun"] or ctx["rerun_done"]:
         ctx["run_again_url"] = run_again_url(op)
+    ctx["sent_arguments"] = sent_arguments(op)
     return ctx
+
+
+#: the most characters of the arguments a finished operation's page shows (the rest: the download)
+MAX_SENT_ARGUMENTS_CHARS = 4000
+
+
+def sent_arguments(op: Operation) -> str | None:
+    """What a finished operation sent, as indented JSON for its page (issue 28): a tool's
+    ``arguments``, a prompt's ``arguments``, a resource's ``uri``; None when there were none.
+    At most :data:`MAX_SENT_ARGUMENTS_CHARS` characters, control and bidi characters escaped."""
+    from ..text import display
+
+    params = results.stored_params(op.params)
+    if not isinstance(params, dict):
+        return None
+    sent = params.get("arguments") if op.method in ("tools/call", "prompts/get") else {"uri": params.get("uri")}
+    if not sent:
+        return None
+    text = display.json_text(sent, indent=2)
+    return text if len(text) <= MAX_SENT_ARGUMENTS_CHARS else text[:MAX_SENT_ARGUMENTS_CHARS] + "\n…"
 
 
 def render_panel(op: Operation, csrf_token: str, request: Any = None, **kwargs: Any) -> str:

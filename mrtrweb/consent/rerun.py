@@ -70,7 +70,8 @@ async def start_rerun(user: Any, op: Operation) -> Operation:
         raise RerunRefused("this operation was already run again")
     try:
         new = await operations.start_operation(user=user, server=op.server, method=op.method, name=params[key],
-                                               params=params, destructive=op.destructive)
+                                               params=params, destructive=op.destructive,
+                                               output_schema=op.output_schema)
     except BaseException:
         await Operation.objects.filter(pk=op.pk, rerun_as=claim).aupdate(rerun_as=None)
         raise

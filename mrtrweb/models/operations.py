@@ -56,6 +56,9 @@ class Operation(models.Model):
     #: the tool was destructive by its listing's annotations when the person started it
     #: (:func:`mrtrweb.catalog.is_destructive`): its call page and every card of it say so
     destructive = models.BooleanField(default=False, editable=False)
+    #: the tool's ``outputSchema`` as listed when the person started it (at most
+    #: MAX_OUTPUT_SCHEMA_BYTES of JSON, else None): its structuredContent is checked against it
+    output_schema = models.JSONField(null=True, blank=True, editable=False)
     result = models.JSONField(null=True, blank=True)
     error_code = models.CharField(max_length=64, blank=True)
     error_message = models.CharField(max_length=500, blank=True)

@@ -26,10 +26,11 @@ logger = logging.getLogger("mrtrweb.operations")
 
 
 async def start_operation(*, user: Any, server: McpServer, method: str, name: str, params: dict[str, Any],
-                          destructive: bool = False) -> Operation:
+                          destructive: bool = False, output_schema: Any = None) -> Operation:
     """Register and start an operation; returns at once (the request goes out in the background).
     ``destructive``: the tool's listing says it may destroy (:func:`mrtrweb.catalog.is_destructive`);
-    stored, so that every card of the operation warns.
+    stored, so that every card of the operation warns. ``output_schema``: the tool's listed
+    ``outputSchema``, kept (:func:`kept_output_schema`) to check its structured result against.
 
     Raises:
         OperationRefused: this worker is draining (``worker_draining``, 503), a per-user limit is
@@ -42,13 +43,14 @@ async def start_operation(*, user: Any, server: McpServer, method: str, name: st
         logger.info("operation refused: worker %s is draining", workers.WORKER_ID)
         raise OperationRefused(WORKER_DRAINING, message_for(WORKER_DRAINING))
     await workers.ensure_lease()  # before the operation names this worker
-    op = await sync_to_async(_start_sync)(user, server, method, name, params, destructive)
+    op = await sync_to_async(_start_sync)(user, server, method, name, params, destructive,
+                                         kept_output_schema(output_schema))
     _spawn(_drive(op.id, op.request_id, params, checked=op))  # access checked with the start
     return op
 
 
 def _start_sync(user: Any, server: McpServer, method: str, name: str, params: dict[str, Any],
-                destructive: bool = False) -> Operation:
+                destructive: bool = False, output_schema: Any = None) -> Operation:
     """:func:`start_operation`'s database and binding work, in one thread hop: the limits (one
     query), the authorization identity, the row, the gate's registration.
 
@@ -68,7 +70,7 @@ def _start_sync(user: Any, server: McpServer, method: str, name: str, params: di
         tenant_id=server.tenant_id, user=user, server=server, method=method, name=stored_name(name),
         params=results.params_for_storage(params),
         request_id=request_id, latest_request_id=request_id, worker=workers.WORKER_ID, destructive=destructive,
-        **auth,
+        output_schema=output_schema, **auth,
     )
     op.server = server
     try:
@@ -85,6 +87,26 @@ def _start_sync(user: Any, server: McpServer, method: str, name: str, params: di
         op.save()
         raise OperationRefused(STORE_UNAVAILABLE, message_for(STORE_UNAVAILABLE)) from None
     return op
+
+
+#: the largest tool outputSchema an operation keeps (compact JSON, bytes); a larger one is not kept
+#: and the structured result then reads "no output schema"
+MAX_OUTPUT_SCHEMA_BYTES = 64 * 1024
+
+
+def kept_output_schema(schema: Any) -> dict[str, Any] | None:
+    """``schema`` when it is a JSON object of at most :data:`MAX_OUTPUT_SCHEMA_BYTES` without NUL
+    characters (PostgreSQL keeps none), else None."""
+    import json
+
+    if not isinstance(schema, dict):
+        return None
+    try:
+        text = json.dumps(schema, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):
+        return None
+    return schema if len(text.encode("utf-8", "surrogatepass")) <= MAX_OUTPUT_SCHEMA_BYTES and "\\u0000" not in text \
+        else None
 
 
 #: the limits checked before an operation starts: (count, setting, message)

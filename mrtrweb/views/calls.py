@@ -104,7 +104,8 @@ async def tool_call(request: HttpRequest, server_id: int, tool: str | None = Non
             try:
                 op = await operations.start_operation(user=user, server=server, method="tools/call", name=tool,
                                                       params={"name": tool, "arguments": form.content()},
-                                                      destructive=destructive)
+                                                      destructive=destructive,
+                                                      output_schema=(spec or {}).get("outputSchema"))
             except operations.OperationRefused as exc:
                 error, refused = exc.message, exc.status
             else:

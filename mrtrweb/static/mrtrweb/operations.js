@@ -208,3 +208,19 @@
   if (root.querySelector("form.card")) focusCard();
   connect();
 })();
+
+// A long result is folded after a screenful (issue 28): "Show all" unfolds it (and "Show less"
+// folds it again). Delegated, so a panel pushed in later works the same.
+(function () {
+  "use strict";
+  document.addEventListener("click", function (ev) {
+    var button = ev.target && ev.target.closest ? ev.target.closest("button.show-all") : null;
+    if (!button) return;
+    var result = document.getElementById(button.getAttribute("aria-controls"));
+    if (!result) return;
+    var folded = result.classList.toggle("folded");
+    button.setAttribute("aria-expanded", folded ? "false" : "true");
+    button.textContent = folded ? (button.getAttribute("data-show") || button.textContent)
+                                : (button.getAttribute("data-less") || button.textContent);
+  });
+})();

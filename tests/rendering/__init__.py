@@ -1,0 +1,1 @@
+"""mrtrweb.rendering: results as people read them (issue 28, item 3)."""
