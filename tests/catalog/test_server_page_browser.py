@@ -1,0 +1,83 @@
+"""A server's page as the server offers it, in Chromium (issue 28, item 1), against the npm
+reference server ``@modelcontextprotocol/server-everything`` 2026.8.31 (a server this project
+never wrote: titles, annotations on every tool, an output schema, instructions) and our demo
+server (a destructive tool whose rounds must warn on every card).
+
+Shown: the server's own name, title and version, its capabilities and instructions (one click);
+each tool's title beside its name, its annotation badges, its input and output schema one click
+away; the filter box; a destructive tool's warning on its call page and its card; nothing fetched.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.browser import expect, screenshot
+from tests.thirdparty import everything_server  # noqa: F401 -- fixture
+
+pytestmark = [pytest.mark.browser]
+
+
+def test_the_everything_servers_page_as_it_describes_itself(signed_in, everything_server):  # noqa: F811
+    page = signed_in("Everything", everything_server.url)
+    requests: list[str] = []
+    page.on("request", lambda r: requests.append(r.url))
+    page.get_by_role("link", name="Everything").click()
+    expect(page.get_by_role("heading", name="Everything")).to_be_visible()
+    identity = page.locator(".server-identity")
+    expect(identity.locator(".server-info-name")).to_have_text("Everything Reference Server")
+    expect(identity).to_contain_text("mcp-servers/everything")
+    expect(identity.locator(".server-info-version")).to_have_text("2.0.0")
+    expect(identity.locator(".server-capabilities")).to_contain_text("tools (listChanged)")
+    expect(identity.locator(".server-capabilities")).to_contain_text("resources (listChanged, subscribe)")
+    instructions = identity.locator(".server-instructions")
+    expect(instructions.locator("p")).to_be_hidden()
+    instructions.locator("summary").click()
+    expect(instructions.locator("p")).to_be_visible()
+
+    echo = page.locator("ul.tools > li").filter(has=page.locator("a[data-tool='echo']"))
+    expect(echo.locator(".item-title")).to_have_text("Echo Tool")
+    expect(echo.locator(".badge.hint")).to_have_text(["read-only"])  # idempotent is implied; closed world
+    schema = echo.locator("details.input-schema")
+    expect(schema.locator("pre")).to_be_hidden()
+    schema.locator("summary").click()
+    expect(schema.locator("pre")).to_contain_text('"message"')
+    structured = page.locator("ul.tools > li").filter(has=page.locator("a[data-tool='get-structured-content']"))
+    structured.locator("details.output-schema summary").click()
+    expect(structured.locator("details.output-schema pre")).to_contain_text('"temperature"')
+    toggle = page.locator("ul.tools > li").filter(has=page.locator("a[data-tool='toggle-simulated-logging']"))
+    expect(toggle.locator(".badge.hint")).to_have_count(0)  # neither read-only nor destructive: no badge
+
+    total = page.locator("ul.tools > li").count()
+    assert total >= 15
+    page.locator("#listing-filter").fill("structured")
+    expect(page.locator("ul.tools > li:visible")).to_have_count(1)
+    expect(page.locator(".filter-count")).to_have_text(f"1 / {page.locator('li[data-filter]').count()}")
+    page.locator("#listing-filter").fill("")
+    expect(page.locator("ul.tools > li:visible")).to_have_count(total)
+    screenshot(page, "server-page-everything.png")
+    # the page talked to nothing but the product (the server's URLs in its texts are text)
+    assert all(u.startswith(page.url.split("/mcp/")[0]) or u.startswith("data:") for u in requests), requests
+
+
+def test_a_destructive_tool_warns_on_its_call_page_and_on_every_card(app):
+    page = app.sign_in("alice")
+    page.get_by_role("link", name="Demo server").click()
+    deploy = page.locator("ul.tools > li").filter(has=page.locator("a[data-tool='deploy']"))
+    expect(deploy.locator(".badge.hint-destructive")).to_have_text("destructive")
+    echo = page.locator("ul.tools > li").filter(has=page.locator("a[data-tool='echo']"))
+    expect(echo.locator(".badge.hint-read_only")).to_have_text("read-only")
+    expect(echo.locator(".badge.hint-destructive, .badge.hint-maybe_destructive")).to_have_count(0)
+    page.locator("a[data-tool='deploy']").click()
+    expect(page.locator(".destructive-warning")).to_contain_text("This tool may change or delete things.")
+    page.locator("[name='arg-service']").fill("billing")
+    page.get_by_role("button", name="Call tool").click()
+    card = app.card(page)
+    expect(card).to_be_visible()
+    expect(card.locator(".destructive-warning")).to_be_visible()
+    app.submit(page, "Accept")
+    review = app.expect_review(page)
+    expect(review.locator(".destructive-warning")).to_be_visible()
+    # a read-only tool's operation has no warning anywhere
+    app.open_tool(page, "echo")
+    expect(page.locator(".destructive-warning")).to_have_count(0)
