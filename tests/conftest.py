@@ -10,6 +10,10 @@ import pytest
 # the suite's order over pytest-xdist workers and the cost of each test (tests/scheduling.py)
 from tests.scheduling import pytest_addoption, pytest_configure  # noqa: F401
 
+# fixtures shared by the folders, too many for this file: the real-browser ones (browser, live,
+# valved_mcp, app, signed_in)
+pytest_plugins = ["tests.browser"]
+
 ROOT = Path(__file__).resolve().parents[1]
 (ROOT / "var").mkdir(exist_ok=True)
 

@@ -15,8 +15,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from tests.views.test_browser import (PASSWORDS, SCREENSHOTS, TEXT_DONE_SCRIPT, TIMEOUT_MS, _screenshot, app, browser,  # noqa: F401
-                                expect, live, valved_mcp)
+from tests.browser import PASSWORDS, SCREENSHOTS, TEXT_DONE_SCRIPT, TIMEOUT_MS, screenshot, expect
 
 pytestmark = [pytest.mark.browser]
 
@@ -131,10 +130,10 @@ def test_admin_filters_opens_a_timeline_and_exports_csv(app):
     expect(rows).to_have_count(2)
     expect(rows.locator(".actions-cell")).to_have_text(["confirm_deploy: decline", "confirm_deploy: accept"])
     _assert_fits(page)
-    _screenshot(page, "history-tenant.png")
+    screenshot(page, "history-tenant.png")
     page.set_viewport_size({"width": 390, "height": 844})
     _assert_fits(page)
-    _screenshot(page, "history-tenant-390.png")
+    screenshot(page, "history-tenant-390.png")
     page.set_viewport_size({"width": 1100, "height": 1400})
 
     # The declined operation's timeline, one click away from the row's time.
@@ -147,10 +146,10 @@ def test_admin_filters_opens_a_timeline_and_exports_csv(app):
     expect(timeline.filter(has_text="submitted").locator(".actions-cell")).to_have_text("confirm_deploy: decline")
     expect(page.locator(".server-origin")).to_have_text(re.sub(r"/mcp$", "", app.mcp.url))
     _assert_fits(page)
-    _screenshot(page, "history-timeline.png")
+    screenshot(page, "history-timeline.png")
     page.set_viewport_size({"width": 390, "height": 844})
     _assert_fits(page)
-    _screenshot(page, "history-timeline-390.png")
+    screenshot(page, "history-timeline-390.png")
     page.set_viewport_size({"width": 1100, "height": 1400})
     page.go_back()
     expect(rows).to_have_count(2)

@@ -33,9 +33,7 @@ import pytest
 
 from tests.oauth_as import USERS
 from tests.oauth_as.hostile_discovery import CASES, DETERMINED_CODES, SAME_ORIGIN_FALLBACK
-from tests.views.test_browser import (  # noqa: F401 -- fixtures
-    OP_URL, App, _screenshot, browser, expect, live, playwright_sync,
-)
+from tests.browser import OP_URL, App, screenshot, expect, playwright_sync
 
 pytestmark = [pytest.mark.browser]
 
@@ -68,7 +66,7 @@ def add_oauth_server(tenant, name: str, url: str, client: tuple[str, str], issue
 
 
 class OAuthApp(App):
-    """:class:`tests.views.test_browser.App` with the authorization server, the protected server and a
+    """:class:`tests.browser.App` with the authorization server, the protected server and a
     "Protected server" per tenant (``servers["acme"]``, ``servers["globex"]``)."""
 
     def __init__(self, browser, live, seeded, auth_server, protected, servers) -> None:
@@ -186,11 +184,11 @@ def test_alice_connects_answers_a_round_and_the_server_sees_alice(oauth):
     oauth.open_server(page)
     expect(page.get_by_text("Connect to see this server's tools.")).to_be_visible()
     assert oauth.protected.verifier.usernames() == []  # nothing was sent with a token
-    _screenshot(page, "oauth-connect.png")
+    screenshot(page, "oauth-connect.png")
     oauth.connect_button(page).click()
     expect(page.locator("p.connect-explainer code.server-origin")).to_have_text(
         oauth.protected.handle.url.rsplit("/mcp", 1)[0])
-    _screenshot(page, "oauth-interstitial.png")
+    screenshot(page, "oauth-interstitial.png")
     oauth.continue_to_as(page)
     oauth.sign_in_at_as(page, "alice")
     oauth.consent(page)
@@ -206,7 +204,7 @@ def test_alice_connects_answers_a_round_and_the_server_sees_alice(oauth):
     oauth.accept(page)
     expect(oauth.result(page)).to_have_text("Confirmed release-7 for alice.")
     assert op_id in page.url
-    _screenshot(page, "oauth-result.png")
+    screenshot(page, "oauth-result.png")
 
     # Only alice's token reached the MCP server; the AS saw one PKCE (S256) flow with `resource`.
     assert set(oauth.protected.verifier.usernames()) == {"alice"}
@@ -298,7 +296,7 @@ def test_disconnect_revokes_and_the_next_call_asks_to_connect(oauth):
     page.get_by_role("link", name="Connections").click()
     row = page.locator(f"table.connections tr[data-server='{oauth.servers['acme'].pk}']")
     expect(row).to_contain_text(oauth.auth_server.issuer)
-    _screenshot(page, "oauth-connections.png")
+    screenshot(page, "oauth-connections.png")
     row.get_by_role("button", name=f"Disconnect from {SERVER}").click()
     expect(page.locator("ul.messages li")).to_have_text(
         f"Disconnected from {SERVER}; the authorization server revoked the tokens.")
@@ -318,7 +316,7 @@ def test_disconnect_revokes_and_the_next_call_asks_to_connect(oauth):
     expect(call_page.get_by_role("alert")).to_contain_text(
         "The MCP server asks for authorization (HTTP 401): connect your account to it")
     assert oauth.protected.verifier.usernames() == []
-    _screenshot(call_page, "oauth-authorization-required.png")
+    screenshot(call_page, "oauth-authorization-required.png")
 
     # Connecting again (still signed in at the AS in this browser: only the consent page) works.
     oauth.open_server(page)
@@ -366,7 +364,7 @@ def test_callback_csrf_state_reuse_and_wrong_iss_are_refused_with_nothing_stored
     response = alice.goto(url2)
     assert response is not None and response.status == 400
     _refused(alice, "state_invalid")
-    _screenshot(alice, "oauth-refused.png")
+    screenshot(alice, "oauth-refused.png")
     response = bob_page2.goto(url2)
     assert response is not None and response.status == 400
     _refused(bob_page2, "state_invalid")

@@ -23,9 +23,7 @@ import pytest
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import ElicitRequest, ElicitRequestFormParams, InputRequiredResult
 
-from tests.views.test_browser import (  # noqa: F401 -- fixtures
-    OP_URL, _screenshot, _status, app, browser, expect, live, valved_mcp,
-)
+from tests.browser import OP_URL, screenshot, op_status, expect
 
 pytestmark = [pytest.mark.browser]
 
@@ -154,7 +152,7 @@ def test_required_bounds_pattern_error_and_readable_review(app, card_server, car
     for name in SCHEMA["properties"]:
         expect(_box(card, name).locator(".field-error")).to_have_count(0)
     _no_overflow(page, card)
-    _screenshot(page, f"card-required{suffix}.png")
+    screenshot(page, f"card-required{suffix}.png")
 
     # -- a pattern error says what is expected (the pattern as text, the description as a hint) ----
     _input(card, "ticket").fill("chg 1815 <b>")
@@ -179,7 +177,7 @@ def test_required_bounds_pattern_error_and_readable_review(app, card_server, car
     expect(_input(card, "seats")).to_have_value("1200")  # the rest is kept
     _no_overflow(page, card, error)
     error.scroll_into_view_if_needed()
-    _screenshot(page, f"card-pattern-error{suffix}.png")
+    screenshot(page, f"card-pattern-error{suffix}.png")
     assert card_mcp.calls[("request_change", True)] == 0
 
     # -- the review reads as text; the exact JSON is one click away ---------------------------------
@@ -210,7 +208,7 @@ def test_required_bounds_pattern_error_and_readable_review(app, card_server, car
     expect(exact.locator("pre")).to_be_visible()
     assert json.loads(exact.locator("pre").inner_text()) == EXPECTED
     _no_overflow(page, review, exact)
-    _screenshot(page, f"review-readable{suffix}.png")
+    screenshot(page, f"review-readable{suffix}.png")
     assert card_mcp.calls[("request_change", True)] == 0
 
     # -- Send: what arrives is what the JSON said; the integer is an int on the wire ---------------
@@ -220,4 +218,4 @@ def test_required_bounds_pattern_error_and_readable_review(app, card_server, car
     assert len(retries) == 1
     seats = retries[0].params["inputResponses"][KEY]["content"]["seats"]
     assert seats == 1200 and type(seats) is int
-    assert _status(op_id) == "completed"
+    assert op_status(op_id) == "completed"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.views.test_browser import _screenshot, _status, app, browser, expect, live, valved_mcp  # noqa: F401 -- fixtures
+from tests.browser import screenshot, op_status, expect
 
 pytestmark = [pytest.mark.browser]
 
@@ -45,7 +45,7 @@ def test_admin_allows_sampling_then_approves_a_request_with_a_written_reply(app)
 
     card.get_by_label("I approve this sampling request").check()
     card.get_by_label("Your reply (sent to the server as the assistant's message)").fill("Numbers rose this quarter.")
-    _screenshot(page, "sampling-card.png")
+    screenshot(page, "sampling-card.png")
     app.submit(page, "Accept")
     review = app.expect_review(page)  # the reply as it will be sent; nothing sent yet
     expect(review.locator(".reply-model")).to_have_text("human")
@@ -55,4 +55,4 @@ def test_admin_allows_sampling_then_approves_a_request_with_a_written_reply(app)
     expect(page.locator(".result pre.block")).to_have_text("Summary (human): Numbers rose this quarter.")
     expect(page.locator(".status")).to_contain_text("Completed")
     assert app.mcp.calls[("summarize_with_sampling", True)] == 1
-    assert _status(op_id) == "completed"
+    assert op_status(op_id) == "completed"

@@ -25,9 +25,7 @@ import pytest
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import ElicitRequest, ElicitRequestFormParams, ElicitRequestURLParams, InputRequiredResult
 
-from tests.views.test_browser import (  # noqa: F401 -- fixtures
-    OP_URL, _status, app, browser, expect, live, valved_mcp,
-)
+from tests.browser import OP_URL, op_status, expect
 
 pytestmark = [pytest.mark.browser]
 
@@ -225,7 +223,7 @@ def _expect_refused(page, handle, op_id: str) -> None:
     expect(page.locator("#operation form.card")).to_be_visible()
     assert handle.calls[("fill_profile", True)] == 0
     assert _retries(handle, "fill_profile") == []
-    assert _status(op_id) == "awaiting_input"
+    assert op_status(op_id) == "awaiting_input"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -347,7 +345,7 @@ def test_every_field_type_widgets_defaults_messages_review_and_exact_content(app
     retries = _retries(fields_mcp, "fill_profile")
     assert len(retries) == 1
     assert retries[0].params["inputResponses"] == {KEY: {"action": "accept", "content": EXPECTED}}
-    assert _status(op_id) == "completed"
+    assert op_status(op_id) == "completed"
 
 
 def test_all_invalid_fields_are_reported_at_the_first_accept(app, fields_server, fields_mcp):
@@ -393,7 +391,7 @@ def test_url_mode_idn_host_warning_is_visible(app, fields_server, fields_mcp, ur
         expect(warnings.nth(i)).to_be_visible()
     expect(request.get_by_role("link", name=f"Open {ascii_host} in a new tab")).to_be_visible()
     assert fields_mcp.calls[("open_idn_page", True)] == 0
-    assert _status(op_id) == "awaiting_input"
+    assert op_status(op_id) == "awaiting_input"
 
 
 def test_url_mode_plain_ascii_host_has_no_idn_warning(app, fields_server, fields_mcp):
@@ -447,7 +445,7 @@ def test_roots_allowed_on_the_settings_page_are_shown_reviewed_and_sent(app):
         "Roots: file:///home/alice/projects (Projects); file:///srv/shared-data")
     retries = _retries(app.mcp, "list_my_roots")
     assert len(retries) == 1 and retries[0].params["inputResponses"] == {"roots": {"roots": ROOTS}}
-    assert _status(op_id) == "completed"
+    assert op_status(op_id) == "completed"
 
 
 def _assert_denied(app, page, op_id: str, tool: str, *, admin: bool) -> None:
@@ -472,7 +470,7 @@ def _assert_denied(app, page, op_id: str, tool: str, *, admin: bool) -> None:
                                                   "unapproved_deprecated_client_request"])
     expect(app.card(page)).to_have_count(0)
     page.wait_for_timeout(500)
-    assert _status(op_id) == "failed"
+    assert op_status(op_id) == "failed"
     assert app.mcp.calls[(tool, False)] == 1
     assert app.mcp.calls[(tool, True)] == 0 and _retries(app.mcp, tool) == []
     assert app.mcp.log.responses() == []  # no roots/sampling result went to the server either

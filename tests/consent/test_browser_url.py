@@ -21,9 +21,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import ElicitRequest, ElicitRequestURLParams, InputRequiredResult
 
 from tests.certs import self_signed
-from tests.views.test_browser import (  # noqa: F401 -- fixtures
-    OP_URL, PASSWORDS, TIMEOUT_MS, _status, app, browser, expect, live, valved_mcp,
-)
+from tests.browser import OP_URL, PASSWORDS, TIMEOUT_MS, op_status, expect
 
 pytestmark = [pytest.mark.browser]
 
@@ -163,7 +161,7 @@ def test_no_request_to_the_url_before_the_click(app, counting_site):
             review.get_by_role("button", name="Send", exact=True).click()
         expect(page.locator(".result pre.block")).to_have_text("Opened: accept.")
         assert handle.calls[("open_local_page", True)] == 1
-        assert _status(op_id) == "completed"
+        assert op_status(op_id) == "completed"
         assert len(counting_site.hits()) == 1  # nothing fetched it again
     finally:
         handle.stop()

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.views.test_browser import (  # noqa: F401 -- fixtures
-    OP_URL, _status, app, browser, expect, live, valved_mcp,
-)
+from tests.browser import OP_URL, op_status, expect
 from tests.consent.test_browser_url import alice_trusting_the_counting_site, counting_site  # noqa: F401 -- fixture
 from tests.mcp.test_url_required import url_required_server
 
@@ -70,7 +68,7 @@ def test_url_required_card_then_the_request_again(app, counting_site):  # noqa: 
         with page.expect_navigation():
             review.get_by_role("button", name="Send", exact=True).click()
         expect(page.locator(".result pre.block")).to_have_text("Signed in; here is your report.")
-        assert _status(op_id) == "completed"
+        assert op_status(op_id) == "completed"
         first, second = handle.log.tool_calls("sign_in_first")
         assert second.request_id != first.request_id and not second.is_retry
         assert list(AuditEvent.objects.filter(operation_id=op_id).order_by("sequence")

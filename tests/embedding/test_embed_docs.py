@@ -83,7 +83,7 @@ def _env(venv: Path) -> dict[str, str]:
 
 
 def test_the_embedding_page_from_the_wheel_to_an_answered_card(tmp_path, demo_mcp):
-    from tests.views.test_browser import CHROMIUM, CHROMIUM_ARGS
+    from tests.browser import CHROMIUM, CHROMIUM_ARGS
 
     started = time.monotonic()
     doc = DOC.read_text()

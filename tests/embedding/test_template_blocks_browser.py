@@ -9,8 +9,7 @@ import re
 
 import pytest
 
-from tests.views.test_browser import (DEPLOY_RESULT, _screenshot, _status, app, browser, expect,  # noqa: F401 -- fixtures
-                                live, valved_mcp)
+from tests.browser import DEPLOY_RESULT, screenshot, op_status, expect
 from tests.embedding.test_template_blocks import portal_templates  # noqa: F401 -- fixture
 
 pytestmark = [pytest.mark.browser]
@@ -38,12 +37,12 @@ def test_the_card_is_answered_under_the_portals_layout(app, portal_templates):  
     expect(page.locator("#portal-footer")).to_have_text("Orgs portal · imprint")
     assert page.locator("#portal-bar").count() == 1 and page.locator("header.top").count() == 1
     _fits(page)
-    _screenshot(page, "portal-blocks-card.png")
+    screenshot(page, "portal-blocks-card.png")
     page.set_viewport_size({"width": 390, "height": 844})
     # (not the whole page: the card's server origin overflows by 2 px at 390 px with or without a
     # portal's blocks -- the 390 px layout of the card is issue 17's navigation/card lanes' work)
     _fits(page, whole_page=False)
-    _screenshot(page, "portal-blocks-card-390.png")
+    screenshot(page, "portal-blocks-card-390.png")
     page.set_viewport_size({"width": 1100, "height": 1400})
 
     card.get_by_label("Confirm deployment").check()
@@ -56,5 +55,5 @@ def test_the_card_is_answered_under_the_portals_layout(app, portal_templates):  
     app.accept(page)  # Accept, the review, Send: the CSRF-protected form posts
     expect(page).to_have_url(re.compile(f"/mcp/operations/{op_id}/$"))
     expect(page.locator(".result pre.block")).to_have_text(DEPLOY_RESULT)
-    assert _status(op_id) == "completed" and app.mcp.calls[("deploy", True)] == 1
+    assert op_status(op_id) == "completed" and app.mcp.calls[("deploy", True)] == 1
     expect(page.locator("#portal-footer")).to_be_visible()

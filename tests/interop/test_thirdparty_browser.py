@@ -12,54 +12,14 @@ for the module).
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
 
-from tests.views.test_browser import browser, expect, live  # noqa: F401 -- fixtures
-from tests.interop.test_ts_server_browser import accept, card
-from tests.interop.test_ts_server_browser import call_tool as _call_tool
+from tests.browser import expect
+from tests.thirdparty_pages import ROOTS, accept, call_tool, card, results
 from tests.thirdparty import everything_server, fastmcp3_server  # noqa: F401  (fixtures)
 
 pytestmark = [pytest.mark.browser]
-
-TIMEOUT_MS = 15_000
-OP_URL = re.compile(r"/mcp/operations/([0-9a-f-]{36})/$")
-ROOTS = [{"uri": "file:///srv/project", "name": "project"}]
-
-
-@pytest.fixture
-def signed_in(seeded, browser, live):
-    """A function ``add(name, url, **fields) -> page``: the server in alice's tenant (acme), and
-    alice signed in."""
-    from mrtrweb.models import McpServer
-
-    contexts = []
-
-    def add(name: str, url: str, **fields):
-        McpServer.objects.create(tenant=seeded["servers"]["acme"].tenant, name=name, url=url, **fields)
-        context = browser.new_context(base_url=live.url, viewport={"width": 1100, "height": 1600})
-        contexts.append(context)
-        context.set_default_timeout(TIMEOUT_MS)
-        p = context.new_page()
-        p.goto("/accounts/login/?next=/mcp/")
-        p.get_by_label("Username").fill("alice")
-        p.get_by_label("Password").fill("alice-demo-pw")
-        p.get_by_role("button", name="Sign in").click()
-        expect(p.locator("header .who")).to_have_text("Signed in as alice")
-        return p
-
-    yield add
-    for context in contexts:
-        context.close()
-
-
-def call_tool(page, server_name: str, tool: str, args: dict[str, str]) -> str:
-    return _call_tool(page, tool, args, server_name=server_name)
-
-
-def results(page):
-    return page.locator(".result pre.block-text")
 
 
 def _status(op_id: str) -> str:

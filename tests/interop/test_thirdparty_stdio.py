@@ -45,8 +45,8 @@ from mrtrweb.headless import client as headless
 from mrtrweb.mcp import McpConnection
 from mrtrweb.models import AuditEvent, McpServer, Operation, Tenant
 from mrtrweb.servers.session_roots import configured_roots
-from tests.views.test_browser import browser, expect, live  # noqa: F401 -- fixtures
-from tests.interop.test_thirdparty_browser import call_tool, card, results, signed_in  # noqa: F401 -- signed_in: a fixture
+from tests.browser import expect
+from tests.thirdparty_pages import call_tool, card, results
 from tests.thirdparty import BRIDGES, ThirdPartyServer, start_filesystem
 
 pytestmark = [pytest.mark.django_db(transaction=True)]

@@ -7,18 +7,17 @@ Debian Chromium driven by Playwright against the whole ASGI app under uvicorn
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import pytest
 
-from tests.views.test_browser import browser, expect, live  # noqa: F401 -- fixtures
+from tests.browser import expect
+from tests.thirdparty_pages import accept, call_from_list, card
 from tests.ts_peer import ts_server  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.browser]
 
 TIMEOUT_MS = 10_000
-OP_URL = re.compile(r"/mcp/operations/([0-9a-f-]{36})/$")
 TS_SERVER_NAME = "TypeScript server"
 
 
@@ -47,33 +46,8 @@ def page(seeded, browser, live, ts_server):  # noqa: F811
 
 
 def call_tool(page, tool: str, args: dict[str, str], server_name: str = TS_SERVER_NAME) -> str:
-    """From the server list: open the server (the TypeScript server by default), the tool, fill
-    its arguments, call it; returns the operation id."""
-    page.goto("/mcp/")
-    page.get_by_role("link", name=server_name).click()
-    expect(page.get_by_role("heading", name=server_name)).to_be_visible()
-    page.locator(f"a[data-tool='{tool}']").click()
-    expect(page.get_by_role("heading", name=f"Call {tool}")).to_be_visible()
-    for name, value in args.items():
-        page.locator(f"[name='arg-{name}']").fill(value)
-    page.get_by_role("button", name="Call tool").click()
-    expect(page).to_have_url(OP_URL)
-    return OP_URL.search(page.url).group(1)
-
-
-def card(page):
-    return page.locator("#operation form.card")
-
-
-def accept(page) -> None:
-    """Accept the card as a person does: Accept shows the review (nothing sent yet), Send sends it;
-    the browser lands on the operation page."""
-    with page.expect_navigation():
-        card(page).get_by_role("button", name="Accept", exact=True).click()
-    review = page.locator("#operation form.review")
-    expect(review).to_be_visible()
-    with page.expect_navigation():
-        review.get_by_role("button", name="Send", exact=True).click()
+    """The TypeScript server's tool, from the server list (:func:`tests.thirdparty_pages.call_from_list`)."""
+    return call_from_list(page, tool, args, server_name)
 
 
 def result(page):

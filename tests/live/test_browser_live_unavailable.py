@@ -16,7 +16,7 @@ import time
 import pytest
 
 from mrtrweb.bench.common import free_port
-from tests.views.test_browser import app, browser, expect, live, valved_mcp  # noqa: F401 -- fixtures
+from tests.browser import expect
 
 pytestmark = [pytest.mark.browser]
 

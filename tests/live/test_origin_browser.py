@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tests.views.test_browser import OP_URL, app, browser, expect, live, valved_mcp  # noqa: F401 -- fixtures
+from tests.browser import OP_URL, expect
 
 pytestmark = [pytest.mark.browser]
 

@@ -33,7 +33,7 @@ def worker(demo_mcp):
 
 
 def test_the_page_says_it_reconnects_and_a_push_arrives_after(worker, demo_mcp):
-    from tests.views.test_browser import CHROMIUM, CHROMIUM_ARGS
+    from tests.browser import CHROMIUM, CHROMIUM_ARGS
 
     cluster, channels = worker
     base = cluster.url("A")

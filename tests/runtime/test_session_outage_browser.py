@@ -44,7 +44,7 @@ def worker(demo_mcp):
 
 
 def test_a_page_keeps_its_card_through_a_database_outage(worker):
-    from tests.views.test_browser import CHROMIUM, CHROMIUM_ARGS
+    from tests.browser import CHROMIUM, CHROMIUM_ARGS
 
     cluster, pg = worker
     base = cluster.url("A")

@@ -47,7 +47,7 @@ def _retries(mcp, tool: str) -> int:
 def test_round_received_on_a_is_answered_in_a_browser_on_b(cluster, alice, demo_mcp):
     from playwright.sync_api import expect, sync_playwright
 
-    from tests.views.test_browser import CHROMIUM, CHROMIUM_ARGS
+    from tests.browser import CHROMIUM, CHROMIUM_ARGS
 
     a, b = cluster.url("A"), cluster.url("B")
     demo_mcp.log.clear()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.views.test_browser import CHROMIUM, browser, live  # noqa: F401 -- fixtures
+from tests.browser import CHROMIUM
 
 pytestmark = [pytest.mark.browser]
 

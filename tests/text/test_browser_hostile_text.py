@@ -22,9 +22,7 @@ import pytest
 from django.urls import reverse
 
 from mrtrweb.text import names, display
-from tests.views.test_browser import (  # noqa: F401 -- fixtures
-    OP_URL, PASSWORDS, TIMEOUT_MS, app, browser, expect, live, valved_mcp,
-)
+from tests.browser import OP_URL, PASSWORDS, TIMEOUT_MS, expect
 
 from .. import hostile
 

@@ -13,9 +13,7 @@ import re
 
 import pytest
 
-from tests.views.test_browser import (  # noqa: F401 -- fixtures
-    OP_URL, PASSWORDS, TEXT_DONE_SCRIPT, TIMEOUT_MS, _screenshot, _status, app, browser, expect, live, valved_mcp,
-)
+from tests.browser import OP_URL, PASSWORDS, TEXT_DONE_SCRIPT, TIMEOUT_MS, screenshot, op_status, expect
 
 pytestmark = [pytest.mark.browser]
 
@@ -87,7 +85,7 @@ def test_german_card_review_and_result(app):
     expect(page.get_by_role("button", name="Diesen Vorgang ohne Antwort stoppen")).to_be_visible()
     expect(page.locator("#live")).to_have_text("Ein Server bittet um Ihre Eingabe.")
     expect(page.locator("html")).to_have_attribute("lang", "de")
-    _screenshot(page, "card-de.png")
+    screenshot(page, "card-de.png")
 
     # a required field left empty: Django's own German error
     app.submit(page, "Annehmen")
@@ -101,7 +99,7 @@ def test_german_card_review_and_result(app):
 
     page.set_viewport_size({"width": 390, "height": 844})
     _no_overflow(page)
-    _screenshot(page, "card-de-390.png")
+    screenshot(page, "card-de-390.png")
     page.set_viewport_size({"width": 1100, "height": 1400})
 
     retry = app.valve.hold("deploy", retry=True)
@@ -116,7 +114,7 @@ def test_german_card_review_and_result(app):
         "gesendet und kann nicht zurückgenommen werden.")
     expect(review.get_by_role("button", name="Senden", exact=True)).to_be_visible()
     expect(review.get_by_role("button", name="Ändern", exact=True)).to_be_visible()
-    _screenshot(page, "review-de.png")
+    screenshot(page, "review-de.png")
 
     with page.expect_navigation():
         review.get_by_role("button", name="Senden", exact=True).click()
@@ -129,8 +127,8 @@ def test_german_card_review_and_result(app):
     expect(result.get_by_role("link", name="Ergebnis herunterladen")).to_be_visible()
     expect(page.locator(".panel .status")).to_have_text(re.compile(r"Status: Abgeschlossen · 1 Runde"))
     expect(page.locator("#live")).to_have_text(re.compile(r"Status: Abgeschlossen"))
-    _screenshot(page, "result-de.png")
-    assert _status(op_id) == "completed"
+    screenshot(page, "result-de.png")
+    assert op_status(op_id) == "completed"
 
 
 def test_english_browser_still_reads_english(app):

@@ -9,9 +9,7 @@ import re
 import pytest
 
 from mrtrweb.models import McpServer
-from tests.views.test_browser import (  # noqa: F401 -- fixtures
-    OP_URL, TIMEOUT_MS, app, browser, expect, live, valved_mcp,
-)
+from tests.browser import OP_URL, TIMEOUT_MS, expect
 
 from .. import hostile_names as hn
 

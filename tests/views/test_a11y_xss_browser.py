@@ -18,9 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.views.test_browser import (  # noqa: F401 -- fixtures
-    OP_URL, PASSWORDS, TIMEOUT_MS, app, browser, expect, live, valved_mcp,
-)
+from tests.browser import OP_URL, PASSWORDS, TIMEOUT_MS, expect
 
 from .. import hostile
 from ..nodejs import NodeUnavailable, install_axe

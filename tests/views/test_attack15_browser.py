@@ -18,7 +18,7 @@ import pytest
 from mrtrweb.demo.server import serve_in_thread
 from mrtrweb.mcp import McpConnection
 from tests.attack15_servers import _flooding_server
-from tests.views.test_browser import app, browser, expect, live, valved_mcp  # noqa: F401 -- fixtures
+from tests.browser import expect
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

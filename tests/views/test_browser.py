@@ -15,225 +15,14 @@ tests using ``tests/hostile.py``.
 
 from __future__ import annotations
 
-import json
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.live_server import LiveAsgiServer, serve_valved_demo
+from tests.browser import DEPLOY_RESULT, OP_URL, expect, op_status, screenshot
 
 pytestmark = [pytest.mark.browser]
-
-playwright_sync = pytest.importorskip("playwright.sync_api")
-expect = playwright_sync.expect
-expect.set_options(timeout=10_000)
-
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
-                 "--no-first-run"]
-PASSWORDS = {"alice": "alice-demo-pw", "carol": "carol-demo-pw", "bob": "bob-demo-pw"}
-#: the screenshots these tests write (fixed viewport, full page): under var/, never the tracked
-#: docs/screenshots/ (``./dev screenshots`` runs the tests that write those the README and docs/ show,
-#: and copies them there)
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "var" / "screenshots"
-TIMEOUT_MS = 10_000
-OP_URL = re.compile(r"/mcp/operations/([0-9a-f-]{36})/$")
-
-# Test instrumentation injected into every page: after each Response.text() resolves, a task is
-# queued that records the URL. Microtasks (the page's `.then(apply)`) run before any task, so when
-# the URL is recorded the page has already applied that response.
-TEXT_DONE_SCRIPT = """
-(() => {
-  const orig = Response.prototype.text;
-  window.__textDone = [];
-  Response.prototype.text = function () {
-    const url = this.url;
-    return orig.call(this).then((t) => { setTimeout(() => window.__textDone.push(url), 0); return t; });
-  };
-})();
-"""
-
-
-# ------------------------------------------------------------------------------------------------
-# Fixtures
-# ------------------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def browser():
-    """One headless Chromium per module. Playwright's sync API runs an event loop in this thread,
-    so Django's async-safety check must be relaxed for the test's own ORM calls."""
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is not installed (./dev test installs it)")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-        pw = playwright_sync.sync_playwright().start()
-        try:
-            b = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-            try:
-                yield b
-            finally:
-                b.close()
-        finally:
-            pw.stop()
-
-
-@pytest.fixture(scope="module")
-def live(django_db_setup):
-    """The ASGI app under uvicorn on 127.0.0.1 (the test database exists before it serves)."""
-    server = LiveAsgiServer().start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def valved_mcp():
-    handle, valve = serve_valved_demo()
-    yield handle, valve
-    valve.release_all()
-    handle.stop()
-
-
-class App:
-    """One test's view of the system: users sign in in their own browser contexts."""
-
-    def __init__(self, browser, live: LiveAsgiServer, mcp, valve, seeded: dict[str, Any]) -> None:
-        self.browser = browser
-        self.live = live
-        self.mcp = mcp
-        self.valve = valve
-        self.seeded = seeded
-        self.contexts: list[Any] = []
-
-    # -- people ----------------------------------------------------------------------------------
-
-    def new_context(self):
-        context = self.browser.new_context(base_url=self.live.url, viewport={"width": 1100, "height": 1400})
-        context.set_default_timeout(TIMEOUT_MS)
-        context.add_init_script(TEXT_DONE_SCRIPT)
-        self.contexts.append(context)
-        return context
-
-    def sign_in(self, username: str):
-        """A new browser context for ``username``, signed in through the login form."""
-        page = self.new_context().new_page()
-        page.goto("/accounts/login/?next=/mcp/")
-        page.get_by_label("Username").fill(username)
-        page.get_by_label("Password").fill(PASSWORDS[username])
-        page.get_by_role("button", name="Sign in").click()
-        expect(page.locator("header .who")).to_have_text(f"Signed in as {username}")
-        expect(page.get_by_role("heading", name="Your MCP servers")).to_be_visible()
-        return page
-
-    def open_tool(self, page, tool: str) -> None:
-        page.get_by_role("link", name="Demo server").click()
-        expect(page.get_by_role("heading", name="Demo server")).to_be_visible()
-        page.locator(f"a[data-tool='{tool}']").click()
-        expect(page.get_by_role("heading", name=f"Call {tool}")).to_be_visible()
-
-    def call_tool(self, page, tool: str, fill: dict[str, str] | None = None, select: dict[str, str] | None = None) -> str:
-        """Open ``tool`` from the index page, fill its form, submit; returns the operation id."""
-        self.open_tool(page, tool)
-        for name, value in (fill or {}).items():
-            page.locator(f"[name='arg-{name}']").fill(value)
-        for name, value in (select or {}).items():
-            page.locator(f"[name='arg-{name}']").select_option(value)
-        page.get_by_role("button", name="Call tool").click()
-        expect(page).to_have_url(OP_URL)
-        return OP_URL.search(page.url).group(1)
-
-    # -- waiting -----------------------------------------------------------------------------------
-
-    @staticmethod
-    def wait_live(page) -> None:
-        """Wait until the operation page's WebSocket is open and its catch-up refresh is applied."""
-        expect(page.locator("#operation")).to_have_attribute("data-ws-state", "open")
-        page.wait_for_function("() => window.__textDone.some((u) => u.endsWith('/panel/'))")
-
-    @staticmethod
-    def mark_document(page) -> None:
-        page.evaluate("() => { window.__sameDocument = true; }")
-
-    @staticmethod
-    def assert_same_document(page) -> None:
-        assert page.evaluate("() => window.__sameDocument === true"), "the page was reloaded"
-
-    @staticmethod
-    def record_frames(page) -> list[dict[str, Any]]:
-        """Every JSON message the page receives on its WebSockets (register before navigating)."""
-        frames: list[dict[str, Any]] = []
-
-        def on_ws(ws) -> None:
-            def on_frame(payload) -> None:
-                try:
-                    frames.append(json.loads(payload))
-                except (TypeError, ValueError):
-                    frames.append({"raw": payload})
-            ws.on("framereceived", on_frame)
-
-        page.on("websocket", on_ws)
-        return frames
-
-    @staticmethod
-    def card(page):
-        return page.locator("#operation form.card")
-
-    def submit(self, page, button: str = "Accept") -> None:
-        """Click a card button; the form posts and the browser lands on the operation page."""
-        with page.expect_navigation():
-            self.card(page).get_by_role("button", name=button, exact=True).click()
-
-    @staticmethod
-    def expect_review(page):
-        """The review of the answer is shown (nothing sent yet) and has the focus."""
-        review = page.locator("#operation form.review")
-        expect(review).to_be_visible()
-        expect(review.locator(".review-title")).to_be_focused()
-        expect(page.locator("#live")).to_have_text("Review your answer before sending.")
-        return review
-
-    def accept(self, page) -> None:
-        """Accept the card as a person does: Accept, read the review, Send."""
-        self.submit(page, "Accept")
-        self.expect_review(page)
-        self.submit(page, "Send")
-
-    def close(self) -> None:
-        for context in self.contexts:
-            context.close()
-
-
-@pytest.fixture
-def app(seeded, browser, live, valved_mcp):
-    """Seeded tenants whose "Demo server" points at the valved demo MCP server."""
-    from mrtrweb.models import McpServer
-
-    handle, valve = valved_mcp
-    McpServer.objects.update(url=handle.url)
-    handle.log.clear()
-    a = App(browser, live, handle, valve, seeded)
-    try:
-        yield a
-    finally:
-        valve.release_all()
-        a.close()
-
-
-def _screenshot(page, name: str) -> None:
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / name), full_page=True)
-
-
-def _status(op_id: str) -> str:
-    from mrtrweb.models import Operation
-
-    return Operation.objects.get(pk=op_id).status
-
-
-DEPLOY_RESULT = ("Deployed 3 replica(s) to production (ticket CHG-1042; region us-east-1; window 3h; "
-                 "contact ops@example.test; notify email, slack).")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -273,7 +62,7 @@ def test_deploy_card_is_pushed_answered_and_result_pushed(app):
     expect(card.get_by_label("Change ticket")).to_have_value("")
     expect(card.get_by_label("Contact email")).to_have_attribute("type", "email")
     expect(page.locator("#live")).to_have_text("A server asks for your input.")
-    _screenshot(page, "deploy-card.png")
+    screenshot(page, "deploy-card.png")
 
     card.get_by_label("Confirm deployment").check()
     card.get_by_label("Change ticket").fill("CHG-1042")
@@ -296,7 +85,7 @@ def test_deploy_card_is_pushed_answered_and_result_pushed(app):
     expect(review.locator(".effect")).to_have_text(
         "Send gives this answer to Demo server as the retry of tools/call deploy. It is sent once and cannot be "
         "taken back.")
-    _screenshot(page, "review.png")
+    screenshot(page, "review.png")
     page.wait_for_timeout(300)
     assert app.mcp.calls[("deploy", True)] == 0 and not retry.arrived.is_set()
     app.submit(page, "Send")
@@ -312,10 +101,10 @@ def test_deploy_card_is_pushed_answered_and_result_pushed(app):
     app.assert_same_document(page)
     expect(card).to_have_count(0)
     expect(page.locator(".status")).to_contain_text("Completed")
-    _screenshot(page, "deploy-result.png")
+    screenshot(page, "deploy-result.png")
     assert app.mcp.calls[("deploy", False)] == 1
     assert app.mcp.calls[("deploy", True)] == 1
-    assert _status(op_id) == "completed"
+    assert op_status(op_id) == "completed"
 
 
 def test_invalid_answer_shows_field_error_and_sends_nothing(app):
@@ -337,7 +126,7 @@ def test_invalid_answer_shows_field_error_and_sends_nothing(app):
     expect(ticket).to_have_value("x")  # what she typed is kept
     expect(card.get_by_label("Contact email")).to_have_value("ops@example.test")
     assert app.mcp.calls[("deploy", True)] == 0
-    assert _status(op_id) == "awaiting_input"
+    assert op_status(op_id) == "awaiting_input"
 
     ticket.fill("CHG-7")
     app.accept(page)
@@ -390,7 +179,7 @@ def test_url_mode_card_opens_nothing_until_clicked(app):
     rel = (link.get_attribute("rel") or "").split()
     assert "noopener" in rel and "noreferrer" in rel
     expect(card.locator("input:not([type=hidden])")).to_have_count(0)  # nothing to fill in
-    _screenshot(page, "url-card.png")
+    screenshot(page, "url-card.png")
     assert hits == []  # rendering the card fetched nothing from the site
 
     # Positive control: the click opens it, without an opener or a referrer.
@@ -511,7 +300,7 @@ def test_other_users_get_404_and_no_push(app):
         assert op_id not in page.content()
         expect(page.locator("form.card")).to_have_count(0)
     assert app.mcp.calls[("deploy", True)] == 0
-    assert _status(op_id) == "awaiting_input"
+    assert op_status(op_id) == "awaiting_input"
 
 
 def _tab_to(page, selector: str, limit: int = 40) -> None:
@@ -605,4 +394,4 @@ def test_stale_refresh_does_not_hide_a_pushed_card(app):
     page.wait_for_function("() => window.__textDone.some((u) => u.endsWith('/panel/'))")
     expect(card).to_be_visible()
     expect(page.locator(".panel")).to_have_attribute("data-status", "awaiting_input")
-    assert _status(op_id) == "awaiting_input"
+    assert op_status(op_id) == "awaiting_input"

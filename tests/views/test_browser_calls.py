@@ -19,9 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.views.test_browser import (  # noqa: F401 -- fixtures
-    OP_URL, _screenshot, _status, app, browser, expect, live, valved_mcp,
-)
+from tests.browser import OP_URL, screenshot, op_status, expect
 
 pytestmark = [pytest.mark.browser]
 
@@ -108,8 +106,8 @@ def test_progress_bar_and_stop_on_a_long_call(app, logged_mcp):
     page.wait_for_function("() => document.querySelector('progress.call-progress').value >= 2")
     expect(page.locator(".progress-message")).to_have_text(re.compile(r"^\d+ of 30 s$"))
     expect(page.get_by_text("Waiting for the server…")).to_be_visible()
-    _screenshot(page, "progress.png")
-    assert _status(op_id) == "running"
+    screenshot(page, "progress.png")
+    assert op_status(op_id) == "running"
     calls = [m for m in methods.messages if m["method"] == "tools/call" and m["params"]["name"] == "long_task"]
     assert len(calls) == 1 and methods.abandoned == []
 
@@ -119,7 +117,7 @@ def test_progress_bar_and_stop_on_a_long_call(app, logged_mcp):
     expect(page.locator(".denied-reason")).to_have_text(
         "You stopped this operation; the call was cancelled at the server.")
     expect(page.locator("progress.call-progress")).to_have_count(0)
-    assert _status(op_id) == "denied"
+    assert op_status(op_id) == "denied"
     # the server sees that request abandoned: on 2026-07-28 Streamable HTTP the client closes the
     # call's POST (a stream transport would carry notifications/cancelled instead)
     for _ in range(50):
@@ -166,7 +164,7 @@ def test_prompt_with_a_round_through_the_card(app):
     expect(page.locator(".status")).to_contain_text("Completed")
     retries = [r for r in app.mcp.log.records("prompts/get") if r.is_retry]
     assert len(retries) == 1 and retries[0].params["inputResponses"]["audience"]["content"] == {"audience": "customers"}
-    assert _status(op_id) == "completed"
+    assert op_status(op_id) == "completed"
 
 
 def test_resource_template_with_a_round_through_the_card(app):
@@ -194,7 +192,7 @@ def test_resource_template_with_a_round_through_the_card(app):
     expect(page.locator(".status")).to_contain_text("Completed")
     retries = [r for r in app.mcp.log.records("resources/read") if r.is_retry]
     assert len(retries) == 1 and retries[0].params["inputResponses"]["period"]["content"] == {"since": "2026-01-05"}
-    assert _status(op_id) == "completed"
+    assert op_status(op_id) == "completed"
 
 
 def test_review_and_change(app):
@@ -218,7 +216,7 @@ def test_review_and_change(app):
     expect(review.locator("dd[data-name='window']")).to_have_text("2")  # the pre-filled default, as answered
     expect(review.locator("dd[data-name='region']")).to_have_text("Europe (Ireland)")  # the option's title
     page.wait_for_timeout(300)
-    assert app.mcp.calls[("deploy", True)] == 0 and _status(op_id) == "awaiting_input"
+    assert app.mcp.calls[("deploy", True)] == 0 and op_status(op_id) == "awaiting_input"
 
     with page.expect_navigation():
         review.get_by_role("button", name="Change", exact=True).click()
@@ -246,7 +244,7 @@ def test_review_and_change(app):
         "Deployed 2 replica(s) to staging (ticket CHG-2; region eu-west-1; window 2h; contact ops@example.test; "
         "notify pager).")
     assert app.mcp.calls[("deploy", True)] == 1
-    assert _status(op_id) == "completed"
+    assert op_status(op_id) == "completed"
 
 
 def test_a_card_of_two_requests(app):
@@ -265,7 +263,7 @@ def test_a_card_of_two_requests(app):
     expect(card.get_by_label("Team page")).to_have_attribute("type", "url")
     expect(card.get_by_label("Team size")).to_contain_text("6 to 20 people")  # enumNames as option labels
     expect(card.locator("mark.host")).to_have_text("sso.example.test")
-    _screenshot(page, "multi-card.png")
+    screenshot(page, "multi-card.png")
 
     # Both answers are checked by the gate's rules before anything is reviewed.
     card.get_by_label("Display name").fill("Core/ops")  # outside the pattern
@@ -293,4 +291,4 @@ def test_a_card_of_two_requests(app):
         "Team core onboarded (name Core ops; budget 99.5 EUR; channels chat, wiki; size medium); "
         "single sign-on confirmed.")
     assert app.mcp.calls[("onboard_team", True)] == 1
-    assert _status(op_id) == "completed"
+    assert op_status(op_id) == "completed"

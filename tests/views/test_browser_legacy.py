@@ -9,15 +9,7 @@ import re
 
 import pytest
 
-from tests.views.test_browser import (  # noqa: F401 -- fixtures
-    OP_URL,
-    App,
-    _screenshot,
-    _status,
-    browser,
-    expect,
-    live,
-)
+from tests.browser import OP_URL, App, screenshot, op_status, expect
 
 pytestmark = [pytest.mark.browser]
 
@@ -74,7 +66,7 @@ def test_legacy_form_elicitation_through_the_card(app):
     expect(deadline).to_have_attribute("data-local", "1")
     expect(deadline).to_have_text(re.compile(r"^\d\d:\d\d:\d\d \S+$"))
     expect(deadline).to_have_attribute("title", re.compile(r" UTC$"))
-    _screenshot(page, "legacy-card.png")
+    screenshot(page, "legacy-card.png")
 
     card.get_by_label("Confirm deployment").check()
     card.get_by_label("Change ticket").fill("CHG-2001")
@@ -84,8 +76,8 @@ def test_legacy_form_elicitation_through_the_card(app):
     expect(page).to_have_url(re.compile(f"/mcp/operations/{op_id}/$"))
     expect(page.locator(".result pre.block")).to_have_text("Deployed 2 replica(s) to production (ticket CHG-2001).")
     expect(page.locator(".status")).to_contain_text("Completed")
-    _screenshot(page, "legacy-result.png")
+    screenshot(page, "legacy-result.png")
     [response] = app.mcp.log.responses()
     assert response.result == {"action": "accept", "content": {"confirm": True, "ticket": "CHG-2001", "replicas": 2}}
     assert len(app.mcp.log.tool_calls("legacy_deploy")) == 1
-    assert _status(op_id) == "completed"
+    assert op_status(op_id) == "completed"

@@ -12,7 +12,7 @@ import pytest
 
 from mrtrweb.demo.server import serve_in_thread
 from mrtrweb.mcp import McpConnection
-from tests.views.test_browser import app, browser, expect, live, valved_mcp  # noqa: F401 -- fixtures
+from tests.browser import expect
 from tests.views.test_server_listings import _growing_server
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

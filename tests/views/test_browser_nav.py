@@ -17,9 +17,7 @@ import pytest
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import ElicitRequest, ElicitRequestFormParams, InputRequiredResult
 
-from tests.views.test_browser import (  # noqa: F401 -- fixtures
-    OP_URL, _screenshot, _status, app, browser, expect, live, valved_mcp,
-)
+from tests.browser import OP_URL, screenshot, op_status, expect
 
 pytestmark = [pytest.mark.browser]
 
@@ -100,7 +98,7 @@ def test_a_round_elsewhere_is_pushed_to_the_navigation_of_every_page(app):
     expect(entry.locator(".expires time")).to_have_text(re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \S+"))
     expect(other.locator("#nav-pending .nav-pending-count")).to_have_text("1")  # the operation page's own nav
     expect(_count(listing)).to_have_text("1")
-    _screenshot(alice, "nav-pending.png")
+    screenshot(alice, "nav-pending.png")
 
     # the waiting page lists it with its expiry and a link
     waiting = alice.context.new_page()
@@ -116,7 +114,7 @@ def test_a_round_elsewhere_is_pushed_to_the_navigation_of_every_page(app):
     expect(other.locator("#nav-pending .nav-pending-count")).to_have_text("0")
     expect(_count(listing)).to_have_text("0")
     app.assert_same_document(alice)
-    assert _status(op_id) != "awaiting_input"
+    assert op_status(op_id) != "awaiting_input"
 
     # bob never saw alice's round counted
     expect(_count(bob)).to_have_text("0")
@@ -156,7 +154,7 @@ def test_person_pages_fit_390_px_with_long_server_text(app, long_mcp):
     page.goto("/mcp/")
     expect(page.locator("table.ops tbody tr")).not_to_have_count(0)
     _no_sideways_scroll(page, "the index")
-    _screenshot(page, "index-390.png")
+    screenshot(page, "index-390.png")
 
     page.goto(f"/mcp/servers/{server.pk}/")
     expect(page.locator("a[data-tool='long_message']")).to_be_visible()
@@ -164,7 +162,7 @@ def test_person_pages_fit_390_px_with_long_server_text(app, long_mcp):
     page.goto(f"/mcp/servers/{server.pk}/tools/long_message/")
     expect(page.get_by_role("heading", name="Call long_message")).to_be_visible()
     _no_sideways_scroll(page, "the tool page")
-    _screenshot(page, "tool-390.png")
+    screenshot(page, "tool-390.png")
 
     page.get_by_role("button", name="Call tool").click()
     expect(page).to_have_url(OP_URL)
@@ -174,7 +172,7 @@ def test_person_pages_fit_390_px_with_long_server_text(app, long_mcp):
     _no_sideways_scroll(page, "the operation page with its card")
     _within_viewport(page, card.locator("button"), "a card button")
     _within_viewport(page, card, "the card")
-    _screenshot(page, "card-390.png")
+    screenshot(page, "card-390.png")
 
     app.submit(page, "Accept")
     review = app.expect_review(page)
@@ -184,7 +182,7 @@ def test_person_pages_fit_390_px_with_long_server_text(app, long_mcp):
     expect(page.locator(".panel")).to_have_attribute("data-status", "completed")
     expect(page.locator(".result")).to_contain_text("Done:")
     _no_sideways_scroll(page, "the operation page with its result")
-    _screenshot(page, "operation-390.png")
+    screenshot(page, "operation-390.png")
 
     for url in ("/mcp/", "/mcp/waiting/", "/mcp/connections/", f"/mcp/servers/{server.pk}/",
                 f"/mcp/servers/{server.pk}/settings/"):  # a tenant admin's settings: long options and URIs
@@ -201,7 +199,7 @@ def test_person_pages_fit_390_px_with_long_server_text(app, long_mcp):
     page.goto(f"/mcp/servers/{far.pk}/")  # its long origin, and the error of a server not reached
     _no_sideways_scroll(page, "a server page with a long origin")
     expect(page.locator("#server-listing .error")).to_be_visible()
-    _screenshot(page, "server-390.png")
+    screenshot(page, "server-390.png")
 
     at(1100)  # the wide layout keeps its table
     page.goto("/mcp/")

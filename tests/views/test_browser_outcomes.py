@@ -20,9 +20,7 @@ import re
 
 import pytest
 
-from tests.views.test_browser import (  # noqa: F401 -- fixtures
-    OP_URL, PASSWORDS, TIMEOUT_MS, _screenshot, _status, app, browser, expect, live, valved_mcp,
-)
+from tests.browser import OP_URL, PASSWORDS, TIMEOUT_MS, screenshot, op_status, expect
 from tests.views.test_a11y_xss_browser import axe_js  # noqa: F401 -- fixture
 
 pytestmark = [pytest.mark.browser]
@@ -81,10 +79,10 @@ def _fits(page) -> None:
 
 def _both_widths(page, name: str) -> None:
     _fits(page)
-    _screenshot(page, f"{name}.png")
+    screenshot(page, f"{name}.png")
     page.set_viewport_size({"width": 390, "height": 844})
     _fits(page)
-    _screenshot(page, f"{name}-390.png")
+    screenshot(page, f"{name}-390.png")
     page.set_viewport_size({"width": 1100, "height": 1400})
 
 
@@ -144,7 +142,7 @@ def test_the_persons_stop_reads_stopped_by_you(app):
         "You stopped this operation; nothing was sent for its open round.")
     expect(panel.get_by_text("Denied", exact=True)).to_have_count(0)
     expect(panel.get_by_role("button", name="Run again")).to_be_visible()
-    assert _status(op_id) == "denied"  # the stored status is unchanged
+    assert op_status(op_id) == "denied"  # the stored status is unchanged
     _assert_favicon(page, failed)
     _both_widths(page, "stopped-by-you")
 

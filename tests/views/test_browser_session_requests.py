@@ -5,7 +5,7 @@ roots go out at session level and the call completes. A roots request on the cal
 (our SDK server, :mod:`tests.session_server`) still shows its card.
 
 Debian Chromium driven by Playwright against the whole ASGI app under uvicorn; the fixtures and
-page helpers are those of ``tests/interop/test_thirdparty_browser.py``.
+page helpers are those of ``tests/browser.py`` and ``tests/thirdparty_pages.py``.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from __future__ import annotations
 import pytest
 
 from tests.session_server import serve_session_server
-from tests.interop.test_thirdparty_browser import (ROOTS, browser, call_tool, card, expect, live, results,  # noqa: F401
-                                           signed_in, _status)
+from tests.browser import expect, op_status
+from tests.thirdparty_pages import ROOTS, call_tool, card, results
 from tests.thirdparty import everything_server  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.browser]
@@ -44,7 +44,7 @@ def test_everything_long_call_with_roots_allowed_shows_no_roots_card(signed_in, 
     expect(page.locator("#operation")).to_contain_text("running")  # the call is in flight, past the 350 ms
     expect(results(page).first).to_contain_text("Long running operation completed", timeout=20_000)
     assert card(page).count() == 0 and page.locator("fieldset[data-kind='roots']").count() == 0
-    assert (_status(op_id), _rounds(op_id)) == ("completed", 0)
+    assert (op_status(op_id), _rounds(op_id)) == ("completed", 0)
 
 
 def test_roots_on_the_calls_stream_still_show_their_card(signed_in, session_server):
@@ -58,4 +58,4 @@ def test_roots_on_the_calls_stream_still_show_their_card(signed_in, session_serv
     with page.expect_navigation():
         page.locator("#operation form.review").get_by_role("button", name="Send", exact=True).click()
     expect(results(page)).to_have_text('roots: [{"uri": "file:///srv/project", "name": "project"}]')
-    assert (_status(op_id), _rounds(op_id)) == ("completed", 1)
+    assert (op_status(op_id), _rounds(op_id)) == ("completed", 1)

@@ -16,9 +16,7 @@ import re
 import pytest
 
 from tests import tasks_mcp
-from tests.views.test_browser import (  # noqa: F401 -- fixtures
-    _status, app, browser, expect, live, valved_mcp,
-)
+from tests.browser import op_status, expect
 
 pytestmark = [pytest.mark.browser]
 
@@ -52,14 +50,14 @@ def test_task_status_is_shown_and_stop_cancels_the_task(on_tasks):
     expect(page.locator(".progress-message")).to_have_text(re.compile(r"^step ([3-9]|\d\d) of 30$"), timeout=15000)
     task = tasks_mcp.task_of("slow_compute")
     assert task["id"] not in page.content()  # the server's task id is never shown
-    assert _status(op_id) == "running"
+    assert op_status(op_id) == "running"
 
     with page.expect_navigation():
         page.locator(".running").get_by_role("button", name="Stop").click()
     expect(page.locator(".panel")).to_have_attribute("data-status", "denied")
     expect(page.locator(".denied-reason")).to_have_text(
         "You stopped this operation; the call was cancelled at the server.")
-    assert _status(op_id) == "denied"
+    assert op_status(op_id) == "denied"
     for _ in range(50):
         if tasks_mcp.task_of("slow_compute")["cancelled"]:
             break
@@ -87,7 +85,7 @@ def test_input_required_task_round_through_the_card(on_tasks):
     with page.expect_navigation():
         review.get_by_role("button", name="Send").click()
     expect(page.locator(".result pre.block")).to_have_text("Deleted notes.txt.", timeout=15000)
-    assert _status(op_id) == "completed"
+    assert op_status(op_id) == "completed"
     updates = server.log.records("tasks/update")
     assert len(updates) == 1 and updates[0].params["inputResponses"]["confirm"]["content"] == {"confirm": True}
     assert len(server.log.records("tools/call")) == 1
