@@ -15,6 +15,11 @@ import re
 import time
 from typing import Any
 
+from django.test import AsyncClient
+
+from mrtrweb import operations
+from mrtrweb.models import Operation
+
 REVIEW_TOKEN = re.compile(r'<input type="hidden" name="review_token" value="([^"]*)">')
 
 
@@ -76,3 +81,51 @@ async def until(op: Any, what: Any, timeout: float = 15.0) -> Any:
             return op
         assert time.monotonic() < deadline, f"operation stuck in {op.status} ({op.error_code}: {op.error_message})"
         await asyncio.sleep(0.05)
+
+
+# -- a call and its card through the test client (a person's steps) ---------------------------------
+
+
+async def signed_client(user) -> AsyncClient:
+    """A test client signed in as ``user``."""
+    client = AsyncClient()
+    await client.aforce_login(user)
+    return client
+
+
+async def start_call(client: AsyncClient, server, tool: str, args: dict[str, str]) -> Operation:
+    """Call ``tool`` of ``server`` from its form (arguments by name), wait for the round's work;
+    the operation."""
+    resp = await client.post(f"/mcp/servers/{server.pk}/tools/{tool}/", {f"arg-{k}": v for k, v in args.items()})
+    assert resp.status_code == 302, resp.content.decode()[:2000]
+    op_id = resp["Location"].rstrip("/").split("/")[-1]
+    await operations.wait_idle()
+    return await Operation.objects.select_related("server").aget(pk=op_id)
+
+
+async def answer_card(client: AsyncClient, op: Operation, action: str, fields: dict[str, object] | None = None,
+                      round_no: int | None = None):
+    """Look at the card (as a person does: that writes the consent receipt), then answer it."""
+    await client.get(f"/mcp/operations/{op.id}/")
+    data: dict[str, object] = {"action": action, "round": str(round_no or op.rounds)}
+    data.update(fields or {})
+    resp = await post_answer(client, f"/mcp/operations/{op.id}/answer/", data)
+    await operations.wait_idle()
+    return resp
+
+
+async def reload_op(op: Operation) -> Operation:
+    """``op`` read again (with its server)."""
+    return await Operation.objects.select_related("server").aget(pk=op.pk)
+
+
+#: valid answers to the demo server's deploy card
+DEPLOY_OK = {
+    "in-confirm_deploy-confirm": "on",
+    "in-confirm_deploy-ticket": "CHG-1042",
+    "in-confirm_deploy-email": "ops@example.test",
+    "in-confirm_deploy-window": "3",
+    "in-confirm_deploy-region": "us-east-1",
+    "in-confirm_deploy-notify": ["email", "slack"],
+}
+

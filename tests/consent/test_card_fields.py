@@ -271,12 +271,12 @@ class _FakeRound:
 
 @pytest.mark.django_db(transaction=True)
 async def test_integers_and_integral_numbers_arrive_as_ints_on_the_retry(seeded):
-    from tests.operations.test_flow import DEPLOY_OK, _client, _reload, _start
+    from tests.answering import DEPLOY_OK, signed_client, reload_op, start_call
     from tests.consent.test_review import ONBOARD_OK, _reviewed, _url
 
     mcp = seeded["mcp"]
-    client = await _client(seeded["users"]["alice"])
-    op = await _start(client, seeded["servers"]["acme"], "deploy", {"env": "production", "replicas": "3"})
+    client = await signed_client(seeded["users"]["alice"])
+    op = await start_call(client, seeded["servers"]["acme"], "deploy", {"env": "production", "replicas": "3"})
     page, token = await _reviewed(client, op, dict(DEPLOY_OK, **{"in-confirm_deploy-window": "12"}))
     assert '<dd data-name="window"><span class="review-value">12</span>' in page
     resp = await client.post(_url(op), dict(DEPLOY_OK, action="send", round="1", review_token=token,
@@ -287,14 +287,14 @@ async def test_integers_and_integral_numbers_arrive_as_ints_on_the_retry(seeded)
     window = retry[0].params["inputResponses"]["confirm_deploy"]["content"]["window"]
     assert window == 12 and type(window) is int
 
-    op = await _start(client, seeded["servers"]["acme"], "onboard_team", {"team": "core"})
+    op = await start_call(client, seeded["servers"]["acme"], "onboard_team", {"team": "core"})
     page, token = await _reviewed(client, op, dict(ONBOARD_OK, **{"in-profile-budget": "1200"}))
     assert '<dd data-name="budget"><span class="review-value">1200</span>' in page and "1200.0" not in page
     resp = await client.post(_url(op), dict(ONBOARD_OK, action="send", round="1", review_token=token,
                                             **{"in-profile-budget": "1200"}))
     assert resp.status_code == 302
     await operations.wait_idle()
-    assert (await _reload(op)).status == "completed"
+    assert (await reload_op(op)).status == "completed"
     retry = [r for r in mcp.log.tool_calls("onboard_team") if r.is_retry]
     budget = retry[0].params["inputResponses"]["profile"]["content"]["budget"]
     assert budget == 1200 and type(budget) is int

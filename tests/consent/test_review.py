@@ -19,8 +19,9 @@ from django.test import AsyncClient
 
 from mrtrweb import operations, views
 from mrtrweb.models import AuditEvent, McpServer, Operation
-from tests.answering import post_answer, post_review, review_token
-from tests.operations.test_flow import DEPLOY_OK, _client, _reload, _start
+from tests.answering import (
+    DEPLOY_OK, post_answer, post_review, reload_op, review_token, signed_client, start_call,
+)
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -56,8 +57,8 @@ async def _reviewed(client, op, fields, round_no="1"):
 
 
 async def _deploy(seeded, **args):
-    client = await _client(seeded["users"]["alice"])
-    op = await _start(client, seeded["servers"]["acme"], "deploy", {"env": "production", "replicas": "3", **args})
+    client = await signed_client(seeded["users"]["alice"])
+    op = await start_call(client, seeded["servers"]["acme"], "deploy", {"env": "production", "replicas": "3", **args})
     assert op.status == Operation.Status.AWAITING_INPUT, (op.error_code, op.error_message)
     return client, op
 
@@ -69,7 +70,7 @@ async def test_accept_shows_the_review_and_sends_nothing(seeded):
     page, token = await _reviewed(client, op, dict(DEPLOY_OK, **{"in-confirm_deploy-ticket": hostile,
                                                                  "in-confirm_deploy-window": ""}))
     assert mcp.calls[("deploy", True)] == 0
-    assert (await _reload(op)).status == Operation.Status.AWAITING_INPUT
+    assert (await reload_op(op)).status == Operation.Status.AWAITING_INPUT
     assert "Review your answer before sending" in page and "Nothing has been sent yet." in page
     assert 'class="card review"' in page and 'value="send"' in page and 'value="change"' in page
     assert 'value="accept"' not in page  # the card's own buttons are not on the review
@@ -104,7 +105,7 @@ async def test_accept_shows_the_review_and_sends_nothing(seeded):
                                             **{"in-confirm_deploy-ticket": hostile, "in-confirm_deploy-window": ""}))
     assert resp.status_code == 302
     await operations.wait_idle()
-    op = await _reload(op)
+    op = await reload_op(op)
     assert op.status == Operation.Status.COMPLETED, (op.error_code, op.error_message)
     retries = [r for r in mcp.log.tool_calls("deploy") if r.is_retry]
     assert len(retries) == 1
@@ -158,7 +159,7 @@ async def test_send_with_answers_other_than_the_reviewed_is_refused(seeded, capl
     assert views.REVIEW_CHANGED_MESSAGE in html.unescape(page)
     assert 'value="accept"' in page  # the card again, to review once more
     assert mcp.calls[("deploy", True)] == 0
-    assert (await _reload(op)).status == Operation.Status.AWAITING_INPUT
+    assert (await reload_op(op)).status == Operation.Status.AWAITING_INPUT
     logged = caplog.text
     assert "Send refused, nothing sent (answers differ from the reviewed ones)" in logged
     assert token not in logged and "CHG-1042" not in logged and "CHG-6666" not in logged
@@ -167,7 +168,7 @@ async def test_send_with_answers_other_than_the_reviewed_is_refused(seeded, capl
     assert resp.status_code == 302
     await operations.wait_idle()
     assert mcp.calls[("deploy", True)] == 1
-    assert (await _reload(op)).status == Operation.Status.COMPLETED
+    assert (await reload_op(op)).status == Operation.Status.COMPLETED
 
 
 def _forged(token: str) -> str:
@@ -206,7 +207,7 @@ async def test_send_without_a_valid_review_is_refused(seeded, caplog, monkeypatc
     assert views.REVIEW_INVALID_MESSAGE in html.unescape(resp.content.decode())
     assert f"Send refused, nothing sent ({reason})" in caplog.text
     assert mcp.calls[("deploy", True)] == 0
-    assert (await _reload(op)).status == Operation.Status.AWAITING_INPUT
+    assert (await reload_op(op)).status == Operation.Status.AWAITING_INPUT
 
 
 async def test_send_and_change_need_csrf(seeded):
@@ -263,13 +264,13 @@ async def test_decline_needs_no_review(seeded):
     resp = await client.post(_url(op), {"action": "decline", "round": "1"})
     assert resp.status_code == 302
     await operations.wait_idle()
-    assert mcp.calls[("deploy", True)] == 1 and (await _reload(op)).status == Operation.Status.COMPLETED
+    assert mcp.calls[("deploy", True)] == 1 and (await reload_op(op)).status == Operation.Status.COMPLETED
 
 
 async def test_url_mode_review_says_accept_with_no_content(seeded):
     mcp = seeded["mcp"]
-    client = await _client(seeded["users"]["alice"])
-    op = await _start(client, seeded["servers"]["acme"], "connect_account", {"provider": "github"})
+    client = await signed_client(seeded["users"]["alice"])
+    op = await start_call(client, seeded["servers"]["acme"], "connect_account", {"provider": "github"})
     page, token = await _reviewed(client, op, {})
     assert "You confirm that you are done at auth.example.test. The server receives “accept”, with no content." in page
     assert mcp.calls[("connect_account", True)] == 0
@@ -284,8 +285,8 @@ async def test_roots_review_shows_the_roots_and_sends_them(seeded):
     mcp, server = seeded["mcp"], seeded["servers"]["acme"]
     roots = [{"uri": "file:///home/alice/projects", "name": "Mine <b>"}]
     await McpServer.objects.filter(pk=server.pk).aupdate(allow_roots=True, roots=roots)
-    client = await _client(seeded["users"]["alice"])
-    op = await _start(client, server, "list_my_roots", {})
+    client = await signed_client(seeded["users"]["alice"])
+    op = await start_call(client, server, "list_my_roots", {})
     page, token = await _reviewed(client, op, {})
     assert "The server receives exactly these roots:" in page
     assert '<code class="root-uri">file:///home/alice/projects</code> — <span class="root-name">Mine &lt;b&gt;</span>' in page
@@ -300,8 +301,8 @@ async def test_roots_review_shows_the_roots_and_sends_them(seeded):
 async def test_sampling_review_shows_the_reply_and_sends_exactly_it(seeded, caplog):
     mcp, server = seeded["mcp"], seeded["servers"]["acme"]
     await McpServer.objects.filter(pk=server.pk).aupdate(allow_sampling=True)
-    client = await _client(seeded["users"]["alice"])
-    op = await _start(client, server, "summarize_with_sampling", {"text": "hello"})
+    client = await signed_client(seeded["users"]["alice"])
+    op = await start_call(client, server, "summarize_with_sampling", {"text": "hello"})
     fields = {"in-summary-approve": "on", "in-summary-reply": "Short <i>reply</i>"}
     page, token = await _reviewed(client, op, fields)
     assert '<code class="reply-model">human</code>' in page
@@ -315,7 +316,7 @@ async def test_sampling_review_shows_the_reply_and_sends_exactly_it(seeded, capl
     resp = await client.post(_url(op), dict(fields, action="send", round="1", review_token=token))
     assert resp.status_code == 302
     await operations.wait_idle()
-    op = await _reload(op)
+    op = await reload_op(op)
     assert op.status == Operation.Status.COMPLETED, (op.error_code, op.error_message)
     assert op.result["content"][0]["text"] == "Summary (human): Short <i>reply</i>"
 
@@ -349,8 +350,8 @@ ONBOARD_OK = {
 
 async def test_a_card_of_two_requests_is_reviewed_and_sent_together(seeded):
     mcp = seeded["mcp"]
-    client = await _client(seeded["users"]["alice"])
-    op = await _start(client, seeded["servers"]["acme"], "onboard_team", {"team": "core"})
+    client = await signed_client(seeded["users"]["alice"])
+    op = await start_call(client, seeded["servers"]["acme"], "onboard_team", {"team": "core"})
     assert op.status == Operation.Status.AWAITING_INPUT, (op.error_code, op.error_message)
     card = (await client.get(f"/mcp/operations/{op.id}/")).content.decode()
     assert card.count('class="input-request"') == 2 and 'data-kind="form"' in card and 'data-kind="url"' in card
@@ -371,7 +372,7 @@ async def test_a_card_of_two_requests_is_reviewed_and_sent_together(seeded):
     resp = await client.post(_url(op), dict(ONBOARD_OK, action="send", round="1", review_token=token))
     assert resp.status_code == 302
     await operations.wait_idle()
-    op = await _reload(op)
+    op = await reload_op(op)
     assert op.status == Operation.Status.COMPLETED, (op.error_code, op.error_message)
     assert op.result["content"][0]["text"] == ("Team core onboarded (name Core ops; budget 99.5 EUR; channels chat, "
                                                "wiki; page https://core.example.test/; size medium); "
@@ -415,8 +416,8 @@ async def test_a_deprecated_card_needs_its_review_to_send(seeded, caplog, tool, 
     mcp, server = seeded["mcp"], seeded["servers"]["acme"]
     await McpServer.objects.filter(pk=server.pk).aupdate(allow_roots=True, allow_sampling=True,
                                                          roots=[{"uri": "file:///srv/data"}])
-    client = await _client(seeded["users"]["alice"])
-    op = await _start(client, server, tool, {"text": "x"} if tool == "summarize_with_sampling" else {})
+    client = await signed_client(seeded["users"]["alice"])
+    op = await start_call(client, server, tool, {"text": "x"} if tool == "summarize_with_sampling" else {})
     _, token = await _reviewed(client, op, fields)
     with caplog.at_level(logging.INFO, logger="mrtrweb"):
         missing = await client.post(_url(op), dict(fields, action="send", round="1"))
@@ -424,8 +425,8 @@ async def test_a_deprecated_card_needs_its_review_to_send(seeded, caplog, tool, 
     for resp in (missing, forged):
         assert resp.status_code == 400 and views.REVIEW_INVALID_MESSAGE in html.unescape(resp.content.decode())
     assert "(no review token)" in caplog.text and "(review token bad signature)" in caplog.text
-    assert mcp.calls[(tool, True)] == 0 and (await _reload(op)).status == Operation.Status.AWAITING_INPUT
+    assert mcp.calls[(tool, True)] == 0 and (await reload_op(op)).status == Operation.Status.AWAITING_INPUT
     resp = await client.post(_url(op), dict(fields, action="send", round="1", review_token=token))
     assert resp.status_code == 302
     await operations.wait_idle()
-    assert mcp.calls[(tool, True)] == 1 and (await _reload(op)).status == Operation.Status.COMPLETED
+    assert mcp.calls[(tool, True)] == 1 and (await reload_op(op)).status == Operation.Status.COMPLETED

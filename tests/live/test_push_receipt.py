@@ -17,8 +17,7 @@ from mrtrweb.models import AuditEvent, Operation
 from mrtrweb.operations import DENY_MESSAGES
 from mrtrweb.site.asgi import application
 from mrtrweb.views import answers
-from tests.answering import post_answer
-from tests.operations.test_flow import DEPLOY_OK
+from tests.answering import DEPLOY_OK, post_answer
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 

@@ -18,8 +18,7 @@ from mrtrweb.servers import connections
 from mrtrweb import operations
 from mrtrweb.mcp import ConnectionPool
 from mrtrweb.models import AuditEvent, Operation
-from tests.answering import post_answer
-from tests.operations.test_flow import DEPLOY_OK, _client
+from tests.answering import DEPLOY_OK, post_answer, signed_client
 from tests.mcp.test_legacy import DEPLOY_OK as LEGACY_OK
 from tests.mcp.test_legacy import legacy, legacy_mcp  # noqa: F401 -- fixtures
 
@@ -63,7 +62,7 @@ async def _released(pool: ConnectionPool, at_least: int, timeout: float = 5.0) -
 async def test_a_released_session_round_is_answered_once_and_the_retry_reaches_the_server_once(
         seeded, quick_release):
     alice, server, mcp = seeded["users"]["alice"], seeded["servers"]["acme"], seeded["mcp"]
-    client = await _client(alice)
+    client = await signed_client(alice)
     op = await _start(client, server, "deploy", {"env": "production", "replicas": "3"})
     assert op.status == Operation.Status.AWAITING_INPUT, (op.error_code, op.error_message)
     pool = connections.pool()
@@ -98,7 +97,7 @@ async def test_a_connection_used_again_meanwhile_is_not_released(seeded, monkeyp
     window_s = 3.0
     monkeypatch.setattr(connections, "release_after_s", lambda: window_s)
     alice, server = seeded["users"]["alice"], seeded["servers"]["acme"]
-    client = await _client(alice)
+    client = await signed_client(alice)
     op = await _start(client, server, "deploy", {"env": "production", "replicas": "3"})
     assert op.status == Operation.Status.AWAITING_INPUT
     pool = connections.pool()
@@ -110,7 +109,7 @@ async def test_a_connection_used_again_meanwhile_is_not_released(seeded, monkeyp
 
 async def test_a_legacy_session_is_never_released(legacy, quick_release):
     alice, server, mcp = legacy["users"]["alice"], legacy["servers"]["acme"], legacy["mcp"]
-    client = await _client(alice)
+    client = await signed_client(alice)
     op = await _start(client, server, "legacy_deploy", {"env": "prod"})
     assert op.status == Operation.Status.AWAITING_INPUT and op.rounds == 1
     pool = connections.pool()

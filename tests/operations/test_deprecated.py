@@ -11,8 +11,7 @@ from django.utils.html import escape
 
 from mrtrweb import operations
 from mrtrweb.models import AuditEvent, McpServer, Operation
-from tests.operations.test_flow import _answer, _client, _reload, _start
-from tests.answering import post_answer
+from tests.answering import answer_card, post_answer, reload_op, signed_client, start_call
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -46,8 +45,8 @@ class EchoProvider:
 @pytest.mark.parametrize("tool,args", [("summarize_with_sampling", {"text": "hello"}), ("list_my_roots", {})])
 async def test_denied_by_default_with_a_visible_explanation(seeded, tool, args):
     users, server, mcp = seeded["users"], seeded["servers"]["acme"], seeded["mcp"]
-    carol = await _client(users["carol"])  # a member, not an admin
-    op = await _start(carol, server, tool, args)
+    carol = await signed_client(users["carol"])  # a member, not an admin
+    op = await start_call(carol, server, tool, args)
     assert op.status == Operation.Status.FAILED and op.error_code == "unapproved_deprecated_client_request"
     page = (await carol.get(f"/mcp/operations/{op.id}/")).content.decode()
     assert "sampling/createMessage" in page and "roots/list" in page
@@ -58,8 +57,8 @@ async def test_denied_by_default_with_a_visible_explanation(seeded, tool, args):
     assert _retries(mcp, tool) == [] and len(mcp.log.tool_calls(tool)) == 1
     rejected = [e async for e in AuditEvent.objects.filter(operation_id=op.id, event="rejected")]
     assert [e.code for e in rejected] == ["unapproved_deprecated_client_request"]
-    alice = await _client(users["alice"])  # the tenant admin gets a link to the settings
-    op = await _start(alice, server, tool, args)
+    alice = await signed_client(users["alice"])  # the tenant admin gets a link to the settings
+    op = await start_call(alice, server, tool, args)
     page = (await alice.get(f"/mcp/operations/{op.id}/")).content.decode()
     assert f'href="/mcp/servers/{server.pk}/settings/"' in page
 
@@ -67,8 +66,8 @@ async def test_denied_by_default_with_a_visible_explanation(seeded, tool, args):
 async def test_allowing_one_does_not_allow_the_other(seeded):
     alice, server, mcp = seeded["users"]["alice"], seeded["servers"]["acme"], seeded["mcp"]
     await _allow(server, allow_roots=True, roots=ROOTS)
-    client = await _client(alice)
-    op = await _start(client, server, "summarize_with_sampling", {"text": "x"})
+    client = await signed_client(alice)
+    op = await start_call(client, server, "summarize_with_sampling", {"text": "x"})
     assert op.status == Operation.Status.FAILED and op.error_code == "unapproved_deprecated_client_request"
     page = (await client.get(f"/mcp/operations/{op.id}/")).content.decode()
     assert "For this server: sampling not allowed, roots allowed." in page
@@ -81,17 +80,17 @@ async def test_allowing_one_does_not_allow_the_other(seeded):
 async def test_allowed_roots_are_shown_then_sent_exactly(seeded):
     alice, server, mcp = seeded["users"]["alice"], seeded["servers"]["acme"], seeded["mcp"]
     await _allow(server, allow_roots=True, roots=ROOTS)
-    client = await _client(alice)
-    op = await _start(client, server, "list_my_roots", {})
+    client = await signed_client(alice)
+    op = await start_call(client, server, "list_my_roots", {})
     assert op.status == Operation.Status.AWAITING_INPUT, (op.error_code, op.error_message)
     page = (await client.get(f"/mcp/operations/{op.id}/")).content.decode()
     assert 'data-kind="roots"' in page and "roots/list" in page
     assert "file:///home/alice/projects" in page and "file:///srv/data" in page
     assert "Projects &lt;main&gt;" in page and "Projects <main>" not in page
     assert "Decline or Cancel ends the operation" in page
-    resp = await _answer(client, op, "accept")
+    resp = await answer_card(client, op, "accept")
     assert resp.status_code == 302
-    op = await _reload(op)
+    op = await reload_op(op)
     assert op.status == Operation.Status.COMPLETED, (op.error_code, op.error_message)
     retries = _retries(mcp, "list_my_roots")
     assert len(retries) == 1 and retries[0].params["inputResponses"] == {"roots": {"roots": ROOTS}}
@@ -105,32 +104,32 @@ async def test_allowed_roots_are_shown_then_sent_exactly(seeded):
 async def test_refusing_roots_ends_the_operation_without_a_retry(seeded, action):
     alice, server, mcp = seeded["users"]["alice"], seeded["servers"]["acme"], seeded["mcp"]
     await _allow(server, allow_roots=True, roots=ROOTS)
-    client = await _client(alice)
-    op = await _start(client, server, "list_my_roots", {})
-    resp = await _answer(client, op, action)
+    client = await signed_client(alice)
+    op = await start_call(client, server, "list_my_roots", {})
+    resp = await answer_card(client, op, action)
     assert resp.status_code == 302
-    op = await _reload(op)
+    op = await reload_op(op)
     assert op.status == Operation.Status.DENIED
     assert op.error_message == operations.DENY_MESSAGES["deprecated_request_refused"]
     assert _retries(mcp, "list_my_roots") == []
     denied = await AuditEvent.objects.aget(operation_id=op.id, event="denied")
     assert denied.reason == "deprecated_request_refused"
-    late = await _answer(client, op, "accept", round_no=1)  # the round is gone
+    late = await answer_card(client, op, "accept", round_no=1)  # the round is gone
     assert late.status_code == 409 and _retries(mcp, "list_my_roots") == []
 
 
 async def test_changing_the_allowance_mid_round_denies_the_answer(seeded):
     alice, server, mcp = seeded["users"]["alice"], seeded["servers"]["acme"], seeded["mcp"]
     await _allow(server, allow_roots=True, roots=ROOTS)
-    client = await _client(alice)
-    op = await _start(client, server, "list_my_roots", {})
+    client = await signed_client(alice)
+    op = await start_call(client, server, "list_my_roots", {})
     await client.get(f"/mcp/operations/{op.id}/")  # the card is shown
     await _allow(server, allow_roots=False)
-    resp = await _answer(client, op, "accept")
+    resp = await answer_card(client, op, "accept")
     assert resp.status_code == 409  # the round can no longer be answered; nothing of ours is down
     assert "can no longer be answered" in resp.content.decode()
     assert escape(operations.DENY_MESSAGES["server_config_changed"]) in resp.content.decode()
-    op = await _reload(op)
+    op = await reload_op(op)
     assert op.status == Operation.Status.DENIED
     assert (await AuditEvent.objects.aget(operation_id=op.id, event="denied")).reason == "server_config_changed"
     assert _retries(mcp, "list_my_roots") == []
@@ -139,12 +138,12 @@ async def test_changing_the_allowance_mid_round_denies_the_answer(seeded):
 async def test_changing_the_roots_mid_round_denies_the_answer(seeded):
     alice, server, mcp = seeded["users"]["alice"], seeded["servers"]["acme"], seeded["mcp"]
     await _allow(server, allow_roots=True, roots=ROOTS)
-    client = await _client(alice)
-    op = await _start(client, server, "list_my_roots", {})
+    client = await signed_client(alice)
+    op = await start_call(client, server, "list_my_roots", {})
     await client.get(f"/mcp/operations/{op.id}/")
     await _allow(server, roots=[{"uri": "file:///etc"}])  # not what the person saw
-    resp = await _answer(client, op, "accept")
-    assert resp.status_code == 409 and (await _reload(op)).status == Operation.Status.DENIED
+    resp = await answer_card(client, op, "accept")
+    assert resp.status_code == 409 and (await reload_op(op)).status == Operation.Status.DENIED
     assert _retries(mcp, "list_my_roots") == []
 
 
@@ -154,8 +153,8 @@ async def test_changing_the_roots_mid_round_denies_the_answer(seeded):
 async def test_sampling_card_needs_approval_then_sends_the_written_reply(seeded):
     alice, server, mcp = seeded["users"]["alice"], seeded["servers"]["acme"], seeded["mcp"]
     await _allow(server, allow_sampling=True)
-    client = await _client(alice)
-    op = await _start(client, server, "summarize_with_sampling", {"text": "<script>alert(1)</script> notes"})
+    client = await signed_client(alice)
+    op = await start_call(client, server, "summarize_with_sampling", {"text": "<script>alert(1)</script> notes"})
     assert op.status == Operation.Status.AWAITING_INPUT, (op.error_code, op.error_message)
     page = (await client.get(f"/mcp/operations/{op.id}/")).content.decode()
     assert 'data-kind="sampling"' in page and "sampling/createMessage" in page
@@ -167,18 +166,18 @@ async def test_sampling_card_needs_approval_then_sends_the_written_reply(seeded)
     assert 'name="in-summary-reply"' in page
 
     # Accept without the approval box: refused on the card, nothing sent, the round stays open.
-    resp = await _answer(client, op, "accept", {"in-summary-reply": "A reply"})
+    resp = await answer_card(client, op, "accept", {"in-summary-reply": "A reply"})
     assert resp.status_code == 400
     assert "Tick “I approve this sampling request” to answer it" in resp.content.decode()
-    assert (await _reload(op)).status == Operation.Status.AWAITING_INPUT
+    assert (await reload_op(op)).status == Operation.Status.AWAITING_INPUT
     assert _retries(mcp, "summarize_with_sampling") == []
     # Approved, but no reply written: refused too.
-    resp = await _answer(client, op, "accept", {"in-summary-approve": "on"})
+    resp = await answer_card(client, op, "accept", {"in-summary-approve": "on"})
     assert resp.status_code == 400 and _retries(mcp, "summarize_with_sampling") == []
 
-    resp = await _answer(client, op, "accept", {"in-summary-approve": "on", "in-summary-reply": "Short <b>notes</b>."})
+    resp = await answer_card(client, op, "accept", {"in-summary-approve": "on", "in-summary-reply": "Short <b>notes</b>."})
     assert resp.status_code == 302
-    op = await _reload(op)
+    op = await reload_op(op)
     assert op.status == Operation.Status.COMPLETED, (op.error_code, op.error_message)
     retries = _retries(mcp, "summarize_with_sampling")
     assert len(retries) == 1
@@ -193,10 +192,10 @@ async def test_sampling_card_needs_approval_then_sends_the_written_reply(seeded)
 async def test_declining_sampling_ends_the_operation_without_a_retry(seeded):
     alice, server, mcp = seeded["users"]["alice"], seeded["servers"]["acme"], seeded["mcp"]
     await _allow(server, allow_sampling=True)
-    client = await _client(alice)
-    op = await _start(client, server, "summarize_with_sampling", {"text": "t"})
-    resp = await _answer(client, op, "decline")
-    assert resp.status_code == 302 and (await _reload(op)).status == Operation.Status.DENIED
+    client = await signed_client(alice)
+    op = await start_call(client, server, "summarize_with_sampling", {"text": "t"})
+    resp = await answer_card(client, op, "decline")
+    assert resp.status_code == 302 and (await reload_op(op)).status == Operation.Status.DENIED
     assert _retries(mcp, "summarize_with_sampling") == []
 
 
@@ -204,15 +203,15 @@ async def test_an_invalid_provider_result_is_refused(seeded, settings):
     settings.MRTRWEB = {"SAMPLING_PROVIDER": "tests.operations.test_deprecated.bad_provider"}
     alice, server, mcp = seeded["users"]["alice"], seeded["servers"]["acme"], seeded["mcp"]
     await _allow(server, allow_sampling=True)
-    client = await _client(alice)
-    op = await _start(client, server, "summarize_with_sampling", {"text": "t"})
+    client = await signed_client(alice)
+    op = await start_call(client, server, "summarize_with_sampling", {"text": "t"})
     page = (await client.get(f"/mcp/operations/{op.id}/")).content.decode()
     assert 'name="in-summary-reply"' not in page  # this provider adds no field to the card
-    resp = await _answer(client, op, "accept", {"in-summary-approve": "on"})
+    resp = await answer_card(client, op, "accept", {"in-summary-approve": "on"})
     assert resp.status_code == 400
     page = resp.content.decode()
     assert "invalid_deprecated_response" in page and "nothing was sent" in page
-    assert (await _reload(op)).status == Operation.Status.AWAITING_INPUT
+    assert (await reload_op(op)).status == Operation.Status.AWAITING_INPUT
     assert _retries(mcp, "summarize_with_sampling") == []
     rejected = [e.code async for e in AuditEvent.objects.filter(operation_id=op.id, event="rejected")]
     assert rejected == ["invalid_deprecated_response"]
@@ -222,13 +221,13 @@ async def test_a_provider_class_answers_after_approval(seeded, settings):
     settings.MRTRWEB = {"SAMPLING_PROVIDER": "tests.operations.test_deprecated.EchoProvider"}
     alice, server, mcp = seeded["users"]["alice"], seeded["servers"]["acme"], seeded["mcp"]
     await _allow(server, allow_sampling=True)
-    client = await _client(alice)
-    op = await _start(client, server, "summarize_with_sampling", {"text": "t"})
-    resp = await _answer(client, op, "accept")
+    client = await signed_client(alice)
+    op = await start_call(client, server, "summarize_with_sampling", {"text": "t"})
+    resp = await answer_card(client, op, "accept")
     assert resp.status_code == 400 and _retries(mcp, "summarize_with_sampling") == []  # not approved
-    resp = await _answer(client, op, "accept", {"in-summary-approve": "on"})
+    resp = await answer_card(client, op, "accept", {"in-summary-approve": "on"})
     assert resp.status_code == 302
-    op = await _reload(op)
+    op = await reload_op(op)
     assert op.status == Operation.Status.COMPLETED and op.result["content"][0]["text"] == "Summary (echo-1): echo: Summarize: t"
 
 
@@ -238,7 +237,7 @@ async def test_a_provider_class_answers_after_approval(seeded, settings):
 async def test_settings_page_is_for_tenant_admins_only(seeded):
     users, server, other = seeded["users"], seeded["servers"]["acme"], seeded["servers"]["globex"]
     url = f"/mcp/servers/{server.pk}/settings/"
-    alice = await _client(users["alice"])
+    alice = await signed_client(users["alice"])
     page = (await alice.get(url)).content.decode()
     assert 'name="allow_sampling"' in page and 'name="allow_roots"' in page and 'name="roots"' in page
     assert "deprecated capabilities" in page
@@ -255,10 +254,10 @@ async def test_settings_page_is_for_tenant_admins_only(seeded):
     assert not saved.allow_sampling and saved.roots == [{"uri": "file:///data", "name": "Data"}]
     # a member of the tenant and a user of another tenant: 404, nothing changes
     for name in ("carol", "bob"):
-        client = await _client(users[name])
+        client = await signed_client(users[name])
         assert (await client.get(url)).status_code == 404
         assert (await client.post(url, {"allow_sampling": "on", "roots": "[]"})).status_code == 404
-    bob = await _client(users["bob"])  # globex's admin: his own server only
+    bob = await signed_client(users["bob"])  # globex's admin: his own server only
     assert (await bob.get(f"/mcp/servers/{other.pk}/settings/")).status_code == 200
     assert not (await McpServer.objects.aget(pk=server.pk)).allow_sampling
     # alice administers acme, not globex
@@ -284,10 +283,10 @@ async def test_settings_page_is_csrf_protected(seeded):
 
 async def test_the_admin_allows_sampling_then_it_is_asked(seeded):
     alice, server, mcp = seeded["users"]["alice"], seeded["servers"]["acme"], seeded["mcp"]
-    client = await _client(alice)
+    client = await signed_client(alice)
     resp = await client.post(f"/mcp/servers/{server.pk}/settings/", {"allow_sampling": "on", "roots": "[]"})
     assert resp.status_code == 200
-    op = await _start(client, server, "summarize_with_sampling", {"text": "t"})
+    op = await start_call(client, server, "summarize_with_sampling", {"text": "t"})
     assert op.status == Operation.Status.AWAITING_INPUT, (op.error_code, op.error_message)
 
 

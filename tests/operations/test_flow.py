@@ -12,54 +12,15 @@ from django.test import AsyncClient
 
 from mrtrweb import operations
 from mrtrweb.models import AuditEvent, Operation
-from tests.answering import post_answer, post_review
+from tests.answering import DEPLOY_OK, answer_card, post_review, reload_op, signed_client, start_call
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
 
-async def _client(user) -> AsyncClient:
-    client = AsyncClient()
-    await client.aforce_login(user)
-    return client
-
-
-async def _start(client: AsyncClient, server, tool: str, args: dict[str, str]) -> Operation:
-    resp = await client.post(f"/mcp/servers/{server.pk}/tools/{tool}/", {f"arg-{k}": v for k, v in args.items()})
-    assert resp.status_code == 302, resp.content.decode()[:2000]
-    op_id = resp["Location"].rstrip("/").split("/")[-1]
-    await operations.wait_idle()
-    return await Operation.objects.select_related("server").aget(pk=op_id)
-
-
-async def _answer(client: AsyncClient, op: Operation, action: str, fields: dict[str, object] | None = None,
-                  round_no: int | None = None):
-    """Look at the card (as a person does: that writes the consent receipt), then answer it."""
-    await client.get(f"/mcp/operations/{op.id}/")
-    data: dict[str, object] = {"action": action, "round": str(round_no or op.rounds)}
-    data.update(fields or {})
-    resp = await post_answer(client, f"/mcp/operations/{op.id}/answer/", data)
-    await operations.wait_idle()
-    return resp
-
-
-async def _reload(op: Operation) -> Operation:
-    return await Operation.objects.select_related("server").aget(pk=op.pk)
-
-
-DEPLOY_OK = {
-    "in-confirm_deploy-confirm": "on",
-    "in-confirm_deploy-ticket": "CHG-1042",
-    "in-confirm_deploy-email": "ops@example.test",
-    "in-confirm_deploy-window": "3",
-    "in-confirm_deploy-region": "us-east-1",
-    "in-confirm_deploy-notify": ["email", "slack"],
-}
-
-
 async def test_one_round_form_end_to_end(seeded):
     alice, server, mcp = seeded["users"]["alice"], seeded["servers"]["acme"], seeded["mcp"]
-    client = await _client(alice)
-    op = await _start(client, server, "deploy", {"env": "production", "replicas": "3"})
+    client = await signed_client(alice)
+    op = await start_call(client, server, "deploy", {"env": "production", "replicas": "3"})
     assert op.status == Operation.Status.AWAITING_INPUT, (op.error_code, op.error_message)
     page = (await client.get(f"/mcp/operations/{op.id}/")).content.decode()
     # who asks, for what, and what happens next
@@ -70,9 +31,9 @@ async def test_one_round_form_end_to_end(seeded):
     assert 'name="in-confirm_deploy-window"' in page and 'value="2"' in page  # default pre-filled
     assert 'type="email"' in page and "Europe (Ireland)" in page
 
-    resp = await _answer(client, op, "accept", DEPLOY_OK)
+    resp = await answer_card(client, op, "accept", DEPLOY_OK)
     assert resp.status_code == 302
-    op = await _reload(op)
+    op = await reload_op(op)
     assert op.status == Operation.Status.COMPLETED, (op.error_code, op.error_message)
     text = op.result["content"][0]["text"]
     assert "Deployed 3 replica(s) to production" in text and "region us-east-1" in text and "window 3h" in text
@@ -86,31 +47,31 @@ async def test_one_round_form_end_to_end(seeded):
 
 async def test_invalid_answer_is_not_sent_and_round_stays_open(seeded):
     alice, server, mcp = seeded["users"]["alice"], seeded["servers"]["acme"], seeded["mcp"]
-    client = await _client(alice)
-    op = await _start(client, server, "deploy", {"env": "staging", "replicas": "1"})
+    client = await signed_client(alice)
+    op = await start_call(client, server, "deploy", {"env": "staging", "replicas": "1"})
     bad = dict(DEPLOY_OK, **{"in-confirm_deploy-ticket": "x", "in-confirm_deploy-email": "not an address"})
-    resp = await _answer(client, op, "accept", bad)
+    resp = await answer_card(client, op, "accept", bad)
     assert resp.status_code == 400
     page = resp.content.decode()
     assert "Enter at least 3 characters" in page or "at least 3 characters" in page
-    assert (await _reload(op)).status == Operation.Status.AWAITING_INPUT
+    assert (await reload_op(op)).status == Operation.Status.AWAITING_INPUT
     assert mcp.calls[("deploy", True)] == 0
     # an address Django accepts but the gate's real format check refuses never leaves either
     bad = dict(DEPLOY_OK, **{"in-confirm_deploy-email": "ops@localhost"})
-    resp = await _answer(client, op, "accept", bad)
+    resp = await answer_card(client, op, "accept", bad)
     assert resp.status_code == 400 and mcp.calls[("deploy", True)] == 0
-    resp = await _answer(client, op, "accept", DEPLOY_OK)
+    resp = await answer_card(client, op, "accept", DEPLOY_OK)
     assert resp.status_code == 302
-    assert (await _reload(op)).status == Operation.Status.COMPLETED
+    assert (await reload_op(op)).status == Operation.Status.COMPLETED
     assert mcp.calls[("deploy", True)] == 1
 
 
 async def test_decline_is_sent_as_the_answer(seeded):
     alice, server, mcp = seeded["users"]["alice"], seeded["servers"]["acme"], seeded["mcp"]
-    client = await _client(alice)
-    op = await _start(client, server, "deploy", {"env": "staging", "replicas": "1"})
-    await _answer(client, op, "decline")
-    op = await _reload(op)
+    client = await signed_client(alice)
+    op = await start_call(client, server, "deploy", {"env": "staging", "replicas": "1"})
+    await answer_card(client, op, "decline")
+    op = await reload_op(op)
     assert op.status == Operation.Status.COMPLETED
     assert "declined" in op.result["content"][0]["text"].lower()
     retry = [r for r in mcp.log.tool_calls("deploy") if r.is_retry]
@@ -119,8 +80,8 @@ async def test_decline_is_sent_as_the_answer(seeded):
 
 async def test_double_submit_sends_once(seeded):
     alice, server, mcp = seeded["users"]["alice"], seeded["servers"]["acme"], seeded["mcp"]
-    client = await _client(alice)
-    op = await _start(client, server, "deploy", {"env": "staging", "replicas": "1"})
+    client = await signed_client(alice)
+    op = await start_call(client, server, "deploy", {"env": "staging", "replicas": "1"})
     await client.get(f"/mcp/operations/{op.id}/")  # the card is shown
     url = f"/mcp/operations/{op.id}/answer/"
     review, token = await post_review(client, url, dict(DEPLOY_OK, round="1"))  # reviewed once, then sent twice
@@ -132,48 +93,48 @@ async def test_double_submit_sends_once(seeded):
     await operations.wait_idle()
     assert sorted([first.status_code, second.status_code]) == [302, 409]
     assert mcp.calls[("deploy", True)] == 1
-    assert (await _reload(op)).status == Operation.Status.COMPLETED
-    late = await _answer(client, op, "accept", DEPLOY_OK, round_no=1)
+    assert (await reload_op(op)).status == Operation.Status.COMPLETED
+    late = await answer_card(client, op, "accept", DEPLOY_OK, round_no=1)
     assert late.status_code == 409 and mcp.calls[("deploy", True)] == 1
 
 
 async def test_two_rounds_threaded_through_request_state(seeded):
     alice, server, mcp = seeded["users"]["alice"], seeded["servers"]["acme"], seeded["mcp"]
-    client = await _client(alice)
-    op = await _start(client, server, "book_trip", {"destination": "Lisbon"})
+    client = await signed_client(alice)
+    op = await start_call(client, server, "book_trip", {"destination": "Lisbon"})
     assert op.status == Operation.Status.AWAITING_INPUT and op.rounds == 1
-    await _answer(client, op, "accept", {"in-dates-start": "2026-12-01", "in-dates-nights": "3"})
-    op = await _reload(op)
+    await answer_card(client, op, "accept", {"in-dates-start": "2026-12-01", "in-dates-nights": "3"})
+    op = await reload_op(op)
     assert op.status == Operation.Status.AWAITING_INPUT and op.rounds == 2, (op.error_code, op.error_message)
     page = (await client.get(f"/mcp/operations/{op.id}/")).content.decode()
     assert "Choose your seat" in page
-    await _answer(client, op, "accept", {"in-seat-seat": "aisle", "in-seat-confirm": "on"})
-    op = await _reload(op)
+    await answer_card(client, op, "accept", {"in-seat-seat": "aisle", "in-seat-confirm": "on"})
+    op = await reload_op(op)
     assert op.status == Operation.Status.COMPLETED, (op.error_code, op.error_message)
     assert "Booked 3 night(s) in Lisbon from 2026-12-01, aisle seat." in op.result["content"][0]["text"]
 
 
 async def test_url_mode_round(seeded):
     alice, server = seeded["users"]["alice"], seeded["servers"]["acme"]
-    client = await _client(alice)
-    op = await _start(client, server, "connect_account", {"provider": "github"})
+    client = await signed_client(alice)
+    op = await start_call(client, server, "connect_account", {"provider": "github"})
     page = (await client.get(f"/mcp/operations/{op.id}/")).content.decode()
     assert "https://auth.example.test/connect?provider=github" in page
     assert 'rel="noopener noreferrer"' in page and 'target="_blank"' in page
     assert re.search(r'<mark class="host" dir="ltr">auth\.example\.test</mark>', page)
-    await _answer(client, op, "accept")
-    op = await _reload(op)
+    await answer_card(client, op, "accept")
+    op = await reload_op(op)
     assert op.status == Operation.Status.COMPLETED
     assert "connected" in op.result["content"][0]["text"]
 
 
 async def test_state_only_round_is_retried_without_asking(seeded):
     alice, server, mcp = seeded["users"]["alice"], seeded["servers"]["acme"], seeded["mcp"]
-    client = await _client(alice)
-    op = await _start(client, server, "busy_report", {"topic": "sales"})
+    client = await signed_client(alice)
+    op = await start_call(client, server, "busy_report", {"topic": "sales"})
     assert op.status == Operation.Status.AWAITING_INPUT and op.rounds == 2, (op.error_code, op.error_message)
-    await _answer(client, op, "accept", {"in-format-format": "csv"})
-    op = await _reload(op)
+    await answer_card(client, op, "accept", {"in-format-format": "csv"})
+    op = await reload_op(op)
     assert op.status == Operation.Status.COMPLETED
     assert "ready as csv" in op.result["content"][0]["text"]
     assert mcp.calls[("busy_report", True)] == 2
@@ -183,9 +144,9 @@ async def test_round_limit_stops_an_endless_server(seeded, settings):
     settings.MRTRWEB = {"MAX_ROUNDS": 3, "STATE_ONLY_BACKOFF_S": 0.01, "STATE_ONLY_BACKOFF_CAP_S": 0.02}
     operations.reset_gate()
     alice, server, mcp = seeded["users"]["alice"], seeded["servers"]["acme"], seeded["mcp"]
-    client = await _client(alice)
-    op = await _start(client, server, "endless", {})
-    op = await _reload(op)
+    client = await signed_client(alice)
+    op = await start_call(client, server, "endless", {})
+    op = await reload_op(op)
     assert op.status == Operation.Status.FAILED and op.error_code == "mrtr_round_limit_exceeded"
     assert mcp.calls[("endless", True)] == 3  # three retries, the fourth round refused
     events = [e.event async for e in AuditEvent.objects.filter(operation_id=op.id)]
@@ -194,17 +155,17 @@ async def test_round_limit_stops_an_endless_server(seeded, settings):
 
 async def test_other_users_cannot_see_or_answer(seeded):
     users, server, mcp = seeded["users"], seeded["servers"]["acme"], seeded["mcp"]
-    alice = await _client(users["alice"])
-    op = await _start(alice, server, "deploy", {"env": "staging", "replicas": "1"})
+    alice = await signed_client(users["alice"])
+    op = await start_call(alice, server, "deploy", {"env": "staging", "replicas": "1"})
     for name in ("carol", "bob"):  # same tenant, other tenant
-        other = await _client(users[name])
+        other = await signed_client(users[name])
         assert (await other.get(f"/mcp/operations/{op.id}/")).status_code == 404
         assert (await other.get(f"/mcp/operations/{op.id}/panel/")).status_code == 404
-        resp = await _answer(other, op, "accept", DEPLOY_OK, round_no=1)
+        resp = await answer_card(other, op, "accept", DEPLOY_OK, round_no=1)
         assert resp.status_code == 404
-    assert (await (await _client(users["bob"])).get(f"/mcp/servers/{server.pk}/")).status_code == 404
+    assert (await (await signed_client(users["bob"])).get(f"/mcp/servers/{server.pk}/")).status_code == 404
     assert mcp.calls[("deploy", True)] == 0
-    assert (await _reload(op)).status == Operation.Status.AWAITING_INPUT
+    assert (await reload_op(op)).status == Operation.Status.AWAITING_INPUT
 
 
 async def test_login_and_csrf_required(seeded):
@@ -220,9 +181,9 @@ async def test_login_and_csrf_required(seeded):
 
 async def test_audit_rows_hold_digests_only(seeded):
     alice, server = seeded["users"]["alice"], seeded["servers"]["acme"]
-    client = await _client(alice)
-    op = await _start(client, server, "deploy", {"env": "production", "replicas": "2"})
-    await _answer(client, op, "accept", DEPLOY_OK)
+    client = await signed_client(alice)
+    op = await start_call(client, server, "deploy", {"env": "production", "replicas": "2"})
+    await answer_card(client, op, "accept", DEPLOY_OK)
     rows = [r async for r in AuditEvent.objects.filter(operation_id=op.id).values()]
     assert [r["event"] for r in rows] == ["received", "shown", "submitted", "completed"]
     submitted = rows[2]

@@ -29,8 +29,7 @@ from mrtrweb import operations
 from mrtrweb.models import AuditEvent, Operation
 from mrtrweb.runtime.onehop import OneHopMixin
 from mrtrweb.site.asgi import application
-from tests.answering import review_token
-from tests.operations.test_flow import DEPLOY_OK
+from tests.answering import DEPLOY_OK, review_token
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
