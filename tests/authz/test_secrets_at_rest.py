@@ -392,7 +392,7 @@ def test_moving_from_the_derived_key_to_explicit_keys_loses_nothing(settings, db
 
 
 # ------------------------------------------------------------ issue 14: the database binding store
-from tests.mcp.test_legacy import DEPLOY_OK, legacy, legacy_mcp  # noqa: E402,F401 - the fixtures legacy, legacy_mcp
+from tests.legacy_rounds import DEPLOY_OK  # noqa: E402
 
 #: the tables the database binding store and the legacy hand-over write (issue 14)
 BINDING_TABLES = ("mrtrweb_livebinding", "mrtrweb_bindingindexentry", "mrtrweb_bindingclaim", "mrtrweb_legacyanswer")

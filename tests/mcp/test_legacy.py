@@ -20,31 +20,12 @@ from django.template.loader import render_to_string
 from django.test import AsyncClient
 
 from mrtrweb import operations
-from mrtrweb.demo.legacy import serve_legacy_in_thread
 from mrtrweb.mcp import McpCallError, McpConnection
 from mrtrweb.models import AuditEvent, McpServer, Operation
-from tests.answering import post_answer, post_review, until
+from tests.answering import post_answer, post_review
+from tests.legacy_rounds import DEPLOY_OK, held_start, legacy_until, responses_until
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
-
-DEPLOY_OK = {"in-elicitation-confirm": "on", "in-elicitation-ticket": "CHG-1042", "in-elicitation-replicas": "2"}
-
-
-@pytest.fixture(scope="module")
-def legacy_mcp():
-    handle = serve_legacy_in_thread()
-    yield handle
-    handle.stop()
-
-
-@pytest.fixture
-def legacy(seeded, legacy_mcp):
-    """The seeded tenants, each with the legacy demo server too."""
-    servers = {slug: McpServer.objects.create(tenant=s.tenant, name="Demo (legacy 2025-11-25)", url=legacy_mcp.url)
-               for slug, s in seeded["servers"].items()}
-    legacy_mcp.log.clear()
-    return {"users": seeded["users"], "servers": servers, "mcp": legacy_mcp}
-
 
 async def _client(user) -> AsyncClient:
     client = AsyncClient()
@@ -54,26 +35,6 @@ async def _client(user) -> AsyncClient:
 
 async def _reload(op: Operation) -> Operation:
     return await Operation.objects.select_related("server", "tenant", "user").aget(pk=op.pk)
-
-
-async def _until(op: Operation, what, timeout: float = 15.0) -> Operation:
-    return await until(op, what, timeout)
-
-
-async def _responses_until(mcp, count: int, timeout: float = 10.0) -> list:
-    deadline = time.monotonic() + timeout
-    while len(mcp.log.responses()) < count:
-        assert time.monotonic() < deadline, f"the server got {len(mcp.log.responses())} responses, not {count}"
-        await asyncio.sleep(0.05)
-    return mcp.log.responses()
-
-
-async def _start(client: AsyncClient, server: McpServer, tool: str, args: dict[str, str]) -> Operation:
-    """Run a tool and wait until the server's request is on the card (the call stays open)."""
-    resp = await client.post(f"/mcp/servers/{server.pk}/tools/{tool}/", {f"arg-{k}": v for k, v in args.items()})
-    assert resp.status_code == 302, resp.content.decode()[:2000]
-    op = await Operation.objects.aget(pk=resp["Location"].rstrip("/").split("/")[-1])
-    return await _until(op, lambda o: o.status != Operation.Status.RUNNING)
 
 
 async def _post_answer(client: AsyncClient, op: Operation, action: str, fields: dict[str, object] | None = None):
@@ -101,7 +62,7 @@ async def _finish_idle() -> None:
 async def test_form_elicitation_through_the_card(legacy):
     alice, server, mcp = legacy["users"]["alice"], legacy["servers"]["acme"], legacy["mcp"]
     client = await _client(alice)
-    op = await _start(client, server, "legacy_deploy", {"env": "prod"})
+    op = await held_start(client, server, "legacy_deploy", {"env": "prod"})
     assert op.status == Operation.Status.AWAITING_INPUT and op.rounds == 1
     assert mcp.log.responses() == []  # the server's request is held, unanswered
 
@@ -120,7 +81,7 @@ async def test_form_elicitation_through_the_card(legacy):
 
     resp = await _post_answer(client, op, "accept", DEPLOY_OK)
     assert resp.status_code == 302, resp.content.decode()[:2000]
-    op = await _until(op, lambda o: o.status in Operation.TERMINAL)
+    op = await legacy_until(op, lambda o: o.status in Operation.TERMINAL)
     assert op.status == Operation.Status.COMPLETED, op.error_message
     assert _result_text(op) == "Deployed 2 replica(s) to prod (ticket CHG-1042)."
     # exactly one ElicitResult reached the server, with the validated content; exactly one tools/call
@@ -154,7 +115,7 @@ def operations_panel_context(op):
 async def test_schema_invalid_answer_is_refused_and_the_round_stays_open(legacy):
     alice, server, mcp = legacy["users"]["alice"], legacy["servers"]["acme"], legacy["mcp"]
     client = await _client(alice)
-    op = await _start(client, server, "legacy_deploy", {"env": "staging"})
+    op = await held_start(client, server, "legacy_deploy", {"env": "staging"})
     bad = dict(DEPLOY_OK, **{"in-elicitation-ticket": "ab", "in-elicitation-replicas": "11"})
     resp = await _post_answer(client, op, "accept", bad)
     assert resp.status_code == 400
@@ -165,7 +126,7 @@ async def test_schema_invalid_answer_is_refused_and_the_round_stays_open(legacy)
     assert not await AuditEvent.objects.filter(operation_id=op.id, event="submitted").aexists()
     resp = await _post_answer(client, op, "accept", DEPLOY_OK)
     assert resp.status_code == 302
-    op = await _until(op, lambda o: o.status in Operation.TERMINAL)
+    op = await legacy_until(op, lambda o: o.status in Operation.TERMINAL)
     assert _result_text(op) == "Deployed 2 replica(s) to staging (ticket CHG-1042)."
     assert len(mcp.log.responses()) == 1
     await _finish_idle()
@@ -175,10 +136,10 @@ async def test_schema_invalid_answer_is_refused_and_the_round_stays_open(legacy)
 async def test_decline_and_cancel_reach_the_server_as_such(legacy, action):
     alice, server, mcp = legacy["users"]["alice"], legacy["servers"]["acme"], legacy["mcp"]
     client = await _client(alice)
-    op = await _start(client, server, "legacy_deploy", {"env": "prod"})
+    op = await held_start(client, server, "legacy_deploy", {"env": "prod"})
     resp = await _post_answer(client, op, action)
     assert resp.status_code == 302
-    op = await _until(op, lambda o: o.status in Operation.TERMINAL)
+    op = await legacy_until(op, lambda o: o.status in Operation.TERMINAL)
     [response] = mcp.log.responses()
     assert response.result == {"action": action}
     assert _result_text(op) == f"Deployment: {action}; nothing was deployed."
@@ -192,11 +153,11 @@ async def test_timeout_tells_the_server_cancel_and_denies(legacy, settings):
     settings.MRTRWEB = {"LEGACY_HOLD_S": 1.5}
     alice, server, mcp = legacy["users"]["alice"], legacy["servers"]["acme"], legacy["mcp"]
     client = await _client(alice)
-    op = await _start(client, server, "legacy_deploy", {"env": "prod"})
+    op = await held_start(client, server, "legacy_deploy", {"env": "prod"})
     await client.get(f"/mcp/operations/{op.id}/")  # shown, never answered
-    [response] = await _responses_until(mcp, 1)
+    [response] = await responses_until(mcp, 1)
     assert response.result == {"action": "cancel"}
-    op = await _until(op, lambda o: o.status in Operation.TERMINAL)
+    op = await legacy_until(op, lambda o: o.status in Operation.TERMINAL)
     assert op.status == Operation.Status.DENIED
     assert "held its call open for your answer until" in op.error_message and "told cancel" in op.error_message
     page = (await client.get(f"/mcp/operations/{op.id}/")).content.decode()
@@ -213,10 +174,10 @@ async def test_timeout_tells_the_server_cancel_and_denies(legacy, settings):
 async def test_stop_while_held_tells_the_server_cancel(legacy):
     alice, server, mcp = legacy["users"]["alice"], legacy["servers"]["acme"], legacy["mcp"]
     client = await _client(alice)
-    op = await _start(client, server, "legacy_deploy", {"env": "prod"})
+    op = await held_start(client, server, "legacy_deploy", {"env": "prod"})
     resp = await client.post(f"/mcp/operations/{op.id}/stop/")
     assert resp.status_code == 302
-    [response] = await _responses_until(mcp, 1)
+    [response] = await responses_until(mcp, 1)
     assert response.result == {"action": "cancel"}
     op = await _reload(op)
     assert op.status == Operation.Status.DENIED
@@ -230,11 +191,11 @@ async def test_stop_while_held_tells_the_server_cancel(legacy):
 async def test_second_answer_is_409_and_the_server_saw_one_result(legacy):
     alice, server, mcp = legacy["users"]["alice"], legacy["servers"]["acme"], legacy["mcp"]
     client = await _client(alice)
-    op = await _start(client, server, "legacy_deploy", {"env": "prod"})
+    op = await held_start(client, server, "legacy_deploy", {"env": "prod"})
     first = await _post_answer(client, op, "accept", DEPLOY_OK)
     second = await _post_answer(client, op, "decline")
     assert first.status_code == 302 and second.status_code == 409
-    op = await _until(op, lambda o: o.status in Operation.TERMINAL)
+    op = await legacy_until(op, lambda o: o.status in Operation.TERMINAL)
     await _finish_idle()
     [response] = mcp.log.responses()
     assert response.result["action"] == "accept"
@@ -244,7 +205,7 @@ async def test_second_answer_is_409_and_the_server_saw_one_result(legacy):
 async def test_concurrent_answers_deliver_exactly_once(legacy):
     alice, server, mcp = legacy["users"]["alice"], legacy["servers"]["acme"], legacy["mcp"]
     client = await _client(alice)
-    op = await _start(client, server, "legacy_deploy", {"env": "prod"})
+    op = await held_start(client, server, "legacy_deploy", {"env": "prod"})
     await client.get(f"/mcp/operations/{op.id}/")
     url = f"/mcp/operations/{op.id}/answer/"
     review, token = await post_review(client, url, dict(DEPLOY_OK, round="1"))  # reviewed once, sent 4 times
@@ -252,7 +213,7 @@ async def test_concurrent_answers_deliver_exactly_once(legacy):
     data = dict(DEPLOY_OK, action="send", round="1", review_token=token)
     statuses = sorted(r.status_code for r in await asyncio.gather(*(client.post(url, data) for _ in range(4))))
     assert statuses == [302, 409, 409, 409]
-    op = await _until(op, lambda o: o.status in Operation.TERMINAL)
+    op = await legacy_until(op, lambda o: o.status in Operation.TERMINAL)
     await _finish_idle()
     assert len(mcp.log.responses()) == 1
     assert await AuditEvent.objects.filter(operation_id=op.id, event="submitted").acount() == 1
@@ -261,7 +222,7 @@ async def test_concurrent_answers_deliver_exactly_once(legacy):
 async def test_answer_from_another_user_is_404_and_nothing_is_sent(legacy):
     alice, bob = legacy["users"]["alice"], legacy["users"]["bob"]
     server, mcp = legacy["servers"]["acme"], legacy["mcp"]
-    op = await _start(await _client(alice), server, "legacy_deploy", {"env": "prod"})
+    op = await held_start(await _client(alice), server, "legacy_deploy", {"env": "prod"})
     intruder = await _client(bob)
     resp = await intruder.post(f"/mcp/operations/{op.id}/answer/", dict(DEPLOY_OK, action="accept", round="1"))
     assert resp.status_code == 404
@@ -271,22 +232,22 @@ async def test_answer_from_another_user_is_404_and_nothing_is_sent(legacy):
     assert op.status == Operation.Status.AWAITING_INPUT
     assert not await AuditEvent.objects.filter(operation_id=op.id, event="submitted").aexists()
     await operations.stop_operation(op)
-    await _responses_until(mcp, 1)
+    await responses_until(mcp, 1)
     await _finish_idle()
 
 
 async def test_two_elicitations_in_one_call_are_two_rounds(legacy):
     alice, server, mcp = legacy["users"]["alice"], legacy["servers"]["acme"], legacy["mcp"]
     client = await _client(alice)
-    op = await _start(client, server, "legacy_trip", {"destination": "Lisbon"})
+    op = await held_start(client, server, "legacy_trip", {"destination": "Lisbon"})
     assert op.rounds == 1
     assert (await _post_answer(client, op, "accept", {"in-elicitation-nights": "3"})).status_code == 302
-    op = await _until(op, lambda o: o.rounds == 2 and o.status == Operation.Status.AWAITING_INPUT)
+    op = await legacy_until(op, lambda o: o.rounds == 2 and o.status == Operation.Status.AWAITING_INPUT)
     page = (await client.get(f"/mcp/operations/{op.id}/")).content.decode()
     assert "3 night(s) in Lisbon: choose your seat." in page
     resp = await _post_answer(client, op, "accept", {"in-elicitation-seat": "aisle", "in-elicitation-confirm": "on"})
     assert resp.status_code == 302
-    op = await _until(op, lambda o: o.status in Operation.TERMINAL)
+    op = await legacy_until(op, lambda o: o.status in Operation.TERMINAL)
     assert _result_text(op) == "Booked 3 night(s) in Lisbon, aisle seat."
     assert [r.result for r in mcp.log.responses()] == [
         {"action": "accept", "content": {"nights": 3}},
@@ -306,11 +267,11 @@ async def test_two_elicitations_in_one_call_are_two_rounds(legacy):
 async def test_url_elicitation(legacy):
     alice, server, mcp = legacy["users"]["alice"], legacy["servers"]["acme"], legacy["mcp"]
     client = await _client(alice)
-    op = await _start(client, server, "legacy_connect", {"provider": "github"})
+    op = await held_start(client, server, "legacy_connect", {"provider": "github"})
     page = (await client.get(f"/mcp/operations/{op.id}/")).content.decode()
     assert "https://auth.example.test/connect?provider=github" in page
     assert (await _post_answer(client, op, "accept")).status_code == 302
-    op = await _until(op, lambda o: o.status in Operation.TERMINAL)
+    op = await legacy_until(op, lambda o: o.status in Operation.TERMINAL)
     assert _result_text(op) == "Connecting github: the person opened the sign-in page."
     [response] = mcp.log.responses()
     assert response.result == {"action": "accept"}
@@ -320,10 +281,10 @@ async def test_url_elicitation(legacy):
 async def test_sampling_is_refused_by_default_and_audited(legacy):
     alice, server, mcp = legacy["users"]["alice"], legacy["servers"]["acme"], legacy["mcp"]
     client = await _client(alice)
-    op = await _start(client, server, "legacy_summarize", {"text": "a long text"})
+    op = await held_start(client, server, "legacy_summarize", {"text": "a long text"})
     assert op.status == Operation.Status.FAILED
     assert op.error_code == "unapproved_deprecated_client_request"
-    [response] = await _responses_until(mcp, 1)
+    [response] = await responses_until(mcp, 1)
     assert response.result is None and "unapproved_deprecated_client_request" in response.error["message"]
     rejected = await AuditEvent.objects.aget(operation_id=op.id, event="rejected")
     assert rejected.code == "unapproved_deprecated_client_request" and rejected.round_number == 1
@@ -336,14 +297,14 @@ async def test_sampling_allowed_for_the_server_goes_through_the_card(legacy):
     server.allow_sampling = True
     await server.asave()
     client = await _client(alice)
-    op = await _start(client, server, "legacy_summarize", {"text": "numbers went up"})
+    op = await held_start(client, server, "legacy_summarize", {"text": "numbers went up"})
     assert op.status == Operation.Status.AWAITING_INPUT, op.error_message
     page = (await client.get(f"/mcp/operations/{op.id}/")).content.decode()
     assert "Summarize: numbers went up" in page and 'name="in-sampling-approve"' in page
     resp = await _post_answer(client, op, "accept", {"in-sampling-approve": "on",
                                                      "in-sampling-reply": "They rose."})
     assert resp.status_code == 302, resp.content.decode()[:2000]
-    op = await _until(op, lambda o: o.status in Operation.TERMINAL)
+    op = await legacy_until(op, lambda o: o.status in Operation.TERMINAL)
     assert _result_text(op) == "Summary: They rose."
     [response] = mcp.log.responses()
     assert response.result["role"] == "assistant" and response.result["content"]["text"] == "They rose."
@@ -359,10 +320,10 @@ async def test_declined_sampling_is_an_error_to_the_server_and_denies(legacy):
     server.allow_sampling = True
     await server.asave()
     client = await _client(alice)
-    op = await _start(client, server, "legacy_summarize", {"text": "numbers went up"})
+    op = await held_start(client, server, "legacy_summarize", {"text": "numbers went up"})
     resp = await _post_answer(client, op, "decline")
     assert resp.status_code == 302
-    [response] = await _responses_until(mcp, 1)
+    [response] = await responses_until(mcp, 1)
     assert response.result is None and "did not approve" in response.error["message"]
     op = await _reload(op)
     assert op.status == Operation.Status.DENIED and op.error_code == "denied"
@@ -376,11 +337,11 @@ async def test_roots_allowed_for_the_server_go_through_the_card(legacy):
     server.roots = [{"uri": "file:///srv/projects", "name": "projects"}]
     await server.asave()
     client = await _client(alice)
-    op = await _start(client, server, "legacy_roots", {})
+    op = await held_start(client, server, "legacy_roots", {})
     assert op.status == Operation.Status.AWAITING_INPUT, op.error_message
     resp = await _post_answer(client, op, "accept")
     assert resp.status_code == 302, resp.content.decode()[:2000]
-    op = await _until(op, lambda o: o.status in Operation.TERMINAL)
+    op = await legacy_until(op, lambda o: o.status in Operation.TERMINAL)
     assert _result_text(op) == "Roots: file:///srv/projects"
     [response] = mcp.log.responses()
     assert response.result == {"roots": [{"uri": "file:///srv/projects", "name": "projects"}]}
@@ -439,7 +400,7 @@ async def test_answer_from_another_worker_reaches_the_held_call(legacy):
     cache (as two workers share PostgreSQL and Redis); the holder picks it up from the cache."""
     alice, server, mcp = legacy["users"]["alice"], legacy["servers"]["acme"], legacy["mcp"]
     client = await _client(alice)
-    op = await _start(client, server, "legacy_deploy", {"env": "eu"})
+    op = await held_start(client, server, "legacy_deploy", {"env": "eu"})
     await client.get(f"/mcp/operations/{op.id}/")  # the consent receipt
 
     def other_worker():
@@ -451,7 +412,7 @@ async def test_answer_from_another_worker_reaches_the_held_call(legacy):
 
     retry = await asyncio.to_thread(other_worker)
     assert retry.actions == {"elicitation": "accept"}
-    op = await _until(op, lambda o: o.status in Operation.TERMINAL)
+    op = await legacy_until(op, lambda o: o.status in Operation.TERMINAL)
     assert _result_text(op) == "Deployed 3 replica(s) to eu (ticket CHG-9)."
     assert len(mcp.log.responses()) == 1
     await _finish_idle()
@@ -463,7 +424,7 @@ async def test_answer_while_the_holding_worker_is_gone(legacy, trusted_worker):
     interrupted; the reaper does the same without an answer."""
     alice, server, mcp = legacy["users"]["alice"], legacy["servers"]["acme"], legacy["mcp"]
     client = await _client(alice)
-    op = await _start(client, server, "legacy_deploy", {"env": "eu"})
+    op = await held_start(client, server, "legacy_deploy", {"env": "eu"})
     await Operation.objects.filter(pk=op.pk).aupdate(worker="gone-host:1:deadbeef")
     resp = await _post_answer(client, op, "accept", DEPLOY_OK)
     assert resp.status_code == 409  # interrupted: the round can no longer be answered
@@ -472,7 +433,7 @@ async def test_answer_while_the_holding_worker_is_gone(legacy, trusted_worker):
     assert op.status == Operation.Status.INTERRUPTED and op.error_code == "worker_lost"
     assert not await AuditEvent.objects.filter(operation_id=op.id, event="submitted").aexists()
     # the call really was held here, on a live worker: it sees the operation ended and says cancel
-    [response] = await _responses_until(mcp, 1)
+    [response] = await responses_until(mcp, 1)
     assert response.result == {"action": "cancel"}
     await _finish_idle()
 
@@ -484,13 +445,13 @@ async def test_the_reaper_interrupts_a_call_held_by_a_dead_worker(legacy, truste
 
     alice, server, mcp = legacy["users"]["alice"], legacy["servers"]["acme"], legacy["mcp"]
     client = await _client(alice)
-    held = await _start(client, server, "legacy_deploy", {"env": "eu"})
+    held = await held_start(client, server, "legacy_deploy", {"env": "eu"})
     await Operation.objects.filter(pk=held.pk).aupdate(worker="gone-host:1:deadbeef",
                                                        updated_at=timezone.now() - timezone.timedelta(minutes=5))
     assert await reap_interrupted(held.pk) == 1
     held = await _reload(held)
     assert held.status == Operation.Status.INTERRUPTED
-    await _responses_until(mcp, 1)
+    await responses_until(mcp, 1)
     await _finish_idle()
 
 
@@ -504,7 +465,7 @@ async def test_the_reaper_leaves_mrtr_rounds_alone(seeded, trusted_worker):
     client = await _client(alice)
     resp = await client.post(f"/mcp/servers/{server.pk}/tools/deploy/", {"arg-env": "staging", "arg-replicas": "1"})
     op = await Operation.objects.aget(pk=resp["Location"].rstrip("/").split("/")[-1])
-    op = await _until(op, lambda o: o.status != Operation.Status.RUNNING)
+    op = await legacy_until(op, lambda o: o.status != Operation.Status.RUNNING)
     assert op.status == Operation.Status.AWAITING_INPUT
     await Operation.objects.filter(pk=op.pk).aupdate(worker="gone-host:1:deadbeef",
                                                      updated_at=timezone.now() - timezone.timedelta(minutes=5))
@@ -547,16 +508,16 @@ async def test_two_operations_on_one_legacy_server_each_get_their_own_call(legac
     connection, so each server request is matched to its operation (never refused as ambiguous)."""
     alice, server, mcp = legacy["users"]["alice"], legacy["servers"]["acme"], legacy["mcp"]
     client = await _client(alice)
-    first = await _start(client, server, "legacy_deploy", {"env": "one"})
-    second = await _start(client, server, "legacy_deploy", {"env": "two"})
+    first = await held_start(client, server, "legacy_deploy", {"env": "one"})
+    second = await held_start(client, server, "legacy_deploy", {"env": "two"})
     assert first.status == second.status == Operation.Status.AWAITING_INPUT
     assert mcp.log.responses() == []
     assert (await _post_answer(client, second, "accept", DEPLOY_OK)).status_code == 302
-    second = await _until(second, lambda o: o.status in Operation.TERMINAL)
+    second = await legacy_until(second, lambda o: o.status in Operation.TERMINAL)
     assert _result_text(second) == "Deployed 2 replica(s) to two (ticket CHG-1042)."
     assert (await _reload(first)).status == Operation.Status.AWAITING_INPUT  # still held
     assert (await _post_answer(client, first, "decline")).status_code == 302
-    first = await _until(first, lambda o: o.status in Operation.TERMINAL)
+    first = await legacy_until(first, lambda o: o.status in Operation.TERMINAL)
     assert _result_text(first) == "Deployment: decline; nothing was deployed."
     assert sorted(r.result["action"] for r in mcp.log.responses()) == ["accept", "decline"]
     await _finish_idle()
@@ -598,9 +559,9 @@ async def test_the_gate_refuses_what_it_refuses_for_mrtr(seeded, hostile_legacy,
     server = await McpServer.objects.acreate(tenant_id=acme.tenant_id, name="Hostile legacy", url=hostile_legacy.url)
     hostile_legacy.log.clear()
     client = await _client(alice)
-    op = await _start(client, server, tool, {})
+    op = await held_start(client, server, tool, {})
     assert op.status == Operation.Status.FAILED and op.error_code == code
-    [response] = await _responses_until(hostile_legacy, 1)
+    [response] = await responses_until(hostile_legacy, 1)
     assert response.result is None and code in response.error["message"]
     events = await _events(op)
     assert [(e.event, e.code) for e in events][:1] == [("rejected", code)]
@@ -615,7 +576,7 @@ async def test_sampling_and_roots_are_declared_only_where_allowed(legacy):
     client = await _client(alice)
 
     async def declared() -> set[str]:
-        op = await _start(client, server, "echo", {"text": "hi"})
+        op = await held_start(client, server, "echo", {"text": "hi"})
         assert op.status == Operation.Status.COMPLETED
         await _finish_idle()
         return set(mcp.log.records("initialize")[-1].params["capabilities"])
@@ -640,7 +601,7 @@ async def test_the_cache_emptied_before_the_holder_takes_the_answer_loses_nothin
 
     alice, server, mcp = legacy["users"]["alice"], legacy["servers"]["acme"], legacy["mcp"]
     client = await _client(alice)
-    op = await _start(client, server, "legacy_deploy", {"env": "prod"})
+    op = await held_start(client, server, "legacy_deploy", {"env": "prod"})
     take, holder_may_take, polls = operations.legacy._take_answer, asyncio.Event(), []
 
     def held_back(op_, round_number):  # the holder polls as always, but takes nothing until told
@@ -660,7 +621,7 @@ async def test_the_cache_emptied_before_the_holder_takes_the_answer_loses_nothin
         await asyncio.sleep(0.05)
     assert mcp.log.responses() == []
     holder_may_take.set()
-    op = await _until(op, lambda o: o.status in Operation.TERMINAL)
+    op = await legacy_until(op, lambda o: o.status in Operation.TERMINAL)
     assert op.status == Operation.Status.COMPLETED, op.error_message
     assert _result_text(op) == "Deployed 2 replica(s) to prod (ticket CHG-1042)."
     [response] = mcp.log.responses()  # once
@@ -680,7 +641,7 @@ async def test_a_handed_over_answer_is_sealed_for_its_round(legacy, monkeypatch,
 
     alice, server, mcp = legacy["users"]["alice"], legacy["servers"]["acme"], legacy["mcp"]
     client = await _client(alice)
-    op = await _start(client, server, "legacy_deploy", {"env": "prod"})
+    op = await held_start(client, server, "legacy_deploy", {"env": "prod"})
     take = operations.legacy._take_answer
     monkeypatch.setattr(operations.legacy, "_take_answer", lambda op_, n: None)  # the holder takes nothing yet
     assert (await _post_answer(client, op, "accept", DEPLOY_OK)).status_code == 302
@@ -700,7 +661,7 @@ async def test_a_handed_over_answer_is_sealed_for_its_round(legacy, monkeypatch,
     assert all(r.exc_info is None for r in caplog.records)
     assert mcp.log.responses() == []
     monkeypatch.setattr(operations.legacy, "_take_answer", take)
-    op = await _until(op, lambda o: o.status in Operation.TERMINAL)
+    op = await legacy_until(op, lambda o: o.status in Operation.TERMINAL)
     assert _result_text(op) == "Deployed 2 replica(s) to prod (ticket CHG-1042)."
     assert len(mcp.log.responses()) == 1
     assert not await LegacyAnswer.objects.aexists()
@@ -718,10 +679,10 @@ async def test_a_legacy_round_on_the_cache_store(legacy, settings):
     operations.reset_gate()
     alice, server, mcp = legacy["users"]["alice"], legacy["servers"]["acme"], legacy["mcp"]
     client = await _client(alice)
-    op = await _start(client, server, "legacy_deploy", {"env": "eu"})
+    op = await held_start(client, server, "legacy_deploy", {"env": "eu"})
     resp = await _post_answer(client, op, "accept", DEPLOY_OK)
     assert resp.status_code == 302
-    op = await _until(op, lambda o: o.status in Operation.TERMINAL)
+    op = await legacy_until(op, lambda o: o.status in Operation.TERMINAL)
     assert _result_text(op) == "Deployed 2 replica(s) to eu (ticket CHG-1042)."
     assert len(mcp.log.responses()) == 1
     assert not await BindingClaim.objects.aexists()

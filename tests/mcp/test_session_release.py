@@ -19,8 +19,7 @@ from mrtrweb import operations
 from mrtrweb.mcp import ConnectionPool
 from mrtrweb.models import AuditEvent, Operation
 from tests.answering import DEPLOY_OK, post_answer, signed_client
-from tests.mcp.test_legacy import DEPLOY_OK as LEGACY_OK
-from tests.mcp.test_legacy import legacy, legacy_mcp  # noqa: F401 -- fixtures
+from tests.legacy_rounds import DEPLOY_OK as LEGACY_OK
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 

@@ -17,7 +17,6 @@ from mrtrweb import operations
 from mrtrweb.models import AuditEvent, McpServer, Membership, Operation
 from mrtrweb.site.asgi import application
 from tests.answering import post_answer
-from tests.mcp.test_legacy import legacy, legacy_mcp  # noqa: F401 -- fixtures
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -311,17 +310,17 @@ async def test_progress_and_updates_stop_at_once_even_without_signals(seeded):
 async def test_a_legacy_call_held_for_her_is_told_cancel(legacy):
     """A 2025-11-25 server holding its call open for the person's answer: when her access ends the
     server is told cancel (never an answer), and the operation ends denied."""
-    from tests.mcp.test_legacy import _responses_until, _start, _until
+    from tests.legacy_rounds import responses_until, held_start, legacy_until
 
     mcp, server = legacy["mcp"], legacy["servers"]["acme"]
     client = await _client(legacy["users"]["carol"])
-    op = await _start(client, server, "legacy_deploy", {"env": "prod"})
+    op = await held_start(client, server, "legacy_deploy", {"env": "prod"})
     assert op.status == Operation.Status.AWAITING_INPUT and mcp.log.responses() == []
     assert (await client.get(f"/mcp/operations/{op.id}/")).status_code == 200
     await Membership.objects.filter(tenant=server.tenant_id, user=op.user_id).adelete()
-    [response] = await _responses_until(mcp, 1)
+    [response] = await responses_until(mcp, 1)
     assert response.result == {"action": "cancel"}
-    op = await _until(op, lambda o: o.status in Operation.TERMINAL)
+    op = await legacy_until(op, lambda o: o.status in Operation.TERMINAL)
     assert op.status == Operation.Status.DENIED
     await _denied_in_audit(op, access.MEMBERSHIP_REMOVED)
     resp = await client.post(f"/mcp/operations/{op.id}/answer/", {"action": "decline", "round": "1"})
