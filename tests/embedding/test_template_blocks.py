@@ -17,8 +17,8 @@ from django.test import RequestFactory
 
 from mrtrweb import operations
 from mrtrweb.models import Operation
-from tests.answering import post_answer
-from tests.tenancy.test_access import DEPLOY_OK, _client
+from tests.answering import DEPLOY_OK, post_answer
+from tests.sockets import csrf_client
 
 PORTAL_TEMPLATES = Path(__file__).resolve().parents[1] / "embed_orgs" / "templates"
 CHROME = ('id="portal-bar"', 'id="portal-nav-home"', 'id="portal-footer"', 'id="portal-css"', 'id="portal-js"',
@@ -42,7 +42,7 @@ def _chrome_once(body: str) -> None:
 
 
 async def test_the_card_page_works_under_the_portals_blocks(seeded, portal_templates):
-    client = await _client(seeded["users"]["carol"])
+    client = await csrf_client(seeded["users"]["carol"])
     server = seeded["servers"]["acme"]
     for url in ("/mcp/", f"/mcp/servers/{server.pk}/", "/mcp/connections/"):
         resp = await client.get(url)

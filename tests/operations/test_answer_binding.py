@@ -16,7 +16,7 @@ from mrtrweb import operations
 from mrtrweb.gate import GateRejection
 from mrtrweb.models import AuditEvent, McpServer, Operation
 from tests.answering import post_answer
-from tests.tenancy.test_access import _waiting_round
+from tests.sockets import round_on_socket
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -26,7 +26,7 @@ async def _full(op: Operation) -> Operation:
 
 
 async def test_access_ended_while_the_answer_is_recorded_stops_its_retry(seeded, monkeypatch):
-    _client, op, ws = await _waiting_round(seeded)
+    csrf_client, op, ws = await round_on_socket(seeded)
     real = audit.record
 
     def record(operation, event, **kw):
@@ -47,7 +47,7 @@ async def test_access_ended_while_the_answer_is_recorded_stops_its_retry(seeded,
 
 
 async def test_an_answer_to_another_round_than_the_open_one_is_refused_and_nothing_is_sent(seeded):
-    _client, op, ws = await _waiting_round(seeded)
+    csrf_client, op, ws = await round_on_socket(seeded)
     full = await _full(op)
     with pytest.raises(operations.OperationRefused) as refused:
         await operations.answer_round(full, {"confirm_deploy": {"action": "decline"}}, round_number=op.rounds + 1)
@@ -70,10 +70,10 @@ async def test_an_answer_to_another_round_than_the_open_one_is_refused_and_nothi
 async def test_an_answer_to_a_card_no_socket_pushed_does_not_wait_for_a_receipt(seeded, monkeypatch):
     from mrtrweb.views import answers
 
-    from tests.tenancy.test_access import _client
+    from tests.sockets import csrf_client
 
     monkeypatch.setattr(answers, "RECEIPT_WAIT_S", 600.0)  # were it waited for, the POST would hang
-    client = await _client(seeded["users"]["carol"])
+    client = await csrf_client(seeded["users"]["carol"])
     server = seeded["servers"]["acme"]
     resp = await client.post(f"/mcp/servers/{server.pk}/tools/deploy/", {"arg-env": "staging", "arg-replicas": "2"})
     await operations.wait_idle()

@@ -16,59 +16,10 @@ from mrtrweb.tenancy import access
 from mrtrweb import operations
 from mrtrweb.models import AuditEvent, McpServer, Membership, Operation
 from mrtrweb.site.asgi import application
-from tests.answering import post_answer
+from tests.answering import DEPLOY_OK, post_answer
+from tests.sockets import closed_with, csrf_client, denied_in_audit, open_socket, round_on_socket
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
-
-DEPLOY_OK = {
-    "in-confirm_deploy-confirm": "on",
-    "in-confirm_deploy-ticket": "CHG-1042",
-    "in-confirm_deploy-email": "ops@example.test",
-    "in-confirm_deploy-window": "3",
-    "in-confirm_deploy-region": "us-east-1",
-    "in-confirm_deploy-notify": ["email", "slack"],
-}
-
-
-async def _client(user) -> AsyncClient:
-    client = AsyncClient()
-    await client.aforce_login(user)
-    await client.get("/mcp/")  # the CSRF cookie
-    return client
-
-
-def _ws(client: AsyncClient) -> WebsocketCommunicator:
-    cookie = "; ".join(f"{k}={v.value}" for k, v in client.cookies.items())
-    headers = [(b"origin", b"http://127.0.0.1:8000"), (b"host", b"127.0.0.1:8000"), (b"cookie", cookie.encode())]
-    return WebsocketCommunicator(application, "/ws/mrtrweb/", headers=headers)
-
-
-async def _waiting_round(seeded, who: str = "carol"):
-    """``who`` starts deploy on acme's server and looks at the card (the consent receipt); their
-    WebSocket is open. Returns (client, op, socket)."""
-    client = await _client(seeded["users"][who])
-    server = seeded["servers"]["acme"]
-    resp = await client.post(f"/mcp/servers/{server.pk}/tools/deploy/", {"arg-env": "staging", "arg-replicas": "2"})
-    assert resp.status_code == 302
-    await operations.wait_idle()
-    op = await Operation.objects.select_related("server", "tenant").aget(pk=resp["Location"].rstrip("/").split("/")[-1])
-    assert op.status == Operation.Status.AWAITING_INPUT, (op.error_code, op.error_message)
-    assert (await client.get(f"/mcp/operations/{op.id}/")).status_code == 200
-    ws = _ws(client)
-    assert (await ws.connect())[0]
-    return client, op, ws
-
-
-async def _closed_with(ws: WebsocketCommunicator, code: int) -> None:
-    """The consumer closes the socket with ``code`` (pushes for the ended operation are not sent)."""
-    while True:
-        out = await ws.receive_output(timeout=5)
-        if out["type"] == "websocket.close":
-            assert out.get("code") == code, out
-            return
-        assert out["type"] == "websocket.send", out
-        assert "CHG-1042" not in out.get("text", "")
-
 
 async def _nothing_answers(client: AsyncClient, op: Operation, mcp) -> None:
     """Every way of acting on the operation is refused (404) and nothing reaches the server."""
@@ -85,25 +36,17 @@ async def _nothing_answers(client: AsyncClient, op: Operation, mcp) -> None:
     assert mcp.calls[("deploy", True)] == 0  # no retry ever reached the MCP server
 
 
-async def _denied_in_audit(op: Operation, cause: str) -> AuditEvent:
-    rows = [e async for e in AuditEvent.objects.filter(operation_id=op.id, event="denied")]
-    assert len(rows) == 1, [(e.event, e.reason) for e in rows]
-    assert rows[0].reason == f"access_revoked: {cause}" and rows[0].code == "denied"
-    assert not await AuditEvent.objects.filter(operation_id=op.id, event="submitted").aexists()
-    return rows[0]
-
-
 async def test_removed_member_is_refused_everything_and_her_round_is_denied(seeded):
     mcp = seeded["mcp"]
-    client, op, ws = await _waiting_round(seeded)
+    client, op, ws = await round_on_socket(seeded)
     # the answer was reviewed before the membership went: Send must still not go out
     review = await client.post(f"/mcp/operations/{op.id}/answer/", dict(DEPLOY_OK, action="accept", round="1"))
     assert review.status_code == 200 and b"review_token" in review.content
     await Membership.objects.filter(tenant=op.tenant, user=op.user_id).adelete()
-    await _closed_with(ws, access.CLOSE_CODE)
+    await closed_with(ws, access.CLOSE_CODE)
     row = await Operation.objects.aget(pk=op.pk)
     assert row.status == Operation.Status.DENIED and row.error_code == "denied"
-    await _denied_in_audit(op, access.MEMBERSHIP_REMOVED)
+    await denied_in_audit(op, access.MEMBERSHIP_REMOVED)
     await _nothing_answers(client, op, mcp)
     # each refused post is in the audit trail (code only)
     refused = [e async for e in AuditEvent.objects.filter(operation_id=op.id, event="rejected",
@@ -116,7 +59,7 @@ async def test_removed_member_is_refused_everything_and_her_round_is_denied(seed
 async def test_check_at_every_answer_holds_when_signals_are_bypassed(seeded):
     """A membership removed by raw SQL (no signal): the answer, the page and the push still refuse."""
     mcp = seeded["mcp"]
-    client, op, ws = await _waiting_round(seeded)
+    client, op, ws = await round_on_socket(seeded)
     membership = await Membership.objects.aget(tenant=op.tenant, user=op.user_id)
     await asyncio.to_thread(lambda: Membership.objects.filter(pk=membership.pk)._raw_delete("default"))
     assert (await Operation.objects.aget(pk=op.pk)).status == Operation.Status.AWAITING_INPUT  # no signal ran
@@ -125,71 +68,71 @@ async def test_check_at_every_answer_holds_when_signals_are_bypassed(seeded):
     resp = await post_answer(client, f"/mcp/operations/{op.id}/answer/", dict(DEPLOY_OK, action="accept", round="1"))
     assert resp.status_code == 404
     assert (await Operation.objects.aget(pk=op.pk)).status == Operation.Status.DENIED
-    await _denied_in_audit(op, access.MEMBERSHIP_REMOVED)
+    await denied_in_audit(op, access.MEMBERSHIP_REMOVED)
     await _nothing_answers(client, op, mcp)
     await ws.disconnect()
 
 
 async def test_answer_round_itself_refuses_after_access_ended(seeded):
     """The headless client (and any caller) answers through operations.answer_round: refused too."""
-    _client_, op, ws = await _waiting_round(seeded)
+    _client_, op, ws = await round_on_socket(seeded)
     await McpServer.objects.filter(pk=op.server_id).aupdate(enabled=False)  # bypasses the signals
     full = await Operation.objects.select_related("server", "tenant", "user").aget(pk=op.pk)
     with pytest.raises(operations.OperationRefused):
         await operations.answer_round(full, {"confirm_deploy": {"action": "decline"}})
     await operations.wait_idle()
     assert seeded["mcp"].calls[("deploy", True)] == 0
-    await _denied_in_audit(op, access.SERVER_DISABLED)
+    await denied_in_audit(op, access.SERVER_DISABLED)
     await ws.disconnect()
 
 
 async def test_deactivated_user_is_refused_and_cannot_reconnect(seeded, settings):
     mcp = seeded["mcp"]
-    client, op, ws = await _waiting_round(seeded)
+    client, op, ws = await round_on_socket(seeded)
     user = seeded["users"]["carol"]
     user.is_active = False
     await user.asave()
-    await _closed_with(ws, access.CLOSE_CODE)
-    await _denied_in_audit(op, access.USER_INACTIVE)
+    await closed_with(ws, access.CLOSE_CODE)
+    await denied_in_audit(op, access.USER_INACTIVE)
     # the session no longer signs her in (ModelBackend): the pages send her to the login page
     resp = await client.post(f"/mcp/operations/{op.id}/answer/", {"action": "decline", "round": "1"})
     assert resp.status_code == 302 and "/login/" in resp["Location"]
-    again = _ws(client)
+    again = open_socket(client)
     assert (await again.connect()) == (False, 4401)
     # and with a backend that signs inactive users in, mrtrweb's own check still refuses
     settings.AUTHENTICATION_BACKENDS = ["django.contrib.auth.backends.AllowAllUsersModelBackend"]
     await client.aforce_login(user)
-    assert (await _ws(client).connect()) == (False, access.CLOSE_CODE)
+    assert (await open_socket(client).connect()) == (False, access.CLOSE_CODE)
     await _nothing_answers(client, op, mcp)
     assert (await client.get(f"/mcp/servers/{op.server_id}/")).status_code == 404
 
 
 async def test_disabled_server_ends_the_round(seeded):
     mcp = seeded["mcp"]
-    client, op, ws = await _waiting_round(seeded)
+    client, op, ws = await round_on_socket(seeded)
     server = await McpServer.objects.aget(pk=op.server_id)
     server.enabled = False
     await server.asave()
-    await _closed_with(ws, access.CLOSE_CODE)
-    await _denied_in_audit(op, access.SERVER_DISABLED)
+    await closed_with(ws, access.CLOSE_CODE)
+    await denied_in_audit(op, access.SERVER_DISABLED)
     await _nothing_answers(client, op, mcp)
 
 
 async def test_deleted_server_ends_the_round_and_the_audit_keeps_it(seeded):
     mcp = seeded["mcp"]
-    client, op, ws = await _waiting_round(seeded)
+    client, op, ws = await round_on_socket(seeded)
     await McpServer.objects.filter(pk=op.server_id).adelete()
-    await _closed_with(ws, access.CLOSE_CODE)
+    await closed_with(ws, access.CLOSE_CODE)
     assert not await Operation.objects.filter(pk=op.pk).aexists()  # gone with its server
-    await _denied_in_audit(op, access.SERVER_REMOVED)
+    await denied_in_audit(op, access.SERVER_REMOVED)
     await _nothing_answers(client, op, mcp)
 
 
 async def test_deleted_user_ends_the_round(seeded):
-    _client_, op, ws = await _waiting_round(seeded)
+    _client_, op, ws = await round_on_socket(seeded)
     await seeded["users"]["carol"].adelete()
-    await _closed_with(ws, access.CLOSE_CODE)
-    await _denied_in_audit(op, access.USER_REMOVED)
+    await closed_with(ws, access.CLOSE_CODE)
+    await denied_in_audit(op, access.USER_REMOVED)
     assert seeded["mcp"].calls[("deploy", True)] == 0
 
 
@@ -197,32 +140,32 @@ async def test_access_ending_during_the_call_shows_no_round(seeded):
     """Removed while the server thinks (the call in flight): denied at once; the round the server
     then asks is never shown or answered, nothing more is sent."""
     mcp = seeded["mcp"]
-    client = await _client(seeded["users"]["carol"])
+    client = await csrf_client(seeded["users"]["carol"])
     server = seeded["servers"]["acme"]
     resp = await client.post(f"/mcp/servers/{server.pk}/tools/wait_then_ask/", {"arg-seconds": "1"})
     assert resp.status_code == 302
     op_id = resp["Location"].rstrip("/").split("/")[-1]
-    ws = _ws(client)
+    ws = open_socket(client)
     assert (await ws.connect())[0]
     await asyncio.sleep(0.3)
     assert (await Operation.objects.aget(pk=op_id)).status == Operation.Status.RUNNING
     await Membership.objects.filter(tenant=server.tenant_id, user=seeded["users"]["carol"]).adelete()
-    await _closed_with(ws, access.CLOSE_CODE)
+    await closed_with(ws, access.CLOSE_CODE)
     await asyncio.sleep(1.5)
     await operations.wait_idle()
     op = await Operation.objects.aget(pk=op_id)
     assert op.status == Operation.Status.DENIED
-    await _denied_in_audit(op, access.MEMBERSHIP_REMOVED)
+    await denied_in_audit(op, access.MEMBERSHIP_REMOVED)
     assert not await AuditEvent.objects.filter(operation_id=op.id, event="shown").aexists()
     assert mcp.calls[("wait_then_ask", True)] == 0
 
 
 async def test_other_members_keep_their_rounds(seeded):
     """Only the person who lost access is affected: alice's round in the same tenant stays open."""
-    alice_client, alice_op, alice_ws = await _waiting_round(seeded, "alice")
-    _carol_client, carol_op, carol_ws = await _waiting_round(seeded, "carol")
+    alice_client, alice_op, alice_ws = await round_on_socket(seeded, "alice")
+    _carol_client, carol_op, carol_ws = await round_on_socket(seeded, "carol")
     await Membership.objects.filter(tenant=carol_op.tenant, user=carol_op.user_id).adelete()
-    await _closed_with(carol_ws, access.CLOSE_CODE)
+    await closed_with(carol_ws, access.CLOSE_CODE)
     assert (await Operation.objects.aget(pk=alice_op.pk)).status == Operation.Status.AWAITING_INPUT
     assert await alice_ws.receive_nothing(timeout=0.3)
     resp = await post_answer(alice_client, f"/mcp/operations/{alice_op.id}/answer/",
@@ -234,10 +177,10 @@ async def test_other_members_keep_their_rounds(seeded):
 
 
 async def test_a_removed_member_no_longer_sees_her_timeline(seeded):
-    client, op, ws = await _waiting_round(seeded)
+    client, op, ws = await round_on_socket(seeded)
     assert (await client.get(f"/mcp/history/operations/{op.id}/")).status_code == 200
     await Membership.objects.filter(tenant=op.tenant, user=op.user_id).adelete()
-    await _closed_with(ws, access.CLOSE_CODE)
+    await closed_with(ws, access.CLOSE_CODE)
     assert (await client.get(f"/mcp/history/operations/{op.id}/")).status_code == 404
 
 
@@ -252,10 +195,10 @@ async def test_deleting_a_tenant_ends_its_calls_and_closes_sockets(seeded):
     server = await McpServer.objects.acreate(tenant=tenant, name="S", url=seeded["mcp"].url)
     op = await Operation.objects.acreate(tenant=tenant, user=user, server=server, method="tools/call", name="echo",
                                          params={}, request_id="mrtr-x", latest_request_id="mrtr-x")
-    ws = _ws(await _client(user))
+    ws = open_socket(await csrf_client(user))
     assert (await ws.connect())[0]
     await tenant.adelete()
-    await _closed_with(ws, access.CLOSE_CODE)
+    await closed_with(ws, access.CLOSE_CODE)
     assert not await Operation.objects.filter(pk=op.pk).aexists()
 
 
@@ -275,21 +218,21 @@ async def test_headless_refuses_an_inactive_user(seeded):
 
 async def test_a_membership_moved_to_another_tenant_ends_the_old_tenants_rounds(seeded):
     mcp = seeded["mcp"]
-    client, op, ws = await _waiting_round(seeded)
+    client, op, ws = await round_on_socket(seeded)
     membership = await Membership.objects.aget(tenant=op.tenant, user=op.user_id)
     membership.tenant = seeded["servers"]["globex"].tenant
     await membership.asave()
-    await _closed_with(ws, access.CLOSE_CODE)
-    await _denied_in_audit(op, access.MEMBERSHIP_REMOVED)
+    await closed_with(ws, access.CLOSE_CODE)
+    await denied_in_audit(op, access.MEMBERSHIP_REMOVED)
     await _nothing_answers(client, op, mcp)
 
 
 async def test_progress_and_updates_stop_at_once_even_without_signals(seeded):
     """A call in flight whose server is disabled behind the signals' back: the progress pushes stop
     (each push re-checks access), then the call's next step is refused."""
-    client = await _client(seeded["users"]["carol"])
+    client = await csrf_client(seeded["users"]["carol"])
     server = seeded["servers"]["acme"]
-    ws = _ws(client)
+    ws = open_socket(client)
     assert (await ws.connect())[0]
     resp = await client.post(f"/mcp/servers/{server.pk}/tools/long_task/", {"arg-seconds": "4"})
     assert resp.status_code == 302
@@ -302,7 +245,7 @@ async def test_progress_and_updates_stop_at_once_even_without_signals(seeded):
     await operations.wait_idle()
     op = await Operation.objects.aget(pk=op_id)
     assert op.status == Operation.Status.DENIED  # the result came back to an operation nobody may see
-    await _denied_in_audit(op, access.SERVER_DISABLED)
+    await denied_in_audit(op, access.SERVER_DISABLED)
     assert await ws.receive_nothing(timeout=0.3)
     await ws.disconnect()
 
@@ -313,7 +256,7 @@ async def test_a_legacy_call_held_for_her_is_told_cancel(legacy):
     from tests.legacy_rounds import responses_until, held_start, legacy_until
 
     mcp, server = legacy["mcp"], legacy["servers"]["acme"]
-    client = await _client(legacy["users"]["carol"])
+    client = await csrf_client(legacy["users"]["carol"])
     op = await held_start(client, server, "legacy_deploy", {"env": "prod"})
     assert op.status == Operation.Status.AWAITING_INPUT and mcp.log.responses() == []
     assert (await client.get(f"/mcp/operations/{op.id}/")).status_code == 200
@@ -322,7 +265,7 @@ async def test_a_legacy_call_held_for_her_is_told_cancel(legacy):
     assert response.result == {"action": "cancel"}
     op = await legacy_until(op, lambda o: o.status in Operation.TERMINAL)
     assert op.status == Operation.Status.DENIED
-    await _denied_in_audit(op, access.MEMBERSHIP_REMOVED)
+    await denied_in_audit(op, access.MEMBERSHIP_REMOVED)
     resp = await client.post(f"/mcp/operations/{op.id}/answer/", {"action": "decline", "round": "1"})
     assert resp.status_code == 404
     await operations.wait_idle(timeout=15)
@@ -332,7 +275,7 @@ async def test_a_legacy_call_held_for_her_is_told_cancel(legacy):
 async def test_an_operation_ended_while_its_answer_is_recorded_sends_nothing(seeded):
     """The operation ends (access revoked, stopped) after every check passed but before its answer
     left: the retry is not sent and the row is not revived."""
-    _client_, op, ws = await _waiting_round(seeded)
+    _client_, op, ws = await round_on_socket(seeded)
     # ended behind the answer's back: the row only (its binding still open, as in the instant
     # between another worker's revoke and its closing of the binding)
     await Operation.objects.filter(pk=op.pk).aupdate(status=Operation.Status.DENIED)

@@ -19,8 +19,8 @@ from mrtrweb.tenancy import access, sync as tenancy
 from mrtrweb.models import AuditEvent, Membership, Operation, Tenant
 from mrtrweb.tenancy.sync import TenantGrant
 from tests import portal_orgs
-from tests.answering import post_answer
-from tests.tenancy.test_access import DEPLOY_OK, _closed_with, _denied_in_audit, _waiting_round
+from tests.answering import DEPLOY_OK, post_answer
+from tests.sockets import closed_with, denied_in_audit, round_on_socket
 
 RESOLVER = "tests.portal_orgs.resolve"
 SYNC_MW = "mrtrweb.tenancy.TenantSyncMiddleware"
@@ -192,7 +192,7 @@ async def test_removed_from_the_organisation_their_next_answer_is_refused(seeded
     acme.external_key = "org-acme"
     await acme.asave()
     portal_orgs.ORGS["carol"] = [TenantGrant("org-acme", acme.name)]
-    client, op, ws = await _waiting_round(seeded)  # she signs in (synced: still a member) and starts
+    client, op, ws = await round_on_socket(seeded)  # she signs in (synced: still a member) and starts
     assert portal_orgs.ASKED[0] == "carol"
     review = await client.post(f"/mcp/operations/{op.id}/answer/", dict(DEPLOY_OK, action="accept", round="1"))
     assert review.status_code == 200 and b"review_token" in review.content  # within TENANT_SYNC_S
@@ -201,10 +201,10 @@ async def test_removed_from_the_organisation_their_next_answer_is_refused(seeded
     await asyncio.sleep(1.1)
     resp = await post_answer(client, f"/mcp/operations/{op.id}/answer/", dict(DEPLOY_OK, action="accept", round="1"))
     assert resp.status_code == 404
-    await _closed_with(ws, access.CLOSE_CODE)
+    await closed_with(ws, access.CLOSE_CODE)
     row = await Operation.objects.aget(pk=op.pk)
     assert row.status == Operation.Status.DENIED and row.error_code == "denied"
-    await _denied_in_audit(op, access.MEMBERSHIP_REMOVED)
+    await denied_in_audit(op, access.MEMBERSHIP_REMOVED)
     assert await AuditEvent.objects.filter(operation_id=op.id, event="rejected", code="access_revoked").aexists()
     assert seeded["mcp"].calls[("deploy", True)] == 0  # no retry reached the MCP server
     assert not await Membership.objects.filter(tenant=acme, user=seeded["users"]["carol"]).aexists()
