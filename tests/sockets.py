@@ -20,10 +20,13 @@ async def csrf_client(user) -> AsyncClient:
     return client
 
 
-def open_socket(client: AsyncClient) -> WebsocketCommunicator:
-    """The person's WebSocket (``/ws/mrtrweb/``) with the client's cookies, not yet connected."""
-    cookie = "; ".join(f"{k}={v.value}" for k, v in client.cookies.items())
-    headers = [(b"origin", b"http://127.0.0.1:8000"), (b"host", b"127.0.0.1:8000"), (b"cookie", cookie.encode())]
+def open_socket(client: AsyncClient | None, origin: bytes = b"http://127.0.0.1:8000") -> WebsocketCommunicator:
+    """The person's WebSocket (``/ws/mrtrweb/``) with the client's cookies (none: anonymous), from
+    ``origin``; not yet connected."""
+    headers = [(b"origin", origin), (b"host", b"127.0.0.1:8000")]
+    if client is not None:
+        cookie = "; ".join(f"{k}={v.value}" for k, v in client.cookies.items())
+        headers.append((b"cookie", cookie.encode()))
     return WebsocketCommunicator(application, "/ws/mrtrweb/", headers=headers)
 
 

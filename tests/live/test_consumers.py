@@ -5,49 +5,32 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from channels.testing.websocket import WebsocketCommunicator
-from django.test import AsyncClient
 
 from mrtrweb import operations
 from mrtrweb.models import Operation
-from mrtrweb.site.asgi import application
+from tests.sockets import csrf_client, open_socket
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
 
-async def _login(user) -> AsyncClient:
-    client = AsyncClient()
-    await client.aforce_login(user)
-    await client.get("/mcp/")  # sets the CSRF cookie
-    return client
-
-
-def _ws(client: AsyncClient | None, origin: bytes = b"http://127.0.0.1:8000") -> WebsocketCommunicator:
-    headers = [(b"origin", origin), (b"host", b"127.0.0.1:8000")]
-    if client is not None:
-        cookie = "; ".join(f"{k}={v.value}" for k, v in client.cookies.items())
-        headers.append((b"cookie", cookie.encode()))
-    return WebsocketCommunicator(application, "/ws/mrtrweb/", headers=headers)
-
-
 async def test_anonymous_is_refused(seeded):
-    ws = _ws(None)
+    ws = open_socket(None)
     connected, code = await ws.connect()
     assert not connected and code == 4401
 
 
 async def test_foreign_origin_is_refused(seeded):
-    client = await _login(seeded["users"]["alice"])
-    ws = _ws(client, origin=b"https://evil.example")
+    client = await csrf_client(seeded["users"]["alice"])
+    ws = open_socket(client, origin=b"https://evil.example")
     connected, _ = await ws.connect()
     assert not connected
 
 
 async def test_round_is_pushed_to_its_user_only(seeded):
-    alice = await _login(seeded["users"]["alice"])
-    carol = await _login(seeded["users"]["carol"])
-    bob = await _login(seeded["users"]["bob"])
-    sockets = {name: _ws(c) for name, c in (("alice", alice), ("carol", carol), ("bob", bob))}
+    alice = await csrf_client(seeded["users"]["alice"])
+    carol = await csrf_client(seeded["users"]["carol"])
+    bob = await csrf_client(seeded["users"]["bob"])
+    sockets = {name: open_socket(c) for name, c in (("alice", alice), ("carol", carol), ("bob", bob))}
     for ws in sockets.values():
         connected, _ = await ws.connect()
         assert connected
@@ -68,8 +51,8 @@ async def test_round_is_pushed_to_its_user_only(seeded):
 
 
 async def test_ping(seeded):
-    client = await _login(seeded["users"]["alice"])
-    ws = _ws(client)
+    client = await csrf_client(seeded["users"]["alice"])
+    ws = open_socket(client)
     assert (await ws.connect())[0]
     await ws.send_json_to({"type": "ping"})
     assert (await ws.receive_json_from(timeout=2)) == {"type": "pong"}
@@ -126,8 +109,8 @@ async def test_a_mass_disconnect_queues_its_group_leaves(seeded, monkeypatch):
     monkeypatch.setattr(consumers, "GROUP_CALLS_MAX", 3)
     monkeypatch.setattr(consumers, "_group_slots", __import__("weakref").WeakKeyDictionary())
     layer = await _layer(monkeypatch)
-    client = await _login(seeded["users"]["alice"])
-    sockets = [_ws(client) for _ in range(12)]
+    client = await csrf_client(seeded["users"]["alice"])
+    sockets = [open_socket(client) for _ in range(12)]
     for ws in sockets:
         assert (await ws.connect())[0]
     layer.peak = 0
@@ -138,8 +121,8 @@ async def test_a_mass_disconnect_queues_its_group_leaves(seeded, monkeypatch):
 
 async def test_a_failed_group_leave_is_logged_not_raised(seeded, monkeypatch, caplog):
     await _layer(monkeypatch, fail="group_discard")
-    client = await _login(seeded["users"]["alice"])
-    ws = _ws(client)
+    client = await csrf_client(seeded["users"]["alice"])
+    ws = open_socket(client)
     assert (await ws.connect())[0]
     with caplog.at_level("WARNING", logger="mrtrweb.consumers"):
         await ws.disconnect()  # would raise out of the consumer before
@@ -148,8 +131,8 @@ async def test_a_failed_group_leave_is_logged_not_raised(seeded, monkeypatch, ca
 
 async def test_a_failed_group_join_closes_the_socket(seeded, monkeypatch, caplog):
     await _layer(monkeypatch, fail="group_add")
-    client = await _login(seeded["users"]["alice"])
-    ws = _ws(client)
+    client = await csrf_client(seeded["users"]["alice"])
+    ws = open_socket(client)
     with caplog.at_level("WARNING", logger="mrtrweb.consumers"):
         connected, code = await ws.connect()
     assert not connected and code == 1011
@@ -188,8 +171,8 @@ async def test_a_channel_layer_outage_closes_the_socket_cleanly(seeded, monkeypa
 
     layer = _DroppedLayer(layers.get_channel_layer())
     monkeypatch.setattr("channels.consumer.get_channel_layer", lambda alias="default": layer)
-    client = await _login(seeded["users"]["alice"])
-    ws = _ws(client)
+    client = await csrf_client(seeded["users"]["alice"])
+    ws = open_socket(client)
     assert (await ws.connect())[0]
     tasks_before = {t for t in asyncio.all_tasks() if "_recheck_periodically" in repr(t.get_coro())}
     assert tasks_before
@@ -216,8 +199,8 @@ async def test_a_database_outage_under_a_push_closes_the_socket_cleanly(seeded, 
     def unreachable(*args, **kwargs):  # the push's read of the operation (in its thread hop)
         raise OperationalError("connection refused")
 
-    client = await _login(seeded["users"]["alice"])
-    ws = _ws(client)
+    client = await csrf_client(seeded["users"]["alice"])
+    ws = open_socket(client)
     assert (await ws.connect())[0]
     monkeypatch.setattr(consumers.access, "visible_operation_sync", unreachable)
     monkeypatch.setattr("mrtrweb.live.sessions.session_denial", lambda *a: "")
@@ -240,8 +223,8 @@ async def test_an_outage_before_the_consumer_refuses_the_handshake_cleanly(seede
         raise OperationalError("connection refused")
 
     monkeypatch.setattr("channels.auth.get_user", lambda scope: unreachable(scope))
-    client = await _login(seeded["users"]["alice"])
-    ws = _ws(client)
+    client = await csrf_client(seeded["users"]["alice"])
+    ws = open_socket(client)
     with caplog.at_level("WARNING", logger="mrtrweb.origin"):
         connected, code = await ws.connect()
     assert not connected and code == 1011

@@ -14,7 +14,7 @@ from django.db import connection
 from mrtrweb import operations
 from mrtrweb.consent import pending
 from mrtrweb.models import McpServer, Membership, Operation
-from tests.live.test_consumers import _login, _ws
+from tests.sockets import csrf_client, open_socket
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -34,15 +34,15 @@ async def _next_pending(ws) -> dict:
 
 
 async def _watching(client):
-    ws = _ws(client)
+    ws = open_socket(client)
     assert (await ws.connect())[0]
     await ws.send_json_to({"type": "pending.watch"})
     return ws
 
 
 async def test_a_watching_socket_gets_its_users_rounds_as_they_come_and_go(seeded):
-    alice = await _login(seeded["users"]["alice"])
-    bob = await _login(seeded["users"]["bob"])
+    alice = await csrf_client(seeded["users"]["alice"])
+    bob = await csrf_client(seeded["users"]["bob"])
     ws_alice, ws_bob = await _watching(alice), await _watching(bob)
     assert (await _next_pending(ws_alice)) == {"type": "pending", "count": 0, "rounds": []}
     assert (await _next_pending(ws_bob))["count"] == 0
@@ -79,8 +79,8 @@ async def test_a_watching_socket_gets_its_users_rounds_as_they_come_and_go(seede
 
 
 async def test_a_socket_that_does_not_watch_gets_no_pending_message(seeded):
-    alice = await _login(seeded["users"]["alice"])
-    ws = _ws(alice)
+    alice = await csrf_client(seeded["users"]["alice"])
+    ws = open_socket(alice)
     assert (await ws.connect())[0]
     await _start_deploy(alice, seeded["servers"]["acme"])
     await operations.wait_idle()
@@ -98,7 +98,7 @@ def _raw(sql: str, *params) -> None:
 
 async def test_access_that_ended_is_never_counted_even_past_the_signals(seeded):
     alice_user = seeded["users"]["alice"]
-    alice = await _login(alice_user)
+    alice = await csrf_client(alice_user)
     op_id = await _start_deploy(alice, seeded["servers"]["acme"])
     await operations.wait_idle()
     count, rounds = await sync_to_async(pending.waiting_rounds)(alice_user.pk)
@@ -124,7 +124,7 @@ async def test_access_that_ended_is_never_counted_even_past_the_signals(seeded):
 
 async def test_a_revoked_membership_stops_the_count_and_its_push(seeded):
     alice_user = seeded["users"]["alice"]
-    alice = await _login(alice_user)
+    alice = await csrf_client(alice_user)
     ws = await _watching(alice)
     assert (await _next_pending(ws))["count"] == 0
     op_id = await _start_deploy(alice, seeded["servers"]["acme"])
@@ -150,8 +150,8 @@ async def test_a_revoked_membership_stops_the_count_and_its_push(seeded):
 
 
 async def test_the_nav_links_each_administered_tenants_history(seeded):
-    alice = await _login(seeded["users"]["alice"])  # admin of acme
-    carol = await _login(seeded["users"]["carol"])  # member of acme
+    alice = await csrf_client(seeded["users"]["alice"])  # admin of acme
+    carol = await csrf_client(seeded["users"]["carol"])  # member of acme
     page = (await alice.get("/mcp/")).content.decode()
     nav = page.split("</nav>")[0]
     assert 'href="/mcp/tenants/acme/history/"' in nav and 'href="/mcp/history/"' in nav
@@ -188,7 +188,7 @@ def test_a_database_outage_leaves_the_count_to_the_socket(seeded, monkeypatch):
 
 
 async def test_watching_twice_costs_nothing_more(seeded):
-    alice = await _login(seeded["users"]["alice"])
+    alice = await csrf_client(seeded["users"]["alice"])
     ws = await _watching(alice)
     assert (await _next_pending(ws))["count"] == 0
     await ws.send_json_to({"type": "pending.watch"})

@@ -11,14 +11,14 @@ from django.test import AsyncClient
 from mrtrweb import operations
 from mrtrweb.models import AuditEvent, Operation
 
-from tests.live.test_consumers import _login, _ws
+from tests.sockets import csrf_client, open_socket
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
 
 async def test_progress_is_pushed_and_stop_cancels_the_call(seeded):
-    alice = await _login(seeded["users"]["alice"])
-    ws = _ws(alice)
+    alice = await csrf_client(seeded["users"]["alice"])
+    ws = open_socket(alice)
     assert (await ws.connect())[0]
     server = seeded["servers"]["acme"]
     resp = await alice.post(f"/mcp/servers/{server.pk}/tools/long_task/", {"arg-seconds": "20"})

@@ -20,7 +20,7 @@ from mrtrweb.models import AuditEvent, Operation
 from mrtrweb.operations.stopping import STOP_DB_POLL_S, request_stop, stop_requested
 
 from ..faults import RedisServer
-from tests.live.test_consumers import _login
+from tests.sockets import csrf_client
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services]
 
@@ -40,7 +40,7 @@ def redis(settings):
 
 
 async def _running(seeded, seconds: int = 20) -> str:
-    alice = await _login(seeded["users"]["alice"])
+    alice = await csrf_client(seeded["users"]["alice"])
     server = seeded["servers"]["acme"]
     resp = await alice.post(f"/mcp/servers/{server.pk}/tools/long_task/", {"arg-seconds": str(seconds)})
     op_id = resp["Location"].rstrip("/").split("/")[-1]
