@@ -39,97 +39,17 @@ from mrtrweb import operations
 from mrtrweb.authz import crypto, identity, service
 from mrtrweb.authz.models import OAuthConnection
 from mrtrweb.models import AuditEvent, McpServer, Operation
-from tests.answering import post_answer
-from tests.protected_mcp import serve_protected, token_digest
+from tests.answering import DEPLOY_OK, post_answer
+from tests.authz.binding import CLIENT_ID, ISSUER, accept_deploy, card_waiting, seed_connection, start_deploy
+from tests.sockets import csrf_client
+from tests.protected_mcp import token_digest
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
-
-ISSUER = "https://as.example.test"
-CLIENT_ID = "https://app.example.test/mcp/oauth/client-metadata.json"
-DEPLOY_OK = {
-    "in-confirm_deploy-confirm": "on",
-    "in-confirm_deploy-ticket": "CHG-1042",
-    "in-confirm_deploy-email": "ops@example.test",
-    "in-confirm_deploy-window": "3",
-    "in-confirm_deploy-region": "us-east-1",
-    "in-confirm_deploy-notify": ["email", "slack"],
-}
-
-
-@pytest.fixture(scope="module")
-def protected():
-    handle, check = serve_protected()
-    yield handle, check
-    handle.stop()
-
-
-@pytest.fixture
-def world(transactional_db, protected, settings, _fast_password_hasher, _fresh_gate_and_cache):
-    from django.contrib.auth import get_user_model
-
-    from mrtrweb.management.commands.mrtrweb_demo import seed_demo
-
-    handle, check = protected
-    settings.MRTRWEB = dict(getattr(settings, "MRTRWEB", {}) or {}, OUTBOUND_ALLOW_HTTP_LOOPBACK=True)
-    seed_demo(handle.url)
-    check.accepted.clear()
-    check.clear()
-    handle.log.clear()
-    users = {u.username: u for u in get_user_model().objects.all()}
-    server = McpServer.objects.select_related("tenant").get(tenant__slug="acme")
-    return {"handle": handle, "check": check, "users": users, "server": server}
-
 
 async def _oauth(server: McpServer) -> McpServer:
     server.auth_mode = McpServer.AuthMode.OAUTH_USER
     await server.asave()
     return server
-
-
-def seed_connection(user, server: McpServer, token: str, *, family: str | None = None) -> OAuthConnection:
-    """What a completed Connect (or, keeping ``family``, a refresh) writes: seeded."""
-    expires = timezone.now() + datetime.timedelta(hours=1)
-    tokens = {"access_token": token, "token_type": "Bearer", "expires_in": 3600, "scope": "mcp",
-              "refresh_token": f"refresh-{token}"}
-    conn, _ = OAuthConnection.objects.update_or_create(
-        tenant=server.tenant, user=user, server=server,
-        defaults={"issuer": ISSUER, "client_id": CLIENT_ID, "family": family or secrets.token_hex(16),
-                  "scope": "mcp", "expires_at": expires, "tokens_sealed": crypto.seal(tokens),
-                  "oauth_metadata": {"metadata": {"issuer": ISSUER, "authorization_endpoint": f"{ISSUER}/authorize",
-                                                  "token_endpoint": f"{ISSUER}/token",
-                                                  "response_types_supported": ["code"]},
-                                     "prm": None, "protocol_version": None}})
-    return conn
-
-
-async def _client(user) -> AsyncClient:
-    client = AsyncClient()
-    await client.aforce_login(user)
-    await client.get("/mcp/")  # the CSRF cookie
-    return client
-
-
-async def _start(client: AsyncClient, server: McpServer, tool: str = "deploy", **args: str) -> Operation:
-    data = {f"arg-{k}": v for k, v in (args or {"env": "staging", "replicas": "2"}).items()}
-    resp = await client.post(f"/mcp/servers/{server.pk}/tools/{tool}/", data)
-    assert resp.status_code == 302, resp.content[:500]
-    return await Operation.objects.aget(pk=resp["Location"].rstrip("/").split("/")[-1])
-
-
-async def _waiting_round(client: AsyncClient, server: McpServer) -> Operation:
-    """Start deploy and look at its card (the consent receipt)."""
-    op = await _start(client, server)
-    await operations.wait_idle()
-    op = await Operation.objects.aget(pk=op.pk)
-    assert op.status == Operation.Status.AWAITING_INPUT, (op.error_code, op.error_message)
-    assert (await client.get(f"/mcp/operations/{op.id}/")).status_code == 200
-    return op
-
-
-async def _answer(client: AsyncClient, op: Operation):
-    resp = await post_answer(client, f"/mcp/operations/{op.id}/answer/", dict(DEPLOY_OK, action="accept", round="1"))
-    await operations.wait_idle()
-    return resp
 
 
 async def _denied_authorization_changed(client: AsyncClient, op: Operation, resp, handle) -> None:
@@ -154,8 +74,8 @@ async def test_disconnect_between_round_and_answer_denies_the_round(world):
     server, alice, check, handle = await _oauth(world["server"]), world["users"]["alice"], world["check"], world["handle"]
     await sync_to_async(seed_connection)(alice, server, "alice-token-1")
     check.accepted.add("alice-token-1")
-    client = await _client(alice)
-    op = await _waiting_round(client, server)
+    client = await csrf_client(alice)
+    op = await card_waiting(client, server)
     assert check.tool_calls("deploy") == [(token_digest("alice-token-1"), False, True)]
     # what the binding recorded: mode, issuer+client digest, the keyed identity digest
     ident = await identity.identity_for(server=server, user=alice, tenant=server.tenant)
@@ -167,7 +87,7 @@ async def test_disconnect_between_round_and_answer_denies_the_round(world):
 
     assert await service.disconnect(user=alice, tenant=server.tenant, server=server) is not None
     assert not await OAuthConnection.objects.filter(user=alice).aexists()
-    resp = await _answer(client, op)
+    resp = await accept_deploy(client, op)
     await _denied_authorization_changed(client, op, resp, handle)
 
 
@@ -175,8 +95,8 @@ async def test_disconnect_while_the_call_is_in_flight_denies_the_round_it_brings
     server, alice, check, handle = await _oauth(world["server"]), world["users"]["alice"], world["check"], world["handle"]
     await sync_to_async(seed_connection)(alice, server, "alice-token-1")
     check.accepted.add("alice-token-1")
-    client = await _client(alice)
-    op = await _start(client, server, "wait_then_ask", seconds="1")
+    client = await csrf_client(alice)
+    op = await start_deploy(client, server, "wait_then_ask", seconds="1")
     for _ in range(200):  # until the call reached the server (it answers a second later)
         if check.tool_calls("wait_then_ask"):
             break
@@ -200,11 +120,11 @@ async def test_reconnect_as_another_token_family_denies_the_round(world):
     server, alice, check, handle = await _oauth(world["server"]), world["users"]["alice"], world["check"], world["handle"]
     await sync_to_async(seed_connection)(alice, server, "alice-token-1", family="family-one")
     check.accepted.update({"alice-token-1", "alice-other-account"})
-    client = await _client(alice)
-    op = await _waiting_round(client, server)
+    client = await csrf_client(alice)
+    op = await card_waiting(client, server)
     # a new Connect (maybe another account at the same authorization server): a new family
     await sync_to_async(seed_connection)(alice, server, "alice-other-account", family="family-two")
-    resp = await _answer(client, op)
+    resp = await accept_deploy(client, op)
     await _denied_authorization_changed(client, op, resp, handle)
     assert {d for d, _, _ in check.tool_calls("deploy")} == {token_digest("alice-token-1")}
 
@@ -213,13 +133,13 @@ async def test_a_refresh_between_round_and_answer_is_fine_and_the_retry_carries_
     server, alice, check, handle = await _oauth(world["server"]), world["users"]["alice"], world["check"], world["handle"]
     conn = await sync_to_async(seed_connection)(alice, server, "alice-token-1")
     check.accepted.add("alice-token-1")
-    client = await _client(alice)
-    op = await _waiting_round(client, server)
+    client = await csrf_client(alice)
+    op = await card_waiting(client, server)
     # a refresh: new access token, same family (what the token storage writes); the old one revoked
     await sync_to_async(seed_connection)(alice, server, "alice-token-2", family=conn.family)
     check.accepted.discard("alice-token-1")
     check.accepted.add("alice-token-2")
-    resp = await _answer(client, op)
+    resp = await accept_deploy(client, op)
     assert resp.status_code == 302, resp.content[:800]
     row = await Operation.objects.aget(pk=op.pk)
     assert row.status == Operation.Status.COMPLETED, (row.error_code, row.error_message)
@@ -238,20 +158,20 @@ async def test_tenant_credential_replaced_between_round_and_answer_denies_the_ro
     crypto.set_server_secret(server, {"bearer": "tenant-secret-1"})
     await server.asave()
     check.accepted.update({"tenant-secret-1", "tenant-secret-2"})  # the server would take either
-    client = await _client(alice)
-    op = await _waiting_round(client, server)
+    client = await csrf_client(alice)
+    op = await card_waiting(client, server)
     assert op.auth_mode == "tenant" and op.auth_digest == "" and op.auth_identity
     # an admin replaces the credential
     server = await McpServer.objects.aget(pk=server.pk)
     crypto.set_server_secret(server, {"bearer": "tenant-secret-2"})
     await server.asave()
-    resp = await _answer(client, op)
+    resp = await accept_deploy(client, op)
     await _denied_authorization_changed(client, op, resp, handle)
     assert {d for d, _, _ in check.tool_calls("deploy")} == {token_digest("tenant-secret-1")}
     # the next operation goes out with the new credential, not a pooled connection's old one
-    op2 = await _waiting_round(client, server)
+    op2 = await card_waiting(client, server)
     assert check.tool_calls("deploy")[-1] == (token_digest("tenant-secret-2"), False, True)
-    resp = await _answer(client, op2)
+    resp = await accept_deploy(client, op2)
     assert resp.status_code == 302
     assert check.tool_calls("deploy")[-1] == (token_digest("tenant-secret-2"), True, True)
 
@@ -261,10 +181,10 @@ async def test_each_person_goes_out_with_their_own_token_only(world):
     alice, carol = world["users"]["alice"], world["users"]["carol"]
     await sync_to_async(seed_connection)(alice, server, "alice-token-1")
     check.accepted.add("alice-token-1")
-    alice_client, carol_client = await _client(alice), await _client(carol)
+    alice_client, carol_client = await csrf_client(alice), await csrf_client(carol)
     # carol has no connection: her requests carry no bearer at all (certainly not alice's, pooled);
     # the call page's listing is refused (401) and no operation starts
-    alice_op = await _waiting_round(alice_client, server)
+    alice_op = await card_waiting(alice_client, server)
     before = len(check.seen)
     resp = await carol_client.post(f"/mcp/servers/{server.pk}/tools/deploy/", {"arg-env": "x", "arg-replicas": "1"})
     assert resp.status_code == 503 and not await Operation.objects.filter(user=carol).aexists()
@@ -273,9 +193,9 @@ async def test_each_person_goes_out_with_their_own_token_only(world):
     # carol connects her own account; each answer's retry goes out with its owner's token
     await sync_to_async(seed_connection)(carol, server, "carol-token-1")
     check.accepted.add("carol-token-1")
-    carol_op = await _waiting_round(carol_client, server)
-    assert (await _answer(carol_client, carol_op)).status_code == 302
-    assert (await _answer(alice_client, alice_op)).status_code == 302
+    carol_op = await card_waiting(carol_client, server)
+    assert (await accept_deploy(carol_client, carol_op)).status_code == 302
+    assert (await accept_deploy(alice_client, alice_op)).status_code == 302
     calls = check.tool_calls("deploy")
     assert calls[-2:] == [(token_digest("carol-token-1"), True, True), (token_digest("alice-token-1"), True, True)]
     assert alice_op.auth_identity != carol_op.auth_identity

@@ -35,8 +35,8 @@ from mrtrweb import operations
 from mrtrweb.authz import crypto, identity
 from mrtrweb.authz.models import OAuthClientRegistration, OAuthConnection, PendingAuthorization
 from mrtrweb.models import AuditEvent, LegacyAnswer, LiveBinding, McpServer, Operation, Tenant
-from tests.authz.test_auth_binding import (CLIENT_ID, ISSUER, _answer, _client, _waiting_round, protected,  # noqa: F401
-                                     seed_connection, world)
+from tests.authz.binding import CLIENT_ID, ISSUER, accept_deploy, card_waiting, seed_connection
+from tests.sockets import csrf_client
 from tests.protected_mcp import token_digest
 
 KEY_A, KEY_B, KEY_C = (Fernet.generate_key().decode() for _ in range(3))
@@ -243,17 +243,17 @@ async def _run_flows(world) -> dict[str, str]:
     crypto.set_server_secret(server, {"bearer": plain["tenant"]})
     await server.asave()
     check.accepted.update({plain["tenant"], plain["access"]})
-    client = await _client(alice)
-    op = await _waiting_round(client, server)
-    assert (await _answer(client, op)).status_code == 302
+    client = await csrf_client(alice)
+    op = await card_waiting(client, server)
+    assert (await accept_deploy(client, op)).status_code == 302
     server = await McpServer.objects.aget(pk=server.pk)
     server.auth_mode = McpServer.AuthMode.OAUTH_USER
     crypto.set_server_secret(server, None)
     await server.asave()
     conn = await sync_to_async(seed_connection)(alice, server, plain["access"])
     plain["refresh"] = f"refresh-{plain['access']}"
-    op2 = await _waiting_round(client, server)
-    assert (await _answer(client, op2)).status_code == 302
+    op2 = await card_waiting(client, server)
+    assert (await accept_deploy(client, op2)).status_code == 302
     for o in (op, op2):
         row = await Operation.objects.aget(pk=o.pk)
         assert row.status == Operation.Status.COMPLETED, (row.error_code, row.error_message)
@@ -330,12 +330,12 @@ async def test_a_real_connect_and_refresh_between_rounds_leave_no_secret_anywher
                                            policy=service.outbound_policy())
     conn = await service.finish_connect(user=alice, session_key="sess-1", query=query)
     first_token = next(iter(pair.provider.access))
-    client = await _client(alice)
-    op = await _waiting_round(client, server)
+    client = await csrf_client(alice)
+    op = await card_waiting(client, server)
     assert pair.gate.seen_tokens[-1] == first_token
     # the access token is about to expire: the retry refreshes it without the person
     await OAuthConnection.objects.filter(pk=conn.pk).aupdate(expires_at=timezone.now() + datetime.timedelta(seconds=5))
-    resp = await _answer(client, op)
+    resp = await accept_deploy(client, op)
     assert resp.status_code == 302
     row = await Operation.objects.aget(pk=op.pk)
     assert row.status == Operation.Status.COMPLETED, (row.error_code, row.error_message)
