@@ -44,16 +44,16 @@ async def test_run_again_twice_sends_the_call_once(seeded):
     it to the MCP server twice -- a tool with side effects ran twice. The first run again of an
     operation spends it: the second is refused (409) and nothing more is sent."""
     from mrtrweb import operations
-    from tests.authz.test_authz_views import _client, _connection, _csrf, _failed_echo, _oauth_server
+    from tests.authz.connecting import authz_client, stored_connection, csrf_field, failed_echo, oauth_server
 
-    server = await _oauth_server(seeded)
+    server = await oauth_server(seeded)
     alice = seeded["users"]["alice"]
-    op = await _failed_echo(alice, server, "insufficient_scope")
-    await _connection(alice, server)
-    client = await _client(alice, strict=True)
-    first = await client.post(f"/mcp/operations/{op.id}/rerun/", _csrf(client))
+    op = await failed_echo(alice, server, "insufficient_scope")
+    await stored_connection(alice, server)
+    client = await authz_client(alice, strict=True)
+    first = await client.post(f"/mcp/operations/{op.id}/rerun/", csrf_field(client))
     assert first.status_code == 302
-    second = await client.post(f"/mcp/operations/{op.id}/rerun/", _csrf(client))
+    second = await client.post(f"/mcp/operations/{op.id}/rerun/", csrf_field(client))
     await operations.wait_idle()
     assert len(seeded["mcp"].log.tool_calls("echo")) == 1
     assert second.status_code == 409

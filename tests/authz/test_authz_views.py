@@ -27,47 +27,17 @@ from mrtrweb import operations
 from mrtrweb.authz import browser, crypto, service
 from mrtrweb.authz.forms import secret_digest
 from mrtrweb.models import McpServer, OAuthConnection, Operation, PendingAuthorization, Tenant
+from tests.authz.connecting import (
+    ACCESS, REFRESH, authz_client, csrf_field, failed_echo, oauth_server, stored_connection,
+)
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
 AS_ORIGIN = "https://as.example.test:443"
-ACCESS = "AT-" + "a1" * 20
-REFRESH = "RT-" + "b2" * 20
-
-
-async def _client(user, *, strict: bool = False) -> AsyncClient:
-    client = AsyncClient(enforce_csrf_checks=strict)
-    await client.aforce_login(user)
-    await client.get("/mcp/")  # the CSRF cookie
-    return client
-
-
-def _csrf(client: AsyncClient) -> dict[str, str]:
-    return {"csrfmiddlewaretoken": client.cookies["csrftoken"].value}
 
 
 def _session_key(client: AsyncClient) -> str:
     return client.cookies["sessionid"].value
-
-
-async def _oauth_server(seeded, slug: str = "acme") -> McpServer:
-    server = seeded["servers"][slug]
-    server.auth_mode = McpServer.AuthMode.OAUTH_USER
-    await server.asave()
-    return server
-
-
-def _seal_tokens() -> str:
-    return crypto.seal({"access_token": ACCESS, "refresh_token": REFRESH, "token_type": "Bearer", "expires_in": 3600})
-
-
-async def _connection(user, server, **extra) -> OAuthConnection:
-    fields = dict(tenant_id=server.tenant_id, user=user, server=server, issuer="https://as.example.test",
-                  client_id="https://app.example.test/mcp/oauth/client-metadata.json", family=secrets.token_hex(8),
-                  scope="mcp:tools offline_access", expires_at=timezone.now() + datetime.timedelta(hours=1),
-                  tokens_sealed=_seal_tokens())
-    fields.update(extra)
-    return await OAuthConnection.objects.acreate(**fields)
 
 
 async def _pending(user, server, session_key: str, *, state: str = "", return_to: str = "", **extra
@@ -118,16 +88,16 @@ def fake_finish(monkeypatch):
 # --- CSRF on every POST --------------------------------------------------------------------------
 
 async def test_every_authorization_post_needs_the_csrf_token(seeded, fake_start, monkeypatch):
-    server = await _oauth_server(seeded)
+    server = await oauth_server(seeded)
     alice = seeded["users"]["alice"]
-    await _connection(alice, server)
+    await stored_connection(alice, server)
     op = await Operation.objects.acreate(tenant_id=server.tenant_id, user=alice, server=server, method="tools/call",
                                          name="echo", params={"name": "echo", "arguments": {"text": "x"}},
                                          request_id="r", latest_request_id="r", status="failed",
                                          error_code="authorization_required")
     disconnected = []
     monkeypatch.setattr(service, "disconnect", lambda **kw: disconnected.append(kw))
-    client = await _client(alice, strict=True)
+    client = await authz_client(alice, strict=True)
     for url in (f"/mcp/oauth/connect/{server.pk}/", f"/mcp/connections/{server.pk}/disconnect/",
                 f"/mcp/operations/{op.id}/rerun/", f"/mcp/servers/{server.pk}/settings/"):
         resp = await client.post(url, {"auth-auth_mode": "none"})
@@ -137,14 +107,14 @@ async def test_every_authorization_post_needs_the_csrf_token(seeded, fake_start,
     assert (await McpServer.objects.aget(pk=server.pk)).auth_mode == "oauth_user"
     assert seeded["mcp"].log.tool_calls() == []
     # with the token, Connect goes through
-    assert (await client.post(f"/mcp/oauth/connect/{server.pk}/", _csrf(client))).status_code == 200
+    assert (await client.post(f"/mcp/oauth/connect/{server.pk}/", csrf_field(client))).status_code == 200
 
 
 # --- Connect, Continue ---------------------------------------------------------------------------
 
 async def test_server_page_offers_connect_and_fetches_no_listing(seeded):
-    server = await _oauth_server(seeded)
-    client = await _client(seeded["users"]["alice"])
+    server = await oauth_server(seeded)
+    client = await authz_client(seeded["users"]["alice"])
     page = (await client.get(f"/mcp/servers/{server.pk}/")).content.decode()
     assert f"Connect to {server.name} ({server.origin})" in page
     assert f'action="/mcp/oauth/connect/{server.pk}/"' in page and "Connect to see this server's tools." in page
@@ -153,23 +123,23 @@ async def test_server_page_offers_connect_and_fetches_no_listing(seeded):
 
 
 async def test_server_page_shows_the_connection_and_disconnect(seeded):
-    server = await _oauth_server(seeded)
+    server = await oauth_server(seeded)
     alice = seeded["users"]["alice"]
-    await _connection(alice, server)
-    client = await _client(alice)
+    await stored_connection(alice, server)
+    client = await authz_client(alice)
     page = (await client.get(f"/mcp/servers/{server.pk}/")).content.decode()
     assert "Connected with your account at" in page and AS_ORIGIN in page
     assert f'action="/mcp/connections/{server.pk}/disconnect/"' in page and "Connect to " not in page
     assert ACCESS not in page and REFRESH not in page
     # carol (same tenant) has no connection of her own: she is asked to connect
-    carol_page = (await (await _client(seeded["users"]["carol"])).get(f"/mcp/servers/{server.pk}/")).content.decode()
+    carol_page = (await (await authz_client(seeded["users"]["carol"])).get(f"/mcp/servers/{server.pk}/")).content.decode()
     assert f"Connect to {server.name}" in carol_page and "Connected with your account" not in carol_page
 
 
 async def test_connect_shows_the_authorization_origin_then_continue_redirects(seeded, fake_start):
-    server = await _oauth_server(seeded)
-    client = await _client(seeded["users"]["alice"], strict=True)
-    resp = await client.post(f"/mcp/oauth/connect/{server.pk}/", {**_csrf(client), "return_to": "/mcp/history/"})
+    server = await oauth_server(seeded)
+    client = await authz_client(seeded["users"]["alice"], strict=True)
+    resp = await client.post(f"/mcp/oauth/connect/{server.pk}/", {**csrf_field(client), "return_to": "/mcp/history/"})
     page = resp.content.decode()
     assert resp.status_code == 200
     assert "You are going to sign in at" in page and AS_ORIGIN in page and server.origin in page
@@ -184,31 +154,31 @@ async def test_connect_shows_the_authorization_origin_then_continue_redirects(se
 @pytest.mark.parametrize("return_to", ["https://evil.example/", "//evil.example/x", "/\\evil.example", "http:/x",
                                        "javascript:alert(1)", "/mcp/\nx", "relative/path", "/" + "a" * 2000])
 async def test_connect_refuses_a_return_to_off_this_site(seeded, fake_start, return_to):
-    server = await _oauth_server(seeded)
-    client = await _client(seeded["users"]["alice"])
+    server = await oauth_server(seeded)
+    client = await authz_client(seeded["users"]["alice"])
     assert (await client.post(f"/mcp/oauth/connect/{server.pk}/", {"return_to": return_to})).status_code == 200
     assert fake_start[0]["return_to"] == f"/mcp/servers/{server.pk}/"
 
 
 async def test_connect_refused_for_other_modes_and_other_tenants(seeded, fake_start):
-    alice = await _client(seeded["users"]["alice"])
+    alice = await authz_client(seeded["users"]["alice"])
     plain = seeded["servers"]["acme"]  # auth mode none
     resp = await alice.post(f"/mcp/oauth/connect/{plain.pk}/")
     assert resp.status_code == 400 and "not_oauth" in resp.content.decode()
-    other = await _oauth_server(seeded, "globex")
+    other = await oauth_server(seeded, "globex")
     assert (await alice.post(f"/mcp/oauth/connect/{other.pk}/")).status_code == 404
     assert fake_start == []
 
 
 async def test_continue_refused_for_another_person_session_used_or_expired_flow(seeded):
-    server = await _oauth_server(seeded)
+    server = await oauth_server(seeded)
     alice, carol = seeded["users"]["alice"], seeded["users"]["carol"]
-    client = await _client(alice)
+    client = await authz_client(alice)
     mine = await _pending(alice, server, _session_key(client))
     other_session = await _pending(alice, server, "another-session-key")
     used = await _pending(alice, server, _session_key(client), used_at=timezone.now())
     expired = await _pending(alice, server, _session_key(client), expires_at=timezone.now() - datetime.timedelta(seconds=1))
-    carol_client = await _client(carol)
+    carol_client = await authz_client(carol)
     carols = await _pending(carol, server, _session_key(carol_client))
     for row in (other_session, used, expired, carols):
         resp = await client.get(f"/mcp/oauth/go/{row.pk}/")
@@ -217,7 +187,7 @@ async def test_continue_refused_for_another_person_session_used_or_expired_flow(
     assert (await carol_client.get(f"/mcp/oauth/go/{mine.pk}/")).status_code == 400  # alice's flow, carol's browser
     assert (await client.get(f"/mcp/oauth/go/{mine.pk}/")).status_code == 302
     # a second browser of alice's (another session) cannot continue her flow either
-    second = await _client(alice)
+    second = await authz_client(alice)
     assert (await second.get(f"/mcp/oauth/go/{mine.pk}/")).status_code == 400
 
 
@@ -228,7 +198,7 @@ async def test_continue_refused_for_another_person_session_used_or_expired_flow(
 async def test_callback_refuses_a_malformed_query_before_the_service(seeded, monkeypatch, query):
     called = []
     monkeypatch.setattr(service, "finish_connect", lambda **kw: called.append(kw))
-    client = await _client(seeded["users"]["alice"])
+    client = await authz_client(seeded["users"]["alice"])
     resp = await client.get(f"/mcp/oauth/callback/{query}")
     assert resp.status_code == 400 and called == []
     assert "Authorization not completed" in resp.content.decode()
@@ -239,7 +209,7 @@ async def test_callback_refusal_is_a_page_with_its_code_and_nothing_stored(seede
         raise service.ConnectRefused("authorization_failed", "The authorization server said: access_denied")
 
     monkeypatch.setattr(service, "finish_connect", refuse)
-    client = await _client(seeded["users"]["alice"])
+    client = await authz_client(seeded["users"]["alice"])
     resp = await client.get("/mcp/oauth/callback/?state=s&error=access_denied")
     page = resp.content.decode()
     assert resp.status_code == 502 and "authorization_failed" in page and "access_denied" in page
@@ -248,9 +218,9 @@ async def test_callback_refusal_is_a_page_with_its_code_and_nothing_stored(seede
 
 @pytest.mark.parametrize("return_to", ["https://evil.example/", "//evil.example/", "/\\evil.example/", ""])
 async def test_callback_returns_only_to_a_path_of_this_site(seeded, fake_finish, return_to):
-    server = await _oauth_server(seeded)
+    server = await oauth_server(seeded)
     fake_finish.update(server_id=server.pk, return_to=return_to)
-    client = await _client(seeded["users"]["alice"])
+    client = await authz_client(seeded["users"]["alice"])
     resp = await client.get("/mcp/oauth/callback/?state=s&code=c&iss=https%3A%2F%2Fas.example.test")
     assert resp.status_code == 302 and resp["Location"] == f"/mcp/servers/{server.pk}/"
     assert fake_finish["query"] == {"state": ["s"], "code": ["c"], "iss": ["https://as.example.test"]}
@@ -262,8 +232,8 @@ async def test_callback_returns_only_to_a_path_of_this_site(seeded, fake_finish,
 
 
 async def test_callback_with_an_unknown_state_stores_nothing(seeded):
-    server = await _oauth_server(seeded)
-    client = await _client(seeded["users"]["alice"])
+    server = await oauth_server(seeded)
+    client = await authz_client(seeded["users"]["alice"])
     await _pending(seeded["users"]["alice"], server, _session_key(client))
     resp = await client.get("/mcp/oauth/callback/?state=not-a-state-we-made&code=c")
     assert resp.status_code == 400 and "state_invalid" in resp.content.decode()
@@ -272,9 +242,9 @@ async def test_callback_with_an_unknown_state_stores_nothing(seeded):
 
 async def test_callback_in_the_victims_browser_for_the_attackers_flow_stores_nothing(seeded):
     """The callback CSRF: carol (attacker) starts a flow, alice (victim) is sent its callback."""
-    server = await _oauth_server(seeded)
+    server = await oauth_server(seeded)
     carol, alice = seeded["users"]["carol"], seeded["users"]["alice"]
-    carol_client, alice_client = await _client(carol), await _client(alice)
+    carol_client, alice_client = await authz_client(carol), await authz_client(alice)
     state = secrets.token_urlsafe(24)
     row = await _pending(carol, server, _session_key(carol_client), state=state)
     resp = await alice_client.get(f"/mcp/oauth/callback/?state={state}&code=attackers-code")
@@ -286,9 +256,9 @@ async def test_callback_in_the_victims_browser_for_the_attackers_flow_stores_not
 
 
 async def test_callback_from_another_session_of_the_same_person_stores_nothing(seeded):
-    server = await _oauth_server(seeded)
+    server = await oauth_server(seeded)
     alice = seeded["users"]["alice"]
-    first, second = await _client(alice), await _client(alice)
+    first, second = await authz_client(alice), await authz_client(alice)
     state = secrets.token_urlsafe(24)
     await _pending(alice, server, _session_key(first), state=state)
     resp = await second.get(f"/mcp/oauth/callback/?state={state}&code=c")
@@ -297,8 +267,8 @@ async def test_callback_from_another_session_of_the_same_person_stores_nothing(s
 
 
 async def test_callback_with_a_used_state_stores_nothing(seeded):
-    server = await _oauth_server(seeded)
-    client = await _client(seeded["users"]["alice"])
+    server = await oauth_server(seeded)
+    client = await authz_client(seeded["users"]["alice"])
     state = secrets.token_urlsafe(24)
     await _pending(seeded["users"]["alice"], server, _session_key(client), state=state, used_at=timezone.now())
     resp = await client.get(f"/mcp/oauth/callback/?state={state}&code=c")
@@ -308,26 +278,19 @@ async def test_callback_with_a_used_state_stores_nothing(seeded):
 
 # --- Connect and run again -----------------------------------------------------------------------
 
-async def _failed_echo(user, server, code: str = "authorization_required") -> Operation:
-    params = {"name": "echo", "arguments": {"text": "same arguments ⟨x⟩"}}
-    return await Operation.objects.acreate(tenant_id=server.tenant_id, user=user, server=server, method="tools/call",
-                                           name="echo", params=params, request_id="r", latest_request_id="r",
-                                           status="failed", error_code=code, error_message=operations.message_for(code))
-
-
 async def test_connect_and_run_again_runs_the_same_arguments_after_the_callback(seeded, fake_start, fake_finish):
-    server = await _oauth_server(seeded)
+    server = await oauth_server(seeded)
     alice = seeded["users"]["alice"]
-    op = await _failed_echo(alice, server)
-    client = await _client(alice, strict=True)
+    op = await failed_echo(alice, server)
+    client = await authz_client(alice, strict=True)
     page = (await client.get(f"/mcp/operations/{op.id}/")).content.decode()
     assert "Connect and run again" in page and f'name="rerun" value="{op.id}"' in page
     assert "asks for authorization (HTTP 401)" in page and "could not be reached" not in page
     assert "Run again with the same arguments" not in page  # not connected yet
-    resp = await client.post(f"/mcp/oauth/connect/{server.pk}/", {**_csrf(client), "rerun": str(op.id)})
+    resp = await client.post(f"/mcp/oauth/connect/{server.pk}/", {**csrf_field(client), "rerun": str(op.id)})
     assert resp.status_code == 200 and "runs again with the same arguments" in resp.content.decode()
     assert fake_start[0]["return_to"] == f"/mcp/operations/{op.id}/"
-    await _connection(alice, server)  # what the real exchange stores
+    await stored_connection(alice, server)  # what the real exchange stores
     fake_finish.update(server_id=server.pk, return_to=fake_start[0]["return_to"])
     resp = await client.get("/mcp/oauth/callback/?state=s&code=c")
     assert resp.status_code == 302
@@ -344,32 +307,32 @@ async def test_connect_and_run_again_runs_the_same_arguments_after_the_callback(
 
 
 async def test_run_again_with_the_same_arguments_when_connected(seeded):
-    server = await _oauth_server(seeded)
+    server = await oauth_server(seeded)
     alice = seeded["users"]["alice"]
-    op = await _failed_echo(alice, server, "insufficient_scope")
-    await _connection(alice, server)
-    client = await _client(alice, strict=True)
+    op = await failed_echo(alice, server, "insufficient_scope")
+    await stored_connection(alice, server)
+    client = await authz_client(alice, strict=True)
     page = (await client.get(f"/mcp/operations/{op.id}/")).content.decode()
     assert "Connect and run again" in page and "Run again with the same arguments" in page
     assert "insufficient_scope" in page and "connect again to grant them" in page
     # carol cannot run alice's operation again
-    carol = await _client(seeded["users"]["carol"], strict=True)
-    assert (await carol.post(f"/mcp/operations/{op.id}/rerun/", _csrf(carol))).status_code == 404
-    resp = await client.post(f"/mcp/operations/{op.id}/rerun/", _csrf(client))
+    carol = await authz_client(seeded["users"]["carol"], strict=True)
+    assert (await carol.post(f"/mcp/operations/{op.id}/rerun/", csrf_field(carol))).status_code == 404
+    resp = await client.post(f"/mcp/operations/{op.id}/rerun/", csrf_field(client))
     assert resp.status_code == 302
     await operations.wait_idle()
     assert [c.params["arguments"] for c in seeded["mcp"].log.tool_calls("echo")] == [{"text": "same arguments ⟨x⟩"}]
     # a completed operation is not run again
     new = await Operation.objects.aget(pk=resp["Location"].rstrip("/").split("/")[-1])
-    assert (await client.post(f"/mcp/operations/{new.id}/rerun/", _csrf(client))).status_code == 409
+    assert (await client.post(f"/mcp/operations/{new.id}/rerun/", csrf_field(client))).status_code == 409
 
 
 async def test_tenant_credentials_failure_names_the_admin_not_connect(seeded):
     server = seeded["servers"]["acme"]
     server.auth_mode = McpServer.AuthMode.TENANT
     await server.asave()
-    op = await _failed_echo(seeded["users"]["alice"], server)
-    page = (await (await _client(seeded["users"]["alice"])).get(f"/mcp/operations/{op.id}/")).content.decode()
+    op = await failed_echo(seeded["users"]["alice"], server)
+    page = (await (await authz_client(seeded["users"]["alice"])).get(f"/mcp/operations/{op.id}/")).content.decode()
     assert "ask one to check them" in page and "Connect and run again" not in page
 
 
@@ -391,11 +354,11 @@ def test_error_codes_have_their_own_texts():
 # --- Connections, Disconnect ---------------------------------------------------------------------
 
 async def test_connections_page_lists_the_persons_own_and_never_a_token(seeded, monkeypatch):
-    server = await _oauth_server(seeded)
+    server = await oauth_server(seeded)
     alice, carol = seeded["users"]["alice"], seeded["users"]["carol"]
-    conn = await _connection(alice, server)
-    await _connection(carol, server, scope="carols-scope")
-    client = await _client(alice)
+    conn = await stored_connection(alice, server)
+    await stored_connection(carol, server, scope="carols-scope")
+    client = await authz_client(alice)
     page = (await client.get("/mcp/connections/")).content.decode()
     assert server.name in page and AS_ORIGIN in page and "mcp:tools" in page and "offline_access" in page
     assert "carols-scope" not in page and page.count('<tr data-server=') == 1
@@ -406,7 +369,7 @@ async def test_connections_page_lists_the_persons_own_and_never_a_token(seeded, 
         pages.append((await client.get(url)).content.decode())
     from django.contrib.auth import get_user_model
 
-    admin = await _client(await get_user_model().objects.aget(username="admin"))
+    admin = await authz_client(await get_user_model().objects.aget(username="admin"))
     for url in ("/admin/mrtrweb/oauthconnection/", f"/admin/mrtrweb/oauthconnection/{conn.pk}/change/",
                 f"/admin/mrtrweb/mcpserver/{server.pk}/change/"):
         resp = await admin.get(url)
@@ -417,9 +380,9 @@ async def test_connections_page_lists_the_persons_own_and_never_a_token(seeded, 
 
 
 async def test_disconnect_calls_the_service_and_goes_back(seeded, monkeypatch):
-    server = await _oauth_server(seeded)
+    server = await oauth_server(seeded)
     alice = seeded["users"]["alice"]
-    await _connection(alice, server)
+    await stored_connection(alice, server)
     calls = []
 
     async def disconnect(*, user, tenant, server):  # as core's: revoke where supported, delete, "there was one"
@@ -428,16 +391,16 @@ async def test_disconnect_calls_the_service_and_goes_back(seeded, monkeypatch):
         return True
 
     monkeypatch.setattr(service, "disconnect", disconnect)
-    client = await _client(alice, strict=True)
-    carol = await _client(seeded["users"]["carol"], strict=True)
-    assert (await carol.post(f"/mcp/connections/{server.pk}/disconnect/", _csrf(carol))).status_code == 404
+    client = await authz_client(alice, strict=True)
+    carol = await authz_client(seeded["users"]["carol"], strict=True)
+    assert (await carol.post(f"/mcp/connections/{server.pk}/disconnect/", csrf_field(carol))).status_code == 404
     resp = await client.post(f"/mcp/connections/{server.pk}/disconnect/",
-                             {**_csrf(client), "return_to": f"/mcp/servers/{server.pk}/"})
+                             {**csrf_field(client), "return_to": f"/mcp/servers/{server.pk}/"})
     assert resp.status_code == 302 and resp["Location"] == f"/mcp/servers/{server.pk}/"
     assert calls == [(alice.pk, server.tenant_id, server.pk)]
     page = (await client.get(resp["Location"])).content.decode()
     assert f"Disconnected from {server.name}." in page and f"Connect to {server.name}" in page
-    assert (await client.post(f"/mcp/connections/{server.pk}/disconnect/", _csrf(client))).status_code == 404
+    assert (await client.post(f"/mcp/connections/{server.pk}/disconnect/", csrf_field(client))).status_code == 404
 
 
 # --- the Client ID Metadata Document -------------------------------------------------------------
@@ -471,7 +434,7 @@ async def _settings(client: AsyncClient, server: McpServer, **fields):
 async def test_tenant_bearer_is_sealed_write_only_and_kept_when_left_empty(seeded):
     server = seeded["servers"]["acme"]
     before = server.config_digest()
-    client = await _client(seeded["users"]["alice"])
+    client = await authz_client(seeded["users"]["alice"])
     resp = await _settings(client, server, auth_mode="tenant", bearer_token=BEARER)
     assert resp.status_code == 200 and BEARER not in resp.content.decode()
     await server.arefresh_from_db()
@@ -506,7 +469,7 @@ async def test_tenant_bearer_is_sealed_write_only_and_kept_when_left_empty(seede
                                           ("\n".join(f"X-{i}: v" for i in range(21)), "too_many_headers")])
 async def test_tenant_headers_are_checked(seeded, headers, code):
     server = seeded["servers"]["acme"]
-    client = await _client(seeded["users"]["alice"])
+    client = await authz_client(seeded["users"]["alice"])
     resp = await _settings(client, server, auth_mode="tenant", headers=headers)
     assert resp.status_code == 400 and 'class="field-error"' in resp.content.decode()
     assert HEADER_VALUE not in resp.content.decode()
@@ -516,7 +479,7 @@ async def test_tenant_headers_are_checked(seeded, headers, code):
 
 async def test_tenant_headers_and_oauth_client_secret(seeded):
     server = seeded["servers"]["acme"]
-    client = await _client(seeded["users"]["alice"])
+    client = await authz_client(seeded["users"]["alice"])
     resp = await _settings(client, server, auth_mode="tenant", headers=f"X-Api-Key: {HEADER_VALUE}\r\nX-Team: blue")
     assert resp.status_code == 200
     await server.arefresh_from_db()
@@ -550,7 +513,7 @@ async def test_tenant_headers_and_oauth_client_secret(seeded):
 
 async def test_settings_are_for_tenant_admins_only(seeded):
     server = seeded["servers"]["acme"]
-    carol = await _client(seeded["users"]["carol"])
+    carol = await authz_client(seeded["users"]["carol"])
     assert (await _settings(carol, server, auth_mode="tenant", bearer_token=BEARER)).status_code == 404
     await server.arefresh_from_db()
     assert server.auth_mode == "none"
@@ -560,7 +523,7 @@ async def test_admin_sets_secrets_write_only(seeded):
     from django.contrib.auth import get_user_model
 
     server = seeded["servers"]["acme"]
-    admin = await _client(await get_user_model().objects.aget(username="admin"))
+    admin = await authz_client(await get_user_model().objects.aget(username="admin"))
     url = f"/admin/mrtrweb/mcpserver/{server.pk}/change/"
     data = {"tenant": server.tenant_id, "name": server.name, "url": server.url, "enabled": "on", "roots": "[]",
             "auth_mode": "tenant", "bearer_token": BEARER, "oauth_client_id": "", "oauth_scope": "",
@@ -604,9 +567,9 @@ async def test_connect_continue_callback_call_and_disconnect_for_real(seeded, oa
     alice, carol = seeded["users"]["alice"], seeded["users"]["carol"]
     server = await McpServer.objects.acreate(tenant_id=seeded["servers"]["acme"].tenant_id, name="Guarded",
                                              url=oauth_pair.mcp_url, auth_mode=McpServer.AuthMode.OAUTH_USER)
-    client = await _client(alice, strict=True)
+    client = await authz_client(alice, strict=True)
     assert "Connect to Guarded" in (await client.get(f"/mcp/servers/{server.pk}/")).content.decode()
-    resp = await client.post(f"/mcp/oauth/connect/{server.pk}/", _csrf(client))
+    resp = await client.post(f"/mcp/oauth/connect/{server.pk}/", csrf_field(client))
     page = resp.content.decode()
     assert resp.status_code == 200 and origin_of(oauth_pair.as_url) in page, page[-1500:]
     pending = re.search(r'href="/mcp/oauth/go/(\d+)/"', page).group(1)
@@ -616,12 +579,12 @@ async def test_connect_continue_callback_call_and_disconnect_for_real(seeded, oa
     query = await follow_authorization_url(go["Location"], redirect_uri=redirect_uri, policy=outbound_policy())
     callback = "/mcp/oauth/callback/?" + urllib.parse.urlencode(query)
     # the callback in carol's browser (a victim sent alice's flow's callback) stores nothing ...
-    carol_client = await _client(carol)
+    carol_client = await authz_client(carol)
     assert (await carol_client.get(callback)).status_code == 400
     assert await OAuthConnection.objects.acount() == 0
     # ... and spent the state: alice's own flow must be started again (single use)
     assert (await client.get(callback)).status_code == 400
-    resp = await client.post(f"/mcp/oauth/connect/{server.pk}/", _csrf(client))
+    resp = await client.post(f"/mcp/oauth/connect/{server.pk}/", csrf_field(client))
     pending = re.search(r'href="/mcp/oauth/go/(\d+)/"', resp.content.decode()).group(1)
     go = await client.get(f"/mcp/oauth/go/{pending}/")
     query = await follow_authorization_url(go["Location"], redirect_uri=redirect_uri, policy=outbound_policy())
@@ -645,7 +608,7 @@ async def test_connect_continue_callback_call_and_disconnect_for_real(seeded, oa
     assert "Connect to Guarded" in (await carol_client.get(f"/mcp/servers/{server.pk}/")).content.decode()
     # Disconnect: revoked at the authorization server (RFC 7009, the DCR client is public: the demo
     # AS's own /revoke, mrtrweb.demo.oauth), deleted here, the page asks again
-    resp = await client.post(f"/mcp/connections/{server.pk}/disconnect/", _csrf(client))
+    resp = await client.post(f"/mcp/connections/{server.pk}/disconnect/", csrf_field(client))
     assert resp.status_code == 302 and await OAuthConnection.objects.acount() == 0
     page = (await client.get(f"/mcp/servers/{server.pk}/")).content.decode()
     assert "Disconnected from Guarded; the authorization server revoked the tokens." in page
@@ -658,7 +621,7 @@ async def test_the_settings_page_shows_what_an_admin_registers_at_an_authorizati
     """The tenant admin pre-registering this product needs its exact redirect URI (and, with CIMD,
     its client id URL): the settings page shows them (docs/tenant-admin.md: "register the redirect URI")."""
     server = seeded["servers"]["acme"]
-    client = await _client(seeded["users"]["alice"])
+    client = await authz_client(seeded["users"]["alice"])
     page = (await client.get(f"/mcp/servers/{server.pk}/settings/")).content.decode()
     assert '<code class="redirect-uri">http://testserver/mcp/oauth/callback/</code>' in page
     assert "client-metadata-url" not in page
@@ -676,14 +639,14 @@ async def test_leaving_a_tenant_deletes_the_persons_connections_there(seeded):
     from mrtrweb.models import Membership
 
     alice = seeded["users"]["alice"]
-    here = await _oauth_server(seeded)
-    await _connection(alice, here)
+    here = await oauth_server(seeded)
+    await stored_connection(alice, here)
     other_tenant = await Tenant.objects.acreate(name="Other", slug="other-conn")
     await Membership.objects.acreate(tenant=other_tenant, user=alice)
     elsewhere = await McpServer.objects.acreate(tenant=other_tenant, name="Elsewhere", url="https://mcp.other.example/mcp",
                                                 auth_mode=McpServer.AuthMode.OAUTH_USER)
-    await _connection(alice, elsewhere)
-    client = await _client(alice)
+    await stored_connection(alice, elsewhere)
+    client = await authz_client(alice)
     page = (await client.get("/mcp/connections/")).content.decode()
     assert f">{here.name}<" in page and "Elsewhere" in page
     await Membership.objects.filter(tenant_id=here.tenant_id, user=alice).adelete()
