@@ -27,38 +27,9 @@ from mrtrweb.models import AuditEvent, Membership, McpServer, Operation
 
 from ..live_server import LiveAsgiServer
 from ..topology import WebSession, status_in
+from .concurrency import EXPECTED, INVALID, INVALID_POSTS, ROLES, USERS_PER_TENANT, VALID, run_threads
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
-
-USERS_PER_TENANT = 10
-INVALID_POSTS = 3
-
-VALID = {"in-confirm_deploy-confirm": "on", "in-confirm_deploy-ticket": "CHG-1", "in-confirm_deploy-window": "3",
-         "in-confirm_deploy-region": "eu-west-1"}
-INVALID = dict(VALID, **{"in-confirm_deploy-email": "not-an-email"})  # Django accepts it; the gate does not
-
-
-def _run_threads(target, count: int, timeout_s: float = 240.0) -> list[BaseException]:
-    """Run ``target(i)`` in ``count`` threads released together; returns what they raised."""
-    barrier = threading.Barrier(count)
-    errors: list[BaseException] = []
-
-    def body(i: int) -> None:
-        try:
-            barrier.wait(30)
-            target(i)
-        except BaseException as exc:  # noqa: BLE001 -- reported to the test
-            errors.append(exc)
-        finally:
-            connections.close_all()
-
-    threads = [threading.Thread(target=body, args=(i,), daemon=True) for i in range(count)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout_s)
-    assert not any(t.is_alive() for t in threads), "some writers never finished"
-    return errors
 
 
 def _verify() -> str:
@@ -91,7 +62,7 @@ def test_concurrent_appends_in_two_tenants_all_land_and_chain(seeded, writers, c
 
     caplog.set_level(logging.ERROR, logger="mrtrweb.audit")
     started = time.perf_counter()
-    errors = _run_threads(write, writers)
+    errors = run_threads(write, writers)
     elapsed = time.perf_counter() - started
     print(f"\n{connection.vendor}: {writers} writers, {writers * per_writer} appends in {elapsed:.2f} s "
           f"= {writers * per_writer / elapsed:.0f} appends/s ({len(errors)} writers failed)")
@@ -133,20 +104,6 @@ def _wait_event(op_id: str, events: set[str], timeout_s: float = 30.0) -> None:
         if time.monotonic() > deadline:
             return  # the count below names what is missing
         time.sleep(0.05)
-
-
-#: what each user of a tenant does, by index (the rest accept valid answers at once)
-ROLES = {0: "invalid_then_accept", 1: "invalid_then_accept", 2: "invalid_then_accept", 3: "decline",
-         4: "cancel", 5: "stop"}
-#: the audit rows each role's operation must have, and its final status
-EXPECTED = {
-    "accept": ({"received": 1, "shown": 1, "submitted": 1, "completed": 1}, "completed"),
-    "invalid_then_accept": ({"received": 1, "shown": 1, "rejected": INVALID_POSTS, "submitted": 1, "completed": 1},
-                            "completed"),
-    "decline": ({"received": 1, "shown": 1, "submitted": 1, "completed": 1}, "completed"),
-    "cancel": ({"received": 1, "shown": 1, "submitted": 1, "cancelled": 1}, "completed"),
-    "stop": ({"received": 1, "shown": 1, "denied": 1}, "denied"),
-}
 
 
 def test_twenty_users_of_two_tenants_answer_at_once(seeded, live, caplog):
@@ -199,7 +156,7 @@ def test_twenty_users_of_two_tenants_answer_at_once(seeded, live, caplog):
         outcomes[i] = codes
 
     caplog.set_level(logging.ERROR, logger="mrtrweb")
-    errors = _run_threads(person, len(people))
+    errors = run_threads(person, len(people))
     assert not errors, f"{len(errors)} people failed: {errors[:3]!r}"
     for i, op_id in ops.items():
         _wait_status(op_id, {"completed", "failed", "denied", "expired"})
@@ -261,7 +218,7 @@ def test_appends_wait_on_an_embedding_projects_plain_sqlite(seeded, monkeypatch)
         for n in range(10):
             audit.record(op, "shown", round_number=1, reason=f"writer {i}", read_back=(n == 5))
 
-    errors = _run_threads(write, 20)
+    errors = run_threads(write, 20)
     assert set(modes) == {None}  # the writers really ran with DEFERRED transactions
     assert not errors, f"{len(errors)} of 20 writers failed: {errors[:3]!r}"
     assert AuditEvent.objects.filter(operation_id=op.id).count() == 200
@@ -368,7 +325,7 @@ def test_a_card_shown_in_many_tabs_at_once_has_one_receipt(seeded, live):
     rnd = get_gate().state(handle_of(op)).round
     assert not AuditEvent.objects.filter(operation_id=op_id, event="shown").exists()
 
-    assert not _run_threads(lambda _i: panels.record_shown(op, rnd), 12)
+    assert not run_threads(lambda _i: panels.record_shown(op, rnd), 12)
     assert AuditEvent.objects.filter(operation_id=op_id, event="shown").count() == 1
     assert "OK acme" in _verify()
 
@@ -387,7 +344,7 @@ def test_two_reconciles_at_once_settle_an_expired_round_once(seeded):
     audit.record(op, "received", round_number=1, state_digest="", schema_digests={})
     later = timezone.now() + datetime.timedelta(hours=2)  # past the round's lifetime
 
-    assert not _run_threads(lambda _i: reconcile.reconcile(now=later), 6)
+    assert not run_threads(lambda _i: reconcile.reconcile(now=later), 6)
     assert AuditEvent.objects.filter(operation_id=op.id, event="expired").count() == 1
     report = reconcile.reconcile(now=later)
     assert report["multiple_outcomes"] == [] and report["expired"] == []

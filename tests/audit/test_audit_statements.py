@@ -204,7 +204,7 @@ def test_a_receipt_written_once_costs_one_statement_and_its_repeat_one_more(seed
 def test_receipts_written_at_once_by_many_threads_land_once(seeded):
     """16 threads (each its own connection) write the same receipt at the same moment, with
     other events appended meanwhile: one receipt, and the chain verifies."""
-    from tests.audit.test_audit_concurrency import _run_threads
+    from tests.audit.concurrency import run_threads
 
     op = _operation(seeded)
     audit.record(op, "received", round_number=1, **DIGESTS)
@@ -214,7 +214,7 @@ def test_receipts_written_at_once_by_many_threads_land_once(seeded):
         audit.record(op, "shown", **kw)
         audit.record(op, "rejected", code="x", round_number=1, **DIGESTS)
 
-    assert not _run_threads(write, 16)
+    assert not run_threads(write, 16)
     assert AuditEvent.objects.filter(operation_id=op.id, event="shown").count() == 1
     assert AuditEvent.objects.filter(operation_id=op.id, event="rejected").count() == 16
     report = audit.verify_chain(op.tenant_id)

@@ -13,7 +13,7 @@ from collections import Counter
 
 import pytest
 
-from tests.audit.test_audit_concurrency import EXPECTED, INVALID, INVALID_POSTS, ROLES, USERS_PER_TENANT, VALID
+from tests.audit.concurrency import EXPECTED, INVALID, INVALID_POSTS, ROLES, USERS_PER_TENANT, VALID
 from ..topology import ROOT, Cluster, PrivateDatabase, WebSession, status_in
 
 pytestmark = [pytest.mark.services]
