@@ -12,8 +12,8 @@ from __future__ import annotations
 import pytest
 
 from tests.browser import OP_URL, op_status, expect
-from tests.consent.test_browser_url import alice_trusting_the_counting_site, counting_site  # noqa: F401 -- fixture
-from tests.mcp.test_url_required import url_required_server
+from tests.consent.counting_site import alice_trusting_the_counting_site
+from tests.url_required_mcp import url_required_server
 
 pytestmark = [pytest.mark.browser]
 
