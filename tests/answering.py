@@ -129,3 +129,25 @@ DEPLOY_OK = {
     "in-confirm_deploy-notify": ["email", "slack"],
 }
 
+
+#: valid answers to the demo server's onboard_team card (two requests in one card)
+ONBOARD_OK = {
+    "in-profile-display_name": "Core ops",
+    "in-profile-budget": "99.5",
+    "in-profile-homepage": "https://core.example.test/",
+    "in-profile-channels": ["chat", "wiki"],
+    "in-profile-size": "medium",
+}
+
+
+def answer_url(op: Operation) -> str:
+    """Where the card of ``op`` posts its answer."""
+    return f"/mcp/operations/{op.id}/answer/"
+
+
+async def reviewed_page(client, op, fields, round_no="1"):
+    """Show the card, then Accept: returns ``(review page html, token)``."""
+    assert (await client.get(f"/mcp/operations/{op.id}/")).status_code == 200
+    resp, token = await post_review(client, answer_url(op), dict(fields, round=round_no))
+    assert resp.status_code == 200 and token, resp.content.decode()[:2000]
+    return resp.content.decode(), token

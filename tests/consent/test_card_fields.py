@@ -271,15 +271,14 @@ class _FakeRound:
 
 @pytest.mark.django_db(transaction=True)
 async def test_integers_and_integral_numbers_arrive_as_ints_on_the_retry(seeded):
-    from tests.answering import DEPLOY_OK, signed_client, reload_op, start_call
-    from tests.consent.test_review import ONBOARD_OK, _reviewed, _url
+    from tests.answering import DEPLOY_OK, ONBOARD_OK, answer_url, reload_op, reviewed_page, signed_client, start_call
 
     mcp = seeded["mcp"]
     client = await signed_client(seeded["users"]["alice"])
     op = await start_call(client, seeded["servers"]["acme"], "deploy", {"env": "production", "replicas": "3"})
-    page, token = await _reviewed(client, op, dict(DEPLOY_OK, **{"in-confirm_deploy-window": "12"}))
+    page, token = await reviewed_page(client, op, dict(DEPLOY_OK, **{"in-confirm_deploy-window": "12"}))
     assert '<dd data-name="window"><span class="review-value">12</span>' in page
-    resp = await client.post(_url(op), dict(DEPLOY_OK, action="send", round="1", review_token=token,
+    resp = await client.post(answer_url(op), dict(DEPLOY_OK, action="send", round="1", review_token=token,
                                             **{"in-confirm_deploy-window": "12"}))
     assert resp.status_code == 302
     await operations.wait_idle()
@@ -288,9 +287,9 @@ async def test_integers_and_integral_numbers_arrive_as_ints_on_the_retry(seeded)
     assert window == 12 and type(window) is int
 
     op = await start_call(client, seeded["servers"]["acme"], "onboard_team", {"team": "core"})
-    page, token = await _reviewed(client, op, dict(ONBOARD_OK, **{"in-profile-budget": "1200"}))
+    page, token = await reviewed_page(client, op, dict(ONBOARD_OK, **{"in-profile-budget": "1200"}))
     assert '<dd data-name="budget"><span class="review-value">1200</span>' in page and "1200.0" not in page
-    resp = await client.post(_url(op), dict(ONBOARD_OK, action="send", round="1", review_token=token,
+    resp = await client.post(answer_url(op), dict(ONBOARD_OK, action="send", round="1", review_token=token,
                                             **{"in-profile-budget": "1200"}))
     assert resp.status_code == 302
     await operations.wait_idle()

@@ -20,7 +20,8 @@ from django.test import AsyncClient
 from mrtrweb import operations, views
 from mrtrweb.models import AuditEvent, McpServer, Operation
 from tests.answering import (
-    DEPLOY_OK, post_answer, post_review, reload_op, review_token, signed_client, start_call,
+    DEPLOY_OK, ONBOARD_OK, answer_url, post_answer, post_review, reload_op, review_token, reviewed_page,
+    signed_client, start_call,
 )
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
@@ -44,18 +45,6 @@ def _inputs(page: str) -> dict[str, list[tuple[str, bool]]]:
     return parser.found
 
 
-def _url(op: Operation) -> str:
-    return f"/mcp/operations/{op.id}/answer/"
-
-
-async def _reviewed(client, op, fields, round_no="1"):
-    """Show the card, then Accept: returns ``(review page html, token)``."""
-    assert (await client.get(f"/mcp/operations/{op.id}/")).status_code == 200
-    resp, token = await post_review(client, _url(op), dict(fields, round=round_no))
-    assert resp.status_code == 200 and token, resp.content.decode()[:2000]
-    return resp.content.decode(), token
-
-
 async def _deploy(seeded, **args):
     client = await signed_client(seeded["users"]["alice"])
     op = await start_call(client, seeded["servers"]["acme"], "deploy", {"env": "production", "replicas": "3", **args})
@@ -67,7 +56,7 @@ async def test_accept_shows_the_review_and_sends_nothing(seeded):
     mcp = seeded["mcp"]
     client, op = await _deploy(seeded)
     hostile = "<b>CHG</b>&\"1'"
-    page, token = await _reviewed(client, op, dict(DEPLOY_OK, **{"in-confirm_deploy-ticket": hostile,
+    page, token = await reviewed_page(client, op, dict(DEPLOY_OK, **{"in-confirm_deploy-ticket": hostile,
                                                                  "in-confirm_deploy-window": ""}))
     assert mcp.calls[("deploy", True)] == 0
     assert (await reload_op(op)).status == Operation.Status.AWAITING_INPUT
@@ -101,7 +90,7 @@ async def test_accept_shows_the_review_and_sends_nothing(seeded):
     # the review wrote no consent receipt of its own (the card's GET did)
     assert await AuditEvent.objects.filter(operation_id=op.id, event="shown").acount() == 1
 
-    resp = await client.post(_url(op), dict(DEPLOY_OK, action="send", round="1", review_token=token,
+    resp = await client.post(answer_url(op), dict(DEPLOY_OK, action="send", round="1", review_token=token,
                                             **{"in-confirm_deploy-ticket": hostile, "in-confirm_deploy-window": ""}))
     assert resp.status_code == 302
     await operations.wait_idle()
@@ -116,8 +105,8 @@ async def test_accept_shows_the_review_and_sends_nothing(seeded):
 async def test_change_shows_the_card_prefilled_and_sends_nothing(seeded):
     mcp = seeded["mcp"]
     client, op = await _deploy(seeded)
-    await _reviewed(client, op, DEPLOY_OK)
-    resp = await client.post(_url(op), dict(DEPLOY_OK, action="change", round="1"))
+    await reviewed_page(client, op, DEPLOY_OK)
+    resp = await client.post(answer_url(op), dict(DEPLOY_OK, action="change", round="1"))
     page = resp.content.decode()
     assert resp.status_code == 200
     # no review form (the phrase itself is also in the page's live-region texts, operation.html)
@@ -133,7 +122,7 @@ async def test_change_shows_the_card_prefilled_and_sends_nothing(seeded):
     assert mcp.calls[("deploy", True)] == 0
     # changed, reviewed again, sent: the new answer is what arrives
     changed = dict(DEPLOY_OK, **{"in-confirm_deploy-ticket": "CHG-2000"})
-    resp = await post_answer(client, _url(op), dict(changed, action="accept", round="1"))
+    resp = await post_answer(client, answer_url(op), dict(changed, action="accept", round="1"))
     assert resp.status_code == 302
     await operations.wait_idle()
     retry = [r for r in mcp.log.tool_calls("deploy") if r.is_retry]
@@ -149,10 +138,10 @@ async def test_change_shows_the_card_prefilled_and_sends_nothing(seeded):
 async def test_send_with_answers_other_than_the_reviewed_is_refused(seeded, caplog, alter):
     mcp = seeded["mcp"]
     client, op = await _deploy(seeded)
-    _, token = await _reviewed(client, op, DEPLOY_OK)
+    _, token = await reviewed_page(client, op, DEPLOY_OK)
     posted = {k: v for k, v in dict(DEPLOY_OK, **alter).items() if v != ""}
     with caplog.at_level(logging.INFO, logger="mrtrweb"):
-        resp = await client.post(_url(op), dict(posted, action="send", round="1", review_token=token))
+        resp = await client.post(answer_url(op), dict(posted, action="send", round="1", review_token=token))
     await operations.wait_idle()
     page = resp.content.decode()
     assert resp.status_code == 400
@@ -164,7 +153,7 @@ async def test_send_with_answers_other_than_the_reviewed_is_refused(seeded, capl
     assert "Send refused, nothing sent (answers differ from the reviewed ones)" in logged
     assert token not in logged and "CHG-1042" not in logged and "CHG-6666" not in logged
     # the reviewed answers still go through: nothing was lost
-    resp = await client.post(_url(op), dict(DEPLOY_OK, action="send", round="1", review_token=token))
+    resp = await client.post(answer_url(op), dict(DEPLOY_OK, action="send", round="1", review_token=token))
     assert resp.status_code == 302
     await operations.wait_idle()
     assert mcp.calls[("deploy", True)] == 1
@@ -180,7 +169,7 @@ def _forged(token: str) -> str:
 async def test_send_without_a_valid_review_is_refused(seeded, caplog, monkeypatch, case):
     mcp = seeded["mcp"]
     client, op = await _deploy(seeded)
-    _, token = await _reviewed(client, op, DEPLOY_OK)
+    _, token = await reviewed_page(client, op, DEPLOY_OK)
     reason = {"missing": "no review token", "forged": "review token bad signature",
               "other_salt": "review token bad signature", "expired": "review token expired",
               "other_round": "review token for another operation or round",
@@ -196,12 +185,12 @@ async def test_send_without_a_valid_review_is_refused(seeded, caplog, monkeypatc
         token = signing.dumps(dict(payload, round=2), salt=views.REVIEW_SALT, compress=True)
     elif case == "other_operation":
         _, other = await _deploy(seeded)
-        _, other_token = await _reviewed(client, other, DEPLOY_OK)
+        _, other_token = await reviewed_page(client, other, DEPLOY_OK)
         token = other_token  # a genuine review of the same answers, for another operation
     elif case == "expired":
         monkeypatch.setattr(views.review, "REVIEW_MAX_AGE_S", -1)
     with caplog.at_level(logging.INFO, logger="mrtrweb"):
-        resp = await client.post(_url(op), dict(DEPLOY_OK, action="send", round="1", review_token=token))
+        resp = await client.post(answer_url(op), dict(DEPLOY_OK, action="send", round="1", review_token=token))
     await operations.wait_idle()
     assert resp.status_code == 400
     assert views.REVIEW_INVALID_MESSAGE in html.unescape(resp.content.decode())
@@ -213,11 +202,11 @@ async def test_send_without_a_valid_review_is_refused(seeded, caplog, monkeypatc
 async def test_send_and_change_need_csrf(seeded):
     mcp = seeded["mcp"]
     client, op = await _deploy(seeded)
-    _, token = await _reviewed(client, op, DEPLOY_OK)
+    _, token = await reviewed_page(client, op, DEPLOY_OK)
     strict = AsyncClient(enforce_csrf_checks=True)
     await strict.aforce_login(seeded["users"]["alice"])
     for action in ("send", "change", "accept"):
-        resp = await strict.post(_url(op), dict(DEPLOY_OK, action=action, round="1", review_token=token))
+        resp = await strict.post(answer_url(op), dict(DEPLOY_OK, action=action, round="1", review_token=token))
         assert resp.status_code == 403
     assert mcp.calls[("deploy", True)] == 0
 
@@ -225,10 +214,10 @@ async def test_send_and_change_need_csrf(seeded):
 async def test_a_review_of_a_closed_round_sends_nothing(seeded):
     mcp = seeded["mcp"]
     client, op = await _deploy(seeded)
-    _, token = await _reviewed(client, op, DEPLOY_OK)
-    assert (await client.post(_url(op), dict(DEPLOY_OK, action="send", round="1", review_token=token))).status_code == 302
+    _, token = await reviewed_page(client, op, DEPLOY_OK)
+    assert (await client.post(answer_url(op), dict(DEPLOY_OK, action="send", round="1", review_token=token))).status_code == 302
     await operations.wait_idle()
-    again = await client.post(_url(op), dict(DEPLOY_OK, action="send", round="1", review_token=token))
+    again = await client.post(answer_url(op), dict(DEPLOY_OK, action="send", round="1", review_token=token))
     assert again.status_code == 409  # the same review cannot send twice
     assert mcp.calls[("deploy", True)] == 1
 
@@ -247,7 +236,7 @@ async def test_a_round_answered_meanwhile_shows_no_review(seeded, monkeypatch):
         return await real(request, op_, *args, **kwargs)
 
     monkeypatch.setattr(views.answers, "_review_response", answered_elsewhere_first)
-    resp, token = await post_review(client, _url(op), dict(DEPLOY_OK, round="1"))
+    resp, token = await post_review(client, answer_url(op), dict(DEPLOY_OK, round="1"))
     assert resp.status_code == 409 and token is None
     page = resp.content.decode()
     assert str(views.common.ANSWER_NOT_SENT) in html.unescape(page)  # "Your answer was not sent: ... no longer open"
@@ -261,7 +250,7 @@ async def test_decline_needs_no_review(seeded):
     card = (await client.get(f"/mcp/operations/{op.id}/")).content.decode()
     assert ("Accept shows you what will be sent, to review before you send it. Decline and Cancel are sent to the "
             "server at once as your answer.") in card
-    resp = await client.post(_url(op), {"action": "decline", "round": "1"})
+    resp = await client.post(answer_url(op), {"action": "decline", "round": "1"})
     assert resp.status_code == 302
     await operations.wait_idle()
     assert mcp.calls[("deploy", True)] == 1 and (await reload_op(op)).status == Operation.Status.COMPLETED
@@ -271,10 +260,10 @@ async def test_url_mode_review_says_accept_with_no_content(seeded):
     mcp = seeded["mcp"]
     client = await signed_client(seeded["users"]["alice"])
     op = await start_call(client, seeded["servers"]["acme"], "connect_account", {"provider": "github"})
-    page, token = await _reviewed(client, op, {})
+    page, token = await reviewed_page(client, op, {})
     assert "You confirm that you are done at auth.example.test. The server receives “accept”, with no content." in page
     assert mcp.calls[("connect_account", True)] == 0
-    resp = await client.post(_url(op), {"action": "send", "round": "1", "review_token": token})
+    resp = await client.post(answer_url(op), {"action": "send", "round": "1", "review_token": token})
     assert resp.status_code == 302
     await operations.wait_idle()
     retry = [r for r in mcp.log.tool_calls("connect_account") if r.is_retry]
@@ -287,13 +276,13 @@ async def test_roots_review_shows_the_roots_and_sends_them(seeded):
     await McpServer.objects.filter(pk=server.pk).aupdate(allow_roots=True, roots=roots)
     client = await signed_client(seeded["users"]["alice"])
     op = await start_call(client, server, "list_my_roots", {})
-    page, token = await _reviewed(client, op, {})
+    page, token = await reviewed_page(client, op, {})
     assert "The server receives exactly these roots:" in page
     assert '<code class="root-uri">file:///home/alice/projects</code> — <span class="root-name">Mine &lt;b&gt;</span>' in page
     assert mcp.calls[("list_my_roots", True)] == 0
     # the roots configured after the review are not the reviewed ones: refused, nothing sent
     await McpServer.objects.filter(pk=server.pk).aupdate(roots=[{"uri": "file:///other"}])
-    resp = await client.post(_url(op), {"action": "send", "round": "1", "review_token": token})
+    resp = await client.post(answer_url(op), {"action": "send", "round": "1", "review_token": token})
     assert resp.status_code == 400 and views.REVIEW_CHANGED_MESSAGE in html.unescape(resp.content.decode())
     assert mcp.calls[("list_my_roots", True)] == 0
 
@@ -304,16 +293,16 @@ async def test_sampling_review_shows_the_reply_and_sends_exactly_it(seeded, capl
     client = await signed_client(seeded["users"]["alice"])
     op = await start_call(client, server, "summarize_with_sampling", {"text": "hello"})
     fields = {"in-summary-approve": "on", "in-summary-reply": "Short <i>reply</i>"}
-    page, token = await _reviewed(client, op, fields)
+    page, token = await reviewed_page(client, op, fields)
     assert '<code class="reply-model">human</code>' in page
     assert '<pre class="reply-text">Short &lt;i&gt;reply&lt;/i&gt;</pre>' in page
     assert mcp.calls[("summarize_with_sampling", True)] == 0
     with caplog.at_level(logging.INFO, logger="mrtrweb"):
-        refused = await client.post(_url(op), dict(fields, action="send", round="1", review_token=token,
+        refused = await client.post(answer_url(op), dict(fields, action="send", round="1", review_token=token,
                                                    **{"in-summary-reply": "Another reply"}))
     assert refused.status_code == 400 and mcp.calls[("summarize_with_sampling", True)] == 0
     assert "answers differ from the reviewed ones" in caplog.text and "Another reply" not in caplog.text
-    resp = await client.post(_url(op), dict(fields, action="send", round="1", review_token=token))
+    resp = await client.post(answer_url(op), dict(fields, action="send", round="1", review_token=token))
     assert resp.status_code == 302
     await operations.wait_idle()
     op = await reload_op(op)
@@ -323,8 +312,8 @@ async def test_sampling_review_shows_the_reply_and_sends_exactly_it(seeded, capl
 
 async def test_review_token_and_values_are_not_in_the_audit_rows(seeded):
     client, op = await _deploy(seeded)
-    _, token = await _reviewed(client, op, DEPLOY_OK)
-    assert (await client.post(_url(op), dict(DEPLOY_OK, action="send", round="1", review_token=token))).status_code == 302
+    _, token = await reviewed_page(client, op, DEPLOY_OK)
+    assert (await client.post(answer_url(op), dict(DEPLOY_OK, action="send", round="1", review_token=token))).status_code == 302
     await operations.wait_idle()
     rows = [e async for e in AuditEvent.objects.filter(operation_id=op.id).values()]
     text = repr(rows)
@@ -339,15 +328,6 @@ def test_review_token_helper_reads_only_reviews():
     assert review_token(R()) is None
 
 
-ONBOARD_OK = {
-    "in-profile-display_name": "Core ops",
-    "in-profile-budget": "99.5",
-    "in-profile-homepage": "https://core.example.test/",
-    "in-profile-channels": ["chat", "wiki"],
-    "in-profile-size": "medium",
-}
-
-
 async def test_a_card_of_two_requests_is_reviewed_and_sent_together(seeded):
     mcp = seeded["mcp"]
     client = await signed_client(seeded["users"]["alice"])
@@ -358,18 +338,18 @@ async def test_a_card_of_two_requests_is_reviewed_and_sent_together(seeded):
     assert 'type="number"' in card and 'step="any"' in card and 'type="url"' in card
     assert 'name="in-profile-budget" value="250.5"' in card  # the number default, pre-filled
     # invalid in both places: the pattern and maxItems; nothing sent
-    bad = await client.post(_url(op), dict(ONBOARD_OK, action="accept", round="1",
+    bad = await client.post(answer_url(op), dict(ONBOARD_OK, action="accept", round="1",
                                           **{"in-profile-display_name": "Core/ops",
                                              "in-profile-channels": ["chat", "mail", "wiki"]}))
     assert bad.status_code == 400 and bad.content.decode().count('class="field-error"') == 2
-    page, token = await _reviewed(client, op, ONBOARD_OK)
+    page, token = await reviewed_page(client, op, ONBOARD_OK)
     assert page.count('class="review-request"') == 2
     assert '<span class="review-value">99.5</span>' in page
     assert '<ul class="review-value review-list"><li>Team chat</li><li>Wiki</li></ul>' in page
     assert '<dd data-name="size"><span class="review-value">6 to 20 people</span>' in page
     assert "You confirm that you are done at sso.example.test." in page
     assert mcp.calls[("onboard_team", True)] == 0
-    resp = await client.post(_url(op), dict(ONBOARD_OK, action="send", round="1", review_token=token))
+    resp = await client.post(answer_url(op), dict(ONBOARD_OK, action="send", round="1", review_token=token))
     assert resp.status_code == 302
     await operations.wait_idle()
     op = await reload_op(op)
@@ -418,15 +398,15 @@ async def test_a_deprecated_card_needs_its_review_to_send(seeded, caplog, tool, 
                                                          roots=[{"uri": "file:///srv/data"}])
     client = await signed_client(seeded["users"]["alice"])
     op = await start_call(client, server, tool, {"text": "x"} if tool == "summarize_with_sampling" else {})
-    _, token = await _reviewed(client, op, fields)
+    _, token = await reviewed_page(client, op, fields)
     with caplog.at_level(logging.INFO, logger="mrtrweb"):
-        missing = await client.post(_url(op), dict(fields, action="send", round="1"))
-        forged = await client.post(_url(op), dict(fields, action="send", round="1", review_token=_forged(token)))
+        missing = await client.post(answer_url(op), dict(fields, action="send", round="1"))
+        forged = await client.post(answer_url(op), dict(fields, action="send", round="1", review_token=_forged(token)))
     for resp in (missing, forged):
         assert resp.status_code == 400 and views.REVIEW_INVALID_MESSAGE in html.unescape(resp.content.decode())
     assert "(no review token)" in caplog.text and "(review token bad signature)" in caplog.text
     assert mcp.calls[(tool, True)] == 0 and (await reload_op(op)).status == Operation.Status.AWAITING_INPUT
-    resp = await client.post(_url(op), dict(fields, action="send", round="1", review_token=token))
+    resp = await client.post(answer_url(op), dict(fields, action="send", round="1", review_token=token))
     assert resp.status_code == 302
     await operations.wait_idle()
     assert mcp.calls[(tool, True)] == 1 and (await reload_op(op)).status == Operation.Status.COMPLETED
