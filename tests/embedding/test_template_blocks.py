@@ -5,7 +5,6 @@ consent card keeps its CSRF form and its script: a round is answered through it.
 
 from __future__ import annotations
 
-import copy
 import re
 from pathlib import Path
 
@@ -20,17 +19,8 @@ from mrtrweb.models import Operation
 from tests.answering import DEPLOY_OK, post_answer
 from tests.sockets import csrf_client
 
-PORTAL_TEMPLATES = Path(__file__).resolve().parents[1] / "embed_orgs" / "templates"
 CHROME = ('id="portal-bar"', 'id="portal-nav-home"', 'id="portal-footer"', 'id="portal-css"', 'id="portal-js"',
           'id="portal-messages"', '<header class="top">', 'class="nav-connections"', 'id="live"')
-
-
-@pytest.fixture
-def portal_templates(settings):
-    """The site's templates with the portal's directory first (as the portal's TEMPLATES DIRS)."""
-    templates = copy.deepcopy(settings.TEMPLATES)
-    templates[0]["DIRS"] = [PORTAL_TEMPLATES, *templates[0]["DIRS"]]
-    settings.TEMPLATES = templates
 
 
 def _chrome_once(body: str) -> None:

@@ -10,7 +10,6 @@ import re
 import pytest
 
 from tests.browser import DEPLOY_RESULT, screenshot, op_status, expect
-from tests.embedding.test_template_blocks import portal_templates  # noqa: F401 -- fixture
 
 pytestmark = [pytest.mark.browser]
 
