@@ -23,8 +23,7 @@ import uuid
 import pytest
 
 from ..faults import RedisServer, TcpProxy
-from tests.runtime.test_outages import Log
-from ..topology import ROOT, Cluster, PrivateDatabase, WebSession
+from ..topology import ROOT, Cluster, Log, PrivateDatabase, WebSession
 
 pytestmark = [pytest.mark.services]
 

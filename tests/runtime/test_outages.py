@@ -26,7 +26,7 @@ import websockets.sync.client as ws_client
 from websockets.exceptions import ConnectionClosed
 
 from ..faults import RedisServer, TcpProxy
-from ..topology import Cluster, PrivateDatabase, WebSession, status_in
+from ..topology import Cluster, Log, PrivateDatabase, WebSession, status_in
 
 pytestmark = [pytest.mark.services]
 
@@ -66,24 +66,6 @@ def up(services):
     restore()
     yield
     restore()
-
-
-class Log:
-    """The worker's log from the moment this was made."""
-
-    def __init__(self, cluster: Cluster, name: str = "A") -> None:
-        self.path = cluster.logs[name]
-        self.offset = self.path.stat().st_size
-
-    def text(self) -> str:
-        with self.path.open("rb") as f:
-            f.seek(self.offset)
-            return f.read().decode("utf-8", "replace")
-
-    def assert_clean(self) -> None:
-        text = self.text()
-        assert "Traceback" not in text and "Exception in ASGI application" not in text, text[-4000:]
-        assert "Internal Server Error" not in text, text[-4000:]
 
 
 def _get(url: str, timeout: float = 5.0) -> tuple[int, bytes]:

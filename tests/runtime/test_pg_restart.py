@@ -18,7 +18,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from tests.runtime.test_topology import own_postgres  # noqa: F401 -- the fixture
 from ..topology import Cluster, PrivateDatabase, WebSession
 
 pytestmark = [pytest.mark.services]
