@@ -13,15 +13,14 @@ the live ASGI app, fixtures from ``tests/views/test_browser.py``).
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
-from tests.browser import OP_URL, PASSWORDS, TIMEOUT_MS, expect
+from tests.browser import OP_URL, expect
+from tests.views.axe import serious_violations, sign_in_page
 
 from .. import hostile
-from ..nodejs import NodeUnavailable, install_axe
 
 pytestmark = [pytest.mark.browser]
 
@@ -32,21 +31,6 @@ PAYLOAD_TEXT = "<script>window.__xss=1</script>"
 # ------------------------------------------------------------------------------------------------
 # Fixtures and helpers
 # ------------------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="session")
-def axe_js() -> Path:
-    """axe.min.js: ``$AXE_CORE_JS``, or ``var/node`` (installed there with npm once if missing)."""
-    env = os.environ.get("AXE_CORE_JS")
-    if env:
-        path = Path(env)
-        if not path.is_file():
-            pytest.fail(f"AXE_CORE_JS={env} does not exist")
-        return path
-    try:  # once, under npm_install's file lock (several test processes may ask at once)
-        return install_axe()
-    except NodeUnavailable as exc:
-        pytest.fail(f"axe-core could not be installed (or set AXE_CORE_JS to axe.min.js): {exc}")
 
 
 @pytest.fixture(scope="module")
@@ -66,34 +50,6 @@ def hostile_server(app, hostile_mcp):
     return server
 
 
-def _sign_in(app, username: str, *, bypass_csp: bool = False):
-    context = app.browser.new_context(base_url=app.live.url, viewport={"width": 1100, "height": 1400},
-                                      bypass_csp=bypass_csp)
-    context.set_default_timeout(TIMEOUT_MS)
-    app.contexts.append(context)
-    page = context.new_page()
-    page.goto("/accounts/login/?next=/mcp/")
-    page.get_by_label("Username").fill(username)
-    page.get_by_label("Password").fill(PASSWORDS[username])
-    page.get_by_role("button", name="Sign in").click()
-    expect(page.locator("header .who")).to_have_text(f"Signed in as {username}")
-    return page
-
-
-def _serious(page, axe_js: Path) -> list[dict]:
-    """axe-core's violations of impact serious/critical on the page as it is now."""
-    if not page.evaluate("() => typeof window.axe === 'object'"):
-        page.add_script_tag(path=str(axe_js))
-    result = page.evaluate("""async () => {
-        const r = await window.axe.run(document, {resultTypes: ['violations']});
-        return r.violations.map((v) => ({id: v.id, impact: v.impact, help: v.help,
-            nodes: v.nodes.map((n) => ({target: n.target, summary: n.failureSummary}))}));
-    }""")
-    if os.environ.get("AXE_REPORT"):
-        print(f"\naxe {page.url}: " + ", ".join(f"{v['id']}[{v['impact']}]" for v in result))
-    return [v for v in result if v["impact"] in ("serious", "critical")]
-
-
 class AxeAudit:
     def __init__(self, axe_js: Path) -> None:
         self.axe_js = axe_js
@@ -102,7 +58,7 @@ class AxeAudit:
 
     def check(self, page, label: str) -> None:
         self.checked.append(label)
-        violations = _serious(page, self.axe_js)
+        violations = serious_violations(page, self.axe_js)
         if violations:
             self.found[f"{label} ({page.url})"] = violations
 
@@ -145,7 +101,7 @@ def test_axe_finds_no_serious_or_critical_violations(app, hostile_server, axe_js
     expect(login.get_by_role("button", name="Sign in")).to_be_visible()
     audit.check(login, "login")
 
-    page = _sign_in(app, "alice", bypass_csp=True)
+    page = sign_in_page(app, "alice", bypass_csp=True)
     expect(page.get_by_role("heading", name="Your MCP servers")).to_be_visible()
     audit.check(page, "index")
 
@@ -193,7 +149,7 @@ def test_axe_finds_no_serious_or_critical_violations(app, hostile_server, axe_js
 
     # Positive control: axe does report a critical violation (a button without a name).
     page.evaluate("() => document.body.appendChild(document.createElement('button'))")
-    assert "button-name" in [v["id"] for v in _serious(page, axe_js)]
+    assert "button-name" in [v["id"] for v in serious_violations(page, axe_js)]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -209,7 +165,7 @@ def _assert_inert(page, where: str) -> None:
 
 
 def test_hostile_payloads_stay_text_in_the_browser(app, hostile_server):
-    page = _sign_in(app, "alice")  # CSP enforced
+    page = sign_in_page(app, "alice")  # CSP enforced
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
 

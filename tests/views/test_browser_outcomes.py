@@ -21,7 +21,6 @@ import re
 import pytest
 
 from tests.browser import OP_URL, PASSWORDS, TIMEOUT_MS, screenshot, op_status, expect
-from tests.views.test_a11y_xss_browser import axe_js  # noqa: F401 -- fixture
 
 pytestmark = [pytest.mark.browser]
 
@@ -225,9 +224,9 @@ def test_no_favicon_request_fails_from_sign_in_on(app):
 def test_outcome_and_error_pages_pass_axe(app, axe_js):
     """axe-core finds no serious or critical violation on a stopped operation's page (its outcome
     and Run again) nor on the 404 page."""
-    from tests.views.test_a11y_xss_browser import _serious, _sign_in
+    from tests.views.axe import serious_violations, sign_in_page
 
-    page = _sign_in(app, "alice", bypass_csp=True)  # axe is injected as a script tag
+    page = sign_in_page(app, "alice", bypass_csp=True)  # axe is injected as a script tag
     app.open_tool(page, "deploy")
     page.locator("[name='arg-replicas']").fill("1")
     page.locator("[name='arg-env']").select_option("staging")
@@ -236,7 +235,7 @@ def test_outcome_and_error_pages_pass_axe(app, axe_js):
     with page.expect_navigation():
         page.get_by_role("button", name="Stop this operation without answering").click()
     expect(page.locator(".panel .status-label")).to_have_text("Stopped by you")
-    assert _serious(page, axe_js) == []
+    assert serious_violations(page, axe_js) == []
     page.goto("/mcp/nothing-here/")
     expect(page.get_by_role("heading", name="This page does not exist")).to_be_visible()
-    assert _serious(page, axe_js) == []
+    assert serious_violations(page, axe_js) == []
