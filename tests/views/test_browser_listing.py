@@ -13,14 +13,14 @@ import pytest
 from mrtrweb.demo.server import serve_in_thread
 from mrtrweb.mcp import McpConnection
 from tests.browser import expect
-from tests.views.test_server_listings import _growing_server
+from tests.growing_mcp import growing_server
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture
 def growing():
-    handle = serve_in_thread(server=_growing_server())
+    handle = serve_in_thread(server=growing_server())
     yield handle
     handle.stop()
 

@@ -19,13 +19,13 @@ from asgiref.sync import sync_to_async
 from channels.testing.websocket import WebsocketCommunicator
 from django.core.management import call_command
 from django.test import AsyncClient
-from mcp.server.mcpserver import Context, MCPServer
 
 from mrtrweb.servers import connections
 from mrtrweb.demo.legacy import serve_legacy_in_thread
 from mrtrweb.demo.server import serve_in_thread
 from mrtrweb.models import McpServer, Tenant
 from mrtrweb.site.asgi import application
+from tests.growing_mcp import growing_server
 from tests.thirdparty import everything_server  # noqa: F401 -- a module fixture
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
@@ -190,33 +190,9 @@ def test_headless_list_declares_what_the_admin_allowed(seeded, everything_server
 # --------------------------------------------------------------------------------------------
 
 
-def _growing_server() -> MCPServer:
-    """An SDK server whose ``grow`` tool adds a tool ``grown_N`` and says its tools changed (on a
-    2026-07-28 listen stream and, at 2025-11-25, on the session's stream)."""
-    mcp = MCPServer(name="growing", version="1", log_level="WARNING")
-    grown = [0]
-
-    @mcp.tool(structured_output=False)
-    async def grow(ctx: Context) -> str:
-        """Add a tool."""
-        grown[0] += 1
-        name = f"grown_{grown[0]}"
-
-        async def added() -> str:
-            return name
-
-        mcp.add_tool(added, name=name, description="<b>added</b> at run time")
-        await ctx.notify_tools_changed()  # 2026-07-28: subscriptions/listen streams
-        if ctx.request_context.session is not None:
-            await ctx.session.send_tool_list_changed()  # 2025-11-25: the session's stream (dropped at 2026)
-        return name
-
-    return mcp
-
-
 @pytest.fixture(scope="module")
 def growing():
-    handle = serve_in_thread(server=_growing_server())
+    handle = serve_in_thread(server=growing_server())
     yield handle
     handle.stop()
 
