@@ -1,4 +1,4 @@
-"""Live-server helpers for the real-browser tests (``tests/views/test_browser.py``).
+"""Live-server helpers for the real-browser tests (``tests/browser.py``, ``tests/views/test_browser.py``...).
 
 * :class:`LiveAsgiServer` -- the whole ASGI app (HTTP + Channels WebSockets) under uvicorn on
   127.0.0.1 in a daemon thread with its own event loop. pytest-django's ``live_server`` is WSGI

@@ -1,5 +1,5 @@
 """The consent history in a real browser (Playwright + Debian Chromium against the live ASGI app and
-the valved demo MCP server, fixtures from ``tests/views/test_browser.py``): alice runs one deploy she
+the valved demo MCP server, fixtures from ``tests/browser.py``): alice runs one deploy she
 accepts and one she declines, then, as acme's admin, filters the tenant history through its form,
 opens a timeline and downloads the CSV export; the pages fit 1100 px and 390 px wide, show times in
 the viewer's zone (a browser in Europe/Berlin), copy full ids, keep their filters and paginate."""

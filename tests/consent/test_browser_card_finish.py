@@ -1,5 +1,5 @@
 """The consent card's finished fields and the readable review, in a real browser at 1100 and 390 px
-(Playwright + Debian Chromium against the live ASGI app; fixtures from ``tests/views/test_browser.py``).
+(Playwright + Debian Chromium against the live ASGI app; fixtures from ``tests/browser.py``).
 
 A test MCP server (the SDK's ``MCPServer`` on loopback) asks, in one form round, for: a required
 ticket with a ``pattern`` (holding ``<b>``, which must stay text) and a description; a required

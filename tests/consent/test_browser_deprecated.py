@@ -1,5 +1,5 @@
 """Sampling, the explicit exception, in a real browser (Playwright + Debian Chromium against the live
-ASGI app and the valved demo MCP server, fixtures from ``tests/views/test_browser.py``): the tenant admin
+ASGI app and the valved demo MCP server, fixtures from ``tests/browser.py``): the tenant admin
 allows sampling on the server's settings page, calls ``summarize_with_sampling``, reads the
 request on the card, is refused until she ticks the approval box, writes the reply, and sees the
 result."""

@@ -1,6 +1,6 @@
 """Every field type of the restricted schema, URL-mode IDN warnings, roots and sampling allowed and
 denied -- in a real browser (Playwright + Debian Chromium against the live ASGI app under uvicorn,
-fixtures from ``tests/views/test_browser.py``).
+fixtures from ``tests/browser.py``).
 
 A real MCP server (the SDK's ``MCPServer`` over Streamable HTTP on loopback, recorded by the demo's
 ``CountingMiddleware``) is built here and registered as an ``McpServer`` row of tenant acme:

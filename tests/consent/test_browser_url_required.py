@@ -2,9 +2,9 @@
 the person clicks; after the click, Accept, the review and Send, the original request is sent
 again and its result is pushed to the page.
 
-The page is a counting HTTPS server on loopback (:func:`tests.consent.test_browser_url.counting_site`);
+The page is a counting HTTPS server on loopback (the fixture ``counting_site`` of ``tests/consent/conftest.py``);
 the MCP server is a real SDK ``MCPServer`` restricted to 2025-11-25 whose tool raises the SDK's
-``UrlElicitationRequiredError`` once (:func:`tests.mcp.test_url_required.url_required_server`).
+``UrlElicitationRequiredError`` once (:func:`tests.url_required_mcp.url_required_server`).
 """
 
 from __future__ import annotations

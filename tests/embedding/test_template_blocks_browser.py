@@ -1,4 +1,4 @@
-"""The consent card under a portal's layout, in a real browser (fixtures from tests/views/test_browser.py):
+"""The consent card under a portal's layout, in a real browser (fixtures from tests/browser.py):
 the base template of tests/embed_orgs extends mrtrweb's and overrides its blocks; the card is
 pushed over the WebSocket (operations.js still loads), answered through its form, and the page,
 portal chrome included, fits 390 px."""

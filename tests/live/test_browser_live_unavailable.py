@@ -1,6 +1,6 @@
 """The operation page says when live updates cannot work, instead of waiting at "Running" in
 silence (issue 26, item 5), in Chromium under the site's strict CSP (fixtures from
-tests/views/test_browser.py):
+tests/browser.py):
 
 * its script not served (a 404 HTML page, as a portal that never ran collectstatic answered):
   a server-rendered notice, kept out of sight by app.css for its first seconds and removed by

@@ -1,5 +1,5 @@
 """Server text is text in a real browser (issue 12, items 2 and 7): Chromium against the live app
-(fixtures from ``tests/views/test_browser.py``), CSP enforced, and the hostile LISTING server
+(fixtures from ``tests/browser.py``), CSP enforced, and the hostile LISTING server
 (``tests/hostile.py``, :func:`hostile.serve_listing`), whose every string carries
 ``<meta http-equiv=refresh>``, ``<base href>``, ``<form action>``, ``<a href>``, ``<img onerror>``,
 ``<style>``, ``<svg onload>`` and RLO/LRI/BEL/ESC/NUL/NEL/ZWSP.

@@ -4,7 +4,7 @@ calls the demo's ``deploy`` tool, answers its consent card (pushed over the WebS
 the connection's language, :mod:`mrtrweb.live.languages`), reviews and sends, and reads the result:
 navigation, card, buttons, live-region text, review and result in German, ``<html lang="de">``.
 The server's own text (its field labels, its message) stays as the server wrote it. A browser
-in English still reads English. Fixtures from ``tests/views/test_browser.py``.
+in English still reads English. Fixtures from ``tests/browser.py``.
 """
 
 from __future__ import annotations

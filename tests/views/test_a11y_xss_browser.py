@@ -1,5 +1,5 @@
 """Accessibility (axe-core) and XSS checks in a real browser (Playwright + Debian Chromium against
-the live ASGI app, fixtures from ``tests/views/test_browser.py``).
+the live ASGI app, fixtures from ``tests/browser.py``).
 
 * axe-core 4 is run on every kind of page a person sees (login, index, server, tool form, a pending
   deploy card, the review of its answer, a URL-mode card, a completed and a failed operation, the consent histories); no

@@ -1,5 +1,5 @@
 """The list_changed flood of ``tests/views/test_attack15.py`` seen from a real browser (Playwright +
-Debian Chromium against the live ASGI app; fixtures from ``tests/views/test_browser.py``): a server that
+Debian Chromium against the live ASGI app; fixtures from ``tests/browser.py``): a server that
 says its tools changed 2,000 times in a burst makes the open server page re-read its listing a few
 times, not hundreds, and the page still shows the final listing."""
 

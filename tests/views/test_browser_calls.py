@@ -1,5 +1,5 @@
 """More of a person's paths in a real browser (Playwright + Debian Chromium against the live ASGI
-app, fixtures from ``tests/views/test_browser.py``), each against a real MCP server on loopback:
+app, fixtures from ``tests/browser.py``), each against a real MCP server on loopback:
 
 * a long call shows the server's progress as a progress bar, and Stop cancels it: the MCP server
   sees the call's request abandoned by the client and the operation ends, nothing more sent;

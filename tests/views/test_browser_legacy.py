@@ -1,5 +1,5 @@
 """A legacy (2025-11-25) server in a real browser (Playwright + Debian Chromium against the live ASGI
-app, fixtures from ``tests/views/test_browser.py``): the server asks its question *during* the call; the
+app, fixtures from ``tests/browser.py``): the server asks its question *during* the call; the
 card is pushed while the server holds the call open; the person answers it on the card; the answer
 goes back on the held call and the tool's result is pushed to the page."""
 

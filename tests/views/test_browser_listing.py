@@ -1,5 +1,5 @@
 """A server page follows the server's listing in a real browser (Playwright + Debian Chromium
-against the live ASGI app; fixtures from ``tests/views/test_browser.py``): a server that adds a tool
+against the live ASGI app; fixtures from ``tests/browser.py``): a server that adds a tool
 (``notifications/tools/list_changed`` on its ``subscriptions/listen`` stream, 2026-07-28) makes the
 open page show it without the person reloading, the tool's text escaped."""
 

@@ -1,5 +1,5 @@
 """The navigation's "Waiting for you" and the person's pages at 390 px, in a real browser
-(Playwright + Debian Chromium against the live ASGI app; fixtures of ``tests/views/test_browser.py``).
+(Playwright + Debian Chromium against the live ASGI app; fixtures from ``tests/browser.py``).
 
 * A round that arrives while the person is on another page of the app shows in the navigation of
   that page by push (no reload), links to the round, announces it politely, and leaves when

@@ -1,5 +1,5 @@
 """How an operation's end reads in a real browser, and the way on (issue 17, "A person"):
-Playwright + Debian Chromium against the live ASGI app (fixtures from ``tests/views/test_browser.py``).
+Playwright + Debian Chromium against the live ASGI app (fixtures from ``tests/browser.py``).
 
 * a round nobody answers expires (a short ``TTL_S``, as tests/operations/test_expiry.py): the page says it
   expired and that nothing was sent, never "Waiting for your answer", and "Run again" starts a new

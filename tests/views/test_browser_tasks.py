@@ -1,5 +1,5 @@
 """Task-augmented calls in a real browser (Playwright + Debian Chromium against the live ASGI app,
-fixtures from ``tests/views/test_browser.py``), against the 2026-07-28 tasks-extension server of
+fixtures from ``tests/browser.py``), against the 2026-07-28 tasks-extension server of
 :mod:`tests.tasks_mcp` on loopback:
 
 * a tool that runs only as a task: the operation page shows the task's status and the server's
