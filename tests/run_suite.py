@@ -35,7 +35,10 @@ import sys
 import time
 from pathlib import Path
 
-from tests.scheduling import TIMES_DIR, WEIGHTS_FILE, file_of
+if not __package__:  # run as a file (python tests/run_suite.py): the checkout's root on the path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.scheduling import TIMES_DIR, WEIGHTS_FILE, file_of  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 LOGS = ROOT / "var" / "test-logs"
