@@ -10,6 +10,11 @@ repository's root on a clean work tree, then look at ``git status`` and commit::
 A test file a landed branch added flat is not moved: the script names it and stops; add it to
 :data:`FOLDERS`.
 
+The commits after its result on ``i27-tests`` are made by hand (cherry-pick them after a re-run):
+the fixtures and helpers test files imported from each other moved into ``conftest.py`` files,
+``tests/browser.py`` (a plugin of ``tests/conftest.py``) and support modules with public names.
+Check afterwards that ``python -m pytest --collect-only -q tests`` counts what it counted before.
+
 What it does, in order:
 
 1. Renames the two support modules whose names a folder takes (:data:`SUPPORT_RENAMES`:
