@@ -23,7 +23,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 #: the standard round: the workplace's ``shared/bench/round.json`` beside the checkout when there is
-#: one, else the copy shipped with this package (``tests/test_bench.py`` checks they are the same)
+#: one, else the copy shipped with this package (``tests/bench/test_bench.py`` checks they are the same)
 ROUND_PATHS = [ROOT.parent / "shared" / "bench" / "round.json", Path(__file__).resolve().parent / "round.json"]
 DEFAULT_OUT = ROOT / "var" / "bench"
 DOCS_DIR = ROOT / "docs" / "benchmarks"
