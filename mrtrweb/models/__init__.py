@@ -1,0 +1,30 @@
+"""The app's models, one module per concern (Django loads them from here; every model is
+importable as ``mrtrweb.models.<Name>`` as before):
+
+* :mod:`.tenancy` -- ``Tenant``, ``Membership``;
+* :mod:`.servers` -- ``McpServer`` and its field validators;
+* :mod:`.operations` -- ``Operation``;
+* :mod:`.audit` -- ``AuditEvent``, ``AuditChainHead``, ``AuditCheckpoint`` (append-only);
+* :mod:`.durability` -- ``LiveBinding``, ``BindingIndexEntry``, ``BindingClaim``, ``LegacyAnswer``,
+  ``WorkerLease``;
+* the authorization models live with their package (:mod:`mrtrweb.authz.models`) and are
+  imported here so that Django registers them with the app.
+
+May import: Django, :mod:`mrtrweb.mcp` (``origin_of``), :mod:`mrtrweb.text` (display rules),
+:mod:`mrtrweb.authz.models`.
+"""
+
+from __future__ import annotations
+
+from .tenancy import Membership, Tenant
+from .servers import McpServer, validate_roots, validate_server_url
+from .operations import Operation
+from .audit import AppendOnlyQuerySet, AuditChainHead, AuditCheckpoint, AuditEvent
+from ..authz.models import OAuthClientRegistration, OAuthConnection, PendingAuthorization
+from .durability import BindingClaim, BindingIndexEntry, LegacyAnswer, LiveBinding, WorkerLease
+
+__all__ = [
+    "AppendOnlyQuerySet", "AuditChainHead", "AuditCheckpoint", "AuditEvent", "BindingClaim", "BindingIndexEntry",
+    "LegacyAnswer", "LiveBinding", "McpServer", "Membership", "OAuthClientRegistration", "OAuthConnection",
+    "Operation", "PendingAuthorization", "Tenant", "WorkerLease", "validate_roots", "validate_server_url",
+]

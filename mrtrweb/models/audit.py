@@ -1,0 +1,119 @@
+"""The append-only, hash-chained audit trail (:mod:`mrtrweb.audit` writes and checks it)."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.utils import timezone
+
+from .tenancy import Tenant
+
+
+class AppendOnlyQuerySet(models.QuerySet):
+    def update(self, **kwargs):
+        raise PermissionError("audit events are append-only")
+
+    def delete(self):
+        raise PermissionError("audit events are append-only")
+
+
+class AuditEvent(models.Model):
+    """One event of a round: append-only, hash-chained per tenant, digests only (never a secret,
+    token, ``requestState`` or answer value).
+
+    ``event``: ``received``, ``rejected`` (``code``), ``shown`` (the consent receipt:
+    ``display_digest`` of exactly what the person saw), ``submitted`` (``actions`` per key,
+    ``retry_id``), and one terminal outcome per operation: ``completed``, ``failed``, ``expired``,
+    ``cancelled`` or ``denied`` (``reason``).
+
+    ``sequence``/``prev_hash``/``hash`` chain the events of a tenant: ``hash`` is SHA-256 of
+    ``prev_hash`` and the canonical JSON of the event (see :func:`mrtrweb.audit.events.event_hash`).
+
+    ``auth_mode`` / ``auth_digest`` / ``auth_identity``: the server's auth mode, ``sha256:`` of the
+    issuer and client id, and the keyed digest of the authorization identity the operation's
+    requests went out with (:mod:`mrtrweb.authz.identity`); empty on rows written before issue 13.
+    Never a token.
+    """
+
+    class Event(models.TextChoices):
+        RECEIVED = "received"
+        REJECTED = "rejected"
+        SHOWN = "shown"
+        SUBMITTED = "submitted"
+        COMPLETED = "completed"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+        EXPIRED = "expired"
+        DENIED = "denied"
+
+    TERMINAL = ("completed", "failed", "cancelled", "expired", "denied")
+
+    created_at = models.DateTimeField(default=timezone.now, editable=False, db_index=True)
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="audit_events")
+    sequence = models.PositiveBigIntegerField(default=0)
+    prev_hash = models.CharField(max_length=64, blank=True)
+    hash = models.CharField(max_length=64, blank=True)
+    operation_id = models.UUIDField(db_index=True)
+    event = models.CharField(max_length=16, choices=Event.choices)
+    code = models.CharField(max_length=64, blank=True)
+    reason = models.CharField(max_length=200, blank=True)
+    round_number = models.PositiveIntegerField(default=0)
+    original_request_id = models.CharField(max_length=64, blank=True)
+    request_id = models.CharField(max_length=64, blank=True)
+    retry_id = models.CharField(max_length=64, blank=True)
+    server_id = models.CharField(max_length=32)
+    server_origin = models.CharField(max_length=300)
+    method = models.CharField(max_length=32)
+    name = models.CharField(max_length=500)
+    user_digest = models.CharField(max_length=80, db_index=True)
+    tenant_digest = models.CharField(max_length=80)
+    state_digest = models.CharField(max_length=80, blank=True, db_index=True)
+    schema_digests = models.JSONField(default=dict, blank=True)
+    display_digest = models.CharField(max_length=80, blank=True)
+    config_digest = models.CharField(max_length=80, blank=True)
+    actions = models.JSONField(default=dict, blank=True)
+    policy_version = models.CharField(max_length=40)
+    auth_mode = models.CharField(max_length=16, blank=True)
+    auth_digest = models.CharField(max_length=80, blank=True)
+    auth_identity = models.CharField(max_length=80, blank=True)
+
+    objects = AppendOnlyQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["tenant_id", "sequence"]
+        constraints = [models.UniqueConstraint(fields=["tenant", "sequence"], name="mrtrweb_audit_chain_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.event} {self.operation_id} r{self.round_number}"
+
+    def save(self, *args, **kwargs):
+        if not self._state.adding:
+            raise PermissionError("audit events are append-only")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise PermissionError("audit events are append-only")
+
+
+class AuditChainHead(models.Model):
+    """The last link of a tenant's audit chain (sequence and hash): an append locks this row (the
+    database's write lock on SQLite), links its event to it and moves it, in one transaction."""
+
+    tenant = models.OneToOneField(Tenant, on_delete=models.PROTECT, primary_key=True, related_name="audit_head")
+    sequence = models.PositiveBigIntegerField(default=0)
+    hash = models.CharField(max_length=64)
+
+
+class AuditCheckpoint(models.Model):
+    """A signed record of the chain head at a purge: events up to ``sequence`` were removed, and
+    the next event must link to ``hash``. ``signature`` is :mod:`django.core.signing` over
+    (tenant, sequence, hash)."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="audit_checkpoints")
+    sequence = models.PositiveBigIntegerField()
+    hash = models.CharField(max_length=64)
+    purged = models.PositiveBigIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now)
+    signature = models.TextField()
+
+    class Meta:
+        ordering = ["tenant_id", "sequence"]
