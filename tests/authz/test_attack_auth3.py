@@ -194,7 +194,7 @@ async def test_a_code_of_the_honest_server_without_iss_never_reaches_the_attacke
     o = mixup
     o["honest"].provider.iss_in_redirect = None
     # Refused before the browser is sent anywhere: A names a sign-in page on another origin than
-    # its issuer and does not advertise iss (mrtrweb.mcp.auth.flow._check_mix_up).
+    # its issuer and does not advertise iss (mrtrweb.mcp.auth.provider.check_mix_up).
     with pytest.raises(service.ConnectRefused) as refused:
         await _start_and_follow(o, o["evil"])
     assert refused.value.code == "authorization_failed" and "iss" in refused.value.message
