@@ -1,4 +1,4 @@
-"""Sphinx configuration of mrtrweb's documentation (``./dev docs``; tests/test_docs_site.py builds
+"""Sphinx configuration of mrtrweb's documentation (``./dev docs``; tests/docs/test_docs_site.py builds
 it with warnings as errors). The pages are Markdown (MyST), so they read on GitHub as well."""
 
 from __future__ import annotations

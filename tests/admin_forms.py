@@ -1,4 +1,4 @@
-"""Filling Django admin forms as a person does, over https (tests/test_deploy_readme.py follows
+"""Filling Django admin forms as a person does, over https (tests/docs/test_deploy_readme.py follows
 the production recipe's admin steps with it, docs/deploy/production.md step 5): read the page's
 form, keep what it pre-fills, change only the named fields, post it back with its CSRF token.
 """

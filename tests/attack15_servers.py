@@ -1,4 +1,4 @@
-"""Hostile MCP servers for :mod:`tests.test_attack15` (and its browser twin), each served on loopback
+"""Hostile MCP servers for :mod:`tests.views.test_attack15` (and its browser twin), each served on loopback
 over Streamable HTTP by the test that needs it:
 
 * :func:`_flooding_server` -- ``flood`` says its tools changed :data:`FLOOD` times in a burst;

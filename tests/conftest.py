@@ -10,6 +10,10 @@ import pytest
 # the suite's order over pytest-xdist workers and the cost of each test (tests/scheduling.py)
 from tests.scheduling import pytest_addoption, pytest_configure  # noqa: F401
 
+# fixtures shared by the folders, too many for this file: the real-browser ones (browser, live,
+# valved_mcp, app, signed_in)
+pytest_plugins = ["tests.browser"]
+
 ROOT = Path(__file__).resolve().parents[1]
 (ROOT / "var").mkdir(exist_ok=True)
 
@@ -110,3 +114,24 @@ def _close_sync_thread_connections(django_db_setup, django_db_blocker):
 
     with django_db_blocker.unblock():
         asyncio.run(sync_to_async(connections.close_all)())
+
+
+@pytest.fixture(scope="module")
+def legacy_mcp():
+    """The legacy demo server (2025-11-25, :mod:`mrtrweb.demo.legacy`) on 127.0.0.1, per module."""
+    from mrtrweb.demo.legacy import serve_legacy_in_thread
+
+    handle = serve_legacy_in_thread()
+    yield handle
+    handle.stop()
+
+
+@pytest.fixture
+def legacy(seeded, legacy_mcp):
+    """The seeded tenants, each with the legacy demo server too."""
+    from mrtrweb.models import McpServer
+
+    servers = {slug: McpServer.objects.create(tenant=s.tenant, name="Demo (legacy 2025-11-25)", url=legacy_mcp.url)
+               for slug, s in seeded["servers"].items()}
+    legacy_mcp.log.clear()
+    return {"users": seeded["users"], "servers": servers, "mcp": legacy_mcp}

@@ -1,4 +1,4 @@
-"""Reading and following the production recipe (tests/test_deploy_readme.py): the pages
+"""Reading and following the production recipe (tests/docs/test_deploy_readme.py): the pages
 :data:`RECIPE_PAGES` of the documentation, docs/deploy/production.md and then the rolling restart of
 docs/deploy/upgrading.md.
 

@@ -1,4 +1,4 @@
-"""Reading and following docs/embedding.md (tests/test_embed_docs.py), as tests/deploy_recipe.py
+"""Reading and following docs/embedding.md (tests/embedding/test_embed_docs.py), as tests/deploy_recipe.py
 follows the production recipe (docs/deploy/).
 
 Each block a portal's developer writes or runs is marked with an HTML comment

@@ -1,4 +1,4 @@
-"""The site's URLs plus views that fail on purpose, for tests/test_error_pages.py (the site's own
+"""The site's URLs plus views that fail on purpose, for tests/views/test_error_pages.py (the site's own
 error handlers and templates, rendered as in production: DEBUG off)."""
 
 from django.core.exceptions import BadRequest, PermissionDenied

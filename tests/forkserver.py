@@ -10,7 +10,7 @@ on those streams, with the scenario's own SQLite file, and reports its exit stat
 
 What differs from a fresh process is only what was imported before the fork: no database
 connection is open then (asserted), no event loop exists and no thread runs. A few scenarios still
-run ``manage.py`` as its own process (``tests/test_conformance.py``, ``REAL_PROCESS``).
+run ``manage.py`` as its own process (``tests/interop/test_conformance.py``, ``REAL_PROCESS``).
 
     python -m tests.forkserver SOCKET     # prints "ready" when it accepts; SIGTERM ends it
 

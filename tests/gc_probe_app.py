@@ -1,7 +1,7 @@
 """The production ASGI application (``mrtrweb.site.asgi``, imported exactly as uvicorn imports it)
 behind one extra path, ``GET /__gc__``: the worker process's collector state as JSON
 (``{"frozen": gc.get_freeze_count(), "thresholds": gc.get_threshold()}``), read straight from the
-interpreter. Used by tests/test_gcpolicy.py only."""
+interpreter. Used by tests/runtime/test_gcpolicy.py only."""
 
 from __future__ import annotations
 

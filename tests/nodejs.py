@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 VAR = ROOT / "var"
 NODE22_PREFIX = VAR / "node22"
-#: the official conformance suite (tests/test_conformance.py), pinned
+#: the official conformance suite (tests/interop/test_conformance.py), pinned
 CONFORMANCE_SUITE = "@modelcontextprotocol/conformance@0.2.0-alpha.12"
 #: axe-core (the accessibility checks of the browser tests), installed with npm into ``var/node``
 AXE_PREFIX = VAR / "node"

@@ -1,4 +1,4 @@
-"""A stand-in portal's tenant resolver for tests/test_tenancy.py: the organisations of each user
+"""A stand-in portal's tenant resolver for tests/tenancy/test_tenancy.py: the organisations of each user
 are whatever the test puts in :data:`ORGS` (by username); :data:`FAIL` makes it raise."""
 
 from __future__ import annotations

@@ -35,7 +35,10 @@ import sys
 import time
 from pathlib import Path
 
-from tests.scheduling import TIMES_DIR, WEIGHTS_FILE, file_of
+if not __package__:  # run as a file (python tests/run_suite.py): the checkout's root on the path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.scheduling import TIMES_DIR, WEIGHTS_FILE, file_of  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 LOGS = ROOT / "var" / "test-logs"
@@ -44,15 +47,18 @@ LOGS = ROOT / "var" / "test-logs"
 BUDGET_S = 1200.0
 #: the in-process files run again on PostgreSQL + Redis (their non-browser, non-services tests)
 PG_REDIS_FILES = (
-    "tests/test_flow.py", "tests/test_consumers.py", "tests/test_hostile.py", "tests/test_limits.py",
-    "tests/test_fail_closed.py", "tests/test_audit.py", "tests/test_history.py", "tests/test_review.py",
-    "tests/test_legacy.py", "tests/test_headless.py", "tests/test_audit_concurrency.py", "tests/test_access.py",
-    "tests/test_names.py", "tests/test_results_bounded.py", "tests/test_state_reuse.py",
-    "tests/test_hostile_text.py", "tests/test_login_throttle.py", "tests/test_headless_defaults.py",
-    "tests/test_authz_service.py", "tests/test_authz_views.py", "tests/test_auth_binding.py",
-    "tests/test_secrets_at_rest.py", "tests/test_db_store.py", "tests/test_attack_resilience.py",
-    "tests/test_round_cost.py", "tests/test_nav_pending.py", "tests/test_outcomes.py", "tests/test_tenancy.py",
-    "tests/test_i18n.py",
+    "tests/operations/test_flow.py", "tests/live/test_consumers.py", "tests/operations/test_hostile.py",
+    "tests/operations/test_limits.py", "tests/operations/test_fail_closed.py", "tests/audit/test_audit.py",
+    "tests/audit/test_history.py", "tests/consent/test_review.py", "tests/mcp/test_legacy.py",
+    "tests/headless/test_headless.py", "tests/audit/test_audit_concurrency.py",
+    "tests/tenancy/test_access.py", "tests/text/test_names.py", "tests/text/test_results_bounded.py",
+    "tests/gate/test_state_reuse.py", "tests/text/test_hostile_text.py", "tests/site/test_login_throttle.py",
+    "tests/headless/test_headless_defaults.py", "tests/authz/test_authz_service.py",
+    "tests/authz/test_authz_views.py", "tests/authz/test_auth_binding.py",
+    "tests/authz/test_secrets_at_rest.py", "tests/bindings/test_db_store.py",
+    "tests/operations/test_attack_resilience.py", "tests/operations/test_round_cost.py",
+    "tests/live/test_nav_pending.py", "tests/operations/test_outcomes.py", "tests/tenancy/test_tenancy.py",
+    "tests/text/test_i18n.py",
 )
 #: pytest's closing line, with -q bare ("3 failed, 2104 passed, 3 skipped in 1280.00s (0:21:20)"), else in ====
 _SUMMARY = re.compile(r"^=* ?(?P<body>(?:\d+ \w+|no tests ran)(?:, \d+ \w+)*) in [\d.]+s\b")

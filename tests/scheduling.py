@@ -32,7 +32,7 @@ NEW_FILE_S = 30.0
 
 
 def file_of(nodeid: str) -> str:
-    """``tests/test_x.py::test_y[p]`` -> ``tests/test_x.py``."""
+    """``tests/gate/test_x.py::test_y[p]`` -> ``tests/gate/test_x.py``."""
     return nodeid.split("::", 1)[0]
 
 

@@ -62,6 +62,9 @@ class SessionServer:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._aside: list[dict[str, Any]] = []
+        #: bumped by clear(): an ask begun before it (a previous test's session, still resending
+        #: on a loaded machine) is not recorded after it
+        self._generation = 0
         self._later: list[Any] = []  # tasks asking after their call (ask_after)
         self.handle: DemoServerHandle | None = None
 
@@ -83,6 +86,7 @@ class SessionServer:
     def clear(self) -> None:
         with self._lock:
             self._aside.clear()
+            self._generation += 1
         if self.handle is not None:
             self.log.clear()
 
@@ -100,6 +104,8 @@ class SessionServer:
         """Ask on the standalone stream (resent while it is lost, see the module doc); record and
         return ``{"when", "method", "result" | "error"}``."""
         method = request.method
+        with self._lock:
+            generation = self._generation
         for _ in range(ASKS):
             try:
                 with warnings.catch_warnings():
@@ -115,7 +121,8 @@ class SessionServer:
         else:
             entry = {"when": when, "method": method, "error": {"code": REQUEST_TIMEOUT, "message": "never answered"}}
         with self._lock:
-            self._aside.append(entry)
+            if generation == self._generation:
+                self._aside.append(entry)
         return entry
 
     def build(self) -> MCPServer:

@@ -1,5 +1,5 @@
 """A private PostgreSQL database with only the binding store's tables, and the environment of a
-worker process on the production settings using it (tests/test_db_clock.py, tests/test_db_blip.py).
+worker process on the production settings using it (tests/bindings/test_db_clock.py, tests/bindings/test_db_blip.py).
 
 The tables are made from the models by Django's schema editor in one short process: the store
 needs nothing else, and a full ``migrate`` cost most of those tests' time on a busy machine."""

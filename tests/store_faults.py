@@ -1,7 +1,7 @@
 """A real fault of the database binding store while the rest of the database answers.
 
 With ``BINDING_STORE = "database"`` the binding store is the project's database: when all of it
-is down, every request fails first on the session (tests/test_topology.py's PostgreSQL outage:
+is down, every request fails first on the session (tests/runtime/test_topology.py's PostgreSQL outage:
 503 "database is unreachable ... Nothing was sent"). What remains is a failure at the moment of
 the store's own statement -- a connection dropped or a statement refused between the request's
 other queries and the gate's. :func:`binding_tables_away` produces it for real, on SQLite and

@@ -209,3 +209,21 @@ class WebSession:
 def status_in(body: str) -> str | None:
     m = re.search(r'data-status="([a-z_]+)"', body)
     return m.group(1) if m else None
+
+
+class Log:
+    """The worker's log from the moment this was made."""
+
+    def __init__(self, cluster: Cluster, name: str = "A") -> None:
+        self.path = cluster.logs[name]
+        self.offset = self.path.stat().st_size
+
+    def text(self) -> str:
+        with self.path.open("rb") as f:
+            f.seek(self.offset)
+            return f.read().decode("utf-8", "replace")
+
+    def assert_clean(self) -> None:
+        text = self.text()
+        assert "Traceback" not in text and "Exception in ASGI application" not in text, text[-4000:]
+        assert "Internal Server Error" not in text, text[-4000:]

@@ -9,7 +9,7 @@ module's docstring (each key's meaning, one entry per key). The directive::
 renders every key as a table row: the key with its default and how ``MRTRWEB_<KEY>`` is parsed
 (both from the code), and its meaning (from the docstring). With arguments (``SECRET_KEYS OAUTH_*``:
 names or ``fnmatch`` patterns) it renders only those keys. A key of ``DEFAULTS`` without a meaning,
-or a meaning naming no key, is a warning: ``sphinx-build -W`` (tests/test_docs_site.py) fails, so
+or a meaning naming no key, is a warning: ``sphinx-build -W`` (tests/docs/test_docs_site.py) fails, so
 the page cannot drift from the code.
 """
 

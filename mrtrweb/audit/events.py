@@ -49,7 +49,7 @@ def _append(values: dict[str, Any], *, once: tuple[str, ...] = ()) -> AuditEvent
       ``sequence`` are filled in under the lock) and inserts the event; ``lock_timeout`` = what
       is left of ``MRTRWEB["AUDIT_WAIT_S"]`` is set in the same round trip. The lock is held for
       that statement's execution and commit alone, no round trip to Python. The hash is checked
-      here against :func:`event_hash` afterwards (tests/test_audit_statements.py checks the two
+      here against :func:`event_hash` afterwards (tests/audit/test_audit_statements.py checks the two
       agree on hostile text). With ``once`` the head is locked by a statement before it, in the
       same round trip and transaction, so that its check for the same event sees every event
       committed before the lock. Inside a caller's transaction (or with server-side binding) the

@@ -14,6 +14,10 @@ Modules, one per benchmark, each with ``run(ctx) -> dict`` and ``summary(result)
 * :mod:`.loopstall` -- the event loop's longest gap while the product reads a hostile server's huge
   listing, result of many blocks and round of very many input requests (:mod:`.hostile`).
 
+Shared by them: :mod:`.common` (the standard round, statistics, result files; re-exporting
+:mod:`.config`, :mod:`.machine` and :mod:`.services`, the run's private database, Redis and processes);
+:mod:`.spans` -- where a round's time goes (component spans, cProfile).
+
 Results go to ``var/bench/<name>.json`` (plus ``machine.json``); :mod:`.report` renders
 ``docs/benchmarks/README.md`` and its plots. Every run uses a private PostgreSQL database and its
 own Redis key prefixes (database 12 by default), removed at the end.

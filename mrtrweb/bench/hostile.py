@@ -1,7 +1,7 @@
 """A hostile MCP server (raw JSON-RPC over Streamable HTTP, JSON responses) whose answers are
 heavy to parse and check: a huge listing, a tool result of very many blocks, a round of very many
 input requests. The ``loopstall`` benchmark (:mod:`.loopstall`) measures the event loop's longest
-gap while the product reads them; the attack-pass tests (``tests/test_attack_pass*.py``) build
+gap while the product reads them; the attack-pass tests (``tests/views/test_attack_pass*.py``) build
 their hostile answers with the same functions.
 
 Every body is made once, as JSON text, before the server starts: the server thread only sends bytes.

@@ -52,7 +52,7 @@ _UPSERT_VENDORS = frozenset({"postgresql", "sqlite"})
 
 # Deletes use ``QuerySet._raw_delete`` (one DELETE statement; these tables have no relations and
 # no signals): ``QuerySet.delete()`` wraps even a fast delete in a transaction (BEGIN + COMMIT:
-# two more round trips per call). tests/test_db_store.py counts the statements.
+# two more round trips per call). tests/bindings/test_db_store.py counts the statements.
 
 
 def _h(*parts: str) -> str:

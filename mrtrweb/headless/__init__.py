@@ -2,6 +2,7 @@
 the conformance suite, another service).
 
 * :mod:`.client` -- :func:`arun` / :func:`run` with a scripted :class:`ConsentPolicy`.
+* :mod:`.policy` -- the :class:`ConsentPolicy` and the outcome / error shapes (re-exported by :mod:`.client`).
 * :mod:`.auth` -- authorization without a person.
 * :mod:`.conformance` -- the conformance run's setup.
 

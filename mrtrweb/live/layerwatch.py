@@ -44,11 +44,19 @@ class _Watch:
         self.sockets: set[Any] = set()
         self.task: asyncio.Task | None = None
         self.markers: dict[int, bytes] = {}  # host index -> the marker value seen last
+        #: bumped whenever the markers are forgotten (:meth:`forget`): a check that was reading
+        #: when it happened judges nothing (its reads may predate the event; the next one adopts)
+        self.generation = 0
+
+    def forget(self) -> None:
+        """Forget the markers seen: the next check adopts what is there then."""
+        self.markers = {}
+        self.generation += 1
 
     def add(self, consumer: Any) -> None:
         self.sockets.add(consumer)
         if self.task is None or self.task.done():
-            self.markers = {}  # after a quiet time: adopt what is there now
+            self.forget()  # after a quiet time: adopt what is there now
             self.task = asyncio.get_running_loop().create_task(self._run(), name="mrtrweb-layer-watch")
 
     async def _run(self) -> None:
@@ -64,7 +72,10 @@ class _Watch:
             await asyncio.sleep(WATCH_S)
 
     async def check(self) -> str:
-        """``""`` while every host keeps its marker; else why the layer's groups may be gone."""
+        """``""`` while every host keeps its marker; else why the layer's groups may be gone. A
+        check during which the markers were forgotten (a socket saw the outage meanwhile and closed
+        the others) judges nothing: what it read may be from before the event."""
+        generation = self.generation
         for index in range(self.layer.ring_size):
             conn = self.layer.connection(index)
             key = f"{self.layer.prefix}{MARKER}"
@@ -78,8 +89,12 @@ class _Watch:
             except Exception as exc:  # noqa: BLE001 -- unreachable: its pushes cannot arrive either
                 # every socket is closed for it; whoever joins after it is back joins the layer
                 # as it is then: adopt its markers afresh
-                self.markers = {}
+                if generation != self.generation:
+                    return ""  # already handled by the socket that saw it
+                self.forget()
                 return f"unavailable ({exc.__class__.__name__})"
+            if generation != self.generation:
+                return ""
             seen = self.markers.get(index)
             self.markers[index] = value
             if seen is not None and value != seen:
@@ -132,5 +147,5 @@ async def outage_seen(consumer: Any, why: str) -> None:
     w = _watches.get(asyncio.get_running_loop())
     if w is not None:
         w.sockets.discard(consumer)
-        w.markers = {}  # as after an unreadable marker (see check)
+        w.forget()  # as after an unreadable marker (see check)
         await w.close_all(why, but=consumer)

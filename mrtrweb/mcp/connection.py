@@ -12,7 +12,7 @@ product chooses** and whose **raw result object** comes back untouched, so the M
         final = await conn.send("tools/call", {..., "inputResponses": {...}, "requestState": "..."},
                                 "9a7e...-uuid")
 
-SDK internals used (all in :meth:`McpConnection.send`, :mod:`.sending`, pinned by ``tests/test_mcp_client.py``):
+SDK internals used (all in :meth:`McpConnection.send`, :mod:`.sending`, pinned by ``tests/mcp/test_mcp_client.py``):
 ``ClientSession._stamp`` (adds the negotiated protocol's ``_meta`` and ``Mcp-*`` headers) and
 ``ClientSession._dispatcher.send_raw_request`` with ``CallOptions["request_id"]`` (sends under our
 id and returns the raw result dict). The SDK itself does the same in

@@ -4,7 +4,7 @@ connection's ``timeout_s``, ``_live_client``, ``_evidence``, ``_open_calls``, ``
 ``_broken``, ``_last_activity``, from :mod:`.param_headers` ``_param_headers``, and from
 :mod:`.session_renewal` what renews a lost 2025-11-25 session).
 
-SDK internals used here (pinned by ``tests/test_mcp_client.py``): ``ClientSession._stamp`` (adds
+SDK internals used here (pinned by ``tests/mcp/test_mcp_client.py``): ``ClientSession._stamp`` (adds
 the negotiated protocol's ``_meta`` and ``Mcp-*`` headers) and
 ``ClientSession._dispatcher.send_raw_request`` with ``CallOptions["request_id"]``; see the module
 docstring of :mod:`.connection` for why the public ``send_request`` cannot be used.

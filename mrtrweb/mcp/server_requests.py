@@ -17,7 +17,7 @@ what no operation of theirs asked). Each session-level answer is logged with the
 server's origin (and, for roots, how many were sent), never with values; at most one line per
 connection, method and outcome every :data:`LOG_EVERY_S` seconds (the next says how many were held back).
 
-How the stream is known (``mcp==2.3``, pinned by ``tests/test_session_requests.py``): the client
+How the stream is known (``mcp==2.3``, pinned by ``tests/mcp/test_session_requests.py``): the client
 transport hands inbound messages to the dispatcher without metadata, but the SDK carries the
 sender's ``contextvars`` along every hop, for its own middleware and tracing:
 

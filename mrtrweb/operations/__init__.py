@@ -23,7 +23,7 @@ One round, from the wire to the card to the retry (MCP 2026-07-28, Multi Round-T
 Each phase does its database and binding-store work in one ``sync_to_async`` hop (a function
 ending in ``_sync`` or named for the phase: ``_start_sync``, ``_judge_round``, ``_check_answer``,
 ``_respond_and_record``, ``_complete`` / ``_finish_sync``), the owner's access checked in that
-same hop; tests/test_round_cost.py counts the statements and hops of one headless round.
+same hop; tests/operations/test_round_cost.py counts the statements and hops of one headless round.
 
 Around it: :mod:`.legacy` (2025-11-25 servers ask during the open call), :mod:`.stopping`
 (Stop, deny, access ended), :mod:`.reaping` (a dead worker's operations), :mod:`.revocation`

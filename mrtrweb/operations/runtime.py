@@ -43,12 +43,19 @@ def _spawn(coro) -> asyncio.Task:
     return task
 
 
-async def wait_idle(timeout: float = 10.0) -> None:
-    """Wait until no operation task of this loop is running (tests)."""
+async def wait_idle(timeout: float = 60.0) -> None:
+    """Wait until no operation task of this loop is running, at most ``timeout`` seconds (tests;
+    on a loaded machine a large result's check and storage take seconds). Tasks still running
+    then are left running and a ``RuntimeWarning`` names how many (pytest's warnings summary)."""
     loop = asyncio.get_running_loop()
     pending = [t for t in running_tasks if t.get_loop() is loop]
     if pending:
-        await asyncio.wait(pending, timeout=timeout)
+        _, still = await asyncio.wait(pending, timeout=timeout)
+        if still:
+            import warnings
+
+            warnings.warn(f"wait_idle: {len(still)} operation task(s) still running after {timeout} s",
+                          RuntimeWarning, stacklevel=2)
 
 
 def discard_unusable() -> None:

@@ -173,7 +173,7 @@ def stop_requested(op_id: Any, *, durable: bool = False) -> str | None:
     """Who asked to stop the operation (a key of :data:`STOPPED_BY`), or None (sync). The cache
     first; when it has no stop (or is down), the operation's row -- every :data:`STOP_DB_POLL_S`
     per operation and process, the first time that long after this process first asked (a round's
-    path costs no query: tests/test_round_cost.py), or now with ``durable``. Never raises: an
+    path costs no query: tests/operations/test_round_cost.py), or now with ``durable``. Never raises: an
     outage never stops a call by itself. (A stop whose cache key was lost in the first
     ``STOP_DB_POLL_S`` of a call that then asks for input may open that round: the person is asked,
     nothing is sent without them, and Stop ends it.)"""

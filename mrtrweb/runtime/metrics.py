@@ -74,7 +74,7 @@ EVENTS = frozenset({"received", "rejected", "shown", "submitted", "completed", "
                     "denied"})
 #: events that end a round without its answer leaving (``mrtrweb_round_latency_seconds{outcome="ended"}``)
 _ENDING = frozenset({"completed", "failed", "cancelled", "expired", "denied"})
-#: codes of a ``rejected`` event: the gate's and the product's (tests/test_metrics.py keeps these
+#: codes of a ``rejected`` event: the gate's and the product's (tests/runtime/test_metrics.py keeps these
 #: in step with mrtrweb.operations.messages and mrtrweb.tenancy.access)
 REJECT_CODES = frozenset(gate_codes.ALL_CODES) | frozenset({
     "access_revoked", "binding_store_unavailable", "audit_unavailable", "invalid_result", "worker_draining",

@@ -3,7 +3,7 @@
 Under ASGI every ``MiddlewareMixin`` middleware (Django's own, django-csp's) runs its
 ``process_request`` and its ``process_response`` each in a ``sync_to_async`` hop onto the one
 thread that sync code shares: the seven of the standard stack cost 14 hops per request (counted by
-``tests/test_web_path_counts.py``), each queued behind every other request's.
+``tests/views/test_web_path_counts.py``), each queued behind every other request's.
 
 :class:`OneHopASGIHandler` (made by :func:`get_asgi_application`, used by
 :mod:`mrtrweb.site.asgi`) loads ``MIDDLEWARE`` as Django does, but each run of consecutive

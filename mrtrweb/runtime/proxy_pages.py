@@ -11,7 +11,7 @@ catalog. Two cases, told apart by nginx's ``$upstream_bytes_sent``:
 * ``maybe-sent`` -- a worker received it and did not answer (a timeout, a worker stopped while
   answering): it may have been carried out; the page says how to find out.
 
-The files are committed; ``tests/test_proxy_pages.py`` checks they are what this module renders.
+The files are committed; ``tests/runtime/test_proxy_pages.py`` checks they are what this module renders.
 After changing the template or a translation::
 
     .venv/bin/python -m mrtrweb.runtime.proxy_pages

@@ -68,7 +68,7 @@ CSRF_TRUSTED_ORIGINS = [o.strip() for o in os.environ.get("CSRF_TRUSTED_ORIGINS"
 # connections would pile up, so connections come from a psycopg pool instead (Django >= 5.1).
 # Health checks: the pool checks a connection before handing it out (one empty round trip), so
 # after a PostgreSQL restart no request -- and no background task sending an accepted answer's
-# retry -- gets a connection the restart killed (tests/test_pg_restart.py).
+# retry -- gets a connection the restart killed (tests/runtime/test_pg_restart.py).
 DATABASES = {"default": dj_database_url.parse(_required("DATABASE_URL"), conn_max_age=0,
                                               conn_health_checks=True)}
 DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {

@@ -1,5 +1,5 @@
 """A FastMCP server exposing the FastMCP features people use, for the third-party matrix
-(``tests/thirdparty.py``, ``tests/test_thirdparty*.py``).
+(``tests/thirdparty.py``, ``tests/interop/test_thirdparty*.py``).
 
 Run by the FastMCP venv's own Python (``var/fastmcp3``: fastmcp 3.x, ``var/fastmcp4``: 4.x), never
 by ours::

@@ -20,7 +20,7 @@ from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 
 from ..errors import origin_of
 from ..outbound import OutboundPolicy, guarded_client
-from .flow import PROBE_PROTOCOL_VERSION, _failed
+from .flow import PROBE_PROTOCOL_VERSION, authorization_failure
 from .storage import MemoryStorage
 
 __all__ = ["discover_issuer"]
@@ -68,5 +68,5 @@ async def discover_issuer(server_url: str, *, policy: OutboundPolicy) -> str | N
     except _Found as found:
         return found.issuer
     except Exception as exc:  # noqa: BLE001 - one stable error
-        raise _failed(exc) from None
+        raise authorization_failure(exc) from None
     return None

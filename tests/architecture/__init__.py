@@ -1,0 +1,1 @@
+"""The package's layers, import graph and the old paths the house move kept."""

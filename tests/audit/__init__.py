@@ -1,0 +1,1 @@
+"""The audit trail: events, their chain under concurrency, statements, and the history pages."""

@@ -1,0 +1,1 @@
+"""The benchmark and its goals."""

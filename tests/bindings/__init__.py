@@ -1,0 +1,1 @@
+"""The storage bindings: database, Redis and cache stores, database blips and clocks."""

@@ -1,0 +1,1 @@
+"""The documentation: the site builds, the deploy README works as written."""

@@ -1,0 +1,1 @@
+"""The headless client: the browser's code path driven by a machine."""

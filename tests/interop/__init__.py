@@ -1,0 +1,1 @@
+"""Third-party MCP servers and the conformance suite (Python, stdio, TypeScript)."""

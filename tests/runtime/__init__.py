@@ -1,0 +1,1 @@
+"""The worker process and its services: drain, health, leases, metrics, outages, restarts."""

@@ -1,0 +1,1 @@
+"""The standalone site and the demo command: checks, login throttle, secret keys."""

@@ -1,0 +1,1 @@
+"""Tenancy: who belongs to which tenant and who may act on what."""
