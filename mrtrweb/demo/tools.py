@@ -25,6 +25,7 @@ from mcp_types import (
     RequestParams,
     SamplingMessage,
     TextContent,
+    ToolAnnotations,
 )
 
 from .rounds import BadAnswer, ask, bool_field, form_request, int_field, read_state, refused, response_to, str_field
@@ -34,6 +35,12 @@ from .schemas import (AUDIENCE_SCHEMA, CONNECT_URL_BASE, DEPLOY_SCHEMA, GO_ON_SC
 __all__ = ["SERVER_NAME", "add_prompts_and_resources", "build_demo_server"]
 
 SERVER_NAME = "mrtr-demo"
+
+
+#: the demo tools' annotations (issue 28: the server page's badges, a destructive tool's warning)
+_READS = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False)
+_CHANGES = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=False)
+_DESTRUCTIVE = ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=False, openWorldHint=False)
 
 
 def add_prompts_and_resources(mcp: MCPServer) -> None:
@@ -82,7 +89,7 @@ def build_demo_server(**server_options: Any) -> MCPServer:
         **server_options,
     )
 
-    @mcp.tool(structured_output=False)
+    @mcp.tool(structured_output=False, title="Deploy a service", annotations=_DESTRUCTIVE)
     async def deploy(
         env: Literal["staging", "production"], replicas: int, ctx: Context
     ) -> str | InputRequiredResult:
@@ -117,7 +124,7 @@ def build_demo_server(**server_options: Any) -> MCPServer:
         parts.append(f"notify {', '.join(notify) if notify else 'nobody'}")
         return f"Deployed {replicas} replica(s) to {env} ({'; '.join(parts)})."
 
-    @mcp.tool(structured_output=False)
+    @mcp.tool(structured_output=False, title="Book a trip", annotations=_CHANGES)
     async def book_trip(destination: str, ctx: Context) -> str | InputRequiredResult:
         """Book a trip: asks for the dates, then for the seat and a confirmation."""
         state = read_state(ctx)
@@ -158,7 +165,7 @@ def build_demo_server(**server_options: Any) -> MCPServer:
             {"tool": "book_trip", "round": 2, "start": start, "nights": nights},
         )
 
-    @mcp.tool(structured_output=False)
+    @mcp.tool(structured_output=False, title="Connect an account", annotations=_CHANGES)
     async def connect_account(provider: str, ctx: Context) -> str | InputRequiredResult:
         """Connect an account at a provider through an out-of-band (URL mode) authorization page."""
         answer = response_to(ctx, "authorize")
@@ -178,7 +185,7 @@ def build_demo_server(**server_options: Any) -> MCPServer:
             return refused("Account connection", action)
         return f"Account at {provider} connected."
 
-    @mcp.tool(structured_output=False)
+    @mcp.tool(structured_output=False, title="Write a report", annotations=_READS)
     async def busy_report(topic: str, ctx: Context) -> str | InputRequiredResult:
         """Build a report; the server is busy at first and asks the client to come back."""
         state = read_state(ctx)
@@ -203,7 +210,7 @@ def build_demo_server(**server_options: Any) -> MCPServer:
         await ctx.report_progress(2, 2, "rendering")
         return f"Report on {topic} ready as {fmt}."
 
-    @mcp.tool(structured_output=False)
+    @mcp.tool(structured_output=False, title="Ask forever", annotations=_READS)
     async def endless(ctx: Context) -> InputRequiredResult:
         """Never finishes: every call answers another requestState-only round."""
         count = read_state(ctx).get("n", 0)
@@ -211,7 +218,7 @@ def build_demo_server(**server_options: Any) -> MCPServer:
             count = 0
         return ask(None, {"tool": "endless", "n": count + 1})
 
-    @mcp.tool(structured_output=False)
+    @mcp.tool(structured_output=False, title="Onboard a team", annotations=_CHANGES)
     async def onboard_team(team: str, ctx: Context) -> str | InputRequiredResult:
         """Onboard a team: one card with two requests, a profile form and a single sign-on page."""
         profile, sso = response_to(ctx, "profile"), response_to(ctx, "sso")
@@ -244,12 +251,12 @@ def build_demo_server(**server_options: Any) -> MCPServer:
             parts.append(f"size {size}")
         return f"Team {team} onboarded ({'; '.join(parts)}); single sign-on confirmed."
 
-    @mcp.tool(structured_output=False)
+    @mcp.tool(structured_output=False, title="Echo", annotations=_READS)
     async def echo(text: str) -> str:
         """Return the text unchanged."""
         return text
 
-    @mcp.tool(structured_output=False)
+    @mcp.tool(structured_output=False, title="Work for a while", annotations=_READS)
     async def long_task(seconds: int, ctx: Context) -> str:
         """Work for a while (at most 60 s), reporting progress every second, then answer."""
         seconds = max(0, min(int(seconds), 60))
@@ -258,7 +265,7 @@ def build_demo_server(**server_options: Any) -> MCPServer:
             await asyncio.sleep(1)
         return f"Worked for {seconds} s."
 
-    @mcp.tool(structured_output=False)
+    @mcp.tool(structured_output=False, title="Wait, then ask", annotations=_READS)
     async def wait_then_ask(seconds: int, ctx: Context) -> str | InputRequiredResult:
         """Think for a few seconds (at most 30), then ask one yes/no question."""
         answer = response_to(ctx, "go_on")
@@ -270,7 +277,7 @@ def build_demo_server(**server_options: Any) -> MCPServer:
             return refused("Waiting task", action)
         return "Went on." if content.get("go") is True else "Stopped."
 
-    @mcp.tool(structured_output=False)
+    @mcp.tool(structured_output=False, title="Summarize (sampling)", annotations=_READS)
     async def summarize_with_sampling(text: str, ctx: Context) -> str | InputRequiredResult:
         """Summarize a text by asking the client to sample a model (deprecated: allowed per server)."""
         response = (ctx.input_responses or {}).get("summary")
@@ -290,7 +297,7 @@ def build_demo_server(**server_options: Any) -> MCPServer:
             return "Invalid answer: the sampling result carried no text."
         return f"Summary ({getattr(response, 'model', '?')}): {' '.join(texts)}"
 
-    @mcp.tool(structured_output=False)
+    @mcp.tool(structured_output=False, title="List my roots", annotations=_READS)
     async def list_my_roots(ctx: Context) -> str | InputRequiredResult:
         """List the client's filesystem roots (asks roots/list: deprecated, allowed per server)."""
         response = (ctx.input_responses or {}).get("roots")
