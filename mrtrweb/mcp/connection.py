@@ -57,6 +57,7 @@ from mcp.shared.exceptions import MCPError
 
 from mrtrweb import __version__
 
+from .reachability import reason_of
 from .errors import TIMEOUT, TRANSPORT_ERROR, McpCallError, origin_of
 from .outbound import GuardedTransport, OutboundPolicy
 from .evidence import HttpEvidence, bound_response
@@ -252,13 +253,11 @@ class McpConnection(Sending, SessionRenewal, ServerRequestRouting, Listings, Lis
                     ready.set_exception(auth_error)
                 elif isinstance(leaf, ProtocolRefused):
                     ready.set_exception(ProtocolMismatch(str(leaf), self.protocol))
-                elif isinstance(leaf, MCPError):
-                    ready.set_exception(
-                        McpCallError(TRANSPORT_ERROR, f"negotiation with {self.origin} failed: {leaf.error.message}")
-                    )
                 else:
-                    why = f"cannot connect to {self.origin}: {self._failure}"
-                    ready.set_exception(McpCallError(TRANSPORT_ERROR, why))
+                    reason, status = reason_of(leaf, self._evidence.last_status, self._evidence.last_content_type)
+                    why = (f"negotiation with {self.origin} failed: {leaf.error.message}" if isinstance(leaf, MCPError)
+                           else f"cannot connect to {self.origin}: {self._failure}")
+                    ready.set_exception(McpCallError(TRANSPORT_ERROR, why, reason=reason, http_status=status))
             elif not (cancelled or self._stop.is_set()):
                 logger.info("MCP connection to %s lost: %s", self.origin, self._failure)
             if cancelled and not self._stop.is_set():

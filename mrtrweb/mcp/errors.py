@@ -56,6 +56,8 @@ class McpCallError(Exception):
         http_status: the HTTP status of the response, when one was seen and it was not 2xx.
         reached: ``transport_error`` only: the server had accepted the request (a 2xx response)
             when its answer broke off or came unusable -- it may have run.
+        reason: a connect that failed: why, one of :data:`mrtrweb.mcp.reachability.REASONS`
+            (``refused``, ``dns``, ``tls``, ``timeout``, ``http_status``, ``not_mcp``, ``unreachable``), else None.
         challenge: for ``authorization_required`` / ``insufficient_scope`` / ``authorization_failed``
             from the MCP server: the ``WWW-Authenticate`` Bearer parameters it sent
             (``{"error": ..., "scope": ..., "resource_metadata": ..., "error_description": ...}``,
@@ -73,6 +75,7 @@ class McpCallError(Exception):
         http_status: int | None = None,
         challenge: dict[str, str] | None = None,
         reached: bool = False,
+        reason: str | None = None,
     ) -> None:
         super().__init__(f"{code}: {message}")
         self.code = code
@@ -83,6 +86,7 @@ class McpCallError(Exception):
         self.http_status = http_status
         self.challenge = dict(challenge or {})
         self.reached = reached
+        self.reason = reason
 
     @property
     def scope(self) -> str | None:

@@ -117,6 +117,10 @@ class HttpEvidence:
         self._expected: dict[tuple[str, str | int], HttpSeen | None] = {}
         #: the latest 401/403 of any request (the SDK's own negotiation requests included)
         self.last_challenge: AuthChallenge | None = None
+        #: the latest response's status and content type (any request): why a connect failed
+        #: (:func:`mrtrweb.mcp.reachability.reason_of`)
+        self.last_status: int | None = None
+        self.last_content_type: str = ""
 
     def expecting(self, request_id: str | int) -> bool:
         return id_key(request_id) in self._expected
@@ -128,6 +132,8 @@ class HttpEvidence:
         return self._expected.pop(id_key(request_id), None)
 
     async def on_response(self, response: httpx2.Response) -> None:
+        self.last_status = response.status_code
+        self.last_content_type = response.headers.get("content-type", "").split(";", 1)[0].strip().lower()[:100]
         challenge = AuthChallenge.of(response) if response.status_code in (401, 403) else None
         if challenge is not None:
             self.last_challenge = challenge

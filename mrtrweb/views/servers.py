@@ -51,6 +51,7 @@ async def server_detail(request: HttpRequest, server_id: int) -> HttpResponse:
     duplicates = not_shown = 0
     negotiated = None  # the protocol version spoken with the server, once connected
     identity = None  # serverInfo, instructions and capabilities, once connected (mrtrweb.catalog)
+    unreachable = None  # why a connect failed (mrtrweb.mcp.reachability), with Try again
     tasks_declared = False  # whether a tool that runs only as a task is called (as a task) here
     auth = await authz_pages.server_auth(user, server)  # OAuth per person: Connect / Connected (issue 13)
     if not auth["needs_connect"]:  # without the person's connection a listing would only get a 401
@@ -68,8 +69,9 @@ async def server_detail(request: HttpRequest, server_id: int) -> HttpResponse:
             (tools, prompts, templates, resources), duplicates, not_shown = await sync_to_async(
                 _shown_lists, thread_sensitive=False)(*listed)
         except McpCallError as exc:
-            logger.info("listing tools of server %s failed (%s)", server.pk, exc.code)
+            logger.info("listing tools of server %s failed (%s, %s)", server.pk, exc.code, getattr(exc, "reason", None))
             error = operations.failure_message(exc)
+            unreachable = {"reason": getattr(exc, "reason", None), "status": exc.http_status}
             auth["needs_connect"] = exc.code in authz_pages.AUTH_ERROR_CODES and auth["mode"] == "oauth_user"
     is_admin = await Membership.objects.filter(tenant_id=server.tenant_id, user=user,
                                                role=Membership.Role.ADMIN).aexists()
@@ -79,7 +81,7 @@ async def server_detail(request: HttpRequest, server_id: int) -> HttpResponse:
                                                              "error": error, "auth": auth,
                                                              "is_admin": is_admin, "duplicates": duplicates,
                                                              "not_shown": not_shown, "negotiated": negotiated,
-                                                             "identity": identity,
+                                                             "identity": identity, "unreachable": unreachable,
                                                              "max_shown": names.MAX_LISTED_SHOWN})
 
 

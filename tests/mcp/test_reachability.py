@@ -1,0 +1,111 @@
+"""Why a server could not be reached (issue 28, item 6), against real listeners on loopback:
+:class:`~mrtrweb.mcp.McpConnection` fails with ``transport_error`` and a ``reason`` a person can act
+on (:mod:`mrtrweb.mcp.reachability`), and the server page says it in words with **Try again**,
+never "This server lists no tools"."""
+
+from __future__ import annotations
+
+import http.server
+import socket
+import threading
+
+import pytest
+
+from mrtrweb.mcp import McpCallError, McpConnection
+from mrtrweb.mcp.reachability import reason_of
+
+
+class _Answer(http.server.BaseHTTPRequestHandler):
+    status = 404
+    content_type = "text/plain"
+
+    def _answer(self) -> None:
+        body = b"<html><body>a web page</body></html>" if self.content_type == "text/html" else b"not found"
+        self.send_response(self.status)
+        self.send_header("Content-Type", self.content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST = do_DELETE = _answer
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+def _serve(status: int, content_type: str):
+    handler = type("H", (_Answer,), {"status": status, "content_type": content_type})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def _reason(url: str, timeout_s: float = 5.0) -> tuple[str | None, int | None]:
+    conn = McpConnection(url, timeout_s=timeout_s)
+    with pytest.raises(McpCallError) as caught:
+        await conn.open()
+    await conn.close()
+    assert caught.value.code == "transport_error"
+    return caught.value.reason, caught.value.http_status
+
+
+async def test_nothing_listening_is_refused():
+    assert await _reason(f"http://127.0.0.1:{_free_port()}/mcp") == ("refused", None)
+
+
+async def test_a_name_that_does_not_resolve():
+    assert await _reason("http://no-such-host.invalid/mcp") == ("dns", None)
+
+
+@pytest.mark.parametrize("status", [404, 500, 502])
+async def test_an_http_error_at_the_path_says_its_status(status):
+    server = _serve(status, "text/plain")
+    try:
+        assert await _reason(f"http://127.0.0.1:{server.server_port}/wrong-path") == ("http_status", status)
+    finally:
+        server.shutdown()
+
+
+async def test_a_web_page_is_not_an_mcp_endpoint():
+    server = _serve(200, "text/html")
+    try:
+        assert await _reason(f"http://127.0.0.1:{server.server_port}/") == ("not_mcp", None)
+    finally:
+        server.shutdown()
+
+
+async def test_tls_to_a_plain_listener_fails_as_tls():
+    server = _serve(404, "text/plain")
+    try:
+        reason, _ = await _reason(f"https://127.0.0.1:{server.server_port}/mcp")
+        assert reason == "tls"
+    finally:
+        server.shutdown()
+
+
+async def test_a_listener_that_never_answers_times_out():
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)  # accepts (the kernel does) and never answers
+    try:
+        assert await _reason(f"http://127.0.0.1:{silent.getsockname()[1]}/mcp", timeout_s=1.5) == ("timeout", None)
+    finally:
+        silent.close()
+
+
+def test_reason_of_reads_the_exception_chain():
+    try:
+        try:
+            raise ConnectionRefusedError(111, "Connection refused")
+        except ConnectionRefusedError as inner:
+            raise OSError("All connection attempts failed") from inner
+    except OSError as outer:
+        assert reason_of(outer) == ("refused", None)
+    assert reason_of(RuntimeError("something else")) == ("unreachable", None)
+    assert reason_of(RuntimeError("something else"), last_status=503) == ("http_status", 503)
