@@ -192,7 +192,8 @@ class McpConnection(Sending, SessionRenewal, ServerRequestRouting, Listings, Lis
                 await asyncio.shield(ready)
         except TimeoutError:
             await self._abort_owner()
-            raise McpCallError(TIMEOUT, f"not connected to {self.origin} within {self.timeout_s:g}s") from None
+            raise McpCallError(TIMEOUT, f"not connected to {self.origin} within {self.timeout_s:g}s",
+                               reason="timeout") from None
         except McpCallError:
             await self._abort_owner()  # the owner task is already unwinding; wait for it
             raise
