@@ -23,7 +23,7 @@ def validate_server_url(url: str) -> None:
 
 def validate_roots(value: object) -> None:
     """The configured roots of a server: a list of ``{"uri": "file:///...", "name"?: str}``."""
-    from .gate.shapes import valid_list_roots_result
+    from ..gate.shapes import valid_list_roots_result
 
     if not isinstance(value, list):
         raise ValidationError(_("Roots must be a list of {\"uri\": \"file:///...\", \"name\": \"...\"} objects."))
@@ -111,7 +111,7 @@ class McpServer(models.Model):
         """``sha256:`` of what a consent card shows and a retry depends on (name, URL, enabled, the
         deprecated-request allowances and the roots): an answer is denied when it changed since the
         round arrived. A pinned protocol version counts too."""
-        from .gate import digest
+        from ..gate import digest
 
         return digest({"name": self.name, "url": self.url, "enabled": self.enabled,
                        "allow_sampling": self.allow_sampling, "allow_roots": self.allow_roots,
