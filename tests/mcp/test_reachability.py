@@ -110,3 +110,32 @@ def test_reason_of_reads_the_exception_chain():
         assert reason_of(outer) == ("refused", None)
     assert reason_of(RuntimeError("something else")) == ("unreachable", None)
     assert reason_of(RuntimeError("something else"), last_status=503) == ("http_status", 503)
+
+
+async def test_the_server_page_says_why_and_offers_try_again(seeded):
+    from django.test import AsyncClient
+
+    from mrtrweb.models import McpServer
+
+    alice = AsyncClient()
+    await alice.aforce_login(seeded["users"]["alice"])
+    tenant_id = seeded["servers"]["acme"].tenant_id
+    refused = await McpServer.objects.acreate(tenant_id=tenant_id, name="Gone", url=f"http://127.0.0.1:{_free_port()}/mcp")
+    web = _serve(404, "text/plain")
+    try:
+        wrong_path = await McpServer.objects.acreate(tenant_id=tenant_id, name="Wrong path",
+                                                     url=f"http://127.0.0.1:{web.server_port}/nothing-here")
+        for server, reason, words in ((refused, "refused", "Connection refused: nothing listens at"),
+                                      (wrong_path, "http_status", "The server answered HTTP 404 at this URL.")):
+            resp = await alice.get(f"/mcp/servers/{server.pk}/")
+            assert resp.status_code == 200
+            page = resp.content.decode()
+            assert f'data-reason="{reason}"' in page and words in page
+            assert f'href="/mcp/servers/{server.pk}/">Try again</a>' in page
+            assert "This server lists no tools." not in page
+        assert "is the URL's path right (often /mcp)?" in page
+    finally:
+        web.shutdown()
+    # a server that lists no tools says so, and no reason
+    page = (await alice.get(f"/mcp/servers/{seeded['servers']['acme'].pk}/")).content.decode()
+    assert "data-reason" not in page and "Try again" not in page
