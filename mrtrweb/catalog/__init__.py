@@ -22,10 +22,10 @@ never :mod:`mrtrweb.operations`. Imported by :mod:`mrtrweb.views` and :mod:`mrtr
 from __future__ import annotations
 
 from .annotations import ToolHints, is_destructive, tool_hints
-from .entries import describe, describe_all
+from .entries import describe, describe_all, title_of, valid_size
 from .icons import MAX_ICON_BYTES, RASTER_TYPES, icon_src
 from .identity import server_identity
 from .schemas import pretty_schema
 
 __all__ = ["MAX_ICON_BYTES", "RASTER_TYPES", "ToolHints", "describe", "describe_all", "icon_src", "is_destructive",
-           "pretty_schema", "server_identity", "tool_hints"]
+           "pretty_schema", "server_identity", "title_of", "tool_hints", "valid_size"]

@@ -36,15 +36,26 @@ def _text(value: Any, limit: int) -> str | None:
     return value[:limit] if isinstance(value, str) and value.strip() else None
 
 
-def describe(kind: str, item: dict[str, Any]) -> dict[str, Any]:
-    """``item`` with its ``catalog`` entry (the module docstring), for ``kind`` one of :data:`KEYS`."""
-    name = item.get(KEYS[kind])
+def valid_size(size: Any) -> bool:
+    """A size a page may format: an integer (not a boolean) from 0 to below 2**63 bytes (a larger
+    one would overflow the formatting)."""
+    return isinstance(size, int) and not isinstance(size, bool) and 0 <= size < 2**63
+
+
+def title_of(kind: str, item: dict[str, Any]) -> str | None:
+    """The item's title (``title``, or a tool's ``annotations.title``), at most :data:`TITLE_CHARS`;
+    None when absent or the same as its name."""
     title = _text(item.get("title"), TITLE_CHARS)
     annotations = item.get("annotations")
     if title is None and kind == "tool" and isinstance(annotations, dict):
         title = _text(annotations.get("title"), TITLE_CHARS)
-    if title is not None and title == name:
-        title = None
+    return None if title is not None and title == item.get(KEYS[kind]) else title
+
+
+def describe(kind: str, item: dict[str, Any]) -> dict[str, Any]:
+    """``item`` with its ``catalog`` entry (the module docstring), for ``kind`` one of :data:`KEYS`."""
+    name = item.get(KEYS[kind])
+    title = title_of(kind, item)
     entry: dict[str, Any] = {"title": title, "badges": [], "destructive": False, "icon": icon_src(item.get("icons")),
                              "input_schema": None, "output_schema": None, "mime_type": None, "size": None}
     if kind == "tool":
@@ -55,7 +66,7 @@ def describe(kind: str, item: dict[str, Any]) -> dict[str, Any]:
     if kind in ("resource", "template"):
         entry["mime_type"] = _text(item.get("mimeType"), 100)
         size = item.get("size")
-        entry["size"] = size if isinstance(size, int) and not isinstance(size, bool) and size >= 0 else None
+        entry["size"] = size if valid_size(size) else None
     description = item.get("description") if isinstance(item.get("description"), str) else ""
     entry["filter_text"] = " ".join(t for t in (name if isinstance(name, str) else "", title or "", description)
                                     if t)[:FILTER_CHARS].lower()

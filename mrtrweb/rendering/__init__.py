@@ -76,6 +76,8 @@ def render(method: str, result: Any, output_schema: Any = None) -> dict[str, Any
                 continue
             block = {**block, "text": block["text"][:budget]}
             budget -= len(block["text"])
+            if block.get("markdown") is None:  # judged on what is shown, never on the whole item
+                block["markdown"] = markdown.looks_like_markdown(block["text"])
             if block.get("markdown"):
                 block["html"] = mark_safe(markdown.render(block["text"]))  # noqa: S308 -- nh3-cleaned, no a/img
         shown.append(block)

@@ -2,7 +2,7 @@
 
 Each block is a ``dict`` with ``kind`` and, by kind::
 
-    text            text, markdown (bool: render it, markdown.looks_like_markdown), folded (bool:
+    text            text, markdown (None until the page judges the shown text, then bool), folded (bool:
                     meant only for the assistant, annotations.audience), role ("user" | "assistant" | None)
     image, audio    src (a checked data: URL), mime, bytes, uri (embedded resource) | None, role, folded
     media_refused   media ("image" | "audio" | "file"), mime (as declared, bounded), why ("type",
@@ -19,13 +19,18 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..text import display, media
-from .markdown import looks_like_markdown
+from ..catalog import valid_size
+from ..text import media
+from ..text.jsonshow import shown_json
 
 #: the most bytes of one image or audio item shown or played (larger ones: a download)
 MAX_MEDIA_BYTES = 4 * 1024 * 1024
-#: the most characters of a name, title, type or URI shown
+#: the most characters of a name, title or type shown
 FIELD_CHARS = 500
+#: the longest URI shown, and read on a click (a longer resource link is shown cut, without Read)
+MAX_URI_CHARS = 2000
+#: the most characters of an item shown as JSON (the page's budget cuts it further)
+MAX_JSON_CHARS = 100_000
 
 
 def _field(value: Any, limit: int = FIELD_CHARS) -> str | None:
@@ -59,28 +64,28 @@ def item_block(item: Any, index: int, role: str | None = None) -> dict[str, Any]
     """One content item (``TextContent``, ``ImageContent``, ``AudioContent``, ``ResourceLink``,
     ``EmbeddedResource``, or a ``resources/read`` content) as a block."""
     if not isinstance(item, dict):
-        return {"kind": "json", "text": display.json_text(item, indent=2), "role": role}
+        return {"kind": "json", "text": _json(item), "role": role}
     folded = _folded(item)
     kind = item.get("type")
     if kind is None and "uri" in item and ("text" in item or "blob" in item):
         kind = "resource_contents"  # resources/read: the contents themselves
     if kind in ("text", None) and isinstance(item.get("text"), str) and kind != "resource_contents":
-        return {"kind": "text", "text": item["text"], "markdown": looks_like_markdown(item["text"]), "folded": folded,
-                "role": role}
+        return {"kind": "text", "text": item["text"], "markdown": None, "folded": folded, "role": role}
     if kind in ("image", "audio"):
         return _media(kind, item.get("mimeType"), item.get("data"), index, role=role, folded=folded, uri=None)
     if kind == "resource_link":
-        size = item.get("size")
-        return {"kind": "resource_link", "uri": _field(item.get("uri"), 2000), "name": _field(item.get("name")),
-                "title": _field(item.get("title")), "mime": _field(item.get("mimeType"), 100),
-                "size": size if isinstance(size, int) and not isinstance(size, bool) and size >= 0 else None,
+        size, uri = item.get("size"), item.get("uri")
+        return {"kind": "resource_link", "index": index, "uri": _field(uri, MAX_URI_CHARS),
+                "readable": isinstance(uri, str) and 0 < len(uri) <= MAX_URI_CHARS,
+                "name": _field(item.get("name")), "title": _field(item.get("title")),
+                "mime": _field(item.get("mimeType"), 100), "size": size if valid_size(size) else None,
                 "description": _field(item.get("description"), 2000), "role": role, "folded": folded}
     resource = item.get("resource") if kind == "resource" else item if kind == "resource_contents" else None
     if isinstance(resource, dict):
-        uri = _field(resource.get("uri"), 2000)
+        uri = _field(resource.get("uri"), MAX_URI_CHARS)
         if isinstance(resource.get("text"), str):
             return {"kind": "resource_text", "uri": uri, "mime": _field(resource.get("mimeType"), 100),
-                    "text": resource["text"], "markdown": _markdown_type(resource.get("mimeType"), resource["text"]),
+                    "text": resource["text"], "markdown": _markdown_type(resource.get("mimeType")),
                     "role": role, "folded": folded}
         if isinstance(resource.get("blob"), str):
             blob_kind = _blob_kind(resource.get("mimeType"))
@@ -89,12 +94,17 @@ def item_block(item: Any, index: int, role: str | None = None) -> dict[str, Any]
                         "why": "type", "index": index, "uri": uri, "role": role, "folded": folded}
             return _media(blob_kind, resource.get("mimeType"), resource["blob"], index, uri=uri, role=role,
                           folded=folded)
-    return {"kind": "json", "text": display.json_text(item, indent=2), "role": role, "folded": folded}
+    return {"kind": "json", "text": _json(item), "role": role, "folded": folded}
 
 
-def _markdown_type(mime: Any, text: str) -> bool:
+def _json(item: Any) -> str:
+    return shown_json(item, MAX_JSON_CHARS) or "[content that cannot be shown]"
+
+
+def _markdown_type(mime: Any) -> bool | None:
+    """Markdown by its declared type; None (judged on the shown text) for plain text or no type."""
     kind = media.canonical_type(mime)
-    return kind == "text/markdown" or (kind in (None, "text/plain") and looks_like_markdown(text))
+    return True if kind == "text/markdown" else None if kind in (None, "text/plain") else False
 
 
 def content_items(method: str, result: Any) -> list[tuple[Any, str | None]]:

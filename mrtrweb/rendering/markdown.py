@@ -5,7 +5,8 @@
 * a link is never live: ``[text](url)`` and ``<url>`` become the text followed by the full URL
   as code (its ASCII form, :func:`mrtrweb.text.display.ascii_url`); an image is never loaded:
   ``![alt](url)`` becomes "image not loaded: alt" and the URL as code;
-* control, bidi and invisible characters are made visible first (:func:`mrtrweb.text.display.shown_text`).
+* control, bidi and invisible characters are made visible (:func:`mrtrweb.text.display.shown_text`),
+  before the rendering and again after it (a character entity becomes one in the rendering).
 
 :func:`looks_like_markdown` decides whether a text block is rendered at all: plain text (logs,
 "Worked for 8 s.") is shown as it is, line breaks kept.
@@ -29,8 +30,10 @@ ALLOWED_TAGS = {"p", "br", "em", "strong", "code", "pre", "blockquote", "ul", "o
 #: a text longer than this is shown as plain text (rendering is linear, but a page stays quick)
 MAX_MARKDOWN_CHARS = 100_000
 
-_MARKS = re.compile(r"(^|\n)\s{0,3}(#{1,6}\s|[-*+]\s|\d{1,9}[.)]\s|>\s?|```|~~~|\|.*\|)|\*\*[^*\n]+\*\*|__[^_\n]+__"
-                    r"|`[^`\n]+`|\[[^\]\n]*\]\([^)\n]*\)|<[a-z][a-z0-9+.-]*:[^>\s]*>", re.IGNORECASE)
+#: Markdown syntax, every quantifier bounded (no backtracking blow-up on "[[[[..." or "<a:<a:...")
+_MARKS = re.compile(r"(?:^|\n)[ ]{0,3}(?:#{1,6}[ \t]|[-*+][ \t]|\d{1,9}[.)][ \t]|>|```|~~~|\|[^\n]{0,500}\|)"
+                    r"|\*\*[^*\n]{1,500}\*\*|__[^_\n]{1,500}__|`[^`\n]{1,500}`"
+                    r"|\[[^\]\n]{0,500}\]\([^)\n]{0,2000}\)|<[a-z][a-z0-9+.-]{0,32}:[^>\s]{0,2000}>", re.IGNORECASE)
 
 
 def looks_like_markdown(text: Any) -> bool:
@@ -80,5 +83,8 @@ def render(text: str) -> str:
     """``text`` (Markdown) as clean HTML (see the module docstring): safe to mark safe."""
     source = display.shown_text(text)
     rendered = _MD.render(source, {"links": []})
-    return nh3.clean(rendered, tags=ALLOWED_TAGS, attributes={"span": {"class"}, "code": {"class"}},
-                     url_schemes=set(), link_rel=None, strip_comments=True)
+    clean = nh3.clean(rendered, tags=ALLOWED_TAGS, attributes={"span": {"class"}, "code": {"class"}},
+                      url_schemes=set(), link_rel=None, strip_comments=True)
+    # entities (&#x202E;, &rlm;, &zwnj;...) became characters in the rendering: made visible again
+    # (the markers hold no character HTML treats specially)
+    return display.shown_text(clean)

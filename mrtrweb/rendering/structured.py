@@ -20,6 +20,7 @@ import json
 from typing import Any
 
 from ..consent.argschema import SchemaUnchecked, check_arguments
+from ..text.jsonshow import shown_json
 
 #: the most problems of an invalid value listed
 MAX_PROBLEMS = 5
@@ -30,6 +31,8 @@ MAX_TREE_LINES = 400
 MAX_DEPTH = 8
 #: the most characters of one cell or tree value
 MAX_CELL_CHARS = 500
+#: the most characters of the value as JSON (the page's budget cuts it further)
+MAX_JSON_CHARS = 100_000
 
 
 def _scalar(value: Any) -> bool:
@@ -90,7 +93,7 @@ def _tree(value: Any) -> list[dict[str, Any]] | None:
 def view(value: Any, output_schema: Any) -> dict[str, Any]:
     """``structuredContent`` checked and laid out (the module docstring)."""
     out: dict[str, Any] = {"verdict": "no_schema", "problems": [], "unchecked_reason": "", "table": None,
-                           "tree": None, "json": json.dumps(value, ensure_ascii=False, indent=2)}
+                           "tree": None, "json": shown_json(value, MAX_JSON_CHARS) or ""}
     if isinstance(output_schema, dict):
         try:
             errors = check_arguments(output_schema, value)
@@ -98,7 +101,7 @@ def view(value: Any, output_schema: Any) -> dict[str, Any]:
             out.update(verdict="unchecked", unchecked_reason=exc.code)
         else:
             out["verdict"] = "invalid" if errors else "valid"
-            out["problems"] = [f"at {'/'.join(str(p) for p in e.absolute_path) or '(top)'}: {e.message[:300]}"
+            out["problems"] = [f"at {('/'.join(str(p) for p in e.absolute_path) or '(top)')[:300]}: {e.message[:300]}"
                                for e in errors[:MAX_PROBLEMS]]
     out["table"] = _table(value)
     if out["table"] is None:

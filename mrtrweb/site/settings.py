@@ -144,6 +144,7 @@ CONTENT_SECURITY_POLICY = {
         "script-src": ["'self'"],
         "style-src": ["'self'"],
         "img-src": ["'self'", "data:"],
+        "media-src": ["'self'", "data:"],  # audio in results, checked (mrtrweb.rendering)
         "connect-src": ["'self'"],
         "form-action": ["'self'"],
         "base-uri": ["'none'"],

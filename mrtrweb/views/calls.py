@@ -93,7 +93,8 @@ async def tool_call(request: HttpRequest, server_id: int, tool: str | None = Non
     task_required = spec is not None and task_refused(spec, conn.server_capabilities)
     runs_as_task = spec is not None and requires_task(spec) and not task_required
     destructive = spec is not None and catalog.is_destructive(spec)  # the warning here and on its cards
-    hints = catalog.describe("tool", spec)["catalog"] if spec is not None else None
+    hints = {"title": catalog.title_of("tool", spec), "badges": catalog.tool_hints(spec).badges()} \
+        if spec is not None else None  # no schema rendered here: the form is the schema
     if task_required and request.method == "POST":
         logger.info("call of a task-only tool on server %s refused: nothing sent", server.pk)
         error = TASK_REQUIRED_MESSAGE

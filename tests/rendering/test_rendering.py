@@ -152,3 +152,60 @@ def test_the_page_budget_holds(settings):
     out = _call({"type": "text", "text": "a" * 80}, {"type": "text", "text": "b" * 80}, {"type": "text", "text": "c"})
     assert [len(b["text"]) for b in out["blocks"]] == [80, 20]
     assert out["result_cut"] is True and out["shown_chars"] == 100 and out["total_chars"] == 161
+
+
+# --------------------------------------------------------------------------------------------
+# the attack pass on issue 28's code: each a fault found by trying to break it
+# --------------------------------------------------------------------------------------------
+
+
+def test_a_resource_link_renders_with_its_read_form(settings):
+    """A resource_link block carries its index: the page's Read form has its URL (was a 500)."""
+    import uuid
+
+    from django.template.loader import render_to_string
+
+    from mrtrweb.models import McpServer, Operation
+
+    op = Operation(id=uuid.uuid4(), method="tools/call", name="t", status="completed",
+                   server=McpServer(name="S", url="http://127.0.0.1:1/mcp"))
+    result = {"content": [{"type": "resource_link", "uri": "file:///x", "name": "x", "size": 10**400},
+                          {"type": "resource_link", "uri": "u://" + "a" * 3000, "name": "long"}]}
+    ctx = {"op": op, "csrf_token": "t", **rendering.render("tools/call", result)}
+    html = render_to_string("mrtrweb/_result.html", ctx)
+    assert html.count(f"/mcp/operations/{op.id}/content/0/read/") == 1  # the long URI: shown, no Read
+    assert "/content/1/read/" not in html
+
+
+def test_markdown_detection_is_linear_on_hostile_text():
+    import time
+
+    for text in ("[" * 30000, "<a:" * 10000, "[a](" * 8000, "**" * 20000):
+        start = time.process_time()
+        markdown.looks_like_markdown(text)
+        assert time.process_time() - start < 0.5, text[:10]
+
+
+@pytest.mark.parametrize("entity", ["&#x202E;", "&rlm;", "&#x200B;", "&#xE0041;", "&#x2066;"])
+def test_entities_do_not_smuggle_bidi_or_invisible_characters(entity):
+    html = markdown.render(f"**Invoice** for {entity}fdp.exe\n\n| a |\n|---|\n| {entity}x |")
+    assert not any(ch in html for ch in "\u202e\u200f\u200b\U000e0041\u2066"), html
+    assert "\u27e8U+" in html
+
+
+def test_deep_nesting_is_not_amplified_by_indentation():
+    deep: list = [0] * 5000
+    for _ in range(150):
+        deep = [deep]
+    out = rendering.render("tools/call", {"content": [], "structuredContent": {"v": deep}})
+    assert len(out["structured"]["json"]) <= 100_100 and out["total_chars"] < 200_000
+    from mrtrweb import catalog
+
+    assert len(catalog.pretty_schema({"default": deep})) < 20_100
+
+
+def test_schema_problem_lines_are_bounded():
+    value = {("k" * 200_000) + str(i): "x" for i in range(5)}
+    view = rendering.render("tools/call", {"content": [], "structuredContent": value},
+                            {"type": "object", "additionalProperties": {"type": "integer"}})["structured"]
+    assert view["verdict"] == "invalid" and all(len(p) < 700 for p in view["problems"])
