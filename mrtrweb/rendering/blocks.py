@@ -5,7 +5,8 @@ Each block is a ``dict`` with ``kind`` and, by kind::
     text            text, markdown (None until the page judges the shown text, then bool), folded (bool:
                     meant only for the assistant, annotations.audience), role ("user" | "assistant" | None)
     image, audio    src (a checked data: URL), mime, bytes, uri (embedded resource) | None, role, folded
-    media_refused   media ("image" | "audio" | "file"), mime (as declared, bounded), why ("type",
+    media_refused   media ("image" | "audio" | "file"), mime (as declared, bounded; declared: the same
+                    or "?"), why ("type",
                     "size", "encoding", "mismatch"), index (the content item: its download), uri, role
     resource_link   uri, name, title, mime, size, description (resources/read on the person's click)
     resource_text   uri, mime, text, markdown, role
@@ -50,7 +51,7 @@ def _media(kind: str, declared: Any, data: Any, index: int, **extra: Any) -> dic
     mime = media.canonical_type(declared)
     if raw is None:
         return {"kind": "media_refused", "media": kind, "mime": _field(declared, 100), "why": why, "index": index,
-                **extra}
+                "declared": _field(declared, 100) or "?", **extra}
     return {"kind": kind, "src": media.data_url(mime or "", raw), "mime": mime, "bytes": len(raw), "index": index,
             **extra}
 
@@ -91,6 +92,7 @@ def item_block(item: Any, index: int, role: str | None = None) -> dict[str, Any]
             blob_kind = _blob_kind(resource.get("mimeType"))
             if blob_kind == "file":
                 return {"kind": "media_refused", "media": "file", "mime": _field(resource.get("mimeType"), 100),
+                        "declared": _field(resource.get("mimeType"), 100) or "?",
                         "why": "type", "index": index, "uri": uri, "role": role, "folded": folded}
             return _media(blob_kind, resource.get("mimeType"), resource["blob"], index, uri=uri, role=role,
                           folded=folded)

@@ -443,6 +443,12 @@ PRODUCT_EXPRESSIONS = {
     "status_label", "outcome_heading",
     # issue 26: the URL of the product's own live script ({% static %}), named when it was not served
     "live_script",
+    # issue 28: data: URLs the product rebuilt from checked bytes (mrtrweb.text.media: an allowed
+    # type, canonical base64, nothing of the server's text), Markdown as nh3-cleaned HTML with
+    # every hidden character made visible (mrtrweb.rendering.markdown), product codes and numbers
+    "block.src", "identity.icon", "tool.catalog.icon", "prompt.catalog.icon", "t.catalog.icon", "r.catalog.icon",
+    "block.html", "block.role", "block.size", "block.index", "r.catalog.size", "structured.verdict",
+    "structured.unchecked_reason", "line.depth", "badge", "unreachable.reason", "unreachable.status",
 }
 #: filters whose output is the product's own text whatever their input (mrtrweb.consent.outcomes.status_label:
 #: a status label, never server text)
