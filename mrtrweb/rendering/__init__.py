@@ -41,14 +41,14 @@ __all__ = ["FOLD_CHARS", "content_items", "item_bytes", "render"]
 #: a result shown with more characters than this (or more than FOLD_BLOCKS blocks) is folded
 FOLD_CHARS = 3000
 FOLD_BLOCKS = 6
-#: a run of base64-looking characters this long in a truncated copy's text is not shown
-_ENCODED_RUN = re.compile(r"[A-Za-z0-9+/=]{200,}")
+#: a base64 payload (an image's "data", a resource's "blob") in a truncated copy's JSON text: not shown
+_ENCODED_RUN = re.compile(r'("(?:data|blob)"\s*:\s*")([A-Za-z0-9+/=]{200,})')
 
 _TEXT_KINDS = ("text", "resource_text", "json")
 
 
 def _elide_encoded(text: str) -> str:
-    return _ENCODED_RUN.sub(lambda m: f"[… {len(m.group(0))} characters of encoded data not shown]", text)
+    return _ENCODED_RUN.sub(lambda m: f"{m.group(1)}[… {len(m.group(2))} characters of encoded data not shown]", text)
 
 
 def render(method: str, result: Any, output_schema: Any = None) -> dict[str, Any]:
@@ -59,7 +59,7 @@ def render(method: str, result: Any, output_schema: Any = None) -> dict[str, Any
     view = None
     dropped = False
     if stored_truncated is not None:  # the marked copy: its text, never a base64 dump
-        blocks = [{"kind": "json", "text": _elide_encoded(result["text"]), "role": None, "folded": False}]
+        blocks = [{"kind": "json", "text": result["text"], "role": None, "folded": False, "elide": True}]
     else:
         blocks = [item_block(item, n, role) for n, (item, role) in enumerate(content_items(method, result))]
         if method == "tools/call" and isinstance(result, dict) and "structuredContent" in result:
@@ -76,6 +76,8 @@ def render(method: str, result: Any, output_schema: Any = None) -> dict[str, Any
                 continue
             block = {**block, "text": block["text"][:budget]}
             budget -= len(block["text"])
+            if block.get("elide"):  # counted as kept, shown without its encoded payloads
+                block["text"] = _elide_encoded(block["text"])
             if block.get("markdown") is None:  # judged on what is shown, never on the whole item
                 block["markdown"] = markdown.looks_like_markdown(block["text"])
             if block.get("markdown"):

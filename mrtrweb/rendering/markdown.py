@@ -85,6 +85,11 @@ def render(text: str) -> str:
     rendered = _MD.render(source, {"links": []})
     clean = nh3.clean(rendered, tags=ALLOWED_TAGS, attributes={"span": {"class"}, "code": {"class"}},
                       url_schemes=set(), link_rel=None, strip_comments=True)
-    # entities (&#x202E;, &rlm;, &zwnj;...) became characters in the rendering: made visible again
-    # (the markers hold no character HTML treats specially)
-    return display.shown_text(clean)
+    # entities (&#x202E;, &rlm;...) became characters in the rendering: made visible again (the
+    # markers hold no character HTML treats specially); quotes in text escaped as everywhere else
+    return "".join(part if part.startswith("<") else display.shown_text(part).replace('"', "&quot;").replace("'", "&#x27;")
+                   for part in _TAGS.split(clean))
+
+
+#: the tags of nh3's output (well-formed: no ">" inside an attribute value, nh3 escapes it)
+_TAGS = re.compile(r"(<[^>]*>)")

@@ -62,7 +62,7 @@ def test_a_truncated_copy_never_shows_the_encoded_run():
     stored = {"mrtrweb_truncated": {"original_bytes": 20_000_000, "stored_bytes": 1000},
               "text": '{"content":[{"type":"image","data":"' + "QUFB" * 300, "isError": False}
     (block,) = rendering.render("tools/call", stored)["blocks"]
-    assert "QUFBQUFB" not in block["text"] and "1200 characters of encoded data not shown" in block["text"]
+    assert "QUFBQUFB" not in block["text"] and '"data":"[… 1200 characters of encoded data not shown]' in block["text"]
 
 
 def test_resource_links_and_embedded_resources():
