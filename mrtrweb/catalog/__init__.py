@@ -25,7 +25,7 @@ from .annotations import ToolHints, is_destructive, tool_hints
 from .entries import describe, describe_all, title_of, valid_size
 from .icons import MAX_ICON_BYTES, RASTER_TYPES, icon_src
 from .identity import server_identity
-from .schemas import pretty_schema
+from .schemas import MAX_SCHEMA_CHARS, pretty_schema
 
-__all__ = ["MAX_ICON_BYTES", "RASTER_TYPES", "ToolHints", "describe", "describe_all", "icon_src", "is_destructive",
+__all__ = ["MAX_ICON_BYTES", "MAX_SCHEMA_CHARS", "RASTER_TYPES", "ToolHints", "describe", "describe_all", "icon_src", "is_destructive",
            "pretty_schema", "server_identity", "title_of", "tool_hints", "valid_size"]

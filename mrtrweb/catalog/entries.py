@@ -1,4 +1,6 @@
-"""One listed tool, prompt, resource template or resource, as the server page shows it.
+"""One listed tool, prompt, resource template or resource, as the server page shows it (its
+schemas are on its call page, one click away: :func:`.schemas.pretty_schema`, within that page's
+budget of server text).
 
 :func:`describe` adds to the listed item (a ``dict`` as the server sent it, names untouched: the
 page links and calls them byte for byte) a ``catalog`` entry::
@@ -8,8 +10,6 @@ page links and calls them byte for byte) a ``catalog`` entry::
      "badges": [str, ...],         # tools only: ToolHints.badges()
      "destructive": bool,          # tools only: is_destructive()
      "icon": str | None,           # icons.icon_src()
-     "input_schema": str | None,   # tools: schemas.pretty_schema(inputSchema)
-     "output_schema": str | None,  # tools: schemas.pretty_schema(outputSchema)
      "mime_type": str | None,      # resources: mimeType, at most 100 characters
      "size": int | None,           # resources: size in bytes, when a non-negative integer
      "filter_text": str}           # what the page's filter box matches: name, title, description, lower case
@@ -21,7 +21,6 @@ from typing import Any
 
 from .annotations import tool_hints
 from .icons import icon_src
-from .schemas import pretty_schema
 
 #: the most characters of a title shown
 TITLE_CHARS = 200
@@ -57,12 +56,10 @@ def describe(kind: str, item: dict[str, Any]) -> dict[str, Any]:
     name = item.get(KEYS[kind])
     title = title_of(kind, item)
     entry: dict[str, Any] = {"title": title, "badges": [], "destructive": False, "icon": icon_src(item.get("icons")),
-                             "input_schema": None, "output_schema": None, "mime_type": None, "size": None}
+                             "mime_type": None, "size": None}
     if kind == "tool":
         hints = tool_hints(item)
-        entry.update(badges=hints.badges(), destructive=hints.destructive,
-                     input_schema=pretty_schema(item.get("inputSchema")),
-                     output_schema=pretty_schema(item.get("outputSchema")))
+        entry.update(badges=hints.badges(), destructive=hints.destructive)
     if kind in ("resource", "template"):
         entry["mime_type"] = _text(item.get("mimeType"), 100)
         size = item.get("size")

@@ -119,10 +119,14 @@ async def tool_call(request: HttpRequest, server_id: int, tool: str | None = Non
                 _prefill(form, previous)
     else:
         return HttpResponseNotAllowed(["GET", "POST"])
+    # the schemas, one click away, from what the page's budget of server text has left
+    input_schema = budget.text(catalog.pretty_schema((spec or {}).get("inputSchema")), catalog.MAX_SCHEMA_CHARS)
+    output_schema = budget.text(catalog.pretty_schema((spec or {}).get("outputSchema")), catalog.MAX_SCHEMA_CHARS)
     return TemplateResponse(request, "mrtrweb/tool.html",
                             {"server": server, "tool": spec or {"name": tool}, "form": form, "error": error,
                              "heading": heading, "description": description, "task_required": task_required,
                              "runs_as_task": runs_as_task, "destructive": destructive, "hints": hints,
+                             "input_schema": input_schema, "output_schema": output_schema,
                              "task_required_message": TASK_REQUIRED_MESSAGE},
                             status=409 if task_required and request.method == "POST" else
                             200 if not error else 503 if not spec or refused == 503 else 200)

@@ -106,8 +106,8 @@ def test_titles_schemas_and_the_filter_text():
     assert entry["name"] == "create_entities" and entry["description"] == tool["description"]
     c = entry["catalog"]
     assert c["title"] == "Create entities"
-    assert '"$ref": "https://evil.example/s.json"' in c["input_schema"]  # shown as text, nothing followed
-    assert c["output_schema"] == '{\n  "type": "object"\n}'
+    assert '"$ref": "https://evil.example/s.json"' in catalog.pretty_schema(tool["inputSchema"])  # text only
+    assert catalog.pretty_schema(tool["outputSchema"]) == '{\n  "type": "object"\n}'
     assert c["filter_text"] == "create_entities create entities create entities in the graph"
     # "title" wins over annotations.title; a title equal to the name is not repeated
     assert catalog.describe("tool", {**tool, "title": "Make"})["catalog"]["title"] == "Make"

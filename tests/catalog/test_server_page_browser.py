@@ -38,13 +38,6 @@ def test_the_everything_servers_page_as_it_describes_itself(signed_in, everythin
     echo = page.locator("ul.tools > li").filter(has=page.locator("a[data-tool='echo']"))
     expect(echo.locator(".item-title")).to_have_text("Echo Tool")
     expect(echo.locator(".badge.hint")).to_have_text(["read-only"])  # idempotent is implied; closed world
-    schema = echo.locator("details.input-schema")
-    expect(schema.locator("pre")).to_be_hidden()
-    schema.locator("summary").click()
-    expect(schema.locator("pre")).to_contain_text('"message"')
-    structured = page.locator("ul.tools > li").filter(has=page.locator("a[data-tool='get-structured-content']"))
-    structured.locator("details.output-schema summary").click()
-    expect(structured.locator("details.output-schema pre")).to_contain_text('"temperature"')
     toggle = page.locator("ul.tools > li").filter(has=page.locator("a[data-tool='toggle-simulated-logging']"))
     expect(toggle.locator(".badge.hint")).to_have_count(0)  # neither read-only nor destructive: no badge
 
@@ -56,6 +49,15 @@ def test_the_everything_servers_page_as_it_describes_itself(signed_in, everythin
     page.locator("#listing-filter").fill("")
     expect(page.locator("ul.tools > li:visible")).to_have_count(total)
     screenshot(page, "server-page-everything.png")
+    # the schemas: one click away, on the tool's page
+    page.locator("a[data-tool='get-structured-content']").click()
+    schema = page.locator("details.input-schema")
+    expect(schema.locator("pre")).to_be_hidden()
+    schema.locator("summary").click()
+    expect(schema.locator("pre")).to_contain_text('"location"')
+    page.locator("details.output-schema summary").click()
+    expect(page.locator("details.output-schema pre")).to_contain_text('"temperature"')
+    expect(page.locator(".tool-hints .item-title")).to_have_text("Get Structured Content Tool")
     # the page talked to nothing but the product (the server's URLs in its texts are text)
     assert all(u.startswith(page.url.split("/mcp/")[0]) or u.startswith("data:") for u in requests), requests
 
