@@ -11,8 +11,7 @@ page links and calls them byte for byte) a ``catalog`` entry::
      "destructive": bool,          # tools only: is_destructive()
      "icon": str | None,           # icons.icon_src()
      "mime_type": str | None,      # resources: mimeType, at most 100 characters
-     "size": int | None,           # resources: size in bytes, when a non-negative integer
-     "filter_text": str}           # what the page's filter box matches: name, title, description, lower case
+     "size": int | None}           # resources: size in bytes, when a non-negative integer
 """
 
 from __future__ import annotations
@@ -24,8 +23,6 @@ from .icons import icon_src
 
 #: the most characters of a title shown
 TITLE_CHARS = 200
-#: the most characters of an item's text its filter matches
-FILTER_CHARS = 600
 
 #: the key naming each kind's items
 KEYS = {"tool": "name", "prompt": "name", "template": "uriTemplate", "resource": "uri"}
@@ -53,7 +50,6 @@ def title_of(kind: str, item: dict[str, Any]) -> str | None:
 
 def describe(kind: str, item: dict[str, Any]) -> dict[str, Any]:
     """``item`` with its ``catalog`` entry (the module docstring), for ``kind`` one of :data:`KEYS`."""
-    name = item.get(KEYS[kind])
     title = title_of(kind, item)
     entry: dict[str, Any] = {"title": title, "badges": [], "destructive": False, "icon": icon_src(item.get("icons")),
                              "mime_type": None, "size": None}
@@ -64,9 +60,6 @@ def describe(kind: str, item: dict[str, Any]) -> dict[str, Any]:
         entry["mime_type"] = _text(item.get("mimeType"), 100)
         size = item.get("size")
         entry["size"] = size if valid_size(size) else None
-    description = item.get("description") if isinstance(item.get("description"), str) else ""
-    entry["filter_text"] = " ".join(t for t in (name if isinstance(name, str) else "", title or "", description)
-                                    if t)[:FILTER_CHARS].lower()
     return {**item, "catalog": entry}
 
 

@@ -97,7 +97,7 @@ def test_sniffing_knows_the_four_raster_types_only():
     assert icons.sniff(b"<svg") is None and icons.sniff(b"") is None
 
 
-def test_titles_schemas_and_the_filter_text():
+def test_titles_and_schemas():
     tool = {"name": "create_entities", "description": "Create Entities In The Graph",
             "annotations": {"title": "Create entities"},
             "inputSchema": {"type": "object", "properties": {"e": {"$ref": "https://evil.example/s.json"}}},
@@ -108,7 +108,6 @@ def test_titles_schemas_and_the_filter_text():
     assert c["title"] == "Create entities"
     assert '"$ref": "https://evil.example/s.json"' in catalog.pretty_schema(tool["inputSchema"])  # text only
     assert catalog.pretty_schema(tool["outputSchema"]) == '{\n  "type": "object"\n}'
-    assert c["filter_text"] == "create_entities create entities create entities in the graph"
     # "title" wins over annotations.title; a title equal to the name is not repeated
     assert catalog.describe("tool", {**tool, "title": "Make"})["catalog"]["title"] == "Make"
     assert catalog.describe("prompt", {"name": "p", "title": "p"})["catalog"]["title"] is None

@@ -12,17 +12,17 @@
   var leaving = false;
   var fetching = false, again = false;  // one re-read at a time; a push meanwhile asks for one more
 
-  // The filter box: hides the listed items whose name, title and description (the server-rendered
-  // data-filter attribute, lower case) do not contain what the person typed; kept across re-reads.
+  // The filter box: hides the listed items whose text (name, title, description, badges, as the
+  // page shows them) does not contain what the person typed; kept across re-reads.
   var filterBox = document.getElementById("listing-filter");
   var filterCount = document.querySelector(".filter-count");
   function applyFilter() {
     if (!filterBox) return;
     var q = filterBox.value.trim().toLowerCase();
-    var items = root.querySelectorAll("li[data-filter]");
+    var items = root.querySelectorAll("li.listed");
     var shown = 0;
     for (var i = 0; i < items.length; i++) {
-      var hit = !q || items[i].getAttribute("data-filter").indexOf(q) !== -1;
+      var hit = !q || items[i].textContent.toLowerCase().indexOf(q) !== -1;
       items[i].hidden = !hit;
       if (hit) shown++;
     }
