@@ -89,6 +89,12 @@
     if (isFinite(total) && total > 0) { bar.max = total; bar.value = Math.min(value, total); }
     else { bar.removeAttribute("value"); }
     bar.hidden = false;
+    // the numbers as the server sent them: "3 / 10", or "3" without a total
+    var numbers = root.querySelector(".progress-numbers");
+    if (numbers && isFinite(value)) {
+      numbers.textContent = (isFinite(total) && total > 0) ? value + " / " + total : String(value);
+      numbers.hidden = false;
+    }
     if (text) text.textContent = String(msg.message || "");
     // a task-augmented call: its status (a known word) and the server's status message, as text
     var task = root.querySelector(".task-status");
