@@ -105,6 +105,7 @@ def test_progress_bar_and_stop_on_a_long_call(app, logged_mcp):
     expect(bar).to_have_attribute("max", "30")
     page.wait_for_function("() => document.querySelector('progress.call-progress').value >= 2")
     expect(page.locator(".progress-message")).to_have_text(re.compile(r"^\d+ of 30 s$"))
+    expect(page.locator(".progress-numbers")).to_have_text(re.compile(r"^\d+ / 30$"))  # issue 28: the numbers too
     expect(page.get_by_text("Waiting for the server…")).to_be_visible()
     screenshot(page, "progress.png")
     assert op_status(op_id) == "running"
