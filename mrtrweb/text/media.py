@@ -29,15 +29,16 @@ def canonical_type(declared: object) -> str | None:
 
 
 def sniff(data: bytes) -> str | None:
-    """The type of ``data`` by its signature, one of :data:`IMAGE_TYPES` or :data:`AUDIO_TYPES`, or None."""
-    if data.startswith(b"\x89PNG\r\n\x1a\n"):
-        return "image/png"
+    """The type of ``data`` by its signature (and, for PNG, GIF and WebP, the header after it), one
+    of :data:`IMAGE_TYPES` or :data:`AUDIO_TYPES`, or None."""
+    if data.startswith(b"\x89PNG\r\n\x1a\n"):  # and its first chunk, the header: not a bare signature
+        return "image/png" if len(data) >= 33 and data[12:16] == b"IHDR" else None
     if data.startswith(b"\xff\xd8\xff"):
         return "image/jpeg"
     if data.startswith((b"GIF87a", b"GIF89a")):
-        return "image/gif"
+        return "image/gif" if len(data) >= 13 else None
     if len(data) >= 12 and data[:4] == b"RIFF" and data[8:12] == b"WEBP":
-        return "image/webp"
+        return "image/webp" if len(data) >= 16 and data[12:15] == b"VP8" else None
     if len(data) >= 12 and data[:4] == b"RIFF" and data[8:12] == b"WAVE":
         return "audio/wav"
     if data.startswith(b"OggS"):

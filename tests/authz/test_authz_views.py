@@ -322,8 +322,10 @@ async def test_run_again_with_the_same_arguments_when_connected(seeded):
     assert resp.status_code == 302
     await operations.wait_idle()
     assert [c.params["arguments"] for c in seeded["mcp"].log.tool_calls("echo")] == [{"text": "same arguments ⟨x⟩"}]
-    # a completed operation is not run again
+    # a completed operation runs again too (issue 28: every finished operation offers it), once
     new = await Operation.objects.aget(pk=resp["Location"].rstrip("/").split("/")[-1])
+    assert (await client.post(f"/mcp/operations/{new.id}/rerun/", csrf_field(client))).status_code == 302
+    await operations.wait_idle()
     assert (await client.post(f"/mcp/operations/{new.id}/rerun/", csrf_field(client))).status_code == 409
 
 

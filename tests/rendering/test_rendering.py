@@ -209,3 +209,9 @@ def test_schema_problem_lines_are_bounded():
     view = rendering.render("tools/call", {"content": [], "structuredContent": value},
                             {"type": "object", "additionalProperties": {"type": "integer"}})["structured"]
     assert view["verdict"] == "invalid" and all(len(p) < 700 for p in view["problems"])
+
+
+def test_a_bare_signature_is_not_an_image():
+    """Eight bytes of PNG signature (a hostile server's "image") are no PNG: a download, no <img>."""
+    (block,) = _call({"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"})["blocks"]
+    assert block["kind"] == "media_refused" and block["why"] == "mismatch"
