@@ -188,7 +188,9 @@ def test_every_page_shows_hostile_server_text_as_text(app, listing, listing_mcp)
         review.get_by_role("button", name="Send", exact=True).click()
     expect(page.locator(".status")).to_contain_text("Completed")
     assert_clean(page, watch, "result", "Result")
-    assert page.locator(".result a:not(.result-download)").count() == 0  # the product's own download link only
+    # the product's own links only (the downloads, Change the arguments): never one a server named
+    hrefs = page.locator(".result a").evaluate_all("links => links.map((a) => a.getAttribute('href'))")
+    assert hrefs and all(h.startswith(("/mcp/operations/", "/mcp/servers/")) for h in hrefs), hrefs
     assert "http://127.0.0.1:1/leak" in page.locator(".result").inner_text()  # the link, as text
     assert [r.tool for r in listing_mcp.log.tool_calls()].count(hostile.ASK_TOOL) == 2  # its exact name, twice
 
