@@ -92,11 +92,10 @@ def _fast_password_hasher(settings):
 @pytest.fixture
 def _fresh_gate_and_cache():
     """Each test starts with an empty binding cache and a new gate."""
-    from django.core.cache import caches
-
     from mrtrweb import operations
+    from tests.caches import clear_cache
 
-    caches["default"].clear()
+    clear_cache()
     operations.reset_gate()
     yield
 

@@ -3,21 +3,26 @@ time against PostgreSQL and Redis (``./dev test`` does):
 
     DJANGO_SETTINGS_MODULE=tests.services_settings pytest -m "not browser and not services"
 
-Redis databases 13 (cache, flushed by the tests) and 14 (channel layer) are used; the test
+Redis databases 13 (cache, emptied of the process's own keys by the tests) and 14 (channel layer) are used; the test
 database is created on 127.0.0.1:5432 and dropped afterwards. Under pytest-xdist each worker has
 its own: worker ``gwN`` uses the Redis databases of :data:`REDIS_DBS` and the database
-``test_mrtrweb_services_gwN`` (pytest-django's suffix), so one worker's cache flush never reaches
-another's keys. No other test uses those databases (the bench uses 12, tests/topology.py 0,
+``test_mrtrweb_services_<checkout>_gwN`` (the checkout's path digest, then pytest-django's
+suffix). No other test uses those Redis databases (the bench uses 12, tests/topology.py 0,
 test_checks and test_secret_keys 5 and 9), and a second checkout running this suite on the same
-Redis at once must not either: each worker's cache is flushed before every test.
+Redis at once shares those numbers: so the tests empty only their own process's keys
+(``tests/caches.py``), never the database.
 """
 
+import hashlib
 import os
+from pathlib import Path
 
 from mrtrweb.site.settings import *  # noqa: F401,F403
 
 _PG = os.environ.get("MRTRWEB_TEST_PG_HOST", "127.0.0.1")
 _REDIS = os.environ.get("MRTRWEB_TEST_REDIS_HOST", "127.0.0.1")
+#: the checkout's own tag (8 hex digits of its path's SHA-256): its PostgreSQL test database's name
+_CHECKOUT = hashlib.sha256(str(Path(__file__).resolve().parents[1]).encode()).hexdigest()[:8]
 _WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
 #: xdist worker number -> (cache database, channel layer database) on the machine's Redis
 REDIS_DBS = {0: (13, 14), 1: (11, 10), 2: (8, 7), 3: (6, 4)}
@@ -32,10 +37,12 @@ DATABASES = {
         "PORT": 5432,
         "USER": "postgres",
         "NAME": "mrtrweb",
-        # A fixed name: a connection left open by a worker thread can keep pytest-django from
-        # dropping it at the end; the next run then drops and recreates it.
-        # MRTRWEB_TEST_PG_NAME lets two checkouts run this suite at once on one server.
-        "TEST": {"NAME": os.environ.get("MRTRWEB_TEST_PG_NAME", "test_mrtrweb_services")},
+        # A name fixed per checkout: a connection left open by a worker thread can keep
+        # pytest-django from dropping it at the end; the checkout's next run then drops and
+        # recreates it. Two checkouts never share one (their runs would drop or flush each other's
+        # rows mid-test): the name carries a digest of the checkout's path.
+        # MRTRWEB_TEST_PG_NAME names it outright.
+        "TEST": {"NAME": os.environ.get("MRTRWEB_TEST_PG_NAME", f"test_mrtrweb_services_{_CHECKOUT}")},
     }
 }
 CACHES = {

@@ -256,10 +256,11 @@ class ThirdPartyServer:
 
 
 def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now (the server binds it a moment later)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A TCP port free on 127.0.0.1 right now (the server binds it a moment later), from this test
+    process's own range (:func:`mrtrweb.bench.machine.free_port`)."""
+    from mrtrweb.bench.machine import free_port as own_port
+
+    return own_port()
 
 
 def _wait_listening(proc: subprocess.Popen, port: int, log_path: Path, what: str, timeout_s: float) -> None:

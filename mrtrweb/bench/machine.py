@@ -130,10 +130,58 @@ class CpuShare:
                        "other_cores": round(busy - sum(named.values()), 2)}
 
 
+#: the ports :func:`free_port` hands out: below Linux's default ephemeral range (32768-60999,
+#: ``net.ipv4.ip_local_port_range``), from which the kernel picks the local port of every outgoing
+#: connection and of every ``bind(port 0)``; a port taken from *that* range and bound a moment later
+#: by a child process can meanwhile have become some connection's source port, or another process's
+#: "free" port (ci11: a worker bound to a port another process had just been given, and the
+#: readiness wait connected to that other listener)
+PORTS = range(20000, 32000)
+#: ports per slice: a test process draws from its own slice of :data:`PORTS`
+_SLICE = 1000
+_RUNS = {"suite-a": 0, "suite-b": 1}
+_next_port: list[int] = []
+
+
+def _own_slice() -> range:
+    """The slice of :data:`PORTS` this process draws from: one per pytest-xdist worker of each of
+    ``./dev test``'s two runs (``MRTRWEB_TEST_RUN``, ``PYTEST_XDIST_WORKER``: slices 0-7), so no two
+    processes of one suite ever draw the same port; any other process (a developer's pytest, the
+    benchmark) one of slices 8-11 by its pid."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "").removeprefix("gw")
+    run = _RUNS.get(os.environ.get("MRTRWEB_TEST_RUN", ""))
+    count = len(PORTS) // _SLICE
+    if run is not None and worker.isdigit() and int(worker) < 4:
+        index = run * 4 + int(worker)
+    else:
+        index = 8 + os.getpid() % (count - 8)
+    start = PORTS.start + index * _SLICE
+    return range(start, start + _SLICE)
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A TCP port on 127.0.0.1 that nothing listens on now, for a process started next to bind.
+
+    Drawn in turn (from a random start) from this process's own slice of :data:`PORTS` (see
+    :func:`_own_slice`), skipping any port that cannot be bound right now; the same port comes
+    back only after the whole slice (1,000 ports) has been handed out.
+
+    Raises:
+        RuntimeError: no port of the slice can be bound.
+    """
+    own = _own_slice()
+    if not _next_port:
+        _next_port.append(own.start + int.from_bytes(os.urandom(2), "big") % len(own))
+    for _ in range(len(own)):
+        port = _next_port[0]
+        _next_port[0] = own.start + (port + 1 - own.start) % len(own)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError(f"no free port in {own.start}-{own.stop - 1}")
 
 
 def wait_port(port: int, timeout_s: float = 90.0, *, proc: subprocess.Popen | None = None,

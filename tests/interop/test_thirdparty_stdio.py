@@ -113,8 +113,17 @@ def _allow_roots(url: str, dirs: Dirs) -> McpServer:
     return _row(url, allow_roots=True, roots=[{"uri": dirs.other.as_uri(), "name": "other"}])
 
 
-def _run(capsys, url: str, tool: str, **args: Any) -> tuple[int, dict[str, Any]]:
-    """``mrtr_client URL --tool TOOL --args ARGS --consent accept-defaults --json``: (exit code, operation)."""
+def _run(capsys, url: str, tool: str, roots_round_ok: bool = False, **args: Any) -> tuple[int, dict[str, Any]]:
+    """``mrtr_client URL --tool TOOL --args ARGS --consent accept-defaults --json``: (exit code, operation).
+
+    Each call completes without a round, except with ``roots_round_ok``: then one round is allowed
+    where it was the server's ``roots/list`` alone (its only input request is the legacy key
+    ``roots``). supergateway writes what its child asks on the first pending request's stream, so
+    the ``roots/list`` the filesystem server asks when its session is initialized may arrive on the
+    call's own stream; there it cannot be told from one asked *for* that call, and issue 15's rule
+    makes it a round of that call (``tests/mcp/test_session_requests.py::
+    test_roots_on_the_calls_stream_are_a_round_of_that_call``), answered here with the configured
+    roots (``accept-defaults``)."""
     capsys.readouterr()
     try:
         call_command("mrtr_client", url, "--tool", tool, "--args", json.dumps(args), "--consent", "accept-defaults",
@@ -124,6 +133,11 @@ def _run(capsys, url: str, tool: str, **args: Any) -> tuple[int, dict[str, Any]]
         code = int(exc.code)
     [op] = json.loads(capsys.readouterr().out)["operations"]
     assert code == op["exit_code"], (code, op)
+    if roots_round_ok and op["rounds"] == 1:
+        submitted = AuditEvent.objects.filter(operation_id=op["operation_id"], event="submitted")
+        assert [set(e.actions) for e in submitted] == [{"roots"}], op  # the roots/list alone, nothing else
+        assert op["status"] == "completed", op
+        return code, op
     assert (op["status"], op["rounds"]) == ("completed", 0), op  # never a round: the server asks no person
     assert not AuditEvent.objects.filter(operation_id=op["operation_id"], event="received").exists()
     return code, op
@@ -220,14 +234,18 @@ def test_write_tools_complete_inside_the_allowed_directory(filesystem, dirs, cap
     assert not (dirs.other / "no.txt").exists()
 
 
-def test_roots_allowed_no_call_gets_a_round(filesystem, dirs, capsys):
-    """Roots allowed and configured to ``dirs.other``: the server's ``roots/list`` never becomes a
-    round or a card (``_run`` checks each call: completed, 0 rounds, no ``received`` audit)."""
+def test_roots_allowed_are_answered_from_the_configuration(filesystem, dirs, capsys):
+    """Roots allowed and configured to ``dirs.other``: the server's ``roots/list`` asked at session
+    level is answered from the configuration, never a card; through mcp-proxy no call gets a round.
+    Through supergateway, an ask the bridge wrote on a call's stream is a round of that call holding
+    only ``roots`` (``_run``'s ``roots_round_ok``), and every answer the server got is still the
+    configured roots or a refusal."""
     _allow_roots(filesystem.url, dirs)
-    code, op = _run(capsys, filesystem.url, "list_allowed_directories")
+    bridged = "supergateway" in filesystem.name  # the bridge may put the initialized-time ask on the call's stream
+    code, op = _run(capsys, filesystem.url, "list_allowed_directories", roots_round_ok=bridged)
     listed = _text(op).removeprefix("Allowed directories:\n")
-    code, op = _run(capsys, filesystem.url, "get_file_info", path=str(dirs.served))
-    code, op = _run(capsys, filesystem.url, "list_directory", path=str(dirs.other))
+    code, op = _run(capsys, filesystem.url, "get_file_info", roots_round_ok=bridged, path=str(dirs.served))
+    code, op = _run(capsys, filesystem.url, "list_directory", roots_round_ok=bridged, path=str(dirs.other))
     out = filesystem.output()
     if "mcp-proxy" in filesystem.name:
         # one child, initialized by the proxy declaring no roots: ours never reach the server

@@ -23,6 +23,7 @@ from mrtrweb import operations
 from mrtrweb.mcp import McpCallError, McpConnection
 from mrtrweb.models import AuditEvent, McpServer, Operation
 from tests.answering import post_answer, post_review
+from tests.caches import clear_cache
 from tests.legacy_rounds import DEPLOY_OK, held_start, legacy_until, responses_until
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
@@ -595,8 +596,6 @@ async def test_the_cache_emptied_before_the_holder_takes_the_answer_loses_nothin
     """The answer is handed over in the database (a sealed LegacyAnswer row; the settle key is a
     claim in the database store): the cache emptied -- Redis restarted without persistence --
     between the answer and the holder taking it, the server still gets the answer, once."""
-    from django.core.cache import caches
-
     from mrtrweb.models import BindingClaim, LegacyAnswer
 
     alice, server, mcp = legacy["users"]["alice"], legacy["servers"]["acme"], legacy["mcp"]
@@ -613,7 +612,7 @@ async def test_the_cache_emptied_before_the_holder_takes_the_answer_loses_nothin
     assert resp.status_code == 302, resp.content.decode()[:2000]
     assert await LegacyAnswer.objects.filter(operation_id=op.id, round_number=1).aexists()
     assert await BindingClaim.objects.aexists()  # the settle key, in the database
-    caches["default"].clear()  # everything the cache held is gone
+    clear_cache()  # everything the cache held is gone
     started = len(polls)
     deadline = time.monotonic() + 10
     while len(polls) < started + 2:  # the holder keeps polling: the answer waits for it

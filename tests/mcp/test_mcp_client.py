@@ -26,6 +26,7 @@ from starlette.routing import Route
 
 from mrtrweb.demo.server import CONNECT_URL_BASE, DemoServerHandle, serve_asgi_in_thread, serve_in_thread
 from mrtrweb.mcp import ConnectionPool, McpCallError, McpConnection, origin_of
+from mrtrweb.bench.machine import free_port as bench_free_port
 
 MODERN = "2026-07-28"
 
@@ -364,9 +365,7 @@ async def test_async_with(demo: DemoServerHandle) -> None:
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return bench_free_port()  # a port of this test process's own range (mrtrweb.bench.machine.free_port)
 
 
 async def test_connection_refused() -> None:

@@ -13,6 +13,7 @@ import pytest
 
 from mrtrweb.mcp import McpCallError, McpConnection
 from mrtrweb.mcp.reachability import reason_of
+from mrtrweb.bench.machine import free_port as bench_free_port
 
 
 class _Answer(http.server.BaseHTTPRequestHandler):
@@ -41,9 +42,7 @@ def _serve(status: int, content_type: str):
 
 
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return bench_free_port()  # a port of this test process's own range (mrtrweb.bench.machine.free_port)
 
 
 async def _reason(url: str, timeout_s: float = 5.0) -> tuple[str | None, int | None]:

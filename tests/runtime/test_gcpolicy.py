@@ -28,9 +28,9 @@ def _get(url: str) -> tuple[int, bytes]:
 
 
 def test_a_worker_started_as_in_production_has_frozen_its_start_up_and_set_its_thresholds(tmp_path):
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    from mrtrweb.bench.machine import free_port
+
+    port = free_port()  # a port of this test process's own range
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "mrtrweb.site.settings",
            "MRTRWEB_SQLITE_PATH": str(tmp_path / "db.sqlite3"), "MRTRWEB_GC_THRESHOLDS": "12345 11 77"}
     proc = subprocess.Popen([sys.executable, "-m", "uvicorn", "tests.gc_probe_app:application", "--host", "127.0.0.1",

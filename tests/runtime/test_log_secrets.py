@@ -48,9 +48,9 @@ def test_the_access_log_of_uvicorn_never_holds_an_authorization_code(tmp_path):
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    from mrtrweb.bench.machine import free_port
+
+    port = free_port()  # a port of this test process's own range
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "mrtrweb.site.settings",
            "MRTRWEB_SQLITE_PATH": str(tmp_path / "db.sqlite3")}
     proc = subprocess.Popen([sys.executable, "-m", "uvicorn", "mrtrweb.site.asgi:application", "--host", "127.0.0.1",

@@ -16,14 +16,13 @@ import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
+from mrtrweb.bench.machine import free_port as bench_free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return bench_free_port()  # a port of this test process's own range (mrtrweb.bench.machine.free_port)
 
 
 def test_demo_command_serves_the_demo(tmp_path):

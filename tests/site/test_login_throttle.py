@@ -141,11 +141,9 @@ async def test_after_the_cool_off_the_right_password_works(users, settings):
 
 # ------------------------------------------------------------------------------- the demo under uvicorn
 def _free_port() -> int:
-    import socket
+    from mrtrweb.bench.machine import free_port
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_port()  # a port of this test process's own range
 
 
 class _Browser:

@@ -18,6 +18,7 @@ from django.test import Client
 from mrtrweb.tenancy import access, sync as tenancy
 from mrtrweb.models import AuditEvent, Membership, Operation, Tenant
 from mrtrweb.tenancy.sync import TenantGrant
+from tests.caches import clear_cache
 from tests import portal_orgs
 from tests.answering import DEPLOY_OK, post_answer
 from tests.sockets import closed_with, denied_in_audit, round_on_socket
@@ -35,9 +36,7 @@ def portal(settings):
     middleware = list(settings.MIDDLEWARE)
     middleware.insert(middleware.index(AUTH_MW) + 1, SYNC_MW)
     settings.MIDDLEWARE = middleware
-    from django.core.cache import caches
-
-    caches["default"].clear()  # no sync mark of an earlier test
+    clear_cache()  # no sync mark of an earlier test
     yield settings
     portal_orgs.reset()
 
