@@ -89,10 +89,12 @@ def _summary_line(text: str) -> str:
     return ""
 
 
-def _slowest(n: int = 10) -> tuple[list[tuple[float, str]], list[tuple[float, str]]]:
-    """The ``n`` slowest tests and files of both runs (run B's marked ``(pg-redis)``)."""
+def _slowest(n: int = 10) -> tuple[list[tuple[float, str]], list[tuple[float, str]], list[tuple[float, str]]]:
+    """The ``n`` slowest tests and files of both runs (run B's marked ``(pg-redis)``), and the ``n``
+    files that used the most CPU seconds (their processes and the children they reaped)."""
     tests: dict[str, float] = {}
     files: dict[str, float] = {}
+    cpu: dict[str, float] = {}
     for run, mark in (("suite-a", ""), ("suite-b", " (pg-redis)")):
         try:
             data = json.loads((TIMES_DIR / f"{run}.json").read_text())
@@ -101,8 +103,10 @@ def _slowest(n: int = 10) -> tuple[list[tuple[float, str]], list[tuple[float, st
         for nodeid, seconds in data.get("tests", {}).items():
             tests[nodeid + mark] = seconds
             files[file_of(nodeid) + mark] = files.get(file_of(nodeid) + mark, 0.0) + seconds
+        for nodeid, seconds in data.get("cpu", {}).items():
+            cpu[file_of(nodeid) + mark] = cpu.get(file_of(nodeid) + mark, 0.0) + seconds
     top = lambda d: sorted(((s, k) for k, s in d.items()), reverse=True)[:n]  # noqa: E731
-    return top(tests), top(files)
+    return top(tests), top(files), top(cpu)
 
 
 def update_durations() -> None:
@@ -196,13 +200,18 @@ def main(argv: list[str] | None = None) -> int:
     print(f"run A (embedded defaults, browser, services): {a_summary or 'no summary (exit %d)' % a_code}; "
           f"{a_s:.0f} s wall")
     print(f"run B (PostgreSQL + Redis): {b_summary or 'no summary (exit %d)' % b_code}; {b_s:.0f} s wall")
-    tests, files = _slowest()
+    tests, files, cpu = _slowest()
     print("the ten slowest tests (setup + call + teardown):")
     for seconds, nodeid in tests:
         print(f"  {seconds:7.1f} s  {nodeid}")
     print("the ten slowest files (their tests' seconds added up; they run beside others):")
     for seconds, name in files:
         print(f"  {seconds:7.1f} s  {name}")
+    if cpu:
+        print("the ten files using the most CPU (their test process and the children it reaped; of "
+              f"{sum(c for c, _ in cpu):.0f} s for these ten):")
+        for seconds, name in cpu:
+            print(f"  {seconds:7.1f} s  {name}")
     if total1 > total0:  # how much of the machine the suite kept busy: near 100 % means CPU-bound
         print(f"CPU busy over the suite: {100 * (busy1 - busy0) / (total1 - total0):.0f} % of "
               f"{os.cpu_count()} cores (the whole machine, not only the suite's processes)")

@@ -8,7 +8,9 @@ A pytest plugin (``tests/conftest.py`` loads it):
   run, :data:`WEIGHTS_FILE` (``tests/durations.json``); a file missing there (a new one) weighs
   :data:`NEW_FILE_S`. Tests keep their order inside a file. The order is the same in every worker
   (pytest-xdist refuses collections that differ), so it depends only on that file and the ids.
-* **Costs.** Every test's setup + call + teardown seconds are written, once per pytest run (by
+* **Costs.** Every test's setup + call + teardown seconds, and the CPU seconds its process and the
+  children it reaped used meanwhile (``os.times()``: a module's peers count where they start and
+  stop; the machine's PostgreSQL and Redis not at all), are written, once per pytest run (by
   the xdist controller, which sees every worker's reports), to ``var/test-times/<run>.json``
   (``MRTRWEB_TEST_RUN`` names the run, default ``pytest``);
   ``tests/run_suite.py`` reads them back for the slowest tests and files and the budget, and
@@ -29,6 +31,13 @@ WEIGHTS_FILE = ROOT / "tests" / "durations.json"
 TIMES_DIR = ROOT / "var" / "test-times"
 #: seconds assumed for a test file that has no measured weight yet
 NEW_FILE_S = 30.0
+_CPU_AT_START = pytest.StashKey[float]()
+
+
+def _cpu_now() -> float:
+    """CPU seconds of this process and of the children it has reaped, user + system."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
 
 
 def file_of(nodeid: str) -> str:
@@ -59,6 +68,7 @@ class CostRecorder:
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = defaultdict(float)
+        self.cpu: dict[str, float] = {}
         self.outcome: dict[str, str] = {}
 
     @pytest.hookimpl(trylast=True)  # after pytest-django's sort, whose order stays inside each file
@@ -66,8 +76,21 @@ class CostRecorder:
         if config.getoption("--order-by-weight"):
             items[:] = order_by_weight(items, load_weights())
 
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item) -> None:
+        item.stash[_CPU_AT_START] = _cpu_now()
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        outcome = yield
+        if call.when == "teardown" and _CPU_AT_START in item.stash:
+            outcome.get_result().user_properties.append(("cpu_s", round(_cpu_now() - item.stash[_CPU_AT_START], 3)))
+
     def pytest_runtest_logreport(self, report) -> None:
         self.seconds[report.nodeid] += report.duration
+        for key, value in report.user_properties:
+            if key == "cpu_s":
+                self.cpu[report.nodeid] = float(value)
         if report.failed or report.when == "call" or report.skipped:
             if report.failed or report.nodeid not in self.outcome or self.outcome[report.nodeid] == "passed":
                 self.outcome[report.nodeid] = report.outcome
@@ -80,7 +103,7 @@ class CostRecorder:
         run = os.environ.get("MRTRWEB_TEST_RUN", "pytest")
         TIMES_DIR.mkdir(parents=True, exist_ok=True)
         (TIMES_DIR / f"{run}.json").write_text(json.dumps(
-            {"tests": {k: round(v, 3) for k, v in self.seconds.items()}, "outcomes": self.outcome},
+            {"tests": {k: round(v, 3) for k, v in self.seconds.items()}, "cpu": self.cpu, "outcomes": self.outcome},
             indent=0, sort_keys=True))
 
 
