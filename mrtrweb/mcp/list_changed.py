@@ -99,6 +99,10 @@ class ListingWatch:
         kind = _NOTIFICATION_KIND.get(type(message))
         if kind is not None:
             self._changed(kind)
+        elif isinstance(message, types.ResourceUpdatedNotification):  # a followed resource (.resource_watch)
+            updated = getattr(self, "_updated", None)
+            if updated is not None:
+                updated(message.params.uri)
         await asyncio.sleep(0)
 
     def watch_listings(self) -> bool:

@@ -122,6 +122,14 @@
       .catch(function () {});
   }
 
+  // A read resource's page follows it (once per socket): the server tells this socket, with no
+  // server text, when the resource was updated; the panel's notice then offers "Read again".
+  function watchResource(ws) {
+    if (ws.watchingResource || !root.querySelector("[data-watch-resource]")) return;
+    ws.watchingResource = true;
+    ws.send(JSON.stringify({type: "resource.watch", operation: opId}));
+  }
+
   function connect() {
     timer = null;
     var scheme = location.protocol === "https:" ? "wss://" : "ws://";
@@ -148,6 +156,7 @@
       root.setAttribute("data-ws-state", "open");
       resumed();
       ws.send(JSON.stringify({type: "pending.watch"}));  // the navigation's "Waiting for you" (nav.js)
+      watchResource(ws);
       refresh();  // what was pushed while the socket was closed
     };
     ws.onmessage = function (ev) {
@@ -156,10 +165,17 @@
       if (msg && msg.type === "operation" && msg.id === opId && typeof msg.html === "string") {
         pushes += 1;
         apply(msg.html, String(msg.status || ""));
+        watchResource(ws);  // a read that just completed
       } else if (msg && msg.type === "operation" && msg.id === opId && msg.html === null) {
         refresh();  // a panel too large to push: fetched instead
       } else if (msg && msg.type === "progress" && msg.id === opId) {
         showProgress(msg);
+      } else if (msg && msg.type === "resource.watching" && msg.operation === opId) {
+        var watched = root.querySelector("[data-watch-resource]");  // followed: the server tells us
+        if (watched) watched.setAttribute("data-following", "1");
+      } else if (msg && msg.type === "resource" && msg.operation === opId) {
+        var updated = root.querySelector("[data-watch-resource]");  // "A newer version is available — Read again"
+        if (updated) updated.hidden = false;
       } else if (msg && msg.type === "pending" && window.mrtrwebPending) {
         window.mrtrwebPending(msg);
       }
