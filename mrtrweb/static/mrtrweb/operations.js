@@ -72,6 +72,8 @@
     }
     root.innerHTML = html;
     root.setAttribute("data-status", status);
+    markResource();
+    watchResource(socket);  // a read that just completed (pushed, or fetched by refresh)
     if (status === "awaiting_input") focusCard();
     else if (live) {
       // the panel's own status line, in the page's language ("Stopped by you · 1 round", not the stored code)
@@ -124,8 +126,17 @@
 
   // A read resource's page follows it (once per socket): the server tells this socket, with no
   // server text, when the resource was updated; the panel's notice then offers "Read again".
+  var resourceFollowed = false, resourceUpdated = false;  // kept across panel replacements
+  var socket = null;  // the open socket
+  function markResource() {
+    var box = root.querySelector("[data-watch-resource]");
+    if (!box) return;
+    if (resourceFollowed) box.setAttribute("data-following", "1");
+    if (resourceUpdated) box.hidden = false;
+  }
+
   function watchResource(ws) {
-    if (ws.watchingResource || !root.querySelector("[data-watch-resource]")) return;
+    if (!ws || ws.readyState !== WebSocket.OPEN || ws.watchingResource || !root.querySelector("[data-watch-resource]")) return;
     ws.watchingResource = true;
     ws.send(JSON.stringify({type: "resource.watch", operation: opId}));
   }
@@ -155,6 +166,7 @@
       failures = 0;
       root.setAttribute("data-ws-state", "open");
       resumed();
+      socket = ws;
       ws.send(JSON.stringify({type: "pending.watch"}));  // the navigation's "Waiting for you" (nav.js)
       watchResource(ws);
       refresh();  // what was pushed while the socket was closed
@@ -165,17 +177,16 @@
       if (msg && msg.type === "operation" && msg.id === opId && typeof msg.html === "string") {
         pushes += 1;
         apply(msg.html, String(msg.status || ""));
-        watchResource(ws);  // a read that just completed
       } else if (msg && msg.type === "operation" && msg.id === opId && msg.html === null) {
         refresh();  // a panel too large to push: fetched instead
       } else if (msg && msg.type === "progress" && msg.id === opId) {
         showProgress(msg);
       } else if (msg && msg.type === "resource.watching" && msg.operation === opId) {
-        var watched = root.querySelector("[data-watch-resource]");  // followed: the server tells us
-        if (watched) watched.setAttribute("data-following", "1");
+        resourceFollowed = true;  // the server tells us
+        markResource();
       } else if (msg && msg.type === "resource" && msg.operation === opId) {
-        var updated = root.querySelector("[data-watch-resource]");  // "A newer version is available — Read again"
-        if (updated) updated.hidden = false;
+        resourceUpdated = true;  // "A newer version is available — Read again"
+        markResource();
       } else if (msg && msg.type === "pending" && window.mrtrwebPending) {
         window.mrtrwebPending(msg);
       }
