@@ -70,6 +70,10 @@ class ResourceWatching:
             logger.info("websocket: user %s: server %s not reachable to follow a resource (%s)", self.user_id,
                         op.server_id, exc.code)
             followed = False
+        except Exception as exc:  # noqa: BLE001 -- its credentials unreadable now, say: only the hint is lost
+            logger.warning("websocket: user %s: a resource of server %s not followed (%s)", self.user_id,
+                           op.server_id, type(exc).__name__)
+            followed = False
         if not followed:
             watches.pop(key, None)
             return
