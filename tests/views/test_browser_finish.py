@@ -67,7 +67,6 @@ def test_sign_in_and_call_forms_fit_and_the_own_history_is_paged(app):
         expect(page.get_by_label("Username")).to_be_visible()
         _fits(page, f"the sign-in page at {width} px")
         assert _labels_above_full_width_inputs(page, "form.login", f"the sign-in form at {width} px") == 2
-    screenshot(page, "sign-in-1100.png")
 
     alice = app.sign_in("alice")
     server = app.seeded["servers"]["acme"]
@@ -77,7 +76,7 @@ def test_sign_in_and_call_forms_fit_and_the_own_history_is_paged(app):
         expect(alice.get_by_role("heading", name="Call deploy")).to_be_visible()
         _fits(alice, f"the deploy form at {width} px")
         assert _labels_above_full_width_inputs(alice, "form.call-form", f"the deploy form at {width} px") >= 2
-        screenshot(alice, f"call-form-{width}.png")
+    screenshot(alice, "call-form-1100.png")
 
     # the person's own history: 46 operations, 10 a page (the tenant history's page control)
     _many_operations(app.seeded["users"]["alice"], server, 46)
