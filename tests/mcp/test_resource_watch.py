@@ -12,6 +12,7 @@ from mrtrweb.demo.board import BOARD_URI, board_server
 from mrtrweb.demo.server import serve_in_thread
 from mrtrweb.mcp import McpConnection
 from mrtrweb.mcp import resource_watch
+from tests.thirdparty import everything_server  # noqa: F401 -- a module fixture
 
 
 @pytest.fixture(scope="module")
@@ -84,3 +85,26 @@ async def test_updates_are_coalesced_per_uri(board, monkeypatch):
         assert told == [BOARD_URI]
         await told_at_least(2)
         assert told == [BOARD_URI, BOARD_URI]
+
+
+async def test_the_everything_server_tells_a_subscribed_resource(everything_server):  # noqa: F811
+    """npm ``@modelcontextprotocol/server-everything`` (2025-11-25, ``resources.subscribe``): its
+    ``toggle-subscriber-updates`` tool sends ``notifications/resources/updated`` at once for what the
+    session subscribed to; the page listening is told, with the URI it watched."""
+    told: list[str] = []
+
+    async def page(uri: str) -> None:
+        told.append(uri)
+
+    async with McpConnection(everything_server.url, protocol="2025-11-25", timeout_s=15) as conn:
+        (uri, *_rest) = [r["uri"] for r in await conn.list_resources()]
+        assert await conn.watch_resource(uri, page)
+        await conn.send("tools/call", {"name": "toggle-subscriber-updates", "arguments": {}}, "toggle-on")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 10
+        while not told and loop.time() < deadline:
+            await asyncio.sleep(0.02)
+        assert told == [uri]
+        await conn.send("tools/call", {"name": "toggle-subscriber-updates", "arguments": {}}, "toggle-off")
+        await conn.unwatch_resource(uri, page)
+        assert not conn.watching_resources()
