@@ -110,7 +110,7 @@ class ResourceWatch:
             if modern:
                 if not await self._relisten(session):
                     del self._rw_listeners[uri]
-                    await self._relisten(session)  # the others' stream, without it
+                    await self._relisten(session, wait=False)  # the others' stream, without it
                     return False
                 return True
             if not await self._ask("resources/subscribe", uri):
@@ -134,7 +134,7 @@ class ResourceWatch:
                 return
             session, modern = declared
             if modern:
-                await self._relisten(session)
+                await self._relisten(session, wait=False)  # a page leaving never waits for the server
             else:
                 await self._ask("resources/unsubscribe", uri)
 
@@ -146,10 +146,10 @@ class ResourceWatch:
             return False
         return True
 
-    async def _relisten(self, session: Any) -> bool:
+    async def _relisten(self, session: Any, *, wait: bool = True) -> bool:
         """(Re)open the 2026-07-28 listen stream for the URIs watched now (none: just close it).
         Returns once the server acknowledged it (True), or it failed or did not within
-        ``timeout_s`` (False, logged)."""
+        ``timeout_s`` (False, logged); at once (True) when not ``wait``."""
         old, self._rw_listen = self._rw_listen, None
         if old is not None and not old.done():
             old.cancel()
@@ -159,6 +159,8 @@ class ResourceWatch:
         acked = asyncio.Event()
         task = self._rw_listen = asyncio.get_running_loop().create_task(
             self._listen_resources(session, sorted(self._rw_listeners), acked), name=f"mcp-listen-resources {self.origin}")
+        if not wait:
+            return True
         waiter = asyncio.ensure_future(acked.wait())
         try:
             await asyncio.wait([waiter, task], timeout=self.timeout_s, return_when=asyncio.FIRST_COMPLETED)
