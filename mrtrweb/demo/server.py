@@ -34,6 +34,9 @@ development (``python -m mrtrweb.demo.server --port 8765``) and for the product'
 ``list_my_roots()``
     One round asking ``roots/list`` (deprecated, allowed per server), then lists the roots it got.
 
+Run from the command line, it also has the notice board (:mod:`.board`: ``demo://board`` and
+``update_board(text)``, a resource that changes while a person reads it).
+
 requestState: each tool mints a small JSON plaintext; ``MCPServer``'s built-in
 ``RequestStateBoundary`` seals it (AES-256-GCM under a process-local key, bound to the method,
 tool name, argument digest and audience, 600 s TTL) before it reaches the wire and verifies it on
@@ -60,6 +63,7 @@ from .recording import (ASGIApp, CallLog, CountingMiddleware, Message, Receive, 
                         Scope, Send, read_body, replaying)
 from .schemas import (AUDIENCE_SCHEMA, CONNECT_URL_BASE, DEPLOY_SCHEMA, GO_ON_SCHEMA, PERIOD_SCHEMA,
                       REPORT_FORMAT_SCHEMA, SSO_URL_BASE, TEAM_PROFILE_SCHEMA, TRIP_DATES_SCHEMA, TRIP_SEAT_SCHEMA)
+from .board import add_notice_board
 from .serving import (MCP_PATH, DemoServerHandle, build_demo_app, serve_asgi_in_thread, serve_built_in_thread,
                       serve_in_thread)
 from .tools import SERVER_NAME, add_prompts_and_resources, build_demo_server
@@ -83,7 +87,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8765, help="port to bind (default 8765)")
     args = parser.parse_args(argv)
-    app = CountingMiddleware(build_demo_app(host=args.host), CallLog())
+    demo = build_demo_server()
+    add_notice_board(demo)  # a resource that changes: a read resource's page follows it (.board)
+    app = CountingMiddleware(build_demo_app(demo, host=args.host), CallLog())
     netloc = f"[{args.host}]:{args.port}" if ":" in args.host else f"{args.host}:{args.port}"
     print(f"MRTR demo server on http://{netloc}{MCP_PATH}", flush=True)
     uvicorn.run(app, host=args.host, port=args.port, log_level="info", lifespan="on")

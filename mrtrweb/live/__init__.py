@@ -1,7 +1,8 @@
 """The per-user WebSocket: operation updates pushed as server-rendered HTML.
 
 * :mod:`.consumers` -- the consumer (``/ws/mrtrweb/``); :mod:`.pending_watch` its "Waiting for
-  you" part; :mod:`.sessions` a socket lives only as long as its sign-in session;
+  you" part; :mod:`.resource_watch` a read resource's page following the resource;
+  :mod:`.sessions` a socket lives only as long as its sign-in session;
   :mod:`.languages` the language of its pushes; :mod:`.layerwatch` a restarted channel layer
   closes it; :mod:`.origin` the full origin check in front of it.
 

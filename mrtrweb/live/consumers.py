@@ -12,7 +12,8 @@ it); progress is pushed under the same check, and so is a server's listing chang
 A page showing the navigation's "Waiting for you" sends ``{"type": "pending.watch"}``: its socket is
 then sent the user's waiting rounds (``{"type": "pending", "count", "rounds"}``,
 :mod:`mrtrweb.consent.pending`, re-read under the same access checks) at once and whenever one of their
-operations enters or leaves ``awaiting_input``.
+operations enters or leaves ``awaiting_input``. A read resource's page sends ``{"type": "resource.watch"}``
+and is told when the server updates it (:mod:`mrtrweb.live.resource_watch`).
 
 A connection lives only as long as the sign-in session that opened it (:mod:`mrtrweb.live.sessions`):
 it also joins its session's group, is closed with code 4401 on ``session.ended`` (sign-out), and
@@ -55,6 +56,7 @@ from .languages import scope_language
 from ..models import Operation
 from ..consent.panels import record_shown, render_push
 from .pending_watch import PendingWatch
+from .resource_watch import ResourceWatching
 from ..runtime.push import user_group
 
 #: what a pushed task status may be (mrtrweb.mcp.tasks.STATUSES)
@@ -93,7 +95,7 @@ async def _group_call(call, group: str, channel: str) -> None:
         await asyncio.wait_for(call(group, channel), GROUP_CALL_TIMEOUT_S)
 
 
-class OperationsConsumer(PendingWatch, AsyncJsonWebsocketConsumer):
+class OperationsConsumer(PendingWatch, ResourceWatching, AsyncJsonWebsocketConsumer):
     async def __call__(self, scope, receive, send) -> None:
         """Channels' dispatch loop, with a service outage ending the connection cleanly.
 
@@ -205,6 +207,7 @@ class OperationsConsumer(PendingWatch, AsyncJsonWebsocketConsumer):
         self.disconnected = True
         layerwatch.unwatch(self)
         self._cancel_tasks()
+        await self.unwatch_resources()  # a read resource's page stops following it (.resource_watch)
         await self._leave_groups(quiet=getattr(self, "closed_for_outage", False))
 
     async def dispatch(self, message) -> None:
@@ -307,6 +310,8 @@ class OperationsConsumer(PendingWatch, AsyncJsonWebsocketConsumer):
             await self.send_json({"type": "pong"})
         elif isinstance(content, dict) and content.get("type") == "pending.watch":
             await self.watch_pending()
+        elif isinstance(content, dict) and content.get("type") == "resource.watch":
+            await self.watch_resource(content.get("operation"))
 
     async def operation_progress(self, event) -> None:
         """Progress of a call in flight (numbers and the server's short message, shown escaped); for

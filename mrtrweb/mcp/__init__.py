@@ -24,6 +24,9 @@ One concern per module:
     the protocol setting per server (automatic or one version pinned) and its check.
 ``list_changed``
     a server's ``notifications/*/list_changed`` (and 2026-07-28 ``subscriptions/listen``) to a callback.
+``resource_watch``
+    the resources pages follow: ``resources/subscribe`` (2025-11-25) or ``subscriptions/listen``
+    (2026-07-28), ``notifications/resources/updated`` to the watching pages' listeners.
 ``outbound``
     the one outbound guard for every URL fetched for authorization.
 ``auth``

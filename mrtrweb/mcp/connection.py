@@ -63,6 +63,7 @@ from .outbound import GuardedTransport, OutboundPolicy
 from .evidence import HttpEvidence, bound_response
 from .listing import Listings
 from .list_changed import ListChangedCallback, ListingWatch
+from .resource_watch import ResourceWatch
 from .param_headers import ToolHeaders
 from .protocol import PROTOCOLS, SDK_MODE, ProtocolMismatch, ProtocolRefused, settle_protocol
 from .sending import ProgressCallback, Sending
@@ -89,7 +90,7 @@ def _leaf_exception(exc: BaseException) -> BaseException:
     return exc
 
 
-class McpConnection(Sending, SessionRenewal, ServerRequestRouting, Listings, ListingWatch):
+class McpConnection(Sending, SessionRenewal, ServerRequestRouting, Listings, ListingWatch, ResourceWatch):
     """One Streamable HTTP connection to an MCP server, negotiated as ``protocol`` says.
 
     The SDK ``Client`` is entered and exited inside a dedicated owner task (anyio task groups
@@ -158,6 +159,7 @@ class McpConnection(Sending, SessionRenewal, ServerRequestRouting, Listings, Lis
         self._lc_pending: dict[str, int] = {}
         self._lc_last: dict[str, float] = {}
         self._lc_tasks: set[asyncio.Task[None]] = set()
+        self._init_resource_watch()  # resources pages follow (mcp.resource_watch)
         self._session_log = session_log()
         self._tool_headers = ToolHeaders()  # Mcp-Param-* headers from this connection's tools listing
         self._prelisting = asyncio.Lock()
@@ -280,6 +282,7 @@ class McpConnection(Sending, SessionRenewal, ServerRequestRouting, Listings, Lis
         for connection problems; in-flight requests fail with ``transport_error``."""
         await self._close_renewal()
         await self._stop_watching()
+        await self._stop_resource_watch()
         await self._stop_owner()
 
     async def _stop_owner(self) -> None:
@@ -354,8 +357,9 @@ class McpConnection(Sending, SessionRenewal, ServerRequestRouting, Listings, Lis
         return self._in_flight
 
     def idle_for(self) -> float:
-        """Seconds since the last request finished (0 while a request is in flight)."""
-        return 0.0 if self._in_flight else time.monotonic() - self._last_activity
+        """Seconds since the last request finished (0 while a request is in flight or a page
+        follows a resource: :mod:`.resource_watch`)."""
+        return 0.0 if self._in_flight or self.watching_resources() else time.monotonic() - self._last_activity
 
     def _live_client(self) -> Client:
         """The SDK client while the owner task holds it open (a ``_broken`` one is still usable)."""

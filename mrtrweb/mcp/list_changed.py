@@ -95,10 +95,16 @@ class ListingWatch:
 
     async def _on_message(self, message: Any) -> None:
         """The SDK session's ``message_handler``: server notifications (and transport faults, which
-        the requests in flight see themselves). A ``*/list_changed`` goes to :meth:`_changed`."""
+        the requests in flight see themselves). A ``*/list_changed`` goes to :meth:`_changed`, a
+        2025-11-25 ``notifications/resources/updated`` to the connection's
+        :meth:`~mrtrweb.mcp.resource_watch.ResourceWatch._updated`."""
         kind = _NOTIFICATION_KIND.get(type(message))
         if kind is not None:
             self._changed(kind)
+        elif isinstance(message, types.ResourceUpdatedNotification):  # a followed resource (.resource_watch)
+            updated = getattr(self, "_updated", None)
+            if updated is not None:
+                updated(message.params.uri)
         await asyncio.sleep(0)
 
     def watch_listings(self) -> bool:

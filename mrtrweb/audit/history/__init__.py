@@ -1,7 +1,8 @@
 """Consent history: the audit trail as people read it.
 
 * ``/history/`` (``mrtrweb:history``) -- a signed-in user's own rounds: the audit events carrying
-  their keyed digest, grouped by operation, newest first.
+  their keyed digest, grouped by operation, newest first, 10 operations per page (the tenant
+  history's page control, ``history_pages.html``).
 * ``/tenants/<slug>/history/`` (``mrtrweb:tenant-history``) -- a tenant admin's view of the
   tenant's events, filtered by a form (user, server, tool, outcome, code, date range; GET
   parameters), 50 per page unless the admin chooses another size; ``?format=csv`` / ``?format=json``
@@ -20,7 +21,7 @@ tenant filters), :mod:`.saved` (the filters kept in the session), :mod:`.export`
 from __future__ import annotations
 
 from .export import EXPORT_FIELDS
-from .forms import PER_PAGE
+from .forms import OWN_OPERATIONS_PER_PAGE, PER_PAGE
 from .views import operation_timeline, own_history, tenant_history
 
-__all__ = ["EXPORT_FIELDS", "PER_PAGE", "operation_timeline", "own_history", "tenant_history"]
+__all__ = ["EXPORT_FIELDS", "OWN_OPERATIONS_PER_PAGE", "PER_PAGE", "operation_timeline", "own_history", "tenant_history"]

@@ -22,6 +22,9 @@ from .rows import user_digest
 PER_PAGE = 50
 #: the page sizes an admin may choose
 PAGE_SIZES = (25, 50, 100, 200)
+#: a person's own history: operations per page (each with all its rounds' events: 46 operations on
+#: one page made it 10,781 px tall, issue 28)
+OWN_OPERATIONS_PER_PAGE = 10
 #: the parameters that narrow the selection (an export holds the same selection)
 FILTER_PARAMS = ("user", "server", "tool", "outcome", "code", "from", "to")
 #: what the admin chose: the filters and the page size (kept across pages, exports and visits)

@@ -19,7 +19,7 @@ from ...models import AuditEvent, Membership, Operation, Tenant
 from ...operations import STATE_REUSED
 from . import saved
 from .export import EXPORT_FORMATS, export
-from .forms import CHOICE_PARAMS, FILTER_PARAMS, PER_PAGE, TenantHistoryForm
+from .forms import CHOICE_PARAMS, FILTER_PARAMS, OWN_OPERATIONS_PER_PAGE, PER_PAGE, TenantHistoryForm
 from .rows import (ROW_FIELDS, admin_tenant, first_digest, foreign_view, is_admin, member_names, page_numbers, row,
                    server_names, user_digest)
 
@@ -34,7 +34,7 @@ def _own_history(user: Any, page_number: Any) -> dict[str, Any]:
     mine = AuditEvent.objects.filter(user_digest=digest)
     groups = (mine.values("operation_id").annotate(last_at=Max("created_at"))
               .order_by("-last_at", "operation_id"))
-    page = Paginator(groups, PER_PAGE).get_page(page_number)
+    page = Paginator(groups, OWN_OPERATIONS_PER_PAGE).get_page(page_number)  # the tenant's page control
     ids = [g["operation_id"] for g in page.object_list]
     ops = {o.pk: o for o in Operation.objects.filter(pk__in=ids).select_related("server", "tenant")}
     events: dict[Any, list[dict[str, Any]]] = {i: [] for i in ids}

@@ -72,6 +72,8 @@
     }
     root.innerHTML = html;
     root.setAttribute("data-status", status);
+    markResource();
+    watchResource(socket);  // a read that just completed (pushed, or fetched by refresh)
     if (status === "awaiting_input") focusCard();
     else if (live) {
       // the panel's own status line, in the page's language ("Stopped by you · 1 round", not the stored code)
@@ -122,6 +124,23 @@
       .catch(function () {});
   }
 
+  // A read resource's page follows it (once per socket): the server tells this socket, with no
+  // server text, when the resource was updated; the panel's notice then offers "Read again".
+  var resourceFollowed = false, resourceUpdated = false;  // kept across panel replacements
+  var socket = null;  // the open socket
+  function markResource() {
+    var box = root.querySelector("[data-watch-resource]");
+    if (!box) return;
+    if (resourceFollowed) box.setAttribute("data-following", "1");
+    if (resourceUpdated) box.hidden = false;
+  }
+
+  function watchResource(ws) {
+    if (!ws || ws.readyState !== WebSocket.OPEN || ws.watchingResource || !root.querySelector("[data-watch-resource]")) return;
+    ws.watchingResource = true;
+    ws.send(JSON.stringify({type: "resource.watch", operation: opId}));
+  }
+
   function connect() {
     timer = null;
     var scheme = location.protocol === "https:" ? "wss://" : "ws://";
@@ -147,7 +166,9 @@
       failures = 0;
       root.setAttribute("data-ws-state", "open");
       resumed();
+      socket = ws;
       ws.send(JSON.stringify({type: "pending.watch"}));  // the navigation's "Waiting for you" (nav.js)
+      watchResource(ws);
       refresh();  // what was pushed while the socket was closed
     };
     ws.onmessage = function (ev) {
@@ -160,6 +181,12 @@
         refresh();  // a panel too large to push: fetched instead
       } else if (msg && msg.type === "progress" && msg.id === opId) {
         showProgress(msg);
+      } else if (msg && msg.type === "resource.watching" && msg.operation === opId) {
+        resourceFollowed = true;  // the server tells us
+        markResource();
+      } else if (msg && msg.type === "resource" && msg.operation === opId) {
+        resourceUpdated = true;  // "A newer version is available — Read again"
+        markResource();
       } else if (msg && msg.type === "pending" && window.mrtrwebPending) {
         window.mrtrwebPending(msg);
       }
