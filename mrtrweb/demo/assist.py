@@ -1,14 +1,16 @@
 """What the demo server offers as you type and tells while it works (issue 28), where built with
 ``build_demo_server(assist=True)``: completions (``completion/complete``) of the ``release_notes``
 prompt's ``version`` and the ``demo://reports/{team}`` template's ``team``; the deprecated logging
-utility (``logging/setLevel``, so ``logging`` is declared) and a tool ``chatty(lines)`` that sends
-``lines`` log messages (at most 50, levels in turn) during its call, then answers.
+utility (``logging/setLevel``, so ``logging`` is declared) and a tool ``chatty(lines, wait=0)`` that
+waits ``wait`` seconds, sends ``lines`` log messages (at most 50, levels debug to error in turn)
+during its call, then answers.
 
 Off by default: a demo server that declares ``logging`` makes each call read the person's log level.
 """
 
 from __future__ import annotations
 
+import asyncio
 import warnings
 from typing import Any
 
@@ -47,9 +49,10 @@ def add_assistance(mcp: MCPServer) -> None:
         mcp._lowlevel_server.add_request_handler("logging/setLevel", SetLevelRequestParams, set_level)  # noqa: SLF001
 
     @mcp.tool(structured_output=False, title="Talk while working")
-    async def chatty(lines: int, ctx: Context) -> str:
-        """Sends ``lines`` log messages (at most 50) during the call, then answers."""
+    async def chatty(lines: int, ctx: Context, wait: int = 0) -> str:
+        """Waits ``wait`` seconds (at most 10), sends ``lines`` log messages (at most 50), then answers."""
         count = max(0, min(int(lines), 50))
+        await asyncio.sleep(max(0, min(int(wait), 10)))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", MCPDeprecationWarning)
             for i in range(count):

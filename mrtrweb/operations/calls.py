@@ -87,7 +87,7 @@ async def _send_cancellable(op: Operation, conn: Any, params: dict[str, Any], re
     if "logging" in (getattr(conn, "server_capabilities", None) or {}):  # the person's level, if any (.serverlog)
         level = await sync_to_async(serverlog.level_for)(op.user_id, op.server_id)
         if level is not None:
-            extra.update(log_level=level, on_log=serverlog.LogPush(op))
+            extra.update(log_level=level, on_log=serverlog.LogPush(op, level))
     task = asyncio.ensure_future(conn.send(method or op.method, params, request_id, on_progress=on_progress,
                                            **extra))
     try:

@@ -8,7 +8,8 @@ volume the server alone decides; writing them would turn a chatty (or hostile) s
 writes per message, and the audit trail records what the person decided, not what a server said
 on the side. A reload shows the pane empty again; the page says so.
 
-Bounds (server text, never trusted): at most :data:`MAX_LINES` pushes per request, at most
+A message below the person's level is not pushed (a 2025-11-25 server's ``logging/setLevel`` handler may
+not filter). Bounds (server text, never trusted): at most :data:`MAX_LINES` pushes per request, at most
 :data:`PER_SECOND` a second (the rest counted and said on the next line pushed), the logger name
 at most :data:`MAX_LOGGER` characters and the data as JSON text at most :data:`MAX_DATA`
 characters, both through :func:`~mrtrweb.text.display.shown` (bidi and controls made visible);
@@ -54,7 +55,8 @@ def _bounded(text: str, limit: int) -> str:
 class LogPush:
     """The ``on_log`` of one request of operation ``op`` (see the module doc)."""
 
-    def __init__(self, op: Any) -> None:
+    def __init__(self, op: Any, level: str = "debug") -> None:
+        self.least = LEVELS.index(level) if level in LEVELS else 0  # a 2025-11-25 server may send below it
         self.op_id = str(op.id)
         self.group = user_group(op.user_id)
         self.pushed = 0
@@ -62,6 +64,8 @@ class LogPush:
         self.window = (0.0, 0)  # (loop time the second began, lines pushed in it)
 
     async def __call__(self, level: str, name: str | None, data: Any) -> None:
+        if level in LEVELS and LEVELS.index(level) < self.least:
+            return  # below what the person asked for
         now = asyncio.get_running_loop().time()
         start, count = self.window
         if now - start >= 1.0:
