@@ -167,7 +167,7 @@ def test_values_of_malformed_answers():
     assert completions.values_of({"completion": {"values": "abc"}}) == ([], False, 0)
     assert completions.values_of({"nothing": 1}) == ([], False, 0)
     values, more, dropped = completions.values_of({"completion": {"values": [1, None, "a", *[f"v{i}" for i in range(150)]]}})
-    assert len(values) == completions.MAX_VALUES and values[0] == "a" and more is True and dropped == 52
+    assert len(values) == completions.MAX_VALUES and values[0] == "a" and more is True and dropped == 53
 
 
 async def test_everything_server_completes_with_context(assist, everything_server):  # noqa: F811
