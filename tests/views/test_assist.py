@@ -256,3 +256,35 @@ async def test_log_messages_at_2025_11_25_set_level_on_each_session_first(assist
                for r in mcp.log.tool_calls("chatty"))
     logs = await _pushed_logs(layer, channel)  # the server sends all five; only warning and above shown
     assert [e["level"] for e in logs] == ["warning", "error"] * 2
+
+
+async def test_log_pushes_are_bounded_rate_limited_and_made_visible(monkeypatch):
+    from types import SimpleNamespace
+
+    from mrtrweb.operations import serverlog
+
+    pushed = []
+
+    async def group_send(group, event, *, what):
+        pushed.append(event)
+        return True
+
+    monkeypatch.setattr(serverlog.push, "group_send", group_send)
+    clock = [100.0]
+    monkeypatch.setattr(serverlog.asyncio, "get_running_loop", lambda: SimpleNamespace(time=lambda: clock[0]))
+    on_log = serverlog.LogPush(SimpleNamespace(id="op-1", user_id=7), "info")
+    await on_log("debug", "x", "below the level")
+    await on_log("warning", "a\u202eb", {"secret?": "x" * 5000})
+    for i in range(serverlog.PER_SECOND + 4):
+        await on_log("info", None, i)
+    assert len(pushed) == serverlog.PER_SECOND  # the rest of this second held back
+    first = pushed[0]
+    assert first["level"] == "warning" and first["logger"] == "a\u27e8U+202E\u27e9b"
+    assert len(first["data"]) == serverlog.MAX_DATA and first["data"].endswith("…")
+    clock[0] += 1.0
+    await on_log("shout", None, "a level the protocol does not have")
+    assert pushed[-1]["level"] == "info" and pushed[-1]["held"] == 5  # said on the next line pushed
+    for _ in range(serverlog.MAX_LINES * 2):
+        clock[0] += 1.0
+        await on_log("error", None, "again")
+    assert len(pushed) == serverlog.MAX_LINES  # per request, at most
