@@ -288,3 +288,28 @@ async def test_log_pushes_are_bounded_rate_limited_and_made_visible(monkeypatch)
         clock[0] += 1.0
         await on_log("error", None, "again")
     assert len(pushed) == serverlog.MAX_LINES  # per request, at most
+
+
+async def test_the_socket_sends_log_lines_only_of_the_persons_own_operations(assist):
+    import uuid
+
+    from tests.sockets import csrf_client, open_socket
+
+    alice = assist["users"]["alice"]
+    client = await csrf_client(alice)
+    await ServerLogLevel.objects.acreate(user=alice, server=assist["server"], level="error")
+    ws = open_socket(client)
+    assert (await ws.connect())[0]
+    try:
+        op = await _chatty(client, assist["server"], 5)
+        await get_channel_layer().group_send(operations.user_group(alice.pk), {
+            "type": "operation.log", "operation_id": str(uuid.uuid4()), "level": "error", "logger": "",
+            "data": "forged", "held": 0})
+        sent = []
+        while not await ws.receive_nothing(timeout=1):
+            sent.append(await ws.receive_json_from())
+        logs = [m for m in sent if m.get("type") == "log"]
+        assert logs == [{"type": "log", "id": str(op.id), "level": "error", "logger": "chatty",
+                         "data": '{"step": 5, "of": 5}', "held": 0}]
+    finally:
+        await ws.disconnect()
