@@ -84,10 +84,12 @@ async def _send_cancellable(op: Operation, conn: Any, params: dict[str, Any], re
         extra["on_server_request"] = lambda asked, p: _on_server_request(call, asked, p)
     if extensions:
         extra["extensions"] = extensions
+    on_log: serverlog.LogPush | None = None
     if "logging" in (getattr(conn, "server_capabilities", None) or {}):  # the person's level, if any (.serverlog)
         level = await sync_to_async(serverlog.level_for)(op.user_id, op.server_id)
         if level is not None:
-            extra.update(log_level=level, on_log=serverlog.LogPush(op, level))
+            on_log = serverlog.LogPush(op, level)
+            extra.update(log_level=level, on_log=on_log)
     task = asyncio.ensure_future(conn.send(method or op.method, params, request_id, on_progress=on_progress,
                                            **extra))
     try:
@@ -120,6 +122,8 @@ async def _send_cancellable(op: Operation, conn: Any, params: dict[str, Any], re
     finally:
         if not task.done():
             task.cancel()
+        if on_log is not None:  # what the server logged, kept with the operation in one write
+            await on_log.keep()
 
 
 def _asks_more(task: "asyncio.Task[Any]") -> bool:

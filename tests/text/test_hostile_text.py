@@ -449,7 +449,7 @@ PRODUCT_EXPRESSIONS = {
     "structured.unchecked_reason", "line.depth", "badge", "unreachable.reason", "unreachable.status",
     # issue 28 item 4: the suggestions endpoint's URL (reversed, the name query built by mrtrweb.text.names),
     # the log level choices (ServerLogLevel.Level: product values and labels) and the person's chosen one
-    "complete_url", "level.0", "level.1", "log_level",
+    "complete_url", "level.0", "level.1", "log_level", "kept_log_lines",
 }
 #: filters whose output is the product's own text whatever their input (mrtrweb.consent.outcomes.status_label:
 #: a status label, never server text)

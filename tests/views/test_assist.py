@@ -239,6 +239,14 @@ async def test_log_messages_at_2026_07_28_asked_per_request_and_pushed(assist):
         ("notice", "chatty", {"step": 3, "of": 5}), ("warning", "chatty", {"step": 4, "of": 5}),
         ("error", "chatty", {"step": 5, "of": 5})]
     assert {e["operation_id"] for e in logs} == {str(op.id)}
+    op = await Operation.objects.aget(pk=op.pk)  # kept with the operation, as pushed: a reload shows them
+    assert op.server_log == [[e["level"], e["logger"], e["data"]] for e in logs]
+    page = (await alice.get(f"/mcp/operations/{op.id}/")).content.decode()
+    assert ('<li class="log-line" data-level="error"><span class="log-level">error</span><span class="log-logger"> '
+            'chatty</span> <code class="log-data">{&quot;step&quot;: 5, &quot;of&quot;: 5}</code></li>') in page
+    assert '<section id="server-log" class="server-log" data-held=' in page  # not hidden
+    first = (await alice.get(f"/mcp/operations/{(await Operation.objects.order_by('created_at').afirst()).pk}/"))
+    assert '<section id="server-log" class="server-log" hidden' in first.content.decode()  # nothing kept
 
 
 async def test_log_messages_at_2025_11_25_set_level_on_each_session_first(assist):
@@ -288,6 +296,20 @@ async def test_log_pushes_are_bounded_rate_limited_and_made_visible(monkeypatch)
         clock[0] += 1.0
         await on_log("error", None, "again")
     assert len(pushed) == serverlog.MAX_LINES  # per request, at most
+    assert len(on_log.lines) == serverlog.KEPT_LINES and on_log.lines[-1] == ["error", "", '"again"']
+
+
+async def test_kept_lines_are_the_newest_of_the_operation(assist):
+    from asgiref.sync import sync_to_async
+
+    from mrtrweb.operations import serverlog
+
+    alice = await _client(assist["users"]["alice"])
+    op = await _chatty(alice, assist["server"], 1)
+    await sync_to_async(serverlog.keep_lines)(op.pk, [["info", "", str(i)] for i in range(60)])
+    await sync_to_async(serverlog.keep_lines)(op.pk, [["info", "", str(i)] for i in range(60, 120)])
+    kept = (await Operation.objects.aget(pk=op.pk)).server_log
+    assert [line[2] for line in kept] == [str(i) for i in range(120 - serverlog.KEPT_LINES, 120)]
 
 
 async def test_the_socket_sends_log_lines_only_of_the_persons_own_operations(assist):

@@ -55,3 +55,6 @@ def test_a_suggestion_picked_and_the_servers_log_in_the_pane(signed_in, assist_m
     expect(lines.nth(0)).to_have_text('warning chatty {"step": 4, "of": 5}')
     expect(lines.nth(1)).to_have_attribute("data-level", "error")
     expect(page.locator("#server-log")).to_be_visible()
+    page.reload()  # kept with the operation when the request ended
+    expect(lines).to_have_count(2)
+    expect(lines.nth(1)).to_have_text('error chatty {"step": 5, "of": 5}')
