@@ -10,8 +10,8 @@ The endpoint is :mod:`mrtrweb.views.completions`, the page's script ``static/mrt
 (debounced, a ``<datalist>`` filled as text). A suggestion is only a suggestion: what the form
 sends is checked as any typed value.
 
-May import: :mod:`mrtrweb.text` (display rules), :mod:`mrtrweb.mcp` (its log limiter), Django's cache; never :mod:`mrtrweb.operations` or the
-request layer. Imported by :mod:`mrtrweb.views`.
+May import: :mod:`mrtrweb.text` (display rules), :mod:`mrtrweb.mcp` (its log limiter), Django's
+cache; never :mod:`mrtrweb.operations` or the request layer. Imported by :mod:`mrtrweb.views`.
 """
 
 from __future__ import annotations
@@ -19,5 +19,5 @@ from __future__ import annotations
 from .asking import MAX_SHOWN_CHARS, MAX_VALUE_CHARS, MAX_VALUES, declares_completions, params_for, values_of
 from .throttle import LIMIT, WINDOW_S, allowed
 
-__all__ = ["LIMIT", "MAX_SHOWN_CHARS", "MAX_VALUES", "MAX_VALUE_CHARS", "WINDOW_S", "allowed", "declares_completions", "params_for",
-           "values_of"]
+__all__ = ["LIMIT", "MAX_SHOWN_CHARS", "MAX_VALUES", "MAX_VALUE_CHARS", "WINDOW_S", "allowed", "declares_completions",
+           "params_for", "values_of"]

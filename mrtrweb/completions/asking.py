@@ -10,7 +10,8 @@ from typing import Any, Final
 
 from ..text import display
 
-__all__ = ["MAX_CONTEXT", "declares_completions", "MAX_SHOWN_CHARS", "MAX_VALUES", "MAX_VALUE_CHARS", "params_for", "values_of"]
+__all__ = ["MAX_CONTEXT", "MAX_SHOWN_CHARS", "MAX_VALUES", "MAX_VALUE_CHARS", "declares_completions", "params_for",
+           "values_of"]
 
 #: the longest value asked about, and the longest context value sent (characters)
 MAX_VALUE_CHARS: Final = 200

@@ -140,8 +140,9 @@ class Sending:
         if renew:
             await self._renew_if_lost()  # the server lost the session: a new one first (once per loss)
         if log_level is not None:  # 2025-11-25: the session's level first; 2026-07-28: this request's _meta
-            await self._settle_level(log_level, self.protocol_version, self.server_capabilities)  # type: ignore[attr-defined]
-            stamp_level(wire_params, log_level, self.protocol_version)  # type: ignore[attr-defined]
+            await self._settle_level(log_level, self.protocol_version,  # type: ignore[attr-defined]
+                                     self.server_capabilities)  # type: ignore[attr-defined]
+            stamp_level(wire_params, log_level, self.protocol_version)
         session = self._live_client().session
         generation = self.session_generation
         if self._evidence.expecting(request_id):

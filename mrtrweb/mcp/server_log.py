@@ -33,6 +33,7 @@ import mcp_types as types
 from mcp_types import LOG_LEVEL_META_KEY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from .errors import McpCallError
 from .loglimit import LogLimiter
 from .server_requests import SENDING, OpenCall
 
@@ -99,11 +100,9 @@ class ServerLogging:
             return
         if protocol_version is None or "logging" not in (capabilities or {}):
             return
-        from .errors import McpCallError
-
         try:
-            await self._send("logging/setLevel", {"level": level}, f"setlevel-{uuid.uuid4()}",  # type: ignore[attr-defined]
-                             renew=False)
+            await self._send(  # type: ignore[attr-defined]  # the connection's (mcp.sending)
+                "logging/setLevel", {"level": level}, f"setlevel-{uuid.uuid4()}", renew=False)
         except McpCallError as exc:
             logger.info("logging/setLevel %s on %s refused (%s)", level, self.origin, exc.code)
             return
