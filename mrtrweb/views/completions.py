@@ -4,7 +4,8 @@ answers ``{"values": [...], "hasMore": bool}`` from the server's ``completion/co
 (:mod:`mrtrweb.completions`).
 
 The person must be able to use the server (as on its call page: another person's or a revoked
-server is a 404); the prompt or template must be listed by the server now, and ``field`` one of
+server is a 404), and the ask must come from the product's own pages (a browser's
+``Sec-Fetch-Site`` other than ``same-origin`` is a 403: a GET carries no CSRF token); the prompt or template must be listed by the server now, and ``field`` one of
 its form's fields. Nothing is asked of a server that does not declare ``completions``, beyond
 :data:`~mrtrweb.completions.LIMIT` asks per person and window (429), or for a value longer than
 :data:`~mrtrweb.completions.MAX_VALUE_CHARS`. A server that fails, times out or answers
@@ -50,6 +51,10 @@ async def complete(request: HttpRequest, server_id: int, kind: str) -> HttpRespo
     """The suggestions for one field (see the module doc)."""
     if request.method != "GET":
         return _none("method_not_allowed", 405)
+    if request.headers.get("Sec-Fetch-Site", "same-origin") != "same-origin":
+        # a GET, so no CSRF token: another site must not make a person's browser ask servers in their name
+        logger.info("completion ask refused: sent from another site (%s)", request.headers["Sec-Fetch-Site"][:20])
+        return _none("cross_site", 403)
     if kind not in _KINDS:
         raise Http404("No such kind")
     user = await _user(request)

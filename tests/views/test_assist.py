@@ -114,6 +114,12 @@ async def test_only_for_people_who_may_use_the_server_and_only_by_get(assist):
     alice = await _client(assist["users"]["alice"])
     assert (await alice.post(_complete_url(server, "prompt", query))).status_code == 405
     assert (await alice.get(_complete_url(server, "tools", query))).status_code == 404
+    cross = await alice.get(_complete_url(server, "prompt", query), headers={"Sec-Fetch-Site": "cross-site"})
+    assert cross.status_code == 403 and cross.json()["reason"] == "cross_site"
+    same = await alice.get(_complete_url(server, "prompt", query), headers={"Sec-Fetch-Site": "same-origin"})
+    assert same.status_code == 200 and same.json()["values"]
+    assert len(mcp.log.records("completion/complete")) == 1
+    mcp.log.clear()
     assert not mcp.log.records("completion/complete")
 
 
