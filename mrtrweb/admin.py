@@ -87,7 +87,7 @@ class McpServerAdmin(admin.ModelAdmin):
 
 
 #: text fields of operations and audit events that hold server text (tool names, messages, reasons)
-_OPERATION_TEXT = ("name", "error_message", "params", "result")
+_OPERATION_TEXT = ("name", "error_message", "params", "result", "server_log")
 _AUDIT_TEXT = ("name", "reason", "server_origin", "schema_digests", "actions")
 
 
@@ -101,6 +101,7 @@ class OperationAdmin(admin.ModelAdmin):
     shown_error_message = _shown_field("error_message", "error message")
     shown_params = _shown_json_field("params", "params")
     shown_result = _shown_json_field("result", "result")
+    shown_server_log = _shown_json_field("server_log", "server log")
 
     def has_add_permission(self, request) -> bool:
         return False

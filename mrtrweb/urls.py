@@ -5,7 +5,7 @@ from django.urls import include, path
 from .audit import history
 from .runtime import metrics_view
 from .consent import rerun
-from .views import settings_page
+from .views import completions as suggestions, server_log, settings_page
 from . import views
 from .views.waiting import waiting_rounds
 
@@ -21,6 +21,10 @@ urlpatterns = [
     path("servers/<int:server_id>/prompts/", views.prompt_get, name="prompt"),
     path("servers/<int:server_id>/prompts/<str:prompt>/", views.prompt_get, name="prompt-by-path"),
     path("servers/<int:server_id>/resources/", views.resource_read, name="resource"),
+    # suggestions as a person types in a prompt's or template's form (issue 28): JSON
+    path("servers/<int:server_id>/complete/<str:kind>/", suggestions.complete, name="complete"),
+    # the level of the server's log messages a person asks for (issue 28)
+    path("servers/<int:server_id>/log-level/", server_log.log_level, name="server-log-level"),
     path("operations/<uuid:op_id>/", views.operation_detail, name="operation"),
     path("operations/<uuid:op_id>/panel/", views.operation_panel, name="operation-panel"),
     path("operations/<uuid:op_id>/answer/", views.operation_answer, name="operation-answer"),

@@ -72,7 +72,7 @@ def add_prompts_and_resources(mcp: MCPServer) -> None:
         return f"Report for team {team} since {content.get('since')}: 12 changes, 3 releases."
 
 
-def build_demo_server(**server_options: Any) -> MCPServer:
+def build_demo_server(*, assist: bool = False, **server_options: Any) -> MCPServer:
     """Build the demo ``MCPServer`` (tools described in the module docstring).
 
     The server uses the SDK's default request-state protection: a process-local key, so states
@@ -313,4 +313,8 @@ def build_demo_server(**server_options: Any) -> MCPServer:
         return "Roots: " + "; ".join(f"{r.uri}" + (f" ({r.name})" if r.name else "") for r in roots)
 
     add_prompts_and_resources(mcp)
+    if assist:  # completions, logging and chatty (issue 28): .assist
+        from .assist import add_assistance
+
+        add_assistance(mcp)
     return mcp

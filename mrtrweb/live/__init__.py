@@ -4,7 +4,8 @@
   you" part; :mod:`.resource_watch` a read resource's page following the resource;
   :mod:`.sessions` a socket lives only as long as its sign-in session;
   :mod:`.languages` the language of its pushes; :mod:`.layerwatch` a restarted channel layer
-  closes it; :mod:`.origin` the full origin check in front of it.
+  closes it; :mod:`.origin` the full origin check in front of it; :mod:`.server_log` a server's
+  log messages during a call (``operation.log``).
 
 Sending a push (never raising) is :mod:`mrtrweb.runtime.push`, used from below.
 

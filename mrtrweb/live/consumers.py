@@ -57,6 +57,7 @@ from ..models import Operation
 from ..consent.panels import record_shown, render_push
 from .pending_watch import PendingWatch
 from .resource_watch import ResourceWatching
+from .server_log import ServerLogPush
 from ..runtime.push import user_group
 
 #: what a pushed task status may be (mrtrweb.mcp.tasks.STATUSES)
@@ -95,7 +96,7 @@ async def _group_call(call, group: str, channel: str) -> None:
         await asyncio.wait_for(call(group, channel), GROUP_CALL_TIMEOUT_S)
 
 
-class OperationsConsumer(PendingWatch, ResourceWatching, AsyncJsonWebsocketConsumer):
+class OperationsConsumer(PendingWatch, ResourceWatching, ServerLogPush, AsyncJsonWebsocketConsumer):
     async def __call__(self, scope, receive, send) -> None:
         """Channels' dispatch loop, with a service outage ending the connection cleanly.
 
@@ -218,9 +219,10 @@ class OperationsConsumer(PendingWatch, ResourceWatching, AsyncJsonWebsocketConsu
             if not getattr(self, "session_closed", False):
                 await self.operation_update(message)
             return
-        if message.get("type") in ("operation.progress", "server.listing") and not await self._session_holds():
+        if message.get("type") in ("operation.progress", "operation.log", "server.listing") \
+                and not await self._session_holds():
             return
-        if message.get("type") == "operation.progress" and \
+        if message.get("type") in ("operation.progress", "operation.log") and \
                 await access.visible_operation(self.user_id, message.get("operation_id")) is None:
             return
         await super().dispatch(message)

@@ -22,6 +22,9 @@ One concern per module:
     requests a 2025-11-25 server sends during an open call, routed to that call's handler.
 ``protocol``
     the protocol setting per server (automatic or one version pinned) and its check.
+``server_log``
+    a server's ``notifications/message`` to the call it came with; the log level asked (``_meta`` at
+    2026-07-28, ``logging/setLevel`` at 2025-11-25).
 ``list_changed``
     a server's ``notifications/*/list_changed`` (and 2026-07-28 ``subscriptions/listen``) to a callback.
 ``resource_watch``

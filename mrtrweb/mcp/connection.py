@@ -27,6 +27,9 @@ call (the standalone GET stream, the handshake) is answered at session level: ``
 ``session_roots()`` where ``roots`` is declared, anything else refused with a JSON-RPC error (see
 :mod:`mrtrweb.mcp.server_requests`).
 
+Log messages (``notifications/message``) on a call's own response stream go to that call's
+``on_log`` (``send(..., on_log=..., log_level=...)``, :mod:`mrtrweb.mcp.server_log`).
+
 Change notifications (``notifications/{tools,prompts,resources}/list_changed``) go to the
 connection's ``on_list_changed`` (:mod:`mrtrweb.mcp.list_changed`): on a 2025-11-25 connection as the
 server sends them, on a 2026-07-28 one once :meth:`McpConnection.watch_listings` opened the
@@ -64,6 +67,7 @@ from .evidence import HttpEvidence, bound_response
 from .listing import Listings
 from .list_changed import ListChangedCallback, ListingWatch
 from .resource_watch import ResourceWatch
+from .server_log import ServerLogging
 from .param_headers import ToolHeaders
 from .protocol import PROTOCOLS, SDK_MODE, ProtocolMismatch, ProtocolRefused, settle_protocol
 from .sending import ProgressCallback, Sending
@@ -90,7 +94,7 @@ def _leaf_exception(exc: BaseException) -> BaseException:
     return exc
 
 
-class McpConnection(Sending, SessionRenewal, ServerRequestRouting, Listings, ListingWatch, ResourceWatch):
+class McpConnection(Sending, SessionRenewal, ServerRequestRouting, Listings, ServerLogging, ListingWatch, ResourceWatch):
     """One Streamable HTTP connection to an MCP server, negotiated as ``protocol`` says.
 
     The SDK ``Client`` is entered and exited inside a dedicated owner task (anyio task groups
@@ -164,6 +168,7 @@ class McpConnection(Sending, SessionRenewal, ServerRequestRouting, Listings, Lis
         self._tool_headers = ToolHeaders()  # Mcp-Param-* headers from this connection's tools listing
         self._prelisting = asyncio.Lock()
         self._last_version: str | None = None
+        self._init_server_log()  # notifications/message to the call they belong to (mcp.server_log)
         self._init_renewal()  # a 2025-11-25 session the server lost is replaced (mcp.session_renewal)
 
     # -- lifecycle -------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from mcp_types import CLIENT_CAPABILITIES_META_KEY as _CAPS_KEY
 
 from .errors import SESSION_LOST, TIMEOUT, TRANSPORT_ERROR, McpCallError
 from .evidence import classify, id_key
+from .server_log import LogCallback, stamp_level
 from .server_requests import SENDING, OpenCall, ServerRequestHandler
 
 __all__ = ["ProgressCallback", "Sending"]
@@ -64,6 +65,8 @@ class Sending:
         timeout_s: float | None = None,
         on_server_request: ServerRequestHandler | None = None,
         extensions: Mapping[str, Any] | None = None,
+        on_log: LogCallback | None = None,
+        log_level: str | None = None,
     ) -> dict[str, Any]:
         """Send one JSON-RPC request under exactly ``request_id``; return the raw ``result`` object.
 
@@ -92,6 +95,11 @@ class Sending:
                 per-request opt-in: added to ``_meta["io.modelcontextprotocol/clientCapabilities"]
                 .extensions``; e.g. the tasks extension, :mod:`.tasks`). Ignored on a 2025-11-25
                 connection. A ``tasks/*`` request also carries ``Mcp-Name: <taskId>`` (SEP-2663).
+            on_log: ``async (level, logger, data)`` for the ``notifications/message`` this call's
+                response stream carries (:mod:`.server_log`).
+            log_level: the least level of log messages asked for (one of ``server_log.LEVELS``):
+                ``_meta`` of this request at 2026-07-28, ``logging/setLevel`` on a 2025-11-25
+                session first where the server declares ``logging`` and the session has another.
 
         On a 2025-11-25 connection whose session the server lost (HTTP 404 to its
         ``Mcp-Session-Id``), a new session is opened before the request goes out; the request that
@@ -106,13 +114,15 @@ class Sending:
             TypeError: ``params`` is not a mapping or not JSON-serializable.
         """
         return await self._send(method, params, request_id, on_progress=on_progress, timeout_s=timeout_s,
-                                on_server_request=on_server_request, extensions=extensions)
+                                on_server_request=on_server_request, extensions=extensions, on_log=on_log,
+                                log_level=log_level)
 
     async def _send(self, method: str, params: Mapping[str, Any], request_id: str | int, *,
                     on_progress: ProgressCallback | None = None, timeout_s: float | None = None,
                     on_server_request: ServerRequestHandler | None = None,
                     extensions: Mapping[str, Any] | None = None, renew: bool = True,
-                    probe: bool = True) -> dict[str, Any]:
+                    probe: bool = True, on_log: LogCallback | None = None,
+                    log_level: str | None = None) -> dict[str, Any]:
         """:meth:`send`; ``renew``: open a new session first if the current one is lost; ``probe``:
         after a broken response stream, ask whether the session is lost (``False`` for the probe's
         own ``ping``)."""
@@ -129,6 +139,10 @@ class Sending:
         param_headers = await self._param_headers(method, wire_params)  # may list tools first (SEP-2243)
         if renew:
             await self._renew_if_lost()  # the server lost the session: a new one first (once per loss)
+        if log_level is not None:  # 2025-11-25: the session's level first; 2026-07-28: this request's _meta
+            await self._settle_level(log_level, self.protocol_version,  # type: ignore[attr-defined]
+                                     self.server_capabilities)  # type: ignore[attr-defined]
+            stamp_level(wire_params, log_level, self.protocol_version)
         session = self._live_client().session
         generation = self.session_generation
         if self._evidence.expecting(request_id):
@@ -147,7 +161,7 @@ class Sending:
         budget = self.timeout_s if timeout_s is None else timeout_s
         self._evidence.expect(request_id)
         self._in_flight += 1
-        open_call = self._open_calls[id_key(request_id)] = OpenCall(method, on_server_request, budget)
+        open_call = self._open_calls[id_key(request_id)] = OpenCall(method, on_server_request, budget, on_log=on_log)
         sending = SENDING.set(open_call)  # what this call's POST stream carries is related to it (_route)
         try:
             with anyio.fail_after(budget) as open_call.scope:

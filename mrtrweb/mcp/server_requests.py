@@ -98,6 +98,7 @@ class OpenCall:
     budget: float
     scope: anyio.CancelScope | None = None
     holding: int = 0  # server requests of this call being answered right now (its timeout is paused)
+    on_log: Any = None  # the call's LogCallback (mrtrweb.mcp.server_log), or None
 
 
 def _refused(method: str, why: str) -> types.ErrorData:

@@ -2,7 +2,7 @@
 importable as ``mrtrweb.models.<Name>`` as before):
 
 * :mod:`.tenancy` -- ``Tenant``, ``Membership``;
-* :mod:`.servers` -- ``McpServer`` and its field validators;
+* :mod:`.servers` -- ``McpServer`` and its field validators, ``ServerLogLevel`` (per person);
 * :mod:`.operations` -- ``Operation``;
 * :mod:`.audit` -- ``AuditEvent``, ``AuditChainHead``, ``AuditCheckpoint`` (append-only);
 * :mod:`.durability` -- ``LiveBinding``, ``BindingIndexEntry``, ``BindingClaim``, ``LegacyAnswer``,
@@ -17,7 +17,7 @@ May import: Django, :mod:`mrtrweb.mcp` (``origin_of``), :mod:`mrtrweb.text` (dis
 from __future__ import annotations
 
 from .tenancy import Membership, Tenant
-from .servers import McpServer, validate_roots, validate_server_url
+from .servers import McpServer, ServerLogLevel, validate_roots, validate_server_url
 from .operations import Operation
 from .audit import AppendOnlyQuerySet, AuditChainHead, AuditCheckpoint, AuditEvent
 from ..authz.models import OAuthClientRegistration, OAuthConnection, PendingAuthorization
@@ -26,5 +26,5 @@ from .durability import BindingClaim, BindingIndexEntry, LegacyAnswer, LiveBindi
 __all__ = [
     "AppendOnlyQuerySet", "AuditChainHead", "AuditCheckpoint", "AuditEvent", "BindingClaim", "BindingIndexEntry",
     "LegacyAnswer", "LiveBinding", "McpServer", "Membership", "OAuthClientRegistration", "OAuthConnection",
-    "Operation", "PendingAuthorization", "Tenant", "WorkerLease", "validate_roots", "validate_server_url",
+    "Operation", "PendingAuthorization", "ServerLogLevel", "Tenant", "WorkerLease", "validate_roots", "validate_server_url",
 ]

@@ -76,6 +76,9 @@ class Operation(models.Model):
     task_id = models.CharField(max_length=256, blank=True, editable=False)
     task_status = models.CharField(max_length=20, blank=True, editable=False)
     task_message = models.CharField(max_length=200, blank=True, editable=False)
+    #: the server's log messages during the operation's calls (issue 28, mrtrweb.operations.serverlog): the
+    #: last KEPT_LINES ``[level, logger, data]``, newest last, already bounded and made visible; shown escaped
+    server_log = models.JSONField(default=list, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import urllib.parse
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils.translation import gettext_lazy as _
@@ -126,3 +127,28 @@ class McpServer(models.Model):
         """The deprecated client requests this server may ask for (none unless an admin allowed them)."""
         return frozenset(m for m, on in (("sampling/createMessage", self.allow_sampling),
                                          ("roots/list", self.allow_roots)) if on)
+
+
+class ServerLogLevel(models.Model):
+    """The least level of a server's log messages (``notifications/message``) one person asks for
+    on their operations with that server (issue 28); no row: none asked. Applied per request
+    (2026-07-28 ``_meta``) or per session (2025-11-25 ``logging/setLevel``): :mod:`mrtrweb.mcp.server_log`."""
+
+    class Level(models.TextChoices):
+        DEBUG = "debug", _("debug")
+        INFO = "info", _("info")
+        NOTICE = "notice", _("notice")
+        WARNING = "warning", _("warning")
+        ERROR = "error", _("error")
+        CRITICAL = "critical", _("critical")
+        ALERT = "alert", _("alert")
+        EMERGENCY = "emergency", _("emergency")
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    server = models.ForeignKey(McpServer, on_delete=models.CASCADE, related_name="+")
+    level = models.CharField(max_length=16, choices=Level.choices)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "server"], name="mrtrweb_unique_log_level")]
+        verbose_name = _("server log level")

@@ -32,7 +32,8 @@ reads, the product's codes), :mod:`.authorization` (the identity a request goes 
 :mod:`.runtime` (tasks, rows, audit, pushes, ending an operation once), :mod:`.holding` (an outcome
 held through a database outage of any length; the operations this process follows), :mod:`.untracked`
 (an operation naming a worker that does not follow it: ended by that worker, or by ``mrtr_reconcile``),
-:mod:`.expiry` (rounds that expire by themselves, swept by every worker's heartbeat).
+:mod:`.expiry` (rounds that expire by themselves, swept by every worker's heartbeat), :mod:`.serverlog`
+(a server's log messages during a call, at the person's level, pushed to the operation page).
 
 What other packages use is public here: :func:`finish_operation` (ending an operation once),
 :func:`load_operation`, :data:`running_tasks`, :func:`build_and_record`, :func:`parse_final`.

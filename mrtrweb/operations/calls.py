@@ -1,6 +1,7 @@
 """Sending a request of an operation and following it: the user's pooled connection
 (:mod:`mrtrweb.servers.connections`), progress pushed to the page, Stop polled, requests the server sends
-during the call (2025-11-25, :mod:`.legacy`), and the result judged (:mod:`.rounds`); a state-only
+during the call (2025-11-25, :mod:`.legacy`), the server's log messages pushed (:mod:`.serverlog`), and
+the result judged (:mod:`.rounds`); a state-only
 retry goes out again from here. Each request names this worker (``Operation.worker``) while it is
 in flight.
 """
@@ -33,7 +34,7 @@ from .legacy import _Call, _on_server_request
 from .messages import AnswerPending, failure_message, message_for, PROTOCOL_CHANGED, STOPPED_BY
 from .retries import _move_when_back
 from .rounds import _handle_result
-from . import tasks
+from . import serverlog, tasks
 from .holding import database_back, following, HoldFull, mark_failed
 from .messages import OUTCOME_NOT_KEPT
 from .runtime import finish_operation, load_operation, _spawn, discard_unusable, new_request_id, notify
@@ -83,6 +84,12 @@ async def _send_cancellable(op: Operation, conn: Any, params: dict[str, Any], re
         extra["on_server_request"] = lambda asked, p: _on_server_request(call, asked, p)
     if extensions:
         extra["extensions"] = extensions
+    on_log: serverlog.LogPush | None = None
+    if "logging" in (getattr(conn, "server_capabilities", None) or {}):  # the person's level, if any (.serverlog)
+        level = await sync_to_async(serverlog.level_for)(op.user_id, op.server_id)
+        if level is not None:
+            on_log = serverlog.LogPush(op, level)
+            extra.update(log_level=level, on_log=on_log)
     task = asyncio.ensure_future(conn.send(method or op.method, params, request_id, on_progress=on_progress,
                                            **extra))
     try:
@@ -115,6 +122,8 @@ async def _send_cancellable(op: Operation, conn: Any, params: dict[str, Any], re
     finally:
         if not task.done():
             task.cancel()
+        if on_log is not None:  # what the server logged, kept with the operation in one write
+            await on_log.keep()
 
 
 def _asks_more(task: "asyncio.Task[Any]") -> bool:

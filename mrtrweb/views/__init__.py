@@ -8,7 +8,9 @@ and enabled): once it ended, the person's own operations are 404 as well, and en
 One module per page or step: :mod:`.servers` (the server list and a server's page),
 :mod:`.calls` (the tool, prompt and resource forms that start an operation), :mod:`.operation`
 (the operation page, its panel, Stop, the result), :mod:`.contents` (a result's content items: downloads, Read on a resource link), :mod:`.answers` (answering a round) with
-:mod:`.review` (the review before Send), :mod:`.waiting` (the rounds waiting for the person), and
+:mod:`.review` (the review before Send), :mod:`.waiting` (the rounds waiting for the person),
+:mod:`.completions` (suggestions as the person types, JSON), :mod:`.server_log` (the person's log level
+of a server), and
 :mod:`.common` (what they share).
 """
 

@@ -15,9 +15,11 @@ from django import forms
 from django.core.exceptions import ValidationError
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.shortcuts import redirect
+from django.urls import reverse
 from django.template.response import TemplateResponse
 from django.utils.translation import gettext as _
 
+from ..completions import declares_completions
 from ..servers import connections
 from ..text import display, names, results
 from .. import catalog, operations
@@ -219,12 +221,15 @@ class ResourceTemplateForm(_BoundedCallForm):
 
 
 async def _listed_call(request: HttpRequest, server_id: int, *, kind: str, title: str | None, list_name: str,
-                       key: str, make_form, build, wanted: str | None = None) -> HttpResponse:
+                       key: str, make_form, build, wanted: str | None = None,
+                       complete: tuple[str, str] | None = None) -> HttpResponse:
     """The shared flow of a prompt or resource call page: find ``title`` (or the name whose digest
     is ``wanted``) among the server's listing (``list_name`` of the connection, items keyed by
     ``key``; the first of a repeated name), show ``make_form(spec, data, budget)`` (``budget``: the
     page's :class:`~mrtrweb.text.results.ShownBudget`, the heading and description taken), and on a valid POST
-    start ``build(spec, form) -> (method, name, params)``. 404: not listed (or nothing named)."""
+    start ``build(spec, form) -> (method, name, params)``. 404: not listed (or nothing named).
+    ``complete``: ``(kind, name query parameter)`` of the suggestions endpoint
+    (:mod:`.completions`), offered where the server declares ``completions``."""
     user = await _user(request)
     server = await _server_for(user, server_id)
     if title is None and wanted is None:
@@ -243,6 +248,9 @@ async def _listed_call(request: HttpRequest, server_id: int, *, kind: str, title
     budget, ctx["title"], description = _page_texts(spec[key], spec.get("description"))
     form = make_form(spec, request.POST if request.method == "POST" else None, budget)
     ctx.update(description=description, form=form, error="")
+    if complete is not None and getattr(form, "keys", None) and declares_completions(conn.server_capabilities):
+        ctx["complete_url"] = (reverse("mrtrweb:complete", args=[server.pk, complete[0]]) + "?"
+                               + names.name_query(spec[key], complete[1]))
     if request.method == "POST" and form.is_valid():
         method, name, params = build(spec, form)
         try:
@@ -263,6 +271,7 @@ async def prompt_get(request: HttpRequest, server_id: int, prompt: str | None = 
     asked, wanted = names.requested(request.GET, prompt)
     return await _listed_call(
         request, server_id, kind="prompt", title=asked, wanted=wanted, list_name="list_prompts", key="name",
+        complete=("prompt", names.NAME_PARAM),
         make_form=lambda spec, data, budget: PromptArgumentsForm(spec.get("arguments") or [], data, prefix="arg",
                                                                  budget=budget),
         build=lambda spec, form: ("prompts/get", spec["name"], {"name": spec["name"], "arguments": form.content()}))
@@ -281,6 +290,6 @@ async def resource_read(request: HttpRequest, server_id: int) -> HttpResponse:
     template, wanted = names.requested(request.GET, param="template")
     return await _listed_call(
         request, server_id, kind="resource", title=template, wanted=wanted, list_name="list_resource_templates",
-        key="uriTemplate",
+        key="uriTemplate", complete=("template", "template"),
         make_form=lambda spec, data, budget: ResourceTemplateForm(spec["uriTemplate"], data, prefix="arg", budget=budget),
         build=lambda spec, form: ("resources/read", form.uri(), {"uri": form.uri()}))

@@ -19,6 +19,7 @@ from .. import operations
 from ..text import results
 from ..models import Operation
 from ..consent.panels import panel_context
+from ..operations import serverlog
 from .common import (NOTHING_TO_STOP, _current, _operation_for, _panel_response, _record_refused_after_access,
                      _user, login_required)
 
@@ -27,6 +28,7 @@ async def _render_operation(request: HttpRequest, op_id: Any, template: str) -> 
     op = await _current(user, op_id)
     ctx = await sync_to_async(panel_context)(op)
     ctx["csrf_token"] = get_token(request)
+    ctx["kept_log_lines"] = serverlog.KEPT_LINES  # the page's server log pane says how many are kept
     return TemplateResponse(request, template, ctx)
 
 

@@ -17,8 +17,9 @@ from ..text import names, results
 from ..authz import pages as authz_pages
 from ..mcp import McpCallError
 from ..mcp.tasks import flavor as task_flavor
-from ..models import McpServer, Membership, Operation
+from ..models import McpServer, Membership, Operation, ServerLogLevel
 from .common import _server_for, _user, login_required
+from .server_log import level_of
 
 logger = logging.getLogger("mrtrweb.views")
 
@@ -53,6 +54,7 @@ async def server_detail(request: HttpRequest, server_id: int) -> HttpResponse:
     identity = None  # serverInfo, instructions and capabilities, once connected (mrtrweb.catalog)
     unreachable = None  # why a connect failed (mrtrweb.mcp.reachability), with Try again
     tasks_declared = False  # whether a tool that runs only as a task is called (as a task) here
+    log_levels = None  # the levels a person may ask log messages at, where the server declares logging
     auth = await authz_pages.server_auth(user, server)  # OAuth per person: Connect / Connected (issue 13)
     if not auth["needs_connect"]:  # without the person's connection a listing would only get a 401
         try:
@@ -61,6 +63,8 @@ async def server_detail(request: HttpRequest, server_id: int) -> HttpResponse:
             negotiated = conn.protocol_version
             tasks_declared = task_flavor(conn.server_capabilities) is not None
             identity = catalog.server_identity(conn.server_info, conn.instructions, conn.server_capabilities)
+            if isinstance((conn.server_capabilities or {}).get("logging"), dict):
+                log_levels = ServerLogLevel.Level.choices
             conn.watch_listings()  # a list_changed from the server is pushed to this page
             listed = (await conn.list_tools(), await _listing(conn.list_prompts, "name"),
                       await _listing(conn.list_resource_templates, "uriTemplate"),
@@ -82,7 +86,10 @@ async def server_detail(request: HttpRequest, server_id: int) -> HttpResponse:
                                                              "is_admin": is_admin, "duplicates": duplicates,
                                                              "not_shown": not_shown, "negotiated": negotiated,
                                                              "identity": identity, "unreachable": unreachable,
-                                                             "max_shown": names.MAX_LISTED_SHOWN})
+                                                             "max_shown": names.MAX_LISTED_SHOWN,
+                                                             "log_levels": log_levels,
+                                                             "log_level": await level_of(user, server)
+                                                             if log_levels else ""})
 
 
 def _shown_lists(*listed: list[dict[str, Any]]) -> tuple[list[list[dict[str, Any]]], int, int]:

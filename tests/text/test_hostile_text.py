@@ -447,6 +447,9 @@ PRODUCT_EXPRESSIONS = {
     "block.src", "identity.icon", "tool.catalog.icon", "prompt.catalog.icon", "t.catalog.icon", "r.catalog.icon",
     "block.html", "block.role", "block.size", "block.index", "r.catalog.size", "structured.verdict",
     "structured.unchecked_reason", "line.depth", "badge", "unreachable.reason", "unreachable.status",
+    # issue 28 item 4: the suggestions endpoint's URL (reversed, the name query built by mrtrweb.text.names),
+    # the log level choices (ServerLogLevel.Level: product values and labels) and the person's chosen one
+    "complete_url", "level.0", "level.1", "log_level", "kept_log_lines",
 }
 #: filters whose output is the product's own text whatever their input (mrtrweb.consent.outcomes.status_label:
 #: a status label, never server text)

@@ -108,6 +108,42 @@
     }
   }
 
+  // A server's log message during the call (mrtrweb.operations.serverlog): level, logger and data
+  // as text, newest last, the last MAX_LOG_LINES kept.
+  var MAX_LOG_LINES = 200;
+  function showLog(msg) {
+    var pane = document.getElementById("server-log");
+    var list = pane && pane.querySelector("ol.server-log-lines");
+    if (!list) return;
+    if (Number(msg.held) > 0) {
+      var held = document.createElement("li");
+      held.className = "log-held muted";
+      held.textContent = (pane.getAttribute("data-held") || "").replace("{n}", String(Number(msg.held)));
+      list.appendChild(held);
+    }
+    var line = document.createElement("li");
+    line.className = "log-line";
+    line.setAttribute("data-level", String(msg.level || "info"));
+    var level = document.createElement("span");
+    level.className = "log-level";
+    level.textContent = String(msg.level || "info");
+    line.appendChild(level);
+    if (msg.logger) {
+      var name = document.createElement("span");
+      name.className = "log-logger";
+      name.textContent = " " + String(msg.logger);
+      line.appendChild(name);
+    }
+    var data = document.createElement("code");
+    data.className = "log-data";
+    data.textContent = String(msg.data || "");
+    line.appendChild(document.createTextNode(" "));
+    line.appendChild(data);
+    list.appendChild(line);
+    while (list.children.length > MAX_LOG_LINES) list.removeChild(list.firstChild);
+    pane.hidden = false;
+  }
+
   function refresh() {
     var seen = pushes;
     fetch(root.getAttribute("data-panel-url"), {credentials: "same-origin"})
@@ -187,6 +223,8 @@
       } else if (msg && msg.type === "resource" && msg.operation === opId) {
         resourceUpdated = true;  // "A newer version is available — Read again"
         markResource();
+      } else if (msg && msg.type === "log" && msg.id === opId) {
+        showLog(msg);
       } else if (msg && msg.type === "pending" && window.mrtrwebPending) {
         window.mrtrwebPending(msg);
       }

@@ -1,0 +1,40 @@
+"""At most :data:`LIMIT` completion asks per person every :data:`WINDOW_S` seconds (a fixed window
+in the shared cache, so every worker counts the same asks). The page asks at most once per pause
+in typing (300 ms), so a person typing never meets it; a script hammering the endpoint does. A
+cache that cannot be reached refuses (logged once a minute): no suggestion is better than an
+unbounded stream of requests to a server."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Final
+
+from django.core.cache import caches
+
+from ..mcp.loglimit import LogLimiter
+
+__all__ = ["LIMIT", "WINDOW_S", "allowed"]
+
+logger = logging.getLogger("mrtrweb.completions")
+_log = LogLimiter(logger, 60.0)
+
+#: asks per person and window
+LIMIT: Final = 30
+#: the window (seconds)
+WINDOW_S: Final = 10
+
+
+def allowed(user_id: Any) -> bool:
+    """Sync: count one ask of ``user_id``; whether it is within the limit."""
+    key = f"mrtrweb-complete:{user_id}:{int(time.time() // WINDOW_S)}"
+    cache = caches["default"]
+    try:
+        if cache.add(key, 1, WINDOW_S * 2):
+            return True
+        return cache.incr(key) <= LIMIT
+    except ValueError:  # expired between add and incr: a new window
+        return True
+    except Exception as exc:  # noqa: BLE001 -- any cache failure: refuse, never guess unthrottled
+        _log.warning("cache", "completion asks refused: the cache failed (%s)", type(exc).__name__)
+        return False
