@@ -447,6 +447,8 @@ PRODUCT_EXPRESSIONS = {
     "block.src", "identity.icon", "tool.catalog.icon", "prompt.catalog.icon", "t.catalog.icon", "r.catalog.icon",
     "block.html", "block.role", "block.size", "block.index", "r.catalog.size", "structured.verdict",
     "structured.unchecked_reason", "line.depth", "badge", "unreachable.reason", "unreachable.status",
+    # issue 28 item 2: the tool page's own query with json=1 or without it (urlencoded: ASCII)
+    "json_url", "fields_url",
 }
 #: filters whose output is the product's own text whatever their input (mrtrweb.consent.outcomes.status_label:
 #: a status label, never server text)
