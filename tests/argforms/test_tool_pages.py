@@ -8,7 +8,8 @@ client; the servers are real processes on loopback):
 * PyPI ``fastmcp`` 3.4.11 (:mod:`tests.thirdparty`): ``ship`` takes Pydantic models (a nested
   model, ``Optional[int]``, ``list[str]``, a list of models, an enum with a default), which FastMCP
   lists as ``$defs``/``$ref``/``anyOf`` schemas -- the arguments Pydantic received are the ones
-  typed, empty optional fields left out, ``null`` where chosen;
+  typed, empty optional fields left out, ``null`` where chosen (FastMCP 3 lists the models inlined,
+  titles dropped); ``plant`` takes a self-recursive model (a real ``$ref`` cycle): the JSON box;
 * the hostile schemas of :mod:`tests.hostile_refs` (outside references, a recursive one, a deep
   one): the JSON box, started from the schema, nothing fetched.
 """
@@ -140,6 +141,21 @@ async def test_fastmcp_pydantic_models_reach_the_tool_as_typed(client):
     assert op.params["arguments"] == {"note": None, "shipment": {
         "recipient": "Ada", "address": {"street": "1 Loop Rd", "city": "London"}, "speed": "express",
         "tags": ["fragile"], "parcels": [{"label": "box", "weight_kg": 2.5}]}}
+
+
+async def test_fastmcp_self_recursive_model_gets_the_json_box_started_from_the_schema(client):
+    """``plant(tree: TreeNode)``: the model holds itself (``$ref`` back to ``#/$defs/TreeNode``):
+    no fields can show it, so the JSON box, its text built from the schema (the cycle not followed)."""
+    url = names.call_url("tool", client.servers["fastmcp"].pk, "plant")
+    page = _text(await client.get(url))
+    box = re.search(r'<textarea name="arguments"[^>]*>(.*?)</textarea>', page, re.S)
+    assert box and json.loads(box.group(1)) == {"tree": {"name": "", "children": []}}
+    assert "cannot be shown as fields here" in page and "Fill in fields instead" not in page
+    tree = {"tree": {"name": "oak", "children": [{"name": "acorn", "children": []}]}}
+    bad = await client.post(url, {"arguments": json.dumps({"tree": {"children": []}})})
+    assert bad.status_code == 200 and "at tree: required" in _text(bad)  # the schema check, before anything is sent
+    op = await _done(await client.post(url, {"arguments": json.dumps(tree)}))
+    assert op.result["content"][0]["text"] == "plant: " + json.dumps(tree["tree"], sort_keys=True)
 
 
 async def test_hostile_schemas_get_the_json_box_started_from_the_schema(client, third_party):

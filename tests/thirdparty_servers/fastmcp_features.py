@@ -29,7 +29,10 @@ sampled text, roots), as JSON with sorted keys, so a test checks what arrived at
 * ``count_up(steps)`` -- ``ctx.report_progress`` each step, then ``counted STEPS``.
 * ``ship(shipment, note)`` -- Pydantic models (a nested model, ``Optional[int]``, ``list[str]``, a
   list of models, an enum with a default) that FastMCP turns into ``$defs``/``$ref``/``anyOf``
-  schemas: ``ship: {"note": .., "shipment": {..}}``, the arguments as Pydantic read them.
+  schemas (FastMCP 3 inlines the ``$defs`` and drops the titles): ``ship: {"note": .., "shipment":
+  {..}}``, the arguments as Pydantic read them.
+* ``plant(tree)`` -- a self-recursive model (kept as ``$defs`` with a ``$ref`` to itself):
+  ``plant: {tree}``.
 * ``guard_form(item)`` -- FastMCP 4 only: the 2026-07-28 guard pattern (returns an
   ``InputRequiredResult`` asking ``order``, reads ``ctx.input_responses`` on the retry).
 
@@ -193,6 +196,17 @@ class Shipment(BaseModel):
     insured_value: int | None = None  # Optional[int]
     tags: list[str] = []  # a list of strings
     parcels: list[Parcel] = Field(default_factory=list, max_length=5)  # a list of models
+
+
+class TreeNode(BaseModel):
+    name: str
+    children: list[TreeNode] = []  # a model holding itself: FastMCP keeps a $defs entry and a $ref to it
+
+
+@mcp.tool
+def plant(tree: TreeNode) -> str:
+    """A self-recursive model (``$ref`` back to itself): says exactly the tree it received."""
+    return "plant: " + json.dumps(tree.model_dump(mode="json"), sort_keys=True)
 
 
 @mcp.tool
