@@ -41,7 +41,8 @@ def install_memory() -> tuple[Path, Path]:
         with _locked(MEMORY_PREFIX.name + "-check"):
             if any(_npm_version(modules / name) != version for name, version in pins.items()):
                 shutil.rmtree(modules, ignore_errors=True)
-        npm_install(MEMORY_PREFIX, *(f"{name}@{version}" for name, version in pins.items()), marker=SUPERGATEWAY_PACKAGE)
+        npm_install(MEMORY_PREFIX, *(f"{name}@{version}" for name, version in pins.items()),
+                    marker=SUPERGATEWAY_PACKAGE)
     except NodeUnavailable as exc:
         raise InstallFailed(str(exc)) from None
     return modules / MEMORY_PACKAGE / "dist" / "index.js", modules / SUPERGATEWAY_PACKAGE / "dist" / "index.js"
@@ -66,5 +67,6 @@ def start_memory(graph_file: Path, log_path: Path, timeout_s: float = 60.0) -> T
             "--stateful", "--port", str(port), "--logLevel", "info"]
     proc = _spawn(argv, env, log_path, MEMORY_PREFIX, group=True)
     _wait_listening(proc, port, log_path, f"{MEMORY_PACKAGE} via supergateway", timeout_s)
-    return ThirdPartyServer(f"{MEMORY_PACKAGE} via supergateway", f"{MEMORY_VERSION} / supergateway {SUPERGATEWAY_VERSION}",
-                            f"http://127.0.0.1:{port}/mcp", proc, log_path, group=True)
+    version = f"{MEMORY_VERSION} / supergateway {SUPERGATEWAY_VERSION}"
+    return ThirdPartyServer(f"{MEMORY_PACKAGE} via supergateway", version, f"http://127.0.0.1:{port}/mcp", proc,
+                            log_path, group=True)

@@ -15,7 +15,7 @@ from typing import Any
 from django import forms
 from django.forms.utils import ErrorDict
 from django.utils.datastructures import MultiValueDict
-from django.utils.translation import gettext as _g, gettext_lazy as _
+from django.utils.translation import gettext, gettext_lazy as _
 
 from ..consent import argschema
 from ..consent.forms import LONE_SURROGATE_MESSAGE, has_lone_surrogate
@@ -155,15 +155,15 @@ class NestedArgumentsForm(forms.Form):
     def _walk_choice(self, node: Node, name: str, path: str, value: Any, given: bool, required: bool) -> None:
         self._open(node, name, path, required, kind="choice")
         self._null_field(node, path, value, given)
-        choices = [(NO_VALUE, "—")] + [(str(i), display.html(self.budget.label(v.title or _g("Variant %(n)s") % {"n": i + 1})))
-                                       for i, v in enumerate(node.variants)]
+        titles = [v.title or gettext("Variant %(n)s") % {"n": i + 1} for i, v in enumerate(node.variants)]
+        choices = [(NO_VALUE, "—")] + [(str(i), display.html(self.budget.label(t))) for i, t in enumerate(titles)]
         chosen = self._matching_variant(node, value) if given and isinstance(value, dict) else None
         picker = forms.ChoiceField(choices=choices, required=False, label=_("Which one"))
         picker.initial = str(chosen) if chosen is not None else (NO_VALUE if len(node.variants) > 1 else "0")
         self._add(_join(path, "__variant"), picker)
         for i, variant in enumerate(node.variants):
             vpath = _join(path, f"~v{i}")
-            self._open(variant, _g("Variant %(n)s") % {"n": i + 1}, vpath, False, kind="variant")
+            self._open(variant, gettext("Variant %(n)s") % {"n": i + 1}, vpath, False, kind="variant")
             self._walk_object(variant, vpath, value if chosen == i else None, False)
             self.items.append({"t": "close"})
         self.items.append({"t": "close"})

@@ -182,7 +182,8 @@ class _Reader:
 
     def _object(self, schema: dict[str, Any], depth: int, refs: tuple[str, ...]) -> Node:
         props = schema.get("properties")
-        if props is None or not isinstance(props, dict) or (not props and schema.get("additionalProperties") is not False):
+        closed = schema.get("additionalProperties") is False
+        if not isinstance(props, dict) or (not props and not closed):
             return Node("json")  # a map (additionalProperties) or any object: one JSON value
         required = schema.get("required") if isinstance(schema.get("required"), list) else []
         node = Node("object")

@@ -169,7 +169,8 @@ async def tool_call(request: HttpRequest, server_id: int, tool: str | None = Non
     fields_url = "?" + urllib.parse.urlencode(query)
     return TemplateResponse(request, "mrtrweb/tool.html",
                             {"json_url": json_url, "fields_url": fields_url, "server": server,
-                             "json_box": isinstance(form, JsonArgumentsForm), "tool": spec or {"name": tool}, "form": form, "error": error,
+                             "json_box": isinstance(form, JsonArgumentsForm), "tool": spec or {"name": tool},
+                             "form": form, "error": error,
                              "heading": heading, "description": description, "task_required": task_required,
                              "runs_as_task": runs_as_task, "destructive": destructive, "hints": hints,
                              "input_schema": input_schema, "output_schema": output_schema,

@@ -125,7 +125,7 @@ async def test_fastmcp_pydantic_models_reach_the_tool_as_typed(client):
              "arg-shipment.parcels.__rows": "1", "arg-shipment.parcels.0.label": "box",
              "arg-shipment.parcels.0.weight_kg": "31"}
     refused = await client.post(url, typed)  # over the model's le=30: said on its field, nothing sent
-    assert refused.status_code == 200 and "less than or equal to 30" in _text(refused), re.findall(r"field-error.*?</div>", _text(refused), re.S)
+    assert refused.status_code == 200 and "less than or equal to 30" in _text(refused)
     assert await Operation.objects.acount() == 0
     op = await _done(await client.post(url, {**typed, "arg-shipment.parcels.0.weight_kg": "2.5",
                                               "arg-note.__null": "on"}))
