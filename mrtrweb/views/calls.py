@@ -43,6 +43,7 @@ def _arguments_form(schema: Any, data: Any = None, budget: results.ShownBudget |
     built from the schema. ``values``: arguments to show ("Change the arguments")."""
     schema = schema if isinstance(schema, dict) else {"type": "object"}
     posted_json = data is not None and "arguments" in data
+    fell_back = False
     if not as_json and not posted_json:
         try:
             checked = check_requested_schema(schema)
@@ -57,21 +58,23 @@ def _arguments_form(schema: Any, data: Any = None, budget: results.ShownBudget |
             return NestedArgumentsForm(schema, argforms.read_schema(schema), data, values=values, budget=budget)
         except argforms.Unsupported as exc:
             logger.info("tool arguments as the JSON box: the inputSchema has no fields here (%s)", exc.code)
+            fell_back = True
     box = JsonArgumentsForm(schema, data=data)
     box.initial["arguments"] = (json.dumps(values, ensure_ascii=False, indent=2) if values is not None
                                 else argforms.template_for(schema))
-    box.has_fields = not posted_json and _expressible(schema)  # "Back to the fields" is offered
+    box.has_fields = not fell_back and _expressible(schema)  # "Fill in fields instead" is offered
     return box
 
 
 def _expressible(schema: dict[str, Any]) -> bool:
+    """Whether the tool page can show ``schema`` as fields (flat, or generated)."""
     try:
         check_requested_schema(schema)
         return True
     except SchemaRefused:
         pass
     try:
-        argforms.read_schema(schema)
+        NestedArgumentsForm(schema, argforms.read_schema(schema))  # its own budget: nothing of the page's spent
         return True
     except argforms.Unsupported:
         return False

@@ -169,4 +169,8 @@ async def test_hostile_schemas_get_the_json_box_started_from_the_schema(client, 
     assert 'name="arg-x"' in local and 'name="arguments"' not in local
     boxed = _text(await client.get(names.call_url("tool", server.pk, "local_ref") + "&json=1"))
     assert 'name="arguments"' in boxed and "Fill in fields instead" in boxed
+    wrong = _text(await client.post(names.call_url("tool", server.pk, "local_ref") + "&json=1",
+                                    {"arguments": '{"x": "text"}'}))  # the JSON box posted: checked, said, kept
+    assert "Arguments do not match the tool's schema at x: type" in wrong and "Fill in fields instead" in wrong
+    assert await Operation.objects.acount() == 0
     assert third_party["listener"].hits == []
