@@ -17,6 +17,18 @@ from .shapes import Node
 NO_VALUE = ""
 
 
+class BooleanSelect(forms.NullBooleanSelect):
+    """true, false, or not given ("—"): an optional boolean a checkbox could not leave out."""
+
+    def __init__(self, attrs: dict[str, Any] | None = None) -> None:
+        super().__init__(attrs)
+        self.choices = [(NO_VALUE, "—"), ("true", _("true")), ("false", _("false"))]
+
+    def format_value(self, value: Any) -> Any:
+        shown = super().format_value(value)
+        return [NO_VALUE if shown == "unknown" else shown]  # a list: Select matches options by membership
+
+
 class JsonValueField(forms.CharField):
     """One JSON value typed by the person (a part the form has no fields for); empty: not given."""
 
@@ -67,8 +79,7 @@ def make_field(node: Node, name: str, budget: results.ShownBudget, required: boo
     common: dict[str, Any] = {"label": label, "required": False}
     field: forms.Field
     if node.kind == "boolean":
-        field = forms.NullBooleanField(widget=forms.Select(choices=[("", "—"), ("true", _("true")),
-                                                                    ("false", _("false"))]), **common)
+        field = forms.NullBooleanField(widget=BooleanSelect(), **common)
     elif node.kind == "enum" or (node.kind == "array" and node.item is not None and node.item.kind == "enum"):
         source = node if node.kind == "enum" else node.item
         assert source is not None

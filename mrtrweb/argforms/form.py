@@ -26,7 +26,8 @@ from .shapes import Node, Unsupported
 logger = logging.getLogger("mrtrweb.argforms")
 
 #: the POST key of "Add a row" / "Remove" (with the form's prefix): ``add:<path>``, ``remove:<path>:<i>``
-ROWS_ACTION = "rows"
+#: (a property named so is keyed by a stand-in, as every name beginning with ``__``)
+ROWS_ACTION = "__row_action"
 #: inputs one form may have (rows included); more: the JSON box
 MAX_FIELDS = 150
 #: rows of one array

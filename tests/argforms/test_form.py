@@ -51,9 +51,9 @@ def test_memory_entities_rows_of_objects_with_rows_of_strings():
 def test_add_and_remove_rows_shift_what_was_typed():
     posted = _data({"entities.__rows": "2", "entities.0.name": "A", "entities.0.observations.__rows": "1",
                     "entities.0.observations.0": "a1", "entities.1.name": "B", "entities.1.observations.__rows": "2",
-                    "entities.1.observations.0": "b1", "entities.1.observations.1": "b2", "rows": "add:entities"})
+                    "entities.1.observations.0": "b1", "entities.1.observations.1": "b2", "__row_action": "add:entities"})
     added = NestedArgumentsForm.rows_changed(posted, "add:entities")
-    assert added["arg-entities.__rows"] == "3" and "arg-rows" not in added
+    assert added["arg-entities.__rows"] == "3" and "arg-__row_action" not in added
     form = NestedArgumentsForm(MEMORY, read_schema(MEMORY), added).quiet()
     assert "entities.2.name" in form.fields and not form.errors  # shown without complaining
     removed = NestedArgumentsForm.rows_changed(added, "remove:entities:0")
@@ -147,3 +147,24 @@ def test_server_text_is_escaped_and_odd_names_get_stand_ins():
     assert html.escape("<img src=x onerror=alert(1)>") in page
     assert 'value="' not in page.split('name="arg-~0.~0"')[1].split(">")[0]  # a default with a bidi mark: not filled
     assert _valid(schema, {"~0.~0": "typed"}) == {evil: {"a b": "typed"}}
+
+
+def test_json_values_booleans_and_a_property_named_like_a_control():
+    schema = {"type": "object", "properties": {
+        "labels": {"type": "object", "additionalProperties": {"type": "string"}},  # a map: one JSON value
+        "rows": {"type": "integer"}, "__rows": {"type": "string"},  # names the form's own controls use
+        "dry": {"type": "boolean", "default": True}, "cfg": {"type": "object", "properties": {"on": {"type": "boolean"}}}}}
+    form = _form(schema)
+    assert list(form.fields) == ["labels", "rows", "~2", "dry", "cfg.on"]
+    page = render_to_string("mrtrweb/_argform.html", {"form": form})
+    assert '<option value="true" selected>' in page  # the boolean's default shown
+    assert 'name="arg-rows"' in page and 'name="arg-__row_action"' not in page  # no rows here: no row buttons
+    assert _valid(schema, {"labels": '{"a": "b"}', "rows": "3", "~2": "x", "dry": "false", "cfg.on": ""}) == {
+        "labels": {"a": "b"}, "rows": 3, "__rows": "x", "dry": False}
+    bad = _form(schema, {"labels": "{not json", "dry": ""})
+    assert not bad.is_valid() and bad.errors["labels"] == ["Enter valid JSON."]
+    mismatch = _form(schema, {"labels": '{"a": 1}'})  # the schema check says where
+    assert not mismatch.is_valid()
+    assert mismatch.errors["labels"] == ["Arguments do not match the tool's schema at labels/a: type"]
+    again = render_to_string("mrtrweb/_argform.html", {"form": _form(schema, values={"labels": {"k": "v"}, "dry": False})})
+    assert "&quot;k&quot;: &quot;v&quot;" in again and '<option value="false" selected>' in again

@@ -88,12 +88,12 @@ async def test_memory_create_entities_rows_then_the_graph(client, third_party):
     typed = {"arg-entities.__rows": "1", "arg-entities.0.name": "Ada", "arg-entities.0.entityType": "person",
              "arg-entities.0.observations.__rows": "1", "arg-entities.0.observations.0": "wrote the first program"}
     # "Add a row" (a second entity, a second observation) and "Remove": the page again, nothing sent
-    added = await client.post(url, {**typed, "arg-rows": "add:entities"})
+    added = await client.post(url, {**typed, "arg-__row_action": "add:entities"})
     assert added.status_code == 200 and "arg-entities.1.name" in _fields(added.content.decode())
-    more = await client.post(url, {**_fields(added.content.decode()), "arg-rows": "add:entities.0.observations"})
+    more = await client.post(url, {**_fields(added.content.decode()), "arg-__row_action": "add:entities.0.observations"})
     shown = _fields(more.content.decode())
     assert shown["arg-entities.0.name"] == "Ada" and "arg-entities.0.observations.1" in shown
-    removed = await client.post(url, {**shown, "arg-rows": "remove:entities:1"})
+    removed = await client.post(url, {**shown, "arg-__row_action": "remove:entities:1"})
     assert "arg-entities.1.name" not in _fields(removed.content.decode())
     assert "This field is required" not in _text(removed)  # not checked: the person is still typing
     assert await Operation.objects.acount() == 0  # nothing was called
