@@ -51,7 +51,8 @@ def test_memory_entities_rows_of_objects_with_rows_of_strings():
 def test_add_and_remove_rows_shift_what_was_typed():
     posted = _data({"entities.__rows": "2", "entities.0.name": "A", "entities.0.observations.__rows": "1",
                     "entities.0.observations.0": "a1", "entities.1.name": "B", "entities.1.observations.__rows": "2",
-                    "entities.1.observations.0": "b1", "entities.1.observations.1": "b2", "__row_action": "add:entities"})
+                    "entities.1.observations.0": "b1", "entities.1.observations.1": "b2",
+                    "__row_action": "add:entities"})
     added = NestedArgumentsForm.rows_changed(posted, "add:entities")
     assert added["arg-entities.__rows"] == "3" and "arg-__row_action" not in added
     form = NestedArgumentsForm(MEMORY, read_schema(MEMORY), added).quiet()
@@ -153,7 +154,8 @@ def test_json_values_booleans_and_a_property_named_like_a_control():
     schema = {"type": "object", "properties": {
         "labels": {"type": "object", "additionalProperties": {"type": "string"}},  # a map: one JSON value
         "rows": {"type": "integer"}, "__rows": {"type": "string"},  # names the form's own controls use
-        "dry": {"type": "boolean", "default": True}, "cfg": {"type": "object", "properties": {"on": {"type": "boolean"}}}}}
+        "dry": {"type": "boolean", "default": True},
+        "cfg": {"type": "object", "properties": {"on": {"type": "boolean"}}}}}
     form = _form(schema)
     assert list(form.fields) == ["labels", "rows", "~2", "dry", "cfg.on"]
     page = render_to_string("mrtrweb/_argform.html", {"form": form})
@@ -166,5 +168,6 @@ def test_json_values_booleans_and_a_property_named_like_a_control():
     mismatch = _form(schema, {"labels": '{"a": 1}'})  # the schema check says where
     assert not mismatch.is_valid()
     assert mismatch.errors["labels"] == ["Arguments do not match the tool's schema at labels/a: type"]
-    again = render_to_string("mrtrweb/_argform.html", {"form": _form(schema, values={"labels": {"k": "v"}, "dry": False})})
+    prefilled = _form(schema, values={"labels": {"k": "v"}, "dry": False})
+    again = render_to_string("mrtrweb/_argform.html", {"form": prefilled})
     assert "&quot;k&quot;: &quot;v&quot;" in again and '<option value="false" selected>' in again

@@ -90,7 +90,8 @@ async def test_memory_create_entities_rows_then_the_graph(client, third_party):
     # "Add a row" (a second entity, a second observation) and "Remove": the page again, nothing sent
     added = await client.post(url, {**typed, "arg-__row_action": "add:entities"})
     assert added.status_code == 200 and "arg-entities.1.name" in _fields(added.content.decode())
-    more = await client.post(url, {**_fields(added.content.decode()), "arg-__row_action": "add:entities.0.observations"})
+    more = await client.post(url, {**_fields(added.content.decode()),
+                                   "arg-__row_action": "add:entities.0.observations"})
     shown = _fields(more.content.decode())
     assert shown["arg-entities.0.name"] == "Ada" and "arg-entities.0.observations.1" in shown
     removed = await client.post(url, {**shown, "arg-__row_action": "remove:entities:1"})
