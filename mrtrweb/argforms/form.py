@@ -17,7 +17,7 @@ from django.forms.utils import ErrorDict
 from django.utils.datastructures import MultiValueDict
 from django.utils.translation import gettext, gettext_lazy as _
 
-from ..consent import argschema
+from ..consent import argschema, fieldhints
 from ..consent.forms import LONE_SURROGATE_MESSAGE, has_lone_surrogate
 from ..text import display, results
 from .fields import initial_of, is_leaf, leaf_value, make_field, NO_VALUE
@@ -80,7 +80,12 @@ class NestedArgumentsForm(forms.Form):
         self.items.append({"t": "field", "name": name})
 
     def _open(self, node: Node, name: str, path: str, required: bool, kind: str = "group") -> None:
-        help_text = self.budget.description(node.description) if node.description else ""
+        help_text = str(self.budget.description(node.description)) if node.description else ""
+        if kind == "rows":  # how many rows, said once (in the range wording of a number: "1 to 5")
+            counts = {bound: node.constraints[key] for key, bound in (("minItems", "minimum"), ("maxItems", "maximum"))
+                      if isinstance(node.constraints.get(key), int) and not isinstance(node.constraints[key], bool)}
+            hints = fieldhints.bound_hints(counts, help_text)
+            help_text = " ".join([help_text, "(" + "; ".join(hints) + ")"] if hints else [help_text]).strip()
         self.items.append({"t": "open", "kind": kind, "path": path, "required": required,
                            "legend": display.html(self.budget.label(node.title or name)),
                            "help": display.html(help_text, multiline=True) if help_text else ""})

@@ -134,6 +134,7 @@ def test_change_the_arguments_puts_nested_values_back():
     assert form["shipment.address.zip_code.__null"].initial is True and form["note"].initial == "hi"
     page = render_to_string("mrtrweb/_argform.html", {"form": form})
     assert 'name="arg-shipment.tags.1" value="y"' in page and 'name="arg-shipment.parcels.__rows" value="1"' in page
+    assert "(at most 5)" in page  # the rows' bound (maxItems), said once on their group
 
 
 def test_server_text_is_escaped_and_odd_names_get_stand_ins():
