@@ -185,7 +185,7 @@ class _Reader:
         closed = schema.get("additionalProperties") is False
         if not isinstance(props, dict) or (not props and not closed):
             return Node("json")  # a map (additionalProperties) or any object: one JSON value
-        required = schema.get("required") if isinstance(schema.get("required"), list) else []
+        required = _names(schema.get("required"))
         node = Node("object")
         for name, sub in props.items():
             node.properties.append((name, self.read(sub, depth + 1, refs), name in required))
@@ -217,6 +217,11 @@ class _Reader:
         if all(n.kind == "object" for n in read):
             return Node("choice", variants=read, nullable=nullable)
         return Node("json", nullable=nullable)
+
+
+def _names(required: Any) -> set[str]:
+    """A schema's ``required`` as a set (a list of 50,000 names is looked up once per property)."""
+    return {r for r in required if isinstance(r, str)} if isinstance(required, list) else set()
 
 
 def _text(value: Any) -> str | None:
@@ -308,9 +313,14 @@ def template_value(root: Any, schema: Any, depth: int = 0, refs: tuple[str, ...]
         kind = next((t for t in kind if t != "null"), None)
     if kind == "object" or (kind is None and isinstance(schema.get("properties"), dict)):
         props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
-        required = schema.get("required") if isinstance(schema.get("required"), list) else []
-        return {name: template_value(root, sub, depth + 1, refs, budget) for name, sub in props.items()
-                if name in required or (isinstance(sub, dict) and "default" in sub)}
+        required = _names(schema.get("required"))
+        out = {}
+        for name, sub in props.items():
+            if budget[0] < 0:
+                break  # the budget is spent: the rest is the person's to write
+            if name in required or (isinstance(sub, dict) and "default" in sub):
+                out[name] = template_value(root, sub, depth + 1, refs, budget)
+        return out
     return {"array": [], "string": "", "integer": 0, "number": 0, "boolean": False}.get(kind)
 
 

@@ -184,3 +184,7 @@ def test_the_json_box_template_from_the_schema():
     assert template_for({"type": "array"}) == "{}" and template_for("nope") == "{}"
     huge = {"type": "object", "properties": {"x": {"default": "y" * (shapes.MAX_TEMPLATE_CHARS + 1)}}}
     assert template_for(huge) == "{}"
+    names = [f"p{i}" for i in range(50_000)]  # every one required: looked up in a set, the budget ends the walk
+    wide = {"type": "object", "required": names, "properties": {n: {"type": "string"} for n in names}}
+    started = time.monotonic()
+    assert len(json.loads(template_for(wide))) <= shapes.MAX_NODES and time.monotonic() - started < 1.0
