@@ -22,7 +22,8 @@ from django.utils.translation import gettext as _
 from ..completions import declares_completions
 from ..servers import connections
 from ..text import display, names, results
-from .. import catalog, operations
+from .. import argforms, catalog, operations
+from ..argforms import NestedArgumentsForm, ROWS_ACTION
 from ..models import Operation
 from ..consent.forms import JsonArgumentsForm, refuse_lone_surrogates, SchemaForm, stand_in_keys
 from ..gate import check_requested_schema, SchemaRefused
@@ -34,13 +35,51 @@ from .servers import _find_listed, _listing, _page_texts
 logger = logging.getLogger("mrtrweb.views")
 
 
-def _arguments_form(schema: Any, data: Any = None, budget: results.ShownBudget | None = None,
-                    ) -> SchemaForm | JsonArgumentsForm:
+def _arguments_form(schema: Any, data: Any = None, budget: results.ShownBudget | None = None, *,
+                    values: dict[str, Any] | None = None, as_json: bool = False,
+                    ) -> SchemaForm | NestedArgumentsForm | JsonArgumentsForm:
+    """The call form of a tool whose ``inputSchema`` is ``schema``: a flat one's fields
+    (:class:`SchemaForm`, checked by the gate's reading), generated fields for nested objects,
+    arrays, nullable and variant parts (:mod:`mrtrweb.argforms`), else -- or when the person asked
+    for it (``as_json``), or posted the JSON box (``arguments``) -- the JSON box, its starting text
+    built from the schema. ``values``: arguments to show ("Change the arguments")."""
+    schema = schema if isinstance(schema, dict) else {"type": "object"}
+    posted_json = data is not None and "arguments" in data
+    fell_back = False
+    if not as_json and not posted_json:
+        try:
+            checked = check_requested_schema(schema)
+        except SchemaRefused:
+            pass
+        else:
+            form: SchemaForm | NestedArgumentsForm = SchemaForm(checked, data=data, prefix="arg", budget=budget)
+            if values is not None:
+                _prefill(form, values)
+            return form
+        try:
+            return NestedArgumentsForm(schema, argforms.read_schema(schema), data, values=values, budget=budget)
+        except argforms.Unsupported as exc:
+            logger.info("tool arguments as the JSON box: the inputSchema has no fields here (%s)", exc.code)
+            fell_back = True
+    box = JsonArgumentsForm(schema, data=data)
+    box.initial["arguments"] = (json.dumps(values, ensure_ascii=False, indent=2) if values is not None
+                                else argforms.template_for(schema))
+    box.has_fields = not fell_back and _expressible(schema)  # "Fill in fields instead" is offered
+    return box
+
+
+def _expressible(schema: dict[str, Any]) -> bool:
+    """Whether the tool page can show ``schema`` as fields (flat, or generated)."""
     try:
-        checked = check_requested_schema(schema if isinstance(schema, dict) else {"type": "object"})
+        check_requested_schema(schema)
+        return True
     except SchemaRefused:
-        return JsonArgumentsForm(schema, data=data)
-    return SchemaForm(checked, data=data, prefix="arg", budget=budget)
+        pass
+    try:
+        NestedArgumentsForm(schema, argforms.read_schema(schema))  # its own budget: nothing of the page's spent
+        return True
+    except argforms.Unsupported:
+        return False
 
 
 def _previous_arguments(user: Any, server: Any, tool: str, op_id: str) -> dict[str, Any] | None:
@@ -56,12 +95,9 @@ def _previous_arguments(user: Any, server: Any, tool: str, op_id: str) -> dict[s
     return params["arguments"]
 
 
-def _prefill(form: SchemaForm | JsonArgumentsForm, arguments: dict[str, Any]) -> None:
-    """An unbound call form showing ``arguments``: each field the schema still has gets its value
-    (the JSON editor the whole object); what the schema no longer has is left out."""
-    if isinstance(form, JsonArgumentsForm):
-        form.initial["arguments"] = json.dumps(arguments, ensure_ascii=False, indent=2)
-        return
+def _prefill(form: SchemaForm, arguments: dict[str, Any]) -> None:
+    """A flat call form showing ``arguments``: each field the schema still has gets its value;
+    what the schema no longer has is left out (the generated and JSON forms take ``values``)."""
     for name, value in arguments.items():
         key = form.keys.get(name) if isinstance(name, str) else None
         if key in form.fields:
@@ -100,7 +136,16 @@ async def tool_call(request: HttpRequest, server_id: int, tool: str | None = Non
     if task_required and request.method == "POST":
         logger.info("call of a task-only tool on server %s refused: nothing sent", server.pk)
         error = TASK_REQUIRED_MESSAGE
-    if request.method == "POST" and not task_required:
+    rows_action = request.POST.get(f"arg-{ROWS_ACTION}") if request.method == "POST" else None
+    if rows_action is not None and not task_required:
+        # "Add a row" / "Remove": the same page again with the rows changed; nothing is sent
+        changed = NestedArgumentsForm.rows_changed(request.POST, rows_action)
+        form = _arguments_form(schema, changed if changed is not None else request.POST, budget)
+        if isinstance(form, NestedArgumentsForm):
+            form.quiet()
+        else:
+            form = _arguments_form(schema, budget=budget)
+    elif request.method == "POST" and not task_required:
         form = _arguments_form(schema, request.POST, budget)
         # off the event loop: checking a server's schema may take up to argschema.CHECK_TIMEOUT_S
         if not error and await sync_to_async(form.is_valid, thread_sensitive=False)():
@@ -114,18 +159,23 @@ async def tool_call(request: HttpRequest, server_id: int, tool: str | None = Non
             else:
                 return redirect("mrtrweb:operation", op_id=op.id)
     elif request.method in ("GET", "POST"):
-        form = _arguments_form(schema, budget=budget)
+        previous = None
         if request.GET.get("from"):  # "Change the arguments" of an ended operation: its arguments, to edit
             previous = await sync_to_async(_previous_arguments)(user, server, tool, request.GET["from"])
-            if previous is not None:
-                _prefill(form, previous)
+        form = _arguments_form(schema, budget=budget, values=previous, as_json=request.GET.get("json") == "1")
     else:
         return HttpResponseNotAllowed(["GET", "POST"])
     # the schemas, one click away, from what the page's budget of server text has left
     input_schema = budget.text(catalog.pretty_schema((spec or {}).get("inputSchema")), catalog.MAX_SCHEMA_CHARS)
     output_schema = budget.text(catalog.pretty_schema((spec or {}).get("outputSchema")), catalog.MAX_SCHEMA_CHARS)
+    # the other way to give the arguments: the JSON box, or back to the fields (same page, ASCII query)
+    query = {k: v for k, v in request.GET.items() if k != "json"}
+    json_url = "?" + urllib.parse.urlencode({**query, "json": "1"})
+    fields_url = "?" + urllib.parse.urlencode(query)
     return TemplateResponse(request, "mrtrweb/tool.html",
-                            {"server": server, "tool": spec or {"name": tool}, "form": form, "error": error,
+                            {"json_url": json_url, "fields_url": fields_url, "server": server,
+                             "json_box": isinstance(form, JsonArgumentsForm), "tool": spec or {"name": tool},
+                             "form": form, "error": error,
                              "heading": heading, "description": description, "task_required": task_required,
                              "runs_as_task": runs_as_task, "destructive": destructive, "hints": hints,
                              "input_schema": input_schema, "output_schema": output_schema,

@@ -246,6 +246,7 @@ def test_fastmcp3_each_runs_every_tool(fastmcp3_server, capsys):  # noqa: F811
         "confirm": ("completed", 9), "ask_nothing": ("completed", 0), "count_up": ("completed", 0),
         "summarize": ("completed", 8),  # sampling not allowed: not declared, the tool says so
         "show_roots": ("completed", 8),  # roots not allowed: refused at session level, the tool says so
+        "ship": ("completed", 8), "plant": ("completed", 8),  # a required model as "": the tool refuses it
     }
     assert code == 8  # the first non-zero code, in order (fail comes second)
 

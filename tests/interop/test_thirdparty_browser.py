@@ -16,7 +16,7 @@ import json
 import pytest
 
 from tests.browser import expect
-from tests.thirdparty_pages import ROOTS, accept, call_tool, card, results
+from tests.thirdparty_pages import OP_URL, ROOTS, accept, call_tool, card, results
 from tests.thirdparty import everything_server, fastmcp3_server  # noqa: F401  (fixtures)
 
 pytestmark = [pytest.mark.browser]
@@ -104,6 +104,41 @@ def test_fastmcp_roots_answered_at_session_level_without_a_card(signed_in, fastm
     expect(results(page)).to_have_text('roots: [{"name": "project", "uri": "file:///srv/project"}]')
     assert card(page).count() == 0
     assert _status(op_id) == "completed"
+
+
+def test_fastmcp_pydantic_models_filled_in_generated_fields(signed_in, fastmcp3_server):  # noqa: F811
+    """Issue 28 item 2: ``ship`` takes Pydantic models (FastMCP 3 lists them inlined, ``anyOf`` null kept):
+    a person fills the nested fields, adds rows (the page again, what was typed kept, nothing
+    sent), chooses null for the Optional note, and the tool says what Pydantic received."""
+    page = signed_in(FASTMCP, fastmcp3_server.url)
+    page.goto("/mcp/")
+    page.get_by_role("link", name=FASTMCP).click()
+    page.locator("a[data-tool='ship']").click()
+    expect(page.get_by_role("heading", name="Call ship")).to_be_visible()
+    form = page.locator("form.call-form")
+    form.get_by_label("Recipient").fill("Ada")
+    address = form.locator("fieldset[data-path='shipment.address']")
+    address.get_by_label("Street").fill("1 Loop Rd")
+    address.get_by_label("City").fill("London")
+    form.get_by_label("Speed").select_option("express")
+    with page.expect_navigation():
+        form.locator("fieldset[data-path='shipment.tags']").get_by_role("button", name="Add a row").click()
+    expect(form.get_by_label("Recipient")).to_have_value("Ada")  # kept across the row's round trip
+    form.locator("[name='arg-shipment.tags.0']").fill("fragile")
+    with page.expect_navigation():
+        form.locator("fieldset[data-path='shipment.parcels']").get_by_role("button", name="Add a row").click()
+    parcel = form.locator("fieldset[data-path='shipment.parcels'] .arg-row").first
+    parcel.get_by_label("label").fill("box")  # FastMCP 3 lists the models inlined, titles dropped: the names
+    parcel.get_by_label("weight_kg").fill("2.5")
+    form.locator("[name='arg-note.__null']").check()
+    page.get_by_role("button", name="Call tool").click()
+    expect(page).to_have_url(OP_URL)
+    expect(results(page)).to_have_count(1)
+    got = _json_after("ship: ", results(page).inner_text())
+    assert got == {"note": None, "shipment": {
+        "recipient": "Ada", "address": {"street": "1 Loop Rd", "city": "London", "zip_code": None},
+        "speed": "express", "insured_value": None, "tags": ["fragile"], "parcels": [{"label": "box", "weight_kg": 2.5}]}}
+    assert _status(OP_URL.search(page.url).group(1)) == "completed"
 
 
 # -- the everything server ---------------------------------------------------------------------------

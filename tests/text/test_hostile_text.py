@@ -450,6 +450,8 @@ PRODUCT_EXPRESSIONS = {
     # issue 28 item 4: the suggestions endpoint's URL (reversed, the name query built by mrtrweb.text.names),
     # the log level choices (ServerLogLevel.Level: product values and labels) and the person's chosen one
     "complete_url", "level.0", "level.1", "log_level", "kept_log_lines",
+    # issue 28 item 2: the tool page's own query with json=1 or without it (urlencoded: ASCII)
+    "json_url", "fields_url",
 }
 #: filters whose output is the product's own text whatever their input (mrtrweb.consent.outcomes.status_label:
 #: a status label, never server text)

@@ -27,6 +27,12 @@ sampled text, roots), as JSON with sorted keys, so a test checks what arrived at
 * ``summarize(text)`` -- ``ctx.sample``: ``sampled: TEXT-THE-CLIENT-RETURNED``.
 * ``show_roots()`` -- ``ctx.list_roots``: ``roots: [{"name":..,"uri":..}, ...]``.
 * ``count_up(steps)`` -- ``ctx.report_progress`` each step, then ``counted STEPS``.
+* ``ship(shipment, note)`` -- Pydantic models (a nested model, ``Optional[int]``, ``list[str]``, a
+  list of models, an enum with a default) that FastMCP turns into ``$defs``/``$ref``/``anyOf``
+  schemas (FastMCP 3 inlines the ``$defs`` and drops the titles): ``ship: {"note": .., "shipment":
+  {..}}``, the arguments as Pydantic read them.
+* ``plant(tree)`` -- a self-recursive model (kept as ``$defs`` with a ``$ref`` to itself):
+  ``plant: {tree}``.
 * ``guard_form(item)`` -- FastMCP 4 only: the 2026-07-28 guard pattern (returns an
   ``InputRequiredResult`` asking ``order``, reads ``ctx.input_responses`` on the retry).
 
@@ -37,6 +43,7 @@ Elicitation outcomes are reported as ``ACTION: {json content}`` (``accept``), ``
 from __future__ import annotations
 
 import argparse
+import enum
 import json
 from typing import Annotated, Any, Literal
 
@@ -162,6 +169,51 @@ async def count_up(ctx: Context, steps: int = 3) -> str:
     for i in range(1, steps + 1):
         await ctx.report_progress(i, steps, f"step {i}")
     return f"counted {steps}"
+
+
+class Speed(str, enum.Enum):
+    """How fast a parcel goes (a ``$defs`` enum behind a ``$ref``)."""
+
+    standard = "standard"
+    express = "express"
+
+
+class Address(BaseModel):
+    street: str = Field(title="Street", min_length=1)
+    city: str = Field(title="City")
+    zip_code: str | None = Field(default=None, title="ZIP code")  # anyOf [string, null]
+
+
+class Parcel(BaseModel):
+    label: str
+    weight_kg: float = Field(gt=0, le=30, description="Weight in kg")
+
+
+class Shipment(BaseModel):
+    recipient: str = Field(title="Recipient")
+    address: Address  # a nested model: $ref to $defs
+    speed: Speed = Speed.standard  # an enum with a default
+    insured_value: int | None = None  # Optional[int]
+    tags: list[str] = []  # a list of strings
+    parcels: list[Parcel] = Field(default_factory=list, max_length=5)  # a list of models
+
+
+class TreeNode(BaseModel):
+    name: str
+    children: list[TreeNode] = []  # a model holding itself: FastMCP keeps a $defs entry and a $ref to it
+
+
+@mcp.tool
+def plant(tree: TreeNode) -> str:
+    """A self-recursive model (``$ref`` back to itself): says exactly the tree it received."""
+    return "plant: " + json.dumps(tree.model_dump(mode="json"), sort_keys=True)
+
+
+@mcp.tool
+def ship(shipment: Shipment, note: str | None = None) -> str:
+    """Pydantic models with nested and Optional fields: says exactly the arguments it received."""
+    got = {"shipment": shipment.model_dump(mode="json"), "note": note}
+    return "ship: " + json.dumps(got, sort_keys=True)
 
 
 if MAJOR >= 4:

@@ -246,7 +246,9 @@ async def test_the_json_editor_refuses_a_lone_surrogate_and_no_page_breaks(setup
 
     client, server = setup
     url = names.call_url("tool", server.pk, "nested")
-    page = await client.get(url)
+    page = await client.get(url)  # generated fields (mrtrweb.argforms); the JSON box one link away
+    assert page.status_code == 200 and 'name="arg-u"' in page.content.decode()
+    page = await client.get(url + "&json=1")
     assert page.status_code == 200 and 'name="arguments"' in page.content.decode()
     before = await Operation.objects.filter(server=server).acount()
     resp = await client.post(url, {"arguments": '{"cfg": {}, "u": "x\\ud800y"}'})
