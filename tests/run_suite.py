@@ -38,6 +38,7 @@ from pathlib import Path
 if not __package__:  # run as a file (python tests/run_suite.py): the checkout's root on the path
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from tests.cpu_by_program import CpuByProgram  # noqa: E402
 from tests.scheduling import TIMES_DIR, WEIGHTS_FILE, file_of  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -150,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         old.unlink()
     t0 = time.monotonic()
     busy0, total0 = _cpu_ticks()
+    sampler = CpuByProgram().start()
     print(f"./dev test: run A (embedded defaults, browser, services; {args.workers} processes) and run B "
           f"(PostgreSQL + Redis; {args.pg_workers} processes, output in {LOGS.relative_to(ROOT)}/pg-redis.txt) "
           f"at once; the peers install beside them ({LOGS.relative_to(ROOT)}/peers.txt)", flush=True)
@@ -183,6 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     peers_log.close()
     total_s = time.monotonic() - t0
     busy1, total1 = _cpu_ticks()
+    by_program = sampler.stop()
 
     b_text = b_log_path.read_text(errors="replace")
     print("\n" + "=" * 30 + " run B: PostgreSQL + Redis " + "=" * 30)
@@ -215,6 +218,13 @@ def main(argv: list[str] | None = None) -> int:
     if total1 > total0:  # how much of the machine the suite kept busy: near 100 % means CPU-bound
         print(f"CPU busy over the suite: {100 * (busy1 - busy0) / (total1 - total0):.0f} % of "
               f"{os.cpu_count()} cores (the whole machine, not only the suite's processes)")
+    if by_program:
+        sampled = sum(by_program.values())
+        busy_s = (busy1 - busy0) / (os.sysconf("SC_CLK_TCK") or 100)
+        print(f"CPU by program ({sampled:.0f} s sampled of {busy_s:.0f} s busy; the rest: processes under a "
+              "second, the last second of each, the kernel):")
+        for kind, seconds in sorted(by_program.items(), key=lambda kv: -kv[1])[:12]:
+            print(f"  {seconds:7.1f} s  {kind}")
     over = total_s > args.budget_s
     hard = total_s > 1.5 * args.budget_s
     print(f"suite wall time: {total_s:.0f} s of the {args.budget_s:.0f} s budget"
