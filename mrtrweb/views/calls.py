@@ -44,7 +44,9 @@ def _arguments_form(schema: Any, data: Any = None, budget: results.ShownBudget |
     for it (``as_json``), or posted the JSON box (``arguments``) -- the JSON box, its starting text
     built from the schema. ``values``: arguments to show ("Change the arguments")."""
     schema = schema if isinstance(schema, dict) else {"type": "object"}
-    posted_json = data is not None and "arguments" in data
+    # the JSON box was posted: its ``arguments`` and no field of the schema's form (a page shows one
+    # form; a scripted client posting both gets the fields, as before the JSON box could be chosen)
+    posted_json = data is not None and "arguments" in data and not any(k.startswith("arg-") for k in data)
     fell_back = False
     if not as_json and not posted_json:
         try:
