@@ -5,7 +5,8 @@ server (a destructive tool whose rounds must warn on every card).
 
 Shown: the server's own name, title and version, its capabilities and instructions (one click);
 each tool's title beside its name, its annotation badges, its input and output schema one click
-away; the filter box; a destructive tool's warning on its call page and its card; nothing fetched.
+away; the filter box; a destructive tool's warning on its call page and its card; nothing fetched;
+an unreachable server's reason in words and Try again (item 6).
 """
 
 from __future__ import annotations
@@ -87,3 +88,25 @@ def test_a_destructive_tool_warns_on_its_call_page_and_on_every_card(app):
     # a read-only tool's operation has no warning anywhere
     app.open_tool(page, "echo")
     expect(page.locator(".destructive-warning")).to_have_count(0)
+
+
+def test_an_unreachable_server_says_why_and_try_again_reads_it_once_it_listens(signed_in):
+    """Issue 28, item 6, as a person sees it: nothing listens at the server's URL, so its page says
+    the connection was refused (not "lists no tools") and offers Try again; once a server listens
+    there, Try again shows its tools."""
+    from mrtrweb.bench.machine import free_port
+    from mrtrweb.demo.serving import serve_in_thread
+
+    port = free_port()
+    page = signed_in("Later", f"http://127.0.0.1:{port}/mcp")
+    page.get_by_role("link", name="Later").click()
+    expect(page.locator("[data-reason]")).to_have_attribute("data-reason", "refused")
+    expect(page.locator("[data-reason]")).to_contain_text("Connection refused")
+    expect(page.get_by_text("This server lists no tools.")).to_have_count(0)
+    server = serve_in_thread(port=port)
+    try:
+        page.get_by_role("link", name="Try again").click()
+        expect(page.locator("[data-reason]")).to_have_count(0)
+        expect(page.locator("a[data-tool='deploy']")).to_be_visible()
+    finally:
+        server.stop()
