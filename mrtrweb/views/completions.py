@@ -7,7 +7,8 @@ The person must be able to use the server (as on its call page: another person's
 server is a 404), and the ask must come from the product's own pages (a browser's
 ``Sec-Fetch-Site`` other than ``same-origin`` is a 403: a GET carries no CSRF token); the prompt or template must be listed by the server now, and ``field`` one of
 its form's fields. Nothing is asked of a server that does not declare ``completions``, beyond
-:data:`~mrtrweb.completions.LIMIT` asks per person and window (429), or for a value longer than
+:data:`~mrtrweb.completions.LIMIT` asks per person and :data:`~mrtrweb.completions.SERVER_LIMIT` per
+server and window (429), or for a value longer than
 :data:`~mrtrweb.completions.MAX_VALUE_CHARS`. A server that fails, times out or answers
 nonsense gives no suggestions (200, ``values: []`` with a ``reason`` code), logged: never a 500.
 """
@@ -67,8 +68,9 @@ async def complete(request: HttpRequest, server_id: int, kind: str) -> HttpRespo
     value = request.GET.get(field, "")
     if len(value) > completions.MAX_VALUE_CHARS:
         return _none("value_too_long")
-    if not await sync_to_async(completions.allowed)(user.pk):
-        logger.info("completion ask of user %s on server %s refused: over the rate limit", user.pk, server.pk)
+    if not await sync_to_async(completions.allowed)(user.pk, server.pk):
+        logger.info("completion ask of user %s on server %s refused: over the rate limit (the person's or the "
+                    "server's)", user.pk, server.pk)
         return _none("rate_limited", 429)
     try:
         conn = await connections.connection_for(user, server)

@@ -157,6 +157,19 @@ async def test_rate_limited_per_person(assist, monkeypatch):
     assert len(mcp.log.records("completion/complete")) == 3
 
 
+async def test_rate_limited_per_server_too(assist, monkeypatch):
+    """The asks of all a server's people together are bounded as well: a tenant's many people (or
+    a few scripts) must not flood one server; another server is counted apart."""
+    monkeypatch.setattr(throttle, "SERVER_LIMIT", 3, raising=False)
+    server, legacy, mcp = assist["server"], assist["legacy"], assist["mcp"]
+    alice, carol = await _client(assist["users"]["alice"]), await _client(assist["users"]["carol"])
+    query = "name=release_notes&field=arg-version&arg-version=1"
+    statuses = [(await who.get(_complete_url(server, "prompt", query))).status_code for who in (alice, carol) * 2]
+    assert statuses == [200, 200, 200, 429]
+    assert (await carol.get(_complete_url(legacy, "prompt", query))).status_code == 200  # per server
+    assert len(mcp.log.records("completion/complete")) == 4
+
+
 async def test_hostile_answers_are_bounded_and_shown_as_text(assist, hostile_mcp):
     alice = await _client(assist["users"]["alice"])
     server = await McpServer.objects.acreate(tenant_id=assist["server"].tenant_id, name="Hostile", url=hostile_mcp.url)
@@ -174,6 +187,22 @@ def test_values_of_malformed_answers():
     assert completions.values_of({"nothing": 1}) == ([], False, 0)
     values, more, dropped = completions.values_of({"completion": {"values": [1, None, "a", *[f"v{i}" for i in range(150)]]}})
     assert len(values) == completions.MAX_VALUES and values[0] == "a" and more is True and dropped == 53
+
+
+def test_values_of_a_million_values_looks_at_what_it_shows():
+    """A million values (checked on the event loop): only those up to the last one shown are looked at."""
+    looked: list[int] = []
+
+    class Counted(list):
+        def __iter__(self):
+            for value in super().__iter__():
+                looked.append(1)
+                yield value
+
+    raw = Counted(f"v{i}" for i in range(10 ** 6))
+    values, more, dropped = completions.values_of({"completion": {"values": raw}})
+    assert len(values) == completions.MAX_VALUES and more is True and dropped == 10 ** 6 - completions.MAX_VALUES
+    assert len(looked) <= completions.MAX_VALUES + 1
 
 
 async def test_everything_server_completes_with_context(assist, everything_server):  # noqa: F811
