@@ -82,6 +82,24 @@ def test_tampered_row_actions_and_counts_are_no_rows_never_an_exception():
         assert _form(MEMORY, {"entities.__rows": count}).rows["entities"] == 0
 
 
+@pytest.mark.parametrize("bounds", [{"format": [1]}, {"format": True}, {"pattern": 5}, {"minimum": {}},
+                                    {"maximum": "9"}, {"exclusiveMinimum": [1]}, {"multipleOf": None},
+                                    {"minLength": 1.5}, {"maxLength": -1},
+                                    {"maximum": float("nan")}, {"minItems": "2", "maxItems": {}}])
+def test_bounds_of_the_wrong_type_are_not_shown_or_applied(bounds):
+    """A server's ``"format": [1]`` or ``"minimum": {}`` raised building the form (a 500 on the tool
+    page); a bound of the wrong type is left to the schema check (which leaves an invalid schema to
+    the server), the field shown without it."""
+    schema = {"type": "object", "properties": {"s": {"type": "string", **bounds}, "n": {"type": "number", **bounds},
+                                               "t": {"type": "array", "items": {"type": "string"}, **bounds}}}
+    form = _form(schema)
+    render_to_string("mrtrweb/_argform.html", {"form": form})
+    assert form["s"].field.help_text == ""
+    posted = _form(schema, {"s": "x", "n": "1", "t.__rows": "1", "t.0": "y"})
+    posted.is_valid()
+    assert "s" in posted.fields
+
+
 def test_rows_are_bounded():
     # a posted row count is clamped (not a number, negative, huge); maxItems caps the rows too
     for posted, rows in (("abc", 0), ("-5", 0), ("99999", argform.MAX_ROWS)):
