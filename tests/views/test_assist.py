@@ -345,6 +345,16 @@ async def test_log_pushes_are_bounded_rate_limited_and_made_visible(monkeypatch)
         await on_log("error", None, "again")
     assert len(pushed) == serverlog.MAX_LINES  # per request, at most
     assert len(on_log.lines) == serverlog.KEPT_LINES and on_log.lines[-1] == ["error", "", '"again"']
+    # the end of the flood: how many were held back after the last line is said when the request ends,
+    # live (no line) and kept (a HELD line), as it is before a line pushed after a burst
+    held = on_log.held
+    assert held > serverlog.MAX_LINES  # every "again" after the 200th push
+    kept = []
+    monkeypatch.setattr(serverlog, "keep_lines", lambda op_id, lines: kept.extend(lines))
+    monkeypatch.setattr(serverlog.asyncio, "get_running_loop", asyncio.events.get_running_loop)  # the real one
+    await on_log.keep()
+    assert pushed[-1]["line"] is False and pushed[-1]["held"] == held and len(pushed) == serverlog.MAX_LINES + 1
+    assert kept[-1] == [serverlog.HELD, "", str(held)] and on_log.held == 0
 
 
 async def test_kept_lines_are_the_newest_of_the_operation(assist):
@@ -358,6 +368,11 @@ async def test_kept_lines_are_the_newest_of_the_operation(assist):
     await sync_to_async(serverlog.keep_lines)(op.pk, [["info", "", str(i)] for i in range(60, 120)])
     kept = (await Operation.objects.aget(pk=op.pk)).server_log
     assert [line[2] for line in kept] == [str(i) for i in range(120 - serverlog.KEPT_LINES, 120)]
+    # a kept HELD line is the page's sentence, not a line of the server's
+    await sync_to_async(serverlog.keep_lines)(op.pk, [[serverlog.HELD, "", "7"], ["info", "", "after"]])
+    page = (await alice.get(f"/mcp/operations/{op.pk}/")).content.decode()
+    assert '<li class="log-held muted">(7 more messages were not shown: too many, too fast)</li>' in page
+    assert 'data-level="held"' not in page
 
 
 async def test_the_socket_sends_log_lines_only_of_the_persons_own_operations(assist):
@@ -380,6 +395,6 @@ async def test_the_socket_sends_log_lines_only_of_the_persons_own_operations(ass
             sent.append(await ws.receive_json_from())
         logs = [m for m in sent if m.get("type") == "log"]
         assert logs == [{"type": "log", "id": str(op.id), "level": "error", "logger": "chatty",
-                         "data": '{"step": 5, "of": 5}', "held": 0}]
+                         "data": '{"step": 5, "of": 5}', "held": 0, "line": True}]
     finally:
         await ws.disconnect()
