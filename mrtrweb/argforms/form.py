@@ -34,6 +34,14 @@ MAX_FIELDS = 150
 MAX_ROWS = 50
 
 _PLAIN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]{0,63}")
+#: a row index or count as the page posts it: ASCII digits only (``str.isdigit`` is true of ``"²"``,
+#: which ``int`` refuses; ``int`` takes ``"١"``, ``" 1"`` and ``"1_0"``): anything else is no number
+_COUNT = re.compile(r"[0-9]{1,6}")
+
+
+def _count(text: Any) -> int | None:
+    """A posted row count or index, or None when it is not one (tampered: never an exception)."""
+    return int(text) if isinstance(text, str) and _COUNT.fullmatch(text) else None
 
 
 def _segment(name: str, index: int) -> str:
@@ -130,10 +138,7 @@ class NestedArgumentsForm(forms.Form):
         cap = min(MAX_ROWS, high) if isinstance(high, int) and not isinstance(high, bool) and high >= 0 else MAX_ROWS
         count_key = self.add_prefix(_join(path, "__rows"))
         if self.is_bound:
-            try:
-                count = int(self.data.get(count_key, 0))
-            except (TypeError, ValueError):
-                count = 0
+            count = _count(self.data.get(count_key)) or 0
         elif listed is not None:
             count = len(listed)
         else:
@@ -193,29 +198,23 @@ class NestedArgumentsForm(forms.Form):
         out = MultiValueDict({k: data.getlist(k) for k in data if k != f"{prefix}-{ROWS_ACTION}"})
         if kind == "add":
             key = f"{prefix}-{_join(rest, '__rows')}"
-            if key not in out:
+            count = _count(out.get(key))
+            if count is None:
                 return None
-            try:
-                out[key] = str(int(out[key]) + 1)
-            except ValueError:
-                return None
+            out[key] = str(count + 1)
             return out
         path, _sep, index = rest.rpartition(":")
         key = f"{prefix}-{_join(path, '__rows')}"
-        if kind != "remove" or key not in out or not index.isdigit():
-            return None
-        try:
-            count = int(out[key])
-        except ValueError:
-            return None
-        removed = int(index)
+        count, removed = _count(out.get(key)), _count(index)
+        if kind != "remove" or count is None or removed is None or removed >= count:
+            return None  # not a row of this page (tampered): the page is shown as it was posted
         base = f"{prefix}-{path}." if path else f"{prefix}-"
         shifted = MultiValueDict()
         for k in out:
             values = out.getlist(k)
             head, dot, tail = k[len(base):].partition(".") if k.startswith(base) else ("", "", "")
-            if head.isdigit() and k.startswith(base):
-                n = int(head)
+            n = _count(head)
+            if n is not None:
                 if n == removed:
                     continue
                 if n > removed:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import urllib.parse
 from typing import Any
 
@@ -163,7 +164,7 @@ class _Reader:
             types = types[0] if len(types) == 1 else None if not types else "mixed"
         if types is None and ("properties" in schema or "required" in schema):
             types = "object"
-        constraints = {k: schema[k] for k in _CONSTRAINTS if k in schema}
+        constraints = _constraints(schema)
         if types == "object":
             node = self._object(schema, depth, refs)
         elif types == "array":
@@ -217,6 +218,30 @@ class _Reader:
         if all(n.kind == "object" for n in read):
             return Node("choice", variants=read, nullable=nullable)
         return Node("json", nullable=nullable)
+
+
+_COUNTS = ("minLength", "maxLength", "minItems", "maxItems")
+
+
+def _constraints(schema: dict[str, Any]) -> dict[str, Any]:
+    """The bounds of ``schema`` the fields and their hints use, each of its keyword's type (a count
+    a non-negative integer, a bound a finite number, ``format``/``pattern`` a string): a server's
+    ``"format": [1]`` or ``"minimum": {}`` is left to the schema check, never shown or applied."""
+    out: dict[str, Any] = {}
+    for key in _CONSTRAINTS:
+        value = schema.get(key)
+        if key in _COUNTS:
+            ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+        elif key in ("format", "pattern"):
+            ok = isinstance(value, str)
+        elif key == "uniqueItems":
+            ok = isinstance(value, bool)
+        else:
+            ok = (isinstance(value, int) and not isinstance(value, bool)) or (
+                isinstance(value, float) and math.isfinite(value))  # math.isfinite(10**400) raises
+        if ok:
+            out[key] = value
+    return out
 
 
 def _names(required: Any) -> set[str]:

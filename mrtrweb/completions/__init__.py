@@ -3,8 +3,9 @@ arguments and a resource template's variables, asked of servers that declare ``c
 
 * :mod:`.asking` -- the request's params (the argument's value and the other values as context,
   each bounded) and the answer's values, bounded and made fit to show;
-* :mod:`.throttle` -- at most :data:`~.throttle.LIMIT` asks per person per
-  :data:`~.throttle.WINDOW_S` seconds (shared cache; a cache that fails refuses).
+* :mod:`.throttle` -- at most :data:`~.throttle.LIMIT` asks per person and
+  :data:`~.throttle.SERVER_LIMIT` per server per :data:`~.throttle.WINDOW_S` seconds (shared
+  cache; a cache that fails refuses).
 
 The endpoint is :mod:`mrtrweb.views.completions`, the page's script ``static/mrtrweb/complete.js``
 (debounced, a ``<datalist>`` filled as text). A suggestion is only a suggestion: what the form
@@ -17,7 +18,7 @@ cache; never :mod:`mrtrweb.operations` or the request layer. Imported by :mod:`m
 from __future__ import annotations
 
 from .asking import MAX_SHOWN_CHARS, MAX_VALUE_CHARS, MAX_VALUES, declares_completions, params_for, values_of
-from .throttle import LIMIT, WINDOW_S, allowed
+from .throttle import LIMIT, SERVER_LIMIT, WINDOW_S, allowed
 
 __all__ = ["LIMIT", "MAX_SHOWN_CHARS", "MAX_VALUES", "MAX_VALUE_CHARS", "WINDOW_S", "allowed", "declares_completions",
-           "params_for", "values_of"]
+           "params_for", "SERVER_LIMIT", "values_of"]

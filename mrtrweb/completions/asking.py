@@ -61,8 +61,11 @@ def values_of(raw: Any) -> tuple[list[str], bool, int]:
         return [], False, 0
     shown: list[str] = []
     dropped = 0
-    for value in values:
-        if len(shown) >= MAX_VALUES or not isinstance(value, str) or not value or len(value) > MAX_SHOWN_CHARS:
+    for examined, value in enumerate(values):
+        if len(shown) >= MAX_VALUES:  # the rest is not looked at (a million values: on the event loop)
+            dropped += len(values) - examined
+            break
+        if not isinstance(value, str) or not value or len(value) > MAX_SHOWN_CHARS:
             dropped += 1
             continue
         text = display.shown(value)

@@ -250,7 +250,10 @@ def check_arguments(schema: Any, value: Any) -> list[jsonschema.ValidationError]
     if has_pp and has_up:
         raise SchemaUnchecked("schema_unsupported")
     # a lookup among the bundled dialects, never a fetch; an unknown (or absent) $schema: 2020-12
-    cls: Any = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    # ($schema not a string -- 5, a list -- is no dialect: jsonschema would fail parsing it as a URI)
+    dialect = schema.get("$schema")
+    cls: Any = jsonschema.validators.validator_for({"$schema": dialect} if isinstance(dialect, str) else {},
+                                                   default=jsonschema.Draft202012Validator)
     if any(jsonschema.validators.validator_for({"$schema": d}, default=None) is not None
            for d in nested if isinstance(d, str)):
         raise SchemaUnchecked("schema_dialect_nested")  # it would switch to the stock (unbounded) keywords

@@ -313,7 +313,7 @@ class OperationsConsumer(PendingWatch, ResourceWatching, ServerLogPush, AsyncJso
         elif isinstance(content, dict) and content.get("type") == "pending.watch":
             await self.watch_pending()
         elif isinstance(content, dict) and content.get("type") == "resource.watch":
-            await self.watch_resource(content.get("operation"))
+            self.start_watching(content.get("operation"))  # a task: a server's answer is never waited for here
 
     async def operation_progress(self, event) -> None:
         """Progress of a call in flight (numbers and the server's short message, shown escaped); for

@@ -1,7 +1,7 @@
 """A read resource's page follows that resource on the person's WebSocket (issue 28, item 4).
 
 The page of a completed ``resources/read`` sends ``{"type": "resource.watch", "operation": "<id>"}``
-when its socket opens. If the person may still see that operation
+when its socket opens; it is followed in a task of its own (the socket never waits for a server). If the person may still see that operation
 (:func:`mrtrweb.tenancy.access.visible_operation`) and its server declares ``resources.subscribe``,
 the person's pooled connection to the server (:func:`mrtrweb.servers.connections.connection_for`)
 follows the URI that was read (:mod:`mrtrweb.mcp.resource_watch`: ``resources/subscribe`` or
@@ -19,6 +19,7 @@ At most :data:`MAX_WATCHES_PER_SOCKET` operations per socket. Mixed into
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any, Final
 
@@ -43,45 +44,66 @@ class ResourceWatching:
     scope: Any
     resource_watches: dict[str, tuple[Any, str, Any]]  # operation id -> (connection, uri, listener)
 
-    async def watch_resource(self, op_id: Any) -> None:
-        """Follow the resource operation ``op_id`` read, for this socket (see the module doc).
-        Anything else (not the person's, not a completed read, no subscribe, a server fault) is
-        ignored and logged; never raises for it."""
+    def start_watching(self, op_id: Any) -> None:
+        """Follow the resource operation ``op_id`` read, for this socket, in a task of its own: the
+        socket's other messages and pushes never wait for a server (a subscribe is answered, or
+        given up, within :data:`mrtrweb.mcp.resource_watch.ASK_TIMEOUT_S`). The watch is claimed
+        here, before anything is awaited, so repeated messages neither follow it twice nor pass
+        :data:`MAX_WATCHES_PER_SOCKET`."""
         watches = self.__dict__.setdefault("resource_watches", {})
-        if not isinstance(op_id, str) or len(op_id) > 64 or op_id in watches or getattr(self, "session_closed", False):
+        if not isinstance(op_id, str) or len(op_id) > 64 or op_id in watches or getattr(self, "session_closed", False) \
+                or getattr(self, "disconnected", False):
             return
         if len(watches) >= MAX_WATCHES_PER_SOCKET:
             logger.info("websocket: user %s follows %d resources on one socket already", self.user_id, len(watches))
             return
-        op = await access.visible_operation(self.user_id, op_id)
-        if op is None or op.method != "resources/read" or op.status != Operation.Status.COMPLETED:
-            return
+        watches[op_id] = (None, None, None)  # claimed
+        tasks = self.__dict__.setdefault("resource_watch_tasks", set())
+        task = asyncio.get_running_loop().create_task(self.watch_resource(op_id), name="websocket resource watch")
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+
+    async def watch_resource(self, op_id: str) -> None:
+        """Follow the resource operation ``op_id`` read (claimed by :meth:`start_watching`; see the
+        module doc). Anything else (not the person's, not a completed read, no subscribe, a server
+        fault) is ignored and logged, the claim let go; never raises for it."""
+        watches = self.__dict__.setdefault("resource_watches", {})
+        followed = False
+        try:
+            followed = await self._follow(op_id, watches)
+        finally:
+            if not followed:
+                watches.pop(op_id, None)
+
+    async def _follow(self, key: str, watches: dict[str, tuple[Any, Any, Any]]) -> bool:
+        op = await access.visible_operation(self.user_id, key)
+        if op is None or str(op.id) != key or op.method != "resources/read" or op.status != Operation.Status.COMPLETED:
+            return False
         params = results.stored_params(op.params)
         uri = params.get("uri") if isinstance(params, dict) else None
         if not isinstance(uri, str):
-            return
-        key = str(op.id)
+            return False
         listener = self._resource_listener(key)
-        watches[key] = (None, uri, listener)  # claimed: a second watch of it meanwhile is ignored
+        watches[key] = (None, uri, listener)
         try:
             conn = await connections.connection_for(self.scope["user"], op.server)
             followed = await conn.watch_resource(uri, listener)
         except McpCallError as exc:
             logger.info("websocket: user %s: server %s not reachable to follow a resource (%s)", self.user_id,
                         op.server_id, exc.code)
-            followed = False
+            return False
         except Exception as exc:  # noqa: BLE001 -- its credentials unreadable now, say: only the hint is lost
             logger.warning("websocket: user %s: a resource of server %s not followed (%s)", self.user_id,
                            op.server_id, type(exc).__name__)
-            followed = False
+            return False
         if not followed:
-            watches.pop(key, None)
-            return
+            return False
         watches[key] = (conn, uri, listener)
         if getattr(self, "disconnected", False):  # the socket closed while the server was asked
             await self.unwatch_resources()
-            return
+            return True
         await self.send_json({"type": "resource.watching", "operation": key})
+        return True
 
     def _resource_listener(self, key: str):
         async def updated(_uri: str) -> None:

@@ -13,7 +13,8 @@ _LEVELS = frozenset({"debug", "info", "notice", "warning", "error", "critical", 
 
 
 class ServerLogPush:
-    """``{"type": "log", "id", "level", "logger", "data", "held"}``: text already bounded and made
+    """``{"type": "log", "id", "level", "logger", "data", "held", "line"}`` (``line`` false: no line,
+    only ``held``, at the end of a request): text already bounded and made
     visible by the sender; the page sets it as ``textContent``."""
 
     async def operation_log(self, event: dict[str, Any]) -> None:
@@ -22,4 +23,5 @@ class ServerLogPush:
         await self.send_json({  # type: ignore[attr-defined]  # the consumer's
             "type": "log", "id": event.get("operation_id"), "level": level if level in _LEVELS else "info",
             "logger": str(event.get("logger") or ""), "data": str(event.get("data") or ""),
-            "held": held if isinstance(held, int) and held > 0 else 0})
+            "held": held if isinstance(held, int) and held > 0 else 0,
+            "line": event.get("line") is not False})  # False: only how many were held back (the request ended)

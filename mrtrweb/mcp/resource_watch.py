@@ -38,7 +38,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from .errors import McpCallError
 from .list_changed import COALESCE_S
 
-__all__ = ["MAX_URI_CHARS", "MAX_WATCHED_URIS", "ResourceListener", "ResourceWatch"]
+__all__ = ["ASK_TIMEOUT_S", "MAX_URI_CHARS", "MAX_WATCHED_URIS", "ResourceListener", "ResourceWatch"]
 
 logger = logging.getLogger("mrtrweb.mcp.connection")
 
@@ -48,6 +48,10 @@ ResourceListener = Callable[[str], Awaitable[None]]
 MAX_WATCHED_URIS: Final = 16
 #: the longest URI followed (characters)
 MAX_URI_CHARS: Final = 2048
+#: how long a ``resources/subscribe`` / ``resources/unsubscribe`` or a listen stream's
+#: acknowledgement is waited for (seconds; the connection's own timeout when shorter): a server
+#: that never answers holds the connection's watch lock, so every page of it, no longer than this
+ASK_TIMEOUT_S: Final = 10.0
 
 
 class ResourceWatch:
@@ -91,7 +95,8 @@ class ResourceWatch:
         """Tell ``listener`` when the resource at ``uri`` changes, while it watches. Returns whether
         it is followed: False when the server does not declare ``resources.subscribe``, the URI is
         too long, :data:`MAX_WATCHED_URIS` are followed already, or the server refused the
-        subscription (logged). Never raises for the server's faults."""
+        subscription or did not answer it within :data:`ASK_TIMEOUT_S` (logged). Never raises for the
+        server's faults; cancelled meanwhile, it leaves nothing followed."""
         if not isinstance(uri, str) or not uri or len(uri) > MAX_URI_CHARS:
             return False
         async with self._rw_lock:
@@ -107,16 +112,15 @@ class ResourceWatch:
                             MAX_WATCHED_URIS)
                 return False
             self._rw_listeners[uri] = [listener]
-            if modern:
-                if not await self._relisten(session):
-                    del self._rw_listeners[uri]
-                    await self._relisten(session, wait=False)  # the others' stream, without it
-                    return False
-                return True
-            if not await self._ask("resources/subscribe", uri):
-                del self._rw_listeners[uri]
-                return False
-            return True
+            followed = False
+            try:
+                followed = await (self._relisten(session) if modern else self._ask("resources/subscribe", uri))
+            finally:  # refused, unanswered or cancelled (the page gone meanwhile): nothing of it stays
+                if not followed:
+                    self._rw_listeners.pop(uri, None)
+                    if modern:
+                        await self._relisten(session, wait=False)  # the others' stream, without it
+            return followed
 
     async def unwatch_resource(self, uri: str, listener: ResourceListener) -> None:
         """``listener`` no longer watches ``uri``; after the last one the server is told (a
@@ -140,16 +144,20 @@ class ResourceWatch:
 
     async def _ask(self, method: str, uri: str) -> bool:
         try:
-            await self.send(method, {"uri": uri}, f"mrtrweb-{method.rsplit('/', 1)[1]}-{uuid.uuid4().hex[:12]}")
+            await self.send(method, {"uri": uri}, f"mrtrweb-{method.rsplit('/', 1)[1]}-{uuid.uuid4().hex[:12]}",
+                            timeout_s=self._ask_timeout())
         except McpCallError as exc:
             logger.info("server %s: %s failed (%s)", self.origin, method, exc.code)
             return False
         return True
 
+    def _ask_timeout(self) -> float:
+        return min(self.timeout_s, ASK_TIMEOUT_S)
+
     async def _relisten(self, session: Any, *, wait: bool = True) -> bool:
         """(Re)open the 2026-07-28 listen stream for the URIs watched now (none: just close it).
         Returns once the server acknowledged it (True), or it failed or did not within
-        ``timeout_s`` (False, logged); at once (True) when not ``wait``."""
+        :data:`ASK_TIMEOUT_S` (False, logged); at once (True) when not ``wait``."""
         old, self._rw_listen = self._rw_listen, None
         if old is not None and not old.done():
             old.cancel()
@@ -163,7 +171,7 @@ class ResourceWatch:
             return True
         waiter = asyncio.ensure_future(acked.wait())
         try:
-            await asyncio.wait([waiter, task], timeout=self.timeout_s, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait([waiter, task], timeout=self._ask_timeout(), return_when=asyncio.FIRST_COMPLETED)
         finally:
             waiter.cancel()
         if not acked.is_set():

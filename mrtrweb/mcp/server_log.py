@@ -37,12 +37,16 @@ from .errors import McpCallError
 from .loglimit import LogLimiter
 from .server_requests import SENDING, OpenCall
 
-__all__ = ["LEVELS", "LogCallback", "ServerLogging", "stamp_level"]
+__all__ = ["LEVELS", "LogCallback", "SET_LEVEL_TIMEOUT_S", "ServerLogging", "stamp_level"]
 
 logger = logging.getLogger("mrtrweb.mcp.connection")
 
 #: the protocol's log levels, least severe first (RFC 5424's, as MCP names them)
 LEVELS: Final = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+
+#: how long ``logging/setLevel`` is waited for (seconds; the connection's timeout when shorter): the
+#: call it comes before waits meanwhile
+SET_LEVEL_TIMEOUT_S: Final = 5.0
 
 #: ``async (level, logger, data) -> None``: one log message of the call, as the server sent it
 LogCallback = Callable[[str, "str | None", Any], Awaitable[None]]
@@ -60,6 +64,7 @@ class ServerLogging:
     """The log-message half of a connection (see the module doc)."""
 
     origin: str
+    timeout_s: float
     _open_calls: dict[Any, OpenCall]
     _session_level: tuple[int, str] | None  # (session generation, level) logging/setLevel set (2025-11-25)
     session_generation: int
@@ -94,7 +99,8 @@ class ServerLogging:
     async def _settle_level(self, level: str | None, protocol_version: str | None,
                             capabilities: dict[str, Any] | None) -> None:
         """On a 2025-11-25 session whose server declares ``logging``: ``logging/setLevel`` when
-        ``level`` is not the session's yet. A refusal is logged and the call goes on without it."""
+        ``level`` is not the session's yet, waited for at most :data:`SET_LEVEL_TIMEOUT_S`. A refusal
+        or no answer is logged and the call goes on without it; it is not asked again this session."""
         if level not in LEVELS or (self.session_generation, level) == self._session_level \
                 or protocol_version in MODERN_PROTOCOL_VERSIONS:
             return
@@ -102,8 +108,11 @@ class ServerLogging:
             return
         try:
             await self._send(  # type: ignore[attr-defined]  # the connection's (mcp.sending)
-                "logging/setLevel", {"level": level}, f"setlevel-{uuid.uuid4()}", renew=False)
+                "logging/setLevel", {"level": level}, f"setlevel-{uuid.uuid4()}", renew=False,
+                timeout_s=min(self.timeout_s, SET_LEVEL_TIMEOUT_S))
         except McpCallError as exc:
             logger.info("logging/setLevel %s on %s refused (%s)", level, self.origin, exc.code)
-            return
-        self._session_level = (self.session_generation, level)  # a renewed session is asked again
+        # asked once per session and level, answered or not: a server that refuses it, or never
+        # answers, is not asked again before every call (each would wait); what it sends below the
+        # level is left out by the receiver (mrtrweb.operations.serverlog). A renewed session is asked again.
+        self._session_level = (self.session_generation, level)

@@ -13,7 +13,8 @@ a server said on the side.
 
 A message below the person's level is not pushed (a 2025-11-25 server's ``logging/setLevel`` handler may
 not filter). Bounds (server text, never trusted): at most :data:`MAX_LINES` pushes per request, at most
-:data:`PER_SECOND` a second (the rest counted and said on the next line pushed), the logger name
+:data:`PER_SECOND` a second (the rest counted and said on the next line pushed, or when the request
+ends; kept as a :data:`HELD` line), the logger name
 at most :data:`MAX_LOGGER` characters and the data as JSON text at most :data:`MAX_DATA`
 characters, both through :func:`~mrtrweb.text.display.shown` (bidi and controls made visible);
 the page sets them as ``textContent``. Nothing of a message is logged by us (it may hold secrets).
@@ -34,7 +35,7 @@ from ..runtime import push
 from ..runtime.push import user_group
 from ..text import display
 
-__all__ = ["KEPT_LINES", "MAX_DATA", "MAX_LINES", "MAX_LOGGER", "PER_SECOND", "LogPush", "keep_lines", "level_for"]
+__all__ = ["HELD", "KEPT_LINES", "MAX_DATA", "MAX_LINES", "MAX_LOGGER", "PER_SECOND", "LogPush", "keep_lines", "level_for"]
 
 logger = logging.getLogger("mrtrweb.operations")
 
@@ -48,6 +49,9 @@ MAX_LOGGER: Final = 100
 MAX_DATA: Final = 1000
 #: the most lines kept with an operation (the newest; its row carries them)
 KEPT_LINES: Final = 100
+#: the "level" of a kept line that says how many messages were held back before the next one
+#: (``[HELD, "", "<n>"]``; product-made, never a server's level)
+HELD: Final = "held"
 
 
 def level_for(user_id: Any, server_id: Any) -> str | None:
@@ -99,13 +103,20 @@ class LogPush:
         event = {"type": "operation.log", "operation_id": self.op_id, "level": level if level in LEVELS else "info",
                  "logger": display.shown(_bounded(name, MAX_LOGGER)) if name else "",
                  "data": display.shown(_bounded(text, MAX_DATA)), "held": self.held}
+        held = [[HELD, "", str(self.held)]] if self.held else []
         self.held = 0
-        self.lines = (self.lines + [[event["level"], event["logger"], event["data"]]])[-KEPT_LINES:]
+        self.lines = (self.lines + held + [[event["level"], event["logger"], event["data"]]])[-KEPT_LINES:]
         await push.group_send(self.group, event, what="log message")
 
     async def keep(self) -> None:
         """Keep what this request's server logged with the operation (one write, none when it logged
         nothing). A failure is logged and lets the call go on: the lines were pushed already."""
+        if self.held:  # the end of a flood: how many were held back after the last line, said live and kept
+            self.lines.append([HELD, "", str(self.held)])
+            await push.group_send(self.group, {"type": "operation.log", "operation_id": self.op_id, "level": "info",
+                                               "logger": "", "data": "", "held": self.held, "line": False},
+                                  what="log message")
+            self.held = 0
         lines, self.lines = self.lines, []
         if not lines:
             return

@@ -1,13 +1,16 @@
 """Suggestions as a person types in a prompt's or resource template's form (issue 28):
-``GET servers/<id>/complete/<prompt|template>/?<the call page's name query>&field=arg-...&arg-...=...``
-answers ``{"values": [...], "hasMore": bool}`` from the server's ``completion/complete``
-(:mod:`mrtrweb.completions`).
+``POST servers/<id>/complete/<prompt|template>/?<the call page's name query>&field=arg-...`` with the
+form's values (``arg-...``) in the body answers ``{"values": [...], "hasMore": bool}`` from the
+server's ``completion/complete`` (:mod:`mrtrweb.completions`).
 
+A POST, CSRF-checked, with what the person typed in its body, never in the URL: a URL is written
+to every access log on the way (nginx, the ASGI server), and the asks go out as the person types.
 The person must be able to use the server (as on its call page: another person's or a revoked
 server is a 404), and the ask must come from the product's own pages (a browser's
-``Sec-Fetch-Site`` other than ``same-origin`` is a 403: a GET carries no CSRF token); the prompt or template must be listed by the server now, and ``field`` one of
+``Sec-Fetch-Site`` other than ``same-origin`` is a 403, besides the CSRF token); the prompt or template must be listed by the server now, and ``field`` one of
 its form's fields. Nothing is asked of a server that does not declare ``completions``, beyond
-:data:`~mrtrweb.completions.LIMIT` asks per person and window (429), or for a value longer than
+:data:`~mrtrweb.completions.LIMIT` asks per person and :data:`~mrtrweb.completions.SERVER_LIMIT` per
+server and window (429), or for a value longer than
 :data:`~mrtrweb.completions.MAX_VALUE_CHARS`. A server that fails, times out or answers
 nonsense gives no suggestions (200, ``values: []`` with a ``reason`` code), logged: never a 500.
 """
@@ -49,10 +52,10 @@ def _none(reason: str, status: int = 200) -> JsonResponse:
 @login_required
 async def complete(request: HttpRequest, server_id: int, kind: str) -> HttpResponse:
     """The suggestions for one field (see the module doc)."""
-    if request.method != "GET":
+    if request.method != "POST":  # typed values never in a URL (see the module doc)
         return _none("method_not_allowed", 405)
     if request.headers.get("Sec-Fetch-Site", "same-origin") != "same-origin":
-        # a GET, so no CSRF token: another site must not make a person's browser ask servers in their name
+        # another site must not make a person's browser ask servers in their name
         logger.info("completion ask refused: sent from another site (%s)", request.headers["Sec-Fetch-Site"][:20])
         return _none("cross_site", 403)
     if kind not in _KINDS:
@@ -64,11 +67,12 @@ async def complete(request: HttpRequest, server_id: int, kind: str) -> HttpRespo
     field = request.GET.get("field", "")
     if (asked is None and wanted is None) or not field.startswith("arg-"):
         return _none("bad_request", 400)
-    value = request.GET.get(field, "")
+    value = request.POST.get(field, "")
     if len(value) > completions.MAX_VALUE_CHARS:
         return _none("value_too_long")
-    if not await sync_to_async(completions.allowed)(user.pk):
-        logger.info("completion ask of user %s on server %s refused: over the rate limit", user.pk, server.pk)
+    if not await sync_to_async(completions.allowed)(user.pk, server.pk):
+        logger.info("completion ask of user %s on server %s refused: over the rate limit (the person's or the "
+                    "server's)", user.pk, server.pk)
         return _none("rate_limited", 429)
     try:
         conn = await connections.connection_for(user, server)
@@ -82,7 +86,7 @@ async def complete(request: HttpRequest, server_id: int, kind: str) -> HttpRespo
         by_field = {f"arg-{k}": name for name, k in getattr(form, "keys", {}).items()}
         if field not in by_field:
             return _none("no_such_field", 400)
-        context = {by_field[f]: request.GET.get(f, "") for f in by_field if f != field and f in request.GET}
+        context = {by_field[f]: request.POST.get(f, "") for f in by_field if f != field and f in request.POST}
         params = completions.params_for(kind, spec[key], by_field[field], value, context)
         raw = await conn.send("completion/complete", params, f"complete-{uuid.uuid4()}", timeout_s=ASK_TIMEOUT_S)
     except McpCallError as exc:

@@ -23,12 +23,29 @@ from ..operations import serverlog
 from .common import (NOTHING_TO_STOP, _current, _operation_for, _panel_response, _record_refused_after_access,
                      _user, login_required)
 
+def _log_lines(kept: Any) -> list[tuple[str, str, str, str]]:
+    """The kept server log as the page shows it: ``(level, logger, data, held)``, ``held`` the
+    sentence of a :data:`~mrtrweb.operations.serverlog.HELD` line (else ``""``)."""
+    out = []
+    for line in kept if isinstance(kept, list) else []:
+        if not isinstance(line, list) or len(line) != 3:
+            continue
+        level, name, data = (str(part) for part in line)
+        if level == serverlog.HELD:
+            held = gettext("({n} more messages were not shown: too many, too fast)").replace("{n}", data)
+            out.append(("", "", "", held))
+        else:
+            out.append((level, name, data, ""))
+    return out
+
+
 async def _render_operation(request: HttpRequest, op_id: Any, template: str) -> HttpResponse:
     user = await _user(request)
     op = await _current(user, op_id)
     ctx = await sync_to_async(panel_context)(op)
     ctx["csrf_token"] = get_token(request)
     ctx["kept_log_lines"] = serverlog.KEPT_LINES  # the page's server log pane says how many are kept
+    ctx["log_lines"] = _log_lines(op.server_log)
     return TemplateResponse(request, template, ctx)
 
 

@@ -67,6 +67,39 @@ def test_add_and_remove_rows_shift_what_was_typed():
         assert NestedArgumentsForm.rows_changed(posted, bogus) is None
 
 
+def test_tampered_row_actions_and_counts_are_no_rows_never_an_exception():
+    """A row index or count that is not ASCII digits ("²" is ``str.isdigit`` but not ``int``; "١" is
+    both), or a row the page does not have, changes nothing: the page is shown as posted, never a 500."""
+    posted = _data({"entities.__rows": "2", "entities.0.name": "A", "entities.1.name": "B",
+                    "entities.\u00b2.name": "tampered"})
+    for bogus in ("remove:entities:\u00b2", "remove:entities:\u0661", "remove:entities:2", "remove:entities:-1",
+                  "remove:entities: 1", "remove:entities:1_0", "remove:entities:" + "9" * 5000):
+        assert NestedArgumentsForm.rows_changed(posted, bogus) is None, bogus
+    removed = NestedArgumentsForm.rows_changed(posted, "remove:entities:0")  # a key "²" is no row: left as is
+    assert removed["arg-entities.0.name"] == "B" and removed["arg-entities.\u00b2.name"] == "tampered"
+    for count in ("\u00b2", "\u0661", "1_0", " 3"):
+        assert NestedArgumentsForm.rows_changed(_data({"entities.__rows": count}), "add:entities") is None
+        assert _form(MEMORY, {"entities.__rows": count}).rows["entities"] == 0
+
+
+@pytest.mark.parametrize("bounds", [{"format": [1]}, {"format": True}, {"pattern": 5}, {"minimum": {}},
+                                    {"maximum": "9"}, {"exclusiveMinimum": [1]}, {"multipleOf": None},
+                                    {"minLength": 1.5}, {"maxLength": -1},
+                                    {"maximum": float("nan")}, {"minItems": "2", "maxItems": {}}])
+def test_bounds_of_the_wrong_type_are_not_shown_or_applied(bounds):
+    """A server's ``"format": [1]`` or ``"minimum": {}`` raised building the form (a 500 on the tool
+    page); a bound of the wrong type is left to the schema check (which leaves an invalid schema to
+    the server), the field shown without it."""
+    schema = {"type": "object", "properties": {"s": {"type": "string", **bounds}, "n": {"type": "number", **bounds},
+                                               "t": {"type": "array", "items": {"type": "string"}, **bounds}}}
+    form = _form(schema)
+    render_to_string("mrtrweb/_argform.html", {"form": form})
+    assert form["s"].field.help_text == ""
+    posted = _form(schema, {"s": "x", "n": "1", "t.__rows": "1", "t.0": "y"})
+    posted.is_valid()
+    assert "s" in posted.fields
+
+
 def test_rows_are_bounded():
     # a posted row count is clamped (not a number, negative, huge); maxItems caps the rows too
     for posted, rows in (("abc", 0), ("-5", 0), ("99999", argform.MAX_ROWS)):

@@ -73,6 +73,15 @@ def test_an_invalid_schema_is_left_to_the_server():
     assert code_of("not a schema", {}) == "ok"
 
 
+@pytest.mark.parametrize("dialect", [5, ["https://json-schema.org/draft/2020-12/schema"], {"a": 1}, None, True])
+def test_a_dialect_that_is_not_a_string_is_no_dialect(dialect):
+    """A ``$schema`` that is no string (a hostile server's) is checked as 2020-12, never an
+    exception (it was an AttributeError: jsonschema parses ``$schema`` as a URI, so a 500 on the tool page)."""
+    schema = {"$schema": dialect, "type": "object", "properties": {"a": {"type": "integer"}}}
+    assert [e.validator for e in argschema.check_arguments(schema, {"a": "x"})] == ["type"]
+    assert argschema.check_arguments(schema, {"a": 1}) == []
+
+
 def test_a_large_schema_is_checked_within_the_deadline():
     """No metaschema pass (jsonschema's check_schema runs unbounded: 1.8 s for 20,000 nodes)."""
     props = {f"p{i}": {"type": "string", "pattern": "^a", "minLength": 1, "description": "d"} for i in range(9000)}

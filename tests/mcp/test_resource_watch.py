@@ -12,6 +12,7 @@ from mrtrweb.demo.board import BOARD_URI, board_server
 from mrtrweb.demo.server import serve_in_thread
 from mrtrweb.mcp import McpConnection
 from mrtrweb.mcp import resource_watch
+from tests.attack28_servers import MUTE_URI, mute_subscriber
 from tests.thirdparty import everything_server  # noqa: F401 -- a module fixture
 
 
@@ -108,3 +109,34 @@ async def test_the_everything_server_tells_a_subscribed_resource(everything_serv
         await conn.send("tools/call", {"name": "toggle-subscriber-updates", "arguments": {}}, "toggle-off")
         await conn.unwatch_resource(uri, page)
         assert not conn.watching_resources()
+
+
+async def test_a_subscribe_never_answered_is_given_up_and_a_cancelled_watch_leaves_nothing(monkeypatch):
+    """A 2025-11-25 server that never answers ``resources/subscribe``: the watch is given up within
+    ``ASK_TIMEOUT_S`` (not the connection's timeout: the watch lock is held meanwhile), and a watch
+    cancelled while it waits (its page gone) leaves no listener behind (a listener left would keep
+    the pooled connection open for ever: it is never idle while a URI is watched)."""
+    monkeypatch.setattr(resource_watch, "ASK_TIMEOUT_S", 0.5, raising=False)
+    server, asked = mute_subscriber()
+    handle = serve_in_thread(server=server)
+
+    async def page(uri: str) -> None:  # pragma: no cover - never told
+        raise AssertionError(uri)
+
+    try:
+        async with McpConnection(handle.url, protocol="2025-11-25", timeout_s=60) as conn:
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            assert not await conn.watch_resource(MUTE_URI, page)
+            assert loop.time() - started < 5 and asked == [MUTE_URI]
+            assert not conn.watching_resources()
+
+            watch = asyncio.ensure_future(conn.watch_resource(MUTE_URI, page))
+            while len(asked) < 2 and loop.time() - started < 10:
+                await asyncio.sleep(0.01)
+            assert conn.watching_resources()  # asked, waiting
+            watch.cancel()
+            await asyncio.wait([watch])
+            assert not conn.watching_resources()
+    finally:
+        handle.stop()

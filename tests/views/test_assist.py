@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import urllib.parse
 
 import pytest
 from channels.layers import get_channel_layer
@@ -79,6 +80,14 @@ def _complete_url(server, kind: str, query: str) -> str:
     return f"/mcp/servers/{server.pk}/complete/{kind}/?{query}"
 
 
+async def _ask(client: AsyncClient, server, kind: str, query: str, **kwargs):
+    """POST the suggestions endpoint as the page does: the names in the URL, what was typed
+    (``arg-...``) in the body."""
+    pairs = urllib.parse.parse_qsl(query, keep_blank_values=True)
+    url = _complete_url(server, kind, urllib.parse.urlencode([(k, v) for k, v in pairs if not k.startswith("arg-")]))
+    return await client.post(url, {k: v for k, v in pairs if k.startswith("arg-")}, **kwargs)
+
+
 # -- suggestions ---------------------------------------------------------------------------------
 
 
@@ -87,14 +96,14 @@ async def test_suggestions_for_a_prompt_argument_and_a_template_variable(assist)
     page = (await alice.get(f"/mcp/servers/{server.pk}/prompts/?name=release_notes")).content.decode()
     assert f'data-complete="/mcp/servers/{server.pk}/complete/prompt/?name=release_notes"' in page
     assert "mrtrweb/complete.js" in page
-    resp = await alice.get(_complete_url(server, "prompt", "name=release_notes&field=arg-version&arg-version=1."))
+    resp = await _ask(alice, server, "prompt", "name=release_notes&field=arg-version&arg-version=1.")
     assert resp.status_code == 200 and resp.json() == {"values": ["1.0.0", "1.1.0", "1.2.0"], "hasMore": False}
     asked = mcp.log.records("completion/complete")
     assert [r.params["ref"] for r in asked] == [{"type": "ref/prompt", "name": "release_notes"}]
     assert asked[0].params["argument"] == {"name": "version", "value": "1."}
     page = (await alice.get(f"/mcp/servers/{server.pk}/resources/?template={TEMPLATE}")).content.decode()
     assert "data-complete=" in page
-    resp = await alice.get(_complete_url(server, "template", f"template={TEMPLATE}&field=arg-team&arg-team=p"))
+    resp = await _ask(alice, server, "template", f"template={TEMPLATE}&field=arg-team&arg-team=p")
     assert resp.json()["values"] == ["payments", "people", "platform"]
     assert mcp.log.records("completion/complete")[-1].params["ref"] == {"type": "ref/resource",
                                                                        "uri": "demo://reports/{team}"}
@@ -104,20 +113,24 @@ async def test_suggestions_for_a_prompt_argument_and_a_template_variable(assist)
     assert not mcp.log.records("resources/read")
 
 
-async def test_only_for_people_who_may_use_the_server_and_only_by_get(assist):
+async def test_only_for_people_who_may_use_the_server_and_only_by_post(assist):
     server, mcp = assist["server"], assist["mcp"]
     query = "name=release_notes&field=arg-version&arg-version=1"
     bob = await _client(assist["users"]["bob"])  # another tenant
-    assert (await bob.get(_complete_url(server, "prompt", query))).status_code == 404
-    anonymous = await AsyncClient().get(_complete_url(server, "prompt", query))
+    assert (await _ask(bob, server, "prompt", query)).status_code == 404
+    anonymous = await _ask(AsyncClient(), server, "prompt", query)
     assert anonymous.status_code == 302 and "/accounts/login/" in anonymous["Location"]
     alice = await _client(assist["users"]["alice"])
-    assert (await alice.post(_complete_url(server, "prompt", query))).status_code == 405
-    assert (await alice.get(_complete_url(server, "tools", query))).status_code == 404
-    cross = await alice.get(_complete_url(server, "prompt", query), headers={"Sec-Fetch-Site": "cross-site"})
+    assert (await alice.get(_complete_url(server, "prompt", query))).status_code == 405  # typed values in a URL
+    assert (await _ask(alice, server, "tools", query)).status_code == 404
+    cross = await _ask(alice, server, "prompt", query, headers={"Sec-Fetch-Site": "cross-site"})
     assert cross.status_code == 403 and cross.json()["reason"] == "cross_site"
-    same = await alice.get(_complete_url(server, "prompt", query), headers={"Sec-Fetch-Site": "same-origin"})
+    same = await _ask(alice, server, "prompt", query, headers={"Sec-Fetch-Site": "same-origin"})
     assert same.status_code == 200 and same.json()["values"]
+    assert len(mcp.log.records("completion/complete")) == 1
+    forged = AsyncClient(enforce_csrf_checks=True)  # a POST without the page's CSRF token (another site's)
+    await forged.aforce_login(assist["users"]["alice"])
+    assert (await _ask(forged, server, "prompt", query)).status_code == 403
     assert len(mcp.log.records("completion/complete")) == 1
     mcp.log.clear()
     assert not mcp.log.records("completion/complete")
@@ -127,7 +140,7 @@ async def test_nothing_asked_of_a_server_without_completions(assist):
     alice, plain = await _client(assist["users"]["alice"]), assist["plain"]
     page = (await alice.get(f"/mcp/servers/{plain.pk}/prompts/?name=release_notes")).content.decode()
     assert "data-complete" not in page and "complete.js" not in page
-    resp = await alice.get(_complete_url(plain, "prompt", "name=release_notes&field=arg-version&arg-version=1"))
+    resp = await _ask(alice, plain, "prompt", "name=release_notes&field=arg-version&arg-version=1")
     assert resp.json() == {"values": [], "hasMore": False, "reason": "not_declared"}
     assert not assist["plain_mcp"].log.records("completion/complete")
 
@@ -135,13 +148,13 @@ async def test_nothing_asked_of_a_server_without_completions(assist):
 async def test_bounds_of_the_ask(assist):
     alice, server, mcp = await _client(assist["users"]["alice"]), assist["server"], assist["mcp"]
     long = "1" * (completions.MAX_VALUE_CHARS + 1)
-    resp = await alice.get(_complete_url(server, "prompt", f"name=release_notes&field=arg-version&arg-version={long}"))
+    resp = await _ask(alice, server, "prompt", f"name=release_notes&field=arg-version&arg-version={long}")
     assert resp.json()["reason"] == "value_too_long"
-    resp = await alice.get(_complete_url(server, "prompt", "name=release_notes&field=arg-nope&arg-nope=1"))
+    resp = await _ask(alice, server, "prompt", "name=release_notes&field=arg-nope&arg-nope=1")
     assert resp.status_code == 400 and resp.json()["reason"] == "no_such_field"
-    resp = await alice.get(_complete_url(server, "prompt", "name=unlisted&field=arg-version&arg-version=1"))
+    resp = await _ask(alice, server, "prompt", "name=unlisted&field=arg-version&arg-version=1")
     assert resp.status_code == 404 and resp.json()["reason"] == "not_listed"
-    resp = await alice.get(_complete_url(server, "prompt", "field=arg-version&arg-version=1"))
+    resp = await _ask(alice, server, "prompt", "field=arg-version&arg-version=1")
     assert resp.status_code == 400
     assert not mcp.log.records("completion/complete")
 
@@ -151,21 +164,34 @@ async def test_rate_limited_per_person(assist, monkeypatch):
     server, mcp = assist["server"], assist["mcp"]
     alice, carol = await _client(assist["users"]["alice"]), await _client(assist["users"]["carol"])
     query = "name=release_notes&field=arg-version&arg-version=1"
-    statuses = [(await alice.get(_complete_url(server, "prompt", query))).status_code for _ in range(3)]
+    statuses = [(await _ask(alice, server, "prompt", query)).status_code for _ in range(3)]
     assert statuses == [200, 200, 429]
-    assert (await carol.get(_complete_url(server, "prompt", query))).status_code == 200  # per person
+    assert (await _ask(carol, server, "prompt", query)).status_code == 200  # per person
     assert len(mcp.log.records("completion/complete")) == 3
+
+
+async def test_rate_limited_per_server_too(assist, monkeypatch):
+    """The asks of all a server's people together are bounded as well: a tenant's many people (or
+    a few scripts) must not flood one server; another server is counted apart."""
+    monkeypatch.setattr(throttle, "SERVER_LIMIT", 3, raising=False)
+    server, legacy, mcp = assist["server"], assist["legacy"], assist["mcp"]
+    alice, carol = await _client(assist["users"]["alice"]), await _client(assist["users"]["carol"])
+    query = "name=release_notes&field=arg-version&arg-version=1"
+    statuses = [(await _ask(who, server, "prompt", query)).status_code for who in (alice, carol) * 2]
+    assert statuses == [200, 200, 200, 429]
+    assert (await _ask(carol, legacy, "prompt", query)).status_code == 200  # per server
+    assert len(mcp.log.records("completion/complete")) == 4
 
 
 async def test_hostile_answers_are_bounded_and_shown_as_text(assist, hostile_mcp):
     alice = await _client(assist["users"]["alice"])
     server = await McpServer.objects.acreate(tenant_id=assist["server"].tenant_id, name="Hostile", url=hostile_mcp.url)
-    resp = await alice.get(_complete_url(server, "prompt", "name=pick&field=arg-choice&arg-choice=o"))
+    resp = await _ask(alice, server, "prompt", "name=pick&field=arg-choice&arg-choice=o")
     body = resp.json()
     # the bidi override made visible, the 300 characters left out (never cut), "ok" once; markup stays text
     assert resp.status_code == 200 and body["hasMore"] is True
     assert body["values"] == ["\u27e8U+202E\u27e9gnp.exe", "ok", "<b>bold</b>"]
-    failed = await alice.get(_complete_url(server, "prompt", "name=pick&field=arg-choice&arg-choice=boom"))
+    failed = await _ask(alice, server, "prompt", "name=pick&field=arg-choice&arg-choice=boom")
     assert failed.status_code == 200 and failed.json() == {"values": [], "hasMore": False, "reason": "jsonrpc_error"}
 
 
@@ -176,6 +202,22 @@ def test_values_of_malformed_answers():
     assert len(values) == completions.MAX_VALUES and values[0] == "a" and more is True and dropped == 53
 
 
+def test_values_of_a_million_values_looks_at_what_it_shows():
+    """A million values (checked on the event loop): only those up to the last one shown are looked at."""
+    looked: list[int] = []
+
+    class Counted(list):
+        def __iter__(self):
+            for value in super().__iter__():
+                looked.append(1)
+                yield value
+
+    raw = Counted(f"v{i}" for i in range(10 ** 6))
+    values, more, dropped = completions.values_of({"completion": {"values": raw}})
+    assert len(values) == completions.MAX_VALUES and more is True and dropped == 10 ** 6 - completions.MAX_VALUES
+    assert len(looked) <= completions.MAX_VALUES + 1
+
+
 async def test_everything_server_completes_with_context(assist, everything_server):  # noqa: F811
     alice = await _client(assist["users"]["alice"])
     server = await McpServer.objects.acreate(tenant_id=assist["server"].tenant_id, name="Everything",
@@ -183,9 +225,9 @@ async def test_everything_server_completes_with_context(assist, everything_serve
     page = (await alice.get(f"/mcp/servers/{server.pk}/prompts/?name=completable-prompt")).content.decode()
     assert "data-complete=" in page
     base = "name=completable-prompt&field=arg-{}"
-    resp = await alice.get(_complete_url(server, "prompt", base.format("department") + "&arg-department=Eng"))
+    resp = await _ask(alice, server, "prompt", base.format("department") + "&arg-department=Eng")
     assert resp.json()["values"] == ["Engineering"]
-    resp = await alice.get(_complete_url(server, "prompt", base.format("name") + "&arg-department=Sales&arg-name="))
+    resp = await _ask(alice, server, "prompt", base.format("name") + "&arg-department=Sales&arg-name=")
     assert resp.json()["values"] == ["David", "Eve", "Frank"]
 
 
@@ -303,6 +345,16 @@ async def test_log_pushes_are_bounded_rate_limited_and_made_visible(monkeypatch)
         await on_log("error", None, "again")
     assert len(pushed) == serverlog.MAX_LINES  # per request, at most
     assert len(on_log.lines) == serverlog.KEPT_LINES and on_log.lines[-1] == ["error", "", '"again"']
+    # the end of the flood: how many were held back after the last line is said when the request ends,
+    # live (no line) and kept (a HELD line), as it is before a line pushed after a burst
+    held = on_log.held
+    assert held > serverlog.MAX_LINES  # every "again" after the 200th push
+    kept = []
+    monkeypatch.setattr(serverlog, "keep_lines", lambda op_id, lines: kept.extend(lines))
+    monkeypatch.setattr(serverlog.asyncio, "get_running_loop", asyncio.events.get_running_loop)  # the real one
+    await on_log.keep()
+    assert pushed[-1]["line"] is False and pushed[-1]["held"] == held and len(pushed) == serverlog.MAX_LINES + 1
+    assert kept[-1] == [serverlog.HELD, "", str(held)] and on_log.held == 0
 
 
 async def test_kept_lines_are_the_newest_of_the_operation(assist):
@@ -316,6 +368,11 @@ async def test_kept_lines_are_the_newest_of_the_operation(assist):
     await sync_to_async(serverlog.keep_lines)(op.pk, [["info", "", str(i)] for i in range(60, 120)])
     kept = (await Operation.objects.aget(pk=op.pk)).server_log
     assert [line[2] for line in kept] == [str(i) for i in range(120 - serverlog.KEPT_LINES, 120)]
+    # a kept HELD line is the page's sentence, not a line of the server's
+    await sync_to_async(serverlog.keep_lines)(op.pk, [[serverlog.HELD, "", "7"], ["info", "", "after"]])
+    page = (await alice.get(f"/mcp/operations/{op.pk}/")).content.decode()
+    assert '<li class="log-held muted">(7 more messages were not shown: too many, too fast)</li>' in page
+    assert 'data-level="held"' not in page
 
 
 async def test_the_socket_sends_log_lines_only_of_the_persons_own_operations(assist):
@@ -338,6 +395,6 @@ async def test_the_socket_sends_log_lines_only_of_the_persons_own_operations(ass
             sent.append(await ws.receive_json_from())
         logs = [m for m in sent if m.get("type") == "log"]
         assert logs == [{"type": "log", "id": str(op.id), "level": "error", "logger": "chatty",
-                         "data": '{"step": 5, "of": 5}', "held": 0}]
+                         "data": '{"step": 5, "of": 5}', "held": 0, "line": True}]
     finally:
         await ws.disconnect()

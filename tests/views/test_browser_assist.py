@@ -30,6 +30,8 @@ def test_a_suggestion_picked_and_the_servers_log_in_the_pane(signed_in, assist_m
     server = McpServer.objects.get(name="Assisting demo")
     page.goto(f"/mcp/servers/{server.pk}/prompts/?name=release_notes")
     field = page.locator("input[name=arg-version]")
+    sent: list[tuple[str, str]] = []  # the page's asks: POSTs, what was typed never in their URL (access logs)
+    page.on("request", lambda r: sent.append((r.method, r.url)) if "/complete/" in r.url else None)
     field.press_sequentially("1.1")
     option = page.locator("datalist option")
     expect(option).to_have_count(1)  # only 1.1.0 starts with "1.1", 300 ms after the last key
@@ -38,6 +40,7 @@ def test_a_suggestion_picked_and_the_servers_log_in_the_pane(signed_in, assist_m
     # three keys typed at once: one ask (debounced), of the whole value (asked before the pick below,
     # whose own input event may make one more ask of "1.1.0")
     assert [r.params["argument"]["value"] for r in assist_mcp.log.records("completion/complete")] == ["1.1"]
+    assert sent and all(method == "POST" and "arg-version=" not in url for method, url in sent), sent
     field.fill(picked)  # what choosing it in the field's list does (Chromium draws that list outside the page)
     page.get_by_role("button", name="Get prompt").click()
     expect(page).to_have_url(OP_URL)

@@ -22,7 +22,9 @@ from mrtrweb.demo.board import BOARD_URI, board_server
 from mrtrweb.demo.server import serve_in_thread
 from mrtrweb.models import McpServer, Operation
 from mrtrweb.servers import connections
+from mrtrweb.mcp import resource_watch
 from mrtrweb.site.asgi import application
+from tests.attack28_servers import MUTE_URI, mute_subscriber
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -125,3 +127,38 @@ async def test_a_server_without_subscribe_is_not_followed(seeded):
     assert await ws.receive_nothing(timeout=0.5)
     assert not seeded["mcp"].log.records("resources/subscribe")
     await ws.disconnect()
+
+
+async def test_a_server_that_never_answers_a_subscribe_holds_neither_the_socket_nor_a_watch(seeded, monkeypatch):
+    """A 2025-11-25 server that never answers ``resources/subscribe``: the page's socket goes on
+    answering (the watch is a task of its own, not awaited in the socket's receive: before, every
+    push to the page waited for the server, up to the call timeout), repeated watch messages ask
+    once, and the watch is given up within ``ASK_TIMEOUT_S``, nothing left followed."""
+    monkeypatch.setattr(resource_watch, "ASK_TIMEOUT_S", 2.0, raising=False)
+    mute, asked = mute_subscriber()
+    handle = serve_in_thread(server=mute)
+    try:
+        alice_user = seeded["users"]["alice"]
+        alice = await _login(alice_user)
+        acme = seeded["servers"]["acme"]
+        server = await McpServer.objects.acreate(tenant_id=acme.tenant_id, name="Mute", url=handle.url,
+                                                 protocol="2025-11-25")
+        op = await Operation.objects.acreate(user=alice_user, tenant_id=server.tenant_id, server=server,
+                                             method="resources/read", name=MUTE_URI, params={"uri": MUTE_URI},
+                                             status="completed", request_id="r1", latest_request_id="r1")
+        ws = _ws(alice)
+        assert (await ws.connect())[0]
+        for _ in range(3):
+            await ws.send_json_to({"type": "resource.watch", "operation": str(op.pk)})
+        await ws.send_json_to({"type": "ping"})
+        assert await _message(ws, "pong", timeout=1.5) == {"type": "pong"}  # not behind the server's silence
+        conn = await connections.connection_for(alice_user, server)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 10
+        while (not asked or conn.watching_resources()) and loop.time() < deadline:
+            await asyncio.sleep(0.05)
+        assert asked == [MUTE_URI] and not conn.watching_resources()
+        assert await ws.receive_nothing(timeout=0.2)  # no "resource.watching": it is not followed
+        await ws.disconnect()
+    finally:
+        handle.stop()

@@ -1,6 +1,6 @@
 // Suggestions as the person types in a prompt's or resource template's form (issue 28,
 // mrtrweb.views.completions): 300 ms after the last keystroke in a field, the form's values go to
-// the suggestions endpoint; the answer fills the field's <datalist>, each option's value set as a
+// the suggestions endpoint (a POST with the page's CSRF token: typed values never in a URL); the answer fills the field's <datalist>, each option's value set as a
 // DOM property (never parsed as HTML). A suggestion is only a suggestion: what is sent is checked
 // on the server as any typed value. No answer, an error or a refusal: no suggestions.
 (function () {
@@ -21,12 +21,15 @@
     function ask() {
       timer = null;
       var mine = ++asked;
+      // what was typed goes in the body of a CSRF-checked POST, never in the URL (access logs)
       var query = "&field=" + encodeURIComponent(input.name);
+      var body = new URLSearchParams();
       Array.prototype.forEach.call(fields, function (other) {
-        if (other.value) query += "&" + encodeURIComponent(other.name) + "=" + encodeURIComponent(other.value);
+        if (other.value || other === input) body.append(other.name, other.value);
       });
-      if (!input.value) query += "&" + encodeURIComponent(input.name) + "=";
-      fetch(base + query, {credentials: "same-origin", headers: {"Accept": "application/json"}})
+      var token = form.querySelector("input[name=csrfmiddlewaretoken]");
+      fetch(base + query, {method: "POST", credentials: "same-origin", body: body,
+                           headers: {"Accept": "application/json", "X-CSRFToken": token ? token.value : ""}})
         .then(function (r) { return r.ok ? r.json() : {values: []}; })
         .then(function (answer) {
           if (mine !== asked) return;  // a later ask is on its way: its answer counts

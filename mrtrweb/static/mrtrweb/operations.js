@@ -121,6 +121,10 @@
       held.textContent = (pane.getAttribute("data-held") || "").replace("{n}", String(Number(msg.held)));
       list.appendChild(held);
     }
+    if (msg.line === false) {  // the request ended: only how many were held back after the last line
+      pane.hidden = false;
+      return;
+    }
     var line = document.createElement("li");
     line.className = "log-line";
     line.setAttribute("data-level", String(msg.level || "info"));
