@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 import urllib.parse
 
 import pytest
@@ -159,8 +160,18 @@ async def test_bounds_of_the_ask(assist):
     assert not mcp.log.records("completion/complete")
 
 
+def _one_window(monkeypatch) -> None:
+    """The throttle's clock held inside one window: the asks of a test on a loaded machine may
+    otherwise straddle a window's end (a new window counts from 0) and be let through."""
+    import types
+
+    now = (int(time.time() // throttle.WINDOW_S) + 1000) * throttle.WINDOW_S + 1.0  # a window no other test used
+    monkeypatch.setattr(throttle, "time", types.SimpleNamespace(time=lambda: now))
+
+
 async def test_rate_limited_per_person(assist, monkeypatch):
     monkeypatch.setattr(throttle, "LIMIT", 2)
+    _one_window(monkeypatch)
     server, mcp = assist["server"], assist["mcp"]
     alice, carol = await _client(assist["users"]["alice"]), await _client(assist["users"]["carol"])
     query = "name=release_notes&field=arg-version&arg-version=1"
@@ -174,6 +185,7 @@ async def test_rate_limited_per_server_too(assist, monkeypatch):
     """The asks of all a server's people together are bounded as well: a tenant's many people (or
     a few scripts) must not flood one server; another server is counted apart."""
     monkeypatch.setattr(throttle, "SERVER_LIMIT", 3, raising=False)
+    _one_window(monkeypatch)
     server, legacy, mcp = assist["server"], assist["legacy"], assist["mcp"]
     alice, carol = await _client(assist["users"]["alice"]), await _client(assist["users"]["carol"])
     query = "name=release_notes&field=arg-version&arg-version=1"
