@@ -13,7 +13,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django import forms
 from django.core.exceptions import ValidationError
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonResponse
 from django.shortcuts import redirect
 from django.urls import reverse
 from django.template.response import TemplateResponse
@@ -147,6 +147,8 @@ async def tool_call(request: HttpRequest, server_id: int, tool: str | None = Non
             form.quiet()
         else:
             form = _arguments_form(schema, budget=budget)
+    elif request.method == "POST" and request.POST.get(CHECK_ONLY) == "1":
+        return await _checked_only(schema, request.POST, error)
     elif request.method == "POST" and not task_required:
         form = _arguments_form(schema, request.POST, budget)
         # off the event loop: checking a server's schema may take up to argschema.CHECK_TIMEOUT_S
@@ -184,6 +186,23 @@ async def tool_call(request: HttpRequest, server_id: int, tool: str | None = Non
                              "task_required_message": TASK_REQUIRED_MESSAGE},
                             status=409 if task_required and request.method == "POST" else
                             200 if not error else 503 if not spec or refused == 503 else 200)
+
+
+#: a POST of the JSON box with this field "1" only checks its arguments (argcheck.js, as the person types)
+CHECK_ONLY = "check_only"
+
+
+async def _checked_only(schema: Any, data: Any, error: Any) -> HttpResponse:
+    """The JSON box's arguments checked against the tool's ``inputSchema`` exactly as "Call tool"
+    checks them (:class:`JsonArgumentsForm`: bounded, nothing fetched), and nothing sent:
+    ``{"ok": true}`` or ``{"ok": false, "error": "<the form's message>"}`` (text, shown as text).
+    A server whose tools could not be read now answers ``{"ok": null}`` (no verdict)."""
+    if error:
+        return JsonResponse({"ok": None})
+    form = JsonArgumentsForm(schema, data={"arguments": data.get("arguments", "")})
+    if await sync_to_async(form.is_valid, thread_sensitive=False)():
+        return JsonResponse({"ok": True})
+    return JsonResponse({"ok": False, "error": " ".join(str(m) for m in form.errors.get("arguments", []))[:500]})
 
 
 #: the most fields a prompt's arguments or a resource template's variables make on a call page;

@@ -175,3 +175,24 @@ async def test_hostile_schemas_get_the_json_box_started_from_the_schema(client, 
     assert "Arguments do not match the tool's schema at x: type" in wrong and "Fill in fields instead" in wrong
     assert await Operation.objects.acount() == 0
     assert third_party["listener"].hits == []
+
+
+async def test_the_json_box_is_checked_against_the_schema_as_the_person_types(client, third_party, seeded):
+    """``check_only=1`` (argcheck.js, as the person types): the same check as "Call tool", its
+    verdict as JSON, nothing sent; CSRF-checked as every POST; a schema that refers outside itself
+    is said to be uncheckable, and nothing is fetched."""
+    url = names.call_url("tool", client.servers["fastmcp"].pk, "plant")
+    missing = await client.post(url, {"arguments": json.dumps({"tree": {"children": []}}), "check_only": "1"})
+    assert missing.status_code == 200 and missing.json()["ok"] is False
+    assert "at tree: required" in missing.json()["error"]
+    assert (await client.post(url, {"arguments": "[1]", "check_only": "1"})).json() == {
+        "ok": False, "error": "The arguments must be a JSON object."}
+    tree = {"tree": {"name": "oak", "children": [{"name": "acorn", "children": []}]}}
+    assert (await client.post(url, {"arguments": json.dumps(tree), "check_only": "1"})).json() == {"ok": True}
+    outside = names.call_url("tool", client.servers["hostile"].pk, "ref_http")
+    said = (await client.post(outside, {"arguments": '{"x": 1}', "check_only": "1"})).json()  # reaches the $ref
+    assert said["ok"] is False and "never fetches one" in said["error"]
+    assert await Operation.objects.acount() == 0 and third_party["listener"].hits == []
+    strict = AsyncClient(enforce_csrf_checks=True)
+    await strict.aforce_login(seeded["users"]["alice"])
+    assert (await strict.post(url, {"arguments": "{}", "check_only": "1"})).status_code == 403

@@ -139,6 +139,20 @@ def test_fastmcp_pydantic_models_filled_in_generated_fields(signed_in, fastmcp3_
         "recipient": "Ada", "address": {"street": "1 Loop Rd", "city": "London", "zip_code": None},
         "speed": "express", "insured_value": None, "tags": ["fragile"], "parcels": [{"label": "box", "weight_kg": 2.5}]}}
     assert _status(OP_URL.search(page.url).group(1)) == "completed"
+    # ``plant``'s self-recursive model: the JSON box, checked against the schema as the person types
+    page.goto("/mcp/")
+    page.get_by_role("link", name=FASTMCP).click()
+    page.locator("a[data-tool='plant']").click()
+    box, said = page.locator("textarea[name=arguments]"), page.locator(".json-check")
+    box.fill('{"tree": {"children": []}}')
+    expect(said).to_have_attribute("data-state", "bad")
+    expect(said).to_contain_text("Does not match the tool's input schema: Arguments do not match the tool's "
+                                 "schema at tree: required")
+    box.fill('{"tree": {"name": "oak", "children": []}}')
+    expect(said).to_have_text("Matches the tool's input schema.")
+    from mrtrweb.models import Operation
+
+    assert not Operation.objects.filter(name="plant").exists()  # checking sent nothing
 
 
 # -- the everything server ---------------------------------------------------------------------------
