@@ -77,8 +77,16 @@ def trusted_worker(monkeypatch):
 
     workers._state.streak = workers.TRUSTED_RENEWALS
     workers._state.last_ok = time.monotonic() + 3600  # as recent as the test needs
+    succeeded = leases.renewal_succeeded
+
+    def still_recent() -> None:  # a success must not bring the last one back to now: failures after it
+        succeeded()              # (ignored here) would then age it past two periods (ci14)
+        workers._state.last_ok = time.monotonic() + 3600
+
     for module in (leases, workers):
         monkeypatch.setattr(module, "renewal_failed", lambda exc: None)
+        if hasattr(module, "renewal_succeeded"):
+            monkeypatch.setattr(module, "renewal_succeeded", still_recent)
     yield
     workers.reset()
 
