@@ -44,6 +44,19 @@ class AuditEvent(models.Model):
         CANCELLED = "cancelled"
         EXPIRED = "expired"
         DENIED = "denied"
+        # a server's configuration (issue 29, :mod:`mrtrweb.serverconfig`): not an operation's
+        # events; ``operation_id`` is the action's own id, ``method`` is ``server/config``
+        SERVER_ADDED = "server_added"
+        SERVER_CHANGED = "server_changed"
+        SERVER_DISABLED = "server_disabled"
+        SERVER_ENABLED = "server_enabled"
+        SERVER_REMOVED = "server_removed"
+        AUTH_CHANGED = "auth_changed"
+        TENANT_CHANGED = "tenant_changed"
+
+    #: the events of a server's configuration (never of an operation)
+    CONFIG = ("server_added", "server_changed", "server_disabled", "server_enabled", "server_removed",
+              "auth_changed", "tenant_changed")
 
     TERMINAL = ("completed", "failed", "cancelled", "expired", "denied")
 

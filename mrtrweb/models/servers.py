@@ -93,16 +93,41 @@ class McpServer(models.Model):
     roots = models.JSONField(
         _("roots"), default=list, blank=True, validators=[validate_roots],
         help_text=_('The roots answered to roots/list: a JSON list of {"uri": "file:///...", "name": "..."}.'))
+    #: a personal server (issue 29): only this member of the tenant sees and uses it; None: the
+    #: tenant's server, for every member
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, null=True, blank=True,
+                              related_name="mrtr_personal_servers", verbose_name=_("owner (personal server)"))
+    #: who added the server (None: the superuser's admin, a migration, or a user since deleted)
+    added_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+                                 related_name="+", editable=False)
+    #: whether the deployer's URL policy (``MRTRWEB["SERVER_URL_POLICY"]``) holds for this server:
+    #: set when a tenant admin or a person adds it or changes its URL; never for one the superuser
+    #: adds in the Django admin. Checked again at every connection (:mod:`mrtrweb.serverconfig`).
+    url_policy = models.BooleanField(default=False, editable=False)
+    #: what the last "Test" found (:mod:`mrtrweb.serverconfig`; bounded JSON, no secret) and when
+    last_test = models.JSONField(default=dict, blank=True, editable=False)
+    last_tested_at = models.DateTimeField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["tenant__name", "name"]
-        constraints = [models.UniqueConstraint(fields=["tenant", "name"], name="mrtrweb_unique_server_name")]
+        constraints = [
+            # the tenant's servers have unique names; a person's own ones are unique among theirs
+            models.UniqueConstraint(fields=["tenant", "name"], condition=models.Q(owner__isnull=True),
+                                    name="mrtrweb_unique_server_name"),
+            models.UniqueConstraint(fields=["tenant", "owner", "name"], condition=models.Q(owner__isnull=False),
+                                    name="mrtrweb_unique_personal_server_name"),
+        ]
         verbose_name = _("MCP server")
 
     def __str__(self) -> str:
         return f"{self.name} ({self.tenant})"
+
+    @property
+    def personal(self) -> bool:
+        """Whether this is one person's own server (``owner`` set)."""
+        return self.owner_id is not None
 
     @property
     def origin(self) -> str:

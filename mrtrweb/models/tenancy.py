@@ -20,6 +20,10 @@ class Tenant(models.Model):
         help_text=_("Set by the portal's tenant resolver: this tenant's name and members follow that "
                     "organisation (members added here by hand are removed when the portal is next asked). "
                     "Empty for a tenant managed here."))
+    #: whether members may add personal servers (issue 29; a tenant admin's choice, off by default)
+    allow_personal_servers = models.BooleanField(
+        _("allow personal servers"), default=False,
+        help_text=_("Let members add MCP servers only they see and use (within the deployer's URL policy)."))
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
