@@ -70,6 +70,7 @@ _KIND_OF_CODE = {"legacy_server_request": "legacy", "url_elicitation_required": 
 #: a round's action: the one every request of the round was answered with, else ``mixed``
 ACTIONS = frozenset({"accept", "decline", "cancel", "mixed"})
 #: the audit trail's event kinds (mrtrweb.models.AuditEvent.Event)
+#: the events of an operation (not the configuration events of ``AuditEvent.CONFIG``)
 EVENTS = frozenset({"received", "rejected", "shown", "submitted", "completed", "failed", "cancelled", "expired",
                     "denied"})
 #: events that end a round without its answer leaving (``mrtrweb_round_latency_seconds{outcome="ended"}``)

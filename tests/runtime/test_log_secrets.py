@@ -90,3 +90,60 @@ def test_oauth_parameters_are_redacted_also_when_carried_inside_another_url():
     assert out.startswith("/accounts/login/?next=/mcp/oauth/callback/%3Fcode%3D[redacted]%26state%3D[redacted]"
                           "%26iss%3Dhttps%253A&access_token=[redacted]")
     assert redact_query("/mcp/servers/1/tools/?name=codes&decode=1") == "/mcp/servers/1/tools/?name=codes&decode=1"
+
+
+async def test_what_the_sdk_logs_of_a_hostile_stream_holds_no_server_data_and_no_forged_line(caplog):
+    """A server whose SSE stream carries an unknown, long event name (with an ANSI escape and a
+    bidi override) and a message that fails the SDK's validation (its ``input_value`` a
+    ``requestState``-like value): the SDK logs both at WARNING/ERROR, the second with a traceback.
+    What reaches the log is the SDK's line with the server's text made visible and bounded, and
+    the exception's type name -- never the value."""
+    import json
+
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response, StreamingResponse
+    from starlette.routing import Route
+
+    from mrtrweb.demo.server import serve_asgi_in_thread
+    from mrtrweb.mcp import McpConnection
+    from mrtrweb.mcp.outbound import OutboundPolicy
+    from tests.hostile import DISCOVER
+
+    secret = "LEAKED-STATE-5e1f0c9a"
+
+    async def endpoint(request: Request) -> Response:
+        message = await request.json()
+        if "id" not in message:
+            return Response(status_code=202)
+        rid = message["id"]
+        if message.get("method") == "server/discover":
+            return JSONResponse({"jsonrpc": "2.0", "id": rid, "result": DISCOVER})
+
+        body = (f"event: x\x1b[31m\u202eFORGED{'#' * 400}\n"
+                f"data: {{}}\n\n"
+                f"event: message\n"
+                f"data: {json.dumps({'jsonrpc': '2.0', 'id': rid, 'result': secret})}\n\n"
+                f"event: message\n"
+                f"data: {json.dumps({'jsonrpc': '2.0', 'id': rid, 'result': {'content': [], 'resultType': 'complete'}})}\n\n")
+        return StreamingResponse(iter([body.encode()]), media_type="text/event-stream")
+
+    handle = serve_asgi_in_thread(Starlette(routes=[Route("/mcp", endpoint, methods=["POST"])]))
+    caplog.set_level(logging.DEBUG)
+    try:
+        async with McpConnection(handle.url, timeout_s=10, outbound=OutboundPolicy(allow_http_loopback=True)) as conn:
+            try:
+                await conn.send("tools/call", {"name": "x", "arguments": {}}, "r1", timeout_s=5)
+            except Exception:  # noqa: BLE001 -- whatever the call's outcome, the log is the point
+                pass
+    finally:
+        handle.stop()
+    sdk = [r for r in caplog.records if r.name.startswith(("mcp.client", "mcp.shared"))]
+    assert any(r.levelno >= logging.WARNING for r in sdk), [r.getMessage() for r in caplog.records]
+    for record in sdk:
+        assert record.exc_info is None and record.exc_text is None
+        assert "\n" not in record.getMessage() and "\x1b" not in record.getMessage()
+    assert secret not in caplog.text
+    unknown = [r.getMessage() for r in sdk if "Unknown SSE event" in r.getMessage()]
+    assert unknown and all("\\u001b[31m\\u202eFORGED" in m and "more characters]" in m for m in unknown), unknown
+    assert any("details withheld" in r.getMessage() for r in sdk), [r.getMessage() for r in sdk]
