@@ -67,7 +67,8 @@ async def _protected(request: Request) -> Response:
 
 async def _prm(request: Request) -> JSONResponse:
     return JSONResponse({"resource": f"http://{request.url.netloc}/prm/mcp",
-                         "authorization_servers": [AUTH_SERVER, "javascript:alert(1)\u200b"]})
+                         "authorization_servers": [AUTH_SERVER, "javascript:alert(1)\u200b",
+                                                   "https://evil.example/<img src=x onerror=alert(1)>"]})
 
 
 def serve_hostile():
