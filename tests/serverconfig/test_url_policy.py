@@ -275,3 +275,31 @@ async def test_connection_for_follows_the_servers_flag_and_the_pool_reopens_when
     assert again.is_open and again.url_policy is not None and again is not first
     assert await connection_for(alice, server) is again  # the same verdict: the pooled one
     await pool().close_all()
+
+
+async def test_the_authorization_flows_of_a_policy_server_hold_the_policy_too(names, counted_demo, settings) -> None:
+    """Discovery, refresh and revocation requests to the server's own origin (OAuth per person)
+    go through a guarded client of ``outbound_policy(server)``: checked and pinned as the connection."""
+    from types import SimpleNamespace
+
+    from mrtrweb.authz.config import outbound_policy
+    from mrtrweb.mcp.outbound import guarded_client
+
+    handle, counted = counted_demo
+    settings.MRTRWEB = {"SERVER_URL_POLICY": {"allow_http_hosts": ["mcp.example.test"]},
+                        "OUTBOUND_ALLOW_HTTP_LOOPBACK": True}
+    assert outbound_policy(SimpleNamespace(url_policy=False)).mcp_policy is None
+    held = outbound_policy(SimpleNamespace(url_policy=True))
+    assert held.mcp_policy == conf.server_url_policy()
+    names.names["mcp.example.test"] = ["127.0.0.1"]
+    origin = f"http://mcp.example.test:{handle.port}"
+    before = counted.requests
+    async with guarded_client(held, mcp_origin=origin, bound_mcp=True) as client:
+        with pytest.raises(UrlRefused) as caught:
+            await client.get(f"{origin}/.well-known/oauth-protected-resource/mcp")
+    assert caught.value.code == "address" and counted.requests == before
+    # a superuser's server: its origin is the admin's choice, as before
+    async with guarded_client(outbound_policy(SimpleNamespace(url_policy=False)), mcp_origin=f"http://127.0.0.1:{handle.port}",
+                              bound_mcp=True) as client:
+        await client.get(f"http://127.0.0.1:{handle.port}/.well-known/oauth-protected-resource/mcp")
+    assert counted.requests == before + 1
