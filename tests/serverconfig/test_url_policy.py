@@ -323,3 +323,30 @@ async def test_https_pinned_to_the_checked_address_is_verified_for_the_name(name
         async with McpConnection(f"https://other.example.test:{port}/mcp", url_policy=pol, timeout_s=10):
             pass
     assert caught.value.reason == "tls"
+
+
+async def test_the_server_page_says_the_policy_refused_the_address_now(seeded, settings) -> None:
+    from django.test import AsyncClient
+
+    from mrtrweb.models import McpServer
+
+    settings.MRTRWEB = {}
+    server = seeded["servers"]["acme"]
+    await McpServer.objects.filter(pk=server.pk).aupdate(url_policy=True)  # added under the policy; now on loopback
+    seeded["mcp"].log.clear()
+    client = AsyncClient()
+    await client.aforce_login(seeded["users"]["carol"])
+    page = await client.get(f"/mcp/servers/{server.pk}/")
+    assert page.status_code == 200
+    assert 'data-reason="policy"' in page.content.decode()
+    assert "URL policy does not allow the address" in page.content.decode()
+    assert seeded["mcp"].log.records() == []  # nothing was sent
+
+
+async def test_the_sync_check_works_inside_an_event_loop_too(settings) -> None:
+    """A form validated inside an async view (no ``sync_to_async``) must not fail with a 500."""
+    settings.MRTRWEB = {}
+    with pytest.raises(ValidationError) as caught:
+        policy.validate_url("https://localhost/mcp")
+    assert caught.value.code == "url_policy_address"
+    assert policy.check("https://93.184.216.34/mcp") == ["93.184.216.34"]
