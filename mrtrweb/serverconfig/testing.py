@@ -7,8 +7,9 @@
   that fails refuses, logged).
 * ``async`` :func:`run_test` ``(user, tenant, url, protocol, bearer=None, *, server=None) -> dict``
   -- the rate limit, then :func:`mrtrweb.serverconfig.probe.probe` under the deployer's URL policy
-  (a saved ``server`` is tested under :func:`~mrtrweb.serverconfig.policy.for_server`: a superuser's
-  server unrestricted), the report returned (``reason="rate_limited"`` without connecting when over
+  (a saved ``server`` at its saved URL is tested under :func:`~mrtrweb.serverconfig.policy.for_server`:
+  a superuser's server unrestricted there, as it is connected; any other URL, whichever server it
+  names, under the policy), the report returned (``reason="rate_limited"`` without connecting when over
   the limit). The caller checked :func:`may_test`; the bearer is used, never logged or kept.
 * :func:`record_test` / :func:`arecord_test` ``(server, report)`` -- keep a report as the server's
   last test (``McpServer.last_test``, ``last_tested_at``).
@@ -77,7 +78,9 @@ async def run_test(user: Any, tenant: Tenant, url: str, protocol: str, bearer: s
     if not await sync_to_async(allowed, thread_sensitive=False)(user.pk):
         logger.info("server test by user %s in tenant %s refused: over the rate limit", user.pk, tenant.pk)
         return refused_report(url, protocol, "rate_limited", "too many tests in a minute")
-    url_policy = policy.for_server(server) if server is not None else policy.current()
+    # Unrestricted only where the superuser chose: the saved server's own URL. Another URL typed on
+    # its edit page is a tenant admin's choice, judged by the deployer's policy like any other.
+    url_policy = policy.for_server(server) if server is not None and url == server.url else policy.current()
     report = await probe(url, protocol, url_policy=url_policy, outbound=outbound_policy(), bearer=bearer or None)
     logger.info("server test by user %s in tenant %s of %s: %s%s (%d ms)", user.pk, tenant.pk, report["origin"],
                 report["outcome"], f" ({report['reason']})" if report["reason"] else "", report["elapsed_ms"])
