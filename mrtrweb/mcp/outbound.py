@@ -13,7 +13,9 @@ Rules (:func:`check_url`, enforced again per request by :class:`GuardedTransport
   by the IPv4 address they carry, unless the host is in ``OutboundPolicy.allow_hosts`` (an admin's
   allow-list), or every address is loopback and ``allow_http_loopback`` is set;
 * bounded: ``timeout_s`` for the whole request (resolution, connect, headers and body),
-  ``max_bytes`` per response body;
+  ``max_bytes`` per response body -- counted after its ``Content-Encoding`` is decoded (here, in
+  pieces of about 1 MiB: a gzip or deflate body of kilobytes inflating to gigabytes stops at the
+  bound; so does :data:`~mrtrweb.mcp.evidence.MAX_RESPONSE_BYTES` of an MCP connection's answers);
 * no redirect is followed by the guard; the SDK's ``RedirectAwareAuth`` follows same-origin
   redirects only and hands any other one to the flow as a failed response (a redirect to another
   host is therefore never fetched, and each followed one is checked again here).
@@ -204,6 +206,35 @@ class _BoundedBody(httpx2.AsyncByteStream):
         await self._inner.aclose()
 
 
+class _Inflated(httpx2.AsyncByteStream):
+    """A compressed response body decoded here, in pieces of at most about 1 MiB (httpx2's own
+    bounded decoders), so that every size bound after the transport counts the bytes the product
+    gets -- not the few kilobytes on the wire of a body that inflates to gigabytes."""
+
+    def __init__(self, raw: Any, content_encoding: str) -> None:
+        self._raw = httpx2.Response(200, headers={"Content-Encoding": content_encoding}, stream=raw)
+
+    async def __aiter__(self) -> Any:
+        async for chunk in self._raw.aiter_bytes():
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._raw.aclose()
+
+
+def _inflated_here(response: httpx2.Response) -> httpx2.Response:
+    """``response`` with a ``Content-Encoding`` body decoded by :class:`_Inflated` (the header and
+    ``Content-Length`` removed, so nothing decodes it again); any other response as it is."""
+    coding = response.headers.get("content-encoding", "")
+    if coding.strip().lower() in ("", "identity"):
+        return response
+    response.stream = _Inflated(response.stream, coding)
+    del response.headers["content-encoding"]
+    if "content-length" in response.headers:
+        del response.headers["content-length"]
+    return response
+
+
 class GuardedTransport(httpx2.AsyncBaseTransport):
     """An httpx2 transport applying :func:`resolve_checked` to every request it sends (see module doc).
 
@@ -247,7 +278,7 @@ class GuardedTransport(httpx2.AsyncBaseTransport):
         if mcp and self.mcp_policy is not None:
             request = _pinned(request, await self._mcp_pin())  # the deployer's policy: checked, pinned
         if mcp and not self.bound_mcp:
-            return await self._inner.handle_async_request(request)
+            return _inflated_here(await self._inner.handle_async_request(request))
         deadline = time.monotonic() + self.policy.timeout_s
         if mcp:
             pinned = request  # the admin's own choice (or the policy's pin): no address rules, the same bounds
@@ -261,6 +292,7 @@ class GuardedTransport(httpx2.AsyncBaseTransport):
             raise OutboundRefused("no response in time") from None
         except httpx2.TransportError as exc:
             raise OutboundRefused(f"the request failed ({type(exc).__name__})") from None
+        response = _inflated_here(response)  # the bounds count inflated bytes, not the wire's
         response.stream = _BoundedBody(response.stream, self.policy.max_bytes, deadline)
         return response
 
