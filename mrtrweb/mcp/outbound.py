@@ -57,13 +57,13 @@ from .tls import tls_client_context
 if TYPE_CHECKING:
     from .url_policy import UrlPolicy
 
-__all__ = ["GuardedTransport", "OutboundPolicy", "OutboundRefused", "check_url", "effective_address", "guarded_client",
+__all__ = ["NOT_GLOBAL_NETWORKS", "GuardedTransport", "OutboundPolicy", "OutboundRefused", "check_url", "effective_address", "guarded_client",
            "is_public_address", "resolve_checked", "resolve_host", "split_url"]
 
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 #: special-purpose networks (IANA registries) that are not globally reachable although some Python
 #: versions' ``is_global`` says they are: the rule must not depend on the interpreter's patch level
-_NOT_GLOBAL = tuple(ipaddress.ip_network(n) for n in (
+NOT_GLOBAL_NETWORKS = tuple(ipaddress.ip_network(n) for n in (
     "0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12",
     "192.0.0.0/24",  # IETF protocol assignments (a cloud's legacy metadata address 192.0.0.192 among them)
     "192.0.2.0/24", "192.168.0.0/16", "198.18.0.0/15", "198.51.100.0/24", "203.0.113.0/24", "240.0.0.0/4",
@@ -117,12 +117,12 @@ def is_public_address(addr: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bo
     """Whether ``addr`` (judged by :func:`effective_address`) is a public unicast address: not
     private (RFC 1918, ULA), loopback, link-local, shared (CGNAT), multicast, reserved or unspecified,
     nor in any other special-purpose network that is not globally reachable (``192.0.0.0/24``,
-    documentation, benchmarking, site-local ``fec0::/10``...: :data:`_NOT_GLOBAL`, whatever the
+    documentation, benchmarking, site-local ``fec0::/10``...: :data:`NOT_GLOBAL_NETWORKS`, whatever the
     Python version's ``is_global`` says)."""
     a = effective_address(addr)
     return a.is_global and not (a.is_private or a.is_loopback or a.is_link_local or a.is_multicast
                                 or a.is_reserved or a.is_unspecified
-                                or any(a.version == n.version and a in n for n in _NOT_GLOBAL))
+                                or any(a.version == n.version and a in n for n in NOT_GLOBAL_NETWORKS))
 
 
 def split_url(url: str) -> tuple[str, str, int]:

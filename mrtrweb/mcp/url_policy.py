@@ -180,8 +180,9 @@ def _names(value: Any, what: str) -> frozenset[str]:
     names = set()
     for v in value:
         name = v.strip().lower().rstrip(".") if not v.strip().startswith("[") else v.strip().strip("[]").lower()
-        if any(c in name for c in "/:@ ") and not _is_ip(name):
-            raise ValueError(f"{what}: {v!r} is not a host name or IP address (no scheme, port or path)")
+        if not _is_ip(name) and not all(c.isalnum() or c in "-_." for c in name):
+            raise ValueError(f"{what}: {v!r} is not a host name or IP address (no scheme, port, path or "
+                             "wildcard: \".corp.example\" stands for every name under corp.example)")
         names.add(str(ipaddress.ip_address(name)) if _is_ip(name) else name)
     return frozenset(names)
 
@@ -197,7 +198,11 @@ def _is_ip(text: str) -> bool:
 def parse_policy(value: Any, *, timeout_s: float = 10.0) -> UrlPolicy:
     """A :class:`UrlPolicy` from the setting's dict (``MRTRWEB["SERVER_URL_POLICY"]``): keys
     ``allow_hosts``, ``allow_networks``, ``allow_http_hosts`` (lists of strings) and
-    ``max_url_chars`` (a whole number from 20 to 4096), each optional.
+    ``max_url_chars`` (a whole number from 20 to 4096), each optional. A host entry is a name
+    (letters, digits, ``-``, ``_``, ``.``; no wildcard: ``.corp.example`` for the names under it) or
+    an IP literal; a network entry lies inside one of the non-public blocks
+    (:data:`~mrtrweb.mcp.outbound.NOT_GLOBAL_NETWORKS`: ``0.0.0.0/0`` or ``10.0.0.0/7`` would open
+    every private address they also cover, and public addresses are allowed anyway).
 
     Raises:
         ValueError: an unknown key or a value of the wrong shape, said plainly (for the start-up check).
@@ -214,9 +219,15 @@ def parse_policy(value: Any, *, timeout_s: float = 10.0) -> UrlPolicy:
         raise ValueError("allow_networks must be a list of networks such as \"10.0.0.0/8\"")
     for n in raw_networks:
         try:
-            networks.append(ipaddress.ip_network(str(n).strip(), strict=False))
+            network = ipaddress.ip_network(str(n).strip(), strict=False)
         except ValueError:
             raise ValueError(f"allow_networks: {n!r} is not a network such as \"10.0.0.0/8\" or \"fd00::/8\"") from None
+        # Public addresses are allowed anyway: an entry reaching past the private (special-purpose)
+        # blocks would only open every private, loopback and link-local address it also covers.
+        if not any(network.version == b.version and network.subnet_of(b) for b in outbound.NOT_GLOBAL_NETWORKS):
+            raise ValueError(f"allow_networks: {n!r} covers public addresses, which are allowed anyway; list only the "
+                             "private networks your servers are in (such as \"10.20.0.0/16\" or \"fd12:3456::/48\")")
+        networks.append(network)
     limit = value.get("max_url_chars", DEFAULT_MAX_URL_CHARS)
     if isinstance(limit, bool) or not isinstance(limit, int) or not 20 <= limit <= 4096:
         raise ValueError("max_url_chars must be a whole number from 20 to 4096")
