@@ -31,7 +31,8 @@ Reasons (``reason``), a failed test's cause in stable words: those of
 ``http_status``, ``not_mcp``, ``policy``, ``unreachable``), and ``redirect`` (an HTTP 3xx: the
 product follows no redirect of an MCP endpoint -- a redirect loop ends there), ``too_large`` (a
 response past the size bound), ``protocol`` (a pinned protocol version the server does not speak),
-``rate_limited`` (too many tests: nothing was tried), ``error`` (anything unforeseen, logged).
+``rate_limited`` (too many tests: nothing was tried), ``busy`` (another test of the person's is
+running: nothing was tried), ``error`` (anything unforeseen, logged).
 
 Bounds: the whole test :data:`TEST_TIMEOUT_S` (a server that accepts and never answers ends as
 ``timeout``); a response body at most :data:`mrtrweb.mcp.evidence.MAX_RESPONSE_BYTES` (8 MiB:

@@ -9,7 +9,8 @@ it when ``url`` and ``protocol`` are the saved ones, and it is tested under that
 Who: signed in (else the sign-in redirect), CSRF checked (Django's middleware), a tenant admin of
 the tenant or a member where it allows personal servers (else 404, as for a tenant one is not in);
 a ``server`` must be one they may edit: a tenant server for its admins, a personal server for its
-owner (else 404). Rate-limited per person (``SERVER_TESTS_PER_MINUTE``: 429 with the report).
+owner (else 404). Rate-limited per person (``SERVER_TESTS_PER_MINUTE``: 429 with the report), one
+test at a time per person (another while one runs: 429, ``reason="busy"``).
 
 Answer: the report (:mod:`.probe`) rendered by ``mrtrweb/serverconfig/_test_report.html``
 (``text/html``, a fragment to put into the page), or the report itself as JSON when the request
@@ -83,7 +84,7 @@ async def test_server(request: HttpRequest, slug: str) -> HttpResponse:
         report["policy_code"] = "url" if not url else "too_long"
         return _answer(request, report, status=400)
     report = await testing.run_test(user, tenant, url, protocol, request.POST.get("bearer") or None, server=server)
-    if report["reason"] == "rate_limited":
+    if report["reason"] in ("rate_limited", "busy"):
         return _answer(request, report, status=429)
     if server is not None and url == server.url and report["protocol"] == server.protocol:
         await testing.arecord_test(server, report)

@@ -6,7 +6,8 @@
   tests a minute (a fixed window in the shared ``default`` cache, as the other throttles; a cache
   that fails refuses, logged).
 * ``async`` :func:`run_test` ``(user, tenant, url, protocol, bearer=None, *, server=None) -> dict``
-  -- the rate limit, then :func:`mrtrweb.serverconfig.probe.probe` under the deployer's URL policy
+  -- one test at a time per person (another while one of theirs runs: ``reason="busy"``, nothing
+  tried; a mark in the shared cache, expiring after ``TEST_TIMEOUT_S`` + 10 s), the rate limit, then :func:`mrtrweb.serverconfig.probe.probe` under the deployer's URL policy
   (a saved ``server`` at its saved URL is tested under :func:`~mrtrweb.serverconfig.policy.for_server`:
   a superuser's server unrestricted there, as it is connected; any other URL, whichever server it
   names, under the policy), the report returned (``reason="rate_limited"`` without connecting when over
@@ -29,7 +30,7 @@ from ..authz.config import outbound_policy
 from ..mcp.loglimit import LogLimiter
 from ..models import McpServer, Membership, Tenant
 from . import policy
-from .probe import probe, refused_report
+from .probe import TEST_TIMEOUT_S, probe, refused_report
 
 __all__ = ["WINDOW_S", "allowed", "arecord_test", "may_test", "record_test", "run_test"]
 
@@ -73,6 +74,27 @@ async def run_test(user: Any, tenant: Tenant, url: str, protocol: str, bearer: s
     what the URL or the server does."""
     if protocol not in McpServer.Protocol.values:
         protocol = McpServer.Protocol.AUTO
+    running = f"mrtrweb-server-test-running:{user.pk}"
+    try:  # one test at a time per person (every process: the shared cache); it expires if a worker dies
+        first = await caches["default"].aadd(running, 1, int(TEST_TIMEOUT_S) + 10)
+    except Exception as exc:  # noqa: BLE001 -- any cache failure: refuse, never test unbounded
+        _log.warning("cache", "server tests refused: the cache failed (%s)", type(exc).__name__)
+        first = False
+    if not first:
+        logger.info("server test by user %s in tenant %s refused: another of theirs is running", user.pk, tenant.pk)
+        return refused_report(url, protocol, "busy", "another test of this person is running")
+    try:
+        return await _counted_test(user, tenant, url, protocol, bearer, server)
+    finally:
+        try:
+            await caches["default"].adelete(running)
+        except Exception as exc:  # noqa: BLE001 -- the mark expires by itself
+            _log.warning("cache", "a server test's mark was not removed (%s)", type(exc).__name__)
+
+
+async def _counted_test(user: Any, tenant: Tenant, url: str, protocol: str, bearer: str | None,
+                        server: McpServer | None) -> dict[str, Any]:
+    """:func:`run_test` once the person's mark is set: the rate limit, then the probe."""
     from asgiref.sync import sync_to_async
 
     if not await sync_to_async(allowed, thread_sensitive=False)(user.pk):

@@ -46,3 +46,41 @@ async def test_a_superusers_server_id_does_not_lift_the_policy_from_another_url(
     saved = await client.post(URL, {"url": server.url, "server": str(server.pk)}, headers={"Accept": "application/json"})
     assert saved.json()["outcome"] == "connected"
     assert (await McpServer.objects.aget(pk=server.pk)).last_test["outcome"] == "connected"
+
+
+@pytest.mark.urls("tests.serverconfig.urls")
+async def test_one_test_at_a_time_per_person(seeded, settings) -> None:
+    """The rate limit counts tests a minute; without a bound on tests running at once, one person
+    holds ``SERVER_TESTS_PER_MINUTE`` connections (each up to 20 s) open at the same moment, and
+    every person of a tenant does. A second test while one of theirs runs is refused, nothing tried."""
+    import asyncio
+
+    from .hostile_http import Silent
+
+    settings.MRTRWEB = {"SERVER_URL_POLICY": {"allow_http_hosts": ["127.0.0.1"], "allow_networks": ["127.0.0.0/8"]},
+                        "SERVER_TESTS_PER_MINUTE": 100}
+    silent = Silent()
+    alice = AsyncClient()
+    await alice.aforce_login(seeded["users"]["alice"])
+    try:
+        first = asyncio.create_task(alice.post(URL, {"url": f"http://127.0.0.1:{silent.port}/mcp"}))
+        while not silent.accepted and not first.done():
+            await asyncio.sleep(0.02)
+        assert len(silent.accepted) == 1
+        second = await alice.post(URL, {"url": f"http://127.0.0.1:{silent.port}/mcp"}, headers={"Accept": "application/json"})
+        assert second.status_code == 429 and second.json()["reason"] == "busy"
+        html = await alice.post(URL, {"url": f"http://127.0.0.1:{silent.port}/mcp"})
+        assert html.status_code == 429 and "Another test of yours is still running" in html.content.decode()
+        assert len(silent.accepted) == 1  # nothing was tried
+        # another person is not held up by alice's test
+        tenant = seeded["servers"]["acme"].tenant
+        tenant.allow_personal_servers = True
+        await tenant.asave()
+        carol = AsyncClient()
+        await carol.aforce_login(seeded["users"]["carol"])
+        assert (await carol.post(URL, {"url": seeded["mcp"].url})).status_code == 200
+    finally:
+        silent.stop()  # the first test's connection closes: it ends
+    assert (await first).status_code == 200
+    again = await alice.post(URL, {"url": seeded["mcp"].url}, headers={"Accept": "application/json"})
+    assert again.status_code == 200 and again.json()["outcome"] == "connected"
