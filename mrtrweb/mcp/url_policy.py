@@ -17,7 +17,8 @@ Rules of :meth:`UrlPolicy.resolve` (each refusal a :class:`UrlRefused` with a st
                ULA), loopback, link-local, shared, multicast, reserved, unspecified, judged by the
                IPv4 address carried in IPv4-mapped, NAT64 and 6to4 forms
                (:func:`~mrtrweb.mcp.outbound.is_public_address`, the outbound guard's own rule) --
-               and not inside ``allow_networks``, and the host is not in ``allow_hosts``.
+               and not inside ``allow_networks``, and the host is not in ``allow_hosts``. For a
+               name, the refusal names the host, never the address (logged at INFO for the deployer).
 
 ``allow_hosts`` / ``allow_http_hosts`` entries are lower-case host names or IP literals; an entry
 starting with ``.`` (``.corp.example``) stands for every name under that domain (not the domain
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
+import logging
 import urllib.parse
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
@@ -51,6 +53,8 @@ REFUSED_AT_CONNECT: Final = gettext_noop(
 #: the default bound of a URL's length, characters
 DEFAULT_MAX_URL_CHARS: Final = 500
 
+logger = logging.getLogger(__name__)
+
 _Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 _Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -59,7 +63,10 @@ class UrlRefused(OutboundRefused):
     """The URL policy refused a URL. ``code``: one of :data:`CODES`; ``reason``: an English
     sentence saying why (no secret; safe to log; the pages translate by ``code``); ``detail``: what
     the sentence names (``{"max": int}``, ``{"scheme": str}``, ``{"host": str}``, ``{"host": str,
-    "address": str}``; no secret -- userinfo is never kept)."""
+    "address": str, "literal": True}`` for an IP literal, ``{"host": str, "literal": False}`` for a
+    name -- the private address a name resolves to is never in a refusal, only in the log: it
+    would make the refusal an oracle of the deployment's internal DNS; no secret -- userinfo is
+    never kept)."""
 
     def __init__(self, code: str, reason: str, **detail: Any) -> None:
         super().__init__(reason)
@@ -152,10 +159,16 @@ class UrlPolicy:
                                  + (" in time" if "in time" in exc.reason else ""), host=host) from None
         if not _host_in(host, self.allow_hosts) and not (literal is not None and str(literal) in self.allow_hosts):
             for addr in addrs:
-                if not self.address_allowed(addr):
-                    what = f"{host} is" if literal is not None else f"{host} resolves to {addr},"
-                    raise UrlRefused("address", f"{what} a private, loopback, link-local or reserved address this "
-                                     "deployment does not allow", host=host, address=str(addr), literal=literal is not None)
+                if self.address_allowed(addr):
+                    continue
+                if literal is not None:
+                    raise UrlRefused("address", f"{host} is a private, loopback, link-local or reserved address this "
+                                     "deployment does not allow", host=host, address=str(addr), literal=True)
+                # The address a name resolves to is the deployment's network map: the deployer's log
+                # names it, the refusal (shown to the person who typed the name) does not.
+                logger.info("URL policy: %s resolves to %s, an address this deployment does not allow", host, addr)
+                raise UrlRefused("address", f"{host} resolves to a private, loopback, link-local or reserved address "
+                                 "this deployment does not allow", host=host, literal=False)
         return [str(a) for a in addrs]
 
 

@@ -93,10 +93,9 @@ def message(exc: UrlRefused) -> str:
     if exc.code == "address" and detail.get("literal"):
         return gettext("%(host)s is a private, loopback, link-local or reserved address this deployment does not "
                        "allow servers at.") % {"host": detail.get("host", "?")}
-    if exc.code == "address":
-        return gettext("%(host)s resolves to %(address)s, a private, loopback, link-local or reserved address "
-                       "this deployment does not allow servers at.") % {
-            "host": detail.get("host", "?"), "address": detail.get("address", "?")}
+    if exc.code == "address":  # a name: never the address it resolves to (the deployment's network map)
+        return gettext("%(host)s resolves to a private, loopback, link-local or reserved address this deployment "
+                       "does not allow servers at.") % {"host": detail.get("host", "?")}
     return gettext("This is not a usable URL.")
 
 
