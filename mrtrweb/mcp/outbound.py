@@ -264,6 +264,9 @@ class GuardedTransport(httpx2.AsyncBaseTransport):
                  mcp_policy: "UrlPolicy | None" = None) -> None:
         self.policy = policy
         self.mcp_origin = mcp_origin
+        #: ``mcp_origin`` as httpx2 spells a request's URL (an internationalized host in punycode):
+        #: what :meth:`_is_mcp` compares, so a request to the server's own origin is always known as such
+        self._mcp_key = _as_sent(mcp_origin) if mcp_origin is not None else None
         self.bound_mcp = bound_mcp
         self.mcp_policy = mcp_policy if mcp_policy is not None else policy.mcp_policy
         #: with ``mcp_policy``: the address of ``mcp_origin`` checked at the first request, else None
@@ -280,10 +283,10 @@ class GuardedTransport(httpx2.AsyncBaseTransport):
             return self.mcp_address
 
     def _is_mcp(self, request: httpx2.Request) -> bool:
-        if self.mcp_origin is None:
+        if self._mcp_key is None:
             return False
         try:
-            return origin_of(str(request.url)) == self.mcp_origin
+            return origin_of(str(request.url)) == self._mcp_key
         except ValueError:
             return False
 
@@ -312,6 +315,15 @@ class GuardedTransport(httpx2.AsyncBaseTransport):
 
     async def aclose(self) -> None:
         await self._inner.aclose()
+
+
+def _as_sent(origin: str) -> str:
+    """``origin`` (``scheme://host:port``) as httpx2 spells it in a request's URL (``bücher.example``
+    becomes ``xn--bcher-kva.example``); ``origin`` itself when httpx2 cannot parse it."""
+    try:
+        return origin_of(str(httpx2.URL(origin)))
+    except (ValueError, httpx2.InvalidURL):
+        return origin
 
 
 def _pinned(request: httpx2.Request, address: str) -> httpx2.Request:
