@@ -161,16 +161,17 @@ def _claim(state: str, user_id: Any, session_key: str) -> PendingAuthorization:
     return pending
 
 
-async def _check_still_connectable(pending: PendingAuthorization, flow: PendingFlow) -> None:
+async def _check_still_connectable(pending: PendingAuthorization, flow: PendingFlow) -> Any:
     """Refuse (``state_invalid``, before any code exchange) when, since the flow started, the
     server was re-pointed (another URL: the tokens would be for another resource), left OAuth per
     user, was disabled, its pre-registered secret was pinned to another issuer (or to none), or the
-    person may no longer act on it (removed from the tenant...)."""
+    person may no longer act on it (removed from the tenant...). Returns the server (``url``,
+    ``auth_mode``, ``enabled``, ``oauth_issuer``, ``url_policy`` loaded)."""
     from ..tenancy import access
     from ..models import McpServer
 
     server = await McpServer.objects.filter(pk=pending.server_id).only("url", "auth_mode", "enabled",
-                                                                       "oauth_issuer").afirst()
+                                                                       "oauth_issuer", "url_policy").afirst()
     # a pre-registered secret: the code exchange presents it, so only to the issuer configured now
     secret = flow.how == "preregistered" and bool((flow.client_info or {}).get("client_secret"))
     repinned = server is not None and secret and not (
@@ -180,6 +181,7 @@ async def _check_still_connectable(pending: PendingAuthorization, flow: PendingF
         logger.warning("authorization callback for pending %s refused: the server changed or access ended", pending.pk)
         raise ConnectRefused("state_invalid", gettext_noop("This server's settings or your access changed since you started "
                                               "connecting; connect again."))
+    return server
 
 
 async def finish_connect(*, user: Any, session_key: str, query: Any) -> OAuthConnection:
@@ -202,13 +204,15 @@ async def finish_connect(*, user: Any, session_key: str, query: Any) -> OAuthCon
         flow = PendingFlow.from_json(unseal(pending.flow_sealed))
     except (SecretUnreadable, TypeError):
         raise ConnectRefused("state_invalid", gettext_noop("This authorization can no longer be read; connect again.")) from None
-    await _check_still_connectable(pending, flow)
+    server = await _check_still_connectable(pending, flow)
     scratch = MemoryStorage()
     try:
         tokens = await complete_authorization(
             flow, code=_query_value(query, "code"), state=state, iss=_query_value(query, "iss"),
             error=_query_value(query, "error"), error_description=_query_value(query, "error_description"),
-            storage=scratch, policy=outbound_policy())
+            # the server's own policy: under the URL policy, the token request to its origin is
+            # checked and pinned like every other request of that server (a name re-pointed since the start reaches nothing)
+            storage=scratch, policy=outbound_policy(server))
     except AuthorizationFailed as exc:
         raise ConnectRefused(exc.code, exc.message) from None
     client_id = str(flow.client_info.get("client_id") or "")
