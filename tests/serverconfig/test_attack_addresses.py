@@ -42,3 +42,29 @@ async def test_special_purpose_addresses_are_not_public(text) -> None:
                                   "2001:4860:4860::8888"])
 def test_public_addresses_stay_public(text) -> None:
     assert is_public_address(ipaddress.ip_address(text))
+
+
+@pytest.mark.parametrize("url", [
+    "https://2130706433/mcp", "https://0x7f.1/mcp", "https://127.1/mcp", "https://0177.0.0.1/mcp",
+    "https://017700000001/mcp", "https://0x7f000001/mcp", "https://3232235777/mcp", "https://192.168.1/mcp",
+    "https://[fe80::1%25eth0]/mcp", "https://[::1%25lo]/mcp", "https://[::ffff:127.0.0.1]/mcp", "https://[::127.0.0.1]/mcp",
+    "https://[0:0:0:0:0:ffff:7f00:1]/mcp", "https://[::ffff:a9fe:a9fe]/mcp", "https://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/mcp",
+    "https://[64:ff9b:1::7f00:1]/mcp", "https://LOCALHOST./mcp", "https://localhost../mcp", "HTTPS://LoCaLhOsT/mcp",
+    "https://\uff11\uff12\uff17.\uff10.\uff10.\uff11/mcp", "https://127\u30020\u30020\u30021/mcp", "https://169.254.169.254./mcp",
+    "https://[fd00:ec2::254]/mcp", "https://100.100.100.200/mcp", "https://0/mcp", "https://[::]/mcp",
+    "https://127.0.0.1#@93.184.216.34/mcp", "https://127.0.0.1?@93.184.216.34/mcp",
+])
+async def test_every_spelling_of_a_private_address_is_refused(url) -> None:
+    """(No fault: a regression guard for the spellings the docs name.) Whatever spelling, the
+    address the system resolver makes of it is what is judged."""
+    with pytest.raises(UrlRefused) as caught:
+        await UrlPolicy(timeout_s=3.0).resolve(url)
+    assert caught.value.code == "address", caught.value.reason
+
+
+@pytest.mark.parametrize("url", ["https://evil\\@127.0.0.1/mcp", "https://127.0.0.1\\@evil.example/mcp",
+                                 "https://127.0.0.1%2f@evil.example/mcp", "https://93.184.216.34@127.0.0.1/mcp"])
+async def test_backslashes_and_encoded_separators_before_an_at_sign_are_userinfo(url) -> None:
+    with pytest.raises(UrlRefused) as caught:
+        await UrlPolicy(timeout_s=3.0).resolve(url)
+    assert caught.value.code == "userinfo"
