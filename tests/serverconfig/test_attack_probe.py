@@ -84,3 +84,23 @@ async def test_one_test_at_a_time_per_person(seeded, settings) -> None:
     assert (await first).status_code == 200
     again = await alice.post(URL, {"url": seeded["mcp"].url}, headers={"Accept": "application/json"})
     assert again.status_code == 200 and again.json()["outcome"] == "connected"
+
+
+@pytest.mark.urls("tests.serverconfig.urls")
+async def test_hostile_form_fields_are_a_clear_answer_never_a_500(seeded, settings) -> None:
+    """(No fault: a regression guard.) A ``server`` id out of any integer range, not a number, of
+    another tenant; an inactive admin's session; a person without the personal-servers allowance."""
+    settings.MRTRWEB = {"SERVER_TESTS_PER_MINUTE": 100}
+    alice = AsyncClient()
+    await alice.aforce_login(seeded["users"]["alice"])
+    url = "https://127.0.0.1/mcp"
+    for server in ("9" * 30, "-1", "1e3", "9" * 5000, str(seeded["servers"]["globex"].pk)):
+        assert (await alice.post(URL, {"url": url, "server": server})).status_code == 404, server
+    # the bad slug of another tenant, and a tenant that does not exist
+    assert (await alice.post("/mcp/tenants/globex/servers/test/", {"url": url})).status_code == 404
+    # an admin made inactive: the session no longer signs in
+    from django.contrib.auth import get_user_model
+
+    await get_user_model().objects.filter(pk=seeded["users"]["alice"].pk).aupdate(is_active=False)
+    answer = await alice.post(URL, {"url": url})
+    assert answer.status_code == 302 and "/accounts/login/" in answer["Location"]
