@@ -28,3 +28,34 @@ async def test_an_internationalized_host_is_the_servers_own_origin(names, counte
         assert len(await conn.list_tools()) > 0
     assert names.asked == ["bücher.test"]  # checked once, by the URL policy, then pinned
     assert set(counted.hosts[first:]) == {f"xn--bcher-kva.test:{handle.port}"}
+
+
+async def test_a_lost_sessions_replacement_is_checked_again(names) -> None:
+    """(No fault: a regression guard.) A 2025-11-25 server that restarts loses the session; the
+    connection opens a new one -- under the URL policy again: a name re-pointed meanwhile to an
+    address not allowed reaches nothing, and the next request says why."""
+    import asyncio
+
+    import pytest
+
+    from mrtrweb.mcp import McpCallError
+    from tests.mcp.test_legacy_restart import ECHO, Restarting
+
+    server = Restarting()
+    try:
+        names.names["localhost"] = ["127.0.0.1"]
+        policy = UrlPolicy(allow_http_hosts=frozenset({"localhost"}),
+                           allow_networks=(ipaddress.ip_network("127.0.0.0/8"),), timeout_s=3.0)
+        async with McpConnection(f"http://localhost:{server.port}/mcp", url_policy=policy, timeout_s=10) as conn:
+            assert (await conn.send("tools/call", ECHO, "call-1"))["isError"] is False
+            await asyncio.to_thread(server.restart)
+            names.names["localhost"] = ["10.99.0.1"]
+            with pytest.raises(McpCallError):  # the lost session (404)
+                await conn.send("tools/call", ECHO, "call-2")
+            with pytest.raises(McpCallError) as caught:  # its replacement: refused by the policy
+                await conn.send("tools/call", ECHO, "call-3")
+            assert "URL policy" in str(caught.value), caught.value
+        assert server.initializes() == 0  # no new session reached the restarted server
+        assert [m.request_id for m in server.requests("tools/call")] == ["call-2"]  # only the one on the lost session
+    finally:
+        server.stop()
