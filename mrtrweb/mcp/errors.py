@@ -29,8 +29,10 @@ from __future__ import annotations
 import urllib.parse
 from typing import Any, Final
 
+import httpx2
+
 __all__ = ["AUTHORIZATION_FAILED", "AUTHORIZATION_REQUIRED", "INSUFFICIENT_SCOPE", "INVALID_RESULT",
-           "JSONRPC_ERROR", "SESSION_LOST", "TIMEOUT", "TRANSPORT_ERROR", "McpCallError", "origin_of"]
+           "JSONRPC_ERROR", "SESSION_LOST", "TIMEOUT", "TRANSPORT_ERROR", "McpCallError", "ascii_host", "origin_of"]
 
 TRANSPORT_ERROR: Final = "transport_error"
 JSONRPC_ERROR: Final = "jsonrpc_error"
@@ -94,8 +96,21 @@ class McpCallError(Exception):
         return self.challenge.get("scope")
 
 
+def ascii_host(host: str) -> str:
+    """``host`` (a name or IP literal, lower case) as httpx2 sends it: an internationalized name in
+    its IDNA form (``bücher.example`` -> ``xn--bcher-kva.example``), so that an origin compared with
+    a request's is one spelling; ``host`` itself when it is ASCII or has no IDNA form."""
+    if host.isascii():
+        return host
+    try:
+        return httpx2.URL(f"http://{host}/").raw_host.decode("ascii")
+    except (httpx2.InvalidURL, UnicodeError, ValueError):
+        return host
+
+
 def origin_of(url: str) -> str:
-    """``scheme://host:port`` of an http(s) URL: lowercase scheme and host, default port explicit.
+    """``scheme://host:port`` of an http(s) URL: lowercase scheme and host (an internationalized
+    name in its IDNA form, as a request sends it: :func:`ascii_host`), default port explicit.
 
     >>> origin_of("HTTPS://MCP.Example.com/mcp")
     'https://mcp.example.com:443'
@@ -117,7 +132,7 @@ def origin_of(url: str) -> str:
     scheme = parts.scheme.lower()
     if scheme not in ("http", "https"):
         raise ValueError("URL scheme must be http or https")
-    host = (parts.hostname or "").lower()
+    host = ascii_host((parts.hostname or "").lower())
     if not host:
         raise ValueError("URL has no host")
     if port is None:

@@ -264,9 +264,9 @@ class GuardedTransport(httpx2.AsyncBaseTransport):
                  mcp_policy: "UrlPolicy | None" = None) -> None:
         self.policy = policy
         self.mcp_origin = mcp_origin
-        #: ``mcp_origin`` as httpx2 spells a request's URL (an internationalized host in punycode):
-        #: what :meth:`_is_mcp` compares, so a request to the server's own origin is always known as such
-        self._mcp_key = _as_sent(mcp_origin) if mcp_origin is not None else None
+        #: ``mcp_origin`` as :func:`origin_of` spells a request's (an internationalized host in its IDNA
+        #: form): what :meth:`_is_mcp` compares, so a request to the server's own origin is always known as such
+        self._mcp_key = _canonical(mcp_origin) if mcp_origin is not None else None
         self.bound_mcp = bound_mcp
         self.mcp_policy = mcp_policy if mcp_policy is not None else policy.mcp_policy
         #: with ``mcp_policy``: the address of ``mcp_origin`` checked at the first request, else None
@@ -317,12 +317,11 @@ class GuardedTransport(httpx2.AsyncBaseTransport):
         await self._inner.aclose()
 
 
-def _as_sent(origin: str) -> str:
-    """``origin`` (``scheme://host:port``) as httpx2 spells it in a request's URL (``bücher.example``
-    becomes ``xn--bcher-kva.example``); ``origin`` itself when httpx2 cannot parse it."""
+def _canonical(origin: str) -> str:
+    """``origin`` as :func:`origin_of` spells it; ``origin`` itself when it is not one."""
     try:
-        return origin_of(str(httpx2.URL(origin)))
-    except (ValueError, httpx2.InvalidURL):
+        return origin_of(origin)
+    except ValueError:
         return origin
 
 

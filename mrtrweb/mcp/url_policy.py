@@ -22,7 +22,8 @@ Rules of :meth:`UrlPolicy.resolve` (each refusal a :class:`UrlRefused` with a st
 
 ``allow_hosts`` / ``allow_http_hosts`` entries are lower-case host names or IP literals; an entry
 starting with ``.`` (``.corp.example``) stands for every name under that domain (not the domain
-itself). The scheme and http rules hold for allowed hosts too.
+itself). Names are compared in their IDNA form (:func:`~mrtrweb.mcp.errors.ascii_host`: the URL's
+host and the entries alike, as a request sends them). The scheme and http rules hold for allowed hosts too.
 
 Resolution goes through :func:`mrtrweb.mcp.outbound.resolve_host` (the one resolver seam).
 """
@@ -37,6 +38,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 from . import outbound
+from .errors import ascii_host
 from .outbound import OutboundRefused
 from .texts import gettext_noop
 
@@ -123,7 +125,7 @@ class UrlPolicy:
                              scheme=scheme[:20])
         if parts.username is not None or parts.password is not None or "@" in parts.netloc:
             raise UrlRefused("userinfo", "URLs with user information (user:password@) are not allowed")
-        host = (parts.hostname or "").lower().rstrip(".")
+        host = ascii_host((parts.hostname or "").lower().rstrip("."))  # as a request sends it (IDNA)
         if not host:
             raise UrlRefused("url", "the URL has no host")
         if scheme == "http" and not _host_in(host, self.allow_http_hosts):
@@ -196,7 +198,10 @@ def _names(value: Any, what: str) -> frozenset[str]:
         if not _is_ip(name) and not all(c.isalnum() or c in "-_." for c in name):
             raise ValueError(f"{what}: {v!r} is not a host name or IP address (no scheme, port, path or "
                              "wildcard: \".corp.example\" stands for every name under corp.example)")
-        names.add(str(ipaddress.ip_address(name)) if _is_ip(name) else name)
+        if _is_ip(name):
+            names.add(str(ipaddress.ip_address(name)))
+        else:  # in its IDNA form, as the URL's host is compared (".bücher.example": the part after the dot)
+            names.add("." + ascii_host(name[1:]) if name.startswith(".") else ascii_host(name))
     return frozenset(names)
 
 

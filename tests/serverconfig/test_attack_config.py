@@ -48,5 +48,5 @@ def test_private_networks_and_names_still_pass() -> None:
                            "allow_http_hosts": ["legacy-mcp.corp.example."]})
     assert len(policy.allow_networks) == 8
     assert policy.allow_hosts == frozenset({"mcp.corp.example", ".tools.corp.example", "10.9.9.9", "fd00::1",
-                                            "mcp_1.corp.example", "bücher.example"})
+                                            "mcp_1.corp.example", "xn--bcher-kva.example"})
     assert policy.allow_http_hosts == frozenset({"legacy-mcp.corp.example"})

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import ipaddress
 
+import httpx2
+
 from mrtrweb.mcp import McpConnection
-from mrtrweb.mcp.url_policy import UrlPolicy
+from mrtrweb.mcp.auth import static_headers_auth
+from mrtrweb.mcp.url_policy import UrlPolicy, parse_policy
 
 from .test_url_policy import counted_demo, names  # noqa: F401 -- fixtures
 
@@ -18,16 +21,26 @@ from .test_url_policy import counted_demo, names  # noqa: F401 -- fixtures
 async def test_an_internationalized_host_is_the_servers_own_origin(names, counted_demo) -> None:
     """httpx2 sends ``bücher.test`` as ``xn--bcher-kva.test``: the requests are still the MCP
     server's own (checked by the URL policy, pinned), not another origin left to the outbound
-    guard's rules (which refuse it here, and would bound the event stream as an OAuth request)."""
+    guard's rules (which refuse it here, and would bound the event stream as an OAuth request);
+    the server's credentials go to it (they go to the server's own origin only); a policy entry
+    written either way matches."""
     handle, counted = counted_demo
-    names.names["bücher.test"] = ["127.0.0.1"]
-    policy = UrlPolicy(allow_http_hosts=frozenset({"bücher.test"}), allow_networks=(ipaddress.ip_network("127.0.0.0/8"),),
-                       timeout_s=3.0)
+    names.names["xn--bcher-kva.test"] = ["127.0.0.1"]
+    policy = parse_policy({"allow_http_hosts": ["Bücher.test"], "allow_networks": ["127.0.0.0/8"]}, timeout_s=3.0)
+    assert policy == parse_policy({"allow_http_hosts": ["xn--bcher-kva.test"], "allow_networks": ["127.0.0.0/8"]},
+                                  timeout_s=3.0)
+    url = f"http://bücher.test:{handle.port}/mcp"
     first = len(counted.hosts)
-    async with McpConnection(f"http://bücher.test:{handle.port}/mcp", url_policy=policy, timeout_s=5) as conn:
+    async with McpConnection(url, url_policy=policy, timeout_s=5) as conn:
         assert len(await conn.list_tools()) > 0
-    assert names.asked == ["bücher.test"]  # checked once, by the URL policy, then pinned
+    assert names.asked == ["xn--bcher-kva.test"]  # checked once, by the URL policy, then pinned
     assert set(counted.hosts[first:]) == {f"xn--bcher-kva.test:{handle.port}"}
+    # a bearer token of this server is added to its requests (as httpx2 spells their URL), to no other
+    auth = static_headers_auth(url, {"Authorization": "Bearer t0ken"})
+    for target, sent in ((url, True), (f"http://xn--bcher-kva.test:{handle.port}/x", True),
+                         (f"http://bucher.test:{handle.port}/mcp", False)):
+        request = next(auth.auth_flow(httpx2.Request("POST", target)))
+        assert (request.headers.get("authorization") == "Bearer t0ken") is sent, target
 
 
 async def test_a_lost_sessions_replacement_is_checked_again(names) -> None:
