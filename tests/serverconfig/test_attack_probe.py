@@ -104,3 +104,33 @@ async def test_hostile_form_fields_are_a_clear_answer_never_a_500(seeded, settin
     await get_user_model().objects.filter(pk=seeded["users"]["alice"].pk).aupdate(is_active=False)
     answer = await alice.post(URL, {"url": url})
     assert answer.status_code == 302 and "/accounts/login/" in answer["Location"]
+
+
+@pytest.mark.urls("tests.serverconfig.urls")
+async def test_a_bearer_given_for_a_test_reaches_no_log_report_or_page(seeded, settings, caplog) -> None:
+    """(No fault: a regression guard.) Every logger at DEBUG, a test with a bearer token that the
+    server refuses and one it accepts: the token is in no log record, report or page."""
+    import logging
+
+    from tests.protected_mcp import serve_protected
+
+    settings.MRTRWEB = {"SERVER_URL_POLICY": {"allow_http_hosts": ["127.0.0.1"], "allow_networks": ["127.0.0.0/8"]},
+                        "SERVER_TESTS_PER_MINUTE": 100}
+    handle, check = serve_protected()
+    check.accepted = {"tok-secret-4711"}
+    caplog.set_level(logging.DEBUG)
+    for name in ("mcp", "httpx2", "httpcore", "mrtrweb"):
+        caplog.set_level(logging.DEBUG, logger=name)
+    try:
+        alice = AsyncClient()
+        await alice.aforce_login(seeded["users"]["alice"])
+        answers = []
+        for token, outcome in (("tok-secret-4711", "connected"), ("tok-secret-wrong", "needs_authorization")):
+            as_json = await alice.post(URL, {"url": handle.url, "bearer": token}, headers={"Accept": "application/json"})
+            assert as_json.json()["outcome"] == outcome
+            answers += [as_json.content.decode(), (await alice.post(URL, {"url": handle.url, "bearer": token})).content.decode()]
+    finally:
+        handle.stop()
+    logged = "\n".join(f"{r.getMessage()} {r.exc_text or ''}" for r in caplog.records)
+    assert caplog.records and "tok-secret" not in logged
+    assert not [a for a in answers if "tok-secret" in a]
