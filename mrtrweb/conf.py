@@ -288,13 +288,13 @@ def server_url_policy_of(value: Any):
 
 
 def server_url_policy():
-    """The deployed URL policy of servers added from the product's pages
-    (:class:`mrtrweb.mcp.url_policy.UrlPolicy`; see ``SERVER_URL_POLICY``).
-
-    Raises:
-        ImproperlyConfigured: as :func:`server_url_policy_of`.
-    """
-    return server_url_policy_of(get("SERVER_URL_POLICY"))
+    """The deployed URL policy of servers added from the pages (:class:`mrtrweb.mcp.url_policy.UrlPolicy`). Never
+    raises: a wrong setting (``mrtrweb.E050``; ASGI runs no checks) refuses all (:func:`.mcp.url_policy.unusable`)."""
+    from .mcp.url_policy import unusable
+    try:
+        return server_url_policy_of(get("SERVER_URL_POLICY"))
+    except ImproperlyConfigured as exc:
+        return unusable(str(exc))
 
 
 #: the values of ``BINDING_STORE``

@@ -7,6 +7,7 @@ with ``mcp_policy``): a name re-pointed to a private address after the check rea
 
 Rules of :meth:`UrlPolicy.resolve` (each refusal a :class:`UrlRefused` with a stable ``code``):
 
+``setting``    the deployer's setting could not be read (``unusable``): every URL is refused;
 ``too_long``   the URL has more than ``max_url_chars`` characters (checked first, before parsing);
 ``url``        not a usable absolute URL (no host, a bad port, spaces or control characters);
 ``scheme``     a scheme other than ``https`` / ``http``;
@@ -42,16 +43,20 @@ from .errors import ascii_host
 from .outbound import OutboundRefused
 from .texts import gettext_noop
 
-__all__ = ["CODES", "DEFAULT_MAX_URL_CHARS", "REFUSED_AT_CONNECT", "UrlPolicy", "UrlRefused", "parse_policy",
-           "refusal_in"]
+__all__ = ["CODES", "DEFAULT_MAX_URL_CHARS", "REFUSED_AT_CONNECT", "UNREADABLE", "UrlPolicy", "UrlRefused",
+           "parse_policy", "refusal_in", "unusable"]
 
 #: the stable codes of :class:`UrlRefused`
-CODES: Final = ("too_long", "url", "scheme", "userinfo", "http", "dns", "address")
+CODES: Final = ("setting", "too_long", "url", "scheme", "userinfo", "http", "dns", "address")
 #: what a person reads when a connection was refused by the policy (``McpCallError.shown_message``;
 #: stored in English, a page translates it: mrtrweb.text.stored_text)
 REFUSED_AT_CONNECT: Final = gettext_noop(
     "This deployment's URL policy does not allow the address this server's name points to now: nothing was "
     "sent to it.")
+#: what a person reads when the deployer's setting cannot be read (every URL refused; ``shown_message`` too)
+UNREADABLE: Final = gettext_noop(
+    "This deployment's URL policy cannot be read (its operator must correct SERVER_URL_POLICY): nothing was "
+    "tried or sent.")
 #: the default bound of a URL's length, characters
 DEFAULT_MAX_URL_CHARS: Final = 500
 
@@ -93,6 +98,8 @@ class UrlPolicy:
             still judged: allow them by host or network too when they are private).
         max_url_chars: the longest URL accepted, characters.
         timeout_s: seconds one name resolution may take.
+        unusable: why the deployer's setting could not be read ("" when it could): every URL is
+            then refused with code ``setting`` (``mrtrweb.conf.server_url_policy``).
     """
 
     allow_hosts: frozenset[str] = frozenset()
@@ -100,13 +107,17 @@ class UrlPolicy:
     allow_http_hosts: frozenset[str] = frozenset()
     max_url_chars: int = DEFAULT_MAX_URL_CHARS
     timeout_s: float = 10.0
+    unusable: str = ""
 
     def split(self, url: Any) -> tuple[str, str, int]:
         """``(scheme, host, port)`` of ``url`` after the rules that need no resolution.
 
         Raises:
-            UrlRefused: ``too_long``, ``url``, ``scheme``, ``userinfo`` or ``http``.
+            UrlRefused: ``setting``, ``too_long``, ``url``, ``scheme``, ``userinfo`` or ``http``.
         """
+        if self.unusable:
+            raise UrlRefused("setting", "this deployment's URL policy (SERVER_URL_POLICY) cannot be read: "
+                             "every URL is refused")
         if not isinstance(url, str) or not url.strip():
             raise UrlRefused("url", "not a usable URL")
         if len(url) > self.max_url_chars:
@@ -172,6 +183,18 @@ class UrlPolicy:
                 raise UrlRefused("address", f"{host} resolves to a private, loopback, link-local or reserved address "
                                  "this deployment does not allow", host=host, literal=False)
         return [str(a) for a in addrs]
+
+
+_unusable_logged: set[str] = set()
+
+
+def unusable(why: str) -> UrlPolicy:
+    """A policy refusing every URL (code ``setting``) because the deployer's setting cannot be read
+    (``why``: the configuration error, said plainly); logged as an error once per process and ``why``."""
+    if why not in _unusable_logged:
+        _unusable_logged.add(why)
+        logger.error("%s: every server URL under the policy is refused until it is corrected (mrtrweb.E050)", why)
+    return UrlPolicy(unusable=why[:300] or "unreadable")
 
 
 def refusal_in(exc: BaseException) -> UrlRefused | None:

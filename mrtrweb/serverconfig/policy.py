@@ -2,11 +2,12 @@
 
 Public API (lane of issue 29; the pages, the probe and the connections use only this):
 
-* :class:`UrlRefused` -- the refusal: ``.code`` one of :data:`CODES` (``too_long``, ``url``,
+* :class:`UrlRefused` -- the refusal: ``.code`` one of :data:`CODES` (``setting``, ``too_long``, ``url``,
   ``scheme``, ``userinfo``, ``http``, ``dns``, ``address``), ``.reason`` an English sentence for
   logs, ``.detail`` what it names; :func:`message` gives the translated sentence a person reads.
 * :func:`current` -- the deployed :class:`~mrtrweb.mcp.url_policy.UrlPolicy` (settings read per
-  call; ``ImproperlyConfigured`` for a wrong shape, which start-up already refuses: ``mrtrweb.E050``).
+  call; a wrong shape, which ``check`` refuses as ``mrtrweb.E050``, gives a policy refusing every
+  URL with code ``setting`` -- never an exception: an ASGI server does not run the checks).
 * ``async`` :func:`acheck` ``(url) -> list[str]`` -- check ``url`` (resolving its host through the
   one resolver seam, :func:`mrtrweb.mcp.outbound.resolve_host`); the addresses checked, the first
   the one a connection would use. Raises :class:`UrlRefused`.
@@ -36,7 +37,7 @@ from django.core.exceptions import ValidationError
 from django.utils.translation import gettext
 
 from .. import conf
-from ..mcp.url_policy import CODES, UrlPolicy, UrlRefused
+from ..mcp.url_policy import CODES, UNREADABLE, UrlPolicy, UrlRefused
 
 __all__ = ["CODES", "UrlPolicy", "UrlRefused", "acheck", "check", "current", "for_server", "message", "validate_url"]
 
@@ -77,6 +78,8 @@ def check(url: Any) -> list[str]:
 def message(exc: UrlRefused) -> str:
     """The sentence a person reads for ``exc`` (translated; names the host, never a secret)."""
     detail = exc.detail
+    if exc.code == "setting":
+        return gettext(UNREADABLE)
     if exc.code == "too_long":
         return gettext("The URL is longer than %(max)s characters.") % {"max": detail.get("max", "?")}
     if exc.code == "scheme":

@@ -162,7 +162,8 @@ async def test_allowed_hosts_networks_and_http_hosts(names) -> None:
 def test_a_wrong_setting_stops_start_up_with_E050(settings, value, words) -> None:
     settings.MRTRWEB = {"SERVER_URL_POLICY": value}
     with pytest.raises(ImproperlyConfigured, match=words):
-        conf.server_url_policy()
+        conf.server_url_policy_of(value)
+    assert conf.server_url_policy().unusable  # at run time: every URL refused (test_attack_config)
     errors = [m for m in checks.check_settings() if m.id == "mrtrweb.E050"]
     assert len(errors) == 1 and words in errors[0].msg
     assert not [m for m in checks.check_settings() if m.id == "mrtrweb.E001"]
