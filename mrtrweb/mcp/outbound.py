@@ -57,8 +57,8 @@ from .tls import tls_client_context
 if TYPE_CHECKING:
     from .url_policy import UrlPolicy
 
-__all__ = ["NOT_GLOBAL_NETWORKS", "GuardedTransport", "OutboundPolicy", "OutboundRefused", "check_url", "effective_address", "guarded_client",
-           "is_public_address", "resolve_checked", "resolve_host", "split_url"]
+__all__ = ["NOT_GLOBAL_NETWORKS", "GuardedTransport", "OutboundPolicy", "OutboundRefused", "check_url",
+           "effective_address", "guarded_client", "is_public_address", "resolve_checked", "resolve_host", "split_url"]
 
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 #: special-purpose networks (IANA registries) that are not globally reachable although some Python
