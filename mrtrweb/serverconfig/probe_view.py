@@ -35,6 +35,8 @@ from .probe import refused_report
 __all__ = ["test_server", "test_urlpatterns"]
 
 logger = logging.getLogger("mrtrweb.serverconfig")
+#: the longest URL the endpoint passes on to a test, characters (the policy's own bound is shorter)
+_MAX_URL = 4096
 
 
 async def _signed_in(user: Any) -> bool:
@@ -79,9 +81,11 @@ async def test_server(request: HttpRequest, slug: str) -> HttpResponse:
     server = await _editable(user, tenant, request.POST["server"]) if request.POST.get("server") else None
     url = request.POST.get("url", "").strip()
     protocol = request.POST.get("protocol", McpServer.Protocol.AUTO)
-    if not url or len(url) > 4096:
-        report = refused_report(url[:4096], protocol, "policy", "no URL, or one far too long")
-        report["policy_code"] = "url" if not url else "too_long"
+    if protocol not in McpServer.Protocol.values:
+        protocol = McpServer.Protocol.AUTO
+    if not url or len(url) > _MAX_URL:
+        report = refused_report(url[:_MAX_URL], protocol, "policy", "no URL, or one far too long")
+        report.update(policy_code="url" if not url else "too_long", policy_detail={} if not url else {"max": _MAX_URL})
         return _answer(request, report, status=400)
     report = await testing.run_test(user, tenant, url, protocol, request.POST.get("bearer") or None, server=server)
     if report["reason"] in ("rate_limited", "busy"):

@@ -134,3 +134,17 @@ async def test_a_bearer_given_for_a_test_reaches_no_log_report_or_page(seeded, s
     logged = "\n".join(f"{r.getMessage()} {r.exc_text or ''}" for r in caplog.records)
     assert caplog.records and "tok-secret" not in logged
     assert not [a for a in answers if "tok-secret" in a]
+
+
+@pytest.mark.urls("tests.serverconfig.urls")
+async def test_a_url_far_too_long_says_its_bound(seeded, settings) -> None:
+    settings.MRTRWEB = {"SERVER_TESTS_PER_MINUTE": 100}
+    alice = AsyncClient()
+    await alice.aforce_login(seeded["users"]["alice"])
+    answer = await alice.post(URL, {"url": "https://mcp.example.com/" + "a" * 5000, "protocol": "x" * 10_000})
+    text = answer.content.decode()
+    assert answer.status_code == 400 and 'data-reason="policy"' in text
+    assert "The URL is longer than 4096 characters." in text, text
+    as_json = await alice.post(URL, {"url": "https://mcp.example.com/" + "a" * 5000, "protocol": "x" * 10_000},
+                               headers={"Accept": "application/json"})
+    assert as_json.json()["protocol"] == "auto"  # not the field echoed back
