@@ -147,6 +147,13 @@ Meanings are reStructuredText-lite: ``literal`` is the only markup.
     dotted path of the object or callable ``provide(request_params, *, user, operation, form_data)
     -> dict`` that answers an approved ``sampling/createMessage`` (a ``CreateMessageResult``;
     mrtrweb.consent.sampling); the default lets the person write the reply
+``MAX_TENANT_SERVERS``
+    the most servers of one tenant (personal servers not counted) a tenant admin may add from the
+    product's pages (mrtrweb.serverconfig.limits; the Django admin is not bounded); one more is
+    refused with a message naming the bound (default 50)
+``MAX_PERSONAL_SERVERS``
+    the most personal servers one person may have in one tenant (default 5); one more is refused
+    with a message naming the bound
 """
 
 from __future__ import annotations
@@ -202,6 +209,8 @@ DEFAULTS: dict[str, Any] = {
     "TENANT_SYNC_S": 60,
     "OUTCOME_HOLD_S": 60,
     "MAX_HELD_OUTCOMES": 1000,
+    "MAX_TENANT_SERVERS": 50,
+    "MAX_PERSONAL_SERVERS": 5,
 }
 
 _NUMERIC = {"TTL_S", "MAX_TTL_S", "MAX_STATE_BYTES", "MAX_ROUNDS", "STATE_ONLY_BACKOFF_S",
@@ -209,7 +218,7 @@ _NUMERIC = {"TTL_S", "MAX_TTL_S", "MAX_STATE_BYTES", "MAX_ROUNDS", "STATE_ONLY_B
             "MAX_STARTS_PER_MINUTE", "HEARTBEAT_S", "DRAIN_GRACE_S", "MAX_TENANT_PENDING_ROUNDS", "MAX_TENANT_STARTS_PER_MINUTE",
             "LEGACY_HOLD_S", "TASK_POLL_MIN_S", "TASK_POLL_MAX_S", "MAX_STORED_RESULT_BYTES", "MAX_SHOWN_CHARS", "MAX_PUSH_BYTES", "AUDIT_WAIT_S",
             "OAUTH_PENDING_TTL_S", "OAUTH_REFRESH_MARGIN_S", "OUTBOUND_TIMEOUT_S", "OUTBOUND_MAX_BYTES", "TENANT_SYNC_S",
-            "OUTCOME_HOLD_S", "MAX_HELD_OUTCOMES"}
+            "OUTCOME_HOLD_S", "MAX_HELD_OUTCOMES", "MAX_TENANT_SERVERS", "MAX_PERSONAL_SERVERS"}
 
 
 def get(key: str) -> Any:
