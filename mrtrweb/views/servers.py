@@ -80,8 +80,10 @@ async def server_detail(request: HttpRequest, server_id: int) -> HttpResponse:
             error = operations.failure_message(exc)
             unreachable = {"reason": getattr(exc, "reason", None), "status": exc.http_status}
             auth["needs_connect"] = exc.code in authz_pages.AUTH_ERROR_CODES and auth["mode"] == "oauth_user"
-    is_admin = await Membership.objects.filter(tenant_id=server.tenant_id, user=user,
-                                               role=Membership.Role.ADMIN).aexists()
+    # who reaches the settings: a tenant server's admins; a personal server's owner (the only one
+    # server_for lets through)
+    is_admin = server.personal or await Membership.objects.filter(tenant_id=server.tenant_id, user=user,
+                                                                  role=Membership.Role.ADMIN).aexists()
     return TemplateResponse(request, "mrtrweb/server.html", {"server": server, "tools": tools, "prompts": prompts,
                                                              "tasks_declared": tasks_declared,
                                                              "templates": templates, "resources": resources,
