@@ -14,10 +14,16 @@ def check_settings(app_configs=None, **kwargs):
     for key in conf.unknown_keys():
         messages.append(Warning(f"MRTRWEB has an unknown key {key!r}", id="mrtrweb.W001"))
     try:
+        conf.get("SERVER_URL_POLICY")
+    except ImproperlyConfigured as exc:
+        messages.append(Error(str(exc), hint="See SERVER_URL_POLICY in docs/settings.md: e.g. {\"allow_networks\": "
+                              "[\"10.0.0.0/8\"], \"allow_http_hosts\": [\"mcp.corp.example\"]}.", id="mrtrweb.E050"))
+    try:
         ttl = conf.get("TTL_S")
         max_ttl = conf.get("MAX_TTL_S")
         for key in conf.DEFAULTS:
-            conf.get(key)
+            if key != "SERVER_URL_POLICY":
+                conf.get(key)
     except ImproperlyConfigured as exc:
         return messages + [Error(str(exc), id="mrtrweb.E001")]
     if ttl > max_ttl:

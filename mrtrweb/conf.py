@@ -134,6 +134,22 @@ Meanings are reStructuredText-lite: ``literal`` is the only markup.
     the longest one outbound authorization request takes, seconds
 ``OUTBOUND_MAX_BYTES``
     the most bytes of one outbound authorization response
+``SERVER_URL_POLICY``
+    which Streamable HTTP URLs tenant admins and people may give the servers they add from the
+    product's pages (servers the superuser adds in ``/admin/`` are not restricted), checked when a
+    server is saved or tested and again at every connection, which then goes to the address that
+    was checked (mrtrweb.serverconfig.policy, mrtrweb.mcp.url_policy). A dict, every key optional:
+    ``allow_hosts`` (host names or IP literals whose addresses are not judged; ``".corp.example"``:
+    every name under that domain), ``allow_networks`` (networks such as ``"10.0.0.0/8"`` whose
+    addresses are allowed), ``allow_http_hosts`` (hosts plain ``http`` is allowed to; their addresses
+    are still judged), ``max_url_chars`` (the longest URL, 20 to 4096, default 500). The default
+    ``{}``: ``https`` to public addresses only, by the outbound guard's rules (private, loopback,
+    link-local, shared and reserved addresses refused, IPv4-mapped, NAT64 and 6to4 forms judged by
+    the IPv4 address they carry). ``MRTRWEB_SERVER_URL_POLICY``: a JSON object. A wrong shape
+    stops start-up (``mrtrweb.E050``)
+``SERVER_TESTS_PER_MINUTE``
+    per person, "Test" connections to a server (before saving it, or of a saved one) per minute;
+    one more is refused (``test_rate_limited``) without connecting
 ``GC_FREEZE``
     at worker start-up (``mrtrweb.runtime.gcpolicy.configure()``, called last by
     ``mrtrweb/site/asgi.py`` and by a portal's ``asgi.py``), collect once and ``gc.freeze()`` what
@@ -203,6 +219,8 @@ DEFAULTS: dict[str, Any] = {
     "OUTBOUND_ALLOW_HOSTS": [],
     "OUTBOUND_TIMEOUT_S": 10,
     "OUTBOUND_MAX_BYTES": 1048576,
+    "SERVER_URL_POLICY": {},
+    "SERVER_TESTS_PER_MINUTE": 10,
     "GC_FREEZE": True,
     "GC_THRESHOLDS": (20_000, 4, 100),
     "TENANT_RESOLVER": None,
@@ -218,7 +236,8 @@ _NUMERIC = {"TTL_S", "MAX_TTL_S", "MAX_STATE_BYTES", "MAX_ROUNDS", "STATE_ONLY_B
             "MAX_STARTS_PER_MINUTE", "HEARTBEAT_S", "DRAIN_GRACE_S", "MAX_TENANT_PENDING_ROUNDS", "MAX_TENANT_STARTS_PER_MINUTE",
             "LEGACY_HOLD_S", "TASK_POLL_MIN_S", "TASK_POLL_MAX_S", "MAX_STORED_RESULT_BYTES", "MAX_SHOWN_CHARS", "MAX_PUSH_BYTES", "AUDIT_WAIT_S",
             "OAUTH_PENDING_TTL_S", "OAUTH_REFRESH_MARGIN_S", "OUTBOUND_TIMEOUT_S", "OUTBOUND_MAX_BYTES", "TENANT_SYNC_S",
-            "OUTCOME_HOLD_S", "MAX_HELD_OUTCOMES", "MAX_TENANT_SERVERS", "MAX_PERSONAL_SERVERS"}
+            "OUTCOME_HOLD_S", "MAX_HELD_OUTCOMES", "SERVER_TESTS_PER_MINUTE", "MAX_TENANT_SERVERS",
+            "MAX_PERSONAL_SERVERS"}
 
 
 def get(key: str) -> Any:
@@ -242,6 +261,8 @@ def get(key: str) -> Any:
         value = _gc_thresholds(value)
     if key == "TENANT_RESOLVER" and value is not None and (not isinstance(value, str) or not value.strip()):
         raise ImproperlyConfigured("MRTRWEB['TENANT_RESOLVER'] must be None or the dotted path of a callable")
+    if key == "SERVER_URL_POLICY":
+        server_url_policy_of(value)
     if key == "BINDING_STORE" and value not in BINDING_STORES:
         raise ImproperlyConfigured(f"MRTRWEB['BINDING_STORE'] must be one of {sorted(BINDING_STORES)}")
     return value
@@ -261,6 +282,31 @@ def _gc_thresholds(value: Any) -> tuple[int, int, int]:
     return (int(value[0]), int(value[1]), int(value[2]))
 
 
+def server_url_policy_of(value: Any):
+    """``SERVER_URL_POLICY``'s dict as a :class:`mrtrweb.mcp.url_policy.UrlPolicy` (names resolve
+    within ``OUTBOUND_TIMEOUT_S``).
+
+    Raises:
+        ImproperlyConfigured: a wrong shape, said plainly (``mrtrweb.E050`` at start-up).
+    """
+    from .mcp.url_policy import parse_policy
+
+    try:
+        return parse_policy(value, timeout_s=float(get("OUTBOUND_TIMEOUT_S")))
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"MRTRWEB['SERVER_URL_POLICY'] {exc}") from None
+
+
+def server_url_policy():
+    """The deployed URL policy of servers added from the product's pages
+    (:class:`mrtrweb.mcp.url_policy.UrlPolicy`; see ``SERVER_URL_POLICY``).
+
+    Raises:
+        ImproperlyConfigured: as :func:`server_url_policy_of`.
+    """
+    return server_url_policy_of(get("SERVER_URL_POLICY"))
+
+
 #: the values of ``BINDING_STORE``
 BINDING_STORES = frozenset({"database", "cache"})
 
@@ -269,6 +315,8 @@ BINDING_STORES = frozenset({"database", "cache"})
 _LISTS = {"SECRET_KEYS", "OUTBOUND_ALLOW_HOSTS"}
 #: keys whose value is a boolean (``MRTRWEB_<KEY>``: ``1``/``0``, ``true``/``false``, ``yes``/``no``)
 _BOOLS = {"OUTBOUND_ALLOW_HTTP_LOOPBACK", "GC_FREEZE"}
+#: keys whose value is a dict (``MRTRWEB_<KEY>``: a JSON object)
+_DICTS = {"SERVER_URL_POLICY"}
 #: keys whose value is a tuple of ints (``MRTRWEB_<KEY>``: numbers separated by white space)
 _INT_TUPLES = {"GC_THRESHOLDS"}
 
@@ -278,7 +326,7 @@ def from_environ(environ: Any) -> dict[str, Any]:
     production settings modules use it; every key of :data:`DEFAULTS` may be given so).
 
     Numbers parse as ``int`` when whole, else ``float``; list keys (:data:`_LISTS`) take a JSON list
-    or white-space separated words; :data:`_INT_TUPLES` white-space separated whole numbers; boolean keys (:data:`_BOOLS`) ``1/0/true/false/yes/no``; the
+    or white-space separated words; dict keys (:data:`_DICTS`) a JSON object; :data:`_INT_TUPLES` white-space separated whole numbers; boolean keys (:data:`_BOOLS`) ``1/0/true/false/yes/no``; the
     rest are strings. An empty variable counts as unset.
 
     Raises:
@@ -311,6 +359,14 @@ def from_environ(environ: Any) -> dict[str, Any]:
                 out[key] = value
             else:
                 out[key] = raw.split()
+        elif key in _DICTS:
+            try:
+                value = json.loads(raw)
+            except ValueError:
+                raise ImproperlyConfigured(f"MRTRWEB_{key} must be a JSON object") from None
+            if not isinstance(value, dict):
+                raise ImproperlyConfigured(f"MRTRWEB_{key} must be a JSON object")
+            out[key] = value
         elif key in _INT_TUPLES:
             try:
                 out[key] = tuple(int(word) for word in raw.split())

@@ -74,6 +74,7 @@ from .sending import ProgressCallback, Sending
 from .server_requests import SENDING, OpenCall, RootsProvider, ServerRequestHandler, ServerRequestRouting, session_log
 from .session_renewal import SessionRenewal
 from .tls import tls_client_context
+from .url_policy import UrlPolicy, refusal_in
 
 __all__ = ["CLIENT_INFO", "DECLARABLE", "PROTOCOLS", "McpConnection", "ProgressCallback", "ProtocolMismatch",
            "ServerRequestHandler"]
@@ -122,6 +123,11 @@ class McpConnection(Sending, SessionRenewal, ServerRequestRouting, Listings, Ser
         protocol: one of :data:`PROTOCOLS` (``McpServer.protocol``). A pinned version the server does
             not speak makes :meth:`open` raise :class:`ProtocolMismatch` (``transport_error``) saying
             what the server answered.
+        url_policy: the deployer's URL policy (:class:`~mrtrweb.mcp.url_policy.UrlPolicy`) of a
+            server added under it: the endpoint's origin is checked by it when the connection
+            opens (and when a lost session is replaced) and every request goes to the address
+            checked then (no DNS rebinding). A refusal makes :meth:`open` raise
+            ``transport_error`` with ``reason="policy"``, nothing sent. ``None``: not checked.
         on_list_changed: ``async (kind) -> None`` with ``kind`` ``"tools"``, ``"prompts"`` or
             ``"resources"``, on each change notification the server sends (see the module doc);
             called on the connection's loop, its failures logged, never raised.
@@ -134,7 +140,7 @@ class McpConnection(Sending, SessionRenewal, ServerRequestRouting, Listings, Ser
     def __init__(self, url: str, *, timeout_s: float = 30.0, declare: Collection[str] = (),
                  auth: httpx2.Auth | None = None, outbound: OutboundPolicy | None = None,
                  protocol: str = "auto", on_list_changed: ListChangedCallback | None = None,
-                 session_roots: RootsProvider | None = None) -> None:
+                 session_roots: RootsProvider | None = None, url_policy: UrlPolicy | None = None) -> None:
         if not timeout_s > 0:
             raise ValueError("timeout_s must be positive")
         if not set(declare) <= DECLARABLE:
@@ -150,6 +156,7 @@ class McpConnection(Sending, SessionRenewal, ServerRequestRouting, Listings, Ser
         self.timeout_s = float(timeout_s)
         self.auth = auth
         self.outbound = outbound or OutboundPolicy()
+        self.url_policy = url_policy
         self._client: Client | None = None
         self._owner: asyncio.Task[None] | None = None
         self._stop: asyncio.Event | None = None
@@ -219,7 +226,8 @@ class McpConnection(Sending, SessionRenewal, ServerRequestRouting, Listings, Ser
         timeout = httpx2.Timeout(self.timeout_s, read=max(self.timeout_s, MCP_DEFAULT_SSE_READ_TIMEOUT))
         # what the SDK's create_mcp_http_client builds (it only sets the timeout), with the shared TLS context
         # Requests to another origin than the server's own (an auth's refresh or discovery) pass the guard.
-        transport = GuardedTransport(self.outbound, mcp_origin=self.origin,
+        # With a URL policy, the endpoint's own origin is checked by it and pinned to the checked address.
+        transport = GuardedTransport(self.outbound, mcp_origin=self.origin, mcp_policy=self.url_policy,
                                      inner=httpx2.AsyncHTTPTransport(verify=tls_client_context()))
         http = httpx2.AsyncClient(timeout=timeout, transport=transport, auth=self.auth)
         http.event_hooks["response"].append(bound_response)
@@ -261,6 +269,9 @@ class McpConnection(Sending, SessionRenewal, ServerRequestRouting, Listings, Ser
                     ready.set_exception(auth_error)
                 elif isinstance(leaf, ProtocolRefused):
                     ready.set_exception(ProtocolMismatch(str(leaf), self.protocol))
+                elif (refused := refusal_in(exc)) is not None:
+                    ready.set_exception(McpCallError(TRANSPORT_ERROR, f"the URL policy refused {self.origin}: "
+                                                     f"{refused.reason}", reason="policy"))
                 else:
                     reason, status = reason_of(leaf, self._evidence.last_status, self._evidence.last_content_type)
                     why = (f"negotiation with {self.origin} failed: {leaf.error.message}" if isinstance(leaf, MCPError)

@@ -24,7 +24,11 @@ certificate verification: httpcore's ``sni_hostname`` extension), so a second, d
 of the resolver cannot redirect the connection to a private address.
 
 Requests to the MCP server's own configured endpoint origin (``mcp_origin``: chosen by a tenant
-admin, not by the server) are not checked by the address rules; with ``bound_mcp`` (OAuth
+admin, not by the server) are not checked by the address rules, unless the server was added under
+the deployer's URL policy (``mcp_policy``, a :class:`~mrtrweb.mcp.url_policy.UrlPolicy`): then the
+origin is checked by that policy once per transport (one per MCP connection) at its first request,
+and every request to it goes to the address that was checked (pinned like the others; a refusal is
+a :class:`~mrtrweb.mcp.url_policy.UrlRefused`, nothing sent); with ``bound_mcp`` (OAuth
 discovery: the server chooses what its own well-known URLs answer) they are still bounded in time
 and size like every other request. Without it (the MCP connection itself, whose event streams
 last) they are left to the connection's own bounds.
@@ -40,7 +44,7 @@ import ipaddress
 import socket
 import time
 import urllib.parse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import httpx2
@@ -48,7 +52,11 @@ import httpx2
 from .errors import origin_of
 from .tls import tls_client_context
 
-__all__ = ["GuardedTransport", "OutboundPolicy", "OutboundRefused", "check_url", "guarded_client", "resolve_checked"]
+if TYPE_CHECKING:
+    from .url_policy import UrlPolicy
+
+__all__ = ["GuardedTransport", "OutboundPolicy", "OutboundRefused", "check_url", "effective_address", "guarded_client",
+           "is_public_address", "resolve_checked", "resolve_host", "split_url"]
 
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 
@@ -75,8 +83,9 @@ class OutboundPolicy:
     max_bytes: int = 1024 * 1024
 
 
-def _effective(addr: ipaddress.IPv4Address | ipaddress.IPv6Address) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
-    """The address that really is contacted: the IPv4 one inside an IPv4-mapped or NAT64 IPv6 address."""
+def effective_address(addr: ipaddress.IPv4Address | ipaddress.IPv6Address) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    """The address that really is contacted: the IPv4 one inside an IPv4-mapped, NAT64 (``64:ff9b::/96``)
+    or 6to4 (``2002::/16``) IPv6 address; any other address itself."""
     if isinstance(addr, ipaddress.IPv6Address):
         if addr.ipv4_mapped is not None:
             return addr.ipv4_mapped
@@ -87,13 +96,15 @@ def _effective(addr: ipaddress.IPv4Address | ipaddress.IPv6Address) -> ipaddress
     return addr
 
 
-def _public(addr: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
-    a = _effective(addr)
+def is_public_address(addr: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    """Whether ``addr`` (judged by :func:`effective_address`) is a public unicast address: not
+    private (RFC 1918, ULA), loopback, link-local, shared (CGNAT), multicast, reserved or unspecified."""
+    a = effective_address(addr)
     return a.is_global and not (a.is_private or a.is_loopback or a.is_link_local or a.is_multicast
                                 or a.is_reserved or a.is_unspecified)
 
 
-def _split(url: str) -> tuple[str, str, int]:
+def split_url(url: str) -> tuple[str, str, int]:
     """``(scheme, host, port)`` of ``url``, or :class:`OutboundRefused` for anything not plainly http(s)."""
     if not isinstance(url, str) or not url or len(url) > 4096:
         raise OutboundRefused("not a usable URL")
@@ -121,37 +132,46 @@ async def resolve_checked(url: str, policy: OutboundPolicy) -> list[str]:
     Raises:
         OutboundRefused: see the module rules; the reason names the rule, never a secret.
     """
-    scheme, host, port = _split(url)
+    scheme, host, port = split_url(url)
     try:
         literal: ipaddress.IPv4Address | ipaddress.IPv6Address | None = ipaddress.ip_address(host.strip("[]"))
     except ValueError:
         literal = None
-    if literal is not None:
-        addrs = [literal]
-    else:
-        try:
-            with anyio.fail_after(policy.timeout_s):
-                infos = await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        except TimeoutError:
-            raise OutboundRefused("the host name did not resolve in time") from None
-        except (OSError, UnicodeError):
-            raise OutboundRefused("the host name does not resolve") from None
-        addrs = []
-        for info in infos:
-            try:
-                addrs.append(ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]))
-            except ValueError:
-                continue
-        if not addrs:
-            raise OutboundRefused("the host name does not resolve")
+    addrs = [literal] if literal is not None else await resolve_host(host, port, policy.timeout_s)
     allowed_host = host in policy.allow_hosts or (literal is not None and str(literal) in policy.allow_hosts)
-    loopback = all(_effective(a).is_loopback for a in addrs)
+    loopback = all(effective_address(a).is_loopback for a in addrs)
     if scheme == "http" and not (loopback and policy.allow_http_loopback):
         raise OutboundRefused("plain http is not allowed (https only)")
     if not allowed_host and not (loopback and policy.allow_http_loopback):
-        if not all(_public(a) for a in addrs):
+        if not all(is_public_address(a) for a in addrs):
             raise OutboundRefused("the host resolves to a private, loopback, link-local or reserved address")
     return [str(a) for a in addrs]
+
+
+async def resolve_host(host: str, port: int, timeout_s: float) -> list[ipaddress.IPv4Address | ipaddress.IPv6Address]:
+    """The addresses ``host`` resolves to (system resolver, within ``timeout_s`` seconds), in the
+    resolver's order. The one resolution seam of the guard and of the URL policy
+    (:mod:`.url_policy`): tests replace this module attribute to re-point a name.
+
+    Raises:
+        OutboundRefused: the name does not resolve (in time), or to no IP address.
+    """
+    try:
+        with anyio.fail_after(timeout_s):
+            infos = await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except TimeoutError:
+        raise OutboundRefused("the host name did not resolve in time") from None
+    except (OSError, UnicodeError):
+        raise OutboundRefused("the host name does not resolve") from None
+    addrs: list[ipaddress.IPv4Address | ipaddress.IPv6Address] = []
+    for info in infos:
+        try:
+            addrs.append(ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]))
+        except ValueError:
+            continue
+    if not addrs:
+        raise OutboundRefused("the host name does not resolve")
+    return addrs
 
 
 async def check_url(url: str, policy: OutboundPolicy) -> None:
@@ -183,16 +203,31 @@ class GuardedTransport(httpx2.AsyncBaseTransport):
     """An httpx2 transport applying :func:`resolve_checked` to every request it sends (see module doc).
 
     Requests whose origin is ``mcp_origin`` go straight to ``inner`` (bounded by
-    ``policy.timeout_s`` and ``policy.max_bytes`` when ``bound_mcp`` is set). Others are sent to
-    the checked IP literal (DNS pinning) and bounded by ``policy.timeout_s`` and ``policy.max_bytes``.
+    ``policy.timeout_s`` and ``policy.max_bytes`` when ``bound_mcp`` is set) -- with ``mcp_policy``,
+    to the address :meth:`UrlPolicy.resolve` checked for that origin at the first of them (then
+    :attr:`mcp_address`). Others are sent to the checked IP literal (DNS pinning) and bounded by
+    ``policy.timeout_s`` and ``policy.max_bytes``.
     """
 
     def __init__(self, policy: OutboundPolicy, *, mcp_origin: str | None = None,
-                 inner: httpx2.AsyncBaseTransport | None = None, bound_mcp: bool = False) -> None:
+                 inner: httpx2.AsyncBaseTransport | None = None, bound_mcp: bool = False,
+                 mcp_policy: "UrlPolicy | None" = None) -> None:
         self.policy = policy
         self.mcp_origin = mcp_origin
         self.bound_mcp = bound_mcp
+        self.mcp_policy = mcp_policy
+        #: with ``mcp_policy``: the address of ``mcp_origin`` checked at the first request, else None
+        self.mcp_address: str | None = None
+        self._pin_lock = anyio.Lock()
         self._inner = inner or httpx2.AsyncHTTPTransport(verify=tls_client_context())
+
+    async def _mcp_pin(self) -> str:
+        """The checked address of ``mcp_origin`` (checked once, at the first request). Raises UrlRefused."""
+        async with self._pin_lock:
+            if self.mcp_address is None:
+                assert self.mcp_policy is not None and self.mcp_origin is not None
+                self.mcp_address = (await self.mcp_policy.resolve(self.mcp_origin))[0]
+            return self.mcp_address
 
     def _is_mcp(self, request: httpx2.Request) -> bool:
         if self.mcp_origin is None:
@@ -204,11 +239,13 @@ class GuardedTransport(httpx2.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         mcp = self._is_mcp(request)
+        if mcp and self.mcp_policy is not None:
+            request = _pinned(request, await self._mcp_pin())  # the deployer's policy: checked, pinned
         if mcp and not self.bound_mcp:
             return await self._inner.handle_async_request(request)
         deadline = time.monotonic() + self.policy.timeout_s
         if mcp:
-            pinned = request  # the admin's own choice: no address rules, but the same bounds
+            pinned = request  # the admin's own choice (or the policy's pin): no address rules, the same bounds
         else:
             addrs = await resolve_checked(str(request.url), self.policy)
             pinned = _pinned(request, addrs[0])
@@ -241,11 +278,11 @@ def _pinned(request: httpx2.Request, address: str) -> httpx2.Request:
 
 
 def guarded_client(policy: OutboundPolicy, *, mcp_origin: str | None = None, bound_mcp: bool = False,
-                   **kwargs: Any) -> httpx2.AsyncClient:
+                   mcp_policy: "UrlPolicy | None" = None, **kwargs: Any) -> httpx2.AsyncClient:
     """An ``httpx2.AsyncClient`` whose transport applies the guard to every request (see module doc).
 
     ``kwargs`` go to ``httpx2.AsyncClient`` (``auth``, ``headers``, ``event_hooks``, ``timeout``...);
-    ``transport`` (an inner transport) is wrapped by the guard; ``bound_mcp``: see
+    ``transport`` (an inner transport) is wrapped by the guard; ``bound_mcp``, ``mcp_policy``: see
     :class:`GuardedTransport`. Redirects are not followed unless
     ``follow_redirects=True`` is passed; each followed one is a new request the guard checks again.
     """
@@ -253,4 +290,4 @@ def guarded_client(policy: OutboundPolicy, *, mcp_origin: str | None = None, bou
     kwargs.setdefault("follow_redirects", False)
     inner = kwargs.pop("transport", None)
     return httpx2.AsyncClient(transport=GuardedTransport(policy, mcp_origin=mcp_origin, inner=inner,
-                                                         bound_mcp=bound_mcp), **kwargs)
+                                                         bound_mcp=bound_mcp, mcp_policy=mcp_policy), **kwargs)

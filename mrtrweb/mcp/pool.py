@@ -23,6 +23,7 @@ class _Slot:
     declare: frozenset[str] = frozenset()
     auth_key: str = ""
     protocol: str = "auto"
+    url_policy: Any = None
 
 
 class ConnectionPool:
@@ -67,13 +68,15 @@ class ConnectionPool:
 
     async def get(self, user_key: str, server_key: str, url: str, *, declare: Collection[str] = (),
                   auth: Any = None, auth_key: str = "", outbound: Any = None, protocol: str = "auto",
-                  on_list_changed: Any = None, session_roots: Any = None) -> McpConnection:
+                  on_list_changed: Any = None, session_roots: Any = None, url_policy: Any = None) -> McpConnection:
         """The open connection for this user and server, opening (or reopening) it if needed.
 
         A connection whose URL differs from ``url`` (the server was re-configured), that declares
         other capabilities than ``declare`` (see :class:`McpConnection`), speaks another ``protocol``
         setting (:data:`~mrtrweb.mcp.connection.PROTOCOLS`), whose ``auth_key`` differs (the
-        credentials it was built with changed: a new auth mode, secret or client) or that died is
+        credentials it was built with changed: a new auth mode, secret or client), that was opened
+        under another ``url_policy`` (:class:`~mrtrweb.mcp.url_policy.UrlPolicy` or ``None``: the
+        server's policy flag or the deployer's policy changed) or that died is
         closed and replaced: callers that declare differently use different ``server_key`` values.
         ``auth`` / ``outbound`` / ``on_list_changed`` / ``session_roots`` go to a newly opened
         connection only (an ``auth`` that reads its tokens from storage per request stays current
@@ -96,7 +99,7 @@ class ConnectionPool:
             slot = self._slots.get(key)
             wanted = frozenset(declare)
             if (slot is not None and slot.url == url and slot.declare == wanted and slot.auth_key == auth_key
-                    and slot.protocol == protocol and slot.connection.is_open):
+                    and slot.protocol == protocol and slot.url_policy == url_policy and slot.connection.is_open):
                 slot.connection._last_activity = time.monotonic()  # a hand-out counts as activity
                 return slot.connection
             if slot is not None:
@@ -113,9 +116,11 @@ class ConnectionPool:
                 kwargs["on_list_changed"] = on_list_changed
             if session_roots is not None:
                 kwargs["session_roots"] = session_roots
+            if url_policy is not None:
+                kwargs["url_policy"] = url_policy
             connection = self._factory(url, **kwargs)
             await connection.open()
-            self._slots[key] = _Slot(url, connection, wanted, auth_key, protocol)
+            self._slots[key] = _Slot(url, connection, wanted, auth_key, protocol, url_policy)
             self._ensure_sweeper()
             return connection
 

@@ -12,6 +12,8 @@ groups) with what the HTTP layer saw last (:class:`mrtrweb.mcp.evidence.HttpEvid
 * ``http_status`` -- an HTTP error status answered at the URL (the status is returned too: a
   404 usually means a wrong path);
 * ``not_mcp`` -- a 2xx answer that is neither JSON nor an event stream (a web page, say);
+* ``policy`` -- the deployer's URL policy refused the endpoint at connect time (a server added
+  under it whose name now resolves to an address the policy does not allow; nothing was sent);
 * ``unreachable`` -- anything else.
 
 No Django here; the words a person reads are the views' (:mod:`mrtrweb.views.servers`).
@@ -24,7 +26,7 @@ import ssl
 
 from mcp.shared.exceptions import MCPError
 
-REASONS = ("refused", "dns", "tls", "timeout", "http_status", "not_mcp", "unreachable")
+REASONS = ("refused", "dns", "tls", "timeout", "http_status", "not_mcp", "policy", "unreachable")
 
 
 def _chain(exc: BaseException, limit: int = 12) -> list[BaseException]:

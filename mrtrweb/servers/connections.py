@@ -128,13 +128,17 @@ async def connection_for(user: Any, server: McpServer, *, key: str | None = None
             2025-11-25 server gets a key of its own).
         declare: the deprecated capabilities to declare (default: :func:`declared`'s).
 
-    A connection built with other credentials, capabilities or protocol (the server's settings
-    changed) is replaced.
+    A server added under the deployer's URL policy (``server.url_policy``) is connected under
+    :func:`mrtrweb.conf.server_url_policy`: checked again at each connection and pinned to the
+    checked address (:class:`mrtrweb.mcp.url_policy.UrlPolicy`); a server the superuser added is not.
+
+    A connection built with other credentials, capabilities, protocol or URL policy (the server's
+    settings changed) is replaced.
 
     Raises:
         McpCallError: as :meth:`ConnectionPool.get` (``authorization_required`` when the server
             answers 401 to the connect; ``transport_error`` when the server does not speak the
-            protocol version it is set to).
+            protocol version it is set to, or, ``reason="policy"``, the URL policy refuses it now).
     """
     from ..authz import service as authz
 
@@ -147,4 +151,5 @@ async def connection_for(user: Any, server: McpServer, *, key: str | None = None
                             declare=declare, auth=auth, auth_key=authz.auth_key(server, user),
                             outbound=authz.outbound_policy(), protocol=server.protocol,
                             on_list_changed=_listing_pusher(user.pk, server.pk),
-                            session_roots=configured_roots(server))
+                            session_roots=configured_roots(server),
+                            url_policy=conf.server_url_policy() if getattr(server, "url_policy", False) else None)
