@@ -4,8 +4,8 @@ import; the authorization of a personal server.
 :class:`ServerForm` (a ``ModelForm`` of :class:`~mrtrweb.models.McpServer`: ``name``, ``url``,
 ``protocol``), bound to the tenant and (for a personal server) its owner: the name unique among
 the tenant's servers, or among the owner's own; a new URL, or a changed one, must pass the
-deployer's URL policy (:func:`mrtrweb.serverconfig.policy.check`; its reason is the error, code
-``url_refused``), and the server is then marked ``url_policy`` (checked again at every connection).
+deployer's URL policy (:func:`mrtrweb.serverconfig.policy.validate_url`; its sentence is the
+error, code ``url_policy_<why>``), and the server is then marked ``url_policy`` (checked again at every connection).
 :class:`RegistryImportForm`: a ``server.json`` pasted or uploaded (:mod:`.registry`).
 :class:`PersonalAuthForm`: :class:`mrtrweb.authz.forms.ServerAuthForm` for a person's own server
 (none, OAuth per user, or a bearer token / headers of their own; sealed and write-only the same way).
@@ -27,14 +27,12 @@ def check_url(url: str) -> None:
     """The deployer's URL policy for ``url`` (sync: it may resolve the host name).
 
     Raises:
-        forms.ValidationError: ``url_refused``, with the policy's reason.
+        forms.ValidationError: ``url_policy_<code>`` (:func:`mrtrweb.serverconfig.policy.validate_url`),
+            the sentence saying why.
     """
     from . import policy
 
-    try:
-        policy.check(url)
-    except policy.UrlRefused as exc:
-        raise forms.ValidationError(str(exc), code="url_refused") from None
+    policy.validate_url(url)
 
 
 class ServerForm(forms.ModelForm):
@@ -43,7 +41,9 @@ class ServerForm(forms.ModelForm):
     class Meta:
         model = McpServer
         fields = ["name", "url", "protocol"]
-        help_texts = {"url": _("The server's Streamable HTTP endpoint (e.g. https://mcp.example.com/mcp).")}
+
+    url = forms.URLField(label=_("Streamable HTTP URL"), max_length=500, assume_scheme="https",
+                         help_text=_("The server's Streamable HTTP endpoint (e.g. https://mcp.example.com/mcp)."))
 
     def __init__(self, *args: Any, tenant: Any, owner: Any = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
