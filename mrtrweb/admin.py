@@ -1,5 +1,6 @@
 from django.contrib import admin
 from django.db import models
+from django.utils.translation import gettext_lazy
 
 from .text import display
 from .authz.forms import ServerAuthForm
@@ -65,18 +66,36 @@ class McpServerAdminForm(ServerAuthForm):
         formfield_callback = staticmethod(
             lambda f, **kw: f.formfield(**({"assume_scheme": "https"} if isinstance(f, models.URLField) else {}), **kw))
 
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        if "url" in self.fields:
+            self.fields["url"].help_text = URL_POLICY_NOTE
+
+
+#: the admin form's note on the URL: the superuser's servers are not under the deployer's URL policy
+URL_POLICY_NOTE = gettext_lazy(
+    "Servers added here are not restricted by the deployment's URL policy (MRTRWEB[\"SERVER_URL_POLICY\"]): "
+    "any address may be used, private ones and plain http included. Servers that tenant admins and people add "
+    "from the product's pages are restricted by it, and stay so when edited here (\"under the URL policy\").")
+
 
 @admin.register(McpServer)
 class McpServerAdmin(admin.ModelAdmin):
     form = McpServerAdminForm
     list_display = ("shown_name", "tenant", "shown_url", "verified_origin", "enabled", "protocol", "auth_mode",
-                    "allow_sampling", "allow_roots")
+                    "allow_sampling", "allow_roots", "under_url_policy")
+    readonly_fields = ("under_url_policy",)
     list_filter = ("tenant", "enabled", "protocol", "auth_mode", "allow_sampling", "allow_roots")
     search_fields = ("name", "url")
     shown_name = _shown_field("name", "display name")
     shown_url = _shown_field("url", "Streamable HTTP URL")
     # roots: bad JSON of any depth is a form error; a URL typed without a scheme reads as https
     formfield_overrides = {**bounded_json_overrides(), models.URLField: {"assume_scheme": "https"}}
+
+    @admin.display(description=gettext_lazy("under the URL policy"), boolean=True)
+    def under_url_policy(self, obj: McpServer) -> bool:
+        """Whether the server was added under the deployer's URL policy (``McpServer.url_policy``)."""
+        return bool(obj.url_policy)
 
     @admin.display(description="verified origin")
     def verified_origin(self, obj: McpServer) -> str:
