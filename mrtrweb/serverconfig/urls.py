@@ -3,6 +3,7 @@
 from django.urls import path
 
 from . import views
+from .probe_view import test_urlpatterns
 
 urlpatterns = [
     path("tenants/<slug:slug>/servers/", views.tenant_servers, name="tenant-servers"),
@@ -13,4 +14,5 @@ urlpatterns = [
     path("servers/<int:server_id>/edit/", views.server_edit, name="server-edit"),
     path("servers/<int:server_id>/state/", views.server_state, name="server-state"),
     path("servers/<int:server_id>/remove/", views.server_remove, name="server-remove"),
+    *test_urlpatterns,  # "Test" (mrtrweb.serverconfig.probe_view)
 ]
