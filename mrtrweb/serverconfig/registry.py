@@ -90,8 +90,10 @@ def parse(data: str | bytes) -> Imported:
     try:
         doc = json.loads(text)
     except (ValueError, RecursionError) as exc:
-        where = f" (line {exc.lineno}, column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else ""
-        raise RegistryError("bad_json", _("This is not valid JSON%(where)s.") % {"where": where}) from None
+        if isinstance(exc, json.JSONDecodeError):
+            raise RegistryError("bad_json", _("This is not valid JSON (line %(line)s, column %(column)s).")
+                                % {"line": exc.lineno, "column": exc.colno}) from None
+        raise RegistryError("bad_json", _("This is not valid JSON.")) from None
     if not isinstance(doc, dict):
         raise RegistryError("not_object", _("A server.json is a JSON object (with name, version, remotes or "
                                             "packages)."))

@@ -91,7 +91,7 @@ def _tenant_servers(request: HttpRequest, user: Any, slug: str) -> HttpResponse:
     personal = list(McpServer.objects.filter(tenant=tenant, owner__isnull=False).select_related("owner")
                     .order_by("owner__username", "name"))
     return TemplateResponse(request, "mrtrweb/serverconfig/tenant_servers.html",
-                            {"tenant": tenant, "servers": servers, "personal": personal,
+                            {"tenant": tenant, "servers": servers, "personal": personal, "count": len(servers),
                              "max_servers": conf.get("MAX_TENANT_SERVERS")})
 
 
@@ -107,7 +107,7 @@ def _own_servers(request: HttpRequest, user: Any, slug: str) -> HttpResponse:
     tenant = _tenant_for(user, slug, admin=False)
     servers = list(McpServer.objects.filter(tenant=tenant, owner=user).order_by("name"))
     return TemplateResponse(request, "mrtrweb/serverconfig/own_servers.html",
-                            {"tenant": tenant, "servers": servers, "allowed": tenant.allow_personal_servers,
+                            {"tenant": tenant, "servers": servers, "allowed": tenant.allow_personal_servers, "count": len(servers),
                              "max_servers": conf.get("MAX_PERSONAL_SERVERS")})
 
 
