@@ -63,6 +63,8 @@ def environ_text(conf: Any, key: str) -> str:
         return "1 or 0"
     if key in conf._INT_TUPLES:
         return "numbers separated by spaces"
+    if key in getattr(conf, "_DICTS", ()):
+        return "a JSON object"
     return "text"
 
 

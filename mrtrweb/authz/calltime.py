@@ -67,7 +67,7 @@ async def auth_for(*, server: Any, user: Any, tenant: Any) -> Any:
         return None
     if mode == "oauth_user":
         return bearer_auth(server.url, storage=storage_for(tenant=tenant, user=user, server=server),
-                           policy=outbound_policy(), refresh_margin_s=float(conf.get("OAUTH_REFRESH_MARGIN_S")))
+                           policy=outbound_policy(server), refresh_margin_s=float(conf.get("OAUTH_REFRESH_MARGIN_S")))
     if mode == "oauth_client" and server.oauth_client_id:
         if not server.oauth_issuer:  # fail closed: the MCP server would choose where the secret goes
             raise CredentialsNotConfigured(NO_ISSUER)
@@ -110,7 +110,7 @@ async def discover_issuer(server: Any, *, budget_s: float = LOOKUP_BUDGET_S) -> 
 
     try:
         async with asyncio.timeout(budget_s):
-            return await mcp_auth.discover_issuer(server.url, policy=outbound_policy())
+            return await mcp_auth.discover_issuer(server.url, policy=outbound_policy(server))
     except AuthorizationFailed as exc:
         logger.info("issuer lookup for server %s failed (%s)", getattr(server, "pk", None), exc.code)
         return None

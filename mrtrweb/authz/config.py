@@ -24,12 +24,15 @@ __all__ = ["client_identity", "keyed_digest", "outbound_policy", "server_secret"
 logger = logging.getLogger("mrtrweb.authz.service")
 
 
-def outbound_policy() -> OutboundPolicy:
-    """The outbound guard's policy from ``MRTRWEB["OUTBOUND_*"]``."""
+def outbound_policy(server: Any = None) -> OutboundPolicy:
+    """The outbound guard's policy from ``MRTRWEB["OUTBOUND_*"]``; for a ``server`` added under the
+    deployer's URL policy (``server.url_policy``), with that policy for the server's own origin
+    (``OutboundPolicy.mcp_policy``: checked and pinned in the authorization flows too)."""
     hosts = conf.get("OUTBOUND_ALLOW_HOSTS") or []
     return OutboundPolicy(allow_http_loopback=bool(conf.get("OUTBOUND_ALLOW_HTTP_LOOPBACK")),
                           allow_hosts=frozenset(str(h).lower().strip("[]") for h in hosts),
-                          timeout_s=float(conf.get("OUTBOUND_TIMEOUT_S")), max_bytes=int(conf.get("OUTBOUND_MAX_BYTES")))
+                          timeout_s=float(conf.get("OUTBOUND_TIMEOUT_S")), max_bytes=int(conf.get("OUTBOUND_MAX_BYTES")),
+                          mcp_policy=conf.server_url_policy() if getattr(server, "url_policy", False) else None)
 
 
 def keyed_digest(kind: str, value: str) -> str:

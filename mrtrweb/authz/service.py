@@ -124,7 +124,7 @@ async def start_connect(*, user: Any, tenant: Any, server: Any, session_key: str
         scope = noted if isinstance(noted, str) and noted else None
     try:
         flow = await begin_authorization(server.url, identity=identity, storage=storage,
-                                         policy=outbound_policy(), scope=scope)
+                                         policy=outbound_policy(server), scope=scope)
     except AuthorizationFailed as exc:
         raise ConnectRefused(exc.code, exc.message) from None
     if flow is None:
@@ -241,7 +241,7 @@ async def disconnect(*, user: Any, tenant: Any, server: Any) -> str | None:
     outcome = DELETED
     if tokens is not None and meta.get("revocation_endpoint") and info is not None:
         try:
-            statuses = await revoke_tokens(meta, info, tokens, policy=outbound_policy(), mcp_origin=server.origin)
+            statuses = await revoke_tokens(meta, info, tokens, policy=outbound_policy(server), mcp_origin=server.origin)
         except Exception as exc:  # noqa: BLE001 - revocation is best effort; deleting is not
             logger.info("revocation at %s failed: %s", clean_text(meta.get("issuer", ""), 100), type(exc).__name__)
         else:

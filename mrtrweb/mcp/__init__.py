@@ -32,6 +32,9 @@ One concern per module:
     (2026-07-28), ``notifications/resources/updated`` to the watching pages' listeners.
 ``outbound``
     the one outbound guard for every URL fetched for authorization.
+``url_policy``
+    the deployer's URL policy of servers people add (issue 29): checked on save and at every
+    connection, the connection pinned to the checked address.
 ``auth``
     OAuth 2.1 to MCP servers, split in two phases for a web app, and the other auth modes.
 ``tls``

@@ -75,12 +75,17 @@ class OutboundPolicy:
 
     ``allow_hosts``: lower-case host names or IP literals exempt from the address rules (never from
     the scheme rule). ``timeout_s``: seconds for one whole request. ``max_bytes``: bytes of one body.
+    ``mcp_policy``: for a server added under the deployer's URL policy, that policy
+    (:class:`~mrtrweb.mcp.url_policy.UrlPolicy`): a :class:`GuardedTransport` built with this policy
+    checks the MCP origin by it and pins it (as its own ``mcp_policy`` argument), so the
+    authorization flows of such a server (discovery, refresh, revocation) hold it too.
     """
 
     allow_http_loopback: bool = False
     allow_hosts: frozenset[str] = frozenset()
     timeout_s: float = 10.0
     max_bytes: int = 1024 * 1024
+    mcp_policy: "UrlPolicy | None" = None
 
 
 def effective_address(addr: ipaddress.IPv4Address | ipaddress.IPv6Address) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
@@ -215,7 +220,7 @@ class GuardedTransport(httpx2.AsyncBaseTransport):
         self.policy = policy
         self.mcp_origin = mcp_origin
         self.bound_mcp = bound_mcp
-        self.mcp_policy = mcp_policy
+        self.mcp_policy = mcp_policy if mcp_policy is not None else policy.mcp_policy
         #: with ``mcp_policy``: the address of ``mcp_origin`` checked at the first request, else None
         self.mcp_address: str | None = None
         self._pin_lock = anyio.Lock()

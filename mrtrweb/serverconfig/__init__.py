@@ -9,7 +9,9 @@ policy, every change an event in the tenant's audit chain.
   the connection pinned to the address that was checked.
 * :mod:`.probe` -- "Test": connect, find the protocol version, count what the server offers, say
   whether it asks for authorization and which authorization server it names; bounded in time and
-  size; the result kept on the server (``McpServer.last_test``).
+  size; the result kept on the server (``McpServer.last_test``). :mod:`.testing`: who may test,
+  the per-person rate limit, ``run_test`` / ``record_test``; :mod:`.probe_view`: the ``POST``
+  endpoint (``test_urlpatterns``) and ``mrtrweb/serverconfig/_test_report.html``.
 * :mod:`.registry` -- a ``server.json`` of the official MCP registry's schema filling in the form
   (remote Streamable HTTP entries only; nothing fetched).
 * :mod:`.forms`, :mod:`.views`, :mod:`.urls` -- the pages (a tenant admin's servers, a person's

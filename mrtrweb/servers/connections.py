@@ -149,7 +149,7 @@ async def connection_for(user: Any, server: McpServer, *, key: str | None = None
         auth = await authz.auth_for(server=server, user=user, tenant=server.tenant_id)
     return await pool().get(str(user.pk), key if key is not None else server_key(server), server.url,
                             declare=declare, auth=auth, auth_key=authz.auth_key(server, user),
-                            outbound=authz.outbound_policy(), protocol=server.protocol,
+                            outbound=authz.outbound_policy(server), protocol=server.protocol,
                             on_list_changed=_listing_pusher(user.pk, server.pk),
                             session_roots=configured_roots(server),
                             url_policy=conf.server_url_policy() if getattr(server, "url_policy", False) else None)

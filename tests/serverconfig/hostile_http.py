@@ -24,17 +24,20 @@ HUGE_BYTES = 50 * 1024 * 1024
 
 
 class Counted:
-    """ASGI middleware: ``requests`` counts every HTTP request that reached ``app``."""
+    """ASGI middleware: ``requests`` counts every HTTP request that reached ``app``; ``hosts``
+    the ``Host`` header of each."""
 
     def __init__(self, app: Any) -> None:
         self.app = app
         self.requests = 0
+        self.hosts: list[str] = []
         self._lock = threading.Lock()
 
     async def __call__(self, scope, receive, send) -> None:
         if scope.get("type") == "http":
             with self._lock:
                 self.requests += 1
+                self.hosts.append(dict(scope.get("headers") or []).get(b"host", b"").decode("latin-1"))
         await self.app(scope, receive, send)
 
 
@@ -64,7 +67,8 @@ async def _protected(request: Request) -> Response:
 
 async def _prm(request: Request) -> JSONResponse:
     return JSONResponse({"resource": f"http://{request.url.netloc}/prm/mcp",
-                         "authorization_servers": [AUTH_SERVER, "javascript:alert(1)\u200b"]})
+                         "authorization_servers": [AUTH_SERVER, "javascript:alert(1)\u200b",
+                                                   "https://evil.example/<img src=x onerror=alert(1)>"]})
 
 
 def serve_hostile():

@@ -146,7 +146,7 @@ def test_authorization_settings_are_checked(settings):
 
 
 def test_every_mrtrweb_setting_can_come_from_the_environment():
-    """``MRTRWEB_<KEY>`` works for every key (numbers, lists, booleans, strings); a bad number is
+    """``MRTRWEB_<KEY>`` works for every key (numbers, lists, booleans, dicts, strings); a bad number is
     refused by name, without its value."""
     import pytest
     from django.core.exceptions import ImproperlyConfigured
@@ -162,7 +162,8 @@ def test_every_mrtrweb_setting_can_come_from_the_environment():
                    "OUTBOUND_ALLOW_HOSTS": ["a.internal", "b.internal"], "SECRET_KEYS": ["k1", "k2"],
                    "OUTBOUND_ALLOW_HTTP_LOOPBACK": False,
                    "OAUTH_REDIRECT_URI": "https://app.example/mcp/oauth/callback/"}
-    assert set(from_environ({f"MRTRWEB_{k}": "1" for k in DEFAULTS})) == set(DEFAULTS)
+    # a dict key takes a JSON object (SERVER_URL_POLICY); every other key parses "1"
+    assert set(from_environ({f"MRTRWEB_{k}": "{}" if k == "SERVER_URL_POLICY" else "1" for k in DEFAULTS})) == set(DEFAULTS)
     with pytest.raises(ImproperlyConfigured, match="MRTRWEB_TTL_S must be a number") as err:
         from_environ({"MRTRWEB_TTL_S": "s3cr3t"})
     assert "s3cr3t" not in str(err.value)
