@@ -100,6 +100,14 @@ def test_tenant_admin_adds_edits_disables_enables_and_removes_a_server(seeded, p
     # the tenant's history reads it: alice added a server
     history = client.get("/mcp/tenants/acme/history/?event=&per_page=50").content.decode()
     assert "added a server" in history and "removed a server" in history and "alice" in history
+    own = client.get("/mcp/history/")  # alice's own history lists her changes too, without a 500
+    assert own.status_code == 200 and b"server/config" in own.content
+    timeline = client.get(f"/mcp/history/operations/{events[0].operation_id}/")
+    assert timeline.status_code == 200 and b"added a server" in timeline.content
+    # reconciliation pairs rounds with outcomes: configuration events are no rounds, nothing to settle
+    from mrtrweb.audit.reconcile import reconcile
+
+    assert reconcile(settle=False)["unsettled"] == 0
 
 
 def test_only_the_tenants_admins_manage_its_servers(seeded, policy):
