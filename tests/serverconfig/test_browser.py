@@ -7,6 +7,7 @@ which the tenant's admin sees listed (name, origin, owner)."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +15,7 @@ from tests.browser import OP_URL, expect, op_status, screenshot
 
 pytestmark = [pytest.mark.browser]
 
+FIXTURE = Path(__file__).with_name("server.json")
 LOOPBACK_POLICY = {"allow_hosts": ["127.0.0.1"], "allow_http_hosts": ["127.0.0.1"]}
 
 
@@ -67,6 +69,13 @@ def test_a_tenant_admin_and_a_person_add_test_edit_use_disable_and_remove_server
     alice.get_by_role("button", name="Allow personal servers").click()
     expect(alice.get_by_text("Members may add servers only they see and use.")).to_be_visible()
     alice.get_by_role("link", name="Add a server").click()
+    # a registry server.json fills the form in (nothing fetched), then she points it at the demo server
+    alice.get_by_label("Paste a server.json").fill(FIXTURE.read_text())
+    alice.get_by_role("button", name="Fill in from server.json").click()
+    expect(alice.get_by_label("Streamable HTTP URL")).to_have_value("https://eu.weather.example.org/mcp")
+    expect(alice.get_by_label("Display name")).to_have_value("Weather (Example Org)")
+    expect(alice.locator(".registry-notes")).to_contain_text("X-Api-Key")
+    expect(alice.locator(".registry-notes")).to_contain_text("never starts processes")
     _add(app, alice, "Team demo")
     alice.goto("/mcp/tenants/acme/servers/")
     _row(alice, "Team demo").get_by_role("link", name="Edit").click()
