@@ -27,6 +27,8 @@ policy is checked again and pinned to the checked address (:func:`mrtrweb.server
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 from typing import Any
 
 from asgiref.sync import async_to_sync
@@ -59,8 +61,17 @@ async def acheck(url: Any) -> list[str]:
 
 
 def check(url: Any) -> list[str]:
-    """:func:`acheck`, synchronous (a form's validation). Raises :class:`UrlRefused`."""
-    return async_to_sync(acheck)(url)
+    """:func:`acheck`, synchronous (a form's validation). Raises :class:`UrlRefused`.
+
+    Called on a thread running an event loop (a form validated inside an async view without
+    ``sync_to_async``), the check runs on a worker thread and blocks that loop for the resolution
+    (at most ``OUTBOUND_TIMEOUT_S``): async code should await :func:`acheck` instead."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return async_to_sync(acheck)(url)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="url-policy") as worker:
+        return worker.submit(lambda: asyncio.run(acheck(url))).result()
 
 
 def message(exc: UrlRefused) -> str:

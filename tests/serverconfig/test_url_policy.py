@@ -20,6 +20,8 @@ from mrtrweb.mcp import McpCallError, McpConnection, outbound
 from mrtrweb.mcp.url_policy import UrlPolicy, UrlRefused, parse_policy
 from mrtrweb.serverconfig import policy
 
+from tests.mcp.test_tls import fresh_context, tls_demo  # noqa: F401 -- fixtures
+
 from .hostile_http import Counted
 
 DEFAULT = UrlPolicy(timeout_s=3.0)
@@ -303,3 +305,48 @@ async def test_the_authorization_flows_of_a_policy_server_hold_the_policy_too(na
                               bound_mcp=True) as client:
         await client.get(f"http://127.0.0.1:{handle.port}/.well-known/oauth-protected-resource/mcp")
     assert counted.requests == before + 1
+
+
+async def test_https_pinned_to_the_checked_address_is_verified_for_the_name(names, tls_demo, fresh_context,
+                                                                            monkeypatch) -> None:
+    """The certificate (``localhost`` and 127.0.0.1) is checked against the URL's name, not the
+    pinned address: a name the certificate does not cover fails as TLS although its address is in it."""
+    url, cert = tls_demo
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+    port = url.split(":")[2].split("/")[0]
+    pol = UrlPolicy(allow_networks=(ipaddress.ip_network("127.0.0.0/8"),), timeout_s=3.0)
+    names.names["localhost"] = ["127.0.0.1"]
+    async with McpConnection(url, url_policy=pol, timeout_s=10) as conn:
+        assert any(t["name"] == "deploy" for t in await conn.list_tools())
+    names.names["other.example.test"] = ["127.0.0.1"]
+    with pytest.raises(McpCallError) as caught:
+        async with McpConnection(f"https://other.example.test:{port}/mcp", url_policy=pol, timeout_s=10):
+            pass
+    assert caught.value.reason == "tls"
+
+
+async def test_the_server_page_says_the_policy_refused_the_address_now(seeded, settings) -> None:
+    from django.test import AsyncClient
+
+    from mrtrweb.models import McpServer
+
+    settings.MRTRWEB = {}
+    server = seeded["servers"]["acme"]
+    await McpServer.objects.filter(pk=server.pk).aupdate(url_policy=True)  # added under the policy; now on loopback
+    seeded["mcp"].log.clear()
+    client = AsyncClient()
+    await client.aforce_login(seeded["users"]["carol"])
+    page = await client.get(f"/mcp/servers/{server.pk}/")
+    assert page.status_code == 200
+    assert 'data-reason="policy"' in page.content.decode()
+    assert "URL policy does not allow the address" in page.content.decode()
+    assert seeded["mcp"].log.records() == []  # nothing was sent
+
+
+async def test_the_sync_check_works_inside_an_event_loop_too(settings) -> None:
+    """A form validated inside an async view (no ``sync_to_async``) must not fail with a 500."""
+    settings.MRTRWEB = {}
+    with pytest.raises(ValidationError) as caught:
+        policy.validate_url("https://localhost/mcp")
+    assert caught.value.code == "url_policy_address"
+    assert policy.check("https://93.184.216.34/mcp") == ["93.184.216.34"]
