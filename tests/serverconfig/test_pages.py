@@ -246,7 +246,14 @@ def test_a_personal_server_is_its_owners_alone(seeded, policy):
     client_credentials = carol.post(f"/mcp/servers/{mine.pk}/settings/", {"auth-auth_mode": "oauth_client",
                                                                           "auth-oauth_client_id": "x"})
     assert client_credentials.status_code == 400
-    mine.auth_mode, mine.auth_secret_sealed, mine.auth_secret_digest = "none", "", ""  # the demo server needs none
+    # OAuth per user: carol connects her own account (connections are keyed by tenant, user and
+    # server); nobody else may start a connection to her server
+    assert carol.post(f"/mcp/servers/{mine.pk}/settings/", {"auth-auth_mode": "oauth_user"}).status_code == 200
+    mine.refresh_from_db()
+    assert mine.auth_mode == "oauth_user" and not mine.auth_secret_sealed  # her token removed with the mode
+    assert f'/mcp/oauth/connect/{mine.pk}/'.encode() in carol.get(f"/mcp/servers/{mine.pk}/").content
+    assert alice.post(f"/mcp/oauth/connect/{mine.pk}/").status_code == 404
+    mine.auth_mode = "none"  # the demo server needs none
     mine.save()
 
     # carol sees and uses it
@@ -270,8 +277,9 @@ def test_a_personal_server_is_its_owners_alone(seeded, policy):
     listing = alice.get("/mcp/tenants/acme/servers/").content.decode()
     assert "Carol" in listing and "carol" in listing and token not in listing
     events = _config_events(mine.tenant_id)
-    assert [e.event for e in events] == ["tenant_changed", "server_added", "auth_changed", ]
+    assert [e.event for e in events] == ["tenant_changed", "server_added", "auth_changed", "auth_changed"]
     assert events[1].code == "personal" and events[2].actions == {"auth_mode": "tenant", "secret": "replaced"}
+    assert events[3].actions == {"auth_mode": "oauth_user", "secret": "removed"} and events[3].auth_digest == ""
     assert token not in json.dumps([[e.reason, e.actions, e.auth_digest, e.name] for e in events])
     assert verify_chain(mine.tenant_id).broken is None
 
