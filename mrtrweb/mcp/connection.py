@@ -74,7 +74,7 @@ from .sending import ProgressCallback, Sending
 from .server_requests import SENDING, OpenCall, RootsProvider, ServerRequestHandler, ServerRequestRouting, session_log
 from .session_renewal import SessionRenewal
 from .tls import tls_client_context
-from .url_policy import UrlPolicy, refusal_in
+from .url_policy import REFUSED_AT_CONNECT, UrlPolicy, refusal_in
 
 __all__ = ["CLIENT_INFO", "DECLARABLE", "PROTOCOLS", "McpConnection", "ProgressCallback", "ProtocolMismatch",
            "ServerRequestHandler"]
@@ -270,8 +270,10 @@ class McpConnection(Sending, SessionRenewal, ServerRequestRouting, Listings, Ser
                 elif isinstance(leaf, ProtocolRefused):
                     ready.set_exception(ProtocolMismatch(str(leaf), self.protocol))
                 elif (refused := refusal_in(exc)) is not None:
-                    ready.set_exception(McpCallError(TRANSPORT_ERROR, f"the URL policy refused {self.origin}: "
-                                                     f"{refused.reason}", reason="policy"))
+                    error = McpCallError(TRANSPORT_ERROR, f"the URL policy refused {self.origin}: {refused.reason}",
+                                         reason="policy")
+                    error.shown_message = REFUSED_AT_CONNECT  # the product's words: nothing was sent
+                    ready.set_exception(error)
                 else:
                     reason, status = reason_of(leaf, self._evidence.last_status, self._evidence.last_content_type)
                     why = (f"negotiation with {self.origin} failed: {leaf.error.message}" if isinstance(leaf, MCPError)

@@ -36,11 +36,18 @@ from typing import Any, Final
 
 from . import outbound
 from .outbound import OutboundRefused
+from .texts import gettext_noop
 
-__all__ = ["CODES", "DEFAULT_MAX_URL_CHARS", "UrlPolicy", "UrlRefused", "parse_policy", "refusal_in"]
+__all__ = ["CODES", "DEFAULT_MAX_URL_CHARS", "REFUSED_AT_CONNECT", "UrlPolicy", "UrlRefused", "parse_policy",
+           "refusal_in"]
 
 #: the stable codes of :class:`UrlRefused`
 CODES: Final = ("too_long", "url", "scheme", "userinfo", "http", "dns", "address")
+#: what a person reads when a connection was refused by the policy (``McpCallError.shown_message``;
+#: stored in English, a page translates it: mrtrweb.text.stored_text)
+REFUSED_AT_CONNECT: Final = gettext_noop(
+    "This deployment's URL policy does not allow the address this server's name points to now: nothing was "
+    "sent to it.")
 #: the default bound of a URL's length, characters
 DEFAULT_MAX_URL_CHARS: Final = 500
 

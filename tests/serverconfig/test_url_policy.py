@@ -350,3 +350,32 @@ async def test_the_sync_check_works_inside_an_event_loop_too(settings) -> None:
         policy.validate_url("https://localhost/mcp")
     assert caught.value.code == "url_policy_address"
     assert policy.check("https://93.184.216.34/mcp") == ["93.184.216.34"]
+
+
+async def test_a_call_to_a_server_the_policy_refuses_now_sends_nothing(seeded, settings) -> None:
+    from django.test import AsyncClient
+
+    from mrtrweb import operations
+    from mrtrweb.models import McpServer, Operation
+
+    settings.MRTRWEB = {"MAX_STARTS_PER_MINUTE": 10_000}
+    server = seeded["servers"]["acme"]
+    await McpServer.objects.filter(pk=server.pk).aupdate(url_policy=True)
+    server = await McpServer.objects.select_related("tenant").aget(pk=server.pk)
+    seeded["mcp"].log.clear()
+    client = AsyncClient()
+    await client.aforce_login(seeded["users"]["alice"])
+    # the tool page cannot list the server: as for any server it cannot reach (503), it says why
+    resp = await client.post(f"/mcp/servers/{server.pk}/tools/?name=chatty", {"arg-lines": "1"})
+    assert resp.status_code == 503
+    assert "URL policy does not allow the address this server&#x27;s name points to now" in resp.content.decode()
+    # an operation started (the headless way) fails at its connect with that reason, nothing sent
+    op = await operations.start_operation(user=seeded["users"]["alice"], server=server, method="tools/call",
+                                          name="chatty", params={"name": "chatty", "arguments": {"lines": 1}})
+    await operations.wait_idle()
+    op = await Operation.objects.aget(pk=op.pk)
+    assert op.status == Operation.Status.FAILED and op.error_code == "transport_error", op.error_code
+    assert "URL policy does not allow" in op.error_message
+    page = await client.get(f"/mcp/operations/{op.pk}/", headers={"Accept-Language": "de"})
+    assert "Die URL-Richtlinie dieser Installation" in page.content.decode()  # translated when shown
+    assert seeded["mcp"].log.records() == []  # nothing was sent
