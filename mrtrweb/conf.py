@@ -7,10 +7,10 @@ is below, one entry per key, in the order the settings reference shows them. Tha
 Meanings are reStructuredText-lite: ``literal`` is the only markup.
 
 ``BINDING_STORE``
-    where live bindings (rounds, their single-use claims, legacy answers handed between workers) are
-    kept: ``"database"`` (durable: a restart of the cache loses nothing; see mrtrweb.bindings) or
-    ``"cache"`` (``BINDING_CACHE`` only: a cache restarted without persistence loses every live
-    round; ``check --deploy`` warns, ``mrtrweb.W017``)
+    where live bindings (rounds, their single-use claims, legacy answers handed between workers) are kept:
+    ``"database"`` (durable: a restart of the cache loses nothing; see mrtrweb.bindings) or ``"cache"``
+    (``BINDING_CACHE`` only: a cache restarted without persistence loses every live round; ``check --deploy``
+    warns, ``mrtrweb.W017``)
 ``BINDING_CACHE``
     cache alias of what is short-lived and shared by every worker (stop requests, legacy hold
     notices; the bindings too with ``BINDING_STORE = "cache"``); Redis in production
@@ -19,11 +19,10 @@ Meanings are reStructuredText-lite: ``literal`` is the only markup.
 ``TTL_S``
     lifetime of a binding and of a round, seconds
 ``TENANT_RESOLVER``
-    dotted path of a portal's ``(user) -> iterable of mrtrweb.tenancy.TenantGrant(key, name, role)``:
-    the embedding portal's organisations of that user, which the tenants (``Tenant.external_key``)
-    and the user's memberships of them follow (at sign-in, then at a request once ``TENANT_SYNC_S``
-    passed; mrtrweb.tenancy, docs/embedding.md); a failing resolver grants nothing (logged reason).
-    ``None``: tenants are managed by hand
+    dotted path of a portal's ``(user) -> iterable of mrtrweb.tenancy.TenantGrant(key, name, role)``: the
+    embedding portal's organisations of that user, which the tenants (``Tenant.external_key``) and the user's
+    memberships of them follow (at sign-in, then at a request once ``TENANT_SYNC_S`` passed; mrtrweb.tenancy,
+    docs/embedding.md); a failing resolver grants nothing (logged reason). ``None``: tenants are managed by hand
 ``TENANT_SYNC_S``
     seconds a user's memberships read from ``TENANT_RESOLVER`` are trusted before
     ``TenantSyncMiddleware`` reads them again
@@ -51,9 +50,8 @@ Meanings are reStructuredText-lite: ``literal`` is the only markup.
     a row lock on the chain head, ``lock_timeout``; SQLite: the write lock, busy timeout); past it
     the append fails and the retry it guards is not sent (``audit_unavailable``)
 ``METRICS_TOKEN``
-    bearer token of the Prometheus endpoint ``/mcp/metrics/`` (mrtrweb.runtime.metrics_view; a
-    scrape sends ``Authorization: Bearer <token>``); ``None``: the endpoint answers 404
-    ``metrics_disabled``
+    bearer token of the Prometheus endpoint ``/mcp/metrics/`` (mrtrweb.runtime.metrics_view; a scrape sends
+    ``Authorization: Bearer <token>``); ``None``: the endpoint answers 404 ``metrics_disabled``
 ``MAX_PENDING_ROUNDS``
     per user, operations waiting for an answer at once
 ``MAX_STARTS_PER_MINUTE``
@@ -80,8 +78,8 @@ Meanings are reStructuredText-lite: ``literal`` is the only markup.
     database answers again, however long the outage, then written once; past this many seconds the
     hold is logged as an error (once) and goes on
 ``MAX_HELD_OUTCOMES``
-    per worker, outcomes held that way at once (gauge ``mrtrweb_outcomes_held``); one more is not
-    kept: its operation ends failed (``outcome_not_kept``) once the database is back (counter
+    per worker, outcomes held that way at once (gauge ``mrtrweb_outcomes_held``); one more is not kept: its
+    operation ends failed (``outcome_not_kept``) once the database is back (counter
     ``mrtrweb_outcomes_not_kept_total``)
 ``TASK_POLL_MIN_S``
     the shortest pause between two ``tasks/get`` of a call that runs as a task (seconds; a server's
@@ -100,8 +98,7 @@ Meanings are reStructuredText-lite: ``literal`` is the only markup.
     out, and the whole stored result is behind Download the result
     (``/mcp/operations/<id>/result/``: the owner only, an attachment, ``nosniff``, never rendered)
 ``MAX_PUSH_BYTES``
-    a pushed panel larger than this (UTF-8 bytes of its HTML) is not pushed; the page fetches it
-    instead
+    a pushed panel larger than this (UTF-8 bytes of its HTML) is not pushed; the page fetches it instead
 ``SECRET_KEYS``
     list of Fernet keys sealing secrets at rest (tokens, client secrets, tenant credentials;
     mrtrweb.authz.crypto); the first seals, every one opens. ``None``: one key derived from
@@ -151,18 +148,21 @@ Meanings are reStructuredText-lite: ``literal`` is the only markup.
     per person, "Test" connections to a server (before saving it, or of a saved one) per minute;
     one more is refused (``test_rate_limited``) without connecting
 ``GC_FREEZE``
-    at worker start-up (``mrtrweb.runtime.gcpolicy.configure()``, called last by
-    ``mrtrweb/site/asgi.py`` and by a portal's ``asgi.py``), collect once and ``gc.freeze()`` what
-    start-up built: no later collection walks it
+    at worker start-up (``mrtrweb.runtime.gcpolicy.configure()``, called last by ``mrtrweb/site/asgi.py`` and by
+    a portal's ``asgi.py``), collect once and ``gc.freeze()`` what start-up built: no later collection walks it
 ``GC_THRESHOLDS``
-    ``gc.set_threshold`` at start-up, three positive ints (generation 0 allocations, then
-    collections of the younger generation): fewer, cheaper young collections and rare full ones
-    (measured in mrtrweb.runtime.gcpolicy and docs/benchmarks NOTES); ``None`` keeps Python's
-    ``(700, 10, 10)``; ``MRTRWEB_GC_THRESHOLDS="20000 4 100"``
+    ``gc.set_threshold`` at start-up, three positive ints (generation 0 allocations, then collections of the
+    younger generation): fewer, cheaper young collections and rare full ones (measured in
+    mrtrweb.runtime.gcpolicy and docs/benchmarks NOTES); ``None`` keeps Python's ``(700, 10, 10)``;
+    ``MRTRWEB_GC_THRESHOLDS="20000 4 100"``
 ``SAMPLING_PROVIDER``
     dotted path of the object or callable ``provide(request_params, *, user, operation, form_data)
     -> dict`` that answers an approved ``sampling/createMessage`` (a ``CreateMessageResult``;
     mrtrweb.consent.sampling); the default lets the person write the reply
+``MAX_TENANT_SERVERS``
+    the most servers of a tenant (not counting personal ones) its admins may add (50; not the Django admin)
+``MAX_PERSONAL_SERVERS``
+    the most personal servers one person may have in one tenant (5); one more is refused, saying why
 """
 
 from __future__ import annotations
@@ -220,6 +220,7 @@ DEFAULTS: dict[str, Any] = {
     "TENANT_SYNC_S": 60,
     "OUTCOME_HOLD_S": 60,
     "MAX_HELD_OUTCOMES": 1000,
+    "MAX_TENANT_SERVERS": 50, "MAX_PERSONAL_SERVERS": 5,
 }
 
 _NUMERIC = {"TTL_S", "MAX_TTL_S", "MAX_STATE_BYTES", "MAX_ROUNDS", "STATE_ONLY_BACKOFF_S",
@@ -227,7 +228,7 @@ _NUMERIC = {"TTL_S", "MAX_TTL_S", "MAX_STATE_BYTES", "MAX_ROUNDS", "STATE_ONLY_B
             "MAX_STARTS_PER_MINUTE", "HEARTBEAT_S", "DRAIN_GRACE_S", "MAX_TENANT_PENDING_ROUNDS", "MAX_TENANT_STARTS_PER_MINUTE",
             "LEGACY_HOLD_S", "TASK_POLL_MIN_S", "TASK_POLL_MAX_S", "MAX_STORED_RESULT_BYTES", "MAX_SHOWN_CHARS", "MAX_PUSH_BYTES", "AUDIT_WAIT_S",
             "OAUTH_PENDING_TTL_S", "OAUTH_REFRESH_MARGIN_S", "OUTBOUND_TIMEOUT_S", "OUTBOUND_MAX_BYTES", "TENANT_SYNC_S",
-            "OUTCOME_HOLD_S", "MAX_HELD_OUTCOMES", "SERVER_TESTS_PER_MINUTE"}
+            "OUTCOME_HOLD_S", "MAX_HELD_OUTCOMES", "SERVER_TESTS_PER_MINUTE", "MAX_TENANT_SERVERS", "MAX_PERSONAL_SERVERS"}
 
 
 def get(key: str) -> Any:
@@ -299,7 +300,6 @@ def server_url_policy():
 
 #: the values of ``BINDING_STORE``
 BINDING_STORES = frozenset({"database", "cache"})
-
 
 #: keys whose value is a list (``MRTRWEB_<KEY>``: a JSON list, or words separated by white space)
 _LISTS = {"SECRET_KEYS", "OUTBOUND_ALLOW_HOSTS"}

@@ -38,6 +38,8 @@ urlpatterns = [
     path("history/operations/<uuid:op_id>/", history.operation_timeline, name="history-operation"),
     path("tenants/<slug:slug>/history/", history.tenant_history, name="tenant-history"),
     path("servers/<int:server_id>/settings/", settings_page.server_settings, name="server-settings"),
+    # servers people bring (issue 29): a tenant admin's servers, a person's own
+    path("", include("mrtrweb.serverconfig.urls")),
     # authorization to MCP servers (issue 13): oauth/... and connections/...
     path("", include("mrtrweb.authz.urls")),
     path("metrics/", metrics_view.metrics_view, name="metrics"),  # Prometheus (MRTRWEB["METRICS_TOKEN"])

@@ -209,6 +209,26 @@ def record(operation: Operation, event: str, *, code: str = "", reason: str = ""
         raise AuditUnavailable(f"audit sink failed: {exc.__class__.__name__}") from exc
 
 
+def append_config(values: dict[str, Any]) -> AuditEvent:
+    """Append an event that is no operation's round: a server's or the tenant's configuration
+    changed (issue 29, :mod:`mrtrweb.serverconfig.events`; ``event`` one of
+    :data:`AuditEvent.CONFIG`). ``values`` as :func:`_append`'s; the fields left out are empty.
+    Inside the caller's transaction when there is one (the change and its event commit together).
+
+    Raises:
+        ValueError: ``event`` is not a configuration event.
+        AuditUnavailable: the chain stayed locked (see :func:`_append`); other database errors as they are.
+    """
+    if values.get("event") not in AuditEvent.CONFIG:
+        raise ValueError(f"not a configuration event: {values.get('event')!r}")
+    full = {"code": "", "reason": "", "round_number": 0, "original_request_id": "", "request_id": "", "retry_id": "",
+            "server_id": "", "server_origin": "", "name": "", "state_digest": "", "schema_digests": {},
+            "display_digest": "", "config_digest": "", "actions": {}, "auth_mode": "", "auth_digest": "",
+            "auth_identity": "", "policy_version": str(conf.get("POLICY_VERSION")),
+            "tenant_digest": keyed_digest(f"tenant:{values['tenant_id']}"), **values}
+    return _append(full)
+
+
 def _auth_fields(operation: Operation, auth: dict[str, str] | None) -> dict[str, str]:
     """The authorization digests of an event: ``auth`` or the operation's own (never a token)."""
     source = auth if auth is not None else {name: getattr(operation, name, "") for name in OPTIONAL_HASHED_FIELDS}

@@ -115,7 +115,8 @@ def server_for(url: str, tenant: Any) -> McpServer:
     Raises:
         django.core.exceptions.ValidationError: ``url`` is not an http(s) URL without credentials.
     """
-    server = McpServer.objects.filter(tenant=tenant, url=url).order_by("pk").first()
+    # the tenant's servers only: a person's own (personal) server is never picked for another
+    server = McpServer.objects.filter(tenant=tenant, url=url, owner__isnull=True).order_by("pk").first()
     if server is not None:
         return server
     server = McpServer(tenant=tenant, url=url, name=_server_name(url, tenant))
@@ -142,7 +143,7 @@ def _member_server(user: Any, tenant: Any, url: str) -> McpServer:
 def _server_name(url: str, tenant: Any) -> str:
     base = ("headless " + url)[:110]
     name, n = base, 1
-    while McpServer.objects.filter(tenant=tenant, name=name).exists():
+    while McpServer.objects.filter(tenant=tenant, name=name, owner__isnull=True).exists():
         n += 1
         name = f"{base} ({n})"
     return name

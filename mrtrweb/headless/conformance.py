@@ -103,7 +103,7 @@ def prepare_server(url: str, tenant: Any, scenario: str, context: dict[str, Any]
 
     from ..authz import crypto, service
 
-    McpServer.objects.filter(tenant=tenant, url=url).delete()
+    McpServer.objects.filter(tenant=tenant, url=url, owner__isnull=True).delete()
     server = headless.server_for(url, tenant)
     mode, client_id, secret, issuer = _auth_config(scenario, context)
     server.auth_mode = mode

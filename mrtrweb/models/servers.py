@@ -107,6 +107,9 @@ class McpServer(models.Model):
     #: what the last "Test" found (:mod:`mrtrweb.serverconfig`; bounded JSON, no secret) and when
     last_test = models.JSONField(default=dict, blank=True, editable=False)
     last_tested_at = models.DateTimeField(null=True, blank=True, editable=False)
+    #: a personal server disabled by a tenant admin (issue 29): its owner may not enable it again
+    #: (only a tenant admin may); False for every other disabling
+    disabled_by_admin = models.BooleanField(default=False, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

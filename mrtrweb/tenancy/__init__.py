@@ -1,7 +1,8 @@
 """Tenancy: who belongs to which tenant, and who may act on what.
 
 * :mod:`.access` -- the one access check on an operation or a server (active user, member of the
-  tenant, server enabled), and what happens when access ends.
+  tenant, server enabled and the tenant's or the user's own personal one), and what happens when
+  access ends.
 * :mod:`.sync` -- tenants and memberships that follow the embedding portal's organisations
   (``MRTRWEB["TENANT_RESOLVER"]``, :class:`TenantSyncMiddleware`).
 

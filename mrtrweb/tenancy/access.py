@@ -2,7 +2,9 @@
 
 An operation (or a server) may be seen, answered, stopped or pushed only while all of these hold:
 the user exists and is active, the user is a member of the operation's tenant (the tenant exists),
-and the server exists in that tenant and is enabled. :func:`denial` / :func:`adenial` say which one
+and the server exists in that tenant, is enabled, and is the tenant's or the user's own (a personal
+server, ``McpServer.owner``, issue 29: visible to its owner alone, not even to a tenant admin;
+another person's personal server is "not there" for everyone else, cause ``server_removed``). :func:`denial` / :func:`adenial` say which one
 failed; views (review, Send, Decline, Stop, the operation page and panel), the WebSocket consumer
 (connect, every push) and :mod:`mrtrweb.operations` (before each request is sent, before a round
 is shown, before an answer is built) all ask it, so access that ended is refused even when the
@@ -53,6 +55,14 @@ class AccessEnded(Http404):
         self.op, self.cause = op, cause
 
 
+def mine(user_id: Any, prefix: str = "") -> Q:
+    """The filter of servers ``user_id`` may see among their tenants' (``prefix``: the path to the
+    server, e.g. ``"server__"`` from an operation): the tenant's (no owner) and their own personal
+    ones, never another person's (issue 29). Every listing and lookup of servers for a person
+    goes through it (with the tenant membership and ``enabled``)."""
+    return Q(**{f"{prefix}owner__isnull": True}) | Q(**{f"{prefix}owner_id": user_id})
+
+
 def _query(user_id: Any, tenant_id: Any, server_id: Any):
     """One row for the user (or none): ``is_active`` (when the model has it), ``_member`` (bool),
     ``_server`` (the server's ``enabled`` in that tenant, None when it is not there)."""
@@ -60,7 +70,9 @@ def _query(user_id: Any, tenant_id: Any, server_id: Any):
     fields = {f.name for f in User._meta.get_fields()}
     annotations = {"_member": Exists(Membership.objects.filter(tenant_id=tenant_id, user_id=OuterRef("pk")))}
     if server_id is not None:  # (no ordering: the model's would join the tenant to sort one row)
+        # a personal server counts only for its owner (the user row of this query: no parameter more)
         annotations["_server"] = Subquery(McpServer.objects.filter(pk=server_id, tenant_id=tenant_id)
+                                          .filter(Q(owner__isnull=True) | Q(owner_id=OuterRef("pk")))
                                           .order_by().values("enabled")[:1])
     names = ["is_active"] if "is_active" in fields else []
     return User._default_manager.filter(pk=user_id).annotate(**annotations).values(*names, *annotations)
@@ -151,7 +163,7 @@ async def server_for(user: Any, server_id: Any) -> McpServer:
         Http404: no such server for this user, or their access ended (e.g. an inactive user).
     """
     try:
-        server = await McpServer.objects.select_related("tenant").aget(
+        server = await McpServer.objects.select_related("tenant").filter(mine(user.pk)).aget(
             pk=server_id, enabled=True, tenant__memberships__user=user)
     except (McpServer.DoesNotExist, ValueError, TypeError, OverflowError):
         raise Http404("No such server") from None
@@ -179,7 +191,7 @@ async def visible_server(user_id: Any, server_id: Any) -> bool:
     """Whether ``user_id`` may see server ``server_id`` now (as :func:`server_for` would let them):
     the check before a server's listing push reaches their sockets."""
     try:
-        server = await McpServer.objects.only("pk", "tenant_id").aget(
+        server = await McpServer.objects.only("pk", "tenant_id").filter(mine(user_id)).aget(
             pk=server_id, enabled=True, tenant__memberships__user_id=user_id)
     except (McpServer.DoesNotExist, ValueError, TypeError, OverflowError):
         return False
@@ -197,11 +209,12 @@ async def user_may_connect(user: Any) -> bool:
 def actionable_operations(user_id: Any) -> QuerySet[Operation]:
     """``user_id``'s operations they may still act on, as one filter: what :func:`denial` checks
     per operation (the user active, a member of the operation's tenant, its server in that tenant
-    and enabled), for listing many at once (the pending rounds of the navigation,
+    and enabled, the tenant's or theirs), for listing many at once (the pending rounds of the navigation,
     :mod:`mrtrweb.consent.pending`). Builds the queryset only; nothing is run."""
     User = get_user_model()
     qs = Operation.objects.filter(
         Exists(Membership.objects.filter(tenant_id=OuterRef("tenant_id"), user_id=user_id)),
+        mine(user_id, prefix="server__"),
         user_id=user_id, server__enabled=True, server__tenant_id=F("tenant_id"))
     if "is_active" in {f.name for f in User._meta.get_fields()}:
         qs = qs.filter(user__is_active=True)

@@ -13,6 +13,7 @@ from django.template.response import TemplateResponse
 
 from .. import catalog, conf, operations
 from ..servers import connections
+from ..tenancy import access
 from ..text import names, results
 from ..authz import pages as authz_pages
 from ..mcp import McpCallError
@@ -28,10 +29,12 @@ logger = logging.getLogger("mrtrweb.views")
 async def index(request: HttpRequest) -> HttpResponse:
     user = await _user(request)
     memberships = [m async for m in Membership.objects.filter(user=user).select_related("tenant")]
-    servers = [s async for s in McpServer.objects.filter(tenant__memberships__user=user, enabled=True)
-               .select_related("tenant")]
+    # the tenants' servers and the person's own (issue 29), never another person's personal server
+    servers = [s async for s in McpServer.objects.filter(access.mine(user.pk), tenant__memberships__user=user,
+                                                         enabled=True).select_related("tenant")]
     # only operations the user may still act on (a server disabled or a tenant left: not listed)
-    ops = [o async for o in Operation.objects.filter(user=user, server__enabled=True, tenant__memberships__user=user)
+    ops = [o async for o in Operation.objects.filter(access.mine(user.pk, prefix="server__"), user=user,
+                                                     server__enabled=True, tenant__memberships__user=user)
            .select_related("server")[:20]]
     return TemplateResponse(request, "mrtrweb/index.html",
                             {"memberships": memberships, "servers": servers, "operations": ops})
@@ -77,8 +80,10 @@ async def server_detail(request: HttpRequest, server_id: int) -> HttpResponse:
             error = operations.failure_message(exc)
             unreachable = {"reason": getattr(exc, "reason", None), "status": exc.http_status}
             auth["needs_connect"] = exc.code in authz_pages.AUTH_ERROR_CODES and auth["mode"] == "oauth_user"
-    is_admin = await Membership.objects.filter(tenant_id=server.tenant_id, user=user,
-                                               role=Membership.Role.ADMIN).aexists()
+    # who reaches the settings: a tenant server's admins; a personal server's owner (the only one
+    # server_for lets through)
+    is_admin = server.personal or await Membership.objects.filter(tenant_id=server.tenant_id, user=user,
+                                                                  role=Membership.Role.ADMIN).aexists()
     return TemplateResponse(request, "mrtrweb/server.html", {"server": server, "tools": tools, "prompts": prompts,
                                                              "tasks_declared": tasks_declared,
                                                              "templates": templates, "resources": resources,

@@ -5,7 +5,10 @@ the server and suggested in the error, for the admin to confirm), the protocol s
 server (:class:`ServerProtocolForm`, issue 15: automatic, 2026-07-28 only or 2025-11-25 only) and the
 deprecated exception (sampling / roots; :class:`mrtrweb.consent.sampling.ServerSettingsForm`). The forms are
 posted together and saved together (one transaction) only when all are valid; a refusal is a 400 with the form errors, never a 500.
-Only tenant admins of the server's tenant see it (others: 404)."""
+Only tenant admins of the server's tenant see it, and for a personal server (issue 29) its owner
+alone (with :class:`mrtrweb.serverconfig.forms.PersonalAuthForm`); others: 404. A saved change is
+an event of the tenant's audit chain (``auth_changed`` / ``server_changed``, in the same
+transaction; :mod:`mrtrweb.serverconfig.events`)."""
 
 from __future__ import annotations
 
@@ -22,6 +25,8 @@ from django.template.response import TemplateResponse
 from ..tenancy import access
 from ..consent import sampling
 from ..authz.forms import ServerAuthForm
+from ..serverconfig import events as config_events
+from ..serverconfig.forms import PersonalAuthForm
 from ..models import McpServer, Membership
 
 logger = logging.getLogger("mrtrweb.views")
@@ -50,25 +55,49 @@ def _lookup(server: McpServer) -> Any:
     return lambda: async_to_sync(service.discover_issuer)(server)
 
 
+#: the settings whose change is a ``server_changed`` event (names only, never values; issue 29)
+_CHANGED_FIELDS = ("protocol", "allow_sampling", "allow_roots", "roots")
+#: the settings whose change is an ``auth_changed`` event
+_AUTH_FIELDS = ("auth_mode", "oauth_client_id", "oauth_issuer", "oauth_scope", "auth_secret_digest")
+
+
+def _audited(server: McpServer) -> dict[str, Any]:
+    return {name: getattr(server, name) for name in (*_CHANGED_FIELDS, *_AUTH_FIELDS)}
+
+
+def _audit(server: McpServer, user_id: Any, before: dict[str, Any], new_secret: Any) -> None:
+    """The configuration events of a save (in its transaction): ``auth_changed`` when the
+    authorization changed, ``server_changed`` naming the other settings that did."""
+    after = _audited(server)
+    if any(before[name] != after[name] for name in _AUTH_FIELDS):  # a new secret changes its digest
+        config_events.auth_changed(server, user_id, "kept" if new_secret is None else
+                                   "replaced" if new_secret else "removed")
+    config_events.server_changed(server, user_id, [n for n in _CHANGED_FIELDS if before[n] != after[n]])
+
+
 def _error_codes(*forms: Any) -> str:
     return ", ".join(sorted({e.code or "invalid" for form in forms for errs in form.errors.as_data().values()
                              for e in errs}))
 
 
 def _server_settings_sync(request: HttpRequest, user: Any, server_id: int) -> HttpResponse:
-    try:
-        server = McpServer.objects.select_related("tenant").get(
-            pk=server_id, tenant__memberships__user=user, tenant__memberships__role=Membership.Role.ADMIN)
-    except McpServer.DoesNotExist:
-        raise Http404("No such server") from None
-    if access.denial(user.pk, server.tenant_id):  # e.g. an inactive user
+    # a tenant server: its tenant's admins; a personal server (issue 29): its owner alone
+    server = McpServer.objects.select_related("tenant").filter(pk=server_id).first()
+    if server is None or access.denial(user.pk, server.tenant_id):  # e.g. an inactive user
         raise Http404("No such server")
+    if server.owner_id is not None:
+        if server.owner_id != user.pk:
+            raise Http404("No such server")
+    elif not Membership.objects.filter(tenant_id=server.tenant_id, user=user, role=Membership.Role.ADMIN).exists():
+        raise Http404("No such server")
+    AuthForm = PersonalAuthForm if server.owner_id is not None else ServerAuthForm
+    before = _audited(server)
     saved = False
     if request.method == "POST":
         form = sampling.ServerSettingsForm(request.POST, instance=server)
         # a post without the authorization part (an older page, a script) leaves authorization as it is
         posted_auth = f"{AUTH_PREFIX}-auth_mode" in request.POST
-        auth_form = ServerAuthForm(request.POST if posted_auth else None, instance=server, prefix=AUTH_PREFIX,
+        auth_form = AuthForm(request.POST if posted_auth else None, instance=server, prefix=AUTH_PREFIX,
                                    issuer_lookup=_lookup(server))
         # likewise a post without the protocol part leaves the protocol as it is
         posted_protocol = f"{PROTOCOL_PREFIX}-protocol" in request.POST
@@ -86,11 +115,12 @@ def _server_settings_sync(request: HttpRequest, user: Any, server_id: int) -> Ht
                 if posted_protocol:
                     protocol_form.instance = server
                     protocol_form.save()
+                _audit(server, user.pk, before, auth_form.new_secret if posted_auth else None)
             logger.info("server %s: settings changed by user %s", server.pk, user.pk)
             saved = True
             server.refresh_from_db()
             form = sampling.ServerSettingsForm(instance=server)
-            auth_form = ServerAuthForm(instance=server, prefix=AUTH_PREFIX)
+            auth_form = AuthForm(instance=server, prefix=AUTH_PREFIX)
             protocol_form = ServerProtocolForm(instance=server, prefix=PROTOCOL_PREFIX)
         else:
             logger.info("server %s: settings refused (%s)", server.pk,
@@ -98,7 +128,7 @@ def _server_settings_sync(request: HttpRequest, user: Any, server_id: int) -> Ht
                                      *([protocol_form] if posted_protocol else [])))
     elif request.method == "GET":
         form = sampling.ServerSettingsForm(instance=server)
-        auth_form = ServerAuthForm(instance=server, prefix=AUTH_PREFIX)
+        auth_form = AuthForm(instance=server, prefix=AUTH_PREFIX)
         protocol_form = ServerProtocolForm(instance=server, prefix=PROTOCOL_PREFIX)
     else:
         return HttpResponseNotAllowed(["GET", "POST"])

@@ -38,6 +38,11 @@ EVENT_LABELS = {
     "received": _("received"), "rejected": _("rejected"), "shown": _("shown"), "submitted": _("submitted"),
     "completed": _("completed"), "failed": _("failed"), "cancelled": _("cancelled"), "expired": _("expired"),
     "denied": _("denied"),
+    # a server's configuration (issue 29): who did it is the row's user
+    "server_added": _("added a server"), "server_changed": _("changed a server"),
+    "server_disabled": _("disabled a server"), "server_enabled": _("enabled a server"),
+    "server_removed": _("removed a server"), "auth_changed": _("changed a server's authorization"),
+    "tenant_changed": _("changed the tenant's settings"),
 }
 #: a ``denied`` event that is the person's own Stop (code ``denied``, reason ``cancelled``:
 #: mrtrweb.operations.stopping), shown as such rather than as a refusal
@@ -70,11 +75,14 @@ def _actions_text(actions: Any) -> list[tuple[str, str]]:
     return [(str(k), str(v)) for k, v in sorted(actions.items())]
 
 
-def row(event: dict[str, Any], *, names: dict[str, str], servers: dict[str, str], admin: bool = True) -> dict[str, Any]:
+def row(event: dict[str, Any], *, names: dict[str, str], servers: dict[str, str], admin: bool = True,
+        personal: frozenset[str] | set[str] = frozenset()) -> dict[str, Any]:
     """A template row for one event (``values()`` dict): users resolved only
     through ``names`` (digest -> label), which the caller fills with whom the viewer may know.
     Only an ``admin`` of the tenant reads that a round's ``requestState`` was also received by
-    another operation (code ``request_state_reused``: it speaks of other people's operations)."""
+    another operation (code ``request_state_reused``: it speaks of other people's operations).
+    ``personal``: the ids (as text) of the tenant's personal servers (issue 29): their rows are
+    marked ``personal`` (a configuration event of a personal server carries code ``personal``)."""
     digest = event["user_digest"]
     if not admin and event["code"] == STATE_REUSED:
         event = dict(event, code="", reason="")
@@ -84,6 +92,7 @@ def row(event: dict[str, Any], *, names: dict[str, str], servers: dict[str, str]
         event_label=event_label(event),
         server_label=servers.get(event["server_id"], ""),
         actions_list=_actions_text(event["actions"]),
+        personal=event["server_id"] in personal or (event["event"] in AuditEvent.CONFIG and event["code"] == "personal"),
     )
 
 
@@ -91,6 +100,12 @@ def member_names(tenant_id: int) -> dict[str, str]:
     """Digest -> username for the tenant's current members (an admin may filter by them anyway)."""
     return {user_digest(uid): name for uid, name in
             Membership.objects.filter(tenant_id=tenant_id).values_list("user_id", "user__username")}
+
+
+def personal_servers(tenant_id: int) -> set[str]:
+    """The ids (as text, as audit rows hold them) of the tenant's personal servers (issue 29)."""
+    return {str(pk) for pk in McpServer.objects.filter(tenant_id=tenant_id, owner__isnull=False)
+            .values_list("pk", flat=True)}
 
 
 def server_names(tenant_id: int) -> dict[str, str]:

@@ -20,8 +20,8 @@ from ...operations import STATE_REUSED
 from . import saved
 from .export import EXPORT_FORMATS, export
 from .forms import CHOICE_PARAMS, FILTER_PARAMS, OWN_OPERATIONS_PER_PAGE, PER_PAGE, TenantHistoryForm
-from .rows import (ROW_FIELDS, admin_tenant, first_digest, foreign_view, is_admin, member_names, page_numbers, row,
-                   server_names, user_digest)
+from .rows import (ROW_FIELDS, admin_tenant, first_digest, foreign_view, is_admin, member_names, page_numbers,
+                   personal_servers, row, server_names, user_digest)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -61,6 +61,7 @@ def _own_history(user: Any, page_number: Any) -> dict[str, Any]:
             "name": first["name"] if owned else "",
             "server_origin": first["server_origin"] if owned else "",
             "server_label": servers.get(first["server_id"], "") if owned else "",
+            "personal": owned and op is not None and op.server.owner_id is not None,
             "tenant_name": tenant_names.get(first["tenant_id"], "") if owned else "",
             "status": outcomes.status_label(op) if owned and op is not None else "",
             "status_code": op.status if owned and op is not None else "",
@@ -102,8 +103,8 @@ def _tenant_history(tenant: Tenant, form: TenantHistoryForm, events: QuerySet | 
     if events is not None:
         per_page = form.cleaned_data.get("per_page") or PER_PAGE
         page = Paginator(events.order_by("-sequence").values(*ROW_FIELDS), per_page).get_page(params.get("page"))
-        names, servers = member_names(tenant.pk), server_names(tenant.pk)
-        rows = [row(e, names=names, servers=servers) for e in page.object_list]
+        names, servers, personal = member_names(tenant.pk), server_names(tenant.pk), personal_servers(tenant.pk)
+        rows = [row(e, names=names, servers=servers, personal=personal) for e in page.object_list]
     filtered = any(params.get(k) for k in FILTER_PARAMS)
     reused = AuditEvent.objects.filter(tenant=tenant, event="received", code=STATE_REUSED).count()
     return {"tenant": tenant, "form": form, "page_obj": page, "page_numbers": page_numbers(page), "rows": rows,
@@ -170,7 +171,8 @@ def _timeline(user: Any, op_id: Any) -> dict[str, Any]:
     names = member_names(tenant_id) if admin else {}
     names[user_digest(user.pk)] = str(_("you"))
     servers = server_names(tenant_id)
-    rows = [row(e, names=names, servers=servers, admin=admin) for e in events]
+    personal = personal_servers(tenant_id)
+    rows = [row(e, names=names, servers=servers, admin=admin, personal=personal) for e in events]
     first = rows[0] if rows else None
     tenant = op.tenant if op is not None else Tenant.objects.get(pk=tenant_id)
     return {
@@ -183,6 +185,7 @@ def _timeline(user: Any, op_id: Any) -> dict[str, Any]:
         "method": op.method if op is not None else (first["method"] if first else ""),
         "name": op.name if op is not None else (first["name"] if first else ""),
         "server_label": op.server.name if op is not None else (first["server_label"] if first else ""),
+        "personal": op.server.personal if op is not None else bool(first and first["personal"]),
         "server_origin": first["server_origin"] if first else (op.server.origin if op is not None else ""),
         "rows": rows,
     }

@@ -40,7 +40,7 @@ LOOPBACK_NOTE = ("OUTBOUND_ALLOW_HTTP_LOOPBACK is on for this demo run: plain-ht
 def _demo_server(tenant: Tenant, name: str, url: str, auth_mode: str | None = None) -> McpServer:
     """The tenant's server ``name`` at ``url``, enabled (and in ``auth_mode`` when given)."""
     mode = auth_mode or McpServer.AuthMode.NONE
-    server, _ = McpServer.objects.get_or_create(tenant=tenant, name=name, defaults={"url": url, "auth_mode": mode})
+    server, _ = McpServer.objects.get_or_create(tenant=tenant, name=name, owner=None, defaults={"url": url, "auth_mode": mode})
     if server.url != url or not server.enabled or (auth_mode and server.auth_mode != auth_mode):
         server.url, server.enabled, server.auth_mode = url, True, auth_mode or server.auth_mode
         server.save()
