@@ -33,6 +33,9 @@ LIMITS = {
     ("postgresql", "database"): (44, 16),
     ("postgresql", "cache"): (28, 16),
 }
+#: binding store -> the query messages that reach PostgreSQL per round, at most (tests/pgwire.py:
+#: every connection's, psycopg's own BEGIN / COMMIT included)
+WIRE_LIMITS = {"database": 46, "cache": 28}
 
 
 class _Counter:
@@ -69,6 +72,31 @@ def counted(monkeypatch):
     return install
 
 
+@pytest.fixture
+async def wire(monkeypatch):
+    """On PostgreSQL, every new database connection goes through a counting proxy
+    (:class:`tests.pgwire.WireCounter`): what reaches the server, psycopg's own ``BEGIN`` /
+    ``COMMIT`` included. None on another database."""
+    from asgiref.sync import sync_to_async
+    from django.db import connections
+
+    if connection.vendor != "postgresql":
+        yield None
+        return
+    from tests.pgwire import WireCounter
+
+    settings_dict = connections.settings["default"]
+    await sync_to_async(connections.close_all)()
+    with WireCounter(settings_dict["HOST"] or "127.0.0.1", int(settings_dict["PORT"] or 5432)) as counter:
+        monkeypatch.setitem(settings_dict, "HOST", "127.0.0.1")
+        monkeypatch.setitem(settings_dict, "PORT", counter.port)
+        monkeypatch.setitem(settings_dict, "OPTIONS", {**settings_dict.get("OPTIONS", {}), "sslmode": "disable"})
+        try:
+            yield counter
+        finally:
+            await sync_to_async(connections.close_all)()
+
+
 @pytest.fixture(params=["database", "cache"])
 def binding_store(request, settings):
     settings.MRTRWEB = {**getattr(settings, "MRTRWEB", {}), "BINDING_STORE": request.param}
@@ -84,7 +112,7 @@ async def _round(seeded) -> headless.HeadlessOutcome:
                                consent=ConsentPolicy.parse("accept-defaults"))
 
 
-async def test_a_headless_round_stays_within_its_queries_and_hops(seeded, counted, binding_store, monkeypatch):
+async def test_a_headless_round_stays_within_its_queries_and_hops(seeded, counted, binding_store, wire, monkeypatch):
     """The count is that of the round's own path. One part of it depends on timing, not on the
     code: the headless loop reads the operation row (one statement, one hop: ``_read``) at each
     wake-up, a push or, when none came within ``PUSH_WAIT_S``, the timeout (on a loaded machine a
@@ -108,8 +136,11 @@ async def test_a_headless_round_stays_within_its_queries_and_hops(seeded, counte
     monkeypatch.setattr(headless, "_read", counted_read)
     monkeypatch.setattr(headless._Pushes, "wait", counted_wait)
     counter = counted()
+    if wire is not None:
+        wire.reset()
     outcome = await _round(seeded)
     sql, hops = list(counter.sql), sum(counter.hops.values())  # the round's alone
+    sent = wire.statements if wire is not None else []
     detail = "\n".join(sql) + "\n" + str(dict(counter.hops)) + "\n" + str(dict(wakeups))
     assert wakeups["read"] == wakeups["push"] + wakeups["timeout"], detail  # one read per wake-up
     # the reads of the timeout wake-ups: as many statements and hops, which a prompt push does not cost
@@ -121,3 +152,8 @@ async def test_a_headless_round_stays_within_its_queries_and_hops(seeded, counte
     max_sql, max_hops = LIMITS[(connection.vendor, binding_store)]
     assert statements <= max_sql, f"{statements} SQL statements per round (at most {max_sql}):\n{detail}"
     assert hops <= max_hops, f"{hops} thread hops per round (at most {max_hops}):\n{detail}"
+    if wire is not None:  # counted at PostgreSQL: what the server received, whoever sent it
+        assert len(sent) - wakeups["timeout"] <= WIRE_LIMITS[binding_store], \
+            f"{len(sent)} query messages reached PostgreSQL (at most {WIRE_LIMITS[binding_store]}):\n" + \
+            "\n".join(text[:100] for text in sent)
+        assert len(sent) >= statements, "the proxy saw fewer statements than Django's cursors sent"
