@@ -248,7 +248,7 @@ async def _handle_result(op: Operation, request_id: str, raw: Any, *, received_c
         if cause:
             await end_operation(op, cause)
         elif ended:
-            await notify(op)
+            await notify(op, settled=True)
         return None
     judged = await sync_to_async(_judge_round)(op, request_id, raw, received_code)
     if judged.outcome == "database_down":  # the database went away during the call: waited for
@@ -290,5 +290,5 @@ async def _handle_result(op: Operation, request_id: str, raw: Any, *, received_c
         logger.info("operation %s ended while its round %s arrived; the round is not shown", op.id, rnd.number)
         return None
     op.status = Operation.Status.AWAITING_INPUT
-    await notify(op)
+    await notify(op, round=rnd)
     return None

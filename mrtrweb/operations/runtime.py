@@ -7,9 +7,13 @@ terminal audit event, push).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
+import copy
+import dataclasses
 import logging
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -78,9 +82,53 @@ def discard_unusable() -> None:
                 conn.close()
 
 
-async def notify(op: Operation) -> None:
-    """Tell the user's browsers that the operation changed (they re-render it server-side).
+@dataclasses.dataclass(frozen=True)
+class Change:
+    """What :func:`notify` tells a watcher of this process (:func:`watching`): ``op``, a copy of
+    the operation as the phase that changed it holds it (server, tenant and user loaded as they
+    were); ``round``, the round it now awaits when that phase has it (as the gate accepted it);
+    ``settled``, whether its terminal audit event was written (or its failure logged) before."""
+
+    op: Operation
+    round: Any = None
+    settled: bool = False
+
+
+#: operation id -> the queues of this process watching it (:func:`watching`), with their loops
+_watchers: dict[str, list[tuple[asyncio.AbstractEventLoop, asyncio.Queue]]] = {}
+
+
+@contextlib.contextmanager
+def watching(op_id: Any) -> Iterator[asyncio.Queue]:
+    """A queue of the :class:`Change` s of operation ``op_id`` that this process makes, for as long
+    as the block runs (the headless client learns an outcome here, without the channel layer or a
+    read of the row). Only this process's changes come: another worker's (an answer, a Stop, an
+    expiry sweep) do not, so a watcher reads the row when it has waited long enough."""
+    entry = (asyncio.get_running_loop(), asyncio.Queue())
+    _watchers.setdefault(str(op_id), []).append(entry)
+    try:
+        yield entry[1]
+    finally:
+        queues = _watchers.get(str(op_id), [])
+        if entry in queues:
+            queues.remove(entry)
+        if not queues:
+            _watchers.pop(str(op_id), None)
+
+
+async def notify(op: Operation, *, round: Any = None, settled: bool = False) -> None:
+    """Tell the user's browsers that the operation changed (they re-render it server-side), and
+    this process's watchers (:func:`watching`: ``round`` and ``settled`` as :class:`Change` says).
     Never raises: a push the channel layer cannot take is logged (:mod:`mrtrweb.runtime.push`)."""
+    queues = _watchers.get(str(op.id))
+    if queues:
+        change = Change(copy.copy(op), round, settled)
+        running = asyncio.get_running_loop()
+        for loop, queue in list(queues):
+            if loop is running:
+                queue.put_nowait(change)
+            elif not loop.is_closed():
+                loop.call_soon_threadsafe(queue.put_nowait, change)
     await push.operation_changed(op.user_id, op.id)
 
 
@@ -109,7 +157,7 @@ async def finish_operation(op: Operation, status: str, *, code: str = "", messag
         op.result = await sync_to_async(results.for_storage, thread_sensitive=False)(result, op_id=op.id)
     if await sync_to_async(_finish_sync)(op, status, event=event, already_marked=already_marked, reason=reason,
                                          digests=digests):
-        await notify(op)
+        await notify(op, settled=True)
 
 
 def _finish_sync(op: Operation, status: str, *, event: str | None, already_marked: bool, reason: str,

@@ -22,20 +22,21 @@ from django.db.backends import utils as db_utils
 from mrtrweb.runtime import gates
 from mrtrweb.headless import client as headless
 from mrtrweb.headless.client import ConsentPolicy
+from mrtrweb.mcp.connection import McpConnection
 from mrtrweb.models import AuditEvent
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
 #: (database vendor, binding store) -> (SQL statements, sync_to_async hops) per round, at most
 LIMITS = {
-    ("sqlite", "database"): (70, 16),  # SQLite: 7 statements per audit append, 2 on PostgreSQL
-    ("sqlite", "cache"): (53, 16),
-    ("postgresql", "database"): (44, 16),
-    ("postgresql", "cache"): (28, 16),
+    ("sqlite", "database"): (65, 13),  # SQLite: 7 statements per audit append, 2 on PostgreSQL
+    ("sqlite", "cache"): (49, 13),
+    ("postgresql", "database"): (39, 13),
+    ("postgresql", "cache"): (24, 13),
 }
 #: binding store -> the query messages that reach PostgreSQL per round, at most (tests/pgwire.py:
 #: every connection's, psycopg's own BEGIN / COMMIT included)
-WIRE_LIMITS = {"database": 46, "cache": 28}
+WIRE_LIMITS = {"database": 41, "cache": 24}
 
 
 class _Counter:
@@ -114,27 +115,30 @@ async def _round(seeded) -> headless.HeadlessOutcome:
 
 async def test_a_headless_round_stays_within_its_queries_and_hops(seeded, counted, binding_store, wire, monkeypatch):
     """The count is that of the round's own path. One part of it depends on timing, not on the
-    code: the headless loop reads the operation row (one statement, one hop: ``_read``) at each
-    wake-up, a push or, when none came within ``PUSH_WAIT_S``, the timeout (on a loaded machine a
-    push may come later than that). Those timeout wake-ups are counted and left out of the limits;
-    that every wake-up costs exactly one read is asserted."""
-    warm = await _round(seeded)  # connections, caches, the server row and the worker lease exist
-    assert warm.status == "completed", warm
-    wakeups = collections.Counter()  # "push" / "timeout": how the headless loop's waits ended
-    read, wait = headless._read, headless._Pushes.wait
+    code: the headless client learns what its operation's phases did in process
+    (:func:`mrtrweb.operations.watching`), and reads the operation row (one statement, one hop:
+    ``_read``) only when no change came within ``PUSH_WAIT_S`` (on a loaded machine a phase may
+    take longer than that). Those reads are counted and left out of the limits; that each costs
+    exactly one statement and one hop is what ``_read`` is."""
+    for _ in range(2):  # connections, caches, the server row and the worker lease exist; the tools
+        warm = await _round(seeded)  # listing is kept once the connection's listen stream was acknowledged
+        assert warm.status == "completed", warm
+    wakeups = collections.Counter()  # "timeout": the row reads of waits no change ended
+    read = headless._read
 
     async def counted_read(op_id):
-        wakeups["read"] += 1
+        wakeups["timeout"] += 1
         return await read(op_id)
 
-    async def counted_wait(self, timeout):
-        loop = asyncio.get_running_loop()
-        started = loop.time()
-        await wait(self, timeout)
-        wakeups["timeout" if self.layer is None or loop.time() - started >= timeout else "push"] += 1
-
     monkeypatch.setattr(headless, "_read", counted_read)
-    monkeypatch.setattr(headless._Pushes, "wait", counted_wait)
+    sent_mcp: list[str] = []  # the MCP requests of the round, by method
+    send = McpConnection.send
+
+    async def counted_send(self, method, *args, **kwargs):
+        sent_mcp.append(method)
+        return await send(self, method, *args, **kwargs)
+
+    monkeypatch.setattr(McpConnection, "send", counted_send)
     counter = counted()
     if wire is not None:
         wire.reset()
@@ -142,10 +146,12 @@ async def test_a_headless_round_stays_within_its_queries_and_hops(seeded, counte
     sql, hops = list(counter.sql), sum(counter.hops.values())  # the round's alone
     sent = wire.statements if wire is not None else []
     detail = "\n".join(sql) + "\n" + str(dict(counter.hops)) + "\n" + str(dict(wakeups))
-    assert wakeups["read"] == wakeups["push"] + wakeups["timeout"], detail  # one read per wake-up
-    # the reads of the timeout wake-ups: as many statements and hops, which a prompt push does not cost
+    # the reads after waits that no change ended: as many statements and hops, which a prompt change does not cost
     statements, hops = len(sql) - wakeups["timeout"], hops - wakeups["timeout"]
     assert outcome.status == "completed" and outcome.rounds == 1, outcome
+    # what the protocol needs: the call and its retry (the tools listing is the connection's, kept
+    # until the server says it changed)
+    assert sent_mcp == ["tools/call", "tools/call"], sent_mcp
     events = [e async for e in AuditEvent.objects.filter(operation_id=outcome.operation_id)
               .order_by("sequence").values_list("event", flat=True)]
     assert events == ["received", "shown", "submitted", "completed"]  # the guarantees, all kept
