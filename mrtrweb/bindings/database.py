@@ -132,6 +132,41 @@ def select_live(model, column: str, where: dict[str, Any]) -> Any:
     return None if found is None else meta.get_field(column).to_python(found[0])
 
 
+_NO_RETURNING = object()
+_DELETES: dict[tuple[Any, str, tuple[str, ...], str], str] = {}
+
+
+def delete_live(model, column: str, where: dict[str, Any]) -> Any:
+    """Delete the rows of ``model`` matching ``where`` and return ``column`` of the one that was
+    live (``expires_at`` later than the database's now), or None: one ``DELETE ... RETURNING``
+    (PostgreSQL, SQLite), SQL built once per model, column, fields and database;
+    :data:`_NO_RETURNING` on another database (nothing done). Sync.
+
+    Raises:
+        django.db.DatabaseError: the database failed (the store maps it to StoreUnavailable).
+    """
+    alias = router.db_for_write(model)
+    conn = connections[alias]
+    if conn.vendor not in _UPSERT_VENDORS:
+        return _NO_RETURNING
+    names = tuple(where)
+    key = (model, column, names, alias)
+    sql = _DELETES.get(key)
+    meta = model._meta
+    if sql is None:
+        qn = conn.ops.quote_name
+        now_sql, _ = _sql(model, conn, Now())
+        conditions = " AND ".join(f"{qn(meta.get_field(n).column)} = %s" for n in names)
+        sql = _DELETES.setdefault(key, f"DELETE FROM {qn(meta.db_table)} WHERE {conditions} RETURNING "
+                                       f"{qn(meta.get_field(column).column)}, "
+                                       f"{qn(meta.get_field('expires_at').column)} > {now_sql}")
+    params = [meta.get_field(n).get_db_prep_value(where[n], conn) for n in names]
+    with conn.cursor() as cur:
+        cur.execute(sql, params)
+        found = [row for row in cur.fetchall() if row[1]]
+    return None if not found else meta.get_field(column).to_python(found[0][0])
+
+
 def upsert(model, unique: dict[str, Any], values: dict[str, Any], *, only_over_expired: bool) -> bool:
     """Insert the row of ``model`` named by ``unique`` (its unique constraint's fields) with
     ``values``; when such a row exists, overwrite it with ``values`` -- always, or with
@@ -250,6 +285,20 @@ class DatabaseBindingStore:
         self._call("write", LiveBinding, lambda: upsert(
             LiveBinding, {"tenant": tenant, "operation_id": operation_id},
             {"record": sealed, "expires_at": lifetime(ttl_s)}, only_over_expired=False))
+
+    def discard(self, tenant: str, operation_id: str) -> dict[str, Any] | None:
+        """Delete the record and return what it held, as :meth:`load` would have (None when
+        absent, expired, altered or sealed for another tenant: deleted all the same): one
+        ``DELETE ... RETURNING`` on PostgreSQL and SQLite (:meth:`mrtrweb.gate.Gate.close` then
+        needs no load first); a load and a delete elsewhere."""
+        LiveBinding = self._models()[0]
+        sealed = self._call("delete", LiveBinding, lambda: delete_live(
+            LiveBinding, "record", {"tenant": tenant, "operation_id": operation_id}))
+        if sealed is _NO_RETURNING:
+            record = self.load(tenant, operation_id)
+            self.delete(tenant, operation_id)
+            return record
+        return None if sealed is None else _open(sealed, tenant, operation_id)
 
     def delete(self, tenant: str, operation_id: str) -> None:
         LiveBinding = self._models()[0]

@@ -124,6 +124,12 @@ class InMemoryBindingStore:
             self._claims[(tenant, token)] = time.monotonic() + ttl_s
             return True
 
+    def release(self, tenant: str, token: str) -> None:
+        """Give a claimed token back (a consume that failed after its claim, see
+        :func:`mrtrweb.gate.responding._consuming`)."""
+        with self._lock:
+            self._claims.pop((tenant, token), None)
+
     def __len__(self) -> int:
         with self._lock:
             self._sweep()

@@ -217,7 +217,8 @@ def _complete(op: Operation, stored: Any, first_try: bool = True) -> tuple[bool,
     if cause is _DOWN or cause:
         return False, cause
     op.status, op.error_code, op.error_message, op.result = Operation.Status.COMPLETED, "", "", stored
-    cancelled, answered = last_answer(op.id)
+    # the answer this task sent (build_and_record keeps it with the row), else read back
+    cancelled, answered = getattr(op, "last_answer", None) or last_answer(op.id)
     # the terminal event carries the digests of the round it ends: the last answered one's
     digests = {k: v for k, v in answered.items() if k != "round_number"} \
         if answered.get("round_number") == op.rounds else None
