@@ -65,7 +65,7 @@ def _check_answer(op_id: Any) -> _Checked:
         checked.refusal = "missing_consent_receipt"
     # before the configuration check: a replaced tenant credential also changes the config digest,
     # and the person should read that the authorization changed
-    elif authorization_changed_sync(op) is not None:
+    elif authorization_changed_sync(op, server=op.server) is not None:  # the server as re-read above
         checked.refusal = AUTHORIZATION_CHANGED
     elif (received[0]["config_digest"] if received else None) != op.server.config_digest():
         checked.refusal = "server_config_changed"

@@ -133,11 +133,15 @@ def _judge_round(op: Operation, request_id: str, raw: Any, received_code: str, f
     by = stop_requested(op.id)
     if by:  # Stop came before the answer asking for more: no round after a Stop
         return _Judged("stopped", cause=by)
-    cause = _first_read(lambda: access.denial(op.user_id, op.tenant_id, op.server_id), first_try)
-    if cause is _DOWN:
+    # the owner's access and the server's row as it is now, in one statement: the authorization
+    # check and the round's configuration digest below judge the server an admin may have just changed
+    found = _first_read(lambda: access.denial_and_server(op.user_id, op.tenant_id, op.server_id), first_try)
+    if found is _DOWN:
         return _Judged("database_down")
+    cause, server = found
     if cause:
         return _Judged("access_ended", cause=cause)
+    op.server = server
     try:
         rnd: Round = get_gate().receive(tenant=str(op.tenant_id), user=str(op.user_id), request_id=request_id,
                                         origin=op.server.origin, result=raw)
@@ -153,7 +157,7 @@ def _judge_round(op: Operation, request_id: str, raw: Any, received_code: str, f
         return _Judged("store_unavailable")
     op.rounds = rnd.number
     replayed, reused = _state_seen(op, rnd.state_digest, rnd.number) if rnd.state_digest else (False, False)
-    changed = authorization_changed_sync(op)
+    changed = authorization_changed_sync(op, server=server)
     try:
         audit.record(op, "received", code=STATE_REUSED if reused else received_code,
                      reason=STATE_REUSED_REASON if reused else "",
