@@ -132,6 +132,41 @@ def select_live(model, column: str, where: dict[str, Any]) -> Any:
     return None if found is None else meta.get_field(column).to_python(found[0])
 
 
+_BOUND: dict[str, str] = {}
+
+
+def _select_bound(tenant: str, key_digest: str) -> tuple[str, str] | None:
+    """(operation id, sealed record) of the live index entry ``(tenant, key_digest)`` and its live
+    record, or None: one SELECT (a join), built once per database. Sync.
+
+    Raises:
+        django.db.DatabaseError: the database failed (the store maps it to StoreUnavailable).
+    """
+    from ..models import BindingIndexEntry, LiveBinding
+
+    alias = router.db_for_write(LiveBinding)
+    conn = connections[alias]
+    sql = _BOUND.get(alias)
+    if sql is None:
+        qn = conn.ops.quote_name
+        ix, lb = BindingIndexEntry._meta, LiveBinding._meta
+        now_sql, _ = _sql(LiveBinding, conn, Now())
+
+        def c(meta, name: str) -> str:
+            return qn(meta.get_field(name).column)
+
+        sql = _BOUND.setdefault(alias, (
+            f"SELECT ix.{c(ix, 'operation_id')}, lb.{c(lb, 'record')} FROM {qn(ix.db_table)} ix "
+            f"JOIN {qn(lb.db_table)} lb ON lb.{c(lb, 'tenant')} = ix.{c(ix, 'tenant')} "
+            f"AND lb.{c(lb, 'operation_id')} = ix.{c(ix, 'operation_id')} "
+            f"WHERE ix.{c(ix, 'tenant')} = %s AND ix.{c(ix, 'key_digest')} = %s "
+            f"AND ix.{c(ix, 'expires_at')} > {now_sql} AND lb.{c(lb, 'expires_at')} > {now_sql} LIMIT 1"))
+    with conn.cursor() as cur:
+        cur.execute(sql, [tenant, key_digest])
+        found = cur.fetchone()
+    return None if found is None else (found[0], found[1])
+
+
 _NO_RETURNING = object()
 _DELETES: dict[tuple[Any, str, tuple[str, ...], str], str] = {}
 
@@ -314,6 +349,19 @@ class DatabaseBindingStore:
         Index = self._models()[1]
         return self._call("read", Index, lambda: select_live(
             Index, "operation_id", {"tenant": tenant, "key_digest": self._index_key(tenant, user, id_key)}))
+
+    def load_bound(self, tenant: str, user: str, id_key: str) -> dict[str, Any] | None:
+        """The record of the operation the request id is bound to (:meth:`index_get`, then
+        :meth:`load`), in one SELECT joining the live index entry to its live record (SQL built
+        once per database). None when either is absent or expired, or the record does not open
+        (see :meth:`load`)."""
+        LiveBinding = self._models()[0]
+        key_digest = self._index_key(tenant, user, id_key)
+        found = self._call("read", LiveBinding, lambda: _select_bound(tenant, key_digest))
+        if found is None:
+            return None
+        operation_id, sealed = found
+        return _open(sealed, tenant, operation_id)
 
     def index_add(self, tenant: str, user: str, id_key: str, operation_id: str, ttl_s: float) -> bool:
         """Bind the request id unless a live entry binds it already (an expired one is replaced);

@@ -46,9 +46,13 @@ class Receiving:
         record = None
         if is_request_id(request_id) and isinstance(tenant, str) and isinstance(user, str):
             key = id_key(request_id)
-            op_id = self.store.index_get(tenant, user, key)
-            if op_id is not None:
-                record = self.store.load(tenant, op_id)
+            load_bound = getattr(self.store, "load_bound", None)
+            if load_bound is not None:  # the index entry and its record in one look-up (the database store)
+                record = load_bound(tenant, user, key)
+            else:
+                op_id = self.store.index_get(tenant, user, key)
+                if op_id is not None:
+                    record = self.store.load(tenant, op_id)
         if (
             record is None
             or record.get("user") != user

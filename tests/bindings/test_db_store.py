@@ -175,6 +175,26 @@ def test_close_takes_the_record_the_open_round_and_the_index_entry(store):
     gate.close(handle)  # closing what is gone is no error
 
 
+def test_load_bound_is_the_index_then_the_record_in_one_statement():
+    """What ``Gate.receive`` asks first (issue 30): the record bound to a request id, as
+    ``index_get`` then ``load`` give it, in one SELECT; absent when either row is absent or expired."""
+    store = DatabaseBindingStore()
+    assert store.load_bound("acme", "alice", "s:r-1") is None
+    store.save("acme", "op-1", RECORD, 60)
+    assert store.load_bound("acme", "alice", "s:r-1") is None  # no index entry
+    store.index_add("acme", "alice", "s:r-1", "op-1", 60)
+    with CaptureQueriesContext(connection) as ctx:
+        bound = store.load_bound("acme", "alice", "s:r-1")
+    assert len(ctx.captured_queries) == 1
+    assert bound == store.load("acme", "op-1") == RECORD
+    assert store.load_bound("acme", "bob", "s:r-1") is None and store.load_bound("globex", "alice", "s:r-1") is None
+    LiveBinding.objects.filter(operation_id="op-1").update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert store.load_bound("acme", "alice", "s:r-1") is None  # the record expired
+    store.save("acme", "op-1", RECORD, 60)
+    BindingIndexEntry.objects.filter(operation_id="op-1").update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert store.load_bound("acme", "alice", "s:r-1") is None  # the entry expired
+
+
 def test_discard_returns_the_live_record_once():
     store = DatabaseBindingStore()
     store.save("acme", "op-1", RECORD, 60)
