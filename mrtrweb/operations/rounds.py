@@ -26,7 +26,7 @@ from .messages import STOPPED_BY, AUDIT_UNAVAILABLE, AUTHORIZATION_CHANGED, INVA
 from .retries import build_and_record
 from .revocation import end_operation
 from .holding import database_back
-from .runtime import finish_operation, _finish_sync, discard_unusable, notify
+from .runtime import finish_operation, discard_unusable, mark_ended, notify, settle_ended
 from .stopping import stop_requested, deny, last_answer
 
 logger = logging.getLogger("mrtrweb.operations")
@@ -211,23 +211,41 @@ def _final_checked(method: str, raw: dict[str, Any], op_id: Any) -> tuple[bool, 
 
 def _complete(op: Operation, stored: Any, first_try: bool = True) -> tuple[bool, Any]:
     """End ``op`` completed with its stored result (sync): ``cancelled`` when the person's last
-    answer was Cancel on every request. See :func:`~.runtime._finish_sync`. Returns (ended here,
-    the access cause when the owner's access ended first: then nothing is done here), or
-    (False, :data:`_DOWN`) when the database failed its first read on a ``first_try`` (see
-    :func:`_judge_round`)."""
+    answer was Cancel on every request. The row moves only while its owner may act on it: the
+    access check is in the move's own ``WHERE`` (:func:`~.runtime.mark_ended`, one statement), and
+    only when nothing moved is the cause asked. Then the binding and the terminal event
+    (:func:`~.runtime.settle_ended`). Returns (ended here, the access cause when the owner's access
+    ended first: then nothing is done here), or (False, :data:`_DOWN`) when the database failed
+    its first statement on a ``first_try`` (see :func:`_judge_round`)."""
     from ..tenancy import access
 
-    cause = _first_read(lambda: access.denial(op.user_id, op.tenant_id, op.server_id), first_try)
-    if cause is _DOWN or cause:
-        return False, cause
+    before = (op.status, op.error_code, op.error_message, op.result)
     op.status, op.error_code, op.error_message, op.result = Operation.Status.COMPLETED, "", "", stored
     # the answer this task sent (build_and_record keeps it with the row), else read back
-    cancelled, answered = getattr(op, "last_answer", None) or last_answer(op.id)
+    known = getattr(op, "last_answer", None)
+    if known is None:
+        known = _first_read(lambda: last_answer(op.id), first_try)
+        if known is _DOWN:
+            op.status, op.error_code, op.error_message, op.result = before
+            return False, _DOWN
+        first_try = False  # the database answered: a failure from here on propagates
+    cancelled, answered = known
+    moved = _first_read(lambda: mark_ended(op, Operation.Status.COMPLETED, while_allowed=True), first_try)
+    if moved is _DOWN or not moved:  # the row as it was: the caller waits, ends it for its cause, or drops this
+        op.status, op.error_code, op.error_message, op.result = before
+    if moved is _DOWN:
+        return False, _DOWN
+    if not moved:
+        cause = access.denial(op.user_id, op.tenant_id, op.server_id)
+        if not cause:
+            logger.info("operation %s was already ended; late outcome completed ignored", op.id)
+        return False, cause
     # the terminal event carries the digests of the round it ends: the last answered one's
     digests = {k: v for k, v in answered.items() if k != "round_number"} \
         if answered.get("round_number") == op.rounds else None
-    return _finish_sync(op, Operation.Status.COMPLETED, event="cancelled" if cancelled else "completed",
-                        already_marked=False, reason="", digests=digests), ""
+    settle_ended(op, Operation.Status.COMPLETED, event="cancelled" if cancelled else "completed", reason="",
+                 digests=digests)
+    return True, ""
 
 
 async def _handle_result(op: Operation, request_id: str, raw: Any, *, received_code: str = "") -> Retry | None:

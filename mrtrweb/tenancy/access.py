@@ -198,6 +198,40 @@ def _compiled_with_server(alias: str):
     return _WITH_SERVER[alias][1]
 
 
+def allowed_condition(alias: str) -> tuple[str, list[Any]] | None:
+    """A SQL condition that is true exactly when :func:`denial` (with a server) would say ``""``,
+    for the ``WHERE`` of a statement that acts only while the owner may (a row moved at the end of
+    a phase: one statement instead of a check and a write), with its parameters: :data:`_SENTINELS`
+    where the user, tenant and server ids go (:func:`bind_ids`). Built from :func:`_compiled` (the
+    access conditions stay in :func:`_query`); None when that is None, or when :func:`_cause`
+    does not read "every column of the row true" as allowed and each one false as denied (a
+    change of :func:`_query` that this condition cannot express: the caller checks separately)."""
+    compiled = _compiled(alias, True)
+    if compiled is None:
+        return None
+    sql, names, slots = compiled
+    if alias not in _CONDITIONS or _CONDITIONS[alias][0] is not compiled:
+        from django.db import connections
+
+        everything = {name: True for name in names}
+        ok = _cause(everything, _SENTINELS[1], _SENTINELS[2]) == "" and all(
+            _cause({**everything, name: False}, _SENTINELS[1], _SENTINELS[2]) for name in names)
+        qn = connections[alias].ops.quote_name
+        condition = (f"EXISTS (SELECT 1 FROM ({sql}) acc WHERE "
+                     + " AND ".join(f"acc.{qn(name)} IS TRUE" for name in names) + ")")
+        _CONDITIONS[alias] = (compiled, (condition, list(slots)) if ok else None)
+    return _CONDITIONS[alias][1]
+
+
+_CONDITIONS: dict[str, Any] = {}
+
+
+def bind_ids(slots: list[Any], user_id: Any, tenant_id: Any, server_id: Any) -> list[Any]:
+    """The parameters of :func:`allowed_condition` (or :func:`_compiled`) with these ids."""
+    values = {_SENTINELS[0]: user_id, _SENTINELS[1]: tenant_id, _SENTINELS[2]: server_id}
+    return [values.get(slot, slot) if isinstance(slot, int) else slot for slot in slots]
+
+
 async def adenial(user_id: Any, tenant_id: Any, server_id: Any = None) -> str:
     """:func:`denial` from async code."""
     return await sync_to_async(denial)(user_id, tenant_id, server_id)

@@ -321,3 +321,21 @@ def test_access_and_the_server_row_in_one_statement_agree_with_denial(seeded):
     assert cause == access.SERVER_DISABLED and row.enabled is False
     type(alice).objects.filter(pk=alice.pk).update(is_active=False)
     assert both(alice.pk, server.tenant_id, server.pk)[0] == access.USER_INACTIVE
+
+
+async def test_a_final_result_after_access_ended_completes_nothing(seeded):
+    """The completion's row move carries the access check in its own ``WHERE`` (issue 30,
+    :func:`mrtrweb.operations.runtime.mark_ended`): a server disabled behind the signals' back
+    while the call runs leaves the operation denied for that cause, its result not kept, no
+    ``completed`` event."""
+    carol, server = seeded["users"]["carol"], seeded["servers"]["acme"]
+    assert access.allowed_condition("default") is not None  # the one-statement path, not the check first
+    op = await operations.start_operation(user=carol, server=server, method="tools/call", name="long_task",
+                                          params={"name": "long_task", "arguments": {"seconds": 1}})
+    await asyncio.sleep(0.3)
+    await McpServer.objects.filter(pk=server.pk).aupdate(enabled=False)  # no signal: only the checks see it
+    await operations.wait_idle()
+    op = await Operation.objects.aget(pk=op.pk)
+    assert op.status == Operation.Status.DENIED and op.result is None
+    await denied_in_audit(op, access.SERVER_DISABLED)
+    assert not await AuditEvent.objects.filter(operation_id=op.id, event="completed").aexists()
