@@ -37,12 +37,12 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
-from django.db import DatabaseError, router, transaction
+from django.db import DatabaseError, connections, router, transaction
 from django.db.models.functions import Now
 
 from ..gate import StoreUnavailable
-from .statements import (NO_RETURNING, _upsert_portable, broke_connection, delete_live,  # noqa: F401 -- the API
-                         drop_broken_connection, lifetime, select_bound, select_live, upsert)
+from .statements import (NO_RETURNING, _upsert_portable, broke_connection, chained, delete_live,  # noqa: F401
+                         delete_sql, drop_broken_connection, lifetime, select_bound, select_live, upsert, upsert_sql)
 
 logger = logging.getLogger("mrtrweb.bindings")
 
@@ -191,6 +191,103 @@ class DatabaseBindingStore:
             logger.warning("binding store transaction failed: %s", exc.__class__.__name__)
             drop_broken_connection(LiveBinding)
             raise StoreUnavailable("binding store unavailable (transaction)") from exc
+
+    # ------------------------------------------------------------------ a phase's writes in one statement
+    # The gate asks for these when the store has them (mrtrweb.gate.store): on PostgreSQL each is
+    # ONE statement (bindings.statements.chained); elsewhere the calls above, as the gate made them.
+
+    def _sealed(self, tenant: str, operation_id: str, record: dict[str, Any]) -> str:
+        from ..authz import crypto
+
+        return crypto.seal({"t": _h("tenant", tenant), "o": _h("operation", tenant, operation_id), "r": record})
+
+    def _record_step(self, conn, tenant: str, operation_id: str, record: dict[str, Any], ttl_s: float, when: str):
+        LiveBinding = self._models()[0]
+        return upsert_sql(LiveBinding, conn, {"tenant": tenant, "operation_id": operation_id},
+                          {"record": self._sealed(tenant, operation_id, record), "expires_at": lifetime(ttl_s)},
+                          only_over_expired=False, when=when)
+
+    def _index_step(self, conn, tenant: str, user: str, id_key: str, operation_id: str, ttl_s: float, when: str = ""):
+        Index = self._models()[1]
+        return upsert_sql(Index, conn, {"tenant": tenant, "key_digest": self._index_key(tenant, user, id_key)},
+                          {"operation_id": operation_id, "expires_at": lifetime(ttl_s)}, only_over_expired=True,
+                          when=when)
+
+    def _claim_step(self, conn, tenant: str, token: str, ttl_s: float):
+        Claim = self._models()[2]
+        return upsert_sql(Claim, conn, {"tenant": tenant, "token_digest": self._claim_key(tenant, token)},
+                          {"expires_at": lifetime(ttl_s)}, only_over_expired=True)
+
+    @staticmethod
+    def _chaining(model):
+        conn = connections[router.db_for_write(model)]
+        return conn if conn.vendor == "postgresql" and not conn.in_atomic_block else None
+
+    def bind(self, tenant: str, user: str, id_key: str, operation_id: str, record: dict[str, Any],
+             ttl_s: float) -> bool:
+        """:meth:`index_add`, then, when it bound the id, :meth:`save`: what ``Gate.register``
+        writes. Returns whether the id was bound (False: nothing written)."""
+        LiveBinding = self._models()[0]
+        conn = self._chaining(LiveBinding)
+        if conn is None:
+            if not self.index_add(tenant, user, id_key, operation_id, ttl_s):
+                return False
+            self.save(tenant, operation_id, record, ttl_s)
+            return True
+        steps = [("i", *self._index_step(conn, tenant, user, id_key, operation_id, ttl_s)),
+                 ("s", *self._record_step(conn, tenant, operation_id, record, ttl_s, "EXISTS (SELECT 1 FROM i)"))]
+        return self._call("index", LiveBinding, lambda: chained(conn, steps, ["i"]))[0]
+
+    def claim_and_save(self, tenant: str, token: str, operation_id: str, record: dict[str, Any],
+                       ttl_s: float) -> bool:
+        """:meth:`claim`, then, when won, :meth:`save`: what ``Gate.receive`` writes when it
+        accepts a round. Returns whether the claim was won (False: nothing written)."""
+        LiveBinding = self._models()[0]
+        conn = self._chaining(LiveBinding)
+        if conn is None:
+            if not self.claim(tenant, token, ttl_s):
+                return False
+            self.save(tenant, operation_id, record, ttl_s)
+            return True
+        steps = [("c", *self._claim_step(conn, tenant, token, ttl_s)),
+                 ("s", *self._record_step(conn, tenant, operation_id, record, ttl_s, "EXISTS (SELECT 1 FROM c)"))]
+        return self._call("claim", LiveBinding, lambda: chained(conn, steps, ["c"]))[0]
+
+    def consume(self, tenant: str, token: str, user: str, new_key: str, old_key: str, operation_id: str,
+                record: dict[str, Any], ttl_s: float) -> tuple[bool, bool]:
+        """What ``Gate.respond`` writes as one: the round's claim, the retry's id bound
+        (:meth:`index_add`), the record saved, the previous id unbound -- all or nothing. Returns
+        (claim won, id bound): (False, False) the round was consumed by another caller; (True,
+        False) the id is bound to something else -- nothing written, the claim not kept either;
+        (True, True) done."""
+        LiveBinding, Index = self._models()[0], self._models()[1]
+        conn = self._chaining(LiveBinding)
+        if conn is None:
+            return self._consume_in_transaction(tenant, token, user, new_key, old_key, operation_id, record, ttl_s)
+        old = {"tenant": tenant, "key_digest": self._index_key(tenant, user, old_key)}
+        steps = [("c", *self._claim_step(conn, tenant, token, ttl_s)),
+                 ("i", *self._index_step(conn, tenant, user, new_key, operation_id, ttl_s, "EXISTS (SELECT 1 FROM c)")),
+                 ("s", *self._record_step(conn, tenant, operation_id, record, ttl_s, "EXISTS (SELECT 1 FROM i)")),
+                 ("d", *delete_sql(Index, conn, old, when="EXISTS (SELECT 1 FROM i)"))]
+        found = self._call("claim", LiveBinding, lambda: chained(conn, steps, ["c", "i"], undo_unless=("c", "i")))
+        return (True, False) if found is None else (found[0], found[1])
+
+    def _consume_in_transaction(self, tenant: str, token: str, user: str, new_key: str, old_key: str,
+                                operation_id: str, record: dict[str, Any], ttl_s: float) -> tuple[bool, bool]:
+        class _Taken(Exception):
+            pass
+
+        try:
+            with self.atomic():
+                if not self.claim(tenant, token, ttl_s):
+                    return False, False
+                if not self.index_add(tenant, user, new_key, operation_id, ttl_s):
+                    raise _Taken  # rolls the claim back
+                self.save(tenant, operation_id, record, ttl_s)
+                self.index_delete(tenant, user, old_key)
+        except _Taken:
+            return True, False
+        return True, True
 
     # ------------------------------------------------------------------ single use
     @staticmethod

@@ -179,6 +179,17 @@ def upsert(model, unique: dict[str, Any], values: dict[str, Any], *, only_over_e
     conn = connections[alias]
     if conn.vendor not in UPSERT_VENDORS:
         return _upsert_portable(model, alias, unique, values, only_over_expired)
+    sql, params = upsert_sql(model, conn, unique, values, only_over_expired=only_over_expired)
+    with conn.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchone() is not None
+
+
+def upsert_sql(model, conn, unique: dict[str, Any], values: dict[str, Any], *, only_over_expired: bool,
+               when: str = "") -> tuple[str, list[Any]]:
+    """The SQL and parameters of :func:`upsert`'s statement (``... RETURNING`` the primary key).
+    ``when``: a condition (no parameters) the row is written under at all (``INSERT ... SELECT
+    ... WHERE``; PostgreSQL: a step of :func:`chained`)."""
     meta, q = model._meta, conn.ops.quote_name
     columns = {**unique, **values}
     fields = [meta.get_field(name) for name in columns]
@@ -192,18 +203,59 @@ def upsert(model, unique: dict[str, Any], values: dict[str, Any], *, only_over_e
             placeholders.append("%s")
             params.append(f.get_db_prep_save(v, conn))
     table = q(meta.db_table)
-    sql = (f"INSERT INTO {table} ({', '.join(q(f.column) for f in fields)}) "
-           f"VALUES ({', '.join(placeholders)}) "
+    source = f"SELECT {', '.join(placeholders)} WHERE {when}" if when else f"VALUES ({', '.join(placeholders)})"
+    sql = (f"INSERT INTO {table} ({', '.join(q(f.column) for f in fields)}) {source} "
            f"ON CONFLICT ({', '.join(q(meta.get_field(n).column) for n in unique)}) DO UPDATE SET "
            + ", ".join(f"{q(meta.get_field(n).column)} = excluded.{q(meta.get_field(n).column)}" for n in values))
     if only_over_expired:
         now_sql, now_params = _sql(model, conn, Now())
         sql += f" WHERE {table}.{q(meta.get_field('expires_at').column)} <= {now_sql}"
         params.extend(now_params)
-    sql += f" RETURNING {q(meta.pk.column)}"
-    with conn.cursor() as cursor:
-        cursor.execute(sql, params)
-        return cursor.fetchone() is not None
+    return sql + f" RETURNING {q(meta.pk.column)}", params
+
+
+def delete_sql(model, conn, where: dict[str, Any], *, when: str = "") -> tuple[str, list[Any]]:
+    """``DELETE`` of the rows of ``model`` matching ``where`` (under ``when``, see :func:`upsert_sql`)."""
+    meta, q = model._meta, conn.ops.quote_name
+    conditions = [f"{q(meta.get_field(n).column)} = %s" for n in where] + ([when] if when else [])
+    return (f"DELETE FROM {q(meta.db_table)} WHERE {' AND '.join(conditions)} RETURNING {q(meta.pk.column)}",
+            [meta.get_field(n).get_db_prep_value(v, conn) for n, v in where.items()])
+
+
+#: SQLSTATE division_by_zero: how :func:`chained` makes its statement fail on purpose
+_UNDONE = "22012"
+
+
+def chained(conn, steps: list[tuple[str, str, list[Any]]], report: list[str],
+            undo_unless: tuple[str, str] | None = None) -> list[bool] | None:
+    """Several writes as ONE statement (PostgreSQL: data-modifying ``WITH`` steps, atomic as any
+    statement, no ``BEGIN``/``COMMIT`` round trips). ``steps``: (name, SQL with ``RETURNING``,
+    parameters); a step's SQL may name earlier steps in its condition (``EXISTS (SELECT 1 FROM
+    name)``). Returns, for each name of ``report``, whether its step wrote a row; None when the
+    statement was undone: ``undo_unless`` = (a, b) makes it fail -- nothing written -- when step a
+    wrote and step b did not.
+
+    Raises:
+        django.db.DatabaseError: the database failed (nothing written).
+    """
+    from django.db import DataError
+
+    sql = "WITH " + ", ".join(f"{name} AS ({step})" for name, step, _ in steps) + " SELECT " + ", ".join(
+        f"EXISTS (SELECT 1 FROM {name})" for name in report)
+    if undo_unless:
+        a, b = undo_unless
+        sql += (f", CASE WHEN EXISTS (SELECT 1 FROM {a}) AND NOT EXISTS (SELECT 1 FROM {b}) "
+                f"THEN 1 / (SELECT count(*)::int FROM {b}) END")
+    params = [p for _, _, step_params in steps for p in step_params]
+    try:
+        with conn.cursor() as cur:
+            cur.execute(sql, params)
+            found = cur.fetchone()
+    except DataError as exc:
+        if getattr(exc.__cause__, "sqlstate", None) == _UNDONE:
+            return None
+        raise
+    return [bool(v) for v in found[:len(report)]]
 
 
 def _upsert_portable(model, alias: str, unique: dict[str, Any], values: dict[str, Any],

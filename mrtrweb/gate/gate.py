@@ -123,6 +123,11 @@ class Gate(Receiving, Responding):
             "policy": policy.as_dict(),
         }
         ttl = policy.ttl_s + _STORE_SLACK_S
+        bind = getattr(self.store, "bind", None)  # the index entry, then the record, as one (see store.py)
+        if bind is not None:
+            if not bind(tenant, user, key, op_id, record, ttl):
+                raise BindingConflict("that request id is already bound for this user and tenant")
+            return OperationHandle(tenant, op_id)
         if not self.store.index_add(tenant, user, key, op_id, ttl):
             raise BindingConflict("that request id is already bound for this user and tenant")
         self.store.save(tenant, op_id, record, ttl)

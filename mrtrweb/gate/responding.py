@@ -111,7 +111,7 @@ class Responding:
             raise GateRejection(codes.RETRY_REQUIRES_NEW_JSONRPC_ID, "the retry id was already used by this operation")
         # a fresh id is not looked up when a taken one can still be refused after the claim (a store
         # that rolls the claim back or gives it back)
-        fresh_id = fresh_id and (hasattr(self.store, "atomic") or hasattr(self.store, "release"))
+        fresh_id = fresh_id and any(hasattr(self.store, name) for name in ("consume", "atomic", "release"))
         bound_to = None if fresh_id else self.store.index_get(record["tenant"], record["user"], new_key)
         if bound_to == handle.operation_id:
             # our record is stale: a concurrent submission already built this round's retry under this id
@@ -197,6 +197,31 @@ class Responding:
             retry_params["requestState"] = rnd["state"]
         ttl = policy.ttl_s + _STORE_SLACK_S
         token = f"round:{handle.operation_id}:{rnd['number']}"
+        consume = getattr(self.store, "consume", None)  # the consume's writes as one (see store.py)
+        if consume is not None:
+            old_key = record["latest_key"]
+            record["latest_id"] = retry_id
+            record["latest_key"] = new_key
+            record["ids_used"].append(new_key)
+            record["expires_at"] = now + policy.ttl_s
+            record["status"] = "awaiting_result"
+            record["round"] = None
+            claimed, bound = consume(record["tenant"], token, record["user"], new_key, old_key, handle.operation_id,
+                                     record, ttl)
+            if not claimed:
+                raise GateRejection(codes.INACTIVE_MRTR_ROUND, "the round was answered by a concurrent submission")
+            if not bound:  # nothing written, the claim not kept: the round stays open
+                raise GateRejection(codes.RETRY_REQUIRES_NEW_JSONRPC_ID, "the retry id is bound to another live operation")
+        else:
+            self._consume_stepwise(handle, record, token, retry_id, new_key, now, policy, ttl, fresh_id)
+        actions = {k: (built[k].get("action", "result") if views[k].kind in ("form", "url") else "result")
+                   for k in keys}
+        return Retry(handle=handle, id=retry_id, method=record["method"], params=retry_params,
+                     round_number=rnd["number"], actions=actions)
+
+    def _consume_stepwise(self, handle: OperationHandle, record: dict[str, Any], token: str, retry_id: Any,
+                          new_key: str, now: float, policy: Any, ttl: float, fresh_id: bool) -> None:
+        """The consume as separate store calls inside :func:`_consuming` (stores without ``consume``)."""
         try:
             with _consuming(self.store, record["tenant"], token):
                 if not self.store.claim(record["tenant"], token, ttl):
@@ -216,7 +241,3 @@ class Responding:
         except _IdTaken:
             raise GateRejection(codes.RETRY_REQUIRES_NEW_JSONRPC_ID,
                                 "the retry id is bound to another live operation") from None
-        actions = {k: (built[k].get("action", "result") if views[k].kind in ("form", "url") else "result")
-                   for k in keys}
-        return Retry(handle=handle, id=retry_id, method=record["method"], params=retry_params,
-                     round_number=rnd["number"], actions=actions)

@@ -195,6 +195,35 @@ def test_load_bound_is_the_index_then_the_record_in_one_statement():
     assert store.load_bound("acme", "alice", "s:r-1") is None  # the entry expired
 
 
+def test_a_phases_writes_as_one_are_all_or_nothing():
+    """``bind`` (register), ``claim_and_save`` (receive) and ``consume`` (respond): on PostgreSQL
+    one statement each (data-modifying WITH steps; no BEGIN/COMMIT), elsewhere the separate calls
+    in a transaction; either way a refused step writes nothing."""
+    store = DatabaseBindingStore()
+    pg = connection.vendor == "postgresql"
+    with CaptureQueriesContext(connection) as ctx:
+        assert store.bind("acme", "alice", "s:r-1", "op-1", RECORD, 60) is True
+    assert len(ctx.captured_queries) == (1 if pg else 2)
+    assert store.bind("acme", "alice", "s:r-1", "op-2", RECORD, 60) is False  # bound already: nothing written
+    assert store.load("acme", "op-2") is None and store.load_bound("acme", "alice", "s:r-1") == RECORD
+    changed = {**RECORD, "round": {"number": 2}}
+    with CaptureQueriesContext(connection) as ctx:
+        assert store.claim_and_save("acme", "recv:op-1:s:r-1", "op-1", changed, 60) is True
+    assert len(ctx.captured_queries) == (1 if pg else 2)
+    assert store.claim_and_save("acme", "recv:op-1:s:r-1", "op-1", RECORD, 60) is False  # claimed: not saved
+    assert store.load("acme", "op-1") == changed
+    store.index_add("acme", "alice", "s:taken", "op-9", 60)
+    assert store.consume("acme", "round:op-1:2", "alice", "s:taken", "s:r-1", "op-1", RECORD, 60) == (True, False)
+    assert store.load("acme", "op-1") == changed and store.index_get("acme", "alice", "s:r-1") == "op-1"
+    with CaptureQueriesContext(connection) as ctx:  # the claim was not kept: the round is still answerable
+        assert store.consume("acme", "round:op-1:2", "alice", "s:r-2", "s:r-1", "op-1", RECORD, 60) == (True, True)
+    assert len(ctx.captured_queries) == 1 if pg else len(ctx.captured_queries) >= 4
+    assert store.load("acme", "op-1") == RECORD and store.index_get("acme", "alice", "s:r-2") == "op-1"
+    assert store.index_get("acme", "alice", "s:r-1") is None  # the previous id unbound
+    assert store.consume("acme", "round:op-1:2", "alice", "s:r-3", "s:r-2", "op-1", changed, 60) == (False, False)
+    assert store.load("acme", "op-1") == RECORD and store.index_get("acme", "alice", "s:r-3") is None
+
+
 def test_discard_returns_the_live_record_once():
     store = DatabaseBindingStore()
     store.save("acme", "op-1", RECORD, 60)

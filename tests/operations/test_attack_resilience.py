@@ -69,20 +69,35 @@ def test_a_binding_row_copied_to_another_operation_reads_as_absent(caplog):
 
 # -- a store failure after the claim ----------------------------------------------------------
 
+def _between_claim_and_write(monkeypatch, fault) -> None:
+    """Make ``fault`` happen where the consume's writes fail after its claim: on SQLite between
+    the claim and the next write (``index_add``, in the consume's transaction); on PostgreSQL the
+    consume is one statement (``bindings.statements.chained``), so that statement fails."""
+    from django.db import connection
+
+    if connection.vendor == "postgresql":
+        import mrtrweb.bindings.database as database
+
+        real = database.chained
+        monkeypatch.setattr(database, "chained", lambda *a, **kw: fault(None, *a, real=real, **kw))
+    else:
+        real = DatabaseBindingStore.index_add
+        monkeypatch.setattr(DatabaseBindingStore, "index_add", lambda self, *a, **kw: fault(self, *a, real=real, **kw))
+
+
 async def test_a_store_failure_after_the_claim_leaves_the_round_answerable(seeded, monkeypatch):
     """The connection drops between the round's claim and the binding's write: the person is told
     nothing was sent and to try again -- and trying again works, and sends once."""
     client, op = await _waiting(seeded)
-    real = DatabaseBindingStore.index_add
     failures = []
 
-    def drops_once(self, *args, **kwargs):
+    def drops_once(self, *args, real, **kwargs):
         if not failures:
             failures.append(1)
             raise StoreUnavailable("binding store unavailable (write)")
-        return real(self, *args, **kwargs)
+        return real(*args, **kwargs) if self is None else real(self, *args, **kwargs)
 
-    monkeypatch.setattr(DatabaseBindingStore, "index_add", drops_once)
+    _between_claim_and_write(monkeypatch, drops_once)
     url = f"/mcp/operations/{op.id}/answer/"
     first = await post_answer(client, url, {"action": "accept", "round": "1"})
     assert failures and first.status_code in (409, 503)
@@ -103,10 +118,10 @@ async def test_a_round_whose_answer_failed_after_the_claim_still_expires(seeded,
     client, op = await _waiting(seeded)
     opened = op.round_expires_at
 
-    def drops(self, *args, **kwargs):
+    def drops(self, *args, real, **kwargs):
         raise StoreUnavailable("binding store unavailable (write)")
 
-    monkeypatch.setattr(DatabaseBindingStore, "index_add", drops)
+    _between_claim_and_write(monkeypatch, drops)
     failed = await post_answer(client, f"/mcp/operations/{op.id}/answer/", {"action": "accept", "round": "1"})
     monkeypatch.undo()
     # the answer failed after the claim (not refused as expired or concurrent) ...

@@ -31,12 +31,12 @@ pytestmark = [pytest.mark.django_db(transaction=True)]
 LIMITS = {
     ("sqlite", "database"): (58, 13),  # SQLite: 7 statements per audit append, 2 on PostgreSQL
     ("sqlite", "cache"): (45, 13),
-    ("postgresql", "database"): (32, 13),
+    ("postgresql", "database"): (27, 13),
     ("postgresql", "cache"): (20, 13),
 }
 #: binding store -> the query messages that reach PostgreSQL per round, at most (tests/pgwire.py:
 #: every connection's, psycopg's own BEGIN / COMMIT included)
-WIRE_LIMITS = {"database": 34, "cache": 20}
+WIRE_LIMITS = {"database": 27, "cache": 20}
 
 
 class _Counter:
