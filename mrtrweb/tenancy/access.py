@@ -226,6 +226,25 @@ def allowed_condition(alias: str) -> tuple[str, list[Any]] | None:
 _CONDITIONS: dict[str, Any] = {}
 
 
+def check_sql(alias: str) -> tuple[str, list[str], list[Any]] | None:
+    """(SELECT, its column names, its parameters with the stand-ins :func:`bind_ids` fills) of the
+    access check with a server on ``alias``, for a statement that runs it beside something else
+    (a subquery: its one row, or none when the user is gone); read the row with :func:`cause_of`.
+    None when the ORM's path serves (see :func:`denial`)."""
+    compiled = _compiled(alias, True)
+    return None if compiled is None else (compiled[0], list(compiled[1]), list(compiled[2]))
+
+
+def cause_of(row: dict[str, Any] | None, tenant_id: Any, server_id: Any) -> str:
+    """What :func:`denial` says of a row of :func:`check_sql` (None: no row), ``""`` when allowed.
+    Values as the database gave them (0/1 for booleans on some backends)."""
+    if row is not None and all(value is None for value in row.values()):
+        row = None  # no user row: a join gave NULLs
+    if row is not None:
+        row = {name: (value if value is None else bool(value)) for name, value in row.items()}
+    return _cause(row, tenant_id, server_id)
+
+
 def bind_ids(slots: list[Any], user_id: Any, tenant_id: Any, server_id: Any) -> list[Any]:
     """The parameters of :func:`allowed_condition` (or :func:`_compiled`) with these ids."""
     values = {_SENTINELS[0]: user_id, _SENTINELS[1]: tenant_id, _SENTINELS[2]: server_id}
