@@ -83,7 +83,8 @@ def server_for(url: str, tenant: Any) -> McpServer:
 
 def _member_server(user: Any, tenant: Any, url: str) -> McpServer:
     """The tenant's server for ``url`` (:func:`server_for`) once ``user`` is known to be an active
-    member of ``tenant`` (sync; one thread hop for both).
+    member of ``tenant`` (sync; one thread hop, one statement when the server exists: the access
+    check of the tenant beside the server's row, :func:`_member_and_server`).
 
     Raises:
         HeadlessError: ``not_a_member`` (not a member, or inactive).
@@ -91,9 +92,58 @@ def _member_server(user: Any, tenant: Any, url: str) -> McpServer:
     """
     from ..tenancy.access import denial
 
-    if denial(user.pk, tenant.pk):
+    found = _member_and_server(user, tenant, url)
+    cause, server = found if found is not None else (denial(user.pk, tenant.pk), None)
+    if cause:
         raise HeadlessError("not_a_member", "the user is not an active member of the tenant")
-    return server_for(url, tenant)
+    return server if server is not None else server_for(url, tenant)
+
+
+_MEMBER_SERVER_SQL: dict[str, Any] = {}
+
+
+def _member_and_server(user: Any, tenant: Any, url: str) -> tuple[str, McpServer | None] | None:
+    """(why ``user`` may not act in ``tenant``, or ``""``; the tenant's first server with exactly
+    ``url``, or None) in one statement built once per database from the access check's own SQL
+    (:func:`mrtrweb.tenancy.access.check_sql`); None when that has none (the ORM's path)."""
+    from django.db import connections, router
+
+    from ..tenancy import access
+
+    alias = router.db_for_read(McpServer)
+    checked = access.check_sql(alias, with_server=False)
+    if checked is None or router.db_for_read(type(user)) != alias:
+        return None
+    cached = _MEMBER_SERVER_SQL.get(alias)
+    conn = connections[alias]
+    if cached is None or cached[0] is not checked[0]:
+        sql, names, slots = checked
+        qn, meta = conn.ops.quote_name, McpServer._meta
+        fields = []
+        for field in meta.concrete_fields:
+            col = field.get_col(meta.db_table)
+            fields.append((field, col, conn.ops.get_db_converters(col) + col.get_db_converters(conn)))
+        tenant_col, url_col, pk = qn(meta.get_field("tenant").column), qn(meta.get_field("url").column), qn(meta.pk.column)
+        full = (f"SELECT a.*, {', '.join('s.' + qn(f.column) for f, _, _ in fields)} FROM (SELECT 1 AS one) o "
+                f"LEFT JOIN ({sql}) a ON TRUE LEFT JOIN {qn(meta.db_table)} s ON s.{pk} = (SELECT {pk} FROM "
+                f"{qn(meta.db_table)} WHERE {tenant_col} = %s AND {url_col} = %s ORDER BY {pk} LIMIT 1)")
+        cached = _MEMBER_SERVER_SQL[alias] = (sql, full, names, slots, fields)
+    _, full, names, slots, fields = cached
+    params = access.bind_ids(slots, user.pk, tenant.pk, None) + [
+        McpServer._meta.get_field("tenant").get_db_prep_value(tenant.pk, conn), url]
+    with conn.cursor() as cur:
+        cur.execute(full, params)
+        found = cur.fetchone()
+    cause = access.cause_of(dict(zip(names, found[:len(names)])), tenant.pk, None)
+    row = found[len(names):]
+    if row[0] is None:
+        return cause, None
+    values = []
+    for (field, col, converters), value in zip(fields, row):
+        for convert in converters:
+            value = convert(value, col, conn)
+        values.append(value)
+    return cause, McpServer.from_db(alias, [f.attname for f, _, _ in fields], values)
 
 
 def _server_name(url: str, tenant: Any) -> str:

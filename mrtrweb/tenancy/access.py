@@ -226,12 +226,12 @@ def allowed_condition(alias: str) -> tuple[str, list[Any]] | None:
 _CONDITIONS: dict[str, Any] = {}
 
 
-def check_sql(alias: str) -> tuple[str, list[str], list[Any]] | None:
+def check_sql(alias: str, with_server: bool = True) -> tuple[str, list[str], list[Any]] | None:
     """(SELECT, its column names, its parameters with the stand-ins :func:`bind_ids` fills) of the
-    access check with a server on ``alias``, for a statement that runs it beside something else
-    (a subquery: its one row, or none when the user is gone); read the row with :func:`cause_of`.
-    None when the ORM's path serves (see :func:`denial`)."""
-    compiled = _compiled(alias, True)
+    access check (with a server, or of the tenant alone) on ``alias``, for a statement that runs
+    it beside something else (a subquery: its one row, or none when the user is gone); read the
+    row with :func:`cause_of`. None when the ORM's path serves (see :func:`denial`)."""
+    compiled = _compiled(alias, with_server)
     return None if compiled is None else (compiled[0], list(compiled[1]), list(compiled[2]))
 
 
