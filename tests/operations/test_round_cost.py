@@ -1,13 +1,15 @@
-"""What one headless round costs the database and the event loop, counted (issue 16): every SQL
-statement of the round (``CursorWrapper.execute``/``executemany``, in whatever thread it runs) and
-every ``sync_to_async`` hop, for one ``tools/call`` with one form round answered through
-:func:`mrtrweb.headless.arun` against the demo MCP server on loopback.
+"""What one headless round costs the database and the event loop, counted (issues 16 and 30): every
+SQL statement of the round (``CursorWrapper.execute``/``executemany``, in whatever thread it runs),
+every query message that reaches PostgreSQL (on the PostgreSQL run: a proxy reading the wire
+protocol of every connection, psycopg's own ``BEGIN``/``COMMIT`` included, tests/pgwire.py), every
+``sync_to_async`` hop, and the MCP requests, for one ``tools/call`` with one form round answered
+through :func:`mrtrweb.headless.arun` against the demo MCP server on loopback.
 
 The limits are what the round costs now; a change that adds a query or a hop to the round path
-fails here (a count, not a time). Issue 16's goal is 12 queries and 6 hops; what keeps the round
-above it is written in docs/benchmarks/README.md (four chained audit appends, each a locked
-transaction, and the reads that re-check access and authorization at every phase). The suite runs
-this file on SQLite and again on PostgreSQL (``tests.services_settings``)."""
+fails here (a count, not a time). docs/round.md ("What one round asks of the database") lists the
+statements one by one with the guarantee each serves, and what keeps the round above issue 30's
+goal of about 10. The suite runs this file on SQLite and again on PostgreSQL
+(``tests.services_settings``)."""
 
 from __future__ import annotations
 
