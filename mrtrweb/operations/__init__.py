@@ -16,7 +16,8 @@ One round, from the wire to the card to the retry (MCP 2026-07-28, Multi Round-T
    ``input_required`` result is judged by ``Gate.receive``, audited (``received``) and handed to
    the person: the card is rendered by :mod:`mrtrweb.consent.panels` and pushed.
 4. :mod:`.answers` -- :func:`answer_round`: the person's answer (browser or headless) is
-   re-checked (access, consent receipt, authorization, configuration).
+   re-checked (access, consent receipt, authorization, configuration; read in one statement by
+   :mod:`.answer_reads`).
 5. :mod:`.retries` -- ``build_and_record``: ``Gate.respond`` builds the retry once, its
    ``submitted`` event is read back; then :mod:`.calls` sends it, and the loop goes on at 2.
 

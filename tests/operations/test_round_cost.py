@@ -31,14 +31,14 @@ pytestmark = [pytest.mark.django_db(transaction=True)]
 
 #: (database vendor, binding store) -> (SQL statements, sync_to_async hops) per round, at most
 LIMITS = {
-    ("sqlite", "database"): (56, 13),  # SQLite: 7 statements per audit append, 2 on PostgreSQL
-    ("sqlite", "cache"): (43, 13),
-    ("postgresql", "database"): (25, 13),
-    ("postgresql", "cache"): (18, 13),
+    ("sqlite", "database"): (54, 13),  # SQLite: 7 statements per audit append, 2 on PostgreSQL
+    ("sqlite", "cache"): (41, 13),
+    ("postgresql", "database"): (23, 13),
+    ("postgresql", "cache"): (16, 13),
 }
 #: binding store -> the query messages that reach PostgreSQL per round, at most (tests/pgwire.py:
 #: every connection's, psycopg's own BEGIN / COMMIT included)
-WIRE_LIMITS = {"database": 25, "cache": 18}
+WIRE_LIMITS = {"database": 23, "cache": 16}
 
 
 class _Counter:
