@@ -21,6 +21,7 @@ from ..gate import codes, Retry, StoreUnavailable
 from ..runtime.gates import get_gate, handle_of
 from ..models import Operation
 from .messages import AnswerPending, AUDIT_UNAVAILABLE, DENY_MESSAGES, LEGACY, message_for, OperationRefused, STORE_UNAVAILABLE
+from .rows import move
 from .runtime import new_request_id
 from .stopping import deny
 
@@ -129,8 +130,8 @@ async def _move_when_back(op_id: Any, fields: dict[str, Any], wait_s: float) -> 
     pause = 0.1
     while True:
         try:
-            return await Operation.objects.filter(pk=op_id).exclude(status__in=Operation.TERMINAL).aupdate(
-                updated_at=timezone.now(), **fields)
+            return await sync_to_async(move)(op_id, {"updated_at": timezone.now(), **fields},
+                                             status_not_in=Operation.TERMINAL)
         except DatabaseError as exc:
             if time.monotonic() >= deadline:
                 logger.error("operation %s: the database did not answer for %ss after an answer was recorded (%s)",

@@ -24,6 +24,7 @@ from ..models import Operation
 from .authorization import _authorization_changed, authorization_changed_sync
 from .messages import STOPPED_BY, AUDIT_UNAVAILABLE, AUTHORIZATION_CHANGED, INVALID_RESULT, message_for, STATE_REUSED, STATE_REUSED_REASON, STORE_UNAVAILABLE
 from .retries import build_and_record
+from .rows import move
 from .revocation import end_operation
 from .holding import database_back
 from .runtime import finish_operation, discard_unusable, mark_ended, notify, settle_ended
@@ -89,21 +90,39 @@ def parse_final(method: str, raw: dict[str, Any]) -> bool:
 
 def _state_seen(op: Operation, state_digest: str, round_number: int) -> tuple[bool, bool]:
     """Where the tenant's audit trail already holds ``state_digest`` (a ``received`` row), sync
-    (one query: two ``EXISTS``).
+    (one statement: two ``EXISTS``, its SQL built once per database).
 
     Returns ``(replayed, reused)``: *replayed* -- another round of **this** operation received it,
     so its retry already sent that state back (denied: ``request_state_replayed``); *reused* --
     another operation of the tenant (same or another user) received it (recorded as
     :data:`STATE_REUSED`, not denied)."""
-    from django.db.models import Exists
+    from django.db import connections, router
 
-    from ..models import AuditEvent, Tenant
+    from ..models import AuditEvent
 
-    rows = AuditEvent.objects.filter(tenant_id=op.tenant_id, event="received", state_digest=state_digest)
-    found = Tenant.objects.filter(pk=op.tenant_id).annotate(
-        replayed=Exists(rows.filter(operation_id=op.id).exclude(round_number=round_number)),
-        reused=Exists(rows.exclude(operation_id=op.id))).values("replayed", "reused").first()
-    return (bool(found["replayed"]), bool(found["reused"])) if found else (False, False)
+    alias = router.db_for_read(AuditEvent)
+    conn = connections[alias]
+    sql = _STATE_SQL.get(alias)
+    meta = AuditEvent._meta
+    if sql is None:
+        qn = conn.ops.quote_name
+
+        def c(name: str) -> str:
+            return qn(meta.get_field(name).column)
+
+        rows = (f"SELECT 1 FROM {qn(meta.db_table)} WHERE {c('tenant')} = %s AND {c('event')} = 'received' "
+                f"AND {c('state_digest')} = %s AND {c('operation_id')}")
+        sql = _STATE_SQL.setdefault(alias, f"SELECT EXISTS ({rows} = %s AND {c('round_number')} <> %s), "
+                                           f"EXISTS ({rows} <> %s)")
+    tenant = meta.get_field("tenant").get_db_prep_value(op.tenant_id, conn)
+    op_id = meta.get_field("operation_id").get_db_prep_value(op.id, conn)
+    with conn.cursor() as cur:
+        cur.execute(sql, [tenant, state_digest, op_id, round_number, tenant, state_digest, op_id])
+        replayed, reused = cur.fetchone()
+    return bool(replayed), bool(reused)
+
+
+_STATE_SQL: dict[str, str] = {}
 
 
 @dataclasses.dataclass
@@ -172,9 +191,9 @@ def _judge_round(op: Operation, request_id: str, raw: Any, received_code: str, f
         return _Judged("state_only", rnd)
     # handed to the person: no worker drives it now (any worker may take the answer), and it
     # expires by itself (mrtrweb.operations.expiry)
-    moved = Operation.objects.filter(pk=op.pk, status=Operation.Status.RUNNING).update(
-        status=Operation.Status.AWAITING_INPUT, rounds=rnd.number, worker="",
-        round_expires_at=expires_at(rnd.expires_at), updated_at=timezone.now())
+    moved = move(op.pk, {"status": Operation.Status.AWAITING_INPUT, "rounds": rnd.number, "worker": "",
+                         "round_expires_at": expires_at(rnd.expires_at), "updated_at": timezone.now()},
+                 status_in=(Operation.Status.RUNNING,))
     return _Judged("awaiting" if moved else "ended", rnd)
 
 

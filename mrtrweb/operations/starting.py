@@ -20,6 +20,7 @@ from ..text.names import stored_name
 from .authorization import current_auth
 from .calls import _drive
 from .messages import LIMIT_REACHED, message_for, OperationRefused, STORE_UNAVAILABLE, WORKER_DRAINING
+from .rows import insert_operation
 from .runtime import _spawn, new_request_id
 
 logger = logging.getLogger("mrtrweb.operations")
@@ -66,7 +67,7 @@ def _start_sync(user: Any, server: McpServer, method: str, name: str, params: di
         raise OperationRefused("denied", str(access.MESSAGE))
     request_id = new_request_id()
     auth = current_auth(server, user.pk, server.tenant_id)
-    op = Operation.objects.create(
+    op = insert_operation(  # one INSERT, its SQL built once (.rows)
         tenant_id=server.tenant_id, user=user, server=server, method=method, name=stored_name(name),
         params=results.params_for_storage(params),
         request_id=request_id, latest_request_id=request_id, worker=workers.WORKER_ID, destructive=destructive,

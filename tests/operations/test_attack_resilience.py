@@ -213,19 +213,18 @@ def test_a_forked_worker_has_an_id_of_its_own():
 
 async def test_the_database_lost_after_the_answers_audit_loses_no_answer(seeded, monkeypatch):
     from django.db import OperationalError
-    from django.db.models import QuerySet
 
     client, op = await _waiting(seeded)
-    real = QuerySet.aupdate
+    real = operations.retries.move  # the row's move to running (operations.rows.move)
     cut = []
 
-    async def drops_once(self, **kwargs):
-        if self.model is Operation and kwargs.get("status") == Operation.Status.RUNNING and not cut:
+    def drops_once(op_id, values, **kwargs):
+        if values.get("status") == Operation.Status.RUNNING and not cut:
             cut.append(1)  # the connection dropped just after the 'submitted' event was written
             raise OperationalError("server closed the connection unexpectedly")
-        return await real(self, **kwargs)
+        return real(op_id, values, **kwargs)
 
-    monkeypatch.setattr(QuerySet, "aupdate", drops_once)
+    monkeypatch.setattr(operations.retries, "move", drops_once)
     url = f"/mcp/operations/{op.id}/answer/"
     first = await post_answer(client, url, {"action": "accept", "round": "1"})
     await operations.wait_idle()
@@ -240,22 +239,21 @@ async def test_an_answer_recorded_as_the_database_stays_away_goes_out_when_it_is
     """Past the answer's own wait the person reads that the answer was recorded and goes out by
     itself (never "nothing was sent"); the worker sends it once the database answers again."""
     from django.db import OperationalError
-    from django.db.models import QuerySet
 
     client, op = await _waiting(seeded)
     monkeypatch.setattr(operations.retries, "ANSWER_DB_WAIT_S", 0.3)
-    real = QuerySet.aupdate
+    real = operations.retries.move  # the row's move to running (operations.rows.move)
     down_until = []
 
-    async def down_for_a_second(self, **kwargs):
-        if self.model is Operation and kwargs.get("status") == Operation.Status.RUNNING:
+    def down_for_a_second(op_id, values, **kwargs):
+        if values.get("status") == Operation.Status.RUNNING:
             if not down_until:
                 down_until.append(time.monotonic() + 1.0)
             if time.monotonic() < down_until[0]:
                 raise OperationalError("server closed the connection unexpectedly")
-        return await real(self, **kwargs)
+        return real(op_id, values, **kwargs)
 
-    monkeypatch.setattr(QuerySet, "aupdate", down_for_a_second)
+    monkeypatch.setattr(operations.retries, "move", down_for_a_second)
     first = await post_answer(client, f"/mcp/operations/{op.id}/answer/", {"action": "accept", "round": "1"})
     body = first.content.decode()
     assert first.status_code == 503 and "answer was recorded" in body and "nothing was sent" not in body.lower()
