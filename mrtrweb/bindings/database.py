@@ -42,13 +42,13 @@ from django.db.models.functions import Now
 
 from ..gate import StoreUnavailable
 from .statements import (NO_RETURNING, _upsert_portable, broke_connection, chained, delete_live,  # noqa: F401
-                         delete_sql, drop_broken_connection, lifetime, select_bound, select_live, upsert, upsert_sql)
+                         delete_rows, delete_sql, drop_broken_connection, lifetime, select_bound, select_live, upsert, upsert_sql)
 
 logger = logging.getLogger("mrtrweb.bindings")
 
 
-# Deletes use ``QuerySet._raw_delete`` (one DELETE statement; these tables have no relations and
-# no signals): ``QuerySet.delete()`` wraps even a fast delete in a transaction (BEGIN + COMMIT:
+# Deletes are one DELETE statement each (statements.delete_rows; these tables have no relations
+# and no signals): ``QuerySet.delete()`` wraps even a fast delete in a transaction (BEGIN + COMMIT:
 # two more round trips per call). tests/bindings/test_db_store.py counts the statements.
 
 
@@ -132,8 +132,8 @@ class DatabaseBindingStore:
 
     def delete(self, tenant: str, operation_id: str) -> None:
         LiveBinding = self._models()[0]
-        self._call("delete", LiveBinding, lambda: LiveBinding.objects.filter(
-            tenant=tenant, operation_id=operation_id)._raw_delete(LiveBinding.objects.db))
+        self._call("delete", LiveBinding, lambda: delete_rows(LiveBinding, {"tenant": tenant,
+                                                                          "operation_id": operation_id}))
 
     # ------------------------------------------------------------------ request-id index
     @staticmethod
@@ -168,8 +168,8 @@ class DatabaseBindingStore:
 
     def index_delete(self, tenant: str, user: str, id_key: str) -> None:
         Index = self._models()[1]
-        self._call("delete", Index, lambda: Index.objects.filter(
-            tenant=tenant, key_digest=self._index_key(tenant, user, id_key))._raw_delete(Index.objects.db))
+        self._call("delete", Index, lambda: delete_rows(
+            Index, {"tenant": tenant, "key_digest": self._index_key(tenant, user, id_key)}))
 
     @contextlib.contextmanager
     def atomic(self) -> Iterator[None]:
@@ -305,8 +305,8 @@ class DatabaseBindingStore:
     def release(self, tenant: str, token: str) -> None:
         """Give a claimed token back (the legacy settle key, when an answer was refused)."""
         Claim = self._models()[2]
-        self._call("delete", Claim, lambda: Claim.objects.filter(
-            tenant=tenant, token_digest=self._claim_key(tenant, token))._raw_delete(Claim.objects.db))
+        self._call("delete", Claim, lambda: delete_rows(
+            Claim, {"tenant": tenant, "token_digest": self._claim_key(tenant, token)}))
 
 
 def _open(sealed: str, tenant: str, operation_id: str) -> dict[str, Any] | None:
