@@ -192,7 +192,9 @@ async def _task_only(user: Any, server: McpServer, name: Any) -> bool:
 
     try:
         conn = await connections.connection_for(user, server)
-        tools = await conn.tools_known()  # kept by the connection until the server says they changed
+        # kept by the connection until the server says they changed (its listen stream opened for it:
+        # the headless client answers at once, so the connection need not be released while a round waits)
+        tools = await conn.tools_known(listen=True)
     except McpCallError:
         return False
     return any(refused(t, conn.server_capabilities) for t in tools if isinstance(t, dict) and t.get("name") == name)

@@ -124,14 +124,16 @@ class Listings:
             else None
         return tools
 
-    async def tools_known(self) -> list[dict[str, Any]]:
+    async def tools_known(self, *, listen: bool = False) -> list[dict[str, Any]]:
         """The tools listing this connection last made (:meth:`list_tools`), else a new one.
 
         A listing is kept only when a change of the tools would have been heard from before it
         was asked for until now: the server declares ``tools.listChanged``, and on a 2026-07-28
         connection its ``subscriptions/listen`` stream was acknowledged before the listing and is
-        still open (:meth:`~mrtrweb.mcp.list_changed.ListingWatch.watch_listings`, opened here;
-        a 2025-11-25 session's notifications come on the session). A
+        still open (:meth:`~mrtrweb.mcp.list_changed.ListingWatch.watch_listings`; ``listen``:
+        open it here -- a long-lived request on the connection, so a pool never releases it as
+        idle while a round waits: for callers that answer at once, the headless client; a
+        2025-11-25 session's notifications come on the session). A
         ``notifications/tools/list_changed`` drops it at once
         (:meth:`~mrtrweb.mcp.list_changed.ListingWatch._changed`), so do the listen stream's end
         and a new session (a kept listing belongs to the session it was made on). The caller gets
@@ -140,6 +142,9 @@ class Listings:
         Raises:
             McpCallError: as :meth:`list_tools`.
         """
+        watch = getattr(self, "watch_listings", None)
+        if listen and watch is not None:
+            watch()  # opened once; acknowledged later
         kept = getattr(self, "_tools_kept", None)
         if kept is not None and kept[0] == getattr(self, "session_generation", 0) and \
                 self._hears_tool_changes() is not None:
@@ -158,10 +163,7 @@ class Listings:
             return None
         if not is_modern(self.protocol_version):
             return self if self.protocol_version is not None else None  # the session's own stream
-        watch = getattr(self, "watch_listings", None)
-        if watch is not None:
-            watch()  # opened once; acknowledged later
-        return getattr(self, "_listening", None)
+        return getattr(self, "_listening", None)  # a listen stream someone opened, acknowledged
 
     async def _param_headers(self, method: str, params: Mapping[str, Any]) -> dict[str, str]:
         """The ``Mcp-Param-*`` headers of one request: for a ``tools/call`` on a 2026-07-28

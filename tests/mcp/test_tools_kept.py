@@ -38,9 +38,9 @@ async def _kept(conn: _Counting, timeout: float = 10.0) -> set[str]:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while loop.time() < deadline:
-        names = {t["name"] for t in await conn.tools_known()}
+        names = {t["name"] for t in await conn.tools_known(listen=True)}
         before = conn.listed
-        if {t["name"] for t in await conn.tools_known()} == names and conn.listed == before:
+        if {t["name"] for t in await conn.tools_known(listen=True)} == names and conn.listed == before:
             return names
         await asyncio.sleep(0.05)
     raise AssertionError("the connection never kept its tools listing")
@@ -50,7 +50,7 @@ async def _names_after_change(conn: _Counting, before: set[str], timeout: float 
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while loop.time() < deadline:
-        names = {t["name"] for t in await conn.tools_known()}
+        names = {t["name"] for t in await conn.tools_known(listen=True)}
         if names != before:
             return names
         await asyncio.sleep(0.05)
@@ -69,7 +69,7 @@ async def test_the_tools_listing_is_kept_until_the_server_says_it_changed(growin
         assert "grow" in first
         listed = conn.listed
         for _ in range(3):
-            assert {t["name"] for t in await conn.tools_known()} == first
+            assert {t["name"] for t in await conn.tools_known(listen=True)} == first
         assert conn.listed == listed  # kept: no request
         await conn.send("tools/call", {"name": "grow", "arguments": {}}, "grow-1")
         after = await _names_after_change(conn, first)
@@ -80,13 +80,26 @@ async def test_the_tools_listing_is_kept_until_the_server_says_it_changed(growin
 @pytest.mark.parametrize("protocol", ["auto", "2025-11-25"])
 async def test_without_a_way_to_hear_changes_nothing_is_kept(growing, protocol):
     """No ``on_list_changed`` at 2026-07-28 (no listen stream is opened, so no change could be
-    heard); at 2025-11-25 this SDK server declares no ``tools.listChanged``: every call lists."""
+    heard); at 2025-11-25 this SDK server declares no ``tools.listChanged``: every call lists.
+    And a caller that does not ask for the listen stream (``listen=False``: a page's listing,
+    whose connection must stay releasable) never has one opened for it."""
     async def changed(kind: str) -> None:
         pass
 
     callback = changed if protocol == "2025-11-25" else None
     async with _Counting(growing.url, timeout_s=10, protocol=protocol, on_list_changed=callback) as conn:
         for _ in range(3):
-            await conn.tools_known()
+            await conn.tools_known(listen=True)
             await asyncio.sleep(0.05)
         assert conn.listed == 3
+
+
+async def test_a_listing_without_listen_opens_no_stream_and_keeps_nothing(growing):
+    async def changed(kind: str) -> None:
+        pass
+
+    async with _Counting(growing.url, timeout_s=10, on_list_changed=changed) as conn:
+        for _ in range(3):
+            await conn.tools_known()
+            await asyncio.sleep(0.05)
+        assert conn.listed == 3 and conn._watch is None
