@@ -162,7 +162,7 @@ async def finish_operation(op: Operation, status: str, *, code: str = "", messag
 
 #: the columns :func:`mark_ended` writes, in its SQL's order
 _ENDED_FIELDS = ("status", "error_code", "error_message", "result", "worker", "round_expires_at", "updated_at")
-_ENDED_SQL: dict[tuple[str, bool], tuple[str, list[Any]] | None] = {}
+_ENDED_SQL: dict[tuple[str, bool, str | None], tuple[str, list[Any]] | None] = {}
 
 
 def mark_ended(op: Operation, status: str, *, while_allowed: bool = False) -> int:
@@ -183,10 +183,10 @@ def mark_ended(op: Operation, status: str, *, while_allowed: bool = False) -> in
 
     alias = router.db_for_write(Operation)
     conn = connections[alias]
-    key = (alias, while_allowed)
+    condition = access.allowed_condition(alias) if while_allowed else ("", [])
+    key = (alias, while_allowed, condition[0] if condition is not None else None)  # the access SQL in force
     if key not in _ENDED_SQL:
         qn, meta = conn.ops.quote_name, Operation._meta
-        condition = access.allowed_condition(alias) if while_allowed else ("", [])
         if condition is None:
             _ENDED_SQL[key] = None
         else:
