@@ -11,6 +11,8 @@
   tenant in ``MRTRWEB["BINDING_CACHE"]`` (Redis ``SET NX`` claims; a round's claim and its
   record's writes go as one Lua script, so a failure between them strands nothing). Faster, but a
   cache restart without persistence loses every live round (system check ``mrtrweb.W017``).
+
+:mod:`.statements` holds the database store's SQL, each statement built once per database.
 """
 
 from __future__ import annotations

@@ -32,163 +32,28 @@ a round's life; the row's is only the storage lifetime (the round's TTL + slack)
 from __future__ import annotations
 
 import contextlib
-import datetime
 import hashlib
 import logging
 from collections.abc import Iterator
 from typing import Any
 
-from django.db import DatabaseError, IntegrityError, connections, router, transaction
-from django.db.models import DateTimeField, ExpressionWrapper
+from django.db import DatabaseError, connections, router, transaction
 from django.db.models.functions import Now
 
 from ..gate import StoreUnavailable
+from .statements import (NO_RETURNING, _upsert_portable, broke_connection, chained, delete_live,  # noqa: F401
+                         delete_rows, delete_sql, drop_broken_connection, lifetime, select_bound, select_live, upsert, upsert_sql)
 
 logger = logging.getLogger("mrtrweb.bindings")
 
-#: database vendors whose ``INSERT ... ON CONFLICT ... DO UPDATE ... WHERE ... RETURNING`` the
-#: store uses (SQLite >= 3.35); others take the portable two-statement path in a transaction
-_UPSERT_VENDORS = frozenset({"postgresql", "sqlite"})
 
-# Deletes use ``QuerySet._raw_delete`` (one DELETE statement; these tables have no relations and
-# no signals): ``QuerySet.delete()`` wraps even a fast delete in a transaction (BEGIN + COMMIT:
+# Deletes are one DELETE statement each (statements.delete_rows; these tables have no relations
+# and no signals): ``QuerySet.delete()`` wraps even a fast delete in a transaction (BEGIN + COMMIT:
 # two more round trips per call). tests/bindings/test_db_store.py counts the statements.
 
 
 def _h(*parts: str) -> str:
     return hashlib.sha256("\x1f".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
-
-
-def lifetime(ttl_s: float) -> ExpressionWrapper:
-    """``expires_at`` ``ttl_s`` seconds (at least 1) from now by the **database's** clock: an
-    expression for :func:`upsert` values, ``create`` and ``update``."""
-    return ExpressionWrapper(Now() + datetime.timedelta(seconds=max(1.0, float(ttl_s))), output_field=DateTimeField())
-
-
-def _sql(model, conn, expression) -> tuple[str, list[Any]]:
-    """``expression`` (``Now()``, :func:`lifetime`) compiled for ``conn`` inside raw SQL."""
-    query = model.objects.all().query
-    sql, params = query.get_compiler(connection=conn).compile(expression.resolve_expression(query))
-    return sql, list(params)
-
-
-def drop_broken_connection(model) -> None:
-    """Close the model's database connection when a failure left it unusable (outside a
-    transaction only), so the next statement reconnects instead of failing on a dead socket."""
-    conn = connections[router.db_for_write(model)]
-    if conn.in_atomic_block:
-        return
-    try:
-        conn.close_if_unusable_or_obsolete()
-    except Exception:  # noqa: BLE001 -- closing a dead connection may itself fail; it is dropped anyway
-        pass
-
-
-def broke_connection(model) -> bool:
-    """Whether the model's connection, after a failed statement, is one the database broke (it
-    no longer answers ``is_usable``), outside any transaction: the statement may then be made once
-    more on a new connection (:func:`drop_broken_connection` first). False inside a transaction
-    (its earlier statements went with the connection) and after an error the database answered
-    (a constraint, a syntax error: the connection works, a retry would fail the same way)."""
-    conn = connections[router.db_for_write(model)]
-    if conn.in_atomic_block or conn.connection is None:
-        return False
-    try:
-        return not conn.is_usable()
-    except Exception:  # noqa: BLE001 -- a check that fails says the same
-        return True
-
-
-_SELECTS: dict[tuple[Any, str, tuple[str, ...], str], str] = {}
-
-
-def select_live(model, column: str, where: dict[str, Any]) -> Any:
-    """``column`` of the live row of ``model`` (``expires_at`` later than the database's now) matching ``where``
-    (field name -> value), or None: one SELECT whose SQL is built once per model, column, fields
-    and database (the ORM compiled it on every call for more time than the query took). Values
-    go through their fields' ``get_db_prep_value``; the row is read on the model's write database
-    (the store reads its own writes). Sync.
-
-    Raises:
-        django.db.DatabaseError: the database failed (the store maps it to StoreUnavailable).
-    """
-    alias = router.db_for_write(model)
-    conn = connections[alias]
-    names = tuple(where)
-    key = (model, column, names, alias)
-    sql = _SELECTS.get(key)
-    if sql is None:
-        qn, meta = conn.ops.quote_name, model._meta
-        now_sql, _ = _sql(model, conn, Now())  # the database's clock (no parameters)
-        conditions = [f"{qn(meta.get_field(n).column)} = %s" for n in names] + [
-            f"{qn(meta.get_field('expires_at').column)} > {now_sql}"]
-        sql = _SELECTS.setdefault(key, f"SELECT {qn(meta.get_field(column).column)} FROM {qn(meta.db_table)} "
-                                       f"WHERE {' AND '.join(conditions)} LIMIT 1")
-    meta = model._meta
-    params = [meta.get_field(n).get_db_prep_value(where[n], conn) for n in names]
-    with conn.cursor() as cur:
-        cur.execute(sql, params)
-        found = cur.fetchone()
-    return None if found is None else meta.get_field(column).to_python(found[0])
-
-
-def upsert(model, unique: dict[str, Any], values: dict[str, Any], *, only_over_expired: bool) -> bool:
-    """Insert the row of ``model`` named by ``unique`` (its unique constraint's fields) with
-    ``values``; when such a row exists, overwrite it with ``values`` -- always, or with
-    ``only_over_expired`` only when its ``expires_at`` has passed by the database's clock (a live
-    row then stays as it is). A value may be an expression without columns (:func:`lifetime`).
-    Returns whether this call wrote the row: with ``only_over_expired``, True for exactly one of
-    any number of concurrent callers while the row lives. Sync; one statement on PostgreSQL and
-    SQLite (``INSERT ... ON CONFLICT DO UPDATE [WHERE] RETURNING``), no transaction.
-
-    Raises:
-        django.db.DatabaseError: the database failed (the store maps it to StoreUnavailable).
-    """
-    alias = router.db_for_write(model)
-    conn = connections[alias]
-    if conn.vendor not in _UPSERT_VENDORS:
-        return _upsert_portable(model, alias, unique, values, only_over_expired)
-    meta, q = model._meta, conn.ops.quote_name
-    columns = {**unique, **values}
-    fields = [meta.get_field(name) for name in columns]
-    placeholders, params = [], []
-    for f, v in zip(fields, columns.values()):
-        if hasattr(v, "resolve_expression"):
-            part, part_params = _sql(model, conn, v)
-            placeholders.append(part)
-            params.extend(part_params)
-        else:
-            placeholders.append("%s")
-            params.append(f.get_db_prep_save(v, conn))
-    table = q(meta.db_table)
-    sql = (f"INSERT INTO {table} ({', '.join(q(f.column) for f in fields)}) "
-           f"VALUES ({', '.join(placeholders)}) "
-           f"ON CONFLICT ({', '.join(q(meta.get_field(n).column) for n in unique)}) DO UPDATE SET "
-           + ", ".join(f"{q(meta.get_field(n).column)} = excluded.{q(meta.get_field(n).column)}" for n in values))
-    if only_over_expired:
-        now_sql, now_params = _sql(model, conn, Now())
-        sql += f" WHERE {table}.{q(meta.get_field('expires_at').column)} <= {now_sql}"
-        params.extend(now_params)
-    sql += f" RETURNING {q(meta.pk.column)}"
-    with conn.cursor() as cursor:
-        cursor.execute(sql, params)
-        return cursor.fetchone() is not None
-
-
-def _upsert_portable(model, alias: str, unique: dict[str, Any], values: dict[str, Any],
-                     only_over_expired: bool) -> bool:
-    """:func:`upsert` for other databases, in one transaction: delete the row in the way (an
-    expired one only, with ``only_over_expired``), then insert; the unique constraint decides
-    between concurrent callers (the loser's ``IntegrityError`` is False, never an error)."""
-    rows = model.objects.using(alias)
-    try:
-        with transaction.atomic(using=alias):
-            in_the_way = rows.filter(**unique)
-            (in_the_way.filter(expires_at__lte=Now()) if only_over_expired else in_the_way).delete()
-            rows.create(**unique, **values)
-        return True
-    except IntegrityError:
-        return False
 
 
 class DatabaseBindingStore:
@@ -251,10 +116,24 @@ class DatabaseBindingStore:
             LiveBinding, {"tenant": tenant, "operation_id": operation_id},
             {"record": sealed, "expires_at": lifetime(ttl_s)}, only_over_expired=False))
 
+    def discard(self, tenant: str, operation_id: str) -> dict[str, Any] | None:
+        """Delete the record and return what it held, as :meth:`load` would have (None when
+        absent, expired, altered or sealed for another tenant: deleted all the same): one
+        ``DELETE ... RETURNING`` on PostgreSQL and SQLite (:meth:`mrtrweb.gate.Gate.close` then
+        needs no load first); a load and a delete elsewhere."""
+        LiveBinding = self._models()[0]
+        sealed = self._call("delete", LiveBinding, lambda: delete_live(
+            LiveBinding, "record", {"tenant": tenant, "operation_id": operation_id}))
+        if sealed is NO_RETURNING:
+            record = self.load(tenant, operation_id)
+            self.delete(tenant, operation_id)
+            return record
+        return None if sealed is None else _open(sealed, tenant, operation_id)
+
     def delete(self, tenant: str, operation_id: str) -> None:
         LiveBinding = self._models()[0]
-        self._call("delete", LiveBinding, lambda: LiveBinding.objects.filter(
-            tenant=tenant, operation_id=operation_id)._raw_delete(LiveBinding.objects.db))
+        self._call("delete", LiveBinding, lambda: delete_rows(LiveBinding, {"tenant": tenant,
+                                                                          "operation_id": operation_id}))
 
     # ------------------------------------------------------------------ request-id index
     @staticmethod
@@ -266,6 +145,19 @@ class DatabaseBindingStore:
         return self._call("read", Index, lambda: select_live(
             Index, "operation_id", {"tenant": tenant, "key_digest": self._index_key(tenant, user, id_key)}))
 
+    def load_bound(self, tenant: str, user: str, id_key: str) -> dict[str, Any] | None:
+        """The record of the operation the request id is bound to (:meth:`index_get`, then
+        :meth:`load`), in one SELECT joining the live index entry to its live record (SQL built
+        once per database). None when either is absent or expired, or the record does not open
+        (see :meth:`load`)."""
+        LiveBinding = self._models()[0]
+        key_digest = self._index_key(tenant, user, id_key)
+        found = self._call("read", LiveBinding, lambda: select_bound(tenant, key_digest))
+        if found is None:
+            return None
+        operation_id, sealed = found
+        return _open(sealed, tenant, operation_id)
+
     def index_add(self, tenant: str, user: str, id_key: str, operation_id: str, ttl_s: float) -> bool:
         """Bind the request id unless a live entry binds it already (an expired one is replaced);
         True if this call bound it."""
@@ -276,8 +168,8 @@ class DatabaseBindingStore:
 
     def index_delete(self, tenant: str, user: str, id_key: str) -> None:
         Index = self._models()[1]
-        self._call("delete", Index, lambda: Index.objects.filter(
-            tenant=tenant, key_digest=self._index_key(tenant, user, id_key))._raw_delete(Index.objects.db))
+        self._call("delete", Index, lambda: delete_rows(
+            Index, {"tenant": tenant, "key_digest": self._index_key(tenant, user, id_key)}))
 
     @contextlib.contextmanager
     def atomic(self) -> Iterator[None]:
@@ -300,6 +192,103 @@ class DatabaseBindingStore:
             drop_broken_connection(LiveBinding)
             raise StoreUnavailable("binding store unavailable (transaction)") from exc
 
+    # ------------------------------------------------------------------ a phase's writes in one statement
+    # The gate asks for these when the store has them (mrtrweb.gate.store): on PostgreSQL each is
+    # ONE statement (bindings.statements.chained); elsewhere the calls above, as the gate made them.
+
+    def _sealed(self, tenant: str, operation_id: str, record: dict[str, Any]) -> str:
+        from ..authz import crypto
+
+        return crypto.seal({"t": _h("tenant", tenant), "o": _h("operation", tenant, operation_id), "r": record})
+
+    def _record_step(self, conn, tenant: str, operation_id: str, record: dict[str, Any], ttl_s: float, when: str):
+        LiveBinding = self._models()[0]
+        return upsert_sql(LiveBinding, conn, {"tenant": tenant, "operation_id": operation_id},
+                          {"record": self._sealed(tenant, operation_id, record), "expires_at": lifetime(ttl_s)},
+                          only_over_expired=False, when=when)
+
+    def _index_step(self, conn, tenant: str, user: str, id_key: str, operation_id: str, ttl_s: float, when: str = ""):
+        Index = self._models()[1]
+        return upsert_sql(Index, conn, {"tenant": tenant, "key_digest": self._index_key(tenant, user, id_key)},
+                          {"operation_id": operation_id, "expires_at": lifetime(ttl_s)}, only_over_expired=True,
+                          when=when)
+
+    def _claim_step(self, conn, tenant: str, token: str, ttl_s: float):
+        Claim = self._models()[2]
+        return upsert_sql(Claim, conn, {"tenant": tenant, "token_digest": self._claim_key(tenant, token)},
+                          {"expires_at": lifetime(ttl_s)}, only_over_expired=True)
+
+    @staticmethod
+    def _chaining(model):
+        conn = connections[router.db_for_write(model)]
+        return conn if conn.vendor == "postgresql" and not conn.in_atomic_block else None
+
+    def bind(self, tenant: str, user: str, id_key: str, operation_id: str, record: dict[str, Any],
+             ttl_s: float) -> bool:
+        """:meth:`index_add`, then, when it bound the id, :meth:`save`: what ``Gate.register``
+        writes. Returns whether the id was bound (False: nothing written)."""
+        LiveBinding = self._models()[0]
+        conn = self._chaining(LiveBinding)
+        if conn is None:
+            if not self.index_add(tenant, user, id_key, operation_id, ttl_s):
+                return False
+            self.save(tenant, operation_id, record, ttl_s)
+            return True
+        steps = [("i", *self._index_step(conn, tenant, user, id_key, operation_id, ttl_s)),
+                 ("s", *self._record_step(conn, tenant, operation_id, record, ttl_s, "EXISTS (SELECT 1 FROM i)"))]
+        return self._call("index", LiveBinding, lambda: chained(conn, steps, ["i"]))[0]
+
+    def claim_and_save(self, tenant: str, token: str, operation_id: str, record: dict[str, Any],
+                       ttl_s: float) -> bool:
+        """:meth:`claim`, then, when won, :meth:`save`: what ``Gate.receive`` writes when it
+        accepts a round. Returns whether the claim was won (False: nothing written)."""
+        LiveBinding = self._models()[0]
+        conn = self._chaining(LiveBinding)
+        if conn is None:
+            if not self.claim(tenant, token, ttl_s):
+                return False
+            self.save(tenant, operation_id, record, ttl_s)
+            return True
+        steps = [("c", *self._claim_step(conn, tenant, token, ttl_s)),
+                 ("s", *self._record_step(conn, tenant, operation_id, record, ttl_s, "EXISTS (SELECT 1 FROM c)"))]
+        return self._call("claim", LiveBinding, lambda: chained(conn, steps, ["c"]))[0]
+
+    def consume(self, tenant: str, token: str, user: str, new_key: str, old_key: str, operation_id: str,
+                record: dict[str, Any], ttl_s: float) -> tuple[bool, bool]:
+        """What ``Gate.respond`` writes as one: the round's claim, the retry's id bound
+        (:meth:`index_add`), the record saved, the previous id unbound -- all or nothing. Returns
+        (claim won, id bound): (False, False) the round was consumed by another caller; (True,
+        False) the id is bound to something else -- nothing written, the claim not kept either;
+        (True, True) done."""
+        LiveBinding, Index = self._models()[0], self._models()[1]
+        conn = self._chaining(LiveBinding)
+        if conn is None:
+            return self._consume_in_transaction(tenant, token, user, new_key, old_key, operation_id, record, ttl_s)
+        old = {"tenant": tenant, "key_digest": self._index_key(tenant, user, old_key)}
+        steps = [("c", *self._claim_step(conn, tenant, token, ttl_s)),
+                 ("i", *self._index_step(conn, tenant, user, new_key, operation_id, ttl_s, "EXISTS (SELECT 1 FROM c)")),
+                 ("s", *self._record_step(conn, tenant, operation_id, record, ttl_s, "EXISTS (SELECT 1 FROM i)")),
+                 ("d", *delete_sql(Index, conn, old, when="EXISTS (SELECT 1 FROM i)"))]
+        found = self._call("claim", LiveBinding, lambda: chained(conn, steps, ["c", "i"], undo_unless=("c", "i")))
+        return (True, False) if found is None else (found[0], found[1])
+
+    def _consume_in_transaction(self, tenant: str, token: str, user: str, new_key: str, old_key: str,
+                                operation_id: str, record: dict[str, Any], ttl_s: float) -> tuple[bool, bool]:
+        class _Taken(Exception):
+            pass
+
+        try:
+            with self.atomic():
+                if not self.claim(tenant, token, ttl_s):
+                    return False, False
+                if not self.index_add(tenant, user, new_key, operation_id, ttl_s):
+                    raise _Taken  # rolls the claim back
+                self.save(tenant, operation_id, record, ttl_s)
+                self.index_delete(tenant, user, old_key)
+        except _Taken:
+            return True, False
+        return True, True
+
     # ------------------------------------------------------------------ single use
     @staticmethod
     def _claim_key(tenant: str, token: str) -> str:
@@ -316,8 +305,8 @@ class DatabaseBindingStore:
     def release(self, tenant: str, token: str) -> None:
         """Give a claimed token back (the legacy settle key, when an answer was refused)."""
         Claim = self._models()[2]
-        self._call("delete", Claim, lambda: Claim.objects.filter(
-            tenant=tenant, token_digest=self._claim_key(tenant, token))._raw_delete(Claim.objects.db))
+        self._call("delete", Claim, lambda: delete_rows(
+            Claim, {"tenant": tenant, "token_digest": self._claim_key(tenant, token)}))
 
 
 def _open(sealed: str, tenant: str, operation_id: str) -> dict[str, Any] | None:

@@ -83,13 +83,17 @@ def deprecated_refusal(op: Operation) -> dict[str, Any] | None:
     return {"server": op.server, "is_admin": is_admin}
 
 
-def record_shown(op: Operation, rnd: Round, *, reason: str = "") -> None:
+def record_shown(op: Operation, rnd: Round, *, reason: str = "", first: bool = False) -> None:
     """Write the consent receipt (``shown`` event) the first time this card is displayed.
 
-    ``reason`` says who saw it when it was not a person's browser (the headless client: no values)."""
+    ``reason`` says who saw it when it was not a person's browser (the headless client: no values).
+    ``first``: the caller shows this round for the first time (the headless client): the receipt is
+    appended without looking for it first -- the append's own guard (``once``, checked under the
+    chain's lock) still keeps it to one. A card displayed again (a page reload, another tab) looks
+    first: one read instead of a locked append."""
     shown = display_digest(op, rnd)
-    if AuditEvent.objects.filter(operation_id=op.id, round_number=rnd.number, event="shown",
-                                 display_digest=shown).exists():
+    if not first and AuditEvent.objects.filter(operation_id=op.id, round_number=rnd.number, event="shown",
+                                               display_digest=shown).exists():
         return
     try:
         # the round's digests as the gate holds them (those its ``received`` event carries): record()

@@ -123,6 +123,11 @@ class Gate(Receiving, Responding):
             "policy": policy.as_dict(),
         }
         ttl = policy.ttl_s + _STORE_SLACK_S
+        bind = getattr(self.store, "bind", None)  # the index entry, then the record, as one (see store.py)
+        if bind is not None:
+            if not bind(tenant, user, key, op_id, record, ttl):
+                raise BindingConflict("that request id is already bound for this user and tenant")
+            return OperationHandle(tenant, op_id)
         if not self.store.index_add(tenant, user, key, op_id, ttl):
             raise BindingConflict("that request id is already bound for this user and tenant")
         self.store.save(tenant, op_id, record, ttl)
@@ -157,7 +162,21 @@ class Gate(Receiving, Responding):
         return self.store.claim(handle.tenant, f"round:{handle.operation_id}:{round_number}", ttl)
 
     def close(self, handle: OperationHandle) -> None:
-        """End an operation: its binding and any open round are gone (nothing can be sent for it)."""
+        """End an operation: its binding and any open round are gone (nothing can be sent for it).
+
+        A store with ``discard(tenant, operation_id)`` (delete the record, returning what it held:
+        the database store, one statement) has the record taken and deleted at once; then the
+        open round's claim and the index entry follow. Else the record is loaded, and deleted last."""
+        discard = getattr(self.store, "discard", None)
+        if discard is not None:
+            record = discard(handle.tenant, handle.operation_id)
+            if record is None:
+                return
+            if record.get("round"):
+                self.store.claim(handle.tenant, f"round:{handle.operation_id}:{record['round']['number']}",
+                                 self._policy(record).ttl_s + _STORE_SLACK_S)
+            self.store.index_delete(handle.tenant, record["user"], record["latest_key"])
+            return
         record = self.store.load(handle.tenant, handle.operation_id)
         if record is None:
             return

@@ -46,9 +46,13 @@ class Receiving:
         record = None
         if is_request_id(request_id) and isinstance(tenant, str) and isinstance(user, str):
             key = id_key(request_id)
-            op_id = self.store.index_get(tenant, user, key)
-            if op_id is not None:
-                record = self.store.load(tenant, op_id)
+            load_bound = getattr(self.store, "load_bound", None)
+            if load_bound is not None:  # the index entry and its record in one look-up (the database store)
+                record = load_bound(tenant, user, key)
+            else:
+                op_id = self.store.index_get(tenant, user, key)
+                if op_id is not None:
+                    record = self.store.load(tenant, op_id)
         if (
             record is None
             or record.get("user") != user
@@ -108,8 +112,9 @@ class Receiving:
                                 f"the operation has had {record['rounds']} rounds, the limit is {policy.max_rounds}")
         # Accepted: mark the binding used (once), open the round.
         handle = OperationHandle(record["tenant"], record["operation_id"])
-        if not self.store.claim(record["tenant"], f"recv:{handle.operation_id}:{record['latest_key']}",
-                                policy.ttl_s + _STORE_SLACK_S):
+        token = f"recv:{handle.operation_id}:{record['latest_key']}"
+        claim_and_save = getattr(self.store, "claim_and_save", None)  # the claim and the save as one (store.py)
+        if claim_and_save is None and not self.store.claim(record["tenant"], token, policy.ttl_s + _STORE_SLACK_S):
             raise GateRejection(codes.NO_LIVE_REQUEST, "the binding was used by a concurrent result")
         streak = record["state_only_streak"]
         state_only = not views
@@ -129,7 +134,10 @@ class Receiving:
             "expires_at": record["expires_at"],
             "backoff_s": backoff,
         }
-        self.store.save(record["tenant"], handle.operation_id, record, policy.ttl_s + _STORE_SLACK_S)
+        if claim_and_save is None:
+            self.store.save(record["tenant"], handle.operation_id, record, policy.ttl_s + _STORE_SLACK_S)
+        elif not claim_and_save(record["tenant"], token, handle.operation_id, record, policy.ttl_s + _STORE_SLACK_S):
+            raise GateRejection(codes.NO_LIVE_REQUEST, "the binding was used by a concurrent result")
         # the views judged above, over the stored copies of the requests (as a re-check would give)
         stored = record["round"]["requests"]
         return self._round_view(record, {k: dataclasses.replace(v, params=stored[k]["params"])

@@ -48,6 +48,10 @@ def _consuming(store: BindingStore, tenant: str, token: str) -> Iterator[None]:
         raise
 
 
+class _IdTaken(Exception):
+    """A ``fresh_id`` retry id was found bound when it was bound (inside :func:`_consuming`)."""
+
+
 class Responding:
     """Mixed into :class:`mrtrweb.gate.gate.Gate` (``store``, ``policy``, ``clock``, ``_policy``)."""
 
@@ -62,6 +66,7 @@ class Responding:
         tenant: str,
         params: Mapping[str, Any] | None = None,
         round_number: int | None = None,
+        fresh_id: bool = False,
     ) -> Retry:
         """Build the retry of the open round, consuming it (once, across processes).
 
@@ -76,6 +81,10 @@ class Responding:
             round_number: the round the person answered (the card they saw); when given, an open
                 round with another number is ``inactive_mrtr_round`` (an answer to round N is
                 never sent as round N+1's retry).
+            fresh_id: the caller made ``retry_id`` just now from enough randomness that no other
+                live binding can hold it (a UUID4): the index is not asked first; binding it is
+                still checked (a taken id refuses with ``retry_requires_new_jsonrpc_id``, the
+                round stays open).
 
         Returns:
             the :class:`Retry` to send.
@@ -100,7 +109,10 @@ class Responding:
         new_key = id_key(retry_id)
         if new_key in record["ids_used"]:
             raise GateRejection(codes.RETRY_REQUIRES_NEW_JSONRPC_ID, "the retry id was already used by this operation")
-        bound_to = self.store.index_get(record["tenant"], record["user"], new_key)
+        # a fresh id is not looked up when a taken one can still be refused after the claim (a store
+        # that rolls the claim back or gives it back)
+        fresh_id = fresh_id and any(hasattr(self.store, name) for name in ("consume", "atomic", "release"))
+        bound_to = None if fresh_id else self.store.index_get(record["tenant"], record["user"], new_key)
         if bound_to == handle.operation_id:
             # our record is stale: a concurrent submission already built this round's retry under this id
             raise GateRejection(codes.INACTIVE_MRTR_ROUND, "the round was answered by a concurrent submission")
@@ -185,9 +197,8 @@ class Responding:
             retry_params["requestState"] = rnd["state"]
         ttl = policy.ttl_s + _STORE_SLACK_S
         token = f"round:{handle.operation_id}:{rnd['number']}"
-        with _consuming(self.store, record["tenant"], token):
-            if not self.store.claim(record["tenant"], token, ttl):
-                raise GateRejection(codes.INACTIVE_MRTR_ROUND, "the round was answered by a concurrent submission")
+        consume = getattr(self.store, "consume", None)  # the consume's writes as one (see store.py)
+        if consume is not None:
             old_key = record["latest_key"]
             record["latest_id"] = retry_id
             record["latest_key"] = new_key
@@ -195,10 +206,38 @@ class Responding:
             record["expires_at"] = now + policy.ttl_s
             record["status"] = "awaiting_result"
             record["round"] = None
-            self.store.index_add(record["tenant"], record["user"], new_key, handle.operation_id, ttl)
-            self.store.save(record["tenant"], handle.operation_id, record, ttl)
-            self.store.index_delete(record["tenant"], record["user"], old_key)
+            claimed, bound = consume(record["tenant"], token, record["user"], new_key, old_key, handle.operation_id,
+                                     record, ttl)
+            if not claimed:
+                raise GateRejection(codes.INACTIVE_MRTR_ROUND, "the round was answered by a concurrent submission")
+            if not bound:  # nothing written, the claim not kept: the round stays open
+                raise GateRejection(codes.RETRY_REQUIRES_NEW_JSONRPC_ID, "the retry id is bound to another live operation")
+        else:
+            self._consume_stepwise(handle, record, token, retry_id, new_key, now, policy, ttl, fresh_id)
         actions = {k: (built[k].get("action", "result") if views[k].kind in ("form", "url") else "result")
                    for k in keys}
         return Retry(handle=handle, id=retry_id, method=record["method"], params=retry_params,
                      round_number=rnd["number"], actions=actions)
+
+    def _consume_stepwise(self, handle: OperationHandle, record: dict[str, Any], token: str, retry_id: Any,
+                          new_key: str, now: float, policy: Any, ttl: float, fresh_id: bool) -> None:
+        """The consume as separate store calls inside :func:`_consuming` (stores without ``consume``)."""
+        try:
+            with _consuming(self.store, record["tenant"], token):
+                if not self.store.claim(record["tenant"], token, ttl):
+                    raise GateRejection(codes.INACTIVE_MRTR_ROUND, "the round was answered by a concurrent submission")
+                old_key = record["latest_key"]
+                record["latest_id"] = retry_id
+                record["latest_key"] = new_key
+                record["ids_used"].append(new_key)
+                record["expires_at"] = now + policy.ttl_s
+                record["status"] = "awaiting_result"
+                record["round"] = None
+                if not self.store.index_add(record["tenant"], record["user"], new_key, handle.operation_id, ttl) \
+                        and fresh_id:
+                    raise _IdTaken  # the claim is rolled back or given back (_consuming): the round stays open
+                self.store.save(record["tenant"], handle.operation_id, record, ttl)
+                self.store.index_delete(record["tenant"], record["user"], old_key)
+        except _IdTaken:
+            raise GateRejection(codes.RETRY_REQUIRES_NEW_JSONRPC_ID,
+                                "the retry id is bound to another live operation") from None

@@ -47,6 +47,11 @@ class BindingStore(Protocol):
     def claim(self, tenant: str, token: str, ttl_s: float) -> bool:
         """Atomically mark ``token`` used; True for exactly one caller while it lives."""
 
+    # Optional, for a store that can do better than the calls above (the gate asks ``getattr``):
+    #   load_bound(tenant, user, id_key) -> record | None: index_get, then load, in one look-up;
+    #   discard(tenant, operation_id) -> record | None: load, then delete, in one statement;
+    #   atomic() / release(tenant, token): see mrtrweb.gate.responding._consuming.
+
 
 class InMemoryBindingStore:
     """A thread-safe store for one process. Entries expire ``ttl_s`` seconds (wall time) after
@@ -123,6 +128,12 @@ class InMemoryBindingStore:
             self._count_write()
             self._claims[(tenant, token)] = time.monotonic() + ttl_s
             return True
+
+    def release(self, tenant: str, token: str) -> None:
+        """Give a claimed token back (a consume that failed after its claim, see
+        :func:`mrtrweb.gate.responding._consuming`)."""
+        with self._lock:
+            self._claims.pop((tenant, token), None)
 
     def __len__(self) -> int:
         with self._lock:

@@ -54,53 +54,10 @@ __all__ = ["ACCEPT_DEFAULTS", "ANSWERS", "CANCEL", "DECLINE", "TASK_REQUIRED", "
 
 #: seconds between two looks at the operation row while it runs
 POLL_S = 0.05
-#: the longest wait for a push before the operation row is read again anyway (a lost push, or no
-#: channel layer, costs at most this)
+#: the longest wait for a change made in this process (:func:`mrtrweb.operations.watching`)
+#: before the operation row is read anyway: what another worker did (an expiry sweep, a Stop, an
+#: access revocation there) is seen within this many seconds
 PUSH_WAIT_S = 0.5
-
-
-class _Pushes:
-    """The user's operation pushes (group ``mrtrweb.user.<id>``, the same ones the browser gets):
-    :meth:`wait` returns when one arrives, or after ``timeout`` -- a wake-up only, the operation
-    row is always read again."""
-
-    def __init__(self, user_id: Any) -> None:
-        self.group = operations.user_group(user_id)
-        self.layer: Any = None
-        self.channel = ""
-
-    async def __aenter__(self) -> _Pushes:
-        from channels.layers import get_channel_layer
-
-        try:
-            self.layer = get_channel_layer()
-            if self.layer is not None:
-                self.channel = await self.layer.new_channel()
-                await self.layer.group_add(self.group, self.channel)
-        except Exception as exc:  # noqa: BLE001 -- no pushes: fall back to reading the row
-            logger.info("headless: no push channel (%s); polling", exc.__class__.__name__)
-            self.layer = None
-        return self
-
-    async def wait(self, timeout: float) -> None:
-        if self.layer is None:
-            await asyncio.sleep(min(timeout, POLL_S))
-            return
-        try:
-            await asyncio.wait_for(self.layer.receive(self.channel), timeout)
-        except asyncio.TimeoutError:
-            pass
-        except Exception as exc:  # noqa: BLE001
-            logger.info("headless: push channel failed (%s); polling", exc.__class__.__name__)
-            self.layer = None
-
-    async def __aexit__(self, *exc: Any) -> None:
-        if self.layer is not None:
-            try:
-                await self.layer.group_discard(self.group, self.channel)
-            except Exception:  # noqa: BLE001
-                pass
-
 
 
 # --------------------------------------------------------------------------------------------
@@ -127,7 +84,8 @@ def server_for(url: str, tenant: Any) -> McpServer:
 
 def _member_server(user: Any, tenant: Any, url: str) -> McpServer:
     """The tenant's server for ``url`` (:func:`server_for`) once ``user`` is known to be an active
-    member of ``tenant`` (sync; one thread hop for both).
+    member of ``tenant`` (sync; one thread hop, one statement when the server exists: the access
+    check of the tenant beside the server's row, :func:`_member_and_server`).
 
     Raises:
         HeadlessError: ``not_a_member`` (not a member, or inactive).
@@ -135,9 +93,58 @@ def _member_server(user: Any, tenant: Any, url: str) -> McpServer:
     """
     from ..tenancy.access import denial
 
-    if denial(user.pk, tenant.pk):
+    found = _member_and_server(user, tenant, url)
+    cause, server = found if found is not None else (denial(user.pk, tenant.pk), None)
+    if cause:
         raise HeadlessError("not_a_member", "the user is not an active member of the tenant")
-    return server_for(url, tenant)
+    return server if server is not None else server_for(url, tenant)
+
+
+_MEMBER_SERVER_SQL: dict[str, Any] = {}
+
+
+def _member_and_server(user: Any, tenant: Any, url: str) -> tuple[str, McpServer | None] | None:
+    """(why ``user`` may not act in ``tenant``, or ``""``; the tenant's first server with exactly
+    ``url``, or None) in one statement built once per database from the access check's own SQL
+    (:func:`mrtrweb.tenancy.access.check_sql`); None when that has none (the ORM's path)."""
+    from django.db import connections, router
+
+    from ..tenancy import access
+
+    alias = router.db_for_read(McpServer)
+    checked = access.check_sql(alias, with_server=False)
+    if checked is None or router.db_for_read(type(user)) != alias:
+        return None
+    cached = _MEMBER_SERVER_SQL.get(alias)
+    conn = connections[alias]
+    if cached is None or cached[0] is not checked[0]:
+        sql, names, slots = checked
+        qn, meta = conn.ops.quote_name, McpServer._meta
+        fields = []
+        for field in meta.concrete_fields:
+            col = field.get_col(meta.db_table)
+            fields.append((field, col, conn.ops.get_db_converters(col) + col.get_db_converters(conn)))
+        tenant_col, url_col, pk = qn(meta.get_field("tenant").column), qn(meta.get_field("url").column), qn(meta.pk.column)
+        full = (f"SELECT a.*, {', '.join('s.' + qn(f.column) for f, _, _ in fields)} FROM (SELECT 1 AS one) o "
+                f"LEFT JOIN ({sql}) a ON TRUE LEFT JOIN {qn(meta.db_table)} s ON s.{pk} = (SELECT {pk} FROM "
+                f"{qn(meta.db_table)} WHERE {tenant_col} = %s AND {url_col} = %s ORDER BY {pk} LIMIT 1)")
+        cached = _MEMBER_SERVER_SQL[alias] = (sql, full, names, slots, fields)
+    _, full, names, slots, fields = cached
+    params = access.bind_ids(slots, user.pk, tenant.pk, None) + [
+        McpServer._meta.get_field("tenant").get_db_prep_value(tenant.pk, conn), url]
+    with conn.cursor() as cur:
+        cur.execute(full, params)
+        found = cur.fetchone()
+    cause = access.cause_of(dict(zip(names, found[:len(names)])), tenant.pk, None)
+    row = found[len(names):]
+    if row[0] is None:
+        return cause, None
+    values = []
+    for (field, col, converters), value in zip(fields, row):
+        for convert in converters:
+            value = convert(value, col, conn)
+        values.append(value)
+    return cause, McpServer.from_db(alias, [f.attname for f, _, _ in fields], values)
 
 
 def _server_name(url: str, tenant: Any) -> str:
@@ -173,8 +180,7 @@ async def arun(*, url: str, user: Any, tenant: Any, method: str, params: dict[st
     if method == "tools/call" and await _task_only(user, server, params.get("name")):
         logger.info("tools/call of a task-only tool on server %s not run: nothing sent", server.pk)
         return HeadlessOutcome(TASK_REQUIRED, None, 0, "", TASK_REQUIRED)
-    async with _Pushes(user.pk) as pushes:  # subscribed before the start: no push is missed
-        return await _run(pushes, server, user, method, params, consent, timeout_s)
+    return await _run(server, user, method, params, consent, timeout_s)
 
 
 async def _task_only(user: Any, server: McpServer, name: Any) -> bool:
@@ -187,29 +193,39 @@ async def _task_only(user: Any, server: McpServer, name: Any) -> bool:
 
     try:
         conn = await connections.connection_for(user, server)
-        tools = await conn.list_tools()
+        # kept by the connection until the server says they changed (its listen stream opened for it:
+        # the headless client answers at once, so the connection need not be released while a round waits)
+        tools = await conn.tools_known(listen=True)
     except McpCallError:
         return False
     return any(refused(t, conn.server_capabilities) for t in tools if isinstance(t, dict) and t.get("name") == name)
 
 
-async def _run(pushes: _Pushes, server: McpServer, user: Any, method: str, params: dict[str, Any],
-               consent: ConsentPolicy, timeout_s: float) -> HeadlessOutcome:
+async def _run(server: McpServer, user: Any, method: str, params: dict[str, Any], consent: ConsentPolicy,
+               timeout_s: float) -> HeadlessOutcome:
     try:
         op = await operations.start_operation(user=user, server=server, method=method,
                                               name=operation_name(method, params), params=params)
     except operations.OperationRefused as exc:
         raise HeadlessError(exc.code, exc.message) from None
+    # watched before anything of the operation ran (its task starts at the next await): no change is missed
+    with operations.watching(op.pk) as changes:
+        return await _follow(op, changes, consent, timeout_s)
+
+
+async def _follow(op: Operation, changes: asyncio.Queue, consent: ConsentPolicy, timeout_s: float) -> HeadlessOutcome:
+    """Answer the operation's rounds until it ends. What happens to it in this process comes as a
+    :class:`mrtrweb.operations.Change` (the row as the phase wrote it, the round it awaits): no
+    read of the row, no channel layer. Only when none came for :data:`PUSH_WAIT_S` is the row read
+    (:func:`_read`: what another worker did)."""
     deadline = time.monotonic() + timeout_s
     answered = 0  # the last round number this agent answered
     missing: list[str] = []  # fields without a default that made accept-defaults cancel
-    fresh = True  # the row as start_operation made it: running, nothing to read until a push
+    rnd: Any = None  # the round the last change says the operation awaits
+    settled = False
     while True:
-        if not fresh:
-            op = await _read(op.pk)
-        fresh = False
         if op.is_terminal:
-            if not op.settled:
+            if not settled:
                 await _settled(op)
             return _outcome(op, missing)
         if time.monotonic() >= deadline:
@@ -221,10 +237,16 @@ async def _run(pushes: _Pushes, server: McpServer, user: Any, method: str, param
                 op = await Operation.objects.aget(pk=op.pk)
             await _settled(op)
             return HeadlessOutcome(TIMEOUT, None, op.rounds, str(op.id), "headless_timeout", tuple(missing))
-        if op.status == Operation.Status.AWAITING_INPUT and op.rounds > answered:  # read after a push
+        if op.status == Operation.Status.AWAITING_INPUT and op.rounds > answered:
             answered = op.rounds
-            missing += await _answer(op, consent)  # its outcome is pushed: read after the push
-        await pushes.wait(min(PUSH_WAIT_S, max(0.0, deadline - time.monotonic())))
+            missing += await _answer(op, consent, rnd if rnd is not None and rnd.number == op.rounds else None)
+        try:
+            change = await asyncio.wait_for(changes.get(), min(PUSH_WAIT_S, max(0.0, deadline - time.monotonic())))
+        except asyncio.TimeoutError:
+            op, rnd = await _read(op.pk), None
+            settled = bool(op.settled)
+            continue
+        op, rnd, settled = change.op, change.round, change.settled
 
 
 #: the audit events that end an operation (written just after its row turned terminal)
@@ -259,18 +281,22 @@ def _outcome(op: Operation, missing: list[str]) -> HeadlessOutcome:
                            op.rounds, str(op.id), op.error_code, tuple(missing), op.error_message or "")
 
 
-async def _answer(op: Operation, consent: ConsentPolicy) -> list[str]:
+async def _answer(op: Operation, consent: ConsentPolicy, known: Any = None) -> list[str]:
     """Show the open round to the scripted agent (consent receipt), then answer it once. Returns
     :meth:`ConsentPolicy.missing_defaults` of the round when the policy answered it ``cancel``
-    for them (else ``[]``)."""
+    for them (else ``[]``). ``known``: the round as the phase that opened it handed it over (a
+    :class:`mrtrweb.operations.Change`), else it is read from the binding store."""
     from ..consent.panels import record_shown
 
     def show() -> tuple[Operation, Any]:  # one thread hop: the round, the row, the consent receipt
-        state = operations.get_gate().state(operations.handle_of(op))
-        rnd = state.round if state else None
+        rnd = known
+        if rnd is None:
+            state = operations.get_gate().state(operations.handle_of(op))
+            rnd = state.round if state else None
         if rnd is None or rnd.number != op.rounds:
             return op, None  # the round ended meanwhile (expired, stopped): the row says how
-        record_shown(op, rnd, reason=f"headless: scripted consent policy {consent.kind}")
+        # the first display to this agent: the append's own guard keeps it to one receipt
+        record_shown(op, rnd, reason=f"headless: scripted consent policy {consent.kind}", first=True)
         return op, rnd  # read with its server, tenant and user by _run
 
     try:

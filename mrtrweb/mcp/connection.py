@@ -174,6 +174,8 @@ class McpConnection(Sending, SessionRenewal, ServerRequestRouting, Listings, Ser
         self._session_log = session_log()
         self._tool_headers = ToolHeaders()  # Mcp-Param-* headers from this connection's tools listing
         self._prelisting = asyncio.Lock()
+        self._tools_kept: tuple[int, list[dict[str, Any]]] | None = None  # (session generation, tools): tools_known()
+        self._listening: object | None = None  # a token while a listen stream for tool changes is acknowledged
         self._last_version: str | None = None
         self._init_server_log()  # notifications/message to the call they belong to (mcp.server_log)
         self._init_renewal()  # a 2025-11-25 session the server lost is replaced (mcp.session_renewal)

@@ -63,7 +63,13 @@ class ListingWatch:
 
     def _changed(self, kind: str) -> None:
         """A ``kind`` listing-changed notification arrived: tell the callback now, or once when the
-        coalescing window (:data:`COALESCE_S`) ends. Never blocks the session's reader."""
+        coalescing window (:data:`COALESCE_S`) ends. Never blocks the session's reader. A tools
+        listing the connection kept (:meth:`~mrtrweb.mcp.listing.Listings.tools_known`) is dropped
+        at once, whatever the callback."""
+        if kind == "tools":
+            forget = getattr(self, "forget_tools", None)
+            if forget is not None:
+                forget()
         if self.on_list_changed is None:
             return
         if kind in self._lc_pending:  # a call is already due: this one is part of it
@@ -132,6 +138,8 @@ class ListingWatch:
         try:
             async with listen(session, tools_list_changed=wanted["tools"], prompts_list_changed=wanted["prompts"],
                               resources_list_changed=wanted["resources"]) as subscription:
+                # acknowledged: from here on a change is heard (a tools listing made now may be kept)
+                self._listening = object() if wanted["tools"] else None
                 async for event in subscription:
                     kind = _EVENT_KIND.get(type(event))
                     if kind is not None:
@@ -141,6 +149,11 @@ class ListingWatch:
         except (MCPError, SubscriptionLost, TimeoutError, RuntimeError) as exc:
             # the page still shows a fresh listing on every load; only the live hint is lost
             logger.info("subscriptions/listen on %s ended (%s)", self.origin, type(exc).__name__)
+        finally:  # a change from now on would go unheard: a kept tools listing is not trusted
+            self._listening = None
+            forget = getattr(self, "forget_tools", None)
+            if forget is not None:
+                forget()
 
     async def _stop_watching(self) -> None:
         tasks = list(self._lc_tasks)

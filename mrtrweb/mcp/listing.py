@@ -116,8 +116,54 @@ class Listings:
         Raises:
             McpCallError: ``transport_error``, ``jsonrpc_error``, ``timeout`` or ``invalid_result``.
         """
+        generation, hearing = getattr(self, "session_generation", 0), self._hears_tool_changes()
         tools = await self._listing("tools/list", "tools", types.Tool)
-        return self._tool_headers.absorb(tools) if is_modern(self.protocol_version) else tools
+        tools = self._tool_headers.absorb(tools) if is_modern(self.protocol_version) else tools
+        # kept for tools_known() only when a change was heard from before the listing on (see there)
+        self._tools_kept = (generation, tools) if hearing is not None and hearing is self._hears_tool_changes() \
+            else None
+        return tools
+
+    async def tools_known(self, *, listen: bool = False) -> list[dict[str, Any]]:
+        """The tools listing this connection last made (:meth:`list_tools`), else a new one.
+
+        A listing is kept only when a change of the tools would have been heard from before it
+        was asked for until now: the server declares ``tools.listChanged``, and on a 2026-07-28
+        connection its ``subscriptions/listen`` stream was acknowledged before the listing and is
+        still open (:meth:`~mrtrweb.mcp.list_changed.ListingWatch.watch_listings`; ``listen``:
+        open it here -- a long-lived request on the connection, so a pool never releases it as
+        idle while a round waits: for callers that answer at once, the headless client; a
+        2025-11-25 session's notifications come on the session). A
+        ``notifications/tools/list_changed`` drops it at once
+        (:meth:`~mrtrweb.mcp.list_changed.ListingWatch._changed`), so do the listen stream's end
+        and a new session (a kept listing belongs to the session it was made on). The caller gets
+        the connection's own list: it must not change it.
+
+        Raises:
+            McpCallError: as :meth:`list_tools`.
+        """
+        watch = getattr(self, "watch_listings", None)
+        if listen and watch is not None:
+            watch()  # opened once; acknowledged later
+        kept = getattr(self, "_tools_kept", None)
+        if kept is not None and kept[0] == getattr(self, "session_generation", 0) and \
+                self._hears_tool_changes() is not None:
+            return kept[1]
+        return await self.list_tools()
+
+    def forget_tools(self) -> None:
+        """Drop the kept tools listing (the server said it changed, or it could no longer say so)."""
+        self._tools_kept = None
+
+    def _hears_tool_changes(self) -> object | None:
+        """A token of the way a change of the server's tools reaches this connection now (the same
+        token while it is the same way), or None when it would not (see :meth:`tools_known`)."""
+        caps = getattr(self, "server_capabilities", None) or {}
+        if not (isinstance(caps.get("tools"), dict) and caps["tools"].get("listChanged") is True):
+            return None
+        if not is_modern(self.protocol_version):
+            return self if self.protocol_version is not None else None  # the session's own stream
+        return getattr(self, "_listening", None)  # a listen stream someone opened, acknowledged
 
     async def _param_headers(self, method: str, params: Mapping[str, Any]) -> dict[str, str]:
         """The ``Mcp-Param-*`` headers of one request: for a ``tools/call`` on a 2026-07-28

@@ -16,7 +16,8 @@ One round, from the wire to the card to the retry (MCP 2026-07-28, Multi Round-T
    ``input_required`` result is judged by ``Gate.receive``, audited (``received``) and handed to
    the person: the card is rendered by :mod:`mrtrweb.consent.panels` and pushed.
 4. :mod:`.answers` -- :func:`answer_round`: the person's answer (browser or headless) is
-   re-checked (access, consent receipt, authorization, configuration).
+   re-checked (access, consent receipt, authorization, configuration; read in one statement by
+   :mod:`.answer_reads`).
 5. :mod:`.retries` -- ``build_and_record``: ``Gate.respond`` builds the retry once, its
    ``submitted`` event is read back; then :mod:`.calls` sends it, and the loop goes on at 2.
 
@@ -55,18 +56,18 @@ from .reaping import reap_interrupted
 from .retries import build_and_record
 from .revocation import end_operation, operation_for
 from .rounds import parse_final
-from .runtime import finish_operation, load_operation, running_tasks, new_request_id, notify, wait_idle
+from .runtime import Change, finish_operation, load_operation, running_tasks, new_request_id, notify, wait_idle, watching
 from .starting import start_operation
 from .stopping import deny, finish_interrupted, request_stop, stop_operation
 
 __all__ = [
-    "ANSWER_PENDING", "AUDIT_UNAVAILABLE", "AUTHORIZATION_CHANGED", "AUTHORIZATION_CODES", "DENY_MESSAGES",
+    "ANSWER_PENDING", "AUDIT_UNAVAILABLE", "Change", "AUTHORIZATION_CHANGED", "AUTHORIZATION_CODES", "DENY_MESSAGES",
     "INVALID_RESULT", "LEGACY", "LEGACY_KEYS", "LIMIT_REACHED", "MESSAGES", "STATE_REUSED", "STATE_REUSED_REASON",
     "STOPPED_BY", "STOPPED_BY_AT_ROUND", "STOP_UNDELIVERED", "STORE_UNAVAILABLE", "UNAVAILABLE_CODES",
     "WORKER_DRAINING", "AnswerPending", "OperationRefused", "answer_round", "connection_for", "deny", "end_operation",
     "failure_message", "finish_interrupted", "get_gate", "handle_of", "legacy_hold", "legacy_hold_s", "message_for",
     "new_request_id", "notify", "operation_for", "pool", "reap_interrupted", "request_stop", "reset_gate",
-    "server_error_text", "start_operation", "stop_operation", "user_group", "wait_idle",
+    "server_error_text", "start_operation", "stop_operation", "user_group", "wait_idle", "watching",
     # used by the drain, the benchmark and tests
     "build_and_record", "finish_operation", "load_operation", "parse_final", "running_tasks",
 ]

@@ -40,15 +40,27 @@ class _Checked:
     digests: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
-def _check_answer(op_id: Any) -> _Checked:
+def _check_answer(op_id: Any, known: Operation | None = None) -> _Checked:
     """Every check before an answer is built, in one thread hop (sync): the operation re-read,
     the owner's access (:func:`mrtrweb.tenancy.access.denial`), the round's consent receipt (``shown``),
     the authorization identity, the server configuration the round was received under, and
-    whether the round came from a legacy server or a ``-32042`` error. The round's audit events
-    are read in one query."""
+    whether the round came from a legacy server or a ``-32042`` error. With ``known`` (the
+    operation as the caller holds it) all of it is read in one statement
+    (:func:`.answer_reads.read_for_answer`); else the row, the access and the round's audit
+    events in three."""
     from ..tenancy import access
     from ..models import AuditEvent
+    from .answer_reads import read_for_answer
 
+    reads = read_for_answer(known, LEGACY, URL_REQUIRED) if known is not None else None
+    if reads is not None:
+        op = reads.op
+        if reads.cause:
+            return _Checked(op, "access", reads.cause)
+        checked = _Checked(op, legacy=reads.legacy, url_round=reads.url_round)
+        if reads.received:
+            checked.digests = {"state_digest": reads.state_digest, "schema_digests": reads.schema_digests}
+        return _judge_answer(checked, reads.shown, reads.config_digest if reads.received else None)
     op = Operation.objects.select_related("server", "tenant", "user").get(pk=op_id)
     cause = access.denial(op.user_id, op.tenant_id, op.server_id)
     if cause:
@@ -61,13 +73,21 @@ def _check_answer(op_id: Any) -> _Checked:
     if received:
         checked.digests = {"state_digest": received[0]["state_digest"],
                            "schema_digests": received[0]["schema_digests"]}
-    if not any(e["event"] == "shown" for e in events):
+    return _judge_answer(checked, any(e["event"] == "shown" for e in events),
+                         received[0]["config_digest"] if received else None)
+
+
+def _judge_answer(checked: _Checked, shown: bool, config_digest: str | None) -> _Checked:
+    """The refusals that follow the reads: no consent receipt, another authorization identity,
+    another server configuration than the round's (``config_digest``: its ``received`` event's)."""
+    op = checked.op
+    if not shown:
         checked.refusal = "missing_consent_receipt"
     # before the configuration check: a replaced tenant credential also changes the config digest,
     # and the person should read that the authorization changed
-    elif authorization_changed_sync(op) is not None:
+    elif authorization_changed_sync(op, server=op.server) is not None:  # the server as re-read above
         checked.refusal = AUTHORIZATION_CHANGED
-    elif (received[0]["config_digest"] if received else None) != op.server.config_digest():
+    elif config_digest != op.server.config_digest():
         checked.refusal = "server_config_changed"
     return checked
 
@@ -86,7 +106,7 @@ async def answer_round(op: Operation, responses: dict[str, Any], *, round_number
         GateRejection: refused by the gate (recorded as ``rejected``; nothing sent).
         OperationRefused: store or audit unavailable, or a deny condition (nothing sent).
     """
-    checked = await sync_to_async(_check_answer)(op.pk)
+    checked = await sync_to_async(_check_answer)(op.pk, op)
     op = checked.op
     if round_number is not None and op.rounds != round_number:
         raise OperationRefused(codes.INACTIVE_MRTR_ROUND, message_for(codes.INACTIVE_MRTR_ROUND))

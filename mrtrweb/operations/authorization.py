@@ -30,12 +30,14 @@ async def _authorization_changed(op: Operation) -> dict[str, str] | None:
     return await sync_to_async(authorization_changed_sync)(op)
 
 
-def authorization_changed_sync(op: Operation) -> dict[str, str] | None:
+def authorization_changed_sync(op: Operation, server: McpServer | None = None) -> dict[str, str] | None:
     """The current authorization digests when they differ from those the operation's original
     request went out with (the person disconnected, connected another account, a tenant credential
-    was replaced, the server's auth mode changed), else None. ``op.server`` is re-read first: an
-    admin's change made a moment ago counts. A refresh keeps them (same token family). Sync."""
-    now = current_auth(McpServer.objects.get(pk=op.server_id), op.user_id, op.tenant_id)
+    was replaced, the server's auth mode changed), else None. ``op.server`` is re-read first (an
+    admin's change made a moment ago counts), unless the caller passes ``server``: the row it read
+    in this same thread hop, just now. A refresh keeps them (same token family). Sync."""
+    now = current_auth(server if server is not None else McpServer.objects.get(pk=op.server_id), op.user_id,
+                       op.tenant_id)
     recorded = {name: getattr(op, name) for name in now}
     return None if now == recorded else now
 

@@ -21,6 +21,7 @@ from ..gate import codes, Retry, StoreUnavailable
 from ..runtime.gates import get_gate, handle_of
 from ..models import Operation
 from .messages import AnswerPending, AUDIT_UNAVAILABLE, DENY_MESSAGES, LEGACY, message_for, OperationRefused, STORE_UNAVAILABLE
+from .rows import move
 from .runtime import new_request_id
 from .stopping import deny
 
@@ -49,6 +50,7 @@ async def build_and_record(op: Operation, responses: dict[str, Any] | None, *, r
     from ..runtime.workers import WORKER_ID, ensure_lease
 
     gate = get_gate()
+    fresh_id = not retry_id  # a UUID4 made here: no live binding can hold it (the gate binds it all the same)
     retry_id = retry_id or new_request_id()
     driver = {} if code == LEGACY else {"worker": WORKER_ID}
     if driver:
@@ -58,7 +60,8 @@ async def build_and_record(op: Operation, responses: dict[str, Any] | None, *, r
             logger.warning("operation %s: answer refused, this worker's lease could not be written", op.id)
             raise OperationRefused(STORE_UNAVAILABLE, message_for(STORE_UNAVAILABLE)) from None
     try:
-        retry = await sync_to_async(_respond_and_record)(op, gate, retry_id, responses, code, digests, round_number)
+        retry = await sync_to_async(_respond_and_record)(op, gate, retry_id, responses, code, digests, round_number,
+                                                         fresh_id)
     except StoreUnavailable:
         raise OperationRefused(STORE_UNAVAILABLE, message_for(STORE_UNAVAILABLE)) from None
     except audit.AuditUnavailable:
@@ -84,11 +87,17 @@ async def build_and_record(op: Operation, responses: dict[str, Any] | None, *, r
     op.round_expires_at = None
     if driver:
         op.worker = WORKER_ID
+    if digests is not None:  # what stopping.last_answer would read back from the submitted event
+        actions = dict(retry.actions)
+        op.last_answer = (bool(actions) and set(actions.values()) == {"cancel"},
+                          {"state_digest": digests.get("state_digest") or "",
+                           "schema_digests": digests.get("schema_digests") or {}, "round_number": retry.round_number})
     return retry
 
 
 def _respond_and_record(op: Operation, gate: Any, retry_id: str, responses: dict[str, Any] | None, code: str,
-                        digests: dict[str, Any] | None, round_number: int | None = None) -> Retry:
+                        digests: dict[str, Any] | None, round_number: int | None = None,
+                        fresh_id: bool = False) -> Retry:
     """The gate builds the retry (``Gate.respond``: validated, the round consumed once) and its
     ``submitted`` event is written and read back, in the sync thread.
 
@@ -100,7 +109,7 @@ def _respond_and_record(op: Operation, gate: Any, retry_id: str, responses: dict
     """
     retry: Retry = gate.respond(handle_of(op), retry_id=retry_id, responses=responses, user=str(op.user_id),
                                 tenant=str(op.tenant_id), params=results.stored_params(op.params),
-                                round_number=round_number)
+                                round_number=round_number, fresh_id=fresh_id)
     audit.record(op, "submitted", code=code, round_number=retry.round_number, request_id=op.latest_request_id,
                  retry_id=retry.id, actions=dict(retry.actions), read_back=True, **(digests or {}))
     return retry
@@ -121,8 +130,8 @@ async def _move_when_back(op_id: Any, fields: dict[str, Any], wait_s: float) -> 
     pause = 0.1
     while True:
         try:
-            return await Operation.objects.filter(pk=op_id).exclude(status__in=Operation.TERMINAL).aupdate(
-                updated_at=timezone.now(), **fields)
+            return await sync_to_async(move)(op_id, {"updated_at": timezone.now(), **fields},
+                                             status_not_in=Operation.TERMINAL)
         except DatabaseError as exc:
             if time.monotonic() >= deadline:
                 logger.error("operation %s: the database did not answer for %ss after an answer was recorded (%s)",

@@ -24,9 +24,10 @@ from ..models import Operation
 from .authorization import _authorization_changed, authorization_changed_sync
 from .messages import STOPPED_BY, AUDIT_UNAVAILABLE, AUTHORIZATION_CHANGED, INVALID_RESULT, message_for, STATE_REUSED, STATE_REUSED_REASON, STORE_UNAVAILABLE
 from .retries import build_and_record
+from .rows import move
 from .revocation import end_operation
 from .holding import database_back
-from .runtime import finish_operation, _finish_sync, discard_unusable, notify
+from .runtime import finish_operation, discard_unusable, mark_ended, notify, settle_ended
 from .stopping import stop_requested, deny, last_answer
 
 logger = logging.getLogger("mrtrweb.operations")
@@ -89,21 +90,39 @@ def parse_final(method: str, raw: dict[str, Any]) -> bool:
 
 def _state_seen(op: Operation, state_digest: str, round_number: int) -> tuple[bool, bool]:
     """Where the tenant's audit trail already holds ``state_digest`` (a ``received`` row), sync
-    (one query: two ``EXISTS``).
+    (one statement: two ``EXISTS``, its SQL built once per database).
 
     Returns ``(replayed, reused)``: *replayed* -- another round of **this** operation received it,
     so its retry already sent that state back (denied: ``request_state_replayed``); *reused* --
     another operation of the tenant (same or another user) received it (recorded as
     :data:`STATE_REUSED`, not denied)."""
-    from django.db.models import Exists
+    from django.db import connections, router
 
-    from ..models import AuditEvent, Tenant
+    from ..models import AuditEvent
 
-    rows = AuditEvent.objects.filter(tenant_id=op.tenant_id, event="received", state_digest=state_digest)
-    found = Tenant.objects.filter(pk=op.tenant_id).annotate(
-        replayed=Exists(rows.filter(operation_id=op.id).exclude(round_number=round_number)),
-        reused=Exists(rows.exclude(operation_id=op.id))).values("replayed", "reused").first()
-    return (bool(found["replayed"]), bool(found["reused"])) if found else (False, False)
+    alias = router.db_for_read(AuditEvent)
+    conn = connections[alias]
+    sql = _STATE_SQL.get(alias)
+    meta = AuditEvent._meta
+    if sql is None:
+        qn = conn.ops.quote_name
+
+        def c(name: str) -> str:
+            return qn(meta.get_field(name).column)
+
+        rows = (f"SELECT 1 FROM {qn(meta.db_table)} WHERE {c('tenant')} = %s AND {c('event')} = 'received' "
+                f"AND {c('state_digest')} = %s AND {c('operation_id')}")
+        sql = _STATE_SQL.setdefault(alias, f"SELECT EXISTS ({rows} = %s AND {c('round_number')} <> %s), "
+                                           f"EXISTS ({rows} <> %s)")
+    tenant = meta.get_field("tenant").get_db_prep_value(op.tenant_id, conn)
+    op_id = meta.get_field("operation_id").get_db_prep_value(op.id, conn)
+    with conn.cursor() as cur:
+        cur.execute(sql, [tenant, state_digest, op_id, round_number, tenant, state_digest, op_id])
+        replayed, reused = cur.fetchone()
+    return bool(replayed), bool(reused)
+
+
+_STATE_SQL: dict[str, str] = {}
 
 
 @dataclasses.dataclass
@@ -133,11 +152,15 @@ def _judge_round(op: Operation, request_id: str, raw: Any, received_code: str, f
     by = stop_requested(op.id)
     if by:  # Stop came before the answer asking for more: no round after a Stop
         return _Judged("stopped", cause=by)
-    cause = _first_read(lambda: access.denial(op.user_id, op.tenant_id, op.server_id), first_try)
-    if cause is _DOWN:
+    # the owner's access and the server's row as it is now, in one statement: the authorization
+    # check and the round's configuration digest below judge the server an admin may have just changed
+    found = _first_read(lambda: access.denial_and_server(op.user_id, op.tenant_id, op.server_id), first_try)
+    if found is _DOWN:
         return _Judged("database_down")
+    cause, server = found
     if cause:
         return _Judged("access_ended", cause=cause)
+    op.server = server
     try:
         rnd: Round = get_gate().receive(tenant=str(op.tenant_id), user=str(op.user_id), request_id=request_id,
                                         origin=op.server.origin, result=raw)
@@ -153,7 +176,7 @@ def _judge_round(op: Operation, request_id: str, raw: Any, received_code: str, f
         return _Judged("store_unavailable")
     op.rounds = rnd.number
     replayed, reused = _state_seen(op, rnd.state_digest, rnd.number) if rnd.state_digest else (False, False)
-    changed = authorization_changed_sync(op)
+    changed = authorization_changed_sync(op, server=server)
     try:
         audit.record(op, "received", code=STATE_REUSED if reused else received_code,
                      reason=STATE_REUSED_REASON if reused else "",
@@ -168,9 +191,9 @@ def _judge_round(op: Operation, request_id: str, raw: Any, received_code: str, f
         return _Judged("state_only", rnd)
     # handed to the person: no worker drives it now (any worker may take the answer), and it
     # expires by itself (mrtrweb.operations.expiry)
-    moved = Operation.objects.filter(pk=op.pk, status=Operation.Status.RUNNING).update(
-        status=Operation.Status.AWAITING_INPUT, rounds=rnd.number, worker="",
-        round_expires_at=expires_at(rnd.expires_at), updated_at=timezone.now())
+    moved = move(op.pk, {"status": Operation.Status.AWAITING_INPUT, "rounds": rnd.number, "worker": "",
+                         "round_expires_at": expires_at(rnd.expires_at), "updated_at": timezone.now()},
+                 status_in=(Operation.Status.RUNNING,))
     return _Judged("awaiting" if moved else "ended", rnd)
 
 
@@ -207,22 +230,41 @@ def _final_checked(method: str, raw: dict[str, Any], op_id: Any) -> tuple[bool, 
 
 def _complete(op: Operation, stored: Any, first_try: bool = True) -> tuple[bool, Any]:
     """End ``op`` completed with its stored result (sync): ``cancelled`` when the person's last
-    answer was Cancel on every request. See :func:`~.runtime._finish_sync`. Returns (ended here,
-    the access cause when the owner's access ended first: then nothing is done here), or
-    (False, :data:`_DOWN`) when the database failed its first read on a ``first_try`` (see
-    :func:`_judge_round`)."""
+    answer was Cancel on every request. The row moves only while its owner may act on it: the
+    access check is in the move's own ``WHERE`` (:func:`~.runtime.mark_ended`, one statement), and
+    only when nothing moved is the cause asked. Then the binding and the terminal event
+    (:func:`~.runtime.settle_ended`). Returns (ended here, the access cause when the owner's access
+    ended first: then nothing is done here), or (False, :data:`_DOWN`) when the database failed
+    its first statement on a ``first_try`` (see :func:`_judge_round`)."""
     from ..tenancy import access
 
-    cause = _first_read(lambda: access.denial(op.user_id, op.tenant_id, op.server_id), first_try)
-    if cause is _DOWN or cause:
-        return False, cause
+    before = (op.status, op.error_code, op.error_message, op.result)
     op.status, op.error_code, op.error_message, op.result = Operation.Status.COMPLETED, "", "", stored
-    cancelled, answered = last_answer(op.id)
+    # the answer this task sent (build_and_record keeps it with the row), else read back
+    known = getattr(op, "last_answer", None)
+    if known is None:
+        known = _first_read(lambda: last_answer(op.id), first_try)
+        if known is _DOWN:
+            op.status, op.error_code, op.error_message, op.result = before
+            return False, _DOWN
+        first_try = False  # the database answered: a failure from here on propagates
+    cancelled, answered = known
+    moved = _first_read(lambda: mark_ended(op, Operation.Status.COMPLETED, while_allowed=True), first_try)
+    if moved is _DOWN or not moved:  # the row as it was: the caller waits, ends it for its cause, or drops this
+        op.status, op.error_code, op.error_message, op.result = before
+    if moved is _DOWN:
+        return False, _DOWN
+    if not moved:
+        cause = access.denial(op.user_id, op.tenant_id, op.server_id)
+        if not cause:
+            logger.info("operation %s was already ended; late outcome completed ignored", op.id)
+        return False, cause
     # the terminal event carries the digests of the round it ends: the last answered one's
     digests = {k: v for k, v in answered.items() if k != "round_number"} \
         if answered.get("round_number") == op.rounds else None
-    return _finish_sync(op, Operation.Status.COMPLETED, event="cancelled" if cancelled else "completed",
-                        already_marked=False, reason="", digests=digests), ""
+    settle_ended(op, Operation.Status.COMPLETED, event="cancelled" if cancelled else "completed", reason="",
+                 digests=digests)
+    return True, ""
 
 
 async def _handle_result(op: Operation, request_id: str, raw: Any, *, received_code: str = "") -> Retry | None:
@@ -248,7 +290,7 @@ async def _handle_result(op: Operation, request_id: str, raw: Any, *, received_c
         if cause:
             await end_operation(op, cause)
         elif ended:
-            await notify(op)
+            await notify(op, settled=True)
         return None
     judged = await sync_to_async(_judge_round)(op, request_id, raw, received_code)
     if judged.outcome == "database_down":  # the database went away during the call: waited for
@@ -290,5 +332,5 @@ async def _handle_result(op: Operation, request_id: str, raw: Any, *, received_c
         logger.info("operation %s ended while its round %s arrived; the round is not shown", op.id, rnd.number)
         return None
     op.status = Operation.Status.AWAITING_INPUT
-    await notify(op)
+    await notify(op, round=rnd)
     return None

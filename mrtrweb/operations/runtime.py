@@ -7,9 +7,13 @@ terminal audit event, push).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
+import copy
+import dataclasses
 import logging
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -78,9 +82,53 @@ def discard_unusable() -> None:
                 conn.close()
 
 
-async def notify(op: Operation) -> None:
-    """Tell the user's browsers that the operation changed (they re-render it server-side).
+@dataclasses.dataclass(frozen=True)
+class Change:
+    """What :func:`notify` tells a watcher of this process (:func:`watching`): ``op``, a copy of
+    the operation as the phase that changed it holds it (server, tenant and user loaded as they
+    were); ``round``, the round it now awaits when that phase has it (as the gate accepted it);
+    ``settled``, whether its terminal audit event was written (or its failure logged) before."""
+
+    op: Operation
+    round: Any = None
+    settled: bool = False
+
+
+#: operation id -> the queues of this process watching it (:func:`watching`), with their loops
+_watchers: dict[str, list[tuple[asyncio.AbstractEventLoop, asyncio.Queue]]] = {}
+
+
+@contextlib.contextmanager
+def watching(op_id: Any) -> Iterator[asyncio.Queue]:
+    """A queue of the :class:`Change` s of operation ``op_id`` that this process makes, for as long
+    as the block runs (the headless client learns an outcome here, without the channel layer or a
+    read of the row). Only this process's changes come: another worker's (an answer, a Stop, an
+    expiry sweep) do not, so a watcher reads the row when it has waited long enough."""
+    entry = (asyncio.get_running_loop(), asyncio.Queue())
+    _watchers.setdefault(str(op_id), []).append(entry)
+    try:
+        yield entry[1]
+    finally:
+        queues = _watchers.get(str(op_id), [])
+        if entry in queues:
+            queues.remove(entry)
+        if not queues:
+            _watchers.pop(str(op_id), None)
+
+
+async def notify(op: Operation, *, round: Any = None, settled: bool = False) -> None:
+    """Tell the user's browsers that the operation changed (they re-render it server-side), and
+    this process's watchers (:func:`watching`: ``round`` and ``settled`` as :class:`Change` says).
     Never raises: a push the channel layer cannot take is logged (:mod:`mrtrweb.runtime.push`)."""
+    queues = _watchers.get(str(op.id))
+    if queues:
+        change = Change(copy.copy(op), round, settled)
+        running = asyncio.get_running_loop()
+        for loop, queue in list(queues):
+            if loop is running:
+                queue.put_nowait(change)
+            elif not loop.is_closed():
+                loop.call_soon_threadsafe(queue.put_nowait, change)
     await push.operation_changed(op.user_id, op.id)
 
 
@@ -109,24 +157,82 @@ async def finish_operation(op: Operation, status: str, *, code: str = "", messag
         op.result = await sync_to_async(results.for_storage, thread_sensitive=False)(result, op_id=op.id)
     if await sync_to_async(_finish_sync)(op, status, event=event, already_marked=already_marked, reason=reason,
                                          digests=digests):
-        await notify(op)
+        await notify(op, settled=True)
+
+
+#: the columns :func:`mark_ended` writes, in its SQL's order
+_ENDED_FIELDS = ("status", "error_code", "error_message", "result", "worker", "round_expires_at", "updated_at")
+_ENDED_SQL: dict[tuple[str, bool, str | None], tuple[str, list[Any]] | None] = {}
+
+
+def mark_ended(op: Operation, status: str, *, while_allowed: bool = False) -> int:
+    """Write the operation's end to its row (``status``; ``op``'s error code, message and result;
+    no worker, no round expiry, ``updated_at`` now) if it has not ended yet -- and, with
+    ``while_allowed``, only while its owner may act on it (:func:`mrtrweb.tenancy.access.allowed_condition`
+    in the same ``WHERE``: the phase's access check and its row move in one statement). Returns the
+    rows written (0: ended already, or, with ``while_allowed``, maybe access ended: ask
+    :func:`~mrtrweb.tenancy.access.denial`). One UPDATE whose SQL is built once per database
+    (sync); with ``while_allowed`` and no condition to build, the access is checked first (two).
+
+    Raises:
+        django.db.DatabaseError: the database failed (nothing written).
+    """
+    from django.db import connections, router
+
+    from ..tenancy import access
+
+    alias = router.db_for_write(Operation)
+    conn = connections[alias]
+    condition = access.allowed_condition(alias) if while_allowed else ("", [])
+    key = (alias, while_allowed, condition[0] if condition is not None else None)  # the access SQL in force
+    if key not in _ENDED_SQL:
+        qn, meta = conn.ops.quote_name, Operation._meta
+        if condition is None:
+            _ENDED_SQL[key] = None
+        else:
+            terminal = ", ".join(["%s"] * len(Operation.TERMINAL))
+            sql = (f"UPDATE {qn(meta.db_table)} SET "
+                   + ", ".join(f"{qn(meta.get_field(name).column)} = %s" for name in _ENDED_FIELDS)
+                   + f" WHERE {qn(meta.pk.column)} = %s AND {qn(meta.get_field('status').column)} NOT IN ({terminal})"
+                   + (f" AND {condition[0]}" if condition[0] else ""))
+            _ENDED_SQL[key] = (sql, condition[1])
+    compiled = _ENDED_SQL[key]
+    if compiled is None:  # the access conditions cannot go into the WHERE: checked first
+        if access.denial(op.user_id, op.tenant_id, op.server_id):
+            return 0
+        return mark_ended(op, status)
+    sql, slots = compiled
+    meta = Operation._meta
+    values = {"status": status, "error_code": op.error_code, "error_message": op.error_message, "result": op.result,
+              "worker": "", "round_expires_at": None, "updated_at": timezone.now()}
+    params = [meta.get_field(name).get_db_prep_save(values[name], conn) for name in _ENDED_FIELDS]
+    params += [meta.pk.get_db_prep_value(op.pk, conn), *Operation.TERMINAL]
+    params += access.bind_ids(slots, op.user_id, op.tenant_id, op.server_id)
+    with conn.cursor() as cur:
+        cur.execute(sql, params)
+        return cur.rowcount
 
 
 def _finish_sync(op: Operation, status: str, *, event: str | None, already_marked: bool, reason: str,
                  digests: dict[str, Any] | None = None) -> bool:
     """What :func:`finish_operation` does in the sync thread: the row (conditional on not being terminal
-    yet, unless ``already_marked``), the binding closed, the terminal event appended (an audit
-    outage is logged by :func:`mrtrweb.audit.events.record`). Returns False when the operation had
-    already ended (a late outcome: nothing else is done)."""
-    fields = {"status": status, "error_code": op.error_code, "error_message": op.error_message,
-              "result": op.result, "worker": "", "round_expires_at": None, "updated_at": timezone.now()}
+    yet, unless ``already_marked``: :func:`mark_ended`), the binding closed, the terminal event
+    appended (:func:`settle_ended`; an audit outage is logged by :func:`mrtrweb.audit.events.record`).
+    Returns False when the operation had already ended (a late outcome: nothing else is done)."""
     if not already_marked:
-        updated = Operation.objects.filter(pk=op.pk).exclude(status__in=Operation.TERMINAL).update(**fields)
-        if not updated:
+        if not mark_ended(op, status):
             logger.info("operation %s was already ended; late outcome %s ignored", op.id, status)
             return False
     else:  # marked by a conditional update of its own (reaper, drain, access): end it cleanly
         Operation.objects.filter(pk=op.pk).update(error_message=op.error_message, worker="", round_expires_at=None)
+    settle_ended(op, status, event=event, reason=reason, digests=digests)
+    return True
+
+
+def settle_ended(op: Operation, status: str, *, event: str | None, reason: str,
+                 digests: dict[str, Any] | None = None) -> None:
+    """After the row says the operation ended (:func:`mark_ended`): its binding closed, its
+    terminal event appended (sync; never raises for a store or audit outage: both logged)."""
     try:
         get_gate().close(handle_of(op))
     except StoreUnavailable:
@@ -137,7 +243,6 @@ def _finish_sync(op: Operation, status: str, *, event: str | None, already_marke
                      **(digests or {}))
     except audit.AuditUnavailable:
         pass  # logged by audit.record
-    return True
 
 
 async def _answer_refused(op: Operation, exc: Any) -> None:

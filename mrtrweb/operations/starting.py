@@ -20,6 +20,7 @@ from ..text.names import stored_name
 from .authorization import current_auth
 from .calls import _drive
 from .messages import LIMIT_REACHED, message_for, OperationRefused, STORE_UNAVAILABLE, WORKER_DRAINING
+from .rows import insert_operation
 from .runtime import _spawn, new_request_id
 
 logger = logging.getLogger("mrtrweb.operations")
@@ -61,12 +62,12 @@ def _start_sync(user: Any, server: McpServer, method: str, name: str, params: di
     from ..tenancy import access
     from ..runtime import workers
 
-    if access.denial(user.pk, server.tenant_id, server.pk):  # the first request goes out right after
+    # the owner's access and the four limit counts in one statement (the first request goes out right after)
+    if access_and_limits_sync(user, server):
         raise OperationRefused("denied", str(access.MESSAGE))
-    check_limits_sync(user, server.tenant_id)
     request_id = new_request_id()
     auth = current_auth(server, user.pk, server.tenant_id)
-    op = Operation.objects.create(
+    op = insert_operation(  # one INSERT, its SQL built once (.rows)
         tenant_id=server.tenant_id, user=user, server=server, method=method, name=stored_name(name),
         params=results.params_for_storage(params),
         request_id=request_id, latest_request_id=request_id, worker=workers.WORKER_ID, destructive=destructive,
@@ -139,10 +140,85 @@ def check_limits_sync(user: Any, tenant_id: Any) -> None:
     counts = limits_queryset(user.pk, tenant_id, since).aggregate(
         user_pending=Count("pk", filter=mine & waiting), user_starts=Count("pk", filter=mine & recent),
         tenant_pending=Count("pk", filter=ours & waiting), tenant_starts=Count("pk", filter=ours & recent))
+    _refuse_over_limits(user, tenant_id, counts)
+
+
+def _refuse_over_limits(user: Any, tenant_id: Any, counts: dict[str, Any]) -> None:
     for name, key, message in _LIMITS:
         if (counts[name] or 0) >= int(conf.get(key)):
             logger.info("limit %s reached for user %s / tenant %s", key, getattr(user, "pk", "?"), tenant_id)
             raise OperationRefused(LIMIT_REACHED, message)
+
+
+_COUNTS = ("user_pending", "user_starts", "tenant_pending", "tenant_starts")
+_STARTING_SQL: dict[str, Any] = {}
+
+
+def _starting_sql(alias: str) -> tuple[str, list[str], list[Any]] | None:
+    """The start's one statement on ``alias``: the access check (:func:`mrtrweb.tenancy.access.check_sql`)
+    beside the four counts of :func:`limits_queryset` (as :func:`check_limits_sync` counts them),
+    built once; None when the access check has no SQL of its own (the ORM's path)."""
+    from ..tenancy import access
+
+    checked = access.check_sql(alias)
+    if alias in _STARTING_SQL and _STARTING_SQL[alias][0] is checked:
+        return _STARTING_SQL[alias][1]
+    built = None
+    if checked is not None:
+        from django.db import connections
+
+        sql, names, slots = checked
+        qn, meta = connections[alias].ops.quote_name, Operation._meta
+        user, tenant = qn(meta.get_field("user").column), qn(meta.get_field("tenant").column)
+        status, created = qn(meta.get_field("status").column), qn(meta.get_field("created_at").column)
+        count = "SUM(CASE WHEN {} = %s AND {} THEN 1 ELSE 0 END)"
+        waiting, recent = f"{status} = %s", f"{created} >= %s"
+        limits = ("SELECT " + ", ".join([count.format(user, waiting), count.format(user, recent),
+                                         count.format(tenant, waiting), count.format(tenant, recent)])
+                  + f" FROM {qn(meta.db_table)} WHERE ({user} = %s OR {tenant} = %s) AND ({waiting} OR {recent})")
+        built = (f"SELECT a.*, l.* FROM (SELECT 1 AS one) o LEFT JOIN ({sql}) a ON TRUE CROSS JOIN ({limits}) l",
+                 names, slots)
+    _STARTING_SQL[alias] = (checked, built)
+    return built
+
+
+def access_and_limits_sync(user: Any, server: McpServer) -> str:
+    """Why ``user`` may not act on ``server`` now (:func:`mrtrweb.tenancy.access.denial`'s cause),
+    or ``""``; when they may, the limits are judged too (:func:`check_limits_sync`). One statement
+    whose SQL is built once per database (the access check's own SQL beside the counts).
+
+    Raises:
+        OperationRefused: ``limit_reached`` (the user may act, but a limit is reached).
+    """
+    from django.db import connections, router
+
+    from ..tenancy import access
+
+    alias = router.db_for_read(Operation)
+    built = _starting_sql(alias)
+    if built is None or router.db_for_read(type(user)) != alias:
+        cause = access.denial(user.pk, server.tenant_id, server.pk)
+        if not cause:
+            check_limits_sync(user, server.tenant_id)
+        return cause
+    sql, names, slots = built
+    conn = connections[alias]
+    since = timezone.now() - timezone.timedelta(minutes=1)
+    field = Operation._meta.get_field
+    waiting, recent = field("status").get_db_prep_value(Operation.Status.AWAITING_INPUT, conn), \
+        field("created_at").get_db_prep_value(since, conn)
+    user_id = field("user").get_db_prep_value(user.pk, conn)
+    tenant_id = field("tenant").get_db_prep_value(server.tenant_id, conn)
+    params = access.bind_ids(slots, user.pk, server.tenant_id, server.pk) + [
+        user_id, waiting, user_id, recent, tenant_id, waiting, tenant_id, recent, user_id, tenant_id, waiting, recent]
+    with conn.cursor() as cur:
+        cur.execute(sql, params)
+        found = cur.fetchone()
+    row = dict(zip(names, found[:len(names)]))
+    cause = access.cause_of(row, server.tenant_id, server.pk)
+    if not cause:
+        _refuse_over_limits(user, server.tenant_id, dict(zip(_COUNTS, found[len(names):])))
+    return cause
 
 
 def limits_queryset(user_id: Any, tenant_id: Any, since: Any):

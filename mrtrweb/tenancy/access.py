@@ -145,6 +145,124 @@ def _compiled(alias: str, with_server: bool) -> tuple[str, list[str], list[Any]]
     return _COMPILED[key]
 
 
+def denial_and_server(user_id: Any, tenant_id: Any, server_id: Any) -> tuple[str, McpServer | None]:
+    """:func:`denial` for the server, and the server's row as it is now (None when it is not in
+    the tenant), in one statement: :func:`_query`'s access check, unchanged, joined with the row
+    (a phase that needs both -- the owner's access and the server's configuration or
+    authorization settings -- reads them together). Sync.
+
+    The SQL is built once per database from :func:`_compiled` (what :func:`denial` runs), so the
+    access conditions live in one place (:func:`_query`)."""
+    from django.db import connections, router
+
+    alias = router.db_for_read(get_user_model())
+    compiled = _compiled_with_server(alias)
+    if compiled is None:  # the ORM's path (see denial)
+        server = McpServer.objects.filter(pk=server_id, tenant_id=tenant_id).first()
+        return denial(user_id, tenant_id, server_id), server
+    sql, names, slots, fields = compiled
+    values = {_SENTINELS[0]: user_id, _SENTINELS[1]: tenant_id, _SENTINELS[2]: server_id}
+    params = [values.get(slot, slot) if isinstance(slot, int) else slot for slot in slots]
+    conn = connections[alias]
+    with conn.cursor() as cur:
+        cur.execute(sql, params)
+        found = cur.fetchone()
+    access, row = found[:len(names)], found[len(names):]
+    member = dict(zip(names, access))
+    user_row = None if member.get("_member") is None else {  # no user row: the join gave NULLs
+        name: (value if value is None else bool(value)) for name, value in member.items()}
+    server = None
+    if row[0] is not None:
+        converted = []
+        for (field, col, converters), value in zip(fields, row):
+            for convert in converters:
+                value = convert(value, col, conn)
+            converted.append(value)
+        server = McpServer.from_db(alias, [f.attname for f, _, _ in fields], converted)
+    return _cause(user_row, tenant_id, server_id), server
+
+
+_WITH_SERVER: dict[str, Any] = {}
+
+
+def _compiled_with_server(alias: str):
+    """(SQL, access column names, parameters with stand-ins, the server's fields with their
+    converters) of :func:`denial_and_server` on ``alias``; None when :func:`_compiled` is."""
+    base = _compiled(alias, True)
+    if alias not in _WITH_SERVER or _WITH_SERVER[alias][0] is not base:  # built from the access SQL in force
+        from django.db import connections
+
+        if base is None:
+            _WITH_SERVER[alias] = (base, None)
+        else:
+            sql, names, slots = base
+            conn = connections[alias]
+            qn, meta = conn.ops.quote_name, McpServer._meta
+            fields = []
+            for field in meta.concrete_fields:
+                col = field.get_col(meta.db_table)
+                fields.append((field, col, conn.ops.get_db_converters(col) + col.get_db_converters(conn)))
+            columns = ", ".join(f"s.{qn(f.column)}" for f, _, _ in fields)
+            full = (f"SELECT a.*, {columns} FROM (SELECT 1 AS one) o LEFT JOIN ({sql}) a ON TRUE "
+                    f"LEFT JOIN {qn(meta.db_table)} s ON s.{qn(meta.pk.column)} = %s "
+                    f"AND s.{qn(meta.get_field('tenant').column)} = %s")
+            _WITH_SERVER[alias] = (base, (full, names, list(slots) + [_SENTINELS[2], _SENTINELS[1]], fields))
+    return _WITH_SERVER[alias][1]
+
+
+def allowed_condition(alias: str) -> tuple[str, list[Any]] | None:
+    """A SQL condition that is true exactly when :func:`denial` (with a server) would say ``""``,
+    for the ``WHERE`` of a statement that acts only while the owner may (a row moved at the end of
+    a phase: one statement instead of a check and a write), with its parameters: :data:`_SENTINELS`
+    where the user, tenant and server ids go (:func:`bind_ids`). Built from :func:`_compiled` (the
+    access conditions stay in :func:`_query`); None when that is None, or when :func:`_cause`
+    does not read "every column of the row true" as allowed and each one false as denied (a
+    change of :func:`_query` that this condition cannot express: the caller checks separately)."""
+    compiled = _compiled(alias, True)
+    if compiled is None:
+        return None
+    sql, names, slots = compiled
+    if alias not in _CONDITIONS or _CONDITIONS[alias][0] is not compiled:
+        from django.db import connections
+
+        everything = {name: True for name in names}
+        ok = _cause(everything, _SENTINELS[1], _SENTINELS[2]) == "" and all(
+            _cause({**everything, name: False}, _SENTINELS[1], _SENTINELS[2]) for name in names)
+        qn = connections[alias].ops.quote_name
+        condition = (f"EXISTS (SELECT 1 FROM ({sql}) acc WHERE "
+                     + " AND ".join(f"acc.{qn(name)} IS TRUE" for name in names) + ")")
+        _CONDITIONS[alias] = (compiled, (condition, list(slots)) if ok else None)
+    return _CONDITIONS[alias][1]
+
+
+_CONDITIONS: dict[str, Any] = {}
+
+
+def check_sql(alias: str, with_server: bool = True) -> tuple[str, list[str], list[Any]] | None:
+    """(SELECT, its column names, its parameters with the stand-ins :func:`bind_ids` fills) of the
+    access check (with a server, or of the tenant alone) on ``alias``, for a statement that runs
+    it beside something else (a subquery: its one row, or none when the user is gone); read the
+    row with :func:`cause_of`. None when the ORM's path serves (see :func:`denial`)."""
+    compiled = _compiled(alias, with_server)
+    return None if compiled is None else (compiled[0], list(compiled[1]), list(compiled[2]))
+
+
+def cause_of(row: dict[str, Any] | None, tenant_id: Any, server_id: Any) -> str:
+    """What :func:`denial` says of a row of :func:`check_sql` (None: no row), ``""`` when allowed.
+    Values as the database gave them (0/1 for booleans on some backends)."""
+    if row is not None and all(value is None for value in row.values()):
+        row = None  # no user row: a join gave NULLs
+    if row is not None:
+        row = {name: (value if value is None else bool(value)) for name, value in row.items()}
+    return _cause(row, tenant_id, server_id)
+
+
+def bind_ids(slots: list[Any], user_id: Any, tenant_id: Any, server_id: Any) -> list[Any]:
+    """The parameters of :func:`allowed_condition` (or :func:`_compiled`) with these ids."""
+    values = {_SENTINELS[0]: user_id, _SENTINELS[1]: tenant_id, _SENTINELS[2]: server_id}
+    return [values.get(slot, slot) if isinstance(slot, int) else slot for slot in slots]
+
+
 async def adenial(user_id: Any, tenant_id: Any, server_id: Any = None) -> str:
     """:func:`denial` from async code."""
     return await sync_to_async(denial)(user_id, tenant_id, server_id)

@@ -134,6 +134,107 @@ def test_a_round_through_the_gate_is_consumed_once(store):
     assert exc.value.code == "inactive_mrtr_round"
 
 
+def test_a_fresh_retry_id_found_bound_refuses_and_leaves_the_round_open(store):
+    """``respond(fresh_id=True)`` (issue 30: the product's UUID4 retry ids) asks the index nothing
+    first, but binding the id is still checked: an id another live operation holds refuses with
+    ``retry_requires_new_jsonrpc_id``, the claim is rolled back or given back, and the round
+    stays answerable."""
+    gate = Gate(store, Policy())
+    origin = "https://mcp.example.test:443"
+    other = gate.register(request_id="taken", server_id="1", origin=origin, user="alice", tenant="acme",
+                          method="tools/call", params={"name": "t", "arguments": {}})
+    handle = gate.register(request_id="r-0", server_id="1", origin=origin, user="alice", tenant="acme",
+                           method="tools/call", params={"name": "t", "arguments": {"x": 1}})
+    gate.receive(tenant="acme", user="alice", request_id="r-0", origin=origin, result=ROUND)
+    answer = {"ok": {"action": "accept", "content": {"ok": True}}}
+    if isinstance(store, DjangoCacheBindingStore):
+        pytest.skip("the cache store collects the consume's writes into one script: an add there is not "
+                    "checked (a UUID4 is relied on)")
+    with pytest.raises(GateRejection) as exc:
+        gate.respond(handle, retry_id="taken", responses=answer, user="alice", tenant="acme", fresh_id=True)
+    assert exc.value.code == "retry_requires_new_jsonrpc_id"
+    assert store.index_get("acme", "alice", "s:taken") == other.operation_id  # still the other operation's
+    assert gate.state(handle).round is not None  # still open: nothing consumed
+    retry = gate.respond(handle, retry_id="r-1", responses=answer, user="alice", tenant="acme", fresh_id=True)
+    assert retry.params["inputResponses"] == answer
+
+
+def test_close_takes_the_record_the_open_round_and_the_index_entry(store):
+    """``Gate.close`` (with the database store: ``discard``, one ``DELETE ... RETURNING`` instead
+    of a load and a delete): nothing of the operation is left, and its open round can no longer
+    be answered."""
+    gate = Gate(store, Policy())
+    origin = "https://mcp.example.test:443"
+    handle = gate.register(request_id="r-0", server_id="1", origin=origin, user="alice", tenant="acme",
+                           method="tools/call", params={"name": "t", "arguments": {}})
+    gate.receive(tenant="acme", user="alice", request_id="r-0", origin=origin, result=ROUND)
+    gate.close(handle)
+    assert gate.state(handle) is None and store.load("acme", handle.operation_id) is None
+    assert store.index_get("acme", "alice", "s:r-0") is None
+    assert store.claim("acme", f"round:{handle.operation_id}:1", 60) is False  # the open round was retired
+    gate.close(handle)  # closing what is gone is no error
+
+
+def test_load_bound_is_the_index_then_the_record_in_one_statement():
+    """What ``Gate.receive`` asks first (issue 30): the record bound to a request id, as
+    ``index_get`` then ``load`` give it, in one SELECT; absent when either row is absent or expired."""
+    store = DatabaseBindingStore()
+    assert store.load_bound("acme", "alice", "s:r-1") is None
+    store.save("acme", "op-1", RECORD, 60)
+    assert store.load_bound("acme", "alice", "s:r-1") is None  # no index entry
+    store.index_add("acme", "alice", "s:r-1", "op-1", 60)
+    with CaptureQueriesContext(connection) as ctx:
+        bound = store.load_bound("acme", "alice", "s:r-1")
+    assert len(ctx.captured_queries) == 1
+    assert bound == store.load("acme", "op-1") == RECORD
+    assert store.load_bound("acme", "bob", "s:r-1") is None and store.load_bound("globex", "alice", "s:r-1") is None
+    LiveBinding.objects.filter(operation_id="op-1").update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert store.load_bound("acme", "alice", "s:r-1") is None  # the record expired
+    store.save("acme", "op-1", RECORD, 60)
+    BindingIndexEntry.objects.filter(operation_id="op-1").update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert store.load_bound("acme", "alice", "s:r-1") is None  # the entry expired
+
+
+def test_a_phases_writes_as_one_are_all_or_nothing():
+    """``bind`` (register), ``claim_and_save`` (receive) and ``consume`` (respond): on PostgreSQL
+    one statement each (data-modifying WITH steps; no BEGIN/COMMIT), elsewhere the separate calls
+    in a transaction; either way a refused step writes nothing."""
+    store = DatabaseBindingStore()
+    pg = connection.vendor == "postgresql"
+    with CaptureQueriesContext(connection) as ctx:
+        assert store.bind("acme", "alice", "s:r-1", "op-1", RECORD, 60) is True
+    assert len(ctx.captured_queries) == (1 if pg else 2)
+    assert store.bind("acme", "alice", "s:r-1", "op-2", RECORD, 60) is False  # bound already: nothing written
+    assert store.load("acme", "op-2") is None and store.load_bound("acme", "alice", "s:r-1") == RECORD
+    changed = {**RECORD, "round": {"number": 2}}
+    with CaptureQueriesContext(connection) as ctx:
+        assert store.claim_and_save("acme", "recv:op-1:s:r-1", "op-1", changed, 60) is True
+    assert len(ctx.captured_queries) == (1 if pg else 2)
+    assert store.claim_and_save("acme", "recv:op-1:s:r-1", "op-1", RECORD, 60) is False  # claimed: not saved
+    assert store.load("acme", "op-1") == changed
+    store.index_add("acme", "alice", "s:taken", "op-9", 60)
+    assert store.consume("acme", "round:op-1:2", "alice", "s:taken", "s:r-1", "op-1", RECORD, 60) == (True, False)
+    assert store.load("acme", "op-1") == changed and store.index_get("acme", "alice", "s:r-1") == "op-1"
+    with CaptureQueriesContext(connection) as ctx:  # the claim was not kept: the round is still answerable
+        assert store.consume("acme", "round:op-1:2", "alice", "s:r-2", "s:r-1", "op-1", RECORD, 60) == (True, True)
+    assert len(ctx.captured_queries) == 1 if pg else len(ctx.captured_queries) >= 4
+    assert store.load("acme", "op-1") == RECORD and store.index_get("acme", "alice", "s:r-2") == "op-1"
+    assert store.index_get("acme", "alice", "s:r-1") is None  # the previous id unbound
+    assert store.consume("acme", "round:op-1:2", "alice", "s:r-3", "s:r-2", "op-1", changed, 60) == (False, False)
+    assert store.load("acme", "op-1") == RECORD and store.index_get("acme", "alice", "s:r-3") is None
+
+
+def test_discard_returns_the_live_record_once():
+    store = DatabaseBindingStore()
+    store.save("acme", "op-1", RECORD, 60)
+    with CaptureQueriesContext(connection) as ctx:
+        assert store.discard("acme", "op-1") == RECORD
+    assert len(ctx.captured_queries) == 1
+    assert store.discard("acme", "op-1") is None and store.load("acme", "op-1") is None
+    store.save("globex", "op-1", RECORD, 60)  # sealed for another tenant than the one it claims
+    assert store.discard("globex", "op-1") is None and store.load("globex", "op-1") is None
+
+
 ROUND = {"resultType": "input_required", "requestState": "opaque",
          "inputRequests": {"ok": {"method": "elicitation/create", "params": {
              "message": "OK?", "requestedSchema": {"type": "object", "properties": {"ok": {"type": "boolean"}}}}}}}

@@ -395,3 +395,28 @@ async def test_headless_and_browser_write_the_same_audit_trail(seeded):
     # the same display digest: the scripted agent was shown exactly what the person was
     assert {e.display_digest for e in browser if e.event == "shown"} == \
         {e.display_digest for e in scripted if e.event == "shown"}
+
+
+def test_membership_and_the_server_row_are_read_in_one_statement(seeded):
+    """Issue 30: before anything is listed or started, the headless client learns that the user
+    is an active member and finds the tenant's server for the URL in one statement; a non-member
+    or inactive user is refused, and a URL the tenant has no server for still gets one made."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    alice, bob, server = seeded["users"]["alice"], seeded["users"]["bob"], seeded["servers"]["acme"]
+    tenant = server.tenant
+    with CaptureQueriesContext(connection) as ctx:
+        found = headless._member_server(alice, tenant, server.url)
+    assert len(ctx.captured_queries) == 1
+    assert found == headless.server_for(server.url, tenant)
+    assert {f.attname: getattr(found, f.attname) for f in McpServer._meta.concrete_fields} == \
+        {f.attname: getattr(server, f.attname) for f in McpServer._meta.concrete_fields}
+    with pytest.raises(HeadlessError) as info:
+        headless._member_server(bob, tenant, server.url)
+    assert info.value.code == "not_a_member"
+    made = headless._member_server(alice, tenant, "http://127.0.0.1:9/other-mcp")
+    assert made.pk and made.tenant_id == tenant.pk and made.url == "http://127.0.0.1:9/other-mcp"
+    type(alice).objects.filter(pk=alice.pk).update(is_active=False)
+    with pytest.raises(HeadlessError):
+        headless._member_server(type(alice).objects.get(pk=alice.pk), tenant, server.url)

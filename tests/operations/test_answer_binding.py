@@ -106,3 +106,42 @@ def test_the_access_query_keeps_the_orms_path_when_other_values_would_be_frozen(
     assert access._compiled("default", True) is not None
     assert access.denial(alice.pk, server.tenant_id, server.pk) == ""
     assert access.denial(alice.pk, server.tenant_id + 999, None) in (access.MEMBERSHIP_REMOVED, access.TENANT_REMOVED)
+
+
+async def test_an_answers_reads_are_one_statement_and_agree_with_the_orms(seeded):
+    """Issue 30: checking an answer reads the operation, its server, tenant and user, the owner's
+    access and the round's audit trail in one statement (:mod:`mrtrweb.operations.answer_reads`);
+    what it finds is what the three ORM queries find, before and after the consent receipt."""
+    from asgiref.sync import sync_to_async
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from mrtrweb.consent.panels import record_shown
+    from mrtrweb.operations.answers import _check_answer
+
+    carol, server = seeded["users"]["carol"], seeded["servers"]["acme"]
+    op = await operations.start_operation(user=carol, server=server, method="tools/call", name="wait_then_ask",
+                                          params={"name": "wait_then_ask", "arguments": {"seconds": 0}})
+    await operations.wait_idle()
+    op = await operations.load_operation(op.pk)
+    assert op.status == Operation.Status.AWAITING_INPUT
+
+    def both():
+        with CaptureQueriesContext(connection) as ctx:
+            one = _check_answer(op.pk, op)
+        assert len(ctx.captured_queries) == 1, [q["sql"][:80] for q in ctx.captured_queries]
+        orm = _check_answer(op.pk)
+        for checked in (one, orm):
+            assert checked.op.server.pk == server.pk and checked.op.user == carol
+            assert checked.op.tenant.pk == server.tenant_id
+        assert (one.refusal, one.cause, one.legacy, one.url_round, one.digests, one.op.rounds) == \
+            (orm.refusal, orm.cause, orm.legacy, orm.url_round, orm.digests, orm.op.rounds)
+        return one
+
+    assert (await sync_to_async(both)()).refusal == "missing_consent_receipt"
+    rnd = (await sync_to_async(operations.get_gate().state)(operations.handle_of(op))).round
+    await sync_to_async(record_shown)(op, rnd)
+    checked = await sync_to_async(both)()
+    assert checked.refusal == "" and checked.digests["schema_digests"]
+    await McpServer.objects.filter(pk=server.pk).aupdate(enabled=False)  # no signal: only the check sees it
+    assert (await sync_to_async(both)()).cause == "server_disabled"

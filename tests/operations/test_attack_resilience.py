@@ -69,20 +69,35 @@ def test_a_binding_row_copied_to_another_operation_reads_as_absent(caplog):
 
 # -- a store failure after the claim ----------------------------------------------------------
 
+def _between_claim_and_write(monkeypatch, fault) -> None:
+    """Make ``fault`` happen where the consume's writes fail after its claim: on SQLite between
+    the claim and the next write (``index_add``, in the consume's transaction); on PostgreSQL the
+    consume is one statement (``bindings.statements.chained``), so that statement fails."""
+    from django.db import connection
+
+    if connection.vendor == "postgresql":
+        import mrtrweb.bindings.database as database
+
+        real = database.chained
+        monkeypatch.setattr(database, "chained", lambda *a, **kw: fault(None, *a, real=real, **kw))
+    else:
+        real = DatabaseBindingStore.index_add
+        monkeypatch.setattr(DatabaseBindingStore, "index_add", lambda self, *a, **kw: fault(self, *a, real=real, **kw))
+
+
 async def test_a_store_failure_after_the_claim_leaves_the_round_answerable(seeded, monkeypatch):
     """The connection drops between the round's claim and the binding's write: the person is told
     nothing was sent and to try again -- and trying again works, and sends once."""
     client, op = await _waiting(seeded)
-    real = DatabaseBindingStore.index_add
     failures = []
 
-    def drops_once(self, *args, **kwargs):
+    def drops_once(self, *args, real, **kwargs):
         if not failures:
             failures.append(1)
             raise StoreUnavailable("binding store unavailable (write)")
-        return real(self, *args, **kwargs)
+        return real(*args, **kwargs) if self is None else real(self, *args, **kwargs)
 
-    monkeypatch.setattr(DatabaseBindingStore, "index_add", drops_once)
+    _between_claim_and_write(monkeypatch, drops_once)
     url = f"/mcp/operations/{op.id}/answer/"
     first = await post_answer(client, url, {"action": "accept", "round": "1"})
     assert failures and first.status_code in (409, 503)
@@ -103,10 +118,10 @@ async def test_a_round_whose_answer_failed_after_the_claim_still_expires(seeded,
     client, op = await _waiting(seeded)
     opened = op.round_expires_at
 
-    def drops(self, *args, **kwargs):
+    def drops(self, *args, real, **kwargs):
         raise StoreUnavailable("binding store unavailable (write)")
 
-    monkeypatch.setattr(DatabaseBindingStore, "index_add", drops)
+    _between_claim_and_write(monkeypatch, drops)
     failed = await post_answer(client, f"/mcp/operations/{op.id}/answer/", {"action": "accept", "round": "1"})
     monkeypatch.undo()
     # the answer failed after the claim (not refused as expired or concurrent) ...
@@ -198,19 +213,18 @@ def test_a_forked_worker_has_an_id_of_its_own():
 
 async def test_the_database_lost_after_the_answers_audit_loses_no_answer(seeded, monkeypatch):
     from django.db import OperationalError
-    from django.db.models import QuerySet
 
     client, op = await _waiting(seeded)
-    real = QuerySet.aupdate
+    real = operations.retries.move  # the row's move to running (operations.rows.move)
     cut = []
 
-    async def drops_once(self, **kwargs):
-        if self.model is Operation and kwargs.get("status") == Operation.Status.RUNNING and not cut:
+    def drops_once(op_id, values, **kwargs):
+        if values.get("status") == Operation.Status.RUNNING and not cut:
             cut.append(1)  # the connection dropped just after the 'submitted' event was written
             raise OperationalError("server closed the connection unexpectedly")
-        return await real(self, **kwargs)
+        return real(op_id, values, **kwargs)
 
-    monkeypatch.setattr(QuerySet, "aupdate", drops_once)
+    monkeypatch.setattr(operations.retries, "move", drops_once)
     url = f"/mcp/operations/{op.id}/answer/"
     first = await post_answer(client, url, {"action": "accept", "round": "1"})
     await operations.wait_idle()
@@ -225,22 +239,21 @@ async def test_an_answer_recorded_as_the_database_stays_away_goes_out_when_it_is
     """Past the answer's own wait the person reads that the answer was recorded and goes out by
     itself (never "nothing was sent"); the worker sends it once the database answers again."""
     from django.db import OperationalError
-    from django.db.models import QuerySet
 
     client, op = await _waiting(seeded)
     monkeypatch.setattr(operations.retries, "ANSWER_DB_WAIT_S", 0.3)
-    real = QuerySet.aupdate
+    real = operations.retries.move  # the row's move to running (operations.rows.move)
     down_until = []
 
-    async def down_for_a_second(self, **kwargs):
-        if self.model is Operation and kwargs.get("status") == Operation.Status.RUNNING:
+    def down_for_a_second(op_id, values, **kwargs):
+        if values.get("status") == Operation.Status.RUNNING:
             if not down_until:
                 down_until.append(time.monotonic() + 1.0)
             if time.monotonic() < down_until[0]:
                 raise OperationalError("server closed the connection unexpectedly")
-        return await real(self, **kwargs)
+        return real(op_id, values, **kwargs)
 
-    monkeypatch.setattr(QuerySet, "aupdate", down_for_a_second)
+    monkeypatch.setattr(operations.retries, "move", down_for_a_second)
     first = await post_answer(client, f"/mcp/operations/{op.id}/answer/", {"action": "accept", "round": "1"})
     body = first.content.decode()
     assert first.status_code == 503 and "answer was recorded" in body and "nothing was sent" not in body.lower()

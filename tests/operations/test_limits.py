@@ -65,3 +65,41 @@ async def test_tenant_caps(seeded, settings):
     settings.MRTRWEB = {"MAX_TENANT_STARTS_PER_MINUTE": 2}
     resp = await alice.post(f"/mcp/servers/{server.pk}/tools/echo/", {"arg-text": "x"})
     assert "organisation started too many operations" in resp.content.decode()
+
+
+def test_the_starts_access_and_counts_are_one_statement_agreeing_with_the_orms(seeded):
+    """Issue 30: the start reads the owner's access and the four counts together
+    (:func:`mrtrweb.operations.starting.access_and_limits_sync`, one statement); its counts are
+    :func:`limits_queryset`'s, and a refused user is refused for the cause :func:`denial` gives."""
+    from django.db import connection
+    from django.db.models import Count, Q
+    from django.test.utils import CaptureQueriesContext
+    from django.utils import timezone
+
+    from mrtrweb.operations import starting
+    from mrtrweb.tenancy import access
+
+    alice, bob, server = seeded["users"]["alice"], seeded["users"]["bob"], seeded["servers"]["acme"]
+    for status, user in (("awaiting_input", alice), ("awaiting_input", seeded["users"]["carol"]),
+                         ("completed", alice), ("awaiting_input", bob)):
+        Operation.objects.create(tenant_id=server.tenant_id if user != bob else seeded["servers"]["globex"].tenant_id,
+                                 user=user, server=server if user != bob else seeded["servers"]["globex"],
+                                 method="tools/call", name="x", params={}, request_id="r", status=status)
+    seen = {}
+    real = starting._refuse_over_limits
+    starting._refuse_over_limits = lambda user, tenant_id, counts: seen.update(counts)
+    try:
+        with CaptureQueriesContext(connection) as ctx:
+            assert starting.access_and_limits_sync(alice, server) == ""
+    finally:
+        starting._refuse_over_limits = real
+    assert len(ctx.captured_queries) == 1
+    since = timezone.now() - timezone.timedelta(minutes=1)
+    mine, ours = Q(user=alice), Q(tenant_id=server.tenant_id)
+    waiting, recent = Q(status="awaiting_input"), Q(created_at__gte=since)
+    expected = starting.limits_queryset(alice.pk, server.tenant_id, since).aggregate(
+        user_pending=Count("pk", filter=mine & waiting), user_starts=Count("pk", filter=mine & recent),
+        tenant_pending=Count("pk", filter=ours & waiting), tenant_starts=Count("pk", filter=ours & recent))
+    assert {k: v or 0 for k, v in seen.items()} == expected and expected["tenant_pending"] == 2
+    assert starting.access_and_limits_sync(bob, server) == access.denial(bob.pk, server.tenant_id, server.pk) \
+        == access.MEMBERSHIP_REMOVED

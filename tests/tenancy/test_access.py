@@ -287,3 +287,55 @@ async def test_an_operation_ended_while_its_answer_is_recorded_sends_nothing(see
     assert (await Operation.objects.aget(pk=op.pk)).status == Operation.Status.DENIED
     assert seeded["mcp"].calls[("deploy", True)] == 0
     await ws.disconnect()
+
+
+def test_access_and_the_server_row_in_one_statement_agree_with_denial(seeded):
+    """:func:`access.denial_and_server` (issue 30: a phase reads the owner's access and the server's
+    row together) gives :func:`access.denial`'s cause in every state, and the server's row as it
+    is now, in one statement."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    alice, bob, server = seeded["users"]["alice"], seeded["users"]["bob"], seeded["servers"]["acme"]
+    other = seeded["servers"]["globex"]
+
+    def both(user_id, tenant_id, server_id):
+        with CaptureQueriesContext(connection) as ctx:
+            cause, row = access.denial_and_server(user_id, tenant_id, server_id)
+        assert cause == access.denial(user_id, tenant_id, server_id)
+        return cause, row, len(ctx.captured_queries)
+
+    McpServer.objects.filter(pk=server.pk).update(name="Renamed just now", auth_secret_digest="")
+    cause, row, statements = both(alice.pk, server.tenant_id, server.pk)
+    assert (cause, statements) == ("", 1)
+    fresh = McpServer.objects.get(pk=server.pk)
+    assert row.name == "Renamed just now" and row.pk == server.pk
+    assert {f.attname: getattr(row, f.attname) for f in McpServer._meta.concrete_fields} == \
+        {f.attname: getattr(fresh, f.attname) for f in McpServer._meta.concrete_fields}
+    assert both(bob.pk, server.tenant_id, server.pk)[0] == access.MEMBERSHIP_REMOVED
+    assert both(alice.pk, server.tenant_id, other.pk)[:2] == (access.SERVER_REMOVED, None)  # another tenant's
+    assert both(alice.pk, server.tenant_id, 10**6)[:2] == (access.SERVER_REMOVED, None)
+    assert both(10**6, server.tenant_id, server.pk)[0] == access.USER_REMOVED
+    McpServer.objects.filter(pk=server.pk).update(enabled=False)
+    cause, row, _ = both(alice.pk, server.tenant_id, server.pk)
+    assert cause == access.SERVER_DISABLED and row.enabled is False
+    type(alice).objects.filter(pk=alice.pk).update(is_active=False)
+    assert both(alice.pk, server.tenant_id, server.pk)[0] == access.USER_INACTIVE
+
+
+async def test_a_final_result_after_access_ended_completes_nothing(seeded):
+    """The completion's row move carries the access check in its own ``WHERE`` (issue 30,
+    :func:`mrtrweb.operations.runtime.mark_ended`): a server disabled behind the signals' back
+    while the call runs leaves the operation denied for that cause, its result not kept, no
+    ``completed`` event."""
+    carol, server = seeded["users"]["carol"], seeded["servers"]["acme"]
+    assert access.allowed_condition("default") is not None  # the one-statement path, not the check first
+    op = await operations.start_operation(user=carol, server=server, method="tools/call", name="long_task",
+                                          params={"name": "long_task", "arguments": {"seconds": 1}})
+    await asyncio.sleep(0.3)
+    await McpServer.objects.filter(pk=server.pk).aupdate(enabled=False)  # no signal: only the checks see it
+    await operations.wait_idle()
+    op = await Operation.objects.aget(pk=op.pk)
+    assert op.status == Operation.Status.DENIED and op.result is None
+    await denied_in_audit(op, access.SERVER_DISABLED)
+    assert not await AuditEvent.objects.filter(operation_id=op.id, event="completed").aexists()

@@ -1,0 +1,299 @@
+"""The SQL of the database binding store (:mod:`.database`), each statement built once per database
+and shape: reads of a live row (``select_live``, ``select_bound``: an index entry joined to its
+record), ``DELETE ... RETURNING`` (``delete_live``), the one-statement upsert (``upsert``), the
+database clock (``lifetime``), and what a failed statement leaves of the connection
+(``drop_broken_connection``, ``broke_connection``). Every row's ``expires_at`` is written and
+compared by the database's clock (see :mod:`.database`).
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from django.db import IntegrityError, connections, router, transaction
+from django.db.models import DateTimeField, ExpressionWrapper
+from django.db.models.functions import Now
+
+#: database vendors whose ``INSERT ... ON CONFLICT ... DO UPDATE ... WHERE ... RETURNING`` (and
+#: ``DELETE ... RETURNING``) the store uses (SQLite >= 3.35); others take the portable path
+UPSERT_VENDORS = frozenset({"postgresql", "sqlite"})
+
+
+def lifetime(ttl_s: float) -> ExpressionWrapper:
+    """``expires_at`` ``ttl_s`` seconds (at least 1) from now by the **database's** clock: an
+    expression for :func:`upsert` values, ``create`` and ``update``."""
+    return ExpressionWrapper(Now() + datetime.timedelta(seconds=max(1.0, float(ttl_s))), output_field=DateTimeField())
+
+
+def _sql(model, conn, expression) -> tuple[str, list[Any]]:
+    """``expression`` (``Now()``, :func:`lifetime`) compiled for ``conn`` inside raw SQL."""
+    query = model.objects.all().query
+    sql, params = query.get_compiler(connection=conn).compile(expression.resolve_expression(query))
+    return sql, list(params)
+
+
+def drop_broken_connection(model) -> None:
+    """Close the model's database connection when a failure left it unusable (outside a
+    transaction only), so the next statement reconnects instead of failing on a dead socket."""
+    conn = connections[router.db_for_write(model)]
+    if conn.in_atomic_block:
+        return
+    try:
+        conn.close_if_unusable_or_obsolete()
+    except Exception:  # noqa: BLE001 -- closing a dead connection may itself fail; it is dropped anyway
+        pass
+
+
+def broke_connection(model) -> bool:
+    """Whether the model's connection, after a failed statement, is one the database broke (it
+    no longer answers ``is_usable``), outside any transaction: the statement may then be made once
+    more on a new connection (:func:`drop_broken_connection` first). False inside a transaction
+    (its earlier statements went with the connection) and after an error the database answered
+    (a constraint, a syntax error: the connection works, a retry would fail the same way)."""
+    conn = connections[router.db_for_write(model)]
+    if conn.in_atomic_block or conn.connection is None:
+        return False
+    try:
+        return not conn.is_usable()
+    except Exception:  # noqa: BLE001 -- a check that fails says the same
+        return True
+
+
+_SELECTS: dict[tuple[Any, str, tuple[str, ...], str], str] = {}
+
+
+def select_live(model, column: str, where: dict[str, Any]) -> Any:
+    """``column`` of the live row of ``model`` (``expires_at`` later than the database's now) matching ``where``
+    (field name -> value), or None: one SELECT whose SQL is built once per model, column, fields
+    and database (the ORM compiled it on every call for more time than the query took). Values
+    go through their fields' ``get_db_prep_value``; the row is read on the model's write database
+    (the store reads its own writes). Sync.
+
+    Raises:
+        django.db.DatabaseError: the database failed (the store maps it to StoreUnavailable).
+    """
+    alias = router.db_for_write(model)
+    conn = connections[alias]
+    names = tuple(where)
+    key = (model, column, names, alias)
+    sql = _SELECTS.get(key)
+    if sql is None:
+        qn, meta = conn.ops.quote_name, model._meta
+        now_sql, _ = _sql(model, conn, Now())  # the database's clock (no parameters)
+        conditions = [f"{qn(meta.get_field(n).column)} = %s" for n in names] + [
+            f"{qn(meta.get_field('expires_at').column)} > {now_sql}"]
+        sql = _SELECTS.setdefault(key, f"SELECT {qn(meta.get_field(column).column)} FROM {qn(meta.db_table)} "
+                                       f"WHERE {' AND '.join(conditions)} LIMIT 1")
+    meta = model._meta
+    params = [meta.get_field(n).get_db_prep_value(where[n], conn) for n in names]
+    with conn.cursor() as cur:
+        cur.execute(sql, params)
+        found = cur.fetchone()
+    return None if found is None else meta.get_field(column).to_python(found[0])
+
+
+_BOUND: dict[str, str] = {}
+
+
+def select_bound(tenant: str, key_digest: str) -> tuple[str, str] | None:
+    """(operation id, sealed record) of the live index entry ``(tenant, key_digest)`` and its live
+    record, or None: one SELECT (a join), built once per database. Sync.
+
+    Raises:
+        django.db.DatabaseError: the database failed (the store maps it to StoreUnavailable).
+    """
+    from ..models import BindingIndexEntry, LiveBinding
+
+    alias = router.db_for_write(LiveBinding)
+    conn = connections[alias]
+    sql = _BOUND.get(alias)
+    if sql is None:
+        qn = conn.ops.quote_name
+        ix, lb = BindingIndexEntry._meta, LiveBinding._meta
+        now_sql, _ = _sql(LiveBinding, conn, Now())
+
+        def c(meta, name: str) -> str:
+            return qn(meta.get_field(name).column)
+
+        sql = _BOUND.setdefault(alias, (
+            f"SELECT ix.{c(ix, 'operation_id')}, lb.{c(lb, 'record')} FROM {qn(ix.db_table)} ix "
+            f"JOIN {qn(lb.db_table)} lb ON lb.{c(lb, 'tenant')} = ix.{c(ix, 'tenant')} "
+            f"AND lb.{c(lb, 'operation_id')} = ix.{c(ix, 'operation_id')} "
+            f"WHERE ix.{c(ix, 'tenant')} = %s AND ix.{c(ix, 'key_digest')} = %s "
+            f"AND ix.{c(ix, 'expires_at')} > {now_sql} AND lb.{c(lb, 'expires_at')} > {now_sql} LIMIT 1"))
+    with conn.cursor() as cur:
+        cur.execute(sql, [tenant, key_digest])
+        found = cur.fetchone()
+    return None if found is None else (found[0], found[1])
+
+
+NO_RETURNING = object()
+_DELETES: dict[tuple[Any, str, tuple[str, ...], str], str] = {}
+
+
+def delete_live(model, column: str, where: dict[str, Any]) -> Any:
+    """Delete the rows of ``model`` matching ``where`` and return ``column`` of the one that was
+    live (``expires_at`` later than the database's now), or None: one ``DELETE ... RETURNING``
+    (PostgreSQL, SQLite), SQL built once per model, column, fields and database;
+    :data:`NO_RETURNING` on another database (nothing done). Sync.
+
+    Raises:
+        django.db.DatabaseError: the database failed (the store maps it to StoreUnavailable).
+    """
+    alias = router.db_for_write(model)
+    conn = connections[alias]
+    if conn.vendor not in UPSERT_VENDORS:
+        return NO_RETURNING
+    names = tuple(where)
+    key = (model, column, names, alias)
+    sql = _DELETES.get(key)
+    meta = model._meta
+    if sql is None:
+        qn = conn.ops.quote_name
+        now_sql, _ = _sql(model, conn, Now())
+        conditions = " AND ".join(f"{qn(meta.get_field(n).column)} = %s" for n in names)
+        sql = _DELETES.setdefault(key, f"DELETE FROM {qn(meta.db_table)} WHERE {conditions} RETURNING "
+                                       f"{qn(meta.get_field(column).column)}, "
+                                       f"{qn(meta.get_field('expires_at').column)} > {now_sql}")
+    params = [meta.get_field(n).get_db_prep_value(where[n], conn) for n in names]
+    with conn.cursor() as cur:
+        cur.execute(sql, params)
+        found = [row for row in cur.fetchall() if row[1]]
+    return None if not found else meta.get_field(column).to_python(found[0][0])
+
+
+def upsert(model, unique: dict[str, Any], values: dict[str, Any], *, only_over_expired: bool) -> bool:
+    """Insert the row of ``model`` named by ``unique`` (its unique constraint's fields) with
+    ``values``; when such a row exists, overwrite it with ``values`` -- always, or with
+    ``only_over_expired`` only when its ``expires_at`` has passed by the database's clock (a live
+    row then stays as it is). A value may be an expression without columns (:func:`lifetime`).
+    Returns whether this call wrote the row: with ``only_over_expired``, True for exactly one of
+    any number of concurrent callers while the row lives. Sync; one statement on PostgreSQL and
+    SQLite (``INSERT ... ON CONFLICT DO UPDATE [WHERE] RETURNING``), no transaction.
+
+    Raises:
+        django.db.DatabaseError: the database failed (the store maps it to StoreUnavailable).
+    """
+    alias = router.db_for_write(model)
+    conn = connections[alias]
+    if conn.vendor not in UPSERT_VENDORS:
+        return _upsert_portable(model, alias, unique, values, only_over_expired)
+    sql, params = upsert_sql(model, conn, unique, values, only_over_expired=only_over_expired)
+    with conn.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchone() is not None
+
+
+def upsert_sql(model, conn, unique: dict[str, Any], values: dict[str, Any], *, only_over_expired: bool,
+               when: str = "") -> tuple[str, list[Any]]:
+    """The SQL and parameters of :func:`upsert`'s statement (``... RETURNING`` the primary key).
+    ``when``: a condition (no parameters) the row is written under at all (``INSERT ... SELECT
+    ... WHERE``; PostgreSQL: a step of :func:`chained`)."""
+    meta, q = model._meta, conn.ops.quote_name
+    columns = {**unique, **values}
+    fields = [meta.get_field(name) for name in columns]
+    placeholders, params = [], []
+    for f, v in zip(fields, columns.values()):
+        if hasattr(v, "resolve_expression"):
+            part, part_params = _sql(model, conn, v)
+            placeholders.append(part)
+            params.extend(part_params)
+        else:
+            placeholders.append("%s")
+            params.append(f.get_db_prep_save(v, conn))
+    table = q(meta.db_table)
+    source = f"SELECT {', '.join(placeholders)} WHERE {when}" if when else f"VALUES ({', '.join(placeholders)})"
+    sql = (f"INSERT INTO {table} ({', '.join(q(f.column) for f in fields)}) {source} "
+           f"ON CONFLICT ({', '.join(q(meta.get_field(n).column) for n in unique)}) DO UPDATE SET "
+           + ", ".join(f"{q(meta.get_field(n).column)} = excluded.{q(meta.get_field(n).column)}" for n in values))
+    if only_over_expired:
+        now_sql, now_params = _sql(model, conn, Now())
+        sql += f" WHERE {table}.{q(meta.get_field('expires_at').column)} <= {now_sql}"
+        params.extend(now_params)
+    return sql + f" RETURNING {q(meta.pk.column)}", params
+
+
+def delete_sql(model, conn, where: dict[str, Any], *, when: str = "") -> tuple[str, list[Any]]:
+    """``DELETE`` of the rows of ``model`` matching ``where`` (under ``when``, see :func:`upsert_sql`)."""
+    meta, q = model._meta, conn.ops.quote_name
+    conditions = [f"{q(meta.get_field(n).column)} = %s" for n in where] + ([when] if when else [])
+    return (f"DELETE FROM {q(meta.db_table)} WHERE {' AND '.join(conditions)} RETURNING {q(meta.pk.column)}",
+            [meta.get_field(n).get_db_prep_value(v, conn) for n, v in where.items()])
+
+
+_PLAIN_DELETES: dict[tuple[Any, tuple[str, ...], str], str] = {}
+
+
+def delete_rows(model, where: dict[str, Any]) -> int:
+    """Delete the rows of ``model`` matching ``where``: one DELETE whose SQL is built once per
+    model, fields and database (no transaction, no signals: these tables have none). Returns the
+    rows deleted. Sync.
+
+    Raises:
+        django.db.DatabaseError: the database failed.
+    """
+    alias = router.db_for_write(model)
+    conn = connections[alias]
+    meta, names = model._meta, tuple(where)
+    key = (model, names, alias)
+    sql = _PLAIN_DELETES.get(key)
+    if sql is None:
+        qn = conn.ops.quote_name
+        sql = _PLAIN_DELETES.setdefault(key, f"DELETE FROM {qn(meta.db_table)} WHERE "
+                                        + " AND ".join(f"{qn(meta.get_field(n).column)} = %s" for n in names))
+    with conn.cursor() as cur:
+        cur.execute(sql, [meta.get_field(n).get_db_prep_value(where[n], conn) for n in names])
+        return cur.rowcount
+
+
+#: SQLSTATE division_by_zero: how :func:`chained` makes its statement fail on purpose
+_UNDONE = "22012"
+
+
+def chained(conn, steps: list[tuple[str, str, list[Any]]], report: list[str],
+            undo_unless: tuple[str, str] | None = None) -> list[bool] | None:
+    """Several writes as ONE statement (PostgreSQL: data-modifying ``WITH`` steps, atomic as any
+    statement, no ``BEGIN``/``COMMIT`` round trips). ``steps``: (name, SQL with ``RETURNING``,
+    parameters); a step's SQL may name earlier steps in its condition (``EXISTS (SELECT 1 FROM
+    name)``). Returns, for each name of ``report``, whether its step wrote a row; None when the
+    statement was undone: ``undo_unless`` = (a, b) makes it fail -- nothing written -- when step a
+    wrote and step b did not.
+
+    Raises:
+        django.db.DatabaseError: the database failed (nothing written).
+    """
+    from django.db import DataError
+
+    sql = "WITH " + ", ".join(f"{name} AS ({step})" for name, step, _ in steps) + " SELECT " + ", ".join(
+        f"EXISTS (SELECT 1 FROM {name})" for name in report)
+    if undo_unless:
+        a, b = undo_unless
+        sql += (f", CASE WHEN EXISTS (SELECT 1 FROM {a}) AND NOT EXISTS (SELECT 1 FROM {b}) "
+                f"THEN 1 / (SELECT count(*)::int FROM {b}) END")
+    params = [p for _, _, step_params in steps for p in step_params]
+    try:
+        with conn.cursor() as cur:
+            cur.execute(sql, params)
+            found = cur.fetchone()
+    except DataError as exc:
+        if getattr(exc.__cause__, "sqlstate", None) == _UNDONE:
+            return None
+        raise
+    return [bool(v) for v in found[:len(report)]]
+
+
+def _upsert_portable(model, alias: str, unique: dict[str, Any], values: dict[str, Any],
+                     only_over_expired: bool) -> bool:
+    """:func:`upsert` for other databases, in one transaction: delete the row in the way (an
+    expired one only, with ``only_over_expired``), then insert; the unique constraint decides
+    between concurrent callers (the loser's ``IntegrityError`` is False, never an error)."""
+    rows = model.objects.using(alias)
+    try:
+        with transaction.atomic(using=alias):
+            in_the_way = rows.filter(**unique)
+            (in_the_way.filter(expires_at__lte=Now()) if only_over_expired else in_the_way).delete()
+            rows.create(**unique, **values)
+        return True
+    except IntegrityError:
+        return False

@@ -1,0 +1,87 @@
+"""The operation row's writes on the round path (issue 30: no ORM query compiled per round): its
+insert (:func:`insert_operation`) and its conditional moves (:func:`move`), each statement's SQL
+built once per database and shape, the values prepared by the fields themselves as the ORM
+prepares them. Pages, admin and everything off the round path keep the ORM.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Any
+
+from django.db import connections, router
+from django.db.models.signals import post_save, pre_save
+
+from ..models import Operation
+
+_INSERTS: dict[str, str] = {}
+_MOVES: dict[tuple[Any, ...], str] = {}
+
+
+def insert_operation(**values: Any) -> Operation:
+    """``Operation.objects.create(**values)`` as one INSERT whose SQL is built once per database:
+    the defaults and ``auto_now_add`` filled in by the fields (``pre_save``), ``pre_save`` /
+    ``post_save`` sent as ``create`` sends them. Sync.
+
+    Raises:
+        django.db.DatabaseError: the database failed (nothing written).
+    """
+    op = Operation(**values)
+    alias = router.db_for_write(Operation)
+    conn = connections[alias]
+    meta = Operation._meta
+    fields = meta.concrete_fields  # (its primary key is a UUID made here: nothing for the database to fill in)
+    sql = _INSERTS.get(alias)
+    if sql is None:
+        qn = conn.ops.quote_name
+        sql = _INSERTS.setdefault(alias, f"INSERT INTO {qn(meta.db_table)} ({', '.join(qn(f.column) for f in fields)}) "
+                                         f"VALUES ({', '.join(['%s'] * len(fields))})")
+    pre_save.send(sender=Operation, instance=op, raw=False, using=alias, update_fields=None)
+    params = [f.get_db_prep_save(f.pre_save(op, True), conn) for f in fields]
+    with conn.cursor() as cur:
+        cur.execute(sql, params)
+    op._state.adding, op._state.db = False, alias
+    post_save.send(sender=Operation, instance=op, created=True, update_fields=None, raw=False, using=alias)
+    return op
+
+
+def move(op_id: Any, values: dict[str, Any], *, status_in: Collection[str] = (),
+         status_not_in: Collection[str] = ()) -> int:
+    """``Operation.objects.filter(pk=op_id, status__in=status_in).exclude(status__in=status_not_in)
+    .update(**values)`` as one UPDATE whose SQL is built once per database and shape (the fields
+    written, which condition, how many statuses). Returns the rows written. Sync.
+
+    Raises:
+        django.db.DatabaseError: the database failed (nothing written).
+    """
+    alias = router.db_for_write(Operation)
+    conn = connections[alias]
+    meta = Operation._meta
+    names = tuple(values)
+    kind, statuses = ("in", tuple(status_in)) if status_in else ("not in", tuple(status_not_in))
+    # a value may be an expression without columns (the database's clock, expiry.expires_at):
+    # compiled alone, its SQL in place of the placeholder
+    parts: dict[str, tuple[str, list[Any]]] = {}
+    for name in names:
+        if hasattr(values[name], "resolve_expression"):
+            query = Operation.objects.all().query
+            sql_part, part_params = query.get_compiler(connection=conn).compile(
+                values[name].resolve_expression(query))
+            parts[name] = (sql_part, list(part_params))
+    key = (alias, names, kind, len(statuses), tuple((n, parts[n][0]) for n in names if n in parts))
+    sql = _MOVES.get(key)
+    if sql is None:
+        qn = conn.ops.quote_name
+        condition = (f" AND {qn(meta.get_field('status').column)} {kind.upper()} ({', '.join(['%s'] * len(statuses))})"
+                     if statuses else "")
+        sql = _MOVES.setdefault(key, f"UPDATE {qn(meta.db_table)} SET "
+                                     + ", ".join(f"{qn(meta.get_field(n).column)} = {parts[n][0] if n in parts else '%s'}"
+                                                 for n in names)
+                                     + f" WHERE {qn(meta.pk.column)} = %s" + condition)
+    params: list[Any] = []
+    for name in names:
+        params += parts[name][1] if name in parts else [meta.get_field(name).get_db_prep_save(values[name], conn)]
+    params += [meta.pk.get_db_prep_value(op_id, conn), *statuses]
+    with conn.cursor() as cur:
+        cur.execute(sql, params)
+        return cur.rowcount

@@ -1,0 +1,136 @@
+"""Counting what reaches PostgreSQL (issue 30, item 6): a loopback TCP proxy in front of the
+server that reads the frontend protocol of every connection made through it and records each
+query message -- ``Query`` (simple protocol: one round trip, maybe several statements separated by
+``;``) and ``Execute`` (extended protocol, its text from the ``Parse`` before it) -- whatever sent
+it: Django's cursors, psycopg's own ``BEGIN`` / ``COMMIT`` / ``ROLLBACK`` and connection set-up,
+or any other code holding a connection. Nothing is changed on the way (bytes pass as they came),
+and no setting of the server is needed (``pg_stat_statements`` is not preloaded on the test
+machine and ``log_statement`` writes to a log nobody here can read).
+
+Usage (tests/operations/test_round_cost.py)::
+
+    with WireCounter(host, port) as wire:     # listens on 127.0.0.1:<wire.port>
+        ...point new connections at wire.port (sslmode disable)...
+        wire.reset(); ...work...; wire.statements   # [text of each message, in order]
+
+Only plain-text connections are read (``sslmode=disable``: the proxy answers nothing itself and
+cannot read TLS; an ``SSLRequest`` is passed on and its answer counted as nothing).
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+
+#: request codes of a startup-phase message without a type byte (SSL / GSS encryption, cancel)
+_SSL_REQUEST, _GSS_REQUEST, _CANCEL_REQUEST = 80877103, 80877104, 80877102
+
+
+class WireCounter:
+    """A counting TCP proxy to ``host:port`` (see the module docstring). Thread-safe."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.upstream = (host, port)
+        self._lock = threading.Lock()
+        self._statements: list[str] = []
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        self._closed = False
+        self._sockets: list[socket.socket] = []
+
+    # ------------------------------------------------------------------ what was counted
+    @property
+    def statements(self) -> list[str]:
+        """The query messages sent since the last :meth:`reset` (their text, in arrival order)."""
+        with self._lock:
+            return list(self._statements)
+
+    def reset(self) -> None:
+        with self._lock:
+            self._statements.clear()
+
+    def _note(self, text: str) -> None:
+        with self._lock:
+            self._statements.append(text)
+
+    # ------------------------------------------------------------------ the proxy
+    def __enter__(self) -> WireCounter:
+        threading.Thread(target=self._accept, name="pgwire-accept", daemon=True).start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._closed = True
+        self._listener.close()
+        for sock in list(self._sockets):
+            try:
+                sock.close()
+            except OSError:
+                pass
+
+    def _accept(self) -> None:
+        while not self._closed:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(self.upstream)
+            self._sockets += [client, server]
+            threading.Thread(target=self._pump_frontend, args=(client, server), daemon=True).start()
+            threading.Thread(target=self._pump, args=(server, client), daemon=True).start()
+
+    @staticmethod
+    def _pump(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (src, dst):
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def _pump_frontend(self, src: socket.socket, dst: socket.socket) -> None:
+        """Forward the client's bytes, reading its messages as they pass."""
+        buf = b""
+        startup = True  # messages of the startup phase carry no type byte
+        parsed = ""  # the text of the last Parse (the statement an Execute runs)
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+                buf += data
+                while True:
+                    if startup:
+                        if len(buf) < 8:
+                            break
+                        (length,) = struct.unpack("!I", buf[:4])
+                        if len(buf) < length:
+                            break
+                        (code,) = struct.unpack("!I", buf[4:8])
+                        buf = buf[length:]
+                        startup = code in (_SSL_REQUEST, _GSS_REQUEST)  # a real startup message follows
+                        continue
+                    if len(buf) < 5:
+                        break
+                    kind = buf[:1]
+                    (length,) = struct.unpack("!I", buf[1:5])
+                    if len(buf) < 1 + length:
+                        break
+                    body, buf = buf[5:1 + length], buf[1 + length:]
+                    if kind == b"Q":
+                        self._note(body.rstrip(b"\0").decode("utf-8", "replace"))
+                    elif kind == b"P":  # name\0 query\0 ...
+                        parsed = body.split(b"\0", 2)[1].decode("utf-8", "replace")
+                    elif kind == b"E":
+                        self._note(parsed)
+        except OSError:
+            pass
+        finally:
+            for sock in (src, dst):
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
