@@ -1,0 +1,1 @@
+"""mrtrweb.apps: MCP Apps hosted safely (issue 31)."""
