@@ -159,6 +159,14 @@ Meanings are reStructuredText-lite: ``literal`` is the only markup.
     collections of the younger generation): fewer, cheaper young collections and rare full ones
     (measured in mrtrweb.runtime.gcpolicy and docs/benchmarks NOTES); ``None`` keeps Python's
     ``(700, 10, 10)``; ``MRTRWEB_GC_THRESHOLDS="20000 4 100"``
+``APPS_SANDBOX_ORIGIN``
+    the origin MCP Apps run on (issue 31, docs/apps.md), e.g. ``"https://apps-sandbox.example.com"``:
+    the sandbox proxy page is served only to requests addressed to it, and only framed by this
+    site. Its host name must differ from every host of the site (cookies ignore ports, so a second
+    port of the same host is not enough): a value that is not a bare ``http(s)`` origin, or whose
+    host is one of ``CSRF_TRUSTED_ORIGINS``' hosts, stops start-up (``mrtrweb.E060``). ``None``
+    (the default): no app is rendered anywhere; tools with an app show their result as text.
+    ``MRTRWEB_APPS_SANDBOX_ORIGIN``
 ``SAMPLING_PROVIDER``
     dotted path of the object or callable ``provide(request_params, *, user, operation, form_data)
     -> dict`` that answers an approved ``sampling/createMessage`` (a ``CreateMessageResult``;
@@ -220,6 +228,7 @@ DEFAULTS: dict[str, Any] = {
     "TENANT_SYNC_S": 60,
     "OUTCOME_HOLD_S": 60,
     "MAX_HELD_OUTCOMES": 1000,
+    "APPS_SANDBOX_ORIGIN": None,
 }
 
 _NUMERIC = {"TTL_S", "MAX_TTL_S", "MAX_STATE_BYTES", "MAX_ROUNDS", "STATE_ONLY_BACKOFF_S",

@@ -15,12 +15,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
+from ..mcp.connection import APPS_EXTENSION, APPS_MIME_TYPE
+
 __all__ = ["CAPABILITY", "EXTENSION", "MIME_TYPE", "app_only", "resource_uri", "visibility"]
 
 #: the extension's identifier in ``capabilities.extensions``
-EXTENSION: Final = "io.modelcontextprotocol/ui"
+EXTENSION: Final = APPS_EXTENSION
 #: the mime type of an app's HTML resource
-MIME_TYPE: Final = "text/html;profile=mcp-app"
+MIME_TYPE: Final = APPS_MIME_TYPE
 #: the settings the client declares under :data:`EXTENSION`
 CAPABILITY: Final = {"mimeTypes": [MIME_TYPE]}
 _DEFAULT_VISIBILITY: Final = ("model", "app")

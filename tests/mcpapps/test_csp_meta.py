@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from mrtrweb.apps import csp, meta
+from mrtrweb.mcpapps import csp, meta
 
 DEFAULT = ("default-src 'none'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
            "img-src 'self' data:; media-src 'self' data:; font-src 'self'; connect-src 'none'; "

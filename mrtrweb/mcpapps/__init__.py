@@ -7,9 +7,12 @@ Owns:
   declares, a tool's ``resourceUri`` and ``visibility`` (app-only tools are not a person's calls);
 * :mod:`.csp` -- the inner document's Content-Security-Policy built from ``_meta.ui.csp`` (refusing
   ``*``, schemes other than https/wss, private addresses) and the permissions granted;
-* :mod:`.sandbox` -- the sandbox origin (``MRTRWEB["APPS_SANDBOX_ORIGIN"]``) and the sandbox proxy
-  page served on it (Django views).
+* :mod:`.sandbox` -- the sandbox origin (``MRTRWEB["APPS_SANDBOX_ORIGIN"]``): its check and
+  whether a request is addressed to it (the sandbox proxy page itself is a view,
+  :mod:`mrtrweb.views.apps`).
 
-May import: the standard library, Django, :mod:`mrtrweb.conf`, :mod:`mrtrweb.mcp` (framework-free
-parts). Never imports views, operations or the gate's internals; the catalog and views import it.
+Named ``mcpapps`` because ``mrtrweb.apps`` is the Django app configuration.
+
+May import: the standard library, :mod:`mrtrweb.conf` and :mod:`mrtrweb.mcp` (the extension's names). Never imports models, views, operations or
+the gate; the catalog, the servers' connections and the views import it.
 """

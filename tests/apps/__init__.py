@@ -1,1 +1,0 @@
-"""mrtrweb.apps: MCP Apps hosted safely (issue 31)."""
