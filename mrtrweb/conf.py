@@ -160,13 +160,7 @@ Meanings are reStructuredText-lite: ``literal`` is the only markup.
     (measured in mrtrweb.runtime.gcpolicy and docs/benchmarks NOTES); ``None`` keeps Python's
     ``(700, 10, 10)``; ``MRTRWEB_GC_THRESHOLDS="20000 4 100"``
 ``APPS_SANDBOX_ORIGIN``
-    the origin MCP Apps run on (issue 31, docs/apps.md), e.g. ``"https://apps-sandbox.example.com"``:
-    the sandbox proxy page is served only to requests addressed to it, and only framed by this
-    site. Its host name must differ from every host of the site (cookies ignore ports, so a second
-    port of the same host is not enough): a value that is not a bare ``http(s)`` origin, or whose
-    host is one of ``CSRF_TRUSTED_ORIGINS``' hosts, stops start-up (``mrtrweb.E060``). ``None``
-    (the default): no app is rendered anywhere; tools with an app show their result as text.
-    ``MRTRWEB_APPS_SANDBOX_ORIGIN``
+    the origin MCP Apps run on (docs/apps.md; e.g. ``"https://apps.example.com"``), not the site's host name (``mrtrweb.E060``)
 ``SAMPLING_PROVIDER``
     dotted path of the object or callable ``provide(request_params, *, user, operation, form_data)
     -> dict`` that answers an approved ``sampling/createMessage`` (a ``CreateMessageResult``;
@@ -226,17 +220,14 @@ DEFAULTS: dict[str, Any] = {
     "GC_THRESHOLDS": (20_000, 4, 100),
     "TENANT_RESOLVER": None,
     "TENANT_SYNC_S": 60,
-    "OUTCOME_HOLD_S": 60,
-    "MAX_HELD_OUTCOMES": 1000,
-    "APPS_SANDBOX_ORIGIN": None,
+    "OUTCOME_HOLD_S": 60, "MAX_HELD_OUTCOMES": 1000, "APPS_SANDBOX_ORIGIN": None,
 }
 
-_NUMERIC = {"TTL_S", "MAX_TTL_S", "MAX_STATE_BYTES", "MAX_ROUNDS", "STATE_ONLY_BACKOFF_S",
-            "STATE_ONLY_BACKOFF_CAP_S", "CALL_TIMEOUT_S", "CONNECTION_IDLE_S", "MAX_PENDING_ROUNDS",
-            "MAX_STARTS_PER_MINUTE", "HEARTBEAT_S", "DRAIN_GRACE_S", "MAX_TENANT_PENDING_ROUNDS", "MAX_TENANT_STARTS_PER_MINUTE",
-            "LEGACY_HOLD_S", "TASK_POLL_MIN_S", "TASK_POLL_MAX_S", "MAX_STORED_RESULT_BYTES", "MAX_SHOWN_CHARS", "MAX_PUSH_BYTES", "AUDIT_WAIT_S",
-            "OAUTH_PENDING_TTL_S", "OAUTH_REFRESH_MARGIN_S", "OUTBOUND_TIMEOUT_S", "OUTBOUND_MAX_BYTES", "TENANT_SYNC_S",
-            "OUTCOME_HOLD_S", "MAX_HELD_OUTCOMES", "SERVER_TESTS_PER_MINUTE"}
+_NUMERIC = {"TTL_S", "MAX_TTL_S", "MAX_STATE_BYTES", "MAX_ROUNDS", "STATE_ONLY_BACKOFF_S", "STATE_ONLY_BACKOFF_CAP_S", "CALL_TIMEOUT_S",
+            "CONNECTION_IDLE_S", "MAX_PENDING_ROUNDS", "MAX_STARTS_PER_MINUTE", "HEARTBEAT_S", "DRAIN_GRACE_S", "MAX_TENANT_PENDING_ROUNDS",
+            "MAX_TENANT_STARTS_PER_MINUTE", "LEGACY_HOLD_S", "TASK_POLL_MIN_S", "TASK_POLL_MAX_S", "MAX_STORED_RESULT_BYTES", "MAX_SHOWN_CHARS",
+            "MAX_PUSH_BYTES", "AUDIT_WAIT_S", "OAUTH_PENDING_TTL_S", "OAUTH_REFRESH_MARGIN_S", "OUTBOUND_TIMEOUT_S", "OUTBOUND_MAX_BYTES",
+            "TENANT_SYNC_S", "OUTCOME_HOLD_S", "MAX_HELD_OUTCOMES", "SERVER_TESTS_PER_MINUTE"}
 
 
 def get(key: str) -> Any:

@@ -414,6 +414,8 @@ TEMPLATES = Path(__file__).resolve().parents[2] / "mrtrweb" / "templates" / "mrt
 #: rendered form parts whose server text is escaped in the form) or must stay raw (hidden inputs
 #: resubmitted, the URL-mode href, a percent-encoded query)
 PRODUCT_EXPRESSIONS = {
+    # issue 31: the sandbox proxy's URL (the configured sandbox origin, a path, a signed site origin)
+    "app_proxy_url",
     "op.id", "csrf_token", "task_required_message", "round.number", "n", "total", "op.status", "op.method", "method",
     "op.get_status_display", "item.view.kind", "item.kind", "block.kind", "review.token", "name", "value",
     "field.auto_id", "field.label_tag", "field", "field.help_text", "field.errors",
