@@ -162,7 +162,8 @@ async def app_document(request: HttpRequest, op_id: Any) -> HttpResponse:
                     "; ".join(f"{name}: {why}" for name, _, why in policy.refused[:5]))
     allow = app_csp.allow_attribute(ui.get("permissions"), allowed=())
     token = secrets.token_urlsafe(32)
-    await sync_to_async(_cache().set)(_CACHE_PREFIX + token, {"html": html, "csp": policy.header}, DOCUMENT_TTL_S)
+    await sync_to_async(_cache().set)(_CACHE_PREFIX + token, {"html": html, "csp": policy.header,
+                                                                        "site": site_origin(request)}, DOCUMENT_TTL_S)
     digest = "sha256:" + hashlib.sha256(html.encode("utf-8", "surrogatepass")).hexdigest()
     return JsonResponse({"status": "ready", "document": reverse("mrtrweb:app-sandbox-document", args=[token]),
                          "domains": list(policy.outside_domains), "refused": len(policy.refused), "allow": allow,
@@ -217,5 +218,6 @@ def sandbox_document(request: HttpRequest, token: str) -> HttpResponse:
     if not isinstance(held, dict):
         raise Http404("No such document")
     response = HttpResponse(held["html"], content_type="text/html; charset=utf-8")
-    response["Content-Security-Policy"] = held["csp"] + f"; frame-ancestors {sandbox_origin()}"
+    # frame-ancestors names every ancestor: the proxy (this origin) and the site's page above it
+    response["Content-Security-Policy"] = held["csp"] + f"; frame-ancestors {sandbox_origin()} {held['site']}"
     return _exempt(response)
