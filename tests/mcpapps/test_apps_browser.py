@@ -27,7 +27,10 @@ BASIC = "@modelcontextprotocol/server-basic-vanillajs@2.0.3"
 RECORDER = """
 window.__seen = [];
 window.addEventListener("message", (e) => {
-  try { window.__seen.push(JSON.stringify(e.data)); } catch (err) { window.__seen.push(String(e.data)); }
+  let text;
+  try { text = JSON.stringify(e.data); } catch (err) { text = String(e.data); }
+  window.__seen.push(text);
+  if (window.__record) window.__record(text);
 }, true);
 """
 
@@ -83,6 +86,8 @@ def test_get_time_app_renders_in_the_sandbox_and_nothing_leaks(signed_in, basic_
 
     page = signed_in("Basic app", basic_app_server, apps_enabled=True)
     context = page.context
+    recorded = []  # (frame url, message) of every message any frame received, also after a frame is gone
+    context.expose_binding("__record", lambda source, text: recorded.append((source["frame"].url, text)))
     context.add_init_script(RECORDER)
     sandbox_requests, documents = [], []
     context.on("request", lambda r: sandbox_requests.append(r) if r.url.startswith(sandboxed) else None)
@@ -139,10 +144,32 @@ def test_get_time_app_renders_in_the_sandbox_and_nothing_leaks(signed_in, basic_
         assert not any(s in message for s in secrets_), message
         assert "requestState" not in message and "csrfmiddlewaretoken" not in message
 
+    # the app's own call (its "Get Server Time" button: tools/call to the host) is refused with a
+    # JSON-RPC error for now (issue 31 item 4): nothing reaches the server, no operation is made
+    calls_before = Operation.objects.filter(method="tools/call").count()
+    app.locator("#get-time-btn").click()
+    for _ in range(100):
+        seen = proxy.evaluate("window.__seen")
+        replies = [json.loads(m) for m in seen if m.startswith("{") and '"error"' in m]
+        if replies:
+            break
+        page.wait_for_timeout(50)
+    requests_ = {json.loads(m)["id"]: json.loads(m) for m in seen
+                 if m.startswith("{") and json.loads(m).get("method") == "tools/call"}
+    assert requests_, "the app sent no tools/call"
+    refused = [r for r in replies if r.get("id") in requests_]
+    assert refused and refused[0]["error"]["code"] == -32601
+    assert Operation.objects.filter(method="tools/call").count() == calls_before
+    expect(app.locator("#server-time")).to_have_text("[ERROR]")  # the app was told: refused
+
     # Close: resource-teardown first, then the frame is gone
     page.get_by_role("button", name="Close the app").click()
     expect(box.locator(".app-status")).to_have_text("The app was closed.")
     expect(outer).to_have_count(0)
+    to_proxy = [text for url, text in recorded if url.startswith(sandboxed + "/mcp/apps/sandbox/?")]
+    assert any('"method":"ui/resource-teardown"' in text for text in to_proxy)
+    for text in to_proxy:  # everything the proxy received, over the whole visit
+        assert not any(s in text for s in secrets_) and "requestState" not in text, text
 
 
 def test_sandbox_proxy_refuses_top_level_and_other_embedders(signed_in, basic_app_server, sandboxed, live):
