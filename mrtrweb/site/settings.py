@@ -37,6 +37,8 @@ MIDDLEWARE = [
     # first: /healthz and /readyz answered before host validation and the TLS redirect (load
     # balancers probe by IP over plain http; mrtrweb.runtime.health)
     "mrtrweb.runtime.health.HealthMiddleware",
+    # on the MCP Apps sandbox origin, only the sandbox's pages and static files (docs/apps.md)
+    "mrtrweb.middleware.SandboxOriginMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     # the page's language from the browser's Accept-Language (English or German, LANGUAGES)

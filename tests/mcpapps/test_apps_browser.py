@@ -184,6 +184,9 @@ def test_sandbox_proxy_refuses_top_level_and_other_embedders(signed_in, basic_ap
     # the site's own host never serves the proxy
     site_path = proxy_url.replace(sandboxed, live.url)
     assert page.request.get(site_path).status == 404
+    # on the sandbox origin nothing of the site answers (SandboxOriginMiddleware)
+    assert page.request.get(sandboxed + "/mcp/").status == 404
+    assert page.request.get(sandboxed + "/accounts/login/").status == 404
     # a forged site parameter
     assert page.request.get(proxy_url.split("?")[0] + "?site=http://evil.example").status == 400
     # top-level: it refuses to run
