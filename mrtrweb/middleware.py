@@ -79,24 +79,13 @@ def server_error(request, *args, **kwargs) -> HttpResponse:
     return unavailable_response(_SHOWN.get(what, what), getattr(exc, "message", ""))
 
 
-class SandboxOriginMiddleware:
+class SandboxOriginMiddleware(MiddlewareMixin):
     """On the MCP Apps sandbox origin (``MRTRWEB["APPS_SANDBOX_ORIGIN"]``, docs/apps.md) only the
     sandbox's own pages and the static files answer: every other path is a 404 there, so nothing of
-    the site is ever served on the origin where apps run. Elsewhere it does nothing."""
+    the site is ever served on the origin where apps run. Elsewhere it does nothing. (A
+    ``process_request`` hook: it joins the site's one-hop batch, :mod:`mrtrweb.runtime.onehop`.)"""
 
-    sync_capable = True
-    async_capable = True
-
-    def __init__(self, get_response) -> None:
-        from asgiref.sync import iscoroutinefunction, markcoroutinefunction
-
-        self.get_response = get_response
-        self._async = iscoroutinefunction(get_response)
-        if self._async:
-            markcoroutinefunction(self)
-
-    @staticmethod
-    def _refused(request) -> HttpResponse | None:
+    def process_request(self, request) -> HttpResponse | None:
         from django.conf import settings
         from django.urls import NoReverseMatch, reverse
 
@@ -109,16 +98,8 @@ class SandboxOriginMiddleware:
         except NoReverseMatch:
             allowed = []
         static = getattr(settings, "STATIC_URL", None)
-        if static:
-            allowed.append("/" + static.lstrip("/") if "://" not in static else static)
+        if static and "://" not in static:
+            allowed.append("/" + static.lstrip("/"))
         if any(request.path.startswith(prefix) for prefix in allowed):
             return None
         return HttpResponse("Not found on the sandbox origin.", status=404, content_type="text/plain")
-
-    def __call__(self, request):
-        if self._async:
-            return self._acall(request)
-        return self._refused(request) or self.get_response(request)
-
-    async def _acall(self, request):
-        return self._refused(request) or await self.get_response(request)
