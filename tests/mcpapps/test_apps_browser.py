@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from mrtrweb.mcpapps import csp as app_csp
-from tests.browser import OP_URL, expect
+from tests.browser import OP_URL, expect, screenshot
 from tests.nodejs import VAR, NodeUnavailable, node22, node_env, npm_install
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -118,6 +118,7 @@ def test_get_time_app_renders_in_the_sandbox_and_nothing_leaks(signed_in, basic_
     assert outer.get_attribute("src").startswith(sandboxed + "/mcp/apps/sandbox/?site=")
     app = page.frame_locator("#mcp-app iframe.app-frame").frame_locator("iframe")
     expect(app.locator("#server-time")).to_have_text(shown_time)
+    screenshot(page, "mcp-app.png")  # the README's picture of an app on the page (issue 31), under var/
     # the HTML was read by the product from the same server, as an operation of this person
     read = Operation.objects.get(method="resources/read", user=op.user)
     assert read.name == "ui://get-time/mcp-app.html" and read.server_id == server.pk and read.status == "completed"
