@@ -263,3 +263,23 @@ def check_secret_keys_at_rest(app_configs=None, **kwargs) -> list:
 
 from .authz import checks as _authz_checks  # noqa: E402,F401 - registers the authorization settings' checks
 from .runtime import serving_checks as _serving_checks  # noqa: E402,F401 - registers the static-file and WebSocket checks
+
+
+@register(Tags.security)
+def check_apps_sandbox_origin(app_configs=None, **kwargs) -> list:
+    """E060: ``MRTRWEB["APPS_SANDBOX_ORIGIN"]``, when set, must be a bare http(s) origin whose host
+    is not one of the site's (``CSRF_TRUSTED_ORIGINS``): an app on the site's host would share its
+    cookies (docs/apps.md)."""
+    from django.conf import settings as django_settings
+
+    from .mcpapps.sandbox import origin_problem
+
+    try:
+        value = conf.get("APPS_SANDBOX_ORIGIN")
+    except ImproperlyConfigured:
+        return []  # reported by the settings check
+    problem = origin_problem(value, getattr(django_settings, "CSRF_TRUSTED_ORIGINS", ()) or ())
+    if problem is None:
+        return []
+    return [Error(f"MRTRWEB['APPS_SANDBOX_ORIGIN'] {problem}.",
+                  hint="See docs/apps.md: the sandbox needs its own host name.", id="mrtrweb.E060")]

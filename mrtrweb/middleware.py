@@ -77,3 +77,29 @@ def server_error(request, *args, **kwargs) -> HttpResponse:
     logger.error("%s unavailable while serving %s %s (outside the view): %s", what, request.method, request.path,
                  exc.__class__.__name__)
     return unavailable_response(_SHOWN.get(what, what), getattr(exc, "message", ""))
+
+
+class SandboxOriginMiddleware(MiddlewareMixin):
+    """On the MCP Apps sandbox origin (``MRTRWEB["APPS_SANDBOX_ORIGIN"]``, docs/apps.md) only the
+    sandbox's own pages and the static files answer: every other path is a 404 there, so nothing of
+    the site is ever served on the origin where apps run. Elsewhere it does nothing. (A
+    ``process_request`` hook: it joins the site's one-hop batch, :mod:`mrtrweb.runtime.onehop`.)"""
+
+    def process_request(self, request) -> HttpResponse | None:
+        from django.conf import settings
+        from django.urls import NoReverseMatch, reverse
+
+        from .mcpapps.sandbox import addressed_to_sandbox
+
+        if not addressed_to_sandbox(request.scheme, request.META.get("HTTP_HOST", "")):
+            return None
+        try:
+            allowed = [reverse("mrtrweb:app-sandbox")]
+        except NoReverseMatch:
+            allowed = []
+        static = getattr(settings, "STATIC_URL", None)
+        if static and "://" not in static:
+            allowed.append("/" + static.lstrip("/"))
+        if any(request.path.startswith(prefix) for prefix in allowed):
+            return None
+        return HttpResponse("Not found on the sandbox origin.", status=404, content_type="text/plain")

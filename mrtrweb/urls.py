@@ -5,7 +5,7 @@ from django.urls import include, path
 from .audit import history
 from .runtime import metrics_view
 from .consent import rerun
-from .views import completions as suggestions, server_log, settings_page
+from .views import apps as mcp_apps, completions as suggestions, server_log, settings_page
 from . import views
 from .views.waiting import waiting_rounds
 
@@ -26,6 +26,11 @@ urlpatterns = [
     # the level of the server's log messages a person asks for (issue 28)
     path("servers/<int:server_id>/log-level/", server_log.log_level, name="server-log-level"),
     path("operations/<uuid:op_id>/", views.operation_detail, name="operation"),
+    # MCP Apps (issue 31, docs/apps.md): the host's endpoints, then the sandbox origin's pages
+    path("operations/<uuid:op_id>/app/", mcp_apps.app_start, name="app-start"),
+    path("operations/<uuid:op_id>/app/document/", mcp_apps.app_document, name="app-document"),
+    path("apps/sandbox/", mcp_apps.sandbox_proxy, name="app-sandbox"),
+    path("apps/sandbox/doc/<str:token>/", mcp_apps.sandbox_document, name="app-sandbox-document"),
     path("operations/<uuid:op_id>/panel/", views.operation_panel, name="operation-panel"),
     path("operations/<uuid:op_id>/answer/", views.operation_answer, name="operation-answer"),
     path("operations/<uuid:op_id>/stop/", views.operation_stop, name="operation-stop"),

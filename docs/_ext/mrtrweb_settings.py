@@ -1,6 +1,6 @@
 """The settings reference, generated at build time from the one settings table in code.
 
-``mrtrweb/conf.py`` holds it: :data:`mrtrweb.conf.DEFAULTS` (every key and its default) and the
+``mrtrweb/conf/__init__.py`` holds it: :data:`mrtrweb.conf.DEFAULTS` (every key and its default) and the
 module's docstring (each key's meaning, one entry per key). The directive::
 
     ```{mrtrweb-settings}
@@ -55,15 +55,15 @@ def default_text(value: Any) -> str:
 
 def environ_text(conf: Any, key: str) -> str:
     """How the standalone site parses ``MRTRWEB_<KEY>`` (``mrtrweb.conf.from_environ``)."""
-    if key in conf._NUMERIC:
+    if key in conf.NUMERIC_KEYS:
         return "a number"
-    if key in conf._LISTS:
+    if key in conf.LIST_KEYS:
         return "a JSON list, or words separated by spaces"
-    if key in conf._BOOLS:
+    if key in conf.BOOL_KEYS:
         return "1 or 0"
-    if key in conf._INT_TUPLES:
+    if key in conf.INT_TUPLE_KEYS:
         return "numbers separated by spaces"
-    if key in getattr(conf, "_DICTS", ()):
+    if key in conf.DICT_KEYS:
         return "a JSON object"
     return "text"
 
@@ -125,10 +125,10 @@ class SettingsDirective(SphinxDirective):
             table_rows = [r for r in table_rows if any(fnmatch.fnmatchcase(r[0], p) for p in patterns)]
         else:
             for key in undocumented:
-                logger.warning("MRTRWEB[%r] (mrtrweb.conf.DEFAULTS) has no meaning in mrtrweb/conf.py's "
+                logger.warning("MRTRWEB[%r] (mrtrweb.conf.DEFAULTS) has no meaning in mrtrweb/conf/__init__.py's "
                                "docstring: add an entry there", key, location=self.get_location())
             for key in unknown:
-                logger.warning("mrtrweb/conf.py's docstring describes %r, which is not in mrtrweb.conf.DEFAULTS",
+                logger.warning("mrtrweb/conf/__init__.py's docstring describes %r, which is not in mrtrweb.conf.DEFAULTS",
                                key, location=self.get_location())
 
         table = nodes.table(classes=["mrtrweb-settings", "colwidths-auto"])  # widths by content

@@ -3,11 +3,14 @@ schemas are on its call page, one click away: :func:`.schemas.pretty_schema`, wi
 budget of server text).
 
 :func:`describe` adds to the listed item (a ``dict`` as the server sent it, names untouched: the
-page links and calls them byte for byte) a ``catalog`` entry::
+page links and calls them byte for byte) a ``catalog`` entry (tools whose ``_meta.ui.visibility``
+leaves out ``"model"`` are for their app alone: :func:`describe_all` leaves them out)::
 
     {"title": str | None,          # "title", or a tool's "annotations.title"; None when absent or
                                    # the same as the name; at most TITLE_CHARS
-     "badges": [str, ...],         # tools only: ToolHints.badges()
+     "badges": [str, ...],         # tools only: ToolHints.badges(), then "app" when the tool
+                                   # names an MCP App (_meta.ui.resourceUri, mrtrweb.mcpapps)
+     "app": str | None,            # tools only: that app's ui:// URI
      "destructive": bool,          # tools only: is_destructive()
      "icon": str | None,           # icons.icon_src()
      "mime_type": str | None,      # resources: mimeType, at most 100 characters
@@ -20,6 +23,7 @@ from typing import Any
 
 from .annotations import tool_hints
 from .icons import icon_src
+from ..mcpapps import meta as app_meta
 
 #: the most characters of a title shown
 TITLE_CHARS = 200
@@ -55,7 +59,8 @@ def describe(kind: str, item: dict[str, Any]) -> dict[str, Any]:
                              "mime_type": None, "size": None}
     if kind == "tool":
         hints = tool_hints(item)
-        entry.update(badges=hints.badges(), destructive=hints.destructive)
+        app = app_meta.resource_uri(item)
+        entry.update(badges=hints.badges() + (["app"] if app else []), destructive=hints.destructive, app=app)
     if kind in ("resource", "template"):
         entry["mime_type"] = _text(item.get("mimeType"), 100)
         size = item.get("size")
@@ -64,5 +69,6 @@ def describe(kind: str, item: dict[str, Any]) -> dict[str, Any]:
 
 
 def describe_all(kind: str, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """:func:`describe` of each item."""
-    return [describe(kind, item) for item in items]
+    """:func:`describe` of each item; for ``kind`` ``"tool"``, those a person may call (not
+    :func:`mrtrweb.mcpapps.meta.app_only`)."""
+    return [describe(kind, item) for item in items if kind != "tool" or not app_meta.app_only(item)]

@@ -54,6 +54,7 @@ from typing import Any, Final
 import httpx2
 import mcp_types as types
 from mcp import Client
+from mcp.client.extension import advertise
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT
 from mcp.shared.exceptions import MCPError
@@ -84,8 +85,14 @@ logger = logging.getLogger(__name__)
 
 CLIENT_INFO = types.Implementation(name="mrtrweb", version=__version__)
 _CLOSE_GRACE_S = 5.0  # how long close() lets the SDK unwind before cancelling it
-#: the deprecated client capabilities a connection may declare (``McpConnection(declare=...)``)
-DECLARABLE: Final = frozenset({"sampling", "roots"})
+#: the MCP Apps extension (SEP-1865): its identifier and the mime type of an app's HTML
+APPS_EXTENSION: Final = "io.modelcontextprotocol/ui"
+APPS_MIME_TYPE: Final = "text/html;profile=mcp-app"
+#: the optional client capabilities a connection may declare (``McpConnection(declare=...)``): the
+#: deprecated ``sampling`` and ``roots``, and ``apps`` (the extension :data:`APPS_EXTENSION`, declared
+#: as ``{"mimeTypes": [APPS_MIME_TYPE]}`` in the capabilities' ``extensions``: at ``initialize`` on
+#: 2025-11-25, in each request's client capabilities on 2026-07-28 -- the SDK's ``Client(extensions=)``)
+DECLARABLE: Final = frozenset({"sampling", "roots", "apps"})
 
 
 def _leaf_exception(exc: BaseException) -> BaseException:
@@ -107,8 +114,8 @@ class McpConnection(Sending, SessionRenewal, ServerRequestRouting, Listings, Ser
         url: the Streamable HTTP endpoint (``http``/``https``).
         timeout_s: seconds allowed for :meth:`open` (connect + negotiation) and, by default,
             for each request.
-        declare: the deprecated client capabilities to declare to this server: ``"sampling"``,
-            ``"roots"`` (where a tenant admin allowed them). ``elicitation`` (form + url) is always
+        declare: the optional client capabilities to declare to this server: ``"sampling"``,
+            ``"roots"`` (deprecated), ``"apps"`` (MCP Apps), where a tenant admin allowed them. ``elicitation`` (form + url) is always
             declared. A server's request for an undeclared one still reaches the call's
             ``on_server_request`` (to be refused and recorded there), see :meth:`_route`.
         session_roots: answers a ``roots/list`` related to no call (sent on the standalone stream
@@ -249,6 +256,8 @@ class McpConnection(Sending, SessionRenewal, ServerRequestRouting, Listings, Ser
                     cache=None,  # never a cached listing: a page shows what the server lists now
                     client_info=CLIENT_INFO,
                     message_handler=self._on_message,
+                    extensions=([advertise(APPS_EXTENSION, {"mimeTypes": [APPS_MIME_TYPE]})]
+                                if "apps" in self.declare else None),
                     **callbacks,
                 )
                 async with client:

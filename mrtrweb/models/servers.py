@@ -97,6 +97,17 @@ class McpServer(models.Model):
     #: tenant's server, for every member
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, null=True, blank=True,
                               related_name="mrtr_personal_servers", verbose_name=_("owner (personal server)"))
+    #: MCP Apps (issue 31, docs/apps.md): off by default; on, the client declares the extension to
+    #: this server and its tools' apps render in the sandbox (where ``APPS_SANDBOX_ORIGIN`` is set)
+    apps_enabled = models.BooleanField(
+        _("MCP Apps"), default=False,
+        help_text=_("Let this server's tools show their own user interface (an MCP App) beside their results, "
+                    "in a sandbox on a separate origin. Off: their results are shown as text."))
+    #: each app's HTML must be approved by its digest before it renders for members
+    apps_require_approval = models.BooleanField(
+        _("approve each app first"), default=False,
+        help_text=_("Render an app for members only after a tenant admin approved its HTML (by its digest); "
+                    "a changed app waits for a new approval."))
     #: who added the server (None: the superuser's admin, a migration, or a user since deleted)
     added_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
                                  related_name="+", editable=False)

@@ -88,11 +88,14 @@ def release_while_waiting(user_id: Any, key: str, connection: Any) -> bool:
 
 
 def declared(server: McpServer) -> tuple[frozenset[str], str]:
-    """The deprecated client capabilities to declare to ``server`` (those a tenant admin allowed
-    for it), and the pool key suffix of connections declaring them ("" for none: the connection
-    shared with the server's listings)."""
+    """The optional client capabilities to declare to ``server`` (those a tenant admin allowed
+    for it: the deprecated sampling and roots, and ``"apps"`` when MCP Apps are on for it,
+    ``McpServer.apps_enabled``), and the pool key suffix of connections declaring them ("" for
+    none; pages, the headless client and operations share the one of :func:`server_key`)."""
     names = {"sampling/createMessage": "sampling", "roots/list": "roots"}
     declare = frozenset(names[m] for m in server.allowed_deprecated() if m in names)
+    if getattr(server, "apps_enabled", False):
+        declare |= {"apps"}
     return declare, ("#" + "+".join(sorted(declare)) if declare else "")
 
 

@@ -37,6 +37,8 @@ MIDDLEWARE = [
     # first: /healthz and /readyz answered before host validation and the TLS redirect (load
     # balancers probe by IP over plain http; mrtrweb.runtime.health)
     "mrtrweb.runtime.health.HealthMiddleware",
+    # on the MCP Apps sandbox origin, only the sandbox's pages and static files (docs/apps.md)
+    "mrtrweb.middleware.SandboxOriginMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     # the page's language from the browser's Accept-Language (English or German, LANGUAGES)
@@ -153,7 +155,7 @@ CONTENT_SECURITY_POLICY = {
     }
 }
 
-# MRTRWEB settings (reference: mrtrweb/conf.py): every key may come from MRTRWEB_<KEY>
+# MRTRWEB settings (reference: mrtrweb/conf/__init__.py): every key may come from MRTRWEB_<KEY>
 # (numbers, lists as JSON or words, booleans as 1/0; conf.from_environ).
 from mrtrweb.conf import from_environ as _mrtrweb_from_environ  # noqa: E402
 

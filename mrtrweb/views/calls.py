@@ -17,7 +17,7 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllow
 from django.shortcuts import redirect
 from django.urls import reverse
 from django.template.response import TemplateResponse
-from django.utils.translation import gettext as _
+from django.utils.translation import gettext as _, gettext_noop
 
 from ..completions import declares_completions
 from ..servers import connections
@@ -29,6 +29,7 @@ from ..consent.forms import JsonArgumentsForm, refuse_lone_surrogates, SchemaFor
 from ..gate import check_requested_schema, SchemaRefused
 from ..mcp import McpCallError
 from ..operations.tasks import refused as task_refused, requires_task, TASK_REQUIRED_MESSAGE
+from ..mcpapps import meta as app_meta
 from .common import _server_for, _user, login_required
 from .servers import _find_listed, _listing, _page_texts
 
@@ -133,11 +134,19 @@ async def tool_call(request: HttpRequest, server_id: int, tool: str | None = Non
     task_required = spec is not None and task_refused(spec, conn.server_capabilities)
     runs_as_task = spec is not None and requires_task(spec) and not task_required
     destructive = spec is not None and catalog.is_destructive(spec)  # the warning here and on its cards
-    hints = {"title": catalog.title_of("tool", spec), "badges": catalog.tool_hints(spec).badges()} \
+    hints = {"title": catalog.title_of("tool", spec), "badges": catalog.describe("tool", spec)["catalog"]["badges"]} \
         if spec is not None else None  # no schema rendered here: the form is the schema
-    if task_required and request.method == "POST":
+    # a tool whose _meta.ui.visibility leaves out "model" is its app's alone: never a person's call
+    app_only = spec is not None and app_meta.app_only(spec)
+    if app_only:
+        task_required = True  # shown, never called: the same path as a task-only tool
+        if request.method == "POST":
+            logger.info("call of an app-only tool on server %s refused: nothing sent", server.pk)
+    if task_required and not app_only and request.method == "POST":
         logger.info("call of a task-only tool on server %s refused: nothing sent", server.pk)
         error = TASK_REQUIRED_MESSAGE
+    if app_only and request.method == "POST":
+        error = APP_ONLY_MESSAGE
     rows_action = request.POST.get(f"arg-{ROWS_ACTION}") if request.method == "POST" else None
     if rows_action is not None and not task_required:
         # "Add a row" / "Remove": the same page again with the rows changed; nothing is sent
@@ -181,11 +190,17 @@ async def tool_call(request: HttpRequest, server_id: int, tool: str | None = Non
                              "json_box": isinstance(form, JsonArgumentsForm), "tool": spec or {"name": tool},
                              "form": form, "error": error,
                              "heading": heading, "description": description, "task_required": task_required,
-                             "runs_as_task": runs_as_task, "destructive": destructive, "hints": hints,
+                             "runs_as_task": runs_as_task, "app_only": app_only, "destructive": destructive, "hints": hints,
                              "input_schema": input_schema, "output_schema": output_schema,
-                             "task_required_message": TASK_REQUIRED_MESSAGE},
+                             "task_required_message": APP_ONLY_MESSAGE if app_only else TASK_REQUIRED_MESSAGE},
                             status=409 if task_required and request.method == "POST" else
                             200 if not error else 503 if not spec or refused == 503 else 200)
+
+
+#: what the person reads on the page of a tool only its app may call (issue 31; nothing is sent)
+APP_ONLY_MESSAGE = gettext_noop(
+    'This tool is for its app alone (the server lists it with _meta.ui.visibility ["app"]): it is not '
+    "offered as a call of yours. Nothing was sent.")
 
 
 #: a POST of the JSON box with this field "1" only checks its arguments (argcheck.js, as the person types)

@@ -20,6 +20,8 @@ from ..text import results
 from ..models import Operation
 from ..consent.panels import panel_context
 from ..operations import serverlog
+from ..mcpapps.sandbox import sandbox_origin
+from . import apps as mcp_apps
 from .common import (NOTHING_TO_STOP, _current, _operation_for, _panel_response, _record_refused_after_access,
                      _user, login_required)
 
@@ -46,7 +48,22 @@ async def _render_operation(request: HttpRequest, op_id: Any, template: str) -> 
     ctx["csrf_token"] = get_token(request)
     ctx["kept_log_lines"] = serverlog.KEPT_LINES  # the page's server log pane says how many are kept
     ctx["log_lines"] = _log_lines(op.server_log)
-    return TemplateResponse(request, template, ctx)
+    app = await sync_to_async(_app_host)(request, op) if template == "mrtrweb/operation.html" else None
+    ctx["app_proxy_url"] = app
+    response = TemplateResponse(request, template, ctx)
+    if app is not None:  # the page may frame the sandbox origin, nothing else (issue 31)
+        response._csp_update = {"frame-src": [sandbox_origin()]}  # type: ignore[attr-defined]
+    return response
+
+
+def _app_host(request: HttpRequest, op: Any) -> str | None:
+    """The sandbox proxy's URL when this operation's page may host its tool's app (a tool call on a
+    server with apps on; whether the tool has one is asked by apps.js), else None."""
+    if op.method != "tools/call" or not mcp_apps.apps_on(op.server):
+        return None
+    if mcp_apps.site_origin(request) == sandbox_origin():
+        return None
+    return mcp_apps.proxy_url(request)
 
 
 @login_required

@@ -2,7 +2,8 @@
 tenant credentials, the OAuth client id / secret, the issuer they were issued by and scope;
 :class:`mrtrweb.authz.forms.ServerAuthForm`, secrets write-only; a missing issuer is looked up at
 the server and suggested in the error, for the admin to confirm), the protocol spoken to the
-server (:class:`ServerProtocolForm`, issue 15: automatic, 2026-07-28 only or 2025-11-25 only) and the
+server (:class:`ServerProtocolForm`, issue 15: automatic, 2026-07-28 only or 2025-11-25 only), MCP
+Apps (:class:`ServerAppsForm`, issue 31: off by default) and the
 deprecated exception (sampling / roots; :class:`mrtrweb.consent.sampling.ServerSettingsForm`). The forms are
 posted together and saved together (one transaction) only when all are valid; a refusal is a 400 with the form errors, never a 500.
 Only tenant admins of the server's tenant see it, and for a personal server (issue 29) its owner
@@ -35,6 +36,9 @@ logger = logging.getLogger("mrtrweb.views")
 AUTH_PREFIX = "auth"
 #: the prefix of the protocol form's field (``protocol-protocol``)
 PROTOCOL_PREFIX = "protocol"
+#: the prefix of the MCP Apps form's fields (``apps-apps_enabled``; ``apps-shown`` marks a post
+#: that carries the part: an unticked checkbox posts nothing)
+APPS_PREFIX = "apps"
 
 
 class ServerProtocolForm(forms.ModelForm):
@@ -45,6 +49,16 @@ class ServerProtocolForm(forms.ModelForm):
     class Meta:
         model = McpServer
         fields = ["protocol"]
+
+
+class ServerAppsForm(forms.ModelForm):
+    """MCP Apps for this server (issue 31, docs/apps.md): on or off (off by default), and whether
+    each app's HTML must be approved by its digest first. A change replaces the pooled connections
+    (the extension is declared or not) at their next use."""
+
+    class Meta:
+        model = McpServer
+        fields = ["apps_enabled", "apps_require_approval"]
 
 
 def _lookup(server: McpServer) -> Any:
@@ -103,10 +117,13 @@ def _server_settings_sync(request: HttpRequest, user: Any, server_id: int) -> Ht
         posted_protocol = f"{PROTOCOL_PREFIX}-protocol" in request.POST
         protocol_form = ServerProtocolForm(request.POST if posted_protocol else None, instance=server,
                                            prefix=PROTOCOL_PREFIX)
+        posted_apps = f"{APPS_PREFIX}-shown" in request.POST
+        apps_form = ServerAppsForm(request.POST if posted_apps else None, instance=server, prefix=APPS_PREFIX)
         valid = form.is_valid()
         auth_valid = not posted_auth or auth_form.is_valid()  # all checked: every error shown at once
         protocol_valid = not posted_protocol or protocol_form.is_valid()
-        if valid and auth_valid and protocol_valid:
+        apps_valid = not posted_apps or apps_form.is_valid()
+        if valid and auth_valid and protocol_valid and apps_valid:
             with transaction.atomic():
                 form.save()
                 if posted_auth:
@@ -115,6 +132,9 @@ def _server_settings_sync(request: HttpRequest, user: Any, server_id: int) -> Ht
                 if posted_protocol:
                     protocol_form.instance = server
                     protocol_form.save()
+                if posted_apps:
+                    apps_form.instance = server
+                    apps_form.save()
                 _audit(server, user.pk, before, auth_form.new_secret if posted_auth else None)
             logger.info("server %s: settings changed by user %s", server.pk, user.pk)
             saved = True
@@ -122,14 +142,17 @@ def _server_settings_sync(request: HttpRequest, user: Any, server_id: int) -> Ht
             form = sampling.ServerSettingsForm(instance=server)
             auth_form = AuthForm(instance=server, prefix=AUTH_PREFIX)
             protocol_form = ServerProtocolForm(instance=server, prefix=PROTOCOL_PREFIX)
+            apps_form = ServerAppsForm(instance=server, prefix=APPS_PREFIX)
         else:
             logger.info("server %s: settings refused (%s)", server.pk,
                         _error_codes(form, *([auth_form] if posted_auth else []),
-                                     *([protocol_form] if posted_protocol else [])))
+                                     *([protocol_form] if posted_protocol else []),
+                                     *([apps_form] if posted_apps else [])))
     elif request.method == "GET":
         form = sampling.ServerSettingsForm(instance=server)
         auth_form = AuthForm(instance=server, prefix=AUTH_PREFIX)
         protocol_form = ServerProtocolForm(instance=server, prefix=PROTOCOL_PREFIX)
+        apps_form = ServerAppsForm(instance=server, prefix=APPS_PREFIX)
     else:
         return HttpResponseNotAllowed(["GET", "POST"])
     from .. import conf
@@ -137,7 +160,7 @@ def _server_settings_sync(request: HttpRequest, user: Any, server_id: int) -> Ht
 
     return TemplateResponse(request, "mrtrweb/server_settings.html",
                             {"server": server, "form": form, "auth_form": auth_form, "saved": saved,
-                             "protocol_form": protocol_form,
+                             "protocol_form": protocol_form, "apps_form": apps_form,
                              "redirect_uri": redirect_uri(request),
                              "client_metadata_url": conf.get("OAUTH_CLIENT_METADATA_URL") or ""},
                             status=400 if request.method == "POST" and not saved else 200)

@@ -1,6 +1,6 @@
 """Issue 27's house move, for code and settings written before it: every dotted path README.md, the
 documentation's pages (docs/, embedding.md among them) and the settings reference (generated from
-mrtrweb/conf.py's docstring) name resolves, the old paths they documented keep importing (the same module),
+mrtrweb/conf/__init__.py's docstring) name resolves, the old paths they documented keep importing (the same module),
 any other old flat path fails with a message naming its new place, and ``mrtrweb.asgi`` -- the
 portal's one import -- loads without setting Django up."""
 
@@ -26,12 +26,12 @@ NOT_PATHS = re.compile(r"^mrtrweb\.([EW]\d+|user|session|git)$")
 
 def documented_texts() -> dict[str, str]:
     """What the documentation says: README.md, every page under docs/ and the settings reference's
-    source (mrtrweb/conf.py's docstring)."""
+    source (mrtrweb/conf/__init__.py's docstring)."""
     from mrtrweb import conf
 
     pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
     texts = {str(p.relative_to(ROOT)): p.read_text() for p in pages if "_build" not in p.parts}
-    texts["mrtrweb/conf.py (docstring)"] = conf.__doc__ or ""
+    texts["mrtrweb/conf/__init__.py (docstring)"] = conf.__doc__ or ""
     return texts
 
 

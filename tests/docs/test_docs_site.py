@@ -82,7 +82,8 @@ def test_the_generator_reads_the_code_and_refuses_drift():
     # a key added in code without a meaning, and a meaning left for a removed key, are both found
     fake = types.SimpleNamespace(
         __doc__="Intro.\n\n``A_S``\n    first\n    line two\n``GONE``\n    removed\n",
-        DEFAULTS={"A_S": 1, "NEW": "x"}, _NUMERIC={"A_S"}, _LISTS=set(), _BOOLS=set(), _INT_TUPLES=set())
+        DEFAULTS={"A_S": 1, "NEW": "x"}, NUMERIC_KEYS={"A_S"}, LIST_KEYS=set(), BOOL_KEYS=set(), INT_TUPLE_KEYS=set(),
+        DICT_KEYS=set())
     rows, undocumented, unknown = mrtrweb_settings.rows(fake)
     assert rows == [("A_S", "1", "a number", "first line two"), ("NEW", '"x"', "text", "")]
     assert undocumented == ["NEW"] and unknown == ["GONE"]

@@ -416,6 +416,8 @@ TEMPLATES = Path(__file__).resolve().parents[2] / "mrtrweb" / "templates" / "mrt
 PRODUCT_EXPRESSIONS = {
     # issue 29: the servers pages' bounds (MRTRWEB), a count of pending operations, a URL the view reversed
     "max_servers", "pending", "back",
+    # issue 31: the sandbox proxy's URL (the configured sandbox origin, a path, a signed site origin)
+    "app_proxy_url",
     "op.id", "csrf_token", "task_required_message", "round.number", "n", "total", "op.status", "op.method", "method",
     "op.get_status_display", "item.view.kind", "item.kind", "block.kind", "review.token", "name", "value",
     "field.auto_id", "field.label_tag", "field", "field.help_text", "field.errors",

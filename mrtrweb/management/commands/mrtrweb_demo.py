@@ -179,6 +179,13 @@ class Command(BaseCommand):
             self.stdout.write(f"  user {username:6} password {password:15} tenant {tenant}")
         logging.getLogger("mrtrweb.sessions").setLevel(logging.NOTSET)
         url = f"http://127.0.0.1:{options['port']}/"
+        # MCP Apps' sandbox (docs/apps.md): the same server under another host name (never the site's:
+        # cookies ignore ports), unless the deployer named one
+        from django.conf import settings
+
+        if not (getattr(settings, "MRTRWEB", None) or {}).get("APPS_SANDBOX_ORIGIN"):
+            settings.MRTRWEB = {**(getattr(settings, "MRTRWEB", None) or {}),
+                                "APPS_SANDBOX_ORIGIN": f"http://localhost:{options['port']}"}
         if options["no_serve"]:
             running.stop()
             return

@@ -1,6 +1,8 @@
-"""The ``MRTRWEB`` settings namespace, read in this one place.
+"""The ``MRTRWEB`` settings namespace, read in this one package (:func:`get`).
 
-Every key is optional: :data:`DEFAULTS` holds what an embedding project gets, and each key's meaning
+Every key is optional: :data:`DEFAULTS` (:mod:`.defaults`, with the keys by the type of their
+value) holds what an embedding project gets; :func:`from_environ` (:mod:`.environ`) reads
+``MRTRWEB_<KEY>`` variables, and each key's meaning
 is below, one entry per key, in the order the settings reference shows them. That reference
 (docs/settings.md) is generated from the two at build time (docs/_ext/mrtrweb_settings.py): a key of
 :data:`DEFAULTS` without an entry here, or an entry naming no key, fails the documentation build.
@@ -151,10 +153,12 @@ Meanings are reStructuredText-lite: ``literal`` is the only markup.
     at worker start-up (``mrtrweb.runtime.gcpolicy.configure()``, called last by ``mrtrweb/site/asgi.py`` and by
     a portal's ``asgi.py``), collect once and ``gc.freeze()`` what start-up built: no later collection walks it
 ``GC_THRESHOLDS``
-    ``gc.set_threshold`` at start-up, three positive ints (generation 0 allocations, then collections of the
-    younger generation): fewer, cheaper young collections and rare full ones (measured in
-    mrtrweb.runtime.gcpolicy and docs/benchmarks NOTES); ``None`` keeps Python's ``(700, 10, 10)``;
-    ``MRTRWEB_GC_THRESHOLDS="20000 4 100"``
+    ``gc.set_threshold`` at start-up, three positive ints (generation 0 allocations, then
+    collections of the younger generation): fewer, cheaper young collections and rare full ones
+    (measured in mrtrweb.runtime.gcpolicy and docs/benchmarks NOTES); ``None`` keeps Python's
+    ``(700, 10, 10)``; ``MRTRWEB_GC_THRESHOLDS="20000 4 100"``
+``APPS_SANDBOX_ORIGIN``
+    the origin MCP Apps run on (docs/apps.md; e.g. ``"https://apps.example.com"``), not the site's host name (``mrtrweb.E060``)
 ``SAMPLING_PROVIDER``
     dotted path of the object or callable ``provide(request_params, *, user, operation, form_data)
     -> dict`` that answers an approved ``sampling/createMessage`` (a ``CreateMessageResult``;
@@ -173,63 +177,11 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-DEFAULTS: dict[str, Any] = {
-    "BINDING_STORE": "database",
-    "BINDING_CACHE": "default",
-    "BINDING_KEY_PREFIX": "mrtrweb",
-    "TTL_S": 600,
-    "MAX_TTL_S": 3600,
-    "MAX_STATE_BYTES": 65536,
-    "MAX_ROUNDS": 10,
-    "STATE_ONLY_BACKOFF_S": 0.05,
-    "STATE_ONLY_BACKOFF_CAP_S": 1.0,
-    "POLICY_VERSION": "mrtr-gate/1",
-    "CALL_TIMEOUT_S": 60,
-    "CONNECTION_IDLE_S": 300,
-    "AUDIT_SECRET": None,
-    "AUDIT_WAIT_S": 15,
-    "METRICS_TOKEN": None,
-    "MAX_PENDING_ROUNDS": 20,
-    "MAX_STARTS_PER_MINUTE": 30,
-    "HEARTBEAT_S": 5,
-    "DRAIN_GRACE_S": 60,
-    "MAX_TENANT_PENDING_ROUNDS": 200,
-    "MAX_TENANT_STARTS_PER_MINUTE": 300,
-    "SAMPLING_PROVIDER": "mrtrweb.consent.sampling.PersonWritesReply",
-    "LEGACY_HOLD_S": 120,
-    "TASK_POLL_MIN_S": 0.5,
-    "TASK_POLL_MAX_S": 5,
-    "MAX_STORED_RESULT_BYTES": 1048576,
-    "MAX_SHOWN_CHARS": 20000,
-    "MAX_PUSH_BYTES": 262144,
-    "SECRET_KEYS": None,
-    "OAUTH_REDIRECT_URI": None,
-    "OAUTH_CLIENT_METADATA_URL": None,
-    "OAUTH_CLIENT_NAME": "mrtrweb",
-    "OAUTH_PENDING_TTL_S": 600,
-    "OAUTH_REFRESH_MARGIN_S": 60,
-    "OUTBOUND_ALLOW_HTTP_LOOPBACK": False,
-    "OUTBOUND_ALLOW_HOSTS": [],
-    "OUTBOUND_TIMEOUT_S": 10,
-    "OUTBOUND_MAX_BYTES": 1048576,
-    "SERVER_URL_POLICY": {},
-    "SERVER_TESTS_PER_MINUTE": 10,
-    "GC_FREEZE": True,
-    "GC_THRESHOLDS": (20_000, 4, 100),
-    "TENANT_RESOLVER": None,
-    "TENANT_SYNC_S": 60,
-    "OUTCOME_HOLD_S": 60,
-    "MAX_HELD_OUTCOMES": 1000,
-    "MAX_TENANT_SERVERS": 50, "MAX_PERSONAL_SERVERS": 5,
-}
+from .defaults import BOOL_KEYS, DEFAULTS, DICT_KEYS, INT_TUPLE_KEYS, LIST_KEYS, NUMERIC_KEYS
+from .environ import from_environ
 
-_NUMERIC = {"TTL_S", "MAX_TTL_S", "MAX_STATE_BYTES", "MAX_ROUNDS", "STATE_ONLY_BACKOFF_S",
-            "STATE_ONLY_BACKOFF_CAP_S", "CALL_TIMEOUT_S", "CONNECTION_IDLE_S", "MAX_PENDING_ROUNDS",
-            "MAX_STARTS_PER_MINUTE", "HEARTBEAT_S", "DRAIN_GRACE_S", "MAX_TENANT_PENDING_ROUNDS", "MAX_TENANT_STARTS_PER_MINUTE",
-            "LEGACY_HOLD_S", "TASK_POLL_MIN_S", "TASK_POLL_MAX_S", "MAX_STORED_RESULT_BYTES", "MAX_SHOWN_CHARS", "MAX_PUSH_BYTES", "AUDIT_WAIT_S",
-            "OAUTH_PENDING_TTL_S", "OAUTH_REFRESH_MARGIN_S", "OUTBOUND_TIMEOUT_S", "OUTBOUND_MAX_BYTES", "TENANT_SYNC_S",
-            "OUTCOME_HOLD_S", "MAX_HELD_OUTCOMES", "SERVER_TESTS_PER_MINUTE", "MAX_TENANT_SERVERS", "MAX_PERSONAL_SERVERS"}
-
+__all__ = ["BINDING_STORES", "BOOL_KEYS", "DEFAULTS", "DICT_KEYS", "INT_TUPLE_KEYS", "LIST_KEYS", "NUMERIC_KEYS", "from_environ", "get", "policy", "server_policy", "server_url_policy",
+           "server_url_policy_of", "unknown_keys"]
 
 def get(key: str) -> Any:
     """One ``MRTRWEB`` value (the project's, else the default).
@@ -243,7 +195,7 @@ def get(key: str) -> Any:
     if not isinstance(user, dict):
         raise ImproperlyConfigured("MRTRWEB must be a dict")
     value = user.get(key, DEFAULTS[key])
-    if key in _NUMERIC and (isinstance(value, bool) or not isinstance(value, (int, float))
+    if key in NUMERIC_KEYS and (isinstance(value, bool) or not isinstance(value, (int, float))
                             or (isinstance(value, float) and not math.isfinite(value)) or value <= 0):
         raise ImproperlyConfigured(f"MRTRWEB[{key!r}] must be a positive (finite) number")
     if key == "GC_FREEZE" and not isinstance(value, bool):
@@ -280,7 +232,7 @@ def server_url_policy_of(value: Any):
     Raises:
         ImproperlyConfigured: a wrong shape, said plainly (``mrtrweb.E050`` at start-up).
     """
-    from .mcp.url_policy import parse_policy
+    from ..mcp.url_policy import parse_policy
 
     try:
         return parse_policy(value, timeout_s=float(get("OUTBOUND_TIMEOUT_S")))
@@ -290,8 +242,8 @@ def server_url_policy_of(value: Any):
 
 def server_url_policy():
     """The deployed URL policy of servers added from the pages (:class:`mrtrweb.mcp.url_policy.UrlPolicy`). Never
-    raises: a wrong setting (``mrtrweb.E050``; ASGI runs no checks) refuses all (:func:`.mcp.url_policy.unusable`)."""
-    from .mcp.url_policy import unusable
+    raises: a wrong setting (``mrtrweb.E050``; ASGI runs no checks) refuses all (:func:`mrtrweb.mcp.url_policy.unusable`)."""
+    from ..mcp.url_policy import unusable
     try:
         return server_url_policy_of(get("SERVER_URL_POLICY"))
     except ImproperlyConfigured as exc:
@@ -300,76 +252,6 @@ def server_url_policy():
 
 #: the values of ``BINDING_STORE``
 BINDING_STORES = frozenset({"database", "cache"})
-
-#: keys whose value is a list (``MRTRWEB_<KEY>``: a JSON list, or words separated by white space)
-_LISTS = {"SECRET_KEYS", "OUTBOUND_ALLOW_HOSTS"}
-#: keys whose value is a boolean (``MRTRWEB_<KEY>``: ``1``/``0``, ``true``/``false``, ``yes``/``no``)
-_BOOLS = {"OUTBOUND_ALLOW_HTTP_LOOPBACK", "GC_FREEZE"}
-#: keys whose value is a dict (``MRTRWEB_<KEY>``: a JSON object)
-_DICTS = {"SERVER_URL_POLICY"}
-#: keys whose value is a tuple of ints (``MRTRWEB_<KEY>``: numbers separated by white space)
-_INT_TUPLES = {"GC_THRESHOLDS"}
-
-
-def from_environ(environ: Any) -> dict[str, Any]:
-    """The ``MRTRWEB`` values given as ``MRTRWEB_<KEY>`` environment variables (the standalone and
-    production settings modules use it; every key of :data:`DEFAULTS` may be given so).
-
-    Numbers parse as ``int`` when whole, else ``float``; list keys (:data:`_LISTS`) take a JSON list
-    or white-space separated words; dict keys (:data:`_DICTS`) a JSON object; :data:`_INT_TUPLES` white-space separated whole numbers; boolean keys (:data:`_BOOLS`) ``1/0/true/false/yes/no``; the
-    rest are strings. An empty variable counts as unset.
-
-    Raises:
-        ImproperlyConfigured: a value that does not parse (named, never echoed: it may be a key).
-    """
-    import json
-
-    out: dict[str, Any] = {}
-    for key in DEFAULTS:
-        raw = environ.get(f"MRTRWEB_{key}")
-        if raw is None or not raw.strip():
-            continue
-        raw = raw.strip()
-        if key in _NUMERIC:
-            try:
-                number = float(raw)
-            except ValueError:
-                raise ImproperlyConfigured(f"MRTRWEB_{key} must be a number") from None
-            if not math.isfinite(number):  # nan, inf, 1e400: no bound at all, or a crash at first use
-                raise ImproperlyConfigured(f"MRTRWEB_{key} must be a finite number")
-            out[key] = int(number) if number.is_integer() else number
-        elif key in _LISTS:
-            if raw.startswith("["):
-                try:
-                    value = json.loads(raw)
-                except ValueError:
-                    raise ImproperlyConfigured(f"MRTRWEB_{key} must be a JSON list or words separated by spaces") from None
-                if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-                    raise ImproperlyConfigured(f"MRTRWEB_{key} must be a list of strings")
-                out[key] = value
-            else:
-                out[key] = raw.split()
-        elif key in _DICTS:
-            try:
-                value = json.loads(raw)
-            except ValueError:
-                raise ImproperlyConfigured(f"MRTRWEB_{key} must be a JSON object") from None
-            if not isinstance(value, dict):
-                raise ImproperlyConfigured(f"MRTRWEB_{key} must be a JSON object")
-            out[key] = value
-        elif key in _INT_TUPLES:
-            try:
-                out[key] = tuple(int(word) for word in raw.split())
-            except ValueError:
-                raise ImproperlyConfigured(f"MRTRWEB_{key} must be whole numbers separated by spaces") from None
-        elif key in _BOOLS:
-            lowered = raw.lower()
-            if lowered not in ("1", "0", "true", "false", "yes", "no"):
-                raise ImproperlyConfigured(f"MRTRWEB_{key} must be 1 or 0 (true/false, yes/no)")
-            out[key] = lowered in ("1", "true", "yes")
-        else:
-            out[key] = raw
-    return out
 
 
 def unknown_keys() -> list[str]:
@@ -380,7 +262,7 @@ def unknown_keys() -> list[str]:
 
 def policy():
     """The deployed default gate :class:`~mrtrweb.gate.Policy` (no deprecated method allowed)."""
-    from .gate import Policy
+    from ..gate import Policy
 
     return Policy(
         ttl_s=float(get("TTL_S")),

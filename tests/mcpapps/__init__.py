@@ -1,0 +1,1 @@
+"""mrtrweb.mcpapps: MCP Apps hosted safely (issue 31)."""

@@ -1,0 +1,103 @@
+"""MCP Apps on the product's pages (issue 31, item 1): a tool with an app is marked, an app-only
+tool (``_meta.ui.visibility: ["app"]``) is neither listed nor callable by a person, a tenant admin
+turns apps on per server, and the sandbox origin's start-up check (``mrtrweb.E060``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mcp_types as types
+import pytest
+from django.test import AsyncClient
+from mcp.server.lowlevel import Server
+
+from mrtrweb.demo.server import serve_asgi_in_thread
+from mrtrweb.models import McpServer
+
+CALLS: list[str] = []
+TOOLS = [
+    types.Tool.model_validate({"name": "show", "description": "has an app", "inputSchema": {"type": "object"},
+                               "_meta": {"ui": {"resourceUri": "ui://show/app.html"}}}),
+    types.Tool.model_validate({"name": "refresh", "description": "for the app alone",
+                               "inputSchema": {"type": "object"},
+                               "_meta": {"ui": {"resourceUri": "ui://show/app.html", "visibility": ["app"]}}}),
+    types.Tool.model_validate({"name": "plain", "description": "no app", "inputSchema": {"type": "object"}}),
+]
+
+
+async def _list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+    return types.ListToolsResult(tools=TOOLS)
+
+
+async def _call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+    CALLS.append(params.name)
+    return types.CallToolResult(content=[types.TextContent(type="text", text=f"{params.name} done")])
+
+
+@pytest.fixture(scope="module")
+def app_server():
+    server = Server("apps-test", version="1.0", on_list_tools=_list_tools, on_call_tool=_call_tool)
+    handle = serve_asgi_in_thread(server.streamable_http_app())
+    yield handle
+    handle.stop()
+
+
+async def _login(user) -> AsyncClient:
+    client = AsyncClient()
+    await client.aforce_login(user)
+    await client.get("/mcp/")
+    return client
+
+
+async def test_app_marked_and_app_only_tools_not_a_persons(seeded, app_server):
+    CALLS.clear()
+    server = await McpServer.objects.acreate(tenant_id=seeded["servers"]["acme"].tenant_id, name="Apps",
+                                             url=app_server.url, apps_enabled=True)
+    alice = await _login(seeded["users"]["alice"])
+    page = (await alice.get(f"/mcp/servers/{server.pk}/")).content.decode()
+    assert 'data-tool="show"' in page and 'data-tool="plain"' in page
+    assert 'data-tool="refresh"' not in page  # app-only: not offered
+    assert page.count("hint-app") == 1  # "show" has an app; "plain" none
+    tool_page = await alice.get(f"/mcp/servers/{server.pk}/tools/?name=refresh")
+    assert tool_page.status_code == 200 and "Only its app calls it" in tool_page.content.decode()
+    refused = await alice.post(f"/mcp/servers/{server.pk}/tools/?name=refresh", {})
+    assert refused.status_code == 409 and "is for its app alone" in refused.content.decode()
+    assert CALLS == []  # nothing sent
+    ok = await alice.post(f"/mcp/servers/{server.pk}/tools/?name=plain", {})
+    assert ok.status_code == 302
+
+
+async def test_admin_turns_apps_on_per_server(seeded):
+    alice = await _login(seeded["users"]["alice"])
+    carol = await _login(seeded["users"]["carol"])
+    server = seeded["servers"]["acme"]
+    assert not server.apps_enabled and not server.apps_require_approval  # off by default
+    url = f"/mcp/servers/{server.pk}/settings/"
+    page = (await alice.get(url)).content.decode()
+    assert 'name="apps-apps_enabled"' in page and 'name="apps-apps_require_approval"' in page
+    assert (await carol.get(url)).status_code == 404
+    resp = await alice.post(url, {"apps-shown": "1", "apps-apps_enabled": "on"})
+    assert resp.status_code == 200 and "Saved." in resp.content.decode()
+    server = await McpServer.objects.aget(pk=server.pk)
+    assert server.apps_enabled and not server.apps_require_approval
+    # a post without the apps part (an older page) leaves it as it is
+    assert (await alice.post(url, {"allow_sampling": "on"})).status_code == 200
+    assert (await McpServer.objects.aget(pk=server.pk)).apps_enabled
+    # unticked with the part present: off again
+    assert (await alice.post(url, {"apps-shown": "1"})).status_code == 200
+    assert not (await McpServer.objects.aget(pk=server.pk)).apps_enabled
+
+
+@pytest.mark.parametrize(("value", "ok"), [
+    (None, True), ("https://apps.example.com", True), ("http://localhost:8001", True),
+    ("https://site.example.com:8443", False),  # the site's host on another port: same cookies
+    ("https://apps.example.com/path", False), ("javascript:alert(1)", False), (42, False),
+])
+def test_sandbox_origin_start_up_check(settings, value, ok):
+    from mrtrweb.checks import check_apps_sandbox_origin
+
+    settings.CSRF_TRUSTED_ORIGINS = ["https://site.example.com"]
+    settings.MRTRWEB = {**getattr(settings, "MRTRWEB", {}), "APPS_SANDBOX_ORIGIN": value}
+    errors = check_apps_sandbox_origin()
+    assert (errors == []) is ok
+    assert all(e.id == "mrtrweb.E060" for e in errors)
