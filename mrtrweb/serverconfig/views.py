@@ -170,7 +170,9 @@ def _add(request: HttpRequest, user: Any, slug: str, *, personal: bool) -> HttpR
         if form.is_valid():
             try:
                 with transaction.atomic():
-                    limits.lock_tenant(tenant.pk)
+                    locked = limits.lock_tenant(tenant.pk)  # as the allowance switch: it holds at commit
+                    if personal and not locked.allow_personal_servers:
+                        raise Http404("Personal servers are not allowed in this tenant")  # turned off meanwhile
                     limits.check_room(tenant.pk, owner.pk if owner else None)
                     server = form.save(commit=False)
                     server.added_by = user
@@ -248,17 +250,21 @@ async def server_edit(request: HttpRequest, server_id: int) -> HttpResponse:
 def _state(request: HttpRequest, user: Any, server_id: Any) -> HttpResponse:
     server, role = _server_as(user, server_id)
     enable = request.POST.get("enabled") == "1"
-    if enable and role == "owner" and (server.disabled_by_admin or not server.tenant.allow_personal_servers):
-        raise Http404("This server may not be enabled by its owner now")
-    if enable and role == "overseer" and not server.tenant.allow_personal_servers:
-        raise Http404("Personal servers are not allowed in this tenant")
-    if server.enabled != enable:
-        with transaction.atomic():
+    with transaction.atomic():
+        # under the tenant's lock, as the allowance switch and the other state changes: what is
+        # judged here (the allowance, who disabled it) is what holds when this commits
+        server.tenant = limits.lock_tenant(server.tenant_id)
+        server.refresh_from_db(fields=["enabled", "disabled_by_admin"])
+        if enable and role == "owner" and (server.disabled_by_admin or not server.tenant.allow_personal_servers):
+            raise Http404("This server may not be enabled by its owner now")
+        if enable and role == "overseer" and not server.tenant.allow_personal_servers:
+            raise Http404("Personal servers are not allowed in this tenant")
+        if server.enabled != enable:
             server.enabled = enable
             server.disabled_by_admin = (not enable) and role == "overseer"
             server.save(update_fields=["enabled", "disabled_by_admin", "updated_at"])  # signals end its rounds
             events.server_enabled(server, user.pk, enable)
-        logger.info("server %s %s by user %s", server.pk, "enabled" if enable else "disabled", user.pk)
+            logger.info("server %s %s by user %s", server.pk, "enabled" if enable else "disabled", user.pk)
     return HttpResponseRedirect(_back(server, role))
 
 

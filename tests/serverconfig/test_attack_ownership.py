@@ -1,0 +1,107 @@
+"""Second attacker lane of issue 29: a personal server's owner changing under a waiting round, and
+the tenant's allowance of personal servers turned off while an add or an enable is in flight."""
+
+from __future__ import annotations
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.test import Client
+
+from mrtrweb import operations
+from mrtrweb.audit.events import verify_chain
+from mrtrweb.models import McpServer, Operation, Tenant
+from mrtrweb.serverconfig import limits, views
+from mrtrweb.tenancy import access
+from tests.serverconfig.test_pages import _allow_personal, _refused_and_nothing_sent, _round, policy  # noqa: F401
+from tests.sockets import closed_with, csrf_client, denied_in_audit, open_socket
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+
+def _client(user) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+async def test_a_personal_servers_new_owner_ends_the_old_owners_waiting_round(seeded, policy):  # noqa: F811
+    """The superuser's admin gives carol's personal server to alice (``owner`` edited, a ``save``):
+    carol's waiting round ends at once (denied, her socket closed) and she cannot answer it."""
+    await sync_to_async(_allow_personal)(seeded)
+    mcp = seeded["mcp"]
+    carol_user, alice_user = seeded["users"]["carol"], seeded["users"]["alice"]
+    carol = await csrf_client(carol_user)
+    resp = await carol.post("/mcp/tenants/acme/my-servers/add/", {"name": "Mine", "url": mcp.url, "protocol": "auto"})
+    assert resp.status_code == 302
+    mine = await McpServer.objects.aget(owner=carol_user)
+    op = await _round(carol, mine)
+    ws = open_socket(carol)
+    assert (await ws.connect())[0]
+
+    mine.owner = alice_user  # what the Django admin's change form does
+    await mine.asave()
+    await operations.wait_idle()
+    assert await access.adenial(carol_user.pk, mine.tenant_id, mine.pk) == access.SERVER_REMOVED
+    await closed_with(ws, access.CLOSE_CODE)
+    await denied_in_audit(op, access.SERVER_REMOVED)
+    await _refused_and_nothing_sent(carol, op, mcp)
+    await op.arefresh_from_db()
+    assert op.status == Operation.Status.DENIED
+    assert (await sync_to_async(verify_chain)(mine.tenant_id)).broken is None
+
+
+def test_a_personal_add_racing_the_allowance_turned_off_adds_nothing(seeded, policy, monkeypatch):  # noqa: F811
+    """The admin turns personal servers off between the add's first look at the tenant and its
+    locked write: the add must not leave an enabled personal server in a tenant that forbids them."""
+    _allow_personal(seeded)
+    carol_user = seeded["users"]["carol"]
+    real_lock = limits.lock_tenant
+
+    def switched_off_meanwhile(tenant_id):
+        Tenant.objects.filter(pk=tenant_id).update(allow_personal_servers=False)  # the switch committed
+        return real_lock(tenant_id)
+
+    monkeypatch.setattr(limits, "lock_tenant", switched_off_meanwhile)
+    resp = _client(carol_user).post("/mcp/tenants/acme/my-servers/add/",
+                                    {"name": "Late", "url": seeded["mcp"].url, "protocol": "auto"})
+    assert resp.status_code in (400, 404)
+    assert not McpServer.objects.filter(owner=carol_user).exists()
+
+
+def test_an_owners_enable_racing_the_allowance_turned_off_enables_nothing(seeded, policy, monkeypatch):  # noqa: F811
+    """Carol enables her own (self-disabled) server while the admin turns personal servers off:
+    whichever commits last, her server must not end up enabled in a tenant that forbids them."""
+    _allow_personal(seeded)
+    carol_user = seeded["users"]["carol"]
+    acme = Tenant.objects.get(slug="acme")
+    mine = McpServer.objects.create(tenant=acme, owner=carol_user, name="Mine", url=seeded["mcp"].url,
+                                    enabled=False)
+    real = views._server_as
+
+    def switched_off_meanwhile(user, server_id):
+        found = real(user, server_id)
+        Tenant.objects.filter(pk=acme.pk).update(allow_personal_servers=False)  # the switch committed
+        return found
+
+    monkeypatch.setattr(views, "_server_as", switched_off_meanwhile)
+    _client(carol_user).post(f"/mcp/servers/{mine.pk}/state/", {"enabled": "1"})
+    mine.refresh_from_db()
+    assert not mine.enabled
+
+
+async def test_an_owner_changed_past_the_signals_still_cannot_be_answered_by_the_old_owner(seeded, policy):  # noqa: F811
+    """The same change made with ``QuerySet.update`` (no signal): the precompiled access SQL of the
+    answer path (``access._query``: the owner condition) refuses carol's answer; nothing is sent."""
+    await sync_to_async(_allow_personal)(seeded)
+    mcp = seeded["mcp"]
+    carol_user, alice_user = seeded["users"]["carol"], seeded["users"]["alice"]
+    carol = await csrf_client(carol_user)
+    resp = await carol.post("/mcp/tenants/acme/my-servers/add/", {"name": "Mine", "url": mcp.url, "protocol": "auto"})
+    assert resp.status_code == 302
+    mine = await McpServer.objects.aget(owner=carol_user)
+    op = await _round(carol, mine)
+    await McpServer.objects.filter(pk=mine.pk).aupdate(owner=alice_user)
+    assert await sync_to_async(access.check_sql)("default") is not None  # the precompiled path, not the ORM's
+    assert await sync_to_async(access.allowed_condition)("default") is not None
+    await _refused_and_nothing_sent(carol, op, mcp)
+    assert (await access.adenial(carol_user.pk, mine.tenant_id, mine.pk)) == access.SERVER_REMOVED
