@@ -1,5 +1,5 @@
 from django.contrib import admin
-from django.db import models
+from django.db import models, transaction
 from django.utils.translation import gettext_lazy
 
 from .text import display
@@ -91,6 +91,38 @@ class McpServerAdmin(admin.ModelAdmin):
     shown_url = _shown_field("url", "Streamable HTTP URL")
     # roots: bad JSON of any depth is a form error; a URL typed without a scheme reads as https
     formfield_overrides = {**bounded_json_overrides(), models.URLField: {"assume_scheme": "https"}}
+
+    # the superuser's changes are configuration events of the tenant's chain, as the pages' are
+    # (issue 29, item 6), each in the transaction of its change
+
+    def save_model(self, request, obj, form, change) -> None:
+        from .serverconfig import events
+
+        with transaction.atomic():
+            was = McpServer.objects.filter(pk=obj.pk).values_list("tenant_id", flat=True).first() if change else None
+            super().save_model(request, obj, form, change)
+            if was is not None and was != obj.tenant_id:  # moved: removed from one chain, added to the other
+                moved_from = McpServer(pk=obj.pk, tenant_id=was, owner_id=obj.owner_id, name=obj.name, url=obj.url)
+                events.server_removed(moved_from, request.user.pk)
+                events.server_added(obj, request.user.pk)
+            else:
+                events.admin_saved(obj, request.user.pk, not change, form.changed_data,
+                                   getattr(form, "new_secret", None))
+
+    def delete_model(self, request, obj) -> None:
+        from .serverconfig import events
+
+        with transaction.atomic():
+            events.server_removed(obj, request.user.pk)
+            super().delete_model(request, obj)
+
+    def delete_queryset(self, request, queryset) -> None:
+        from .serverconfig import events
+
+        with transaction.atomic():
+            for server in queryset:
+                events.server_removed(server, request.user.pk)
+            super().delete_queryset(request, queryset)
 
     @admin.display(description=gettext_lazy("under the URL policy"), boolean=True)
     def under_url_policy(self, obj: McpServer) -> bool:

@@ -3,6 +3,8 @@ the tenant's allowance of personal servers turned off while an add or an enable 
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from asgiref.sync import sync_to_async
 from django.test import Client
@@ -105,3 +107,60 @@ async def test_an_owner_changed_past_the_signals_still_cannot_be_answered_by_the
     assert await sync_to_async(access.allowed_condition)("default") is not None
     await _refused_and_nothing_sent(carol, op, mcp)
     assert (await access.adenial(carol_user.pk, mine.tenant_id, mine.pk)) == access.SERVER_REMOVED
+
+
+# -- the configuration events of every path ---------------------------------------------------------
+
+def test_the_superusers_admin_changes_are_events_of_the_tenants_chain(seeded, policy):  # noqa: F811
+    """Changing, disabling and deleting a server in the Django admin are configuration events with
+    who did it (never a value), as from the product's pages; the chain still verifies."""
+    from django.contrib.auth import get_user_model
+
+    from mrtrweb.audit.events import keyed_digest
+    from mrtrweb.models import AuditEvent
+
+    admin = get_user_model().objects.get(username="admin")
+    client = _client(admin)
+    server = seeded["servers"]["acme"]
+    url = f"/admin/mrtrweb/mcpserver/{server.pk}/change/"
+    data = {"tenant": server.tenant_id, "name": "Renamed by admin", "url": server.url + "?admin-secret-path",
+            "protocol": server.protocol, "auth_mode": "none", "roots": json.dumps(server.roots)}  # "enabled" unticked
+    resp = client.post(url, data)
+    assert resp.status_code == 302, resp.content.decode()[:2000]
+    server.refresh_from_db()
+    assert server.name == "Renamed by admin" and not server.enabled
+    assert client.post(f"/admin/mrtrweb/mcpserver/{server.pk}/delete/", {"post": "yes"}).status_code == 302
+    assert not McpServer.objects.filter(pk=server.pk).exists()
+    events = list(AuditEvent.objects.filter(tenant_id=server.tenant_id, event__in=AuditEvent.CONFIG)
+                  .order_by("sequence"))
+    kinds = [e.event for e in events]
+    assert kinds == ["server_disabled", "server_changed", "server_removed"], kinds
+    assert {"name", "url"} <= set(events[1].actions) and set(events[1].actions.values()) == {"changed"}
+    assert {e.user_digest for e in events} == {keyed_digest(f"user:{admin.pk}")}
+    assert "admin-secret-path" not in str([[e.actions, e.name, e.reason] for e in events])
+    assert verify_chain(server.tenant_id).broken is None
+
+    # a server moved to another tenant: removed from one chain, added to the other
+    moved = seeded["servers"]["globex"]
+    globex_id, acme_id = moved.tenant_id, server.tenant_id
+    data = {"tenant": acme_id, "name": "Moved", "url": moved.url, "protocol": moved.protocol, "auth_mode": "none",
+            "roots": "[]", "enabled": "on"}
+    assert client.post(f"/admin/mrtrweb/mcpserver/{moved.pk}/change/", data).status_code == 302
+    assert AuditEvent.objects.filter(tenant_id=globex_id, event="server_removed", server_id=str(moved.pk)).count() == 1
+    assert AuditEvent.objects.filter(tenant_id=acme_id, event="server_added", server_id=str(moved.pk)).count() == 1
+    assert verify_chain(globex_id).broken is None and verify_chain(acme_id).broken is None
+
+
+def test_a_personal_server_removed_with_its_owners_account_is_an_event(seeded, policy):  # noqa: F811
+    _allow_personal(seeded)
+    from mrtrweb.models import AuditEvent
+
+    carol_user = seeded["users"]["carol"]
+    assert _client(carol_user).post("/mcp/tenants/acme/my-servers/add/", {
+        "name": "Mine", "url": seeded["mcp"].url, "protocol": "auto"}).status_code == 302
+    mine = McpServer.objects.get(owner=carol_user)
+    carol_user.delete()
+    assert not McpServer.objects.filter(pk=mine.pk).exists()
+    removed = AuditEvent.objects.filter(tenant_id=mine.tenant_id, event="server_removed", server_id=str(mine.pk))
+    assert removed.count() == 1 and removed.get().code == "personal"
+    assert verify_chain(mine.tenant_id).broken is None
