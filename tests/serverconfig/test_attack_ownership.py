@@ -164,3 +164,23 @@ def test_a_personal_server_removed_with_its_owners_account_is_an_event(seeded, p
     removed = AuditEvent.objects.filter(tenant_id=mine.tenant_id, event="server_removed", server_id=str(mine.pk))
     assert removed.count() == 1 and removed.get().code == "personal"
     assert verify_chain(mine.tenant_id).broken is None
+
+
+# -- the headless client's precompiled lookup ---------------------------------------------------------
+
+def test_the_headless_clients_one_statement_never_picks_a_personal_server(seeded, policy):  # noqa: F811
+    """``mrtr_client --server URL`` as alice, where carol's personal server has exactly that URL:
+    the one-statement path (access check beside the server's row) picks the tenant's server, as
+    ``server_for`` does, never carol's (her bearer token, her rounds)."""
+    from mrtrweb.headless.client import _member_server
+
+    _allow_personal(seeded)
+    carol, alice = seeded["users"]["carol"], seeded["users"]["alice"]
+    acme = Tenant.objects.get(slug="acme")
+    url = seeded["mcp"].url + "?personal"
+    mine = McpServer.objects.create(tenant=acme, owner=carol, name="Mine", url=url, auth_mode="tenant")
+    assert access.check_sql("default", with_server=False) is not None  # the precompiled path is the one run
+    picked = _member_server(alice, acme, url)
+    assert picked.pk != mine.pk and picked.owner_id is None
+    assert _member_server(alice, acme, url).pk == picked.pk  # the tenant's server, found again
+    assert _member_server(carol, acme, url).owner_id is None  # carol's headless runs use the tenant's too
