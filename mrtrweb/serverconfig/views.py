@@ -12,7 +12,7 @@
 * ``/servers/<id>/edit/``, ``/servers/<id>/state/`` (POST ``enabled=0|1``), ``/servers/<id>/remove/``
   (a confirmation page, then POST): a tenant server by its tenant's admins; a personal server by its
   owner (its tenant's admins may disable it, and enable it again once they did; the owner may not
-  enable a server an admin disabled).
+  enable or remove a server an admin disabled, nor add or re-point one of theirs to its origin).
 
 Anyone else: 404. Every POST carries Django's CSRF token. Disabling and removing go through the
 ORM, whose signals end the server's pending operations (:mod:`mrtrweb.operations.revocation`:
@@ -278,7 +278,8 @@ async def server_state(request: HttpRequest, server_id: int) -> HttpResponse:
 
 def _remove(request: HttpRequest, user: Any, server_id: Any) -> HttpResponse:
     server, role = _server_as(user, server_id)
-    if role == "overseer":
+    if role == "overseer" or (role == "owner" and server.disabled_by_admin):
+        # an admin's disable is not undone by removing the server and adding it again
         raise Http404("No such server")
     if request.method == "POST":
         back = _back(server, role)

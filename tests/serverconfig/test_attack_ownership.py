@@ -184,3 +184,34 @@ def test_the_headless_clients_one_statement_never_picks_a_personal_server(seeded
     assert picked.pk != mine.pk and picked.owner_id is None
     assert _member_server(alice, acme, url).pk == picked.pk  # the tenant's server, found again
     assert _member_server(carol, acme, url).owner_id is None  # carol's headless runs use the tenant's too
+
+
+# -- a server an admin disabled stays disabled ---------------------------------------------------------
+
+def test_an_owner_cannot_undo_an_admins_disable_by_removing_and_adding_it_again(seeded, policy):  # noqa: F811
+    """The admin disables carol's personal server; carol may neither remove it (which would drop
+    the admin's mark) nor add, or re-point another of hers, to the same origin."""
+    _allow_personal(seeded)
+    carol_user = seeded["users"]["carol"]
+    carol, alice = _client(carol_user), _client(seeded["users"]["alice"])
+    url = seeded["mcp"].url
+    assert carol.post("/mcp/tenants/acme/my-servers/add/", {"name": "Mine", "url": url,
+                                                             "protocol": "auto"}).status_code == 302
+    mine = McpServer.objects.get(owner=carol_user)
+    assert alice.post(f"/mcp/servers/{mine.pk}/state/", {"enabled": "0"}).status_code == 302
+    assert carol.post(f"/mcp/servers/{mine.pk}/remove/").status_code == 404
+    assert McpServer.objects.filter(pk=mine.pk, disabled_by_admin=True).exists()
+    again = carol.post("/mcp/tenants/acme/my-servers/add/", {"name": "Mine again", "url": url + "?again",
+                                                              "protocol": "auto"})
+    assert again.status_code == 400 and b"disabled" in again.content
+    second = McpServer.objects.create(tenant=mine.tenant, owner=carol_user, name="Other", url="http://127.0.0.1:9/mcp",
+                                      url_policy=True)
+    moved = carol.post(f"/mcp/servers/{second.pk}/edit/", {"name": "Other", "url": url + "?moved", "protocol": "auto"})
+    assert moved.status_code == 400 and b"disabled" in moved.content  # re-pointing another of hers to it: refused
+    second.refresh_from_db()
+    assert second.url == "http://127.0.0.1:9/mcp"
+    assert carol.post(f"/mcp/servers/{second.pk}/edit/", {"name": "Renamed", "url": second.url,
+                                                          "protocol": "auto"}).status_code == 302  # others are fine
+    # the admin removes nothing of hers, but may enable it again: then carol may remove it
+    assert alice.post(f"/mcp/servers/{mine.pk}/state/", {"enabled": "1"}).status_code == 302
+    assert carol.post(f"/mcp/servers/{mine.pk}/remove/").status_code == 302
