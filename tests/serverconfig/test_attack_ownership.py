@@ -149,6 +149,8 @@ def test_the_superusers_admin_changes_are_events_of_the_tenants_chain(seeded, po
     assert AuditEvent.objects.filter(tenant_id=globex_id, event="server_removed", server_id=str(moved.pk)).count() == 1
     assert AuditEvent.objects.filter(tenant_id=acme_id, event="server_added", server_id=str(moved.pk)).count() == 1
     assert verify_chain(globex_id).broken is None and verify_chain(acme_id).broken is None
+    history = _client(seeded["users"]["alice"]).get("/mcp/tenants/acme/history/?event=&per_page=50").content.decode()
+    assert "disabled a server" in history and "changed a server" in history and "admin-secret-path" not in history
 
 
 def test_a_personal_server_removed_with_its_owners_account_is_an_event(seeded, policy):  # noqa: F811
@@ -162,8 +164,10 @@ def test_a_personal_server_removed_with_its_owners_account_is_an_event(seeded, p
     carol_user.delete()
     assert not McpServer.objects.filter(pk=mine.pk).exists()
     removed = AuditEvent.objects.filter(tenant_id=mine.tenant_id, event="server_removed", server_id=str(mine.pk))
-    assert removed.count() == 1 and removed.get().code == "personal"
+    assert removed.count() == 1 and removed.get().code == "personal" and removed.get().reason == "owner_removed"
     assert verify_chain(mine.tenant_id).broken is None
+    history = _client(seeded["users"]["alice"]).get("/mcp/tenants/acme/history/?event=&per_page=50")
+    assert history.status_code == 200 and "removed a server" in history.content.decode()
 
 
 # -- the headless client's precompiled lookup ---------------------------------------------------------
