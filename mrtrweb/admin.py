@@ -99,15 +99,19 @@ class McpServerAdmin(admin.ModelAdmin):
         from .serverconfig import events
 
         with transaction.atomic():
-            was = McpServer.objects.filter(pk=obj.pk).values_list("tenant_id", flat=True).first() if change else None
+            was, old_owner = (McpServer.objects.filter(pk=obj.pk).values_list("tenant_id", "owner_id").first()
+                              if change else None) or (None, None)
+            new_secret = getattr(form, "new_secret", None)
+            if old_owner is not None and old_owner != obj.owner_id and new_secret is None and obj.auth_secret_sealed:
+                # a person's own token or headers are theirs: never used for whoever the server goes to
+                obj.auth_secret_sealed, obj.auth_secret_digest, new_secret = "", "", {}
             super().save_model(request, obj, form, change)
             if was is not None and was != obj.tenant_id:  # moved: removed from one chain, added to the other
                 moved_from = McpServer(pk=obj.pk, tenant_id=was, owner_id=obj.owner_id, name=obj.name, url=obj.url)
                 events.server_removed(moved_from, request.user.pk)
                 events.server_added(obj, request.user.pk)
             else:
-                events.admin_saved(obj, request.user.pk, not change, form.changed_data,
-                                   getattr(form, "new_secret", None))
+                events.admin_saved(obj, request.user.pk, not change, form.changed_data, new_secret)
 
     def delete_model(self, request, obj) -> None:
         from .serverconfig import events

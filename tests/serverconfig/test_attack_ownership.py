@@ -219,3 +219,40 @@ def test_an_owner_cannot_undo_an_admins_disable_by_removing_and_adding_it_again(
     # the admin removes nothing of hers, but may enable it again: then carol may remove it
     assert alice.post(f"/mcp/servers/{mine.pk}/state/", {"enabled": "1"}).status_code == 302
     assert carol.post(f"/mcp/servers/{mine.pk}/remove/").status_code == 302
+
+
+def test_a_persons_own_token_does_not_pass_to_whoever_the_server_is_given_to(seeded, policy):  # noqa: F811
+    """Carol's personal server holds her own bearer token; the superuser gives the server to alice
+    (or makes it the tenant's) in the admin: carol's token is dropped (an ``auth_changed`` event,
+    secret ``removed``), never used for alice or for every member."""
+    from django.contrib.auth import get_user_model
+
+    from mrtrweb.authz import crypto
+    from mrtrweb.models import AuditEvent
+
+    _allow_personal(seeded)
+    carol_user, alice_user = seeded["users"]["carol"], seeded["users"]["alice"]
+    carol = _client(carol_user)
+    assert carol.post("/mcp/tenants/acme/my-servers/add/", {"name": "Mine", "url": seeded["mcp"].url,
+                                                             "protocol": "auto"}).status_code == 302
+    mine = McpServer.objects.get(owner=carol_user)
+    assert carol.post(f"/mcp/servers/{mine.pk}/settings/", {"auth-auth_mode": "tenant",
+                                                            "auth-bearer_token": "carol-only-token"}).status_code == 200
+    mine.refresh_from_db()
+    assert crypto.unseal(mine.auth_secret_sealed) == {"bearer": "carol-only-token"}
+    admin = _client(get_user_model().objects.get(username="admin"))
+    for new_owner in (alice_user.pk, ""):
+        data = {"tenant": mine.tenant_id, "owner": new_owner, "name": mine.name, "url": mine.url, "enabled": "on",
+                "protocol": mine.protocol, "auth_mode": "tenant", "roots": json.dumps(mine.roots)}
+        resp = admin.post(f"/admin/mrtrweb/mcpserver/{mine.pk}/change/", data)
+        assert resp.status_code == 302, resp.content.decode()[:1500]
+        mine.refresh_from_db()
+        assert mine.owner_id == (new_owner or None)
+        assert mine.auth_secret_sealed == "" and mine.auth_secret_digest == ""
+        if new_owner:  # set carol's token again for the second round: alice's now, given to the tenant
+            mine.auth_secret_sealed, mine.auth_secret_digest = crypto.seal({"bearer": "alice-token"}), "d"
+            mine.save()
+    removed = AuditEvent.objects.filter(tenant_id=mine.tenant_id, event="auth_changed", server_id=str(mine.pk),
+                                        actions__secret="removed")
+    assert removed.count() == 2
+    assert verify_chain(mine.tenant_id).broken is None
