@@ -105,6 +105,9 @@ class McpServerAdmin(admin.ModelAdmin):
             if old_owner is not None and old_owner != obj.owner_id and new_secret is None and obj.auth_secret_sealed:
                 # a person's own token or headers are theirs: never used for whoever the server goes to
                 obj.auth_secret_sealed, obj.auth_secret_digest, new_secret = "", "", {}
+            if "enabled" in form.changed_data or not change:
+                # disabled here: as by a tenant admin, its owner may not enable it again
+                obj.disabled_by_admin = obj.owner_id is not None and not obj.enabled
             super().save_model(request, obj, form, change)
             if was is not None and was != obj.tenant_id:  # moved: removed from one chain, added to the other
                 moved_from = McpServer(pk=obj.pk, tenant_id=was, owner_id=obj.owner_id, name=obj.name, url=obj.url)

@@ -256,3 +256,26 @@ def test_a_persons_own_token_does_not_pass_to_whoever_the_server_is_given_to(see
                                         actions__secret="removed")
     assert removed.count() == 2
     assert verify_chain(mine.tenant_id).broken is None
+
+
+def test_a_personal_server_the_superuser_disabled_cannot_be_enabled_by_its_owner(seeded, policy):  # noqa: F811
+    from django.contrib.auth import get_user_model
+
+    _allow_personal(seeded)
+    carol_user = seeded["users"]["carol"]
+    carol = _client(carol_user)
+    assert carol.post("/mcp/tenants/acme/my-servers/add/", {"name": "Mine", "url": seeded["mcp"].url,
+                                                             "protocol": "auto"}).status_code == 302
+    mine = McpServer.objects.get(owner=carol_user)
+    admin = _client(get_user_model().objects.get(username="admin"))
+    data = {"tenant": mine.tenant_id, "owner": carol_user.pk, "name": mine.name, "url": mine.url,
+            "protocol": mine.protocol, "auth_mode": "none", "roots": json.dumps(mine.roots)}  # "enabled" unticked
+    assert admin.post(f"/admin/mrtrweb/mcpserver/{mine.pk}/change/", data).status_code == 302
+    mine.refresh_from_db()
+    assert not mine.enabled and mine.disabled_by_admin
+    assert carol.post(f"/mcp/servers/{mine.pk}/state/", {"enabled": "1"}).status_code == 404
+    mine.refresh_from_db()
+    assert not mine.enabled
+    assert admin.post(f"/admin/mrtrweb/mcpserver/{mine.pk}/change/", dict(data, enabled="on")).status_code == 302
+    mine.refresh_from_db()
+    assert mine.enabled and not mine.disabled_by_admin
