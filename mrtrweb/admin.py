@@ -54,6 +54,17 @@ class TenantAdmin(admin.ModelAdmin):
     inlines = [MembershipInline]
     shown_name = _shown_field("name", "name")
 
+    def save_model(self, request, obj, form, change) -> None:
+        """Turning personal servers on or off here does what the servers page's switch does (the
+        event; off: every personal server disabled, its waiting rounds ended)."""
+        from .serverconfig import limits, views as serverconfig_views
+
+        with transaction.atomic():
+            was = limits.lock_tenant(obj.pk).allow_personal_servers if change else False
+            super().save_model(request, obj, form, change)
+            if was != obj.allow_personal_servers:
+                serverconfig_views.personal_switch_saved(obj, request.user.pk)
+
 
 class McpServerAdminForm(ServerAuthForm):
     """Every editable field of the server (the protocol setting too, with its choices and help

@@ -127,14 +127,23 @@ def _personal_switch(request: HttpRequest, user: Any, slug: str) -> HttpResponse
         if tenant.allow_personal_servers != allow:
             tenant.allow_personal_servers = allow
             tenant.save(update_fields=["allow_personal_servers"])
-            events.tenant_changed(tenant, user.pk, allow)
-            if not allow:  # each through the ORM: the revocation signals end their waiting rounds
-                for server in McpServer.objects.filter(tenant=tenant, owner__isnull=False, enabled=True):
-                    server.enabled = False
-                    server.save(update_fields=["enabled", "updated_at"])
-                    events.server_enabled(server, user.pk, False)
+            personal_switch_saved(tenant, user.pk)
     logger.info("tenant %s: personal servers %s by user %s", tenant.pk, "allowed" if allow else "not allowed", user.pk)
     return HttpResponseRedirect(reverse("mrtrweb:tenant-servers", args=[tenant.slug]))
+
+
+def personal_switch_saved(tenant: Tenant, user_id: Any) -> None:
+    """What follows ``tenant.allow_personal_servers`` saved with a new value (in its transaction,
+    the tenant's row locked): the ``tenant_changed`` event and, when turned off, every enabled
+    personal server of the tenant disabled (each through the ORM: the revocation signals end their
+    waiting rounds), each a ``server_disabled`` event. The servers page and the superuser's admin
+    both call it."""
+    events.tenant_changed(tenant, user_id, tenant.allow_personal_servers)
+    if not tenant.allow_personal_servers:
+        for server in McpServer.objects.filter(tenant=tenant, owner__isnull=False, enabled=True):
+            server.enabled = False
+            server.save(update_fields=["enabled", "updated_at"])
+            events.server_enabled(server, user_id, False)
 
 
 @login_required

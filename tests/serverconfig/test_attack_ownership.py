@@ -279,3 +279,48 @@ def test_a_personal_server_the_superuser_disabled_cannot_be_enabled_by_its_owner
     assert admin.post(f"/admin/mrtrweb/mcpserver/{mine.pk}/change/", dict(data, enabled="on")).status_code == 302
     mine.refresh_from_db()
     assert mine.enabled and not mine.disabled_by_admin
+
+
+def _admin_form_data(response) -> dict:
+    """The POST data of an admin change page as it stands (every form and inline form's values)."""
+    data = {}
+    forms = [response.context["adminform"].form]
+    for inline in response.context["inline_admin_formsets"]:
+        formset = inline.formset
+        data.update({f"{formset.prefix}-{k}": v for k, v in formset.management_form.initial.items()})
+        forms += list(formset.forms)
+    for form in forms:
+        for name, field in form.fields.items():
+            value = form[name].value()
+            if value is None or value is False:
+                continue
+            data[form.add_prefix(name)] = "on" if value is True else value
+    return data
+
+
+def test_turning_personal_servers_off_in_the_admin_disables_them_as_the_page_does(seeded, policy):  # noqa: F811
+    """The superuser unticks "allow personal servers" in the tenant's admin page: every personal
+    server is disabled (their waiting rounds end) and the switch is an event, as from the servers page."""
+    from django.contrib.auth import get_user_model
+
+    from mrtrweb.models import AuditEvent
+
+    _allow_personal(seeded)
+    carol_user = seeded["users"]["carol"]
+    assert _client(carol_user).post("/mcp/tenants/acme/my-servers/add/", {
+        "name": "Mine", "url": seeded["mcp"].url, "protocol": "auto"}).status_code == 302
+    acme = Tenant.objects.get(slug="acme")
+    admin_user = get_user_model().objects.get(username="admin")
+    admin = _client(admin_user)
+    url = f"/admin/mrtrweb/tenant/{acme.pk}/change/"
+    data = _admin_form_data(admin.get(url))
+    assert data.pop("allow_personal_servers") == "on"
+    resp = admin.post(url, data)
+    assert resp.status_code == 302, resp.content.decode()[:1500]
+    acme.refresh_from_db()
+    assert not acme.allow_personal_servers
+    assert not McpServer.objects.filter(tenant=acme, owner__isnull=False, enabled=True).exists()
+    switched = AuditEvent.objects.filter(tenant_id=acme.pk, event="tenant_changed").order_by("-sequence").first()
+    assert switched.actions == {"allow_personal_servers": "off"}
+    assert AuditEvent.objects.filter(tenant_id=acme.pk, event="server_disabled", code="personal").count() == 1
+    assert verify_chain(acme.pk).broken is None
