@@ -324,3 +324,22 @@ def test_turning_personal_servers_off_in_the_admin_disables_them_as_the_page_doe
     assert switched.actions == {"allow_personal_servers": "off"}
     assert AuditEvent.objects.filter(tenant_id=acme.pk, event="server_disabled", code="personal").count() == 1
     assert verify_chain(acme.pk).broken is None
+
+
+def test_a_person_cannot_allow_sampling_on_their_own_server(seeded, policy):  # noqa: F811
+    """Sampling is answered by the deployment's sampling provider, allowed per server by a tenant
+    admin only (``mrtrweb.consent.sampling``): a personal server's owner may set its roots, not
+    allow sampling on it (nor by an extra POST field)."""
+    _allow_personal(seeded)
+    carol_user = seeded["users"]["carol"]
+    carol = _client(carol_user)
+    assert carol.post("/mcp/tenants/acme/my-servers/add/", {"name": "Mine", "url": seeded["mcp"].url,
+                                                             "protocol": "auto"}).status_code == 302
+    mine = McpServer.objects.get(owner=carol_user)
+    page = carol.get(f"/mcp/servers/{mine.pk}/settings/").content.decode()
+    assert 'name="allow_sampling"' not in page and 'name="allow_roots"' in page
+    saved = carol.post(f"/mcp/servers/{mine.pk}/settings/", {"allow_sampling": "on", "allow_roots": "on",
+                                                             "roots": '[{"uri": "file:///home/carol"}]'})
+    assert saved.status_code == 200
+    mine.refresh_from_db()
+    assert mine.allow_roots and not mine.allow_sampling
