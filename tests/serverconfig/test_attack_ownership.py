@@ -1,5 +1,9 @@
-"""Second attacker lane of issue 29: a personal server's owner changing under a waiting round, and
-the tenant's allowance of personal servers turned off while an add or an enable is in flight."""
+"""Second attacker lane of issue 29 (servers people bring): a personal server's owner changing under
+a waiting round (through the signals, and past them: the precompiled access SQL), the tenant's
+allowance turned off while an add or an enable is in flight, the headless client's one-statement
+server lookup, an admin's disable undone by remove-and-add, the superuser's admin paths (events,
+the owner's token, the allowance box, disabling a personal server), and sampling on a person's
+own server."""
 
 from __future__ import annotations
 
