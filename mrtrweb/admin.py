@@ -1,5 +1,5 @@
 from django.contrib import admin
-from django.db import models
+from django.db import models, transaction
 from django.utils.translation import gettext_lazy
 
 from .text import display
@@ -54,6 +54,17 @@ class TenantAdmin(admin.ModelAdmin):
     inlines = [MembershipInline]
     shown_name = _shown_field("name", "name")
 
+    def save_model(self, request, obj, form, change) -> None:
+        """Turning personal servers on or off here does what the servers page's switch does (the
+        event; off: every personal server disabled, its waiting rounds ended)."""
+        from .serverconfig import limits, views as serverconfig_views
+
+        with transaction.atomic():
+            was = limits.lock_tenant(obj.pk).allow_personal_servers if change else False
+            super().save_model(request, obj, form, change)
+            if was != obj.allow_personal_servers:
+                serverconfig_views.personal_switch_saved(obj, request.user.pk)
+
 
 class McpServerAdminForm(ServerAuthForm):
     """Every editable field of the server (the protocol setting too, with its choices and help
@@ -91,6 +102,45 @@ class McpServerAdmin(admin.ModelAdmin):
     shown_url = _shown_field("url", "Streamable HTTP URL")
     # roots: bad JSON of any depth is a form error; a URL typed without a scheme reads as https
     formfield_overrides = {**bounded_json_overrides(), models.URLField: {"assume_scheme": "https"}}
+
+    # the superuser's changes are configuration events of the tenant's chain, as the pages' are
+    # (issue 29, item 6), each in the transaction of its change
+
+    def save_model(self, request, obj, form, change) -> None:
+        from .serverconfig import events
+
+        with transaction.atomic():
+            was, old_owner = (McpServer.objects.filter(pk=obj.pk).values_list("tenant_id", "owner_id").first()
+                              if change else None) or (None, None)
+            new_secret = getattr(form, "new_secret", None)
+            if old_owner is not None and old_owner != obj.owner_id and new_secret is None and obj.auth_secret_sealed:
+                # a person's own token or headers are theirs: never used for whoever the server goes to
+                obj.auth_secret_sealed, obj.auth_secret_digest, new_secret = "", "", {}
+            if "enabled" in form.changed_data or not change:
+                # disabled here: as by a tenant admin, its owner may not enable it again
+                obj.disabled_by_admin = obj.owner_id is not None and not obj.enabled
+            super().save_model(request, obj, form, change)
+            if was is not None and was != obj.tenant_id:  # moved: removed from one chain, added to the other
+                moved_from = McpServer(pk=obj.pk, tenant_id=was, owner_id=obj.owner_id, name=obj.name, url=obj.url)
+                events.server_removed(moved_from, request.user.pk)
+                events.server_added(obj, request.user.pk)
+            else:
+                events.admin_saved(obj, request.user.pk, not change, form.changed_data, new_secret)
+
+    def delete_model(self, request, obj) -> None:
+        from .serverconfig import events
+
+        with transaction.atomic():
+            events.server_removed(obj, request.user.pk)
+            super().delete_model(request, obj)
+
+    def delete_queryset(self, request, queryset) -> None:
+        from .serverconfig import events
+
+        with transaction.atomic():
+            for server in queryset:
+                events.server_removed(server, request.user.pk)
+            super().delete_queryset(request, queryset)
 
     @admin.display(description=gettext_lazy("under the URL policy"), boolean=True)
     def under_url_policy(self, obj: McpServer) -> bool:

@@ -18,6 +18,7 @@ class MrtrwebConfig(AppConfig):
         from .runtime.logsafe import hold_sdk_wire_loggers
         from .live.sessions import connect_signals as connect_session_signals
         from .tenancy.sync import connect_signals as connect_tenancy_signals
+        from .serverconfig.events import connect_signals as connect_config_signals
 
         hold_sdk_wire_loggers()  # the SDK's DEBUG lines carry requestState and answers
         connect_signals()  # access that ends (membership, user, server, tenant) ends pending operations
@@ -26,3 +27,4 @@ class MrtrwebConfig(AppConfig):
         workers.register_duty("untracked check", check_own)  # this worker's operations nothing follows
         connect_session_signals()  # a session that ends (sign-out, password change) closes its sockets
         connect_tenancy_signals()  # a sign-in syncs the portal's organisations (MRTRWEB TENANT_RESOLVER)
+        connect_config_signals()  # a personal server deleted with its owner's account is an audit event

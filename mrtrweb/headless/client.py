@@ -105,7 +105,7 @@ _MEMBER_SERVER_SQL: dict[str, Any] = {}
 
 def _member_and_server(user: Any, tenant: Any, url: str) -> tuple[str, McpServer | None] | None:
     """(why ``user`` may not act in ``tenant``, or ``""``; the tenant's first server with exactly
-    ``url``, or None) in one statement built once per database from the access check's own SQL
+    ``url`` and no owner (never a personal one, as :func:`server_for`), or None) in one statement built once per database from the access check's own SQL
     (:func:`mrtrweb.tenancy.access.check_sql`); None when that has none (the ORM's path)."""
     from django.db import connections, router
 
@@ -125,9 +125,12 @@ def _member_and_server(user: Any, tenant: Any, url: str) -> tuple[str, McpServer
             col = field.get_col(meta.db_table)
             fields.append((field, col, conn.ops.get_db_converters(col) + col.get_db_converters(conn)))
         tenant_col, url_col, pk = qn(meta.get_field("tenant").column), qn(meta.get_field("url").column), qn(meta.pk.column)
+        owner_col = qn(meta.get_field("owner").column)
+        # the tenant's servers only, as server_for: a person's own (personal) server is never picked
         full = (f"SELECT a.*, {', '.join('s.' + qn(f.column) for f, _, _ in fields)} FROM (SELECT 1 AS one) o "
                 f"LEFT JOIN ({sql}) a ON TRUE LEFT JOIN {qn(meta.db_table)} s ON s.{pk} = (SELECT {pk} FROM "
-                f"{qn(meta.db_table)} WHERE {tenant_col} = %s AND {url_col} = %s ORDER BY {pk} LIMIT 1)")
+                f"{qn(meta.db_table)} WHERE {tenant_col} = %s AND {url_col} = %s AND {owner_col} IS NULL "
+                f"ORDER BY {pk} LIMIT 1)")
         cached = _MEMBER_SERVER_SQL[alias] = (sql, full, names, slots, fields)
     _, full, names, slots, fields = cached
     params = access.bind_ids(slots, user.pk, tenant.pk, None) + [

@@ -1,5 +1,5 @@
 """When access ends, pending operations end: the ORM's signals (a membership deleted or moved, a
-user deactivated or deleted, a server disabled, moved or deleted, a tenant deleted) end the
+user deactivated or deleted, a server disabled, moved, deleted or given to another owner, a tenant deleted) end the
 person's pending operations (``running`` or ``awaiting_input``) concerned at once: ``denied``, with
 the audit reason ``access_revoked: <cause>`` (nothing is sent to the server; a call in flight is
 abandoned), and close the person's open WebSockets (code :data:`mrtrweb.tenancy.access.CLOSE_CODE`).
@@ -106,12 +106,14 @@ async def _after_commit(ops: list[Operation], cause: str, audit: bool, user_ids:
     await close_sockets(user_ids, cause)
 
 
-def revoke(ops_filter: dict[str, Any], cause: str, user_ids: set[Any], *, audit: bool = True) -> list[Any]:
-    """Access ended for the operations matching ``ops_filter`` (sync, from a signal handler):
+def revoke(ops_filter: dict[str, Any], cause: str, user_ids: set[Any], *, audit: bool = True,
+           exclude: dict[str, Any] | None = None) -> list[Any]:
+    """Access ended for the operations matching ``ops_filter`` and not ``exclude`` (sync, from a signal handler):
     claim the pending ones as ``denied`` now (in the caller's transaction), then, once it commits,
     settle them (:func:`_settle`) and close the sockets of ``user_ids`` and of the operations'
     owners. Returns the ids of the operations claimed."""
-    ops = list(Operation.objects.filter(status__in=PENDING, **ops_filter).select_related("server", "tenant"))
+    ops = list(Operation.objects.filter(status__in=PENDING, **ops_filter).exclude(**(exclude or {}))
+               .select_related("server", "tenant"))
     claimed = []
     for op in ops:
         if Operation.objects.filter(pk=op.pk, status__in=PENDING).update(
@@ -167,15 +169,19 @@ def _user_deleting(sender, instance: Any, **kwargs: Any) -> None:
 def _server_saving(sender, instance: McpServer, raw: bool = False, **kwargs: Any) -> None:
     instance._mrtr_was = None
     if instance.pk and not raw:
-        instance._mrtr_was = McpServer.objects.filter(pk=instance.pk).values_list("tenant_id", flat=True).first()
+        instance._mrtr_was = McpServer.objects.filter(pk=instance.pk).values_list("tenant_id", "owner_id").first()
 
 
 def _server_saved(sender, instance: McpServer, created: bool, raw: bool = False, **kwargs: Any) -> None:
     was = getattr(instance, "_mrtr_was", None)
     if created or raw:
         return
-    if was is not None and was != instance.tenant_id:
-        revoke({"server_id": instance.pk, "tenant_id": was}, SERVER_REMOVED, set())
+    if was is not None and was[0] != instance.tenant_id:
+        revoke({"server_id": instance.pk, "tenant_id": was[0]}, SERVER_REMOVED, set())
+    if was is not None and instance.owner_id is not None and was[1] != instance.owner_id:
+        # a personal server given to another person (or a tenant server made personal): everyone
+        # else's pending operations on it end, as its access rule (access.mine) now says
+        revoke({"server_id": instance.pk}, SERVER_REMOVED, set(), exclude={"user_id": instance.owner_id})
     if not instance.enabled:
         revoke({"server_id": instance.pk}, SERVER_DISABLED, set())
 

@@ -59,9 +59,53 @@ def server_enabled(server: McpServer, user_id: Any, enabled: bool) -> AuditEvent
     return _append(kind, user_id, _server_values(server))
 
 
-def server_removed(server: McpServer, user_id: Any) -> AuditEvent:
-    """Call before the row is deleted (its id is still known)."""
-    return _append(AuditEvent.Event.SERVER_REMOVED, user_id, _server_values(server))
+def server_removed(server: McpServer, user_id: Any, reason: str = "") -> AuditEvent:
+    """Call before the row is deleted (its id is still known). ``reason``: why, when nobody
+    removed it by itself (``owner_removed``: its owner's account was deleted)."""
+    return _append(AuditEvent.Event.SERVER_REMOVED, user_id, dict(_server_values(server), reason=reason))
+
+
+#: the ``reason`` of the ``server_removed`` event of a personal server deleted with its owner's account
+OWNER_REMOVED = "owner_removed"
+
+#: the fields of an authorization change (:func:`admin_saved`: an ``auth_changed`` event)
+AUTH_FIELDS = ("auth_mode", "oauth_client_id", "oauth_issuer", "oauth_scope")
+
+
+def admin_saved(server: McpServer, user_id: Any, added: bool, changed: Iterable[str], new_secret: Any) -> None:
+    """The events of a save in the superuser's Django admin (call in its transaction): added; or
+    ``server_enabled`` / ``server_disabled`` when ``enabled`` changed, ``auth_changed`` when the
+    authorization did (``new_secret``: the form's, None when the secret was kept), and
+    ``server_changed`` naming the other fields of ``changed``."""
+    if added:
+        server_added(server, user_id)
+        return
+    names = set(changed)
+    if "enabled" in names:
+        server_enabled(server, user_id, server.enabled)
+    if names & set(AUTH_FIELDS) or new_secret is not None:
+        auth_changed(server, user_id, "kept" if new_secret is None else "replaced" if new_secret else "removed")
+    server_changed(server, user_id, names - {"enabled", *AUTH_FIELDS} - _SECRET_INPUTS)
+
+
+#: the write-only inputs of the authorization form (their change is ``auth_changed``, never a name)
+_SECRET_INPUTS = {"bearer_token", "headers", "oauth_client_secret", "clear_secret"}
+
+
+def _owner_deleting(sender: Any, instance: Any, **kwargs: Any) -> None:
+    """A user deleted: each of their personal servers goes with them (``on_delete=CASCADE``), a
+    ``server_removed`` event of its tenant (``reason`` :data:`OWNER_REMOVED`), in the deletion's
+    transaction."""
+    for server in McpServer.objects.filter(owner_id=instance.pk):
+        server_removed(server, instance.pk, reason=OWNER_REMOVED)
+
+
+def connect_signals() -> None:
+    """Wire :func:`_owner_deleting` (called from ``MrtrwebConfig.ready``)."""
+    from django.contrib.auth import get_user_model
+    from django.db.models.signals import pre_delete
+
+    pre_delete.connect(_owner_deleting, sender=get_user_model(), dispatch_uid="mrtrweb-serverconfig-owner-deleting")
 
 
 def auth_changed(server: McpServer, user_id: Any, secret: str) -> AuditEvent:

@@ -19,6 +19,7 @@ from django import forms
 from django.utils.translation import gettext_lazy as _
 
 from ..authz.forms import ServerAuthForm
+from ..mcp import origin_of
 from ..models import McpServer
 from . import registry
 
@@ -67,7 +68,29 @@ class ServerForm(forms.ModelForm):
         url = (self.cleaned_data.get("url") or "").strip()
         if url and (self.instance.pk is None or url != self.initial.get("url")):
             check_url(url)
+            self._check_not_disabled_by_admin(url)
         return url
+
+    def _check_not_disabled_by_admin(self, url: str) -> None:
+        """A personal server may not be added or re-pointed to the origin of one of its owner's
+        servers a tenant admin disabled (the admin's disable would be undone by a copy)."""
+        server = self.instance
+        if server.owner_id is None:
+            return
+        try:
+            origin = origin_of(url)
+        except ValueError:
+            return  # the URL's own checks say why
+        disabled = McpServer.objects.filter(tenant_id=server.tenant_id, owner_id=server.owner_id,
+                                            disabled_by_admin=True).exclude(pk=server.pk).values_list("url", flat=True)
+        for other in disabled:
+            try:
+                same = origin_of(other) == origin
+            except ValueError:
+                same = False
+            if same:
+                raise forms.ValidationError(_("A tenant admin disabled your server at this address; ask them to "
+                                              "enable it again."), code="disabled_by_admin")
 
     @property
     def url_changed(self) -> bool:

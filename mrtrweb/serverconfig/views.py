@@ -12,7 +12,7 @@
 * ``/servers/<id>/edit/``, ``/servers/<id>/state/`` (POST ``enabled=0|1``), ``/servers/<id>/remove/``
   (a confirmation page, then POST): a tenant server by its tenant's admins; a personal server by its
   owner (its tenant's admins may disable it, and enable it again once they did; the owner may not
-  enable a server an admin disabled).
+  enable or remove a server an admin disabled, nor add or re-point one of theirs to its origin).
 
 Anyone else: 404. Every POST carries Django's CSRF token. Disabling and removing go through the
 ORM, whose signals end the server's pending operations (:mod:`mrtrweb.operations.revocation`:
@@ -127,14 +127,23 @@ def _personal_switch(request: HttpRequest, user: Any, slug: str) -> HttpResponse
         if tenant.allow_personal_servers != allow:
             tenant.allow_personal_servers = allow
             tenant.save(update_fields=["allow_personal_servers"])
-            events.tenant_changed(tenant, user.pk, allow)
-            if not allow:  # each through the ORM: the revocation signals end their waiting rounds
-                for server in McpServer.objects.filter(tenant=tenant, owner__isnull=False, enabled=True):
-                    server.enabled = False
-                    server.save(update_fields=["enabled", "updated_at"])
-                    events.server_enabled(server, user.pk, False)
+            personal_switch_saved(tenant, user.pk)
     logger.info("tenant %s: personal servers %s by user %s", tenant.pk, "allowed" if allow else "not allowed", user.pk)
     return HttpResponseRedirect(reverse("mrtrweb:tenant-servers", args=[tenant.slug]))
+
+
+def personal_switch_saved(tenant: Tenant, user_id: Any) -> None:
+    """What follows ``tenant.allow_personal_servers`` saved with a new value (in its transaction,
+    the tenant's row locked): the ``tenant_changed`` event and, when turned off, every enabled
+    personal server of the tenant disabled (each through the ORM: the revocation signals end their
+    waiting rounds), each a ``server_disabled`` event. The servers page and the superuser's admin
+    both call it."""
+    events.tenant_changed(tenant, user_id, tenant.allow_personal_servers)
+    if not tenant.allow_personal_servers:
+        for server in McpServer.objects.filter(tenant=tenant, owner__isnull=False, enabled=True):
+            server.enabled = False
+            server.save(update_fields=["enabled", "updated_at"])
+            events.server_enabled(server, user_id, False)
 
 
 @login_required
@@ -170,7 +179,9 @@ def _add(request: HttpRequest, user: Any, slug: str, *, personal: bool) -> HttpR
         if form.is_valid():
             try:
                 with transaction.atomic():
-                    limits.lock_tenant(tenant.pk)
+                    locked = limits.lock_tenant(tenant.pk)  # as the allowance switch: it holds at commit
+                    if personal and not locked.allow_personal_servers:
+                        raise Http404("Personal servers are not allowed in this tenant")  # turned off meanwhile
                     limits.check_room(tenant.pk, owner.pk if owner else None)
                     server = form.save(commit=False)
                     server.added_by = user
@@ -248,17 +259,21 @@ async def server_edit(request: HttpRequest, server_id: int) -> HttpResponse:
 def _state(request: HttpRequest, user: Any, server_id: Any) -> HttpResponse:
     server, role = _server_as(user, server_id)
     enable = request.POST.get("enabled") == "1"
-    if enable and role == "owner" and (server.disabled_by_admin or not server.tenant.allow_personal_servers):
-        raise Http404("This server may not be enabled by its owner now")
-    if enable and role == "overseer" and not server.tenant.allow_personal_servers:
-        raise Http404("Personal servers are not allowed in this tenant")
-    if server.enabled != enable:
-        with transaction.atomic():
+    with transaction.atomic():
+        # under the tenant's lock, as the allowance switch and the other state changes: what is
+        # judged here (the allowance, who disabled it) is what holds when this commits
+        server.tenant = limits.lock_tenant(server.tenant_id)
+        server.refresh_from_db(fields=["enabled", "disabled_by_admin"])
+        if enable and role == "owner" and (server.disabled_by_admin or not server.tenant.allow_personal_servers):
+            raise Http404("This server may not be enabled by its owner now")
+        if enable and role == "overseer" and not server.tenant.allow_personal_servers:
+            raise Http404("Personal servers are not allowed in this tenant")
+        if server.enabled != enable:
             server.enabled = enable
             server.disabled_by_admin = (not enable) and role == "overseer"
             server.save(update_fields=["enabled", "disabled_by_admin", "updated_at"])  # signals end its rounds
             events.server_enabled(server, user.pk, enable)
-        logger.info("server %s %s by user %s", server.pk, "enabled" if enable else "disabled", user.pk)
+            logger.info("server %s %s by user %s", server.pk, "enabled" if enable else "disabled", user.pk)
     return HttpResponseRedirect(_back(server, role))
 
 
@@ -272,7 +287,8 @@ async def server_state(request: HttpRequest, server_id: int) -> HttpResponse:
 
 def _remove(request: HttpRequest, user: Any, server_id: Any) -> HttpResponse:
     server, role = _server_as(user, server_id)
-    if role == "overseer":
+    if role == "overseer" or (role == "owner" and server.disabled_by_admin):
+        # an admin's disable is not undone by removing the server and adding it again
         raise Http404("No such server")
     if request.method == "POST":
         back = _back(server, role)

@@ -11,7 +11,7 @@ is shown, before an answer is built) all ask it, so access that ended is refused
 signals below were bypassed (``QuerySet.update``, raw SQL).
 
 When access ends through the ORM (a membership deleted or moved, a user deactivated or deleted,
-a server disabled, moved or deleted, a tenant deleted), the handlers of
+a server disabled, moved or deleted, a personal server given to another owner, a tenant deleted), the handlers of
 :func:`mrtrweb.operations.revocation.connect_signals` end the
 person's pending operations (``running`` or ``awaiting_input``) concerned at once: ``denied``,
 with the audit reason ``access_revoked: <cause>`` (nothing is sent to the server; a call in

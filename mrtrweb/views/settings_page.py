@@ -94,6 +94,15 @@ def _error_codes(*forms: Any) -> str:
                              for e in errs}))
 
 
+def _settings_form(server: McpServer, *args: Any, **kwargs: Any) -> Any:
+    """The sampling and roots form; for a personal server without ``allow_sampling`` (sampling is
+    answered by the deployment's provider: a tenant admin's choice, never a person's; it stays off)."""
+    form = sampling.ServerSettingsForm(*args, **kwargs)
+    if server.owner_id is not None:
+        del form.fields["allow_sampling"]
+    return form
+
+
 def _server_settings_sync(request: HttpRequest, user: Any, server_id: int) -> HttpResponse:
     # a tenant server: its tenant's admins; a personal server (issue 29): its owner alone
     server = McpServer.objects.select_related("tenant").filter(pk=server_id).first()
@@ -108,7 +117,7 @@ def _server_settings_sync(request: HttpRequest, user: Any, server_id: int) -> Ht
     before = _audited(server)
     saved = False
     if request.method == "POST":
-        form = sampling.ServerSettingsForm(request.POST, instance=server)
+        form = _settings_form(server, request.POST, instance=server)
         # a post without the authorization part (an older page, a script) leaves authorization as it is
         posted_auth = f"{AUTH_PREFIX}-auth_mode" in request.POST
         auth_form = AuthForm(request.POST if posted_auth else None, instance=server, prefix=AUTH_PREFIX,
@@ -139,7 +148,7 @@ def _server_settings_sync(request: HttpRequest, user: Any, server_id: int) -> Ht
             logger.info("server %s: settings changed by user %s", server.pk, user.pk)
             saved = True
             server.refresh_from_db()
-            form = sampling.ServerSettingsForm(instance=server)
+            form = _settings_form(server, instance=server)
             auth_form = AuthForm(instance=server, prefix=AUTH_PREFIX)
             protocol_form = ServerProtocolForm(instance=server, prefix=PROTOCOL_PREFIX)
             apps_form = ServerAppsForm(instance=server, prefix=APPS_PREFIX)
@@ -149,7 +158,7 @@ def _server_settings_sync(request: HttpRequest, user: Any, server_id: int) -> Ht
                                      *([protocol_form] if posted_protocol else []),
                                      *([apps_form] if posted_apps else [])))
     elif request.method == "GET":
-        form = sampling.ServerSettingsForm(instance=server)
+        form = _settings_form(server, instance=server)
         auth_form = AuthForm(instance=server, prefix=AUTH_PREFIX)
         protocol_form = ServerProtocolForm(instance=server, prefix=PROTOCOL_PREFIX)
         apps_form = ServerAppsForm(instance=server, prefix=APPS_PREFIX)
