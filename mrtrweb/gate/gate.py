@@ -170,20 +170,21 @@ class Gate(Receiving, Responding):
         discard = getattr(self.store, "discard", None)
         if discard is not None:
             record = discard(handle.tenant, handle.operation_id)
-            if record is None:
-                return
-            if record.get("round"):
-                self.store.claim(handle.tenant, f"round:{handle.operation_id}:{record['round']['number']}",
-                                 self._policy(record).ttl_s + _STORE_SLACK_S)
-            self.store.index_delete(handle.tenant, record["user"], record["latest_key"])
+            if record is not None:
+                self._close_round_and_index(handle, record)
             return
         record = self.store.load(handle.tenant, handle.operation_id)
         if record is None:
             return
+        self._close_round_and_index(handle, record)
+        self.store.delete(handle.tenant, handle.operation_id)
+
+    def _close_round_and_index(self, handle: OperationHandle, record: dict[str, Any]) -> None:
+        """A closed operation's open round claimed (no answer to it can be consumed later) and
+        its latest index entry removed."""
         if record.get("round"):
             self.store.claim(handle.tenant, f"round:{handle.operation_id}:{record['round']['number']}",
                              self._policy(record).ttl_s + _STORE_SLACK_S)
         self.store.index_delete(handle.tenant, record["user"], record["latest_key"])
-        self.store.delete(handle.tenant, handle.operation_id)
 
 

@@ -199,13 +199,7 @@ class Responding:
         token = f"round:{handle.operation_id}:{rnd['number']}"
         consume = getattr(self.store, "consume", None)  # the consume's writes as one (see store.py)
         if consume is not None:
-            old_key = record["latest_key"]
-            record["latest_id"] = retry_id
-            record["latest_key"] = new_key
-            record["ids_used"].append(new_key)
-            record["expires_at"] = now + policy.ttl_s
-            record["status"] = "awaiting_result"
-            record["round"] = None
+            old_key = _advance(record, retry_id, new_key, now, policy)
             claimed, bound = consume(record["tenant"], token, record["user"], new_key, old_key, handle.operation_id,
                                      record, ttl)
             if not claimed:
@@ -226,13 +220,7 @@ class Responding:
             with _consuming(self.store, record["tenant"], token):
                 if not self.store.claim(record["tenant"], token, ttl):
                     raise GateRejection(codes.INACTIVE_MRTR_ROUND, "the round was answered by a concurrent submission")
-                old_key = record["latest_key"]
-                record["latest_id"] = retry_id
-                record["latest_key"] = new_key
-                record["ids_used"].append(new_key)
-                record["expires_at"] = now + policy.ttl_s
-                record["status"] = "awaiting_result"
-                record["round"] = None
+                old_key = _advance(record, retry_id, new_key, now, policy)
                 if not self.store.index_add(record["tenant"], record["user"], new_key, handle.operation_id, ttl) \
                         and fresh_id:
                     raise _IdTaken  # the claim is rolled back or given back (_consuming): the round stays open
@@ -241,3 +229,17 @@ class Responding:
         except _IdTaken:
             raise GateRejection(codes.RETRY_REQUIRES_NEW_JSONRPC_ID,
                                 "the retry id is bound to another live operation") from None
+
+
+def _advance(record: dict[str, Any], retry_id: Any, new_key: str, now: float, policy: Any) -> str:
+    """``record`` moved to awaiting the retry ``retry_id`` (index key ``new_key``): its latest id
+    and key, the ids used, a new expiry (``now`` + the policy's ``ttl_s``, seconds), no open round.
+    Returns the index key it had (the caller's store removes it)."""
+    old_key = record["latest_key"]
+    record["latest_id"] = retry_id
+    record["latest_key"] = new_key
+    record["ids_used"].append(new_key)
+    record["expires_at"] = now + policy.ttl_s
+    record["status"] = "awaiting_result"
+    record["round"] = None
+    return old_key
