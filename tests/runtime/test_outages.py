@@ -433,7 +433,13 @@ def test_connections_a_database_blip_broke_fail_no_request_after_it(worker, serv
     alice = WebSession()
     alice.login(base, "alice", "alice-demo-pw")
     with ThreadPoolExecutor(max_workers=8) as pool:  # several pooled connections in use, then idle
-        assert set(pool.map(lambda _: alice.request(base + "/mcp/")[0], range(16))) == {200}
+        # the warm-up, before any blip: on a loaded machine the pool opening its connections may
+        # keep one request past the 2 s pool timeout (a 503 of setup, ci18), so a burst is tried
+        # again until one is all 200 -- the pool then holds the connections the blip breaks
+        bursts = [set(pool.map(lambda _: alice.request(base + "/mcp/")[0], range(16)))]
+        while bursts[-1] != {200} and len(bursts) < 4:
+            bursts.append(set(pool.map(lambda _: alice.request(base + "/mcp/")[0], range(16))))
+        assert bursts[-1] == {200}, bursts
     log = Log(worker)
     pg.cut()
     pg.restore()
