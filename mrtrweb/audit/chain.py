@@ -29,7 +29,8 @@ HASHED_FIELDS = ("tenant_id", "sequence", "prev_hash", "created_at", "operation_
 
 #: fields added later (issue 13: the authorization identity): covered by the hash only when not
 #: empty, so every event written before they existed keeps its hash and the chain still verifies
-OPTIONAL_HASHED_FIELDS = ("auth_mode", "auth_digest", "auth_identity")
+#: (issue 31/32: ``initiator`` and ``initiator_detail``, empty for a person's own call)
+OPTIONAL_HASHED_FIELDS = ("auth_mode", "auth_digest", "auth_identity", "initiator", "initiator_detail")
 
 
 def event_hash(values: dict[str, Any]) -> str:

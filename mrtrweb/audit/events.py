@@ -191,6 +191,7 @@ def record(operation: Operation, event: str, *, code: str = "", reason: str = ""
             "actions": actions or {},
             "policy_version": str(conf.get("POLICY_VERSION")),
             **_auth_fields(operation, auth),
+            **_initiator_fields(operation),
         }, once=once)
         if read_back:
             again = read_event(connections[router.db_for_read(AuditEvent)], row.pk)
@@ -224,15 +225,27 @@ def append_config(values: dict[str, Any]) -> AuditEvent:
     full = {"code": "", "reason": "", "round_number": 0, "original_request_id": "", "request_id": "", "retry_id": "",
             "server_id": "", "server_origin": "", "name": "", "state_digest": "", "schema_digests": {},
             "display_digest": "", "config_digest": "", "actions": {}, "auth_mode": "", "auth_digest": "",
-            "auth_identity": "", "policy_version": str(conf.get("POLICY_VERSION")),
+            "auth_identity": "", "initiator": "", "initiator_detail": {}, "policy_version": str(conf.get("POLICY_VERSION")),
             "tenant_digest": keyed_digest(f"tenant:{values['tenant_id']}"), **values}
     return _append(full)
 
 
+AUTH_FIELDS = ("auth_mode", "auth_digest", "auth_identity")
+
+
 def _auth_fields(operation: Operation, auth: dict[str, str] | None) -> dict[str, str]:
     """The authorization digests of an event: ``auth`` or the operation's own (never a token)."""
-    source = auth if auth is not None else {name: getattr(operation, name, "") for name in OPTIONAL_HASHED_FIELDS}
-    return {name: str(source.get(name) or "")[:80] for name in OPTIONAL_HASHED_FIELDS}
+    source = auth if auth is not None else {name: getattr(operation, name, "") for name in AUTH_FIELDS}
+    return {name: str(source.get(name) or "")[:80] for name in AUTH_FIELDS}
+
+
+def _initiator_fields(operation: Operation) -> dict[str, Any]:
+    """The event's ``initiator`` / ``initiator_detail``: the operation's, empty for a person's own call
+    (so that a person's events hash as before issue 31)."""
+    initiator = getattr(operation, "initiator", "") or ""
+    if initiator in ("", Operation.Initiator.PERSON):
+        return {"initiator": "", "initiator_detail": {}}
+    return {"initiator": initiator, "initiator_detail": dict(getattr(operation, "initiator_detail", None) or {})}
 
 
 # ---------------------------------------------------------------------------------------------

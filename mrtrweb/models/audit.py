@@ -88,6 +88,12 @@ class AuditEvent(models.Model):
     auth_mode = models.CharField(max_length=16, blank=True)
     auth_digest = models.CharField(max_length=80, blank=True)
     auth_identity = models.CharField(max_length=80, blank=True)
+    #: who made the operation's call when not the person themselves: ``app`` or ``model``
+    #: (``Operation.initiator``); empty for a person's own call (and on rows written before).
+    #: ``initiator_detail``: the operation's ``initiator_detail`` (ids, names, digests; never text
+    #: of a conversation nor an argument value). Both hashed when not empty.
+    initiator = models.CharField(max_length=16, blank=True, db_index=True)
+    initiator_detail = models.JSONField(default=dict, blank=True)
 
     objects = AppendOnlyQuerySet.as_manager()
 

@@ -28,6 +28,12 @@ class Operation(models.Model):
         DENIED = "denied", _("Denied")
         EXPIRED = "expired", _("Expired")
 
+    class Initiator(models.TextChoices):
+        """Who made the call (the brief: every outbound call has one; all go through the same path)."""
+        PERSON = "person", _("Person")
+        APP = "app", _("MCP App")
+        MODEL = "model", _("Model")
+
     TERMINAL = (Status.COMPLETED, Status.FAILED, Status.INTERRUPTED, Status.DENIED, Status.EXPIRED)
     #: the statuses of an operation that has not ended
     LIVE = (Status.RUNNING, Status.AWAITING_INPUT)
@@ -79,6 +85,16 @@ class Operation(models.Model):
     #: the server's log messages during the operation's calls (issue 28, mrtrweb.operations.serverlog): the
     #: last KEPT_LINES ``[level, logger, data]``, newest last, already bounded and made visible; shown escaped
     server_log = models.JSONField(default=list, blank=True, editable=False)
+    #: who made the call: the person (``user``) themselves, an MCP App on the person's page
+    #: (issue 31) or a model whose proposal the person approved (issue 32). ``user`` is always
+    #: the person on whose behalf it runs (the page's person, the approving person).
+    initiator = models.CharField(max_length=16, choices=Initiator.choices, default=Initiator.PERSON,
+                                 editable=False)
+    #: what names the initiator, never a secret (:func:`mrtrweb.operations.initiators.detail`):
+    #: for an app ``{"app_of": <operation id>, "tool": <the app's tool>, "app_digest": "sha256:..."}``,
+    #: for a model ``{"conversation": <id>, "proposal": <id>, "provider": <name>, "model": <name>}``;
+    #: string values only, at most 8 keys of 200 characters. Empty for a person.
+    initiator_detail = models.JSONField(default=dict, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -17,6 +17,7 @@ from ..gate import StoreUnavailable
 from ..runtime.gates import get_gate
 from ..models import McpServer, Operation
 from ..text.names import stored_name
+from . import initiators
 from .authorization import current_auth
 from .calls import _drive
 from .messages import LIMIT_REACHED, message_for, OperationRefused, STORE_UNAVAILABLE, WORKER_DRAINING
@@ -27,11 +28,16 @@ logger = logging.getLogger("mrtrweb.operations")
 
 
 async def start_operation(*, user: Any, server: McpServer, method: str, name: str, params: dict[str, Any],
-                          destructive: bool = False, output_schema: Any = None) -> Operation:
+                          destructive: bool = False, output_schema: Any = None,
+                          initiator: str = Operation.Initiator.PERSON,
+                          initiator_detail: dict[str, str] | None = None) -> Operation:
     """Register and start an operation; returns at once (the request goes out in the background).
     ``destructive``: the tool's listing says it may destroy (:func:`mrtrweb.catalog.is_destructive`);
     stored, so that every card of the operation warns. ``output_schema``: the tool's listed
     ``outputSchema``, kept (:func:`kept_output_schema`) to check its structured result against.
+    ``initiator`` / ``initiator_detail``: who makes the call (``Operation.Initiator``: the person,
+    an app on their page, a model whose proposal they approved) and what names it
+    (:func:`.initiators.checked_detail`); every initiator takes this same path.
 
     Raises:
         OperationRefused: this worker is draining (``worker_draining``, 503), a per-user limit is
@@ -44,14 +50,16 @@ async def start_operation(*, user: Any, server: McpServer, method: str, name: st
         logger.info("operation refused: worker %s is draining", workers.WORKER_ID)
         raise OperationRefused(WORKER_DRAINING, message_for(WORKER_DRAINING))
     await workers.ensure_lease()  # before the operation names this worker
+    initiator, detail = initiators.checked(initiator, initiator_detail)
     op = await sync_to_async(_start_sync)(user, server, method, name, params, destructive,
-                                         kept_output_schema(output_schema))
+                                         kept_output_schema(output_schema), initiator, detail)
     _spawn(_drive(op.id, op.request_id, params, checked=op))  # access checked with the start
     return op
 
 
 def _start_sync(user: Any, server: McpServer, method: str, name: str, params: dict[str, Any],
-                destructive: bool = False, output_schema: Any = None) -> Operation:
+                destructive: bool = False, output_schema: Any = None, initiator: str = Operation.Initiator.PERSON,
+                initiator_detail: dict[str, str] | None = None) -> Operation:
     """:func:`start_operation`'s database and binding work, in one thread hop: the limits (one
     query), the authorization identity, the row, the gate's registration.
 
@@ -71,7 +79,7 @@ def _start_sync(user: Any, server: McpServer, method: str, name: str, params: di
         tenant_id=server.tenant_id, user=user, server=server, method=method, name=stored_name(name),
         params=results.params_for_storage(params),
         request_id=request_id, latest_request_id=request_id, worker=workers.WORKER_ID, destructive=destructive,
-        output_schema=output_schema, **auth,
+        output_schema=output_schema, initiator=initiator, initiator_detail=initiator_detail or {}, **auth,
     )
     op.server = server
     try:

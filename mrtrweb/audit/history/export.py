@@ -28,7 +28,8 @@ EXPORT_FORMATS = ("csv", "json")
 EXPORT_FIELDS = ("sequence", "created_at", "tenant_id", "operation_id", "event", "code", "reason", "round_number",
                  "original_request_id", "request_id", "retry_id", "server_id", "server_origin", "method", "name",
                  "user_digest", "tenant_digest", "state_digest", "schema_digests", "display_digest", "config_digest",
-                 "actions", "policy_version", "auth_mode", "auth_digest", "auth_identity", "prev_hash", "hash")
+                 "actions", "policy_version", "auth_mode", "auth_digest", "auth_identity", "initiator", "initiator_detail",
+                 "prev_hash", "hash")
 
 
 def _safe_filename_part(value: str) -> str:
