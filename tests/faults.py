@@ -76,6 +76,8 @@ class TcpProxy:
         self._loop = asyncio.new_event_loop()
         self._server: asyncio.AbstractServer | None = None
         self._writers: set[asyncio.StreamWriter] = set()
+        #: connections accepted so far
+        self.accepted = 0
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True, name=f"tcp-proxy-{self.port}")
         self._thread.start()
         self.restore()
@@ -98,6 +100,7 @@ class TcpProxy:
             writer.close()
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.accepted += 1
         try:
             up_reader, up_writer = await asyncio.open_connection(*self.target)
         except OSError:

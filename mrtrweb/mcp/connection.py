@@ -63,7 +63,7 @@ from mrtrweb import __version__
 
 from .reachability import reason_of
 from .errors import TIMEOUT, TRANSPORT_ERROR, McpCallError, origin_of
-from .outbound import GuardedTransport, OutboundPolicy
+from .outbound import GuardedTransport, OutboundPolicy, http_transport
 from .evidence import HttpEvidence, bound_response
 from .listing import Listings
 from .list_changed import ListChangedCallback, ListingWatch
@@ -74,7 +74,6 @@ from .protocol import PROTOCOLS, SDK_MODE, ProtocolMismatch, ProtocolRefused, se
 from .sending import ProgressCallback, Sending
 from .server_requests import SENDING, OpenCall, RootsProvider, ServerRequestHandler, ServerRequestRouting, session_log
 from .session_renewal import SessionRenewal
-from .tls import tls_client_context
 from .url_policy import REFUSED_AT_CONNECT, UNREADABLE, UrlPolicy, refusal_in
 
 __all__ = ["CLIENT_INFO", "DECLARABLE", "PROTOCOLS", "McpConnection", "ProgressCallback", "ProtocolMismatch",
@@ -237,7 +236,7 @@ class McpConnection(Sending, SessionRenewal, ServerRequestRouting, Listings, Ser
         # Requests to another origin than the server's own (an auth's refresh or discovery) pass the guard.
         # With a URL policy, the endpoint's own origin is checked by it and pinned to the checked address.
         transport = GuardedTransport(self.outbound, mcp_origin=self.origin, mcp_policy=self.url_policy,
-                                     inner=httpx2.AsyncHTTPTransport(verify=tls_client_context()))
+                                     inner=http_transport())
         http = httpx2.AsyncClient(timeout=timeout, transport=transport, auth=self.auth)
         http.event_hooks["response"].append(bound_response)
         http.event_hooks["response"].append(self._evidence.on_response)

@@ -54,6 +54,20 @@ import httpx2
 from .errors import origin_of
 from .tls import tls_client_context
 
+#: how long an idle pooled connection is reused (seconds). Below the 5 s that common servers keep an
+#: idle connection (uvicorn's and Node's defaults), so the client never sends on a connection the
+#: server is closing at that moment: the request would fail with ``transport_error`` after it may have
+#: left (httpx's default is the same 5 s: a race seen once in ci17, a person's answer lost). A retry
+#: is never sent twice to make up for it (the gate's send-once guarantee), so the race is avoided.
+KEEPALIVE_EXPIRY_S = 2.0
+
+
+def http_transport() -> httpx2.AsyncHTTPTransport:
+    """The inner HTTP transport of every outbound client: the shared TLS context and a pool whose
+    idle connections expire after :data:`KEEPALIVE_EXPIRY_S`."""
+    return httpx2.AsyncHTTPTransport(verify=tls_client_context(),
+                                     limits=httpx2.Limits(keepalive_expiry=KEEPALIVE_EXPIRY_S))
+
 if TYPE_CHECKING:
     from .url_policy import UrlPolicy
 
@@ -272,7 +286,7 @@ class GuardedTransport(httpx2.AsyncBaseTransport):
         #: with ``mcp_policy``: the address of ``mcp_origin`` checked at the first request, else None
         self.mcp_address: str | None = None
         self._pin_lock = anyio.Lock()
-        self._inner = inner or httpx2.AsyncHTTPTransport(verify=tls_client_context())
+        self._inner = inner or http_transport()
 
     async def _mcp_pin(self) -> str:
         """The checked address of ``mcp_origin`` (checked once, at the first request). Raises UrlRefused."""

@@ -234,7 +234,11 @@ async def _follow(op_id: Any, request_id: str, params: dict[str, Any], *,
                     return
             except McpCallError as exc:
                 if not is_url_required(exc):
-                    logger.info("operation %s: MCP call failed (%s)", op.id, exc.code)
+                    # the kind of failure, never the message (it may hold server text or a URL)
+                    logger.info("operation %s: MCP call failed (%s; reason=%s, http_status=%s, reached=%s, cause=%s)",
+                                op.id, exc.code, exc.reason, exc.http_status, exc.reached,
+                                type(exc.__cause__ or exc.__context__).__name__ if (exc.__cause__ or exc.__context__)
+                                else "-")
                 await database_back(op_id)
                 if exc.code == "insufficient_scope":
                     await _note_challenge(op, exc)

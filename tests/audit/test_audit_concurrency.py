@@ -156,6 +156,7 @@ def test_twenty_users_of_two_tenants_answer_at_once(seeded, live, caplog):
         outcomes[i] = codes
 
     caplog.set_level(logging.ERROR, logger="mrtrweb")
+    caplog.set_level(logging.INFO, logger="mrtrweb.operations")  # why a call failed, should one (ci17)
     errors = run_threads(person, len(people))
     assert not errors, f"{len(errors)} people failed: {errors[:3]!r}"
     for i, op_id in ops.items():
@@ -165,7 +166,8 @@ def test_twenty_users_of_two_tenants_answer_at_once(seeded, live, caplog):
         name, _server, role = people[i]
         rows, status = EXPECTED[role]
         op = Operation.objects.get(pk=op_id)
-        assert (op.status, op.error_code) == (status, "denied" if role == "stop" else ""), (name, op.error_message)
+        assert (op.status, op.error_code) == (status, "denied" if role == "stop" else ""), (
+            name, op.error_message, [r.getMessage() for r in caplog.records if str(op_id) in r.getMessage()])
         refused = [400] * (INVALID_POSTS if role == "invalid_then_accept" else 0)
         assert outcomes[i] == refused + [302], (name, outcomes[i])
         kinds = Counter(AuditEvent.objects.filter(operation_id=op_id).values_list("event", flat=True))
