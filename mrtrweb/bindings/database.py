@@ -116,14 +116,23 @@ class DatabaseBindingStore:
             LiveBinding, {"tenant": tenant, "operation_id": operation_id},
             {"record": sealed, "expires_at": lifetime(ttl_s)}, only_over_expired=False))
 
-    def discard(self, tenant: str, operation_id: str) -> dict[str, Any] | None:
+    #: :meth:`discard` takes ``index`` (:meth:`mrtrweb.gate.Gate.close` asks)
+    discards_index = True
+
+    def discard(self, tenant: str, operation_id: str, index: tuple[str, str] | None = None) -> dict[str, Any] | None:
         """Delete the record and return what it held, as :meth:`load` would have (None when
         absent, expired, altered or sealed for another tenant: deleted all the same): one
         ``DELETE ... RETURNING`` on PostgreSQL and SQLite (:meth:`mrtrweb.gate.Gate.close` then
-        needs no load first); a load and a delete elsewhere."""
+        needs no load first); a load and a delete elsewhere. ``index``: (user, request-id key) of
+        an index entry removed with it -- on PostgreSQL in the same statement."""
         LiveBinding = self._models()[0]
+        if index is not None and self._chaining(LiveBinding) is None:
+            self.index_delete(tenant, index[0], index[1])
+            index = None
+        also = None if index is None else (self._models()[1], {"tenant": tenant,
+                                                               "key_digest": self._index_key(tenant, *index)})
         sealed = self._call("delete", LiveBinding, lambda: delete_live(
-            LiveBinding, "record", {"tenant": tenant, "operation_id": operation_id}))
+            LiveBinding, "record", {"tenant": tenant, "operation_id": operation_id}, also=also))
         if sealed is NO_RETURNING:
             record = self.load(tenant, operation_id)
             self.delete(tenant, operation_id)

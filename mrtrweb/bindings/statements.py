@@ -132,11 +132,12 @@ NO_RETURNING = object()
 _DELETES: dict[tuple[Any, str, tuple[str, ...], str], str] = {}
 
 
-def delete_live(model, column: str, where: dict[str, Any]) -> Any:
+def delete_live(model, column: str, where: dict[str, Any], also: tuple[Any, dict[str, Any]] | None = None) -> Any:
     """Delete the rows of ``model`` matching ``where`` and return ``column`` of the one that was
     live (``expires_at`` later than the database's now), or None: one ``DELETE ... RETURNING``
     (PostgreSQL, SQLite), SQL built once per model, column, fields and database;
-    :data:`NO_RETURNING` on another database (nothing done). Sync.
+    :data:`NO_RETURNING` on another database (nothing done). ``also``: (another model, its
+    ``where``) whose rows are deleted in the same statement (PostgreSQL only: a ``WITH`` step). Sync.
 
     Raises:
         django.db.DatabaseError: the database failed (the store maps it to StoreUnavailable).
@@ -146,17 +147,25 @@ def delete_live(model, column: str, where: dict[str, Any]) -> Any:
     if conn.vendor not in UPSERT_VENDORS:
         return NO_RETURNING
     names = tuple(where)
-    key = (model, column, names, alias)
+    other_names = tuple(also[1]) if also is not None else ()
+    key = (model, column, names, alias, also[0] if also is not None else None, other_names)
     sql = _DELETES.get(key)
     meta = model._meta
     if sql is None:
         qn = conn.ops.quote_name
         now_sql, _ = _sql(model, conn, Now())
         conditions = " AND ".join(f"{qn(meta.get_field(n).column)} = %s" for n in names)
-        sql = _DELETES.setdefault(key, f"DELETE FROM {qn(meta.db_table)} WHERE {conditions} RETURNING "
+        first = ""
+        if also is not None:
+            other = also[0]._meta
+            first = (f"WITH also AS (DELETE FROM {qn(other.db_table)} WHERE "
+                     + " AND ".join(f"{qn(other.get_field(n).column)} = %s" for n in other_names)
+                     + f" RETURNING 1) ")
+        sql = _DELETES.setdefault(key, f"{first}DELETE FROM {qn(meta.db_table)} WHERE {conditions} RETURNING "
                                        f"{qn(meta.get_field(column).column)}, "
                                        f"{qn(meta.get_field('expires_at').column)} > {now_sql}")
-    params = [meta.get_field(n).get_db_prep_value(where[n], conn) for n in names]
+    params = [also[0]._meta.get_field(n).get_db_prep_value(also[1][n], conn) for n in other_names] if also else []
+    params += [meta.get_field(n).get_db_prep_value(where[n], conn) for n in names]
     with conn.cursor() as cur:
         cur.execute(sql, params)
         found = [row for row in cur.fetchall() if row[1]]

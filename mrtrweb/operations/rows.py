@@ -46,10 +46,16 @@ def insert_operation(**values: Any) -> Operation:
 
 
 def move(op_id: Any, values: dict[str, Any], *, status_in: Collection[str] = (),
-         status_not_in: Collection[str] = ()) -> int:
+         status_not_in: Collection[str] = (), allowed: tuple[Any, Any, Any] | None = None) -> int:
     """``Operation.objects.filter(pk=op_id, status__in=status_in).exclude(status__in=status_not_in)
     .update(**values)`` as one UPDATE whose SQL is built once per database and shape (the fields
     written, which condition, how many statuses). Returns the rows written. Sync.
+
+    ``allowed``: (user id, tenant id, server id): the row moves only while that user may act on
+    that server (:func:`mrtrweb.tenancy.access.allowed_condition` in the same ``WHERE``: the access
+    check right before a request leaves and the row move that precedes it, one statement). 0 rows
+    then may mean that access ended: ask :func:`~mrtrweb.tenancy.access.denial`. Where the condition
+    cannot be built, access is checked first (two statements).
 
     Raises:
         django.db.DatabaseError: the database failed (nothing written).
@@ -57,6 +63,15 @@ def move(op_id: Any, values: dict[str, Any], *, status_in: Collection[str] = (),
     alias = router.db_for_write(Operation)
     conn = connections[alias]
     meta = Operation._meta
+    condition: tuple[str, list[Any]] | None = ("", [])
+    if allowed is not None:
+        from ..tenancy import access
+
+        condition = access.allowed_condition(alias)
+        if condition is None:  # the access conditions cannot go into the WHERE: checked first
+            if access.denial(*allowed):
+                return 0
+            condition = ("", [])
     names = tuple(values)
     kind, statuses = ("in", tuple(status_in)) if status_in else ("not in", tuple(status_not_in))
     # a value may be an expression without columns (the database's clock, expiry.expires_at):
@@ -68,20 +83,25 @@ def move(op_id: Any, values: dict[str, Any], *, status_in: Collection[str] = (),
             sql_part, part_params = query.get_compiler(connection=conn).compile(
                 values[name].resolve_expression(query))
             parts[name] = (sql_part, list(part_params))
-    key = (alias, names, kind, len(statuses), tuple((n, parts[n][0]) for n in names if n in parts))
+    key = (alias, names, kind, len(statuses), tuple((n, parts[n][0]) for n in names if n in parts), condition[0])
     sql = _MOVES.get(key)
     if sql is None:
         qn = conn.ops.quote_name
-        condition = (f" AND {qn(meta.get_field('status').column)} {kind.upper()} ({', '.join(['%s'] * len(statuses))})"
-                     if statuses else "")
+        status_sql = (f" AND {qn(meta.get_field('status').column)} {kind.upper()} ({', '.join(['%s'] * len(statuses))})"
+                      if statuses else "")
         sql = _MOVES.setdefault(key, f"UPDATE {qn(meta.db_table)} SET "
                                      + ", ".join(f"{qn(meta.get_field(n).column)} = {parts[n][0] if n in parts else '%s'}"
                                                  for n in names)
-                                     + f" WHERE {qn(meta.pk.column)} = %s" + condition)
+                                     + f" WHERE {qn(meta.pk.column)} = %s" + status_sql
+                                     + (f" AND {condition[0]}" if condition[0] else ""))
     params: list[Any] = []
     for name in names:
         params += parts[name][1] if name in parts else [meta.get_field(name).get_db_prep_save(values[name], conn)]
     params += [meta.pk.get_db_prep_value(op_id, conn), *statuses]
+    if condition[0]:
+        from ..tenancy import access
+
+        params += access.bind_ids(condition[1], *allowed)
     with conn.cursor() as cur:
         cur.execute(sql, params)
         return cur.rowcount

@@ -234,7 +234,8 @@ def settle_ended(op: Operation, status: str, *, event: str | None, reason: str,
     """After the row says the operation ended (:func:`mark_ended`): its binding closed, its
     terminal event appended (sync; never raises for a store or audit outage: both logged)."""
     try:
-        get_gate().close(handle_of(op))
+        # the latest request id the row names: its index entry goes with the record (one statement)
+        get_gate().close(handle_of(op), latest=(str(op.user_id), op.latest_request_id))
     except StoreUnavailable:
         logger.warning("could not close binding of operation %s (store unavailable); it expires on its own", op.id)
     try:

@@ -53,7 +53,8 @@ async def start_operation(*, user: Any, server: McpServer, method: str, name: st
     initiator, detail = initiators.checked(initiator, initiator_detail)
     op = await sync_to_async(_start_sync)(user, server, method, name, params, destructive,
                                          kept_output_schema(output_schema), initiator, detail)
-    _spawn(_drive(op.id, op.request_id, params, checked=op))  # access checked with the start
+    op.access_checked = True  # by the start's own statement: the drive checks again only after a wait
+    _spawn(_drive(op.id, op.request_id, params, checked=op))
     return op
 
 
