@@ -102,27 +102,72 @@ def _state_seen(op: Operation, state_digest: str, round_number: int) -> tuple[bo
 
     alias = router.db_for_read(AuditEvent)
     conn = connections[alias]
-    sql = _STATE_SQL.get(alias)
-    meta = AuditEvent._meta
-    if sql is None:
-        qn = conn.ops.quote_name
-
-        def c(name: str) -> str:
-            return qn(meta.get_field(name).column)
-
-        rows = (f"SELECT 1 FROM {qn(meta.db_table)} WHERE {c('tenant')} = %s AND {c('event')} = 'received' "
-                f"AND {c('state_digest')} = %s AND {c('operation_id')}")
-        sql = _STATE_SQL.setdefault(alias, f"SELECT EXISTS ({rows} = %s AND {c('round_number')} <> %s), "
-                                           f"EXISTS ({rows} <> %s)")
-    tenant = meta.get_field("tenant").get_db_prep_value(op.tenant_id, conn)
-    op_id = meta.get_field("operation_id").get_db_prep_value(op.id, conn)
+    sql = _STATE_SQL.get(alias) or _state_seen_sql(alias)
     with conn.cursor() as cur:
-        cur.execute(sql, [tenant, state_digest, op_id, round_number, tenant, state_digest, op_id])
+        cur.execute(sql, _state_params(conn, op, state_digest, round_number))
         replayed, reused = cur.fetchone()
     return bool(replayed), bool(reused)
 
 
+def _state_seen_sql(alias: str) -> str:
+    """:func:`_state_seen`'s statement on ``alias``, built once."""
+    from django.db import connections
+
+    from ..models import AuditEvent
+
+    meta = AuditEvent._meta
+    qn = connections[alias].ops.quote_name
+
+    def c(name: str) -> str:
+        return qn(meta.get_field(name).column)
+
+    rows = (f"SELECT 1 FROM {qn(meta.db_table)} WHERE {c('tenant')} = %s AND {c('event')} = 'received' "
+            f"AND {c('state_digest')} = %s AND {c('operation_id')}")
+    return _STATE_SQL.setdefault(alias, f"SELECT EXISTS ({rows} = %s AND {c('round_number')} <> %s), "
+                                        f"EXISTS ({rows} <> %s)")
+
+
+def _state_params(conn, op: Operation, state_digest: str, round_number: int) -> list[Any]:
+    from ..models import AuditEvent
+
+    meta = AuditEvent._meta
+    tenant = meta.get_field("tenant").get_db_prep_value(op.tenant_id, conn)
+    op_id = meta.get_field("operation_id").get_db_prep_value(op.id, conn)
+    return [tenant, state_digest, op_id, round_number, tenant, state_digest, op_id]
+
+
 _STATE_SQL: dict[str, str] = {}
+
+
+def _access_server_and_trail(op: Operation, raw: Any) -> tuple[str, Any, tuple[str, int, bool, bool] | None]:
+    """The owner's access and the server's row as it is now (:func:`mrtrweb.tenancy.access.denial_and_server`)
+    and, in the same statement, the tenant's trail for the result's ``requestState``
+    (:func:`_state_seen` for the round this result would open: ``op.rounds + 1``). Returns
+    (cause, server, (state digest, round number, replayed, reused) or None when nothing was read
+    beside: no ``requestState`` string, or the access check's ORM path)."""
+    from django.db import connections, router
+
+    from ..gate import text_digest
+    from ..models import AuditEvent
+    from ..tenancy import access
+
+    state = raw.get("requestState") if isinstance(raw, dict) else None
+    if not isinstance(state, str):
+        return access.denial_and_server(op.user_id, op.tenant_id, op.server_id) + (None,)
+    from django.contrib.auth import get_user_model
+
+    alias = router.db_for_read(AuditEvent)
+    if alias != router.db_for_read(get_user_model()):  # not one database: two statements
+        return access.denial_and_server(op.user_id, op.tenant_id, op.server_id) + (None,)
+    conn = connections[alias]
+    if alias not in _STATE_SQL:
+        _state_seen_sql(alias)
+    digest, number = text_digest(state), op.rounds + 1
+    columns = _STATE_SQL[alias].removeprefix("SELECT ")
+    found = access.denial_and_server(op.user_id, op.tenant_id, op.server_id,
+                                     beside=(columns, 2, _state_params(conn, op, digest, number)))
+    cause, server, more = found
+    return cause, server, None if more is None else (digest, number, bool(more[0]), bool(more[1]))
 
 
 @dataclasses.dataclass
@@ -154,10 +199,10 @@ def _judge_round(op: Operation, request_id: str, raw: Any, received_code: str, f
         return _Judged("stopped", cause=by)
     # the owner's access and the server's row as it is now, in one statement: the authorization
     # check and the round's configuration digest below judge the server an admin may have just changed
-    found = _first_read(lambda: access.denial_and_server(op.user_id, op.tenant_id, op.server_id), first_try)
+    found = _first_read(lambda: _access_server_and_trail(op, raw), first_try)
     if found is _DOWN:
         return _Judged("database_down")
-    cause, server = found
+    cause, server, trail = found
     if cause:
         return _Judged("access_ended", cause=cause)
     op.server = server
@@ -175,7 +220,12 @@ def _judge_round(op: Operation, request_id: str, raw: Any, received_code: str, f
     except StoreUnavailable:
         return _Judged("store_unavailable")
     op.rounds = rnd.number
-    replayed, reused = _state_seen(op, rnd.state_digest, rnd.number) if rnd.state_digest else (False, False)
+    if not rnd.state_digest:
+        replayed, reused = False, False
+    elif trail is not None and trail[:2] == (rnd.state_digest, rnd.number):  # read with the access
+        replayed, reused = trail[2], trail[3]
+    else:
+        replayed, reused = _state_seen(op, rnd.state_digest, rnd.number)
     changed = authorization_changed_sync(op, server=server)
     try:
         audit.record(op, "received", code=STATE_REUSED if reused else received_code,
