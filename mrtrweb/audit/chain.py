@@ -60,13 +60,18 @@ class PgAppend:
     """PostgreSQL: one statement locks the head, moves it and inserts the event whose hash the
     database computes as ``sha256(prefix || prev_hash || middle || sequence || suffix)``, the
     three texts cut here from the event's canonical JSON (:func:`_canonical`) at random
-    placeholders for ``prev_hash`` and ``sequence``; returns (pk, sequence, prev_hash, hash)."""
+    placeholders for ``prev_hash`` and ``sequence``; returns (pk, sequence, prev_hash, hash) and,
+    with ``then`` (an ``UPDATE ... WHERE ...`` without ``RETURNING``, and its parameters), how many
+    rows that write moved: it is a step of the same statement, made only when the event is
+    inserted (the ``received`` event and the operation's row handed to the person, one statement)."""
 
     LINKED = ("sequence", "prev_hash", "hash")
 
-    def __init__(self, conn, values: dict[str, Any], once: tuple[str, ...] = ()) -> None:
+    def __init__(self, conn, values: dict[str, Any], once: tuple[str, ...] = (),
+                 then: tuple[str, list[Any]] | None = None) -> None:
         self.conn = conn
         self.once = once
+        self.then = then
         prev_mark, seq_mark = secrets.token_hex(16), secrets.token_hex(16)
         text = _canonical(dict(values, prev_hash=prev_mark, sequence=seq_mark))
         prev_at, seq_at = f'"prev_hash":"{prev_mark}"', f'"sequence":"{seq_mark}"'
@@ -90,10 +95,16 @@ class PgAppend:
             f"WHERE h.tenant_id = o.tenant_id{guard} RETURNING h.sequence, h.hash, o.hash AS prev_hash), "
             f"ev AS (INSERT INTO {event} ({', '.join(qn(f.column) for f in fields)}, sequence, prev_hash, hash) "
             f"SELECT {', '.join(['%s'] * len(fields))}, hd.sequence, hd.prev_hash, hd.hash FROM hd "
-            f"RETURNING {qn(AuditEvent._meta.pk.column)}, sequence, prev_hash, hash) SELECT * FROM ev")
+            f"RETURNING {qn(AuditEvent._meta.pk.column)}, sequence, prev_hash, hash)")
         self.params = ([values["tenant_id"], *texts] + ([f.get_db_prep_value(values[f.attname], conn) for f in same]
                                                         if once else [])
                        + [f.get_db_prep_save(values[f.attname], conn) for f in fields])
+        if then is None:
+            self.sql += " SELECT * FROM ev"
+        else:  # the caller's write, made only with the event (after it in the statement's one transaction)
+            self.sql += (f", th AS ({then[0]} AND EXISTS (SELECT 1 FROM ev) RETURNING 1) "
+                         "SELECT ev.*, (SELECT count(*) FROM th) FROM ev")
+            self.params += list(then[1])
 
     def one_trip(self) -> bool:
         """Whether ``lock_timeout`` and the statement can go in one ``execute`` (psycopg's

@@ -24,7 +24,7 @@ from ..models import Operation
 from .authorization import _authorization_changed, authorization_changed_sync
 from .messages import STOPPED_BY, AUDIT_UNAVAILABLE, AUTHORIZATION_CHANGED, INVALID_RESULT, message_for, STATE_REUSED, STATE_REUSED_REASON, STORE_UNAVAILABLE
 from .retries import build_and_record
-from .rows import move
+from .rows import move, move_sql
 from .revocation import end_operation
 from .holding import database_back
 from .runtime import finish_operation, discard_unusable, mark_ended, notify, settle_ended
@@ -227,11 +227,18 @@ def _judge_round(op: Operation, request_id: str, raw: Any, received_code: str, f
     else:
         replayed, reused = _state_seen(op, rnd.state_digest, rnd.number)
     changed = authorization_changed_sync(op, server=server)
+    # a round handed to the person: no worker drives it now (any worker may take the answer), and it
+    # expires by itself (mrtrweb.operations.expiry). The row's move is made with the received event
+    # (one statement, only once the event is written: PostgreSQL), else after it
+    hand_over = changed is None and not replayed and not rnd.state_only
+    awaiting = {"status": Operation.Status.AWAITING_INPUT, "rounds": rnd.number, "worker": "",
+                "round_expires_at": expires_at(rnd.expires_at), "updated_at": timezone.now()}
     try:
-        audit.record(op, "received", code=STATE_REUSED if reused else received_code,
-                     reason=STATE_REUSED_REASON if reused else "",
-                     round_number=rnd.number, request_id=request_id, state_digest=rnd.state_digest,
-                     schema_digests=_schema_digests(rnd), config_digest=op.server.config_digest(), auth=changed)
+        event = audit.record(op, "received", code=STATE_REUSED if reused else received_code,
+                             reason=STATE_REUSED_REASON if reused else "",
+                             round_number=rnd.number, request_id=request_id, state_digest=rnd.state_digest,
+                             schema_digests=_schema_digests(rnd), config_digest=op.server.config_digest(), auth=changed,
+                             then=move_sql(op.pk, awaiting, status_in=(Operation.Status.RUNNING,)) if hand_over else None)
     except audit.AuditUnavailable:
         return _Judged("audit_unavailable", rnd)
     if changed is not None or replayed:  # the page counts the round all the same
@@ -239,11 +246,9 @@ def _judge_round(op: Operation, request_id: str, raw: Any, received_code: str, f
         return _Judged("authorization_changed" if changed is not None else "replayed", rnd)
     if rnd.state_only:
         return _Judged("state_only", rnd)
-    # handed to the person: no worker drives it now (any worker may take the answer), and it
-    # expires by itself (mrtrweb.operations.expiry)
-    moved = move(op.pk, {"status": Operation.Status.AWAITING_INPUT, "rounds": rnd.number, "worker": "",
-                         "round_expires_at": expires_at(rnd.expires_at), "updated_at": timezone.now()},
-                 status_in=(Operation.Status.RUNNING,))
+    moved = getattr(event, "then_rows", None)
+    if moved is None:
+        moved = move(op.pk, awaiting, status_in=(Operation.Status.RUNNING,))
     return _Judged("awaiting" if moved else "ended", rnd)
 
 

@@ -60,6 +60,25 @@ def move(op_id: Any, values: dict[str, Any], *, status_in: Collection[str] = (),
     Raises:
         django.db.DatabaseError: the database failed (nothing written).
     """
+    built = move_sql(op_id, values, status_in=status_in, status_not_in=status_not_in, allowed=allowed)
+    if built is None:  # the access conditions cannot go into the WHERE: checked first
+        from ..tenancy import access
+
+        if access.denial(*allowed):  # type: ignore[misc]
+            return 0
+        built = move_sql(op_id, values, status_in=status_in, status_not_in=status_not_in)
+    sql, params = built  # type: ignore[misc]
+    with connections[router.db_for_write(Operation)].cursor() as cur:
+        cur.execute(sql, params)
+        return cur.rowcount
+
+
+def move_sql(op_id: Any, values: dict[str, Any], *, status_in: Collection[str] = (),
+             status_not_in: Collection[str] = (), allowed: tuple[Any, Any, Any] | None = None
+             ) -> tuple[str, list[Any]] | None:
+    """(SQL, parameters) of :func:`move`'s UPDATE, not run (a step of another statement, e.g.
+    the ``received`` append's: :func:`mrtrweb.audit.events.record`'s ``then``); None when
+    ``allowed`` is given but the access conditions cannot go into the ``WHERE``."""
     alias = router.db_for_write(Operation)
     conn = connections[alias]
     meta = Operation._meta
@@ -68,10 +87,8 @@ def move(op_id: Any, values: dict[str, Any], *, status_in: Collection[str] = (),
         from ..tenancy import access
 
         condition = access.allowed_condition(alias)
-        if condition is None:  # the access conditions cannot go into the WHERE: checked first
-            if access.denial(*allowed):
-                return 0
-            condition = ("", [])
+        if condition is None:
+            return None
     names = tuple(values)
     kind, statuses = ("in", tuple(status_in)) if status_in else ("not in", tuple(status_not_in))
     # a value may be an expression without columns (the database's clock, expiry.expires_at):
@@ -101,7 +118,5 @@ def move(op_id: Any, values: dict[str, Any], *, status_in: Collection[str] = (),
     if condition[0]:
         from ..tenancy import access
 
-        params += access.bind_ids(condition[1], *allowed)
-    with conn.cursor() as cur:
-        cur.execute(sql, params)
-        return cur.rowcount
+        params += access.bind_ids(condition[1], *allowed)  # type: ignore[misc]
+    return sql, params
