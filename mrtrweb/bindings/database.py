@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -50,6 +51,10 @@ logger = logging.getLogger("mrtrweb.bindings")
 # Deletes are one DELETE statement each (statements.delete_rows; these tables have no relations
 # and no signals): ``QuerySet.delete()`` wraps even a fast delete in a transaction (BEGIN + COMMIT:
 # two more round trips per call). tests/bindings/test_db_store.py counts the statements.
+
+
+#: this thread's record read beside a phase's own reads (DatabaseBindingStore.primed)
+_primed = threading.local()
 
 
 def _h(*parts: str) -> str:
@@ -95,13 +100,61 @@ class DatabaseBindingStore:
 
         return LiveBinding, BindingIndexEntry, BindingClaim
 
+    # ------------------------------------------------------------------ a record read beside a phase's own reads
+    def live_record_sql(self, alias: str) -> str | None:
+        """A scalar subquery (two parameters: tenant, operation id) of the live sealed record, for
+        a phase's own statement on database ``alias`` to read beside its rows (then :meth:`primed`);
+        None when the store's rows live on another database."""
+        from .statements import live_record_sql
+
+        LiveBinding = self._models()[0]
+        return live_record_sql(LiveBinding) if router.db_for_write(LiveBinding) == alias else None
+
+    def bound_sql(self, alias: str, tenant: str, user: str, id_key: str) -> tuple[str, list[Any]] | None:
+        """(two columns' SQL, their parameters): the operation id and the sealed record that
+        :meth:`load_bound` would read, for a phase's own statement on ``alias`` to read beside its
+        rows (then :meth:`primed_bound`); None when the store's rows live on another database."""
+        from .statements import bound_columns_sql
+
+        LiveBinding = self._models()[0]
+        if router.db_for_write(LiveBinding) != alias:
+            return None
+        key_digest = self._index_key(tenant, user, id_key)
+        return bound_columns_sql(), [tenant, key_digest, tenant, key_digest]
+
+    @contextlib.contextmanager
+    def primed_bound(self, tenant: str, user: str, id_key: str, found: tuple[Any, Any]) -> Iterator[None]:
+        """Inside the block, this thread's next :meth:`load_bound` of these is ``found`` (the two
+        values :meth:`bound_sql` read moments before in the same thread hop), once."""
+        _primed.bound = (tenant, user, id_key, found)
+        try:
+            yield
+        finally:
+            _primed.bound = None
+
+    @contextlib.contextmanager
+    def primed(self, tenant: str, operation_id: str, sealed: str | None) -> Iterator[None]:
+        """Inside the block, this thread's next :meth:`load` of ``(tenant, operation_id)`` is
+        ``sealed`` (read by :meth:`live_record_sql` in the same thread hop, moments before) instead
+        of a statement of its own; opened and checked as any load. Single use stays the claim's."""
+        _primed.entry = (tenant, operation_id, sealed)
+        try:
+            yield
+        finally:
+            _primed.entry = None
+
     # ------------------------------------------------------------------ records
     def load(self, tenant: str, operation_id: str) -> dict[str, Any] | None:
         """The record, or None when absent, expired, altered, unreadable with the configured keys
         or sealed for another tenant (the last three logged)."""
         LiveBinding = self._models()[0]
-        sealed = self._call("read", LiveBinding, lambda: select_live(
-            LiveBinding, "record", {"tenant": tenant, "operation_id": operation_id}))
+        entry = getattr(_primed, "entry", None)
+        if entry is not None and entry[:2] == (tenant, operation_id):
+            _primed.entry = None  # once
+            sealed = entry[2]
+        else:
+            sealed = self._call("read", LiveBinding, lambda: select_live(
+                LiveBinding, "record", {"tenant": tenant, "operation_id": operation_id}))
         if sealed is None:
             return None
         return _open(sealed, tenant, operation_id)
@@ -160,8 +213,13 @@ class DatabaseBindingStore:
         once per database). None when either is absent or expired, or the record does not open
         (see :meth:`load`)."""
         LiveBinding = self._models()[0]
-        key_digest = self._index_key(tenant, user, id_key)
-        found = self._call("read", LiveBinding, lambda: select_bound(tenant, key_digest))
+        primed = getattr(_primed, "bound", None)
+        if primed is not None and primed[:3] == (tenant, user, id_key):
+            _primed.bound = None  # once
+            found = None if primed[3][0] is None or primed[3][1] is None else primed[3]
+        else:
+            key_digest = self._index_key(tenant, user, id_key)
+            found = self._call("read", LiveBinding, lambda: select_bound(tenant, key_digest))
         if found is None:
             return None
         operation_id, sealed = found

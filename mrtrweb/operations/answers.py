@@ -6,6 +6,7 @@ round, handed to the worker holding the server's call (:mod:`.legacy`).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 from typing import Any
@@ -41,6 +42,8 @@ class _Checked:
     legacy: bool = False
     url_round: bool = False
     digests: dict[str, Any] = dataclasses.field(default_factory=dict)
+    #: the binding record read with the rest (sealed), when it was: (read, sealed)
+    record: tuple[bool, str | None] = (False, None)
 
 
 def _check_answer(op_id: Any, known: Operation | None = None) -> _Checked:
@@ -60,7 +63,8 @@ def _check_answer(op_id: Any, known: Operation | None = None) -> _Checked:
         op = reads.op
         if reads.cause:
             return _Checked(op, "access", reads.cause)
-        checked = _Checked(op, legacy=reads.legacy, url_round=reads.url_round)
+        checked = _Checked(op, legacy=reads.legacy, url_round=reads.url_round,
+                           record=(reads.record_read, reads.record))
         if reads.received:
             checked.digests = {"state_digest": reads.state_digest, "schema_digests": reads.schema_digests}
         return _judge_answer(checked, reads.shown, reads.config_digest if reads.received else None)
@@ -170,8 +174,13 @@ def _answer_sync(op: Operation, responses: dict[str, Any], round_number: int | N
     found = checked.op
     if (round_number is not None and found.rounds != round_number) or checked.refusal or checked.legacy:
         return checked, None
+    gate = get_gate()
+    read, sealed = checked.record
+    # the binding record read with the checks (one statement): the retry is built from it
+    primed = gate.store.primed(str(found.tenant_id), str(found.pk), sealed) if read else contextlib.nullcontext()
     try:
-        return checked, record_and_move(found, get_gate(), None, responses, URL_REQUIRED if checked.url_round else "",
-                                        checked.digests or None, found.rounds, driver, check_access=True)
+        with primed:
+            return checked, record_and_move(found, gate, None, responses, URL_REQUIRED if checked.url_round else "",
+                                            checked.digests or None, found.rounds, driver, check_access=True)
     except (GateRejection, StoreUnavailable, audit.AuditUnavailable) as exc:
         return checked, exc

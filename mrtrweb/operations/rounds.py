@@ -8,6 +8,7 @@ retried at once (:mod:`.retries`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import functools
 import logging
@@ -18,7 +19,7 @@ from django.utils import timezone
 
 from ..audit import events as audit
 from ..text import results, stored_text
-from ..gate import GateRejection, Retry, Round, StoreUnavailable
+from ..gate import GateRejection, Retry, Round, StoreUnavailable, id_key
 from ..runtime.gates import get_gate
 from ..models import Operation
 from .authorization import _authorization_changed, authorization_changed_sync
@@ -139,35 +140,47 @@ def _state_params(conn, op: Operation, state_digest: str, round_number: int) -> 
 _STATE_SQL: dict[str, str] = {}
 
 
-def _access_server_and_trail(op: Operation, raw: Any) -> tuple[str, Any, tuple[str, int, bool, bool] | None]:
+def _access_server_and_trail(op: Operation, raw: Any, request_id: str) -> tuple[str, Any, Any, Any]:
     """The owner's access and the server's row as it is now (:func:`mrtrweb.tenancy.access.denial_and_server`)
-    and, in the same statement, the tenant's trail for the result's ``requestState``
-    (:func:`_state_seen` for the round this result would open: ``op.rounds + 1``). Returns
-    (cause, server, (state digest, round number, replayed, reused) or None when nothing was read
-    beside: no ``requestState`` string, or the access check's ORM path)."""
+    and, in the same statement, what the gate and the round's checks read next: the tenant's trail
+    for the result's ``requestState`` (:func:`_state_seen` for the round this result would open,
+    ``op.rounds + 1``) and the binding the result's request id is bound to (the store's
+    ``bound_sql``: the database store). Returns (cause, server, trail: (state digest, round number,
+    replayed, reused) or None when not read, the binding read: (index operation id, sealed record)
+    or None when not read)."""
+    from django.contrib.auth import get_user_model
     from django.db import connections, router
 
-    from ..gate import text_digest
+    from ..gate import id_key, is_request_id, text_digest
     from ..models import AuditEvent
     from ..tenancy import access
 
-    state = raw.get("requestState") if isinstance(raw, dict) else None
-    if not isinstance(state, str):
-        return access.denial_and_server(op.user_id, op.tenant_id, op.server_id) + (None,)
-    from django.contrib.auth import get_user_model
-
     alias = router.db_for_read(AuditEvent)
-    if alias != router.db_for_read(get_user_model()):  # not one database: two statements
-        return access.denial_and_server(op.user_id, op.tenant_id, op.server_id) + (None,)
+    if alias != router.db_for_read(get_user_model()):  # not one database: statements of their own
+        return access.denial_and_server(op.user_id, op.tenant_id, op.server_id) + (None, None)
     conn = connections[alias]
-    if alias not in _STATE_SQL:
-        _state_seen_sql(alias)
-    digest, number = text_digest(state), op.rounds + 1
-    columns = _STATE_SQL[alias].removeprefix("SELECT ")
-    found = access.denial_and_server(op.user_id, op.tenant_id, op.server_id,
-                                     beside=(columns, 2, _state_params(conn, op, digest, number)))
-    cause, server, more = found
-    return cause, server, None if more is None else (digest, number, bool(more[0]), bool(more[1]))
+    columns, params, count = [], [], 0
+    state = raw.get("requestState") if isinstance(raw, dict) else None
+    digest, number = (text_digest(state), op.rounds + 1) if isinstance(state, str) else (None, 0)
+    if digest is not None:
+        columns.append((_STATE_SQL.get(alias) or _state_seen_sql(alias)).removeprefix("SELECT "))
+        params += _state_params(conn, op, digest, number)
+        count += 2
+    bound_sql = getattr(get_gate().store, "bound_sql", None)
+    bound = bound_sql(alias, str(op.tenant_id), str(op.user_id), id_key(request_id)) \
+        if bound_sql is not None and is_request_id(request_id) else None
+    if bound is not None:
+        columns.append(bound[0])
+        params += bound[1]
+        count += 2
+    if not count:
+        return access.denial_and_server(op.user_id, op.tenant_id, op.server_id) + (None, None)
+    cause, server, more = access.denial_and_server(op.user_id, op.tenant_id, op.server_id,
+                                                   beside=(", ".join(columns), count, params))
+    if more is None:  # the access check's ORM path: nothing read beside
+        return cause, server, None, None
+    trail = (digest, number, bool(more[0]), bool(more[1])) if digest is not None else None
+    return cause, server, trail, (tuple(more[-2:]) if bound is not None else None)
 
 
 @dataclasses.dataclass
@@ -199,16 +212,21 @@ def _judge_round(op: Operation, request_id: str, raw: Any, received_code: str, f
         return _Judged("stopped", cause=by)
     # the owner's access and the server's row as it is now, in one statement: the authorization
     # check and the round's configuration digest below judge the server an admin may have just changed
-    found = _first_read(lambda: _access_server_and_trail(op, raw), first_try)
+    found = _first_read(lambda: _access_server_and_trail(op, raw, request_id), first_try)
     if found is _DOWN:
         return _Judged("database_down")
-    cause, server, trail = found
+    cause, server, trail, bound = found
     if cause:
         return _Judged("access_ended", cause=cause)
     op.server = server
+    gate = get_gate()
+    # the binding read with the access (one statement): the gate judges the result against it
+    primed = gate.store.primed_bound(str(op.tenant_id), str(op.user_id), id_key(request_id), bound) \
+        if bound is not None else contextlib.nullcontext()
     try:
-        rnd: Round = get_gate().receive(tenant=str(op.tenant_id), user=str(op.user_id), request_id=request_id,
-                                        origin=op.server.origin, result=raw)
+        with primed:
+            rnd: Round = gate.receive(tenant=str(op.tenant_id), user=str(op.user_id), request_id=request_id,
+                                      origin=op.server.origin, result=raw)
     except GateRejection as exc:
         logger.info("operation %s: round refused (%s): %s", op.id, exc.code, exc.reason)
         try:
