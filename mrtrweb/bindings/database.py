@@ -34,7 +34,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
-import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -42,6 +41,7 @@ from django.db import DatabaseError, connections, router, transaction
 from django.db.models.functions import Now
 
 from ..gate import StoreUnavailable
+from .primed import Priming, take_primed, take_primed_bound
 from .statements import (NO_RETURNING, _upsert_portable, broke_connection, chained, delete_live,  # noqa: F401
                          delete_rows, delete_sql, drop_broken_connection, lifetime, select_bound, select_live, upsert, upsert_sql)
 
@@ -53,15 +53,11 @@ logger = logging.getLogger("mrtrweb.bindings")
 # two more round trips per call). tests/bindings/test_db_store.py counts the statements.
 
 
-#: this thread's record read beside a phase's own reads (DatabaseBindingStore.primed)
-_primed = threading.local()
-
-
 def _h(*parts: str) -> str:
     return hashlib.sha256("\x1f".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
 
 
-class DatabaseBindingStore:
+class DatabaseBindingStore(Priming):
     """:class:`mrtrweb.gate.BindingStore` over the project's database (sync; the gate is sync).
 
     ``tenant`` and ``operation_id`` are the gate's strings (at most 64 characters each: a tenant
@@ -100,58 +96,14 @@ class DatabaseBindingStore:
 
         return LiveBinding, BindingIndexEntry, BindingClaim
 
-    # ------------------------------------------------------------------ a record read beside a phase's own reads
-    def live_record_sql(self, alias: str) -> str | None:
-        """A scalar subquery (two parameters: tenant, operation id) of the live sealed record, for
-        a phase's own statement on database ``alias`` to read beside its rows (then :meth:`primed`);
-        None when the store's rows live on another database."""
-        from .statements import live_record_sql
-
-        LiveBinding = self._models()[0]
-        return live_record_sql(LiveBinding) if router.db_for_write(LiveBinding) == alias else None
-
-    def bound_sql(self, alias: str, tenant: str, user: str, id_key: str) -> tuple[str, list[Any]] | None:
-        """(two columns' SQL, their parameters): the operation id and the sealed record that
-        :meth:`load_bound` would read, for a phase's own statement on ``alias`` to read beside its
-        rows (then :meth:`primed_bound`); None when the store's rows live on another database."""
-        from .statements import bound_columns_sql
-
-        LiveBinding = self._models()[0]
-        if router.db_for_write(LiveBinding) != alias:
-            return None
-        key_digest = self._index_key(tenant, user, id_key)
-        return bound_columns_sql(), [tenant, key_digest, tenant, key_digest]
-
-    @contextlib.contextmanager
-    def primed_bound(self, tenant: str, user: str, id_key: str, found: tuple[Any, Any]) -> Iterator[None]:
-        """Inside the block, this thread's next :meth:`load_bound` of these is ``found`` (the two
-        values :meth:`bound_sql` read moments before in the same thread hop), once."""
-        _primed.bound = (tenant, user, id_key, found)
-        try:
-            yield
-        finally:
-            _primed.bound = None
-
-    @contextlib.contextmanager
-    def primed(self, tenant: str, operation_id: str, sealed: str | None) -> Iterator[None]:
-        """Inside the block, this thread's next :meth:`load` of ``(tenant, operation_id)`` is
-        ``sealed`` (read by :meth:`live_record_sql` in the same thread hop, moments before) instead
-        of a statement of its own; opened and checked as any load. Single use stays the claim's."""
-        _primed.entry = (tenant, operation_id, sealed)
-        try:
-            yield
-        finally:
-            _primed.entry = None
-
     # ------------------------------------------------------------------ records
     def load(self, tenant: str, operation_id: str) -> dict[str, Any] | None:
         """The record, or None when absent, expired, altered, unreadable with the configured keys
         or sealed for another tenant (the last three logged)."""
         LiveBinding = self._models()[0]
-        entry = getattr(_primed, "entry", None)
-        if entry is not None and entry[:2] == (tenant, operation_id):
-            _primed.entry = None  # once
-            sealed = entry[2]
+        entry = take_primed(tenant, operation_id)
+        if entry is not None:
+            sealed = entry[0]
         else:
             sealed = self._call("read", LiveBinding, lambda: select_live(
                 LiveBinding, "record", {"tenant": tenant, "operation_id": operation_id}))
@@ -213,10 +165,9 @@ class DatabaseBindingStore:
         once per database). None when either is absent or expired, or the record does not open
         (see :meth:`load`)."""
         LiveBinding = self._models()[0]
-        primed = getattr(_primed, "bound", None)
-        if primed is not None and primed[:3] == (tenant, user, id_key):
-            _primed.bound = None  # once
-            found = None if primed[3][0] is None or primed[3][1] is None else primed[3]
+        primed = take_primed_bound(tenant, user, id_key)
+        if primed is not None:
+            found = None if primed[0] is None or primed[1] is None else primed
         else:
             key_digest = self._index_key(tenant, user, id_key)
             found = self._call("read", LiveBinding, lambda: select_bound(tenant, key_digest))

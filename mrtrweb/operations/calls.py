@@ -37,7 +37,8 @@ from .rounds import _handle_result
 from . import serverlog, tasks
 from .holding import database_back, following, HoldFull, mark_failed
 from .messages import OUTCOME_NOT_KEPT
-from .runtime import finish_operation, load_operation, _spawn, discard_unusable, new_request_id, notify
+from .runtime import (connections_checked, finish_operation, load_operation, _spawn, discard_unusable, new_request_id,
+                      notify)
 from .revocation import _access_ended, end_operation
 from .stopping import stop_requested, STOP_POLL_S
 from .url_required import is_url_required, url_required_round
@@ -164,6 +165,7 @@ async def _follow(op_id: Any, request_id: str, params: dict[str, Any], *,
     Returns None, or ``(code, message)`` when it stopped on an error (the caller marks it failed)."""
     from ..runtime.workers import WORKER_ID, ensure_heartbeat, ensure_lease
 
+    connections_checked.set(False)
     try:
         await ensure_heartbeat()
         if checked is not None and str(checked.pk) == str(op_id):
@@ -289,7 +291,8 @@ async def _follow(op_id: Any, request_id: str, params: dict[str, Any], *,
         logger.exception("operation %s crashed", op_id)
         return "internal_error", _INTERNAL_ERROR
     finally:  # a connection the drive's work left unusable is not kept (a working one is: shared)
-        await sync_to_async(discard_unusable)()
+        if not connections_checked.get():  # else the phase's own hop did it, last (.rounds)
+            await sync_to_async(discard_unusable)()
 
 
 async def _send_task(op: Operation, conn: Any, plan: "tasks.Plan", params: dict[str, Any], request_id: str,

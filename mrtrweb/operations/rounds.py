@@ -24,11 +24,13 @@ from ..runtime.gates import get_gate
 from ..models import Operation
 from .authorization import _authorization_changed, authorization_changed_sync
 from .messages import STOPPED_BY, AUDIT_UNAVAILABLE, AUTHORIZATION_CHANGED, INVALID_RESULT, message_for, STATE_REUSED, STATE_REUSED_REASON, STORE_UNAVAILABLE
+from .result_reads import access_server_and_trail, state_seen
 from .retries import build_and_record
 from .rows import move, move_sql
 from .revocation import end_operation
 from .holding import database_back
-from .runtime import finish_operation, discard_unusable, mark_ended, notify, settle_ended
+from .runtime import (connections_checked, finish_operation, discard_unusable, leaves_connections_checked, mark_ended,
+                      notify, settle_ended)
 from .stopping import stop_requested, deny, last_answer
 
 logger = logging.getLogger("mrtrweb.operations")
@@ -89,100 +91,6 @@ def parse_final(method: str, raw: dict[str, Any]) -> bool:
     return True
 
 
-def _state_seen(op: Operation, state_digest: str, round_number: int) -> tuple[bool, bool]:
-    """Where the tenant's audit trail already holds ``state_digest`` (a ``received`` row), sync
-    (one statement: two ``EXISTS``, its SQL built once per database).
-
-    Returns ``(replayed, reused)``: *replayed* -- another round of **this** operation received it,
-    so its retry already sent that state back (denied: ``request_state_replayed``); *reused* --
-    another operation of the tenant (same or another user) received it (recorded as
-    :data:`STATE_REUSED`, not denied)."""
-    from django.db import connections, router
-
-    from ..models import AuditEvent
-
-    alias = router.db_for_read(AuditEvent)
-    conn = connections[alias]
-    sql = _STATE_SQL.get(alias) or _state_seen_sql(alias)
-    with conn.cursor() as cur:
-        cur.execute(sql, _state_params(conn, op, state_digest, round_number))
-        replayed, reused = cur.fetchone()
-    return bool(replayed), bool(reused)
-
-
-def _state_seen_sql(alias: str) -> str:
-    """:func:`_state_seen`'s statement on ``alias``, built once."""
-    from django.db import connections
-
-    from ..models import AuditEvent
-
-    meta = AuditEvent._meta
-    qn = connections[alias].ops.quote_name
-
-    def c(name: str) -> str:
-        return qn(meta.get_field(name).column)
-
-    rows = (f"SELECT 1 FROM {qn(meta.db_table)} WHERE {c('tenant')} = %s AND {c('event')} = 'received' "
-            f"AND {c('state_digest')} = %s AND {c('operation_id')}")
-    return _STATE_SQL.setdefault(alias, f"SELECT EXISTS ({rows} = %s AND {c('round_number')} <> %s), "
-                                        f"EXISTS ({rows} <> %s)")
-
-
-def _state_params(conn, op: Operation, state_digest: str, round_number: int) -> list[Any]:
-    from ..models import AuditEvent
-
-    meta = AuditEvent._meta
-    tenant = meta.get_field("tenant").get_db_prep_value(op.tenant_id, conn)
-    op_id = meta.get_field("operation_id").get_db_prep_value(op.id, conn)
-    return [tenant, state_digest, op_id, round_number, tenant, state_digest, op_id]
-
-
-_STATE_SQL: dict[str, str] = {}
-
-
-def _access_server_and_trail(op: Operation, raw: Any, request_id: str) -> tuple[str, Any, Any, Any]:
-    """The owner's access and the server's row as it is now (:func:`mrtrweb.tenancy.access.denial_and_server`)
-    and, in the same statement, what the gate and the round's checks read next: the tenant's trail
-    for the result's ``requestState`` (:func:`_state_seen` for the round this result would open,
-    ``op.rounds + 1``) and the binding the result's request id is bound to (the store's
-    ``bound_sql``: the database store). Returns (cause, server, trail: (state digest, round number,
-    replayed, reused) or None when not read, the binding read: (index operation id, sealed record)
-    or None when not read)."""
-    from django.contrib.auth import get_user_model
-    from django.db import connections, router
-
-    from ..gate import id_key, is_request_id, text_digest
-    from ..models import AuditEvent
-    from ..tenancy import access
-
-    alias = router.db_for_read(AuditEvent)
-    if alias != router.db_for_read(get_user_model()):  # not one database: statements of their own
-        return access.denial_and_server(op.user_id, op.tenant_id, op.server_id) + (None, None)
-    conn = connections[alias]
-    columns, params, count = [], [], 0
-    state = raw.get("requestState") if isinstance(raw, dict) else None
-    digest, number = (text_digest(state), op.rounds + 1) if isinstance(state, str) else (None, 0)
-    if digest is not None:
-        columns.append((_STATE_SQL.get(alias) or _state_seen_sql(alias)).removeprefix("SELECT "))
-        params += _state_params(conn, op, digest, number)
-        count += 2
-    bound_sql = getattr(get_gate().store, "bound_sql", None)
-    bound = bound_sql(alias, str(op.tenant_id), str(op.user_id), id_key(request_id)) \
-        if bound_sql is not None and is_request_id(request_id) else None
-    if bound is not None:
-        columns.append(bound[0])
-        params += bound[1]
-        count += 2
-    if not count:
-        return access.denial_and_server(op.user_id, op.tenant_id, op.server_id) + (None, None)
-    cause, server, more = access.denial_and_server(op.user_id, op.tenant_id, op.server_id,
-                                                   beside=(", ".join(columns), count, params))
-    if more is None:  # the access check's ORM path: nothing read beside
-        return cause, server, None, None
-    trail = (digest, number, bool(more[0]), bool(more[1])) if digest is not None else None
-    return cause, server, trail, (tuple(more[-2:]) if bound is not None else None)
-
-
 @dataclasses.dataclass
 class _Judged:
     """What :func:`_judge_round` decided (``outcome``) and what the async side needs for it."""
@@ -194,6 +102,7 @@ class _Judged:
     exc: GateRejection | None = None
 
 
+@leaves_connections_checked
 def _judge_round(op: Operation, request_id: str, raw: Any, received_code: str, first_try: bool = True) -> _Judged:
     """The sync half of judging a result that is not final, in one thread hop: a Stop that came
     before the result, the owner's access (:func:`mrtrweb.tenancy.access.denial`), the gate
@@ -212,7 +121,7 @@ def _judge_round(op: Operation, request_id: str, raw: Any, received_code: str, f
         return _Judged("stopped", cause=by)
     # the owner's access and the server's row as it is now, in one statement: the authorization
     # check and the round's configuration digest below judge the server an admin may have just changed
-    found = _first_read(lambda: _access_server_and_trail(op, raw, request_id), first_try)
+    found = _first_read(lambda: access_server_and_trail(op, raw, request_id), first_try)
     if found is _DOWN:
         return _Judged("database_down")
     cause, server, trail, bound = found
@@ -243,7 +152,7 @@ def _judge_round(op: Operation, request_id: str, raw: Any, received_code: str, f
     elif trail is not None and trail[:2] == (rnd.state_digest, rnd.number):  # read with the access
         replayed, reused = trail[2], trail[3]
     else:
-        replayed, reused = _state_seen(op, rnd.state_digest, rnd.number)
+        replayed, reused = state_seen(op, rnd.state_digest, rnd.number)
     changed = authorization_changed_sync(op, server=server)
     # a round handed to the person: no worker drives it now (any worker may take the answer), and it
     # expires by itself (mrtrweb.operations.expiry). The row's move is made with the received event
@@ -301,6 +210,46 @@ def _final_checked(method: str, raw: dict[str, Any], op_id: Any) -> tuple[bool, 
     return True, results.for_storage(raw, op_id=op_id)
 
 
+#: a final result at most this big (JSON values, characters of text) is checked and stored in the
+#: completion's own thread hop (:func:`is_small`); a bigger one off the sync thread first
+SMALL_RESULT_VALUES, SMALL_RESULT_CHARS = 512, 64 * 1024
+
+
+def is_small(raw: Any) -> bool:
+    """Whether ``raw`` holds at most :data:`SMALL_RESULT_VALUES` JSON values and
+    :data:`SMALL_RESULT_CHARS` characters of strings (keys included): a walk that stops as soon as
+    either bound is passed, so it costs at most that much whatever the result's size."""
+    values, chars = 0, 0
+    stack = [raw]
+    while stack:
+        value = stack.pop()
+        values += 1
+        if values > SMALL_RESULT_VALUES:
+            return False
+        if isinstance(value, str):
+            chars += len(value)
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                chars += len(key) if isinstance(key, str) else 0
+                stack.append(item)
+        elif isinstance(value, (list, tuple)):
+            stack.extend(value)
+        if chars > SMALL_RESULT_CHARS:
+            return False
+    return True
+
+
+def _check_and_complete(op: Operation, raw: dict[str, Any]) -> tuple[bool, Any, tuple[bool, Any]]:
+    """A small final result (:func:`is_small`) checked and stored (:func:`_final_checked`) and the
+    operation completed with it (:func:`_complete`) in one thread hop. Returns (accepted, stored,
+    what :func:`_complete` returned; (False, "") when the result was refused: nothing done)."""
+    ok, stored = _final_checked(op.method, raw, op.id)
+    if not ok:
+        return False, None, (False, "")
+    return True, stored, _complete(op, stored)
+
+
+@leaves_connections_checked
 def _complete(op: Operation, stored: Any, first_try: bool = True) -> tuple[bool, Any]:
     """End ``op`` completed with its stored result (sync): ``cancelled`` when the person's last
     answer was Cancel on every request. The row moves only while its owner may act on it: the
@@ -350,13 +299,16 @@ async def _handle_result(op: Operation, request_id: str, raw: Any, *, received_c
     Thread hops: a final result two (its check and storage off the sync thread, then the row, the
     binding and the audit event); a round one (:func:`_judge_round`), plus one for a push."""
     if _is_final(raw):
-        # off the event loop: a result may hold hundreds of thousands of blocks
-        ok, stored = await sync_to_async(_final_checked, thread_sensitive=False)(op.method, raw, op.id)
+        if is_small(raw):  # checked and stored in the completion's own hop (less than a millisecond of CPU)
+            ok, stored, (ended, cause) = await sync_to_async(_check_and_complete)(op, raw)
+        else:  # off the event loop and off the sync thread: a result may hold hundreds of thousands of blocks
+            ok, stored = await sync_to_async(_final_checked, thread_sensitive=False)(op.method, raw, op.id)
+            if ok:
+                ended, cause = await sync_to_async(_complete)(op, stored)
         if not ok:
             logger.info("operation %s: final result refused by the SDK types", op.id)
             await finish_operation(op, Operation.Status.FAILED, code=INVALID_RESULT, message=message_for(INVALID_RESULT))
             return None
-        ended, cause = await sync_to_async(_complete)(op, stored)
         if cause is _DOWN:  # the database went away during the call: waited for, then once more
             await database_back(op.id)
             ended, cause = await sync_to_async(_complete)(op, stored, False)
@@ -364,6 +316,7 @@ async def _handle_result(op: Operation, request_id: str, raw: Any, *, received_c
             await end_operation(op, cause)
         elif ended:
             await notify(op, settled=True)
+            connections_checked.set(True)  # _complete's hop was the drive's last
         return None
     judged = await sync_to_async(_judge_round)(op, request_id, raw, received_code)
     if judged.outcome == "database_down":  # the database went away during the call: waited for
@@ -406,4 +359,5 @@ async def _handle_result(op: Operation, request_id: str, raw: Any, *, received_c
         return None
     op.status = Operation.Status.AWAITING_INPUT
     await notify(op, round=rnd)
+    connections_checked.set(True)  # _judge_round's hop was the drive's last
     return None

@@ -82,6 +82,30 @@ def discard_unusable() -> None:
                 conn.close()
 
 
+#: True in an operation task's context when the thread hop that ended its drive closed what its work
+#: left unusable itself (:func:`leaves_connections_checked`): the drive's end then needs no hop of its own
+connections_checked: contextvars.ContextVar[bool] = contextvars.ContextVar("mrtrweb_connections_checked",
+                                                                            default=False)
+
+
+def leaves_connections_checked(fn):
+    """``fn`` (a phase's sync function), then :func:`discard_unusable` in the same thread hop (a
+    failure of that is logged, never raised over ``fn``'s own outcome)."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            try:
+                discard_unusable()
+            except Exception as exc:  # noqa: BLE001 -- the connection goes at the next hop's check
+                logger.warning("closing an unusable database connection failed (%s)", exc.__class__.__name__)
+
+    return wrapper
+
+
 @dataclasses.dataclass(frozen=True)
 class Change:
     """What :func:`notify` tells a watcher of this process (:func:`watching`): ``op``, a copy of

@@ -31,10 +31,10 @@ pytestmark = [pytest.mark.django_db(transaction=True)]
 
 #: (database vendor, binding store) -> (SQL statements, sync_to_async hops) per round, at most
 LIMITS = {
-    ("sqlite", "database"): (49, 9),  # SQLite: 7 statements per audit append, 2 on PostgreSQL
-    ("sqlite", "cache"): (38, 9),
-    ("postgresql", "database"): (16, 9),
-    ("postgresql", "cache"): (12, 9),
+    ("sqlite", "database"): (49, 6),  # SQLite: 7 statements per audit append, 2 on PostgreSQL
+    ("sqlite", "cache"): (38, 6),
+    ("postgresql", "database"): (16, 6),
+    ("postgresql", "cache"): (12, 6),
 }
 #: binding store -> the query messages that reach PostgreSQL per round, at most (tests/pgwire.py:
 #: every connection's, psycopg's own BEGIN / COMMIT included)
