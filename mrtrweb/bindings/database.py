@@ -41,7 +41,7 @@ from django.db import DatabaseError, connections, router, transaction
 from django.db.models.functions import Now
 
 from ..gate import StoreUnavailable
-from .primed import Priming, take_primed, take_primed_bound
+from .primed import Priming, take_along, take_primed, take_primed_bound
 from .statements import (NO_RETURNING, _upsert_portable, broke_connection, chained, delete_live,  # noqa: F401
                          delete_rows, delete_sql, drop_broken_connection, lifetime, select_bound, select_live, upsert, upsert_sql)
 
@@ -252,9 +252,16 @@ class DatabaseBindingStore(Priming):
                 return False
             self.save(tenant, operation_id, record, ttl_s)
             return True
-        steps = [("i", *self._index_step(conn, tenant, user, id_key, operation_id, ttl_s)),
+        first = take_along(conn.alias)  # a write of the caller's made first, in this statement (primed.py)
+        steps = [("i", *self._index_step(conn, tenant, user, id_key, operation_id, ttl_s,
+                                         "EXISTS (SELECT 1 FROM w)" if first else "")),
                  ("s", *self._record_step(conn, tenant, operation_id, record, ttl_s, "EXISTS (SELECT 1 FROM i)"))]
-        return self._call("index", LiveBinding, lambda: chained(conn, steps, ["i"]))[0]
+        if first:
+            steps.insert(0, ("w", *first[0]))
+        bound = self._call("index", LiveBinding, lambda: chained(conn, steps, ["i"]))[0]
+        if first:
+            first[1][0] = True  # the caller's write was made (whether or not the id was bound)
+        return bound
 
     def claim_and_save(self, tenant: str, token: str, operation_id: str, record: dict[str, Any],
                        ttl_s: float) -> bool:

@@ -37,6 +37,16 @@ def take_primed_bound(tenant: str, user: str, id_key: str) -> tuple[Any, Any] | 
     return entry[3]
 
 
+def take_along(alias: str) -> tuple[tuple[str, list[Any]], list[bool]] | None:
+    """(the write handed to :meth:`Priming.along` for this thread's next ``bind`` on ``alias``,
+    the list to set True in once its statement ran), taken (once); None when none is."""
+    entry = getattr(_primed, "along", None)
+    if entry is None or entry[0] != alias:
+        return None
+    _primed.along = None
+    return entry[1], entry[2]
+
+
 class Priming:
     """The priming half of :class:`~mrtrweb.bindings.database.DatabaseBindingStore`."""
 
@@ -70,6 +80,27 @@ class Priming:
             yield
         finally:
             _primed.bound = None
+
+    def takes_along(self, alias: str) -> bool:
+        """Whether this thread's next ``bind`` on ``alias`` would make a write of :meth:`along` in
+        its own statement (PostgreSQL, outside a transaction)."""
+        LiveBinding = self._models()[0]
+        conn = self._chaining(LiveBinding)
+        return conn is not None and conn.alias == alias
+
+    @contextlib.contextmanager
+    def along(self, alias: str, sql: str, params: list[Any]) -> Iterator[list[bool]]:
+        """Inside the block, this thread's next ``bind`` (what ``Gate.register`` writes) makes
+        ``sql`` (an ``INSERT ... RETURNING``, e.g. the operation's row) first, in the same
+        statement: the index entry and the record only once it wrote (all or nothing: a failure
+        writes none). Yields a list whose item is True once it was made (a register that failed
+        before its bind did not make it: the caller makes it)."""
+        made = [False]
+        _primed.along = (alias, (sql, list(params)), made)
+        try:
+            yield made
+        finally:
+            _primed.along = None
 
     @contextlib.contextmanager
     def primed(self, tenant: str, operation_id: str, sealed: str | None) -> Iterator[None]:

@@ -26,6 +26,17 @@ def insert_operation(**values: Any) -> Operation:
     Raises:
         django.db.DatabaseError: the database failed (nothing written).
     """
+    op, alias, sql, params = prepare_insert(**values)
+    with connections[alias].cursor() as cur:
+        cur.execute(sql, params)
+    return inserted(op, alias)
+
+
+def prepare_insert(**values: Any) -> tuple[Operation, str, str, list[Any]]:
+    """:func:`insert_operation` up to its statement: (the row, its database alias, the ``INSERT``
+    -- ``RETURNING`` its primary key --, its parameters; ``pre_save`` sent). Run the statement,
+    or make it a step of another (:meth:`mrtrweb.bindings.primed.Priming.along`), then
+    :func:`inserted`."""
     op = Operation(**values)
     alias = router.db_for_write(Operation)
     conn = connections[alias]
@@ -35,11 +46,14 @@ def insert_operation(**values: Any) -> Operation:
     if sql is None:
         qn = conn.ops.quote_name
         sql = _INSERTS.setdefault(alias, f"INSERT INTO {qn(meta.db_table)} ({', '.join(qn(f.column) for f in fields)}) "
-                                         f"VALUES ({', '.join(['%s'] * len(fields))})")
+                                         f"VALUES ({', '.join(['%s'] * len(fields))}) RETURNING {qn(meta.pk.column)}")
     pre_save.send(sender=Operation, instance=op, raw=False, using=alias, update_fields=None)
     params = [f.get_db_prep_save(f.pre_save(op, True), conn) for f in fields]
-    with conn.cursor() as cur:
-        cur.execute(sql, params)
+    return op, alias, sql, params
+
+
+def inserted(op: Operation, alias: str) -> Operation:
+    """The row of :func:`prepare_insert` once its statement ran: saved, ``post_save`` sent."""
     op._state.adding, op._state.db = False, alias
     post_save.send(sender=Operation, instance=op, created=True, update_fields=None, raw=False, using=alias)
     return op

@@ -4,8 +4,11 @@ registration (``Gate.register``), then the call in the background (:mod:`.calls`
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import Any
+
+from django.db import connections
 
 from asgiref.sync import sync_to_async
 from django.utils import timezone
@@ -21,7 +24,7 @@ from . import initiators
 from .authorization import current_auth
 from .calls import _drive
 from .messages import LIMIT_REACHED, message_for, OperationRefused, STORE_UNAVAILABLE, WORKER_DRAINING
-from .rows import insert_operation
+from .rows import inserted, prepare_insert
 from .runtime import _spawn, new_request_id
 
 logger = logging.getLogger("mrtrweb.operations")
@@ -76,19 +79,36 @@ def _start_sync(user: Any, server: McpServer, method: str, name: str, params: di
         raise OperationRefused("denied", str(access.MESSAGE))
     request_id = new_request_id()
     auth = current_auth(server, user.pk, server.tenant_id)
-    op = insert_operation(  # one INSERT, its SQL built once (.rows)
+    op, alias, sql, insert_params = prepare_insert(  # one INSERT, its SQL built once (.rows)
         tenant_id=server.tenant_id, user=user, server=server, method=method, name=stored_name(name),
         params=results.params_for_storage(params),
         request_id=request_id, latest_request_id=request_id, worker=workers.WORKER_ID, destructive=destructive,
         output_schema=output_schema, initiator=initiator, initiator_detail=initiator_detail or {}, **auth,
     )
+    gate = get_gate()
+    takes_along = getattr(gate.store, "takes_along", None)
+    # the database store makes the row's INSERT the first step of the binding's own statement (PostgreSQL)
+    along = gate.store.along(alias, sql, insert_params) if takes_along is not None and takes_along(alias) else None
+    if along is None:
+        with connections[alias].cursor() as cur:
+            cur.execute(sql, insert_params)
+        inserted(op, alias)
     op.server = server
     try:
-        get_gate().register(
-            request_id=request_id, server_id=str(server.pk), origin=server.origin, user=str(user.pk),
-            tenant=str(server.tenant_id), method=method, params=params, operation_id=str(op.id),
-            policy=conf.server_policy(server),
-        )
+        with along if along is not None else contextlib.nullcontext([True]) as made:
+            try:
+                gate.register(
+                    request_id=request_id, server_id=str(server.pk), origin=server.origin, user=str(user.pk),
+                    tenant=str(server.tenant_id), method=method, params=params, operation_id=str(op.id),
+                    policy=conf.server_policy(server),
+                )
+            finally:
+                if not made[0]:  # the register failed before or in its bind: the row is inserted on its own
+                    with connections[alias].cursor() as cur:
+                        cur.execute(sql, insert_params)
+                    made[0] = True
+                if along is not None:
+                    inserted(op, alias)
     except StoreUnavailable:
         op.status = Operation.Status.FAILED
         op.error_code = STORE_UNAVAILABLE
