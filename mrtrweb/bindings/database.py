@@ -258,10 +258,10 @@ class DatabaseBindingStore(Priming):
                  ("s", *self._record_step(conn, tenant, operation_id, record, ttl_s, "EXISTS (SELECT 1 FROM i)"))]
         if first:
             steps.insert(0, ("w", *first[0]))
-        bound = self._call("index", LiveBinding, lambda: chained(conn, steps, ["i"]))[0]
-        if first:
-            first[1][0] = True  # the caller's write was made (whether or not the id was bound)
-        return bound
+        found = self._call("index", LiveBinding, lambda: chained(conn, steps, ["i", "w"] if first else ["i"]))
+        if first:  # the statement ran: whether the caller's write wrote its row (see Priming.along)
+            first[1][:] = [True, found[1]]
+        return found[0]
 
     def claim_and_save(self, tenant: str, token: str, operation_id: str, record: dict[str, Any],
                        ttl_s: float) -> bool:

@@ -93,9 +93,11 @@ class Priming:
         """Inside the block, this thread's next ``bind`` (what ``Gate.register`` writes) makes
         ``sql`` (an ``INSERT ... RETURNING``, e.g. the operation's row) first, in the same
         statement: the index entry and the record only once it wrote (all or nothing: a failure
-        writes none). Yields a list whose item is True once it was made (a register that failed
-        before its bind did not make it: the caller makes it)."""
-        made = [False]
+        writes none). Yields a list whose first item is True once the statement ran (a register
+        that failed before or in its bind did not run it: the caller makes the write), the second
+        then whether the write wrote its row (an ``INSERT ... SELECT ... WHERE`` whose condition
+        was false writes none, and then nothing is bound: ``bind`` returns False)."""
+        made = [False, False]
         _primed.along = (alias, (sql, list(params)), made)
         try:
             yield made

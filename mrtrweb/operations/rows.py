@@ -14,7 +14,7 @@ from django.db.models.signals import post_save, pre_save
 
 from ..models import Operation
 
-_INSERTS: dict[str, str] = {}
+_INSERTS: dict[tuple[str, str], str] = {}
 _MOVES: dict[tuple[Any, ...], str] = {}
 
 
@@ -32,23 +32,27 @@ def insert_operation(**values: Any) -> Operation:
     return inserted(op, alias)
 
 
-def prepare_insert(**values: Any) -> tuple[Operation, str, str, list[Any]]:
+def prepare_insert(*, when: tuple[str, list[Any]] | None = None, **values: Any) -> tuple[Operation, str, str, list[Any]]:
     """:func:`insert_operation` up to its statement: (the row, its database alias, the ``INSERT``
     -- ``RETURNING`` its primary key --, its parameters; ``pre_save`` sent). Run the statement,
     or make it a step of another (:meth:`mrtrweb.bindings.primed.Priming.along`), then
-    :func:`inserted`."""
+    :func:`inserted`. ``when``: a condition (SQL, parameters) the row is inserted under at all
+    (``INSERT ... SELECT ... WHERE``: the start's access and limits, :mod:`.starting`)."""
     op = Operation(**values)
     alias = router.db_for_write(Operation)
     conn = connections[alias]
     meta = Operation._meta
     fields = meta.concrete_fields  # (its primary key is a UUID made here: nothing for the database to fill in)
-    sql = _INSERTS.get(alias)
+    key = (alias, when[0] if when else "")
+    sql = _INSERTS.get(key)
     if sql is None:
         qn = conn.ops.quote_name
-        sql = _INSERTS.setdefault(alias, f"INSERT INTO {qn(meta.db_table)} ({', '.join(qn(f.column) for f in fields)}) "
-                                         f"VALUES ({', '.join(['%s'] * len(fields))}) RETURNING {qn(meta.pk.column)}")
+        source = (f"SELECT {', '.join(['%s'] * len(fields))} WHERE {when[0]}" if when
+                  else f"VALUES ({', '.join(['%s'] * len(fields))})")
+        sql = _INSERTS.setdefault(key, f"INSERT INTO {qn(meta.db_table)} ({', '.join(qn(f.column) for f in fields)}) "
+                                       f"{source} RETURNING {qn(meta.pk.column)}")
     pre_save.send(sender=Operation, instance=op, raw=False, using=alias, update_fields=None)
-    params = [f.get_db_prep_save(f.pre_save(op, True), conn) for f in fields]
+    params = [f.get_db_prep_save(f.pre_save(op, True), conn) for f in fields] + (list(when[1]) if when else [])
     return op, alias, sql, params
 
 
