@@ -42,7 +42,7 @@ from django.db.models.functions import Now
 
 from ..gate import StoreUnavailable
 from .primed import Priming, take_along, take_primed, take_primed_bound
-from .statements import (NO_RETURNING, _upsert_portable, broke_connection, chained, delete_live,  # noqa: F401
+from .statements import (NO_RETURNING, _upsert_portable, broke_connection, chained, delete_live, delete_live_after,  # noqa: F401
                          delete_rows, delete_sql, drop_broken_connection, lifetime, select_bound, select_live, upsert, upsert_sql)
 
 logger = logging.getLogger("mrtrweb.bindings")
@@ -136,6 +136,13 @@ class DatabaseBindingStore(Priming):
             index = None
         also = None if index is None else (self._models()[1], {"tenant": tenant,
                                                                "key_digest": self._index_key(tenant, *index)})
+        conn = self._chaining(LiveBinding)
+        first = take_along(conn.alias) if conn is not None and also is not None else None
+        if first is not None:  # the caller's write first (primed.py): the binding goes only with it
+            wrote, sealed = self._call("index", LiveBinding, lambda: delete_live_after(  # never made twice
+                LiveBinding, "record", {"tenant": tenant, "operation_id": operation_id}, also, first[0]))
+            first[1][:] = [True, wrote]
+            return None if sealed is None else _open(sealed, tenant, operation_id)
         sealed = self._call("delete", LiveBinding, lambda: delete_live(
             LiveBinding, "record", {"tenant": tenant, "operation_id": operation_id}, also=also))
         if sealed is NO_RETURNING:

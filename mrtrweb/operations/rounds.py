@@ -29,8 +29,8 @@ from .retries import build_and_record
 from .rows import move, move_sql
 from .revocation import end_operation
 from .holding import database_back
-from .runtime import (connections_checked, finish_operation, discard_unusable, leaves_connections_checked, mark_ended,
-                      notify, settle_ended)
+from .runtime import (connections_checked, end_and_close, finish_operation, discard_unusable, leaves_connections_checked,
+                      mark_ended, notify, settle_ended)
 from .stopping import stop_requested, deny, last_answer
 
 logger = logging.getLogger("mrtrweb.operations")
@@ -271,7 +271,11 @@ def _complete(op: Operation, stored: Any, first_try: bool = True) -> tuple[bool,
             return False, _DOWN
         first_try = False  # the database answered: a failure from here on propagates
     cancelled, answered = known
-    moved = _first_read(lambda: mark_ended(op, Operation.Status.COMPLETED, while_allowed=True), first_try)
+    # the row's move and the binding's close in one statement where the store can (then closed)
+    moved = _first_read(lambda: end_and_close(op, Operation.Status.COMPLETED), first_try)
+    closed = moved is not None and moved is not _DOWN
+    if moved is None:
+        moved = _first_read(lambda: mark_ended(op, Operation.Status.COMPLETED, while_allowed=True), first_try)
     if moved is _DOWN or not moved:  # the row as it was: the caller waits, ends it for its cause, or drops this
         op.status, op.error_code, op.error_message, op.result = before
     if moved is _DOWN:
@@ -285,7 +289,7 @@ def _complete(op: Operation, stored: Any, first_try: bool = True) -> tuple[bool,
     digests = {k: v for k, v in answered.items() if k != "round_number"} \
         if answered.get("round_number") == op.rounds else None
     settle_ended(op, Operation.Status.COMPLETED, event="cancelled" if cancelled else "completed", reason="",
-                 digests=digests)
+                 digests=digests, closed=closed)
     return True, ""
 
 

@@ -33,12 +33,12 @@ pytestmark = [pytest.mark.django_db(transaction=True)]
 LIMITS = {
     ("sqlite", "database"): (49, 6),  # SQLite: 7 statements per audit append, 2 on PostgreSQL
     ("sqlite", "cache"): (38, 6),
-    ("postgresql", "database"): (14, 6),
+    ("postgresql", "database"): (13, 6),
     ("postgresql", "cache"): (12, 6),
 }
 #: binding store -> the query messages that reach PostgreSQL per round, at most (tests/pgwire.py:
 #: every connection's, psycopg's own BEGIN / COMMIT included)
-WIRE_LIMITS = {"database": 14, "cache": 12}
+WIRE_LIMITS = {"database": 13, "cache": 12}
 
 
 class _Counter:
