@@ -12,6 +12,7 @@ Usage (tests/operations/test_round_cost.py)::
     with WireCounter(host, port) as wire:     # listens on 127.0.0.1:<wire.port>
         ...point new connections at wire.port (sslmode disable)...
         wire.reset(); ...work...; wire.statements   # [text of each message, in order]
+        [s for t in wire.statements for s in split_statements(t)]   # the statements the server ran
 
 Only plain-text connections are read (``sslmode=disable``: the proxy answers nothing itself and
 cannot read TLS; an ``SSLRequest`` is passed on and its answer counted as nothing).
@@ -134,3 +135,34 @@ class WireCounter:
                     sock.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
+
+
+def split_statements(text: str) -> list[str]:
+    """The statements of one simple-protocol query text, split at ``;`` outside quoted literals
+    and identifiers (``'...'`` with ``''``, ``E'...'`` with backslash escapes, ``"..."``), empty
+    ones dropped."""
+    parts, start, i, n = [], 0, 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch == "'":
+            escaped = i > 0 and text[i - 1] in "eE" and (i == 1 or not (text[i - 2].isalnum() or text[i - 2] == "_"))
+            i += 1
+            while i < n:
+                if escaped and text[i] == "\\":
+                    i += 2
+                    continue
+                if text[i] == "'":
+                    if i + 1 < n and text[i + 1] == "'":
+                        i += 2
+                        continue
+                    break
+                i += 1
+        elif ch == '"':
+            i = text.find('"', i + 1)
+            i = n if i < 0 else i
+        elif ch == ";":
+            parts.append(text[start:i])
+            start = i + 1
+        i += 1
+    parts.append(text[start:])
+    return [p.strip() for p in parts if p.strip()]

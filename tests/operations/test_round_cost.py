@@ -39,6 +39,9 @@ LIMITS = {
 #: binding store -> the query messages that reach PostgreSQL per round, at most (tests/pgwire.py:
 #: every connection's, psycopg's own BEGIN / COMMIT included)
 WIRE_LIMITS = {"database": 13, "cache": 12}
+#: binding store -> the statements PostgreSQL runs for them (a message may carry several: each audit
+#: append's ``SET LOCAL lock_timeout``, the receipt's head lock before its once-check), at most
+SERVER_LIMITS = {"database": 18, "cache": 17}
 
 
 class _Counter:
@@ -188,3 +191,9 @@ async def test_a_headless_round_stays_within_its_queries_and_hops(seeded, counte
             f"{len(sent)} query messages reached PostgreSQL (at most {WIRE_LIMITS[binding_store]}):\n" + \
             "\n".join(text[:100] for text in sent)
         assert len(sent) >= statements, "the proxy saw fewer statements than Django's cursors sent"
+        from tests.pgwire import split_statements
+
+        ran = [part for text in sent for part in split_statements(text)]  # as the server counts them
+        assert len(ran) - wakeups["timeout"] <= SERVER_LIMITS[binding_store], \
+            f"{len(ran)} statements ran at PostgreSQL (at most {SERVER_LIMITS[binding_store]}):\n" + \
+            "\n".join(text[:100] for text in ran)
