@@ -191,3 +191,30 @@ def summary(res: dict[str, Any]) -> list[str]:
                  f"threads, not falling from 8: {g['appends_per_s']}/s, not falling {g['not_falling']} -> "
                  f"{'met' if g['met'] else 'missed'}")
     return lines
+
+
+def audit_threads_section(a: Any, _table: Any, _missing: Any) -> list[str]:
+    """Section 6b of the report (:mod:`.report`, whose table and "not run" renderers it is given):
+    audit appends from the threads of one process; nothing when it was not run."""
+    if not a:
+        return []
+    L = ["## 6b. Audit appends from the threads of one process", ""]
+    if "error" in a:
+        return L + [_missing(a), ""]
+    L += [f"The same append from 8 and 40 threads of ONE process, one tenant, {a['duration_s_per_level']} s per "
+          "level, each level twice (the second pass in reverse order; the better run shown, both listed). Per "
+          "append: the writer threads' CPU (the Python side, which the GIL serialises), the time inside the append "
+          "statement (waiting for the chain head, the statement, its commit), the read-back, the PostgreSQL "
+          "backends' CPU. The pool level keeps the production default of 10 connections: the threads past it get "
+          "none within the pool's timeout.", ""]
+    L += _table(["level", "pool", "threads that wrote", "appends/s", "runs", "p50 ms", "p99 ms",
+                 "client CPU ms", "append statement ms", "read-back ms", "PostgreSQL CPU ms", "errors"],
+                [[x["label"], x.get("pool_size", ""), x.get("writing_threads", x["threads"]), x["appends_per_s"],
+                  ", ".join(f"{r:,.0f}" for r in x.get("runs_appends_per_s", [])), x["latency"]["p50_ms"],
+                  x["latency"]["p99_ms"], x["client_cpu_ms_per_append"], x["append_statement_ms_per_append"],
+                  x["read_back_ms_per_append"], x["db_cpu_ms_per_append"], x["errors"]] for x in a["levels"]])
+    g = a["goals"]
+    L += [f"Goal: >= {g['appends_per_s_goal']}/s at 40 threads and not falling from 8 to 40: {g['appends_per_s']}/s, "
+          f"not falling {g['not_falling']} -> **{'met' if g['met'] else 'missed'}**; chains intact and complete: "
+          f"{a['chains_ok']}.", ""]
+    return L
