@@ -50,7 +50,9 @@ def _append(values: dict[str, Any], *, once: tuple[str, ...] = (),
       head row (``SELECT ... FOR UPDATE``; other tenants' appends do not wait), moves it, computes
       the event's hash in the database from the canonical JSON built here (only ``prev_hash`` and
       ``sequence`` are filled in under the lock) and inserts the event; ``lock_timeout`` = what
-      is left of ``MRTRWEB["AUDIT_WAIT_S"]`` is set in the same round trip. The lock is held for
+      is left of ``MRTRWEB["AUDIT_WAIT_S"]`` is set by that statement itself before it tries the
+      lock (``set_config(..., true)``). At most :data:`APPENDERS_PER_TENANT` threads of a process
+      wait there for one tenant's head. The lock is held for
       that statement's execution and commit alone, no round trip to Python. The hash is checked
       here against :func:`event_hash` afterwards (tests/audit/test_audit_statements.py checks the two
       agree on hostile text). With ``once`` the head is locked by a statement before it, in the

@@ -39,9 +39,9 @@ LIMITS = {
 #: binding store -> the query messages that reach PostgreSQL per round, at most (tests/pgwire.py:
 #: every connection's, psycopg's own BEGIN / COMMIT included)
 WIRE_LIMITS = {"database": 13, "cache": 12}
-#: binding store -> the statements PostgreSQL runs for them (a message may carry several: each audit
-#: append's ``SET LOCAL lock_timeout``, the receipt's head lock before its once-check), at most
-SERVER_LIMITS = {"database": 18, "cache": 17}
+#: binding store -> the statements PostgreSQL runs for them (a message may carry several: the receipt's
+#: lock of the chain head before its once-check), at most
+SERVER_LIMITS = {"database": 14, "cache": 13}
 
 
 class _Counter:
