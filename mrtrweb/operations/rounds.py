@@ -106,7 +106,7 @@ class _Judged:
 def _judge_round(op: Operation, request_id: str, raw: Any, received_code: str, first_try: bool = True) -> _Judged:
     """The sync half of judging a result that is not final, in one thread hop: a Stop that came
     before the result, the owner's access (:func:`mrtrweb.tenancy.access.denial`), the gate
-    (``Gate.receive``), the tenant's trail for the ``requestState`` (:func:`_state_seen`), the
+    (``Gate.receive``), the tenant's trail for the ``requestState`` (:func:`.result_reads.state_seen`, read with the access), the
     authorization identity, the ``received`` (or ``rejected``) event, and the row moved for the
     person. Ending the operation, pushes and back-offs are left to :func:`_handle_result`.
 
