@@ -39,6 +39,8 @@ class WireCounter:
         self.port = self._listener.getsockname()[1]
         self._closed = False
         self._sockets: list[socket.socket] = []
+        #: the local ports of the proxy's connections to the server (``pg_stat_activity.client_port``)
+        self.upstream_ports: list[int] = []
 
     # ------------------------------------------------------------------ what was counted
     @property
@@ -77,6 +79,7 @@ class WireCounter:
                 return
             server = socket.create_connection(self.upstream)
             self._sockets += [client, server]
+            self.upstream_ports.append(server.getsockname()[1])
             threading.Thread(target=self._pump_frontend, args=(client, server), daemon=True).start()
             threading.Thread(target=self._pump, args=(server, client), daemon=True).start()
 

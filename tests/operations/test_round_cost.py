@@ -93,7 +93,8 @@ async def wire(monkeypatch):
 
     settings_dict = connections.settings["default"]
     await sync_to_async(connections.close_all)()
-    with WireCounter(settings_dict["HOST"] or "127.0.0.1", int(settings_dict["PORT"] or 5432)) as counter:
+    host, port = settings_dict["HOST"] or "127.0.0.1", int(settings_dict["PORT"] or 5432)
+    with WireCounter(host, port) as counter:
         monkeypatch.setitem(settings_dict, "HOST", "127.0.0.1")
         monkeypatch.setitem(settings_dict, "PORT", counter.port)
         monkeypatch.setitem(settings_dict, "OPTIONS", {**settings_dict.get("OPTIONS", {}), "sslmode": "disable"})
@@ -101,6 +102,25 @@ async def wire(monkeypatch):
             yield counter
         finally:
             await sync_to_async(connections.close_all)()
+    # the proxied sessions' backends end once they see their sockets closed: wait for that, so that
+    # the test database can be dropped at the end of the run
+    await asyncio.to_thread(_proxied_sessions_gone, host, port, settings_dict, list(counter.upstream_ports))
+
+
+def _proxied_sessions_gone(host: str, port: int, settings_dict: dict, ports: list[int], wait_s: float = 5.0) -> None:
+    import time
+
+    import psycopg
+
+    with psycopg.connect(host=host, port=port, dbname=settings_dict["NAME"], user=settings_dict.get("USER") or None,
+                         password=settings_dict.get("PASSWORD") or None, autocommit=True) as conn:
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            others = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE client_port = ANY(%s)",
+                                  [ports]).fetchone()[0]
+            if not others:
+                return
+            time.sleep(0.05)
 
 
 @pytest.fixture(params=["database", "cache"])
