@@ -66,6 +66,10 @@ class WireCounter:
         self._closed = True
         self._listener.close()
         for sock in list(self._sockets):
+            try:  # shut down first: a close alone leaves a socket another thread is reading from open
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
             try:
                 sock.close()
             except OSError:
