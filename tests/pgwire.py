@@ -12,6 +12,7 @@ Usage (tests/operations/test_round_cost.py)::
     with WireCounter(host, port) as wire:     # listens on 127.0.0.1:<wire.port>
         ...point new connections at wire.port (sslmode disable)...
         wire.reset(); ...work...; wire.statements   # [text of each message, in order]
+        [s for t in wire.statements for s in split_statements(t)]   # the statements the server ran
 
 Only plain-text connections are read (``sslmode=disable``: the proxy answers nothing itself and
 cannot read TLS; an ``SSLRequest`` is passed on and its answer counted as nothing).
@@ -38,6 +39,8 @@ class WireCounter:
         self.port = self._listener.getsockname()[1]
         self._closed = False
         self._sockets: list[socket.socket] = []
+        #: the local ports of the proxy's connections to the server (``pg_stat_activity.client_port``)
+        self.upstream_ports: list[int] = []
 
     # ------------------------------------------------------------------ what was counted
     @property
@@ -63,6 +66,10 @@ class WireCounter:
         self._closed = True
         self._listener.close()
         for sock in list(self._sockets):
+            try:  # shut down first: a close alone leaves a socket another thread is reading from open
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
             try:
                 sock.close()
             except OSError:
@@ -76,6 +83,7 @@ class WireCounter:
                 return
             server = socket.create_connection(self.upstream)
             self._sockets += [client, server]
+            self.upstream_ports.append(server.getsockname()[1])
             threading.Thread(target=self._pump_frontend, args=(client, server), daemon=True).start()
             threading.Thread(target=self._pump, args=(server, client), daemon=True).start()
 
@@ -134,3 +142,34 @@ class WireCounter:
                     sock.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
+
+
+def split_statements(text: str) -> list[str]:
+    """The statements of one simple-protocol query text, split at ``;`` outside quoted literals
+    and identifiers (``'...'`` with ``''``, ``E'...'`` with backslash escapes, ``"..."``), empty
+    ones dropped."""
+    parts, start, i, n = [], 0, 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch == "'":
+            escaped = i > 0 and text[i - 1] in "eE" and (i == 1 or not (text[i - 2].isalnum() or text[i - 2] == "_"))
+            i += 1
+            while i < n:
+                if escaped and text[i] == "\\":
+                    i += 2
+                    continue
+                if text[i] == "'":
+                    if i + 1 < n and text[i + 1] == "'":
+                        i += 2
+                        continue
+                    break
+                i += 1
+        elif ch == '"':
+            i = text.find('"', i + 1)
+            i = n if i < 0 else i
+        elif ch == ";":
+            parts.append(text[start:i])
+            start = i + 1
+        i += 1
+    parts.append(text[start:])
+    return [p.strip() for p in parts if p.strip()]

@@ -60,13 +60,18 @@ class PgAppend:
     """PostgreSQL: one statement locks the head, moves it and inserts the event whose hash the
     database computes as ``sha256(prefix || prev_hash || middle || sequence || suffix)``, the
     three texts cut here from the event's canonical JSON (:func:`_canonical`) at random
-    placeholders for ``prev_hash`` and ``sequence``; returns (pk, sequence, prev_hash, hash)."""
+    placeholders for ``prev_hash`` and ``sequence``; returns (pk, sequence, prev_hash, hash) and,
+    with ``then`` (an ``UPDATE ... WHERE ...`` without ``RETURNING``, and its parameters), how many
+    rows that write moved: it is a step of the same statement, made only when the event is
+    inserted (the ``received`` event and the operation's row handed to the person, one statement)."""
 
     LINKED = ("sequence", "prev_hash", "hash")
 
-    def __init__(self, conn, values: dict[str, Any], once: tuple[str, ...] = ()) -> None:
+    def __init__(self, conn, values: dict[str, Any], once: tuple[str, ...] = (),
+                 then: tuple[str, list[Any]] | None = None) -> None:
         self.conn = conn
         self.once = once
+        self.then = then
         prev_mark, seq_mark = secrets.token_hex(16), secrets.token_hex(16)
         text = _canonical(dict(values, prev_hash=prev_mark, sequence=seq_mark))
         prev_at, seq_at = f'"prev_hash":"{prev_mark}"', f'"sequence":"{seq_mark}"'
@@ -83,6 +88,12 @@ class PgAppend:
         guard = "" if not once else (f" AND NOT EXISTS (SELECT 1 FROM {event} e WHERE "
                                      + " AND ".join(f"e.{qn(f.column)} = %s" for f in same) + ")")
         self.lock = f"SELECT 1 FROM {chain} WHERE tenant_id = %s FOR UPDATE"
+        # lock_timeout set in the statement itself, before its row lock is tried (the head's scan
+        # evaluates the setting's condition before the lock is taken): no SET of its own
+        self.timed_lock = (f"SELECT 1 FROM {chain} WHERE tenant_id = %s AND "
+                           "set_config('lock_timeout', %s, true) IS NOT NULL FOR UPDATE")
+        timed_head = (f"WITH t AS (SELECT set_config('lock_timeout', %s, true)), o AS (SELECT tenant_id, sequence, "
+                      f"hash FROM {chain} WHERE tenant_id = %s AND EXISTS (SELECT 1 FROM t) FOR UPDATE), ")
         self.sql = (
             f"WITH o AS (SELECT tenant_id, sequence, hash FROM {chain} WHERE tenant_id = %s FOR UPDATE), "
             f"hd AS (UPDATE {chain} h SET sequence = o.sequence + 1, hash = encode(sha256(convert_to("
@@ -90,10 +101,18 @@ class PgAppend:
             f"WHERE h.tenant_id = o.tenant_id{guard} RETURNING h.sequence, h.hash, o.hash AS prev_hash), "
             f"ev AS (INSERT INTO {event} ({', '.join(qn(f.column) for f in fields)}, sequence, prev_hash, hash) "
             f"SELECT {', '.join(['%s'] * len(fields))}, hd.sequence, hd.prev_hash, hd.hash FROM hd "
-            f"RETURNING {qn(AuditEvent._meta.pk.column)}, sequence, prev_hash, hash) SELECT * FROM ev")
+            f"RETURNING {qn(AuditEvent._meta.pk.column)}, sequence, prev_hash, hash)")
         self.params = ([values["tenant_id"], *texts] + ([f.get_db_prep_value(values[f.attname], conn) for f in same]
                                                         if once else [])
                        + [f.get_db_prep_save(values[f.attname], conn) for f in fields])
+        if then is None:
+            self.sql += " SELECT * FROM ev"
+        else:  # the caller's write, made only with the event (after it in the statement's one transaction)
+            self.sql += (f", th AS ({then[0]} AND EXISTS (SELECT 1 FROM ev) RETURNING 1) "
+                         "SELECT ev.*, (SELECT count(*) FROM th) FROM ev")
+            self.params += list(then[1])
+        head = f"WITH o AS (SELECT tenant_id, sequence, hash FROM {chain} WHERE tenant_id = %s FOR UPDATE), "
+        self.timed_sql = timed_head + self.sql[len(head):]
 
     def one_trip(self) -> bool:
         """Whether ``lock_timeout`` and the statement can go in one ``execute`` (psycopg's
@@ -103,20 +122,22 @@ class PgAppend:
 
     def execute(self, deadline: float, *, with_timeout: bool) -> tuple[Any, int, str, str] | None:
         """Run the statement; ``with_timeout`` (outside a transaction, client-side binding): in one
-        round trip and one transaction, after setting ``lock_timeout`` to what is left until
-        ``deadline`` and, with ``once``, after a statement that locks the head first (so the
-        check's snapshot, taken when the statement starts, is later than the lock). None when
-        nothing was written: the tenant has no chain head yet, or (``once``) the event exists."""
+        round trip and one transaction, ``lock_timeout`` set to what is left until ``deadline`` by
+        the statement itself before it tries the head's lock (``set_config(..., true)``: local to
+        its transaction) and, with ``once``, after a statement that locks the head first (the same
+        way; so the check's snapshot, taken when the statement starts, is later than the lock).
+        None when nothing was written: the tenant has no chain head yet, or (``once``) the event
+        exists."""
         with self.conn.cursor() as cur:
             if not with_timeout:
                 cur.execute(self.sql, self.params)
                 return cur.fetchone()
-            left_ms = max(1, int((deadline - time.monotonic()) * 1000))
-            first = [f"SET LOCAL lock_timeout = {left_ms}"] + ([self.lock] if self.once else [])
-            cur.execute("; ".join(first + [self.sql]),
-                        ([self.params[0]] if self.once else []) + self.params)
-            for _ in first:
-                cur.nextset()
+            left = f"{max(1, int((deadline - time.monotonic()) * 1000))}ms"
+            if not self.once:  # one statement: the timeout, the lock, the head moved, the event inserted
+                cur.execute(self.timed_sql, [left] + self.params)
+                return cur.fetchone()
+            cur.execute(self.timed_lock + "; " + self.timed_sql, [self.params[0], left, left] + self.params)
+            cur.nextset()
             return cur.fetchone()
 
 

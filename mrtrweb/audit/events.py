@@ -7,11 +7,13 @@ each ``requestedSchema`` as SHA-256 digests; answers as their keys and actions o
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import hmac
 import logging
 import random
+import threading
 import time
 from typing import Any
 
@@ -39,7 +41,8 @@ def keyed_digest(value: str) -> str:
     return "hmac-sha256:" + mac.hexdigest()
 
 
-def _append(values: dict[str, Any], *, once: tuple[str, ...] = ()) -> AuditEvent:
+def _append(values: dict[str, Any], *, once: tuple[str, ...] = (),
+            then: tuple[str, list[Any]] | None = None) -> AuditEvent:
     """Append one event at the head of its tenant's chain, so that concurrent appenders (threads
     or processes) queue on the tenant's chain head instead of failing:
 
@@ -47,7 +50,9 @@ def _append(values: dict[str, Any], *, once: tuple[str, ...] = ()) -> AuditEvent
       head row (``SELECT ... FOR UPDATE``; other tenants' appends do not wait), moves it, computes
       the event's hash in the database from the canonical JSON built here (only ``prev_hash`` and
       ``sequence`` are filled in under the lock) and inserts the event; ``lock_timeout`` = what
-      is left of ``MRTRWEB["AUDIT_WAIT_S"]`` is set in the same round trip. The lock is held for
+      is left of ``MRTRWEB["AUDIT_WAIT_S"]`` is set by that statement itself before it tries the
+      lock (``set_config(..., true)``). At most :data:`APPENDERS_PER_TENANT` threads of a process
+      wait there for one tenant's head. The lock is held for
       that statement's execution and commit alone, no round trip to Python. The hash is checked
       here against :func:`event_hash` afterwards (tests/audit/test_audit_statements.py checks the two
       agree on hostile text). With ``once`` the head is locked by a statement before it, in the
@@ -72,6 +77,9 @@ def _append(values: dict[str, Any], *, once: tuple[str, ...] = ()) -> AuditEvent
             these fields exists, it is returned and nothing is appended (checked under the lock,
             so concurrent writers of the same receipt append it once).
 
+        then: an ``UPDATE ... WHERE ...`` (no ``RETURNING``) and its parameters made in the same
+            statement, only when the event is inserted (PostgreSQL's one-trip path); the event's
+            ``then_rows`` is how many rows it wrote, None when it was not made (the caller makes it).
     Returns:
         The appended (or, with ``once``, the existing) event, its ``pk`` set.
 
@@ -87,19 +95,24 @@ def _append(values: dict[str, Any], *, once: tuple[str, ...] = ()) -> AuditEvent
     nested = conn.in_atomic_block
     values = dict(values, created_at=timezone.now())
     pg = PgAppend(conn, values, once) if conn.vendor == "postgresql" else None
+    one = PgAppend(conn, values, once, then) if pg is not None and then is not None else pg
     same = once and AuditEvent.objects.using(using).filter(
         operation_id=values["operation_id"], event=values["event"], **{name: values[name] for name in once})
     while True:
         try:
             if pg is not None and not nested and conn.get_autocommit() and pg.one_trip():
-                found = pg.execute(deadline, with_timeout=True)  # its own transaction
+                with _queued(tenant_id, deadline, wait_s):
+                    found = one.execute(deadline, with_timeout=True)  # its own transaction
                 if found is None and once and (existing := same.first()) is not None:
                     return existing  # written before (the statement saw it under the lock)
                 if found is None:  # the tenant has no head yet: create it, then append
                     with transaction.atomic(using=using):
                         locked_head(conn, tenant_id, deadline)
                     continue
-                return _event(found, values, using)
+                event = _event(found[:4], values, using)
+                if then is not None:
+                    event.then_rows = int(found[4])
+                return event
             with sqlite_busy_timeout(conn, deadline, nested), transaction.atomic(using=using):
                 sequence, prev_hash = locked_head(conn, tenant_id, deadline)
                 if once and (existing := same.first()) is not None:
@@ -127,6 +140,34 @@ def _append(values: dict[str, Any], *, once: tuple[str, ...] = ()) -> AuditEvent
             time.sleep(random.uniform(0.005, 0.05))
 
 
+#: at most this many threads of one process wait at PostgreSQL for one tenant's chain head at a time
+#: (the others wait here, on a semaphore, at no CPU cost): enough that the next append is already
+#: waiting when the head is released, few enough that the database does not spend its CPU on a crowd
+#: of waiters (docs/benchmarks.md, audit_threads: 40 threads appending at once fell to ~80 % of 8's)
+APPENDERS_PER_TENANT = 4
+_queues: dict[Any, threading.BoundedSemaphore] = {}
+_queues_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def _queued(tenant_id: Any, deadline: float, wait_s: float):
+    """Hold one of the :data:`APPENDERS_PER_TENANT` places of this process for ``tenant_id``'s
+    chain while the block runs, waiting at most until ``deadline``.
+
+    Raises:
+        AuditUnavailable: no place came free before ``deadline`` (as a lock wait that ran out)."""
+    places = _queues.get(tenant_id)
+    if places is None:
+        with _queues_lock:
+            places = _queues.setdefault(tenant_id, threading.BoundedSemaphore(APPENDERS_PER_TENANT))
+    if not places.acquire(timeout=max(0.0, deadline - time.monotonic())):
+        raise AuditUnavailable(f"the audit chain stayed locked by other writers for {wait_s:g} s")
+    try:
+        yield
+    finally:
+        places.release()
+
+
 def _event(found: tuple[Any, int, str, str], values: dict[str, Any], using: str) -> AuditEvent:
     """The appended event from (pk, sequence, prev_hash, hash), its hash checked against
     :func:`event_hash` (a mismatch raises DatabaseError: the retry it guards is not sent)."""
@@ -142,7 +183,8 @@ def record(operation: Operation, event: str, *, code: str = "", reason: str = ""
            request_id: Any = "", retry_id: Any = "", state_digest: str | None = None,
            schema_digests: dict[str, str] | None = None, actions: dict[str, str] | None = None,
            display_digest: str = "", config_digest: str = "", user_id: Any = None,
-           read_back: bool = False, once: tuple[str, ...] = (), auth: dict[str, str] | None = None) -> AuditEvent:
+           read_back: bool = False, once: tuple[str, ...] = (), auth: dict[str, str] | None = None,
+           then: tuple[str, list[Any]] | None = None) -> AuditEvent:
     """Append one event for ``operation`` (sync; call through ``sync_to_async`` from async code).
     Concurrent appends wait for each other (bounded by ``MRTRWEB["AUDIT_WAIT_S"]``, see
     :func:`_append`); a real outage of the database fails at once.
@@ -152,6 +194,9 @@ def record(operation: Operation, event: str, *, code: str = "", reason: str = ""
         read_back: re-read the row from the database and check its hash (used before a retry leaves).
         once: field names (e.g. ``("round_number", "display_digest")``): when this operation already
             has an event of this kind with the same values, that one is returned, nothing appended.
+        then: a write made in the append's own statement, only with the event (see
+            :func:`_append`): the returned event's ``then_rows`` says how many rows it wrote, or is
+            None when it was not made there (the caller makes it).
         auth: ``auth_mode`` / ``auth_digest`` / ``auth_identity`` (digests, see
             :func:`mrtrweb.authz.identity.binding_fields`) when they differ from what the operation
             recorded at its start (a round received under another identity); default: the operation's.
@@ -192,7 +237,7 @@ def record(operation: Operation, event: str, *, code: str = "", reason: str = ""
             "policy_version": str(conf.get("POLICY_VERSION")),
             **_auth_fields(operation, auth),
             **_initiator_fields(operation),
-        }, once=once)
+        }, once=once, then=then)
         if read_back:
             again = read_event(connections[router.db_for_read(AuditEvent)], row.pk)
             if again is None or again["hash"] != event_hash(again) or again["hash"] != row.hash:

@@ -11,6 +11,8 @@ Modules, one per benchmark, each with ``run(ctx) -> dict`` and ``summary(result)
 * :mod:`.growth` -- gate cost against schema size and ``requestState`` size;
 * :mod:`.audit_append` -- chained audit appends/s (read back) in one tenant on PostgreSQL with
   1 to 40 concurrent writers (processes x threads), and over 4 tenants; chains verified after;
+* :mod:`.audit_threads` -- the same appends from 8 and 40 threads of ONE process (issue 30): the
+  rate and where an append's time goes (client CPU, the statement holding the chain head, the read-back);
 * :mod:`.loopstall` -- the event loop's longest gap while the product reads a hostile server's huge
   listing, result of many blocks and round of very many input requests (:mod:`.hostile`).
 
@@ -34,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 #: in run order: pending goes last, it adapts its biggest N to the time left in the budget
-BENCHMARKS = ("gate_core", "growth", "loopstall", "audit_append", "vs_sdk", "scaleout", "pending")
+BENCHMARKS = ("gate_core", "growth", "loopstall", "audit_append", "audit_threads", "vs_sdk", "scaleout", "pending")
 #: benchmarks that need the MCP server, users and ASGI workers
 NEEDS_SERVER = {"vs_sdk", "pending", "scaleout"}
 

@@ -11,6 +11,7 @@ from typing import Any
 from .common import DEFAULT_OUT, DOCS_DIR
 from .goals import goal_rows
 from .loopstall import section as loopstall_section
+from .audit_threads import audit_threads_section
 from .plots import plots as _plots
 
 
@@ -294,6 +295,7 @@ def render(inp: Path = DEFAULT_OUT, docs: Path = DOCS_DIR) -> Path:
     else:
         L += [_missing(g), ""]
     L += _audit_section(data.get("audit_append"))
+    L += audit_threads_section(data.get("audit_threads"), _table, _missing)
     L += loopstall_section(data.get("loopstall"))
     notes = docs / "NOTES.md"
     if notes.is_file():

@@ -41,7 +41,8 @@ from django.db import DatabaseError, connections, router, transaction
 from django.db.models.functions import Now
 
 from ..gate import StoreUnavailable
-from .statements import (NO_RETURNING, _upsert_portable, broke_connection, chained, delete_live,  # noqa: F401
+from .primed import Priming, take_along, take_primed, take_primed_bound
+from .statements import (NO_RETURNING, _upsert_portable, broke_connection, chained, delete_live, delete_live_after,  # noqa: F401
                          delete_rows, delete_sql, drop_broken_connection, lifetime, select_bound, select_live, upsert, upsert_sql)
 
 logger = logging.getLogger("mrtrweb.bindings")
@@ -56,7 +57,7 @@ def _h(*parts: str) -> str:
     return hashlib.sha256("\x1f".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
 
 
-class DatabaseBindingStore:
+class DatabaseBindingStore(Priming):
     """:class:`mrtrweb.gate.BindingStore` over the project's database (sync; the gate is sync).
 
     ``tenant`` and ``operation_id`` are the gate's strings (at most 64 characters each: a tenant
@@ -100,8 +101,12 @@ class DatabaseBindingStore:
         """The record, or None when absent, expired, altered, unreadable with the configured keys
         or sealed for another tenant (the last three logged)."""
         LiveBinding = self._models()[0]
-        sealed = self._call("read", LiveBinding, lambda: select_live(
-            LiveBinding, "record", {"tenant": tenant, "operation_id": operation_id}))
+        entry = take_primed(tenant, operation_id)
+        if entry is not None:
+            sealed = entry[0]
+        else:
+            sealed = self._call("read", LiveBinding, lambda: select_live(
+                LiveBinding, "record", {"tenant": tenant, "operation_id": operation_id}))
         if sealed is None:
             return None
         return _open(sealed, tenant, operation_id)
@@ -116,14 +121,30 @@ class DatabaseBindingStore:
             LiveBinding, {"tenant": tenant, "operation_id": operation_id},
             {"record": sealed, "expires_at": lifetime(ttl_s)}, only_over_expired=False))
 
-    def discard(self, tenant: str, operation_id: str) -> dict[str, Any] | None:
+    #: :meth:`discard` takes ``index`` (:meth:`mrtrweb.gate.Gate.close` asks)
+    discards_index = True
+
+    def discard(self, tenant: str, operation_id: str, index: tuple[str, str] | None = None) -> dict[str, Any] | None:
         """Delete the record and return what it held, as :meth:`load` would have (None when
         absent, expired, altered or sealed for another tenant: deleted all the same): one
         ``DELETE ... RETURNING`` on PostgreSQL and SQLite (:meth:`mrtrweb.gate.Gate.close` then
-        needs no load first); a load and a delete elsewhere."""
+        needs no load first); a load and a delete elsewhere. ``index``: (user, request-id key) of
+        an index entry removed with it -- on PostgreSQL in the same statement."""
         LiveBinding = self._models()[0]
+        if index is not None and self._chaining(LiveBinding) is None:
+            self.index_delete(tenant, index[0], index[1])
+            index = None
+        also = None if index is None else (self._models()[1], {"tenant": tenant,
+                                                               "key_digest": self._index_key(tenant, *index)})
+        conn = self._chaining(LiveBinding)
+        first = take_along(conn.alias) if conn is not None and also is not None else None
+        if first is not None:  # the caller's write first (primed.py): the binding goes only with it
+            wrote, sealed = self._call("index", LiveBinding, lambda: delete_live_after(  # never made twice
+                LiveBinding, "record", {"tenant": tenant, "operation_id": operation_id}, also, first[0]))
+            first[1][:] = [True, wrote]
+            return None if sealed is None else _open(sealed, tenant, operation_id)
         sealed = self._call("delete", LiveBinding, lambda: delete_live(
-            LiveBinding, "record", {"tenant": tenant, "operation_id": operation_id}))
+            LiveBinding, "record", {"tenant": tenant, "operation_id": operation_id}, also=also))
         if sealed is NO_RETURNING:
             record = self.load(tenant, operation_id)
             self.delete(tenant, operation_id)
@@ -151,8 +172,12 @@ class DatabaseBindingStore:
         once per database). None when either is absent or expired, or the record does not open
         (see :meth:`load`)."""
         LiveBinding = self._models()[0]
-        key_digest = self._index_key(tenant, user, id_key)
-        found = self._call("read", LiveBinding, lambda: select_bound(tenant, key_digest))
+        primed = take_primed_bound(tenant, user, id_key)
+        if primed is not None:
+            found = None if primed[0] is None or primed[1] is None else primed
+        else:
+            key_digest = self._index_key(tenant, user, id_key)
+            found = self._call("read", LiveBinding, lambda: select_bound(tenant, key_digest))
         if found is None:
             return None
         operation_id, sealed = found
@@ -234,9 +259,16 @@ class DatabaseBindingStore:
                 return False
             self.save(tenant, operation_id, record, ttl_s)
             return True
-        steps = [("i", *self._index_step(conn, tenant, user, id_key, operation_id, ttl_s)),
+        first = take_along(conn.alias)  # a write of the caller's made first, in this statement (primed.py)
+        steps = [("i", *self._index_step(conn, tenant, user, id_key, operation_id, ttl_s,
+                                         "EXISTS (SELECT 1 FROM w)" if first else "")),
                  ("s", *self._record_step(conn, tenant, operation_id, record, ttl_s, "EXISTS (SELECT 1 FROM i)"))]
-        return self._call("index", LiveBinding, lambda: chained(conn, steps, ["i"]))[0]
+        if first:
+            steps.insert(0, ("w", *first[0]))
+        found = self._call("index", LiveBinding, lambda: chained(conn, steps, ["i", "w"] if first else ["i"]))
+        if first:  # the statement ran: whether the caller's write wrote its row (see Priming.along)
+            first[1][:] = [True, found[1]]
+        return found[0]
 
     def claim_and_save(self, tenant: str, token: str, operation_id: str, record: dict[str, Any],
                        ttl_s: float) -> bool:

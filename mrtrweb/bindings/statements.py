@@ -76,6 +76,32 @@ def select_live(model, column: str, where: dict[str, Any]) -> Any:
     alias = router.db_for_write(model)
     conn = connections[alias]
     names = tuple(where)
+    sql = select_live_sql(model, column, names)
+    meta = model._meta
+    params = [meta.get_field(n).get_db_prep_value(where[n], conn) for n in names]
+    with conn.cursor() as cur:
+        cur.execute(sql, params)
+        found = cur.fetchone()
+    return None if found is None else meta.get_field(column).to_python(found[0])
+
+
+def live_record_sql(model) -> str:
+    """``(SELECT record FROM <model> WHERE tenant = %s AND operation_id = %s AND <live>)``: the
+    live record of an operation as a scalar subquery of another statement (its two parameters in
+    that order), built once per database."""
+    alias = router.db_for_write(model)
+    key = (model, "record", ("tenant", "operation_id"), alias)
+    sql = _SELECTS.get(key)
+    if sql is None:
+        select_live_sql(model, "record", ("tenant", "operation_id"))
+        sql = _SELECTS[key]
+    return "(" + sql + ")"
+
+
+def select_live_sql(model, column: str, names: tuple[str, ...]) -> str:
+    """The SQL of :func:`select_live` (built once per model, column, fields and database)."""
+    alias = router.db_for_write(model)
+    conn = connections[alias]
     key = (model, column, names, alias)
     sql = _SELECTS.get(key)
     if sql is None:
@@ -85,15 +111,54 @@ def select_live(model, column: str, where: dict[str, Any]) -> Any:
             f"{qn(meta.get_field('expires_at').column)} > {now_sql}"]
         sql = _SELECTS.setdefault(key, f"SELECT {qn(meta.get_field(column).column)} FROM {qn(meta.db_table)} "
                                        f"WHERE {' AND '.join(conditions)} LIMIT 1")
-    meta = model._meta
-    params = [meta.get_field(n).get_db_prep_value(where[n], conn) for n in names]
-    with conn.cursor() as cur:
-        cur.execute(sql, params)
-        found = cur.fetchone()
-    return None if found is None else meta.get_field(column).to_python(found[0])
+    return sql
 
 
 _BOUND: dict[str, str] = {}
+
+
+def bound_columns_sql() -> str:
+    """Two scalar subqueries (each with the parameters tenant, key digest): the operation id and
+    the sealed record of :func:`select_bound`, as columns of another statement."""
+    from ..models import LiveBinding
+
+    op_col, record_col, rest = _bound_parts(router.db_for_write(LiveBinding))
+    return f"(SELECT ix.{op_col} {rest} LIMIT 1), (SELECT lb.{record_col} {rest} LIMIT 1)"
+
+
+_BOUND_PARTS: dict[str, tuple[str, str, str]] = {}
+
+
+def _bound_parts(alias: str) -> tuple[str, str, str]:
+    """(the index's operation id column, the record column, ``FROM ... WHERE ...`` joining the
+    live index entry ``ix`` (tenant, key digest: two parameters) to its live record ``lb``)."""
+    from ..models import BindingIndexEntry, LiveBinding
+
+    parts = _BOUND_PARTS.get(alias)
+    if parts is None:
+        conn = connections[alias]
+        qn = conn.ops.quote_name
+        ix, lb = BindingIndexEntry._meta, LiveBinding._meta
+        now_sql, _ = _sql(LiveBinding, conn, Now())
+
+        def c(meta, name: str) -> str:
+            return qn(meta.get_field(name).column)
+
+        parts = _BOUND_PARTS.setdefault(alias, (c(ix, 'operation_id'), c(lb, 'record'), (
+            f"FROM {qn(ix.db_table)} ix "
+            f"JOIN {qn(lb.db_table)} lb ON lb.{c(lb, 'tenant')} = ix.{c(ix, 'tenant')} "
+            f"AND lb.{c(lb, 'operation_id')} = ix.{c(ix, 'operation_id')} "
+            f"WHERE ix.{c(ix, 'tenant')} = %s AND ix.{c(ix, 'key_digest')} = %s "
+            f"AND ix.{c(ix, 'expires_at')} > {now_sql} AND lb.{c(lb, 'expires_at')} > {now_sql}")))
+    return parts
+
+
+def _bound_sql(alias: str) -> str:
+    sql = _BOUND.get(alias)
+    if sql is None:
+        op_col, record_col, rest = _bound_parts(alias)
+        sql = _BOUND.setdefault(alias, f"SELECT ix.{op_col}, lb.{record_col} {rest} LIMIT 1")
+    return sql
 
 
 def select_bound(tenant: str, key_digest: str) -> tuple[str, str] | None:
@@ -103,25 +168,11 @@ def select_bound(tenant: str, key_digest: str) -> tuple[str, str] | None:
     Raises:
         django.db.DatabaseError: the database failed (the store maps it to StoreUnavailable).
     """
-    from ..models import BindingIndexEntry, LiveBinding
+    from ..models import LiveBinding
 
     alias = router.db_for_write(LiveBinding)
     conn = connections[alias]
-    sql = _BOUND.get(alias)
-    if sql is None:
-        qn = conn.ops.quote_name
-        ix, lb = BindingIndexEntry._meta, LiveBinding._meta
-        now_sql, _ = _sql(LiveBinding, conn, Now())
-
-        def c(meta, name: str) -> str:
-            return qn(meta.get_field(name).column)
-
-        sql = _BOUND.setdefault(alias, (
-            f"SELECT ix.{c(ix, 'operation_id')}, lb.{c(lb, 'record')} FROM {qn(ix.db_table)} ix "
-            f"JOIN {qn(lb.db_table)} lb ON lb.{c(lb, 'tenant')} = ix.{c(ix, 'tenant')} "
-            f"AND lb.{c(lb, 'operation_id')} = ix.{c(ix, 'operation_id')} "
-            f"WHERE ix.{c(ix, 'tenant')} = %s AND ix.{c(ix, 'key_digest')} = %s "
-            f"AND ix.{c(ix, 'expires_at')} > {now_sql} AND lb.{c(lb, 'expires_at')} > {now_sql} LIMIT 1"))
+    sql = _bound_sql(alias)
     with conn.cursor() as cur:
         cur.execute(sql, [tenant, key_digest])
         found = cur.fetchone()
@@ -132,11 +183,42 @@ NO_RETURNING = object()
 _DELETES: dict[tuple[Any, str, tuple[str, ...], str], str] = {}
 
 
-def delete_live(model, column: str, where: dict[str, Any]) -> Any:
+def delete_live_after(model, column: str, where: dict[str, Any], also: tuple[Any, dict[str, Any]],
+                      first: tuple[str, list[Any]]) -> tuple[bool, Any]:
+    """:func:`delete_live` with ``also`` on PostgreSQL, made only when ``first`` (a write of the
+    caller's, ``UPDATE ... WHERE ...`` without ``RETURNING``, and its parameters) writes a row, in
+    the same statement. Returns (whether ``first`` wrote, what :func:`delete_live` returns). Sync.
+
+    Raises:
+        django.db.DatabaseError: the database failed (nothing written).
+    """
+    alias = router.db_for_write(model)
+    conn = connections[alias]
+    qn, meta, other = conn.ops.quote_name, model._meta, also[0]._meta
+    now_sql, _ = _sql(model, conn, Now())
+    mine = " AND ".join(f"{qn(meta.get_field(n).column)} = %s" for n in where)
+    theirs = " AND ".join(f"{qn(other.get_field(n).column)} = %s" for n in also[1])
+    sql = (f"WITH w AS ({first[0]} RETURNING 1), "
+           f"also AS (DELETE FROM {qn(other.db_table)} WHERE {theirs} AND EXISTS (SELECT 1 FROM w) RETURNING 1), "
+           f"d AS (DELETE FROM {qn(meta.db_table)} WHERE {mine} AND EXISTS (SELECT 1 FROM w) RETURNING "
+           f"{qn(meta.get_field(column).column)} AS v, {qn(meta.get_field('expires_at').column)} > {now_sql} AS live) "
+           "SELECT (SELECT count(*) FROM w), d.v, d.live FROM (SELECT 1 AS one) x LEFT JOIN d ON TRUE")
+    params = list(first[1]) + [other.get_field(n).get_db_prep_value(v, conn) for n, v in also[1].items()]
+    params += [meta.get_field(n).get_db_prep_value(v, conn) for n, v in where.items()]
+    with conn.cursor() as cur:
+        cur.execute(sql, params)
+        rows = cur.fetchall()
+    wrote = bool(rows and rows[0][0])
+    found = [row for row in rows if row[2]]
+    return wrote, None if not found else meta.get_field(column).to_python(found[0][1])
+
+
+def delete_live(model, column: str, where: dict[str, Any], also: tuple[Any, dict[str, Any]] | None = None) -> Any:
     """Delete the rows of ``model`` matching ``where`` and return ``column`` of the one that was
     live (``expires_at`` later than the database's now), or None: one ``DELETE ... RETURNING``
     (PostgreSQL, SQLite), SQL built once per model, column, fields and database;
-    :data:`NO_RETURNING` on another database (nothing done). Sync.
+    :data:`NO_RETURNING` on another database (nothing done). ``also``: (another model, its
+    ``where``) whose rows are deleted in the same statement (PostgreSQL only: a ``WITH`` step). Sync.
 
     Raises:
         django.db.DatabaseError: the database failed (the store maps it to StoreUnavailable).
@@ -146,17 +228,25 @@ def delete_live(model, column: str, where: dict[str, Any]) -> Any:
     if conn.vendor not in UPSERT_VENDORS:
         return NO_RETURNING
     names = tuple(where)
-    key = (model, column, names, alias)
+    other_names = tuple(also[1]) if also is not None else ()
+    key = (model, column, names, alias, also[0] if also is not None else None, other_names)
     sql = _DELETES.get(key)
     meta = model._meta
     if sql is None:
         qn = conn.ops.quote_name
         now_sql, _ = _sql(model, conn, Now())
         conditions = " AND ".join(f"{qn(meta.get_field(n).column)} = %s" for n in names)
-        sql = _DELETES.setdefault(key, f"DELETE FROM {qn(meta.db_table)} WHERE {conditions} RETURNING "
+        first = ""
+        if also is not None:
+            other = also[0]._meta
+            first = (f"WITH also AS (DELETE FROM {qn(other.db_table)} WHERE "
+                     + " AND ".join(f"{qn(other.get_field(n).column)} = %s" for n in other_names)
+                     + f" RETURNING 1) ")
+        sql = _DELETES.setdefault(key, f"{first}DELETE FROM {qn(meta.db_table)} WHERE {conditions} RETURNING "
                                        f"{qn(meta.get_field(column).column)}, "
                                        f"{qn(meta.get_field('expires_at').column)} > {now_sql}")
-    params = [meta.get_field(n).get_db_prep_value(where[n], conn) for n in names]
+    params = [also[0]._meta.get_field(n).get_db_prep_value(also[1][n], conn) for n in other_names] if also else []
+    params += [meta.get_field(n).get_db_prep_value(where[n], conn) for n in names]
     with conn.cursor() as cur:
         cur.execute(sql, params)
         found = [row for row in cur.fetchall() if row[1]]

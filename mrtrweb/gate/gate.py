@@ -161,17 +161,27 @@ class Gate(Receiving, Responding):
         ttl = (self._policy(record).ttl_s if record is not None else 3600.0) + _STORE_SLACK_S
         return self.store.claim(handle.tenant, f"round:{handle.operation_id}:{round_number}", ttl)
 
-    def close(self, handle: OperationHandle) -> None:
+    def close(self, handle: OperationHandle, *, latest: tuple[str, Any] | None = None) -> None:
         """End an operation: its binding and any open round are gone (nothing can be sent for it).
 
         A store with ``discard(tenant, operation_id)`` (delete the record, returning what it held:
         the database store, one statement) has the record taken and deleted at once; then the
-        open round's claim and the index entry follow. Else the record is loaded, and deleted last."""
+        open round's claim and the index entry follow. Else the record is loaded, and deleted last.
+
+        ``latest``: (user, request id) the caller believes is the operation's latest bound id (its
+        row says so): a store whose ``discard`` takes ``index=(user, id key)`` removes that index
+        entry in the same statement; when the record names another latest id, that one is removed
+        after (nothing is left bound either way)."""
         discard = getattr(self.store, "discard", None)
         if discard is not None:
-            record = discard(handle.tenant, handle.operation_id)
+            hint = None
+            if latest is not None and getattr(self.store, "discards_index", False) and is_request_id(latest[1]):
+                hint = (str(latest[0]), id_key(latest[1]))
+            record = discard(handle.tenant, handle.operation_id, index=hint) if hint else \
+                discard(handle.tenant, handle.operation_id)
             if record is not None:
-                self._close_round_and_index(handle, record)
+                gone = hint is not None and (record.get("user"), record.get("latest_key")) == hint
+                self._close_round_and_index(handle, record, index=not gone)
             return
         record = self.store.load(handle.tenant, handle.operation_id)
         if record is None:
@@ -179,12 +189,13 @@ class Gate(Receiving, Responding):
         self._close_round_and_index(handle, record)
         self.store.delete(handle.tenant, handle.operation_id)
 
-    def _close_round_and_index(self, handle: OperationHandle, record: dict[str, Any]) -> None:
+    def _close_round_and_index(self, handle: OperationHandle, record: dict[str, Any], *, index: bool = True) -> None:
         """A closed operation's open round claimed (no answer to it can be consumed later) and
-        its latest index entry removed."""
+        its latest index entry removed (unless ``index`` is False: removed already)."""
         if record.get("round"):
             self.store.claim(handle.tenant, f"round:{handle.operation_id}:{record['round']['number']}",
                              self._policy(record).ttl_s + _STORE_SLACK_S)
-        self.store.index_delete(handle.tenant, record["user"], record["latest_key"])
+        if index:
+            self.store.index_delete(handle.tenant, record["user"], record["latest_key"])
 
 

@@ -124,6 +124,12 @@ class ConnectionPool:
             self._ensure_sweeper()
             return connection
 
+    def open_connection(self, user_key: str, server_key: str) -> McpConnection | None:
+        """The open connection this pool holds for this user and server, or None (no wait, no
+        change: what :meth:`get` would hand out unless the server's settings changed)."""
+        slot = self._slots.get((str(user_key), str(server_key)))
+        return slot.connection if slot is not None and slot.connection.is_open else None
+
     async def close(self, user_key: str, server_key: str) -> None:
         """Close and forget the connection for this user and server, if any."""
         key = (str(user_key), str(server_key))

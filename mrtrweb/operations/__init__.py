@@ -21,10 +21,13 @@ One round, from the wire to the card to the retry (MCP 2026-07-28, Multi Round-T
 5. :mod:`.retries` -- ``build_and_record``: ``Gate.respond`` builds the retry once, its
    ``submitted`` event is read back; then :mod:`.calls` sends it, and the loop goes on at 2.
 
-Each phase does its database and binding-store work in one ``sync_to_async`` hop (a function
-ending in ``_sync`` or named for the phase: ``_start_sync``, ``_judge_round``, ``_check_answer``,
-``_respond_and_record``, ``_complete`` / ``_finish_sync``), the owner's access checked in that
-same hop; tests/operations/test_round_cost.py counts the statements and hops of one headless round.
+Each phase does its database and binding-store work in one ``sync_to_async`` hop, the owner's
+access checked in that same hop (in the ``WHERE`` of the row move that hands the operation to a
+send): ``_start_sync``, ``_judge_round``, the card's receipt, ``_answer_sync`` (every check, the
+retry built and audited, the row moved), ``_check_and_complete`` (a small final result checked,
+stored and the operation completed; a big one is checked off the sync thread first);
+tests/operations/test_round_cost.py counts the statements (13 on PostgreSQL) and hops (6) of one
+headless round, and docs/round.md lists them.
 
 Around it: :mod:`.legacy` (2025-11-25 servers ask during the open call), :mod:`.stopping`
 (Stop, deny, access ended), :mod:`.reaping` (a dead worker's operations), :mod:`.revocation`

@@ -31,6 +31,11 @@ class AnswerReads:
     schema_digests: dict[str, Any]
     legacy: bool
     url_round: bool
+    #: the operation's live binding record as the store keeps it (sealed), read beside the rest
+    #: when the binding store's rows are in this database (``record_read``), for the answer's
+    #: retry to be built from (:meth:`mrtrweb.bindings.database.DatabaseBindingStore.primed`)
+    record_read: bool = False
+    record: str | None = None
 
 
 _SQL: dict[str, Any] = {}
@@ -54,13 +59,13 @@ def _row(model, alias: str, conn, fields, values) -> Any:
     return model.from_db(alias, [f.attname for f, _, _ in fields], converted)
 
 
-def _built(alias: str, conn, legacy_code: str, url_code: str):
+def _built(alias: str, conn, legacy_code: str, url_code: str, record_sql: str | None = None):
     from ..tenancy import access
 
     checked = access.check_sql(alias)
     if checked is None:
         return None
-    key = (checked[0], legacy_code, url_code)
+    key = (checked[0], legacy_code, url_code, record_sql)
     if alias in _SQL and _SQL[alias][0] == key:
         return _SQL[alias][1]
     sql, names, slots = checked
@@ -91,6 +96,8 @@ def _built(alias: str, conn, legacy_code: str, url_code: str):
                 f"(SELECT {ev('schema_digests')} {latest})",
                 f"EXISTS (SELECT 1 FROM {qn(event_meta.db_table)} e WHERE {received} AND {ev('code')} = %s)",
                 f"EXISTS (SELECT 1 FROM {qn(event_meta.db_table)} e WHERE {received} AND {ev('code')} = %s)"]
+    if record_sql:
+        columns.append(record_sql)
     full = (f"SELECT {', '.join(columns)} FROM (SELECT 1 AS one) o LEFT JOIN ({sql}) a ON TRUE "
             f"LEFT JOIN {qn(op_meta.db_table)} op ON op.{qn(op_meta.pk.column)} = %s "
             f"LEFT JOIN {qn(server_meta.db_table)} s ON s.{qn(server_meta.pk.column)} = "
@@ -119,15 +126,20 @@ def read_for_answer(known: Operation, legacy_code: str, url_code: str) -> Answer
 
     from ..tenancy import access
 
+    from ..runtime.gates import get_gate
+
     alias = router.db_for_read(Operation)
     conn = connections[alias]
-    built = _built(alias, conn, legacy_code, url_code)
+    record_sql = getattr(get_gate().store, "live_record_sql", None)
+    record_sql = record_sql(alias) if record_sql is not None else None
+    built = _built(alias, conn, legacy_code, url_code, record_sql)
     if built is None or router.db_for_read(McpServer) != alias:
         return None
     from django.contrib.auth import get_user_model
 
     full, names, slots, op_fields, related, (schema_field, schema_col, schema_conv) = built
-    params = [legacy_code, url_code] + access.bind_ids(slots, known.user_id, known.tenant_id, known.server_id)
+    params = [legacy_code, url_code] + ([str(known.tenant_id), str(known.pk)] if record_sql else [])
+    params += access.bind_ids(slots, known.user_id, known.tenant_id, known.server_id)
     params.append(Operation._meta.pk.get_db_prep_value(known.pk, conn))
     with conn.cursor() as cur:
         cur.execute(full, params)
@@ -143,8 +155,9 @@ def read_for_answer(known: Operation, legacy_code: str, url_code: str) -> Answer
             setattr(op, relation, _row(model, alias, conn, fields, values))
     rest = found[at:]
     cause = access.cause_of(dict(zip(names, found[:n])), known.tenant_id, known.server_id)
-    shown, received, config_digest, state_digest, schema_digests, legacy, url_round = rest
+    shown, received, config_digest, state_digest, schema_digests, legacy, url_round = rest[:7]
     for convert in schema_conv:
         schema_digests = convert(schema_digests, schema_col, conn)
     return AnswerReads(op, cause, bool(shown), bool(received), config_digest, state_digest or "",
-                       schema_digests or {}, bool(legacy), bool(url_round))
+                       schema_digests or {}, bool(legacy), bool(url_round), bool(record_sql),
+                       rest[7] if record_sql else None)

@@ -6,19 +6,23 @@ round, handed to the worker holding the server's call (:mod:`.legacy`).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 from typing import Any
 
 from asgiref.sync import sync_to_async
 
-from ..gate import codes, GateRejection, Retry
+from ..audit import events as audit
+from ..gate import codes, GateRejection, Retry, StoreUnavailable
 from ..models import Operation
+from ..runtime.gates import get_gate
 from .authorization import authorization_changed_sync
 from .calls import _drive, _send_when_back
 from .legacy import _answer_legacy
-from .messages import AnswerPending, AUTHORIZATION_CHANGED, DENY_MESSAGES, LEGACY, message_for, OperationRefused
-from .retries import build_and_record
+from .messages import (AnswerPending, AUDIT_UNAVAILABLE, AUTHORIZATION_CHANGED, DENY_MESSAGES, LEGACY, message_for,
+                       OperationRefused, STORE_UNAVAILABLE)
+from .retries import Recorded, after_recorded, driver_of, record_and_move
 from .runtime import _answer_refused, _spawn, notify
 from .revocation import end_operation
 from .stopping import deny
@@ -38,6 +42,8 @@ class _Checked:
     legacy: bool = False
     url_round: bool = False
     digests: dict[str, Any] = dataclasses.field(default_factory=dict)
+    #: the binding record read with the rest (sealed), when it was: (read, sealed)
+    record: tuple[bool, str | None] = (False, None)
 
 
 def _check_answer(op_id: Any, known: Operation | None = None) -> _Checked:
@@ -57,7 +63,8 @@ def _check_answer(op_id: Any, known: Operation | None = None) -> _Checked:
         op = reads.op
         if reads.cause:
             return _Checked(op, "access", reads.cause)
-        checked = _Checked(op, legacy=reads.legacy, url_round=reads.url_round)
+        checked = _Checked(op, legacy=reads.legacy, url_round=reads.url_round,
+                           record=(reads.record_read, reads.record))
         if reads.received:
             checked.digests = {"state_digest": reads.state_digest, "schema_digests": reads.schema_digests}
         return _judge_answer(checked, reads.shown, reads.config_digest if reads.received else None)
@@ -99,14 +106,16 @@ async def answer_round(op: Operation, responses: dict[str, Any], *, round_number
     open by the time the answer is checked or built, it is refused (``inactive_mrtr_round``,
     nothing sent, the operation goes on).
 
-    Thread hops: one for every check (:func:`_check_answer`), two to build and record the retry
-    (:func:`~.retries.build_and_record`), then the retry's own (:func:`~.calls._drive`).
+    Thread hops: one for every check, the retry built and recorded and the row moved for it
+    (:func:`_answer_sync`; the access check right before the retry leaves is in that move's
+    ``WHERE``), then the retry's own (:func:`~.calls._drive`).
 
     Raises:
         GateRejection: refused by the gate (recorded as ``rejected``; nothing sent).
         OperationRefused: store or audit unavailable, or a deny condition (nothing sent).
     """
-    checked = await sync_to_async(_check_answer)(op.pk, op)
+    driver = await driver_of(op, "")  # this worker's lease, before the row names it
+    checked, recorded = await sync_to_async(_answer_sync)(op, responses, round_number, driver)
     op = checked.op
     if round_number is not None and op.rounds != round_number:
         raise OperationRefused(codes.INACTIVE_MRTR_ROUND, message_for(codes.INACTIVE_MRTR_ROUND))
@@ -120,12 +129,19 @@ async def answer_round(op: Operation, responses: dict[str, Any], *, round_number
         return await _answer_legacy(op, responses)
     # a round made from a -32042 error: accepted, the original request goes again; else it ends
     url_round = checked.url_round
+    digests = checked.digests or None
     try:
-        retry = await build_and_record(op, responses, code=URL_REQUIRED if url_round else "",
-                                        digests=checked.digests or None, round_number=op.rounds)
+        if isinstance(recorded, BaseException):
+            raise recorded
+        retry = await after_recorded(op, recorded, code=URL_REQUIRED if url_round else "", digests=digests)
     except GateRejection as exc:
         await _answer_refused(op, exc)
         raise
+    except StoreUnavailable:
+        raise OperationRefused(STORE_UNAVAILABLE, message_for(STORE_UNAVAILABLE)) from None
+    except audit.AuditUnavailable:
+        await deny(op, AUDIT_UNAVAILABLE, digests=digests)
+        raise OperationRefused(AUDIT_UNAVAILABLE, DENY_MESSAGES[AUDIT_UNAVAILABLE]) from None
     except AnswerPending as pending:  # kept by this worker, sent once the database is back
         if not url_round:
             _spawn(_send_when_back(op.id, pending.retry, pending.fields))
@@ -141,7 +157,30 @@ async def answer_round(op: Operation, responses: dict[str, Any], *, round_number
             return retry
         params = resend_params(retry)
     await notify(op)
-    # read above; its owner's access is checked again right before the retry goes out (the answer's
-    # audit may have waited for the chain meanwhile)
+    # read above, its owner's access checked by the row's move right before this: checked again
+    # before the retry goes out only when something is waited for first (a connection, a token)
     _spawn(_drive(op.id, str(retry.id), params, checked=op))
     return retry
+
+
+def _answer_sync(op: Operation, responses: dict[str, Any], round_number: int | None,
+                 driver: dict[str, str]) -> tuple[_Checked, Recorded | BaseException | None]:
+    """:func:`answer_round`'s database and binding work in one thread hop: every check
+    (:func:`_check_answer`), then, when nothing refuses the answer and the round is not a legacy
+    one, the retry built, its ``submitted`` event written and read back, and the row moved for it
+    while the owner may act (:func:`~.retries.record_and_move`). The gate's, the store's and the
+    audit's refusals come back as the exception (None: nothing was built)."""
+    checked = _check_answer(op.pk, op)
+    found = checked.op
+    if (round_number is not None and found.rounds != round_number) or checked.refusal or checked.legacy:
+        return checked, None
+    gate = get_gate()
+    read, sealed = checked.record
+    # the binding record read with the checks (one statement): the retry is built from it
+    primed = gate.store.primed(str(found.tenant_id), str(found.pk), sealed) if read else contextlib.nullcontext()
+    try:
+        with primed:
+            return checked, record_and_move(found, gate, None, responses, URL_REQUIRED if checked.url_round else "",
+                                            checked.digests or None, found.rounds, driver, check_access=True)
+    except (GateRejection, StoreUnavailable, audit.AuditUnavailable) as exc:
+        return checked, exc

@@ -27,7 +27,7 @@ from ..servers.connections import release_while_waiting
 from ..gate import Retry
 from ..mcp import McpCallError
 from ..mcp.tasks import TaskWireError
-from ..models import Operation
+from ..models import McpServer, Operation
 from ..runtime.push import user_group
 from .authorization import _note_challenge
 from .legacy import _Call, _on_server_request
@@ -37,7 +37,8 @@ from .rounds import _handle_result
 from . import serverlog, tasks
 from .holding import database_back, following, HoldFull, mark_failed
 from .messages import OUTCOME_NOT_KEPT
-from .runtime import finish_operation, load_operation, _spawn, discard_unusable, new_request_id, notify
+from .runtime import (connections_checked, finish_operation, load_operation, _spawn, discard_unusable, new_request_id,
+                      notify)
 from .revocation import _access_ended, end_operation
 from .stopping import stop_requested, STOP_POLL_S
 from .url_required import is_url_required, url_required_round
@@ -164,6 +165,7 @@ async def _follow(op_id: Any, request_id: str, params: dict[str, Any], *,
     Returns None, or ``(code, message)`` when it stopped on an error (the caller marks it failed)."""
     from ..runtime.workers import WORKER_ID, ensure_heartbeat, ensure_lease
 
+    connections_checked.set(False)
     try:
         await ensure_heartbeat()
         if checked is not None and str(checked.pk) == str(op_id):
@@ -180,7 +182,11 @@ async def _follow(op_id: Any, request_id: str, params: dict[str, Any], *,
             op.worker = WORKER_ID
         plan: tasks.Plan | None = None
         planned = False
-        fresh = checked is None  # access was checked with the row just read
+        # access was checked with the row just read (_load_checked), or by the statement of the
+        # phase that hands the operation over (the start's, the retry's row move: checked.access_checked)
+        fresh = checked is None or bool(getattr(checked, "access_checked", False))
+        if checked is not None:
+            checked.access_checked = False  # used once
         while True:
             if not fresh:
                 cause = await sync_to_async(_on_a_working_connection)(access.denial, op.user_id, op.tenant_id,
@@ -188,12 +194,12 @@ async def _follow(op_id: Any, request_id: str, params: dict[str, Any], *,
                 if cause:
                     await end_operation(op, cause)
                     return
-            fresh = False
             call = _Call(op, request_id)
             dedicated = ""
             try:
                 declare, _suffix = _declared(op.server)
                 key = server_key(op.server)  # the connection the server's pages list through
+                kept = pool().open_connection(str(op.user_id), key)
                 # the operation's own user's credentials, never anyone else's
                 conn = await connection_for(op.user, op.server, key=key, declare=declare)
                 if conn.protocol_version in _HANDSHAKE_VERSIONS and ("inputResponses" in params or
@@ -215,7 +221,21 @@ async def _follow(op_id: Any, request_id: str, params: dict[str, Any], *,
                     dedicated = f"{key}/operation:{op.id}"
                     conn = await connection_for(op.user, op.server, key=dedicated, declare=declare)
                 if not planned:  # a tool that runs only as a task goes out task-augmented (.tasks)
+                    waited = tasks.may_list(op, conn)
                     plan, planned = await tasks.plan(op, conn), True
+                else:
+                    waited = False
+                if fresh and (waited or conn is not kept or dedicated or op.server.auth_mode != McpServer.AuthMode.NONE):
+                    # the phase's check was followed by a wait (a new connection or session, a
+                    # credential looked up or refreshed, a tools listing): access again, right before the send
+                    cause = await sync_to_async(_on_a_working_connection)(access.denial, op.user_id, op.tenant_id,
+                                                                           op.server_id)
+                    if cause:
+                        if dedicated:
+                            await pool().close(str(op.user_id), dedicated)
+                        await end_operation(op, cause)
+                        return
+                fresh = False
                 keep_session = False
                 try:
                     raw = await _send_task(op, conn, plan, params, request_id, call) if plan is not None \
@@ -275,7 +295,8 @@ async def _follow(op_id: Any, request_id: str, params: dict[str, Any], *,
         logger.exception("operation %s crashed", op_id)
         return "internal_error", _INTERNAL_ERROR
     finally:  # a connection the drive's work left unusable is not kept (a working one is: shared)
-        await sync_to_async(discard_unusable)()
+        if not connections_checked.get():  # else the phase's own hop did it, last (.rounds)
+            await sync_to_async(discard_unusable)()
 
 
 async def _send_task(op: Operation, conn: Any, plan: "tasks.Plan", params: dict[str, Any], request_id: str,

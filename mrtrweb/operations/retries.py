@@ -7,6 +7,7 @@ A database lost in between is waited for; past that the retry is kept and sent w
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from typing import Any, Final
@@ -44,49 +45,123 @@ async def build_and_record(op: Operation, responses: dict[str, Any] | None, *, r
             (:func:`mrtrweb.operations.calls._send_when_back`).
 
     ``digests``: the round's ``state_digest`` / ``schema_digests`` when the caller has them (the
-    ``submitted`` event carries them; else the audit looks them up). Thread hops: one for the gate
-    and the event (:func:`_respond_and_record`), one for the row.
+    ``submitted`` event carries them; else the audit looks them up). Thread hops: one for the gate,
+    the event and the row (:func:`record_and_move`); more only while the database is away.
     """
-    from ..runtime.workers import WORKER_ID, ensure_lease
-
-    gate = get_gate()
-    fresh_id = not retry_id  # a UUID4 made here: no live binding can hold it (the gate binds it all the same)
-    retry_id = retry_id or new_request_id()
-    driver = {} if code == LEGACY else {"worker": WORKER_ID}
-    if driver:
-        try:
-            await ensure_lease()  # before the operation names this worker
-        except Exception:  # noqa: BLE001 -- the database is down: nothing consumed, nothing sent
-            logger.warning("operation %s: answer refused, this worker's lease could not be written", op.id)
-            raise OperationRefused(STORE_UNAVAILABLE, message_for(STORE_UNAVAILABLE)) from None
+    driver = await driver_of(op, code)
     try:
-        retry = await sync_to_async(_respond_and_record)(op, gate, retry_id, responses, code, digests, round_number,
-                                                         fresh_id)
+        recorded = await sync_to_async(record_and_move)(op, get_gate(), retry_id, responses, code, digests,
+                                                        round_number, driver)
     except StoreUnavailable:
         raise OperationRefused(STORE_UNAVAILABLE, message_for(STORE_UNAVAILABLE)) from None
     except audit.AuditUnavailable:
         await deny(op, AUDIT_UNAVAILABLE, digests=digests)
         raise OperationRefused(AUDIT_UNAVAILABLE, DENY_MESSAGES[AUDIT_UNAVAILABLE]) from None
+    return await after_recorded(op, recorded, code=code, digests=digests)
+
+
+async def driver_of(op: Operation, code: str) -> dict[str, str]:
+    """What the row names as the retry's driver: this worker for an MRTR retry (its lease made
+    sure of first), nobody new for a legacy answer (``code`` :data:`LEGACY`).
+
+    Raises:
+        OperationRefused: the lease could not be written (nothing consumed, nothing sent).
+    """
+    from ..runtime.workers import WORKER_ID, ensure_lease
+
+    if code == LEGACY:
+        return {}
+    try:
+        await ensure_lease()  # before the operation names this worker
+    except Exception:  # noqa: BLE001 -- the database is down: nothing consumed, nothing sent
+        logger.warning("operation %s: answer refused, this worker's lease could not be written", op.id)
+        raise OperationRefused(STORE_UNAVAILABLE, message_for(STORE_UNAVAILABLE)) from None
+    return {"worker": WORKER_ID}
+
+
+@dataclasses.dataclass
+class Recorded:
+    """What :func:`record_and_move` did: the ``retry`` built and audited, the row's ``fields``
+    it goes out with, ``moved`` (rows moved; None: the database failed the move), and ``cause``
+    when the move checked access and the owner's access had ended (nothing moved)."""
+
+    retry: Retry
+    fields: dict[str, Any]
+    moved: int | None
+    cause: str = ""
+    access_checked: bool = False
+
+
+def record_and_move(op: Operation, gate: Any, retry_id: str | None, responses: dict[str, Any] | None, code: str,
+                    digests: dict[str, Any] | None, round_number: int | None, driver: dict[str, str],
+                    check_access: bool = False) -> Recorded:
+    """In the sync thread: the retry built and its ``submitted`` event written and read back
+    (:func:`_respond_and_record`), then the row moved for the retry (running, its request id, the
+    driver) -- with ``check_access``, only while the owner may act on the server (the access check
+    right before the retry leaves, in the move's ``WHERE``: one statement). A move the database
+    fails is left to :func:`after_recorded` (``moved`` None).
+
+    Raises:
+        as :func:`_respond_and_record`.
+    """
+    from django.db import DatabaseError
+
+    from ..tenancy import access
+
+    fresh_id = not retry_id  # a UUID4 made here: no live binding can hold it (the gate binds it all the same)
+    retry = _respond_and_record(op, gate, retry_id or new_request_id(), responses, code, digests, round_number,
+                                fresh_id)
     fields = dict(latest_request_id=str(retry.id), status=Operation.Status.RUNNING, rounds=op.rounds,
                   round_expires_at=None, **driver)
+    allowed = (op.user_id, op.tenant_id, op.server_id) if check_access else None
+    try:
+        moved = move(op.pk, {"updated_at": timezone.now(), **fields}, status_not_in=Operation.TERMINAL,
+                     allowed=allowed)
+        cause = access.denial(*allowed) if allowed is not None and not moved else ""
+    except DatabaseError as exc:
+        logger.warning("operation %s: the database failed as an answer was recorded (%s); retrying", op.id,
+                       exc.__class__.__name__)
+        close_old_connections()
+        return Recorded(retry, fields, None)
+    return Recorded(retry, fields, moved, cause, access_checked=bool(allowed and moved))
+
+
+async def after_recorded(op: Operation, recorded: Recorded, *, code: str,
+                         digests: dict[str, Any] | None) -> Retry:
+    """The async half after :func:`record_and_move`: a move the database failed is made again
+    until it answers (:data:`ANSWER_DB_WAIT_S`), the operation ended when its owner's access
+    ended, ``op`` updated as the row now says. Returns the retry to send.
+
+    Raises:
+        OperationRefused, AnswerPending: see :func:`build_and_record`.
+    """
+    from .revocation import end_operation
+
+    retry, fields, moved = recorded.retry, recorded.fields, recorded.moved
     # The round is consumed and its answer audited: from here on the answer must go out. A
     # database lost at this moment is waited for (ANSWER_DB_WAIT_S); past that, an MRTR retry is
     # kept by this worker and sent once the database answers again (up to the round's TTL).
-    moved = await _move_when_back(op.pk, fields, ANSWER_DB_WAIT_S)
+    if moved is None:
+        moved = await _move_when_back(op.pk, fields, ANSWER_DB_WAIT_S)
     if moved is None:
         if code == LEGACY:
             logger.error("operation %s: legacy answer recorded but the database stayed unreachable; the holder "
                          "gives up at its deadline", op.id)
             raise OperationRefused(STORE_UNAVAILABLE, message_for(STORE_UNAVAILABLE))
         raise AnswerPending(retry, fields)  # the caller keeps it: calls._send_when_back
+    if recorded.cause:  # the owner's access ended before the retry could leave: nothing is sent
+        await end_operation(op, recorded.cause)
+        raise OperationRefused("denied", DENY_MESSAGES["access_revoked"])
     if not moved:  # ended meanwhile (stopped, access ended): the retry is not sent
         logger.info("operation %s ended while its answer was recorded; retry %s not sent", op.id, retry.id)
         raise OperationRefused(codes.INACTIVE_MRTR_ROUND, message_for(codes.INACTIVE_MRTR_ROUND))
     op.latest_request_id = str(retry.id)
     op.status = Operation.Status.RUNNING
     op.round_expires_at = None
-    if driver:
-        op.worker = WORKER_ID
+    if "worker" in fields:
+        op.worker = fields["worker"]
+    # the retry's drive need not check access again before it sends, unless it waits for something first
+    op.access_checked = recorded.access_checked
     if digests is not None:  # what stopping.last_answer would read back from the submitted event
         actions = dict(retry.actions)
         op.last_answer = (bool(actions) and set(actions.values()) == {"cancel"},

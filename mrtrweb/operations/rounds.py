@@ -8,6 +8,7 @@ retried at once (:mod:`.retries`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import functools
 import logging
@@ -18,16 +19,18 @@ from django.utils import timezone
 
 from ..audit import events as audit
 from ..text import results, stored_text
-from ..gate import GateRejection, Retry, Round, StoreUnavailable
+from ..gate import GateRejection, Retry, Round, StoreUnavailable, id_key
 from ..runtime.gates import get_gate
 from ..models import Operation
 from .authorization import _authorization_changed, authorization_changed_sync
 from .messages import STOPPED_BY, AUDIT_UNAVAILABLE, AUTHORIZATION_CHANGED, INVALID_RESULT, message_for, STATE_REUSED, STATE_REUSED_REASON, STORE_UNAVAILABLE
+from .result_reads import access_server_and_trail, state_seen
 from .retries import build_and_record
-from .rows import move
+from .rows import move, move_sql
 from .revocation import end_operation
 from .holding import database_back
-from .runtime import finish_operation, discard_unusable, mark_ended, notify, settle_ended
+from .runtime import (connections_checked, end_and_close, finish_operation, discard_unusable, leaves_connections_checked,
+                      mark_ended, notify, settle_ended)
 from .stopping import stop_requested, deny, last_answer
 
 logger = logging.getLogger("mrtrweb.operations")
@@ -88,43 +91,6 @@ def parse_final(method: str, raw: dict[str, Any]) -> bool:
     return True
 
 
-def _state_seen(op: Operation, state_digest: str, round_number: int) -> tuple[bool, bool]:
-    """Where the tenant's audit trail already holds ``state_digest`` (a ``received`` row), sync
-    (one statement: two ``EXISTS``, its SQL built once per database).
-
-    Returns ``(replayed, reused)``: *replayed* -- another round of **this** operation received it,
-    so its retry already sent that state back (denied: ``request_state_replayed``); *reused* --
-    another operation of the tenant (same or another user) received it (recorded as
-    :data:`STATE_REUSED`, not denied)."""
-    from django.db import connections, router
-
-    from ..models import AuditEvent
-
-    alias = router.db_for_read(AuditEvent)
-    conn = connections[alias]
-    sql = _STATE_SQL.get(alias)
-    meta = AuditEvent._meta
-    if sql is None:
-        qn = conn.ops.quote_name
-
-        def c(name: str) -> str:
-            return qn(meta.get_field(name).column)
-
-        rows = (f"SELECT 1 FROM {qn(meta.db_table)} WHERE {c('tenant')} = %s AND {c('event')} = 'received' "
-                f"AND {c('state_digest')} = %s AND {c('operation_id')}")
-        sql = _STATE_SQL.setdefault(alias, f"SELECT EXISTS ({rows} = %s AND {c('round_number')} <> %s), "
-                                           f"EXISTS ({rows} <> %s)")
-    tenant = meta.get_field("tenant").get_db_prep_value(op.tenant_id, conn)
-    op_id = meta.get_field("operation_id").get_db_prep_value(op.id, conn)
-    with conn.cursor() as cur:
-        cur.execute(sql, [tenant, state_digest, op_id, round_number, tenant, state_digest, op_id])
-        replayed, reused = cur.fetchone()
-    return bool(replayed), bool(reused)
-
-
-_STATE_SQL: dict[str, str] = {}
-
-
 @dataclasses.dataclass
 class _Judged:
     """What :func:`_judge_round` decided (``outcome``) and what the async side needs for it."""
@@ -136,10 +102,11 @@ class _Judged:
     exc: GateRejection | None = None
 
 
+@leaves_connections_checked
 def _judge_round(op: Operation, request_id: str, raw: Any, received_code: str, first_try: bool = True) -> _Judged:
     """The sync half of judging a result that is not final, in one thread hop: a Stop that came
     before the result, the owner's access (:func:`mrtrweb.tenancy.access.denial`), the gate
-    (``Gate.receive``), the tenant's trail for the ``requestState`` (:func:`_state_seen`), the
+    (``Gate.receive``), the tenant's trail for the ``requestState`` (:func:`.result_reads.state_seen`, read with the access), the
     authorization identity, the ``received`` (or ``rejected``) event, and the row moved for the
     person. Ending the operation, pushes and back-offs are left to :func:`_handle_result`.
 
@@ -154,16 +121,21 @@ def _judge_round(op: Operation, request_id: str, raw: Any, received_code: str, f
         return _Judged("stopped", cause=by)
     # the owner's access and the server's row as it is now, in one statement: the authorization
     # check and the round's configuration digest below judge the server an admin may have just changed
-    found = _first_read(lambda: access.denial_and_server(op.user_id, op.tenant_id, op.server_id), first_try)
+    found = _first_read(lambda: access_server_and_trail(op, raw, request_id), first_try)
     if found is _DOWN:
         return _Judged("database_down")
-    cause, server = found
+    cause, server, trail, bound = found
     if cause:
         return _Judged("access_ended", cause=cause)
     op.server = server
+    gate = get_gate()
+    # the binding read with the access (one statement): the gate judges the result against it
+    primed = gate.store.primed_bound(str(op.tenant_id), str(op.user_id), id_key(request_id), bound) \
+        if bound is not None else contextlib.nullcontext()
     try:
-        rnd: Round = get_gate().receive(tenant=str(op.tenant_id), user=str(op.user_id), request_id=request_id,
-                                        origin=op.server.origin, result=raw)
+        with primed:
+            rnd: Round = gate.receive(tenant=str(op.tenant_id), user=str(op.user_id), request_id=request_id,
+                                      origin=op.server.origin, result=raw)
     except GateRejection as exc:
         logger.info("operation %s: round refused (%s): %s", op.id, exc.code, exc.reason)
         try:
@@ -175,13 +147,25 @@ def _judge_round(op: Operation, request_id: str, raw: Any, received_code: str, f
     except StoreUnavailable:
         return _Judged("store_unavailable")
     op.rounds = rnd.number
-    replayed, reused = _state_seen(op, rnd.state_digest, rnd.number) if rnd.state_digest else (False, False)
+    if not rnd.state_digest:
+        replayed, reused = False, False
+    elif trail is not None and trail[:2] == (rnd.state_digest, rnd.number):  # read with the access
+        replayed, reused = trail[2], trail[3]
+    else:
+        replayed, reused = state_seen(op, rnd.state_digest, rnd.number)
     changed = authorization_changed_sync(op, server=server)
+    # a round handed to the person: no worker drives it now (any worker may take the answer), and it
+    # expires by itself (mrtrweb.operations.expiry). The row's move is made with the received event
+    # (one statement, only once the event is written: PostgreSQL), else after it
+    hand_over = changed is None and not replayed and not rnd.state_only
+    awaiting = {"status": Operation.Status.AWAITING_INPUT, "rounds": rnd.number, "worker": "",
+                "round_expires_at": expires_at(rnd.expires_at), "updated_at": timezone.now()}
     try:
-        audit.record(op, "received", code=STATE_REUSED if reused else received_code,
-                     reason=STATE_REUSED_REASON if reused else "",
-                     round_number=rnd.number, request_id=request_id, state_digest=rnd.state_digest,
-                     schema_digests=_schema_digests(rnd), config_digest=op.server.config_digest(), auth=changed)
+        event = audit.record(op, "received", code=STATE_REUSED if reused else received_code,
+                             reason=STATE_REUSED_REASON if reused else "",
+                             round_number=rnd.number, request_id=request_id, state_digest=rnd.state_digest,
+                             schema_digests=_schema_digests(rnd), config_digest=op.server.config_digest(), auth=changed,
+                             then=move_sql(op.pk, awaiting, status_in=(Operation.Status.RUNNING,)) if hand_over else None)
     except audit.AuditUnavailable:
         return _Judged("audit_unavailable", rnd)
     if changed is not None or replayed:  # the page counts the round all the same
@@ -189,11 +173,9 @@ def _judge_round(op: Operation, request_id: str, raw: Any, received_code: str, f
         return _Judged("authorization_changed" if changed is not None else "replayed", rnd)
     if rnd.state_only:
         return _Judged("state_only", rnd)
-    # handed to the person: no worker drives it now (any worker may take the answer), and it
-    # expires by itself (mrtrweb.operations.expiry)
-    moved = move(op.pk, {"status": Operation.Status.AWAITING_INPUT, "rounds": rnd.number, "worker": "",
-                         "round_expires_at": expires_at(rnd.expires_at), "updated_at": timezone.now()},
-                 status_in=(Operation.Status.RUNNING,))
+    moved = getattr(event, "then_rows", None)
+    if moved is None:
+        moved = move(op.pk, awaiting, status_in=(Operation.Status.RUNNING,))
     return _Judged("awaiting" if moved else "ended", rnd)
 
 
@@ -228,6 +210,46 @@ def _final_checked(method: str, raw: dict[str, Any], op_id: Any) -> tuple[bool, 
     return True, results.for_storage(raw, op_id=op_id)
 
 
+#: a final result at most this big (JSON values, characters of text) is checked and stored in the
+#: completion's own thread hop (:func:`is_small`); a bigger one off the sync thread first
+SMALL_RESULT_VALUES, SMALL_RESULT_CHARS = 512, 64 * 1024
+
+
+def is_small(raw: Any) -> bool:
+    """Whether ``raw`` holds at most :data:`SMALL_RESULT_VALUES` JSON values and
+    :data:`SMALL_RESULT_CHARS` characters of strings (keys included): a walk that stops as soon as
+    either bound is passed, so it costs at most that much whatever the result's size."""
+    values, chars = 0, 0
+    stack = [raw]
+    while stack:
+        value = stack.pop()
+        values += 1
+        if values > SMALL_RESULT_VALUES:
+            return False
+        if isinstance(value, str):
+            chars += len(value)
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                chars += len(key) if isinstance(key, str) else 0
+                stack.append(item)
+        elif isinstance(value, (list, tuple)):
+            stack.extend(value)
+        if chars > SMALL_RESULT_CHARS:
+            return False
+    return True
+
+
+def _check_and_complete(op: Operation, raw: dict[str, Any]) -> tuple[bool, Any, tuple[bool, Any]]:
+    """A small final result (:func:`is_small`) checked and stored (:func:`_final_checked`) and the
+    operation completed with it (:func:`_complete`) in one thread hop. Returns (accepted, stored,
+    what :func:`_complete` returned; (False, "") when the result was refused: nothing done)."""
+    ok, stored = _final_checked(op.method, raw, op.id)
+    if not ok:
+        return False, None, (False, "")
+    return True, stored, _complete(op, stored)
+
+
+@leaves_connections_checked
 def _complete(op: Operation, stored: Any, first_try: bool = True) -> tuple[bool, Any]:
     """End ``op`` completed with its stored result (sync): ``cancelled`` when the person's last
     answer was Cancel on every request. The row moves only while its owner may act on it: the
@@ -249,7 +271,11 @@ def _complete(op: Operation, stored: Any, first_try: bool = True) -> tuple[bool,
             return False, _DOWN
         first_try = False  # the database answered: a failure from here on propagates
     cancelled, answered = known
-    moved = _first_read(lambda: mark_ended(op, Operation.Status.COMPLETED, while_allowed=True), first_try)
+    # the row's move and the binding's close in one statement where the store can (then closed)
+    moved = _first_read(lambda: end_and_close(op, Operation.Status.COMPLETED), first_try)
+    closed = moved is not None and moved is not _DOWN
+    if moved is None:
+        moved = _first_read(lambda: mark_ended(op, Operation.Status.COMPLETED, while_allowed=True), first_try)
     if moved is _DOWN or not moved:  # the row as it was: the caller waits, ends it for its cause, or drops this
         op.status, op.error_code, op.error_message, op.result = before
     if moved is _DOWN:
@@ -263,7 +289,7 @@ def _complete(op: Operation, stored: Any, first_try: bool = True) -> tuple[bool,
     digests = {k: v for k, v in answered.items() if k != "round_number"} \
         if answered.get("round_number") == op.rounds else None
     settle_ended(op, Operation.Status.COMPLETED, event="cancelled" if cancelled else "completed", reason="",
-                 digests=digests)
+                 digests=digests, closed=closed)
     return True, ""
 
 
@@ -277,13 +303,16 @@ async def _handle_result(op: Operation, request_id: str, raw: Any, *, received_c
     Thread hops: a final result two (its check and storage off the sync thread, then the row, the
     binding and the audit event); a round one (:func:`_judge_round`), plus one for a push."""
     if _is_final(raw):
-        # off the event loop: a result may hold hundreds of thousands of blocks
-        ok, stored = await sync_to_async(_final_checked, thread_sensitive=False)(op.method, raw, op.id)
+        if is_small(raw):  # checked and stored in the completion's own hop (less than a millisecond of CPU)
+            ok, stored, (ended, cause) = await sync_to_async(_check_and_complete)(op, raw)
+        else:  # off the event loop and off the sync thread: a result may hold hundreds of thousands of blocks
+            ok, stored = await sync_to_async(_final_checked, thread_sensitive=False)(op.method, raw, op.id)
+            if ok:
+                ended, cause = await sync_to_async(_complete)(op, stored)
         if not ok:
             logger.info("operation %s: final result refused by the SDK types", op.id)
             await finish_operation(op, Operation.Status.FAILED, code=INVALID_RESULT, message=message_for(INVALID_RESULT))
             return None
-        ended, cause = await sync_to_async(_complete)(op, stored)
         if cause is _DOWN:  # the database went away during the call: waited for, then once more
             await database_back(op.id)
             ended, cause = await sync_to_async(_complete)(op, stored, False)
@@ -291,6 +320,7 @@ async def _handle_result(op: Operation, request_id: str, raw: Any, *, received_c
             await end_operation(op, cause)
         elif ended:
             await notify(op, settled=True)
+            connections_checked.set(True)  # _complete's hop was the drive's last
         return None
     judged = await sync_to_async(_judge_round)(op, request_id, raw, received_code)
     if judged.outcome == "database_down":  # the database went away during the call: waited for
@@ -333,4 +363,5 @@ async def _handle_result(op: Operation, request_id: str, raw: Any, *, received_c
         return None
     op.status = Operation.Status.AWAITING_INPUT
     await notify(op, round=rnd)
+    connections_checked.set(True)  # _judge_round's hop was the drive's last
     return None

@@ -14,7 +14,7 @@ from django.db.models.signals import post_save, pre_save
 
 from ..models import Operation
 
-_INSERTS: dict[str, str] = {}
+_INSERTS: dict[tuple[str, str], str] = {}
 _MOVES: dict[tuple[Any, ...], str] = {}
 
 
@@ -26,37 +26,87 @@ def insert_operation(**values: Any) -> Operation:
     Raises:
         django.db.DatabaseError: the database failed (nothing written).
     """
+    op, alias, sql, params = prepare_insert(**values)
+    with connections[alias].cursor() as cur:
+        cur.execute(sql, params)
+    return inserted(op, alias)
+
+
+def prepare_insert(*, when: tuple[str, list[Any]] | None = None, **values: Any) -> tuple[Operation, str, str, list[Any]]:
+    """:func:`insert_operation` up to its statement: (the row, its database alias, the ``INSERT``
+    -- ``RETURNING`` its primary key --, its parameters; ``pre_save`` sent). Run the statement,
+    or make it a step of another (:meth:`mrtrweb.bindings.primed.Priming.along`), then
+    :func:`inserted`. ``when``: a condition (SQL, parameters) the row is inserted under at all
+    (``INSERT ... SELECT ... WHERE``: the start's access and limits, :mod:`.starting`)."""
     op = Operation(**values)
     alias = router.db_for_write(Operation)
     conn = connections[alias]
     meta = Operation._meta
     fields = meta.concrete_fields  # (its primary key is a UUID made here: nothing for the database to fill in)
-    sql = _INSERTS.get(alias)
+    key = (alias, when[0] if when else "")
+    sql = _INSERTS.get(key)
     if sql is None:
         qn = conn.ops.quote_name
-        sql = _INSERTS.setdefault(alias, f"INSERT INTO {qn(meta.db_table)} ({', '.join(qn(f.column) for f in fields)}) "
-                                         f"VALUES ({', '.join(['%s'] * len(fields))})")
+        source = (f"SELECT {', '.join(['%s'] * len(fields))} WHERE {when[0]}" if when
+                  else f"VALUES ({', '.join(['%s'] * len(fields))})")
+        sql = _INSERTS.setdefault(key, f"INSERT INTO {qn(meta.db_table)} ({', '.join(qn(f.column) for f in fields)}) "
+                                       f"{source} RETURNING {qn(meta.pk.column)}")
     pre_save.send(sender=Operation, instance=op, raw=False, using=alias, update_fields=None)
-    params = [f.get_db_prep_save(f.pre_save(op, True), conn) for f in fields]
-    with conn.cursor() as cur:
-        cur.execute(sql, params)
+    params = [f.get_db_prep_save(f.pre_save(op, True), conn) for f in fields] + (list(when[1]) if when else [])
+    return op, alias, sql, params
+
+
+def inserted(op: Operation, alias: str) -> Operation:
+    """The row of :func:`prepare_insert` once its statement ran: saved, ``post_save`` sent."""
     op._state.adding, op._state.db = False, alias
     post_save.send(sender=Operation, instance=op, created=True, update_fields=None, raw=False, using=alias)
     return op
 
 
 def move(op_id: Any, values: dict[str, Any], *, status_in: Collection[str] = (),
-         status_not_in: Collection[str] = ()) -> int:
+         status_not_in: Collection[str] = (), allowed: tuple[Any, Any, Any] | None = None) -> int:
     """``Operation.objects.filter(pk=op_id, status__in=status_in).exclude(status__in=status_not_in)
     .update(**values)`` as one UPDATE whose SQL is built once per database and shape (the fields
     written, which condition, how many statuses). Returns the rows written. Sync.
 
+    ``allowed``: (user id, tenant id, server id): the row moves only while that user may act on
+    that server (:func:`mrtrweb.tenancy.access.allowed_condition` in the same ``WHERE``: the access
+    check right before a request leaves and the row move that precedes it, one statement). 0 rows
+    then may mean that access ended: ask :func:`~mrtrweb.tenancy.access.denial`. Where the condition
+    cannot be built, access is checked first (two statements).
+
     Raises:
         django.db.DatabaseError: the database failed (nothing written).
     """
+    built = move_sql(op_id, values, status_in=status_in, status_not_in=status_not_in, allowed=allowed)
+    if built is None:  # the access conditions cannot go into the WHERE: checked first
+        from ..tenancy import access
+
+        if access.denial(*allowed):  # type: ignore[misc]
+            return 0
+        built = move_sql(op_id, values, status_in=status_in, status_not_in=status_not_in)
+    sql, params = built  # type: ignore[misc]
+    with connections[router.db_for_write(Operation)].cursor() as cur:
+        cur.execute(sql, params)
+        return cur.rowcount
+
+
+def move_sql(op_id: Any, values: dict[str, Any], *, status_in: Collection[str] = (),
+             status_not_in: Collection[str] = (), allowed: tuple[Any, Any, Any] | None = None
+             ) -> tuple[str, list[Any]] | None:
+    """(SQL, parameters) of :func:`move`'s UPDATE, not run (a step of another statement, e.g.
+    the ``received`` append's: :func:`mrtrweb.audit.events.record`'s ``then``); None when
+    ``allowed`` is given but the access conditions cannot go into the ``WHERE``."""
     alias = router.db_for_write(Operation)
     conn = connections[alias]
     meta = Operation._meta
+    condition: tuple[str, list[Any]] | None = ("", [])
+    if allowed is not None:
+        from ..tenancy import access
+
+        condition = access.allowed_condition(alias)
+        if condition is None:
+            return None
     names = tuple(values)
     kind, statuses = ("in", tuple(status_in)) if status_in else ("not in", tuple(status_not_in))
     # a value may be an expression without columns (the database's clock, expiry.expires_at):
@@ -68,20 +118,23 @@ def move(op_id: Any, values: dict[str, Any], *, status_in: Collection[str] = (),
             sql_part, part_params = query.get_compiler(connection=conn).compile(
                 values[name].resolve_expression(query))
             parts[name] = (sql_part, list(part_params))
-    key = (alias, names, kind, len(statuses), tuple((n, parts[n][0]) for n in names if n in parts))
+    key = (alias, names, kind, len(statuses), tuple((n, parts[n][0]) for n in names if n in parts), condition[0])
     sql = _MOVES.get(key)
     if sql is None:
         qn = conn.ops.quote_name
-        condition = (f" AND {qn(meta.get_field('status').column)} {kind.upper()} ({', '.join(['%s'] * len(statuses))})"
-                     if statuses else "")
+        status_sql = (f" AND {qn(meta.get_field('status').column)} {kind.upper()} ({', '.join(['%s'] * len(statuses))})"
+                      if statuses else "")
         sql = _MOVES.setdefault(key, f"UPDATE {qn(meta.db_table)} SET "
                                      + ", ".join(f"{qn(meta.get_field(n).column)} = {parts[n][0] if n in parts else '%s'}"
                                                  for n in names)
-                                     + f" WHERE {qn(meta.pk.column)} = %s" + condition)
+                                     + f" WHERE {qn(meta.pk.column)} = %s" + status_sql
+                                     + (f" AND {condition[0]}" if condition[0] else ""))
     params: list[Any] = []
     for name in names:
         params += parts[name][1] if name in parts else [meta.get_field(name).get_db_prep_save(values[name], conn)]
     params += [meta.pk.get_db_prep_value(op_id, conn), *statuses]
-    with conn.cursor() as cur:
-        cur.execute(sql, params)
-        return cur.rowcount
+    if condition[0]:
+        from ..tenancy import access
+
+        params += access.bind_ids(condition[1], *allowed)  # type: ignore[misc]
+    return sql, params

@@ -82,6 +82,30 @@ def discard_unusable() -> None:
                 conn.close()
 
 
+#: True in an operation task's context when the thread hop that ended its drive closed what its work
+#: left unusable itself (:func:`leaves_connections_checked`): the drive's end then needs no hop of its own
+connections_checked: contextvars.ContextVar[bool] = contextvars.ContextVar("mrtrweb_connections_checked",
+                                                                            default=False)
+
+
+def leaves_connections_checked(fn):
+    """``fn`` (a phase's sync function), then :func:`discard_unusable` in the same thread hop (a
+    failure of that is logged, never raised over ``fn``'s own outcome)."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            try:
+                discard_unusable()
+            except Exception as exc:  # noqa: BLE001 -- the connection goes at the next hop's check
+                logger.warning("closing an unusable database connection failed (%s)", exc.__class__.__name__)
+
+    return wrapper
+
+
 @dataclasses.dataclass(frozen=True)
 class Change:
     """What :func:`notify` tells a watcher of this process (:func:`watching`): ``op``, a copy of
@@ -183,6 +207,25 @@ def mark_ended(op: Operation, status: str, *, while_allowed: bool = False) -> in
 
     alias = router.db_for_write(Operation)
     conn = connections[alias]
+    compiled = _ended_compiled(alias, while_allowed)
+    if compiled is None:  # the access conditions cannot go into the WHERE: checked first
+        if access.denial(op.user_id, op.tenant_id, op.server_id):
+            return 0
+        return mark_ended(op, status)
+    sql, params = _ended_params(op, status, conn, compiled)
+    with conn.cursor() as cur:
+        cur.execute(sql, params)
+        return cur.rowcount
+
+
+def _ended_compiled(alias: str, while_allowed: bool) -> tuple[str, list[Any]] | None:
+    """:func:`mark_ended`'s UPDATE on ``alias`` and its access slots, built once per database and
+    access SQL in force; None when the access conditions cannot go into the ``WHERE``."""
+    from django.db import connections
+
+    from ..tenancy import access
+
+    conn = connections[alias]
     condition = access.allowed_condition(alias) if while_allowed else ("", [])
     key = (alias, while_allowed, condition[0] if condition is not None else None)  # the access SQL in force
     if key not in _ENDED_SQL:
@@ -196,11 +239,23 @@ def mark_ended(op: Operation, status: str, *, while_allowed: bool = False) -> in
                    + f" WHERE {qn(meta.pk.column)} = %s AND {qn(meta.get_field('status').column)} NOT IN ({terminal})"
                    + (f" AND {condition[0]}" if condition[0] else ""))
             _ENDED_SQL[key] = (sql, condition[1])
-    compiled = _ENDED_SQL[key]
-    if compiled is None:  # the access conditions cannot go into the WHERE: checked first
-        if access.denial(op.user_id, op.tenant_id, op.server_id):
-            return 0
-        return mark_ended(op, status)
+    return _ENDED_SQL[key]
+
+
+def mark_ended_sql(op: Operation, status: str) -> tuple[str, list[Any]] | None:
+    """(SQL, parameters) of :func:`mark_ended`'s UPDATE with ``while_allowed``, not run (a step of
+    the binding's close, :func:`end_and_close`); None when the access conditions cannot go into its
+    ``WHERE`` (then :func:`mark_ended` checks first)."""
+    from django.db import connections, router
+
+    alias = router.db_for_write(Operation)
+    compiled = _ended_compiled(alias, True)
+    return None if compiled is None else _ended_params(op, status, connections[alias], compiled)
+
+
+def _ended_params(op: Operation, status: str, conn, compiled: tuple[str, list[Any]]) -> tuple[str, list[Any]]:
+    from ..tenancy import access
+
     sql, slots = compiled
     meta = Operation._meta
     values = {"status": status, "error_code": op.error_code, "error_message": op.error_message, "result": op.result,
@@ -208,9 +263,7 @@ def mark_ended(op: Operation, status: str, *, while_allowed: bool = False) -> in
     params = [meta.get_field(name).get_db_prep_save(values[name], conn) for name in _ENDED_FIELDS]
     params += [meta.pk.get_db_prep_value(op.pk, conn), *Operation.TERMINAL]
     params += access.bind_ids(slots, op.user_id, op.tenant_id, op.server_id)
-    with conn.cursor() as cur:
-        cur.execute(sql, params)
-        return cur.rowcount
+    return sql, params
 
 
 def _finish_sync(op: Operation, status: str, *, event: str | None, already_marked: bool, reason: str,
@@ -230,11 +283,13 @@ def _finish_sync(op: Operation, status: str, *, event: str | None, already_marke
 
 
 def settle_ended(op: Operation, status: str, *, event: str | None, reason: str,
-                 digests: dict[str, Any] | None = None) -> None:
-    """After the row says the operation ended (:func:`mark_ended`): its binding closed, its
-    terminal event appended (sync; never raises for a store or audit outage: both logged)."""
+                 digests: dict[str, Any] | None = None, closed: bool = False) -> None:
+    """After the row says the operation ended (:func:`mark_ended`): its binding closed (unless
+    ``closed``: with the row's move, :func:`end_and_close`), its terminal event appended (sync;
+    never raises for a store or audit outage: both logged)."""
     try:
-        get_gate().close(handle_of(op))
+        if not closed:  # the latest request id the row names: its index entry goes with the record (one statement)
+            get_gate().close(handle_of(op), latest=(str(op.user_id), op.latest_request_id))
     except StoreUnavailable:
         logger.warning("could not close binding of operation %s (store unavailable); it expires on its own", op.id)
     try:
@@ -243,6 +298,30 @@ def settle_ended(op: Operation, status: str, *, event: str | None, reason: str,
                      **(digests or {}))
     except audit.AuditUnavailable:
         pass  # logged by audit.record
+
+
+def end_and_close(op: Operation, status: str) -> int | None:
+    """:func:`mark_ended` with ``while_allowed`` and, made only with it, the binding's close in
+    ONE statement (the database store on PostgreSQL: the row's move is the first step of the
+    close's delete, :meth:`mrtrweb.bindings.primed.Priming.along`). Returns the rows moved, or
+    None when that is not possible here or the statement failed (nothing written: the caller
+    moves the row and closes the binding on their own). Sync."""
+    from django.db import router
+
+    store = get_gate().store
+    takes_along = getattr(store, "takes_along", None)
+    alias = router.db_for_write(Operation)
+    if takes_along is None or not takes_along(alias):
+        return None
+    built = mark_ended_sql(op, status)
+    if built is None:
+        return None
+    with store.along(alias, *built) as made:
+        try:
+            get_gate().close(handle_of(op), latest=(str(op.user_id), op.latest_request_id))
+        except StoreUnavailable:
+            return None
+    return int(made[1]) if made[0] else None
 
 
 async def _answer_refused(op: Operation, exc: Any) -> None:

@@ -4,8 +4,11 @@ registration (``Gate.register``), then the call in the background (:mod:`.calls`
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import Any
+
+from django.db import connections, router
 
 from asgiref.sync import sync_to_async
 from django.utils import timezone
@@ -21,7 +24,7 @@ from . import initiators
 from .authorization import current_auth
 from .calls import _drive
 from .messages import LIMIT_REACHED, message_for, OperationRefused, STORE_UNAVAILABLE, WORKER_DRAINING
-from .rows import insert_operation
+from .rows import inserted, prepare_insert
 from .runtime import _spawn, new_request_id
 
 logger = logging.getLogger("mrtrweb.operations")
@@ -53,41 +56,76 @@ async def start_operation(*, user: Any, server: McpServer, method: str, name: st
     initiator, detail = initiators.checked(initiator, initiator_detail)
     op = await sync_to_async(_start_sync)(user, server, method, name, params, destructive,
                                          kept_output_schema(output_schema), initiator, detail)
-    _spawn(_drive(op.id, op.request_id, params, checked=op))  # access checked with the start
+    op.access_checked = True  # by the start's own statement: the drive checks again only after a wait
+    _spawn(_drive(op.id, op.request_id, params, checked=op))
     return op
 
 
 def _start_sync(user: Any, server: McpServer, method: str, name: str, params: dict[str, Any],
                 destructive: bool = False, output_schema: Any = None, initiator: str = Operation.Initiator.PERSON,
-                initiator_detail: dict[str, str] | None = None) -> Operation:
-    """:func:`start_operation`'s database and binding work, in one thread hop: the limits (one
-    query), the authorization identity, the row, the gate's registration.
+                initiator_detail: dict[str, str] | None = None, *, guard: bool = True) -> Operation:
+    """:func:`start_operation`'s database and binding work, in one thread hop: the owner's access
+    and the limits, the authorization identity, the row, the gate's registration. With the
+    database binding store on PostgreSQL that is ONE statement: the row's ``INSERT`` carries the
+    access check and the limits in its ``WHERE`` and is the first step of the binding's statement
+    (nothing is bound unless it wrote); only when it wrote nothing is the reason read (one more
+    statement). Else the access and the four limit counts in one statement, then the row, then the
+    binding.
 
     Raises:
         OperationRefused: the user may not act on the server now (``denied``, nothing created),
             a limit is reached, or the binding store is unavailable (the row then says ``failed``).
     """
-    from ..tenancy import access
+    from ..gate import BindingConflict
     from ..runtime import workers
+    from ..tenancy import access
 
-    # the owner's access and the four limit counts in one statement (the first request goes out right after)
-    if access_and_limits_sync(user, server):
+    gate = get_gate()
+    takes_along = getattr(gate.store, "takes_along", None)
+    alias = router.db_for_write(Operation)
+    guarded = _start_condition(alias, user, server) if guard and takes_along is not None and takes_along(alias) \
+        else None
+    if guarded is None and access_and_limits_sync(user, server):
+        # the owner's access and the four limit counts in one statement (the first request goes out right after)
         raise OperationRefused("denied", str(access.MESSAGE))
     request_id = new_request_id()
     auth = current_auth(server, user.pk, server.tenant_id)
-    op = insert_operation(  # one INSERT, its SQL built once (.rows)
-        tenant_id=server.tenant_id, user=user, server=server, method=method, name=stored_name(name),
+    op, alias, sql, insert_params = prepare_insert(  # one INSERT, its SQL built once (.rows)
+        when=guarded, tenant_id=server.tenant_id, user=user, server=server, method=method, name=stored_name(name),
         params=results.params_for_storage(params),
         request_id=request_id, latest_request_id=request_id, worker=workers.WORKER_ID, destructive=destructive,
         output_schema=output_schema, initiator=initiator, initiator_detail=initiator_detail or {}, **auth,
     )
+    # the database store makes the row's INSERT the first step of the binding's own statement (PostgreSQL)
+    along = gate.store.along(alias, sql, insert_params) if guarded is not None else None
+    if along is None:
+        with connections[alias].cursor() as cur:
+            cur.execute(sql, insert_params)
+        inserted(op, alias)
     op.server = server
     try:
-        get_gate().register(
-            request_id=request_id, server_id=str(server.pk), origin=server.origin, user=str(user.pk),
-            tenant=str(server.tenant_id), method=method, params=params, operation_id=str(op.id),
-            policy=conf.server_policy(server),
-        )
+        with along if along is not None else contextlib.nullcontext([True, True]) as made:
+            try:
+                gate.register(
+                    request_id=request_id, server_id=str(server.pk), origin=server.origin, user=str(user.pk),
+                    tenant=str(server.tenant_id), method=method, params=params, operation_id=str(op.id),
+                    policy=conf.server_policy(server),
+                )
+            except BindingConflict:
+                if along is not None and made[0] and not made[1]:  # the start's WHERE refused: nothing written
+                    if access_and_limits_sync(user, server):  # why (a limit raises there)
+                        raise OperationRefused("denied", str(access.MESSAGE)) from None
+                    # allowed by the time of this read (a member added, a round answered): once more, checked first
+                    return _start_sync(user, server, method, name, params, destructive, output_schema, initiator,
+                                       initiator_detail, guard=False)
+                raise
+            finally:
+                if not made[0]:  # the register failed before or in its bind: the row is inserted on its own
+                    with connections[alias].cursor() as cur:
+                        cur.execute(sql, insert_params)
+                        made[:] = [True, cur.rowcount > 0]
+                if along is not None and made[1]:
+                    inserted(op, alias)
     except StoreUnavailable:
         op.status = Operation.Status.FAILED
         op.error_code = STORE_UNAVAILABLE
@@ -96,6 +134,47 @@ def _start_sync(user: Any, server: McpServer, method: str, name: str, params: di
         op.save()
         raise OperationRefused(STORE_UNAVAILABLE, message_for(STORE_UNAVAILABLE)) from None
     return op
+
+
+def _start_condition(alias: str, user: Any, server: McpServer) -> tuple[str, list[Any]] | None:
+    """The start's access check and limits as a condition for the row's ``INSERT`` (SQL,
+    parameters): true exactly when :func:`access_and_limits_sync` would let the start go on.
+    None when the access conditions cannot be written as one (the ORM's path) or the user model
+    lives on another database."""
+    from ..tenancy import access
+
+    if router.db_for_read(type(user)) != alias:
+        return None
+    condition = access.allowed_condition(alias)
+    if condition is None:
+        return None
+    conn = connections[alias]
+    limits = _LIMITS_SQL.get(alias)
+    if limits is None:
+        qn, meta = conn.ops.quote_name, Operation._meta
+        user_col, tenant_col = qn(meta.get_field("user").column), qn(meta.get_field("tenant").column)
+        status, created = qn(meta.get_field("status").column), qn(meta.get_field("created_at").column)
+        count = "COALESCE(SUM(CASE WHEN {} = %s AND {} THEN 1 ELSE 0 END), 0)"
+        waiting, recent = f"{status} = %s", f"{created} >= %s"
+        counts = ", ".join(f"{count.format(col, cond)} AS c{i}" for i, (col, cond) in enumerate(
+            [(user_col, waiting), (user_col, recent), (tenant_col, waiting), (tenant_col, recent)]))
+        limits = _LIMITS_SQL.setdefault(alias, (
+            f"NOT EXISTS (SELECT 1 FROM (SELECT {counts} FROM {qn(meta.db_table)} WHERE ({user_col} = %s OR "
+            f"{tenant_col} = %s) AND ({waiting} OR {recent})) l WHERE l.c0 >= %s OR l.c1 >= %s OR l.c2 >= %s "
+            "OR l.c3 >= %s)"))
+    since = timezone.now() - timezone.timedelta(minutes=1)
+    field = Operation._meta.get_field
+    waiting_v, recent_v = field("status").get_db_prep_value(Operation.Status.AWAITING_INPUT, conn), \
+        field("created_at").get_db_prep_value(since, conn)
+    user_id = field("user").get_db_prep_value(user.pk, conn)
+    tenant_id = field("tenant").get_db_prep_value(server.tenant_id, conn)
+    params = access.bind_ids(condition[1], user.pk, server.tenant_id, server.pk) + [
+        user_id, waiting_v, user_id, recent_v, tenant_id, waiting_v, tenant_id, recent_v, user_id, tenant_id,
+        waiting_v, recent_v] + [int(conf.get(key)) for _, key, _ in _LIMITS]
+    return f"{condition[0]} AND {limits}", params
+
+
+_LIMITS_SQL: dict[str, str] = {}
 
 
 #: the largest tool outputSchema an operation keeps (compact JSON, bytes); a larger one is not kept

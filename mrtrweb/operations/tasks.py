@@ -96,6 +96,11 @@ class Plan:
         return {wire.TASKS_EXTENSION: {}} if self.flavor == "v2" else None
 
 
+def may_list(op: Operation, conn: Any) -> bool:
+    """Whether :func:`plan` may send a request first (a ``tools/list``: the server declares tasks)."""
+    return op.method == "tools/call" and wire.flavor(conn.server_capabilities) is not None
+
+
 async def plan(op: Operation, conn: Any) -> Plan | None:
     """The task plan of the operation's requests, or None (sent plainly): a ``tools/call`` of a
     tool the server lists as ``taskSupport: "required"`` while it declares tasks. Costs one

@@ -145,11 +145,16 @@ def _compiled(alias: str, with_server: bool) -> tuple[str, list[str], list[Any]]
     return _COMPILED[key]
 
 
-def denial_and_server(user_id: Any, tenant_id: Any, server_id: Any) -> tuple[str, McpServer | None]:
+def denial_and_server(user_id: Any, tenant_id: Any, server_id: Any, *,
+                      beside: tuple[str, int, list[Any]] | None = None) -> tuple[str, McpServer | None]:
     """:func:`denial` for the server, and the server's row as it is now (None when it is not in
     the tenant), in one statement: :func:`_query`'s access check, unchanged, joined with the row
     (a phase that needs both -- the owner's access and the server's configuration or
     authorization settings -- reads them together). Sync.
+
+    ``beside``: (SQL of more columns, how many, their parameters) read in the same statement (a
+    phase's own reads: the round's trail, :mod:`mrtrweb.operations.rounds`); their values are
+    then a third item of the result (None when the ORM's path served: nothing was read beside).
 
     The SQL is built once per database from :func:`_compiled` (what :func:`denial` runs), so the
     access conditions live in one place (:func:`_query`)."""
@@ -159,14 +164,22 @@ def denial_and_server(user_id: Any, tenant_id: Any, server_id: Any) -> tuple[str
     compiled = _compiled_with_server(alias)
     if compiled is None:  # the ORM's path (see denial)
         server = McpServer.objects.filter(pk=server_id, tenant_id=tenant_id).first()
-        return denial(user_id, tenant_id, server_id), server
+        cause = denial(user_id, tenant_id, server_id)
+        return (cause, server) if beside is None else (cause, server, None)  # type: ignore[return-value]
     sql, names, slots, fields = compiled
     values = {_SENTINELS[0]: user_id, _SENTINELS[1]: tenant_id, _SENTINELS[2]: server_id}
     params = [values.get(slot, slot) if isinstance(slot, int) else slot for slot in slots]
+    more: list[Any] = []
+    if beside is not None:  # the columns go after the server's (their parameters before the FROM's)
+        head, tail = sql.split(" FROM (SELECT 1 AS one) o ", 1)
+        sql = f"{head}, {beside[0]} FROM (SELECT 1 AS one) o {tail}"
+        params = list(beside[2]) + params
     conn = connections[alias]
     with conn.cursor() as cur:
         cur.execute(sql, params)
         found = cur.fetchone()
+    if beside is not None:
+        found, more = found[:len(found) - beside[1]], list(found[len(found) - beside[1]:])
     access, row = found[:len(names)], found[len(names):]
     member = dict(zip(names, access))
     user_row = None if member.get("_member") is None else {  # no user row: the join gave NULLs
@@ -179,6 +192,8 @@ def denial_and_server(user_id: Any, tenant_id: Any, server_id: Any) -> tuple[str
                 value = convert(value, col, conn)
             converted.append(value)
         server = McpServer.from_db(alias, [f.attname for f, _, _ in fields], converted)
+    if beside is not None:
+        return _cause(user_row, tenant_id, server_id), server, more  # type: ignore[return-value]
     return _cause(user_row, tenant_id, server_id), server
 
 

@@ -51,7 +51,9 @@ def test_one_append_read_back_sends_two_statements_on_postgresql_seven_on_sqlite
     seen = _statements(lambda: audit.record(op, "submitted", round_number=1, read_back=True, **DIGESTS))
     if connection.vendor == "postgresql":
         assert len(seen) == 2, seen
-        assert seen[0].startswith("SET LOCAL lock_timeout = "), seen[0]
+        # lock_timeout set by the statement itself, before its lock (no SET of its own: one statement at the server)
+        assert seen[0].startswith("WITH t AS (SELECT set_config('lock_timeout', "), seen[0]
+        assert ";" not in seen[0], seen[0]
         assert "FOR UPDATE" in seen[0] and "UPDATE \"mrtrweb_auditchainhead\"" in seen[0], seen[0]
         assert "INSERT INTO \"mrtrweb_auditevent\"" in seen[0], seen[0]
         assert seen[1].startswith("SELECT") and "FOR UPDATE" not in seen[1], seen[1]
@@ -219,3 +221,36 @@ def test_receipts_written_at_once_by_many_threads_land_once(seeded):
     assert AuditEvent.objects.filter(operation_id=op.id, event="rejected").count() == 16
     report = audit.verify_chain(op.tenant_id)
     assert report.broken is None and report.events == 18
+
+
+def test_a_process_queues_its_appenders_of_one_tenant_and_a_full_queue_fails_closed(seeded, settings):
+    """PostgreSQL: at most ``APPENDERS_PER_TENANT`` threads of a process wait at the database for
+    one tenant's chain head; the rest wait in the process. A place that never comes free within
+    ``AUDIT_WAIT_S`` fails the append as a lock wait that ran out (``AuditUnavailable``: the
+    retry it guards is not sent), and nothing is written; another tenant's appends do not wait."""
+    import threading
+
+    if connection.vendor != "postgresql":
+        pytest.skip("the queue guards PostgreSQL's one-statement append")
+    settings.MRTRWEB = {**getattr(settings, "MRTRWEB", {}), "AUDIT_WAIT_S": 0.3}
+    op = _operation(seeded)
+    audit.record(op, "submitted", round_number=1, **DIGESTS)  # the head row exists
+    before = AuditEvent.objects.filter(operation_id=op.pk).count()
+    taken = threading.BoundedSemaphore(audit.APPENDERS_PER_TENANT)
+    for _ in range(audit.APPENDERS_PER_TENANT):  # every place held (as by appenders still waiting)
+        taken.acquire()
+    real = audit._queues.get(op.tenant_id)
+    audit._queues[op.tenant_id] = taken
+    try:
+        with pytest.raises(audit.AuditUnavailable):
+            audit.record(op, "submitted", round_number=1, read_back=True, **DIGESTS)
+        assert AuditEvent.objects.filter(operation_id=op.pk).count() == before
+        taken.release()  # one place free: the append goes through
+        audit.record(op, "submitted", round_number=1, read_back=True, **DIGESTS)
+        assert AuditEvent.objects.filter(operation_id=op.pk).count() == before + 1
+    finally:
+        if real is None:
+            audit._queues.pop(op.tenant_id, None)
+        else:
+            audit._queues[op.tenant_id] = real
+    assert audit.verify_chain(op.tenant_id).broken is None

@@ -35,8 +35,11 @@ async def test_access_ended_while_the_answer_is_recorded_stops_its_retry(seeded,
         return real(operation, event, **kw)
 
     monkeypatch.setattr(audit, "record", record)
-    await operations.answer_round(await _full(op), {"confirm_deploy": {"action": "decline"}},
-                                  round_number=op.rounds)
+    # the retry's row move checks access in its WHERE (right before the retry would leave): refused there
+    with pytest.raises(operations.OperationRefused) as refused:
+        await operations.answer_round(await _full(op), {"confirm_deploy": {"action": "decline"}},
+                                      round_number=op.rounds)
+    assert refused.value.code == "denied"
     await operations.wait_idle()
     assert seeded["mcp"].calls[("deploy", True)] == 0  # the retry never reached the server
     ended = await Operation.objects.aget(pk=op.pk)

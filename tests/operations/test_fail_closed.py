@@ -76,6 +76,10 @@ async def test_start_refused_when_store_down(seeded, outage):
     resp = await client.post(f"/mcp/servers/{server.pk}/tools/deploy/", {"arg-env": "staging", "arg-replicas": "1"})
     assert resp.status_code == 503 and "round store is unavailable" in resp.content.decode()
     assert seeded["mcp"].calls[("deploy", False)] == 0  # nothing was sent
+    # the row says why (on PostgreSQL its INSERT is a step of the binding's statement, which failed:
+    # it is then written on its own, failed)
+    rows = [(o.status, o.error_code) async for o in Operation.objects.filter(server=server, name="deploy")]
+    assert rows == [(Operation.Status.FAILED, operations.STORE_UNAVAILABLE)], rows
 
 
 async def test_answer_fails_closed_then_recovers(seeded, outage):
