@@ -150,7 +150,7 @@ FORGE_APP = """
   // through the proxy, as if the proxy or the host spoke
   notify("ui/notifications/sandbox-proxy-ready");
   notify("ui/notifications/initialized");
-  notify("ui/notifications/sandbox-resource-ready", {html: "<script>alert(1)</script>",
+  notify("ui/notifications/sandbox-resource-ready", {html: "<scr" + "ipt>alert(1)</scr" + "ipt>",
          "mrtrweb/document": "/mcp/apps/sandbox/doc/" + "A".repeat(43) + "/"});
   parent.postMessage({jsonrpc: "2.0", id: 4242, result: {mode: "fullscreen"}}, "*");
   parent.postMessage("not json-rpc at all", "*");
@@ -163,6 +163,7 @@ FORGE_APP = """
 SIZES_APP = """
 (async () => {
   await connect();
+  while (!window.__go) await pause(50);  // the test watches the frame's height first
   notify("ui/notifications/size-changed", {width: 1e9, height: 1e9});
   await pause(400); R.tries.afterHuge = "sent"; out();
   notify("ui/notifications/size-changed", {height: -50});

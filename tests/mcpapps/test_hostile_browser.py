@@ -22,13 +22,16 @@ from tests.mcpapps.test_apps_browser import sandboxed  # noqa: F401  (the fixtur
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-# Recorded in every frame at document start: each message it receives (a huge one by its length only).
+# Recorded in every frame at document start: each message it receives (a huge one by its length
+# only) and whom from: its parent ("parent"), a frame of its own ("child"), or another window.
 RECORDER = """
 window.addEventListener("message", (e) => {
   let text;
   try { text = JSON.stringify(e.data); } catch (err) { text = String(e.data); }
   if (text && text.length > 200000) text = "HUGE:" + text.length;
-  if (window.__record) window.__record(text);
+  const who = e.source === window.parent && window.parent !== window ? "parent"
+    : (Array.from(window.frames).includes(e.source) ? "child" : "other");
+  if (window.__record) window.__record(who, text);
 }, true);
 """
 DOC = "/mcp/apps/sandbox/doc/"
@@ -43,7 +46,7 @@ def hostile():
 
 class Visit:
     """A signed-in page with the hostile server, recording every message each frame receives
-    (``messages``: ``(frame url, JSON text)``), every request (``requests``) and every new page."""
+    (``messages``: ``(frame url, from whom, JSON text)``), every request (``requests``) and every new page."""
 
     def __init__(self, signed_in, hostile, sandboxed, **fields):  # noqa: F811
         from mrtrweb.models import McpServer
@@ -51,15 +54,17 @@ class Visit:
         self.page = signed_in("Hostile", hostile.url, apps_enabled=True, **fields)
         self.server = McpServer.objects.get(name="Hostile")
         self.sandbox = sandboxed
-        self.messages: list[tuple[str, str]] = []
+        self.messages: list[tuple[str, str, str]] = []
         self.requests: list = []
         self.pages: list = []
         self.escapes: list[str] = []
         context = self.page.context
-        context.expose_binding("__record", lambda source, text: self.messages.append((source["frame"].url, text)))
+        context.expose_binding("__record", lambda source, who, text: self.messages.append((source["frame"].url, who, text)))
         context.add_init_script(RECORDER)
-        context.on("request", self.requests.append)
-        context.on("page", self.pages.append)
+        context.on("request", lambda r: self.requests.append(r))
+        context.on("page", lambda p: self.pages.append(p))
+        self.console: list[str] = []
+        context.on("console", lambda m: self.console.append(f"{m.type}: {m.text}"))
         for outside in (hostile_apps.ESCAPE, hostile_apps.UNDECLARED, "https://10.0.0.1"):
             context.route(f"{outside}/**", self._escaped)
 
@@ -92,7 +97,8 @@ class Visit:
             if got and got.get(key) is not None:
                 return got
             self.page.wait_for_timeout(50)
-        raise AssertionError(f"the app did not finish: {frame.evaluate('window.__results || null')}")
+        raise AssertionError(f"the app did not finish: {frame.evaluate('window.__results || null')}; "
+                             f"frames {[f.url for f in self.page.frames]}; console {self.console[-15:]}")
 
     def secrets(self) -> list[str]:
         values = [c["value"] for c in self.page.context.cookies() if c["name"] in ("sessionid", "csrftoken")]
@@ -101,7 +107,12 @@ class Visit:
 
     def sent_to_frames(self) -> list[str]:
         """What every frame of the sandbox origin received (the host's messages among them)."""
-        return [text for url, text in self.messages if url.startswith(self.sandbox)]
+        return [text for url, _, text in self.messages if url.startswith(self.sandbox)]
+
+    def host_to_proxy(self) -> list[str]:
+        """What the proxy received from its parent, the site's page: the host's messages."""
+        return [text for url, who, text in self.messages
+                if url.startswith(self.sandbox + "/mcp/apps/sandbox/?") and who == "parent"]
 
 
 @pytest.fixture
@@ -127,12 +138,13 @@ def test_escaping_the_frame_is_refused(visit, live):
     assert v.pages == [] and v.escapes == []
     assert not [r for r in v.requests if r.url.startswith(hostile_apps.ESCAPE)]
     # framing and fetching the site: refused by the CSP (the app's, and the proxy's through it)
-    blocked = {(x["directive"], x["blocked"].rstrip("/"), x.get("in", "app")) for x in got["violations"]}
+    # (a blocked frame is reported by its origin, a blocked fetch by its URL)
+    blocked = {(x["directive"], x["blocked"], x.get("in", "app")) for x in got["violations"]}
     site = live.url
-    assert ("frame-src", f"{site}/mcp", "app") in blocked
-    assert ("frame-src", f"{site}/mcp", "proxy") in blocked
-    assert ("connect-src", f"{site}/mcp", "app") in blocked
-    assert ("connect-src", f"{site}/mcp", "proxy") in blocked
+    assert ("frame-src", site, "app") in blocked
+    assert ("frame-src", site, "proxy") in blocked
+    assert ("connect-src", f"{site}/mcp/", "app") in blocked
+    assert ("connect-src", f"{site}/mcp/", "proxy") in blocked
     # nothing of the sandbox origin asked the site for anything
     from_sandbox = [r for r in v.requests if r.frame.url.startswith(v.sandbox) and r.url.startswith(site)]
     assert from_sandbox == []
@@ -180,11 +192,13 @@ def test_forged_messages_change_nothing(visit):
     # one app per proxy: the forged sandbox-resource-ready (through the proxy) loaded nothing
     assert got["proxyFrames"] == 1
     assert len([r for r in v.requests if DOC in r.url]) == 1
-    to_proxy = [t for url, t in v.messages if url.startswith(v.sandbox + "/mcp/apps/sandbox/?")]
-    methods = [json.loads(t).get("method") for t in to_proxy if t.startswith("{")]
-    # the host answered the first proxy-ready only (the one sent straight to the site is not the
-    # proxy's; the one relayed from the app found the document spent and the proxy taken)
-    assert methods.count("ui/notifications/sandbox-resource-ready") <= 2
+    methods = [json.loads(t).get("method") for t in v.host_to_proxy() if t.startswith("{")]
+    # the host answered the first proxy-ready only: not the one sent straight to the site (not from
+    # the proxy's frame), nor the one the app sent through the proxy
+    assert methods.count("ui/notifications/sandbox-resource-ready") == 1
+    # what the app sent straight to the site arrived there from "another window", and was ignored
+    site_got = [(who, t) for url, who, t in v.messages if OP_URL.search(url)]
+    assert ("other", '{"jsonrpc":"2.0","method":"ui/notifications/sandbox-proxy-ready","params":{}}') in site_got
     # a second "initialized" does not make the host start over: one tool-input, one tool-result
     assert got["notes"].count("ui/notifications/tool-input") == 1
     assert got["notes"].count("ui/notifications/tool-result") == 1
@@ -202,6 +216,8 @@ def test_sizes_are_bounded_and_a_huge_message_is_dropped(visit):
       const f = document.querySelector('#mcp-app iframe.app-frame');
       new MutationObserver(() => window.__heights.push(f.style.height)).observe(f, {attributes: true});
     }""")
+    v.results(key="init")
+    v.app().evaluate("window.__go = true")  # the app starts once the heights are watched
     v.results()
     v.page.wait_for_timeout(300)
     heights = v.page.evaluate("window.__heights")
@@ -209,8 +225,8 @@ def test_sizes_are_bounded_and_a_huge_message_is_dropped(visit):
     assert heights[-1] == "321px"  # the host still listens after the huge message
     assert all(80 <= int(h[:-2]) <= 1600 for h in heights if h), heights
     # the huge message reached the proxy and went no further
-    assert any(t.startswith("HUGE:") for url, t in v.messages if url.startswith(v.sandbox + "/mcp/apps/sandbox/?"))
-    site_received = [t for url, t in v.messages if OP_URL.search(url)]
+    assert any(t.startswith("HUGE:") for url, _, t in v.messages if url.startswith(v.sandbox + "/mcp/apps/sandbox/?"))
+    site_received = [t for url, _, t in v.messages if OP_URL.search(url)]
     assert site_received and not any(t.startswith("HUGE:") for t in site_received)
 
 
@@ -254,15 +270,19 @@ def test_display_modes_fullscreen_within_the_page_and_back(visit):
 
 def test_stopped_call_sends_tool_cancelled(visit):
     v = visit()
-    v.call("slow")
+    op_id = v.call("slow")
     box = v.page.locator("#mcp-app")
     expect(box.locator(".app-status")).to_have_text(
         "The app shows this call; its result follows when the call ends.", timeout=30_000)
     got = v.results(key="input")
     assert got["input"] == {"arguments": {}} and "cancelled" not in got
-    with v.page.expect_navigation():
-        v.page.locator("form.stop-form button").click()
-    got = v.results(key="cancelled")
+    app = v.app()
+    # the person stops the call (here from a second tab of the same call: Stop reloads its own page)
+    other = v.page.context.new_page()
+    other.goto(f"/mcp/operations/{op_id}/")
+    with other.expect_navigation():
+        other.locator("form.stop-form button").click()
+    got = v.results(app, key="cancelled")
     assert got["cancelled"] == {"reason": "stopped"}
     assert "result" not in got
     expect(v.page.locator("#mcp-app .app-status")).to_have_text("The call ended without a result; the app was told.")

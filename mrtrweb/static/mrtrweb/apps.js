@@ -88,7 +88,10 @@ async function start() {
 
   const bridge = new AppBridge(null, { name: "mrtrweb", version: box.dataset.version || "0" }, {},
                                { hostContext: hostContext() });
-  bridge.onsandboxready = () => {
+  let handed = false;
+  bridge.onsandboxready = () => { // once: a later "proxy ready" (the app can forge one) gets nothing
+    if (handed) return;
+    handed = true;
     bridge.sendSandboxResourceReady({ html: "", "mrtrweb/document": doc.document, "mrtrweb/allow": doc.allow });
   };
   const modes = displayModes(bridge, box.querySelector(".app-holder"), frame, hostContext, () => height);
