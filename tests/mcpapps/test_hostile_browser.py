@@ -162,6 +162,11 @@ def test_undeclared_network_is_blocked_and_bad_declarations_refused(visit, live)
     # before it loads, the person sees the outside domains it may reach: the accepted ones only
     expect(box.locator(".app-domains")).to_have_text(
         f"This app may reach: {hostile_apps.ALLOWED}, {hostile_apps.CDN}")
+    expect(box.locator(".app-status")).to_have_text(
+        "The app is loaded once you have read which outside domains it may reach.")
+    v.page.wait_for_timeout(300)
+    assert not [r for r in v.requests if DOC in r.url]  # not loaded before the person chose to
+    box.get_by_role("button", name="Load the app").click()
     got = v.results()
     policy = app_csp.build(hostile_apps.NETWORK_CSP)
     assert policy.domains["connectDomains"] == (hostile_apps.ALLOWED,)
@@ -334,5 +339,6 @@ def test_approval_as_the_admin_and_the_page_see_it(visit):
     expect(v.page.locator(".notice[role=status]")).to_have_text("Approved.")
     expect(row.locator(".status")).to_contain_text("approved")
     v.page.goto(f"/mcp/operations/{op_id}/")
+    box.get_by_role("button", name="Load the app").click(timeout=30_000)  # it declares an outside domain
     expect(box.locator(".app-status")).to_have_text("The app shows this result.", timeout=30_000)
     assert v.results()["notes"].count("ui/notifications/tool-result") == 1

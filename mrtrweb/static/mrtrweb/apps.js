@@ -53,6 +53,21 @@ function waiting(body) {
   if (body.approvals) { link.querySelector("a").href = body.approvals; link.hidden = false; }
 }
 
+// The app's one-time document (JSON: its path, domains, allow), or null (said why on the page)
+async function documentOf(documentUrl) {
+  for (let i = 0; i < 120; i++) {
+    const answer = await fetch(documentUrl, { credentials: "same-origin", headers: { "Accept": "application/json" } });
+    const body = await answer.json();
+    if (body.status === "ready") return body;
+    if (body.status === "running") { await pause(500); continue; }
+    if (body.status === "approval") waiting(body);
+    else say(box.dataset.failed, "error");
+    return null;
+  }
+  say(box.dataset.failed, "error");
+  return null;
+}
+
 async function start() {
   let begun = null;
   for (let i = 0; i < 120 && begun === null; i++) {
@@ -65,18 +80,20 @@ async function start() {
   box.hidden = false;
   say(box.dataset.loading);
   const documentUrl = box.dataset.documentUrl.replace("00000000-0000-0000-0000-000000000000", begun.read);
-  let doc = null;
-  for (let i = 0; i < 120 && doc === null; i++) {
-    const answer = await fetch(documentUrl, { credentials: "same-origin", headers: { "Accept": "application/json" } });
-    const body = await answer.json();
-    if (body.status === "ready") doc = body;
-    else if (body.status === "running") await pause(500);
-    else if (body.status === "approval") { waiting(body); return; }
-    else { say(box.dataset.failed, "error"); return; }
-  }
-  if (doc === null) { say(box.dataset.failed, "error"); return; }
+  let doc = await documentOf(documentUrl);
+  if (doc === null) return;
   const domains = box.querySelector(".app-domains");
   domains.textContent = doc.domains.length ? box.dataset.reaches + " " + doc.domains.join(", ") : box.dataset.reachesNothing;
+  if (doc.domains.length) { // it reaches outside domains: the person reads them, then loads it
+    const load = box.querySelector(".app-load");
+    load.hidden = false;
+    say(box.dataset.confirm);
+    await new Promise((resolve) => load.addEventListener("click", resolve, { once: true }));
+    load.hidden = true;
+    say(box.dataset.loading);
+    doc = await documentOf(documentUrl); // a fresh one-time document: the first one may have expired
+    if (doc === null) return;
+  }
   const frame = document.createElement("iframe");
   frame.className = "app-frame";
   frame.title = box.dataset.frameTitle;
