@@ -7,7 +7,7 @@ On the site (a signed-in person, their own operation; POSTs carry the CSRF token
   tool (in the server's listing now) names a ``ui://`` app: starts ``resources/read`` of that URI on
   the same server, as an operation of this person like any other read (gate, limits, access,
   audit). JSON ``{"read": "<operation id>", "input": {...}, "status": ..., ["result" | "reason"]}``
-  (the call's outcome so far, :func:`_outcome`); 404: no app; 409: the call ended without a result.
+  (the call's outcome so far, :func:`call_outcome`); 404: no app; 409: the call ended without a result.
 * ``app_outcome`` (GET) -- the call's outcome so far, asked while it runs.
 * ``app_document`` (GET) -- that read, once completed: checks the content (same URI, mime type
   ``text/html;profile=mcp-app``, at most :data:`MAX_HTML_BYTES`), builds the CSP from its
@@ -119,7 +119,7 @@ async def app_start(request: HttpRequest, op_id: Any) -> HttpResponse:
         return JsonResponse({"error": exc.code}, status=exc.status or 409)
     arguments = (op.params or {}).get("arguments")
     return JsonResponse({"read": str(read.id), "input": {"arguments": arguments if isinstance(arguments, dict) else {}},
-                         **_outcome(op)})
+                         **call_outcome(op)})
 
 
 #: what the app is told when its call ends without a result (``ui/notifications/tool-cancelled``'s
@@ -128,7 +128,7 @@ CANCELLED_REASONS = {Operation.Status.FAILED: "failed", Operation.Status.INTERRU
                      Operation.Status.DENIED: "denied", Operation.Status.EXPIRED: "expired"}
 
 
-def _outcome(op: Operation) -> dict[str, Any]:
+def call_outcome(op: Operation) -> dict[str, Any]:
     """Where the call stands for its app: ``{"status": "running"}``, ``{"status": "completed",
     "result": <the CallToolResult>}`` or ``{"status": "cancelled", "reason": "stopped" | "failed" |
     "denied" | "expired"}`` (stopped: the person's Stop)."""
@@ -143,7 +143,7 @@ def _outcome(op: Operation) -> dict[str, Any]:
 @login_required
 @require_GET
 async def app_outcome(request: HttpRequest, op_id: Any) -> HttpResponse:
-    """Where the person's tool call whose app is shown stands (:func:`_outcome`, JSON); apps.js asks
+    """Where the person's tool call whose app is shown stands (:func:`call_outcome`, JSON); apps.js asks
     while the call runs, then sends ``tool-result`` or ``tool-cancelled``. 404: not a tool call of
     this person on a server with apps on."""
     user = await _user(request)
@@ -151,7 +151,7 @@ async def app_outcome(request: HttpRequest, op_id: Any) -> HttpResponse:
     server = await sync_to_async(lambda: op.server)()
     if op.method != "tools/call" or not apps_on(server):
         return _no_app()
-    return JsonResponse(_outcome(op))
+    return JsonResponse(call_outcome(op))
 
 
 def _html_of(read: Operation) -> tuple[str, Any] | None:
