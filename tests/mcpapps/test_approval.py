@@ -134,6 +134,14 @@ async def test_member_waits_admin_approves_by_digest_and_a_change_waits_again(se
     assert (await carol.get(f"/mcp/servers/{server.pk}/apps/999999/")).status_code in (404, 405)
     assert (await alice.post(f"{url}999999/", {"decision": "approve"})).status_code == 404
     assert await Operation.objects.filter(server=server, method="resources/read").acount() == 6
+    # the chain holds with the decisions in it, and the tenant's history shows them
+    from asgiref.sync import sync_to_async
+
+    from mrtrweb.audit.events import verify_chain
+
+    assert (await sync_to_async(verify_chain)(tenant_id)).broken is None
+    history = (await alice.get("/mcp/tenants/acme/history/?event=app_approved")).content.decode()
+    assert "approved an MCP App" in history and "ui://hostile/versioned.html" in history
 
 
 async def test_without_approval_required_the_app_renders_and_nothing_is_recorded(seeded, hostile, sandboxed):
