@@ -207,9 +207,12 @@ def test_forged_messages_change_nothing(visit):
     # a second "initialized" does not make the host start over: one tool-input, one tool-result
     assert got["notes"].count("ui/notifications/tool-input") == 1
     assert got["notes"].count("ui/notifications/tool-result") == 1
-    # the page still works: the host answers the app and closes it cleanly
+    # the page still works: the host answers the app and closes it cleanly, teardown first
+    app = v.app()
     v.page.get_by_role("button", name="Close the app").click()
     expect(box.locator(".app-status")).to_have_text("The app was closed.")
+    assert "ui/resource-teardown" in [json.loads(t).get("method") for t in v.host_to_proxy() if t.startswith("{")]
+    assert app.is_detached()
 
 
 def test_sizes_are_bounded_and_a_huge_message_is_dropped(visit):
@@ -271,6 +274,14 @@ def test_display_modes_fullscreen_within_the_page_and_back(visit):
             break
         v.page.wait_for_timeout(50)
     assert got["contextChanges"][-1] == {"displayMode": "inline"}
+    # the person's theme changes: host-context-changed with the theme alone
+    v.page.emulate_media(color_scheme="dark")
+    for _ in range(100):
+        got = v.app().evaluate("window.__results")
+        if got["contextChanges"][-1] != {"displayMode": "inline"}:
+            break
+        v.page.wait_for_timeout(50)
+    assert got["contextChanges"][-1] == {"theme": "dark"}
 
 
 def test_stopped_call_sends_tool_cancelled(visit):
