@@ -1,5 +1,5 @@
-// The MCP Apps host (issue 31, docs/apps.md) on an operation's page: the app of a completed tool
-// call in a frame of the sandbox origin, driven by the official library's AppBridge
+// The MCP Apps host (issue 31, docs/apps.md) on an operation's page: the app of a running or
+// completed tool call in a frame of the sandbox origin, driven by the official library's AppBridge
 // (vendor/ext-apps, @modelcontextprotocol/ext-apps, pinned). No protocol is written here.
 // Sent to the app: tool-input, then tool-result, or tool-cancelled when the call ends without a
 // result; host-context-changed (theme, locale, display mode: apps-modes.js), resource-teardown
@@ -33,13 +33,15 @@ function hostContext(mode) {
            containerDimensions: { maxHeight: MAX_HEIGHT } };
 }
 
-// The call's outcome, once it has one: {status: "completed", result} or {status: "cancelled", reason}
+// The call's outcome, once it has one: {status: "completed", result} or {status: "cancelled", reason};
+// null when the page may no longer ask (apps turned off, signed out): the app is told nothing more
 async function outcome(first) {
   let now = first;
   while (now.status === "running") {
     await pause(1000);
     const answer = await fetch(box.dataset.outcomeUrl, { credentials: "same-origin", headers: { "Accept": "application/json" } });
     if (answer.ok) now = await answer.json();
+    else if (answer.status >= 400 && answer.status < 500) return null;
   }
   return now;
 }
@@ -119,7 +121,7 @@ async function start() {
     bridge.sendToolInput(begun.input);
     say(begun.status === "running" ? box.dataset.running : box.dataset.shown);
     const ended = await outcome(begun);
-    if (!frame.isConnected) return; // closed meanwhile
+    if (ended === null || !frame.isConnected) return; // closed meanwhile, or no longer ours to ask
     if (ended.status === "completed") { bridge.sendToolResult(ended.result); say(box.dataset.shown); }
     else { bridge.sendToolCancelled({ reason: ended.reason }); say(box.dataset.cancelled); }
   };
