@@ -2,7 +2,7 @@
 :mod:`mrtrweb.appapproval`).
 
 * ``app_approvals`` (GET) -- ``/mcp/servers/<id>/apps/``: the server's apps seen so far, pending
-  first: tool, ``ui://`` URI, digest, size, the outside domains it may reach (and those refused),
+  first, then the :data:`MAX_DECIDED_SHOWN` newest decided ones: tool, ``ui://`` URI, digest, size, the outside domains it may reach (and those refused),
   the permissions it declared, who decided and when. Server text, shown escaped.
 * ``app_decide`` (POST, CSRF) -- ``/mcp/servers/<id>/apps/<approval id>/``, ``decision=approve`` or
   ``revoke``: recorded with its audit event (``app_approved`` / ``app_revoked``), then back to the
@@ -29,13 +29,17 @@ from ..models import AppApproval
 
 logger = logging.getLogger("mrtrweb.views")
 
+#: the decided apps the page lists (the newest first, after every pending one)
+MAX_DECIDED_SHOWN = 200
+
 
 def _list_sync(request: HttpRequest, user: Any, server_id: int) -> HttpResponse:
     server = records.manageable_server(user, server_id)
     if server is None:
         raise Http404("No such server")
-    rows = list(AppApproval.objects.filter(server=server).select_related("decided_by"))
-    rows.sort(key=lambda a: (a.status != AppApproval.Status.PENDING, -a.first_seen_at.timestamp()))
+    apps = AppApproval.objects.filter(server=server).select_related("decided_by").order_by("-first_seen_at", "-pk")
+    rows = list(apps.filter(status=AppApproval.Status.PENDING)[:records.MAX_PENDING]) + \
+        list(apps.exclude(status=AppApproval.Status.PENDING)[:MAX_DECIDED_SHOWN])
     return TemplateResponse(request, "mrtrweb/app_approvals.html",
                             {"server": server, "approvals": rows, "decided": request.GET.get("decided", "")})
 

@@ -124,6 +124,8 @@ async def test_member_waits_admin_approves_by_digest_and_a_change_waits_again(se
     changed = await _document(carol, server, call)
     assert changed["status"] == "approval" and changed["digest"] == _digest(2)
     assert await AppApproval.objects.filter(server=server, status="pending").acount() == 1
+    page = (await alice.get(url)).content.decode()
+    assert page.index(_digest(2)) < page.index(_digest(1))  # what waits comes first
 
     # revoked: the old HTML stops rendering too
     hostile_apps.STATE["version"] = 1
