@@ -5,7 +5,7 @@ from django.urls import include, path
 from .audit import history
 from .runtime import metrics_view
 from .consent import rerun
-from .views import apps as mcp_apps, completions as suggestions, server_log, settings_page
+from .views import app_approvals, apps as mcp_apps, completions as suggestions, server_log, settings_page
 from . import views
 from .views.waiting import waiting_rounds
 
@@ -28,7 +28,11 @@ urlpatterns = [
     path("operations/<uuid:op_id>/", views.operation_detail, name="operation"),
     # MCP Apps (issue 31, docs/apps.md): the host's endpoints, then the sandbox origin's pages
     path("operations/<uuid:op_id>/app/", mcp_apps.app_start, name="app-start"),
+    path("operations/<uuid:op_id>/app/outcome/", mcp_apps.app_outcome, name="app-outcome"),
     path("operations/<uuid:op_id>/app/document/", mcp_apps.app_document, name="app-document"),
+    # a tenant admin approves an app's HTML by its digest (issue 31, item 1)
+    path("servers/<int:server_id>/apps/", app_approvals.app_approvals, name="app-approvals"),
+    path("servers/<int:server_id>/apps/<int:approval_id>/", app_approvals.app_decide, name="app-decide"),
     path("apps/sandbox/", mcp_apps.sandbox_proxy, name="app-sandbox"),
     path("apps/sandbox/doc/<str:token>/", mcp_apps.sandbox_document, name="app-sandbox-document"),
     path("operations/<uuid:op_id>/panel/", views.operation_panel, name="operation-panel"),

@@ -9,7 +9,7 @@ the conformance suite, another service).
 The documented names (``mrtrweb.headless.arun``, ``run``, ``ConsentPolicy``...) are re-exported
 here, lazily.
 
-May import: operations, consent, servers, runtime, models, gate, mcp, authz; imported only by
+May import: operations, consent, servers, runtime, models, gate, mcp, authz, mcpapps; imported only by
 management commands.
 """
 
@@ -25,6 +25,7 @@ __all__ = [
     "CANCEL",
     "DECLINE",
     "TASK_REQUIRED",
+    "APP_ONLY",
     "TIMEOUT",
     "ConsentPolicy",
     "HeadlessError",

@@ -43,12 +43,13 @@ from .. import operations
 from ..consent import sampling
 from ..gate import GateRejection, StoreUnavailable
 from ..models import McpServer, Membership, Operation
-from .policy import (ACCEPT_DEFAULTS, ANSWERS, CANCEL, DECLINE, SHOWN_NAME_CHARS, TASK_REQUIRED, TIMEOUT,
+from ..mcpapps import meta as app_meta
+from .policy import (ACCEPT_DEFAULTS, ANSWERS, APP_ONLY, CANCEL, DECLINE, SHOWN_NAME_CHARS, TASK_REQUIRED, TIMEOUT,
                      ConsentPolicy, HeadlessError, HeadlessOutcome, default_content, shown_name)
 
 logger = logging.getLogger("mrtrweb.headless")
 
-__all__ = ["ACCEPT_DEFAULTS", "ANSWERS", "CANCEL", "DECLINE", "TASK_REQUIRED", "TIMEOUT", "ConsentPolicy", "HeadlessError",
+__all__ = ["ACCEPT_DEFAULTS", "ANSWERS", "APP_ONLY", "CANCEL", "DECLINE", "TASK_REQUIRED", "TIMEOUT", "ConsentPolicy", "HeadlessError",
            "HeadlessOutcome", "arun", "close_connections", "default_content", "operation_name", "run", "server_for",
            "shown_name"]
 
@@ -180,17 +181,20 @@ async def arun(*, url: str, user: Any, tenant: Any, method: str, params: dict[st
     """
 
     server = await sync_to_async(_member_server)(user, tenant, url)
-    if method == "tools/call" and await _task_only(user, server, params.get("name")):
-        logger.info("tools/call of a task-only tool on server %s not run: nothing sent", server.pk)
-        return HeadlessOutcome(TASK_REQUIRED, None, 0, "", TASK_REQUIRED)
+    refusal = await _not_run(user, server, params.get("name")) if method == "tools/call" else None
+    if refusal is not None:
+        logger.info("tools/call of a tool on server %s not run (%s): nothing sent", server.pk, refusal)
+        return HeadlessOutcome(refusal, None, 0, "", refusal)
     return await _run(server, user, method, params, consent, timeout_s)
 
 
-async def _task_only(user: Any, server: McpServer, name: Any) -> bool:
-    """Whether the server lists the tool ``name`` with ``execution.taskSupport: "required"`` and
-    declares no task support (:mod:`mrtrweb.operations.tasks`: never called; where the server
-    declares tasks it runs as a task, to completion). A listing that fails says no: the
-    call then fails on its own, with the server's error."""
+async def _not_run(user: Any, server: McpServer, name: Any) -> str | None:
+    """Why the tool ``name`` is not called at all, or None: :data:`APP_ONLY` when the server lists
+    it for its MCP App alone (``_meta.ui.visibility`` without ``"model"``); :data:`TASK_REQUIRED`
+    when it is listed with ``execution.taskSupport: "required"`` and the server declares no task
+    support (:mod:`mrtrweb.operations.tasks`: never called; where the server declares tasks it runs
+    as a task, to completion). A listing that fails says None: the call then fails on its own, with
+    the server's error."""
     from ..mcp import McpCallError
     from ..operations.tasks import refused
 
@@ -200,8 +204,11 @@ async def _task_only(user: Any, server: McpServer, name: Any) -> bool:
         # the headless client answers at once, so the connection need not be released while a round waits)
         tools = await conn.tools_known(listen=True)
     except McpCallError:
-        return False
-    return any(refused(t, conn.server_capabilities) for t in tools if isinstance(t, dict) and t.get("name") == name)
+        return None
+    listed = [t for t in tools if isinstance(t, dict) and t.get("name") == name]
+    if any(app_meta.app_only(t) for t in listed):
+        return APP_ONLY
+    return TASK_REQUIRED if any(refused(t, conn.server_capabilities) for t in listed) else None
 
 
 async def _run(server: McpServer, user: Any, method: str, params: dict[str, Any], consent: ConsentPolicy,

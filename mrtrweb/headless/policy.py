@@ -54,7 +54,7 @@ from typing import Any
 from ..gate import CheckedSchema, ContentMismatch, Round
 from ..text import display
 
-__all__ = ["ACCEPT_DEFAULTS", "ANSWERS", "CANCEL", "DECLINE", "SHOWN_NAME_CHARS", "TASK_REQUIRED", "TIMEOUT",
+__all__ = ["ACCEPT_DEFAULTS", "ANSWERS", "APP_ONLY", "CANCEL", "DECLINE", "SHOWN_NAME_CHARS", "TASK_REQUIRED", "TIMEOUT",
            "ConsentPolicy", "HeadlessError", "HeadlessOutcome", "default_content", "shown_name"]
 
 ACCEPT_DEFAULTS = "accept-defaults"
@@ -67,6 +67,10 @@ TIMEOUT = "timeout"
 #: the outcome of a ``tools/call`` of a tool listed with ``execution.taskSupport: "required"``:
 #: not run, no operation (:mod:`mrtrweb.operations.tasks`)
 TASK_REQUIRED = "task_required"
+#: the outcome of a ``tools/call`` of a tool for its MCP App alone (``_meta.ui.visibility`` without
+#: ``"model"``, :func:`mrtrweb.mcpapps.meta.app_only`): not a person's call, nor this client's;
+#: not run, no operation
+APP_ONLY = "app_only"
 
 
 class HeadlessError(Exception):
@@ -89,7 +93,7 @@ class HeadlessOutcome:
 
     Attributes:
         status: an :class:`~mrtrweb.models.Operation` terminal status (``completed``, ``failed``,
-            ``denied``, ``expired``, ``interrupted``), ``timeout``, or ``task_required`` (the tool
+            ``denied``, ``expired``, ``interrupted``), ``timeout``, ``app_only`` (the tool is for its MCP App alone: nothing was sent), or ``task_required`` (the tool
             runs only as a task and the server declares no task support: nothing was sent,
             ``operation_id`` is ``""``).
         result: the server's final result object (``completed`` only), else ``None``.

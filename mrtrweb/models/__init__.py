@@ -4,6 +4,7 @@ importable as ``mrtrweb.models.<Name>`` as before):
 * :mod:`.tenancy` -- ``Tenant``, ``Membership``;
 * :mod:`.servers` -- ``McpServer`` and its field validators, ``ServerLogLevel`` (per person);
 * :mod:`.operations` -- ``Operation``;
+* :mod:`.apps` -- ``AppApproval`` (an MCP App's HTML approved by its digest, issue 31);
 * :mod:`.audit` -- ``AuditEvent``, ``AuditChainHead``, ``AuditCheckpoint`` (append-only);
 * :mod:`.durability` -- ``LiveBinding``, ``BindingIndexEntry``, ``BindingClaim``, ``LegacyAnswer``,
   ``WorkerLease``;
@@ -19,12 +20,13 @@ from __future__ import annotations
 from .tenancy import Membership, Tenant
 from .servers import McpServer, ServerLogLevel, validate_roots, validate_server_url
 from .operations import Operation
+from .apps import AppApproval
 from .audit import AppendOnlyQuerySet, AuditChainHead, AuditCheckpoint, AuditEvent
 from ..authz.models import OAuthClientRegistration, OAuthConnection, PendingAuthorization
 from .durability import BindingClaim, BindingIndexEntry, LegacyAnswer, LiveBinding, WorkerLease
 
 __all__ = [
-    "AppendOnlyQuerySet", "AuditChainHead", "AuditCheckpoint", "AuditEvent", "BindingClaim", "BindingIndexEntry",
+    "AppApproval", "AppendOnlyQuerySet", "AuditChainHead", "AuditCheckpoint", "AuditEvent", "BindingClaim", "BindingIndexEntry",
     "LegacyAnswer", "LiveBinding", "McpServer", "Membership", "OAuthClientRegistration", "OAuthConnection",
     "Operation", "PendingAuthorization", "ServerLogLevel", "Tenant", "WorkerLease", "validate_roots", "validate_server_url",
 ]

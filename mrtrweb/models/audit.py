@@ -53,10 +53,13 @@ class AuditEvent(models.Model):
         SERVER_REMOVED = "server_removed"
         AUTH_CHANGED = "auth_changed"
         TENANT_CHANGED = "tenant_changed"
+        # an MCP App's HTML approved or revoked by its digest (issue 31, :mod:`mrtrweb.appapproval`)
+        APP_APPROVED = "app_approved"
+        APP_REVOKED = "app_revoked"
 
     #: the events of a server's configuration (never of an operation)
     CONFIG = ("server_added", "server_changed", "server_disabled", "server_enabled", "server_removed",
-              "auth_changed", "tenant_changed")
+              "auth_changed", "tenant_changed", "app_approved", "app_revoked")
 
     TERMINAL = ("completed", "failed", "cancelled", "expired", "denied")
 

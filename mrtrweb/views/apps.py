@@ -3,15 +3,21 @@ the two pages of the sandbox origin (``MRTRWEB["APPS_SANDBOX_ORIGIN"]``).
 
 On the site (a signed-in person, their own operation; POSTs carry the CSRF token):
 
-* ``app_start`` (POST) -- for a completed ``tools/call`` operation of a server with apps on, whose
+* ``app_start`` (POST) -- for a running or completed ``tools/call`` operation of a server with apps on, whose
   tool (in the server's listing now) names a ``ui://`` app: starts ``resources/read`` of that URI on
   the same server, as an operation of this person like any other read (gate, limits, access,
-  audit). JSON ``{"read": "<operation id>", "input": {...}, "result": {...}}``; 404: no app.
+  audit). JSON ``{"read": "<operation id>", "input": {...}, "status": ..., ["result" | "reason"]}``
+  (the call's outcome so far, :func:`call_outcome`); 404: no app; 409: the call ended without a result.
+* ``app_outcome`` (GET) -- the call's outcome so far, asked while it runs.
 * ``app_document`` (GET) -- that read, once completed: checks the content (same URI, mime type
   ``text/html;profile=mcp-app``, at most :data:`MAX_HTML_BYTES`), builds the CSP from its
   ``_meta.ui.csp`` (:mod:`mrtrweb.mcpapps.csp`) and hands the HTML over once, under a random
   token in the binding cache (:data:`DOCUMENT_TTL_S`); JSON ``{"status": "ready", "document": path,
-  "domains": [...], "refused": n, "allow": "...", "digest": "sha256:..."}`` or ``{"status": "running"}``.
+  "domains": [...], "refused": n, "allow": "...", "digest": "sha256:..."}`` or ``{"status": "running"}``;
+  with approval required and this digest not approved (:mod:`mrtrweb.appapproval`), nothing handed
+  over: ``{"status": "approval", "digest": ..., "domains": [...], "approvals": <the page, for whom may
+  decide, else "">}``. ``?call=<operation id>``: the tool call it is shown for (names the tool on the
+  approval page).
 
 On the sandbox origin only (any other host: 404):
 
@@ -29,6 +35,7 @@ import base64
 import hashlib
 import logging
 import secrets
+import uuid
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -41,6 +48,7 @@ from django.utils.html import escape
 from django.views.decorators.http import require_GET, require_POST
 
 from .. import conf, operations
+from ..appapproval import records as approval_records
 from ..mcp import McpCallError
 from ..mcpapps import csp as app_csp, meta as app_meta
 from ..mcpapps.sandbox import addressed_to_sandbox, sandbox_origin
@@ -63,10 +71,9 @@ def _cache():
 
 
 def apps_on(server: Any) -> bool:
-    """Whether ``server``'s tools' apps may render: apps on for it, a sandbox origin configured, and
-    no approval required (approval by digest is not built yet: such apps stay text)."""
-    return bool(getattr(server, "apps_enabled", False)) and sandbox_origin() is not None \
-        and not getattr(server, "apps_require_approval", False)
+    """Whether ``server``'s tools' apps may render: apps on for it and a sandbox origin configured
+    (with approval required, each document besides: :func:`_approval`)."""
+    return bool(getattr(server, "apps_enabled", False)) and sandbox_origin() is not None
 
 
 def site_origin(request: HttpRequest) -> str:
@@ -92,8 +99,8 @@ async def app_start(request: HttpRequest, op_id: Any) -> HttpResponse:
     server = await sync_to_async(lambda: op.server)()
     if op.method != "tools/call" or not apps_on(server) or site_origin(request) == sandbox_origin():
         return _no_app()
-    if op.status != Operation.Status.COMPLETED or not isinstance(op.result, dict):
-        return JsonResponse({"status": op.status}, status=409)
+    if op.status not in Operation.LIVE and (op.status != Operation.Status.COMPLETED or not isinstance(op.result, dict)):
+        return JsonResponse({"status": op.status}, status=409)  # ended without a result: no app
     try:
         conn = await connections.connection_for(user, server)
         listed = await conn.list_tools()
@@ -112,7 +119,39 @@ async def app_start(request: HttpRequest, op_id: Any) -> HttpResponse:
         return JsonResponse({"error": exc.code}, status=exc.status or 409)
     arguments = (op.params or {}).get("arguments")
     return JsonResponse({"read": str(read.id), "input": {"arguments": arguments if isinstance(arguments, dict) else {}},
-                         "result": op.result})
+                         **call_outcome(op)})
+
+
+#: what the app is told when its call ends without a result (``ui/notifications/tool-cancelled``'s
+#: ``reason``): the product's own words, never a server's text
+CANCELLED_REASONS = {Operation.Status.FAILED: "failed", Operation.Status.INTERRUPTED: "failed",
+                     Operation.Status.DENIED: "denied", Operation.Status.EXPIRED: "expired"}
+
+
+def call_outcome(op: Operation) -> dict[str, Any]:
+    """Where the call stands for its app: ``{"status": "running"}``, ``{"status": "completed",
+    "result": <the CallToolResult>}`` or ``{"status": "cancelled", "reason": "stopped" | "failed" |
+    "denied" | "expired"}`` (stopped: the person's Stop)."""
+    if op.status in Operation.LIVE:
+        return {"status": "running"}
+    if op.status == Operation.Status.COMPLETED and isinstance(op.result, dict):
+        return {"status": "completed", "result": op.result}
+    reason = "stopped" if op.stop_requested_by else CANCELLED_REASONS.get(op.status, "failed")
+    return {"status": "cancelled", "reason": reason}
+
+
+@login_required
+@require_GET
+async def app_outcome(request: HttpRequest, op_id: Any) -> HttpResponse:
+    """Where the person's tool call whose app is shown stands (:func:`call_outcome`, JSON); apps.js asks
+    while the call runs, then sends ``tool-result`` or ``tool-cancelled``. 404: not a tool call of
+    this person on a server with apps on."""
+    user = await _user(request)
+    op = await _operation_for(user, op_id)
+    server = await sync_to_async(lambda: op.server)()
+    if op.method != "tools/call" or not apps_on(server):
+        return _no_app()
+    return JsonResponse(call_outcome(op))
 
 
 def _html_of(read: Operation) -> tuple[str, Any] | None:
@@ -160,14 +199,49 @@ async def app_document(request: HttpRequest, op_id: Any) -> HttpResponse:
     if policy.refused:
         logger.info("app read %s: %d declared domain(s) refused: %s", read.pk, len(policy.refused),
                     "; ".join(f"{name}: {why}" for name, _, why in policy.refused[:5]))
+    digest = "sha256:" + hashlib.sha256(html.encode("utf-8", "surrogatepass")).hexdigest()
+    if server.apps_require_approval:
+        waiting = await _approval(request, user, server, read, digest, policy, ui, html)
+        if waiting is not None:
+            return waiting
     allow = app_csp.allow_attribute(ui.get("permissions"), allowed=())
     token = secrets.token_urlsafe(32)
     await sync_to_async(_cache().set)(_CACHE_PREFIX + token, {"html": html, "csp": policy.header,
                                                                         "site": site_origin(request)}, DOCUMENT_TTL_S)
-    digest = "sha256:" + hashlib.sha256(html.encode("utf-8", "surrogatepass")).hexdigest()
     return JsonResponse({"status": "ready", "document": reverse("mrtrweb:app-sandbox-document", args=[token]),
                          "domains": list(policy.outside_domains), "refused": len(policy.refused), "allow": allow,
                          "digest": digest})
+
+
+async def _approval(request: HttpRequest, user: Any, server: Any, read: Operation, digest: str,
+                    policy: app_csp.CspPolicy, ui: dict[str, Any], html: str) -> HttpResponse | None:
+    """None when this exact document (``digest``) is approved for ``server``'s app; else the
+    "waiting for approval" answer (the document is recorded as pending on first sight; the
+    tool is the one of the call named by ``?call=<operation id>``, when it is this person's, on
+    this server). ``approvals`` (the page to decide on) only for whom may decide."""
+    tool = ""
+    call_id = request.GET.get("call", "")
+    if call_id:
+        call = await Operation.objects.filter(pk=call_id if _is_uuid(call_id) else None, user=user, server=server,
+                                              method="tools/call").values_list("name", flat=True).afirst()
+        tool = call or ""
+    status = await sync_to_async(approval_records.status_for)(
+        server, read.name, digest, tool=tool, policy=policy, permissions=ui.get("permissions"),
+        size=len(html.encode("utf-8", "surrogatepass")))
+    if status == "approved":
+        return None
+    logger.info("app read %s: %s %s not approved (%s); not rendered", read.pk, read.name[:200], digest, status)
+    manager = await sync_to_async(approval_records.manageable_server)(user, server.pk)
+    return JsonResponse({"status": "approval", "digest": digest, "domains": list(policy.outside_domains),
+                         "approvals": reverse("mrtrweb:app-approvals", args=[server.pk]) if manager else ""})
+
+
+def _is_uuid(value: str) -> bool:
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return False
+    return True
 
 
 def _sandbox_only(request: HttpRequest) -> None:

@@ -170,6 +170,7 @@ def _server_settings_sync(request: HttpRequest, user: Any, server_id: int) -> Ht
     return TemplateResponse(request, "mrtrweb/server_settings.html",
                             {"server": server, "form": form, "auth_form": auth_form, "saved": saved,
                              "protocol_form": protocol_form, "apps_form": apps_form,
+                             "apps_pending": server.app_approvals.filter(status="pending").count(),
                              "redirect_uri": redirect_uri(request),
                              "client_metadata_url": conf.get("OAUTH_CLIENT_METADATA_URL") or ""},
                             status=400 if request.method == "POST" and not saved else 200)

@@ -456,6 +456,9 @@ PRODUCT_EXPRESSIONS = {
     "complete_url", "level.0", "level.1", "log_level", "kept_log_lines",
     # issue 28 item 2: the tool page's own query with json=1 or without it (urlencoded: ASCII)
     "json_url", "fields_url",
+    # issue 31: an app's approval (mrtrweb.appapproval): its status (a product choice), the digest the
+    # product computed, the size it counted, how many wait
+    "a.status", "a.get_status_display", "a.digest", "a.size", "apps_pending",
 }
 #: filters whose output is the product's own text whatever their input (mrtrweb.consent.outcomes.status_label:
 #: a status label, never server text)

@@ -43,6 +43,8 @@ EVENT_LABELS = {
     "server_disabled": _("disabled a server"), "server_enabled": _("enabled a server"),
     "server_removed": _("removed a server"), "auth_changed": _("changed a server's authorization"),
     "tenant_changed": _("changed the tenant's settings"),
+    # an MCP App's HTML approved or revoked by its digest (issue 31): the row's name is its ui:// URI
+    "app_approved": _("approved an MCP App"), "app_revoked": _("revoked an MCP App's approval"),
 }
 #: a ``denied`` event that is the person's own Stop (code ``denied``, reason ``cancelled``:
 #: mrtrweb.operations.stopping), shown as such rather than as a refusal

@@ -33,6 +33,9 @@ Exit codes (several operations: the first non-zero one, in order):
     cancel (a failed, denied... operation keeps its own code)
 10  not run: the tool is listed with ``execution.taskSupport: "required"`` (it runs only as a
     task, which this client does not run yet; a plain call would be refused): nothing was sent
+11  not run: the tool is for its MCP App alone (``_meta.ui.visibility: ["app"]``, issue 31): it
+    is no person's call, nor this client's; nothing was sent. ``--list`` and ``--each`` leave
+    such tools out.
 ==  =====================================================================================
 
 ``--conformance`` is for the official MCP conformance suite
@@ -79,11 +82,15 @@ from mrtrweb.servers import connections
 from mrtrweb.text import display, names, results
 from mrtrweb import operations
 from mrtrweb.mcp import McpCallError
+from mrtrweb.mcpapps import meta as app_meta
 from mrtrweb.models import Membership, Operation, Tenant
 from mrtrweb.operations.tasks import TASK_REQUIRED_MESSAGE
 
 #: the line boundaries of ``str.splitlines``
 _LINE_BREAK = re.compile("[\n\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
+
+#: what ``app_only`` (exit 11) says
+APP_ONLY_MESSAGE = "This tool is for its MCP App alone (its visibility leaves out the model): not called."
 
 DEFAULT_USER = "mrtr-headless"
 DEFAULT_TENANT = "headless"
@@ -96,6 +103,7 @@ EXIT_CODES = {
     Operation.Status.INTERRUPTED: 6,
     headless.TIMEOUT: 7,
     headless.TASK_REQUIRED: 10,
+    headless.APP_ONLY: 11,
 }
 EXIT_TOOL_ERROR = 8
 EXIT_MISSING_DEFAULTS = 9
@@ -188,7 +196,7 @@ async def plan_each(user: Any, tenant: Any, url: str) -> list[tuple[str, dict[st
     ops: list[tuple[str, dict[str, Any]]] = []
     if "tools" in caps:
         for tool in await conn.list_tools():
-            if isinstance(tool.get("name"), str):
+            if isinstance(tool.get("name"), str) and not app_meta.app_only(tool):  # an app's alone: not ours
                 ops.append(("tools/call", {"name": tool["name"],
                                            "arguments": synthesize_arguments(tool.get("inputSchema"))}))
     if "prompts" in caps:
@@ -322,7 +330,8 @@ class Command(BaseCommand):
     async def _list(self, user: Any, tenant: Any, url: str, as_json: bool) -> None:
         conn = await _connection(user, tenant, url)
         caps = conn.server_capabilities or {}
-        listing = {"tools": await conn.list_tools() if "tools" in caps else [],
+        tools = await conn.list_tools() if "tools" in caps else []
+        listing = {"tools": [t for t in tools if not app_meta.app_only(t)],  # an MCP App's alone: not offered
                    "resources": await _optional_listing(conn.list_resources) if "resources" in caps else [],
                    "prompts": await _optional_listing(conn.list_prompts) if "prompts" in caps else [],
                    "resourceTemplates": await _optional_listing(conn.list_resource_templates)
@@ -353,9 +362,9 @@ class Command(BaseCommand):
 
     def _print_outcome(self, method: str, params: dict[str, Any], outcome: headless.HeadlessOutcome) -> None:
         name = headless.operation_name(method, params)
-        if outcome.status == headless.TASK_REQUIRED:  # not run: no operation, nothing sent
+        if outcome.status in (headless.TASK_REQUIRED, headless.APP_ONLY):  # not run: no operation, nothing sent
             self.stdout.write(f"{method} {display.shown(name)}: {outcome.status} (not run)")
-            self.stdout.write(f"  {TASK_REQUIRED_MESSAGE}")
+            self.stdout.write(f"  {TASK_REQUIRED_MESSAGE if outcome.status == headless.TASK_REQUIRED else APP_ONLY_MESSAGE}")
             return
         line = f"{method} {display.shown(name)}: {outcome.status} after {outcome.rounds} round(s) (operation {outcome.operation_id})"
         if outcome.error_code:

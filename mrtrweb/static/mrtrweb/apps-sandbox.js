@@ -2,7 +2,8 @@
 // by the site named in <body data-site> (the page's CSP says frame-ancestors <site>).
 // Handshake (the specification's web-host design): post ui/notifications/sandbox-proxy-ready to the
 // parent; on ui/notifications/sandbox-resource-ready load the app's one-time document (its CSP is an
-// HTTP header of that document) in the inner frame; then relay messages both ways, nothing else.
+// HTTP header of that document) in the inner frame; then relay messages both ways, nothing else
+// (the app's: only JSON, at most MAX_MESSAGE_CHARS characters of it).
 (function () {
   "use strict";
   var body = document.body;
@@ -24,6 +25,11 @@
   var inner = null;
   var PROXY_READY = "ui/notifications/sandbox-proxy-ready";
   var RESOURCE_READY = "ui/notifications/sandbox-resource-ready";
+  // the largest message of the app relayed to the site (characters of its JSON); larger ones are dropped
+  var MAX_MESSAGE_CHARS = 8 * 1024 * 1024;
+  function bounded(data) {
+    try { return JSON.stringify(data).length <= MAX_MESSAGE_CHARS; } catch (e) { return false; }
+  }
   var PERMISSIONS = { camera: "camera", microphone: "microphone", geolocation: "geolocation", clipboardWrite: "clipboard-write" };
 
   function load(params) {
@@ -54,6 +60,7 @@
       if (data && data.method === RESOURCE_READY) { load(data.params); return; }
       if (inner && inner.contentWindow) inner.contentWindow.postMessage(data, window.location.origin);
     } else if (inner && event.source === inner.contentWindow) {
+      if (!bounded(event.data)) return; // dropped: past MAX_MESSAGE_CHARS, or not JSON at all
       window.parent.postMessage(event.data, site);
     }
   });
