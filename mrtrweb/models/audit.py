@@ -53,6 +53,10 @@ class AuditEvent(models.Model):
         SERVER_REMOVED = "server_removed"
         AUTH_CHANGED = "auth_changed"
         TENANT_CHANGED = "tenant_changed"
+        # an MCP App rendered on the page of the operation (issue 31 item 5, :mod:`mrtrweb.appcalls`):
+        # ``name`` its tool, ``display_digest`` the HTML's sha256, ``config_digest`` the CSP's,
+        # ``actions`` the resource URI, the CSP's outside domains and the refused count
+        APP_RENDERED = "app_rendered"
 
     #: the events of a server's configuration (never of an operation)
     CONFIG = ("server_added", "server_changed", "server_disabled", "server_enabled", "server_removed",

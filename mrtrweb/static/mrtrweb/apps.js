@@ -2,9 +2,10 @@
 // call in a frame of the sandbox origin, driven by the official library's AppBridge
 // (vendor/ext-apps, @modelcontextprotocol/ext-apps, pinned). No protocol is written here.
 // Sent to the app: tool-input, tool-result, host-context-changed (theme, locale), resource-teardown
-// before the frame is removed. Every request of the app to the host beyond ui/initialize is refused
-// with a JSON-RPC error (no handler: "method not found") until issue 31 item 4.
+// before the frame is removed. The app's own requests (tools/call, resources/read, links,
+// downloads; the rest refused) are apps-requests.js's (issue 31 item 4).
 import { AppBridge, PostMessageTransport } from "./vendor/ext-apps/app-bridge.js";
+import { HOST_CAPABILITIES, installAppRequests } from "./apps-requests.js";
 
 const MIN_HEIGHT = 80;
 const MAX_HEIGHT = 1600;
@@ -61,8 +62,9 @@ async function start() {
   frame.src = box.dataset.proxyUrl;
   box.querySelector(".app-holder").appendChild(frame);
 
-  const bridge = new AppBridge(null, { name: "mrtrweb", version: box.dataset.version || "0" }, {},
+  const bridge = new AppBridge(null, { name: "mrtrweb", version: box.dataset.version || "0" }, HOST_CAPABILITIES,
                                { hostContext: hostContext() });
+  installAppRequests(bridge, box);
   bridge.onsandboxready = () => {
     bridge.sendSandboxResourceReady({ html: "", "mrtrweb/document": doc.document, "mrtrweb/allow": doc.allow });
   };
