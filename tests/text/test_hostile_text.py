@@ -456,6 +456,9 @@ PRODUCT_EXPRESSIONS = {
     "complete_url", "level.0", "level.1", "log_level", "kept_log_lines",
     # issue 28 item 2: the tool page's own query with json=1 or without it (urlencoded: ASCII)
     "json_url", "fields_url",
+    # issue 31 item 4/5: an app request card's kind and URLs (reversed), a file's size (a number); the
+    # history's initiator (a product choice) and its labels (mrtrweb.audit.history.rows)
+    "kind", "decide_url", "f.url", "f.size", "row.initiator", "row.initiator_label", "row.confirmation_label",
 }
 #: filters whose output is the product's own text whatever their input (mrtrweb.consent.outcomes.status_label:
 #: a status label, never server text)
