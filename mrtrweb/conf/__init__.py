@@ -169,7 +169,8 @@ Meanings are reStructuredText-lite: ``literal`` is the only markup.
     an app may call at most this many tools (50): the first ones, in the server's listing order, whose
     ``_meta.ui.visibility`` includes ``"app"``; any further one is refused
 ``APPS_MAX_DOWNLOAD_BYTES``
-    the largest file an app may offer for download with ``ui/download-file`` (5,000,000 bytes, decoded)
+    the most bytes (decoded, all files together) an app may offer for download with ``ui/download-file``
+    (1,000,000); the request carries them base64-encoded, so keep it under Django's ``DATA_UPLOAD_MAX_MEMORY_SIZE``
 ``SAMPLING_PROVIDER``
     dotted path of the object or callable ``provide(request_params, *, user, operation, form_data)
     -> dict`` that answers an approved ``sampling/createMessage`` (a ``CreateMessageResult``;

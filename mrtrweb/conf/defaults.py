@@ -57,7 +57,7 @@ DEFAULTS: dict[str, Any] = {
     "MAX_HELD_OUTCOMES": 1000,
     "MAX_TENANT_SERVERS": 50, "MAX_PERSONAL_SERVERS": 5, "APPS_SANDBOX_ORIGIN": None,
     # MCP Apps' own calls (issue 31 item 4, mrtrweb.appcalls)
-    "APPS_CALLS_PER_SECOND": 5, "APPS_CALL_TIMEOUT_S": 120, "APPS_MAX_TOOLS": 50, "APPS_MAX_DOWNLOAD_BYTES": 5_000_000,
+    "APPS_CALLS_PER_SECOND": 5, "APPS_CALL_TIMEOUT_S": 120, "APPS_MAX_TOOLS": 50, "APPS_MAX_DOWNLOAD_BYTES": 1_000_000,
 }
 
 #: keys whose value is a positive, finite number
