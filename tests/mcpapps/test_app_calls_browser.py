@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 
 import pytest
 
@@ -193,9 +194,9 @@ def test_app_calls_go_through_the_product(signed_in, servers, sandboxed, live, s
 BUDGET_SERVER = "@modelcontextprotocol/server-budget-allocator@2.0.3"
 
 
-@pytest.fixture(scope="module")
-def budget_app_server():
-    """The npm budget allocator server on 127.0.0.1 (it listens on every interface)."""
+def _node_app_server(prefix: str, package: str):
+    """Run an npm MCP App example server on 127.0.0.1 (it listens on every interface; PORT from its
+    main.ts); yields its MCP URL."""
     import socket
     import subprocess
     import time
@@ -205,13 +206,13 @@ def budget_app_server():
     from tests.nodejs import VAR, NodeUnavailable, node22, node_env, npm_install
 
     try:
-        modules = npm_install(VAR / "apps-budget", BUDGET_SERVER)
+        modules = npm_install(VAR / prefix, package)
         node = node22()
     except NodeUnavailable as exc:
         pytest.fail(str(exc))
     port = _free_port()
-    log = (VAR / f"apps-budget-{port}.log").open("w")
-    entry = modules / "@modelcontextprotocol" / "server-budget-allocator" / "dist" / "index.js"
+    log = (VAR / f"{prefix}-{port}.log").open("w")
+    entry = modules / package.rsplit("@", 1)[0] / "dist" / "index.js"
     proc = subprocess.Popen([node, str(entry)], env={**node_env(node), "PORT": str(port)}, stdout=log,
                             stderr=subprocess.STDOUT, cwd=str(entry.parent))
     try:
@@ -221,15 +222,20 @@ def budget_app_server():
                 break
             except OSError:
                 if proc.poll() is not None:
-                    pytest.fail(f"the budget server ended: {Path(log.name).read_text()[-2000:]}")
+                    pytest.fail(f"{package} ended: {Path(log.name).read_text()[-2000:]}")
                 time.sleep(0.1)
         else:
-            pytest.fail("the budget server did not listen")
+            pytest.fail(f"{package} did not listen")
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
         proc.terminate()
         proc.wait(timeout=10)
         log.close()
+
+
+@pytest.fixture(scope="module")
+def budget_app_server():
+    yield from _node_app_server("apps-budget", BUDGET_SERVER)
 
 
 def test_the_budget_allocator_renders_and_its_controls_work(signed_in, budget_app_server, sandboxed, live):  # noqa: F811
@@ -261,3 +267,42 @@ def test_the_budget_allocator_renders_and_its_controls_work(signed_in, budget_ap
     expect(selector).to_have_value(other)
     expect(status).not_to_have_text(shown_before)  # the app recomputed its allocation for the new budget
     assert Operation.objects.count() == ops_before
+
+
+# -- a registry example whose control calls a tool: @modelcontextprotocol/server-system-monitor ------
+SYSMON_SERVER = "@modelcontextprotocol/server-system-monitor@2.0.3"
+
+
+@pytest.fixture(scope="module")
+def sysmon_app_server():
+    yield from _node_app_server("apps-sysmon", SYSMON_SERVER)
+
+
+def test_the_system_monitors_start_button_calls_its_tool_through_the_product(signed_in, sysmon_app_server,
+                                                                             sandboxed, live):  # noqa: F811
+    """The system monitor's Start button polls its app-only ``poll-system-stats`` (not read-only):
+    each poll waits for the person's Confirm on the host's card, runs as an operation with
+    initiator app, and its stats show in the app."""
+    from mrtrweb.models import McpServer, Operation
+
+    page = signed_in("System monitor", sysmon_app_server, apps_enabled=True)
+    server = McpServer.objects.get(name="System monitor")
+    page.goto(f"/mcp/servers/{server.pk}/tools/?name=get-system-info")
+    page.get_by_role("button", name="Call tool").click()
+    page.wait_for_url(OP_URL)
+    host_id = OP_URL.search(page.url).group(1)
+    box = page.locator("#mcp-app")
+    expect(box.locator(".app-status")).to_have_text("The app shows this result.", timeout=30_000)
+    app = page.frame_locator("#mcp-app iframe.app-frame").frame_locator("iframe")
+    expect(app.locator("#info-hostname")).not_to_have_text("")  # from the person's call's result
+    assert not Operation.objects.filter(name="poll-system-stats").exists()
+    app.locator("#poll-toggle-btn").click()  # Start
+    confirm = box.locator(".app-requests .app-request[data-kind=confirm]").first
+    expect(confirm).to_contain_text("poll-system-stats")
+    assert not Operation.objects.filter(name="poll-system-stats").exists()  # nothing sent before Confirm
+    confirm.get_by_role("button", name="Confirm the call").click()
+    expect(app.locator("#memory-percent")).to_have_text(re.compile(r"^\d+(\.\d+)?%$"), timeout=20_000)
+    polled = Operation.objects.filter(name="poll-system-stats", status="completed").first()
+    assert polled is not None and polled.initiator == "app" and polled.server_id == server.pk
+    assert polled.initiator_detail["app_of"] == host_id and polled.initiator_detail["confirmation"] == "person"
+    app.locator("#poll-toggle-btn").click()  # Stop polling
