@@ -14,6 +14,9 @@
   first and served as an attachment;
 * no message the host posts to the frame holds the session cookie, the CSRF token, a
   ``requestState`` or the answer value (recorded in every frame).
+
+And two registry apps: ``server-budget-allocator`` renders and works; ``server-system-monitor``'s
+Start button calls its app-only ``poll-system-stats`` through the product, confirmed by the person.
 """
 
 from __future__ import annotations
