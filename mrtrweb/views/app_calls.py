@@ -28,6 +28,7 @@ from django.urls import reverse
 from django.utils.translation import gettext
 from django.views.decorators.http import require_GET, require_POST
 
+from .. import catalog
 from ..appcalls import AppCallRefused, calls, offers
 from ..appcalls.host import app_host
 from ..models import Operation
@@ -75,7 +76,7 @@ async def app_request(request: HttpRequest, op_id: Any) -> HttpResponse:
             shown = json.dumps(started.arguments, ensure_ascii=False, indent=2)
             card = await sync_to_async(_card)(
                 request, kind="confirm", host=host, spec=started.spec, arguments=shown[:_MAX_SHOWN_ARGUMENTS],
-                cut=len(shown) > _MAX_SHOWN_ARGUMENTS, destructive=calls.catalog.is_destructive(started.spec),
+                cut=len(shown) > _MAX_SHOWN_ARGUMENTS, destructive=catalog.is_destructive(started.spec),
                 decide_url=reverse("mrtrweb:app-decide", args=[host.op.id, started.token]))
             return JsonResponse({"status": "confirm", "card": card})
         if method == "resources/read":
