@@ -88,6 +88,12 @@ export function installAppRequests(bridge, box) {
   function roundCard(opId) {
     const holder = show("", "round");
     holder.setAttribute("data-operation", opId);
+    const heading = document.createElement("p");
+    heading.className = "app-round-heading";
+    heading.textContent = text("roundHeading");
+    const panel = document.createElement("div");
+    panel.className = "app-round-panel";
+    holder.append(heading, panel);
     holder.addEventListener("submit", async (event) => {
       const form = event.target;
       if (!form || !form.matches || !form.matches("form")) return;
@@ -96,8 +102,8 @@ export function installAppRequests(bridge, box) {
       if (event.submitter && event.submitter.name) data.append(event.submitter.name, event.submitter.value);
       const answer = await fetch(form.getAttribute("action"), { method: "POST", credentials: "same-origin", body: data });
       const page = new DOMParser().parseFromString(await answer.text(), "text/html");
-      const panel = page.getElementById("operation");
-      if (panel) holder.innerHTML = panel.innerHTML;
+      const shown = page.getElementById("operation");
+      if (shown) panel.innerHTML = shown.innerHTML;
     });
     return holder;
   }
@@ -106,7 +112,8 @@ export function installAppRequests(bridge, box) {
     const answer = await fetch(panelUrl(opId), { credentials: "same-origin" });
     if (!answer.ok) return;
     const html = await answer.text();
-    if (!holder.querySelector("form.review")) holder.innerHTML = html; // keep a review being read
+    const panel = holder.querySelector(".app-round-panel");
+    if (!panel.querySelector("form.review")) panel.innerHTML = html; // keep a review being read
   }
 
   // Wait for an app's operation to end: its final result, or a JSON-RPC error
