@@ -108,6 +108,8 @@ def test_app_calls_go_through_the_product(signed_in, servers, sandboxed, live, s
     card = box.locator(".app-requests form.card")
     expect(card).to_be_visible(timeout=20_000)
     expect(card).to_contain_text("The transfer needs your code word")
+    expect(box.locator(".app-round-panel p.initiator")).to_have_text(
+        "Made by the app of open_panel on your page. You confirmed the call.")
     expect(box.locator(".app-round-heading")).to_have_text(
         "The app's call asks for your input. Answer it here; the app sees only the call's final result.")
     card.get_by_label("Code word").fill(SECRET_ANSWER)
