@@ -97,7 +97,10 @@ async def app_host(user: Any, op_id: Any) -> AppHost:
     """
     op = await operations.operation_for(user, op_id)
     server = await sync_to_async(lambda: op.server)()
-    if op.method != "tools/call" or not getattr(server, "apps_enabled", False) or sandbox_origin() is None:
+    # as mrtrweb.views.apps.apps_on: apps on, a sandbox, and (until approval by digest exists) no
+    # approval required -- an app that may not render now may not call either
+    if op.method != "tools/call" or not getattr(server, "apps_enabled", False) or sandbox_origin() is None \
+            or getattr(server, "apps_require_approval", False):
         raise AppCallRefused("apps_off", APPS_OFF, 403)
     last = await sync_to_async(_last_rendering)(op.pk)
     if last is None or not isinstance(last.get("actions"), dict):

@@ -187,3 +187,13 @@ async def test_a_download_once_and_only_for_its_person(seeded, own, sandbox, set
         "uri": "x", "blob": "QUJDREVGR0hJSktM"}}]}  # 12 bytes
     status, refused = await _ask(client, host, too_big)
     assert (status, refused["error"]) == (400, "bad_download")
+
+
+async def test_apps_turned_off_or_put_under_approval_after_rendering_call_nothing(seeded, own, sandbox):
+    host, client = await _rendered(seeded, own)
+    server = host.server
+    for change in ({"apps_require_approval": True}, {"apps_require_approval": False, "apps_enabled": False}):
+        await McpServer.objects.filter(pk=server.pk).aupdate(**change)
+        status, body = await _ask(client, host, {"method": "tools/call", "name": "lookup"})
+        assert (status, body["error"]) == (403, "apps_off"), change
+    assert own.log.tool_calls("lookup") == []
