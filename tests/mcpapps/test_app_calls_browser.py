@@ -28,7 +28,7 @@ import re
 import pytest
 
 from tests import apps_server, honest
-from tests.browser import OP_URL, expect
+from tests.browser import OP_URL, expect, screenshot
 from tests.mcpapps.test_apps_browser import RECORDER, sandboxed  # noqa: F401 -- the fixture
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -103,6 +103,7 @@ def test_app_calls_go_through_the_product(signed_in, servers, sandboxed, live, s
     expect(confirm).to_contain_text("transfer")
     expect(confirm.locator(".app-arguments")).to_contain_text('"amount": 5')
     assert own.log.counts()[("transfer", False)] == 0
+    screenshot(page, "mcp-app-confirm.png")  # the host's card outside the frame (under var/)
     confirm.get_by_role("button", name="Confirm the call").click()
     # its round appears on the host's consent card; the person answers it there
     card = box.locator(".app-requests form.card")
@@ -113,6 +114,7 @@ def test_app_calls_go_through_the_product(signed_in, servers, sandboxed, live, s
     expect(box.locator(".app-round-heading")).to_have_text(
         "The app's call asks for your input. Answer it here; the app sees only the call's final result.")
     card.get_by_label("Code word").fill(SECRET_ANSWER)
+    screenshot(page, "mcp-app-round.png")  # the app call's round on the host's consent card
     card.get_by_role("button", name="Accept", exact=True).click()
     review = box.locator(".app-requests form.review")
     expect(review).to_be_visible()
