@@ -5,7 +5,7 @@ from django.urls import include, path
 from .audit import history
 from .runtime import metrics_view
 from .consent import rerun
-from .views import app_approvals, apps as mcp_apps, completions as suggestions, server_log, settings_page
+from .views import app_approvals, app_calls, apps as mcp_apps, completions as suggestions, server_log, settings_page
 from . import views
 from .views.waiting import waiting_rounds
 
@@ -32,7 +32,12 @@ urlpatterns = [
     path("operations/<uuid:op_id>/app/document/", mcp_apps.app_document, name="app-document"),
     # a tenant admin approves an app's HTML by its digest (issue 31, item 1)
     path("servers/<int:server_id>/apps/", app_approvals.app_approvals, name="app-approvals"),
-    path("servers/<int:server_id>/apps/<int:approval_id>/", app_approvals.app_decide, name="app-decide"),
+    path("servers/<int:server_id>/apps/<int:approval_id>/", app_approvals.app_decide, name="app-approval-decide"),
+    # an app's own requests (issue 31 item 4, mrtrweb.views.app_calls)
+    path("operations/<uuid:op_id>/app/requests/", app_calls.app_request, name="app-request"),
+    path("operations/<uuid:op_id>/app/requests/<str:token>/", app_calls.app_decide, name="app-decide"),
+    path("operations/<uuid:op_id>/app/calls/<uuid:call_id>/", app_calls.app_call, name="app-call"),
+    path("operations/<uuid:op_id>/app/download/<str:token>/", app_calls.app_download, name="app-download"),
     path("apps/sandbox/", mcp_apps.sandbox_proxy, name="app-sandbox"),
     path("apps/sandbox/doc/<str:token>/", mcp_apps.sandbox_document, name="app-sandbox-document"),
     path("operations/<uuid:op_id>/panel/", views.operation_panel, name="operation-panel"),

@@ -159,6 +159,18 @@ Meanings are reStructuredText-lite: ``literal`` is the only markup.
     ``(700, 10, 10)``; ``MRTRWEB_GC_THRESHOLDS="20000 4 100"``
 ``APPS_SANDBOX_ORIGIN``
     the origin MCP Apps run on (docs/apps.md; e.g. ``"https://apps.example.com"``), not the site's host name (``mrtrweb.E060``)
+``APPS_CALLS_PER_SECOND``
+    the most ``tools/call`` / ``resources/read`` requests one rendered app (its host operation) may make in one
+    second (5); one more is refused with a JSON-RPC error, nothing sent (docs/apps.md)
+``APPS_CALL_TIMEOUT_S``
+    seconds one call of an app may take, from the app's request to its final result, the person's confirmation and
+    rounds included (120); then it is stopped and the app told so
+``APPS_MAX_TOOLS``
+    an app may call at most this many tools (50): the first ones, in the server's listing order, whose
+    ``_meta.ui.visibility`` includes ``"app"``; any further one is refused
+``APPS_MAX_DOWNLOAD_BYTES``
+    the most bytes (decoded, all files together) an app may offer for download with ``ui/download-file``
+    (1,000,000); the request carries them base64-encoded, so keep it under Django's ``DATA_UPLOAD_MAX_MEMORY_SIZE``
 ``SAMPLING_PROVIDER``
     dotted path of the object or callable ``provide(request_params, *, user, operation, form_data)
     -> dict`` that answers an approved ``sampling/createMessage`` (a ``CreateMessageResult``;

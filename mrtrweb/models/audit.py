@@ -56,6 +56,10 @@ class AuditEvent(models.Model):
         # an MCP App's HTML approved or revoked by its digest (issue 31, :mod:`mrtrweb.appapproval`)
         APP_APPROVED = "app_approved"
         APP_REVOKED = "app_revoked"
+        # an MCP App rendered on the page of the operation (issue 31 item 5, :mod:`mrtrweb.appcalls`):
+        # ``name`` its tool, ``display_digest`` the HTML's sha256, ``config_digest`` the CSP's,
+        # ``actions`` the resource URI, the CSP's outside domains and the refused count
+        APP_RENDERED = "app_rendered"
 
     #: the events of a server's configuration (never of an operation)
     CONFIG = ("server_added", "server_changed", "server_disabled", "server_enabled", "server_removed",

@@ -196,11 +196,13 @@ DENY_MESSAGES = {
 STOPPED_BY: Final = {
     "person": gettext_noop("You stopped this operation; the call was cancelled at the server."),
     "headless_timeout": gettext_noop("The headless client's time limit passed; the call was cancelled at the server."),
+    "app_timeout": gettext_noop("The time limit of an app's call passed; the call was cancelled at the server."),
 }
 #: the same, when the operation was stopped while a round waited for its answer
 STOPPED_BY_AT_ROUND: Final = {
     "person": DENY_MESSAGES["cancelled"],
     "headless_timeout": gettext_noop("The headless client's time limit passed; nothing was sent for its open round."),
+    "app_timeout": gettext_noop("The time limit of an app's call passed; nothing was sent for its open round."),
 }
 
 

@@ -52,6 +52,7 @@ from ..appapproval import records as approval_records
 from ..mcp import McpCallError
 from ..mcpapps import csp as app_csp, meta as app_meta
 from ..mcpapps.sandbox import addressed_to_sandbox, sandbox_origin
+from ..appcalls import host as app_hosts
 from ..models import Operation
 from ..servers import connections
 from .common import _operation_for, _user, login_required
@@ -117,6 +118,7 @@ async def app_start(request: HttpRequest, op_id: Any) -> HttpResponse:
     except operations.OperationRefused as exc:
         logger.info("app of operation %s: its read was refused (%s)", op.pk, exc.code)
         return JsonResponse({"error": exc.code}, status=exc.status or 409)
+    await sync_to_async(app_hosts.note_read)(read.id, op.id)  # its rendering is audited on this operation
     arguments = (op.params or {}).get("arguments")
     return JsonResponse({"read": str(read.id), "input": {"arguments": arguments if isinstance(arguments, dict) else {}},
                          **call_outcome(op)})
@@ -208,6 +210,13 @@ async def app_document(request: HttpRequest, op_id: Any) -> HttpResponse:
     token = secrets.token_urlsafe(32)
     await sync_to_async(_cache().set)(_CACHE_PREFIX + token, {"html": html, "csp": policy.header,
                                                                         "site": site_origin(request)}, DOCUMENT_TTL_S)
+    try:  # the rendering is an event of the tenant's chain (issue 31 item 5), or nothing is handed over
+        await sync_to_async(app_hosts.record_rendered)(read, digest=digest, csp_header=policy.header,
+                                                       domains=policy.outside_domains, refused=len(policy.refused))
+    except Exception:  # noqa: BLE001 -- AuditUnavailable or the database: the app is not shown
+        logger.warning("app read %s: its rendering could not be audited; not handed over", read.pk)
+        await sync_to_async(_cache().delete)(_CACHE_PREFIX + token)
+        return JsonResponse({"status": "failed", "error": "audit_unavailable"}, status=503)
     return JsonResponse({"status": "ready", "document": reverse("mrtrweb:app-sandbox-document", args=[token]),
                          "domains": list(policy.outside_domains), "refused": len(policy.refused), "allow": allow,
                          "digest": digest})

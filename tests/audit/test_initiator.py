@@ -89,3 +89,32 @@ async def test_a_bad_initiator_starts_nothing(seeded, initiator, detail):
                                          params={"name": "book_trip", "arguments": {}},
                                          initiator=initiator, initiator_detail=detail)
     assert await Operation.objects.acount() == before and not seeded["mcp"].log.tool_calls()
+
+
+async def test_the_tenant_history_shows_the_initiator_and_filters_by_it(seeded):
+    """Issue 31 item 5: the tenant history says who made each call (person / app / model) and
+    filters by it; an app call's rows say whether the person confirmed it."""
+    from django.test import AsyncClient
+
+    app_op = await _run(seeded, initiator="app", initiator_detail={**DETAIL, "confirmation": "person"})
+    mine = await _run(seeded)
+    admin = AsyncClient()
+    await admin.aforce_login(seeded["users"]["alice"])  # acme's admin
+
+    async def ops_listed(params: dict) -> tuple[set[str], str]:
+        page = await admin.get("/mcp/tenants/acme/history/", params)
+        assert page.status_code == 200
+        html = page.content.decode()
+        return {str(o) for o in (app_op.id, mine.id) if f"/mcp/history/operations/{o}/" in html}, html
+
+    listed, html = await ops_listed({"initiator": "app"})
+    assert listed == {str(app_op.id)}
+    assert 'data-initiator="app">made by: app</span>' in html and "confirmed by the person" in html
+    listed, html = await ops_listed({"initiator": "person"})
+    assert listed == {str(mine.id)} and "made by:" not in html
+    listed, _ = await ops_listed({"initiator": "model"})
+    assert listed == set()
+    listed, _ = await ops_listed({"tool": "book_trip"})  # anyone
+    assert listed == {str(app_op.id), str(mine.id)}
+    page = await admin.get("/mcp/tenants/acme/history/", {"initiator": "robot"})
+    assert page.status_code == 200 and "Some filters need attention" in page.content.decode()

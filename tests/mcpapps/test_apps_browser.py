@@ -2,7 +2,8 @@
 ``@modelcontextprotocol/server-basic-vanillajs``; its ``get-time`` called by a person renders its app
 in the sandbox origin's frame, showing the call's result; the proxy refuses top-level load and
 another embedder; the app's document carries the CSP its resource declared; no cookie of the site
-reaches the sandbox origin and nothing the host posts to the frame holds a token or session."""
+reaches the sandbox origin and nothing the host posts to the frame holds a token or session; the app's
+own ``get-time`` call goes through the product, confirmed by the person on the host's card."""
 
 from __future__ import annotations
 
@@ -145,23 +146,24 @@ def test_get_time_app_renders_in_the_sandbox_and_nothing_leaks(signed_in, basic_
         assert not any(s in message for s in secrets_), message
         assert "requestState" not in message and "csrfmiddlewaretoken" not in message
 
-    # the app's own call (its "Get Server Time" button: tools/call to the host) is refused with a
-    # JSON-RPC error for now (issue 31 item 4): nothing reaches the server, no operation is made
+    # the app's own call (its "Get Server Time" button: tools/call to the host) goes through the
+    # product (issue 31 item 4): get-time does not say it only reads, so the host's card outside the
+    # frame asks the person first; confirmed, it is an operation with initiator app
     calls_before = Operation.objects.filter(method="tools/call").count()
     app.locator("#get-time-btn").click()
+    confirm = box.locator(".app-requests .app-request[data-kind=confirm]")
+    expect(confirm).to_contain_text("get-time")
+    assert Operation.objects.filter(method="tools/call").count() == calls_before  # nothing sent yet
+    confirm.get_by_role("button", name="Confirm the call").click()
+    expect(confirm).to_have_count(0)
     for _ in range(100):
-        seen = proxy.evaluate("window.__seen")
-        replies = [json.loads(m) for m in seen if m.startswith("{") and '"error"' in m]
-        if replies:
+        by_app = Operation.objects.filter(method="tools/call", initiator="app").first()
+        if by_app is not None and by_app.status == "completed":
             break
-        page.wait_for_timeout(50)
-    requests_ = {json.loads(m)["id"]: json.loads(m) for m in seen
-                 if m.startswith("{") and json.loads(m).get("method") == "tools/call"}
-    assert requests_, "the app sent no tools/call"
-    refused = [r for r in replies if r.get("id") in requests_]
-    assert refused and refused[0]["error"]["code"] == -32601
-    assert Operation.objects.filter(method="tools/call").count() == calls_before
-    expect(app.locator("#server-time")).to_have_text("[ERROR]")  # the app was told: refused
+        page.wait_for_timeout(100)
+    assert by_app is not None and by_app.status == "completed" and by_app.user_id == op.user_id
+    assert by_app.initiator_detail["app_of"] == op_id and by_app.initiator_detail["confirmation"] == "person"
+    expect(app.locator("#server-time")).to_have_text(by_app.result["structuredContent"]["time"])
 
     # Close: resource-teardown first, then the frame is gone
     page.get_by_role("button", name="Close the app").click()

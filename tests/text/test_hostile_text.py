@@ -459,6 +459,9 @@ PRODUCT_EXPRESSIONS = {
     # issue 31: an app's approval (mrtrweb.appapproval): its status (a product choice), the digest the
     # product computed, the size it counted, how many wait
     "a.status", "a.get_status_display", "a.digest", "a.size", "apps_pending",
+    # issue 31 item 4/5: an app request card's kind and URLs (reversed), a file's size (a number); the
+    # history's initiator (a product choice) and its labels (mrtrweb.audit.history.rows)
+    "kind", "decide_url", "f.url", "f.size", "row.initiator", "row.initiator_label", "row.confirmation_label",
 }
 #: filters whose output is the product's own text whatever their input (mrtrweb.consent.outcomes.status_label:
 #: a status label, never server text)

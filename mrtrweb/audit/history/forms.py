@@ -26,7 +26,7 @@ PAGE_SIZES = (25, 50, 100, 200)
 #: one page made it 10,781 px tall, issue 28)
 OWN_OPERATIONS_PER_PAGE = 10
 #: the parameters that narrow the selection (an export holds the same selection)
-FILTER_PARAMS = ("user", "server", "tool", "outcome", "code", "from", "to")
+FILTER_PARAMS = ("user", "initiator", "server", "tool", "outcome", "code", "from", "to")
 #: what the admin chose: the filters and the page size (kept across pages, exports and visits)
 CHOICE_PARAMS = FILTER_PARAMS + ("per_page",)
 
@@ -39,6 +39,11 @@ class TenantHistoryForm(forms.Form):
     """Filters of the tenant history; every choice is limited to the tenant."""
 
     user = forms.ChoiceField(label=_("User"), required=False)
+    initiator = forms.ChoiceField(label=_("Made by"), required=False,
+                                  choices=[("", _("anyone")), ("person", _("a person")), ("app", _("an app")),
+                                           ("model", _("a model"))],
+                                  help_text=_("Who made the operation's call: the person, an app on their page, or a "
+                                              "model whose proposal they approved."))
     server = forms.ModelChoiceField(label=_("Server"), queryset=McpServer.objects.none(), required=False,
                                     empty_label=_("any"))
     tool = forms.CharField(label=_("Tool"), required=False, max_length=500,
@@ -79,6 +84,10 @@ class TenantHistoryForm(forms.Form):
         data = self.cleaned_data
         if data.get("user"):
             events = events.filter(user_digest=user_digest(self.members[data["user"]]))
+        if data.get("initiator") == "person":  # a person's own rows leave it empty
+            events = events.filter(initiator__in=("", "person"))
+        elif data.get("initiator"):
+            events = events.filter(initiator=data["initiator"])
         if data.get("server") is not None:
             events = events.filter(server_id=str(data["server"].pk))
         if data.get("tool"):

@@ -21,7 +21,7 @@ from ...operations import STATE_REUSED
 ROW_FIELDS = ("pk", "sequence", "created_at", "tenant_id", "operation_id", "event", "code", "reason", "round_number",
               "original_request_id", "request_id", "retry_id", "server_id", "server_origin", "method", "name",
               "user_digest", "state_digest", "display_digest", "config_digest", "actions", "auth_mode", "auth_digest",
-              "auth_identity", "hash")
+              "auth_identity", "initiator", "initiator_detail", "hash")
 
 
 #: what a person's own history does not show of an event on someone else's operation (an answer
@@ -29,7 +29,7 @@ ROW_FIELDS = ("pk", "sequence", "created_at", "tenant_id", "operation_id", "even
 #: they would follow that operation's progress and that tenant's audit volume
 FOREIGN_HIDDEN = ("sequence", "round_number", "original_request_id", "request_id", "retry_id", "server_id",
                   "server_origin", "method", "name", "state_digest", "display_digest", "config_digest", "auth_mode",
-                  "auth_digest", "auth_identity", "hash")
+                  "auth_digest", "auth_identity", "initiator_detail", "hash")
 
 
 #: an audit event as the history shows it (the stored value stays in ``data-event``, the filters and
@@ -45,7 +45,13 @@ EVENT_LABELS = {
     "tenant_changed": _("changed the tenant's settings"),
     # an MCP App's HTML approved or revoked by its digest (issue 31): the row's name is its ui:// URI
     "app_approved": _("approved an MCP App"), "app_revoked": _("revoked an MCP App's approval"),
+    # an MCP App rendered on the operation's page (issue 31): its tool, HTML and CSP digests
+    "app_rendered": _("app rendered"),
 }
+#: who made an operation's call (``initiator``; empty on a person's own rows), as the history shows it
+INITIATOR_LABELS = {"": _("person"), "person": _("person"), "app": _("app"), "model": _("model")}
+#: an app call's ``initiator_detail["confirmation"]``, as the history shows it
+CONFIRMATION_LABELS = {"person": _("confirmed by the person"), "read_only": _("read-only, not asked")}
 #: a ``denied`` event that is the person's own Stop (code ``denied``, reason ``cancelled``:
 #: mrtrweb.operations.stopping), shown as such rather than as a refusal
 STOPPED_LABEL = _("stopped by the person")
@@ -94,8 +100,15 @@ def row(event: dict[str, Any], *, names: dict[str, str], servers: dict[str, str]
         event_label=event_label(event),
         server_label=servers.get(event["server_id"], ""),
         actions_list=_actions_text(event["actions"]),
+        initiator_label=str(INITIATOR_LABELS.get(event.get("initiator") or "", event.get("initiator") or "")),
+        confirmation_label=_confirmation(event.get("initiator_detail")),
         personal=event["server_id"] in personal or (event["event"] in AuditEvent.CONFIG and event["code"] == "personal"),
     )
+
+
+def _confirmation(detail: Any) -> str:
+    value = detail.get("confirmation") if isinstance(detail, dict) else None
+    return str(CONFIRMATION_LABELS.get(value, "")) if isinstance(value, str) else ""
 
 
 def member_names(tenant_id: int) -> dict[str, str]:

@@ -3,11 +3,12 @@
 // (vendor/ext-apps, @modelcontextprotocol/ext-apps, pinned). No protocol is written here.
 // Sent to the app: tool-input, then tool-result, or tool-cancelled when the call ends without a
 // result; host-context-changed (theme, locale, display mode: apps-modes.js), resource-teardown
-// before the frame is removed. Every request of the app to the host beyond ui/initialize, size
-// changes and ui/request-display-mode is refused with a JSON-RPC error (no handler: "method not found")
-// until issue 31 item 4. With approval required, an app not approved is never handed over.
+// before the frame is removed. The app's own requests (tools/call, resources/read, links,
+// downloads; the rest refused) are apps-requests.js's (issue 31 item 4). With approval required,
+// an app not approved is never handed over.
 import { AppBridge, PostMessageTransport } from "./vendor/ext-apps/app-bridge.js";
 import { displayModes, MODES } from "./apps-modes.js";
+import { HOST_CAPABILITIES, installAppRequests } from "./apps-requests.js";
 
 const MIN_HEIGHT = 80;
 const MAX_HEIGHT = 1600;
@@ -105,8 +106,9 @@ async function start() {
   frame.src = box.dataset.proxyUrl;
   box.querySelector(".app-holder").appendChild(frame);
 
-  const bridge = new AppBridge(null, { name: "mrtrweb", version: box.dataset.version || "0" }, {},
+  const bridge = new AppBridge(null, { name: "mrtrweb", version: box.dataset.version || "0" }, HOST_CAPABILITIES,
                                { hostContext: hostContext() });
+  installAppRequests(bridge, box);
   let handed = false;
   bridge.onsandboxready = () => { // once: a later "proxy ready" (the app can forge one) gets nothing
     if (handed) return;

@@ -1,0 +1,169 @@
+// An MCP App's own requests to the host (issue 31 item 4, docs/apps.md), installed on the
+// AppBridge of apps.js. The server decides everything (mrtrweb.appcalls): this module only carries
+// a request to the site's endpoints (CSRF'd), shows what the server rendered (a confirmation, an
+// app call's consent card, a link's interstitial, a download) OUTSIDE the app's frame, waits for
+// the app's operation to end and hands the app its final result, or a JSON-RPC error.
+// Nothing it returns to the app holds a cookie, a CSRF token, a requestState or an answer: only
+// the final result of the call, or the product's sentence of a refusal.
+const ZERO = "00000000-0000-0000-0000-000000000000";
+const POLL_MS = 400;
+
+// JSON-RPC error codes the app reads (the reason is in error.data.reason, a stable word)
+const REFUSED = -32001;        // refused by the product (its right, its rate, the person)
+const NOT_OFFERED = -32601;    // ui/message, ui/update-model-context, sampling: no model here yet
+
+function rpcError(code, message, reason) {
+  const error = new Error(message);
+  error.code = code;
+  error.data = { reason: reason };
+  return error;
+}
+
+const pause = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+export function installAppRequests(bridge, box) {
+  const csrf = box.dataset.csrf;
+  const requestsUrl = box.dataset.requestsUrl;
+  const callUrl = (id) => box.dataset.callUrl.replace(ZERO, id);
+  const panelUrl = (id) => box.dataset.panelUrl.replace(ZERO, id);
+  const area = box.querySelector(".app-requests");
+  const text = (name) => box.dataset[name] || "";
+
+  async function ask(body) {
+    const answer = await fetch(requestsUrl, {
+      method: "POST", credentials: "same-origin",
+      headers: { "X-CSRFToken": csrf, "Content-Type": "application/json", "Accept": "application/json" },
+      body: JSON.stringify(body),
+    });
+    let data = null;
+    try { data = await answer.json(); } catch (e) { data = null; }
+    if (!answer.ok || data === null) {
+      throw rpcError(REFUSED, (data && data.message) || text("refused"), (data && data.error) || "refused");
+    }
+    return data;
+  }
+
+  // a card the server rendered, shown outside the frame; returns its element
+  function show(html, kind) {
+    const holder = document.createElement("div");
+    holder.className = "app-request-holder";
+    holder.dataset.kind = kind;
+    holder.innerHTML = html; // rendered and escaped by the server (mrtrweb/_app_request.html, _panel.html)
+    area.appendChild(holder);
+    area.hidden = false;
+    holder.querySelectorAll(".app-dismiss").forEach((b) => b.addEventListener("click", () => holder.remove()));
+    return holder;
+  }
+
+  // The person's Confirm or Decline of a call that is not read-only: the started operation's id
+  function confirmation(html) {
+    return new Promise((resolve, reject) => {
+      const holder = show(html, "confirm");
+      const form = holder.querySelector("form.app-decision");
+      form.addEventListener("submit", async (event) => {
+        event.preventDefault();
+        const decision = event.submitter ? event.submitter.value : "decline";
+        form.querySelectorAll("button").forEach((b) => { b.disabled = true; });
+        try {
+          const answer = await fetch(form.getAttribute("action"), {
+            method: "POST", credentials: "same-origin",
+            headers: { "X-CSRFToken": csrf, "Accept": "application/json" },
+            body: new URLSearchParams({ decision: decision }),
+          });
+          const data = await answer.json();
+          holder.remove();
+          if (answer.ok && data.status === "started") resolve(data.operation);
+          else reject(rpcError(REFUSED, data.message || text("refused"), data.error || "refused"));
+        } catch (e) {
+          holder.remove();
+          reject(rpcError(REFUSED, text("refused"), "unavailable"));
+        }
+      });
+    });
+  }
+
+  // An app call's round: the operation's own consent card (its panel, rendered by the server) on
+  // this page; the person answers it here. The page's forms post as they would on the call's own
+  // page; what comes back is that page, of which the panel is kept.
+  function roundCard(opId) {
+    const holder = show("", "round");
+    holder.setAttribute("data-operation", opId);
+    const heading = document.createElement("p");
+    heading.className = "app-round-heading";
+    heading.textContent = text("roundHeading");
+    const panel = document.createElement("div");
+    panel.className = "app-round-panel";
+    holder.append(heading, panel);
+    holder.addEventListener("submit", async (event) => {
+      const form = event.target;
+      if (!form || !form.matches || !form.matches("form")) return;
+      event.preventDefault();
+      const data = new FormData(form);
+      if (event.submitter && event.submitter.name) data.append(event.submitter.name, event.submitter.value);
+      const answer = await fetch(form.getAttribute("action"), { method: "POST", credentials: "same-origin", body: data });
+      const page = new DOMParser().parseFromString(await answer.text(), "text/html");
+      const shown = page.getElementById("operation");
+      if (shown) panel.innerHTML = shown.innerHTML;
+    });
+    return holder;
+  }
+
+  async function refreshCard(holder, opId) {
+    const answer = await fetch(panelUrl(opId), { credentials: "same-origin" });
+    if (!answer.ok) return;
+    const html = await answer.text();
+    const panel = holder.querySelector(".app-round-panel");
+    if (!panel.querySelector("form.review")) panel.innerHTML = html; // keep a review being read
+  }
+
+  // Wait for an app's operation to end: its final result, or a JSON-RPC error
+  async function waitFor(opId) {
+    let holder = null;
+    let shownRound = -1;
+    try {
+      for (;;) {
+        const answer = await fetch(callUrl(opId), { credentials: "same-origin", headers: { "Accept": "application/json" } });
+        const data = await answer.json();
+        if (data.status === "completed") return data.result;
+        if (data.status === "awaiting_input") {
+          if (holder === null) holder = roundCard(opId);
+          if (data.round !== shownRound) { shownRound = data.round; await refreshCard(holder, opId); }
+        } else if (data.status !== "running") {
+          throw rpcError(REFUSED, data.message || text("refused"), data.error || data.status || "failed");
+        }
+        await pause(POLL_MS);
+      }
+    } finally {
+      if (holder !== null) holder.remove();
+    }
+  }
+
+  bridge.oncalltool = async (params) => {
+    const data = await ask({ method: "tools/call", name: params && params.name, arguments: (params && params.arguments) || {} });
+    const opId = data.status === "confirm" ? await confirmation(data.card) : data.operation;
+    return await waitFor(opId);
+  };
+  bridge.onreadresource = async (params) => {
+    const data = await ask({ method: "resources/read", uri: params && params.uri });
+    return await waitFor(data.operation);
+  };
+  bridge.onopenlink = async (params) => {
+    const data = await ask({ method: "ui/open-link", url: params && params.url });
+    show(data.card, "link"); // the person clicks, or not
+    return {};
+  };
+  bridge.ondownloadfile = async (params) => {
+    const data = await ask({ method: "ui/download-file", contents: params && params.contents });
+    show(data.card, "download"); // the person clicks, or not
+    return {};
+  };
+  const notOffered = (method) => async () => {
+    throw rpcError(NOT_OFFERED, method + ": " + text("noModel"), "no_model");
+  };
+  bridge.onmessage = notOffered("ui/message");
+  bridge.onupdatemodelcontext = notOffered("ui/update-model-context");
+  bridge.oncreatesamplingmessage = notOffered("sampling/createMessage");
+}
+
+// what the host offers the app (ui/initialize's hostCapabilities)
+export const HOST_CAPABILITIES = { serverTools: {}, serverResources: {}, openLinks: {}, downloadFile: {} };

@@ -1,0 +1,199 @@
+"""An app's requests, decided on the server (issue 31 item 4, mrtrweb.appcalls), without a browser:
+the host's endpoints driven with Django's client against our app server (tests/apps_server.py),
+the app rendered first through the product's own two endpoints.
+
+The server decides: no call before the product rendered the app, none for another person's page,
+CSRF on every POST, a confirmation taken once (a second Confirm or a Decline sends nothing), the
+50-tool bound, the per-call time limit (the operation stopped, the app told), a download once and
+only for its person."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.test import AsyncClient
+
+from mrtrweb import operations
+from mrtrweb.models import McpServer, Operation
+from tests import apps_server
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+SANDBOX = "http://apps-sandbox.example"
+
+
+@pytest.fixture
+def own():
+    handle = apps_server.serve()
+    try:
+        yield handle
+    finally:
+        handle.stop()
+
+
+@pytest.fixture
+def sandbox(settings):
+    settings.MRTRWEB = {**getattr(settings, "MRTRWEB", {}), "APPS_SANDBOX_ORIGIN": SANDBOX}
+
+
+async def _client(user, csrf: bool = False) -> AsyncClient:
+    client = AsyncClient(enforce_csrf_checks=csrf)
+    await client.aforce_login(user)
+    return client
+
+
+async def _rendered(seeded, own, *, render: bool = True) -> tuple[Operation, AsyncClient]:
+    """alice's open_panel call on our app server, its app rendered by the product (unless not)."""
+    alice, acme = seeded["users"]["alice"], seeded["servers"]["acme"]
+    server = await McpServer.objects.acreate(tenant=acme.tenant, name="Panel app", url=own.url, apps_enabled=True)
+    host = await operations.start_operation(user=alice, server=server, method="tools/call", name="open_panel",
+                                            params={"name": "open_panel", "arguments": {}})
+    await operations.wait_idle()
+    client = await _client(alice)
+    if render:
+        started = await client.post(f"/mcp/operations/{host.id}/app/")
+        assert started.status_code == 200, started.content
+        read = started.json()["read"]
+        await operations.wait_idle()
+        doc = await client.get(f"/mcp/operations/{read}/app/document/")
+        assert doc.json()["status"] == "ready", doc.content
+    return host, client
+
+
+async def _ask(client, host, body) -> tuple[int, dict]:
+    answer = await client.post(f"/mcp/operations/{host.id}/app/requests/", json.dumps(body),
+                               content_type="application/json")
+    return answer.status_code, answer.json()
+
+
+async def test_nothing_before_the_product_rendered_the_app(seeded, own, sandbox):
+    host, client = await _rendered(seeded, own, render=False)
+    status, body = await _ask(client, host, {"method": "tools/call", "name": "lookup", "arguments": {}})
+    assert (status, body["error"]) == (403, "not_rendered")
+    assert own.log.tool_calls("lookup") == []
+
+
+async def test_only_the_pages_person_and_only_with_csrf(seeded, own, sandbox):
+    host, client = await _rendered(seeded, own)
+    carol = await _client(seeded["users"]["carol"])  # same tenant, not her page
+    answer = await carol.post(f"/mcp/operations/{host.id}/app/requests/", json.dumps({"method": "tools/call",
+                              "name": "lookup"}), content_type="application/json")
+    assert answer.status_code == 404
+    strict = await _client(seeded["users"]["alice"], csrf=True)
+    answer = await strict.post(f"/mcp/operations/{host.id}/app/requests/", json.dumps({"method": "tools/call",
+                               "name": "lookup"}), content_type="application/json")
+    assert answer.status_code == 403
+    assert own.log.tool_calls("lookup") == []
+    for bad in ([1], {"method": "tools/call", "name": "lookup", "arguments": [1]}, {"method": "tools/list"},
+                {"method": "resources/read", "uri": 5}):
+        status, body = await _ask(client, host, bad)
+        assert (status, body["error"]) == (400, "bad_request"), bad
+    answer = await client.post(f"/mcp/operations/{host.id}/app/requests/", b"{not json",
+                               content_type="application/json")
+    assert answer.status_code == 400 and answer.json()["error"] == "bad_request"
+
+
+async def test_a_confirmation_is_taken_once_and_a_decline_sends_nothing(seeded, own, sandbox):
+    host, client = await _rendered(seeded, own)
+    status, body = await _ask(client, host, {"method": "tools/call", "name": "transfer", "arguments": {"amount": 1}})
+    assert status == 200 and body["status"] == "confirm" and "Confirm the call" in body["card"]
+    decide = body["card"].split('action="')[1].split('"')[0]
+    carol = await _client(seeded["users"]["carol"])
+    assert (await carol.post(decide, {"decision": "confirm"})).status_code == 404  # not her page
+    first = await client.post(decide, {"decision": "confirm"})
+    assert first.status_code == 200 and first.json()["status"] == "started"
+    again = await client.post(decide, {"decision": "confirm"})
+    assert again.status_code == 410 and again.json()["error"] == "expired"
+    await operations.wait_idle()
+    assert len(own.log.tool_calls("transfer")) == 1
+    # declined: nothing sent
+    status, body = await _ask(client, host, {"method": "tools/call", "name": "transfer", "arguments": {"amount": 2}})
+    decide = body["card"].split('action="')[1].split('"')[0]
+    declined = await client.post(decide, {"decision": "decline"})
+    assert declined.status_code == 409 and declined.json()["error"] == "declined"
+    assert (await client.post(decide, {"decision": "confirm"})).status_code == 410
+    assert len(own.log.tool_calls("transfer")) == 1
+
+
+async def test_the_number_of_tools_an_app_may_call(seeded, own, sandbox, settings):
+    settings.MRTRWEB = {**settings.MRTRWEB, "APPS_MAX_TOOLS": 3}  # open_panel, lookup, transfer
+    host, client = await _rendered(seeded, own)
+    status, body = await _ask(client, host, {"method": "tools/call", "name": "filler_00"})
+    assert (status, body["error"]) == (403, "too_many_tools")
+    status, body = await _ask(client, host, {"method": "tools/call", "name": "lookup"})
+    assert status == 200 and body["status"] == "started"
+    await operations.wait_idle()
+    assert own.log.tool_calls("filler_00") == [] and len(own.log.tool_calls("lookup")) == 1
+
+
+async def test_a_call_over_its_time_limit_is_stopped_and_the_app_told(seeded, own, sandbox, settings):
+    settings.MRTRWEB = {**settings.MRTRWEB, "APPS_CALL_TIMEOUT_S": 1}
+    host, client = await _rendered(seeded, own)
+    status, body = await _ask(client, host, {"method": "tools/call", "name": "transfer", "arguments": {}})
+    decide = body["card"].split('action="')[1].split('"')[0]
+    started = (await client.post(decide, {"decision": "confirm"})).json()["operation"]
+    import asyncio
+
+    for _ in range(100):  # its round waits for the person, who does not answer
+        op = await Operation.objects.aget(pk=started)
+        if op.status != "running":
+            break
+        await asyncio.sleep(0.05)
+    assert op.status == "awaiting_input"
+    for _ in range(100):  # the worker's timer stops it
+        op = await Operation.objects.aget(pk=started)
+        if op.status not in Operation.LIVE:
+            break
+        await asyncio.sleep(0.05)
+    assert op.status == "denied" and op.initiator == "app"
+    seen = (await client.get(f"/mcp/operations/{host.id}/app/calls/{started}/")).json()
+    assert seen["status"] == "denied" and "time limit of an app's call" in seen["message"]
+    assert [r.is_retry for r in own.log.tool_calls("transfer")] == [False]  # nothing sent for its round
+    # a confirmation past the time limit starts nothing
+    status, body = await _ask(client, host, {"method": "tools/call", "name": "transfer", "arguments": {}})
+    decide = body["card"].split('action="')[1].split('"')[0]
+    await asyncio.sleep(1.2)
+    late = await client.post(decide, {"decision": "confirm"})
+    assert late.status_code == 410 and late.json()["error"] == "expired"
+    assert len(own.log.tool_calls("transfer")) == 1
+
+
+async def test_an_app_operation_is_read_only_through_its_own_host(seeded, own, sandbox):
+    host, client = await _rendered(seeded, own)
+    mine = await operations.start_operation(user=seeded["users"]["alice"], server=host.server, method="tools/call",
+                                            name="open_panel", params={"name": "open_panel", "arguments": {}})
+    await operations.wait_idle()
+    # the person's own call is no app's: its result is not handed to the app
+    assert (await client.get(f"/mcp/operations/{host.id}/app/calls/{mine.id}/")).status_code == 404
+
+
+async def test_a_download_once_and_only_for_its_person(seeded, own, sandbox, settings):
+    settings.MRTRWEB = {**settings.MRTRWEB, "APPS_MAX_DOWNLOAD_BYTES": 10}
+    host, client = await _rendered(seeded, own)
+    body = {"method": "ui/download-file", "contents": [{"type": "resource", "resource": {
+        "uri": "file:///../../etc/pass wd", "mimeType": "text/html", "text": "<b>hi</b>"}}]}
+    status, offered = await _ask(client, host, body)
+    assert status == 200 and "Nothing is saved until you click" in offered["card"]
+    url = offered["card"].split('class="app-download" href="')[1].split('"')[0]
+    carol = await _client(seeded["users"]["carol"])
+    assert (await carol.get(url)).status_code == 404
+    got = await client.get(url)
+    assert got.status_code == 200 and got.content == b"<b>hi</b>"
+    assert got["Content-Type"] == "application/octet-stream" and got["X-Content-Type-Options"] == "nosniff"
+    assert got["Content-Disposition"] == 'attachment; filename="pass_wd"'
+    assert (await client.get(url)).status_code == 404
+    too_big = {"method": "ui/download-file", "contents": [{"type": "resource", "resource": {
+        "uri": "x", "blob": "QUJDREVGR0hJSktM"}}]}  # 12 bytes
+    status, refused = await _ask(client, host, too_big)
+    assert (status, refused["error"]) == (400, "bad_download")
+
+
+async def test_apps_turned_off_or_put_under_approval_after_rendering_call_nothing(seeded, own, sandbox):
+    host, client = await _rendered(seeded, own)
+    server = host.server
+    for change in ({"apps_require_approval": True}, {"apps_require_approval": False, "apps_enabled": False}):
+        await McpServer.objects.filter(pk=server.pk).aupdate(**change)
+        status, body = await _ask(client, host, {"method": "tools/call", "name": "lookup"})
+        assert (status, body["error"]) == (403, "apps_off"), change
+    assert own.log.tool_calls("lookup") == []
