@@ -167,6 +167,18 @@ Meanings are reStructuredText-lite: ``literal`` is the only markup.
     the most servers of a tenant (not counting personal ones) its admins may add (50; not the Django admin)
 ``MAX_PERSONAL_SERVERS``
     the most personal servers one person may have in one tenant (5); one more is refused, saying why
+``MODEL_PROVIDERS``
+    the model providers a tenant admin may choose from (issue 32, docs/chat.md): ``{name: {"kind":
+    "openai", "base_url", "models": [...], "label", "api_key_env"}}`` (``mrtrweb.E070`` when wrong)
+``MODEL_URL_POLICY``
+    where a provider's endpoint may be: the shape of ``SERVER_URL_POLICY`` (https to public addresses
+    by default; allow an on-premises model's host or network here)
+``MODEL_DEMO``
+    offer the scripted demo model (not a language model; True)
+``MODEL_STEPS_PER_TURN`` / ``MODEL_PROPOSALS_AT_ONCE`` / ``MODEL_CONTEXT_CHARS`` / ``MODEL_REPLY_CHARS`` / ``MODEL_REPLY_TIMEOUT_S`` / ``MODEL_RESPONSE_MAX_BYTES`` / ``MODEL_RESULT_CHARS``
+    a turn's bounds: model replies per turn (8), calls one reply may propose (5), characters of the
+    conversation sent (60000), characters of one reply (20000), seconds of one reply (120), bytes of
+    one HTTP answer (4 MiB), characters of one call's result given to the model (8000)
 """
 
 from __future__ import annotations
