@@ -60,6 +60,8 @@ class Offered:
     names: dict[str, list[Any]] = dataclasses.field(default_factory=dict)
     tools: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     servers: dict[int, McpServer] = dataclasses.field(default_factory=dict)
+    #: tools the tenant's policy never allows, not offered: a call of one is refused as such
+    withheld: dict[str, list[Any]] = dataclasses.field(default_factory=dict)
 
 
 def servers_of(conversation: Conversation) -> list[McpServer]:
@@ -104,6 +106,7 @@ async def offered(conversation: Conversation, user: Any) -> Offered:
             if name in (off.get(str(server.pk)) or []):
                 continue
             if policy.rule(rules, server.pk, name) == policy.NEVER:
+                out.withheld[offered_name(server, name)] = [server.pk, name]
                 continue
             schema = tool.get("inputSchema") if isinstance(tool.get("inputSchema"), dict) else {"type": "object"}
             if len(json.dumps(schema, ensure_ascii=False)) > MAX_SCHEMA_CHARS:

@@ -181,6 +181,10 @@ def _record_step(conversation_id: Any, reply: Reply, offered: tools.Offered, pro
             arguments = _parsed(call.arguments)
             if position >= at_once:
                 proposal.status, proposal.refusal = Proposal.Status.REFUSED, "too_many"
+            elif target is None and call.name in offered.withheld:
+                server_id, tool = offered.withheld[call.name]
+                proposal.server, proposal.tool = offered.servers.get(server_id), tool
+                proposal.status, proposal.refusal = Proposal.Status.REFUSED, "policy_never"
             elif target is None:
                 proposal.status, proposal.refusal = Proposal.Status.REFUSED, "unknown_tool"
             if target is not None:

@@ -94,7 +94,8 @@ class OpenAICompatible:
             raise ProviderError("provider_unavailable", "the endpoint could not be reached") from None
         except OutboundRefused as exc:
             logger.warning("provider %s: the outbound guard stopped the reply (%s)", self.name, exc.reason)
-            code = "provider_timeout" if "in time" in exc.reason else "provider_malformed"
+            code = ("provider_timeout" if "in time" in exc.reason else
+                    "provider_unavailable" if "request failed" in exc.reason else "provider_malformed")
             raise ProviderError(code, exc.reason) from None
         except (openai.APIError, ValueError, TypeError, AttributeError, KeyError) as exc:
             logger.warning("provider %s: not a chat completion (%s)", self.name, type(exc).__name__)

@@ -1,0 +1,124 @@
+// A conversation page (issue 32): the model's reply streams in as text over the per-user
+// WebSocket; when the conversation changes the page re-reads its messages, rendered server-side
+// (Markdown sanitised there); the consent card of a call the person approved is the operation's
+// own panel, pushed as on the operation page, answered here. No HTML is built from model or
+// server data in this script: streamed text is set as textContent, panels are the server's rendering.
+(function () {
+  "use strict";
+  var root = document.getElementById("chat");
+  if (!root) return;
+  var convId = root.getAttribute("data-conversation");
+  var logUrl = root.getAttribute("data-log-url");
+  var streaming = document.querySelector(".chat-streaming");
+  var streamText = streaming && streaming.querySelector(".chat-stream-text");
+  var live = document.getElementById("live");
+  var socket = null, retry = 500, refreshing = null, again = false;
+
+  function refresh() {
+    if (refreshing) { again = true; return; }
+    refreshing = fetch(logUrl, {credentials: "same-origin", headers: {"X-Requested-With": "fetch"}})
+      .then(function (r) { return r.ok ? r.text() : null; })
+      .then(function (html) {
+        if (html === null) return;
+        var keep = root.querySelector(".chat-panel form.card :focus, .chat-panel form.review :focus");
+        if (keep) { again = true; return; }  // the person is answering a card: later
+        root.innerHTML = html;
+        var state = root.querySelector(".chat-log");
+        root.setAttribute("data-state", state ? state.getAttribute("data-state") : "");
+        if (streaming && root.getAttribute("data-state") !== "thinking") {
+          streaming.hidden = true;
+          if (streamText) streamText.textContent = "";
+        }
+        var card = root.querySelector(".chat-panel form.card");
+        if (card && live) live.textContent = "A server asks for your input.";
+      })
+      .catch(function () {})
+      .then(function () {
+        refreshing = null;
+        if (again) { again = false; setTimeout(refresh, 200); }
+      });
+  }
+
+  function panelFor(id) {
+    var holders = root.querySelectorAll(".chat-operation");
+    for (var i = 0; i < holders.length; i++) {
+      if (holders[i].getAttribute("data-operation") === id) return holders[i];
+    }
+    return null;
+  }
+
+  function applyPanel(holder, html) {
+    var target = holder.querySelector(".chat-panel");
+    if (!target) return;
+    var focused = target.contains(document.activeElement) && target.querySelector("form.card, form.review");
+    if (focused) {
+      var tpl = document.createElement("template");
+      tpl.innerHTML = html;
+      var incoming = tpl.content.querySelector("input[name=round]");
+      var current = target.querySelector("input[name=round]");
+      if (incoming && current && incoming.value === current.value) return;
+    }
+    target.innerHTML = html;
+    var card = target.querySelector("form.card");
+    if (card) { card.focus(); if (live) live.textContent = "A server asks for your input."; }
+  }
+
+  function onOperation(msg) {
+    var holder = panelFor(String(msg.id));
+    if (!holder) return;
+    if (typeof msg.html === "string") applyPanel(holder, msg.html);
+    else fetch(holder.getAttribute("data-panel-url"), {credentials: "same-origin"})
+      .then(function (r) { return r.ok ? r.text() : null; })
+      .then(function (html) { if (html !== null) applyPanel(holder, html); });
+  }
+
+  // A card's Accept / Decline / Cancel, the review's Send / Change and Stop post as on the
+  // operation page; the operation page the answer leads to is read and its panel shown here.
+  root.addEventListener("submit", function (e) {
+    var form = e.target;
+    var holder = form.closest && form.closest(".chat-operation");
+    if (!holder) return;
+    e.preventDefault();
+    var data = new FormData(form, e.submitter || undefined);
+    fetch(form.action, {method: "POST", body: data, credentials: "same-origin"})
+      .then(function (r) { return r.text(); })
+      .then(function (text) {
+        var doc = new DOMParser().parseFromString(text, "text/html");
+        var panel = doc.getElementById("operation");
+        var html = panel ? panel.innerHTML : (doc.querySelector(".panel") ? doc.body.innerHTML : null);
+        if (html !== null) applyPanel(holder, html);
+        else refresh();
+      })
+      .catch(function () { refresh(); });
+  });
+
+  function connect() {
+    var url = (location.protocol === "https:" ? "wss://" : "ws://") + location.host + root.getAttribute("data-ws");
+    socket = new WebSocket(url);
+    socket.onopen = function () {
+      retry = 500;
+      root.setAttribute("data-ws-state", "open");
+      refresh();  // what changed before the socket opened
+    };
+    socket.onmessage = function (event) {
+      var msg;
+      try { msg = JSON.parse(event.data); } catch (err) { return; }
+      if (!msg || typeof msg !== "object") return;
+      if (msg.type === "chat.delta" && msg.conversation === convId && streaming && streamText) {
+        streaming.hidden = false;
+        streamText.textContent += String(msg.text || "");
+      } else if (msg.type === "chat.update" && msg.conversation === convId) {
+        refresh();
+      } else if (msg.type === "operation") {
+        onOperation(msg);
+      }
+    };
+    socket.onclose = function (event) {
+      root.setAttribute("data-ws-state", "closed");
+      if (event.code === 4401 || event.code === 4403) return;
+      setTimeout(connect, retry);
+      retry = Math.min(retry * 2, 10000);
+    };
+  }
+  connect();
+})();
