@@ -3,22 +3,21 @@
 * :func:`decide` -- the person's decision on a pending proposal of their own conversation, taken
   once (a second click, another tab: ``already_decided``), audited in the same transaction
   (an audit that cannot be written leaves the proposal pending and nothing starts);
-* :func:`start_call` -- an approved call is an operation started through
+* :func:`mrtrweb.chat.loop.start_call` -- an approved call is an operation started through
   :func:`mrtrweb.operations.start_operation` with ``initiator="model"`` and the conversation,
   proposal, provider and model in ``initiator_detail``: the gate, access at every phase, its rounds
   on the same consent card (pushed to the conversation's page), audit -- the one path;
-* :func:`advance` -- when every proposal of the model's last reply is decided and each call it
+* :func:`mrtrweb.chat.loop.advance` -- when every proposal of the model's last reply is decided and each call it
   started has ended, the results (or refusals) are given to the model, in its order, once, and
-  the next step runs; until then the conversation waits (:func:`follow` watches its calls).
+  the next step runs; until then the conversation waits (``follow`` watches its calls). This
+  module holds their database parts (:func:`open_proposals`, :func:`give_results`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
@@ -26,15 +25,10 @@ from django.utils import timezone
 from ..audit.events import AuditUnavailable
 from ..models import ChatMessage, Conversation, Operation, Proposal
 from ..tenancy import access
-from . import context, events, push
-from .turns import arguments_digest, next_seq, run, spawn
+from . import context, events
+from .turns import arguments_digest, next_seq
 
 logger = logging.getLogger("mrtrweb.chat")
-
-#: seconds between two looks at a waiting conversation's calls
-FOLLOW_EVERY_S = 0.5
-_following: dict[str, asyncio.Task] = {}
-
 
 class DecisionRefused(Exception):
     """``code``: ``not_found`` (not the person's), ``already_decided``, ``audit_unavailable``."""
@@ -85,37 +79,7 @@ def decide(user_id: Any, proposal_id: Any, status: str, arguments: dict[str, Any
     return p
 
 
-async def start_call(proposal_id: Any, user: Any) -> None:
-    """Start the approved call as an operation (initiator ``model``); a refusal (limits, access,
-    the binding store) is saved on the proposal and later told to the model."""
-    from .. import operations
-
-    p = await sync_to_async(proposal_for)(user.pk, proposal_id)
-    if p.status not in (Proposal.Status.APPROVED, Proposal.Status.EDITED, Proposal.Status.AUTO) or p.operation_id:
-        return
-    server = p.server
-    if server is None or await access.adenial(user.pk, server.tenant_id, server.pk):
-        await _refuse(p.pk, "server_gone")
-        return
-    detail = {"conversation": str(p.conversation_id), "proposal": str(p.pk), "provider": p.message.provider,
-              "model": p.message.model}
-    try:
-        op = await operations.start_operation(
-            user=user, server=server, method="tools/call", name=p.tool,
-            params={"name": p.tool, "arguments": p.arguments or {}}, destructive=p.destructive,
-            initiator=Operation.Initiator.MODEL, initiator_detail=detail)
-    except operations.OperationRefused as exc:
-        logger.info("chat: proposal %s: the call was refused (%s)", p.pk, exc.code)
-        await _refuse(p.pk, "start_refused")
-        return
-    await Proposal.objects.filter(pk=p.pk).aupdate(operation=op)
-
-
-async def _refuse(proposal_id: Any, code: str) -> None:
-    await Proposal.objects.filter(pk=proposal_id).aupdate(status=Proposal.Status.REFUSED, refusal=code)
-
-
-def _open_proposals(conversation_id: Any) -> tuple[str, list[Proposal]]:
+def open_proposals(conversation_id: Any) -> tuple[str, list[Proposal]]:
     """Sync: ``(what, proposals)`` of the model's last reply: ``pending`` (the person decides),
     ``running`` (a call has not ended), ``ready`` (all decided and ended), ``none``."""
     last = ChatMessage.objects.filter(conversation_id=conversation_id, role="assistant").order_by("-seq").first()
@@ -133,7 +97,7 @@ def _open_proposals(conversation_id: Any) -> tuple[str, list[Proposal]]:
     return "ready", proposals
 
 
-def _give_results(conversation_id: Any, proposals: list[Proposal]) -> bool:
+def give_results(conversation_id: Any, proposals: list[Proposal]) -> bool:
     """Sync, one transaction: the conversation moves from ``waiting`` to ``thinking`` (once: the
     caller that moves it writes the results) and each proposal's result or refusal becomes a tool
     message, in the model's order. False: another caller did it, or it is not waiting."""
@@ -152,36 +116,6 @@ def _give_results(conversation_id: Any, proposals: list[Proposal]) -> bool:
     return True
 
 
-async def advance(conversation_id: Any, user_id: Any) -> None:
-    """What the turn does now (see the module doc); never raises."""
-    try:
-        what, proposals = await sync_to_async(_open_proposals)(conversation_id)
-        if what == "running":
-            follow(conversation_id, user_id)
-        elif what == "ready" and await sync_to_async(_give_results)(conversation_id, proposals):
-            spawn(run(conversation_id, user_id))
-    except Exception:  # noqa: BLE001 -- logged; the page's Continue tries again
-        logger.exception("chat: conversation %s could not go on", conversation_id)
-    await push.changed(user_id, conversation_id)
-
-
-def follow(conversation_id: Any, user_id: Any) -> None:
-    """Watch a waiting conversation's calls (one watcher per conversation in this worker) and
-    :func:`advance` once they all ended."""
-    key = str(conversation_id)
-    task = _following.get(key)
-    if task is not None and not task.done():
-        return
-    _following[key] = spawn(_follow(conversation_id, user_id))
-
-
-async def _follow(conversation_id: Any, user_id: Any) -> None:
-    try:
-        while True:
-            await asyncio.sleep(FOLLOW_EVERY_S)
-            what, _ = await sync_to_async(_open_proposals)(conversation_id)
-            if what != "running":
-                break
-    finally:
-        _following.pop(str(conversation_id), None)
-    await advance(conversation_id, user_id)
+def refuse(proposal_id: Any, code: str) -> None:
+    """Sync: the product refused the approved call (``code``: a key of :data:`mrtrweb.chat.messages.REFUSALS`)."""
+    Proposal.objects.filter(pk=proposal_id).update(status=Proposal.Status.REFUSED, refusal=code)

@@ -1,9 +1,9 @@
 """A turn: the person's message, then model steps until the model answers without proposing a
 call, proposals wait for the person, or a bound is reached (issue 32, items 2 and 6).
 
-One step (:func:`run`): the conversation is saved before it (the person's message, every earlier
+One step (:func:`mrtrweb.chat.loop.run`): the conversation is saved before it (the person's message, every earlier
 result); the tools offered are listed (:mod:`.tools`); the model's reply streams to the page
-(:mod:`.push`); the reply and its proposals are saved in one transaction (:func:`_record_step`),
+(:mod:`.push`); the reply and its proposals are saved in one transaction (:func:`record_step`),
 each proposal judged by the tenant's policy (:mod:`.policy`) and audited (:mod:`.events`); then
 :func:`mrtrweb.chat.decisions.advance` decides what comes next.
 
@@ -23,16 +23,14 @@ import json
 import logging
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
 from .. import conf
 from ..models import ChatMessage, Conversation, Proposal
-from ..providers import ProviderError, Reply
-from ..tenancy import access
-from . import choice, context, events, policy, push, tools
+from ..providers import Reply
+from . import events, policy, tools
 
 logger = logging.getLogger("mrtrweb.chat")
 
@@ -85,7 +83,7 @@ def add_user_message(conversation: Conversation, text: str) -> bool:
     return True
 
 
-def _fail(conversation_id: Any, code: str, message: str = "") -> None:
+def fail(conversation_id: Any, code: str, message: str = "") -> None:
     from .messages import message as text_of
 
     Conversation.objects.filter(pk=conversation_id).update(
@@ -100,47 +98,7 @@ def _notice(conversation_id: Any, code: str) -> None:
                                text=text_of(code))
 
 
-async def run(conversation_id: Any, user_id: Any) -> None:
-    """One model step of the conversation (then :func:`mrtrweb.chat.decisions.advance`). Never
-    raises: a failure is saved on the conversation and pushed."""
-    from django.contrib.auth import get_user_model
-
-    from . import decisions
-
-    try:
-        conv = await Conversation.objects.aget(pk=conversation_id)
-        user = await get_user_model()._default_manager.aget(pk=user_id)
-        if await access.adenial(user_id, conv.tenant_id):
-            await sync_to_async(_fail)(conv.pk, "no_access")
-            return
-        if conv.steps >= int(conf.get("MODEL_STEPS_PER_TURN")):
-            await sync_to_async(_end_turn)(conv.pk, "steps_exhausted")
-            return
-        provider = await sync_to_async(choice.provider_of)(conv.tenant_id)
-        offered = await tools.offered(conv, user)
-        messages = await sync_to_async(context.messages_for)(conv.pk)
-        streamer = push.Streamer(user_id, conv.pk)
-        try:
-            reply = await provider.reply(messages, offered.specs, streamer.on_text)
-        finally:
-            await streamer.flush()
-        auto = await sync_to_async(_record_step)(conv.pk, reply, offered, provider.name, provider.model)
-        for proposal_id in auto:
-            await decisions.start_call(proposal_id, user)
-        await decisions.advance(conv.pk, user_id)
-    except ProviderError as exc:
-        logger.info("chat: conversation %s: the model step failed (%s)", conversation_id, exc.code)
-        await sync_to_async(_fail)(conversation_id, exc.code)
-    except asyncio.CancelledError:
-        raise
-    except Exception:  # noqa: BLE001 -- a bug must not leave the conversation thinking
-        logger.exception("chat: conversation %s: the model step failed", conversation_id)
-        await sync_to_async(_fail)(conversation_id, "provider_error")
-    finally:
-        await push.changed(user_id, conversation_id)
-
-
-def _end_turn(conversation_id: Any, code: str) -> None:
+def end_turn(conversation_id: Any, code: str) -> None:
     with transaction.atomic():
         _notice(conversation_id, code)
         Conversation.objects.filter(pk=conversation_id).update(state=Conversation.State.IDLE, step_started_at=None,
@@ -160,7 +118,7 @@ def _sources(conversation_id: Any) -> list[list[Any]]:
     return [[k, v] for k, v in seen.items()]
 
 
-def _record_step(conversation_id: Any, reply: Reply, offered: tools.Offered, provider: str, model: str) -> list[Any]:
+def record_step(conversation_id: Any, reply: Reply, offered: tools.Offered, provider: str, model: str) -> list[Any]:
     """Sync, one transaction: the model's reply saved with its proposals (judged, audited); the
     ids of the proposals the tenant's policy approved without asking."""
     at_once = int(conf.get("MODEL_PROPOSALS_AT_ONCE"))

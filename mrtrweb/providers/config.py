@@ -19,12 +19,10 @@ The name ``demo`` is reserved for the scripted demo model (``MRTRWEB["MODEL_DEMO
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 from typing import Any
 
 from .. import conf
-from .base import Provider, ProviderError
 
 #: the reserved name of the scripted demo model
 DEMO = "demo"
@@ -82,6 +80,8 @@ def problems() -> list[str]:
         _config, why = _read(name, value)
         if why:
             out.append(why)
+    from .policy import model_url_policy
+
     try:
         model_url_policy(strict=True)
     except ValueError as exc:
@@ -101,35 +101,3 @@ def configured() -> dict[str, ProviderConfig]:
         if config is not None:
             out[name] = config
     return out
-
-
-def model_url_policy(*, strict: bool = False):
-    """``MODEL_URL_POLICY`` as a :class:`mrtrweb.mcp.url_policy.UrlPolicy` (the shape of
-    ``SERVER_URL_POLICY``). A wrong one refuses every URL (``strict``: raises ValueError)."""
-    from ..mcp.url_policy import parse_policy, unusable
-
-    try:
-        return parse_policy(conf.get("MODEL_URL_POLICY"), timeout_s=float(conf.get("OUTBOUND_TIMEOUT_S")))
-    except ValueError as exc:
-        if strict:
-            raise
-        return unusable(f"MRTRWEB['MODEL_URL_POLICY'] {exc}")
-
-
-def provider_for(provider: str, model: str, api_key: str = "") -> Provider:
-    """The provider a tenant's choice names, ready to answer.
-
-    Raises:
-        ProviderError: ``provider_not_configured`` (no such provider now, or a model it does not offer).
-    """
-    config = configured().get(provider)
-    if config is None or model not in config.models:
-        raise ProviderError("provider_not_configured", "the tenant's model is not one this deployment offers")
-    if config.kind == DEMO:
-        from .scripted import ScriptedDemoModel
-
-        return ScriptedDemoModel()
-    from .openai_compat import OpenAICompatible
-
-    key = api_key or (os.environ.get(config.api_key_env, "") if config.api_key_env else "")
-    return OpenAICompatible(name=config.name, base_url=config.base_url, model=model, api_key=key)

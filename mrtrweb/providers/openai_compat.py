@@ -27,7 +27,7 @@ from typing import Any
 from .. import conf
 from ..mcp.outbound import OutboundPolicy, OutboundRefused, guarded_client
 from .base import OnText, ProviderError, Reply, ToolCall, ToolSpec
-from .config import model_url_policy
+from .policy import model_url_policy
 
 logger = logging.getLogger("mrtrweb.providers")
 

@@ -23,7 +23,7 @@ from django.utils.safestring import mark_safe
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
-from ..chat import choice, decisions, tools, turns
+from ..chat import choice, decisions, loop, tools, turns
 from ..chat.messages import REFUSALS
 from ..consent.panels import render_panel
 from ..models import ChatMessage, Conversation, Membership, Operation, Proposal
@@ -126,7 +126,7 @@ async def chat_page(request: HttpRequest, conversation_id: Any) -> HttpResponse:
     user = await _user(request)
     conv = await sync_to_async(conversation_of)(user, conversation_id)
     if conv.state == Conversation.State.WAITING:
-        decisions.follow(conv.pk, user.pk)  # a worker restarted meanwhile: its calls are watched again
+        loop.follow(conv.pk, user.pk)  # a worker restarted meanwhile: its calls are watched again
     ctx = await sync_to_async(_page_context)(user, conv, get_token(request))
     return TemplateResponse(request, "mrtrweb/chat.html", ctx)
 
@@ -154,7 +154,7 @@ async def chat_send(request: HttpRequest, conversation_id: Any) -> HttpResponse:
     if not await sync_to_async(turns.add_user_message)(conv, text):
         return await _page_with_error(request, user, conv, _("Wait until the model has replied and you have decided "
                                                              "its proposals."), 409)
-    turns.spawn(turns.run(conv.pk, user.pk))
+    turns.spawn(loop.run(conv.pk, user.pk))
     return redirect("mrtrweb:chat", conversation_id=conv.pk)
 
 
@@ -175,9 +175,9 @@ async def chat_continue(request: HttpRequest, conversation_id: Any) -> HttpRespo
         moved = await Conversation.objects.filter(pk=conv.pk, state=conv.state).aupdate(
             state=Conversation.State.THINKING, step_started_at=_now(), error_code="", error_message="")
         if moved:
-            turns.spawn(turns.run(conv.pk, user.pk))
+            turns.spawn(loop.run(conv.pk, user.pk))
     elif conv.state == Conversation.State.WAITING:
-        await decisions.advance(conv.pk, user.pk)
+        await loop.advance(conv.pk, user.pk)
     return redirect("mrtrweb:chat", conversation_id=conv.pk)
 
 

@@ -4,7 +4,7 @@ tenant's model and policy (item 1 and 3).
 Approve and Deny are POSTs (CSRF); a decision is taken once (a second click: the page as it is).
 Edit shows the tool's call form pre-filled with the model's arguments (:func:`.calls._arguments_form`,
 checked against the tool's ``inputSchema`` as a person's own call is); a valid form approves the
-changed call. Every approved call starts through :func:`mrtrweb.chat.decisions.start_call`.
+changed call. Every approved call starts through :func:`mrtrweb.chat.loop.start_call`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from django.template.response import TemplateResponse
 from django.utils.translation import gettext as _, gettext_lazy
 from django.views.decorators.http import require_POST
 
-from ..chat import choice, decisions
+from ..chat import choice, decisions, loop
 from ..chat.decisions import DecisionRefused
 from ..chat.policy import ASK, NEVER, READ_ONLY
 from ..models import McpServer, Membership, Proposal, Tenant, ToolPolicy
@@ -51,8 +51,8 @@ async def _decide(request: HttpRequest, proposal_id: Any, status: str, arguments
         p = await sync_to_async(decisions.proposal_for)(user.pk, proposal_id)
         return redirect("mrtrweb:chat", conversation_id=p.conversation_id)
     if status != Proposal.Status.DENIED:
-        await decisions.start_call(p.pk, user)
-    await decisions.advance(p.conversation_id, user.pk)
+        await loop.start_call(p.pk, user)
+    await loop.advance(p.conversation_id, user.pk)
     return redirect(f"{_chat_url(p.conversation_id)}#proposal-{p.pk}")
 
 
