@@ -4,7 +4,8 @@ streaming), driven by the tests through the ``openai`` SDK as in production.
 ``ModelServer().start()``; ``server.script(step, ...)`` queues what the next requests answer, one
 step per ``POST /v1/chat/completions``:
 
-* ``{"text": "..."}`` -- the text streamed in pieces of ``piece`` characters (default 5);
+* ``{"text": "..."}`` -- the text streamed in pieces of ``piece`` characters (default 5), ``delay``
+  seconds apart (default 0);
 * ``{"calls": [{"name", "arguments"}, ...]}`` (with an optional ``"text"``) -- tool calls, each
   streamed as its id and name, then its arguments in pieces (several: parallel calls);
 * ``{"status": 429}`` / ``{"status": 500}`` -- an error answer;
@@ -99,6 +100,7 @@ class ModelServer:
                 text = step.get("text", "")
                 for i in range(0, len(text), piece):
                     self._event({"content": text[i:i + piece]})
+                    time.sleep(float(step.get("delay", 0)))
                 if step.get("hang"):
                     self._event({"content": "…"})
                     owner.stopping.wait(600)

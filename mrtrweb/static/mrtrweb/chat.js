@@ -14,6 +14,8 @@
   var live = document.getElementById("live");
   var socket = null, retry = 500, refreshing = null, again = false;
 
+  function said(attr) { return String(root.getAttribute(attr) || ""); }
+
   function refresh() {
     if (refreshing) { again = true; return; }
     refreshing = fetch(logUrl, {credentials: "same-origin", headers: {"X-Requested-With": "fetch"}})
@@ -30,7 +32,7 @@
           if (streamText) streamText.textContent = "";
         }
         var card = root.querySelector(".chat-panel form.card");
-        if (card && live) live.textContent = "A server asks for your input.";
+        if (card && live) live.textContent = said("data-card-ready");
       })
       .catch(function () {})
       .then(function () {
@@ -47,10 +49,12 @@
     return null;
   }
 
-  function applyPanel(holder, html) {
+  // ``own``: the answer to the person's own submit (always shown); a push keeps a card the person
+  // is filling in, or a review, unless the round changed
+  function applyPanel(holder, html, own) {
     var target = holder.querySelector(".chat-panel");
     if (!target) return;
-    var focused = target.contains(document.activeElement) && target.querySelector("form.card, form.review");
+    var focused = !own && target.contains(document.activeElement) && target.querySelector("form.card, form.review");
     if (focused) {
       var tpl = document.createElement("template");
       tpl.innerHTML = html;
@@ -59,8 +63,10 @@
       if (incoming && current && incoming.value === current.value) return;
     }
     target.innerHTML = html;
+    var review = target.querySelector("form.review .review-title");
     var card = target.querySelector("form.card");
-    if (card) { card.focus(); if (live) live.textContent = "A server asks for your input."; }
+    if (review) review.focus();
+    else if (card) { card.focus(); if (live) live.textContent = said("data-card-ready"); }
   }
 
   function onOperation(msg) {
@@ -80,16 +86,41 @@
     if (!holder) return;
     e.preventDefault();
     var data = new FormData(form, e.submitter || undefined);
-    fetch(form.action, {method: "POST", body: data, credentials: "same-origin"})
+    fetch(form.getAttribute("action") || location.href, {method: "POST", body: data, credentials: "same-origin"})
       .then(function (r) { return r.text(); })
       .then(function (text) {
         var doc = new DOMParser().parseFromString(text, "text/html");
         var panel = doc.getElementById("operation");
         var html = panel ? panel.innerHTML : (doc.querySelector(".panel") ? doc.body.innerHTML : null);
-        if (html !== null) applyPanel(holder, html);
+        if (html !== null) applyPanel(holder, html, true);
         else refresh();
       })
       .catch(function () { refresh(); });
+  });
+
+  // Send stays on this page (its socket open, so the reply streams in); without this script the
+  // form posts and the page reloads, and the reply is there once it is done.
+  var sendForm = document.querySelector("form.chat-send");
+  if (sendForm) sendForm.addEventListener("submit", function (e) {
+    if (!socket || socket.readyState !== 1) return;
+    e.preventDefault();
+    var box = sendForm.querySelector("textarea");
+    var error = document.querySelector(".chat-send-error");
+    fetch(sendForm.getAttribute("action"), {method: "POST", body: new FormData(sendForm), credentials: "same-origin"})
+      .then(function (r) { return r.text().then(function (t) { return [r.ok, t]; }); })
+      .then(function (got) {
+        if (got[0]) {
+          if (box) box.value = "";
+          if (error) { error.textContent = ""; error.hidden = true; }
+          if (streamText) streamText.textContent = "";
+          refresh();
+          return;
+        }
+        var doc = new DOMParser().parseFromString(got[1], "text/html");
+        var said = doc.querySelector(".chat-send-error");
+        if (error) { error.textContent = said ? said.textContent : ""; error.hidden = !said; }
+      })
+      .catch(function () { sendForm.submit(); });
   });
 
   function connect() {
