@@ -175,10 +175,20 @@ Meanings are reStructuredText-lite: ``literal`` is the only markup.
     by default; allow an on-premises model's host or network here)
 ``MODEL_DEMO``
     offer the scripted demo model (not a language model; True)
-``MODEL_STEPS_PER_TURN`` / ``MODEL_PROPOSALS_AT_ONCE`` / ``MODEL_CONTEXT_CHARS`` / ``MODEL_REPLY_CHARS`` / ``MODEL_REPLY_TIMEOUT_S`` / ``MODEL_RESPONSE_MAX_BYTES`` / ``MODEL_RESULT_CHARS``
-    a turn's bounds: model replies per turn (8), calls one reply may propose (5), characters of the
-    conversation sent (60000), characters of one reply (20000), seconds of one reply (120), bytes of
-    one HTTP answer (4 MiB), characters of one call's result given to the model (8000)
+``MODEL_STEPS_PER_TURN``
+    the most model replies in one turn (8); then the turn ends, saying why
+``MODEL_PROPOSALS_AT_ONCE``
+    the most calls one reply may propose (5); the rest are refused and the model is told
+``MODEL_CONTEXT_CHARS``
+    the most characters of the conversation sent to the model (60000; the oldest turns are left out)
+``MODEL_REPLY_CHARS``
+    the most characters of one reply (20000; a longer reply is cut and its calls dropped)
+``MODEL_REPLY_TIMEOUT_S``
+    seconds one reply may take, stream included (120; a stream that never ends is cut)
+``MODEL_RESPONSE_MAX_BYTES``
+    the most bytes of one HTTP answer of a provider (4 MiB)
+``MODEL_RESULT_CHARS``
+    the most characters of one call's result given to the model (8000)
 """
 
 from __future__ import annotations

@@ -264,3 +264,21 @@ async def test_conversations_are_listed_renamed_and_deleted_by_their_owner(chat,
     assert not await Conversation.objects.filter(pk=conv.pk).aexists()
     r = await client.post("/mcp/chat/", {"tenant": "acme"})
     assert r.status_code == 302 and await Conversation.objects.filter(user=chat["alice"]).acount() == 1
+
+
+async def test_without_a_configured_model_the_scripted_demo_model_proposes_and_quotes(seeded):
+    """No ``MODEL_PROVIDERS``, no choice: the clearly labelled scripted demo model answers."""
+    alice, server = seeded["users"]["alice"], seeded["servers"]["acme"]
+    conv = await Conversation.objects.acreate(tenant=server.tenant, user=alice)
+    client = await _client(alice)
+    page = (await client.get(f"/mcp/chat/{conv.pk}/")).content.decode()
+    assert "Scripted demo model" in page and "not a language model" in page
+    await _send(client, conv, "echo hello demo")
+    (p,) = await pending(conv.pk, 1)
+    assert (p.tool, p.arguments, p.status) == ("echo", {"text": "hello demo"}, "pending")
+    await client.post(f"/mcp/chat/proposals/{p.pk}/approve/")
+    conv = await settle(conv.pk)
+    last = await ChatMessage.objects.filter(conversation=conv, role="assistant").order_by("-seq").afirst()
+    assert "hello demo" in last.text and last.provider == "demo"
+    op = await Operation.objects.aget()
+    assert op.initiator_detail["provider"] == "demo" and op.initiator_detail["model"] == "scripted"
