@@ -119,6 +119,16 @@ async def test_parallel_proposals_approve_and_deny_then_the_model_reads_only_res
     assert op_rows and all(r.initiator == "model" for r in op_rows)
     messages = [m.role async for m in ChatMessage.objects.filter(conversation=conv).order_by("seq")]
     assert messages == ["user", "assistant", "tool", "tool", "assistant"]
+    # the tenant's history filters by initiator
+    import re
+
+    def events_of(html):
+        return re.findall(r'<tr class="event event-[a-z_]+" data-event="([a-z_]+)"', html)
+    model_rows = events_of((await client.get("/mcp/tenants/acme/history/?initiator=model&per_page=200")).content.decode())
+    assert model_rows and "proposed" in model_rows and "proposal_denied" in model_rows and "completed" in model_rows
+    assert len(model_rows) == await AuditEvent.objects.filter(initiator="model").acount()
+    person_rows = events_of((await client.get("/mcp/tenants/acme/history/?initiator=person")).content.decode())
+    assert "proposed" not in person_rows and "approved" not in person_rows
 
 
 async def test_a_round_of_an_approved_call_stays_the_persons_and_the_model_never_sees_it(chat):

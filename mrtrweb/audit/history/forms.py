@@ -26,7 +26,7 @@ PAGE_SIZES = (25, 50, 100, 200)
 #: one page made it 10,781 px tall, issue 28)
 OWN_OPERATIONS_PER_PAGE = 10
 #: the parameters that narrow the selection (an export holds the same selection)
-FILTER_PARAMS = ("user", "server", "tool", "outcome", "code", "from", "to")
+FILTER_PARAMS = ("user", "server", "tool", "outcome", "code", "initiator", "from", "to")
 #: what the admin chose: the filters and the page size (kept across pages, exports and visits)
 CHOICE_PARAMS = FILTER_PARAMS + ("per_page",)
 
@@ -47,6 +47,10 @@ class TenantHistoryForm(forms.Form):
                                 choices=[("", _("any"))] + [(value, EVENT_LABELS.get(value, label))
                                                              for value, label in AuditEvent.Event.choices])
     code = forms.CharField(label=_("Code"), required=False, max_length=64)
+    #: who made the call (issue 31/32): a person's own events have no initiator
+    initiator = forms.ChoiceField(label=_("Initiator"), required=False,
+                                  choices=[("", _("any")), ("person", _("Person")), ("app", _("MCP App")),
+                                           ("model", _("Model"))])
     per_page = forms.TypedChoiceField(label=_("Per page"), required=False, coerce=int, empty_value=PER_PAGE,
                                       choices=[(str(n), str(n)) for n in PAGE_SIZES])
 
@@ -87,6 +91,8 @@ class TenantHistoryForm(forms.Form):
             events = events.filter(event=data["outcome"])
         if data.get("code"):
             events = events.filter(code=data["code"])
+        if data.get("initiator"):
+            events = events.filter(initiator="" if data["initiator"] == "person" else data["initiator"])
         tz = timezone.get_current_timezone()
         if data.get("from"):
             events = events.filter(created_at__gte=dt.datetime.combine(data["from"], dt.time.min, tzinfo=tz))

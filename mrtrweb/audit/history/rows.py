@@ -43,6 +43,10 @@ EVENT_LABELS = {
     "server_disabled": _("disabled a server"), "server_enabled": _("enabled a server"),
     "server_removed": _("removed a server"), "auth_changed": _("changed a server's authorization"),
     "tenant_changed": _("changed the tenant's settings"),
+    # a model's proposals (issue 32): who decided is the row's user, the initiator is the model
+    "proposed": _("the model proposed a call"), "approved": _("approved the model's call"),
+    "edited": _("approved the model's call with changes"), "proposal_denied": _("denied the model's call"),
+    "model_changed": _("changed the tenant's model"),
 }
 #: a ``denied`` event that is the person's own Stop (code ``denied``, reason ``cancelled``:
 #: mrtrweb.operations.stopping), shown as such rather than as a refusal
