@@ -15,6 +15,7 @@ Owns:
 * :mod:`.decisions` -- Approve / Edit / Deny of a proposal: an approved call is an operation
   started through :func:`mrtrweb.operations.start_operation` with initiator ``model``;
 * :mod:`.events` -- proposal, approval, edit and denial in the tenant's audit chain (digests only);
+* :mod:`.sampling` -- a sampling provider whose reply the tenant's model drafts, for the person to review;
 * :mod:`.push` -- the reply streamed to the person's WebSocket group; :mod:`.messages` -- what the
   person reads.
 
