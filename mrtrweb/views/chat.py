@@ -93,12 +93,30 @@ def log_context(conv: Conversation, csrf: str) -> dict[str, Any]:
 def _page_context(user: Any, conv: Conversation, csrf: str) -> dict[str, Any]:
     ctx = log_context(conv, csrf)
     chosen = conv.servers
-    ctx["servers"] = [{"s": s, "on": chosen is None or s.pk in chosen} for s in tools.all_servers_of(conv)]
+    off = conv.tools_off if isinstance(conv.tools_off, dict) else {}
+    known = _known_tools(conv)
+    ctx["servers"] = [{"s": s, "on": chosen is None or s.pk in chosen,
+                       "tools": [(t, t not in (off.get(str(s.pk)) or [])) for t in sorted(known.get(s.pk, ()))]}
+                      for s in tools.all_servers_of(conv)]
     row = choice.current(conv.tenant_id)
     ctx["model"] = row
     ctx["demo"] = row is not None and row.provider == "demo"
     ctx["conversations"] = list(Conversation.objects.filter(user_id=user.pk, tenant_id=conv.tenant_id)[:50])
     return ctx
+
+
+def _known_tools(conv: Conversation) -> dict[int, set[str]]:
+    """Sync: the tools of each server the model was offered at its last step, and those turned off
+    (what the person may switch; a server's tools appear after the model's first reply)."""
+    out: dict[int, set[str]] = {}
+    last = ChatMessage.objects.filter(conversation=conv, role="assistant").order_by("-seq").first()
+    for value in (last.offered.values() if last is not None and isinstance(last.offered, dict) else ()):
+        if isinstance(value, list) and len(value) == 2 and isinstance(value[1], str):
+            out.setdefault(value[0], set()).add(value[1])
+    for server_id, names in (conv.tools_off.items() if isinstance(conv.tools_off, dict) else ()):
+        if str(server_id).isdigit() and isinstance(names, list):
+            out.setdefault(int(server_id), set()).update(n for n in names if isinstance(n, str))
+    return out
 
 
 @login_required
@@ -212,10 +230,16 @@ async def chat_delete(request: HttpRequest, conversation_id: Any) -> HttpRespons
 @require_POST
 async def chat_tools(request: HttpRequest, conversation_id: Any) -> HttpResponse:
     """The servers this conversation may use (``server`` ids checked against the person's own;
-    all of them: ``None``, also for the servers added later)."""
+    all of them: ``None``, also for the servers added later), and the tools left out of those the
+    model was offered (``tool``: ``<server id>:<name>`` of each one left on)."""
     user = await _user(request)
     conv = await sync_to_async(conversation_of)(user, conversation_id)
     mine = {s.pk for s in await sync_to_async(tools.all_servers_of)(conv)}
     chosen = sorted({int(v) for v in request.POST.getlist("server") if v.isdigit() and int(v) in mine})
-    await Conversation.objects.filter(pk=conv.pk).aupdate(servers=None if set(chosen) == mine else chosen)
+    known = await sync_to_async(_known_tools)(conv)
+    kept = set(request.POST.getlist("tool"))  # "<server id>:<tool name>" of each tool left on
+    off = {str(sid): sorted(t for t in names if f"{sid}:{t}" not in kept)[:500] for sid, names in known.items()
+           if sid in mine and request.POST.get("tools-shown") == "1"}
+    await Conversation.objects.filter(pk=conv.pk).aupdate(servers=None if set(chosen) == mine else chosen,
+                                                          tools_off={k: v for k, v in off.items() if v})
     return redirect("mrtrweb:chat", conversation_id=conv.pk)

@@ -292,3 +292,55 @@ async def test_without_a_configured_model_the_scripted_demo_model_proposes_and_q
     assert "hello demo" in last.text and last.provider == "demo"
     op = await Operation.objects.aget()
     assert op.initiator_detail["provider"] == "demo" and op.initiator_detail["model"] == "scripted"
+
+
+async def test_a_step_interrupted_by_a_restart_is_resumable(chat):
+    """A worker that died mid-step leaves the conversation ``thinking`` with an old start: the page
+    says so and Continue runs the step again, from the saved conversation."""
+    from django.utils import timezone
+
+    conv, model = chat["conv"], chat["model"]
+    model.script({"text": "Here I am again."})
+    client = await _client(chat["alice"])
+    from asgiref.sync import sync_to_async
+
+    from mrtrweb.chat import turns
+
+    assert await sync_to_async(turns.add_user_message)(conv, "are you there?")
+    old = timezone.now() - timezone.timedelta(seconds=3 + 61)  # MODEL_REPLY_TIMEOUT_S 3 in these tests
+    await Conversation.objects.filter(pk=conv.pk).aupdate(step_started_at=old)  # the step's worker is gone
+    page = (await client.get(f"/mcp/chat/{conv.pk}/")).content.decode()
+    assert "The last step was interrupted" in page and "Try again" in page
+    busy = await client.post(f"/mcp/chat/{conv.pk}/send/", {"text": "hello?"})
+    assert busy.status_code == 409  # nothing lost, nothing doubled: the saved turn goes on first
+    await client.post(f"/mcp/chat/{conv.pk}/continue/")
+    conv = await settle(conv.pk)
+    assert conv.state == "idle"
+    texts = [(m.role, m.text) async for m in ChatMessage.objects.filter(conversation=conv).order_by("seq")]
+    assert texts == [("user", "are you there?"), ("assistant", "Here I am again.")]
+
+
+async def test_the_person_narrows_the_servers_and_tools_of_a_conversation(chat, seeded):
+    from mrtrweb.models import McpServer
+
+    conv, model, server = chat["conv"], chat["model"], chat["server"]
+    other = await McpServer.objects.acreate(tenant=server.tenant, name="Other", url=server.url)
+    model.script({"text": "first"}, {"text": "second"}, {"text": "third"})
+    client = await _client(chat["alice"])
+    await _send(client, conv, "one")
+    await settle(conv.pk)
+    names = {t["function"]["name"] for t in model.requests[0]["body"]["tools"]}
+    assert f"other_{other.pk}__echo" in names and f"demo_server_{server.pk}__echo" in names
+    page = (await client.get(f"/mcp/chat/{conv.pk}/")).content.decode()
+    assert f'value="{server.pk}:deploy"' in page
+    # only the demo server, and its deploy turned off (every other listed tool kept on)
+    keep = [f"{server.pk}:{t}" for t in ("echo", "book_trip")]
+    await client.post(f"/mcp/chat/{conv.pk}/servers/", {"server": [str(server.pk)], "tool": keep, "tools-shown": "1"})
+    await _send(client, conv, "two")
+    await settle(conv.pk)
+    names = {t["function"]["name"] for t in model.requests[1]["body"]["tools"]}
+    assert names == {f"demo_server_{server.pk}__echo", f"demo_server_{server.pk}__book_trip"}
+    # a server id that is not the person's is ignored
+    globex = seeded["servers"]["globex"]
+    await client.post(f"/mcp/chat/{conv.pk}/servers/", {"server": [str(globex.pk)], "tools-shown": "1"})
+    assert (await Conversation.objects.aget(pk=conv.pk)).servers == []
