@@ -1,5 +1,6 @@
 """A model's proposals in the tenant's audit chain (issue 32, item 7): ``proposed``, ``approved``,
-``edited``, ``proposal_denied``, and ``model_changed`` (a tenant admin's choice of model).
+``edited``, ``proposal_denied``, ``model_changed`` (a tenant admin's choice of model), and
+``tenant_changed`` with ``method`` ``chat/policy`` (the tenant's rules for a server's tools).
 
 Each event has ``operation_id`` = the proposal's id (the operation an approval starts names the
 proposal in its ``initiator_detail``, so the two are joined), ``method`` ``chat/proposal``, the
@@ -61,3 +62,15 @@ def model_changed(tenant_id: Any, user_id: Any, provider: str, model: str, secre
                           "method": "chat/model", "name": f"{provider}/{model}"[:500],
                           "user_digest": keyed_digest(f"user:{user_id}"), "auth_digest": key_digest,
                           "actions": {"provider": provider[:40], "secret": secret}})
+
+
+def policy_changed(tenant_id: Any, user_id: Any, server: Any, rules: dict[str, str]) -> AuditEvent:
+    """A tenant admin set rules for ``server``: ``actions`` tool name (``""``: the server's own rule,
+    written ``*``) -> rule."""
+    import uuid
+
+    return append_config({"tenant_id": tenant_id, "operation_id": uuid.uuid4(),
+                          "event": AuditEvent.Event.TENANT_CHANGED, "method": "chat/policy",
+                          "server_id": str(server.pk), "server_origin": server.origin, "name": server.name[:500],
+                          "user_digest": keyed_digest(f"user:{user_id}"),
+                          "actions": {(tool or "*")[:100]: rule for tool, rule in rules.items()}})

@@ -15,6 +15,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 
 from .. import conf
+from ..audit.events import AuditUnavailable
 from ..models import Conversation, Operation, Proposal
 from ..providers import ProviderError
 from ..tenancy import access
@@ -57,6 +58,9 @@ async def run(conversation_id: Any, user_id: Any) -> None:
     except ProviderError as exc:
         logger.info("chat: conversation %s: the model step failed (%s)", conversation_id, exc.code)
         await sync_to_async(turns.fail)(conversation_id, exc.code)
+    except AuditUnavailable:  # the step and its proposals rolled back with it: nothing was proposed
+        logger.warning("chat: conversation %s: the step's audit events could not be written", conversation_id)
+        await sync_to_async(turns.fail)(conversation_id, "audit_unavailable")
     except asyncio.CancelledError:
         raise
     except Exception:  # noqa: BLE001 -- a bug must not leave the conversation thinking

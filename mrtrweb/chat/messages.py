@@ -19,6 +19,8 @@ MESSAGES = {
     "interrupted": _("The last step was interrupted (the server restarted). Your conversation is saved; choose "
                      "Continue."),
     "no_access": _("You can no longer use this organisation."),
+    "audit_unavailable": _("The model's reply could not be recorded in the audit trail, so nothing of it was kept "
+                           "or proposed. Your conversation is saved; try again."),
 }
 
 #: why a proposal was refused by the product (told to the model, shown on the card)

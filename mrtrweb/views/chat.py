@@ -26,7 +26,7 @@ from django.views.decorators.http import require_POST
 from ..chat import choice, decisions, loop, tools, turns
 from ..chat.messages import REFUSALS
 from ..consent.panels import render_panel
-from ..models import ChatMessage, Conversation, Membership, Operation, Proposal
+from ..models import ChatMessage, Conversation, Membership, Proposal
 from ..rendering import markdown
 from ..tenancy import access
 from ..text import display
@@ -62,8 +62,8 @@ def _proposal_view(p: Proposal, csrf: str) -> dict[str, Any]:
 
     rows, as_json = _arguments_view(p.arguments)
     panel = None
-    if p.operation_id:
-        op = Operation.objects.select_related("server").get(pk=p.operation_id)
+    op = access.visible_operation_sync(p.conversation.user_id, p.operation_id) if p.operation_id else None
+    if op is not None:  # while the person may still act on it (as its own page)
         panel = {"op": op, "html": mark_safe(render_panel(op, csrf))}  # noqa: S308 -- the product's own rendering
     return {"p": p, "rows": rows, "json": as_json, "panel": panel,
             "hints": {"badges": tool_hints({"annotations": p.annotations}).badges()},
@@ -74,7 +74,8 @@ def _proposal_view(p: Proposal, csrf: str) -> dict[str, Any]:
 def log_context(conv: Conversation, csrf: str) -> dict[str, Any]:
     """Sync: the messages of the conversation as its page shows them."""
     proposals: dict[int, list[dict[str, Any]]] = {}
-    for p in Proposal.objects.filter(conversation=conv).select_related("server").order_by("message__seq", "position"):
+    for p in Proposal.objects.filter(conversation=conv).select_related("server", "conversation").order_by(
+            "message__seq", "position"):
         proposals.setdefault(p.message_id, []).append(_proposal_view(p, csrf))
     items = []
     for m in ChatMessage.objects.filter(conversation=conv).order_by("seq"):

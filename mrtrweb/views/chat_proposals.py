@@ -136,17 +136,30 @@ RULES = [(ASK, gettext_lazy("Ask every time")), (READ_ONLY, gettext_lazy("Approv
          (NEVER, gettext_lazy("Never allow"))]
 
 
-def _save_policy(tenant: Tenant, data: Any) -> None:
+def _save_policy(tenant: Tenant, user_id: Any, data: Any) -> None:
     """``rule-<server id>`` (the server's rule) and ``tool-<server id>`` + ``tool-rule-<server id>``
-    (one tool's rule; an empty tool name: none)."""
+    (one tool's rule; an empty tool name: none); each server's change audited with it."""
+    from django.db import transaction
+
+    from ..chat.events import policy_changed
+
     valid = {r for r, _label in RULES}
     for server in McpServer.objects.filter(tenant=tenant, owner__isnull=True):
+        changed: dict[str, str] = {}
         rule = data.get(f"rule-{server.pk}")
         if rule in valid:
-            ToolPolicy.objects.update_or_create(tenant=tenant, server=server, tool="", defaults={"rule": rule})
+            changed[""] = rule
         tool, tool_rule = data.get(f"tool-{server.pk}", "").strip()[:500], data.get(f"tool-rule-{server.pk}")
         if tool and tool_rule in valid:
-            ToolPolicy.objects.update_or_create(tenant=tenant, server=server, tool=tool, defaults={"rule": tool_rule})
+            changed[tool] = tool_rule
+        current = {p.tool: p.rule for p in ToolPolicy.objects.filter(server=server)}
+        changed = {t: r for t, r in changed.items() if current.get(t, ASK if t == "" else None) != r}
+        if not changed:
+            continue
+        with transaction.atomic():
+            for name, value in changed.items():
+                ToolPolicy.objects.update_or_create(tenant=tenant, server=server, tool=name, defaults={"rule": value})
+            policy_changed(tenant.pk, user_id, server, changed)
 
 
 def _admin_context(tenant: Tenant, form: ModelChoiceForm) -> dict[str, Any]:
@@ -166,7 +179,7 @@ async def tenant_model(request: HttpRequest, slug: str) -> HttpResponse:
     row = await sync_to_async(choice.current)(tenant.pk)
     initial = {"choice": f"{row.provider}/{row.model}"} if row else {}
     if request.method == "POST" and request.POST.get("what") == "policy":
-        await sync_to_async(_save_policy)(tenant, request.POST)
+        await sync_to_async(_save_policy)(tenant, user.pk, request.POST)
         return redirect("mrtrweb:tenant-model", slug=slug)
     form = ModelChoiceForm(request.POST if request.method == "POST" else None, initial=initial)
     if request.method == "POST" and await sync_to_async(form.is_valid)():

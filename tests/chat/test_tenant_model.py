@@ -67,6 +67,10 @@ def test_the_policy_form_sets_server_and_tool_rules(seeded):
                                              f"tool-{server.pk}": "deploy", f"tool-rule-{server.pk}": "never"})
     rules = dict(ToolPolicy.objects.filter(server=server).values_list("tool", "rule"))
     assert rules == {"": "read_only", "deploy": "never"}
+    event = AuditEvent.objects.get(method="chat/policy")
+    assert event.event == "tenant_changed" and event.actions == {"*": "read_only", "deploy": "never"}
+    client.post("/mcp/tenants/acme/model/", {"what": "policy", f"rule-{server.pk}": "read_only"})
+    assert AuditEvent.objects.filter(method="chat/policy").count() == 1  # nothing changed: nothing audited
     client.post("/mcp/tenants/acme/model/", {"what": "policy", f"rule-{server.pk}": "anything"})
     assert ToolPolicy.objects.get(server=server, tool="").rule == "read_only"  # an unknown rule changes nothing
     globex = seeded["servers"]["globex"]
