@@ -92,10 +92,9 @@ def fail(conversation_id: Any, code: str, message: str = "") -> None:
 
 
 def _notice(conversation_id: Any, code: str) -> None:
-    from .messages import message as text_of
-
+    """A ``notice`` of the product (its ``text`` is the code: shown in the reader's language)."""
     ChatMessage.objects.create(conversation_id=conversation_id, seq=next_seq(conversation_id), role="notice",
-                               text=text_of(code))
+                               text=code)
 
 
 def end_turn(conversation_id: Any, code: str) -> None:

@@ -24,7 +24,7 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
 from ..chat import choice, decisions, loop, tools, turns
-from ..chat.messages import REFUSALS
+from ..chat.messages import REFUSALS, message
 from ..consent.panels import render_panel
 from ..models import ChatMessage, Conversation, Membership, Proposal
 from ..rendering import markdown
@@ -80,11 +80,13 @@ def log_context(conv: Conversation, csrf: str) -> dict[str, Any]:
     items = []
     for m in ChatMessage.objects.filter(conversation=conv).order_by("seq"):
         item: dict[str, Any] = {"m": m, "role": m.role}
+        if m.role == "notice":  # a code of the product's: said in this reader's language
+            item["notice"] = message(m.text)
         if m.role == "assistant":
             item["html"] = mark_safe(markdown.render(m.text)) if m.text else ""  # noqa: S308 -- sanitised (nh3)
             item["proposals"] = proposals.get(m.pk, [])
         items.append(item)
-    error = conv.error_message if conv.state == Conversation.State.FAILED else ""
+    error = message(conv.error_code) if conv.state == Conversation.State.FAILED else ""
     interrupted = turns.stale(conv)
     return {"conversation": conv, "items": items, "error": error, "interrupted": interrupted,
             "can_continue": conv.state == Conversation.State.FAILED or interrupted,

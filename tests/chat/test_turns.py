@@ -344,3 +344,28 @@ async def test_the_person_narrows_the_servers_and_tools_of_a_conversation(chat, 
     globex = seeded["servers"]["globex"]
     await client.post(f"/mcp/chat/{conv.pk}/servers/", {"server": [str(globex.pk)], "tools-shown": "1"})
     assert (await Conversation.objects.aget(pk=conv.pk)).servers == []
+
+
+async def test_steps_per_turn_and_reply_size_are_bounded(chat, model_settings):
+    """A model that keeps calling (read-only, approved by the policy) stops at MODEL_STEPS_PER_TURN; a
+    reply over MODEL_REPLY_CHARS is cut and its calls dropped; both are said on the page."""
+    conv, model, server = chat["conv"], chat["model"], chat["server"]
+    model_settings.MRTRWEB = {**model_settings.MRTRWEB, "MODEL_STEPS_PER_TURN": 2, "MODEL_REPLY_CHARS": 100}
+    await ToolPolicy.objects.acreate(tenant=server.tenant, server=server, tool="", rule="read_only")
+    call = {"calls": [{"name": f"demo_server_{server.pk}__echo", "arguments": json.dumps({"text": "again"})}]}
+    model.script(call, call, call, {"text": "y" * 150, "calls": call["calls"]})
+    client = await _client(chat["alice"])
+    await _send(client, conv, "loop forever")
+    conv = await settle(conv.pk, ("idle",), timeout=30)
+    assert len(model.requests) == 2 and await Operation.objects.acount() == 2
+    page = (await client.get(f"/mcp/chat/{conv.pk}/")).content.decode()
+    assert "The model took the most steps one turn may take" in page
+    model.steps.clear()
+    model.script({"text": "y" * 150, "calls": call["calls"]})
+    await _send(client, conv, "talk a lot")
+    conv = await settle(conv.pk, ("idle",), timeout=30)
+    page = (await client.get(f"/mcp/chat/{conv.pk}/")).content.decode()
+    assert "The model&#x27;s reply was too long and was cut" in page or "reply was too long" in page
+    assert await Operation.objects.acount() == 2  # the cut reply's call was dropped
+    last = await ChatMessage.objects.filter(conversation=conv, role="assistant").order_by("-seq").afirst()
+    assert last.text == "y" * 100 and last.tool_calls == []
