@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+import uuid
 from typing import Any
 
 from .base import OnText, Reply, ToolCall, ToolSpec
@@ -53,7 +54,7 @@ class ScriptedDemoModel:
         name, arguments = call
         text = f"I propose to call `{name}`."
         await on_text(text)
-        return Reply(text=text, tool_calls=(ToolCall(id=f"call_{abs(hash((said, name))) % 10**8}", name=name,
+        return Reply(text=text, tool_calls=(ToolCall(id=f"call_{uuid.uuid4().hex[:12]}", name=name,
                                                      arguments=json.dumps(arguments)),))
 
 

@@ -369,3 +369,50 @@ async def test_steps_per_turn_and_reply_size_are_bounded(chat, model_settings):
     assert await Operation.objects.acount() == 2  # the cut reply's call was dropped
     last = await ChatMessage.objects.filter(conversation=conv, role="assistant").order_by("-seq").afirst()
     assert last.text == "y" * 100 and last.tool_calls == []
+
+
+async def test_no_model_configured_says_so_and_the_forms_keep_working(seeded, settings):
+    settings.MRTRWEB = {**getattr(settings, "MRTRWEB", {}), "MODEL_DEMO": False}
+    alice, server = seeded["users"]["alice"], seeded["servers"]["acme"]
+    conv = await Conversation.objects.acreate(tenant=server.tenant, user=alice)
+    client = await _client(alice)
+    page = (await client.get(f"/mcp/chat/{conv.pk}/")).content.decode()
+    assert "No model is configured for this organisation." in page
+    await _send(client, conv, "hello")
+    conv = await settle(conv.pk)
+    assert conv.state == "failed" and conv.error_code == "provider_not_configured"
+    r = await client.post(f"/mcp/servers/{server.pk}/tools/echo/", {"arg-text": "by hand"})
+    assert r.status_code == 302  # a person's own call, as ever
+
+
+async def test_a_decision_the_audit_cannot_record_starts_nothing(chat, monkeypatch):
+    from mrtrweb.audit.events import AuditUnavailable
+    from mrtrweb.chat import events
+
+    conv, model, server = chat["conv"], chat["model"], chat["server"]
+    model.script({"calls": [{"name": f"demo_server_{server.pk}__echo", "arguments": json.dumps({"text": "x"})}]})
+    client = await _client(chat["alice"])
+    await _send(client, conv, "echo")
+    (p,) = await pending(conv.pk, 1)
+
+    def broken(*args, **kwargs):
+        raise AuditUnavailable("the chain stayed locked")
+    monkeypatch.setattr(events, "decided", broken)
+    r = await client.post(f"/mcp/chat/proposals/{p.pk}/approve/", follow=True)
+    assert "could not be recorded in the audit trail" in r.content.decode()
+    assert (await Proposal.objects.aget(pk=p.pk)).status == "pending"
+    assert await Operation.objects.acount() == 0
+
+
+async def test_a_person_whose_membership_ended_decides_nothing(chat):
+    from mrtrweb.models import Membership
+
+    conv, model, server = chat["conv"], chat["model"], chat["server"]
+    model.script({"calls": [{"name": f"demo_server_{server.pk}__echo", "arguments": json.dumps({"text": "x"})}]})
+    client = await _client(chat["alice"])
+    await _send(client, conv, "echo")
+    (p,) = await pending(conv.pk, 1)
+    await Membership.objects.filter(user=chat["alice"]).adelete()
+    assert (await client.post(f"/mcp/chat/proposals/{p.pk}/approve/")).status_code == 404
+    assert (await client.get(f"/mcp/chat/{conv.pk}/")).status_code == 404
+    assert await Operation.objects.acount() == 0
