@@ -179,3 +179,37 @@ def test_a_result_steering_the_model_into_another_servers_destructive_tool_is_as
     expect(page.locator(".chat-assistant .chat-text").last).to_have_text("Understood, not deploying.", timeout=15_000)
     assert not Operation.objects.filter(name="deploy").exists()
     assert app.mcp.calls[("deploy", False)] == 0
+
+
+def test_axe_finds_no_serious_violations_on_the_chat_pages(chat_app, axe_js):
+    """The conversation list, a conversation with a pending proposal and with a round's card inside,
+    the edit form and the tenant's model page: no serious or critical axe-core violation."""
+    from tests.views.axe import serious_violations, sign_in_page
+
+    app = chat_app
+    app.model.script({"text": "Deploying.", "calls": [
+        {"id": "a1", "name": app.prefix + "deploy", "arguments": json.dumps({"env": "staging", "replicas": 1})}]})
+    page = sign_in_page(app, "alice", bypass_csp=True)
+    found = {}
+    page.goto("/mcp/chat/")
+    found["list"] = serious_violations(page, axe_js)
+    page.get_by_role("button", name="New conversation").click()
+    _send(page, "deploy")
+    expect(page.locator("section.proposal")).to_have_count(1)
+    found["proposal"] = serious_violations(page, axe_js)
+    page.locator("section.proposal").get_by_role("link", name="Edit").click()
+    found["edit"] = serious_violations(page, axe_js)
+    page.go_back()
+    page.locator("section.proposal").get_by_role("button", name="Approve").click()
+    expect(page.locator(".chat-panel form.card")).to_be_visible()
+    found["card"] = serious_violations(page, axe_js)
+    page.goto("/mcp/tenants/acme/model/")
+    found["model page"] = serious_violations(page, axe_js)
+    assert not any(found.values()), {k: [(v["id"], v["nodes"][:2]) for v in vs] for k, vs in found.items() if vs}
+
+
+@pytest.fixture(scope="module")
+def axe_js():
+    from tests.views.conftest import axe_js as views_axe_js
+
+    return views_axe_js.__wrapped__()
