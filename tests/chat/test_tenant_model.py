@@ -108,3 +108,21 @@ async def test_the_scripted_demo_model_maps_phrases_to_the_demo_tools():
     reply = await model.reply([{"role": "user", "content": "echo hi"}, {"role": "tool", "content": '{"x": 1}'}],
                               tools, on_text)
     assert not reply.tool_calls and '> {"x": 1}' in reply.text
+
+
+def test_the_model_key_is_resealed_by_mrtr_rotate_secrets(seeded, model_settings):
+    import io
+
+    from cryptography.fernet import Fernet
+    from django.core.management import call_command
+
+    old, new = Fernet.generate_key().decode(), Fernet.generate_key().decode()
+    model_settings.MRTRWEB = {**model_settings.MRTRWEB, "SECRET_KEYS": [old]}
+    tenant = seeded["servers"]["acme"].tenant
+    choice.choose(tenant, seeded["users"]["alice"].pk, "local", "scripted-1", "sk-rotate-me")
+    model_settings.MRTRWEB = {**model_settings.MRTRWEB, "SECRET_KEYS": [new, old]}
+    out = io.StringIO()
+    call_command("mrtr_rotate_secrets", stdout=out)
+    assert "TenantModel.api_key_sealed: 1 resealed" in out.getvalue() and "sk-rotate-me" not in out.getvalue()
+    model_settings.MRTRWEB = {**model_settings.MRTRWEB, "SECRET_KEYS": [new]}  # the old key dropped
+    assert choice.provider_of(tenant.pk)._api_key == "sk-rotate-me"
