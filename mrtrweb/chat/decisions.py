@@ -30,6 +30,11 @@ from .turns import arguments_digest, next_seq
 
 logger = logging.getLogger("mrtrweb.chat")
 
+#: seconds after an approval within which its operation must have started (else the worker starting
+#: it is gone: the proposal is told to the model as not started)
+START_GRACE_S = 30
+
+
 class DecisionRefused(Exception):
     """``code``: ``not_found`` (not the person's), ``already_decided``, ``audit_unavailable``."""
 
@@ -91,6 +96,13 @@ def open_proposals(conversation_id: Any) -> tuple[str, list[Proposal]]:
     if any(p.status == Proposal.Status.PENDING for p in proposals):
         return "pending", proposals
     started = (Proposal.Status.APPROVED, Proposal.Status.EDITED, Proposal.Status.AUTO)
+    lost_before = timezone.now() - timezone.timedelta(seconds=START_GRACE_S)
+    for p in proposals:
+        if p.status in started and p.operation is None and p.decided_at and p.decided_at < lost_before:
+            # approved, but the worker that was starting it is gone: said to the model as not started
+            logger.warning("chat: proposal %s was approved but never started; told as not started", p.pk)
+            refuse(p.pk, "start_refused")
+            p.status, p.refusal = Proposal.Status.REFUSED, "start_refused"
     for p in proposals:
         if p.status in started and (p.operation is None or p.operation.status in Operation.LIVE):
             return "running", proposals

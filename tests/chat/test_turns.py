@@ -416,3 +416,23 @@ async def test_a_person_whose_membership_ended_decides_nothing(chat):
     assert (await client.post(f"/mcp/chat/proposals/{p.pk}/approve/")).status_code == 404
     assert (await client.get(f"/mcp/chat/{conv.pk}/")).status_code == 404
     assert await Operation.objects.acount() == 0
+
+
+async def test_an_approval_whose_worker_died_before_the_start_is_not_stuck(chat):
+    """Approved, but the worker died before its operation started: after the grace the model is told
+    it was not started, and the turn goes on (nothing was sent)."""
+    from django.utils import timezone
+
+    conv, model, server = chat["conv"], chat["model"], chat["server"]
+    model.script({"calls": [{"id": "z", "name": f"demo_server_{server.pk}__echo", "arguments": "{}"}]},
+                 {"text": "It did not start."})
+    client = await _client(chat["alice"])
+    await _send(client, conv, "echo")
+    (p,) = await pending(conv.pk, 1)
+    await Proposal.objects.filter(pk=p.pk).aupdate(status="approved", decided_at=timezone.now()
+                                                   - timezone.timedelta(seconds=31))
+    await client.post(f"/mcp/chat/{conv.pk}/continue/")
+    conv = await settle(conv.pk)
+    assert conv.state == "idle" and (await Proposal.objects.aget(pk=p.pk)).refusal == "start_refused"
+    assert json.loads(model.requests[-1]["body"]["messages"][-1]["content"])["outcome"] == "not_called"
+    assert await Operation.objects.acount() == 0
