@@ -84,6 +84,11 @@
     var form = e.target;
     var holder = form.closest && form.closest(".chat-operation");
     if (!holder) return;
+    // only the round's answers (the card, the review) and Stop stay here; Run again and the like
+    // start something else: the browser goes to its page
+    var action = String(form.getAttribute("action") || "");
+    if (!/\/(answer|stop)\/$/.test(action) ||
+        action.indexOf("/operations/" + holder.getAttribute("data-operation") + "/") === -1) return;
     e.preventDefault();
     var data = new FormData(form, e.submitter || undefined);
     fetch(form.getAttribute("action") || location.href, {method: "POST", body: data, credentials: "same-origin"})
