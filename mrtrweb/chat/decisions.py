@@ -26,7 +26,7 @@ from ..audit.events import AuditUnavailable
 from ..models import ChatMessage, Conversation, Operation, Proposal
 from ..tenancy import access
 from . import context, events
-from .turns import arguments_digest, next_seq
+from .turns import arguments_digest, clean, next_seq
 
 logger = logging.getLogger("mrtrweb.chat")
 
@@ -122,7 +122,7 @@ def give_results(conversation_id: Any, proposals: list[Proposal]) -> bool:
             if p.answered:
                 continue
             ChatMessage.objects.create(conversation_id=conversation_id, seq=next_seq(conversation_id), role="tool",
-                                       text=context.result_for_model(p, p.operation), tool_call_id=p.call_id,
+                                       text=clean(context.result_for_model(p, p.operation), 1_000_000), tool_call_id=p.call_id,
                                        server_id=p.server_id)
             Proposal.objects.filter(pk=p.pk).update(answered=True)
     return True

@@ -21,6 +21,7 @@ import asyncio
 import hashlib
 import json
 import logging
+import re
 from typing import Any
 
 from django.db import transaction
@@ -124,16 +125,18 @@ def record_step(conversation_id: Any, reply: Reply, offered: tools.Offered, prov
     auto: list[Any] = []
     with transaction.atomic():
         conv = Conversation.objects.select_for_update().get(pk=conversation_id)
-        calls = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in reply.tool_calls]
-        message = ChatMessage.objects.create(conversation=conv, seq=next_seq(conv.pk), role="assistant", text=reply.text,
+        calls = [{"id": clean(c.id, 200), "name": clean(c.name, 300), "arguments": clean(c.arguments, 100_000)}
+                 for c in reply.tool_calls]
+        message = ChatMessage.objects.create(conversation=conv, seq=next_seq(conv.pk), role="assistant",
+                                             text=clean(reply.text, 1_000_000),
                                              tool_calls=calls, offered=offered.names, provider=provider, model=model)
         if reply.cut:
             _notice(conv.pk, "reply_cut")
         sources = _sources(conv.pk)
         rules = policy.rules_of(conv.tenant_id, list(offered.servers))
         for position, call in enumerate(reply.tool_calls):
-            proposal = Proposal(conversation=conv, message=message, call_id=call.id, position=position,
-                                called_as=call.name[:300], sources=sources)
+            proposal = Proposal(conversation=conv, message=message, call_id=clean(call.id, 200), position=position,
+                                called_as=clean(call.name, 300), sources=sources)
             target = offered.names.get(call.name)
             arguments = _parsed(call.arguments)
             if position >= at_once:
@@ -177,11 +180,23 @@ def record_step(conversation_id: Any, reply: Reply, offered: tools.Offered, prov
 
 
 def _parsed(text: str) -> dict[str, Any] | None:
-    """The model's arguments as a JSON object (empty text: ``{}``), else None."""
+    """The model's arguments as a JSON object (empty text: ``{}``), else None -- also for one holding
+    a NUL or a lone surrogate anywhere (no database keeps it, no server should get it)."""
     if not text.strip():
         return {}
     try:
         value = json.loads(text)
-    except (ValueError, RecursionError):
+        canonical = json.dumps(value, ensure_ascii=False)
+        canonical.encode("utf-8")
+    except (ValueError, RecursionError, UnicodeError):
         return None
-    return value if isinstance(value, dict) else None
+    return value if isinstance(value, dict) and "\\u0000" not in canonical else None
+
+
+_LONE = re.compile("[\ud800-\udfff]")
+
+
+def clean(text: Any, limit: int) -> str:
+    """A model's text made fit to keep: at most ``limit`` characters, NUL and lone surrogates as U+FFFD
+    (PostgreSQL keeps neither)."""
+    return _LONE.sub("\ufffd", str(text or "")[:limit].replace("\x00", "\ufffd"))

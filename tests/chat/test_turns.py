@@ -436,3 +436,24 @@ async def test_an_approval_whose_worker_died_before_the_start_is_not_stuck(chat)
     assert conv.state == "idle" and (await Proposal.objects.aget(pk=p.pk)).refusal == "start_refused"
     assert json.loads(model.requests[-1]["body"]["messages"][-1]["content"])["outcome"] == "not_called"
     assert await Operation.objects.acount() == 0
+
+
+async def test_nul_and_lone_surrogates_from_the_model_are_kept_safely(chat):
+    """A reply with NUL and lone surrogates, a call id and name with them, arguments holding a NUL:
+    the reply is kept (the characters replaced), the call refused as malformed, nothing lost, no 500."""
+    conv, model, server = chat["conv"], chat["model"], chat["server"]
+    model.script({"text": "bad\u0000text\ud800end", "calls": [
+        {"id": "x\u0000\ud801", "name": f"demo_server_{server.pk}__echo", "arguments": json.dumps({"text": "a\u0000b"})},
+        {"id": "y", "name": "no\u0000such\udfff", "arguments": "{}"}]},
+        {"text": "fine"})
+    client = await _client(chat["alice"])
+    await _send(client, conv, "be nasty")
+    first, second = await pending(conv.pk, 2)
+    assert first.refusal == "malformed_arguments" and second.refusal == "unknown_tool"
+    assert "\x00" not in first.call_id and second.called_as == "no\ufffdsuch\ufffd"
+    conv = await settle(conv.pk)
+    assert conv.state == "idle", conv.error_code
+    reply = await ChatMessage.objects.filter(conversation=conv, role="assistant").order_by("seq").afirst()
+    assert reply.text == "bad\ufffdtext\ufffdend"
+    page = await client.get(f"/mcp/chat/{conv.pk}/")
+    assert page.status_code == 200
