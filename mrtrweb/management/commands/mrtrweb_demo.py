@@ -206,6 +206,9 @@ class Command(BaseCommand):
             use_model(options["model_url"], options["model"])
             self.stdout.write(f"Chat: the model {options['model']} at {options['model_url']}")
         else:
+            from mrtrweb.models import TenantModel
+
+            TenantModel.objects.filter(provider="endpoint").delete()  # an earlier run's --model-url
             self.stdout.write("Chat: the scripted demo model (not a language model; --model-url URL --model NAME "
                               "for a real one)")
         logging.getLogger("mrtrweb.sessions").setLevel(logging.NOTSET)
