@@ -106,7 +106,6 @@ def _page_context(user: Any, conv: Conversation, csrf: str) -> dict[str, Any]:
     ctx["demo"] = row is not None and row.provider == "demo"
     ctx["is_admin"] = Membership.objects.filter(user_id=user.pk, tenant_id=conv.tenant_id,
                                                 role=Membership.Role.ADMIN).exists()
-    ctx["conversations"] = list(Conversation.objects.filter(user_id=user.pk, tenant_id=conv.tenant_id)[:50])
     return ctx
 
 
