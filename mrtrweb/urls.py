@@ -5,7 +5,7 @@ from django.urls import include, path
 from .audit import history
 from .runtime import metrics_view
 from .consent import rerun
-from .views import apps as mcp_apps, chat, chat_proposals, completions as suggestions, server_log, settings_page
+from .views import apps as mcp_apps, chat, chat_offers, chat_proposals, completions as suggestions, server_log, settings_page
 from . import views
 from .views.waiting import waiting_rounds
 
@@ -60,5 +60,8 @@ urlpatterns = [
     path("chat/proposals/<uuid:proposal_id>/deny/", chat_proposals.proposal_deny, name="proposal-deny"),
     path("chat/proposals/<uuid:proposal_id>/edit/", chat_proposals.proposal_edit, name="proposal-edit"),
     path("tenants/<slug:slug>/model/", chat_proposals.tenant_model, name="tenant-model"),
+    path("chat/app-offers/", chat_offers.app_offer, name="app-offer"),
+    path("chat/app-offers/<uuid:offer_id>/accept/", chat_offers.offer_accept, name="app-offer-accept"),
+    path("chat/app-offers/<uuid:offer_id>/discard/", chat_offers.offer_discard, name="app-offer-discard"),
     path("metrics/", metrics_view.metrics_view, name="metrics"),  # Prometheus (MRTRWEB["METRICS_TOKEN"])
 ]

@@ -15,6 +15,8 @@ Owns:
 * :mod:`.decisions` -- Approve / Edit / Deny of a proposal: an approved call is an operation
   started through :func:`mrtrweb.operations.start_operation` with initiator ``model``;
 * :mod:`.events` -- proposal, approval, edit and denial in the tenant's audit chain (digests only);
+* :mod:`.app_offers` -- an MCP App's ``ui/message`` / ``ui/update-model-context`` offered to the
+  conversation of the model's call it belongs to, given to the model only once the person accepts it;
 * :mod:`.sampling` -- a sampling provider whose reply the tenant's model drafts, for the person to review;
 * :mod:`.push` -- the reply streamed to the person's WebSocket group; :mod:`.messages` -- what the
   person reads.

@@ -139,3 +139,26 @@ class Proposal(models.Model):
 
     class Meta:
         ordering = ["created_at", "position"]
+
+
+class AppOffer(models.Model):
+    """What an MCP App on the page of a model's call asks to put into that call's conversation
+    (``ui/message``: ``kind`` ``message``; ``ui/update-model-context``: ``context``), waiting for the
+    person (``status`` ``pending``, then ``accepted`` or ``discarded``). ``text``: the app's text,
+    shown as text; given to the model only once accepted, marked as from that app."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", _("Waiting for you")
+        ACCEPTED = "accepted", _("Added")
+        DISCARDED = "discarded", _("Discarded")
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="app_offers")
+    operation = models.ForeignKey(Operation, on_delete=models.CASCADE, related_name="+")
+    kind = models.CharField(max_length=16)
+    text = models.TextField()
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["created_at"]

@@ -26,7 +26,7 @@ from django.views.decorators.http import require_POST
 from ..chat import choice, decisions, loop, tools, turns
 from ..chat.messages import REFUSALS, message
 from ..consent.panels import render_panel
-from ..models import ChatMessage, Conversation, Membership, Proposal
+from ..models import AppOffer, ChatMessage, Conversation, McpServer, Membership, Proposal
 from ..rendering import markdown
 from ..tenancy import access
 from ..text import display
@@ -87,8 +87,16 @@ def log_context(conv: Conversation, csrf: str) -> dict[str, Any]:
             item["proposals"] = proposals.get(m.pk, [])
         items.append(item)
     error = message(conv.error_code) if conv.state == Conversation.State.FAILED else ""
+    offers = list(AppOffer.objects.filter(conversation=conv, status=AppOffer.Status.PENDING)
+                  .select_related("operation__server"))
+    servers = {o.operation.server_id: o.operation.server.name for o in offers}
+    servers.update(McpServer.objects.filter(pk__in={i["m"].server_id for i in items if i["role"].startswith("app_")})
+                   .values_list("pk", "name"))
+    for item in items:
+        if item["role"].startswith("app_"):
+            item["server"] = servers.get(item["m"].server_id, "")
     interrupted = turns.stale(conv)
-    return {"conversation": conv, "items": items, "error": error, "interrupted": interrupted,
+    return {"conversation": conv, "items": items, "error": error, "interrupted": interrupted, "offers": offers,
             "can_continue": conv.state == Conversation.State.FAILED or interrupted,
             "busy": conv.state in (Conversation.State.THINKING, Conversation.State.WAITING) and not interrupted}
 
