@@ -22,7 +22,7 @@ def check_settings(app_configs=None, **kwargs):
         ttl = conf.get("TTL_S")
         max_ttl = conf.get("MAX_TTL_S")
         for key in conf.DEFAULTS:
-            if key != "SERVER_URL_POLICY":
+            if key not in ("SERVER_URL_POLICY", "MODEL_PROVIDERS", "MODEL_URL_POLICY"):
                 conf.get(key)
     except ImproperlyConfigured as exc:
         return messages + [Error(str(exc), id="mrtrweb.E001")]
@@ -283,3 +283,12 @@ def check_apps_sandbox_origin(app_configs=None, **kwargs) -> list:
         return []
     return [Error(f"MRTRWEB['APPS_SANDBOX_ORIGIN'] {problem}.",
                   hint="See docs/apps.md: the sandbox needs its own host name.", id="mrtrweb.E060")]
+
+
+@register(Tags.compatibility)
+def check_model_providers(app_configs=None, **kwargs) -> list:
+    """``MODEL_PROVIDERS`` and ``MODEL_URL_POLICY`` (issue 32, :mod:`mrtrweb.providers.config`):
+    each problem one ``mrtrweb.E070``."""
+    from .providers import problems
+
+    return [Error(why, hint="See MODEL_PROVIDERS in docs/chat.md.", id="mrtrweb.E070") for why in problems()]

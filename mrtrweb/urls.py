@@ -5,7 +5,7 @@ from django.urls import include, path
 from .audit import history
 from .runtime import metrics_view
 from .consent import rerun
-from .views import app_approvals, app_calls, apps as mcp_apps, completions as suggestions, server_log, settings_page
+from .views import app_approvals, app_calls, apps as mcp_apps, chat, chat_offers, chat_proposals, completions as suggestions, server_log, settings_page
 from . import views
 from .views.waiting import waiting_rounds
 
@@ -56,5 +56,21 @@ urlpatterns = [
     path("", include("mrtrweb.serverconfig.urls")),
     # authorization to MCP servers (issue 13): oauth/... and connections/...
     path("", include("mrtrweb.authz.urls")),
+    # a model in the loop (issue 32, docs/chat.md): conversations, proposals, the tenant's model
+    path("chat/", chat.chat_index, name="chat-index"),
+    path("chat/<uuid:conversation_id>/", chat.chat_page, name="chat"),
+    path("chat/<uuid:conversation_id>/log/", chat.chat_log, name="chat-log"),
+    path("chat/<uuid:conversation_id>/send/", chat.chat_send, name="chat-send"),
+    path("chat/<uuid:conversation_id>/continue/", chat.chat_continue, name="chat-continue"),
+    path("chat/<uuid:conversation_id>/rename/", chat.chat_rename, name="chat-rename"),
+    path("chat/<uuid:conversation_id>/delete/", chat.chat_delete, name="chat-delete"),
+    path("chat/<uuid:conversation_id>/servers/", chat.chat_tools, name="chat-tools"),
+    path("chat/proposals/<uuid:proposal_id>/approve/", chat_proposals.proposal_approve, name="proposal-approve"),
+    path("chat/proposals/<uuid:proposal_id>/deny/", chat_proposals.proposal_deny, name="proposal-deny"),
+    path("chat/proposals/<uuid:proposal_id>/edit/", chat_proposals.proposal_edit, name="proposal-edit"),
+    path("tenants/<slug:slug>/model/", chat_proposals.tenant_model, name="tenant-model"),
+    path("chat/app-offers/", chat_offers.app_offer, name="app-offer"),
+    path("chat/app-offers/<uuid:offer_id>/accept/", chat_offers.offer_accept, name="app-offer-accept"),
+    path("chat/app-offers/<uuid:offer_id>/discard/", chat_offers.offer_discard, name="app-offer-discard"),
     path("metrics/", metrics_view.metrics_view, name="metrics"),  # Prometheus (MRTRWEB["METRICS_TOKEN"])
 ]

@@ -258,14 +258,15 @@ def record(operation: Operation, event: str, *, code: str = "", reason: str = ""
 def append_config(values: dict[str, Any]) -> AuditEvent:
     """Append an event that is no operation's round: a server's or the tenant's configuration
     changed (issue 29, :mod:`mrtrweb.serverconfig.events`; ``event`` one of
-    :data:`AuditEvent.CONFIG`). ``values`` as :func:`_append`'s; the fields left out are empty.
+    :data:`AuditEvent.CONFIG`), or a model's proposal was made or decided (issue 32,
+    :mod:`mrtrweb.chat.events`; :data:`AuditEvent.CHAT`). ``values`` as :func:`_append`'s; the fields left out are empty.
     Inside the caller's transaction when there is one (the change and its event commit together).
 
     Raises:
         ValueError: ``event`` is not a configuration event.
         AuditUnavailable: the chain stayed locked (see :func:`_append`); other database errors as they are.
     """
-    if values.get("event") not in AuditEvent.CONFIG:
+    if values.get("event") not in AuditEvent.CONFIG + AuditEvent.CHAT:
         raise ValueError(f"not a configuration event: {values.get('event')!r}")
     full = {"code": "", "reason": "", "round_number": 0, "original_request_id": "", "request_id": "", "retry_id": "",
             "server_id": "", "server_origin": "", "name": "", "state_digest": "", "schema_digests": {},

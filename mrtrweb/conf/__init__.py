@@ -179,6 +179,28 @@ Meanings are reStructuredText-lite: ``literal`` is the only markup.
     the most servers of a tenant (not counting personal ones) its admins may add (50; not the Django admin)
 ``MAX_PERSONAL_SERVERS``
     the most personal servers one person may have in one tenant (5); one more is refused, saying why
+``MODEL_PROVIDERS``
+    the model providers a tenant admin may choose from (issue 32, docs/chat.md): ``{name: {"kind":
+    "openai", "base_url", "models": [...], "label", "api_key_env"}}`` (``mrtrweb.E070`` when wrong)
+``MODEL_URL_POLICY``
+    where a provider's endpoint may be: the shape of ``SERVER_URL_POLICY`` (https to public addresses
+    by default; allow an on-premises model's host or network here)
+``MODEL_DEMO``
+    offer the scripted demo model (not a language model; True)
+``MODEL_STEPS_PER_TURN``
+    the most model replies in one turn (8); then the turn ends, saying why
+``MODEL_PROPOSALS_AT_ONCE``
+    the most calls one reply may propose (5); the rest are refused and the model is told
+``MODEL_CONTEXT_CHARS``
+    the most characters of the conversation sent to the model (60000; the oldest turns are left out)
+``MODEL_REPLY_CHARS``
+    the most characters of one reply (20000; a longer reply is cut and its calls dropped)
+``MODEL_REPLY_TIMEOUT_S``
+    seconds one reply may take, stream included (120; a stream that never ends is cut)
+``MODEL_RESPONSE_MAX_BYTES``
+    the most bytes of one HTTP answer of a provider (4 MiB)
+``MODEL_RESULT_CHARS``
+    the most characters of one call's result given to the model (8000)
 """
 
 from __future__ import annotations

@@ -58,6 +58,7 @@ from ..consent.panels import record_shown, render_push
 from .pending_watch import PendingWatch
 from .resource_watch import ResourceWatching
 from .server_log import ServerLogPush
+from .chat_push import ChatPush
 from ..runtime.push import user_group
 
 #: what a pushed task status may be (mrtrweb.mcp.tasks.STATUSES)
@@ -96,7 +97,7 @@ async def _group_call(call, group: str, channel: str) -> None:
         await asyncio.wait_for(call(group, channel), GROUP_CALL_TIMEOUT_S)
 
 
-class OperationsConsumer(PendingWatch, ResourceWatching, ServerLogPush, AsyncJsonWebsocketConsumer):
+class OperationsConsumer(PendingWatch, ResourceWatching, ServerLogPush, ChatPush, AsyncJsonWebsocketConsumer):
     async def __call__(self, scope, receive, send) -> None:
         """Channels' dispatch loop, with a service outage ending the connection cleanly.
 
@@ -219,7 +220,7 @@ class OperationsConsumer(PendingWatch, ResourceWatching, ServerLogPush, AsyncJso
             if not getattr(self, "session_closed", False):
                 await self.operation_update(message)
             return
-        if message.get("type") in ("operation.progress", "operation.log", "server.listing") \
+        if message.get("type") in ("operation.progress", "operation.log", "server.listing", "chat.delta", "chat.update") \
                 and not await self._session_holds():
             return
         if message.get("type") in ("operation.progress", "operation.log") and \

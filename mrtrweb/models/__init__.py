@@ -8,6 +8,8 @@ importable as ``mrtrweb.models.<Name>`` as before):
 * :mod:`.audit` -- ``AuditEvent``, ``AuditChainHead``, ``AuditCheckpoint`` (append-only);
 * :mod:`.durability` -- ``LiveBinding``, ``BindingIndexEntry``, ``BindingClaim``, ``LegacyAnswer``,
   ``WorkerLease``;
+* :mod:`.chat` -- ``TenantModel``, ``ToolPolicy``, ``Conversation``, ``ChatMessage``, ``Proposal``, ``AppOffer``
+  (a model in the loop, issue 32);
 * the authorization models live with their package (:mod:`mrtrweb.authz.models`) and are
   imported here so that Django registers them with the app.
 
@@ -24,9 +26,11 @@ from .apps import AppApproval
 from .audit import AppendOnlyQuerySet, AuditChainHead, AuditCheckpoint, AuditEvent
 from ..authz.models import OAuthClientRegistration, OAuthConnection, PendingAuthorization
 from .durability import BindingClaim, BindingIndexEntry, LegacyAnswer, LiveBinding, WorkerLease
+from .chat import AppOffer, ChatMessage, Conversation, Proposal, TenantModel, ToolPolicy
 
 __all__ = [
     "AppApproval", "AppendOnlyQuerySet", "AuditChainHead", "AuditCheckpoint", "AuditEvent", "BindingClaim", "BindingIndexEntry",
+    "AppOffer", "ChatMessage", "Conversation", "Proposal", "TenantModel", "ToolPolicy",
     "LegacyAnswer", "LiveBinding", "McpServer", "Membership", "OAuthClientRegistration", "OAuthConnection",
     "Operation", "PendingAuthorization", "ServerLogLevel", "Tenant", "WorkerLease", "validate_roots", "validate_server_url",
 ]

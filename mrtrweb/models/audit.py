@@ -60,10 +60,21 @@ class AuditEvent(models.Model):
         # ``name`` its tool, ``display_digest`` the HTML's sha256, ``config_digest`` the CSP's,
         # ``actions`` the resource URI, the CSP's outside domains and the refused count
         APP_RENDERED = "app_rendered"
+        # a model's proposal (issue 32, :mod:`mrtrweb.chat.events`): ``operation_id`` is the
+        # proposal's id, ``method`` ``chat/proposal``; the operation an approval starts names the
+        # proposal in its ``initiator_detail``
+        PROPOSED = "proposed"
+        APPROVED = "approved"
+        EDITED = "edited"
+        PROPOSAL_DENIED = "proposal_denied"
+        MODEL_CHANGED = "model_changed"
 
     #: the events of a server's configuration (never of an operation)
     CONFIG = ("server_added", "server_changed", "server_disabled", "server_enabled", "server_removed",
               "auth_changed", "tenant_changed", "app_approved", "app_revoked")
+
+    #: the events of a model's proposals and the tenant's choice of model (never of an operation)
+    CHAT = ("proposed", "approved", "edited", "proposal_denied", "model_changed")
 
     TERMINAL = ("completed", "failed", "cancelled", "expired", "denied")
 

@@ -151,7 +151,7 @@ def test_every_mrtrweb_setting_can_come_from_the_environment():
     import pytest
     from django.core.exceptions import ImproperlyConfigured
 
-    from mrtrweb.conf import DEFAULTS, from_environ
+    from mrtrweb.conf import DEFAULTS, DICT_KEYS, from_environ
 
     got = from_environ({"MRTRWEB_CONNECTION_IDLE_S": "42", "MRTRWEB_STATE_ONLY_BACKOFF_S": "0.5",
                         "MRTRWEB_OUTBOUND_ALLOW_HOSTS": "a.internal b.internal",
@@ -162,8 +162,9 @@ def test_every_mrtrweb_setting_can_come_from_the_environment():
                    "OUTBOUND_ALLOW_HOSTS": ["a.internal", "b.internal"], "SECRET_KEYS": ["k1", "k2"],
                    "OUTBOUND_ALLOW_HTTP_LOOPBACK": False,
                    "OAUTH_REDIRECT_URI": "https://app.example/mcp/oauth/callback/"}
-    # a dict key takes a JSON object (SERVER_URL_POLICY); every other key parses "1"
-    assert set(from_environ({f"MRTRWEB_{k}": "{}" if k == "SERVER_URL_POLICY" else "1" for k in DEFAULTS})) == set(DEFAULTS)
+    # a dict key takes a JSON object (SERVER_URL_POLICY, MODEL_PROVIDERS, MODEL_URL_POLICY); every other key parses "1"
+    assert DICT_KEYS == {"SERVER_URL_POLICY", "MODEL_PROVIDERS", "MODEL_URL_POLICY"}
+    assert set(from_environ({f"MRTRWEB_{k}": "{}" if k in DICT_KEYS else "1" for k in DEFAULTS})) == set(DEFAULTS)
     with pytest.raises(ImproperlyConfigured, match="MRTRWEB_TTL_S must be a number") as err:
         from_environ({"MRTRWEB_TTL_S": "s3cr3t"})
     assert "s3cr3t" not in str(err.value)

@@ -52,6 +52,10 @@ class TenantHistoryForm(forms.Form):
                                 choices=[("", _("any"))] + [(value, EVENT_LABELS.get(value, label))
                                                              for value, label in AuditEvent.Event.choices])
     code = forms.CharField(label=_("Code"), required=False, max_length=64)
+    #: who made the call (issue 31/32): a person's own events have no initiator
+    initiator = forms.ChoiceField(label=_("Initiator"), required=False,
+                                  choices=[("", _("any")), ("person", _("Person")), ("app", _("MCP App")),
+                                           ("model", _("Model"))])
     per_page = forms.TypedChoiceField(label=_("Per page"), required=False, coerce=int, empty_value=PER_PAGE,
                                       choices=[(str(n), str(n)) for n in PAGE_SIZES])
 
@@ -96,6 +100,8 @@ class TenantHistoryForm(forms.Form):
             events = events.filter(event=data["outcome"])
         if data.get("code"):
             events = events.filter(code=data["code"])
+        if data.get("initiator"):
+            events = events.filter(initiator="" if data["initiator"] == "person" else data["initiator"])
         tz = timezone.get_current_timezone()
         if data.get("from"):
             events = events.filter(created_at__gte=dt.datetime.combine(data["from"], dt.time.min, tzinfo=tz))

@@ -47,6 +47,10 @@ EVENT_LABELS = {
     "app_approved": _("approved an MCP App"), "app_revoked": _("revoked an MCP App's approval"),
     # an MCP App rendered on the operation's page (issue 31): its tool, HTML and CSP digests
     "app_rendered": _("app rendered"),
+    # a model's proposals (issue 32): who decided is the row's user, the initiator is the model
+    "proposed": _("the model proposed a call"), "approved": _("approved the model's call"),
+    "edited": _("approved the model's call with changes"), "proposal_denied": _("denied the model's call"),
+    "model_changed": _("changed the tenant's model"),
 }
 #: who made an operation's call (``initiator``; empty on a person's own rows), as the history shows it
 INITIATOR_LABELS = {"": _("person"), "person": _("person"), "app": _("app"), "model": _("model")}

@@ -10,7 +10,9 @@ then drop the old keys. The sealed fields:
 * ``PendingAuthorization.flow_sealed`` (started flows: PKCE verifiers),
 * ``LiveBinding.record`` (issue 14: the live bindings of the database binding store -- an
   operation's arguments, a round's ``requestState``),
-* ``LegacyAnswer.payload`` (issue 14: answers being handed to the worker holding a legacy call).
+* ``LegacyAnswer.payload`` (issue 14: answers being handed to the worker holding a legacy call),
+* ``TenantModel.api_key_sealed`` (issue 32: a tenant's key of its model provider; unreadable with
+  ``--drop-unreadable``: cleared, a tenant admin enters it again).
 
 Each value is opened with any configured key and sealed again with the first one, written only if
 the row still holds the value read (a refresh that wrote new tokens meanwhile already sealed them
@@ -36,7 +38,7 @@ from django.db import transaction
 
 from mrtrweb.authz import crypto
 from mrtrweb.authz.models import OAuthClientRegistration, OAuthConnection, PendingAuthorization
-from mrtrweb.models import LegacyAnswer, LiveBinding, McpServer
+from mrtrweb.models import LegacyAnswer, LiveBinding, McpServer, TenantModel
 
 
 @dataclasses.dataclass
@@ -56,6 +58,10 @@ def _drop_server_secret(model, pk) -> int:
     return model.objects.filter(pk=pk).update(auth_secret_sealed="", auth_secret_digest="")
 
 
+def _drop_model_key(model, pk) -> int:
+    return model.objects.filter(pk=pk).update(api_key_sealed="", api_key_digest="")
+
+
 def _delete_row(model, pk) -> int:
     return model.objects.filter(pk=pk).delete()[0]
 
@@ -68,6 +74,7 @@ SEALED_FIELDS = (
     (PendingAuthorization, "flow_sealed", _delete_row),
     (LiveBinding, "record", _delete_row),
     (LegacyAnswer, "payload", _delete_row),
+    (TenantModel, "api_key_sealed", _drop_model_key),
 )
 
 

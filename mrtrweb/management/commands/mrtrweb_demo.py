@@ -18,7 +18,7 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from mrtrweb.models import McpServer, Membership, Tenant
@@ -133,6 +133,25 @@ def allow_http_loopback() -> None:
     settings.MRTRWEB = {**(getattr(settings, "MRTRWEB", None) or {}), "OUTBOUND_ALLOW_HTTP_LOOPBACK": True}
 
 
+def use_model(url: str, name: str) -> None:
+    """``--model-url URL --model NAME``: a real OpenAI-compatible endpoint as the provider ``endpoint``
+    of this process (its host allowed by ``MODEL_URL_POLICY``, plain http too: a development run),
+    chosen for every demo tenant; its key, if it needs one, from ``$MRTRWEB_DEMO_MODEL_KEY``."""
+    import urllib.parse
+
+    from django.conf import settings
+
+    from mrtrweb.models import Tenant, TenantModel
+
+    host = (urllib.parse.urlsplit(url).hostname or "").lower()
+    settings.MRTRWEB = {**(getattr(settings, "MRTRWEB", None) or {}),
+                        "MODEL_PROVIDERS": {"endpoint": {"kind": "openai", "base_url": url, "models": [name],
+                                                         "label": "--model-url", "api_key_env": "MRTRWEB_DEMO_MODEL_KEY"}},
+                        "MODEL_URL_POLICY": {"allow_hosts": [host], "allow_http_hosts": [host]}}
+    for tenant in Tenant.objects.all():
+        TenantModel.objects.update_or_create(tenant=tenant, defaults={"provider": "endpoint", "model": name})
+
+
 class Command(BaseCommand):
     help = "Run the mrtrweb demo: SQLite, in-process cache and channel layer, and the demo MCP server."
 
@@ -145,6 +164,10 @@ class Command(BaseCommand):
                             help="port of the protected demo MCP server (default: any free)")
         parser.add_argument("--oauth-port", type=int, default=0,
                             help="port of its demo OAuth authorization server (default: any free)")
+        parser.add_argument("--model-url", metavar="URL",
+                            help="an OpenAI-compatible endpoint (e.g. http://127.0.0.1:11434/v1) for the chat page; "
+                                 "without it the chat page offers the scripted demo model")
+        parser.add_argument("--model", metavar="NAME", help="with --model-url: the model's name at the endpoint")
         parser.add_argument("--no-serve", action="store_true", help="set up and exit (for checks)")
         parser.add_argument("--seed-only", metavar="MCP_URL",
                             help="only create the demo tenants, users and servers pointing at MCP_URL, then exit "
@@ -177,6 +200,17 @@ class Command(BaseCommand):
         self.stdout.write(self.style.WARNING(LOOPBACK_NOTE))
         for username, password, tenant in seed_demo(mcp.url, legacy.url, protected.url):
             self.stdout.write(f"  user {username:6} password {password:15} tenant {tenant}")
+        if options["model_url"]:
+            if not options["model"]:
+                raise CommandError("--model-url needs --model NAME")
+            use_model(options["model_url"], options["model"])
+            self.stdout.write(f"Chat: the model {options['model']} at {options['model_url']}")
+        else:
+            from mrtrweb.models import TenantModel
+
+            TenantModel.objects.filter(provider="endpoint").delete()  # an earlier run's --model-url
+            self.stdout.write("Chat: the scripted demo model (not a language model; --model-url URL --model NAME "
+                              "for a real one)")
         logging.getLogger("mrtrweb.sessions").setLevel(logging.NOTSET)
         url = f"http://127.0.0.1:{options['port']}/"
         # MCP Apps' sandbox (docs/apps.md): the same server under another host name (never the site's:

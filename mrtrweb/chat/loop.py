@@ -1,0 +1,131 @@
+"""A turn's steps as they happen, in this worker's event loop (issue 32): :func:`run` (one model
+step), :func:`start_call` (an approved call started as an operation with initiator ``model``, through
+:func:`mrtrweb.operations.start_operation`: the one path), :func:`advance` (what the turn does once
+its proposals are decided: the results to the model, the next step) and :func:`follow` (watching a
+waiting conversation's calls until they end). Their database parts are in :mod:`.turns` and
+:mod:`.decisions`; none of them raises: a failure is saved on the conversation and pushed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from asgiref.sync import sync_to_async
+
+from .. import conf
+from ..audit.events import AuditUnavailable
+from ..models import Conversation, Operation, Proposal
+from ..providers import ProviderError
+from ..tenancy import access
+from . import choice, context, decisions, push, tools, turns
+from .turns import spawn
+
+logger = logging.getLogger("mrtrweb.chat")
+
+#: seconds between two looks at a waiting conversation's calls
+FOLLOW_EVERY_S = 0.5
+_following: dict[str, asyncio.Task] = {}
+
+
+async def run(conversation_id: Any, user_id: Any) -> None:
+    """One model step of the conversation (then :func:`advance`). Never
+    raises: a failure is saved on the conversation and pushed."""
+    from django.contrib.auth import get_user_model
+
+    try:
+        conv = await Conversation.objects.aget(pk=conversation_id)
+        user = await get_user_model()._default_manager.aget(pk=user_id)
+        if await access.adenial(user_id, conv.tenant_id):
+            await sync_to_async(turns.fail)(conv.pk, "no_access")
+            return
+        if conv.steps >= int(conf.get("MODEL_STEPS_PER_TURN")):
+            await sync_to_async(turns.end_turn)(conv.pk, "steps_exhausted")
+            return
+        provider = await sync_to_async(choice.provider_of)(conv.tenant_id)
+        offered = await tools.offered(conv, user)
+        messages = await sync_to_async(context.messages_for)(conv.pk)
+        streamer = push.Streamer(user_id, conv.pk)
+        try:
+            reply = await provider.reply(messages, offered.specs, streamer.on_text)
+        finally:
+            await streamer.flush()
+        auto = await sync_to_async(turns.record_step)(conv.pk, reply, offered, provider.name, provider.model)
+        for proposal_id in auto:
+            await start_call(proposal_id, user)
+        await advance(conv.pk, user_id)
+    except ProviderError as exc:
+        logger.info("chat: conversation %s: the model step failed (%s)", conversation_id, exc.code)
+        await sync_to_async(turns.fail)(conversation_id, exc.code)
+    except AuditUnavailable:  # the step and its proposals rolled back with it: nothing was proposed
+        logger.warning("chat: conversation %s: the step's audit events could not be written", conversation_id)
+        await sync_to_async(turns.fail)(conversation_id, "audit_unavailable")
+    except asyncio.CancelledError:
+        raise
+    except Exception:  # noqa: BLE001 -- a bug must not leave the conversation thinking
+        logger.exception("chat: conversation %s: the model step failed", conversation_id)
+        await sync_to_async(turns.fail)(conversation_id, "provider_error")
+    finally:
+        await push.changed(user_id, conversation_id)
+
+
+async def start_call(proposal_id: Any, user: Any) -> None:
+    """Start the approved call as an operation (initiator ``model``); a refusal (limits, access,
+    the binding store) is saved on the proposal and later told to the model."""
+    from .. import operations
+
+    p = await sync_to_async(decisions.proposal_for)(user.pk, proposal_id)
+    if p.status not in (Proposal.Status.APPROVED, Proposal.Status.EDITED, Proposal.Status.AUTO) or p.operation_id:
+        return
+    server = p.server
+    if server is None or await access.adenial(user.pk, server.tenant_id, server.pk):
+        await sync_to_async(decisions.refuse)(p.pk, "server_gone")
+        return
+    detail = {"conversation": str(p.conversation_id), "proposal": str(p.pk), "provider": p.message.provider,
+              "model": p.message.model}
+    try:
+        op = await operations.start_operation(
+            user=user, server=server, method="tools/call", name=p.tool,
+            params={"name": p.tool, "arguments": p.arguments or {}}, destructive=p.destructive,
+            initiator=Operation.Initiator.MODEL, initiator_detail=detail)
+    except operations.OperationRefused as exc:
+        logger.info("chat: proposal %s: the call was refused (%s)", p.pk, exc.code)
+        await sync_to_async(decisions.refuse)(p.pk, "start_refused")
+        return
+    await Proposal.objects.filter(pk=p.pk).aupdate(operation=op)
+
+
+async def advance(conversation_id: Any, user_id: Any) -> None:
+    """What the turn does now (see the module doc); never raises."""
+    try:
+        what, proposals = await sync_to_async(decisions.open_proposals)(conversation_id)
+        if what == "running":
+            follow(conversation_id, user_id)
+        elif what == "ready" and await sync_to_async(decisions.give_results)(conversation_id, proposals):
+            spawn(run(conversation_id, user_id))
+    except Exception:  # noqa: BLE001 -- logged; the page's Continue tries again
+        logger.exception("chat: conversation %s could not go on", conversation_id)
+    await push.changed(user_id, conversation_id)
+
+
+def follow(conversation_id: Any, user_id: Any) -> None:
+    """Watch a waiting conversation's calls (one watcher per conversation in this worker) and
+    :func:`advance` once they all ended."""
+    key = str(conversation_id)
+    task = _following.get(key)
+    if task is not None and not task.done():
+        return
+    _following[key] = spawn(_follow(conversation_id, user_id))
+
+
+async def _follow(conversation_id: Any, user_id: Any) -> None:
+    try:
+        while True:
+            await asyncio.sleep(FOLLOW_EVERY_S)
+            what, _ = await sync_to_async(decisions.open_proposals)(conversation_id)
+            if what != "running":
+                break
+    finally:
+        _following.pop(str(conversation_id), None)
+    await advance(conversation_id, user_id)

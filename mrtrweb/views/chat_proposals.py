@@ -1,0 +1,191 @@
+"""A proposal's Approve / Edit / Deny (issue 32, item 3), and the tenant admin's page of the
+tenant's model and policy (item 1 and 3).
+
+Approve and Deny are POSTs (CSRF); a decision is taken once (a second click: the page as it is).
+Edit shows the tool's call form pre-filled with the model's arguments (:func:`.calls._arguments_form`,
+checked against the tool's ``inputSchema`` as a person's own call is); a valid form approves the
+changed call. Every approved call starts through :func:`mrtrweb.chat.loop.start_call`.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django import forms
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.template.response import TemplateResponse
+from django.utils.translation import gettext as _, gettext_lazy
+from django.views.decorators.http import require_POST
+
+from ..chat import choice, decisions, loop
+from ..chat.decisions import DecisionRefused
+from ..chat.policy import ASK, NEVER, READ_ONLY
+from ..models import McpServer, Membership, Proposal, Tenant, ToolPolicy
+from ..providers import configured
+from .calls import _arguments_form
+from .common import _user, login_required
+
+logger = logging.getLogger("mrtrweb.views")
+
+DECISION_MESSAGES = {
+    "not_found": gettext_lazy("No such proposal."),
+    "already_decided": gettext_lazy("This proposal was already decided."),
+    "audit_unavailable": gettext_lazy("Your decision could not be recorded in the audit trail, so nothing was "
+                                      "started; try again."),
+}
+
+
+async def _decide(request: HttpRequest, proposal_id: Any, status: str, arguments: dict[str, Any] | None = None):
+    user = await _user(request)
+    try:
+        p = await sync_to_async(decisions.decide)(user.pk, proposal_id, status, arguments)
+    except DecisionRefused as exc:
+        if exc.code == "not_found":
+            raise Http404("No such proposal") from None
+        from django.contrib import messages
+
+        messages.error(request, str(DECISION_MESSAGES[exc.code]))
+        p = await sync_to_async(decisions.proposal_for)(user.pk, proposal_id)
+        return redirect("mrtrweb:chat", conversation_id=p.conversation_id)
+    if status != Proposal.Status.DENIED:
+        await loop.start_call(p.pk, user)
+    await loop.advance(p.conversation_id, user.pk)
+    return redirect(f"{_chat_url(p.conversation_id)}#proposal-{p.pk}")
+
+
+def _chat_url(conversation_id: Any) -> str:
+    from django.urls import reverse
+
+    return reverse("mrtrweb:chat", kwargs={"conversation_id": conversation_id})
+
+
+@login_required
+@require_POST
+async def proposal_approve(request: HttpRequest, proposal_id: Any) -> HttpResponse:
+    return await _decide(request, proposal_id, Proposal.Status.APPROVED)
+
+
+@login_required
+@require_POST
+async def proposal_deny(request: HttpRequest, proposal_id: Any) -> HttpResponse:
+    return await _decide(request, proposal_id, Proposal.Status.DENIED)
+
+
+@login_required
+async def proposal_edit(request: HttpRequest, proposal_id: Any) -> HttpResponse:
+    """The call form pre-filled with the model's arguments; a valid POST approves the changed call."""
+    from ..mcp import McpCallError
+    from ..servers.connections import connection_for
+
+    user = await _user(request)
+    try:
+        p = await sync_to_async(decisions.proposal_for)(user.pk, proposal_id)
+    except DecisionRefused:
+        raise Http404("No such proposal") from None
+    if p.status != Proposal.Status.PENDING or p.server is None:
+        return redirect("mrtrweb:chat", conversation_id=p.conversation_id)
+    error, schema = "", {"type": "object"}
+    try:
+        listed = await (await connection_for(user, p.server)).list_tools()
+        spec = next((t for t in listed if isinstance(t, dict) and t.get("name") == p.tool), None)
+        schema = (spec or {}).get("inputSchema") or schema
+        if spec is None:
+            error = _("The server no longer lists this tool.")
+    except McpCallError:
+        error = _("The server's tools could not be read now; try again.")
+    if request.method == "POST" and not error:
+        form = _arguments_form(schema, request.POST)
+        if await sync_to_async(form.is_valid, thread_sensitive=False)():
+            return await _decide(request, proposal_id, Proposal.Status.EDITED, form.content())
+    else:
+        form = _arguments_form(schema, values=p.arguments if isinstance(p.arguments, dict) else {})
+    return TemplateResponse(request, "mrtrweb/chat_edit.html", {"p": p, "form": form, "error": error,
+                                                                "destructive": p.destructive},
+                            status=200 if not error else 503)
+
+
+# -- the tenant admin's page -------------------------------------------------------------------------
+
+
+class ModelChoiceForm(forms.Form):
+    choice = forms.ChoiceField(label=gettext_lazy("Provider and model"))
+    api_key = forms.CharField(label=gettext_lazy("API key"), required=False, max_length=2000,
+                              widget=forms.PasswordInput(render_value=False),
+                              help_text=gettext_lazy("Sealed at rest and never shown again. Leave empty to keep the "
+                                                     "key saved."))
+    remove_key = forms.BooleanField(label=gettext_lazy("Remove the saved key"), required=False)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["choice"].choices = [(f"{c.name}/{m}", f"{c.label or c.name} — {m}")
+                                         for c in configured().values() for m in c.models]
+
+
+def _admin_tenant(user: Any, slug: str) -> Tenant:
+    m = Membership.objects.select_related("tenant").filter(user_id=user.pk, tenant__slug=slug,
+                                                           role=Membership.Role.ADMIN).first()
+    if m is None:
+        raise Http404("No such organisation")
+    return m.tenant
+
+
+RULES = [(ASK, gettext_lazy("Ask every time")), (READ_ONLY, gettext_lazy("Approve read-only calls without asking")),
+         (NEVER, gettext_lazy("Never allow"))]
+
+
+def _save_policy(tenant: Tenant, user_id: Any, data: Any) -> None:
+    """``rule-<server id>`` (the server's rule) and ``tool-<server id>`` + ``tool-rule-<server id>``
+    (one tool's rule; an empty tool name: none); each server's change audited with it."""
+    from django.db import transaction
+
+    from ..chat.events import policy_changed
+
+    valid = {r for r, _label in RULES}
+    for server in McpServer.objects.filter(tenant=tenant, owner__isnull=True):
+        changed: dict[str, str] = {}
+        rule = data.get(f"rule-{server.pk}")
+        if rule in valid:
+            changed[""] = rule
+        tool, tool_rule = data.get(f"tool-{server.pk}", "").strip()[:500], data.get(f"tool-rule-{server.pk}")
+        if tool and tool_rule in valid:
+            changed[tool] = tool_rule
+        current = {p.tool: p.rule for p in ToolPolicy.objects.filter(server=server)}
+        changed = {t: r for t, r in changed.items() if current.get(t, ASK if t == "" else None) != r}
+        if not changed:
+            continue
+        with transaction.atomic():
+            for name, value in changed.items():
+                ToolPolicy.objects.update_or_create(tenant=tenant, server=server, tool=name, defaults={"rule": value})
+            policy_changed(tenant.pk, user_id, server, changed)
+
+
+def _admin_context(tenant: Tenant, form: ModelChoiceForm) -> dict[str, Any]:
+    row = choice.current(tenant.pk)
+    servers = []
+    for server in McpServer.objects.filter(tenant=tenant, owner__isnull=True).order_by("name"):
+        rules = {p.tool: p.rule for p in ToolPolicy.objects.filter(server=server)}
+        servers.append({"s": server, "rule": rules.pop("", ASK), "tools": sorted(rules.items())})
+    return {"tenant": tenant, "form": form, "row": row, "has_key": bool(row and row.api_key_sealed),
+            "servers": servers, "rules": RULES}
+
+
+@login_required
+async def tenant_model(request: HttpRequest, slug: str) -> HttpResponse:
+    user = await _user(request)
+    tenant = await sync_to_async(_admin_tenant)(user, slug)
+    row = await sync_to_async(choice.current)(tenant.pk)
+    initial = {"choice": f"{row.provider}/{row.model}"} if row else {}
+    if request.method == "POST" and request.POST.get("what") == "policy":
+        await sync_to_async(_save_policy)(tenant, user.pk, request.POST)
+        return redirect("mrtrweb:tenant-model", slug=slug)
+    form = ModelChoiceForm(request.POST if request.method == "POST" else None, initial=initial)
+    if request.method == "POST" and await sync_to_async(form.is_valid)():
+        provider, _sep, model = form.cleaned_data["choice"].partition("/")
+        key = "" if form.cleaned_data["remove_key"] else (form.cleaned_data["api_key"] or None)
+        await sync_to_async(choice.choose)(tenant, user.pk, provider, model, key)
+        return redirect("mrtrweb:tenant-model", slug=slug)
+    ctx = await sync_to_async(_admin_context)(tenant, form)
+    return TemplateResponse(request, "mrtrweb/tenant_model.html", ctx)

@@ -1,0 +1,128 @@
+"""The tenant admin's choice of provider and model (the key sealed at rest, write-only, audited by
+digest), the per-server/tool policy form, the demo's ``--model-url`` and the scripted demo model."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.test import Client
+
+from mrtrweb.chat import choice
+from mrtrweb.models import AuditEvent, TenantModel, ToolPolicy
+from mrtrweb.providers import ToolSpec
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+
+def test_an_admin_chooses_the_model_and_the_key_is_sealed(seeded, model_settings, model_server):
+    alice, carol = seeded["users"]["alice"], seeded["users"]["carol"]
+    client = Client()
+    client.force_login(alice)
+    page = client.get("/mcp/tenants/acme/model/")
+    assert page.status_code == 200 and "local/scripted-1" in page.content.decode()
+    r = client.post("/mcp/tenants/acme/model/", {"choice": "local/scripted-1", "api_key": "sk-very-secret-123"})
+    assert r.status_code == 302
+    row = TenantModel.objects.get(tenant__slug="acme")
+    assert (row.provider, row.model) == ("local", "scripted-1")
+    assert "sk-very-secret-123" not in row.api_key_sealed and row.api_key_digest.startswith("hmac-sha256:")
+    again = client.get("/mcp/tenants/acme/model/").content.decode()
+    assert "sk-very-secret-123" not in again and "A key is saved" in again
+    event = AuditEvent.objects.get(event="model_changed")
+    assert event.actions == {"provider": "local", "secret": "replaced"} and "sk-very" not in json.dumps(
+        event.__dict__, default=str)
+    # the key goes to the endpoint, nowhere else
+    import asyncio
+
+    provider = choice.provider_of(row.tenant_id)
+
+    async def ask():
+        async def on_text(piece):
+            pass
+        return await provider.reply([{"role": "user", "content": "hi"}], [], on_text)
+    asyncio.run(ask())
+    assert model_server.requests[-1]["authorization"] == "Bearer sk-very-secret-123"
+    # kept when the form leaves it empty; removed when asked
+    client.post("/mcp/tenants/acme/model/", {"choice": "local/scripted-1"})
+    assert TenantModel.objects.get(tenant__slug="acme").api_key_sealed
+    client.post("/mcp/tenants/acme/model/", {"choice": "local/scripted-1", "remove_key": "on"})
+    assert not TenantModel.objects.get(tenant__slug="acme").api_key_sealed
+    # a member who is not an admin, and an admin of another tenant: 404
+    other = Client()
+    other.force_login(carol)
+    assert other.get("/mcp/tenants/acme/model/").status_code == 404
+    bob = Client()
+    bob.force_login(seeded["users"]["bob"])
+    assert bob.post("/mcp/tenants/acme/model/", {"choice": "demo/scripted"}).status_code == 404
+    # a provider the deployer does not offer is refused by the form
+    assert client.post("/mcp/tenants/acme/model/", {"choice": "elsewhere/gpt"}).status_code == 200
+    assert TenantModel.objects.get(tenant__slug="acme").provider == "local"
+
+
+def test_the_policy_form_sets_server_and_tool_rules(seeded):
+    alice, server = seeded["users"]["alice"], seeded["servers"]["acme"]
+    client = Client()
+    client.force_login(alice)
+    client.post("/mcp/tenants/acme/model/", {"what": "policy", f"rule-{server.pk}": "read_only",
+                                             f"tool-{server.pk}": "deploy", f"tool-rule-{server.pk}": "never"})
+    rules = dict(ToolPolicy.objects.filter(server=server).values_list("tool", "rule"))
+    assert rules == {"": "read_only", "deploy": "never"}
+    event = AuditEvent.objects.get(method="chat/policy")
+    assert event.event == "tenant_changed" and event.actions == {"*": "read_only", "deploy": "never"}
+    client.post("/mcp/tenants/acme/model/", {"what": "policy", f"rule-{server.pk}": "read_only"})
+    assert AuditEvent.objects.filter(method="chat/policy").count() == 1  # nothing changed: nothing audited
+    client.post("/mcp/tenants/acme/model/", {"what": "policy", f"rule-{server.pk}": "anything"})
+    assert ToolPolicy.objects.get(server=server, tool="").rule == "read_only"  # an unknown rule changes nothing
+    globex = seeded["servers"]["globex"]
+    client.post("/mcp/tenants/acme/model/", {"what": "policy", f"rule-{globex.pk}": "never"})
+    assert not ToolPolicy.objects.filter(server=globex).exists()  # another tenant's server: untouched
+
+
+def test_demo_model_url_makes_every_tenant_use_the_endpoint(seeded, settings, model_server):
+    from mrtrweb.management.commands.mrtrweb_demo import use_model
+
+    use_model(model_server.url, "llama-test")
+    assert set(TenantModel.objects.values_list("provider", "model")) == {("endpoint", "llama-test")}
+    provider = choice.provider_of(seeded["servers"]["acme"].tenant_id)
+    assert provider.kind == "openai" and provider.model == "llama-test"
+
+
+async def test_the_scripted_demo_model_maps_phrases_to_the_demo_tools():
+    from mrtrweb.providers.scripted import ScriptedDemoModel
+
+    tools = [ToolSpec(name=f"demo_server_1__{n}", description="", parameters={}) for n in
+             ("echo", "deploy", "busy_report", "book_trip")]
+    model = ScriptedDemoModel()
+    pieces = []
+
+    async def on_text(piece):
+        pieces.append(piece)
+
+    reply = await model.reply([{"role": "user", "content": "deploy 3 replicas to production"}], tools, on_text)
+    assert reply.tool_calls[0].name == "demo_server_1__deploy"
+    assert json.loads(reply.tool_calls[0].arguments) == {"env": "production", "replicas": 3}
+    reply = await model.reply([{"role": "user", "content": "book a trip to Porto"}], tools, on_text)
+    assert json.loads(reply.tool_calls[0].arguments) == {"destination": "Porto"}
+    reply = await model.reply([{"role": "user", "content": "what can you do?"}], tools, on_text)
+    assert not reply.tool_calls and "not a language model" in reply.text
+    reply = await model.reply([{"role": "user", "content": "echo hi"}, {"role": "tool", "content": '{"x": 1}'}],
+                              tools, on_text)
+    assert not reply.tool_calls and '> {"x": 1}' in reply.text
+
+
+def test_the_model_key_is_resealed_by_mrtr_rotate_secrets(seeded, model_settings):
+    import io
+
+    from cryptography.fernet import Fernet
+    from django.core.management import call_command
+
+    old, new = Fernet.generate_key().decode(), Fernet.generate_key().decode()
+    model_settings.MRTRWEB = {**model_settings.MRTRWEB, "SECRET_KEYS": [old]}
+    tenant = seeded["servers"]["acme"].tenant
+    choice.choose(tenant, seeded["users"]["alice"].pk, "local", "scripted-1", "sk-rotate-me")
+    model_settings.MRTRWEB = {**model_settings.MRTRWEB, "SECRET_KEYS": [new, old]}
+    out = io.StringIO()
+    call_command("mrtr_rotate_secrets", stdout=out)
+    assert "TenantModel.api_key_sealed: 1 resealed" in out.getvalue() and "sk-rotate-me" not in out.getvalue()
+    model_settings.MRTRWEB = {**model_settings.MRTRWEB, "SECRET_KEYS": [new]}  # the old key dropped
+    assert choice.provider_of(tenant.pk)._api_key == "sk-rotate-me"
