@@ -72,7 +72,7 @@ ACTIONS = frozenset({"accept", "decline", "cancel", "mixed"})
 #: the audit trail's event kinds (mrtrweb.models.AuditEvent.Event)
 #: the events of an operation (not the configuration events of ``AuditEvent.CONFIG``)
 EVENTS = frozenset({"received", "rejected", "shown", "submitted", "completed", "failed", "cancelled", "expired",
-                    "denied"})
+                    "denied", "app_rendered"})  # an app shown on the operation's page (issue 31)
 #: events that end a round without its answer leaving (``mrtrweb_round_latency_seconds{outcome="ended"}``)
 _ENDING = frozenset({"completed", "failed", "cancelled", "expired", "denied"})
 #: codes of a ``rejected`` event: the gate's and the product's (tests/runtime/test_metrics.py keeps these

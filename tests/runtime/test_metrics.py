@@ -63,8 +63,9 @@ def test_label_sets_follow_the_products_codes():
     from mrtrweb.operations import messages
 
     assert metrics.DENY_REASONS == set(messages.DENY_MESSAGES)
-    # the events of operations (a server's configuration events are no round's: issue 29)
-    assert metrics.EVENTS == set(AuditEvent.Event.values) - set(AuditEvent.CONFIG)
+    # the events of operations (a server's configuration events are no round's: issue 29; nor a model's
+    # proposals: issue 32, appended as configuration events are)
+    assert metrics.EVENTS == set(AuditEvent.Event.values) - set(AuditEvent.CONFIG) - set(AuditEvent.CHAT)
     product = {messages.STORE_UNAVAILABLE, messages.AUDIT_UNAVAILABLE, messages.INVALID_RESULT,
                messages.WORKER_DRAINING, messages.AUTHORIZATION_CHANGED, messages.PROTOCOL_CHANGED,
                messages.INVALID_URL_REQUIRED, access.ACCESS_REVOKED, sampling.INVALID_ANSWER}

@@ -414,6 +414,13 @@ TEMPLATES = Path(__file__).resolve().parents[2] / "mrtrweb" / "templates" / "mrt
 #: rendered form parts whose server text is escaped in the form) or must stay raw (hidden inputs
 #: resubmitted, the URL-mode href, a percent-encoded query)
 PRODUCT_EXPRESSIONS = {
+    # issue 32 (mrtrweb.views.chat): product choices (a conversation's state, a message's role, a
+    # proposal's status and its product reason, an offer's kind, a policy rule's value and label),
+    # ids, the product's notice codes said in the reader's language (mrtrweb.chat.messages), the
+    # model's markdown rendered and sanitised (nh3) and an operation's panel the product rendered
+    "conversation.state", "conversation.pk", "item.role", "item.notice", "item.html", "item.s.pk", "o.pk", "o.kind",
+    "pv.p.status", "pv.p.pk", "pv.p.get_status_display", "pv.refusal", "pv.panel.op.id", "pv.panel.html",
+    "m.tenant.slug", "r", "v", "l",
     # issue 29: the servers pages' bounds (MRTRWEB), a count of pending operations, a URL the view reversed
     "max_servers", "pending", "back",
     # issue 31: the sandbox proxy's URL (the configured sandbox origin, a path, a signed site origin)
