@@ -212,6 +212,11 @@ def test_forged_messages_change_nothing(visit):
     v.page.get_by_role("button", name="Close the app").click()
     expect(box.locator(".app-status")).to_have_text("The app was closed.")
     assert "ui/resource-teardown" in [json.loads(t).get("method") for t in v.host_to_proxy() if t.startswith("{")]
+    assert v.page.evaluate("() => document.querySelectorAll('#mcp-app iframe').length") == 0  # removed from the page
+    for _ in range(50):  # Playwright learns of the removed frame's detachment a moment later (a loaded machine)
+        if app.is_detached():
+            break
+        v.page.wait_for_timeout(100)
     assert app.is_detached()
 
 
