@@ -6,8 +6,9 @@ Tools (``_meta.ui.visibility`` as the specification has it; absent means ``["mod
 ``open_panel``
     The person's call; names the app ``ui://panel/app.html`` (read-only).
 ``lookup`` (app only, read-only)
-    ``"looked up <q>"``.
-``transfer`` (app only, NOT read-only)
+    ``"looked up <q>"``; its ``inputSchema`` (:data:`LOOKUP_SCHEMA`) takes only ``q``, a string
+    (``additionalProperties: false``).
+``transfer`` (app only, NOT read-only; ``amount`` an integer)
     One form round asking a ``code`` (requestState ``"t-1"``); the retry echoing the state gets
     ``"Transfer done."`` -- never the answer itself, so the app's result holds no answer value.
 ``admin_only`` (model only)
@@ -127,9 +128,11 @@ def _tool(name: str, *, visibility: list[str] | None = None, read_only: bool = F
     return tool
 
 
+LOOKUP_SCHEMA = {"type": "object", "properties": {"q": {"type": "string", "maxLength": 200}},
+                 "additionalProperties": False}
 TOOLS = [
     _tool("open_panel", read_only=True, app=True),
-    _tool("lookup", visibility=["app"], read_only=True),
+    _tool("lookup", visibility=["app"], read_only=True, schema=LOOKUP_SCHEMA),
     _tool("transfer", visibility=["app"], schema={"type": "object", "properties": {"amount": {"type": "integer"}}}),
     _tool("admin_only", visibility=["model"], read_only=True),
     *[_tool(f"filler_{i:02d}", visibility=["app"], read_only=True) for i in range(50)],

@@ -309,6 +309,25 @@ def test_stopped_call_sends_tool_cancelled(visit):
     expect(v.page.locator("#mcp-app .app-status")).to_have_text("The call ended without a result; the app was told.")
 
 
+def test_arguments_that_do_not_fit_the_tools_schema_are_refused(visit):
+    """The ``args`` app's calls of its tool ``strict``: each bad one answered -32602 with the reason
+    ``bad_arguments`` before anything is sent; only the one that fits reaches the server."""
+    hostile_apps.STRICT_CALLS.clear()
+    v = visit()
+    v.call("args")
+    calls = v.results()["calls"]
+    for key, where in (("wrongType", "at order/qty: type"), ("extra", "at order: additionalProperties"),
+                       ("tooLong", "at order/note: maxLength"), ("oversized", "256 KB")):
+        error = calls[key]["error"]
+        assert error["code"] == -32602 and error["data"]["reason"] == "bad_arguments", (key, error)
+        assert where in error["message"], (key, error["message"])
+    assert calls["good"]["result"]["content"][0]["text"] == "ordered 2"
+    assert hostile_apps.STRICT_CALLS == [{"order": {"qty": 2, "note": "fine"}}]
+    from mrtrweb.models import Operation
+
+    assert list(Operation.objects.filter(name="strict").values_list("initiator", "status")) == [("app", "completed")]
+
+
 def test_nothing_of_the_round_or_the_session_reaches_the_frames(visit):
     from mrtrweb.models import Operation
 

@@ -10,6 +10,7 @@ const POLL_MS = 400;
 
 // JSON-RPC error codes the app reads (the reason is in error.data.reason, a stable word)
 const REFUSED = -32001;        // refused by the product (its right, its rate, the person)
+const INVALID_PARAMS = -32602; // the arguments do not fit the tool's inputSchema (reason bad_arguments)
 const NOT_OFFERED = -32601;    // ui/message, ui/update-model-context, sampling: no model here yet
 
 function rpcError(code, message, reason) {
@@ -38,7 +39,8 @@ export function installAppRequests(bridge, box) {
     let data = null;
     try { data = await answer.json(); } catch (e) { data = null; }
     if (!answer.ok || data === null) {
-      throw rpcError(REFUSED, (data && data.message) || text("refused"), (data && data.error) || "refused");
+      const code = data && data.rpc === INVALID_PARAMS ? INVALID_PARAMS : REFUSED; // the server's, one of two
+      throw rpcError(code, (data && data.message) || text("refused"), (data && data.error) || "refused");
     }
     return data;
   }
