@@ -47,6 +47,8 @@ DISCOVER = types.DiscoverResult(
 
 APP_URI = "ui://panel/app.html"
 MIME = "text/html;profile=mcp-app"
+#: an app's message that is markup: shown as text by the host, never as HTML
+MARKUP = "<img src=x onerror=\"window.__pwned=1\"><b>bold</b>"
 #: the answer the tests give to ``transfer``'s round (it must never reach the app)
 CODE_FIELD = "code"
 
@@ -66,6 +68,7 @@ REQUESTS: dict[str, tuple[str, dict[str, Any]]] = {
     "link_download": ("ui/download-file", {"contents": [{"type": "resource_link", "uri": "https://example.com/x",
                                                           "name": "x"}]}),
     "message": ("ui/message", {"role": "user", "content": [{"type": "text", "text": "hi"}]}),
+    "markup_message": ("ui/message", {"role": "user", "content": [{"type": "text", "text": MARKUP}]}),
     "context": ("ui/update-model-context", {"content": [{"type": "text", "text": "ctx"}]}),
     "sampling": ("sampling/createMessage", {"messages": [], "maxTokens": 5}),
 }

@@ -10,8 +10,10 @@ discards in that conversation; nothing of them reaches the model before.
   app) and starts a turn; a ``context`` becomes an ``app_context`` (given to the model as data from
   that app, not instructions) without starting one.
 
-The host side (the app bridge on the operation page, :mod:`mrtrweb.views.apps`) is not wired to
-:func:`offer` yet: apps' requests are refused there until issue 31 item 4 lands.
+The host side: ``static/mrtrweb/apps-requests.js`` on the operation page of such a call (the page
+names the conversation only when the tenant has a model: :mod:`mrtrweb.views.operation`) hands
+the app's text over through :mod:`mrtrweb.views.chat_offers` and answers the app with an
+acknowledgement only; elsewhere it answers ``-32601`` (not offered).
 """
 
 from __future__ import annotations

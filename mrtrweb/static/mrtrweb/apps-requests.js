@@ -11,7 +11,7 @@ const POLL_MS = 400;
 // JSON-RPC error codes the app reads (the reason is in error.data.reason, a stable word)
 const REFUSED = -32001;        // refused by the product (its right, its rate, the person)
 const INVALID_PARAMS = -32602; // the arguments do not fit the tool's inputSchema (reason bad_arguments)
-const NOT_OFFERED = -32601;    // ui/message, ui/update-model-context, sampling: no model here yet
+const NOT_OFFERED = -32601;    // sampling; ui/message, ui/update-model-context where no conversation takes them
 
 function rpcError(code, message, reason) {
   const error = new Error(message);
@@ -162,10 +162,78 @@ export function installAppRequests(bridge, box) {
   const notOffered = (method) => async () => {
     throw rpcError(NOT_OFFERED, method + ": " + text("noModel"), "no_model");
   };
-  bridge.onmessage = notOffered("ui/message");
-  bridge.onupdatemodelcontext = notOffered("ui/update-model-context");
+  if (offersToConversation(box)) {
+    bridge.onmessage = async (params) => {
+      try {
+        await handOver("message", params);
+      } catch (e) {
+        return { isError: true }; // the specification's answer: the host did not deliver it
+      }
+      return {};
+    };
+    bridge.onupdatemodelcontext = async (params) => {
+      await handOver("context", params); // a refusal: a JSON-RPC error (-32001, its reason)
+      return {};
+    };
+  } else {
+    bridge.onmessage = notOffered("ui/message");
+    bridge.onupdatemodelcontext = notOffered("ui/update-model-context");
+  }
   bridge.oncreatesamplingmessage = notOffered("sampling/createMessage");
+
+  // ui/message, ui/update-model-context on the page of a call the model proposed: the text is handed
+  // to the conversation as an offer the person accepts or discards there (mrtrweb.chat.app_offers,
+  // CSRF'd, this page's own operation); the app gets an acknowledgement only, never the conversation.
+  async function handOver(kind, params) {
+    const blocks = (params && Array.isArray(params.content)) ? params.content : [];
+    const parts = blocks.filter((b) => b && b.type === "text" && typeof b.text === "string").map((b) => b.text);
+    if (kind === "context" && params && params.structuredContent && typeof params.structuredContent === "object") {
+      parts.push(JSON.stringify(params.structuredContent));
+    }
+    const handed = parts.join("\n\n");
+    if (!handed.trim()) throw rpcError(REFUSED, text("refused"), "bad_offer");
+    const answer = await fetch(box.dataset.offerUrl, {
+      method: "POST", credentials: "same-origin",
+      headers: { "X-CSRFToken": csrf, "Accept": "application/json" },
+      body: new URLSearchParams({ operation: box.dataset.operation, kind: kind, text: handed }),
+    });
+    let data = null;
+    try { data = await answer.json(); } catch (e) { data = null; }
+    if (!answer.ok || !data || !data.ok) throw rpcError(REFUSED, text("refused"), (data && data.code) || "refused");
+    // shown to the person by the host, as text (never the app's markup)
+    const holder = show("", "offer");
+    const said = document.createElement("p");
+    said.textContent = text(kind === "message" ? "handedMessage" : "handedContext");
+    const quoted = document.createElement("pre");
+    quoted.className = "app-offer-text";
+    quoted.textContent = handed;
+    const actions = document.createElement("p");
+    const open = document.createElement("a");
+    open.className = "app-open-conversation";
+    open.href = box.dataset.conversationUrl + "#offer-" + encodeURIComponent(String(data.offer));
+    open.textContent = text("openConversation");
+    const dismiss = document.createElement("button");
+    dismiss.type = "button";
+    dismiss.className = "link app-dismiss";
+    dismiss.textContent = text("dismiss");
+    dismiss.addEventListener("click", () => holder.remove());
+    actions.append(open, " ", dismiss);
+    holder.append(said, quoted, actions);
+  }
+}
+
+// the page offers ui/message and ui/update-model-context when it names its conversation (a call the
+// model proposed, the tenant has a model: mrtrweb.views.operation._app_conversation)
+function offersToConversation(box) {
+  return Boolean(box.dataset.offerUrl && box.dataset.operation && box.dataset.conversationUrl);
 }
 
 // what the host offers the app (ui/initialize's hostCapabilities)
-export const HOST_CAPABILITIES = { serverTools: {}, serverResources: {}, openLinks: {}, downloadFile: {} };
+export function hostCapabilities(box) {
+  const offered = { serverTools: {}, serverResources: {}, openLinks: {}, downloadFile: {} };
+  if (offersToConversation(box)) {
+    offered.message = { text: {} };
+    offered.updateModelContext = { text: {}, structuredContent: {} };
+  }
+  return offered;
+}

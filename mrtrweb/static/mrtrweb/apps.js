@@ -4,11 +4,12 @@
 // Sent to the app: tool-input, then tool-result, or tool-cancelled when the call ends without a
 // result; host-context-changed (theme, locale, display mode: apps-modes.js), resource-teardown
 // before the frame is removed. The app's own requests (tools/call, resources/read, links,
-// downloads; the rest refused) are apps-requests.js's (issue 31 item 4). With approval required,
+// downloads; messages and context to the conversation of a call the model proposed; the rest
+// refused) are apps-requests.js's (issue 31 item 4). With approval required,
 // an app not approved is never handed over.
 import { AppBridge, PostMessageTransport } from "./vendor/ext-apps/app-bridge.js";
 import { displayModes, MODES } from "./apps-modes.js";
-import { HOST_CAPABILITIES, installAppRequests } from "./apps-requests.js";
+import { hostCapabilities, installAppRequests } from "./apps-requests.js";
 
 const MIN_HEIGHT = 80;
 const MAX_HEIGHT = 1600;
@@ -106,7 +107,7 @@ async function start() {
   frame.src = box.dataset.proxyUrl;
   box.querySelector(".app-holder").appendChild(frame);
 
-  const bridge = new AppBridge(null, { name: "mrtrweb", version: box.dataset.version || "0" }, HOST_CAPABILITIES,
+  const bridge = new AppBridge(null, { name: "mrtrweb", version: box.dataset.version || "0" }, hostCapabilities(box),
                                { hostContext: hostContext() });
   installAppRequests(bridge, box);
   let handed = false;
