@@ -64,6 +64,7 @@ from mrtrweb import __version__
 from .reachability import reason_of
 from .errors import TIMEOUT, TRANSPORT_ERROR, McpCallError, origin_of
 from .outbound import GuardedTransport, OutboundPolicy, http_transport
+from . import evidence
 from .evidence import HttpEvidence, bound_response
 from .listing import Listings
 from .list_changed import ListChangedCallback, ListingWatch
@@ -250,7 +251,9 @@ class McpConnection(Sending, SessionRenewal, ServerRequestRouting, Listings, Ser
                 if "roots" in self.declare:
                     callbacks["list_roots_callback"] = self._on_server_list_roots
                 client = Client(
-                    streamable_http_client(self.url, http_client=http),
+                    # one bound for a request's answer, a JSON body or an SSE event alike (the SDK's
+                    # own SSE default, 1 MiB, refused a 4 MB MCP App document as a broken stream)
+                    streamable_http_client(self.url, http_client=http, max_sse_event_size=evidence.MAX_RESPONSE_BYTES),
                     mode=SDK_MODE[self.protocol],
                     cache=None,  # never a cached listing: a page shows what the server lists now
                     client_info=CLIENT_INFO,

@@ -197,9 +197,6 @@ def test_app_calls_go_through_the_product(signed_in, servers, sandboxed, live, s
 
 
 # -- a richer registry example: @modelcontextprotocol/server-budget-allocator -----------------------
-# (server-pdf, whose viewer reads its PDF with the app-only tool read_pdf_bytes, cannot be rendered
-# yet: its app is 4.3 MB of HTML, past the SDK's 1 MiB SSE event, MAX_STORED_RESULT_BYTES and the
-# 2 MB app document bound; docs/apps.md "Not yet")
 BUDGET_SERVER = "@modelcontextprotocol/server-budget-allocator@2.0.3"
 
 
@@ -315,3 +312,34 @@ def test_the_system_monitors_start_button_calls_its_tool_through_the_product(sig
     assert polled is not None and polled.initiator == "app" and polled.server_id == server.pk
     assert polled.initiator_detail["app_of"] == host_id and polled.initiator_detail["confirmation"] == "person"
     app.locator("#poll-toggle-btn").click()  # Stop polling
+
+
+# -- a registry app too large to show: @modelcontextprotocol/server-pdf -----------------------------
+PDF_SERVER = "@modelcontextprotocol/server-pdf@2.0.3"
+
+
+@pytest.fixture(scope="module")
+def pdf_app_server():
+    yield from _node_app_server("apps-pdf", PDF_SERVER)
+
+
+def test_the_pdf_viewer_is_refused_as_too_large_with_a_clear_message(signed_in, pdf_app_server, sandboxed, live):  # noqa: F811
+    """server-pdf's viewer is 4,305,806 bytes of HTML (one 4.3 MB SSE event): read whole (the
+    response bound is 8 MiB), stored truncated at MAX_STORED_RESULT_BYTES, so refused as
+    ``too_large``: the person reads why (its size and the limit), nothing is handed to the sandbox.
+    (Offline its display_pdf answers "fetch failed"; the app is still asked for, as for any result.)"""
+    from mrtrweb.models import McpServer, Operation
+
+    page = signed_in("PDF", pdf_app_server, apps_enabled=True)
+    server = McpServer.objects.get(name="PDF")
+    documents = []
+    page.context.on("request", lambda r: documents.append(r.url) if "/apps/sandbox/doc/" in r.url else None)
+    page.goto(f"/mcp/servers/{server.pk}/tools/?name=display_pdf")
+    page.get_by_role("button", name="Call tool").click()
+    page.wait_for_url(OP_URL)
+    expect(page.locator("#mcp-app .app-status")).to_have_text(
+        "This app is too large to show here (4.3 MB of HTML; this site shows apps of at most 1 MB). "
+        "The result above is what the server answered.", timeout=30_000)
+    read = Operation.objects.get(method="resources/read", name="ui://pdf-viewer/mcp-app.html")
+    assert read.status == "completed" and read.result["mrtrweb_truncated"]["original_bytes"] > 4_300_000
+    assert documents == [] and page.locator("#mcp-app iframe").count() == 0

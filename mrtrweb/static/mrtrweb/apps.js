@@ -57,6 +57,14 @@ function waiting(body) {
   if (body.approvals) { link.querySelector("a").href = body.approvals; link.hidden = false; }
 }
 
+// "This app is too large to show here (4.3 MB of HTML; ...at most 1 MB)": the sizes are the server's
+// numbers, formatted here (never the server's text)
+function tooLarge(bytes, limit) {
+  const mb = (n) => (Number(n) / 1e6).toLocaleString(document.documentElement.lang || undefined,
+                                                     { maximumFractionDigits: 1 });
+  return box.dataset.tooLarge.replace("{size}", mb(bytes)).replace("{limit}", mb(limit));
+}
+
 // The app's one-time document (JSON: its path, domains, allow), or null (said why on the page)
 async function documentOf(documentUrl) {
   for (let i = 0; i < 120; i++) {
@@ -65,6 +73,7 @@ async function documentOf(documentUrl) {
     if (body.status === "ready") return body;
     if (body.status === "running") { await pause(500); continue; }
     if (body.status === "approval") waiting(body);
+    else if (body.error === "too_large") say(tooLarge(body.bytes, body.limit), "error");
     else say(box.dataset.failed, "error");
     return null;
   }
