@@ -298,6 +298,11 @@ def test_stopped_call_sends_tool_cancelled(visit):
         "The app shows this call; its result follows when the call ends.", timeout=30_000)
     got = v.results(key="input")
     assert got["input"] == {"arguments": {}} and "cancelled" not in got
+    # while the call runs the page asks nothing about it: it waits for the product's push
+    outcome_reads = lambda: len([r for r in v.requests if "/app/outcome/" in r.url])  # noqa: E731
+    before = outcome_reads()
+    v.page.wait_for_timeout(2500)
+    assert outcome_reads() == before and v.page.locator("#operation").get_attribute("data-ws-state") == "open"
     app = v.app()
     # the person stops the call (here from a second tab of the same call: Stop reloads its own page)
     other = v.page.context.new_page()

@@ -2,11 +2,13 @@
 // AppBridge of apps.js. The server decides everything (mrtrweb.appcalls): this module only carries
 // a request to the site's endpoints (CSRF'd), shows what the server rendered (a confirmation, an
 // app call's consent card, a link's interstitial, a download) OUTSIDE the app's frame, waits for
-// the app's operation to end and hands the app its final result, or a JSON-RPC error.
+// the app's operation to end (told by the product's push, apps-live.js) and hands the app its final
+// result, or a JSON-RPC error.
 // Nothing it returns to the app holds a cookie, a CSRF token, a requestState or an answer: only
 // the final result of the call, or the product's sentence of a refusal.
+import { operationChanges } from "./apps-live.js";
+
 const ZERO = "00000000-0000-0000-0000-000000000000";
-const POLL_MS = 400;
 
 // JSON-RPC error codes the app reads (the reason is in error.data.reason, a stable word)
 const REFUSED = -32001;        // refused by the product (its right, its rate, the person)
@@ -19,8 +21,6 @@ function rpcError(code, message, reason) {
   error.data = { reason: reason };
   return error;
 }
-
-const pause = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export function installAppRequests(bridge, box) {
   const csrf = box.dataset.csrf;
@@ -118,8 +118,10 @@ export function installAppRequests(bridge, box) {
     if (!panel.querySelector("form.review")) panel.innerHTML = html; // keep a review being read
   }
 
-  // Wait for an app's operation to end: its final result, or a JSON-RPC error
+  // Wait for an app's operation to end: its final result, or a JSON-RPC error. Its state is read
+  // once at first, then again after each push about it (apps-live.js; a slow poll with the socket down).
   async function waitFor(opId) {
+    const changes = operationChanges(opId);
     let holder = null;
     let shownRound = -1;
     try {
@@ -133,9 +135,10 @@ export function installAppRequests(bridge, box) {
         } else if (data.status !== "running") {
           throw rpcError(REFUSED, data.message || text("refused"), data.error || data.status || "failed");
         }
-        await pause(POLL_MS);
+        await changes.next();
       }
     } finally {
+      changes.stop();
       if (holder !== null) holder.remove();
     }
   }

@@ -3,11 +3,13 @@
 // (vendor/ext-apps, @modelcontextprotocol/ext-apps, pinned). No protocol is written here.
 // Sent to the app: tool-input, then tool-result, or tool-cancelled when the call ends without a
 // result; host-context-changed (theme, locale, display mode: apps-modes.js), resource-teardown
-// before the frame is removed. The app's own requests (tools/call, resources/read, links,
+// before the frame is removed; the call's result is sent once the product's push says it changed
+// (apps-live.js). The app's own requests (tools/call, resources/read, links,
 // downloads; messages and context to the conversation of a call the model proposed; the rest
 // refused) are apps-requests.js's (issue 31 item 4). With approval required,
 // an app not approved is never handed over.
 import { AppBridge, PostMessageTransport } from "./vendor/ext-apps/app-bridge.js";
+import { operationChanges } from "./apps-live.js";
 import { displayModes, MODES } from "./apps-modes.js";
 import { hostCapabilities, installAppRequests } from "./apps-requests.js";
 
@@ -36,14 +38,21 @@ function hostContext(mode) {
 }
 
 // The call's outcome, once it has one: {status: "completed", result} or {status: "cancelled", reason};
-// null when the page may no longer ask (apps turned off, signed out): the app is told nothing more
+// null when the page may no longer ask (apps turned off, signed out): the app is told nothing more.
+// Asked once now, then after each push about the call (apps-live.js; a slow poll with the socket down).
 async function outcome(first) {
   let now = first;
-  while (now.status === "running") {
-    await pause(1000);
-    const answer = await fetch(box.dataset.outcomeUrl, { credentials: "same-origin", headers: { "Accept": "application/json" } });
-    if (answer.ok) now = await answer.json();
-    else if (answer.status >= 400 && answer.status < 500) return null;
+  const root = document.getElementById("operation");
+  const changes = operationChanges(root ? root.dataset.operation : "");
+  try {
+    while (now.status === "running") {
+      const answer = await fetch(box.dataset.outcomeUrl, { credentials: "same-origin", headers: { "Accept": "application/json" } });
+      if (answer.ok) now = await answer.json();
+      else if (answer.status >= 400 && answer.status < 500) return null;
+      if (now.status === "running") await changes.next();
+    }
+  } finally {
+    changes.stop();
   }
   return now;
 }
