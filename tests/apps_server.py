@@ -6,8 +6,9 @@ Tools (``_meta.ui.visibility`` as the specification has it; absent means ``["mod
 ``open_panel``
     The person's call; names the app ``ui://panel/app.html`` (read-only).
 ``lookup`` (app only, read-only)
-    ``"looked up <q>"``.
-``transfer`` (app only, NOT read-only)
+    ``"looked up <q>"``; its ``inputSchema`` (:data:`LOOKUP_SCHEMA`) takes only ``q``, a string
+    (``additionalProperties: false``).
+``transfer`` (app only, NOT read-only; ``amount`` an integer)
     One form round asking a ``code`` (requestState ``"t-1"``); the retry echoing the state gets
     ``"Transfer done."`` -- never the answer itself, so the app's result holds no answer value.
 ``admin_only`` (model only)
@@ -46,6 +47,8 @@ DISCOVER = types.DiscoverResult(
 
 APP_URI = "ui://panel/app.html"
 MIME = "text/html;profile=mcp-app"
+#: an app's message that is markup: shown as text by the host, never as HTML
+MARKUP = "<img src=x onerror=\"window.__pwned=1\"><b>bold</b>"
 #: the answer the tests give to ``transfer``'s round (it must never reach the app)
 CODE_FIELD = "code"
 
@@ -65,6 +68,7 @@ REQUESTS: dict[str, tuple[str, dict[str, Any]]] = {
     "link_download": ("ui/download-file", {"contents": [{"type": "resource_link", "uri": "https://example.com/x",
                                                           "name": "x"}]}),
     "message": ("ui/message", {"role": "user", "content": [{"type": "text", "text": "hi"}]}),
+    "markup_message": ("ui/message", {"role": "user", "content": [{"type": "text", "text": MARKUP}]}),
     "context": ("ui/update-model-context", {"content": [{"type": "text", "text": "ctx"}]}),
     "sampling": ("sampling/createMessage", {"messages": [], "maxTokens": 5}),
 }
@@ -127,9 +131,11 @@ def _tool(name: str, *, visibility: list[str] | None = None, read_only: bool = F
     return tool
 
 
+LOOKUP_SCHEMA = {"type": "object", "properties": {"q": {"type": "string", "maxLength": 200}},
+                 "additionalProperties": False}
 TOOLS = [
     _tool("open_panel", read_only=True, app=True),
-    _tool("lookup", visibility=["app"], read_only=True),
+    _tool("lookup", visibility=["app"], read_only=True, schema=LOOKUP_SCHEMA),
     _tool("transfer", visibility=["app"], schema={"type": "object", "properties": {"amount": {"type": "integer"}}}),
     _tool("admin_only", visibility=["model"], read_only=True),
     *[_tool(f"filler_{i:02d}", visibility=["app"], read_only=True) for i in range(50)],

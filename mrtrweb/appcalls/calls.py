@@ -3,7 +3,10 @@
 the limits, access at every phase, the rounds on the host's consent card, the audit.
 
 * :func:`request_tool_call` -- the app asked for a tool: rate, the server's listing, the app's
-  right (:mod:`.rights`). A read-only tool (``readOnlyHint: true``) starts at once; any other waits
+  right (:mod:`.rights`), its arguments checked against the tool's ``inputSchema`` exactly as a
+  person's JSON box is (:class:`mrtrweb.consent.forms.JsonArgumentsForm`, so
+  :func:`mrtrweb.consent.argschema.check_arguments`: bounded, nothing fetched; ``bad_arguments``,
+  JSON-RPC ``-32602``, before anything is held or sent). A read-only tool (``readOnlyHint: true``) starts at once; any other waits
   for the person's confirmation: a :class:`Pending` held in the binding cache under a random token
   for ``APPS_CALL_TIMEOUT_S``, rendered by the host page outside the frame;
 * :func:`confirm` -- the person's Confirm (starts it, once) or Decline (nothing is sent);
@@ -36,6 +39,7 @@ from django.utils.translation import gettext_noop
 
 from .. import catalog, conf, operations
 from ..audit.events import keyed_digest
+from ..consent.forms import JsonArgumentsForm
 from ..mcp import McpCallError
 from ..models import Operation
 from ..servers import connections
@@ -49,6 +53,8 @@ BAD_REQUEST = gettext_noop("The app's request is not one this site understands."
 DECLINED = gettext_noop("You declined the app's call; nothing was sent.")
 EXPIRED = gettext_noop("The app's call waited too long for a decision; nothing was sent.")
 UNAVAILABLE = gettext_noop("The app's server could not be reached to check the tool.")
+BAD_ARGUMENTS = gettext_noop("The app's arguments do not fit the tool's input schema; nothing was sent.")
+TOO_LARGE = gettext_noop("The app's arguments are larger than this site takes (256 KB); nothing was sent.")
 #: the largest arguments an app may send (compact JSON, bytes)
 MAX_ARGUMENT_BYTES = 256 * 1024
 _PENDING = "mrtrweb-app-confirm:"
@@ -81,8 +87,34 @@ def _checked_arguments(arguments: Any) -> dict[str, Any]:
     except (TypeError, ValueError, RecursionError):
         raise AppCallRefused("bad_request", BAD_REQUEST) from None
     if size > MAX_ARGUMENT_BYTES:
-        raise AppCallRefused("bad_request", BAD_REQUEST)
+        logger.info("app call refused: its arguments are %d bytes (at most %d)", size, MAX_ARGUMENT_BYTES)
+        raise AppCallRefused("bad_arguments", TOO_LARGE, 413)
     return arguments
+
+
+def _schema_checked(spec: dict[str, Any], arguments: dict[str, Any]) -> None:
+    """Sync (it may take up to ``argschema.CHECK_TIMEOUT_S``): ``arguments`` checked against the
+    listed tool's ``inputSchema`` by the person's own path, :class:`JsonArgumentsForm` (not JSON,
+    nested too deep, a lone surrogate, a schema mismatch, or a schema that cannot be checked within
+    the bounds). The reason's code is logged, never an argument.
+
+    Raises:
+        AppCallRefused: ``bad_arguments`` (400), the form's sentence as its ``detail``.
+    """
+    import json
+
+    try:
+        text = json.dumps(arguments, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):
+        raise AppCallRefused("bad_request", BAD_REQUEST) from None
+    form = JsonArgumentsForm(spec.get("inputSchema"), data={"arguments": text})
+    if form.is_valid():
+        return
+    errors = form.errors.as_data().get("arguments") or []
+    logger.info("app call of %s refused: its arguments do not fit the tool's inputSchema (%s)",
+                str(spec.get("name"))[:100], ",".join(str(e.code) for e in errors) or "invalid")
+    raise AppCallRefused("bad_arguments", BAD_ARGUMENTS, detail=" ".join(
+        str(m) for e in errors for m in e.messages)[:500])
 
 
 async def _listed_tools(user: Any, host: AppHost) -> list[Any]:
@@ -129,7 +161,8 @@ async def request_tool_call(user: Any, host: AppHost, name: Any, arguments: Any)
     tool) or the :class:`Pending` confirmation.
 
     Raises:
-        AppCallRefused: see :mod:`.rights`, ``bad_request``, ``unavailable``, or a refused start.
+        AppCallRefused: see :mod:`.rights`, ``bad_request``, ``bad_arguments`` (not the tool's
+            ``inputSchema``, or past :data:`MAX_ARGUMENT_BYTES`), ``unavailable``, or a refused start.
     """
     asked_at = time.time()
     arguments = _checked_arguments(arguments)
@@ -137,6 +170,7 @@ async def request_tool_call(user: Any, host: AppHost, name: Any, arguments: Any)
         raise AppCallRefused("bad_request", BAD_REQUEST)
     await sync_to_async(rights.take_slot)(host.op.pk)
     spec = rights.tool_for_app(await _listed_tools(user, host), name)
+    await sync_to_async(_schema_checked, thread_sensitive=False)(spec, arguments)
     if rights.read_only(spec):
         return await _start(user, host, "tools/call", name, {"name": name, "arguments": arguments}, spec=spec,
                             detail={"confirmation": "read_only"}, asked_at=asked_at)

@@ -1,7 +1,12 @@
 """The one refusal of an app's request: a stable ``code``, the sentence the person (and the app)
-reads, and the HTTP status of the host's endpoint."""
+reads, the HTTP status of the host's endpoint, and the JSON-RPC error code the app receives."""
 
 from __future__ import annotations
+
+#: the JSON-RPC error code of a refusal by the product (its right, its rate, the person...)
+REFUSED = -32001
+#: JSON-RPC 2.0 "Invalid params": the app's arguments are not the tool's (``bad_arguments``)
+INVALID_PARAMS = -32602
 
 
 class AppCallRefused(Exception):
@@ -10,13 +15,19 @@ class AppCallRefused(Exception):
     ``code`` (stable): ``not_rendered`` (no rendering of this app by the product), ``apps_off``,
     ``not_listed`` (no such tool on the app's server), ``not_for_apps`` (its visibility leaves out
     ``"app"``), ``too_many_tools`` (beyond ``APPS_MAX_TOOLS``), ``rate_limited``
-    (``APPS_CALLS_PER_SECOND``), ``bad_request`` (not the shape of the request), ``declined`` (the
-    person declined), ``expired`` (the confirmation or the call outlived ``APPS_CALL_TIMEOUT_S``),
-    ``unavailable`` (the server could not be listed), ``unsafe_url``, ``bad_download``, or an
-    :class:`~mrtrweb.operations.OperationRefused` code (limits, draining, access)."""
+    (``APPS_CALLS_PER_SECOND``), ``bad_request`` (not the shape of the request), ``bad_arguments``
+    (the arguments do not match the tool's ``inputSchema``, or are larger than the product takes),
+    ``declined`` (the person declined), ``expired`` (the confirmation or the call outlived
+    ``APPS_CALL_TIMEOUT_S``), ``unavailable`` (the server could not be listed), ``unsafe_url``,
+    ``bad_download``, or an :class:`~mrtrweb.operations.OperationRefused` code (limits, draining, access).
 
-    def __init__(self, code: str, message: str, status: int = 400) -> None:
+    ``rpc``: the JSON-RPC error code the app reads (:data:`INVALID_PARAMS` for ``bad_arguments``,
+    else :data:`REFUSED`); ``detail``: text added to the sentence (already translated), or ``""``."""
+
+    def __init__(self, code: str, message: str, status: int = 400, *, detail: str = "") -> None:
         super().__init__(f"{code}: {message}")
         self.code = code
         self.message = message
         self.status = status
+        self.detail = detail
+        self.rpc = INVALID_PARAMS if code == "bad_arguments" else REFUSED

@@ -4,14 +4,18 @@ operation's ``initiator_detail`` names its conversation) become **offers** the p
 discards in that conversation; nothing of them reaches the model before.
 
 * :func:`offer` -- the host page hands an app's request over (never the sandbox: the request comes
-  from the person's own page, CSRF-checked), bounded (:data:`MAX_TEXT`, :data:`MAX_PENDING`);
+  from the person's own page, CSRF-checked), bounded (:data:`MAX_TEXT`, :data:`MAX_PENDING`); a
+  ``context`` replaces the same app's (operation's) ``context`` still waiting, which is discarded
+  (the extension: each ``ui/update-model-context`` replaces the previous one);
 * :func:`decide` -- accepted once, while the conversation is not busy: a ``message`` becomes an
   ``app_message`` (given to the model as the person's message, saying it came from that server's
   app) and starts a turn; a ``context`` becomes an ``app_context`` (given to the model as data from
   that app, not instructions) without starting one.
 
-The host side (the app bridge on the operation page, :mod:`mrtrweb.views.apps`) is not wired to
-:func:`offer` yet: apps' requests are refused there until issue 31 item 4 lands.
+The host side: ``static/mrtrweb/apps-requests.js`` on the operation page of such a call (the page
+names the conversation only when the tenant has a model: :mod:`mrtrweb.views.operation`) hands
+the app's text over through :mod:`mrtrweb.views.chat_offers` and answers the app with an
+acknowledgement only; elsewhere it answers ``-32601`` (not offered).
 """
 
 from __future__ import annotations
@@ -58,9 +62,13 @@ def offer(user_id: Any, operation_id: Any, kind: Any, text: Any) -> AppOffer:
         raise OfferRefused("not_from_conversation")
     if kind not in KINDS or not isinstance(text, str) or not text.strip() or len(text) > MAX_TEXT:
         raise OfferRefused("bad_offer")
-    if AppOffer.objects.filter(conversation=conv, status=AppOffer.Status.PENDING).count() >= MAX_PENDING:
-        raise OfferRefused("too_many")
-    return AppOffer.objects.create(conversation=conv, operation=op, kind=kind, text=clean(text, MAX_TEXT))
+    with transaction.atomic():
+        if kind == "context":  # a newer context replaces the app's older one still waiting (ext-apps spec)
+            AppOffer.objects.filter(conversation=conv, operation=op, kind="context",
+                                    status=AppOffer.Status.PENDING).update(status=AppOffer.Status.DISCARDED)
+        if AppOffer.objects.filter(conversation=conv, status=AppOffer.Status.PENDING).count() >= MAX_PENDING:
+            raise OfferRefused("too_many")
+        return AppOffer.objects.create(conversation=conv, operation=op, kind=kind, text=clean(text, MAX_TEXT))
 
 
 def decide(user_id: Any, offer_id: Any, accept: bool) -> tuple[AppOffer, bool]:

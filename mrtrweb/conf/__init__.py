@@ -92,7 +92,8 @@ Meanings are reStructuredText-lite: ``literal`` is the only markup.
 ``MAX_STORED_RESULT_BYTES``
     the most of one final result an operation keeps (compact JSON, UTF-8 bytes); a larger result is
     kept as an explicitly marked, truncated copy (``{"mrtrweb_truncated": {"original_bytes",
-    "stored_bytes"}, "text": ...}``, within the cap; mrtrweb.text.results) and its page says so
+    "stored_bytes"}, "text": ...}``, within the cap; mrtrweb.text.results) and its page says so; it
+    also bounds an MCP App's document (its ``resources/read`` result; docs/apps.md, ``too_large``)
 ``MAX_SHOWN_CHARS``
     the most characters of server text a page or push shows of one result (all its blocks; at most
     100 blocks), of one elicitation message or sampling text, and of a tool's or prompt's

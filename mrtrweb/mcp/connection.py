@@ -64,7 +64,7 @@ from mrtrweb import __version__
 from .reachability import reason_of
 from .errors import TIMEOUT, TRANSPORT_ERROR, McpCallError, origin_of
 from .outbound import GuardedTransport, OutboundPolicy, http_transport
-from .evidence import HttpEvidence, bound_response
+from . import evidence
 from .listing import Listings
 from .list_changed import ListChangedCallback, ListingWatch
 from .resource_watch import ResourceWatch
@@ -166,7 +166,7 @@ class McpConnection(Sending, SessionRenewal, ServerRequestRouting, Listings, Ser
         self._client: Client | None = None
         self._owner: asyncio.Task[None] | None = None
         self._stop: asyncio.Event | None = None
-        self._evidence = HttpEvidence()
+        self._evidence = evidence.HttpEvidence()
         self._failure: str | None = None
         self._broken = False
         self._in_flight = 0
@@ -238,7 +238,7 @@ class McpConnection(Sending, SessionRenewal, ServerRequestRouting, Listings, Ser
         transport = GuardedTransport(self.outbound, mcp_origin=self.origin, mcp_policy=self.url_policy,
                                      inner=http_transport())
         http = httpx2.AsyncClient(timeout=timeout, transport=transport, auth=self.auth)
-        http.event_hooks["response"].append(bound_response)
+        http.event_hooks["response"].append(evidence.bound_response)
         http.event_hooks["response"].append(self._evidence.on_response)
         try:
             async with http:
@@ -250,7 +250,8 @@ class McpConnection(Sending, SessionRenewal, ServerRequestRouting, Listings, Ser
                 if "roots" in self.declare:
                     callbacks["list_roots_callback"] = self._on_server_list_roots
                 client = Client(
-                    streamable_http_client(self.url, http_client=http),
+                    # one bound for an answer, JSON or one SSE event (evidence.MAX_RESPONSE_BYTES)
+                    streamable_http_client(self.url, http_client=http, max_sse_event_size=evidence.MAX_RESPONSE_BYTES),
                     mode=SDK_MODE[self.protocol],
                     cache=None,  # never a cached listing: a page shows what the server lists now
                     client_info=CLIENT_INFO,

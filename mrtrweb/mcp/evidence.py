@@ -27,7 +27,8 @@ from .errors import (AUTHORIZATION_FAILED, AUTHORIZATION_REQUIRED, INSUFFICIENT_
 #: larger than N bytes"). It bounds the memory of a response and the SDK's parse of it, which runs
 #: on the event loop (about 60-160 ms per MB, holding the GIL): the product's own checks of a
 #: listing or a result run off the loop, item by item. 8 MiB keeps that parse near half a second
-#: (and a stored result is at most ``MAX_STORED_RESULT_BYTES`` anyway).
+#: (and a stored result is at most ``MAX_STORED_RESULT_BYTES`` anyway). It is also the SDK's limit of
+#: one SSE event (:mod:`.connection`; the SDK's own default, 1 MiB, broke a larger answer as a stream).
 MAX_RESPONSE_BYTES = 8 * 1024 * 1024
 #: the most bytes of a JSON body the HTTP evidence hook parses to tell a JSON-RPC error apart
 _EVIDENCE_PARSE_BYTES: Final = 1024 * 1024

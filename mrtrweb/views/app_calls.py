@@ -8,7 +8,8 @@ app: it runs on the sandbox origin, without the site's cookies); every POST carr
   html}`` (the host-rendered confirmation, outside the frame); ``resources/read`` ``{"uri"}``:
   started; ``ui/open-link`` ``{"url"}``: ``{"status": "offered", "card": html}`` (the URL-mode
   interstitial); ``ui/download-file`` ``{"contents"}``: ``{"status": "offered", "card": html}``.
-  A refusal: 4xx ``{"error": code, "message": text}`` (:class:`mrtrweb.appcalls.AppCallRefused`).
+  A refusal: 4xx ``{"error": code, "message": text, "rpc": <JSON-RPC error code for the app>}``
+  (:class:`mrtrweb.appcalls.AppCallRefused`: ``-32602`` for ``bad_arguments``, else ``-32001``).
 * ``app_decide`` (POST, ``decision`` = ``confirm`` | ``decline``) -- the person's decision on a card:
   started, or ``{"error": "declined"}``.
 * ``app_call`` (GET) -- an app's operation as the page waits for it (:func:`mrtrweb.appcalls.calls.outcome`).
@@ -42,7 +43,8 @@ _MAX_SHOWN_ARGUMENTS = 4000
 
 
 def _refused(exc: AppCallRefused) -> JsonResponse:
-    return JsonResponse({"error": exc.code, "message": gettext(exc.message)}, status=exc.status)
+    message = gettext(exc.message) + (" " + exc.detail if exc.detail else "")
+    return JsonResponse({"error": exc.code, "message": message, "rpc": exc.rpc}, status=exc.status)
 
 
 def _started(op: Operation) -> JsonResponse:

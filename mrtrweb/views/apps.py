@@ -17,7 +17,9 @@ On the site (a signed-in person, their own operation; POSTs carry the CSRF token
   with approval required and this digest not approved (:mod:`mrtrweb.appapproval`), nothing handed
   over: ``{"status": "approval", "digest": ..., "domains": [...], "approvals": <the page, for whom may
   decide, else "">}``. ``?call=<operation id>``: the tool call it is shown for (names the tool on the
-  approval page).
+  approval page).  Too large (its read's result stored truncated at ``MAX_STORED_RESULT_BYTES``, or its HTML past
+  :data:`MAX_HTML_BYTES` or that setting): 413 ``{"status": "failed", "error": "too_large",
+  "bytes": <the document's size as the server sent it>, "limit": <the most shown>}``, logged.
 
 On the sandbox origin only (any other host: 404):
 
@@ -55,6 +57,7 @@ from ..mcpapps.sandbox import addressed_to_sandbox, sandbox_origin
 from ..appcalls import host as app_hosts
 from ..models import Operation
 from ..servers import connections
+from ..text import results
 from .common import _operation_for, _user, login_required
 
 logger = logging.getLogger("mrtrweb.views")
@@ -156,6 +159,29 @@ async def app_outcome(request: HttpRequest, op_id: Any) -> HttpResponse:
     return JsonResponse(call_outcome(op))
 
 
+def _max_document_bytes() -> int:
+    """The largest app document the product shows: :data:`MAX_HTML_BYTES`, or less when the read's
+    stored result (``MAX_STORED_RESULT_BYTES``, compact JSON) cannot hold one that large."""
+    return min(MAX_HTML_BYTES, int(conf.get("MAX_STORED_RESULT_BYTES")))
+
+
+def _too_large(read: Operation) -> int | None:
+    """The size in bytes of an app document too large to show (its read's result was stored
+    truncated -- then the size of the whole result as the server sent it -- or its HTML is past
+    :func:`_max_document_bytes`), else None."""
+    result = read.result if isinstance(read.result, dict) else {}
+    mark = result.get(results.TRUNCATED_KEY)
+    if isinstance(mark, dict):
+        return int(mark.get("original_bytes") or 0)
+    contents = result.get("contents")
+    for item in contents if isinstance(contents, list) else []:
+        if isinstance(item, dict) and item.get("uri") == read.name and isinstance(item.get("text"), str):
+            size = len(item["text"].encode("utf-8", "surrogatepass"))
+            if size > _max_document_bytes():
+                return size
+    return None
+
+
 def _html_of(read: Operation) -> tuple[str, Any] | None:
     """The app's HTML and its ``_meta.ui`` from a completed ``resources/read``, or None."""
     contents = read.result.get("contents") if isinstance(read.result, dict) else None
@@ -192,6 +218,12 @@ async def app_document(request: HttpRequest, op_id: Any) -> HttpResponse:
         return JsonResponse({"status": "running"})
     if read.status != Operation.Status.COMPLETED:
         return JsonResponse({"status": "failed", "error": read.error_code or read.status}, status=502)
+    too_large = _too_large(read)
+    if too_large is not None:
+        logger.info("app read %s: %s is %d bytes, past the %d an app document may have; not rendered", read.pk,
+                    read.name[:200], too_large, _max_document_bytes())
+        return JsonResponse({"status": "failed", "error": "too_large", "bytes": too_large,
+                             "limit": _max_document_bytes()}, status=413)
     found = _html_of(read)
     if found is None:
         logger.info("app read %s: not an MCP App document (mime type, size or shape)", read.pk)

@@ -50,6 +50,7 @@ async def _render_operation(request: HttpRequest, op_id: Any, template: str) -> 
     ctx["log_lines"] = _log_lines(op.server_log)
     app = await sync_to_async(_app_host)(request, op) if template == "mrtrweb/operation.html" else None
     ctx["app_proxy_url"] = app
+    ctx["app_conversation"] = await sync_to_async(_app_conversation)(op) if app else None
     response = TemplateResponse(request, template, ctx)
     if app is not None:  # the page may frame the sandbox origin, nothing else (issue 31)
         response._csp_update = {"frame-src": [sandbox_origin()]}  # type: ignore[attr-defined]
@@ -64,6 +65,23 @@ def _app_host(request: HttpRequest, op: Any) -> str | None:
     if mcp_apps.site_origin(request) == sandbox_origin():
         return None
     return mcp_apps.proxy_url(request)
+
+
+def _app_conversation(op: Any) -> str | None:
+    """Sync: the conversation an app on this page may hand ``ui/message`` / ``ui/update-model-context``
+    to (issue 31 item 4, issue 32 item 5: :func:`mrtrweb.chat.app_offers.offer` decides again), or
+    None (the app is answered "not offered", -32601): the call must be one the model proposed in a
+    conversation of this person, and the tenant must have a model now."""
+    from ..chat import choice
+    from ..models import Conversation
+
+    detail = op.initiator_detail if isinstance(op.initiator_detail, dict) else {}
+    if op.initiator != Operation.Initiator.MODEL or not detail.get("conversation"):
+        return None
+    if choice.current(op.tenant_id) is None:
+        return None
+    found = Conversation.objects.filter(pk=detail["conversation"], user_id=op.user_id).values_list("pk", flat=True).first()
+    return str(found) if found else None
 
 
 @login_required

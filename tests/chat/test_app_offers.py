@@ -99,3 +99,16 @@ async def test_an_offer_waits_while_the_conversation_is_busy(chat):
     r = await client.post(f"/mcp/chat/app-offers/{offer.pk}/accept/", follow=True)
     assert "Wait until the model has replied" in r.content.decode()
     assert (await AppOffer.objects.aget()).status == "pending"
+
+
+async def test_a_newer_context_replaces_the_apps_waiting_one(chat):
+    """``ui/update-model-context`` replaces the app's previous context (the extension): the older
+    offer still waiting is discarded, a message is kept."""
+    op = await _model_call(chat)
+    client = await _client(chat["alice"])
+    for kind, text in (("context", "first"), ("message", "hello"), ("context", "second")):
+        r = await client.post("/mcp/chat/app-offers/", {"operation": str(op.id), "kind": kind, "text": text})
+        assert r.status_code == 200
+    offers = [(o.kind, o.text, o.status) async for o in AppOffer.objects.order_by("created_at")]
+    assert offers == [("context", "first", "discarded"), ("message", "hello", "pending"),
+                      ("context", "second", "pending")]

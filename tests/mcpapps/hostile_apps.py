@@ -18,7 +18,12 @@ escape and writes what happened into ``window.__results`` (and ``#out``), for th
 * ``slow`` -- a call that runs until it is stopped (its app waits for ``tool-cancelled``);
 * ``ask`` -- a form round (MRTR) asking a PIN, then ``done`` (the answer never echoed);
 * ``versioned`` -- an app whose HTML changes with :data:`STATE` ``["version"]`` (approval by digest);
-* ``refresh`` -- ``_meta.ui.visibility: ["app"]``: its app's alone.
+* ``refresh`` -- ``_meta.ui.visibility: ["app"]``: its app's alone;
+* ``args`` -- calls its app-only, read-only tool ``strict`` (``order``: an object of
+  ``additionalProperties: false`` behind a ``$ref``, ``qty`` an integer, ``note`` at most 50
+  characters) with a wrong type, an extra property, a ``note`` past ``maxLength``, arguments past
+  the product's 256 KB, then once as the schema says; ``strict`` records what reaches it in
+  :data:`STRICT_CALLS`.
 
 Each app speaks the app side of the protocol by hand (it is the server's code, not the host's):
 ``ui/initialize``, ``ui/notifications/initialized``, answers ``ui/resource-teardown``, records every
@@ -32,7 +37,9 @@ import json
 from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import ToolAnnotations
 from mcp_types import ElicitRequest, ElicitRequestFormParams, InputRequiredResult
+from pydantic import BaseModel, ConfigDict, Field
 
 from mrtrweb.demo.server import serve_in_thread
 
@@ -50,6 +57,8 @@ PIN_ANSWER = "pin-4471-answer-value"
 ROUND_STATE = "hostile-round-state-5d1c9e"
 #: what ``versioned`` serves (a test changes it)
 STATE: dict[str, Any] = {"version": 1}
+#: the arguments each call of ``strict`` received
+STRICT_CALLS: list[dict[str, Any]] = []
 NETWORK_CSP = {"connectDomains": ["*", "data:", "https://10.0.0.1", "https://localhost:8443", "http://plain.example",
                                   ALLOWED],
                "resourceDomains": [CDN, "javascript:alert(1)"]}
@@ -190,6 +199,26 @@ MODES_APP = """
 })();
 """
 
+ARGS_APP = """
+(async () => {
+  await connect();
+  R.calls = {};
+  const tries = {
+    wrongType: {order: {qty: "many"}},
+    extra: {order: {qty: 1, admin: true}},
+    tooLong: {order: {qty: 1, note: "n".repeat(51)}},
+    oversized: {order: {qty: 1}, pad: "p".repeat(300 * 1024)},
+    good: {order: {qty: 2, note: "fine"}},
+  };
+  for (const [key, args] of Object.entries(tries)) {
+    const reply = await request("tools/call", {name: "strict", arguments: args});
+    R.calls[key] = reply.error ? {error: reply.error} : {result: reply.result};
+    out();
+  }
+  R.done = true; out();
+})();
+"""
+
 PLAIN_APP = """
 (async () => { await connect(); R.done = true; out(); })();
 """
@@ -203,7 +232,7 @@ def page(title: str, script: str, extra: str = "") -> str:
 def build() -> MCPServer:
     mcp = MCPServer(name="hostile-apps", log_level="WARNING")
     apps = {"escape": ESCAPE_APP, "network": NETWORK_APP, "forge": FORGE_APP, "sizes": SIZES_APP,
-            "modes": MODES_APP, "slow": PLAIN_APP, "ask": PLAIN_APP}
+            "modes": MODES_APP, "slow": PLAIN_APP, "ask": PLAIN_APP, "args": ARGS_APP}
 
     def document(name: str, script: str) -> Any:
         def html() -> str:
@@ -225,7 +254,7 @@ def build() -> MCPServer:
             ui["visibility"] = visibility
         return {"ui": ui}
 
-    for name in ("escape", "network", "forge", "sizes", "modes"):
+    for name in ("escape", "network", "forge", "sizes", "modes", "args"):
         mcp.tool(name=name, description=f"the {name} app", meta=tool_meta(name), structured_output=False)(answer(name))
 
     @mcp.tool(description="runs until stopped", meta=tool_meta("slow"), structured_output=False)
@@ -263,7 +292,21 @@ def build() -> MCPServer:
     async def refresh() -> str:
         return "refreshed"
 
+    @mcp.tool(name="strict", description="for the args app alone", meta=tool_meta("args", ["app"]),
+              annotations=ToolAnnotations(read_only_hint=True), structured_output=False)
+    async def strict(order: Order) -> str:
+        STRICT_CALLS.append({"order": order.model_dump()})
+        return f"ordered {order.qty}"
+
     return mcp
+
+
+class Order(BaseModel):
+    """``strict``'s one argument: its schema closes out any other property."""
+
+    model_config = ConfigDict(extra="forbid")
+    qty: int
+    note: str = Field(default="", max_length=50)
 
 
 def serve():

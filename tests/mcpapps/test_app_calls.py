@@ -94,6 +94,39 @@ async def test_only_the_pages_person_and_only_with_csrf(seeded, own, sandbox):
     assert answer.status_code == 400 and answer.json()["error"] == "bad_request"
 
 
+async def test_arguments_are_checked_against_the_tools_input_schema(seeded, own, sandbox, caplog, settings):
+    """The person's own check (JsonArgumentsForm): wrong types, a property the schema closes out,
+    a value past maxLength, arguments past 256 KB; refused with -32602 before anything is held or
+    sent, the reason logged without the arguments."""
+    settings.MRTRWEB = {**settings.MRTRWEB, "APPS_CALLS_PER_SECOND": 50}  # each refused one counts too
+    host, client = await _rendered(seeded, own)
+    secretish = "arg-value-8812"
+    caplog.set_level("INFO", logger="mrtrweb.appcalls")
+    for name, arguments, where in (("lookup", {"q": 5}, "q: type"), ("lookup", {"q": "x", "extra": secretish},
+                                   "(root): additionalProperties"), ("lookup", {"q": "y" * 201}, "q: maxLength"),
+                                  ("transfer", {"amount": "five"}, "amount: type"),
+                                  ("transfer", {"amount": 1.5}, "amount: type")):
+        status, body = await _ask(client, host, {"method": "tools/call", "name": name, "arguments": arguments})
+        assert (status, body["error"], body["rpc"]) == (400, "bad_arguments", -32602), (arguments, body)
+        assert body["message"].startswith("The app's arguments do not fit the tool's input schema; nothing was sent.")
+        assert f"at {where}" in body["message"], body["message"]
+    status, body = await _ask(client, host, {"method": "tools/call", "name": "lookup",
+                                             "arguments": {"q": "z" * (256 * 1024)}})
+    assert (status, body["error"], body["rpc"]) == (413, "bad_arguments", -32602)
+    assert own.log.tool_calls("lookup") == [] and own.log.tool_calls("transfer") == []
+    assert not await Operation.objects.exclude(pk=host.pk).filter(name__in=["lookup", "transfer"]).aexists()
+    refusals = [r.getMessage() for r in caplog.records if "inputSchema" in r.getMessage()]
+    assert len(refusals) == 5 and "schema_mismatch" in refusals[0]
+    assert not any(secretish in r.getMessage() for r in caplog.records)
+    # the arguments that fit go through
+    status, body = await _ask(client, host, {"method": "tools/call", "name": "lookup", "arguments": {"q": "fits"}})
+    assert status == 200 and body["status"] == "started"
+    status, body = await _ask(client, host, {"method": "tools/call", "name": "transfer", "arguments": {"amount": 3}})
+    assert status == 200 and body["status"] == "confirm"
+    await operations.wait_idle()
+    assert [c.params["arguments"] for c in own.log.tool_calls("lookup")] == [{"q": "fits"}]
+
+
 async def test_a_confirmation_is_taken_once_and_a_decline_sends_nothing(seeded, own, sandbox):
     host, client = await _rendered(seeded, own)
     status, body = await _ask(client, host, {"method": "tools/call", "name": "transfer", "arguments": {"amount": 1}})

@@ -53,6 +53,27 @@ def _reply(app, key: str) -> dict:
     return json.loads(out.text_content())
 
 
+def _record_pushes_and_reads(page) -> tuple[list[str], list[str]]:
+    """The operation ids of every ``operation`` push the page's sockets receive, and the URL of
+    every request the page makes for an app call's state (``…/app/calls/<id>/``)."""
+    pushed: list[str] = []
+    asked: list[str] = []
+
+    def on_ws(ws) -> None:
+        def on_frame(payload) -> None:
+            try:
+                msg = json.loads(payload)
+            except (TypeError, ValueError):
+                return
+            if isinstance(msg, dict) and msg.get("type") == "operation":
+                pushed.append(str(msg.get("id")))
+        ws.on("framereceived", on_frame)
+
+    page.on("websocket", on_ws)
+    page.on("request", lambda r: asked.append(r.url) if "/app/calls/" in r.url else None)
+    return pushed, asked
+
+
 def test_app_calls_go_through_the_product(signed_in, servers, sandboxed, live, settings):  # noqa: F811
     from mrtrweb.audit.events import keyed_digest
     from mrtrweb.mcpapps import csp as app_csp
@@ -67,6 +88,7 @@ def test_app_calls_go_through_the_product(signed_in, servers, sandboxed, live, s
     recorded = []  # (frame url, message) of every message any frame received
     context.expose_binding("__record", lambda source, text: recorded.append((source["frame"].url, text)))
     context.add_init_script(RECORDER)
+    pushed, asked = _record_pushes_and_reads(page)
 
     page.goto(f"/mcp/servers/{server.pk}/tools/?name=open_panel")
     page.get_by_role("button", name="Call tool").click()
@@ -113,6 +135,10 @@ def test_app_calls_go_through_the_product(signed_in, servers, sandboxed, live, s
         "Made by the app of open_panel on your page. You confirmed the call.")
     expect(box.locator(".app-round-heading")).to_have_text(
         "The app's call asks for your input. Answer it here; the app sees only the call's final result.")
+    # while the person reads the card nothing changes, and the page asks nothing (it waits for a push)
+    reads_before = len(asked)
+    page.wait_for_timeout(2000)
+    assert len(asked) == reads_before, asked[reads_before:]
     card.get_by_label("Code word").fill(SECRET_ANSWER)
     screenshot(page, "mcp-app-round.png")  # the app call's round on the host's consent card
     card.get_by_role("button", name="Accept", exact=True).click()
@@ -126,6 +152,12 @@ def test_app_calls_go_through_the_product(signed_in, servers, sandboxed, live, s
     transfer = Operation.objects.get(method="tools/call", name="transfer")
     assert transfer.initiator == "app" and transfer.status == "completed" and transfer.rounds == 1
     assert transfer.initiator_detail["confirmation"] == "person"
+    # the page asked for each call's state once at first, then only after a push about it (no polling)
+    assert page.locator("#operation").get_attribute("data-ws-state") == "open"
+    for call in (lookup, transfer):
+        reads = [u for u in asked if f"/app/calls/{call.pk}/" in u]
+        assert 1 <= len(reads) <= pushed.count(str(call.pk)) + 1, (call.name, len(reads), pushed.count(str(call.pk)))
+    assert pushed.count(str(transfer.pk)) >= 2  # its round and its end, at least
     assert transfer.initiator_detail["confirmed_by"] == keyed_digest(f"user:{alice.pk}")
     assert AuditEvent.objects.filter(operation_id=transfer.pk, event="submitted", initiator="app").count() == 1
 
@@ -196,10 +228,27 @@ def test_app_calls_go_through_the_product(signed_in, servers, sandboxed, live, s
         assert "requestState" not in text and SECRET_ANSWER not in text and "t-1" not in text, text
 
 
+def test_without_the_socket_the_page_asks_slowly_and_the_app_still_gets_its_result(signed_in, servers, sandboxed):  # noqa: F811
+    """No WebSocket on the page (the constructor refused, as a CSP or a WSGI server would): the host
+    reads an app call's state on its fallback poll, and the app gets its result."""
+    own, _other = servers
+    page = signed_in("Panel app", own.url, apps_enabled=True)
+    page.context.add_init_script("window.WebSocket = function () { throw new Error('no socket here'); };")
+    from mrtrweb.models import McpServer
+
+    server = McpServer.objects.get(name="Panel app")
+    page.goto(f"/mcp/servers/{server.pk}/tools/?name=open_panel")
+    page.get_by_role("button", name="Call tool").click()
+    page.wait_for_url(OP_URL)
+    expect(page.locator("#mcp-app .app-status")).to_have_text("The app shows this result.", timeout=30_000)
+    assert page.locator("#operation").get_attribute("data-ws-state") != "open"
+    app = page.frame_locator("#mcp-app iframe.app-frame").frame_locator("iframe")
+    expect(app.locator("#ready")).to_have_text("ready")
+    app.locator("#b-lookup").click()
+    assert _reply(app, "lookup")["result"]["content"][0]["text"] == "looked up x"
+
+
 # -- a richer registry example: @modelcontextprotocol/server-budget-allocator -----------------------
-# (server-pdf, whose viewer reads its PDF with the app-only tool read_pdf_bytes, cannot be rendered
-# yet: its app is 4.3 MB of HTML, past the SDK's 1 MiB SSE event, MAX_STORED_RESULT_BYTES and the
-# 2 MB app document bound; docs/apps.md "Not yet")
 BUDGET_SERVER = "@modelcontextprotocol/server-budget-allocator@2.0.3"
 
 
@@ -315,3 +364,34 @@ def test_the_system_monitors_start_button_calls_its_tool_through_the_product(sig
     assert polled is not None and polled.initiator == "app" and polled.server_id == server.pk
     assert polled.initiator_detail["app_of"] == host_id and polled.initiator_detail["confirmation"] == "person"
     app.locator("#poll-toggle-btn").click()  # Stop polling
+
+
+# -- a registry app too large to show: @modelcontextprotocol/server-pdf -----------------------------
+PDF_SERVER = "@modelcontextprotocol/server-pdf@2.0.3"
+
+
+@pytest.fixture(scope="module")
+def pdf_app_server():
+    yield from _node_app_server("apps-pdf", PDF_SERVER)
+
+
+def test_the_pdf_viewer_is_refused_as_too_large_with_a_clear_message(signed_in, pdf_app_server, sandboxed, live):  # noqa: F811
+    """server-pdf's viewer is 4,305,806 bytes of HTML (one 4.3 MB SSE event): read whole (the
+    response bound is 8 MiB), stored truncated at MAX_STORED_RESULT_BYTES, so refused as
+    ``too_large``: the person reads why (its size and the limit), nothing is handed to the sandbox.
+    (Offline its display_pdf answers "fetch failed"; the app is still asked for, as for any result.)"""
+    from mrtrweb.models import McpServer, Operation
+
+    page = signed_in("PDF", pdf_app_server, apps_enabled=True)
+    server = McpServer.objects.get(name="PDF")
+    documents = []
+    page.context.on("request", lambda r: documents.append(r.url) if "/apps/sandbox/doc/" in r.url else None)
+    page.goto(f"/mcp/servers/{server.pk}/tools/?name=display_pdf")
+    page.get_by_role("button", name="Call tool").click()
+    page.wait_for_url(OP_URL)
+    expect(page.locator("#mcp-app .app-status")).to_have_text(
+        "This app is too large to show here (4.3 MB of HTML; this site shows apps of at most 1 MB). "
+        "The result above is what the server answered.", timeout=30_000)
+    read = Operation.objects.get(method="resources/read", name="ui://pdf-viewer/mcp-app.html")
+    assert read.status == "completed" and read.result["mrtrweb_truncated"]["original_bytes"] > 4_300_000
+    assert documents == [] and page.locator("#mcp-app iframe").count() == 0

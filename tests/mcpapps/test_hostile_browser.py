@@ -249,8 +249,9 @@ def test_a_huge_html_resource_is_not_shown(visit):
     v = visit()
     v.call("huge")
     box = v.page.locator("#mcp-app")
-    expect(box.locator(".app-status")).to_have_text(
-        "The app could not be shown; the result above is what the server answered.", timeout=30_000)
+    expect(box.locator(".app-status")).to_have_text(re.compile(
+        r"^This app is too large to show here \(3\.\d MB of HTML; this site shows apps of at most 1 MB\)\. "
+        r"The result above is what the server answered\.$"), timeout=30_000)
     assert not [r for r in v.requests if DOC in r.url]
     assert Operation.objects.get(method="resources/read", name="ui://hostile/huge.html").status == "completed"
 
@@ -297,6 +298,11 @@ def test_stopped_call_sends_tool_cancelled(visit):
         "The app shows this call; its result follows when the call ends.", timeout=30_000)
     got = v.results(key="input")
     assert got["input"] == {"arguments": {}} and "cancelled" not in got
+    # while the call runs the page asks nothing about it: it waits for the product's push
+    outcome_reads = lambda: len([r for r in v.requests if "/app/outcome/" in r.url])  # noqa: E731
+    before = outcome_reads()
+    v.page.wait_for_timeout(2500)
+    assert outcome_reads() == before and v.page.locator("#operation").get_attribute("data-ws-state") == "open"
     app = v.app()
     # the person stops the call (here from a second tab of the same call: Stop reloads its own page)
     other = v.page.context.new_page()
@@ -307,6 +313,25 @@ def test_stopped_call_sends_tool_cancelled(visit):
     assert got["cancelled"] == {"reason": "stopped"}
     assert "result" not in got
     expect(v.page.locator("#mcp-app .app-status")).to_have_text("The call ended without a result; the app was told.")
+
+
+def test_arguments_that_do_not_fit_the_tools_schema_are_refused(visit):
+    """The ``args`` app's calls of its tool ``strict``: each bad one answered -32602 with the reason
+    ``bad_arguments`` before anything is sent; only the one that fits reaches the server."""
+    hostile_apps.STRICT_CALLS.clear()
+    v = visit()
+    v.call("args")
+    calls = v.results()["calls"]
+    for key, where in (("wrongType", "at order/qty: type"), ("extra", "at order: additionalProperties"),
+                       ("tooLong", "at order/note: maxLength"), ("oversized", "256 KB")):
+        error = calls[key]["error"]
+        assert error["code"] == -32602 and error["data"]["reason"] == "bad_arguments", (key, error)
+        assert where in error["message"], (key, error["message"])
+    assert calls["good"]["result"]["content"][0]["text"] == "ordered 2"
+    assert hostile_apps.STRICT_CALLS == [{"order": {"qty": 2, "note": "fine"}}]
+    from mrtrweb.models import Operation
+
+    assert list(Operation.objects.filter(name="strict").values_list("initiator", "status")) == [("app", "completed")]
 
 
 def test_nothing_of_the_round_or_the_session_reaches_the_frames(visit):

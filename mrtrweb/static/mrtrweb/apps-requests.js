@@ -2,15 +2,18 @@
 // AppBridge of apps.js. The server decides everything (mrtrweb.appcalls): this module only carries
 // a request to the site's endpoints (CSRF'd), shows what the server rendered (a confirmation, an
 // app call's consent card, a link's interstitial, a download) OUTSIDE the app's frame, waits for
-// the app's operation to end and hands the app its final result, or a JSON-RPC error.
+// the app's operation to end (told by the product's push, apps-live.js) and hands the app its final
+// result, or a JSON-RPC error.
 // Nothing it returns to the app holds a cookie, a CSRF token, a requestState or an answer: only
 // the final result of the call, or the product's sentence of a refusal.
+import { operationChanges } from "./apps-live.js";
+
 const ZERO = "00000000-0000-0000-0000-000000000000";
-const POLL_MS = 400;
 
 // JSON-RPC error codes the app reads (the reason is in error.data.reason, a stable word)
 const REFUSED = -32001;        // refused by the product (its right, its rate, the person)
-const NOT_OFFERED = -32601;    // ui/message, ui/update-model-context, sampling: no model here yet
+const INVALID_PARAMS = -32602; // the arguments do not fit the tool's inputSchema (reason bad_arguments)
+const NOT_OFFERED = -32601;    // sampling; ui/message, ui/update-model-context where no conversation takes them
 
 function rpcError(code, message, reason) {
   const error = new Error(message);
@@ -18,8 +21,6 @@ function rpcError(code, message, reason) {
   error.data = { reason: reason };
   return error;
 }
-
-const pause = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export function installAppRequests(bridge, box) {
   const csrf = box.dataset.csrf;
@@ -38,7 +39,8 @@ export function installAppRequests(bridge, box) {
     let data = null;
     try { data = await answer.json(); } catch (e) { data = null; }
     if (!answer.ok || data === null) {
-      throw rpcError(REFUSED, (data && data.message) || text("refused"), (data && data.error) || "refused");
+      const code = data && data.rpc === INVALID_PARAMS ? INVALID_PARAMS : REFUSED; // the server's, one of two
+      throw rpcError(code, (data && data.message) || text("refused"), (data && data.error) || "refused");
     }
     return data;
   }
@@ -116,8 +118,10 @@ export function installAppRequests(bridge, box) {
     if (!panel.querySelector("form.review")) panel.innerHTML = html; // keep a review being read
   }
 
-  // Wait for an app's operation to end: its final result, or a JSON-RPC error
+  // Wait for an app's operation to end: its final result, or a JSON-RPC error. Its state is read
+  // once at first, then again after each push about it (apps-live.js; a slow poll with the socket down).
   async function waitFor(opId) {
+    const changes = operationChanges(opId);
     let holder = null;
     let shownRound = -1;
     try {
@@ -131,9 +135,10 @@ export function installAppRequests(bridge, box) {
         } else if (data.status !== "running") {
           throw rpcError(REFUSED, data.message || text("refused"), data.error || data.status || "failed");
         }
-        await pause(POLL_MS);
+        await changes.next();
       }
     } finally {
+      changes.stop();
       if (holder !== null) holder.remove();
     }
   }
@@ -160,10 +165,78 @@ export function installAppRequests(bridge, box) {
   const notOffered = (method) => async () => {
     throw rpcError(NOT_OFFERED, method + ": " + text("noModel"), "no_model");
   };
-  bridge.onmessage = notOffered("ui/message");
-  bridge.onupdatemodelcontext = notOffered("ui/update-model-context");
+  if (offersToConversation(box)) {
+    bridge.onmessage = async (params) => {
+      try {
+        await handOver("message", params);
+      } catch (e) {
+        return { isError: true }; // the specification's answer: the host did not deliver it
+      }
+      return {};
+    };
+    bridge.onupdatemodelcontext = async (params) => {
+      await handOver("context", params); // a refusal: a JSON-RPC error (-32001, its reason)
+      return {};
+    };
+  } else {
+    bridge.onmessage = notOffered("ui/message");
+    bridge.onupdatemodelcontext = notOffered("ui/update-model-context");
+  }
   bridge.oncreatesamplingmessage = notOffered("sampling/createMessage");
+
+  // ui/message, ui/update-model-context on the page of a call the model proposed: the text is handed
+  // to the conversation as an offer the person accepts or discards there (mrtrweb.chat.app_offers,
+  // CSRF'd, this page's own operation); the app gets an acknowledgement only, never the conversation.
+  async function handOver(kind, params) {
+    const blocks = (params && Array.isArray(params.content)) ? params.content : [];
+    const parts = blocks.filter((b) => b && b.type === "text" && typeof b.text === "string").map((b) => b.text);
+    if (kind === "context" && params && params.structuredContent && typeof params.structuredContent === "object") {
+      parts.push(JSON.stringify(params.structuredContent));
+    }
+    const handed = parts.join("\n\n");
+    if (!handed.trim()) throw rpcError(REFUSED, text("refused"), "bad_offer");
+    const answer = await fetch(box.dataset.offerUrl, {
+      method: "POST", credentials: "same-origin",
+      headers: { "X-CSRFToken": csrf, "Accept": "application/json" },
+      body: new URLSearchParams({ operation: box.dataset.operation, kind: kind, text: handed }),
+    });
+    let data = null;
+    try { data = await answer.json(); } catch (e) { data = null; }
+    if (!answer.ok || !data || !data.ok) throw rpcError(REFUSED, text("refused"), (data && data.code) || "refused");
+    // shown to the person by the host, as text (never the app's markup)
+    const holder = show("", "offer");
+    const said = document.createElement("p");
+    said.textContent = text(kind === "message" ? "handedMessage" : "handedContext");
+    const quoted = document.createElement("pre");
+    quoted.className = "app-offer-text";
+    quoted.textContent = handed;
+    const actions = document.createElement("p");
+    const open = document.createElement("a");
+    open.className = "app-open-conversation";
+    open.href = box.dataset.conversationUrl + "#offer-" + encodeURIComponent(String(data.offer));
+    open.textContent = text("openConversation");
+    const dismiss = document.createElement("button");
+    dismiss.type = "button";
+    dismiss.className = "link app-dismiss";
+    dismiss.textContent = text("dismiss");
+    dismiss.addEventListener("click", () => holder.remove());
+    actions.append(open, " ", dismiss);
+    holder.append(said, quoted, actions);
+  }
+}
+
+// the page offers ui/message and ui/update-model-context when it names its conversation (a call the
+// model proposed, the tenant has a model: mrtrweb.views.operation._app_conversation)
+function offersToConversation(box) {
+  return Boolean(box.dataset.offerUrl && box.dataset.operation && box.dataset.conversationUrl);
 }
 
 // what the host offers the app (ui/initialize's hostCapabilities)
-export const HOST_CAPABILITIES = { serverTools: {}, serverResources: {}, openLinks: {}, downloadFile: {} };
+export function hostCapabilities(box) {
+  const offered = { serverTools: {}, serverResources: {}, openLinks: {}, downloadFile: {} };
+  if (offersToConversation(box)) {
+    offered.message = { text: {} };
+    offered.updateModelContext = { text: {}, structuredContent: {} };
+  }
+  return offered;
+}

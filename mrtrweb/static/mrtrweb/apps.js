@@ -3,12 +3,15 @@
 // (vendor/ext-apps, @modelcontextprotocol/ext-apps, pinned). No protocol is written here.
 // Sent to the app: tool-input, then tool-result, or tool-cancelled when the call ends without a
 // result; host-context-changed (theme, locale, display mode: apps-modes.js), resource-teardown
-// before the frame is removed. The app's own requests (tools/call, resources/read, links,
-// downloads; the rest refused) are apps-requests.js's (issue 31 item 4). With approval required,
+// before the frame is removed; the call's result is sent once the product's push says it changed
+// (apps-live.js). The app's own requests (tools/call, resources/read, links,
+// downloads; messages and context to the conversation of a call the model proposed; the rest
+// refused) are apps-requests.js's (issue 31 item 4). With approval required,
 // an app not approved is never handed over.
 import { AppBridge, PostMessageTransport } from "./vendor/ext-apps/app-bridge.js";
+import { operationChanges } from "./apps-live.js";
 import { displayModes, MODES } from "./apps-modes.js";
-import { HOST_CAPABILITIES, installAppRequests } from "./apps-requests.js";
+import { hostCapabilities, installAppRequests } from "./apps-requests.js";
 
 const MIN_HEIGHT = 80;
 const MAX_HEIGHT = 1600;
@@ -35,14 +38,21 @@ function hostContext(mode) {
 }
 
 // The call's outcome, once it has one: {status: "completed", result} or {status: "cancelled", reason};
-// null when the page may no longer ask (apps turned off, signed out): the app is told nothing more
+// null when the page may no longer ask (apps turned off, signed out): the app is told nothing more.
+// Asked once now, then after each push about the call (apps-live.js; a slow poll with the socket down).
 async function outcome(first) {
   let now = first;
-  while (now.status === "running") {
-    await pause(1000);
-    const answer = await fetch(box.dataset.outcomeUrl, { credentials: "same-origin", headers: { "Accept": "application/json" } });
-    if (answer.ok) now = await answer.json();
-    else if (answer.status >= 400 && answer.status < 500) return null;
+  const root = document.getElementById("operation");
+  const changes = operationChanges(root ? root.dataset.operation : "");
+  try {
+    while (now.status === "running") {
+      const answer = await fetch(box.dataset.outcomeUrl, { credentials: "same-origin", headers: { "Accept": "application/json" } });
+      if (answer.ok) now = await answer.json();
+      else if (answer.status >= 400 && answer.status < 500) return null;
+      if (now.status === "running") await changes.next();
+    }
+  } finally {
+    changes.stop();
   }
   return now;
 }
@@ -56,6 +66,14 @@ function waiting(body) {
   if (body.approvals) { link.querySelector("a").href = body.approvals; link.hidden = false; }
 }
 
+// "This app is too large to show here (4.3 MB of HTML; ...at most 1 MB)": the sizes are the server's
+// numbers, formatted here (never the server's text)
+function tooLarge(bytes, limit) {
+  const mb = (n) => (Number(n) / 1e6).toLocaleString(document.documentElement.lang || undefined,
+                                                     { maximumFractionDigits: 1 });
+  return box.dataset.tooLarge.replace("{size}", mb(bytes)).replace("{limit}", mb(limit));
+}
+
 // The app's one-time document (JSON: its path, domains, allow), or null (said why on the page)
 async function documentOf(documentUrl) {
   for (let i = 0; i < 120; i++) {
@@ -64,6 +82,7 @@ async function documentOf(documentUrl) {
     if (body.status === "ready") return body;
     if (body.status === "running") { await pause(500); continue; }
     if (body.status === "approval") waiting(body);
+    else if (body.error === "too_large") say(tooLarge(body.bytes, body.limit), "error");
     else say(box.dataset.failed, "error");
     return null;
   }
@@ -106,7 +125,7 @@ async function start() {
   frame.src = box.dataset.proxyUrl;
   box.querySelector(".app-holder").appendChild(frame);
 
-  const bridge = new AppBridge(null, { name: "mrtrweb", version: box.dataset.version || "0" }, HOST_CAPABILITIES,
+  const bridge = new AppBridge(null, { name: "mrtrweb", version: box.dataset.version || "0" }, hostCapabilities(box),
                                { hostContext: hostContext() });
   installAppRequests(bridge, box);
   let handed = false;

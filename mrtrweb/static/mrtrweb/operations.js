@@ -181,6 +181,18 @@
     ws.send(JSON.stringify({type: "resource.watch", operation: opId}));
   }
 
+  // For the page's other scripts (an MCP App's host, apps-live.js): that one of the person's
+  // operations changed ({id, status}: nothing else of the push), and whether the socket is open.
+  function announce(msg) {
+    var detail = {id: msg.id, status: String(msg.status || "")};
+    setTimeout(function () {  // after this push is applied
+      document.dispatchEvent(new CustomEvent("mrtrweb:operation", {detail: detail}));
+    }, 0);
+  }
+  function liveState(state) {
+    document.dispatchEvent(new CustomEvent("mrtrweb:live", {detail: {state: state}}));
+  }
+
   function connect() {
     timer = null;
     var scheme = location.protocol === "https:" ? "wss://" : "ws://";
@@ -205,6 +217,7 @@
       everOpened = true;
       failures = 0;
       root.setAttribute("data-ws-state", "open");
+      liveState("open");
       resumed();
       socket = ws;
       ws.send(JSON.stringify({type: "pending.watch"}));  // the navigation's "Waiting for you" (nav.js)
@@ -214,6 +227,7 @@
     ws.onmessage = function (ev) {
       var msg;
       try { msg = JSON.parse(ev.data); } catch (e) { return; }
+      if (msg && msg.type === "operation" && typeof msg.id === "string") announce(msg);
       if (msg && msg.type === "operation" && msg.id === opId && typeof msg.html === "string") {
         pushes += 1;
         apply(msg.html, String(msg.status || ""));
@@ -249,6 +263,7 @@
       return;
     }
     root.setAttribute("data-ws-state", "closed");
+    liveState("closed");
     if (!openedAt) failures += 1;
     if (openedAt && Date.now() - openedAt > 5000) retry = 500;
     openedAt = 0;
