@@ -1,0 +1,42 @@
+"""The app CSP builder against addresses a browser reads as private although they are not written
+as one (session 18's attack lane): IPv4 in the forms the URL standard still parses (``127.1``,
+octal, hex: a host ending in a number), and IPv6 addresses that carry a private IPv4 one (NAT64,
+6to4). Each is refused, never shown to the person as an outside domain."""
+
+from __future__ import annotations
+
+import pytest
+
+from mrtrweb.mcpapps import csp
+
+
+@pytest.mark.parametrize("value", [
+    "https://127.1",  # the URL standard: 127.0.0.1
+    "https://0x7f.0.0.1",  # hex
+    "https://0177.0.0.1",  # octal
+    "https://10.1",  # 10.0.0.1
+    "https://a.b.c.0x1",  # ends in a number: parsed as IPv4 (or an invalid URL)
+    "https://example.123",
+    "https://[64:ff9b::a00:1]",  # NAT64 of 10.0.0.1
+    "https://[64:ff9b::7f00:1]",  # NAT64 of 127.0.0.1
+    "https://[2002:a00:1::]",  # 6to4 of 10.0.0.1
+    "https://[2002:a9fe:a9fe::1]",  # 6to4 of 169.254.169.254
+])
+def test_addresses_a_browser_reads_as_private_are_refused(value):
+    policy = csp.build({"connectDomains": [value], "resourceDomains": [value]})
+    assert policy.outside_domains == ()
+    assert len(policy.refused) == 2
+    directives = dict(part.split(" ", 1) for part in policy.header.split("; "))
+    assert directives["connect-src"] == "'none'"
+
+
+@pytest.mark.parametrize("value, expected", [
+    ("https://1.1.1.1", "https://1.1.1.1"),
+    ("https://[2606:4700:4700::1111]", "https://[2606:4700:4700::1111]"),
+    ("https://cdn.example.com", "https://cdn.example.com"),
+    ("https://x1.example.com", "https://x1.example.com"),
+    ("https://0x.example.com", "https://0x.example.com"),
+    ("https://example.com:0443", "https://example.com:443"),  # the port written as a browser reads it
+])
+def test_public_addresses_and_names_still_pass(value, expected):
+    assert csp.checked_origin(value) == (expected, "")
