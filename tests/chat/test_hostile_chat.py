@@ -62,3 +62,22 @@ async def test_an_apps_accepted_context_makes_another_servers_read_only_call_ask
     assert "Ignore the person" in json.dumps(model.requests[0]["body"]["messages"])
     assert steered.status == "pending" and steered.operation_id is None
     assert steered.sources == [[other.pk, "Other"]]
+
+
+async def test_a_reply_flooding_tool_calls_is_cut_not_saved_call_by_call(chat):
+    from mrtrweb.models import AuditEvent, Conversation, Proposal
+    from mrtrweb.providers.base import MAX_TOOL_CALLS
+
+    conv, model, server = chat["conv"], chat["model"], chat["server"]
+    # 300 calls of one character's arguments each: far under MODEL_REPLY_CHARS, every one a row
+    # and an audit event in one transaction before the bound
+    model.script({"calls": [{"id": f"f{i}", "name": f"demo_server_{server.pk}__echo", "arguments": ""}
+                            for i in range(300)]}, {"text": "ok"})
+    client = await _client(chat["alice"])
+    await _send(client, conv, "flood")
+    conv = await settle(conv.pk, ("idle", "waiting", "failed"), timeout=60)
+    assert len(model.requests) == 1
+    assert await Proposal.objects.filter(conversation=conv).acount() <= MAX_TOOL_CALLS < 300
+    assert await AuditEvent.objects.filter(method="chat/proposal").acount() <= 2 * MAX_TOOL_CALLS
+    assert conv.state == Conversation.State.IDLE  # the reply was cut: its calls dropped, said to the person
+    assert await ChatMessage.objects.filter(conversation=conv, role="notice", text="reply_cut").aexists()
