@@ -81,3 +81,47 @@ async def test_a_reply_flooding_tool_calls_is_cut_not_saved_call_by_call(chat):
     assert await AuditEvent.objects.filter(method="chat/proposal").acount() <= 2 * MAX_TOOL_CALLS
     assert conv.state == Conversation.State.IDLE  # the reply was cut: its calls dropped, said to the person
     assert await ChatMessage.objects.filter(conversation=conv, role="notice", text="reply_cut").aexists()
+
+
+async def test_every_chat_url_is_404_for_another_person_and_every_post_needs_the_csrf_token(chat, seeded):
+    """carol (alice's tenant, not her conversation) and bob (another tenant) on each of alice's
+    conversation, proposal and app offer: 404 (nothing said of its existence), nothing changed;
+    alice herself without the CSRF token: 403 on every POST."""
+    from django.test import AsyncClient
+
+    from mrtrweb.models import AppOffer, Conversation, Operation, Proposal
+
+    conv, server, alice = chat["conv"], chat["server"], chat["alice"]
+    msg = await ChatMessage.objects.acreate(conversation=conv, seq=1, role="assistant", text="x")
+    p = await Proposal.objects.acreate(conversation=conv, message=msg, call_id="c", server=server, tool="echo",
+                                       arguments={"text": "t"})
+    op = await Operation.objects.acreate(user=alice, server=server, tenant_id=server.tenant_id, method="tools/call",
+                                         name="echo", params={"name": "echo"}, status=Operation.Status.COMPLETED,
+                                         initiator=Operation.Initiator.MODEL,
+                                         initiator_detail={"conversation": str(conv.pk)})
+    offer = await AppOffer.objects.acreate(conversation=conv, operation=op, kind="context", text="t")
+    gets = [f"/mcp/chat/{conv.pk}/", f"/mcp/chat/{conv.pk}/log/", f"/mcp/chat/proposals/{p.pk}/edit/"]
+    posts = [(f"/mcp/chat/{conv.pk}/send/", {"text": "hi"}), (f"/mcp/chat/{conv.pk}/continue/", {}),
+             (f"/mcp/chat/{conv.pk}/rename/", {"title": "mine"}), (f"/mcp/chat/{conv.pk}/servers/", {"server": "1"}),
+             (f"/mcp/chat/proposals/{p.pk}/approve/", {}), (f"/mcp/chat/proposals/{p.pk}/deny/", {}),
+             (f"/mcp/chat/proposals/{p.pk}/edit/", {"arg-text": "other"}),
+             (f"/mcp/chat/app-offers/{offer.pk}/accept/", {}), (f"/mcp/chat/app-offers/{offer.pk}/discard/", {}),
+             ("/mcp/chat/app-offers/", {"operation": str(op.pk), "kind": "message", "text": "from another"}),
+             (f"/mcp/chat/{conv.pk}/delete/", {})]
+    for name in ("carol", "bob"):
+        other = await _client(seeded["users"][name])
+        for url in gets:
+            assert (await other.get(url)).status_code == 404, (name, url)
+        for url, data in posts:
+            assert (await other.post(url, data)).status_code == 404, (name, url)
+    strict = AsyncClient(enforce_csrf_checks=True)
+    await strict.aforce_login(alice)
+    for url, data in [*posts, ("/mcp/chat/", {"tenant": server.tenant.slug})]:
+        assert (await strict.post(url, data)).status_code == 403, url
+    # nothing changed
+    conv = await Conversation.objects.aget(pk=conv.pk)
+    assert conv.title != "mine" and conv.state == Conversation.State.IDLE
+    assert (await Proposal.objects.aget(pk=p.pk)).status == Proposal.Status.PENDING
+    assert (await AppOffer.objects.aget(pk=offer.pk)).status == AppOffer.Status.PENDING
+    assert await AppOffer.objects.acount() == 1 and await ChatMessage.objects.acount() == 1
+    assert await Conversation.objects.acount() == 1
