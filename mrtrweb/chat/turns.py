@@ -184,12 +184,13 @@ def record_step(conversation_id: Any, reply: Reply, offered: tools.Offered, prov
 
 def _parsed(text: str) -> dict[str, Any] | None:
     """The model's arguments as a JSON object (empty text: ``{}``), else None -- also for one holding
-    a NUL or a lone surrogate anywhere (no database keeps it, no server should get it)."""
+    a NUL, a lone surrogate, ``NaN`` or an infinite number anywhere (Python's json reads them; JSON
+    has none: no database keeps it, no server should get it)."""
     if not text.strip():
         return {}
     try:
         value = json.loads(text)
-        canonical = json.dumps(value, ensure_ascii=False)
+        canonical = json.dumps(value, ensure_ascii=False, allow_nan=False)
         canonical.encode("utf-8")
     except (ValueError, RecursionError, UnicodeError):
         return None

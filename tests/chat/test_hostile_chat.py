@@ -125,3 +125,22 @@ async def test_every_chat_url_is_404_for_another_person_and_every_post_needs_the
     assert (await AppOffer.objects.aget(pk=offer.pk)).status == AppOffer.Status.PENDING
     assert await AppOffer.objects.acount() == 1 and await ChatMessage.objects.acount() == 1
     assert await Conversation.objects.acount() == 1
+
+
+async def test_arguments_no_json_database_keeps_are_malformed_not_a_failed_step(chat):
+    """``NaN``, ``Infinity``, ``1e999`` (Python's json reads them; JSON has none, no database column keeps
+    them): that call is refused as malformed, the others of the reply are proposed, the step holds."""
+    from mrtrweb.models import Conversation, Proposal
+
+    conv, model, server = chat["conv"], chat["model"], chat["server"]
+    name = f"demo_server_{server.pk}__echo"
+    model.script({"calls": [{"id": "n1", "name": name, "arguments": '{"text": NaN}'},
+                            {"id": "n2", "name": name, "arguments": '{"text": "x", "n": -Infinity}'},
+                            {"id": "n3", "name": name, "arguments": '{"text": "x", "big": [1e999]}'},
+                            {"id": "n4", "name": name, "arguments": '{"text": "fine"}'}]}, {"text": "ok"})
+    client = await _client(chat["alice"])
+    await _send(client, conv, "go")
+    conv = await settle(conv.pk, ("waiting", "failed", "idle"))
+    assert conv.state == Conversation.State.WAITING, (conv.state, conv.error_code)
+    props = [p async for p in Proposal.objects.filter(conversation=conv).order_by("position")]
+    assert [(p.status, p.refusal) for p in props] == [("refused", "malformed_arguments")] * 3 + [("pending", "")]
