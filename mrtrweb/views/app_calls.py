@@ -7,7 +7,8 @@ app: it runs on the sandbox origin, without the site's cookies); every POST carr
   ``{"status": "started", "operation": id}`` (read-only tool) or ``{"status": "confirm", "card":
   html}`` (the host-rendered confirmation, outside the frame); ``resources/read`` ``{"uri"}``:
   started; ``ui/open-link`` ``{"url"}``: ``{"status": "offered", "card": html}`` (the URL-mode
-  interstitial); ``ui/download-file`` ``{"contents"}``: ``{"status": "offered", "card": html}``.
+  interstitial); ``ui/download-file`` ``{"contents"}``: ``{"status": "offered", "card": html}``;
+  every one of them counts toward the app's ``APPS_CALLS_PER_SECOND`` (429 ``rate_limited``).
   A refusal: 4xx ``{"error": code, "message": text}`` (:class:`mrtrweb.appcalls.AppCallRefused`).
 * ``app_decide`` (POST, ``decision`` = ``confirm`` | ``decline``) -- the person's decision on a card:
   started, or ``{"error": "declined"}``.
@@ -29,7 +30,7 @@ from django.utils.translation import gettext
 from django.views.decorators.http import require_GET, require_POST
 
 from .. import catalog
-from ..appcalls import AppCallRefused, calls, offers
+from ..appcalls import AppCallRefused, calls, offers, rights
 from ..appcalls.host import app_host
 from ..models import Operation
 from .common import _user, login_required
@@ -81,6 +82,9 @@ async def app_request(request: HttpRequest, op_id: Any) -> HttpResponse:
             return JsonResponse({"status": "confirm", "card": card})
         if method == "resources/read":
             return _started(await calls.read_resource(user, host, body.get("uri")))
+        if method in ("ui/open-link", "ui/download-file"):
+            # each is a card on the page, a download its bytes in the binding cache: counted as calls
+            await sync_to_async(rights.take_slot)(host.op.pk)
         if method == "ui/open-link":
             view = offers.checked_link(body.get("url"))
             logger.info("app of operation %s: a link offered to the person (%s)", host.op.pk, view.host[:100])

@@ -1,0 +1,32 @@
+"""An app's requests to the host, attacked (session 18's attack lane): ``ui/download-file`` and
+``ui/open-link`` count toward the app's ``APPS_CALLS_PER_SECOND`` like its calls -- a download
+holds up to ``APPS_MAX_DOWNLOAD_BYTES`` in the binding cache (where the live rounds' bindings are)
+for ``APPS_CALL_TIMEOUT_S``, and each offer is a card on the person's page, so an app looping on
+them would fill both. Django's client against our app server, the app rendered by the product."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.mcpapps.test_app_calls import _ask, _rendered, own, sandbox  # noqa: F401  (the fixtures)
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+
+@pytest.mark.parametrize("body", [
+    {"method": "ui/download-file", "contents": [{"type": "resource", "resource": {"uri": "a.txt", "text": "x" * 1000}}]},
+    {"method": "ui/open-link", "url": "https://docs.example/page"},
+], ids=["download", "link"])
+async def test_offers_count_toward_the_apps_requests_per_second(seeded, own, sandbox, settings, monkeypatch,
+                                                                 body):  # noqa: F811
+    from mrtrweb.appcalls import rights
+
+    settings.MRTRWEB = {**settings.MRTRWEB, "APPS_CALLS_PER_SECOND": 3}
+    host, client = await _rendered(seeded, own)
+    import types
+
+    now = rights.time.time()
+    monkeypatch.setattr(rights, "time", types.SimpleNamespace(time=lambda: now))  # twelve within one second
+    answers = [await _ask(client, host, body) for _ in range(12)]
+    assert [status for status, _ in answers] == [200] * 3 + [429] * 9
+    assert all(answer["error"] == "rate_limited" for _, answer in answers[3:])
