@@ -40,3 +40,23 @@ def test_addresses_a_browser_reads_as_private_are_refused(value):
 ])
 def test_public_addresses_and_names_still_pass(value, expected):
     assert csp.checked_origin(value) == (expected, "")
+
+
+@pytest.mark.parametrize(("cookie_domains", "ok"), [
+    ({}, True),
+    ({"SESSION_COOKIE_DOMAIN": ".example.com"}, False),  # the session cookie goes to apps.example.com too
+    ({"CSRF_COOKIE_DOMAIN": "example.com"}, False),
+    ({"SESSION_COOKIE_DOMAIN": "apps.example.com"}, False),
+    ({"SESSION_COOKIE_DOMAIN": ".site.example.org"}, True),  # another domain: not sent to the sandbox
+    ({"SESSION_COOKIE_DOMAIN": "ps.example.com"}, True),  # a suffix of the name, not a parent domain
+])
+def test_the_sandbox_host_within_the_sites_cookie_domain_is_refused_at_start_up(settings, cookie_domains, ok):
+    from mrtrweb.checks import check_apps_sandbox_origin
+
+    settings.CSRF_TRUSTED_ORIGINS = ["https://site.example.com"]
+    settings.MRTRWEB = {**getattr(settings, "MRTRWEB", {}), "APPS_SANDBOX_ORIGIN": "https://apps.example.com"}
+    for name, value in cookie_domains.items():
+        setattr(settings, name, value)
+    errors = check_apps_sandbox_origin()
+    assert (errors == []) is ok, errors
+    assert all(e.id == "mrtrweb.E060" for e in errors)
