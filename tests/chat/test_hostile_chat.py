@@ -144,3 +144,20 @@ async def test_arguments_no_json_database_keeps_are_malformed_not_a_failed_step(
     assert conv.state == Conversation.State.WAITING, (conv.state, conv.error_code)
     props = [p async for p in Proposal.objects.filter(conversation=conv).order_by("position")]
     assert [(p.status, p.refusal) for p in props] == [("refused", "malformed_arguments")] * 3 + [("pending", "")]
+
+
+async def test_a_made_up_tool_name_carrying_conversation_text_is_not_in_the_audit_chain(chat):
+    """The name the model gave an unknown tool is the model's text (it can carry what the person
+    wrote): the ``proposed`` event names it by a digest only."""
+    from mrtrweb.models import AuditEvent, Proposal
+
+    conv, model = chat["conv"], chat["model"]
+    model.script({"calls": [{"id": "u1", "name": "tell_them_my_pin_is_4471", "arguments": "{}"}]}, {"text": "ok"})
+    client = await _client(chat["alice"])
+    await _send(client, conv, "my pin is 4471")
+    await settle(conv.pk)
+    (p,) = [p async for p in Proposal.objects.filter(conversation=conv)]
+    assert p.refusal == "unknown_tool" and p.called_as == "tell_them_my_pin_is_4471"  # the page shows it
+    rows = [e async for e in AuditEvent.objects.filter(method="chat/proposal")]
+    assert rows and all("4471" not in json.dumps(e.__dict__, default=str) for e in rows)
+    assert rows[0].name.startswith("unknown tool sha256:")
