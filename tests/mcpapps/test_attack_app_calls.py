@@ -30,3 +30,23 @@ async def test_offers_count_toward_the_apps_requests_per_second(seeded, own, san
     answers = [await _ask(client, host, body) for _ in range(12)]
     assert [status for status, _ in answers] == [200] * 3 + [429] * 9
     assert all(answer["error"] == "rate_limited" for _, answer in answers[3:])
+
+
+async def test_the_files_an_app_offers_and_nobody_took_are_bounded_together(seeded, own, sandbox, settings):  # noqa: F811
+    """``APPS_MAX_DOWNLOAD_BYTES`` bounds the files one app holds in the binding cache at once, not
+    only one offer's: offers nobody took count until taken or expired."""
+    settings.MRTRWEB = {**settings.MRTRWEB, "APPS_MAX_DOWNLOAD_BYTES": 10}
+    host, client = await _rendered(seeded, own)
+
+    def six(name):
+        return {"method": "ui/download-file", "contents": [{"type": "resource", "resource": {"uri": name,
+                                                                                            "text": "abcdef"}}]}
+
+    status, first = await _ask(client, host, six("one.txt"))
+    assert status == 200
+    status, refused = await _ask(client, host, six("two.txt"))  # 12 bytes held at once: over the bound
+    assert (status, refused["error"]) == (400, "bad_download")
+    url = first["card"].split('class="app-download" href="')[1].split('"')[0]
+    assert (await client.get(url)).content == b"abcdef"  # taken: no longer held
+    status, _ = await _ask(client, host, six("three.txt"))
+    assert status == 200
