@@ -50,3 +50,25 @@ async def test_the_files_an_app_offers_and_nobody_took_are_bounded_together(seed
     assert (await client.get(url)).content == b"abcdef"  # taken: no longer held
     status, _ = await _ask(client, host, six("three.txt"))
     assert status == 200
+
+
+async def test_an_apps_call_is_not_run_again_as_the_persons(seeded, own, sandbox):  # noqa: F811
+    """``lookup`` is for its app alone (``visibility: ["app"]``): the app's call of it completed,
+    and its page's "Run again" would make it a person's call of an app-only tool (which the call
+    form refuses), recorded as the person's. An app's call is the app's to make again."""
+    from mrtrweb import operations
+    from mrtrweb.models import Operation
+
+    host, client = await _rendered(seeded, own)
+    status, body = await _ask(client, host, {"method": "tools/call", "name": "lookup", "arguments": {"q": "x"}})
+    assert status == 200 and body["status"] == "started"
+    await operations.wait_idle()
+    app_call = await Operation.objects.aget(pk=body["operation"])
+    assert app_call.status == "completed" and app_call.initiator == "app"
+    page = (await client.get(f"/mcp/operations/{app_call.pk}/")).content.decode()
+    assert f"/mcp/operations/{app_call.pk}/rerun/" not in page  # not offered
+    again = await client.post(f"/mcp/operations/{app_call.pk}/rerun/")
+    assert again.status_code == 409
+    await operations.wait_idle()
+    assert len(own.log.tool_calls("lookup")) == 1
+    assert not await Operation.objects.filter(name="lookup", initiator="person").aexists()
