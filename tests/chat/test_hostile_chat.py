@@ -161,3 +161,20 @@ async def test_a_made_up_tool_name_carrying_conversation_text_is_not_in_the_audi
     rows = [e async for e in AuditEvent.objects.filter(method="chat/proposal")]
     assert rows and all("4471" not in json.dumps(e.__dict__, default=str) for e in rows)
     assert rows[0].name.startswith("unknown tool sha256:")
+
+
+def test_namespaced_names_of_two_servers_never_collide_whatever_their_names():
+    """Separators in server and tool names (``__``, ``_<digits>``, characters a name may not hold):
+    no name one server's tool is offered as is ever another server's (held)."""
+    from mrtrweb.chat.tools import offered_name
+    from mrtrweb.models import McpServer
+
+    servers = [McpServer(pk=pk, name=name) for pk, name in
+               [(1, "a"), (12, "a"), (2, "a_1"), (3, "a 1"), (4, "a__1__x"), (5, "A"), (6, "a-1"), (7, "")]]
+    tools = ["x", "1__x", "_1__x", "2__x", "__x", "x!", "x?", "x_" + "0" * 10, "é", "a" * 80, "1_2__x"]
+    seen: dict[str, int] = {}
+    for server in servers:
+        for tool in tools:
+            name = offered_name(server, tool)
+            assert len(name) <= 64 and all(c.isascii() and (c.isalnum() or c in "_-") for c in name), name
+            assert seen.setdefault(name, server.pk) == server.pk, (name, server.pk, seen[name])
