@@ -12,7 +12,8 @@ the reason in :attr:`CspPolicy.refused`: ``*`` and any wildcard, other schemes (
 (directive injection), ``localhost`` and ``*.localhost``/``.local``/``.internal`` names, private,
 loopback, link-local and other non-global IP addresses (an IPv6 one also by the IPv4 address it
 carries: mapped, NAT64, 6to4, Teredo), a host ending in a number that is not a dotted-quad address
-(the URL standard reads ``127.1`` or ``0x7f.0.0.1`` as IPv4), more than :data:`MAX_DOMAINS` per list.
+(the URL standard reads ``127.1`` or ``0x7f.0.0.1`` as IPv4), the site's and the sandbox's own hosts
+(``build(..., own=...)``), more than :data:`MAX_DOMAINS` per list.
 A DNS name is not resolved here (the browser resolves it); the network a name reaches is the
 deployer's to fence.
 
@@ -28,6 +29,7 @@ import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
+from urllib.parse import urlsplit
 
 __all__ = ["MAX_DOMAINS", "PERMISSIONS", "CspPolicy", "allow_attribute", "build", "checked_origin"]
 
@@ -109,10 +111,13 @@ class CspPolicy:
         return tuple(dict.fromkeys(d for values in self.domains.values() for d in values))
 
 
-def build(csp: Any) -> CspPolicy:
+def build(csp: Any, own: Collection[str | None] = ()) -> CspPolicy:
     """The policy for a resource whose ``_meta.ui.csp`` is ``csp`` (any JSON; not a mapping:
-    nothing declared)."""
+    nothing declared). ``own``: the site's and the sandbox's origins; a declared domain on one of
+    their hosts (any scheme or port) is refused -- the app would send the site requests from the
+    person's browser, with its same-site cookies where the two share a registrable domain."""
     declared = csp if isinstance(csp, Mapping) else {}
+    own_hosts = {(urlsplit(o).hostname or "").lower() for o in own if o} - {""}
     accepted: dict[str, tuple[str, ...]] = {}
     refused: list[tuple[str, str, str]] = []
     for name in _LISTS:
@@ -124,6 +129,8 @@ def build(csp: Any) -> CspPolicy:
                 refused.append((name, str(value)[:80], f"more than {MAX_DOMAINS} domains"))
                 continue
             origin, why = checked_origin(value, ("https", "wss") if name == "connectDomains" else ("https",))
+            if origin is not None and urlsplit(origin).hostname in own_hosts:
+                origin, why = None, "the site's or the sandbox's own host"
             if origin is None:
                 refused.append((name, str(value)[:80], why))
             elif origin not in ok:

@@ -60,3 +60,17 @@ def test_the_sandbox_host_within_the_sites_cookie_domain_is_refused_at_start_up(
     errors = check_apps_sandbox_origin()
     assert (errors == []) is ok, errors
     assert all(e.id == "mrtrweb.E060" for e in errors)
+
+
+def test_the_sites_and_the_sandboxs_own_hosts_are_never_an_apps_outside_domain():
+    """An app declaring the site itself (or the sandbox) would send it requests from the person's
+    browser -- with the site's same-site cookies where the sandbox shares the site's registrable
+    domain: refused, whatever the scheme or port."""
+    own = ("https://mrtr.example.com", "http://apps-sandbox.example.com:8001")
+    policy = csp.build({"connectDomains": ["https://mrtr.example.com", "wss://MRTR.example.com:8443",
+                                           "https://apps-sandbox.example.com", "https://api.example.com"],
+                        "frameDomains": ["https://mrtr.example.com"],
+                        "resourceDomains": ["https://apps-sandbox.example.com"]}, own=own)
+    assert policy.outside_domains == ("https://api.example.com",)
+    assert len(policy.refused) == 5
+    assert all(why == "the site's or the sandbox's own host" for _, _, why in policy.refused)
