@@ -268,8 +268,9 @@ from .runtime import serving_checks as _serving_checks  # noqa: E402,F401 - regi
 @register(Tags.security)
 def check_apps_sandbox_origin(app_configs=None, **kwargs) -> list:
     """E060: ``MRTRWEB["APPS_SANDBOX_ORIGIN"]``, when set, must be a bare http(s) origin whose host
-    is not one of the site's (``CSRF_TRUSTED_ORIGINS``): an app on the site's host would share its
-    cookies (docs/apps.md)."""
+    is not one of the site's (``CSRF_TRUSTED_ORIGINS``) nor inside the domain of the site's cookies
+    (``SESSION_COOKIE_DOMAIN``, ``CSRF_COOKIE_DOMAIN``, ``LANGUAGE_COOKIE_DOMAIN``): the sandbox
+    would get the site's cookies (docs/apps.md)."""
     from django.conf import settings as django_settings
 
     from .mcpapps.sandbox import origin_problem
@@ -279,6 +280,16 @@ def check_apps_sandbox_origin(app_configs=None, **kwargs) -> list:
     except ImproperlyConfigured:
         return []  # reported by the settings check
     problem = origin_problem(value, getattr(django_settings, "CSRF_TRUSTED_ORIGINS", ()) or ())
+    if problem is None and value:
+        from urllib.parse import urlsplit
+
+        host = (urlsplit(value.strip()).hostname or "").lower()
+        for name in ("SESSION_COOKIE_DOMAIN", "CSRF_COOKIE_DOMAIN", "LANGUAGE_COOKIE_DOMAIN"):
+            domain = str(getattr(django_settings, name, None) or "").strip().lstrip(".").lower()
+            if domain and (host == domain or host.endswith("." + domain)):
+                problem = (f"has its host {host} inside {name} ({domain}): the site's cookies would be sent to "
+                           "the sandbox - use a host name outside that domain")
+                break
     if problem is None:
         return []
     return [Error(f"MRTRWEB['APPS_SANDBOX_ORIGIN'] {problem}.",

@@ -46,10 +46,15 @@ def status_for(server: McpServer, uri: str, digest: str, *, tool: str = "", poli
     ``"pending"`` or ``"revoked"``. Seen for the first time: recorded as pending (with ``tool``, the
     policy's domains and refusals, the declared permissions and ``size`` in bytes, for the admin to
     read), unless :data:`MAX_PENDING` are already pending for the server (then ``"pending"``,
-    logged, not recorded)."""
-    found = AppApproval.objects.filter(server=server, resource_uri=uri, digest=digest).values_list("status", flat=True).first()
+    logged, not recorded). A decision is of the HTML *with* what it declared: the same digest now
+    declaring other outside domains or permissions (``policy`` given) waits again
+    (:func:`_declared_otherwise`)."""
+    found = AppApproval.objects.filter(server=server, resource_uri=uri, digest=digest).first()
     if found is not None:
-        return found
+        if policy is not None and (found.domains != list(policy.outside_domains)
+                                   or found.permissions != _permissions(permissions)):
+            return _declared_otherwise(found, policy, permissions)
+        return found.status
     if not DIGEST.match(digest):
         return AppApproval.Status.PENDING
     if AppApproval.objects.filter(server=server, status=AppApproval.Status.PENDING).count() >= MAX_PENDING:
@@ -67,6 +72,33 @@ def status_for(server: McpServer, uri: str, digest: str, *, tool: str = "", poli
         return AppApproval.objects.filter(server=server, resource_uri=uri, digest=digest).values_list(
             "status", flat=True).first() or AppApproval.Status.PENDING
     logger.info("server %s: app %s %s waits for approval", server.pk, uri[:200], digest)
+    return AppApproval.Status.PENDING
+
+
+def _declared_otherwise(found: AppApproval, policy: CspPolicy, permissions: Any) -> str:
+    """The same HTML now declares other outside domains or permissions than the record holds: what
+    was decided (if anything) was not this, so the record waits for the admin again, showing what
+    is declared now. An approval taken back so is an ``app_revoked`` event (``code`` ``changed``,
+    no person) in the same transaction. Returns ``"pending"``."""
+    with transaction.atomic():
+        row = AppApproval.objects.select_for_update().filter(pk=found.pk).first()
+        if row is None:
+            return AppApproval.Status.PENDING
+        was = row.status
+        row.domains, row.permissions = list(policy.outside_domains), _permissions(permissions)
+        row.refused = [[name, value, why] for name, value, why in policy.refused[:20]]
+        row.status, row.decided_at, row.decided_by = AppApproval.Status.PENDING, None, None
+        row.save(update_fields=["domains", "permissions", "refused", "status", "decided_at", "decided_by"])
+        if was == AppApproval.Status.APPROVED:
+            server = row.server
+            append_config({"operation_id": uuid.uuid4(), "event": AuditEvent.Event.APP_REVOKED, "method": METHOD,
+                           "user_digest": "",  # no person: the server's declaration changed
+                           "tenant_id": server.tenant_id, "server_id": str(server.pk), "server_origin": server.origin,
+                           "name": row.resource_uri[:500], "code": "changed", "config_digest": server.config_digest(),
+                           "actions": {"digest": row.digest, "tool": row.tool[:200],
+                                       "domains": " ".join(row.domains)[:200]}})
+    logger.warning("server %s: app %s %s now declares other domains or permissions; waits for approval again",
+                   found.server_id, found.resource_uri[:200], found.digest)
     return AppApproval.Status.PENDING
 
 

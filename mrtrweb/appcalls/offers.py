@@ -6,7 +6,8 @@ Nothing is opened or saved by itself.
   page shows the same interstitial and the person clicks (a new tab, ``noopener noreferrer``);
 * :func:`offer_download` / :func:`take_download` -- ``ui/download-file``: the app's embedded
   resources only (``text`` or base64 ``blob``; a ``resource_link`` would make the product fetch a URL:
-  refused), at most ``APPS_MAX_DOWNLOAD_BYTES`` in all, held in the binding cache for
+  refused), at most ``APPS_MAX_DOWNLOAD_BYTES`` in all -- and in all of the files one app holds
+  at once, offers nobody took yet counted (:func:`_hold`) -- held in the binding cache for
   ``APPS_CALL_TIMEOUT_S`` under a random token of this person; downloaded on their click as an
   attachment (``application/octet-stream``, ``nosniff``), once.
 """
@@ -30,6 +31,7 @@ UNSAFE_URL = gettext_noop("The app asked to open an address this site does not o
 BAD_DOWNLOAD = gettext_noop("The app offered a file this site does not download (only embedded text or data, "
                             "within the size limit).")
 _DOWNLOAD = "mrtrweb-app-download:"
+_HELD = "mrtrweb-app-download-held:"
 _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -82,6 +84,8 @@ def offer_download(user: Any, host: AppHost, contents: Any) -> list[dict[str, An
             raise AppCallRefused("bad_download", BAD_DOWNLOAD)
         mime = resource.get("mimeType") if isinstance(resource.get("mimeType"), str) else ""
         files.append((body, _filename(resource.get("uri"), i), mime[:100]))
+    if not _hold(host, total, limit):
+        raise AppCallRefused("bad_download", BAD_DOWNLOAD)
     offered = []
     for body, filename, mime in files:
         token = secrets.token_urlsafe(24)
@@ -91,12 +95,36 @@ def offer_download(user: Any, host: AppHost, contents: Any) -> list[dict[str, An
     return offered
 
 
+def _hold(host: AppHost, size: int, limit: int) -> bool:
+    """Count ``size`` more bytes held for ``host``'s app; False (nothing counted) when that would
+    pass ``limit``. The count lives ``APPS_CALL_TIMEOUT_S`` from the first file of its window (as
+    long as the files), so at most about twice ``limit`` is ever held for one app."""
+    store, key = cache(), _HELD + str(host.op.pk)
+    store.add(key, 0, int(conf.get("APPS_CALL_TIMEOUT_S")))
+    try:
+        now = store.incr(key, size)
+    except ValueError:  # expired between add and incr
+        store.add(key, size, int(conf.get("APPS_CALL_TIMEOUT_S")))
+        now = size
+    if now > limit:
+        try:
+            store.decr(key, size)
+        except ValueError:
+            pass
+        return False
+    return True
+
+
 def take_download(user: Any, token: str) -> tuple[bytes, str] | None:
     """Sync: ``(body, filename)`` of a file offered to ``user``, once; None when unknown, used,
-    expired or another person's."""
+    expired or another person's. Its bytes no longer count as held for its app."""
     store = cache()
     key = _DOWNLOAD + str(token)[:100]
     held = store.get(key)
     if not isinstance(held, dict) or held.get("user") != user.pk or not store.delete(key):
         return None
+    try:
+        store.decr(_HELD + str(held.get("host")), len(held["body"]))
+    except ValueError:  # the count's window ended meanwhile
+        pass
     return held["body"], held["filename"]

@@ -4,7 +4,7 @@
 
 Each event has ``operation_id`` = the proposal's id (the operation an approval starts names the
 proposal in its ``initiator_detail``, so the two are joined), ``method`` ``chat/proposal``, the
-server's id, origin and the tool's name, ``user_digest`` of the person (for ``proposed``: the
+server's id, origin and the tool's name (a name the model made up: only its digest), ``user_digest`` of the person (for ``proposed``: the
 conversation's owner), ``initiator`` ``model`` and ``initiator_detail`` (conversation, proposal,
 provider, model: ids and names), ``code``: the proposal's ``status`` or refusal, and digests only:
 ``actions`` ``{"arguments": <sha256 of the arguments>}`` (for ``edited`` also ``"before"``). No
@@ -15,6 +15,7 @@ Raises (every function): :class:`mrtrweb.audit.events.AuditUnavailable` or a dat
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from ..audit.events import append_config, keyed_digest
@@ -28,12 +29,21 @@ def _detail(proposal: Proposal, provider: str, model: str) -> dict[str, str]:
             "model": model[:200]}
 
 
+def _name(proposal: Proposal) -> str:
+    """The tool's name as its server lists it; for a name the model made up (no such tool: its own
+    text, which may carry the conversation's) only ``unknown tool sha256:<16 hex>``."""
+    if proposal.tool:
+        return proposal.tool[:500]
+    digest = hashlib.sha256(proposal.called_as.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"unknown tool sha256:{digest}"
+
+
 def _append(event: str, proposal: Proposal, user_id: Any, provider: str, model: str, **values: Any) -> AuditEvent:
     server = proposal.server
     return append_config({
         "tenant_id": proposal.conversation.tenant_id, "operation_id": proposal.pk, "event": event, "method": METHOD,
         "server_id": str(server.pk) if server else "", "server_origin": server.origin if server else "",
-        "name": (proposal.tool or proposal.called_as)[:500], "user_digest": keyed_digest(f"user:{user_id}"),
+        "name": _name(proposal), "user_digest": keyed_digest(f"user:{user_id}"),
         "initiator": "model", "initiator_detail": _detail(proposal, provider, model), **values})
 
 

@@ -4,7 +4,7 @@ A rule (``ToolPolicy.Rule``): ``ask`` (every time; the default), ``read_only`` (
 server lists with ``readOnlyHint: true`` is approved without asking), ``never`` (the tool is not
 offered; a call of it is refused). A rule for the tool wins over the server's (``tool`` empty).
 
-Cross-server rule: a call proposed after the model read another server's result in this turn is
+Cross-server rule: a call proposed after the model read another server's result in this conversation is
 asked even where ``read_only`` would approve it (a server cannot steer the model into another
 server silently). The annotations are the server's claims: they only ever decide *not to ask*
 for a read-only tool the tenant said may pass, never to skip a refusal.
@@ -34,7 +34,7 @@ def decide(rules: dict[tuple[int, str], str], server_id: int, tool: str, listed:
            sources: Iterable[int]) -> str:
     """``never``, ``auto`` (approve without asking) or ``ask`` for a proposed call of ``tool`` on
     ``server_id`` (``listed``: the tool as the server lists it), ``sources``: the servers whose
-    results the model read in this turn."""
+    results the model read in this conversation (:func:`mrtrweb.chat.turns._sources`)."""
     found = rule(rules, server_id, tool)
     if found == NEVER:
         return NEVER

@@ -29,7 +29,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from .. import conf
-from ..models import ChatMessage, Conversation, Proposal
+from ..models import ChatMessage, Conversation, McpServer, Proposal
 from ..providers import Reply
 from . import events, policy, tools
 
@@ -106,16 +106,19 @@ def end_turn(conversation_id: Any, code: str) -> None:
 
 
 def _sources(conversation_id: Any) -> list[list[Any]]:
-    """The servers whose results the model read in this turn (since the person's last message):
+    """The servers whose data the model has read in this conversation: every call's result given to
+    it (in any turn: an earlier turn's results stay in its context, and a result can ask for a call
+    "next time") and every app's message or context the person let in (:mod:`.app_offers`):
     ``[[id, name], ...]`` in the order first read."""
-    last_user = ChatMessage.objects.filter(conversation_id=conversation_id, role="user").order_by("-seq") \
-        .values_list("seq", flat=True).first() or 0
-    seen: dict[int, str] = {}
-    for p in Proposal.objects.filter(conversation_id=conversation_id, message__seq__gt=last_user,
-                                     operation__isnull=False).select_related("server").order_by("created_at"):
-        if p.server_id is not None and p.server_id not in seen and p.answered:
-            seen[p.server_id] = p.server.name if p.server else ""
-    return [[k, v] for k, v in seen.items()]
+    read: list[tuple[int, int]] = list(  # (seq, server id)
+        Proposal.objects.filter(conversation_id=conversation_id, operation__isnull=False, answered=True,
+                                server__isnull=False).order_by("message__seq", "position")
+        .values_list("message__seq", "server_id"))
+    read += ChatMessage.objects.filter(conversation_id=conversation_id, role__in=("app_message", "app_context"),
+                                       server_id__isnull=False).values_list("seq", "server_id")
+    ids = list(dict.fromkeys(server_id for _seq, server_id in sorted(read, key=lambda r: r[0])))
+    names = dict(McpServer.objects.filter(pk__in=ids).values_list("pk", "name"))
+    return [[i, names.get(i, "")] for i in ids]
 
 
 def record_step(conversation_id: Any, reply: Reply, offered: tools.Offered, provider: str, model: str) -> list[Any]:
@@ -181,12 +184,13 @@ def record_step(conversation_id: Any, reply: Reply, offered: tools.Offered, prov
 
 def _parsed(text: str) -> dict[str, Any] | None:
     """The model's arguments as a JSON object (empty text: ``{}``), else None -- also for one holding
-    a NUL or a lone surrogate anywhere (no database keeps it, no server should get it)."""
+    a NUL, a lone surrogate, ``NaN`` or an infinite number anywhere (Python's json reads them; JSON
+    has none: no database keeps it, no server should get it)."""
     if not text.strip():
         return {}
     try:
         value = json.loads(text)
-        canonical = json.dumps(value, ensure_ascii=False)
+        canonical = json.dumps(value, ensure_ascii=False, allow_nan=False)
         canonical.encode("utf-8")
     except (ValueError, RecursionError, UnicodeError):
         return None

@@ -98,7 +98,11 @@ def rerunnable(op: Operation) -> bool:
     """Whether ``op`` may be run again with the same arguments (:mod:`mrtrweb.consent.rerun`): it ended
     ended: without a result (failed, interrupted, denied -- the person's Stop and their Decline/Cancel of a
     sampling, roots or URL-required round included --, expired), or completed, a tool error too
-    (issue 28: a finished operation offers Run again and Change the arguments below its result)."""
+    (issue 28: a finished operation offers Run again and Change the arguments below its result).
+    Never an MCP App's call: the app's to make again (it may be of a tool for the app alone, which
+    is no person's call)."""
+    if op.initiator == Operation.Initiator.APP:
+        return False
     return op.status in ENDED_WITHOUT_RESULT or op.status == Operation.Status.COMPLETED
 
 

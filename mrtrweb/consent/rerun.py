@@ -57,6 +57,8 @@ async def start_rerun(user: Any, op: Operation) -> Operation:
             already run again (``Operation.rerun_as``: one run again per operation).
         operations.OperationRefused: a limit is reached or the binding store is down (nothing sent).
     """
+    if op.initiator == Operation.Initiator.APP:
+        raise RerunRefused("an app's call is run again by the app, not from its page")
     if op.user_id != user.pk or not outcomes.rerunnable(op):
         raise RerunRefused("only an operation that ended without a result can be run again")
     params = results.stored_params(op.params)

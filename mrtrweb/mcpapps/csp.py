@@ -10,7 +10,10 @@ inline script and style only). Each declared domain must be a bare origin: ``htt
 the reason in :attr:`CspPolicy.refused`: ``*`` and any wildcard, other schemes (``data:``,
 ``javascript:``, ``blob:``, ``http:``...), paths, queries, credentials, quotes/semicolons/spaces
 (directive injection), ``localhost`` and ``*.localhost``/``.local``/``.internal`` names, private,
-loopback, link-local and other non-global IP addresses, more than :data:`MAX_DOMAINS` per list.
+loopback, link-local and other non-global IP addresses (an IPv6 one also by the IPv4 address it
+carries: mapped, NAT64, 6to4, Teredo), a host ending in a number that is not a dotted-quad address
+(the URL standard reads ``127.1`` or ``0x7f.0.0.1`` as IPv4), the site's and the sandbox's own hosts
+(``build(..., own=...)``), more than :data:`MAX_DOMAINS` per list.
 A DNS name is not resolved here (the browser resolves it); the network a name reaches is the
 deployer's to fence.
 
@@ -26,6 +29,7 @@ import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
+from urllib.parse import urlsplit
 
 __all__ = ["MAX_DOMAINS", "PERMISSIONS", "CspPolicy", "allow_attribute", "build", "checked_origin"]
 
@@ -38,6 +42,8 @@ _LISTS: Final = ("connectDomains", "resourceDomains", "frameDomains", "baseUriDo
 _HOST = re.compile(r"^(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
 _ORIGIN = re.compile(r"^(?P<scheme>[a-z][a-z0-9+.-]*)://(?P<host>\[[0-9a-f:.]+\]|[^/:?#@\[\]]+)(?::(?P<port>[0-9]{1,5}))?/?$")
 _LOCAL_SUFFIXES: Final = (".localhost", ".local", ".internal", ".home.arpa", ".lan")
+_NUMERIC_LABEL = re.compile(r"^(?:[0-9]+|0x[0-9a-f]*)$")
+_NAT64: Final = ipaddress.IPv6Network("64:ff9b::/96")
 
 
 def checked_origin(value: Any, schemes: Collection[str] = ("https",)) -> tuple[str | None, str]:
@@ -66,11 +72,27 @@ def checked_origin(value: Any, schemes: Collection[str] = ("https",)) -> tuple[s
     except ValueError:
         address = None
     if address is not None:
-        if not address.is_global:
+        if not _global(address):
             return None, "a private, loopback or reserved address"
+    elif _NUMERIC_LABEL.match(host.rsplit(".", 1)[-1]):
+        # the URL standard reads a host ending in a number as IPv4 (127.1, 0x7f.0.0.1, 0177.0.0.1)
+        return None, "an IPv4 address not written as a.b.c.d"
     elif not _HOST.match(host) or host == "localhost" or host.endswith(_LOCAL_SUFFIXES) or "." not in host:
         return None, "not a public host name"
-    return f"{scheme}://{host}" + (f":{port}" if port else ""), ""
+    return f"{scheme}://{host}" + (f":{int(port)}" if port else ""), ""
+
+
+def _global(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    """Whether ``address`` is global, an IPv6 one also by the IPv4 address it carries (mapped,
+    NAT64 ``64:ff9b::/96``, 6to4, Teredo)."""
+    if not address.is_global:
+        return False
+    if isinstance(address, ipaddress.IPv6Address):
+        carried = [address.ipv4_mapped, address.sixtofour, *(address.teredo or ())]
+        if address in _NAT64:
+            carried.append(ipaddress.IPv4Address(int(address) & 0xFFFFFFFF))
+        return all(v4 is None or v4.is_global for v4 in carried)
+    return True
 
 
 @dataclass(frozen=True)
@@ -89,10 +111,13 @@ class CspPolicy:
         return tuple(dict.fromkeys(d for values in self.domains.values() for d in values))
 
 
-def build(csp: Any) -> CspPolicy:
+def build(csp: Any, own: Collection[str | None] = ()) -> CspPolicy:
     """The policy for a resource whose ``_meta.ui.csp`` is ``csp`` (any JSON; not a mapping:
-    nothing declared)."""
+    nothing declared). ``own``: the site's and the sandbox's origins; a declared domain on one of
+    their hosts (any scheme or port) is refused -- the app would send the site requests from the
+    person's browser, with its same-site cookies where the two share a registrable domain."""
     declared = csp if isinstance(csp, Mapping) else {}
+    own_hosts = {(urlsplit(o).hostname or "").lower() for o in own if o} - {""}
     accepted: dict[str, tuple[str, ...]] = {}
     refused: list[tuple[str, str, str]] = []
     for name in _LISTS:
@@ -104,6 +129,8 @@ def build(csp: Any) -> CspPolicy:
                 refused.append((name, str(value)[:80], f"more than {MAX_DOMAINS} domains"))
                 continue
             origin, why = checked_origin(value, ("https", "wss") if name == "connectDomains" else ("https",))
+            if origin is not None and urlsplit(origin).hostname in own_hosts:
+                origin, why = None, "the site's or the sandbox's own host"
             if origin is None:
                 refused.append((name, str(value)[:80], why))
             elif origin not in ok:

@@ -106,7 +106,7 @@ class Proposal(models.Model):
     ``operation``), ``auto`` (approved by the tenant's read-only policy), ``denied`` (by the person),
     ``refused`` (by the product: the policy says never, an unknown or unusable tool, too many at once,
     malformed arguments; ``refusal`` says which), ``answered`` (its result or refusal went to the model).
-    ``sources``: the servers whose results the model had read in this turn (``[[id, name], ...]``).
+    ``sources``: the servers whose data the model had read in this conversation (``[[id, name], ...]``).
     """
 
     class Status(models.TextChoices):

@@ -12,6 +12,12 @@ import dataclasses
 from typing import Any, Awaitable, Callable, Protocol
 
 
+#: the most tool calls one reply may carry (parallel calls); a reply with more is cut like one past
+#: ``MODEL_REPLY_CHARS`` (its calls dropped): a call costs a proposal and its audit events, and a
+#: call's name alone is a few characters of the reply
+MAX_TOOL_CALLS = 64
+
+
 @dataclasses.dataclass(frozen=True)
 class ToolSpec:
     """A tool offered to the model: ``name`` (namespaced, :mod:`mrtrweb.chat.tools`), its
@@ -39,7 +45,8 @@ class ToolCall:
 @dataclasses.dataclass(frozen=True)
 class Reply:
     """A model's reply: its text, the calls it proposes (in its order), and ``cut`` when the reply
-    was stopped at ``MODEL_REPLY_CHARS`` (the text kept up to there, the calls dropped)."""
+    was stopped at ``MODEL_REPLY_CHARS`` or at more than :data:`MAX_TOOL_CALLS` calls (the text
+    kept up to there, the calls dropped)."""
 
     text: str
     tool_calls: tuple[ToolCall, ...] = ()

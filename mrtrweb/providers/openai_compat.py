@@ -9,7 +9,8 @@ vLLM, llama.cpp's server, LM Studio) through the official ``openai`` SDK, stream
   ``MODEL_RESPONSE_MAX_BYTES``.
 * Streaming: ``stream=True``; text pieces go to ``on_text`` as they come; tool calls are assembled
   by their ``index`` (parallel calls: several indexes); the text and calls' arguments together are cut
-  at ``MODEL_REPLY_CHARS`` (the reply is then ``cut``: its calls are dropped, never half-sent).
+  at ``MODEL_REPLY_CHARS``, and a reply is cut at more than :data:`~.base.MAX_TOOL_CALLS` calls
+  (the reply is then ``cut``: its calls are dropped, never half-sent).
 * No automatic retry (``max_retries=0``): a 429 is said to the person at once.
 
 Errors map to :class:`~.base.ProviderError` codes: connection failures ``provider_unavailable``,
@@ -26,7 +27,7 @@ from typing import Any
 
 from .. import conf
 from ..mcp.outbound import OutboundPolicy, OutboundRefused, guarded_client
-from .base import OnText, ProviderError, Reply, ToolCall, ToolSpec
+from .base import MAX_TOOL_CALLS, OnText, ProviderError, Reply, ToolCall, ToolSpec
 from .policy import model_url_policy
 
 logger = logging.getLogger("mrtrweb.providers")
@@ -140,7 +141,12 @@ async def _read_stream(stream: Any, on_text: OnText, max_chars: int) -> Reply:
                 text.append(piece)
                 await on_text(piece)
             for call in delta.tool_calls or []:
-                slot = calls.setdefault(int(call.index or 0), {"id": "", "name": "", "arguments": ""})
+                index = int(call.index or 0)
+                if index not in calls and len(calls) >= MAX_TOOL_CALLS:
+                    logger.info("provider: a reply with more than %d tool calls, cut", MAX_TOOL_CALLS)
+                    await _close(stream)
+                    return Reply(text="".join(text), cut=True)
+                slot = calls.setdefault(index, {"id": "", "name": "", "arguments": ""})
                 if call.id:
                     slot["id"] = str(call.id)[:200]
                 fn = call.function

@@ -7,9 +7,15 @@ app: it runs on the sandbox origin, without the site's cookies); every POST carr
   ``{"status": "started", "operation": id}`` (read-only tool) or ``{"status": "confirm", "card":
   html}`` (the host-rendered confirmation, outside the frame); ``resources/read`` ``{"uri"}``:
   started; ``ui/open-link`` ``{"url"}``: ``{"status": "offered", "card": html}`` (the URL-mode
+<<<<<<< HEAD
   interstitial); ``ui/download-file`` ``{"contents"}``: ``{"status": "offered", "card": html}``.
   A refusal: 4xx ``{"error": code, "message": text, "rpc": <JSON-RPC error code for the app>}``
   (:class:`mrtrweb.appcalls.AppCallRefused`: ``-32602`` for ``bad_arguments``, else ``-32001``).
+=======
+  interstitial); ``ui/download-file`` ``{"contents"}``: ``{"status": "offered", "card": html}``;
+  every one of them counts toward the app's ``APPS_CALLS_PER_SECOND`` (429 ``rate_limited``).
+  A refusal: 4xx ``{"error": code, "message": text}`` (:class:`mrtrweb.appcalls.AppCallRefused`).
+>>>>>>> s18-attack
 * ``app_decide`` (POST, ``decision`` = ``confirm`` | ``decline``) -- the person's decision on a card:
   started, or ``{"error": "declined"}``.
 * ``app_call`` (GET) -- an app's operation as the page waits for it (:func:`mrtrweb.appcalls.calls.outcome`).
@@ -30,7 +36,7 @@ from django.utils.translation import gettext
 from django.views.decorators.http import require_GET, require_POST
 
 from .. import catalog
-from ..appcalls import AppCallRefused, calls, offers
+from ..appcalls import AppCallRefused, calls, offers, rights
 from ..appcalls.host import app_host
 from ..models import Operation
 from .common import _user, login_required
@@ -83,6 +89,9 @@ async def app_request(request: HttpRequest, op_id: Any) -> HttpResponse:
             return JsonResponse({"status": "confirm", "card": card})
         if method == "resources/read":
             return _started(await calls.read_resource(user, host, body.get("uri")))
+        if method in ("ui/open-link", "ui/download-file"):
+            # each is a card on the page, a download its bytes in the binding cache: counted as calls
+            await sync_to_async(rights.take_slot)(host.op.pk)
         if method == "ui/open-link":
             view = offers.checked_link(body.get("url"))
             logger.info("app of operation %s: a link offered to the person (%s)", host.op.pk, view.host[:100])

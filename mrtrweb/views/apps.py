@@ -229,7 +229,7 @@ async def app_document(request: HttpRequest, op_id: Any) -> HttpResponse:
         logger.info("app read %s: not an MCP App document (mime type, size or shape)", read.pk)
         return JsonResponse({"status": "failed", "error": "not_an_app"}, status=502)
     html, ui = found
-    policy = app_csp.build(ui.get("csp"))
+    policy = app_csp.build(ui.get("csp"), own=(site_origin(request), sandbox_origin()))
     if policy.refused:
         logger.info("app read %s: %d declared domain(s) refused: %s", read.pk, len(policy.refused),
                     "; ".join(f"{name}: {why}" for name, _, why in policy.refused[:5]))

@@ -39,7 +39,10 @@
       return; // only a document the site handed over, on this origin
     }
     inner = document.createElement("iframe");
-    inner.setAttribute("sandbox", "allow-scripts allow-same-origin allow-forms");
+    // no allow-same-origin: the app runs in an opaque origin of its own, never the sandbox origin
+    // itself -- so no app reads what another server's app keeps in the browser (storage, cookies)
+    // or reaches into this page
+    inner.setAttribute("sandbox", "allow-scripts allow-forms");
     var allow = [];
     var granted = params["mrtrweb/allow"];
     if (typeof granted === "string") {
@@ -50,6 +53,12 @@
     }
     if (allow.length) inner.setAttribute("allow", allow.join("; "));
     inner.src = path;
+    var loads = 0;
+    inner.addEventListener("load", function () {
+      // the app navigated its frame away from its document: what it now shows is not the app the
+      // site handed over, and nothing more is relayed to it
+      if (++loads > 1 && inner) { inner.remove(); inner = null; }
+    });
     body.appendChild(inner);
   }
 
@@ -58,7 +67,8 @@
       if (event.origin !== site) return; // forged: not the embedding site
       var data = event.data;
       if (data && data.method === RESOURCE_READY) { load(data.params); return; }
-      if (inner && inner.contentWindow) inner.contentWindow.postMessage(data, window.location.origin);
+      // "*": the app's origin is opaque; the frame holds the one document handed over (see load)
+      if (inner && inner.contentWindow) inner.contentWindow.postMessage(data, "*");
     } else if (inner && event.source === inner.contentWindow) {
       if (!bounded(event.data)) return; // dropped: past MAX_MESSAGE_CHARS, or not JSON at all
       window.parent.postMessage(event.data, site);
