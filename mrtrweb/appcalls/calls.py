@@ -58,6 +58,10 @@ TOO_LARGE = gettext_noop("The app's arguments are larger than this site takes (2
 #: the largest arguments an app may send (compact JSON, bytes)
 MAX_ARGUMENT_BYTES = 256 * 1024
 _PENDING = "mrtrweb-app-confirm:"
+_WAITING = "mrtrweb-app-waiting:"
+#: the most calls of one app waiting for the person's confirmation at once; past it ``too_many_waiting``
+MAX_WAITING_CONFIRMATIONS = 3
+TOO_MANY_WAITING = gettext_noop("The app already has calls waiting for your confirmation; decide those first.")
 _timers: set[asyncio.Task] = set()
 
 
@@ -73,6 +77,33 @@ class Pending:
 
 def timeout_s() -> float:
     return float(conf.get("APPS_CALL_TIMEOUT_S"))
+
+
+def _count_waiting(host_pk: Any, step: int) -> bool:
+    """Count one more (``step`` 1) or one fewer (-1) call of the app of operation ``host_pk`` waiting
+    for the person's confirmation; False (nothing counted) when one more would pass
+    :data:`MAX_WAITING_CONFIRMATIONS`. The count lives ``APPS_CALL_TIMEOUT_S`` from the first waiting
+    call of its window, as long as the calls themselves, so an expired call frees its place by then."""
+    store, key, ttl = cache(), _WAITING + str(host_pk), int(timeout_s()) + 1
+    if step < 0:
+        try:
+            store.decr(key)
+        except ValueError:  # the window ended: nothing counted any more
+            pass
+        return True
+    store.add(key, 0, ttl)
+    try:
+        now = store.incr(key)
+    except ValueError:  # expired between add and incr
+        store.add(key, 1, ttl)
+        now = 1
+    if now > MAX_WAITING_CONFIRMATIONS:
+        try:
+            store.decr(key)
+        except ValueError:
+            pass
+        return False
+    return True
 
 
 def _checked_arguments(arguments: Any) -> dict[str, Any]:
@@ -174,6 +205,10 @@ async def request_tool_call(user: Any, host: AppHost, name: Any, arguments: Any)
     if rights.read_only(spec):
         return await _start(user, host, "tools/call", name, {"name": name, "arguments": arguments}, spec=spec,
                             detail={"confirmation": "read_only"}, asked_at=asked_at)
+    if not await sync_to_async(_count_waiting)(host.op.pk, 1):
+        logger.info("app of operation %s: refused, %d calls already wait for the person", host.op.pk,
+                    MAX_WAITING_CONFIRMATIONS)
+        raise AppCallRefused("too_many_waiting", TOO_MANY_WAITING, 429)
     token = secrets.token_urlsafe(24)
     held = {"user": user.pk, "host": str(host.op.pk), "name": name, "arguments": arguments, "spec": spec,
             "asked_at": asked_at}
@@ -187,6 +222,7 @@ def _take_pending(token: str) -> dict[str, Any] | None:
     held = store.get(_PENDING + token)
     if not isinstance(held, dict) or not store.delete(_PENDING + token):
         return None  # unknown, expired, or taken by a concurrent decision: that one counts
+    _count_waiting(held.get("host"), -1)
     return held
 
 

@@ -15,7 +15,8 @@ class AppCallRefused(Exception):
     ``code`` (stable): ``not_rendered`` (no rendering of this app by the product), ``apps_off``,
     ``not_listed`` (no such tool on the app's server), ``not_for_apps`` (its visibility leaves out
     ``"app"``), ``too_many_tools`` (beyond ``APPS_MAX_TOOLS``), ``rate_limited``
-    (``APPS_CALLS_PER_SECOND``), ``bad_request`` (not the shape of the request), ``bad_arguments``
+    (``APPS_CALLS_PER_SECOND``), ``too_many_waiting`` (429: already
+    ``calls.MAX_WAITING_CONFIRMATIONS`` calls wait for the person's confirmation), ``bad_request`` (not the shape of the request), ``bad_arguments``
     (the arguments do not match the tool's ``inputSchema``, or are larger than the product takes),
     ``declined`` (the person declined), ``expired`` (the confirmation or the call outlived
     ``APPS_CALL_TIMEOUT_S``), ``unavailable`` (the server could not be listed), ``unsafe_url``,

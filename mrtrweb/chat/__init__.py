@@ -10,6 +10,7 @@ Owns:
   and the cross-server rule;
 * :mod:`.context` -- what the model is given: the conversation, bounded, and each call's final
   result marked as data from that server (never a round, a ``requestState``, an answer or a token);
+  :mod:`.withheld` -- the person's answered values, as digests, hidden where the result echoes them;
 * :mod:`.turns` and :mod:`.loop` -- a turn: model steps, bounded (steps, proposals at once, reply size and time),
   the conversation saved before every step;
 * :mod:`.decisions` -- Approve / Edit / Deny of a proposal: an approved call is an operation

@@ -2,7 +2,8 @@
 bounded by ``MODEL_CONTEXT_CHARS``, and each call's **final** result marked as data from its server.
 
 The model never sees a round, a ``requestState``, an answer's values or a token: a call's part
-is only what :func:`result_for_model` makes of the ended operation -- the text of its result's
+is only what :func:`result_for_model` makes of the ended operation (the person's answers the server
+echoed in it withheld, :mod:`.withheld`) -- the text of its result's
 content (other content named, not included), its ``structuredContent`` when there is no text, or
 how it ended -- inside a JSON object that says which server it came from and that it is data, not
 instructions. ``notice`` messages (the product's own) are never sent.
@@ -15,6 +16,7 @@ from typing import Any
 
 from .. import conf
 from ..models import ChatMessage, McpServer, Operation, Proposal
+from . import withheld
 
 SYSTEM = (
     "You are the assistant of a person using MCP servers through mrtrweb. You may propose calls of the "
@@ -56,11 +58,13 @@ def result_for_model(proposal: Proposal, op: Operation | None) -> str:
     out["outcome"] = op.status
     if op.status == Operation.Status.COMPLETED:
         text, is_error = _text_of(op.result)
+        # the person's answers the server echoed are not the model's (a value cut at the limit too)
+        text = withheld.redact(text[:limit + withheld.MAX_CHARS], proposal.withheld)
         out["is_error"] = is_error
         out["note"] = NOTE
         out["data_from_server"] = text[:limit] + ("…[cut]" if len(text) > limit else "")
     else:
-        out["reason"] = (op.error_message or op.error_code or "")[:500]
+        out["reason"] = withheld.redact((op.error_message or op.error_code or "")[:2500], proposal.withheld)[:500]
     return json.dumps(out, ensure_ascii=False)
 
 

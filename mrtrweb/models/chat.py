@@ -134,6 +134,8 @@ class Proposal(models.Model):
     refusal = models.CharField(max_length=40, blank=True)
     operation = models.ForeignKey(Operation, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
     answered = models.BooleanField(default=False)  #: its result or refusal was given to the model
+    #: the person's answered values in its rounds, as ``[length, keyed digest]`` (mrtrweb.chat.withheld)
+    withheld = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     decided_at = models.DateTimeField(null=True, blank=True)
 

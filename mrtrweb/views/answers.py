@@ -20,6 +20,7 @@ from django.views.decorators.http import require_POST
 from ..tenancy import access
 from ..audit import events as audit
 from .. import conf, operations
+from ..chat import withheld
 from ..consent import sampling
 from ..gate import ContentMismatch, GateRejection, StoreUnavailable
 from ..gate.shapes import valid_create_message_result, valid_list_roots_result, within_depth
@@ -172,6 +173,8 @@ async def _send(request: HttpRequest, op: Operation, responses: dict[str, Any], 
     """Send ``responses`` as the retry of round ``round_number`` (the card answered; exactly once:
     the gate settles races, and refuses when another round is open by then)."""
     await _await_receipt(op, round_number)
+    if op.initiator == Operation.Initiator.MODEL:  # before: the retry's result may come back at once
+        await sync_to_async(withheld.remember)(op, responses)
     try:
         await operations.answer_round(op, responses, round_number=round_number)
     except GateRejection as exc:

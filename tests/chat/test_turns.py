@@ -457,3 +457,60 @@ async def test_nul_and_lone_surrogates_from_the_model_are_kept_safely(chat):
     assert reply.text == "bad\ufffdtext\ufffdend"
     page = await client.get(f"/mcp/chat/{conv.pk}/")
     assert page.status_code == 200
+
+
+async def test_answers_the_server_echoes_are_withheld_from_the_model(chat):
+    """The demo's book_trip repeats the dates and seat the person answered in its final result: the
+    model reads the result with those values withheld; the person's page shows them; the proposal
+    keeps digests, never the values."""
+    from mrtrweb.chat import withheld
+
+    conv, model, server = chat["conv"], chat["model"], chat["server"]
+    model.script({"calls": [{"id": "t1", "name": f"demo_server_{server.pk}__book_trip",
+                             "arguments": json.dumps({"destination": "Oslo"})}]}, {"text": "Done."})
+    client = await _client(chat["alice"])
+    await _send(client, conv, "book a trip")
+    (trip,) = await pending(conv.pk, 1)
+    await client.post(f"/mcp/chat/proposals/{trip.pk}/approve/")
+    await operations.wait_idle()
+    op = (await Proposal.objects.select_related("operation").aget(pk=trip.pk)).operation
+    await client.get(f"/mcp/chat/{conv.pk}/")  # the card shown (its receipt)
+    await post_answer(client, f"/mcp/operations/{op.id}/answer/",
+                      {"action": "accept", "round": str(op.rounds), "in-dates-start": "2031-05-17",
+                       "in-dates-nights": "4"})
+    await operations.wait_idle()
+    op = await Operation.objects.aget(pk=op.pk)
+    await client.get(f"/mcp/chat/{conv.pk}/")
+    await post_answer(client, f"/mcp/operations/{op.id}/answer/",
+                      {"action": "accept", "round": str(op.rounds), "in-seat-seat": "aisle", "in-seat-confirm": "on"})
+    conv = await settle(conv.pk)
+    op = await Operation.objects.aget(pk=op.pk)
+    assert op.status == "completed" and "2031-05-17" in json.dumps(op.result) and "aisle" in json.dumps(op.result)
+    given = json.loads(model.requests[1]["body"]["messages"][-1]["content"])
+    text = given["data_from_server"]
+    assert "Oslo" in text  # the model's own argument, not an answer
+    assert "2031-05-17" not in text and "aisle" not in text and "4 night" not in text, text
+    assert text.count(withheld.MARK) >= 3, text
+    stored = await Proposal.objects.aget(pk=trip.pk)
+    assert stored.withheld and "2031-05-17" not in json.dumps(stored.withheld)
+    assert all(len(pair) == 2 and isinstance(pair[0], int) for pair in stored.withheld)
+    # a person's own call of the same tool keeps no digests anywhere and is shown as the server said
+    page = (await client.get(f"/mcp/operations/{op.id}/")).content.decode()
+    assert "2031-05-17" in page
+
+
+def test_withheld_redaction_longest_first_and_escaped_forms():
+    from mrtrweb.chat import withheld
+
+    responses = {"a": {"action": "accept", "content": {"name": 'Jo "J" Smith', "pin": 4821, "ok": True,
+                                                       "tags": ["Jo", "x"]}},
+                 "b": {"action": "decline", "content": {"never": "declined-value"}}}
+    values = withheld.values_of(responses)
+    assert 'Jo "J" Smith' in values and 'Jo \\"J\\" Smith' in values and "4821" in values and "Jo" in values
+    assert "True" not in values and "declined-value" not in values
+    marks = withheld.marks(values)
+    text = 'Hi Jo "J" Smith, pin 4821; {"name": "Jo \\"J\\" Smith"}; Jo again; x'
+    out = withheld.redact(text, marks)
+    assert "Smith" not in out and "4821" not in out and "Jo" not in out and " x" not in out, out
+    assert out.startswith("Hi " + withheld.MARK + ", pin " + withheld.MARK)
+    assert withheld.redact(text, []) == text and withheld.redact(text, [["bad"], [0, "z"]]) == text

@@ -3,8 +3,8 @@ the host's endpoints driven with Django's client against our app server (tests/a
 the app rendered first through the product's own two endpoints.
 
 The server decides: no call before the product rendered the app, none for another person's page,
-CSRF on every POST, a confirmation taken once (a second Confirm or a Decline sends nothing), the
-50-tool bound, the per-call time limit (the operation stopped, the app told), a download once and
+CSRF on every POST, a confirmation taken once (a second Confirm or a Decline sends nothing), at
+most three waiting for the person at once, the 50-tool bound, the per-call time limit (the operation stopped, the app told), a download once and
 only for its person."""
 
 from __future__ import annotations
@@ -147,6 +147,31 @@ async def test_a_confirmation_is_taken_once_and_a_decline_sends_nothing(seeded, 
     assert declined.status_code == 409 and declined.json()["error"] == "declined"
     assert (await client.post(decide, {"decision": "confirm"})).status_code == 410
     assert len(own.log.tool_calls("transfer")) == 1
+
+
+async def test_an_app_cannot_pile_up_confirmation_cards(seeded, own, sandbox, settings):
+    """At most MAX_WAITING_CONFIRMATIONS calls of one app wait for the person; the next is refused
+    (429 too_many_waiting, nothing held or sent) until the person decides one."""
+    from mrtrweb.appcalls.calls import MAX_WAITING_CONFIRMATIONS
+    settings.MRTRWEB = {**settings.MRTRWEB, "APPS_CALLS_PER_SECOND": 50}
+    host, client = await _rendered(seeded, own)
+    cards = []
+    for amount in range(MAX_WAITING_CONFIRMATIONS):
+        status, body = await _ask(client, host, {"method": "tools/call", "name": "transfer", "arguments": {"amount": amount}})
+        assert status == 200 and body["status"] == "confirm", body
+        cards.append(body["card"].split('action="')[1].split('"')[0])
+    status, body = await _ask(client, host, {"method": "tools/call", "name": "transfer", "arguments": {"amount": 99}})
+    assert (status, body["error"], body["rpc"]) == (429, "too_many_waiting", -32001), body
+    assert "decide those first" in body["message"]
+    # a read-only call never waits, so it is not held back
+    status, body = await _ask(client, host, {"method": "tools/call", "name": "lookup", "arguments": {"q": "ro"}})
+    assert status == 200 and body["status"] == "started"
+    # deciding one frees its place
+    assert (await client.post(cards[0], {"decision": "decline"})).status_code == 409
+    status, body = await _ask(client, host, {"method": "tools/call", "name": "transfer", "arguments": {"amount": 7}})
+    assert status == 200 and body["status"] == "confirm"
+    await operations.wait_idle()
+    assert own.log.tool_calls("transfer") == []
 
 
 async def test_the_number_of_tools_an_app_may_call(seeded, own, sandbox, settings):
