@@ -33,6 +33,8 @@ logger = logging.getLogger("mrtrweb.chat")
 #: seconds after an approval within which its operation must have started (else the worker starting
 #: it is gone: the proposal is told to the model as not started)
 START_GRACE_S = 30
+#: the statuses of a proposal whose call was (or is being) started
+STARTED = (Proposal.Status.APPROVED, Proposal.Status.EDITED, Proposal.Status.AUTO)
 
 
 class DecisionRefused(Exception):
@@ -95,7 +97,7 @@ def open_proposals(conversation_id: Any) -> tuple[str, list[Proposal]]:
         return "none", []
     if any(p.status == Proposal.Status.PENDING for p in proposals):
         return "pending", proposals
-    started = (Proposal.Status.APPROVED, Proposal.Status.EDITED, Proposal.Status.AUTO)
+    started = STARTED
     lost_before = timezone.now() - timezone.timedelta(seconds=START_GRACE_S)
     for p in proposals:
         if p.status in started and p.operation is None and p.decided_at and p.decided_at < lost_before:

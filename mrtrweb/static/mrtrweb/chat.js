@@ -13,6 +13,8 @@
   var streamText = streaming && streaming.querySelector(".chat-stream-text");
   var live = document.getElementById("live");
   var socket = null, retry = 500, refreshing = null, again = false;
+  var FALLBACK_MS = 10000;  // the slow re-read while the socket is down
+  var fallback = null;
 
   function said(attr) { return String(root.getAttribute(attr) || ""); }
 
@@ -128,12 +130,28 @@
       .catch(function () { sendForm.submit(); });
   });
 
+  // while the socket is down and the conversation is busy (thinking, waiting), re-read slowly
+  function fallbackTick() {
+    fallback = null;
+    if (socket && socket.readyState === 1) return;
+    var state = root.getAttribute("data-state");
+    if (state === "thinking" || state === "waiting") refresh();
+    fallback = setTimeout(fallbackTick, FALLBACK_MS);
+  }
+
   function connect() {
     var url = (location.protocol === "https:" ? "wss://" : "ws://") + location.host + root.getAttribute("data-ws");
-    socket = new WebSocket(url);
+    try {
+      socket = new WebSocket(url);
+    } catch (err) {  // refused before any connection (a CSP's connect-src): the slow re-read only
+      root.setAttribute("data-ws-state", "unavailable");
+      if (!fallback) fallback = setTimeout(fallbackTick, FALLBACK_MS);
+      return;
+    }
     socket.onopen = function () {
       retry = 500;
       root.setAttribute("data-ws-state", "open");
+      if (fallback) { clearTimeout(fallback); fallback = null; }
       refresh();  // what changed before the socket opened
     };
     socket.onmessage = function (event) {
@@ -151,6 +169,7 @@
     };
     socket.onclose = function (event) {
       root.setAttribute("data-ws-state", "closed");
+      if (!fallback) fallback = setTimeout(fallbackTick, FALLBACK_MS);
       if (event.code === 4401 || event.code === 4403) return;
       setTimeout(connect, retry);
       retry = Math.min(retry * 2, 10000);
