@@ -71,7 +71,11 @@ async def run(conversation_id: Any, user_id: Any) -> None:
     except AuditUnavailable:  # the step and its proposals rolled back with it: nothing was proposed
         logger.warning("chat: conversation %s: the step's audit events could not be written", conversation_id)
         await sync_to_async(turns.fail)(conversation_id, "audit_unavailable")
-    except asyncio.CancelledError:
+    except asyncio.CancelledError:  # the worker shuts down: said at once, for Try again
+        try:
+            await asyncio.shield(sync_to_async(turns.interrupted)(conversation_id))
+        except BaseException:  # noqa: BLE001 -- cancelled again or the database is gone: the time bound says it
+            pass
         raise
     except Exception:  # noqa: BLE001 -- a bug must not leave the conversation thinking
         logger.exception("chat: conversation %s: the model step failed", conversation_id)

@@ -11,8 +11,11 @@ Bounds (``MRTRWEB``): ``MODEL_STEPS_PER_TURN`` model replies per turn; ``MODEL_P
 calls one reply may propose (the rest are refused, told to the model, never shown as proposals);
 ``MODEL_CONTEXT_CHARS`` (:mod:`.context`); ``MODEL_REPLY_CHARS`` and ``MODEL_REPLY_TIMEOUT_S`` (the
 provider). A provider that fails leaves the conversation ``failed`` with a stable code and nothing
-lost: "Try again" repeats the step. A worker that restarts mid-step leaves it ``thinking`` with an
-old ``step_started_at``: the page offers Continue (:func:`stale`).
+lost: "Try again" repeats the step. A worker that stops mid-step: when the step's task is cancelled
+(a graceful shutdown) the conversation is ``failed`` with ``interrupted`` at once
+(:func:`interrupted`); when the worker is killed it stays ``thinking`` and counts as interrupted once
+its step is older than a reply may take (:func:`stale`, the page looks again then,
+:func:`stale_in`); either way the page offers Try again, from the saved conversation.
 """
 
 from __future__ import annotations
@@ -82,6 +85,26 @@ def add_user_message(conversation: Conversation, text: str) -> bool:
         if seq == 1 and conversation.title == DEFAULT_TITLE:  # named after its first message (renamed at will)
             Conversation.objects.filter(pk=conversation.pk).update(title=" ".join(text.split())[:60] or DEFAULT_TITLE)
     return True
+
+
+def stale_in(conversation: Conversation) -> int | None:
+    """Seconds until a ``thinking`` conversation's step counts as lost (:func:`stale`), else None:
+    the page looks once more then, so that it offers Try again without being reloaded."""
+    if conversation.state != Conversation.State.THINKING or conversation.step_started_at is None:
+        return None
+    limit = float(conf.get("MODEL_REPLY_TIMEOUT_S")) + 60
+    left = limit - (timezone.now() - conversation.step_started_at).total_seconds()
+    return max(0, int(left) + 1) if left > 0 else None
+
+
+def interrupted(conversation_id: Any) -> None:
+    """Sync: the step's task was cancelled (its worker shuts down): a conversation still ``thinking``
+    becomes ``failed`` (``interrupted``) at once, for Try again; one that moved on is left as it is."""
+    from .messages import message as text_of
+
+    Conversation.objects.filter(pk=conversation_id, state=Conversation.State.THINKING).update(
+        state=Conversation.State.FAILED, error_code="interrupted", error_message=text_of("interrupted")[:500],
+        step_started_at=None, updated_at=timezone.now())
 
 
 def fail(conversation_id: Any, code: str, message: str = "") -> None:

@@ -97,6 +97,7 @@ def log_context(conv: Conversation, csrf: str) -> dict[str, Any]:
             item["server"] = servers.get(item["m"].server_id, "")
     interrupted = turns.stale(conv)
     return {"conversation": conv, "items": items, "error": error, "interrupted": interrupted, "offers": offers,
+            "stale_in": None if interrupted else turns.stale_in(conv),
             "can_continue": conv.state == Conversation.State.FAILED or interrupted,
             "busy": conv.state in (Conversation.State.THINKING, Conversation.State.WAITING) and not interrupted}
 

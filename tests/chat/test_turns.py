@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 
 import pytest
 from django.test import AsyncClient
@@ -336,17 +337,18 @@ async def test_without_a_configured_model_the_scripted_demo_model_proposes_and_q
 
 
 async def test_a_step_interrupted_by_a_restart_is_resumable(chat):
-    """Item 6: the worker running a step goes away mid-reply (the step's task is cut while the model
-    streams; nothing of the step is kept). The person's message was saved before the step; once the
-    step is older than a reply may take, the page says it was interrupted and Try again runs it
-    again, from the saved conversation: one reply, nothing lost or doubled."""
+    """Item 6: the worker running a step goes away mid-reply. Stopped (its task cancelled while the
+    model streams), the conversation says so at once; killed (nothing of it runs any more), it stays
+    ``thinking`` until its step is older than a reply may take, and the page says when it will look
+    again. Either way the person's message was saved before the step, Try again runs the step from
+    the saved conversation, and nothing is lost or doubled."""
     from asgiref.sync import sync_to_async
     from django.utils import timezone
 
     from mrtrweb.chat import loop, turns
 
     conv, model = chat["conv"], chat["model"]
-    model.script({"trickle": True}, {"text": "Here I am again."})
+    model.script({"trickle": True}, {"text": "Here I am again."}, {"text": "And again."})
     client = await _client(chat["alice"])
     assert await sync_to_async(turns.add_user_message)(conv, "are you there?")
     step = asyncio.get_running_loop().create_task(loop.run(conv.pk, chat["alice"].pk))
@@ -354,26 +356,36 @@ async def test_a_step_interrupted_by_a_restart_is_resumable(chat):
     while not model.requests:  # the model is streaming its reply
         assert asyncio.get_running_loop().time() < deadline
         await asyncio.sleep(0.05)
-    step.cancel()  # the worker is gone mid-step
+    step.cancel()  # the worker stops mid-step
     with pytest.raises(asyncio.CancelledError):
         await step
     conv = await Conversation.objects.aget(pk=conv.pk)
-    assert conv.state == "thinking"
+    assert (conv.state, conv.error_code) == ("failed", "interrupted")
     assert [m.role async for m in ChatMessage.objects.filter(conversation=conv)] == ["user"]  # saved before
     page = (await client.get(f"/mcp/chat/{conv.pk}/")).content.decode()
-    assert "The model is replying" in page and "Try again" not in page  # not yet known to be lost
-    old = timezone.now() - timezone.timedelta(seconds=3 + 61)  # MODEL_REPLY_TIMEOUT_S 3 in these tests
-    await Conversation.objects.filter(pk=conv.pk).aupdate(step_started_at=old)  # time passes
-    page = (await client.get(f"/mcp/chat/{conv.pk}/")).content.decode()
-    assert "The last step was interrupted" in page and "Try again" in page
-    busy = await client.post(f"/mcp/chat/{conv.pk}/send/", {"text": "hello?"})
-    assert busy.status_code == 409  # nothing lost, nothing doubled: the saved turn goes on first
+    assert "The last step was interrupted (the server restarted)" in page and "Try again" in page
     await client.post(f"/mcp/chat/{conv.pk}/continue/")
     conv = await settle(conv.pk)
     assert conv.state == "idle"
     texts = [(m.role, m.text) async for m in ChatMessage.objects.filter(conversation=conv).order_by("seq")]
     assert texts == [("user", "are you there?"), ("assistant", "Here I am again.")]
     assert model.requests[1]["body"]["messages"][-1] == {"role": "user", "content": "are you there?"}
+
+    # killed: the step's worker is gone without a word (the conversation saved as thinking)
+    assert await sync_to_async(turns.add_user_message)(conv, "still there?")
+    page = (await client.get(f"/mcp/chat/{conv.pk}/log/")).content.decode()
+    assert "The model is replying" in page and "Try again" not in page  # not yet known to be lost
+    assert 60 < int(re.search(r'data-stale-in="(\d+)"', page).group(1)) <= 3 + 61  # the page looks again then
+    old = timezone.now() - timezone.timedelta(seconds=3 + 61)  # MODEL_REPLY_TIMEOUT_S 3 in these tests
+    await Conversation.objects.filter(pk=conv.pk).aupdate(step_started_at=old)  # time passes
+    page = (await client.get(f"/mcp/chat/{conv.pk}/log/")).content.decode()
+    assert "The last step was interrupted" in page and "Try again" in page and "data-stale-in" not in page
+    busy = await client.post(f"/mcp/chat/{conv.pk}/send/", {"text": "hello?"})
+    assert busy.status_code == 409  # nothing lost, nothing doubled: the saved turn goes on first
+    await client.post(f"/mcp/chat/{conv.pk}/continue/")
+    conv = await settle(conv.pk)
+    texts = [(m.role, m.text) async for m in ChatMessage.objects.filter(conversation=conv).order_by("seq")]
+    assert texts[2:] == [("user", "still there?"), ("assistant", "And again.")]
 
 
 async def test_a_waiting_conversation_whose_watcher_was_lost_goes_on_when_its_page_is_opened(chat):

@@ -18,6 +18,16 @@
 
   function said(attr) { return String(root.getAttribute(attr) || ""); }
 
+  // a step the server may have lost (its worker killed) is looked at once more when it would count
+  // as interrupted (the log's data-stale-in, seconds), so that Try again shows without a reload
+  var staleTimer = null;
+  function watchStale() {
+    if (staleTimer) { clearTimeout(staleTimer); staleTimer = null; }
+    var log = root.querySelector(".chat-log");
+    var secs = log ? parseInt(log.getAttribute("data-stale-in") || "", 10) : NaN;
+    if (secs >= 0) staleTimer = setTimeout(function () { staleTimer = null; refresh(); }, (secs + 1) * 1000);
+  }
+
   function refresh() {
     if (refreshing) { again = true; return; }
     refreshing = fetch(logUrl, {credentials: "same-origin", headers: {"X-Requested-With": "fetch"}})
@@ -29,6 +39,9 @@
         root.innerHTML = html;
         var state = root.querySelector(".chat-log");
         root.setAttribute("data-state", state ? state.getAttribute("data-state") : "");
+        watchStale();
+        var title = state && state.getAttribute("data-title"), heading = document.querySelector(".chat-title");
+        if (title && heading && heading.textContent !== title) heading.textContent = title;  // named after the first message
         if (streaming && root.getAttribute("data-state") !== "thinking") {
           streaming.hidden = true;
           if (streamText) streamText.textContent = "";
@@ -175,5 +188,6 @@
       retry = Math.min(retry * 2, 10000);
     };
   }
+  watchStale();
   connect();
 })();
