@@ -125,7 +125,8 @@ async def advance(conversation_id: Any, user_id: Any) -> None:
 
 def follow(conversation_id: Any, user_id: Any) -> None:
     """Watch a waiting conversation's calls (one watcher per conversation in this worker) and
-    :func:`advance` once they all ended."""
+    :func:`advance` once they all ended (a conversation whose proposals wait for the person, or
+    with nothing waiting, is left as it is)."""
     key = str(conversation_id)
     task = _following.get(key)
     if task is not None and not task.done():
@@ -135,6 +136,7 @@ def follow(conversation_id: Any, user_id: Any) -> None:
 
 async def _follow(conversation_id: Any, user_id: Any) -> None:
     listener = _Listener(user_id)
+    what = ""
     try:
         await listener.open()
         while True:
@@ -149,7 +151,8 @@ async def _follow(conversation_id: Any, user_id: Any) -> None:
     finally:
         _following.pop(str(conversation_id), None)
         await listener.close()
-    await advance(conversation_id, user_id)
+    if what == "ready":  # else the person decides first (pending), or nothing waits: nothing to do
+        await advance(conversation_id, user_id)
 
 
 class _Listener:

@@ -36,6 +36,8 @@ logger = logging.getLogger("mrtrweb.views")
 
 #: the longest message a person may send, characters
 MAX_MESSAGE_CHARS = 8000
+#: seconds between the page's re-reads while its WebSocket is down (never while it is open)
+PAGE_FALLBACK_S = 10
 
 
 def conversation_of(user: Any, conversation_id: Any) -> Conversation:
@@ -112,6 +114,7 @@ def _page_context(user: Any, conv: Conversation, csrf: str) -> dict[str, Any]:
                       for s in tools.all_servers_of(conv)]
     row = choice.current(conv.tenant_id)
     ctx["model"] = row
+    ctx["fallback_ms"] = int(PAGE_FALLBACK_S * 1000)
     ctx["demo"] = row is not None and row.provider == "demo"
     ctx["is_admin"] = Membership.objects.filter(user_id=user.pk, tenant_id=conv.tenant_id,
                                                 role=Membership.Role.ADMIN).exists()
@@ -167,6 +170,8 @@ async def chat_log(request: HttpRequest, conversation_id: Any) -> HttpResponse:
     """The messages fragment (the page re-reads it when told the conversation changed)."""
     user = await _user(request)
     conv = await sync_to_async(conversation_of)(user, conversation_id)
+    if conv.state == Conversation.State.WAITING:
+        loop.follow(conv.pk, user.pk)  # a page that reconnects after a restart: its calls watched again here
     ctx = await sync_to_async(log_context)(conv, get_token(request))
     response = TemplateResponse(request, "mrtrweb/_chat_log.html", ctx)
     response["Cache-Control"] = "no-store"

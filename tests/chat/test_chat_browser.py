@@ -27,8 +27,9 @@ def chat_app(app, model_settings, model_server):
     return app
 
 
-def _record_deltas(page) -> list[list[str]]:
-    """The ``chat.delta`` texts each WebSocket of the page receives (the navigation's socket too)."""
+def _record_deltas(page, frames: list[str] | None = None) -> list[list[str]]:
+    """The ``chat.delta`` texts each WebSocket of the page receives (the navigation's socket too);
+    every frame's text also in ``frames`` when given."""
     sockets: list[list[str]] = []
 
     def on_ws(ws) -> None:
@@ -36,6 +37,8 @@ def _record_deltas(page) -> list[list[str]]:
         sockets.append(got)
 
         def on_frame(payload) -> None:
+            if frames is not None:
+                frames.append(payload if isinstance(payload, str) else payload.decode("utf-8", "replace"))
             try:
                 msg = json.loads(payload)
             except (TypeError, ValueError):
@@ -66,7 +69,8 @@ def test_approve_a_destructive_call_and_answer_its_round_in_the_conversation(cha
         {"id": "d1", "name": app.prefix + "deploy", "arguments": json.dumps({"env": "staging", "replicas": 2})}]},
         {"text": "Deployment **done**."})
     page = app.sign_in("alice")
-    sockets = _record_deltas(page)
+    frames: list[str] = []
+    sockets = _record_deltas(page, frames)
     _new_conversation(page)
     _send(page, "deploy 2 replicas to staging")
     proposal = page.locator("section.proposal")
@@ -105,6 +109,11 @@ def test_approve_a_destructive_call_and_answer_its_round_in_the_conversation(cha
     assert "Deployed 2 replica(s) to staging" in given["data_from_server"] and "CHG-7" in given["data_from_server"]
     assert "requestState" not in json.dumps(app.model.requests[1]["body"]["messages"])
     screenshot(page, "chat-done.png")
+    # what the page was pushed: the reply's text, ids, the panels; never a requestState or the session
+    cookies = [c["value"] for c in page.context.cookies() if c["name"] == "sessionid"]
+    assert frames and any('"chat.update"' in f for f in frames) and any('"operation"' in f for f in frames)
+    assert not any("requestState" in f or "request_state" in f for f in frames)
+    assert cookies and not any(c in f for c in cookies for f in frames)
 
 
 def test_edit_one_proposal_and_deny_another(chat_app):
@@ -213,3 +222,47 @@ def axe_js():
     from tests.views.conftest import axe_js as views_axe_js
 
     return views_axe_js.__wrapped__()
+
+
+def test_with_its_socket_down_the_page_rereads_slowly_and_only_then(chat_app, monkeypatch):
+    """Waiting calls and replies are pushed; only while the WebSocket is down does the page re-read the
+    conversation, every PAGE_FALLBACK_S (1 s here): a reply that comes meanwhile is shown anyway.
+    With the socket open, the page re-reads only when told (a push), never on a timer."""
+    from mrtrweb.views import chat as chat_views
+
+    app = chat_app
+    monkeypatch.setattr(chat_views, "PAGE_FALLBACK_S", 1)
+    app.model.script({"text": "First, with the socket open."},
+                     {"text": "Came while the socket was down.", "piece": 2, "delay": 0.05})
+    page = app.sign_in("alice")
+    reads: list[str] = []
+    updates: list[int] = []  # chat.update frames, per socket of the page (the navigation has one too)
+
+    def on_ws(ws) -> None:
+        updates.append(0)
+        at = len(updates) - 1
+
+        def on_frame(payload) -> None:
+            if isinstance(payload, str) and '"chat.update"' in payload:
+                updates[at] += 1
+        ws.on("framereceived", on_frame)
+    page.on("websocket", on_ws)
+    page.on("request", lambda r: reads.append(r.url) if r.url.endswith("/log/") else None)
+    _new_conversation(page)
+    _send(page, "hello")
+    expect(page.locator(".chat-assistant .chat-text")).to_have_text("First, with the socket open.")
+    expect(page.locator("#chat")).to_have_attribute("data-state", "idle")
+    page.wait_for_timeout(2500)  # more than two fallback periods
+    # an open socket's page reads when told (each chat.update, once as it opens, once after its send;
+    # pushes coming together are read once), never on a timer
+    told = len(reads)
+    assert told <= max(updates) + 2, (told, updates)
+    # the socket goes down (every reconnect refused): the send posts the form, the page re-reads slowly
+    page.route_web_socket(re.compile(r"/ws/mrtrweb/"), lambda ws: ws.close())
+    page.reload()
+    expect(page.locator("#chat")).not_to_have_attribute("data-ws-state", "open")
+    page.get_by_label("Your message").fill("and now?")
+    page.get_by_role("button", name="Send", exact=True).click()
+    expect(page.locator(".chat-assistant .chat-text").last).to_have_text("Came while the socket was down.",
+                                                                         timeout=15_000)
+    assert len(reads) > told  # re-read by the fallback, not pushed

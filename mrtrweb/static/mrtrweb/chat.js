@@ -13,7 +13,7 @@
   var streamText = streaming && streaming.querySelector(".chat-stream-text");
   var live = document.getElementById("live");
   var socket = null, retry = 500, refreshing = null, again = false;
-  var FALLBACK_MS = 10000;  // the slow re-read while the socket is down
+  var FALLBACK_MS = parseInt(root.getAttribute("data-fallback-ms") || "", 10) || 10000;  // the slow re-read while the socket is down
   var fallback = null;
 
   function said(attr) { return String(root.getAttribute(attr) || ""); }
