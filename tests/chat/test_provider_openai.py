@@ -65,6 +65,7 @@ async def test_malformed_arguments_are_returned_as_written(model_settings, model
     ({"trickle": True}, "provider_timeout"),  # never ends, though every read answers in time
 ])
 async def test_failures_are_stable_codes(model_settings, model_server, step, code):
+    model_settings.MRTRWEB = {**model_settings.MRTRWEB, "MODEL_REPLY_TIMEOUT_S": 1}  # the bound, for the whole reply
     model_server.script(step)
     with pytest.raises(ProviderError) as caught:
         await _reply(provider_for("local", "scripted-1", "sk-secret"))

@@ -268,7 +268,8 @@ async def test_hostile_proposals_unknown_server_too_many_and_malformed(chat, see
     ({"trickle": True}, "provider_timeout", "The model did not finish its reply in time."),  # never ends
     ({"malformed": True}, "provider_malformed", "answered something that is not a reply"),
     ({"calls": [{"name": "", "arguments": ""}], "text": "x"}, None, None)])  # a call with no name
-async def test_a_failing_provider_leaves_a_clear_message_and_loses_nothing(chat, step, code, said):
+async def test_a_failing_provider_leaves_a_clear_message_and_loses_nothing(chat, model_settings, step, code, said):
+    model_settings.MRTRWEB = {**model_settings.MRTRWEB, "MODEL_REPLY_TIMEOUT_S": 1}
     conv, model = chat["conv"], chat["model"]
     model.script(step, {"text": "Back again."})
     client = await _client(chat["alice"])
