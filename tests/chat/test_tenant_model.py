@@ -124,6 +124,9 @@ def test_demo_model_url_makes_every_tenant_use_the_endpoint(seeded, settings, mo
 
     use_model(model_server.url, "llama-test")
     assert set(TenantModel.objects.values_list("provider", "model")) == {("endpoint", "llama-test")}
+    from mrtrweb import conf
+
+    assert conf.get("SAMPLING_PROVIDER") == "mrtrweb.chat.sampling.ModelDraftsReply"  # the model drafts sampling replies
     provider = choice.provider_of(seeded["servers"]["acme"].tenant_id)
     assert provider.kind == "openai" and provider.model == "llama-test"
 
