@@ -111,13 +111,14 @@ def open_proposals(conversation_id: Any) -> tuple[str, list[Proposal]]:
     return "ready", proposals
 
 
-def give_results(conversation_id: Any, proposals: list[Proposal]) -> bool:
+def give_results(conversation_id: Any, proposals: list[Proposal], worker: str = "") -> bool:
     """Sync, one transaction: the conversation moves from ``waiting`` to ``thinking`` (once: the
     caller that moves it writes the results) and each proposal's result or refusal becomes a tool
     message, in the model's order. False: another caller did it, or it is not waiting."""
     with transaction.atomic():
         moved = Conversation.objects.filter(pk=conversation_id, state=Conversation.State.WAITING).update(
-            state=Conversation.State.THINKING, step_started_at=timezone.now(), updated_at=timezone.now())
+            state=Conversation.State.THINKING, step_started_at=timezone.now(), updated_at=timezone.now(),
+            worker=worker)
         if not moved:
             return False
         for p in proposals:

@@ -116,11 +116,22 @@ async def advance(conversation_id: Any, user_id: Any) -> None:
         what, proposals = await sync_to_async(decisions.open_proposals)(conversation_id)
         if what == "running":
             follow(conversation_id, user_id)
-        elif what == "ready" and await sync_to_async(decisions.give_results)(conversation_id, proposals):
+        elif what == "ready" and await sync_to_async(decisions.give_results)(conversation_id, proposals,
+                                                                             await turns.step_worker()):
             spawn(run(conversation_id, user_id))
     except Exception:  # noqa: BLE001 -- logged; the page's Continue tries again
         logger.exception("chat: conversation %s could not go on", conversation_id)
     await push.changed(user_id, conversation_id)
+
+
+async def judging(conversation: Conversation) -> None:
+    """Before a page judges a ``thinking`` step of another worker (:func:`.turns.stale`): this worker's
+    heartbeat runs, so that it may judge another worker dead (:func:`mrtrweb.runtime.workers.trusted`)."""
+    from ..runtime import workers
+
+    if conversation.state == Conversation.State.THINKING and conversation.worker \
+            and conversation.worker != workers.WORKER_ID:
+        await workers.ensure_heartbeat()
 
 
 def follow(conversation_id: Any, user_id: Any) -> None:

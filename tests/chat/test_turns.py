@@ -389,6 +389,44 @@ async def test_a_step_interrupted_by_a_restart_is_resumable(chat):
     assert texts[2:] == [("user", "still there?"), ("assistant", "And again.")]
 
 
+async def test_a_step_whose_worker_is_judged_dead_is_interrupted_without_waiting_for_the_bound(chat, monkeypatch):
+    """Item 6, a killed worker: a step names the worker that runs it (its lease written first); a page
+    served by another worker says the step was interrupted as soon as that worker is judged dead (its
+    lease stale), not only after the reply's time bound; while it lives, the page looks again when it
+    could be judged."""
+    from asgiref.sync import sync_to_async
+    from django.utils import timezone
+
+    from mrtrweb.chat import turns
+    from mrtrweb.models import WorkerLease
+    from mrtrweb.runtime import workers
+
+    conv, model = chat["conv"], chat["model"]
+    model.script({"text": "Named."}, {"text": "Back on a live worker."})
+    client = await _client(chat["alice"])
+    await _send(client, conv, "hello")
+    conv = await settle(conv.pk)
+    assert conv.worker == workers.WORKER_ID  # the step named this worker, whose lease exists
+
+    monkeypatch.setattr(workers, "trusted", lambda: True)  # this worker's own renewals went well
+    await WorkerLease.objects.acreate(worker_id="other-host:4242:abcd", host="other-host", pid=4242,
+                                      started_at=timezone.now(), beat_at=timezone.now())
+    assert await sync_to_async(turns.add_user_message)(conv, "and now?", "other-host:4242:abcd")
+    log = (await client.get(f"/mcp/chat/{conv.pk}/log/")).content.decode()
+    assert "The model is replying" in log and "Try again" not in log  # its worker lives
+    looks_in = int(re.search(r'data-stale-in="(\d+)"', log).group(1))
+    assert looks_in <= workers.stale_after().total_seconds() + 2 * workers.period() + 1 < 3 + 60
+    await WorkerLease.objects.filter(pk="other-host:4242:abcd").aupdate(
+        beat_at=timezone.now() - workers.stale_after() * 2)  # it stopped renewing: killed
+    log = (await client.get(f"/mcp/chat/{conv.pk}/log/")).content.decode()
+    assert "The last step was interrupted" in log and "Try again" in log
+    await client.post(f"/mcp/chat/{conv.pk}/continue/")
+    conv = await settle(conv.pk)
+    texts = [(m.role, m.text) async for m in ChatMessage.objects.filter(conversation=conv).order_by("seq")]
+    assert texts[2:] == [("user", "and now?"), ("assistant", "Back on a live worker.")]
+    assert conv.worker == workers.WORKER_ID
+
+
 async def test_a_waiting_conversation_whose_watcher_was_lost_goes_on_when_its_page_is_opened(chat):
     """Item 6, while calls run: the worker watching a waiting conversation goes away (its watcher
     cut); the call's round waits for the person (no worker holds it), who answers it; the
