@@ -28,14 +28,27 @@
     if (secs >= 0) staleTimer = setTimeout(function () { staleTimer = null; refresh(); }, (secs + 1) * 1000);
   }
 
+  // the person is answering a card: the messages are re-read once they leave it, not before (and
+  // not on a timer meanwhile)
+  var deferred = false;
+  function answering() {
+    return root.querySelector(".chat-panel form.card :focus, .chat-panel form.review :focus");
+  }
+  root.addEventListener("focusout", function () {
+    if (!deferred) return;
+    setTimeout(function () {  // where the focus went is known after the event
+      if (deferred && !answering()) { deferred = false; refresh(); }
+    }, 0);
+  });
+
   function refresh() {
     if (refreshing) { again = true; return; }
+    if (answering()) { deferred = true; return; }
     refreshing = fetch(logUrl, {credentials: "same-origin", headers: {"X-Requested-With": "fetch"}})
       .then(function (r) { return r.ok ? r.text() : null; })
       .then(function (html) {
         if (html === null) return;
-        var keep = root.querySelector(".chat-panel form.card :focus, .chat-panel form.review :focus");
-        if (keep) { again = true; return; }  // the person is answering a card: later
+        if (answering()) { deferred = true; return; }  // focused meanwhile: later
         root.innerHTML = html;
         var state = root.querySelector(".chat-log");
         root.setAttribute("data-state", state ? state.getAttribute("data-state") : "");
