@@ -1,8 +1,10 @@
 """A conversation in a real browser (Playwright + Debian Chromium against the live ASGI app, the
 real demo MCP server on loopback, the scripted OpenAI-compatible endpoint through the ``openai``
 SDK): the reply streamed over the WebSocket, a destructive proposal's warning, Approve with the
-call's round answered on the same consent card inside the conversation, Edit, Deny, and markup
-and ``javascript:`` links in the model's text that never become live."""
+call's round answered on the same consent card inside the conversation, Edit, Deny, markup
+and ``javascript:`` links in the model's text that never become live, a result steering the model
+into another server's destructive tool, axe-core, and the page's reads: only when told by a push
+(never while the person answers a card), on a slow timer only while its socket is down."""
 
 from __future__ import annotations
 
@@ -266,3 +268,41 @@ def test_with_its_socket_down_the_page_rereads_slowly_and_only_then(chat_app, mo
     expect(page.locator(".chat-assistant .chat-text").last).to_have_text("Came while the socket was down.",
                                                                          timeout=15_000)
     assert len(reads) > told  # re-read by the fallback, not pushed
+
+
+def test_a_change_told_while_the_person_answers_a_card_is_read_once_they_leave_it(chat_app):
+    """The page keeps a card the person is filling in: a push that comes meanwhile (another call of the
+    conversation ended) is read once, after they leave the card -- never re-fetched on a timer until then."""
+    app = chat_app
+    app.model.script({"calls": [
+        {"id": "k1", "name": app.prefix + "deploy", "arguments": json.dumps({"env": "staging", "replicas": 1})},
+        {"id": "k2", "name": app.prefix + "echo", "arguments": json.dumps({"text": "meanwhile"})}]},
+        {"text": "Both done."})
+    page = app.sign_in("alice")
+    _new_conversation(page)
+    _send(page, "deploy and echo")
+    proposals = page.locator("section.proposal")
+    expect(proposals).to_have_count(2)
+    proposals.nth(0).get_by_role("button", name="Approve").click()
+    card = page.locator(".chat-panel form.card")
+    expect(card).to_be_visible()
+    card.get_by_label("Change ticket").fill("CHG-9")  # the person is in the card
+    reads: list[str] = []
+    page.on("request", lambda r: reads.append(r.url) if r.url.endswith("/log/") else None)
+    echo = Proposal.objects.get(call_id="k2")
+    csrf = next(c["value"] for c in page.context.cookies() if c["name"] == "csrftoken")
+    r = page.context.request.post(f"{app.live.url}/mcp/chat/proposals/{echo.pk}/approve/",
+                                  headers={"X-CSRFToken": csrf, "Referer": page.url}, max_redirects=0)
+    assert r.status == 302
+    ended = Operation.objects.filter(name="echo", status="completed")
+    for _ in range(100):  # the echo's call ends (its pushes go to the page)
+        if ended.exists():
+            break
+        page.wait_for_timeout(100)
+    assert ended.exists()
+    page.wait_for_timeout(1000)  # its pushes have come; the page holds them
+    assert reads == [] and card.get_by_label("Change ticket").input_value() == "CHG-9"
+    page.get_by_label("Your message").focus()  # the person leaves the card
+    expect(proposals.nth(1)).to_have_attribute("data-status", "approved")
+    expect(proposals.nth(1).locator(".chat-panel")).to_contain_text("meanwhile")
+    assert len(reads) == 1
