@@ -159,6 +159,9 @@ async def _follow(conversation_id: Any, user_id: Any) -> None:
             unstarted = any(p.operation_id is None for p in started)
             await listener.wait_for({str(p.operation_id) for p in started if p.operation_id},
                                     decisions.START_GRACE_S + 1 if unstarted else FOLLOW_SAFETY_S)
+    except Exception:  # noqa: BLE001 -- the database failed: watched again when its page is read
+        logger.exception("chat: conversation %s: its calls could not be watched", conversation_id)
+        what = ""
     finally:
         _following.pop(str(conversation_id), None)
         await listener.close()
@@ -176,6 +179,7 @@ class _Listener:
         self.group = user_group(user_id)
         self.layer: Any = None
         self.channel = ""
+        self.said = False  # the layer's failure was logged (once per watcher)
 
     async def open(self) -> None:
         from channels.layers import get_channel_layer
@@ -183,18 +187,25 @@ class _Listener:
         try:
             layer = get_channel_layer()
             if layer is not None:
-                channel = await layer.new_channel("mrtrweb.chatfollow.")
+                channel = await layer.new_channel("mrtrweb.chatfollow")
                 await layer.group_add(self.group, channel)
                 self.layer, self.channel = layer, channel
         except Exception as exc:  # noqa: BLE001 -- the layer is down: the fallback looks
-            logger.warning("chat: the channel layer cannot be listened to (%s); calls looked at every %s s",
-                           exc.__class__.__name__, FOLLOW_FALLBACK_S)
+            self._failed(exc)
+
+    def _failed(self, exc: BaseException) -> None:
+        if not self.said:
+            self.said = True
+            logger.warning("chat: the channel layer cannot be listened to (%s); calls looked at every %s s until "
+                           "it can", exc.__class__.__name__, FOLLOW_FALLBACK_S)
 
     async def wait_for(self, operation_ids: set[str], within_s: float) -> None:
         """Return when one of ``operation_ids`` was pushed as changed, after ``within_s`` seconds
-        without one, or after :data:`FOLLOW_FALLBACK_S` when the layer cannot be listened to."""
+        without one, or after :data:`FOLLOW_FALLBACK_S` when the layer cannot be listened to (then
+        it is tried again)."""
         if self.layer is None:
-            await asyncio.sleep(FOLLOW_FALLBACK_S)
+            await asyncio.sleep(min(FOLLOW_FALLBACK_S, within_s))
+            await self.open()
             return
         try:
             async with asyncio.timeout(within_s):
@@ -206,9 +217,8 @@ class _Listener:
             return
         except asyncio.CancelledError:
             raise
-        except Exception as exc:  # noqa: BLE001 -- the layer went down: the fallback from now on
-            logger.warning("chat: listening on the channel layer failed (%s); calls looked at every %s s",
-                           exc.__class__.__name__, FOLLOW_FALLBACK_S)
+        except Exception as exc:  # noqa: BLE001 -- the layer went down: the fallback until it is back
+            self._failed(exc)
             await self.close()
             await asyncio.sleep(FOLLOW_FALLBACK_S)
 

@@ -427,6 +427,33 @@ async def test_a_step_whose_worker_is_judged_dead_is_interrupted_without_waiting
     assert conv.worker == workers.WORKER_ID
 
 
+async def test_with_the_channel_layer_down_a_waiting_conversation_is_looked_at_slowly(chat, monkeypatch, caplog):
+    """The pushes cannot be heard (the channel layer is down): the calls are looked at every
+    FOLLOW_FALLBACK_S instead, said once in the log, and the turn goes on when they end."""
+    import channels.layers
+
+    from mrtrweb.chat import loop
+
+    def down(*args, **kwargs):
+        raise ConnectionError("the layer is down")
+    monkeypatch.setattr(channels.layers, "get_channel_layer", down)
+    monkeypatch.setattr(loop, "FOLLOW_FALLBACK_S", 0.2)
+    conv, model, server = chat["conv"], chat["model"], chat["server"]
+    model.script({"calls": [{"id": "f1", "name": f"demo_server_{server.pk}__book_trip",
+                             "arguments": json.dumps({"destination": "Bern"})}]}, {"text": "Heard without a push."})
+    client = await _client(chat["alice"])
+    await _send(client, conv, "book")
+    (trip,) = await pending(conv.pk, 1)
+    await client.post(f"/mcp/chat/proposals/{trip.pk}/approve/")
+    await operations.wait_idle()
+    op = (await Proposal.objects.select_related("operation").aget(pk=trip.pk)).operation
+    await post_answer(client, f"/mcp/operations/{op.id}/answer/", {"action": "decline", "round": str(op.rounds)})
+    conv = await settle(conv.pk)
+    assert conv.state == "idle" and len(model.requests) == 2
+    said = [r for r in caplog.records if "channel layer cannot be listened to" in r.getMessage()]
+    assert len(said) == 1
+
+
 async def test_a_waiting_conversation_whose_watcher_was_lost_goes_on_when_its_page_is_opened(chat):
     """Item 6, while calls run: the worker watching a waiting conversation goes away (its watcher
     cut); the call's round waits for the person (no worker holds it), who answers it; the
