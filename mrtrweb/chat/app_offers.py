@@ -71,7 +71,7 @@ def offer(user_id: Any, operation_id: Any, kind: Any, text: Any) -> AppOffer:
         return AppOffer.objects.create(conversation=conv, operation=op, kind=kind, text=clean(text, MAX_TEXT))
 
 
-def decide(user_id: Any, offer_id: Any, accept: bool) -> tuple[AppOffer, bool]:
+def decide(user_id: Any, offer_id: Any, accept: bool, worker: str = "") -> tuple[AppOffer, bool]:
     """Sync: the person's decision, taken once; ``(offer, turn)``, ``turn``: a turn was started
     (an accepted ``message``: the caller runs it).
 
@@ -104,5 +104,5 @@ def decide(user_id: Any, offer_id: Any, accept: bool) -> tuple[AppOffer, bool]:
             return found, False
         Conversation.objects.filter(pk=conv.pk).update(state=Conversation.State.THINKING, step_started_at=timezone.now(),
                                                        steps=0, error_code="", error_message="",
-                                                       updated_at=timezone.now())
+                                                       updated_at=timezone.now(), worker=worker)
     return found, True

@@ -33,6 +33,8 @@ logger = logging.getLogger("mrtrweb.chat")
 #: seconds after an approval within which its operation must have started (else the worker starting
 #: it is gone: the proposal is told to the model as not started)
 START_GRACE_S = 30
+#: the statuses of a proposal whose call was (or is being) started
+STARTED = (Proposal.Status.APPROVED, Proposal.Status.EDITED, Proposal.Status.AUTO)
 
 
 class DecisionRefused(Exception):
@@ -95,7 +97,7 @@ def open_proposals(conversation_id: Any) -> tuple[str, list[Proposal]]:
         return "none", []
     if any(p.status == Proposal.Status.PENDING for p in proposals):
         return "pending", proposals
-    started = (Proposal.Status.APPROVED, Proposal.Status.EDITED, Proposal.Status.AUTO)
+    started = STARTED
     lost_before = timezone.now() - timezone.timedelta(seconds=START_GRACE_S)
     for p in proposals:
         if p.status in started and p.operation is None and p.decided_at and p.decided_at < lost_before:
@@ -109,13 +111,14 @@ def open_proposals(conversation_id: Any) -> tuple[str, list[Proposal]]:
     return "ready", proposals
 
 
-def give_results(conversation_id: Any, proposals: list[Proposal]) -> bool:
+def give_results(conversation_id: Any, proposals: list[Proposal], worker: str = "") -> bool:
     """Sync, one transaction: the conversation moves from ``waiting`` to ``thinking`` (once: the
     caller that moves it writes the results) and each proposal's result or refusal becomes a tool
     message, in the model's order. False: another caller did it, or it is not waiting."""
     with transaction.atomic():
         moved = Conversation.objects.filter(pk=conversation_id, state=Conversation.State.WAITING).update(
-            state=Conversation.State.THINKING, step_started_at=timezone.now(), updated_at=timezone.now())
+            state=Conversation.State.THINKING, step_started_at=timezone.now(), updated_at=timezone.now(),
+            worker=worker)
         if not moved:
             return False
         for p in proposals:

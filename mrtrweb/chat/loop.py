@@ -4,6 +4,14 @@ step), :func:`start_call` (an approved call started as an operation with initiat
 its proposals are decided: the results to the model, the next step) and :func:`follow` (watching a
 waiting conversation's calls until they end). Their database parts are in :mod:`.turns` and
 :mod:`.decisions`; none of them raises: a failure is saved on the conversation and pushed.
+
+A waiting conversation's calls are **pushed, not polled**: :func:`follow` listens on the person's
+channel-layer group (``mrtrweb.user.<id>``), where every change of an operation is pushed
+(``operation.update``, :func:`mrtrweb.runtime.push.operation_changed`: an answer, an end, an expiry
+or a reaper's settlement, from whichever worker made it), and looks at the conversation's calls
+only when one of them changed. A push is a hint (a channel layer may lose one): the calls are looked
+at again after :data:`FOLLOW_SAFETY_S` seconds without a push, and every :data:`FOLLOW_FALLBACK_S`
+seconds only while the channel layer cannot be listened to.
 """
 
 from __future__ import annotations
@@ -24,8 +32,10 @@ from .turns import spawn
 
 logger = logging.getLogger("mrtrweb.chat")
 
-#: seconds between two looks at a waiting conversation's calls
-FOLLOW_EVERY_S = 0.5
+#: seconds without a push after which a waiting conversation's calls are looked at anyway (a lost push)
+FOLLOW_SAFETY_S = 60.0
+#: seconds between two looks while the channel layer cannot be listened to (none, or down)
+FOLLOW_FALLBACK_S = 5.0
 _following: dict[str, asyncio.Task] = {}
 
 
@@ -61,7 +71,11 @@ async def run(conversation_id: Any, user_id: Any) -> None:
     except AuditUnavailable:  # the step and its proposals rolled back with it: nothing was proposed
         logger.warning("chat: conversation %s: the step's audit events could not be written", conversation_id)
         await sync_to_async(turns.fail)(conversation_id, "audit_unavailable")
-    except asyncio.CancelledError:
+    except asyncio.CancelledError:  # the worker shuts down: said at once, for Try again
+        try:
+            await asyncio.shield(sync_to_async(turns.interrupted)(conversation_id))
+        except BaseException:  # noqa: BLE001 -- cancelled again or the database is gone: the time bound says it
+            pass
         raise
     except Exception:  # noqa: BLE001 -- a bug must not leave the conversation thinking
         logger.exception("chat: conversation %s: the model step failed", conversation_id)
@@ -102,16 +116,28 @@ async def advance(conversation_id: Any, user_id: Any) -> None:
         what, proposals = await sync_to_async(decisions.open_proposals)(conversation_id)
         if what == "running":
             follow(conversation_id, user_id)
-        elif what == "ready" and await sync_to_async(decisions.give_results)(conversation_id, proposals):
+        elif what == "ready" and await sync_to_async(decisions.give_results)(conversation_id, proposals,
+                                                                             await turns.step_worker()):
             spawn(run(conversation_id, user_id))
     except Exception:  # noqa: BLE001 -- logged; the page's Continue tries again
         logger.exception("chat: conversation %s could not go on", conversation_id)
     await push.changed(user_id, conversation_id)
 
 
+async def judging(conversation: Conversation) -> None:
+    """Before a page judges a ``thinking`` step of another worker (:func:`.turns.stale`): this worker's
+    heartbeat runs, so that it may judge another worker dead (:func:`mrtrweb.runtime.workers.trusted`)."""
+    from ..runtime import workers
+
+    if conversation.state == Conversation.State.THINKING and conversation.worker \
+            and conversation.worker != workers.WORKER_ID:
+        await workers.ensure_heartbeat()
+
+
 def follow(conversation_id: Any, user_id: Any) -> None:
     """Watch a waiting conversation's calls (one watcher per conversation in this worker) and
-    :func:`advance` once they all ended."""
+    :func:`advance` once they all ended (a conversation whose proposals wait for the person, or
+    with nothing waiting, is left as it is)."""
     key = str(conversation_id)
     task = _following.get(key)
     if task is not None and not task.done():
@@ -120,12 +146,86 @@ def follow(conversation_id: Any, user_id: Any) -> None:
 
 
 async def _follow(conversation_id: Any, user_id: Any) -> None:
+    listener = _Listener(user_id)
+    what = ""
     try:
+        await listener.open()
         while True:
-            await asyncio.sleep(FOLLOW_EVERY_S)
-            what, _ = await sync_to_async(decisions.open_proposals)(conversation_id)
+            what, proposals = await sync_to_async(decisions.open_proposals)(conversation_id)
             if what != "running":
                 break
+            started = [p for p in proposals if p.status in decisions.STARTED]
+            # an approval whose operation has not started yet is looked at again after its grace
+            unstarted = any(p.operation_id is None for p in started)
+            await listener.wait_for({str(p.operation_id) for p in started if p.operation_id},
+                                    decisions.START_GRACE_S + 1 if unstarted else FOLLOW_SAFETY_S)
+    except Exception:  # noqa: BLE001 -- the database failed: watched again when its page is read
+        logger.exception("chat: conversation %s: its calls could not be watched", conversation_id)
+        what = ""
     finally:
         _following.pop(str(conversation_id), None)
-    await advance(conversation_id, user_id)
+        await listener.close()
+    if what == "ready":  # else the person decides first (pending), or nothing waits: nothing to do
+        await advance(conversation_id, user_id)
+
+
+class _Listener:
+    """The person's ``operation.update`` pushes, heard on a channel of this worker added to their
+    group; never raises (a layer that fails: :data:`FOLLOW_FALLBACK_S` between looks)."""
+
+    def __init__(self, user_id: Any) -> None:
+        from ..runtime.push import user_group
+
+        self.group = user_group(user_id)
+        self.layer: Any = None
+        self.channel = ""
+        self.said = False  # the layer's failure was logged (once per watcher)
+
+    async def open(self) -> None:
+        from channels.layers import get_channel_layer
+
+        try:
+            layer = get_channel_layer()
+            if layer is not None:
+                channel = await layer.new_channel("mrtrweb.chatfollow")
+                await layer.group_add(self.group, channel)
+                self.layer, self.channel = layer, channel
+        except Exception as exc:  # noqa: BLE001 -- the layer is down: the fallback looks
+            self._failed(exc)
+
+    def _failed(self, exc: BaseException) -> None:
+        if not self.said:
+            self.said = True
+            logger.warning("chat: the channel layer cannot be listened to (%s); calls looked at every %s s until "
+                           "it can", exc.__class__.__name__, FOLLOW_FALLBACK_S)
+
+    async def wait_for(self, operation_ids: set[str], within_s: float) -> None:
+        """Return when one of ``operation_ids`` was pushed as changed, after ``within_s`` seconds
+        without one, or after :data:`FOLLOW_FALLBACK_S` when the layer cannot be listened to (then
+        it is tried again)."""
+        if self.layer is None:
+            await asyncio.sleep(min(FOLLOW_FALLBACK_S, within_s))
+            await self.open()
+            return
+        try:
+            async with asyncio.timeout(within_s):
+                while True:
+                    message = await self.layer.receive(self.channel)
+                    if message.get("type") == "operation.update" and str(message.get("operation_id")) in operation_ids:
+                        return
+        except TimeoutError:
+            return
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 -- the layer went down: the fallback until it is back
+            self._failed(exc)
+            await self.close()
+            await asyncio.sleep(FOLLOW_FALLBACK_S)
+
+    async def close(self) -> None:
+        layer, self.layer = self.layer, None
+        if layer is not None:
+            try:
+                await layer.group_discard(self.group, self.channel)
+            except Exception:  # noqa: BLE001 -- the group membership expires on its own
+                pass

@@ -17,7 +17,7 @@ MESSAGES = {
     "steps_exhausted": _("The model took the most steps one turn may take; send a message to go on."),
     "reply_cut": _("The model's reply was too long and was cut; calls it proposed in it were dropped."),
     "interrupted": _("The last step was interrupted (the server restarted). Your conversation is saved; choose "
-                     "Continue."),
+                     "Try again."),
     "no_access": _("You can no longer use this organisation."),
     "audit_unavailable": _("The model's reply could not be recorded in the audit trail, so nothing of it was kept "
                            "or proposed. Your conversation is saved; try again."),

@@ -11,8 +11,12 @@ Bounds (``MRTRWEB``): ``MODEL_STEPS_PER_TURN`` model replies per turn; ``MODEL_P
 calls one reply may propose (the rest are refused, told to the model, never shown as proposals);
 ``MODEL_CONTEXT_CHARS`` (:mod:`.context`); ``MODEL_REPLY_CHARS`` and ``MODEL_REPLY_TIMEOUT_S`` (the
 provider). A provider that fails leaves the conversation ``failed`` with a stable code and nothing
-lost: "Try again" repeats the step. A worker that restarts mid-step leaves it ``thinking`` with an
-old ``step_started_at``: the page offers Continue (:func:`stale`).
+lost: "Try again" repeats the step. A worker that stops mid-step: when the step's task is cancelled
+(a graceful shutdown) the conversation is ``failed`` with ``interrupted`` at once
+(:func:`interrupted`); when the worker is killed it stays ``thinking`` and counts as interrupted once
+its worker is judged dead (its lease stale: :func:`mrtrweb.runtime.workers.judged_dead`; a step names
+its worker, :func:`step_worker`) or its step is older than a reply may take (:func:`stale`; the page
+looks again then, :func:`stale_in`); either way the page offers Try again, from the saved conversation.
 """
 
 from __future__ import annotations
@@ -54,27 +58,48 @@ def arguments_digest(arguments: Any) -> str:
     return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+async def step_worker() -> str:
+    """The id this worker names itself with on a conversation whose step it is about to run
+    (:data:`mrtrweb.runtime.workers.WORKER_ID`), its lease written first; "" when the lease cannot be
+    written (then only the time bound tells a lost step)."""
+    from django.db import DatabaseError
+
+    from ..runtime import workers
+
+    try:
+        await workers.ensure_lease()
+    except DatabaseError:
+        return ""
+    return workers.WORKER_ID
+
+
 def stale(conversation: Conversation) -> bool:
-    """A step that started longer ago than a reply may take, and is still ``thinking``: its worker
-    is gone (restarted); the page offers Continue."""
+    """Sync: a ``thinking`` step that is lost: its worker (another one) is judged dead
+    (:func:`mrtrweb.runtime.workers.judged_dead`: its lease stale or gone), or it started longer ago
+    than a reply may take; the page offers Try again."""
     if conversation.state != Conversation.State.THINKING or conversation.step_started_at is None:
         return False
     limit = float(conf.get("MODEL_REPLY_TIMEOUT_S")) + 60
-    return (timezone.now() - conversation.step_started_at).total_seconds() > limit
+    if (timezone.now() - conversation.step_started_at).total_seconds() > limit:
+        return True
+    from ..runtime import workers
+
+    return bool(conversation.worker) and workers.judged_dead(conversation.worker)
 
 
 def next_seq(conversation_id: Any) -> int:
     return (ChatMessage.objects.filter(conversation_id=conversation_id).aggregate(m=Max("seq"))["m"] or 0) + 1
 
 
-def add_user_message(conversation: Conversation, text: str) -> bool:
-    """Sync: the person's message saved and the turn started (``thinking``); False when the
-    conversation is busy (a step runs, or proposals wait for a decision)."""
+def add_user_message(conversation: Conversation, text: str, worker: str = "") -> bool:
+    """Sync: the person's message saved and the turn started (``thinking``, its step run by
+    ``worker``: :func:`step_worker`); False when the conversation is busy (a step runs, or proposals
+    wait for a decision)."""
     with transaction.atomic():
         started = Conversation.objects.filter(pk=conversation.pk).exclude(
             state__in=[Conversation.State.THINKING, Conversation.State.WAITING]).update(
             state=Conversation.State.THINKING, step_started_at=timezone.now(), steps=0, error_code="",
-            error_message="", updated_at=timezone.now())
+            error_message="", updated_at=timezone.now(), worker=worker)
         if not started:
             return False
         seq = next_seq(conversation.pk)
@@ -82,6 +107,32 @@ def add_user_message(conversation: Conversation, text: str) -> bool:
         if seq == 1 and conversation.title == DEFAULT_TITLE:  # named after its first message (renamed at will)
             Conversation.objects.filter(pk=conversation.pk).update(title=" ".join(text.split())[:60] or DEFAULT_TITLE)
     return True
+
+
+def stale_in(conversation: Conversation) -> int | None:
+    """Seconds until a ``thinking`` conversation's step counts as lost (:func:`stale`), else None:
+    the page looks once more then, so that it offers Try again without being reloaded."""
+    if conversation.state != Conversation.State.THINKING or conversation.step_started_at is None:
+        return None
+    limit = float(conf.get("MODEL_REPLY_TIMEOUT_S")) + 60
+    left = limit - (timezone.now() - conversation.step_started_at).total_seconds()
+    if left <= 0:
+        return None
+    from ..runtime import workers
+
+    if conversation.worker and conversation.worker != workers.WORKER_ID:  # when its worker could be judged dead
+        left = min(left, workers.stale_after().total_seconds() + 2 * workers.period())
+    return max(0, int(left) + 1)
+
+
+def interrupted(conversation_id: Any) -> None:
+    """Sync: the step's task was cancelled (its worker shuts down): a conversation still ``thinking``
+    becomes ``failed`` (``interrupted``) at once, for Try again; one that moved on is left as it is."""
+    from .messages import message as text_of
+
+    Conversation.objects.filter(pk=conversation_id, state=Conversation.State.THINKING).update(
+        state=Conversation.State.FAILED, error_code="interrupted", error_message=text_of("interrupted")[:500],
+        step_started_at=None, updated_at=timezone.now())
 
 
 def fail(conversation_id: Any, code: str, message: str = "") -> None:

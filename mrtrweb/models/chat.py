@@ -50,7 +50,9 @@ class Conversation(models.Model):
     """A person's conversation with the tenant's model. ``servers``: the ids of the servers it may
     use (None: all of the person's); ``tools_off``: ``{"<server id>": [tool, ...]}`` left out.
     ``state``: ``idle``, ``thinking`` (a model step runs, since ``step_started_at``), ``waiting``
-    (proposals wait for the person or their calls run), ``failed`` (the last step failed: ``error_code``)."""
+    (proposals wait for the person or their calls run), ``failed`` (the last step failed: ``error_code``).
+    ``worker``: the worker that runs its step (:data:`mrtrweb.runtime.workers.WORKER_ID`, its lease written
+    first; "" when none could be named): a step whose worker is judged dead is interrupted."""
 
     class State(models.TextChoices):
         IDLE = "idle", _("Idle")
@@ -71,6 +73,7 @@ class Conversation(models.Model):
     steps = models.PositiveIntegerField(default=0)  #: model steps of the current turn
     error_code = models.CharField(max_length=40, blank=True)
     error_message = models.CharField(max_length=500, blank=True)
+    worker = models.CharField(max_length=120, blank=True, default="")
 
     class Meta:
         ordering = ["-updated_at"]

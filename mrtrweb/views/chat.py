@@ -36,6 +36,8 @@ logger = logging.getLogger("mrtrweb.views")
 
 #: the longest message a person may send, characters
 MAX_MESSAGE_CHARS = 8000
+#: seconds between the page's re-reads while its WebSocket is down (never while it is open)
+PAGE_FALLBACK_S = 10
 
 
 def conversation_of(user: Any, conversation_id: Any) -> Conversation:
@@ -97,6 +99,7 @@ def log_context(conv: Conversation, csrf: str) -> dict[str, Any]:
             item["server"] = servers.get(item["m"].server_id, "")
     interrupted = turns.stale(conv)
     return {"conversation": conv, "items": items, "error": error, "interrupted": interrupted, "offers": offers,
+            "stale_in": None if interrupted else turns.stale_in(conv),
             "can_continue": conv.state == Conversation.State.FAILED or interrupted,
             "busy": conv.state in (Conversation.State.THINKING, Conversation.State.WAITING) and not interrupted}
 
@@ -111,6 +114,7 @@ def _page_context(user: Any, conv: Conversation, csrf: str) -> dict[str, Any]:
                       for s in tools.all_servers_of(conv)]
     row = choice.current(conv.tenant_id)
     ctx["model"] = row
+    ctx["fallback_ms"] = int(PAGE_FALLBACK_S * 1000)
     ctx["demo"] = row is not None and row.provider == "demo"
     ctx["is_admin"] = Membership.objects.filter(user_id=user.pk, tenant_id=conv.tenant_id,
                                                 role=Membership.Role.ADMIN).exists()
@@ -157,6 +161,7 @@ async def chat_page(request: HttpRequest, conversation_id: Any) -> HttpResponse:
     conv = await sync_to_async(conversation_of)(user, conversation_id)
     if conv.state == Conversation.State.WAITING:
         loop.follow(conv.pk, user.pk)  # a worker restarted meanwhile: its calls are watched again
+    await loop.judging(conv)
     ctx = await sync_to_async(_page_context)(user, conv, get_token(request))
     return TemplateResponse(request, "mrtrweb/chat.html", ctx)
 
@@ -166,6 +171,9 @@ async def chat_log(request: HttpRequest, conversation_id: Any) -> HttpResponse:
     """The messages fragment (the page re-reads it when told the conversation changed)."""
     user = await _user(request)
     conv = await sync_to_async(conversation_of)(user, conversation_id)
+    if conv.state == Conversation.State.WAITING:
+        loop.follow(conv.pk, user.pk)  # a page that reconnects after a restart: its calls watched again here
+    await loop.judging(conv)
     ctx = await sync_to_async(log_context)(conv, get_token(request))
     response = TemplateResponse(request, "mrtrweb/_chat_log.html", ctx)
     response["Cache-Control"] = "no-store"
@@ -181,7 +189,7 @@ async def chat_send(request: HttpRequest, conversation_id: Any) -> HttpResponse:
     if not text or len(text) > MAX_MESSAGE_CHARS or "\x00" in text:
         return await _page_with_error(request, user, conv, _("A message must have 1 to %(n)s characters.")
                                       % {"n": MAX_MESSAGE_CHARS}, 400)
-    if not await sync_to_async(turns.add_user_message)(conv, text):
+    if not await sync_to_async(turns.add_user_message)(conv, text, await turns.step_worker()):
         return await _page_with_error(request, user, conv, _("Wait until the model has replied and you have decided "
                                                              "its proposals."), 409)
     turns.spawn(loop.run(conv.pk, user.pk))
@@ -201,9 +209,10 @@ async def chat_continue(request: HttpRequest, conversation_id: Any) -> HttpRespo
     """Try the failed or interrupted step again (nothing was lost: the conversation is saved)."""
     user = await _user(request)
     conv = await sync_to_async(conversation_of)(user, conversation_id)
-    if conv.state == Conversation.State.FAILED or turns.stale(conv):
+    if conv.state == Conversation.State.FAILED or await sync_to_async(turns.stale)(conv):
         moved = await Conversation.objects.filter(pk=conv.pk, state=conv.state).aupdate(
-            state=Conversation.State.THINKING, step_started_at=_now(), error_code="", error_message="")
+            state=Conversation.State.THINKING, step_started_at=_now(), error_code="", error_message="",
+            worker=await turns.step_worker())
         if moved:
             turns.spawn(loop.run(conv.pk, user.pk))
     elif conv.state == Conversation.State.WAITING:

@@ -45,7 +45,8 @@ async def app_offer(request: HttpRequest) -> HttpResponse:
 async def _decide(request: HttpRequest, offer_id: Any, accept: bool) -> HttpResponse:
     user = await _user(request)
     try:
-        found, turn = await sync_to_async(app_offers.decide)(user.pk, offer_id, accept)
+        found, turn = await sync_to_async(app_offers.decide)(user.pk, offer_id, accept,
+                                                             await turns.step_worker() if accept else "")
     except OfferRefused as exc:
         if exc.code == "not_found":
             raise Http404("No such offer") from None

@@ -136,21 +136,28 @@ RULES = [(ASK, gettext_lazy("Ask every time")), (READ_ONLY, gettext_lazy("Approv
          (NEVER, gettext_lazy("Never allow"))]
 
 
-def _save_policy(tenant: Tenant, user_id: Any, data: Any) -> None:
+def _save_policy(tenant: Tenant, user_id: Any, data: Any, listings: dict[int, list[dict[str, Any]] | None]) -> list[str]:
     """``rule-<server id>`` (the server's rule) and ``tool-<server id>`` + ``tool-rule-<server id>``
-    (one tool's rule; an empty tool name: none); each server's change audited with it."""
+    (one tool's rule; an empty tool name: none); each server's change audited with it. A tool must be
+    one the server lists (``listings``: :func:`mrtrweb.chat.tool_lists.listed`); only a server that
+    could not be listed takes a typed name. Returns the names of the servers whose tool was refused."""
     from django.db import transaction
 
     from ..chat.events import policy_changed
 
     valid = {r for r, _label in RULES}
+    refused = []
     for server in McpServer.objects.filter(tenant=tenant, owner__isnull=True):
         changed: dict[str, str] = {}
         rule = data.get(f"rule-{server.pk}")
         if rule in valid:
             changed[""] = rule
         tool, tool_rule = data.get(f"tool-{server.pk}", "").strip()[:500], data.get(f"tool-rule-{server.pk}")
-        if tool and tool_rule in valid:
+        listing = listings.get(server.pk)
+        if tool and listing is not None and tool not in {t["name"] for t in listing}:
+            logger.info("policy form: tool not listed by server %s; its rule not saved", server.pk)
+            refused.append(server.name)
+        elif tool and "\x00" not in tool and tool_rule in valid:
             changed[tool] = tool_rule
         current = {p.tool: p.rule for p in ToolPolicy.objects.filter(server=server)}
         changed = {t: r for t, r in changed.items() if current.get(t, ASK if t == "" else None) != r}
@@ -160,16 +167,31 @@ def _save_policy(tenant: Tenant, user_id: Any, data: Any) -> None:
             for name, value in changed.items():
                 ToolPolicy.objects.update_or_create(tenant=tenant, server=server, tool=name, defaults={"rule": value})
             policy_changed(tenant.pk, user_id, server, changed)
+    return refused
 
 
-def _admin_context(tenant: Tenant, form: ModelChoiceForm) -> dict[str, Any]:
+def _admin_context(tenant: Tenant, form: ModelChoiceForm, listings: dict[int, list[dict[str, Any]] | None]
+                   ) -> dict[str, Any]:
     row = choice.current(tenant.pk)
     servers = []
+    labels = dict(RULES)
     for server in McpServer.objects.filter(tenant=tenant, owner__isnull=True).order_by("name"):
         rules = {p.tool: p.rule for p in ToolPolicy.objects.filter(server=server)}
-        servers.append({"s": server, "rule": rules.pop("", ASK), "tools": sorted(rules.items())})
+        servers.append({"s": server, "rule": rules.pop("", ASK), "listed": listings.get(server.pk),
+                        "tools": [(t, labels.get(r, r)) for t, r in sorted(rules.items())]})
     return {"tenant": tenant, "form": form, "row": row, "has_key": bool(row and row.api_key_sealed),
             "servers": servers, "rules": RULES}
+
+
+async def _listings(user: Any, tenant: Tenant) -> dict[int, list[dict[str, Any]] | None]:
+    """The tools each of the tenant's servers lists (kept a while; None: it cannot be listed now)."""
+    import asyncio
+
+    from ..chat import tool_lists
+
+    servers = [s async for s in McpServer.objects.filter(tenant=tenant, owner__isnull=True, enabled=True)]
+    found = await asyncio.gather(*(tool_lists.listed(user, s) for s in servers))
+    return {s.pk: tools for s, tools in zip(servers, found)}
 
 
 @login_required
@@ -178,8 +200,14 @@ async def tenant_model(request: HttpRequest, slug: str) -> HttpResponse:
     tenant = await sync_to_async(_admin_tenant)(user, slug)
     row = await sync_to_async(choice.current)(tenant.pk)
     initial = {"choice": f"{row.provider}/{row.model}"} if row else {}
+    listings = await _listings(user, tenant)
     if request.method == "POST" and request.POST.get("what") == "policy":
-        await sync_to_async(_save_policy)(tenant, user.pk, request.POST)
+        refused = await sync_to_async(_save_policy)(tenant, user.pk, request.POST, listings)
+        if refused:
+            from django.contrib import messages
+
+            messages.error(request, _("Not a tool the server lists; that rule was not saved: %(servers)s")
+                           % {"servers": ", ".join(refused)})
         return redirect("mrtrweb:tenant-model", slug=slug)
     form = ModelChoiceForm(request.POST if request.method == "POST" else None, initial=initial)
     if request.method == "POST" and await sync_to_async(form.is_valid)():
@@ -187,5 +215,5 @@ async def tenant_model(request: HttpRequest, slug: str) -> HttpResponse:
         key = "" if form.cleaned_data["remove_key"] else (form.cleaned_data["api_key"] or None)
         await sync_to_async(choice.choose)(tenant, user.pk, provider, model, key)
         return redirect("mrtrweb:tenant-model", slug=slug)
-    ctx = await sync_to_async(_admin_context)(tenant, form)
+    ctx = await sync_to_async(_admin_context)(tenant, form, listings)
     return TemplateResponse(request, "mrtrweb/tenant_model.html", ctx)

@@ -10,7 +10,10 @@ step per ``POST /v1/chat/completions``:
   streamed as its id and name, then its arguments in pieces (several: parallel calls);
 * ``{"status": 429}`` / ``{"status": 500}`` -- an error answer;
 * ``{"malformed": True}`` -- an SSE event that is not JSON;
-* ``{"hang": True}`` -- one piece of text, then nothing more until the server stops.
+* ``{"hang": True}`` -- one piece of text, then nothing more until the server stops;
+* ``{"trickle": True}`` -- a stream that never ends: a one-character piece every 50 ms until the
+  client goes away or the server stops (each read answers in time; only a bound on the whole
+  reply stops it).
 
 With no step queued it answers the text "(nothing scripted)". ``server.requests``: the JSON body
 and the ``Authorization`` header of every request, in order.
@@ -101,6 +104,10 @@ class ModelServer:
                 for i in range(0, len(text), piece):
                     self._event({"content": text[i:i + piece]})
                     time.sleep(float(step.get("delay", 0)))
+                if step.get("trickle"):
+                    while not owner.stopping.wait(0.05):
+                        self._event({"content": "."})
+                    return
                 if step.get("hang"):
                     self._event({"content": "…"})
                     owner.stopping.wait(600)

@@ -1,8 +1,10 @@
 """A conversation in a real browser (Playwright + Debian Chromium against the live ASGI app, the
 real demo MCP server on loopback, the scripted OpenAI-compatible endpoint through the ``openai``
 SDK): the reply streamed over the WebSocket, a destructive proposal's warning, Approve with the
-call's round answered on the same consent card inside the conversation, Edit, Deny, and markup
-and ``javascript:`` links in the model's text that never become live."""
+call's round answered on the same consent card inside the conversation, Edit, Deny, markup
+and ``javascript:`` links in the model's text that never become live, a result steering the model
+into another server's destructive tool, axe-core, and the page's reads: only when told by a push
+(never while the person answers a card), on a slow timer only while its socket is down."""
 
 from __future__ import annotations
 
@@ -27,8 +29,9 @@ def chat_app(app, model_settings, model_server):
     return app
 
 
-def _record_deltas(page) -> list[list[str]]:
-    """The ``chat.delta`` texts each WebSocket of the page receives (the navigation's socket too)."""
+def _record_deltas(page, frames: list[str] | None = None) -> list[list[str]]:
+    """The ``chat.delta`` texts each WebSocket of the page receives (the navigation's socket too);
+    every frame's text also in ``frames`` when given."""
     sockets: list[list[str]] = []
 
     def on_ws(ws) -> None:
@@ -36,6 +39,8 @@ def _record_deltas(page) -> list[list[str]]:
         sockets.append(got)
 
         def on_frame(payload) -> None:
+            if frames is not None:
+                frames.append(payload if isinstance(payload, str) else payload.decode("utf-8", "replace"))
             try:
                 msg = json.loads(payload)
             except (TypeError, ValueError):
@@ -66,7 +71,8 @@ def test_approve_a_destructive_call_and_answer_its_round_in_the_conversation(cha
         {"id": "d1", "name": app.prefix + "deploy", "arguments": json.dumps({"env": "staging", "replicas": 2})}]},
         {"text": "Deployment **done**."})
     page = app.sign_in("alice")
-    sockets = _record_deltas(page)
+    frames: list[str] = []
+    sockets = _record_deltas(page, frames)
     _new_conversation(page)
     _send(page, "deploy 2 replicas to staging")
     proposal = page.locator("section.proposal")
@@ -105,6 +111,11 @@ def test_approve_a_destructive_call_and_answer_its_round_in_the_conversation(cha
     assert "Deployed 2 replica(s) to staging" in given["data_from_server"] and "CHG-7" in given["data_from_server"]
     assert "requestState" not in json.dumps(app.model.requests[1]["body"]["messages"])
     screenshot(page, "chat-done.png")
+    # what the page was pushed: the reply's text, ids, the panels; never a requestState or the session
+    cookies = [c["value"] for c in page.context.cookies() if c["name"] == "sessionid"]
+    assert frames and any('"chat.update"' in f for f in frames) and any('"operation"' in f for f in frames)
+    assert not any("requestState" in f or "request_state" in f for f in frames)
+    assert cookies and not any(c in f for c in cookies for f in frames)
 
 
 def test_edit_one_proposal_and_deny_another(chat_app):
@@ -213,3 +224,85 @@ def axe_js():
     from tests.views.conftest import axe_js as views_axe_js
 
     return views_axe_js.__wrapped__()
+
+
+def test_with_its_socket_down_the_page_rereads_slowly_and_only_then(chat_app, monkeypatch):
+    """Waiting calls and replies are pushed; only while the WebSocket is down does the page re-read the
+    conversation, every PAGE_FALLBACK_S (1 s here): a reply that comes meanwhile is shown anyway.
+    With the socket open, the page re-reads only when told (a push), never on a timer."""
+    from mrtrweb.views import chat as chat_views
+
+    app = chat_app
+    monkeypatch.setattr(chat_views, "PAGE_FALLBACK_S", 1)
+    app.model.script({"text": "First, with the socket open."},
+                     {"text": "Came while the socket was down.", "piece": 2, "delay": 0.05})
+    page = app.sign_in("alice")
+    reads: list[str] = []
+    updates: list[int] = []  # chat.update frames, per socket of the page (the navigation has one too)
+
+    def on_ws(ws) -> None:
+        updates.append(0)
+        at = len(updates) - 1
+
+        def on_frame(payload) -> None:
+            if isinstance(payload, str) and '"chat.update"' in payload:
+                updates[at] += 1
+        ws.on("framereceived", on_frame)
+    page.on("websocket", on_ws)
+    page.on("request", lambda r: reads.append(r.url) if r.url.endswith("/log/") else None)
+    _new_conversation(page)
+    _send(page, "hello")
+    expect(page.locator(".chat-assistant .chat-text")).to_have_text("First, with the socket open.")
+    expect(page.locator("#chat")).to_have_attribute("data-state", "idle")
+    page.wait_for_timeout(2500)  # more than two fallback periods
+    # an open socket's page reads when told (each chat.update, once as it opens, once after its send;
+    # pushes coming together are read once), never on a timer
+    told = len(reads)
+    assert told <= max(updates) + 2, (told, updates)
+    # the socket goes down (every reconnect refused): the send posts the form, the page re-reads slowly
+    page.route_web_socket(re.compile(r"/ws/mrtrweb/"), lambda ws: ws.close())
+    page.reload()
+    expect(page.locator("#chat")).not_to_have_attribute("data-ws-state", "open")
+    page.get_by_label("Your message").fill("and now?")
+    page.get_by_role("button", name="Send", exact=True).click()
+    expect(page.locator(".chat-assistant .chat-text").last).to_have_text("Came while the socket was down.",
+                                                                         timeout=15_000)
+    assert len(reads) > told  # re-read by the fallback, not pushed
+
+
+def test_a_change_told_while_the_person_answers_a_card_is_read_once_they_leave_it(chat_app):
+    """The page keeps a card the person is filling in: a push that comes meanwhile (another call of the
+    conversation ended) is read once, after they leave the card -- never re-fetched on a timer until then."""
+    app = chat_app
+    app.model.script({"calls": [
+        {"id": "k1", "name": app.prefix + "deploy", "arguments": json.dumps({"env": "staging", "replicas": 1})},
+        {"id": "k2", "name": app.prefix + "echo", "arguments": json.dumps({"text": "meanwhile"})}]},
+        {"text": "Both done."})
+    page = app.sign_in("alice")
+    _new_conversation(page)
+    _send(page, "deploy and echo")
+    proposals = page.locator("section.proposal")
+    expect(proposals).to_have_count(2)
+    proposals.nth(0).get_by_role("button", name="Approve").click()
+    card = page.locator(".chat-panel form.card")
+    expect(card).to_be_visible()
+    card.get_by_label("Change ticket").fill("CHG-9")  # the person is in the card
+    reads: list[str] = []
+    page.on("request", lambda r: reads.append(r.url) if r.url.endswith("/log/") else None)
+    echo = Proposal.objects.get(call_id="k2")
+    csrf = next(c["value"] for c in page.context.cookies() if c["name"] == "csrftoken")
+    r = page.context.request.post(f"{app.live.url}/mcp/chat/proposals/{echo.pk}/approve/",
+                                  headers={"X-CSRFToken": csrf, "Referer": page.url}, max_redirects=0)
+    assert r.status == 302
+    ended = Operation.objects.filter(name="echo", status="completed")
+    for _ in range(100):  # the echo's call ends (its pushes go to the page)
+        if ended.exists():
+            break
+        page.wait_for_timeout(100)
+    assert ended.exists()
+    page.wait_for_timeout(1000)  # its pushes have come; the page holds them
+    assert reads == [] and card.get_by_label("Change ticket").input_value() == "CHG-9"
+    page.get_by_label("Your message").focus()  # the person leaves the card
+    expect(proposals.nth(1)).to_have_attribute("data-status", "approved")
+    expect(proposals.nth(1).locator(".chat-panel")).to_contain_text("meanwhile")
+    assert len(reads) == 1

@@ -1,6 +1,7 @@
 """The OpenAI-compatible provider against a real scripted endpoint on loopback, through the
-``openai`` SDK: streamed text, tool calls, parallel tool calls, errors (429, 500, malformed
-events), a stream that never ends, a reply over the size bound, and the outbound rules."""
+``openai`` SDK: streamed text, tool calls, parallel tool calls, errors (429, 500, 401, malformed
+events), a stream that stalls and one that never ends (bounded by ``MODEL_REPLY_TIMEOUT_S`` for
+the whole reply), a reply over the size bound, and the outbound rules."""
 
 from __future__ import annotations
 
@@ -61,8 +62,10 @@ async def test_malformed_arguments_are_returned_as_written(model_settings, model
     ({"status": 401}, "provider_refused"),
     ({"malformed": True}, "provider_malformed"),
     ({"hang": True, "text": "starts"}, "provider_timeout"),
+    ({"trickle": True}, "provider_timeout"),  # never ends, though every read answers in time
 ])
 async def test_failures_are_stable_codes(model_settings, model_server, step, code):
+    model_settings.MRTRWEB = {**model_settings.MRTRWEB, "MODEL_REPLY_TIMEOUT_S": 1}  # the bound, for the whole reply
     model_server.script(step)
     with pytest.raises(ProviderError) as caught:
         await _reply(provider_for("local", "scripted-1", "sk-secret"))

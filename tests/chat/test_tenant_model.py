@@ -78,11 +78,55 @@ def test_the_policy_form_sets_server_and_tool_rules(seeded):
     assert not ToolPolicy.objects.filter(server=globex).exists()  # another tenant's server: untouched
 
 
+def test_a_tools_rule_is_chosen_from_the_servers_listing(seeded):
+    """Item 3: the tool of a rule is chosen from the tools the server lists (app-only tools left out),
+    the listing kept a while; a name the server does not list is refused; only a server that cannot
+    be listed takes a typed name, and says so."""
+    import re
+
+    from django.core.cache import caches
+
+    from mrtrweb.chat import tool_lists
+    from mrtrweb.models import McpServer
+
+    alice, server = seeded["users"]["alice"], seeded["servers"]["acme"]
+    down = McpServer.objects.create(tenant=server.tenant, name="Down server", url="http://127.0.0.1:9/mcp")
+    client = Client()
+    client.force_login(alice)
+    page = client.get("/mcp/tenants/acme/model/").content.decode()
+    listed = re.search(rf'<select name="tool-{server.pk}" class="policy-tool"[^>]*>(.*?)</select>', page, re.S)
+    assert listed is not None and f'<input name="tool-{server.pk}"' not in page
+    names = re.findall(r'<option value="([^"]*)">', listed.group(1))
+    assert names[0] == "" and {"echo", "deploy", "book_trip"} <= set(names[1:])
+    assert re.search(r'<option value="deploy">deploy — may change or delete things</option>', listed.group(1))
+    assert caches["default"].get(tool_lists._key(server.pk))["tools"]  # kept for the next page
+    # the server that cannot be listed: a typed name, said so
+    assert f'<input name="tool-{down.pk}" class="policy-tool-typed"' in page
+    assert "This server's tools cannot be listed now" in page
+    # a name the server does not list: refused, nothing saved or audited
+    r = client.post("/mcp/tenants/acme/model/", {"what": "policy", f"tool-{server.pk}": "no_such_tool",
+                                                 f"tool-rule-{server.pk}": "never"}, follow=True)
+    assert "Not a tool the server lists" in r.content.decode()
+    assert not ToolPolicy.objects.filter(server=server).exists() and not AuditEvent.objects.filter(
+        method="chat/policy").exists()
+    # a listed one, and a typed one for the server that cannot be listed
+    client.post("/mcp/tenants/acme/model/", {"what": "policy", f"tool-{server.pk}": "deploy",
+                                             f"tool-rule-{server.pk}": "never", f"tool-{down.pk}": "wipe",
+                                             f"tool-rule-{down.pk}": "never"})
+    assert ToolPolicy.objects.get(server=server, tool="deploy").rule == "never"
+    assert ToolPolicy.objects.get(server=down, tool="wipe").rule == "never"
+    page = client.get("/mcp/tenants/acme/model/").content.decode()
+    assert "<code>deploy</code>: Never allow" in page
+
+
 def test_demo_model_url_makes_every_tenant_use_the_endpoint(seeded, settings, model_server):
     from mrtrweb.management.commands.mrtrweb_demo import use_model
 
     use_model(model_server.url, "llama-test")
     assert set(TenantModel.objects.values_list("provider", "model")) == {("endpoint", "llama-test")}
+    from mrtrweb import conf
+
+    assert conf.get("SAMPLING_PROVIDER") == "mrtrweb.chat.sampling.ModelDraftsReply"  # the model drafts sampling replies
     provider = choice.provider_of(seeded["servers"]["acme"].tenant_id)
     assert provider.kind == "openai" and provider.model == "llama-test"
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 
 import pytest
 from django.test import AsyncClient
@@ -112,8 +113,12 @@ async def test_parallel_proposals_approve_and_deny_then_the_model_reads_only_res
     rows = [r async for r in AuditEvent.objects.filter(method="chat/proposal").order_by("sequence")]
     assert [r.event for r in rows] == ["proposed", "proposed", "approved", "proposal_denied"]
     assert all(r.initiator == "model" and r.initiator_detail["conversation"] == str(conv.pk) for r in rows)
-    dumped = json.dumps([r.__dict__ for r in rows], default=str)
-    assert "hello from the model" not in dumped and "production" not in dumped and "echo and deploy" not in dumped
+    # no conversation text and no argument value in any audit row (the proposals', the operation's, all)
+    every = [r.__dict__ async for r in AuditEvent.objects.all()]
+    assert len(every) > len(rows)
+    dumped = json.dumps(every, default=str)
+    for said in ("hello from the model", "production", "echo and deploy", "I will", "Echo said hello"):
+        assert said not in dumped, said
     assert rows[0].actions["arguments"].startswith("sha256:")
     op_rows = [r async for r in AuditEvent.objects.filter(operation_id=op.id)]
     assert op_rows and all(r.initiator == "model" for r in op_rows)
@@ -131,7 +136,20 @@ async def test_parallel_proposals_approve_and_deny_then_the_model_reads_only_res
     assert "proposed" not in person_rows and "approved" not in person_rows
 
 
-async def test_a_round_of_an_approved_call_stays_the_persons_and_the_model_never_sees_it(chat):
+async def test_a_round_of_an_approved_call_stays_the_persons_and_the_model_never_sees_it(chat, monkeypatch):
+    """Also: the waiting conversation learns of its call's end by the operation's push, not by
+    looking (the safety and fallback looks set to an hour: only the push can move it on)."""
+    from mrtrweb.chat import decisions, loop
+
+    monkeypatch.setattr(loop, "FOLLOW_SAFETY_S", 3600.0)
+    monkeypatch.setattr(loop, "FOLLOW_FALLBACK_S", 3600.0)
+    looks = []
+    real_open = decisions.open_proposals
+
+    def counted(conversation_id):
+        looks.append(conversation_id)
+        return real_open(conversation_id)
+    monkeypatch.setattr(decisions, "open_proposals", counted)
     conv, model, server = chat["conv"], chat["model"], chat["server"]
     model.script({"calls": [{"id": "t1", "name": f"demo_server_{server.pk}__book_trip",
                              "arguments": json.dumps({"destination": "Oslo"})}]}, {"text": "Booked or not."})
@@ -146,8 +164,12 @@ async def test_a_round_of_an_approved_call_stays_the_persons_and_the_model_never
     page = (await client.get(f"/mcp/chat/{conv.pk}/")).content.decode()
     assert f'id="card-{op.id}"' in page  # the same consent card, inside the conversation
     assert await AuditEvent.objects.filter(operation_id=op.id, event="shown").aexists()  # its receipt
+    looked_while_waiting = len(looks)
     await post_answer(client, f"/mcp/operations/{op.id}/answer/", {"action": "decline", "round": str(op.rounds)})
     conv = await settle(conv.pk)
+    assert conv.state == "idle" and len(model.requests) == 2  # moved on by the push of the call's end
+    # a look per push of that operation (its end), a few more for the advance: no look on a timer
+    assert len(looks) - looked_while_waiting <= 4, len(looks) - looked_while_waiting
     # what the model is given (its messages; the tools' descriptions are the server's own listing)
     body = json.dumps(model.requests[1]["body"]["messages"])
     assert "requestState" not in body and "inputRequests" not in body
@@ -218,30 +240,51 @@ async def test_hostile_proposals_unknown_server_too_many_and_malformed(chat, see
     assert props[1].refusal == "malformed_arguments"
     assert [p.status for p in props[2:5]] == ["pending"] * 3
     assert all(p.refusal == "too_many" for p in props[5:])
+    page = (await client.get(f"/mcp/chat/{conv.pk}/")).content.decode()
+    # the rest are shown as refused, saying why; only the first MODEL_PROPOSALS_AT_ONCE (5) are asked
+    assert page.count("The model proposed more calls at once than allowed") == 15
+    assert page.count("The model named a tool this conversation does not offer.") == 1
+    assert page.count('data-status="refused"') == 17 and page.count("Approve</button>") == 3
     for p in props[2:5]:
         await client.post(f"/mcp/chat/proposals/{p.pk}/deny/")
     conv = await settle(conv.pk)
     assert await Operation.objects.acount() == 0  # nothing reached any server
-    tool_msgs = [m async for m in ChatMessage.objects.filter(conversation=conv, role="tool")]
+    tool_msgs = [m async for m in ChatMessage.objects.filter(conversation=conv, role="tool").order_by("seq")]
     assert len(tool_msgs) == 20  # every call the model made gets its answer
+    told = [json.loads(m.text) for m in tool_msgs]
+    assert all(t["outcome"] == "not_called" for t in told)
+    assert sum("Too many calls proposed at once" in t["reason"] for t in told) == 15
+    rows = [r async for r in AuditEvent.objects.filter(method="chat/proposal", event="proposed")]
+    assert sorted(r.code for r in rows).count("too_many") == 15 and len(rows) == 20
     # another person cannot see or decide alice's proposals
     bob = await _client(seeded["users"]["bob"])
     assert (await bob.get(f"/mcp/chat/{conv.pk}/")).status_code == 404
     assert (await bob.post(f"/mcp/chat/proposals/{props[2].pk}/approve/")).status_code == 404
 
 
-@pytest.mark.parametrize("step, code", [({"status": 429}, "provider_rate_limited"),
-                                        ({"hang": True}, "provider_timeout"),
-                                        ({"malformed": True}, "provider_malformed")])
-async def test_a_failing_provider_leaves_a_clear_message_and_loses_nothing(chat, step, code):
+@pytest.mark.parametrize("step, code, said", [
+    ({"status": 429}, "provider_rate_limited", "The model is busy (rate limited)."),
+    ({"status": 500}, "provider_error", "The model&#x27;s endpoint answered with an error."),
+    ({"trickle": True}, "provider_timeout", "The model did not finish its reply in time."),  # never ends
+    ({"malformed": True}, "provider_malformed", "answered something that is not a reply"),
+    ({"calls": [{"name": "", "arguments": ""}], "text": "x"}, None, None)])  # a call with no name
+async def test_a_failing_provider_leaves_a_clear_message_and_loses_nothing(chat, model_settings, step, code, said):
+    model_settings.MRTRWEB = {**model_settings.MRTRWEB, "MODEL_REPLY_TIMEOUT_S": 1}
     conv, model = chat["conv"], chat["model"]
     model.script(step, {"text": "Back again."})
     client = await _client(chat["alice"])
     await _send(client, conv, "hello there")
+    if code is None:  # a malformed tool call: a refused proposal the model is told about, no failure
+        conv = await settle(conv.pk)
+        assert conv.state == "idle" and await Operation.objects.acount() == 0
+        (p,) = [p async for p in Proposal.objects.filter(conversation=conv)]
+        assert p.status == "refused" and p.refusal == "unknown_tool"
+        assert json.loads(model.requests[1]["body"]["messages"][-1]["content"])["outcome"] == "not_called"
+        return
     conv = await settle(conv.pk)
     assert conv.state == "failed" and conv.error_code == code
     page = (await client.get(f"/mcp/chat/{conv.pk}/")).content.decode()
-    assert "Try again" in page and "hello there" in page
+    assert "Try again" in page and "hello there" in page and said in page and "Your conversation is saved" in page
     await client.post(f"/mcp/chat/{conv.pk}/continue/")
     conv = await settle(conv.pk)
     assert conv.state == "idle"
@@ -295,29 +338,150 @@ async def test_without_a_configured_model_the_scripted_demo_model_proposes_and_q
 
 
 async def test_a_step_interrupted_by_a_restart_is_resumable(chat):
-    """A worker that died mid-step leaves the conversation ``thinking`` with an old start: the page
-    says so and Continue runs the step again, from the saved conversation."""
+    """Item 6: the worker running a step goes away mid-reply. Stopped (its task cancelled while the
+    model streams), the conversation says so at once; killed (nothing of it runs any more), it stays
+    ``thinking`` until its step is older than a reply may take, and the page says when it will look
+    again. Either way the person's message was saved before the step, Try again runs the step from
+    the saved conversation, and nothing is lost or doubled."""
+    from asgiref.sync import sync_to_async
     from django.utils import timezone
 
+    from mrtrweb.chat import loop, turns
+
     conv, model = chat["conv"], chat["model"]
-    model.script({"text": "Here I am again."})
+    model.script({"trickle": True}, {"text": "Here I am again."}, {"text": "And again."})
     client = await _client(chat["alice"])
-    from asgiref.sync import sync_to_async
-
-    from mrtrweb.chat import turns
-
     assert await sync_to_async(turns.add_user_message)(conv, "are you there?")
-    old = timezone.now() - timezone.timedelta(seconds=3 + 61)  # MODEL_REPLY_TIMEOUT_S 3 in these tests
-    await Conversation.objects.filter(pk=conv.pk).aupdate(step_started_at=old)  # the step's worker is gone
+    step = asyncio.get_running_loop().create_task(loop.run(conv.pk, chat["alice"].pk))
+    deadline = asyncio.get_running_loop().time() + 10
+    while not model.requests:  # the model is streaming its reply
+        assert asyncio.get_running_loop().time() < deadline
+        await asyncio.sleep(0.05)
+    step.cancel()  # the worker stops mid-step
+    with pytest.raises(asyncio.CancelledError):
+        await step
+    conv = await Conversation.objects.aget(pk=conv.pk)
+    assert (conv.state, conv.error_code) == ("failed", "interrupted")
+    assert [m.role async for m in ChatMessage.objects.filter(conversation=conv)] == ["user"]  # saved before
     page = (await client.get(f"/mcp/chat/{conv.pk}/")).content.decode()
-    assert "The last step was interrupted" in page and "Try again" in page
-    busy = await client.post(f"/mcp/chat/{conv.pk}/send/", {"text": "hello?"})
-    assert busy.status_code == 409  # nothing lost, nothing doubled: the saved turn goes on first
+    assert "The last step was interrupted (the server restarted)" in page and "Try again" in page
     await client.post(f"/mcp/chat/{conv.pk}/continue/")
     conv = await settle(conv.pk)
     assert conv.state == "idle"
     texts = [(m.role, m.text) async for m in ChatMessage.objects.filter(conversation=conv).order_by("seq")]
     assert texts == [("user", "are you there?"), ("assistant", "Here I am again.")]
+    assert model.requests[1]["body"]["messages"][-1] == {"role": "user", "content": "are you there?"}
+
+    # killed: the step's worker is gone without a word (the conversation saved as thinking)
+    assert await sync_to_async(turns.add_user_message)(conv, "still there?")
+    page = (await client.get(f"/mcp/chat/{conv.pk}/log/")).content.decode()
+    assert "The model is replying" in page and "Try again" not in page  # not yet known to be lost
+    assert 60 < int(re.search(r'data-stale-in="(\d+)"', page).group(1)) <= 3 + 61  # the page looks again then
+    old = timezone.now() - timezone.timedelta(seconds=3 + 61)  # MODEL_REPLY_TIMEOUT_S 3 in these tests
+    await Conversation.objects.filter(pk=conv.pk).aupdate(step_started_at=old)  # time passes
+    page = (await client.get(f"/mcp/chat/{conv.pk}/log/")).content.decode()
+    assert "The last step was interrupted" in page and "Try again" in page and "data-stale-in" not in page
+    busy = await client.post(f"/mcp/chat/{conv.pk}/send/", {"text": "hello?"})
+    assert busy.status_code == 409  # nothing lost, nothing doubled: the saved turn goes on first
+    await client.post(f"/mcp/chat/{conv.pk}/continue/")
+    conv = await settle(conv.pk)
+    texts = [(m.role, m.text) async for m in ChatMessage.objects.filter(conversation=conv).order_by("seq")]
+    assert texts[2:] == [("user", "still there?"), ("assistant", "And again.")]
+
+
+async def test_a_step_whose_worker_is_judged_dead_is_interrupted_without_waiting_for_the_bound(chat, monkeypatch):
+    """Item 6, a killed worker: a step names the worker that runs it (its lease written first); a page
+    served by another worker says the step was interrupted as soon as that worker is judged dead (its
+    lease stale), not only after the reply's time bound; while it lives, the page looks again when it
+    could be judged."""
+    from asgiref.sync import sync_to_async
+    from django.utils import timezone
+
+    from mrtrweb.chat import turns
+    from mrtrweb.models import WorkerLease
+    from mrtrweb.runtime import workers
+
+    conv, model = chat["conv"], chat["model"]
+    model.script({"text": "Named."}, {"text": "Back on a live worker."})
+    client = await _client(chat["alice"])
+    await _send(client, conv, "hello")
+    conv = await settle(conv.pk)
+    assert conv.worker == workers.WORKER_ID  # the step named this worker, whose lease exists
+
+    monkeypatch.setattr(workers, "trusted", lambda: True)  # this worker's own renewals went well
+    await WorkerLease.objects.acreate(worker_id="other-host:4242:abcd", host="other-host", pid=4242,
+                                      started_at=timezone.now(), beat_at=timezone.now())
+    assert await sync_to_async(turns.add_user_message)(conv, "and now?", "other-host:4242:abcd")
+    log = (await client.get(f"/mcp/chat/{conv.pk}/log/")).content.decode()
+    assert "The model is replying" in log and "Try again" not in log  # its worker lives
+    looks_in = int(re.search(r'data-stale-in="(\d+)"', log).group(1))
+    assert looks_in <= workers.stale_after().total_seconds() + 2 * workers.period() + 1 < 3 + 60
+    await WorkerLease.objects.filter(pk="other-host:4242:abcd").aupdate(
+        beat_at=timezone.now() - workers.stale_after() * 2)  # it stopped renewing: killed
+    log = (await client.get(f"/mcp/chat/{conv.pk}/log/")).content.decode()
+    assert "The last step was interrupted" in log and "Try again" in log
+    await client.post(f"/mcp/chat/{conv.pk}/continue/")
+    conv = await settle(conv.pk)
+    texts = [(m.role, m.text) async for m in ChatMessage.objects.filter(conversation=conv).order_by("seq")]
+    assert texts[2:] == [("user", "and now?"), ("assistant", "Back on a live worker.")]
+    assert conv.worker == workers.WORKER_ID
+
+
+async def test_with_the_channel_layer_down_a_waiting_conversation_is_looked_at_slowly(chat, monkeypatch, caplog):
+    """The pushes cannot be heard (the channel layer is down): the calls are looked at every
+    FOLLOW_FALLBACK_S instead, said once in the log, and the turn goes on when they end."""
+    import channels.layers
+
+    from mrtrweb.chat import loop
+
+    def down(*args, **kwargs):
+        raise ConnectionError("the layer is down")
+    monkeypatch.setattr(channels.layers, "get_channel_layer", down)
+    monkeypatch.setattr(loop, "FOLLOW_FALLBACK_S", 0.2)
+    conv, model, server = chat["conv"], chat["model"], chat["server"]
+    model.script({"calls": [{"id": "f1", "name": f"demo_server_{server.pk}__book_trip",
+                             "arguments": json.dumps({"destination": "Bern"})}]}, {"text": "Heard without a push."})
+    client = await _client(chat["alice"])
+    await _send(client, conv, "book")
+    (trip,) = await pending(conv.pk, 1)
+    await client.post(f"/mcp/chat/proposals/{trip.pk}/approve/")
+    await operations.wait_idle()
+    op = (await Proposal.objects.select_related("operation").aget(pk=trip.pk)).operation
+    await post_answer(client, f"/mcp/operations/{op.id}/answer/", {"action": "decline", "round": str(op.rounds)})
+    conv = await settle(conv.pk)
+    assert conv.state == "idle" and len(model.requests) == 2
+    said = [r for r in caplog.records if "channel layer cannot be listened to" in r.getMessage()]
+    assert len(said) == 1
+
+
+async def test_a_waiting_conversation_whose_watcher_was_lost_goes_on_when_its_page_is_opened(chat):
+    """Item 6, while calls run: the worker watching a waiting conversation goes away (its watcher
+    cut); the call's round waits for the person (no worker holds it), who answers it; the
+    conversation waits, saved, until its page is opened, which watches its calls again."""
+    from mrtrweb.chat import loop
+
+    conv, model, server = chat["conv"], chat["model"], chat["server"]
+    model.script({"calls": [{"id": "w1", "name": f"demo_server_{server.pk}__book_trip",
+                             "arguments": json.dumps({"destination": "Rome"})}]}, {"text": "Not booked, then."})
+    client = await _client(chat["alice"])
+    await _send(client, conv, "book a trip")
+    (trip,) = await pending(conv.pk, 1)
+    await client.post(f"/mcp/chat/proposals/{trip.pk}/approve/")
+    await operations.wait_idle()
+    watcher = loop._following.get(str(conv.pk))
+    assert watcher is not None
+    watcher.cancel()  # the worker is gone
+    with pytest.raises(asyncio.CancelledError):
+        await watcher
+    op = (await Proposal.objects.select_related("operation").aget(pk=trip.pk)).operation
+    await post_answer(client, f"/mcp/operations/{op.id}/answer/", {"action": "decline", "round": str(op.rounds)})
+    await operations.wait_idle()
+    assert (await Operation.objects.aget(pk=op.id)).status not in Operation.LIVE
+    assert (await Conversation.objects.aget(pk=conv.pk)).state == "waiting" and len(model.requests) == 1
+    assert (await client.get(f"/mcp/chat/{conv.pk}/")).status_code == 200  # the page watches again
+    conv = await settle(conv.pk)
+    assert conv.state == "idle" and len(model.requests) == 2
+    assert json.loads(model.requests[1]["body"]["messages"][-1]["content"])["tool"] == "book_trip"
 
 
 async def test_the_person_narrows_the_servers_and_tools_of_a_conversation(chat, seeded):

@@ -421,6 +421,8 @@ PRODUCT_EXPRESSIONS = {
     "conversation.state", "conversation.pk", "item.role", "item.notice", "item.html", "item.s.pk", "o.pk", "o.kind",
     "pv.p.status", "pv.p.pk", "pv.p.get_status_display", "pv.refusal", "pv.panel.op.id", "pv.panel.html",
     "m.tenant.slug", "r", "v", "l",
+    # the page's timers (mrtrweb.views.chat: seconds until a step counts as lost, the fallback's period)
+    "stale_in", "fallback_ms",
     # issue 29: the servers pages' bounds (MRTRWEB), a count of pending operations, a URL the view reversed
     "max_servers", "pending", "back",
     # issue 31: the sandbox proxy's URL (the configured sandbox origin, a path, a signed site origin)

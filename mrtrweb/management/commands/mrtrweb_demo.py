@@ -136,7 +136,10 @@ def allow_http_loopback() -> None:
 def use_model(url: str, name: str) -> None:
     """``--model-url URL --model NAME``: a real OpenAI-compatible endpoint as the provider ``endpoint``
     of this process (its host allowed by ``MODEL_URL_POLICY``, plain http too: a development run),
-    chosen for every demo tenant; its key, if it needs one, from ``$MRTRWEB_DEMO_MODEL_KEY``."""
+    chosen for every demo tenant; its key, if it needs one, from ``$MRTRWEB_DEMO_MODEL_KEY``. A server's
+    sampling request (where a tenant admin allows it) is then drafted by that model for the person to
+    review (``SAMPLING_PROVIDER`` :class:`mrtrweb.chat.sampling.ModelDraftsReply`), unless the deployer
+    set a sampling provider of their own."""
     import urllib.parse
 
     from django.conf import settings
@@ -148,6 +151,9 @@ def use_model(url: str, name: str) -> None:
                         "MODEL_PROVIDERS": {"endpoint": {"kind": "openai", "base_url": url, "models": [name],
                                                          "label": "--model-url", "api_key_env": "MRTRWEB_DEMO_MODEL_KEY"}},
                         "MODEL_URL_POLICY": {"allow_hosts": [host], "allow_http_hosts": [host]}}
+    if "SAMPLING_PROVIDER" not in settings.MRTRWEB or settings.MRTRWEB["SAMPLING_PROVIDER"] == \
+            "mrtrweb.consent.sampling.PersonWritesReply":
+        settings.MRTRWEB = {**settings.MRTRWEB, "SAMPLING_PROVIDER": "mrtrweb.chat.sampling.ModelDraftsReply"}
     for tenant in Tenant.objects.all():
         TenantModel.objects.update_or_create(tenant=tenant, defaults={"provider": "endpoint", "model": name})
 

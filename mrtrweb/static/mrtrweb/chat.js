@@ -13,20 +13,48 @@
   var streamText = streaming && streaming.querySelector(".chat-stream-text");
   var live = document.getElementById("live");
   var socket = null, retry = 500, refreshing = null, again = false;
+  var FALLBACK_MS = parseInt(root.getAttribute("data-fallback-ms") || "", 10) || 10000;  // the slow re-read while the socket is down
+  var fallback = null;
 
   function said(attr) { return String(root.getAttribute(attr) || ""); }
 
+  // a step the server may have lost (its worker killed) is looked at once more when it would count
+  // as interrupted (the log's data-stale-in, seconds), so that Try again shows without a reload
+  var staleTimer = null;
+  function watchStale() {
+    if (staleTimer) { clearTimeout(staleTimer); staleTimer = null; }
+    var log = root.querySelector(".chat-log");
+    var secs = log ? parseInt(log.getAttribute("data-stale-in") || "", 10) : NaN;
+    if (secs >= 0) staleTimer = setTimeout(function () { staleTimer = null; refresh(); }, (secs + 1) * 1000);
+  }
+
+  // the person is answering a card: the messages are re-read once they leave it, not before (and
+  // not on a timer meanwhile)
+  var deferred = false;
+  function answering() {
+    return root.querySelector(".chat-panel form.card :focus, .chat-panel form.review :focus");
+  }
+  root.addEventListener("focusout", function () {
+    if (!deferred) return;
+    setTimeout(function () {  // where the focus went is known after the event
+      if (deferred && !answering()) { deferred = false; refresh(); }
+    }, 0);
+  });
+
   function refresh() {
     if (refreshing) { again = true; return; }
+    if (answering()) { deferred = true; return; }
     refreshing = fetch(logUrl, {credentials: "same-origin", headers: {"X-Requested-With": "fetch"}})
       .then(function (r) { return r.ok ? r.text() : null; })
       .then(function (html) {
         if (html === null) return;
-        var keep = root.querySelector(".chat-panel form.card :focus, .chat-panel form.review :focus");
-        if (keep) { again = true; return; }  // the person is answering a card: later
+        if (answering()) { deferred = true; return; }  // focused meanwhile: later
         root.innerHTML = html;
         var state = root.querySelector(".chat-log");
         root.setAttribute("data-state", state ? state.getAttribute("data-state") : "");
+        watchStale();
+        var title = state && state.getAttribute("data-title"), heading = document.querySelector(".chat-title");
+        if (title && heading && heading.textContent !== title) heading.textContent = title;  // named after the first message
         if (streaming && root.getAttribute("data-state") !== "thinking") {
           streaming.hidden = true;
           if (streamText) streamText.textContent = "";
@@ -128,12 +156,28 @@
       .catch(function () { sendForm.submit(); });
   });
 
+  // while the socket is down and the conversation is busy (thinking, waiting), re-read slowly
+  function fallbackTick() {
+    fallback = null;
+    if (socket && socket.readyState === 1) return;
+    var state = root.getAttribute("data-state");
+    if (state === "thinking" || state === "waiting") refresh();
+    fallback = setTimeout(fallbackTick, FALLBACK_MS);
+  }
+
   function connect() {
     var url = (location.protocol === "https:" ? "wss://" : "ws://") + location.host + root.getAttribute("data-ws");
-    socket = new WebSocket(url);
+    try {
+      socket = new WebSocket(url);
+    } catch (err) {  // refused before any connection (a CSP's connect-src): the slow re-read only
+      root.setAttribute("data-ws-state", "unavailable");
+      if (!fallback) fallback = setTimeout(fallbackTick, FALLBACK_MS);
+      return;
+    }
     socket.onopen = function () {
       retry = 500;
       root.setAttribute("data-ws-state", "open");
+      if (fallback) { clearTimeout(fallback); fallback = null; }
       refresh();  // what changed before the socket opened
     };
     socket.onmessage = function (event) {
@@ -151,10 +195,12 @@
     };
     socket.onclose = function (event) {
       root.setAttribute("data-ws-state", "closed");
+      if (!fallback) fallback = setTimeout(fallbackTick, FALLBACK_MS);
       if (event.code === 4401 || event.code === 4403) return;
       setTimeout(connect, retry);
       retry = Math.min(retry * 2, 10000);
     };
   }
+  watchStale();
   connect();
 })();
