@@ -5,7 +5,7 @@
   :mod:`.sessions` a socket lives only as long as its sign-in session;
   :mod:`.languages` the language of its pushes; :mod:`.layerwatch` a restarted channel layer
   closes it; :mod:`.origin` the full origin check in front of it; :mod:`.server_log` a server's
-  log messages during a call (``operation.log``).
+  log messages during a call (``operation.log``); :mod:`.csrf` the masked CSRF token of a pushed panel's forms.
 
 Sending a push (never raising) is :mod:`mrtrweb.runtime.push`, used from below.
 

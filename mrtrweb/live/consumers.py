@@ -53,6 +53,7 @@ from .. import conf
 from . import layerwatch, sessions
 from ..runtime import metrics, outage, push
 from .languages import scope_language
+from .csrf import form_token
 from ..models import Operation
 from ..consent.panels import record_shown, render_push
 from .pending_watch import PendingWatch
@@ -343,10 +344,9 @@ class OperationsConsumer(PendingWatch, ResourceWatching, ServerLogPush, ChatPush
         when it showed a round's card, write that card's consent receipt (a second hop, after
         the card went out: an answer to the round is refused until the receipt is written, and
         when it cannot be written)."""
-        csrf = self.scope.get("cookies", {}).get("csrftoken", "")
-        # in the loop's thread pool, not the one thread every socket's and drive loop's sync work
-        # shares (Channels runs a consumer in no ThreadSensitiveContext): pushes to many people
-        # render side by side (each hop closes what it leaves of its database connection)
+        csrf = form_token(self.scope.get("cookies", {}).get(settings.CSRF_COOKIE_NAME, ""))
+        # in the loop's thread pool, not the one thread all sync work shares (Channels runs a consumer in no
+        # ThreadSensitiveContext): pushes render side by side (each hop closes its database connection)
         cause, op, html, rnd, waiting = await database_sync_to_async(self._panel_for, thread_sensitive=False)(
             event.get("operation_id"), csrf)
         if cause:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from django.test import AsyncClient
 
 from mrtrweb import operations
 from mrtrweb.models import Operation
@@ -43,9 +44,22 @@ async def test_round_is_pushed_to_its_user_only(seeded):
     assert msg["type"] == "operation" and msg["id"] == str(op.id) and msg["status"] == "awaiting_input"
     html = msg["html"]
     assert 'class="card"' in html and "Deploy 2 replica(s) to staging?" in html
-    assert alice.cookies["csrftoken"].value in html  # the card posts with this tab's CSRF token
+    # the card posts with this tab's CSRF token, masked as a page's is: the cookie's secret itself
+    # never travels in a frame, and the token the frame carries is accepted
+    secret = alice.cookies["csrftoken"].value
+    assert secret not in html
+    token = html.split('name="csrfmiddlewaretoken" value="')[1].split('"')[0]
+    assert len(token) == 64 and token != secret
     assert await sockets["carol"].receive_nothing(timeout=0.3)
     assert await sockets["bob"].receive_nothing(timeout=0.3)
+    strict = AsyncClient(enforce_csrf_checks=True)
+    strict.cookies = alice.cookies
+    action = f"/mcp/operations/{op.id}/answer/"
+    assert action in html
+    refused = await strict.post(action, {"action": "decline", "round": str(op.rounds)})
+    assert refused.status_code == 403  # without the token
+    answered = await strict.post(action, {"action": "decline", "round": str(op.rounds), "csrfmiddlewaretoken": token})
+    assert answered.status_code in (200, 302), answered.status_code
     for ws in sockets.values():
         await ws.disconnect()
 
