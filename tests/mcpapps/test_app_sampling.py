@@ -1,0 +1,81 @@
+"""An app's ``sampling/createMessage`` decided on the server (mrtrweb.appcalls.sampling), without a
+browser: the host's endpoints driven with Django's client against our app server
+(tests/apps_server.py) and the scripted model (tests/chat/model_server.py) through the ``openai`` SDK.
+
+Not offered (``not_offered``, JSON-RPC ``-32601``, no model asked) without a model or without the
+admin's allowance; a model that fails drafts nothing and frees the app's one waiting sampling; a
+reply the product does not take keeps the draft waiting; a decision is taken once, and only by the
+page's person."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from mrtrweb.models import AuditEvent, McpServer, TenantModel
+from tests.chat.model_server import ModelServer
+from tests.mcpapps.test_app_calls import _ask, _client, _rendered, own, sandbox  # noqa: F401 -- fixtures
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+ASK = {"method": "sampling/createMessage",
+       "params": {"messages": [{"role": "user", "content": {"type": "text", "text": "hello"}}], "maxTokens": 20}}
+
+
+@pytest.fixture
+def model(settings, sandbox):  # noqa: F811
+    server = ModelServer().start()
+    settings.MRTRWEB = {**settings.MRTRWEB, "MODEL_DEMO": False,
+                        "MODEL_PROVIDERS": {"local": {"kind": "openai", "base_url": server.url,
+                                                      "models": ["scripted-1"], "label": "Test endpoint"}},
+                        "MODEL_URL_POLICY": {"allow_hosts": ["127.0.0.1"], "allow_http_hosts": ["127.0.0.1"]},
+                        "MODEL_REPLY_TIMEOUT_S": 5}
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+async def test_sampling_is_not_offered_without_a_model_or_the_admins_allowance(seeded, own, model):  # noqa: F811
+    host, client = await _rendered(seeded, own)
+    server = await McpServer.objects.aget(name="Panel app")
+    await TenantModel.objects.acreate(tenant_id=server.tenant_id, provider="local", model="scripted-1")
+    status, body = await _ask(client, host, ASK)  # a model, but sampling not allowed for the server
+    assert (status, body["error"], body["rpc"]) == (404, "not_offered", -32601)
+    await McpServer.objects.filter(pk=server.pk).aupdate(allow_sampling=True)
+    await TenantModel.objects.all().adelete()
+    status, body = await _ask(client, host, ASK)  # allowed, but no model
+    assert (status, body["error"], body["rpc"]) == (404, "not_offered", -32601)
+    assert model.requests == []
+    assert not await AuditEvent.objects.filter(method="sampling/createMessage").aexists()
+
+
+async def test_a_failed_draft_a_bad_reply_and_one_decision(seeded, own, model):  # noqa: F811
+    host, client = await _rendered(seeded, own)
+    server = await McpServer.objects.aget(name="Panel app")
+    await McpServer.objects.filter(pk=server.pk).aupdate(allow_sampling=True)
+    await TenantModel.objects.acreate(tenant_id=server.tenant_id, provider="local", model="scripted-1")
+
+    model.script({"status": 500})  # the model fails: nothing held, the app's slot freed
+    status, body = await _ask(client, host, ASK)
+    assert (status, body["error"], body["rpc"]) == (502, "model_failed", -32001)
+    model.script({"text": "drafted"})
+    status, body = await _ask(client, host, ASK)
+    assert status == 200 and body["status"] == "confirm", body
+    url = re.search(r'action="([^"]+/app/sampling/[^"]+/)"', body["card"]).group(1)
+    # a reply the product does not take: said, the draft still waits
+    for reply in ("", "   ", "x" * 20001):
+        answer = await client.post(url, {"decision": "send", "reply": reply})
+        assert answer.status_code == 400 and answer.json()["error"] == "bad_reply"
+    # only the page's person decides
+    carol = await _client(seeded["users"]["carol"])
+    assert (await carol.post(url, {"decision": "send", "reply": "mine"})).status_code == 404
+    answer = await client.post(url, {"decision": "send", "reply": "drafted"})
+    assert answer.status_code == 200 and answer.json() == {"status": "sampled", "result": {
+        "role": "assistant", "content": {"type": "text", "text": "drafted"}, "model": "scripted-1",
+        "stopReason": "endTurn"}}
+    again = await client.post(url, {"decision": "refuse"})  # taken once
+    assert again.status_code == 410 and again.json()["error"] == "expired"
+    events = [e async for e in AuditEvent.objects.filter(method="sampling/createMessage").order_by("sequence")]
+    assert [e.event for e in events] == ["proposed", "approved"]
