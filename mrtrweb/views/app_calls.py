@@ -15,7 +15,8 @@ app: it runs on the sandbox origin, without the site's cookies); every POST carr
   frame), or ``not_offered`` (JSON-RPC ``-32601``) where the page does not offer sampling.
 * ``app_decide`` (POST, ``decision`` = ``confirm`` | ``decline``) -- the person's decision on a card:
   started, or ``{"error": "declined"}``.
-* ``app_sampling_decide`` (POST, ``decision`` = ``send`` | ``refuse``, ``reply``) -- the person's
+* ``app_sampling_decide`` (POST, ``token`` -- in the body, so that no log holds it --, ``decision`` =
+  ``send`` | ``refuse``, ``reply``) -- the person's
   decision on a sampling draft: ``{"status": "sampled", "result": CreateMessageResult}`` (what the
   app receives), or a refusal (``declined``, ``expired``, ``bad_reply``).
 * ``app_call`` (GET) -- an app's operation as the page waits for it (:func:`mrtrweb.appcalls.calls.outcome`).
@@ -105,8 +106,8 @@ async def app_request(request: HttpRequest, op_id: Any) -> HttpResponse:
             draft = await app_sampling.request(user, host, body.get("params"))
             card = await sync_to_async(_card)(
                 request, kind="sampling", host=host, view=draft.view, draft=draft.text, model=draft.model,
-                max_reply=app_sampling.MAX_REPLY_CHARS,
-                decide_url=reverse("mrtrweb:app-sampling-decide", args=[host.op.id, draft.token]))
+                max_reply=app_sampling.MAX_REPLY_CHARS, sampling_token=draft.token,
+                decide_url=reverse("mrtrweb:app-sampling-decide", args=[host.op.id]))
             return JsonResponse({"status": "confirm", "card": card})
         raise AppCallRefused("bad_request", calls.BAD_REQUEST)
     except AppCallRefused as exc:
@@ -131,7 +132,7 @@ async def app_decide(request: HttpRequest, op_id: Any, token: str) -> HttpRespon
 
 @login_required
 @require_POST
-async def app_sampling_decide(request: HttpRequest, op_id: Any, token: str) -> HttpResponse:
+async def app_sampling_decide(request: HttpRequest, op_id: Any) -> HttpResponse:
     """See the module doc."""
     user = await _user(request)
     try:
@@ -139,7 +140,8 @@ async def app_sampling_decide(request: HttpRequest, op_id: Any, token: str) -> H
         decision = request.POST.get("decision")
         if decision not in ("send", "refuse"):
             raise AppCallRefused("bad_request", calls.BAD_REQUEST)
-        result = await app_sampling.decide(user, host, token, send=decision == "send", reply=request.POST.get("reply"))
+        result = await app_sampling.decide(user, host, request.POST.get("token", ""), send=decision == "send",
+                                           reply=request.POST.get("reply"))
     except AppCallRefused as exc:
         return _refused(exc)
     return JsonResponse({"status": "sampled", "result": result})

@@ -102,6 +102,7 @@ export function installAppRequests(bridge, box) {
         event.preventDefault();
         const decision = event.submitter ? event.submitter.value : "refuse";
         const reply = form.querySelector("textarea[name=reply]").value;
+        const token = form.querySelector("input[name=token]").value;
         form.querySelectorAll("button").forEach((b) => { b.disabled = true; });
         let answer = null;
         let data = null;
@@ -109,7 +110,7 @@ export function installAppRequests(bridge, box) {
           answer = await fetch(form.getAttribute("action"), {
             method: "POST", credentials: "same-origin",
             headers: { "X-CSRFToken": csrf, "Accept": "application/json" },
-            body: new URLSearchParams({ decision: decision, reply: reply }),
+            body: new URLSearchParams({ token: token, decision: decision, reply: reply }),
           });
           data = await answer.json();
         } catch (e) {
