@@ -193,7 +193,8 @@ async def decide(user: Any, host: AppHost, token: str, *, send: bool, reply: Any
 
     Raises:
         AppCallRefused: ``bad_reply`` (400, the draft still waits), ``expired`` (410: unknown, used,
-            past ``APPS_CALL_TIMEOUT_S``, another person's or app's), ``declined`` (409),
+            past ``APPS_CALL_TIMEOUT_S``, another person's or app's), ``not_offered`` (the model or the
+            allowance is gone since the draft: nothing sent), ``declined`` (409),
             ``audit_unavailable`` (503: nothing goes to the app).
     """
     token = str(token)[:100]
@@ -205,6 +206,9 @@ async def decide(user: Any, host: AppHost, token: str, *, send: bool, reply: Any
             or time.time() > held["asked_at"] + float(conf.get("APPS_CALL_TIMEOUT_S")):
         raise AppCallRefused("expired", EXPIRED, 410)
     await sync_to_async(_release)(host, token)
+    if not await sync_to_async(offered)(host.server, host.op.tenant_id):  # withdrawn since the draft
+        logger.info("app of operation %s: sampling no longer offered, its draft dropped", host.op.pk)
+        raise AppCallRefused("not_offered", NOT_OFFERED, 404)
     draft = held["draft"]
     drafted = _digest(draft["content"]["text"])
     if not send:

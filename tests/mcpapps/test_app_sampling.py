@@ -87,3 +87,12 @@ async def test_a_failed_draft_a_bad_reply_and_one_decision(seeded, own, model, c
     rows = re.findall(r'<tr class="event event-[a-z_]+" data-event="([a-z_]+)"', history)
     assert "proposed" in rows and "approved" in rows and "app_rendered" not in rows
     assert "sampling/createMessage" in history and "drafted-4410" not in history and "hello" not in history
+    # the admin withdraws sampling between a draft and the person's Send: nothing is sent
+    model.script({"text": "a late draft"})
+    status, body = await _ask(client, host, ASK)
+    assert status == 200, body
+    token = re.search(r'name="token" value="([^"]+)"', body["card"]).group(1)
+    await McpServer.objects.filter(pk=server.pk).aupdate(allow_sampling=False)
+    answer = await client.post(url, {"token": token, "decision": "send", "reply": "a late draft"})
+    assert answer.status_code == 404 and answer.json()["error"] == "not_offered"
+    assert await AuditEvent.objects.filter(method="sampling/createMessage", event="approved").acount() == 1
