@@ -36,6 +36,7 @@ urlpatterns = [
     # an app's own requests (issue 31 item 4, mrtrweb.views.app_calls)
     path("operations/<uuid:op_id>/app/requests/", app_calls.app_request, name="app-request"),
     path("operations/<uuid:op_id>/app/requests/<str:token>/", app_calls.app_decide, name="app-decide"),
+    path("operations/<uuid:op_id>/app/sampling/", app_calls.app_sampling_decide, name="app-sampling-decide"),
     path("operations/<uuid:op_id>/app/calls/<uuid:call_id>/", app_calls.app_call, name="app-call"),
     path("operations/<uuid:op_id>/app/download/<str:token>/", app_calls.app_download, name="app-download"),
     path("apps/sandbox/", mcp_apps.sandbox_proxy, name="app-sandbox"),

@@ -49,6 +49,8 @@ APP_URI = "ui://panel/app.html"
 MIME = "text/html;profile=mcp-app"
 #: an app's message that is markup: shown as text by the host, never as HTML
 MARKUP = "<img src=x onerror=\"window.__pwned=1\"><b>bold</b>"
+#: what the app's ``sampling`` request asks the model (markup: the host's card shows it as text)
+SAMPLING_ASKS = "Summarise the panel <img src=x onerror=\"window.__pwned=2\">"
 #: the answer the tests give to ``transfer``'s round (it must never reach the app)
 CODE_FIELD = "code"
 
@@ -70,7 +72,9 @@ REQUESTS: dict[str, tuple[str, dict[str, Any]]] = {
     "message": ("ui/message", {"role": "user", "content": [{"type": "text", "text": "hi"}]}),
     "markup_message": ("ui/message", {"role": "user", "content": [{"type": "text", "text": MARKUP}]}),
     "context": ("ui/update-model-context", {"content": [{"type": "text", "text": "ctx"}]}),
-    "sampling": ("sampling/createMessage", {"messages": [], "maxTokens": 5}),
+    "sampling": ("sampling/createMessage", {"messages": [{"role": "user", "content": {
+        "type": "text", "text": SAMPLING_ASKS}}], "systemPrompt": "Answer in one line.", "maxTokens": 50}),
+    "sampling_empty": ("sampling/createMessage", {"messages": [], "maxTokens": 5}),
 }
 
 APP_HTML = """<!doctype html><html><head><meta charset="utf-8"><title>panel</title></head><body>

@@ -13,12 +13,17 @@ Owns:
   waits for the person's confirmation first; the time limit (``APPS_CALL_TIMEOUT_S``); what the
   page reads of the operation (its status, its final result only);
 * :mod:`.offers` -- ``ui/open-link`` (the URL-mode interstitial's checks, opened only on the
-  person's click) and ``ui/download-file`` (asked first, served as an attachment).
+  person's click) and ``ui/download-file`` (asked first, served as an attachment);
+* :mod:`.sampling` -- ``sampling/createMessage``: where the tenant has a model and its server may
+  sample, drafted by the model through the server's sampling path (:mod:`mrtrweb.chat.sampling`),
+  sent to the app only as the person sends or edits it on a host-rendered card.
 
 Every refusal is an :class:`AppCallRefused` with a stable ``code`` (the JSON-RPC error the app reads).
 
 May import: :mod:`mrtrweb.operations`, :mod:`mrtrweb.audit`, :mod:`mrtrweb.servers`,
-:mod:`mrtrweb.mcpapps`, :mod:`mrtrweb.gate` (the URL check), models, conf, text. Imported by the views.
+:mod:`mrtrweb.mcpapps`, :mod:`mrtrweb.chat` (the tenant's model, its sampling drafts),
+:mod:`mrtrweb.consent` (the sampling provider's call, the card's view of a request),
+:mod:`mrtrweb.gate` (the URL check, a ``CreateMessageResult``'s shape), models, conf, text. Imported by the views.
 """
 
 from __future__ import annotations

@@ -7,6 +7,9 @@ from __future__ import annotations
 REFUSED = -32001
 #: JSON-RPC 2.0 "Invalid params": the app's arguments are not the tool's (``bad_arguments``)
 INVALID_PARAMS = -32602
+#: JSON-RPC 2.0 "Method not found": the host does not offer this (``not_offered``: an app's sampling
+#: where the tenant has no model or its server may not sample)
+NOT_OFFERED = -32601
 
 
 class AppCallRefused(Exception):
@@ -20,10 +23,11 @@ class AppCallRefused(Exception):
     (the arguments do not match the tool's ``inputSchema``, or are larger than the product takes),
     ``declined`` (the person declined), ``expired`` (the confirmation or the call outlived
     ``APPS_CALL_TIMEOUT_S``), ``unavailable`` (the server could not be listed), ``unsafe_url``,
-    ``bad_download``, or an :class:`~mrtrweb.operations.OperationRefused` code (limits, draining, access).
+    ``bad_download``; for an app's sampling (:mod:`.sampling`) ``not_offered``, ``busy``, ``model_failed``,
+    ``bad_reply``, ``audit_unavailable``; or an :class:`~mrtrweb.operations.OperationRefused` code (limits, draining, access).
 
     ``rpc``: the JSON-RPC error code the app reads (:data:`INVALID_PARAMS` for ``bad_arguments``,
-    else :data:`REFUSED`); ``detail``: text added to the sentence (already translated), or ``""``."""
+    :data:`NOT_OFFERED` for ``not_offered``, else :data:`REFUSED`); ``detail``: text added to the sentence (already translated), or ``""``."""
 
     def __init__(self, code: str, message: str, status: int = 400, *, detail: str = "") -> None:
         super().__init__(f"{code}: {message}")
@@ -31,4 +35,4 @@ class AppCallRefused(Exception):
         self.message = message
         self.status = status
         self.detail = detail
-        self.rpc = INVALID_PARAMS if code == "bad_arguments" else REFUSED
+        self.rpc = {"bad_arguments": INVALID_PARAMS, "not_offered": NOT_OFFERED}.get(code, REFUSED)

@@ -20,6 +20,7 @@ acknowledgement only; elsewhere it answers ``-32601`` (not offered).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.db import transaction
@@ -45,11 +46,15 @@ class OfferRefused(Exception):
         self.code = code
 
 
-def offer(user_id: Any, operation_id: Any, kind: Any, text: Any) -> AppOffer:
+def offer(user_id: Any, operation_id: Any, kind: Any, text: Any,
+          admit: Callable[[Any], None] | None = None) -> AppOffer:
     """Sync: an app's request on the page of ``operation_id`` kept as a pending offer of its conversation.
 
+    ``admit(operation_id)``: called once the operation is the person's and of a conversation, before
+    the request is looked at (the caller's per-app rate: it raises to refuse).
+
     Raises:
-        OfferRefused: see the class.
+        OfferRefused: see the class; or what ``admit`` raises.
     """
     op = access.visible_operation_sync(user_id, operation_id)
     if op is None:
@@ -60,6 +65,8 @@ def offer(user_id: Any, operation_id: Any, kind: Any, text: Any) -> AppOffer:
     conv = Conversation.objects.filter(pk=detail["conversation"], user_id=user_id).first()
     if conv is None:
         raise OfferRefused("not_from_conversation")
+    if admit is not None:
+        admit(op.pk)
     if kind not in KINDS or not isinstance(text, str) or not text.strip() or len(text) > MAX_TEXT:
         raise OfferRefused("bad_offer")
     with transaction.atomic():

@@ -161,8 +161,9 @@ Meanings are reStructuredText-lite: ``literal`` is the only markup.
 ``APPS_SANDBOX_ORIGIN``
     the origin MCP Apps run on (docs/apps.md; e.g. ``"https://apps.example.com"``), not the site's host name (``mrtrweb.E060``)
 ``APPS_CALLS_PER_SECOND``
-    the most ``tools/call`` / ``resources/read`` requests one rendered app (its host operation) may make in one
-    second (5); one more is refused with a JSON-RPC error, nothing sent (docs/apps.md)
+    the most ``tools/call`` / ``resources/read`` / ``sampling/createMessage`` requests and ``ui/message`` /
+    ``ui/update-model-context`` hand-overs one rendered app (its host operation) may make in one second, all
+    counted together (5); one more is refused with a JSON-RPC error (``rate_limited``), nothing sent (docs/apps.md)
 ``APPS_CALL_TIMEOUT_S``
     seconds one call of an app may take, from the app's request to its final result, the person's confirmation and
     rounds included (120); then it is stopped and the app told so

@@ -7,17 +7,19 @@ app: it runs on the sandbox origin, without the site's cookies); every POST carr
   ``{"status": "started", "operation": id}`` (read-only tool) or ``{"status": "confirm", "card":
   html}`` (the host-rendered confirmation, outside the frame); ``resources/read`` ``{"uri"}``:
   started; ``ui/open-link`` ``{"url"}``: ``{"status": "offered", "card": html}`` (the URL-mode
-<<<<<<< HEAD
-  interstitial); ``ui/download-file`` ``{"contents"}``: ``{"status": "offered", "card": html}``.
+  interstitial); ``ui/download-file`` ``{"contents"}``: ``{"status": "offered", "card": html}``;
+  ``sampling/createMessage`` ``{"params"}`` (:mod:`mrtrweb.appcalls.sampling`): the tenant's model
+  drafts, ``{"status": "confirm", "card": html}`` (the request and the draft, editable, outside the
+  frame), or ``not_offered`` (JSON-RPC ``-32601``) where the page does not offer sampling; every one
+  of them counts toward the app's ``APPS_CALLS_PER_SECOND`` (429 ``rate_limited``).
   A refusal: 4xx ``{"error": code, "message": text, "rpc": <JSON-RPC error code for the app>}``
   (:class:`mrtrweb.appcalls.AppCallRefused`: ``-32602`` for ``bad_arguments``, else ``-32001``).
-=======
-  interstitial); ``ui/download-file`` ``{"contents"}``: ``{"status": "offered", "card": html}``;
-  every one of them counts toward the app's ``APPS_CALLS_PER_SECOND`` (429 ``rate_limited``).
-  A refusal: 4xx ``{"error": code, "message": text}`` (:class:`mrtrweb.appcalls.AppCallRefused`).
->>>>>>> s18-attack
 * ``app_decide`` (POST, ``decision`` = ``confirm`` | ``decline``) -- the person's decision on a card:
   started, or ``{"error": "declined"}``.
+* ``app_sampling_decide`` (POST, ``token`` -- in the body, so that no log holds it --, ``decision`` =
+  ``send`` | ``refuse``, ``reply``) -- the person's
+  decision on a sampling draft: ``{"status": "sampled", "result": CreateMessageResult}`` (what the
+  app receives), or a refusal (``declined``, ``expired``, ``bad_reply``).
 * ``app_call`` (GET) -- an app's operation as the page waits for it (:func:`mrtrweb.appcalls.calls.outcome`).
 * ``app_download`` (GET) -- an offered file, once, as an attachment.
 """
@@ -37,6 +39,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from .. import catalog
 from ..appcalls import AppCallRefused, calls, offers, rights
+from ..appcalls import sampling as app_sampling
 from ..appcalls.host import app_host
 from ..models import Operation
 from .common import _user, login_required
@@ -103,6 +106,13 @@ async def app_request(request: HttpRequest, op_id: Any) -> HttpResponse:
             logger.info("app of operation %s: %d file(s) offered to the person", host.op.pk, len(files))
             return JsonResponse({"status": "offered",
                                  "card": await sync_to_async(_card)(request, kind="download", files=files)})
+        if method == app_sampling.METHOD:
+            draft = await app_sampling.request(user, host, body.get("params"))
+            card = await sync_to_async(_card)(
+                request, kind="sampling", host=host, view=draft.view, draft=draft.text, model=draft.model,
+                max_reply=app_sampling.MAX_REPLY_CHARS, sampling_token=draft.token,
+                decide_url=reverse("mrtrweb:app-sampling-decide", args=[host.op.id]))
+            return JsonResponse({"status": "confirm", "card": card})
         raise AppCallRefused("bad_request", calls.BAD_REQUEST)
     except AppCallRefused as exc:
         logger.info("app of operation %s: request refused (%s)", op_id, exc.code)
@@ -122,6 +132,23 @@ async def app_decide(request: HttpRequest, op_id: Any, token: str) -> HttpRespon
         return _started(await calls.confirm(user, host, token, yes=decision == "confirm"))
     except AppCallRefused as exc:
         return _refused(exc)
+
+
+@login_required
+@require_POST
+async def app_sampling_decide(request: HttpRequest, op_id: Any) -> HttpResponse:
+    """See the module doc."""
+    user = await _user(request)
+    try:
+        host = await app_host(user, op_id)
+        decision = request.POST.get("decision")
+        if decision not in ("send", "refuse"):
+            raise AppCallRefused("bad_request", calls.BAD_REQUEST)
+        result = await app_sampling.decide(user, host, request.POST.get("token", ""), send=decision == "send",
+                                           reply=request.POST.get("reply"))
+    except AppCallRefused as exc:
+        return _refused(exc)
+    return JsonResponse({"status": "sampled", "result": result})
 
 
 @login_required

@@ -3,10 +3,13 @@ host page hands an app's ``ui/message`` / ``ui/update-model-context`` over (a CS
 the person's own page, never of the sandbox), and the person accepts or discards each offer in the
 conversation. JSON answers for the hand-over: ``{"ok": true, "offer", "conversation"}``, or
 ``{"ok": false, "code"}`` with 404 (``not_found``), 409 (``not_from_conversation``, ``too_many``)
-or 400 (``bad_offer``)."""
+or 400 (``bad_offer``), or 429 (``rate_limited``: the hand-overs of one app -- its page's operation,
+once it is the person's and of a conversation -- count in the same ``APPS_CALLS_PER_SECOND`` as its
+calls and sampling, :func:`mrtrweb.appcalls.rights.take_slot`)."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -16,9 +19,12 @@ from django.shortcuts import redirect
 from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_POST
 
+from ..appcalls import AppCallRefused, rights
 from ..chat import app_offers, loop, turns
 from ..chat.app_offers import OfferRefused
 from .common import _user, login_required
+
+logger = logging.getLogger("mrtrweb.views")
 
 _STATUS = {"not_found": 404, "not_from_conversation": 409, "too_many": 409, "bad_offer": 400}
 OFFER_MESSAGES = {
@@ -33,7 +39,10 @@ async def app_offer(request: HttpRequest) -> HttpResponse:
     user = await _user(request)
     try:
         found = await sync_to_async(app_offers.offer)(user.pk, request.POST.get("operation"), request.POST.get("kind"),
-                                                     request.POST.get("text"))
+                                                     request.POST.get("text"), admit=rights.take_slot)
+    except AppCallRefused as exc:  # rate_limited: past APPS_CALLS_PER_SECOND for this app
+        logger.info("app of operation %s: hand-over refused (%s)", request.POST.get("operation", "")[:40], exc.code)
+        return JsonResponse({"ok": False, "code": exc.code}, status=exc.status)
     except OfferRefused as exc:
         return JsonResponse({"ok": False, "code": exc.code}, status=_STATUS.get(exc.code, 400))
     from ..chat import push

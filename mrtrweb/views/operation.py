@@ -21,6 +21,7 @@ from ..models import Operation
 from ..consent.panels import panel_context
 from ..operations import serverlog
 from ..mcpapps.sandbox import sandbox_origin
+from ..appcalls import sampling as app_sampling
 from . import apps as mcp_apps
 from .common import (NOTHING_TO_STOP, _current, _operation_for, _panel_response, _record_refused_after_access,
                      _user, login_required)
@@ -51,6 +52,7 @@ async def _render_operation(request: HttpRequest, op_id: Any, template: str) -> 
     app = await sync_to_async(_app_host)(request, op) if template == "mrtrweb/operation.html" else None
     ctx["app_proxy_url"] = app
     ctx["app_conversation"] = await sync_to_async(_app_conversation)(op) if app else None
+    ctx["app_sampling"] = bool(app) and await sync_to_async(app_sampling.offered)(op.server, op.tenant_id)
     response = TemplateResponse(request, template, ctx)
     if app is not None:  # the page may frame the sandbox origin, nothing else (issue 31)
         response._csp_update = {"frame-src": [sandbox_origin()]}  # type: ignore[attr-defined]

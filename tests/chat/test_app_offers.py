@@ -112,3 +112,31 @@ async def test_a_newer_context_replaces_the_apps_waiting_one(chat):
     offers = [(o.kind, o.text, o.status) async for o in AppOffer.objects.order_by("created_at")]
     assert offers == [("context", "first", "discarded"), ("message", "hello", "pending"),
                       ("context", "second", "pending")]
+
+
+async def test_an_apps_hand_overs_count_in_its_rate(chat, seeded, settings, monkeypatch):
+    """``APPS_CALLS_PER_SECOND`` bounds an app's hand-overs as it bounds its calls (one counter per
+    app, its page's operation): past it, ``rate_limited`` (429) and nothing is kept. Only the
+    person's own hand-overs count (another person's are refused before). The second is frozen, so
+    the count cannot straddle two."""
+    from types import SimpleNamespace
+
+    from mrtrweb.appcalls import rights
+
+    settings.MRTRWEB = {**settings.MRTRWEB, "APPS_CALLS_PER_SECOND": 2}
+    monkeypatch.setattr(rights, "time", SimpleNamespace(time=lambda: 1_900_000_000.0))
+    op = await _model_call(chat)
+    bob = await _client(seeded["users"]["bob"])
+    for _ in range(3):  # another person's: refused, and not counted against the app
+        r = await bob.post("/mcp/chat/app-offers/", {"operation": str(op.id), "kind": "message", "text": "x"})
+        assert r.status_code == 404
+    client = await _client(chat["alice"])
+    for text in ("one", "two"):
+        r = await client.post("/mcp/chat/app-offers/", {"operation": str(op.id), "kind": "message", "text": text})
+        assert r.status_code == 200, r.content
+    r = await client.post("/mcp/chat/app-offers/", {"operation": str(op.id), "kind": "context", "text": "three"})
+    assert r.status_code == 429 and r.json() == {"ok": False, "code": "rate_limited"}
+    assert [o.text async for o in AppOffer.objects.order_by("created_at")] == ["one", "two"]
+    monkeypatch.setattr(rights, "time", SimpleNamespace(time=lambda: 1_900_000_001.0))  # the next second
+    r = await client.post("/mcp/chat/app-offers/", {"operation": str(op.id), "kind": "context", "text": "four"})
+    assert r.status_code == 200

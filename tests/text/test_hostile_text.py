@@ -471,6 +471,9 @@ PRODUCT_EXPRESSIONS = {
     # issue 31 item 4/5: an app request card's kind and URLs (reversed), a file's size (a number); the
     # history's initiator (a product choice) and its labels (mrtrweb.audit.history.rows)
     "kind", "decide_url", "f.url", "f.size", "row.initiator", "row.initiator_label", "row.confirmation_label",
+    # issue 31 item 4: the longest reply an app's sampling card takes (mrtrweb.appcalls.sampling.MAX_REPLY_CHARS),
+    # its pending draft's random token (secrets.token_urlsafe)
+    "max_reply", "sampling_token",
 }
 #: filters whose output is the product's own text whatever their input (mrtrweb.consent.outcomes.status_label:
 #: a status label, never server text)

@@ -5,7 +5,8 @@
 // the app's operation to end (told by the product's push, apps-live.js) and hands the app its final
 // result, or a JSON-RPC error.
 // Nothing it returns to the app holds a cookie, a CSRF token, a requestState or an answer: only
-// the final result of the call, or the product's sentence of a refusal.
+// the final result of the call, the CreateMessageResult of a sampling the person sent, or the
+// product's sentence of a refusal.
 import { operationChanges } from "./apps-live.js";
 
 const ZERO = "00000000-0000-0000-0000-000000000000";
@@ -13,7 +14,8 @@ const ZERO = "00000000-0000-0000-0000-000000000000";
 // JSON-RPC error codes the app reads (the reason is in error.data.reason, a stable word)
 const REFUSED = -32001;        // refused by the product (its right, its rate, the person)
 const INVALID_PARAMS = -32602; // the arguments do not fit the tool's inputSchema (reason bad_arguments)
-const NOT_OFFERED = -32601;    // sampling; ui/message, ui/update-model-context where no conversation takes them
+const NOT_OFFERED = -32601;    // sampling where the page does not offer it; ui/message, ui/update-model-context
+                               // where no conversation takes them
 
 function rpcError(code, message, reason) {
   const error = new Error(message);
@@ -39,7 +41,7 @@ export function installAppRequests(bridge, box) {
     let data = null;
     try { data = await answer.json(); } catch (e) { data = null; }
     if (!answer.ok || data === null) {
-      const code = data && data.rpc === INVALID_PARAMS ? INVALID_PARAMS : REFUSED; // the server's, one of two
+      const code = data && [INVALID_PARAMS, NOT_OFFERED].includes(data.rpc) ? data.rpc : REFUSED; // the server's
       throw rpcError(code, (data && data.message) || text("refused"), (data && data.error) || "refused");
     }
     return data;
@@ -79,6 +81,51 @@ export function installAppRequests(bridge, box) {
         } catch (e) {
           holder.remove();
           reject(rpcError(REFUSED, text("refused"), "unavailable"));
+        }
+      });
+    });
+  }
+
+  // The person's decision on an app's sampling request (mrtrweb.appcalls.sampling): the card holds
+  // the request and the model's draft (rendered and escaped by the server); Send posts the reply as
+  // it stands (edited or not), Refuse refuses. The app receives the CreateMessageResult the server
+  // answers, or a JSON-RPC error; a reply the server does not take keeps the card, saying why.
+  function samplingDecision(html) {
+    return new Promise((resolve, reject) => {
+      const holder = show(html, "sampling");
+      const form = holder.querySelector("form.app-sampling");
+      const said = document.createElement("p");
+      said.className = "app-sampling-error error";
+      said.hidden = true;
+      form.appendChild(said);
+      form.addEventListener("submit", async (event) => {
+        event.preventDefault();
+        const decision = event.submitter ? event.submitter.value : "refuse";
+        const reply = form.querySelector("textarea[name=reply]").value;
+        const token = form.querySelector("input[name=token]").value;
+        form.querySelectorAll("button").forEach((b) => { b.disabled = true; });
+        let answer = null;
+        let data = null;
+        try {
+          answer = await fetch(form.getAttribute("action"), {
+            method: "POST", credentials: "same-origin",
+            headers: { "X-CSRFToken": csrf, "Accept": "application/json" },
+            body: new URLSearchParams({ token: token, decision: decision, reply: reply }),
+          });
+          data = await answer.json();
+        } catch (e) {
+          data = null;
+        }
+        if (answer && answer.ok && data && data.status === "sampled") {
+          holder.remove();
+          resolve(data.result);
+        } else if (data && data.error === "bad_reply") { // the draft still waits: said, and decided again
+          said.textContent = data.message;
+          said.hidden = false;
+          form.querySelectorAll("button").forEach((b) => { b.disabled = false; });
+        } else {
+          holder.remove();
+          reject(rpcError(REFUSED, (data && data.message) || text("refused"), (data && data.error) || "unavailable"));
         }
       });
     });
@@ -182,7 +229,14 @@ export function installAppRequests(bridge, box) {
     bridge.onmessage = notOffered("ui/message");
     bridge.onupdatemodelcontext = notOffered("ui/update-model-context");
   }
-  bridge.oncreatesamplingmessage = notOffered("sampling/createMessage");
+  if (offersSampling(box)) {
+    bridge.oncreatesamplingmessage = async (params) => {
+      const data = await ask({ method: "sampling/createMessage", params: params || {} });
+      return await samplingDecision(data.card);
+    };
+  } else {
+    bridge.oncreatesamplingmessage = notOffered("sampling/createMessage");
+  }
 
   // ui/message, ui/update-model-context on the page of a call the model proposed: the text is handed
   // to the conversation as an offer the person accepts or discards there (mrtrweb.chat.app_offers,
@@ -231,6 +285,12 @@ function offersToConversation(box) {
   return Boolean(box.dataset.offerUrl && box.dataset.operation && box.dataset.conversationUrl);
 }
 
+// the page offers sampling when the tenant has a model and its server may sample
+// (mrtrweb.appcalls.sampling.offered, which decides again on each request)
+function offersSampling(box) {
+  return box.dataset.sampling === "offered";
+}
+
 // what the host offers the app (ui/initialize's hostCapabilities)
 export function hostCapabilities(box) {
   const offered = { serverTools: {}, serverResources: {}, openLinks: {}, downloadFile: {} };
@@ -238,5 +298,6 @@ export function hostCapabilities(box) {
     offered.message = { text: {} };
     offered.updateModelContext = { text: {}, structuredContent: {} };
   }
+  if (offersSampling(box)) offered.sampling = {};
   return offered;
 }

@@ -5,8 +5,8 @@
 // result; host-context-changed (theme, locale, display mode: apps-modes.js), resource-teardown
 // before the frame is removed; the call's result is sent once the product's push says it changed
 // (apps-live.js). The app's own requests (tools/call, resources/read, links,
-// downloads; messages and context to the conversation of a call the model proposed; the rest
-// refused) are apps-requests.js's (issue 31 item 4). With approval required,
+// downloads; messages and context to the conversation of a call the model proposed; sampling
+// drafted by the tenant's model and decided by the person; the rest refused) are apps-requests.js's (issue 31 item 4). With approval required,
 // an app not approved is never handed over.
 import { AppBridge, PostMessageTransport } from "./vendor/ext-apps/app-bridge.js";
 import { operationChanges } from "./apps-live.js";
