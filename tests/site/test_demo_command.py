@@ -103,3 +103,37 @@ def test_demo_command_serves_the_demo(tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+
+
+def test_a_second_demo_on_a_taken_port_changes_nothing(seeded):
+    """The port (and any demo port asked for) is checked before anything changes: a second
+    ``./dev demo`` while the first one runs leaves its database and servers alone, and says why."""
+    import threading
+
+    import pytest
+    from django.contrib.auth import get_user_model
+    from django.core.management import CommandError, call_command
+
+    from mrtrweb.models import McpServer, Membership
+
+    def state():
+        return (sorted(McpServer.objects.values_list("pk", "name", "url", "enabled", "apps_enabled", "updated_at")),
+                sorted(get_user_model().objects.values_list("username", "password")),
+                sorted(Membership.objects.values_list("user__username", "tenant__slug", "role")))
+
+    before = state()
+    threads = {t.name for t in threading.enumerate()}
+    with socket.socket() as web, socket.socket() as oauth:
+        web.bind(("127.0.0.1", 0))
+        web.listen()
+        oauth.bind(("127.0.0.1", 0))
+        oauth.listen()
+        port, oauth_port = web.getsockname()[1], oauth.getsockname()[1]
+        with pytest.raises(CommandError) as caught:
+            call_command("mrtrweb_demo", "--port", str(port), "--mcp-port", "0", "--oauth-port", str(oauth_port))
+    message = str(caught.value)
+    assert f"{port} (--port: in use)" in message and f"{oauth_port} (--oauth-port: in use)" in message, message
+    assert "Nothing was changed" in message and "./dev demo --port N --oauth-port N" in message, message
+    assert state() == before
+    # no demo server was started either
+    assert {t.name for t in threading.enumerate()} - threads == set()
