@@ -10,6 +10,7 @@ import http.cookiejar
 import os
 import re
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -64,8 +65,19 @@ def test_demo_command_serves_the_demo(tmp_path):
         index = opener.open(req, timeout=10).read().decode()
         server_url = re.search(r'href="(/mcp/servers/\d+/)">Demo server</a>', index).group(1)
         server_page = opener.open(base + server_url, timeout=20).read().decode()
-        for tool in ("deploy", "book_trip", "connect_account", "busy_report", "endless", "echo"):
+        for tool in ("deploy", "book_trip", "connect_account", "busy_report", "endless", "echo", "service_status"):
             assert f'data-tool="{tool}"' in server_page
+        # the demo's MCP App: service_status has one, apps are on for the Demo server (seeded so), and
+        # the sandbox is the same port under the host name localhost; the app-only tool is no person's call
+        item = next(li for li in server_page.split("<li") if 'data-tool="service_status"' in li)
+        assert "has an app" in item
+        assert 'data-tool="refresh_status"' not in server_page
+        with sqlite3.connect(tmp_path / "db.sqlite3") as db:
+            rows = db.execute("SELECT t.slug, s.name, s.apps_enabled FROM mrtrweb_mcpserver s "
+                              "JOIN mrtrweb_tenant t ON t.id = s.tenant_id ORDER BY t.slug, s.name").fetchall()
+        assert [(slug, bool(on)) for slug, name, on in rows if on] == [("acme", True), ("globex", True)]
+        assert {name for _slug, name, on in rows if on} == {"Demo server"}
+        assert f"MCP Apps: service_status on Demo server shows the demo's app (sandbox http://localhost:{port};" in out
         # the legacy (2025-11-25) demo server is started and seeded too
         legacy_url = re.search(r'href="(/mcp/servers/\d+/)">Demo \(legacy 2025-11-25\)</a>', index).group(1)
         legacy_page = opener.open(base + legacy_url, timeout=20).read().decode()

@@ -250,6 +250,9 @@ class Command(BaseCommand):
         if not (getattr(settings, "MRTRWEB", None) or {}).get("APPS_SANDBOX_ORIGIN"):
             settings.MRTRWEB = {**(getattr(settings, "MRTRWEB", None) or {}),
                                 "APPS_SANDBOX_ORIGIN": f"http://localhost:{options['port']}"}
+        sandbox = settings.MRTRWEB["APPS_SANDBOX_ORIGIN"]
+        self.stdout.write(f"MCP Apps: service_status on {DEMO_SERVER} shows the demo's app (sandbox {sandbox}; "
+                          "docs/apps.md: adding a registry app)")
         if options["no_serve"]:
             running.stop()
             return
