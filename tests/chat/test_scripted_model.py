@@ -122,3 +122,26 @@ async def test_in_a_conversation_echo_goes_to_the_demo_server_and_deny_reads_as_
     assert last.text == "`echo` on Demo server answered (quoted as data):\n\n> again\n\n" + SIGNATURE
     page = (await client.get(f"/mcp/chat/{conv.pk}/")).content.decode()
     assert "You declined the call to" in page and "not_called" not in page.split("What the model was given")[0]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_model_page_asks_no_key_for_the_scripted_demo_model(seeded, settings, model_settings):
+    """Only the scripted demo model (the demo's default): no "API key" field, and saving works
+    without one; beside a real provider the field says the demo model needs none."""
+    from django.test import Client
+
+    from mrtrweb.models import TenantModel
+
+    client = Client()
+    client.force_login(seeded["users"]["alice"])
+    with_endpoint = client.get("/mcp/tenants/acme/model/").content.decode()
+    assert 'name="api_key"' in with_endpoint and "The scripted demo model needs none." in with_endpoint
+    settings.MRTRWEB = {k: v for k, v in settings.MRTRWEB.items() if k != "MODEL_PROVIDERS"}
+    page = client.get("/mcp/tenants/acme/model/").content.decode()
+    assert "demo/scripted" in page
+    assert 'name="api_key"' not in page, page[page.find('<form'):page.find('</form>')]
+    assert 'name="remove_key"' not in page and "API key:" not in page
+    assert "The scripted demo model needs no API key." in page and "No key is saved." not in page
+    assert client.post("/mcp/tenants/acme/model/", {"choice": "demo/scripted"}).status_code == 302
+    row = TenantModel.objects.get(tenant__slug="acme")
+    assert (row.provider, row.model, row.api_key_sealed) == ("demo", "scripted", "")
