@@ -143,7 +143,9 @@ class ScriptedDemoModel:
         if call is None:
             return await _say(HELP, on_text)
         name, arguments = call
-        text = f"I propose to call `{name}`."
+        described = next((_described(t) for t in tools if t.name == name), None)
+        text = (f"I propose to call {_code(described[0])} on {_plain(described[1])} (offered to me as `{name}`)."
+                if described else f"I propose to call `{name}`.")
         await on_text(text)
         return Reply(text=text, tool_calls=(ToolCall(id=f"call_{uuid.uuid4().hex[:12]}", name=name,
                                                      arguments=json.dumps(arguments)),))

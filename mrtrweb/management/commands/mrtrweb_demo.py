@@ -159,7 +159,8 @@ def port_message(taken: list[tuple[str, int, str]]) -> str:
     """What the person reads when ports are taken (nothing was changed)."""
     ports = ", ".join(f"{port} ({option}: {reason})" for option, port, reason in taken)
     hint = " ".join(f"{option} N" for option, _port, _reason in taken)
-    return (f"the demo cannot start: 127.0.0.1 port {ports} cannot be bound; is another demo (or another "
+    which = "ports" if len(taken) > 1 else "port"
+    return (f"the demo cannot start: 127.0.0.1 {which} {ports} cannot be bound; is another demo (or another "
             f"program) running there? Nothing was changed: the database and the demo servers are as they were. "
             f"Stop the other one, or pick a free port: ./dev demo {hint}")
 
