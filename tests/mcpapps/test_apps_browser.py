@@ -3,7 +3,9 @@
 in the sandbox origin's frame, showing the call's result; the proxy refuses top-level load and
 another embedder; the app's document carries the CSP its resource declared; no cookie of the site
 reaches the sandbox origin and nothing the host posts to the frame holds a token or session; the app's
-own ``get-time`` call goes through the product, confirmed by the person on the host's card."""
+own ``get-time`` call goes through the product, confirmed by the person on the host's card. And
+the demo server's own app (``service_status``, what ``./dev demo`` shows): rendered, its button's
+app-only, read-only call made through the product without asking."""
 
 from __future__ import annotations
 

@@ -1,7 +1,9 @@
 """``manage.py mrtrweb_demo`` from scratch: migrates a fresh SQLite, seeds, serves HTTP and the demo
 MCP servers, and a signed-in user sees the demo tools; on the protected demo server (OAuth per
 user, its own authorization server) Connect goes through the AS's sign-in page and back, in the
-command's own process (so ``OUTBOUND_ALLOW_HTTP_LOOPBACK`` is on there), and the tools appear."""
+command's own process (so ``OUTBOUND_ALLOW_HTTP_LOOPBACK`` is on there), and the tools appear; the
+Demo server is seeded with MCP Apps on and ``service_status`` listed with its app. A second demo on a
+taken port stops before it changes anything, saying which port and suggesting another."""
 
 from __future__ import annotations
 
