@@ -33,6 +33,9 @@ development (``python -m mrtrweb.demo.server --port 8765``) and for the product'
     only where a tenant admin allowed sampling for this server), then returns the sampled text.
 ``list_my_roots()``
     One round asking ``roots/list`` (deprecated, allowed per server), then lists the roots it got.
+``service_status(service)``
+    No round; has an MCP App (``ui://demo/service-status.html``) whose button calls the app-only
+    ``refresh_status`` through the host (:mod:`.status_app`).
 
 Run from the command line, it also has the notice board (:mod:`.board`: ``demo://board`` and
 ``update_board(text)``, a resource that changes while a person reads it).

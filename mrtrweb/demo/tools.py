@@ -313,6 +313,9 @@ def build_demo_server(*, assist: bool = False, **server_options: Any) -> MCPServ
         return "Roots: " + "; ".join(f"{r.uri}" + (f" ({r.name})" if r.name else "") for r in roots)
 
     add_prompts_and_resources(mcp)
+    from .status_app import add_status_app
+
+    add_status_app(mcp)  # service_status and its MCP App (docs/apps.md, "The demo's app")
     if assist:  # completions, logging and chatty (issue 28): .assist
         from .assist import add_assistance
 

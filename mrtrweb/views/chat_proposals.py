@@ -120,8 +120,21 @@ class ModelChoiceForm(forms.Form):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        providers = configured().values()
         self.fields["choice"].choices = [(f"{c.name}/{m}", f"{c.label or c.name} — {m}")
-                                         for c in configured().values() for m in c.models]
+                                         for c in providers for m in c.models]
+        if not any(c.kind != "demo" for c in providers):
+            # only the scripted demo model: it needs no key, so none is asked
+            del self.fields["api_key"], self.fields["remove_key"]
+        elif any(c.kind == "demo" for c in providers):
+            self.fields["api_key"].help_text = gettext_lazy(
+                "Sealed at rest and never shown again. Leave empty to keep the key saved. The scripted demo "
+                "model needs none.")
+
+    @property
+    def asks_key(self) -> bool:
+        """Whether a key is asked (not when the scripted demo model is the only provider)."""
+        return "api_key" in self.fields
 
 
 def _admin_tenant(user: Any, slug: str) -> Tenant:
@@ -212,7 +225,7 @@ async def tenant_model(request: HttpRequest, slug: str) -> HttpResponse:
     form = ModelChoiceForm(request.POST if request.method == "POST" else None, initial=initial)
     if request.method == "POST" and await sync_to_async(form.is_valid)():
         provider, _sep, model = form.cleaned_data["choice"].partition("/")
-        key = "" if form.cleaned_data["remove_key"] else (form.cleaned_data["api_key"] or None)
+        key = "" if form.cleaned_data.get("remove_key") else (form.cleaned_data.get("api_key") or None)
         await sync_to_async(choice.choose)(tenant, user.pk, provider, model, key)
         return redirect("mrtrweb:tenant-model", slug=slug)
     ctx = await sync_to_async(_admin_context)(tenant, form, listings)

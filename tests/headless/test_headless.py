@@ -355,7 +355,8 @@ def test_each_runs_every_listed_tool_and_prompt_once(seeded, capsys):
     ops = json.loads(capsys.readouterr().out)["operations"]
     names = [(o["method"], o["name"]) for o in ops]
     assert ("tools/call", "deploy") in names and ("prompts/get", "release_notes") in names
-    assert len(names) == len(set(names)) == 12  # eleven tools, one prompt
+    assert len(names) == len(set(names)) == 14  # twelve tools (not the app-only refresh_status), one prompt,
+    assert ("resources/read", "ui://demo/service-status.html") in names  # and one resource: the app's
     by_name = {o["name"]: o for o in ops}
     assert by_name["echo"]["status"] == "completed" and by_name["wait_then_ask"]["status"] == "completed"
     assert by_name["endless"]["status"] == "failed"  # past the round limit

@@ -118,7 +118,8 @@ async def test_negotiates_2026_and_lists(conn: McpConnection) -> None:
     assert conn.protocol_version == MODERN and conn.is_open
     tools = {t["name"]: t for t in await conn.list_tools()}
     assert set(tools) == {"deploy", "book_trip", "connect_account", "busy_report", "endless", "echo", "long_task",
-                          "wait_then_ask", "summarize_with_sampling", "list_my_roots", "onboard_team"}
+                          "wait_then_ask", "summarize_with_sampling", "list_my_roots", "onboard_team",
+                          "service_status", "refresh_status"}  # the demo's MCP App and its app-only tool
     deploy = tools["deploy"]
     assert deploy["description"] and deploy["inputSchema"]["type"] == "object"
     assert deploy["inputSchema"]["properties"]["env"]["enum"] == ["staging", "production"]

@@ -3,7 +3,9 @@
 in the sandbox origin's frame, showing the call's result; the proxy refuses top-level load and
 another embedder; the app's document carries the CSP its resource declared; no cookie of the site
 reaches the sandbox origin and nothing the host posts to the frame holds a token or session; the app's
-own ``get-time`` call goes through the product, confirmed by the person on the host's card."""
+own ``get-time`` call goes through the product, confirmed by the person on the host's card. And
+the demo server's own app (``service_status``, what ``./dev demo`` shows): rendered, its button's
+app-only, read-only call made through the product without asking."""
 
 from __future__ import annotations
 
@@ -212,3 +214,38 @@ def test_sandbox_proxy_refuses_top_level_and_other_embedders(signed_in, basic_ap
             break
         evil.wait_for_timeout(100)
     assert child.url.startswith("chrome-error://"), child.url
+
+
+def test_the_demo_servers_own_app_renders_and_its_button_calls_through_the_host(signed_in, seeded, sandboxed):
+    """The demo server's ``service_status`` (mrtrweb/demo/status_app.py, what ``./dev demo`` shows,
+    apps on as the demo seeds them): its app shows the call's result; **Check again** calls the
+    app-only, read-only ``refresh_status`` through the product (initiator app, not asked), and the
+    app shows that result; the server page does not list ``refresh_status`` as a person's call."""
+    from mrtrweb.demo.status_app import APP_URI
+    from mrtrweb.models import McpServer, Operation
+
+    page = signed_in("Demo with its app", seeded["mcp"].url, apps_enabled=True)
+    server = McpServer.objects.get(name="Demo with its app")
+    page.goto(f"/mcp/servers/{server.pk}/")
+    expect(page.locator("li.listed", has_text="service_status").locator(".hint-app")).to_have_text("has an app")
+    expect(page.locator('[data-tool="refresh_status"]')).to_have_count(0)
+    page.goto(f"/mcp/servers/{server.pk}/tools/?name=service_status")
+    page.get_by_label("service").fill("payments")
+    page.get_by_role("button", name="Call tool").click()
+    page.wait_for_url(OP_URL)
+    op = Operation.objects.get(pk=OP_URL.search(page.url).group(1))
+    box = page.locator("#mcp-app")
+    expect(box.locator(".app-status")).to_have_text("The app shows this result.", timeout=30_000)
+    app = page.frame_locator("#mcp-app iframe.app-frame").frame_locator("iframe")
+    expect(app.locator("#service")).to_have_text("Service: payments")
+    expect(app.locator("#result")).to_have_text(op.result["content"][0]["text"])
+    assert "by service_status" in op.result["content"][0]["text"]
+    assert Operation.objects.get(method="resources/read", user=op.user).name == APP_URI
+    app.get_by_role("button", name="Check again").click()
+    expect(app.locator("#result")).to_contain_text("payments: 3 of 3 replicas healthy", timeout=20_000)
+    expect(app.locator("#result")).to_contain_text("by refresh_status")
+    by_app = Operation.objects.get(method="tools/call", initiator="app")
+    assert by_app.name == "refresh_status" and by_app.status == "completed" and by_app.user_id == op.user_id
+    assert by_app.initiator_detail["app_of"] == str(op.pk) and by_app.initiator_detail["confirmation"] == "read_only"
+    expect(app.locator("#result")).to_have_text(by_app.result["content"][0]["text"])
+    screenshot(page, "demo-app.png")

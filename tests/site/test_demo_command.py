@@ -1,7 +1,9 @@
 """``manage.py mrtrweb_demo`` from scratch: migrates a fresh SQLite, seeds, serves HTTP and the demo
 MCP servers, and a signed-in user sees the demo tools; on the protected demo server (OAuth per
 user, its own authorization server) Connect goes through the AS's sign-in page and back, in the
-command's own process (so ``OUTBOUND_ALLOW_HTTP_LOOPBACK`` is on there), and the tools appear."""
+command's own process (so ``OUTBOUND_ALLOW_HTTP_LOOPBACK`` is on there), and the tools appear; the
+Demo server is seeded with MCP Apps on and ``service_status`` listed with its app. A second demo on a
+taken port stops before it changes anything, saying which port and suggesting another."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import http.cookiejar
 import os
 import re
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -64,8 +67,19 @@ def test_demo_command_serves_the_demo(tmp_path):
         index = opener.open(req, timeout=10).read().decode()
         server_url = re.search(r'href="(/mcp/servers/\d+/)">Demo server</a>', index).group(1)
         server_page = opener.open(base + server_url, timeout=20).read().decode()
-        for tool in ("deploy", "book_trip", "connect_account", "busy_report", "endless", "echo"):
+        for tool in ("deploy", "book_trip", "connect_account", "busy_report", "endless", "echo", "service_status"):
             assert f'data-tool="{tool}"' in server_page
+        # the demo's MCP App: service_status has one, apps are on for the Demo server (seeded so), and
+        # the sandbox is the same port under the host name localhost; the app-only tool is no person's call
+        item = next(li for li in server_page.split("<li") if 'data-tool="service_status"' in li)
+        assert "has an app" in item
+        assert 'data-tool="refresh_status"' not in server_page
+        with sqlite3.connect(tmp_path / "db.sqlite3") as db:
+            rows = db.execute("SELECT t.slug, s.name, s.apps_enabled FROM mrtrweb_mcpserver s "
+                              "JOIN mrtrweb_tenant t ON t.id = s.tenant_id ORDER BY t.slug, s.name").fetchall()
+        assert [(slug, bool(on)) for slug, name, on in rows if on] == [("acme", True), ("globex", True)]
+        assert {name for _slug, name, on in rows if on} == {"Demo server"}
+        assert f"MCP Apps: service_status on Demo server shows the demo's app (sandbox http://localhost:{port};" in out
         # the legacy (2025-11-25) demo server is started and seeded too
         legacy_url = re.search(r'href="(/mcp/servers/\d+/)">Demo \(legacy 2025-11-25\)</a>', index).group(1)
         legacy_page = opener.open(base + legacy_url, timeout=20).read().decode()
@@ -103,3 +117,37 @@ def test_demo_command_serves_the_demo(tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+
+
+def test_a_second_demo_on_a_taken_port_changes_nothing(seeded):
+    """The port (and any demo port asked for) is checked before anything changes: a second
+    ``./dev demo`` while the first one runs leaves its database and servers alone, and says why."""
+    import threading
+
+    import pytest
+    from django.contrib.auth import get_user_model
+    from django.core.management import CommandError, call_command
+
+    from mrtrweb.models import McpServer, Membership
+
+    def state():
+        return (sorted(McpServer.objects.values_list("pk", "name", "url", "enabled", "apps_enabled", "updated_at")),
+                sorted(get_user_model().objects.values_list("username", "password")),
+                sorted(Membership.objects.values_list("user__username", "tenant__slug", "role")))
+
+    before = state()
+    threads = {t.name for t in threading.enumerate()}
+    with socket.socket() as web, socket.socket() as oauth:
+        web.bind(("127.0.0.1", 0))
+        web.listen()
+        oauth.bind(("127.0.0.1", 0))
+        oauth.listen()
+        port, oauth_port = web.getsockname()[1], oauth.getsockname()[1]
+        with pytest.raises(CommandError) as caught:
+            call_command("mrtrweb_demo", "--port", str(port), "--mcp-port", "0", "--oauth-port", str(oauth_port))
+    message = str(caught.value)
+    assert f"{port} (--port: in use)" in message and f"{oauth_port} (--oauth-port: in use)" in message, message
+    assert "Nothing was changed" in message and "./dev demo --port N --oauth-port N" in message, message
+    assert state() == before
+    # no demo server was started either
+    assert {t.name for t in threading.enumerate()} - threads == set()

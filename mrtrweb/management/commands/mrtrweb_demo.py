@@ -6,6 +6,10 @@ server (:mod:`mrtrweb.demo.protected`) on loopback, points each tenant's "Demo s
 (legacy 2025-11-25)" and "Demo (OAuth per user)" (auth mode OAuth per user) at them, and serves the
 ASGI app (HTTP + WebSockets) on 127.0.0.1:N until interrupted.
 
+The ports asked for (``--port`` and any non-zero ``--mcp-port``, ``--legacy-port``,
+``--protected-port``, ``--oauth-port``) are checked before anything changes (:func:`taken_ports`): a
+second demo on a taken port stops with a :class:`CommandError` naming them, the database untouched.
+
 The run turns on ``MRTRWEB["OUTBOUND_ALLOW_HTTP_LOOPBACK"]`` in its own process (the demo's
 authorization server is plain http on loopback): development only, said in the banner.
 """
@@ -13,7 +17,9 @@ authorization server is plain http on loopback): development only, said in the b
 from __future__ import annotations
 
 import dataclasses
+import errno
 import logging
+import socket
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -21,6 +27,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
+from mrtrweb.demo.options import DESCRIPTION, add_options
 from mrtrweb.models import McpServer, Membership, Tenant
 
 DEMO_USERS = [
@@ -57,18 +64,41 @@ def _forget_oauth(server: McpServer) -> None:
     PendingAuthorization.objects.filter(server=server).delete()
 
 
-def seed_demo(mcp_url: str, legacy_url: str | None = None, protected_url: str | None = None) -> list[tuple[str, str, str]]:
+def taken_ports(ports: dict[str, int], host: str = "127.0.0.1") -> list[tuple[str, int, str]]:
+    """The ports of ``ports`` (option name -> port; 0: any free one, not checked) that cannot be
+    bound on ``host`` now, as ``(option, port, reason)``: checked by binding each (as uvicorn binds,
+    ``SO_REUSEADDR``) and closing it at once, before the demo changes anything."""
+    taken = []
+    for option, port in ports.items():
+        if not port:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind((host, port))
+            except OSError as exc:
+                reason = "in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
+                taken.append((option, port, reason))
+    return taken
+
+
+def seed_demo(mcp_url: str, legacy_url: str | None = None, protected_url: str | None = None, *,
+              apps: bool = False) -> list[tuple[str, str, str]]:
     """Create (or refresh) the demo tenants, users and servers (with ``legacy_url``, also the
     legacy 2025-11-25 demo server in each tenant; with ``protected_url``, the protected demo server
-    in mode OAuth per user, its earlier registrations and connections deleted). Returns (user,
-    password, tenant)."""
+    in mode OAuth per user, its earlier registrations and connections deleted; with ``apps``, MCP
+    Apps turned on for each tenant's "Demo server", whose ``service_status`` has an app). Returns
+    (user, password, tenant)."""
     User = get_user_model()
     out = []
     with transaction.atomic():
         tenants = {}
         for slug, name in DEMO_TENANTS:
             tenants[slug], _ = Tenant.objects.get_or_create(slug=slug, defaults={"name": name})
-            _demo_server(tenants[slug], DEMO_SERVER, mcp_url)
+            demo = _demo_server(tenants[slug], DEMO_SERVER, mcp_url)
+            if apps and not demo.apps_enabled:
+                demo.apps_enabled = True
+                demo.save(update_fields=["apps_enabled", "updated_at"])
             if legacy_url:
                 _demo_server(tenants[slug], LEGACY_SERVER, legacy_url)
             if protected_url:
@@ -125,6 +155,16 @@ def start_servers(*, mcp_port: int = 0, legacy_port: int = 0, protected_port: in
     return DemoServers(*started)
 
 
+def port_message(taken: list[tuple[str, int, str]]) -> str:
+    """What the person reads when ports are taken (nothing was changed)."""
+    ports = ", ".join(f"{port} ({option}: {reason})" for option, port, reason in taken)
+    hint = " ".join(f"{option} N" for option, _port, _reason in taken)
+    which = "ports" if len(taken) > 1 else "port"
+    return (f"the demo cannot start: 127.0.0.1 {which} {ports} cannot be bound; is another demo (or another "
+            f"program) running there? Nothing was changed: the database and the demo servers are as they were. "
+            f"Stop the other one, or pick a free port: ./dev demo {hint}")
+
+
 def allow_http_loopback() -> None:
     """Turn on ``MRTRWEB["OUTBOUND_ALLOW_HTTP_LOOPBACK"]`` for this process (development only: the
     demo's authorization server is plain http on loopback)."""
@@ -159,27 +199,10 @@ def use_model(url: str, name: str) -> None:
 
 
 class Command(BaseCommand):
-    help = "Run the mrtrweb demo: SQLite, in-process cache and channel layer, and the demo MCP server."
+    help = DESCRIPTION
 
     def add_arguments(self, parser):
-        parser.add_argument("--port", type=int, default=8000, help="HTTP port of the web app (default 8000)")
-        parser.add_argument("--mcp-port", type=int, default=0, help="port of the demo MCP server (default: any free)")
-        parser.add_argument("--legacy-port", type=int, default=0,
-                            help="port of the legacy (2025-11-25) demo MCP server (default: any free)")
-        parser.add_argument("--protected-port", type=int, default=0,
-                            help="port of the protected demo MCP server (default: any free)")
-        parser.add_argument("--oauth-port", type=int, default=0,
-                            help="port of its demo OAuth authorization server (default: any free)")
-        parser.add_argument("--model-url", metavar="URL",
-                            help="an OpenAI-compatible endpoint (e.g. http://127.0.0.1:11434/v1) for the chat page; "
-                                 "without it the chat page offers the scripted demo model")
-        parser.add_argument("--model", metavar="NAME", help="with --model-url: the model's name at the endpoint")
-        parser.add_argument("--no-serve", action="store_true", help="set up and exit (for checks)")
-        parser.add_argument("--seed-only", metavar="MCP_URL",
-                            help="only create the demo tenants, users and servers pointing at MCP_URL, then exit "
-                                 "(for a production-like deployment against another demo server)")
-        parser.add_argument("--seed-legacy", metavar="LEGACY_URL",
-                            help="with --seed-only: also seed the legacy (2025-11-25) demo server at LEGACY_URL")
+        add_options(parser)  # mrtrweb.demo.options: also what ./dev demo --help prints before installing
 
     def handle(self, *args, **options):
         # the app's lines once, through the site's own handler (LOGGING): a library that configures
@@ -188,9 +211,19 @@ class Command(BaseCommand):
             logging.getLogger(name).propagate = False
         # seeding sets the demo users' passwords: not news worth a line per user
         logging.getLogger("mrtrweb.sessions").setLevel(logging.WARNING)
+        if not options["seed_only"]:
+            # before anything changes (the database, the servers' URLs): a second demo on a taken
+            # port must leave the running one alone
+            taken = taken_ports({"--port": options["port"], "--mcp-port": options["mcp_port"],
+                                 "--legacy-port": options["legacy_port"], "--protected-port": options["protected_port"],
+                                 "--oauth-port": options["oauth_port"]})
+            if taken:
+                raise CommandError(port_message(taken))
+        if options["model_url"] and not options["model"]:
+            raise CommandError("--model-url needs --model NAME")
         call_command("migrate", interactive=False, verbosity=0)
         if options["seed_only"]:
-            for username, password, tenant in seed_demo(options["seed_only"], options.get("seed_legacy")):
+            for username, password, tenant in seed_demo(options["seed_only"], options.get("seed_legacy"), apps=True):
                 self.stdout.write(f"  user {username:6} password {password:15} tenant {tenant}")
             return
         allow_http_loopback()
@@ -204,11 +237,9 @@ class Command(BaseCommand):
         self.stdout.write(f"  its demo OAuth authorization server (in memory; sign-in page, DCR, PKCE, refresh, "
                           f"revocation): {protected.as_url}")
         self.stdout.write(self.style.WARNING(LOOPBACK_NOTE))
-        for username, password, tenant in seed_demo(mcp.url, legacy.url, protected.url):
+        for username, password, tenant in seed_demo(mcp.url, legacy.url, protected.url, apps=True):
             self.stdout.write(f"  user {username:6} password {password:15} tenant {tenant}")
         if options["model_url"]:
-            if not options["model"]:
-                raise CommandError("--model-url needs --model NAME")
             use_model(options["model_url"], options["model"])
             self.stdout.write(f"Chat: the model {options['model']} at {options['model_url']}")
         else:
@@ -226,6 +257,9 @@ class Command(BaseCommand):
         if not (getattr(settings, "MRTRWEB", None) or {}).get("APPS_SANDBOX_ORIGIN"):
             settings.MRTRWEB = {**(getattr(settings, "MRTRWEB", None) or {}),
                                 "APPS_SANDBOX_ORIGIN": f"http://localhost:{options['port']}"}
+        sandbox = settings.MRTRWEB["APPS_SANDBOX_ORIGIN"]
+        self.stdout.write(f"MCP Apps: service_status on {DEMO_SERVER} shows the demo's app (sandbox {sandbox}; "
+                          "docs/apps.md: adding a registry app)")
         if options["no_serve"]:
             running.stop()
             return
