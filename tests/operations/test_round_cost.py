@@ -33,15 +33,15 @@ pytestmark = [pytest.mark.django_db(transaction=True)]
 LIMITS = {
     ("sqlite", "database"): (49, 6),  # SQLite: 7 statements per audit append, 2 on PostgreSQL
     ("sqlite", "cache"): (38, 6),
-    ("postgresql", "database"): (13, 6),
-    ("postgresql", "cache"): (12, 6),
+    ("postgresql", "database"): (12, 6),
+    ("postgresql", "cache"): (11, 6),
 }
 #: binding store -> the query messages that reach PostgreSQL per round, at most (tests/pgwire.py:
 #: every connection's, psycopg's own BEGIN / COMMIT included)
-WIRE_LIMITS = {"database": 13, "cache": 12}
+WIRE_LIMITS = {"database": 12, "cache": 11}
 #: binding store -> the statements PostgreSQL runs for them (a message may carry several: the receipt's
 #: lock of the chain head before its once-check), at most
-SERVER_LIMITS = {"database": 14, "cache": 13}
+SERVER_LIMITS = {"database": 13, "cache": 12}
 
 
 class _Counter:
