@@ -51,6 +51,12 @@ Meanings are reStructuredText-lite: ``literal`` is the only markup.
     the longest one audit append waits while others append to the same tenant's chain (PostgreSQL:
     a row lock on the chain head, ``lock_timeout``; SQLite: the write lock, busy timeout); past it
     the append fails and the retry it guards is not sent (``audit_unavailable``)
+``ROUND_THREADS``
+    on PostgreSQL, the threads of a worker process that run the rounds' phases (their database,
+    gate and audit work; mrtrweb.operations.hops), each with its own database connection (so at
+    most this many connections more per process, taken from the pool when there is one); a
+    round's phase goes to the least busy one, so concurrent rounds do not queue on asgiref's one
+    sync thread. Elsewhere (SQLite) the phases stay on that one thread
 ``METRICS_TOKEN``
     bearer token of the Prometheus endpoint ``/mcp/metrics/`` (mrtrweb.runtime.metrics_view; a scrape sends
     ``Authorization: Bearer <token>``); ``None``: the endpoint answers 404 ``metrics_disabled``

@@ -21,6 +21,7 @@ from ..text import results
 from ..gate import codes, Retry, StoreUnavailable
 from ..runtime.gates import get_gate, handle_of
 from ..models import Operation
+from .hops import round_hop
 from .messages import AnswerPending, AUDIT_UNAVAILABLE, DENY_MESSAGES, LEGACY, message_for, OperationRefused, STORE_UNAVAILABLE
 from .rows import move, move_sql
 from .runtime import new_request_id
@@ -50,7 +51,7 @@ async def build_and_record(op: Operation, responses: dict[str, Any] | None, *, r
     """
     driver = await driver_of(op, code)
     try:
-        recorded = await sync_to_async(record_and_move)(op, get_gate(), retry_id, responses, code, digests,
+        recorded = await round_hop(record_and_move)(op, get_gate(), retry_id, responses, code, digests,
                                                         round_number, driver)
     except StoreUnavailable:
         raise OperationRefused(STORE_UNAVAILABLE, message_for(STORE_UNAVAILABLE)) from None

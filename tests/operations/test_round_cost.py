@@ -91,8 +91,11 @@ async def wire(monkeypatch):
         return
     from tests.pgwire import WireCounter
 
+    from mrtrweb.operations import hops
+
     settings_dict = connections.settings["default"]
     await sync_to_async(connections.close_all)()
+    await asyncio.to_thread(hops.close_connections)  # the round's threads' own (mrtrweb.operations.hops)
     host, port = settings_dict["HOST"] or "127.0.0.1", int(settings_dict["PORT"] or 5432)
     with WireCounter(host, port) as counter:
         monkeypatch.setitem(settings_dict, "HOST", "127.0.0.1")
@@ -102,6 +105,7 @@ async def wire(monkeypatch):
             yield counter
         finally:
             await sync_to_async(connections.close_all)()
+            await asyncio.to_thread(hops.close_connections)
     # the proxied sessions' backends end once they see their sockets closed: wait for that, so that
     # the test database can be dropped at the end of the run
     await asyncio.to_thread(_proxied_sessions_gone, host, port, settings_dict, list(counter.upstream_ports))
