@@ -1,20 +1,22 @@
 """The round's thread hops (issue 30): where each phase's sync work runs (the database, the gate,
 the audit), one hop per phase.
 
-On PostgreSQL a round's phases run on :data:`ROUND_THREADS` threads of their own (``MRTRWEB
-["ROUND_THREADS"]``, default 4), each hop on the least busy one, so that the phases of concurrent
-rounds do not queue behind each other on asgiref's one sync thread (which the rest of the process
--- pages, admin, the ORM's async calls -- keeps using). Each of those threads keeps its own
-database connection (Django's are per thread; with a pool, one of the pool's while the thread
-lives): at most ``ROUND_THREADS`` connections more per process. A phase's work checks its thread's
-connection as before (:func:`.runtime.discard_unusable`, :func:`.runtime.leaves_connections_checked`).
-:func:`close_connections` closes them (a test's end, a drain).
+By default (``MRTRWEB["ROUND_THREADS"] = 0``) a hop goes to asgiref's one sync thread
+(``thread_sensitive=True``), as the rest of the process's ``sync_to_async`` work: the phases of
+concurrent rounds queue behind each other there. On PostgreSQL, ``ROUND_THREADS = N`` (1 or more)
+runs them on N threads of their own, each hop on the least busy one. Each of those threads keeps
+its own database connection (Django's are per thread; with a pool, one of the pool's for as long
+as the thread lives): a pool's ``max_size`` must then exceed N + 1 + the requests a worker serves
+at once, else a request holding a pool connection while it awaits a phase whose thread waits for
+one fails after the pool's timeout (measured: twenty people answering through two workers with the
+production pool of 10 and N = 4 got 503s; tests/audit/test_audit_topology.py). A phase's work checks
+its thread's connection as before (:func:`.runtime.discard_unusable`,
+:func:`.runtime.leaves_connections_checked`); :func:`close_connections` closes them (a test run's
+end). On SQLite (one writer at a time, its in-memory test database shared between threads) the
+hops always stay on asgiref's thread.
 
-On another database (SQLite: one writer at a time, its in-memory test database shared between
-threads) the hops stay on asgiref's one sync thread (``thread_sensitive=True``), as everything else.
-
-What a hop costs itself (handing the work to a thread and the result back) was measured at
-0.1-0.2 ms; the phases' time is the work inside (docs/benchmarks.md).
+What a hop costs itself (handing the work to a thread and the result back) is 0.1-0.2 ms
+(``./dev bench``, vs_sdk's hop table); a phase's time is the work inside it.
 
 May import: django, asgiref, mrtrweb.conf.
 """
