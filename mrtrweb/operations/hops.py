@@ -50,7 +50,7 @@ def _own_threads() -> bool:
 
     from ..models import Operation
 
-    return connections[router.db_for_write(Operation)].vendor == "postgresql" and int(conf.get("ROUND_THREADS")) >= 1
+    return int(conf.get("ROUND_THREADS")) >= 1 and connections[router.db_for_write(Operation)].vendor == "postgresql"
 
 
 def _pick() -> int:
