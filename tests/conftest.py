@@ -110,8 +110,9 @@ def _fresh_gate_and_cache():
 
 @pytest.fixture(scope="session", autouse=True)
 def _close_sync_thread_connections(django_db_setup, django_db_blocker):
-    """Async tests reach the database from asgiref's shared sync thread (``sync_to_async``); its
-    connection outlives the test and kept PostgreSQL from dropping the test database at the end
+    """Async tests reach the database from asgiref's shared sync thread (``sync_to_async``) and,
+    on PostgreSQL, from the round's threads (:mod:`mrtrweb.operations.hops`); their connections
+    outlive the test and kept PostgreSQL from dropping the test database at the end
     ("is being accessed by other users"). Closed here, before the database is dropped."""
     yield
     import asyncio
@@ -119,8 +120,11 @@ def _close_sync_thread_connections(django_db_setup, django_db_blocker):
     from asgiref.sync import sync_to_async
     from django.db import connections
 
+    from mrtrweb.operations import hops
+
     with django_db_blocker.unblock():
         asyncio.run(sync_to_async(connections.close_all)())
+        hops.close_connections()  # the round's threads' own (mrtrweb.operations.hops)
 
 
 @pytest.fixture(scope="module")

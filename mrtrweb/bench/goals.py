@@ -48,7 +48,15 @@ def _throughput(v: dict[str, Any]) -> tuple[str, Any]:
     b = v["b_headless"]
     x, conc = b["throughput_rounds_per_s"], b["concurrency"]
     text = f"{x} rounds/s at {conc} concurrent users (bare SDK {v['a_sdk']['throughput_rounds_per_s']})"
-    return text, (x >= 100 if conc == 8 else f"n/a: measured at {conc} users, not 8")
+    return text, (x >= 40 if conc == 8 else f"n/a: measured at {conc} users, not 8")
+
+
+def _cpu(v: dict[str, Any]) -> tuple[str, bool]:
+    b, a = v["b_headless"], v["a_sdk"]
+    x = b["cpu_ms_per_round"]
+    c = v["c_browser"].get("worker_cpu_ms_per_round")
+    return (f"{x} ms headless (its process: the product and the MCP client; bare SDK {a['cpu_ms_per_round']} ms)"
+            + (f"; browser path {c} ms in the ASGI worker" if c is not None else ""), x <= 25)
 
 
 def _counts(v: dict[str, Any]) -> tuple[str, bool]:
@@ -133,7 +141,9 @@ def goal_rows(data: dict[str, Any]) -> list[list[Any]]:
         _row("headless round p50 vs the bare SDK's manual loop", "≤ 3x", v, "vs_sdk", _ratio("b_over_a_p50", 3)),
         _row("browser round p50 (WebSocket + form posts) vs the bare SDK", "≤ 5x", v, "vs_sdk",
              _ratio("c_over_a_p50", 5)),
-        _row("rounds/s, 8 concurrent users, one worker (headless)", "≥ 100", v, "vs_sdk", _throughput),
+        _row("rounds/s, 8 concurrent users, one worker (headless)", "≥ 40 (issue 30; 100 the aim)", v, "vs_sdk",
+             _throughput),
+        _row("CPU per round in the worker, 8 concurrent users (headless)", "≤ 25 ms", v, "vs_sdk", _cpu),
         _row("SQL queries / sync_to_async hops per headless round", "≤ 12 / ≤ 6", v, "vs_sdk", _counts),
         _row("2 workers vs 1", "≥ 1.85x", s, "scaleout",
              lambda s: (f"{s['throughput_ratio']}x", s["throughput_ratio"] >= 1.85)),

@@ -12,6 +12,7 @@ from .common import DEFAULT_OUT, DOCS_DIR
 from .goals import goal_rows
 from .loopstall import section as loopstall_section
 from .audit_threads import audit_threads_section
+from .report_round import component_lines, round_cost_lines
 from .plots import plots as _plots
 
 
@@ -161,6 +162,7 @@ def render(inp: Path = DEFAULT_OUT, docs: Path = DOCS_DIR) -> Path:
             ["(b)/(a)", q["b_over_a_p50"], q["b_over_a_p99"], q["a_over_b_throughput"]],
             ["(c)/(a)", q["c_over_a_p50"], q["c_over_a_p99"], q["a_over_c_throughput"]],
         ])
+        L += round_cost_lines(v, _table)
         L += ["Where a headless round's time goes (p50 of each phase, ms):", ""]
         L += _table(list(v["b_headless"]["phases_p50_ms"]), [list(v["b_headless"]["phases_p50_ms"].values())])
         L += ["Where a browser round's time goes (p50, ms):", ""]
@@ -179,11 +181,14 @@ def render(inp: Path = DEFAULT_OUT, docs: Path = DOCS_DIR) -> Path:
         prof = (v.get("b_headless") or {}).get("arun_profiles")
         if prof:
             L += [f"Profiles of {prof['rounds']} headless client rounds one after another ({prof['round_ms']} ms per "
-                  f"round profiled; cProfile slows what it watches): the work the round hands to `sync_to_async` "
-                  f"({prof['sync_work_ms_per_round']} ms per round, in the one sync thread it queues on) --", ""]
+                  f"round profiled; cProfile slows what it watches; times are the profiled thread's CPU time"
+                  f"{'' if 'by_component' in prof else ' (wall time in runs before issue 30)'}): the work the round "
+                  f"hands to `sync_to_async` "
+                  f"({prof['sync_work_ms_per_round']} ms per round of wall time, in the threads it is handed to) --", ""]
             L += _profile_table(prof["sync_work"], 12)
             L += ["-- and the event loop's thread (the SDK, the transport, the product's async code):", ""]
             L += _profile_table(prof["event_loop"], 12)
+            L += component_lines(prof, _table)
         if v.get("push_spans"):
             L += ["What the WebSocket consumer does per `operation.update` push of a new round (read the "
                   "operation, render the panel: the round from Redis, the consent receipt written to the audit "
@@ -269,8 +274,17 @@ def render(inp: Path = DEFAULT_OUT, docs: Path = DOCS_DIR) -> Path:
                          + [s[k]["cpu"]["by_process_cores"].get(n, "") for n in names] + [s[k]["cpu"]["other_cores"]]
                          for k in ("workers_1", "workers_2")])
         race = s["double_submit_race"]
-        L += [f"Throughput ratio 2 workers / 1 worker: **{s['throughput_ratio']}x**.", "",
-              f"Double-submit race ({race['rounds']} rounds, each answer POSTed at the same moment to both workers): "
+        L += [f"Throughput ratio 2 workers / 1 worker: **{s['throughput_ratio']}x**.", ""]
+        one_cpu = (s["workers_1"].get("cpu") or {})
+        if one_cpu.get("cores"):
+            free = one_cpu["cores"] - one_cpu["cores_busy"]
+            L += [f"Whether the cores allow 1.85x: with one worker the machine already had {one_cpu['cores_busy']} of "
+                  f"its {one_cpu['cores']} cores busy (PostgreSQL, Redis, the load generator, other work), "
+                  f"{max(0.0, free):.2f} free; 1.85x the rounds needs ~{0.85 * one_cpu['cores_busy']:.2f} cores more "
+                  "(every process of the round does 1.85x the work)"
+                  + (": the cores do not allow it, the ratio is bounded by them, not by the product."
+                     if free < 0.85 * one_cpu["cores_busy"] else ": the cores allow it."), ""]
+        L += [f"Double-submit race ({race['rounds']} rounds, each answer POSTed at the same moment to both workers): "
               f"answer POSTs `{json.dumps(race['answer_posts'])}`; "
               f"MCP server `{json.dumps(race['mcp_server_counts'])}`.",
               ""]

@@ -19,7 +19,7 @@ import time
 from typing import Any
 
 from .common import latency_summary, standard_round, tool_schema_fields
-from .spans import component_spans, thread_profiles
+from .spans import component_spans, hop_costs, round_statements, thread_profiles
 
 
 # ---------------------------------------------------------------------------------------------- (a)
@@ -62,12 +62,13 @@ async def run_sdk(url: str, r: dict[str, Any], n_seq: int, n_conc: int, concurre
     go = asyncio.Event()
     tasks = [asyncio.create_task(worker(k)) for k in range(concurrency)]
     await asyncio.sleep(0.5)
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     go.set()
     total = sum(await asyncio.gather(*tasks))
-    elapsed = time.perf_counter() - t0
+    elapsed, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     return {"latency": latency_summary(seq), "throughput_rounds_per_s": round(total / elapsed, 1),
-            "concurrency": concurrency, "rounds_concurrent": total}
+            "concurrency": concurrency, "rounds_concurrent": total,
+            "cpu_ms_per_round": round(cpu / max(1, total) * 1000, 2)}
 
 
 # ---------------------------------------------------------------------------------------------- (b)
@@ -162,10 +163,12 @@ async def run_headless(users: list[Any], server: Any, r: dict[str, Any], n_seq: 
             done += 1
         return done
 
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     total = sum(await asyncio.gather(*(worker(u) for u in users[:concurrency])))
-    elapsed = time.perf_counter() - t0
+    elapsed, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     out = {"latency": latency_summary(totals),
+           # the CPU of this process (the product's headless client: gate, database, audit, MCP transport)
+           "cpu_ms_per_round": round(cpu / max(1, total) * 1000, 2),
            "phases_p50_ms": {k: round(sorted(p[k] for p in phases)[len(phases) // 2] * 1000, 2)
                              for k in phases[0]},
            "throughput_rounds_per_s": round(total / elapsed, 1), "concurrency": concurrency,
@@ -182,6 +185,11 @@ async def run_headless(users: list[Any], server: Any, r: dict[str, Any], n_seq: 
         # work the round hands to threads (the ORM, the gate, the audit): cProfile of each
         out["arun_profiles"] = await thread_profiles(lambda: arun_round(users[0], server, tenant, params, consent),
                                                      out["spans_rounds"])
+        # each thread hop's hand-over apart from the work it carries (issue 30: where the hops' time goes)
+        out["hop_costs"] = await hop_costs(lambda: arun_round(users[0], server, tenant, params, consent),
+                                           max(10, out["spans_rounds"]))
+        # the statements of one round, in order, by the hop that sent them
+        out["round_statements"] = await round_statements(lambda: arun_round(users[0], server, tenant, params, consent))
 
     return out
 
@@ -218,7 +226,7 @@ async def push_work(user: Any, server: Any, params: dict[str, Any], n: int) -> d
 
 # ---------------------------------------------------------------------------------------------- (c)
 async def run_browser(base: str, sessions: list[str], server_id: int, r: dict[str, Any], n_seq: int, n_conc: int,
-                      concurrency: int) -> dict[str, Any]:
+                      concurrency: int, worker_pid: int | None = None) -> dict[str, Any]:
     from .browser import open_users
 
     users = await open_users(base, sessions[:max(1, concurrency)], server_id)
@@ -238,9 +246,13 @@ async def run_browser(base: str, sessions: list[str], server_id: int, r: dict[st
                 done += 1
             return done
 
+        from .machine import cpu_seconds
+
         t0 = time.perf_counter()
+        wcpu0 = cpu_seconds(worker_pid) if worker_pid else None
         total = sum(await asyncio.gather(*(worker(u) for u in users[:concurrency])))
         elapsed = time.perf_counter() - t0
+        wcpu = cpu_seconds(worker_pid) - wcpu0 if wcpu0 is not None else None
     finally:
         for u in users:
             await u.close()
@@ -249,6 +261,8 @@ async def run_browser(base: str, sessions: list[str], server_id: int, r: dict[st
                               for k in phases[0] if k != "op_id"},
             "throughput_rounds_per_s": round(total / elapsed, 1), "concurrency": concurrency,
             "rounds_concurrent": total, "ws_reconnects": sum(u.reconnects for u in users),
+            # the ASGI worker's CPU (uvicorn process) per round during the concurrent phase
+            "worker_cpu_ms_per_round": None if wcpu is None else round(wcpu / max(1, total) * 1000, 2),
             "fallback_panel_fetches": sum(u.fallback_fetches for u in users)}
 
 
@@ -279,7 +293,7 @@ async def _run(ctx: Any) -> dict[str, Any]:
     base, proc = s.start_worker("vs-sdk")
     try:
         out["c_browser"] = await run_browser(base, seeded["sessions"][concurrency:], seeded["server_id"], r, n_seq,
-                                             n_conc, concurrency)
+                                             n_conc, concurrency, worker_pid=proc.pid)
     finally:
         s.stop(proc)
         out["c_worker_errors"] = s.worker_errors("vs-sdk")
@@ -308,6 +322,9 @@ async def _run(ctx: Any) -> dict[str, Any]:
     # rounds left waiting on purpose (after the counts): the consumer's work per push
     out["push_spans"] = await push_work(users[0], server, r["request"]["params"], max(5, n_seq // 4))
     out["goals"] = {"headless_over_sdk_goal": 3, "met": out["ratios"]["b_over_a_p50"] <= 3}
+    from .. import conf
+
+    out["round_threads"] = conf.get("ROUND_THREADS")
     return out
 
 
@@ -315,8 +332,9 @@ def summary(res: dict[str, Any]) -> list[str]:
     lines = []
     for key, label in (("a_sdk", "(a) bare SDK"), ("b_headless", "(b) headless"), ("c_browser", "(c) browser")):
         x = res[key]
+        cpu = x.get("cpu_ms_per_round", x.get("worker_cpu_ms_per_round"))
         lines.append(f"{label}: p50 {x['latency']['p50_ms']} ms, p99 {x['latency']['p99_ms']} ms, "
-                     f"{x['throughput_rounds_per_s']} rounds/s at {x['concurrency']} concurrent")
+                     f"{x['throughput_rounds_per_s']} rounds/s at {x['concurrency']} concurrent, CPU {cpu} ms/round")
     q = res["ratios"]
     lines.append(f"ratios p50: (b)/(a) {q['b_over_a_p50']}x, (c)/(a) {q['c_over_a_p50']}x (goal (b)/(a) <= 3)")
     lines.append(f"MCP server counts: {res['mcp_server_counts']}")

@@ -51,6 +51,15 @@ Meanings are reStructuredText-lite: ``literal`` is the only markup.
     the longest one audit append waits while others append to the same tenant's chain (PostgreSQL:
     a row lock on the chain head, ``lock_timeout``; SQLite: the write lock, busy timeout); past it
     the append fails and the retry it guards is not sent (``audit_unavailable``)
+``ROUND_THREADS``
+    ``0`` (the default): the rounds' phases (their database, gate and audit work) run on
+    asgiref's one sync thread, as the rest of the process's ``sync_to_async`` work. On PostgreSQL,
+    ``N`` >= 1: on N threads of their own (mrtrweb.operations.hops), a phase on the least busy one,
+    so concurrent rounds do not queue behind each other. Each of those threads keeps a database
+    connection for good: with a pool (``OPTIONS["pool"]``, the production settings' default of
+    10) its ``max_size`` must exceed N + 1 + the requests a worker serves at once, or a request
+    holding a connection while it awaits a phase whose thread waits for one fails after the
+    pool's timeout (503). Ignored on SQLite
 ``METRICS_TOKEN``
     bearer token of the Prometheus endpoint ``/mcp/metrics/`` (mrtrweb.runtime.metrics_view; a scrape sends
     ``Authorization: Bearer <token>``); ``None``: the endpoint answers 404 ``metrics_disabled``
@@ -213,10 +222,10 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from .defaults import BOOL_KEYS, DEFAULTS, DICT_KEYS, INT_TUPLE_KEYS, LIST_KEYS, NUMERIC_KEYS
+from .defaults import BOOL_KEYS, COUNT_KEYS, DEFAULTS, DICT_KEYS, INT_TUPLE_KEYS, LIST_KEYS, NUMERIC_KEYS
 from .environ import from_environ
 
-__all__ = ["BINDING_STORES", "BOOL_KEYS", "DEFAULTS", "DICT_KEYS", "INT_TUPLE_KEYS", "LIST_KEYS", "NUMERIC_KEYS", "from_environ", "get", "policy", "server_policy", "server_url_policy",
+__all__ = ["BINDING_STORES", "BOOL_KEYS", "COUNT_KEYS", "DEFAULTS", "DICT_KEYS", "INT_TUPLE_KEYS", "LIST_KEYS", "NUMERIC_KEYS", "from_environ", "get", "policy", "server_policy", "server_url_policy",
            "server_url_policy_of", "unknown_keys"]
 
 def get(key: str) -> Any:
@@ -234,6 +243,8 @@ def get(key: str) -> Any:
     if key in NUMERIC_KEYS and (isinstance(value, bool) or not isinstance(value, (int, float))
                             or (isinstance(value, float) and not math.isfinite(value)) or value <= 0):
         raise ImproperlyConfigured(f"MRTRWEB[{key!r}] must be a positive (finite) number")
+    if key in COUNT_KEYS and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+        raise ImproperlyConfigured(f"MRTRWEB[{key!r}] must be a whole number, 0 or more")
     if key == "GC_FREEZE" and not isinstance(value, bool):
         raise ImproperlyConfigured("MRTRWEB['GC_FREEZE'] must be True or False")
     if key == "GC_THRESHOLDS" and value is not None:

@@ -23,6 +23,7 @@ DEFAULTS: dict[str, Any] = {
     "CONNECTION_IDLE_S": 300,
     "AUDIT_SECRET": None,
     "AUDIT_WAIT_S": 15,
+    "ROUND_THREADS": 0,
     "METRICS_TOKEN": None,
     "MAX_PENDING_ROUNDS": 20,
     "MAX_STARTS_PER_MINUTE": 30,
@@ -75,6 +76,9 @@ NUMERIC_KEYS = {"TTL_S", "MAX_TTL_S", "MAX_STATE_BYTES", "MAX_ROUNDS", "STATE_ON
             "APPS_CALLS_PER_SECOND", "APPS_CALL_TIMEOUT_S", "APPS_MAX_TOOLS", "APPS_MAX_DOWNLOAD_BYTES",
             "MODEL_STEPS_PER_TURN", "MODEL_PROPOSALS_AT_ONCE", "MODEL_CONTEXT_CHARS", "MODEL_REPLY_CHARS",
             "MODEL_REPLY_TIMEOUT_S", "MODEL_RESPONSE_MAX_BYTES", "MODEL_RESULT_CHARS"}
+
+#: keys whose value is a whole number, 0 or more (``MRTRWEB_<KEY>``: a number)
+COUNT_KEYS = {"ROUND_THREADS"}
 
 #: keys whose value is a list (``MRTRWEB_<KEY>``: a JSON list, or words separated by white space)
 LIST_KEYS = {"SECRET_KEYS", "OUTBOUND_ALLOW_HOSTS"}

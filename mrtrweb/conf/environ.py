@@ -11,7 +11,7 @@ from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 
-from .defaults import BOOL_KEYS, DEFAULTS, DICT_KEYS, INT_TUPLE_KEYS, LIST_KEYS, NUMERIC_KEYS
+from .defaults import BOOL_KEYS, COUNT_KEYS, DEFAULTS, DICT_KEYS, INT_TUPLE_KEYS, LIST_KEYS, NUMERIC_KEYS
 
 __all__ = ["from_environ"]
 
@@ -33,7 +33,7 @@ def from_environ(environ: Any) -> dict[str, Any]:
         if raw is None or not raw.strip():
             continue
         raw = raw.strip()
-        if key in NUMERIC_KEYS:
+        if key in NUMERIC_KEYS or key in COUNT_KEYS:
             try:
                 number = float(raw)
             except ValueError:

@@ -36,10 +36,10 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from asgiref.sync import sync_to_async
 
 from ..servers import connections
 from .. import operations
+from ..operations.hops import round_hop
 from ..consent import sampling
 from ..gate import GateRejection, StoreUnavailable
 from ..models import McpServer, Membership, Operation
@@ -180,7 +180,7 @@ async def arun(*, url: str, user: Any, tenant: Any, method: str, params: dict[st
             (``limit_reached``, ``binding_store_unavailable``).
     """
 
-    server = await sync_to_async(_member_server)(user, tenant, url)
+    server = await round_hop(_member_server)(user, tenant, url)
     refusal = await _not_run(user, server, params.get("name")) if method == "tools/call" else None
     if refusal is not None:
         logger.info("tools/call of a tool on server %s not run (%s): nothing sent", server.pk, refusal)
@@ -310,7 +310,7 @@ async def _answer(op: Operation, consent: ConsentPolicy, known: Any = None) -> l
         return op, rnd  # read with its server, tenant and user by _run
 
     try:
-        full, rnd = await sync_to_async(show)()
+        full, rnd = await round_hop(show)()
     except StoreUnavailable:
         await operations.deny(op, operations.STORE_UNAVAILABLE)
         return []

@@ -26,8 +26,9 @@ access checked in that same hop (in the ``WHERE`` of the row move that hands the
 send): ``_start_sync``, ``_judge_round``, the card's receipt, ``_answer_sync`` (every check, the
 retry built and audited, the row moved), ``_check_and_complete`` (a small final result checked,
 stored and the operation completed; a big one is checked off the sync thread first);
-tests/operations/test_round_cost.py counts the statements (13 on PostgreSQL) and hops (6) of one
-headless round, and docs/round.md lists them.
+tests/operations/test_round_cost.py counts the statements (12 on PostgreSQL) and hops (6) of one
+headless round, and docs/round.md lists them. :mod:`.hops` says where a phase's hop runs: asgiref's one
+sync thread, or with ``ROUND_THREADS`` on PostgreSQL one of the round's own threads.
 
 Around it: :mod:`.legacy` (2025-11-25 servers ask during the open call), :mod:`.stopping`
 (Stop, deny, access ended), :mod:`.reaping` (a dead worker's operations), :mod:`.revocation`

@@ -11,7 +11,6 @@ import dataclasses
 import logging
 from typing import Any
 
-from asgiref.sync import sync_to_async
 
 from ..audit import events as audit
 from ..gate import codes, GateRejection, Retry, StoreUnavailable
@@ -23,6 +22,7 @@ from .legacy import _answer_legacy
 from .messages import (AnswerPending, AUDIT_UNAVAILABLE, AUTHORIZATION_CHANGED, DENY_MESSAGES, LEGACY, message_for,
                        OperationRefused, STORE_UNAVAILABLE)
 from .retries import Recorded, after_recorded, driver_of, record_and_move
+from .hops import round_hop
 from .runtime import _answer_refused, _spawn, notify
 from .revocation import end_operation
 from .stopping import deny
@@ -115,7 +115,7 @@ async def answer_round(op: Operation, responses: dict[str, Any], *, round_number
         OperationRefused: store or audit unavailable, or a deny condition (nothing sent).
     """
     driver = await driver_of(op, "")  # this worker's lease, before the row names it
-    checked, recorded = await sync_to_async(_answer_sync)(op, responses, round_number, driver)
+    checked, recorded = await round_hop(_answer_sync)(op, responses, round_number, driver)
     op = checked.op
     if round_number is not None and op.rounds != round_number:
         raise OperationRefused(codes.INACTIVE_MRTR_ROUND, message_for(codes.INACTIVE_MRTR_ROUND))

@@ -21,8 +21,9 @@ from ..text import results
 from ..gate import codes, Retry, StoreUnavailable
 from ..runtime.gates import get_gate, handle_of
 from ..models import Operation
+from .hops import round_hop
 from .messages import AnswerPending, AUDIT_UNAVAILABLE, DENY_MESSAGES, LEGACY, message_for, OperationRefused, STORE_UNAVAILABLE
-from .rows import move
+from .rows import move, move_sql
 from .runtime import new_request_id
 from .stopping import deny
 
@@ -50,7 +51,7 @@ async def build_and_record(op: Operation, responses: dict[str, Any] | None, *, r
     """
     driver = await driver_of(op, code)
     try:
-        recorded = await sync_to_async(record_and_move)(op, get_gate(), retry_id, responses, code, digests,
+        recorded = await round_hop(record_and_move)(op, get_gate(), retry_id, responses, code, digests,
                                                         round_number, driver)
     except StoreUnavailable:
         raise OperationRefused(STORE_UNAVAILABLE, message_for(STORE_UNAVAILABLE)) from None
@@ -95,11 +96,15 @@ class Recorded:
 def record_and_move(op: Operation, gate: Any, retry_id: str | None, responses: dict[str, Any] | None, code: str,
                     digests: dict[str, Any] | None, round_number: int | None, driver: dict[str, str],
                     check_access: bool = False) -> Recorded:
-    """In the sync thread: the retry built and its ``submitted`` event written and read back
-    (:func:`_respond_and_record`), then the row moved for the retry (running, its request id, the
+    """In the sync thread: the retry built, its ``submitted`` event written and read back
+    (:func:`_respond_and_record`), and the row moved for the retry (running, its request id, the
     driver) -- with ``check_access``, only while the owner may act on the server (the access check
-    right before the retry leaves, in the move's ``WHERE``: one statement). A move the database
-    fails is left to :func:`after_recorded` (``moved`` None).
+    right before the retry leaves, in the move's ``WHERE``). On PostgreSQL the move is a step of the
+    ``submitted`` append's own statement, made only with the event (one statement, one
+    transaction: the event and the move are both written or neither; the read-back follows, and
+    the retry leaves only after it); elsewhere (SQLite, a server-side binding cursor) it is a
+    statement of its own after the read-back, and a move the database fails is left to
+    :func:`after_recorded` (``moved`` None).
 
     Raises:
         as :func:`_respond_and_record`.
@@ -109,20 +114,31 @@ def record_and_move(op: Operation, gate: Any, retry_id: str | None, responses: d
     from ..tenancy import access
 
     fresh_id = not retry_id  # a UUID4 made here: no live binding can hold it (the gate binds it all the same)
-    retry = _respond_and_record(op, gate, retry_id or new_request_id(), responses, code, digests, round_number,
-                                fresh_id)
-    fields = dict(latest_request_id=str(retry.id), status=Operation.Status.RUNNING, rounds=op.rounds,
+    retry_id = retry_id or new_request_id()
+    fields = dict(latest_request_id=str(retry_id), status=Operation.Status.RUNNING, rounds=op.rounds,
                   round_expires_at=None, **driver)
     allowed = (op.user_id, op.tenant_id, op.server_id) if check_access else None
+    values = {"updated_at": timezone.now(), **fields}
+    # None when the access conditions cannot go into the WHERE: the move is then made on its own
+    then = move_sql(op.pk, values, status_not_in=Operation.TERMINAL, allowed=allowed)
+    retry, event = _respond_and_record(op, gate, retry_id, responses, code, digests, round_number, fresh_id,
+                                       then=then)
+    moved = getattr(event, "then_rows", None)  # None: not made with the event (the caller makes it)
     try:
-        moved = move(op.pk, {"updated_at": timezone.now(), **fields}, status_not_in=Operation.TERMINAL,
-                     allowed=allowed)
-        cause = access.denial(*allowed) if allowed is not None and not moved else ""
+        if moved is None:
+            moved = move(op.pk, values, status_not_in=Operation.TERMINAL, allowed=allowed)
     except DatabaseError as exc:
         logger.warning("operation %s: the database failed as an answer was recorded (%s); retrying", op.id,
                        exc.__class__.__name__)
         close_old_connections()
         return Recorded(retry, fields, None)
+    try:
+        cause = access.denial(*allowed) if allowed is not None and not moved else ""
+    except DatabaseError as exc:  # not moved, and why not is unknown: nothing is sent (never moved without the check)
+        logger.warning("operation %s: the database failed as the reason an answer's row did not move was read (%s)",
+                       op.id, exc.__class__.__name__)
+        close_old_connections()
+        cause = ""
     return Recorded(retry, fields, moved, cause, access_checked=bool(allowed and moved))
 
 
@@ -172,9 +188,11 @@ async def after_recorded(op: Operation, recorded: Recorded, *, code: str,
 
 def _respond_and_record(op: Operation, gate: Any, retry_id: str, responses: dict[str, Any] | None, code: str,
                         digests: dict[str, Any] | None, round_number: int | None = None,
-                        fresh_id: bool = False) -> Retry:
+                        fresh_id: bool = False, then: tuple[str, list[Any]] | None = None) -> tuple[Retry, Any]:
     """The gate builds the retry (``Gate.respond``: validated, the round consumed once) and its
-    ``submitted`` event is written and read back, in the sync thread.
+    ``submitted`` event is written and read back, in the sync thread. Returns (the retry, the
+    event); ``then``: a write made in the append's own statement, only with the event
+    (:func:`mrtrweb.audit.events.record`: the event's ``then_rows``, None when it was not made there).
 
     Raises:
         GateRejection: the gate refused the answer (nothing consumed).
@@ -185,9 +203,9 @@ def _respond_and_record(op: Operation, gate: Any, retry_id: str, responses: dict
     retry: Retry = gate.respond(handle_of(op), retry_id=retry_id, responses=responses, user=str(op.user_id),
                                 tenant=str(op.tenant_id), params=results.stored_params(op.params),
                                 round_number=round_number, fresh_id=fresh_id)
-    audit.record(op, "submitted", code=code, round_number=retry.round_number, request_id=op.latest_request_id,
-                 retry_id=retry.id, actions=dict(retry.actions), read_back=True, **(digests or {}))
-    return retry
+    event = audit.record(op, "submitted", code=code, round_number=retry.round_number, request_id=op.latest_request_id,
+                         retry_id=retry.id, actions=dict(retry.actions), read_back=True, then=then, **(digests or {}))
+    return retry, event
 
 
 #: the longest an answer's request waits for the database to record that its retry goes out

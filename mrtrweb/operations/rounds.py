@@ -29,6 +29,7 @@ from .retries import build_and_record
 from .rows import move, move_sql
 from .revocation import end_operation
 from .holding import database_back
+from .hops import round_hop
 from .runtime import (connections_checked, end_and_close, finish_operation, discard_unusable, leaves_connections_checked,
                       mark_ended, notify, settle_ended)
 from .stopping import stop_requested, deny, last_answer
@@ -304,28 +305,28 @@ async def _handle_result(op: Operation, request_id: str, raw: Any, *, received_c
     binding and the audit event); a round one (:func:`_judge_round`), plus one for a push."""
     if _is_final(raw):
         if is_small(raw):  # checked and stored in the completion's own hop (less than a millisecond of CPU)
-            ok, stored, (ended, cause) = await sync_to_async(_check_and_complete)(op, raw)
+            ok, stored, (ended, cause) = await round_hop(_check_and_complete)(op, raw)
         else:  # off the event loop and off the sync thread: a result may hold hundreds of thousands of blocks
             ok, stored = await sync_to_async(_final_checked, thread_sensitive=False)(op.method, raw, op.id)
             if ok:
-                ended, cause = await sync_to_async(_complete)(op, stored)
+                ended, cause = await round_hop(_complete)(op, stored)
         if not ok:
             logger.info("operation %s: final result refused by the SDK types", op.id)
             await finish_operation(op, Operation.Status.FAILED, code=INVALID_RESULT, message=message_for(INVALID_RESULT))
             return None
         if cause is _DOWN:  # the database went away during the call: waited for, then once more
             await database_back(op.id)
-            ended, cause = await sync_to_async(_complete)(op, stored, False)
+            ended, cause = await round_hop(_complete)(op, stored, False)
         if cause:
             await end_operation(op, cause)
         elif ended:
             await notify(op, settled=True)
             connections_checked.set(True)  # _complete's hop was the drive's last
         return None
-    judged = await sync_to_async(_judge_round)(op, request_id, raw, received_code)
+    judged = await round_hop(_judge_round)(op, request_id, raw, received_code)
     if judged.outcome == "database_down":  # the database went away during the call: waited for
         await database_back(op.id)
-        judged = await sync_to_async(_judge_round)(op, request_id, raw, received_code, False)
+        judged = await round_hop(_judge_round)(op, request_id, raw, received_code, False)
     outcome = judged.outcome
     if outcome == "stopped":
         logger.info("operation %s stopped during the call (by: %s); the server's answer asked for more and was "

@@ -10,7 +10,6 @@ from typing import Any
 
 from django.db import connections, router
 
-from asgiref.sync import sync_to_async
 from django.utils import timezone
 from django.utils.translation import gettext_noop
 
@@ -25,6 +24,7 @@ from .authorization import current_auth
 from .calls import _drive
 from .messages import LIMIT_REACHED, message_for, OperationRefused, STORE_UNAVAILABLE, WORKER_DRAINING
 from .rows import inserted, prepare_insert
+from .hops import round_hop
 from .runtime import _spawn, new_request_id
 
 logger = logging.getLogger("mrtrweb.operations")
@@ -54,7 +54,7 @@ async def start_operation(*, user: Any, server: McpServer, method: str, name: st
         raise OperationRefused(WORKER_DRAINING, message_for(WORKER_DRAINING))
     await workers.ensure_lease()  # before the operation names this worker
     initiator, detail = initiators.checked(initiator, initiator_detail)
-    op = await sync_to_async(_start_sync)(user, server, method, name, params, destructive,
+    op = await round_hop(_start_sync)(user, server, method, name, params, destructive,
                                          kept_output_schema(output_schema), initiator, detail)
     op.access_checked = True  # by the start's own statement: the drive checks again only after a wait
     _spawn(_drive(op.id, op.request_id, params, checked=op))

@@ -215,6 +215,9 @@ async def test_the_database_lost_after_the_answers_audit_loses_no_answer(seeded,
     from django.db import OperationalError
 
     client, op = await _waiting(seeded)
+    # on PostgreSQL the move is a step of the 'submitted' append's own statement (no moment between the
+    # two): the path where it is a statement of its own (SQLite, a server-side binding cursor) is taken
+    monkeypatch.setattr(operations.retries, "move_sql", lambda *args, **kwargs: None)
     real = operations.retries.move  # the row's move to running (operations.rows.move)
     cut = []
 
@@ -242,6 +245,7 @@ async def test_an_answer_recorded_as_the_database_stays_away_goes_out_when_it_is
 
     client, op = await _waiting(seeded)
     monkeypatch.setattr(operations.retries, "ANSWER_DB_WAIT_S", 0.3)
+    monkeypatch.setattr(operations.retries, "move_sql", lambda *args, **kwargs: None)  # as above
     real = operations.retries.move  # the row's move to running (operations.rows.move)
     down_until = []
 
@@ -262,6 +266,34 @@ async def test_an_answer_recorded_as_the_database_stays_away_goes_out_when_it_is
     assert final.status == "completed", final.status
     assert seeded["mcp"].calls[("connect_account", True)] == 1
     assert await AuditEvent.objects.filter(operation_id=op.pk, event="submitted").acount() == 1
+
+
+async def test_a_read_back_that_fails_after_the_row_moved_sends_nothing_and_ends_the_operation(seeded, monkeypatch):
+    """On PostgreSQL the row's move to running is made in the 'submitted' append's own statement,
+    before the read-back: a read-back that then fails sends nothing, and the operation is ended
+    (denied, audit_unavailable), never left running with no retry on its way (on SQLite the move
+    follows the read-back: the row is still waiting when it fails, and is ended the same way)."""
+    import mrtrweb.audit.events as events
+
+    client, op = await _waiting(seeded)
+    real = events.read_event
+    failed = []
+
+    def fails_once(conn, pk):
+        if not failed:
+            failed.append(pk)
+            return None  # as a row that is not there: the read-back fails
+        return real(conn, pk)
+
+    monkeypatch.setattr(events, "read_event", fails_once)
+    await post_answer(client, f"/mcp/operations/{op.id}/answer/", {"action": "accept", "round": "1"})
+    await operations.wait_idle()
+    final = await Operation.objects.aget(pk=op.pk)
+    assert failed, "the read-back was not made"
+    assert (final.status, final.error_code) == ("denied", "denied"), (final.status, final.error_code)
+    assert final.worker == ""
+    assert seeded["mcp"].calls[("connect_account", True)] == 0  # no retry left
+    assert (await _events(op))[-2:] == ["submitted", "denied"]
 
 
 async def test_two_answers_at_once_consume_the_round_once(seeded):
