@@ -115,7 +115,7 @@ def row(event: dict[str, Any], *, names: dict[str, str], servers: dict[str, str]
         confirmation_label=_confirmation(event.get("initiator_detail")),
         decision=event["event"] in DECISIONS,
         # a round only when the event belongs to one (0: the call itself, before any round)
-        round_shown=event["round_number"] if isinstance(event["round_number"], int) and event["round_number"] > 0 else "",
+        round_shown=isinstance(event["round_number"], int) and event["round_number"] > 0,
         personal=event["server_id"] in personal or (event["event"] in AuditEvent.CONFIG and event["code"] == "personal"),
     )
 
