@@ -213,7 +213,8 @@ LISTED_TOOLS = [
     {"name": SAMPLE_TOOL, "description": hostile_text("Sample"), "inputSchema": {"type": "object"}},
     {"name": NESTED_TOOL, "description": hostile_text("Nested"),
      "inputSchema": {"type": "object", "description": hostile_text("Nested schema"),
-                     "properties": {"cfg": {"type": "object", "title": hostile_text("Cfg")}}}},
+                     "properties": {"cfg": {"type": "object", "title": hostile_text("Cfg"),
+                                             "description": "first line\nsecond line"}}}},
 ]
 
 #: the final result of every tool call: text, an image and a resource link (neither may be loaded or

@@ -63,6 +63,14 @@ _SCOPE_TOKEN = re.compile(r"^[\x21\x23-\x5b\x5d-\x7e]+\Z")
 DIGEST_SALT: Final = "mrtrweb.authz.secret"
 
 OAUTH_MODES: Final = frozenset({"oauth_user", "oauth_client"})
+#: the authorization modes each field of :class:`ServerAuthForm` is read for (a field not named here
+#: is read whatever the mode); a stored secret's "Remove" shows whatever the mode
+FIELD_MODES: Final = {
+    "oauth_client_id": ("oauth_user", "oauth_client"), "oauth_issuer": ("oauth_user", "oauth_client"),
+    "oauth_scope": ("oauth_user", "oauth_client"), "oauth_client_secret": ("oauth_user", "oauth_client"),
+    "bearer_token": ("tenant",), "headers": ("tenant",),
+    "clear_secret": ("tenant", "oauth_user", "oauth_client"),
+}
 
 
 def _loopback(host: str) -> bool:
@@ -153,6 +161,11 @@ class ServerAuthForm(forms.ModelForm):
             self.fields["clear_secret"].help_text = what
         else:
             self.fields["clear_secret"].help_text = _("No secret is stored.")
+        # which authorization each field belongs to: the settings page's script (settings.js) hides the
+        # others while that one is chosen; without the script every field shows and the form works as it is
+        for name, modes in FIELD_MODES.items():
+            if name in self.fields and not (name == "clear_secret" and stored):
+                self.fields[name].widget.attrs["data-auth-modes"] = " ".join(modes)
 
     def stored_secret(self) -> dict[str, Any]:
         """The server's stored secret (``{}`` when none, or when no configured key opens it)."""

@@ -6,19 +6,23 @@ the headless client and the tests rely on them); this module only says how they 
 * the person's own Stop is stored ``denied`` (code ``denied``, audit reason ``cancelled``, the
   message of :data:`~mrtrweb.operations.STOPPED_BY` / ``STOPPED_BY_AT_ROUND``): it reads
   "Stopped by you", not "Denied" (a refusal by the gate or by access);
-* an answer that came after its round's lifetime is stored ``denied`` (reason ``timeout``): to
-  its person that round expired, as a swept one (status ``expired``) did;
+* an answer that came after its round's lifetime is stored ``denied`` (reason ``timeout``), and so
+  is a legacy server's held call that no answer reached before its deadline (the server was told
+  cancel: :data:`mrtrweb.text.stored_text.LEGACY_TIMEOUT`): to its person that round expired, as a
+  swept one (status ``expired``) did -- it reads "Expired", never "Denied";
 * which ended operations offer "Run again" with the same arguments (:func:`rerunnable`).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any, Final
 
 from django.utils.translation import gettext, gettext_lazy as _
 
 from ..models import Operation
 from ..operations.messages import DENY_MESSAGES, STOPPED_BY, STOPPED_BY_AT_ROUND
+from ..text import stored_text
 
 __all__ = ["ENDED_WITHOUT_RESULT", "STOPPED_BY_YOU", "TOOL_ERROR", "expired", "outcome_heading", "rerunnable", "status_label",
            "stopped_by_person", "tool_error", "way_on"]
@@ -44,6 +48,9 @@ _STOPPED_AT_LIMIT_MESSAGES: Final = frozenset({STOPPED_BY["headless_timeout"][:5
                                                STOPPED_BY_AT_ROUND["headless_timeout"][:500]})
 #: the stored message of an answer that arrived after its round's lifetime
 _LATE_ANSWER_MESSAGE: Final = DENY_MESSAGES["timeout"][:500]
+#: the stored message of a legacy round whose hold ran out, its clock any text
+_LEGACY_TIMEOUT: Final = re.compile(re.escape(stored_text.LEGACY_TIMEOUT).replace(re.escape("%(clock)s"), ".{1,40}"),
+                                    re.DOTALL)
 
 
 def stopped_by_person(op: Operation) -> bool:
@@ -64,7 +71,16 @@ def expired(op: Operation) -> bool:
     ``denied`` outcome with reason ``timeout``). Either way nothing was sent for it."""
     if op.status == Operation.Status.EXPIRED:
         return True
-    return op.status == Operation.Status.DENIED and op.error_message == _LATE_ANSWER_MESSAGE
+    if op.status != Operation.Status.DENIED:
+        return False
+    return op.error_message == _LATE_ANSWER_MESSAGE or legacy_timeout(op)
+
+
+def legacy_timeout(op: Operation) -> bool:
+    """Whether ``op`` is a legacy server's held call that no answer reached before its deadline
+    (stored ``denied`` with :data:`mrtrweb.text.stored_text.LEGACY_TIMEOUT` filled in)."""
+    return (op.status == Operation.Status.DENIED and op.error_code == "denied"
+            and _LEGACY_TIMEOUT.fullmatch(op.error_message or "") is not None)
 
 
 def status_label(op: Operation, own: bool = True) -> str:

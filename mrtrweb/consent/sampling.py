@@ -204,5 +204,11 @@ class ServerSettingsForm(forms.ModelForm):
 
         model = McpServer
         fields = ["allow_sampling", "allow_roots", "roots"]
-        widgets = {"roots": forms.Textarea(attrs={"rows": 6, "cols": 70})}
+        widgets = {"roots": forms.Textarea(attrs={
+            "rows": 6, "cols": 70, "spellcheck": "false",
+            "placeholder": '[\n  {"uri": "file:///home/alice/project", "name": "Project"}\n]'})}
+        labels = {"roots": _("Roots (a JSON list)")}
+        help_texts = {"roots": _('The roots answered to roots/list, as a JSON list, one object per root: '
+                                 '[{"uri": "file:///home/alice/project", "name": "Project"}]. '
+                                 'Leave [] for none.')}
         field_classes = {"roots": BoundedJSONField}  # a too-deep or broken JSON is a form error, never a 500

@@ -1,8 +1,9 @@
 """Rounds that expire by themselves: no command needs to run.
 
 When a round opens (an MRTR ``input_required`` the gate accepted, or a legacy server's request
-held open), ``Operation.round_expires_at`` is set to the gate's round ``expires_at``; it is cleared
-when the round is answered or the operation ends. Every worker's heartbeat loop
+held open: its hold's deadline), ``Operation.round_expires_at`` is set to the gate's round ``expires_at``;
+it is cleared when the round is answered or the operation ends otherwise, and kept when it expires (the
+deadline the round closed at, which its page shows). Every worker's heartbeat loop
 (:mod:`mrtrweb.runtime.workers`, every ``HEARTBEAT_S`` seconds) runs :func:`sweep`:
 
 * operations ``awaiting_input`` whose ``round_expires_at`` is more than :data:`GRACE_S` seconds
@@ -109,8 +110,10 @@ def expire(op_id: Any, round_number: int | None = None, *, due_only: bool = True
             return None
     qs = _due().filter(pk=op.pk) if due_only else Operation.objects.filter(pk=op.pk).exclude(
         status__in=Operation.TERMINAL)
+    # round_expires_at stays: it is the deadline the round closed at, the one its card said ("Answer
+    # before ...") and its expired page says ("closed at ..."), not the moment a sweep came by
     won = qs.update(status=Operation.Status.EXPIRED, error_code=EXPIRED_CODE, error_message=EXPIRED_MESSAGE,
-                    round_expires_at=None, worker="", updated_at=timezone.now())
+                    worker="", updated_at=timezone.now())
     if not won and due_only:
         return None  # answered, ended or settled by another worker meanwhile
     number = op.rounds if round_number is None else round_number

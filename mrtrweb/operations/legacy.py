@@ -124,9 +124,11 @@ def _cancelled(method: str) -> Any:
 
 
 def _clock(ts: float) -> str:
+    """``ts`` (seconds since the epoch) as the clock time the pages write (``13:04:54 UTC``,
+    :func:`mrtrweb.templatetags.mrtrweb_time.utc_text`)."""
     import datetime
 
-    return timezone.localtime(datetime.datetime.fromtimestamp(ts, tz=datetime.timezone.utc)).strftime("%H:%M:%S %Z")
+    return datetime.datetime.fromtimestamp(ts, tz=datetime.timezone.utc).strftime("%H:%M:%S UTC")
 
 
 async def _on_server_request(call: _Call, method: str, params: dict[str, Any]) -> Any:
@@ -182,8 +184,8 @@ async def _legacy_round(call: _Call, method: str, params: dict[str, Any]) -> Any
 
     # the worker holding the call stays named (Operation.worker): if it dies, the reaper ends this
     moved = await Operation.objects.filter(pk=op.pk, status=Operation.Status.RUNNING).aupdate(
-        status=Operation.Status.AWAITING_INPUT, rounds=rnd.number, round_expires_at=expires_at(rnd.expires_at),
-        updated_at=timezone.now())
+        status=Operation.Status.AWAITING_INPUT, rounds=rnd.number, round_expires_at=expires_at(deadline),
+        updated_at=timezone.now())  # the hold's deadline: the one the card, the Waiting list and the end show
     op.rounds = rnd.number
     if not moved:  # stopped between the check above and now
         await finish_operation(op, Operation.Status.DENIED, code="denied", reason="cancelled", event="denied",
@@ -247,10 +249,14 @@ async def _hold(call: _Call, op: Operation, rnd: Round, method: str, deadline: f
 async def _give_up(op: Operation, rnd: Round, method: str, why: str, deadline: float) -> Any:
     """End a held round without an answer; the server gets cancel (elicitation) or an error."""
     if why == "timeout":
+        # the deadline as the row holds it (round_expires_at: what the card and the Waiting list showed,
+        # by the database's clock), so the message names the same second
+        stored = await Operation.objects.filter(pk=op.pk).values_list("round_expires_at", flat=True).afirst()
+        clock = _clock(stored.timestamp() if stored is not None else deadline)
         logger.info("operation %s: legacy round %s not answered by %s; the server is told cancel", op.id,
-                    rnd.number, _clock(deadline))
+                    rnd.number, clock)
         await finish_operation(op, Operation.Status.DENIED, code="denied", reason="timeout", event="denied",
-                      message=stored_text.LEGACY_TIMEOUT % {"clock": _clock(deadline)})
+                      message=stored_text.LEGACY_TIMEOUT % {"clock": clock})
     else:
         logger.info("operation %s: legacy round %s ended (%s); the server is told cancel", op.id, rnd.number, why)
         # stopped: the stop already ended the operation (denied, cancelled); this is a no-op then

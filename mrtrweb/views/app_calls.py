@@ -88,6 +88,7 @@ async def app_request(request: HttpRequest, op_id: Any) -> HttpResponse:
             card = await sync_to_async(_card)(
                 request, kind="confirm", host=host, spec=started.spec, arguments=shown[:_MAX_SHOWN_ARGUMENTS],
                 cut=len(shown) > _MAX_SHOWN_ARGUMENTS, destructive=catalog.is_destructive(started.spec),
+                destructive_source="server" if catalog.tool_hints(started.spec).destructive_stated else "default",
                 decide_url=reverse("mrtrweb:app-decide", args=[host.op.id, started.token]))
             return JsonResponse({"status": "confirm", "card": card})
         if method == "resources/read":

@@ -127,6 +127,22 @@ async def app_start(request: HttpRequest, op_id: Any) -> HttpResponse:
                          **call_outcome(op)})
 
 
+async def tool_has_app(user: Any, op: Operation) -> bool | None:
+    """Whether the tool of ``op`` (a ``tools/call``) has an app the person's page may show: its
+    listing (the connection's kept one when it has one, :meth:`~mrtrweb.mcp.listing.Listings.tools_known`)
+    names a ``ui://`` resource and the tool is not its app's alone. None when the tools could not be
+    listed now (the page leaves it to apps.js, which asks :func:`app_start` again)."""
+    server = await sync_to_async(lambda: op.server)()
+    try:
+        conn = await connections.connection_for(user, server)
+        listed = await conn.tools_known()
+    except McpCallError as exc:
+        logger.info("operation %s: the tools could not be listed for its page (%s)", op.pk, exc.code)
+        return None
+    spec = next((t for t in listed if isinstance(t, dict) and t.get("name") == op.name), None)
+    return spec is not None and app_meta.resource_uri(spec) is not None and not app_meta.app_only(spec)
+
+
 #: what the app is told when its call ends without a result (``ui/notifications/tool-cancelled``'s
 #: ``reason``): the product's own words, never a server's text
 CANCELLED_REASONS = {Operation.Status.FAILED: "failed", Operation.Status.INTERRUPTED: "failed",

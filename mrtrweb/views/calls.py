@@ -134,6 +134,8 @@ async def tool_call(request: HttpRequest, server_id: int, tool: str | None = Non
     task_required = spec is not None and task_refused(spec, conn.server_capabilities)
     runs_as_task = spec is not None and requires_task(spec) and not task_required
     destructive = spec is not None and catalog.is_destructive(spec)  # the warning here and on its cards
+    # whether the server said destructiveHint: true itself, or the tool is destructive by MCP's default
+    destructive_source = ("server" if catalog.tool_hints(spec).destructive_stated else "default") if destructive else ""
     hints = {"title": catalog.title_of("tool", spec), "badges": catalog.describe("tool", spec)["catalog"]["badges"]} \
         if spec is not None else None  # no schema rendered here: the form is the schema
     # a tool whose _meta.ui.visibility leaves out "model" is its app's alone: never a person's call
@@ -190,7 +192,8 @@ async def tool_call(request: HttpRequest, server_id: int, tool: str | None = Non
                              "json_box": isinstance(form, JsonArgumentsForm), "tool": spec or {"name": tool},
                              "form": form, "error": error,
                              "heading": heading, "description": description, "task_required": task_required,
-                             "runs_as_task": runs_as_task, "app_only": app_only, "destructive": destructive, "hints": hints,
+                             "runs_as_task": runs_as_task, "app_only": app_only, "destructive": destructive,
+                             "destructive_source": destructive_source, "hints": hints,
                              "input_schema": input_schema, "output_schema": output_schema,
                              "task_required_message": APP_ONLY_MESSAGE if app_only else TASK_REQUIRED_MESSAGE},
                             status=409 if task_required and request.method == "POST" else

@@ -20,6 +20,7 @@ from django.template.response import TemplateResponse
 from django.utils.translation import gettext as _, gettext_lazy
 from django.views.decorators.http import require_POST
 
+from .. import catalog
 from ..chat import choice, decisions, loop
 from ..chat.decisions import DecisionRefused
 from ..chat.policy import ASK, NEVER, READ_ONLY
@@ -87,7 +88,7 @@ async def proposal_edit(request: HttpRequest, proposal_id: Any) -> HttpResponse:
         raise Http404("No such proposal") from None
     if p.status != Proposal.Status.PENDING or p.server is None:
         return redirect("mrtrweb:chat", conversation_id=p.conversation_id)
-    error, schema = "", {"type": "object"}
+    error, schema, spec = "", {"type": "object"}, None
     try:
         listed = await (await connection_for(user, p.server)).list_tools()
         spec = next((t for t in listed if isinstance(t, dict) and t.get("name") == p.tool), None)
@@ -102,8 +103,12 @@ async def proposal_edit(request: HttpRequest, proposal_id: Any) -> HttpResponse:
             return await _decide(request, proposal_id, Proposal.Status.EDITED, form.content())
     else:
         form = _arguments_form(schema, values=p.arguments if isinstance(p.arguments, dict) else {})
+    # where the warning comes from, when the listing is at hand: the server's annotation or MCP's default
+    hints = catalog.tool_hints(spec) if spec is not None and p.destructive else None
+    source = "" if hints is None else "server" if hints.destructive_stated else "default" if hints.destructive else ""
     return TemplateResponse(request, "mrtrweb/chat_edit.html", {"p": p, "form": form, "error": error,
-                                                                "destructive": p.destructive},
+                                                                "destructive": p.destructive,
+                                                                "destructive_source": source},
                             status=200 if not error else 503)
 
 

@@ -50,6 +50,8 @@ async def _render_operation(request: HttpRequest, op_id: Any, template: str) -> 
     ctx["kept_log_lines"] = serverlog.KEPT_LINES  # the page's server log pane says how many are kept
     ctx["log_lines"] = _log_lines(op.server_log)
     app = await sync_to_async(_app_host)(request, op) if template == "mrtrweb/operation.html" else None
+    if app is not None and await mcp_apps.tool_has_app(user, op) is False:
+        app = None  # the tool has no app: the page does not ask for one
     ctx["app_proxy_url"] = app
     ctx["app_conversation"] = await sync_to_async(_app_conversation)(op) if app else None
     ctx["app_sampling"] = bool(app) and await sync_to_async(app_sampling.offered)(op.server, op.tenant_id)
@@ -61,8 +63,12 @@ async def _render_operation(request: HttpRequest, op_id: Any, template: str) -> 
 
 def _app_host(request: HttpRequest, op: Any) -> str | None:
     """The sandbox proxy's URL when this operation's page may host its tool's app (a tool call on a
-    server with apps on; whether the tool has one is asked by apps.js), else None."""
+    server with apps on, live or completed with a result: an ended call without one has no app to
+    show, :func:`mrtrweb.views.apps.app_start` answers it 409), else None. Whether the tool has an
+    app is asked by the page's view (:func:`mrtrweb.views.apps.tool_has_app`)."""
     if op.method != "tools/call" or not mcp_apps.apps_on(op.server):
+        return None
+    if op.status not in Operation.LIVE and (op.status != Operation.Status.COMPLETED or not isinstance(op.result, dict)):
         return None
     if mcp_apps.site_origin(request) == sandbox_origin():
         return None

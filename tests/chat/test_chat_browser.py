@@ -88,6 +88,20 @@ def test_approve_a_destructive_call_and_answer_its_round_in_the_conversation(cha
     assert streamed and all(s == "I will *deploy* two replicas to staging." for s in streamed)  # over the socket
     assert max(len(got) for got in sockets) > 1  # in pieces, as it came
     screenshot(page, "chat-proposal.png")
+    # Edit is a link that looks like its neighbours, the buttons (box, border, no underline)
+    look = "e => { const s = getComputedStyle(e); return [s.paddingTop, s.borderTopWidth, s.borderTopStyle, s.lineHeight, s.textDecorationLine]; }"
+    edit, approve = proposal.get_by_role("link", name="Edit"), proposal.get_by_role("button", name="Approve")
+    assert edit.evaluate(look)[:4] == approve.evaluate(look)[:4] and edit.evaluate(look)[4] == "none"
+    # on a phone (390 px) a value keeps its words on a line and the server's origin stays inside the card
+    before = page.viewport_size
+    page.set_viewport_size({"width": 390, "height": 844})
+    value = proposal.locator(".proposal-args dd").first
+    line = value.evaluate("e => parseFloat(getComputedStyle(e).lineHeight) || 1.5 * parseFloat(getComputedStyle(e).fontSize)")
+    assert value.bounding_box()["height"] < 2 * line, value.bounding_box()  # "staging", not a letter a line
+    card_box, origin_box = proposal.bounding_box(), proposal.locator(".server-origin").bounding_box()
+    assert origin_box["x"] + origin_box["width"] <= card_box["x"] + card_box["width"] + 1, (origin_box, card_box)
+    screenshot(page, "chat-proposal-390.png")
+    page.set_viewport_size(before)
     assert Operation.objects.count() == 0  # nothing sent before Approve
 
     proposal.get_by_role("button", name="Approve").click()

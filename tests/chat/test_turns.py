@@ -84,6 +84,10 @@ async def test_parallel_proposals_approve_and_deny_then_the_model_reads_only_res
     assert page.status_code == 200 and "This tool may change or delete things." in html
     assert "<strong>echo</strong>" in html  # the model's Markdown, rendered safely
     assert "Your messages only" in html
+    # the edit page has the listing at hand: deploy's warning says the server's annotations say so
+    edit = (await client.get(f"/mcp/chat/proposals/{deploy.pk}/edit/")).content.decode()
+    assert "This tool may change or delete things." in edit
+    assert "The server's annotations say it may destroy or overwrite data." in edit
 
     r = await client.post(f"/mcp/chat/proposals/{echo.pk}/approve/")
     assert r.status_code == 302

@@ -10,7 +10,9 @@ client sent to its own requests, so each test can check what exactly reached the
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import json
+import re
 import time
 
 import pytest
@@ -150,19 +152,31 @@ async def test_decline_and_cancel_reach_the_server_as_such(legacy, action):
     await _finish_idle()
 
 
-async def test_timeout_tells_the_server_cancel_and_denies(legacy, settings):
+async def test_timeout_tells_the_server_cancel_and_reads_expired(legacy, settings):
     settings.MRTRWEB = {"LEGACY_HOLD_S": 1.5}
     alice, server, mcp = legacy["users"]["alice"], legacy["servers"]["acme"], legacy["mcp"]
     client = await _client(alice)
     op = await held_start(client, server, "legacy_deploy", {"env": "prod"})
-    await client.get(f"/mcp/operations/{op.id}/")  # shown, never answered
+    held = (await client.get(f"/mcp/operations/{op.id}/")).content.decode()  # shown, never answered
+    # one deadline: the hold's, on the card's notice, in the Waiting list, and in the outcome
+    waiting_op = await _reload(op)
+    deadline = waiting_op.round_expires_at.astimezone(dt.timezone.utc)
+    iso = deadline.isoformat(timespec="seconds").replace("+00:00", "Z")
+    notice = re.search(r'Answer before <time class="when" datetime="([^"]+)"', held)
+    assert notice and notice.group(1) == iso, (notice and notice.group(1), iso)
+    waiting = (await client.get("/mcp/waiting/")).content.decode()
+    assert f'datetime="{iso}"' in waiting
+    assert deadline - waiting_op.created_at < dt.timedelta(seconds=30)  # the hold's 1.5 s, not the round's TTL
     [response] = await responses_until(mcp, 1)
     assert response.result == {"action": "cancel"}
     op = await legacy_until(op, lambda o: o.status in Operation.TERMINAL)
-    assert op.status == Operation.Status.DENIED
+    assert op.status == Operation.Status.DENIED  # stored as before (audit, metrics); read as expired
     assert "held its call open for your answer until" in op.error_message and "told cancel" in op.error_message
+    assert deadline.strftime("%H:%M:%S UTC") in op.error_message
     page = (await client.get(f"/mcp/operations/{op.id}/")).content.decode()
     assert "held its call open for your answer until" in page
+    assert '<strong class="status-label">Expired</strong>' in page and "This round expired" in page
+    assert "Denied" not in page
     denied = await AuditEvent.objects.aget(operation_id=op.id, event="denied")
     assert denied.reason == "timeout" and denied.round_number == 1
     late = await _post_answer(client, op, "accept", DEPLOY_OK)

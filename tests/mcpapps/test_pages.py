@@ -101,3 +101,32 @@ def test_sandbox_origin_start_up_check(settings, value, ok):
     errors = check_apps_sandbox_origin()
     assert (errors == []) is ok
     assert all(e.id == "mrtrweb.E060" for e in errors)
+
+
+async def test_an_operation_page_asks_for_an_app_only_when_its_tool_has_one_and_the_call_can_show_it(
+        seeded, app_server, settings):
+    """The newcomer's console errors: an operation page of a tool WITHOUT an app asked ``/app/`` (404),
+    and an ended call's page asked it too (409). The page knows both: it offers no app section then."""
+    from mrtrweb import operations
+    from mrtrweb.models import Operation
+
+    settings.MRTRWEB = {**getattr(settings, "MRTRWEB", {}), "APPS_SANDBOX_ORIGIN": "http://apps-sandbox.example"}
+    server = await McpServer.objects.acreate(tenant_id=seeded["servers"]["acme"].tenant_id, name="Apps",
+                                             url=app_server.url, apps_enabled=True)
+    alice = await _login(seeded["users"]["alice"])
+
+    async def call(tool: str) -> str:
+        resp = await alice.post(f"/mcp/servers/{server.pk}/tools/?name={tool}", {})
+        assert resp.status_code == 302
+        await operations.wait_idle()
+        return resp["Location"]
+
+    shown = await call("show")
+    assert 'id="mcp-app"' in (await alice.get(shown)).content.decode()  # its app: the page asks for it
+    plain = await call("plain")
+    assert 'id="mcp-app"' not in (await alice.get(plain)).content.decode()  # no app: nothing asked
+    # the call with an app ended without a result: the page does not ask for the app (it would be a 409)
+    op_id = shown.rstrip("/").split("/")[-1]
+    await Operation.objects.filter(pk=op_id).aupdate(status=Operation.Status.FAILED, result=None)
+    assert 'id="mcp-app"' not in (await alice.get(shown)).content.decode()
+    assert (await alice.post(f"/mcp/operations/{op_id}/app/")).status_code == 409  # what it would have got

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 import time
 
@@ -58,12 +59,18 @@ async def test_a_round_past_its_lifetime_expires_by_itself(seeded, short_ttl):
     layer = get_channel_layer()
     channel = await layer.new_channel()
     await layer.group_add(operations.user_group(op.user_id), channel)
-    await client.get(f"/mcp/operations/{op.id}/")  # the person saw the card, and did not answer
+    card = (await client.get(f"/mcp/operations/{op.id}/")).content.decode()  # seen, not answered
+    said = re.search(r'Answer before <time class="when" datetime="([^"]+)"', card)
+    assert said, "the card names no deadline"
     assert await expiry.sweep() == 0  # not yet due (the round's TTL and the sweep's grace)
     await _until_due(op)
     assert await expiry.sweep() == 1
     op = await Operation.objects.select_related("server", "tenant").aget(pk=op.pk)
-    assert (op.status, op.error_code, op.round_expires_at, op.worker) == ("expired", "expired", None, "")
+    assert (op.status, op.error_code, op.worker) == ("expired", "expired", "")
+    assert op.round_expires_at is not None  # kept: the deadline the round closed at (its page says it)
+    ended = (await client.get(f"/mcp/operations/{op.id}/")).content.decode()
+    # one deadline: the expired page's "closed at" is the card's "Answer before", not the sweep's moment
+    assert f'the round closed at <time class="when" datetime="{said.group(1)}"' in ended
     assert await _events(op) == ["received", "shown", "expired"]
     assert await sync_to_async(operations.get_gate().state)(operations.handle_of(op)) is None  # binding closed
     pushed = await asyncio.wait_for(layer.receive(channel), timeout=5)

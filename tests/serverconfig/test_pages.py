@@ -381,3 +381,23 @@ def test_a_server_json_fills_in_the_add_form(seeded, policy):
     bad = alice.post("/mcp/tenants/acme/servers/add/", {"import": "1", "server_json": "{oops"})
     assert bad.status_code == 400 and b"This is not valid JSON (line 1, column 2)." in bad.content
     assert not McpServer.objects.filter(name__startswith="Weather").exists()  # nothing saved, nothing fetched
+
+
+def test_the_settings_page_names_each_authorization_fields_mode_and_explains_roots(seeded, policy):
+    """Every authorization field is in the page (the form works without script) and names the modes it
+    belongs to, so settings.js hides the others; the roots box says what it takes, with an example."""
+    import re
+
+    from mrtrweb.authz.forms import FIELD_MODES
+
+    server = seeded["servers"]["acme"]
+    page = _client(seeded["users"]["alice"]).get(f"/mcp/servers/{server.pk}/settings/").content.decode()
+    assert "mrtrweb/settings.js" in page
+    for name, modes in FIELD_MODES.items():
+        widget = re.search(rf'<(?:input|textarea)[^>]*name="(?:\w+-)?{name}"[^>]*>', page)
+        assert widget, name
+        assert f'data-auth-modes="{" ".join(modes)}"' in widget.group(0), widget.group(0)
+        assert " hidden" not in widget.group(0)  # hidden by the script only
+    assert re.search(r'<select[^>]*name="(?:\w+-)?auth_mode"', page)
+    assert "Roots (a JSON list)" in page
+    assert "[{&quot;uri&quot;: &quot;file:///home/alice/project&quot;, &quot;name&quot;: &quot;Project&quot;}]" in page

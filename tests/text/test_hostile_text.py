@@ -132,6 +132,14 @@ async def test_listing_pages_show_every_server_string_as_text(setup):
     nested = await client.get(names.call_url("tool", server.pk, hostile.NESTED_TOOL))
     assert nested.status_code == 200 and 'name="arguments"' in nested.content.decode()  # the JSON editor
     assert_text_only(nested.content.decode(), "nested tool", "Nested")
+    # the schema the product pretty-prints keeps its own line breaks; the server's strings in it stay
+    # JSON-escaped: a newline and U+202E inside them are written \n and \u202e, never raw or a marker
+    schema = re.search(r'<details class="schema input-schema">.*?<pre>(.*?)</pre>', nested.content.decode(), re.S)
+    assert schema, "no input schema on the nested tool page"
+    lines = schema.group(1).split("\n")
+    assert len(lines) > 5 and lines[0] == "{" and lines[1].startswith('  &quot;'), lines[:3]
+    assert "⟨U+000A⟩" not in schema.group(1)
+    assert "first line\\nsecond line" in schema.group(1) and "\\u202e" in schema.group(1)
 
     prompt = await client.get(names.call_url("prompt", server.pk, hostile.PROMPT))
     assert prompt.status_code == 200

@@ -56,6 +56,9 @@ EVENT_LABELS = {
 INITIATOR_LABELS = {"": _("person"), "person": _("person"), "app": _("app"), "model": _("model")}
 #: an app call's ``initiator_detail["confirmation"]``, as the history shows it
 CONFIRMATION_LABELS = {"person": _("confirmed by the person"), "read_only": _("read-only, not asked")}
+#: events that are a person's decision on a call someone else proposed (the model): the row's user
+#: acted; the initiator only proposed
+DECISIONS = frozenset({"approved", "edited", "proposal_denied"})
 #: a ``denied`` event that is the person's own Stop (code ``denied``, reason ``cancelled``:
 #: mrtrweb.operations.stopping), shown as such rather than as a refusal
 STOPPED_LABEL = _("stopped by the person")
@@ -66,6 +69,10 @@ def event_label(event: dict[str, Any]) -> str:
     :data:`STOPPED_LABEL` for the person's own Stop."""
     if event.get("event") == "denied" and event.get("code") == "denied" and event.get("reason") == "cancelled":
         return str(STOPPED_LABEL)
+    if event.get("event") == "denied" and event.get("reason") == "timeout":
+        # no answer came in time (a legacy server's hold ran out, or the answer came after the round's
+        # lifetime): the round expired, as the operation's status says
+        return str(EVENT_LABELS["expired"])
     return str(EVENT_LABELS.get(event.get("event"), event.get("event") or ""))
 
 
@@ -106,6 +113,9 @@ def row(event: dict[str, Any], *, names: dict[str, str], servers: dict[str, str]
         actions_list=_actions_text(event["actions"]),
         initiator_label=str(INITIATOR_LABELS.get(event.get("initiator") or "", event.get("initiator") or "")),
         confirmation_label=_confirmation(event.get("initiator_detail")),
+        decision=event["event"] in DECISIONS,
+        # a round only when the event belongs to one (0: the call itself, before any round)
+        round_shown=isinstance(event["round_number"], int) and event["round_number"] > 0,
         personal=event["server_id"] in personal or (event["event"] in AuditEvent.CONFIG and event["code"] == "personal"),
     )
 
