@@ -19,8 +19,9 @@ could tell apart from its own text), stripped, of at least :data:`MIN_CHARS` cha
 also in its JSON-escaped form, as it appears in ``structuredContent`` shown as JSON.
 
 Limits (said in docs/chat.md): only exact echoes are found -- a value the server reformats (case,
-spacing, a date written otherwise) is not recognised; a short value may hide the same characters
-elsewhere in the result (safe: it only hides).
+spacing, a date written otherwise) is not recognised; a value shorter than :data:`SHORT_CHARS` is
+found only standing apart (:func:`_apart`), and may hide the same characters standing apart elsewhere
+(safe: it only hides); a value the model gave in its own arguments is not withheld.
 
 May import: the models, :mod:`mrtrweb.conf`. Never the views.
 """
@@ -42,6 +43,9 @@ from ..models import Operation, Proposal
 MARK = "[withheld: the person's answer]"
 #: values shorter than this (characters) are not remembered
 MIN_CHARS = 1
+#: values shorter than this (characters) are found only where they stand apart: a digit not inside a
+#: longer number, a letter not inside a longer word (an answer "2" hides "2 h", not "2026")
+SHORT_CHARS = 4
 #: values longer than this (characters) are remembered by their first MAX_CHARS characters' span only
 MAX_CHARS = 2000
 #: at most this many values per operation (the first ones answered)
@@ -96,20 +100,32 @@ def marks(values: list[str]) -> list[list[Any]]:
 
 def remember(op: Operation, responses: Any) -> None:
     """Sync: add the digests of ``responses``' values to the proposal of ``op`` (a model-initiated
-    operation; nothing for another initiator or when no proposal names it)."""
+    operation; nothing for another initiator or when no proposal names it). A value the model itself
+    gave in the proposal's arguments is not withheld: the model knows it already."""
     if op.initiator != Operation.Initiator.MODEL:
         return
     values = values_of(responses)
     if not values:
         return
-    pairs = marks(values)
     with transaction.atomic():
         for proposal in Proposal.objects.select_for_update().filter(operation_id=op.pk):
+            own: list[str] = []
+            _values(proposal.arguments, own)
+            pairs = marks([v for v in values if v not in set(own)])
             known = [list(p) for p in proposal.withheld or []]
             added = [p for p in pairs if p not in known]
             if added:
                 proposal.withheld = (known + added)[:MAX_VALUES]
                 proposal.save(update_fields=["withheld"])
+
+
+def _apart(text: str, start: int, end: int) -> bool:
+    """Whether ``text[start:end]`` does not continue a number or word it touches: the character
+    before (after) it is not of the same kind (digit / letter) as its first (last) character."""
+    def same(a: str, b: str) -> bool:
+        return (a.isdigit() and b.isdigit()) or (a.isalpha() and b.isalpha())
+    return not (start > 0 and same(text[start - 1], text[start])) and \
+        not (end < len(text) and same(text[end - 1], text[end]))
 
 
 def redact(text: str, withheld: Any) -> str:
@@ -129,7 +145,8 @@ def redact(text: str, withheld: Any) -> str:
         wanted = by_length[length]
         i = 0
         while i + length <= len(text):
-            if _digest(key, text[i:i + length]) in wanted and not any(hidden[i:i + length]):
+            if (length >= SHORT_CHARS or _apart(text, i, i + length)) \
+                    and _digest(key, text[i:i + length]) in wanted and not any(hidden[i:i + length]):
                 spans.append((i, i + length))
                 for j in range(i, i + length):
                     hidden[j] = True

@@ -681,4 +681,8 @@ def test_withheld_redaction_longest_first_and_escaped_forms():
     out = withheld.redact(text, marks)
     assert "Smith" not in out and "4821" not in out and "Jo" not in out and " x" not in out, out
     assert out.startswith("Hi " + withheld.MARK + ", pin " + withheld.MARK)
+    # a short value only where it stands apart: "7" hides "7 h", "7h", "x7", not "2077" or "17"
+    seven = withheld.marks(["7"])
+    assert withheld.redact("7 h, 7h, 2077, x7, (7), 17", seven) == ", ".join(
+        [withheld.MARK + " h", withheld.MARK + "h", "2077", "x" + withheld.MARK, "(" + withheld.MARK + ")", "17"])
     assert withheld.redact(text, []) == text and withheld.redact(text, [["bad"], [0, "z"]]) == text
