@@ -28,6 +28,7 @@ from django.utils import timezone
 
 from ..models import AppOffer, ChatMessage, Conversation, Operation
 from ..tenancy import access
+from . import choice
 from .turns import clean, next_seq
 
 #: the longest text an app may offer, characters
@@ -38,8 +39,8 @@ KINDS = {"message": "app_message", "context": "app_context"}
 
 
 class OfferRefused(Exception):
-    """``code``: ``not_found``, ``not_from_conversation``, ``bad_offer``, ``too_many``, ``busy``,
-    ``already_decided``."""
+    """``code``: ``not_found``, ``not_from_conversation``, ``no_model`` (the tenant has no model now),
+    ``bad_offer``, ``too_many``, ``busy``, ``already_decided``."""
 
     def __init__(self, code: str) -> None:
         super().__init__(code)
@@ -65,6 +66,8 @@ def offer(user_id: Any, operation_id: Any, kind: Any, text: Any,
     conv = Conversation.objects.filter(pk=detail["conversation"], user_id=user_id).first()
     if conv is None:
         raise OfferRefused("not_from_conversation")
+    if choice.current(op.tenant_id) is None:  # the tenant's model removed since the page was rendered
+        raise OfferRefused("no_model")
     if admit is not None:
         admit(op.pk)
     if kind not in KINDS or not isinstance(text, str) or not text.strip() or len(text) > MAX_TEXT:

@@ -21,7 +21,8 @@ also in its JSON-escaped form, as it appears in ``structuredContent`` shown as J
 Limits (said in docs/chat.md): only exact echoes are found -- a value the server reformats (case,
 spacing, a date written otherwise) is not recognised; a value shorter than :data:`SHORT_CHARS` is
 found only standing apart (:func:`_apart`), and may hide the same characters standing apart elsewhere
-(safe: it only hides); a value the model gave in its own arguments is not withheld.
+(safe: it only hides), the model's own arguments' values included; answers of more than
+:data:`MAX_LENGTHS` distinct lengths withhold the whole result.
 
 May import: the models, :mod:`mrtrweb.conf`. Never the views.
 """
@@ -50,6 +51,11 @@ SHORT_CHARS = 4
 MAX_CHARS = 2000
 #: at most this many values per operation (the first ones answered)
 MAX_VALUES = 200
+#: at most this many distinct value lengths are looked for in one text; past it the whole text is
+#: withheld (:data:`TOO_MANY`): the cost stays bounded (one digest per character and length)
+MAX_LENGTHS = 16
+#: what the model reads instead of a text that would take too long to check
+TOO_MANY = "[withheld: this result may repeat many of the person's answers]"
 
 
 def _key() -> bytes:
@@ -100,18 +106,16 @@ def marks(values: list[str]) -> list[list[Any]]:
 
 def remember(op: Operation, responses: Any) -> None:
     """Sync: add the digests of ``responses``' values to the proposal of ``op`` (a model-initiated
-    operation; nothing for another initiator or when no proposal names it). A value the model itself
-    gave in the proposal's arguments is not withheld: the model knows it already."""
+    operation; nothing for another initiator or when no proposal names it). Every value, also one
+    the model gave in its own arguments: which of its values the person chose is the person's."""
     if op.initiator != Operation.Initiator.MODEL:
         return
     values = values_of(responses)
     if not values:
         return
+    pairs = marks(values)
     with transaction.atomic():
         for proposal in Proposal.objects.select_for_update().filter(operation_id=op.pk):
-            own: list[str] = []
-            _values(proposal.arguments, own)
-            pairs = marks([v for v in values if v not in set(own)])
             known = [list(p) for p in proposal.withheld or []]
             added = [p for p in pairs if p not in known]
             if added:
@@ -131,13 +135,16 @@ def _apart(text: str, start: int, end: int) -> bool:
 def redact(text: str, withheld: Any) -> str:
     """``text`` with every span whose digest is in ``withheld`` (``[[length, digest], ...]``)
     replaced by :data:`MARK`; the longest values first, spans never overlapping. Cost: one BLAKE2b
-    per character of ``text`` and distinct length (the text is at most ``MODEL_RESULT_CHARS``)."""
+    per character of ``text`` and distinct length (the text is at most ``MODEL_RESULT_CHARS`` + 2,000
+    characters, the lengths at most :data:`MAX_LENGTHS`: else the whole text is :data:`TOO_MANY`)."""
     if not text or not withheld:
         return text
     by_length: dict[int, set[str]] = {}
     for pair in withheld:
         if isinstance(pair, (list, tuple)) and len(pair) == 2 and isinstance(pair[0], int) and pair[0] > 0:
             by_length.setdefault(pair[0], set()).add(str(pair[1]))
+    if len([n for n in by_length if n <= len(text)]) > MAX_LENGTHS:
+        return TOO_MANY
     key = _key()
     hidden = [False] * len(text)
     spans: list[tuple[int, int]] = []

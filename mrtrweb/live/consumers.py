@@ -302,7 +302,7 @@ class OperationsConsumer(PendingWatch, ResourceWatching, ServerLogPush, ChatPush
             return
         try:
             content = await self.decode_json(text_data)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested past the decoder's depth
             logger.info("websocket: ignored a frame that is not JSON from user %s", self.user_id)
             return
         await self.receive_json(content)

@@ -74,7 +74,7 @@ async def app_request(request: HttpRequest, op_id: Any) -> HttpResponse:
             raise AppCallRefused("bad_request", calls.BAD_REQUEST, 413)
         try:
             body = json.loads(request.body)
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nested past the decoder's depth
             raise AppCallRefused("bad_request", calls.BAD_REQUEST) from None
         if not isinstance(body, dict):
             raise AppCallRefused("bad_request", calls.BAD_REQUEST)

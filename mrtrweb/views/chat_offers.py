@@ -2,7 +2,8 @@
 host page hands an app's ``ui/message`` / ``ui/update-model-context`` over (a CSRF-checked POST of
 the person's own page, never of the sandbox), and the person accepts or discards each offer in the
 conversation. JSON answers for the hand-over: ``{"ok": true, "offer", "conversation"}``, or
-``{"ok": false, "code"}`` with 404 (``not_found``), 409 (``not_from_conversation``, ``too_many``)
+``{"ok": false, "code"}`` with 404 (``not_found``), 409 (``not_from_conversation``, ``no_model``,
+``too_many``), 403 (``apps_off``, ``not_rendered``: the app may not act now, as for its calls)
 or 400 (``bad_offer``), or 429 (``rate_limited``: the hand-overs of one app -- its page's operation,
 once it is the person's and of a conversation -- count in the same ``APPS_CALLS_PER_SECOND`` as its
 calls and sampling, :func:`mrtrweb.appcalls.rights.take_slot`)."""
@@ -20,13 +21,14 @@ from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_POST
 
 from ..appcalls import AppCallRefused, rights
+from ..appcalls.host import app_host
 from ..chat import app_offers, loop, turns
 from ..chat.app_offers import OfferRefused
 from .common import _user, login_required
 
 logger = logging.getLogger("mrtrweb.views")
 
-_STATUS = {"not_found": 404, "not_from_conversation": 409, "too_many": 409, "bad_offer": 400}
+_STATUS = {"not_found": 404, "not_from_conversation": 409, "no_model": 409, "too_many": 409, "bad_offer": 400}
 OFFER_MESSAGES = {
     "busy": _("Wait until the model has replied and you have decided its proposals, then add the app's text."),
     "already_decided": _("This was already decided."),
@@ -38,9 +40,15 @@ OFFER_MESSAGES = {
 async def app_offer(request: HttpRequest) -> HttpResponse:
     user = await _user(request)
     try:
+        # the app may still act now: apps on for its server, rendered, its approval not revoked (as
+        # every request of an app: mrtrweb.views.app_calls); Http404 for another person's operation
+        try:
+            await app_host(user, request.POST.get("operation", ""))
+        except Http404:
+            raise OfferRefused("not_found") from None
         found = await sync_to_async(app_offers.offer)(user.pk, request.POST.get("operation"), request.POST.get("kind"),
                                                      request.POST.get("text"), admit=rights.take_slot)
-    except AppCallRefused as exc:  # rate_limited: past APPS_CALLS_PER_SECOND for this app
+    except AppCallRefused as exc:  # apps_off / not_rendered, or rate_limited (APPS_CALLS_PER_SECOND)
         logger.info("app of operation %s: hand-over refused (%s)", request.POST.get("operation", "")[:40], exc.code)
         return JsonResponse({"ok": False, "code": exc.code}, status=exc.status)
     except OfferRefused as exc:

@@ -15,16 +15,38 @@ from tests.chat.test_turns import _client, _send, chat, pending, settle  # noqa:
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
 
-async def _model_call(chat) -> Operation:
+SANDBOX = "http://apps-sandbox.example"
+
+
+@pytest.fixture(autouse=True)
+def sandbox(settings):
+    settings.MRTRWEB = {**getattr(settings, "MRTRWEB", {}), "APPS_SANDBOX_ORIGIN": SANDBOX}
+
+
+async def _model_call(chat, render: bool = True) -> Operation:
+    """The model's call of the demo's app tool (``service_status``), approved, its app rendered by
+    the product (an app hands over only while it may act: apps on, rendered, approved)."""
+    from mrtrweb import operations
+    from mrtrweb.models import McpServer
+
     conv, model, server = chat["conv"], chat["model"], chat["server"]
-    model.script({"calls": [{"id": "c", "name": f"demo_server_{server.pk}__echo", "arguments": json.dumps({"text": "x"})}]},
-                 {"text": "echoed"})
+    await McpServer.objects.filter(pk=server.pk).aupdate(apps_enabled=True)
+    model.script({"calls": [{"id": "c", "name": f"demo_server_{server.pk}__service_status",
+                             "arguments": json.dumps({"service": "checkout"})}]}, {"text": "checked"})
     client = await _client(chat["alice"])
-    await _send(client, conv, "echo")
+    await _send(client, conv, "status")
     (p,) = await pending(conv.pk, 1)
-    await client.post(f"/mcp/chat/proposals/{p.pk}/approve/")
+    if p.status == "pending":
+        await client.post(f"/mcp/chat/proposals/{p.pk}/approve/")
     await settle(conv.pk)
-    return (await Proposal.objects.select_related("operation").aget(pk=p.pk)).operation
+    op = (await Proposal.objects.select_related("operation").aget(pk=p.pk)).operation
+    if render:
+        started = await client.post(f"/mcp/operations/{op.id}/app/")
+        assert started.status_code == 200, started.content
+        await operations.wait_idle()
+        doc = await client.get(f"/mcp/operations/{started.json()['read']}/app/document/")
+        assert doc.json()["status"] == "ready", doc.content
+    return op
 
 
 async def test_offers_wait_for_the_person_and_reach_the_model_marked(chat):
@@ -70,8 +92,14 @@ async def test_offers_are_refused_where_they_do_not_belong(chat, seeded):
     assert (await AppOffer.objects.aget()).status == "discarded"
     assert not await ChatMessage.objects.filter(role__startswith="app_").aexists()
     # a person's own call belongs to no conversation; a bad kind or text is refused
-    r = await client.post(f"/mcp/servers/{chat['server'].pk}/tools/echo/", {"arg-text": "mine"})
+    r = await client.post(f"/mcp/servers/{chat['server'].pk}/tools/service_status/", {"arg-service": "mine"})
     own = r["Location"].rstrip("/").split("/")[-1]
+    from mrtrweb import operations
+
+    await operations.wait_idle()
+    started = await client.post(f"/mcp/operations/{own}/app/")
+    await operations.wait_idle()
+    assert (await client.get(f"/mcp/operations/{started.json()['read']}/app/document/")).json()["status"] == "ready"
     r = await client.post("/mcp/chat/app-offers/", {"operation": own, "kind": "message", "text": "x"})
     assert r.status_code == 409 and r.json()["code"] == "not_from_conversation"
     for data in ({"kind": "tools/call", "text": "x"}, {"kind": "message", "text": ""},
@@ -140,3 +168,31 @@ async def test_an_apps_hand_overs_count_in_its_rate(chat, seeded, settings, monk
     monkeypatch.setattr(rights, "time", SimpleNamespace(time=lambda: 1_900_000_001.0))  # the next second
     r = await client.post("/mcp/chat/app-offers/", {"operation": str(op.id), "kind": "context", "text": "four"})
     assert r.status_code == 200
+
+
+async def test_an_app_that_may_no_longer_act_hands_nothing_over(chat, monkeypatch):
+    """Decided again at each hand-over, as for the app's calls: an app never rendered, apps turned
+    off for its server, or the tenant's model removed since the page was shown -- refused, nothing kept."""
+    from mrtrweb.models import McpServer
+
+    op = await _model_call(chat, render=False)
+    client = await _client(chat["alice"])
+    post = {"operation": str(op.id), "kind": "message", "text": "hello"}
+    r = await client.post("/mcp/chat/app-offers/", post)
+    assert r.status_code == 403 and r.json()["code"] == "not_rendered"
+    started = await client.post(f"/mcp/operations/{op.id}/app/")
+    from mrtrweb import operations
+
+    await operations.wait_idle()
+    assert (await client.get(f"/mcp/operations/{started.json()['read']}/app/document/")).json()["status"] == "ready"
+    assert (await client.post("/mcp/chat/app-offers/", post)).status_code == 200
+    await McpServer.objects.filter(pk=chat["server"].pk).aupdate(apps_enabled=False)
+    r = await client.post("/mcp/chat/app-offers/", post)
+    assert r.status_code == 403 and r.json()["code"] == "apps_off"
+    await McpServer.objects.filter(pk=chat["server"].pk).aupdate(apps_enabled=True)
+    from mrtrweb.chat import choice
+
+    monkeypatch.setattr(choice, "current", lambda tenant_id: None)  # the tenant's model removed (no demo either)
+    r = await client.post("/mcp/chat/app-offers/", post)
+    assert r.status_code == 409 and r.json()["code"] == "no_model"
+    assert await AppOffer.objects.acount() == 1

@@ -128,8 +128,9 @@ def test_approve_a_destructive_call_and_answer_its_round_in_the_conversation(cha
     op.refresh_from_db()
     assert op.status == "completed"
     given = json.loads(app.model.requests[1]["body"]["messages"][-1]["content"])
-    # the model's own arguments stay; the person's answers the server echoed are withheld from it
-    assert "Deployed 2 replica(s) to staging" in given["data_from_server"]
+    # the person's answers the server echoed are withheld from it (the window's "2" hides the model's
+    # own "2 replica(s)" too: which value the person chose is theirs)
+    assert "replica(s) to staging" in given["data_from_server"]
     assert "CHG-7" not in given["data_from_server"] and "[withheld: the person's answer]" in given["data_from_server"]
     assert "requestState" not in json.dumps(app.model.requests[1]["body"]["messages"])
     screenshot(page, "chat-done.png")

@@ -71,6 +71,7 @@ async def test_ping(seeded):
     await ws.send_json_to({"type": "ping"})
     assert (await ws.receive_json_from(timeout=2)) == {"type": "pong"}
     await ws.send_to(text_data="not json")  # garbage is ignored and the connection lives on
+    await ws.send_to(text_data="[" * 2000 + "]" * 2000)  # nested past the decoder's depth: ignored too
     await ws.send_to(bytes_data=b"\x00\x01")
     await ws.send_json_to({"type": "ping"})
     assert (await ws.receive_json_from(timeout=2)) == {"type": "pong"}

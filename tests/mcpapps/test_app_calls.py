@@ -92,6 +92,10 @@ async def test_only_the_pages_person_and_only_with_csrf(seeded, own, sandbox):
     answer = await client.post(f"/mcp/operations/{host.id}/app/requests/", b"{not json",
                                content_type="application/json")
     assert answer.status_code == 400 and answer.json()["error"] == "bad_request"
+    # nested past the JSON decoder's depth (RecursionError, not ValueError): refused, never a 500
+    deep = b'{"method": "tools/call", "name": "lookup", "arguments": {"q": ' + b"[" * 5000 + b"]" * 5000 + b"}}"
+    answer = await client.post(f"/mcp/operations/{host.id}/app/requests/", deep, content_type="application/json")
+    assert answer.status_code == 400 and answer.json()["error"] == "bad_request"
 
 
 async def test_arguments_are_checked_against_the_tools_input_schema(seeded, own, sandbox, caplog, settings):
