@@ -175,7 +175,9 @@ Meanings are reStructuredText-lite: ``literal`` is the only markup.
     counted together (5); one more is refused with a JSON-RPC error (``rate_limited``), nothing sent (docs/apps.md)
 ``APPS_CALL_TIMEOUT_S``
     seconds one call of an app may take, from the app's request to its final result, the person's confirmation and
-    rounds included (120); then it is stopped and the app told so
+    rounds included (120); then it is stopped and the app told so. Also how long an app's
+    ``sampling/createMessage`` card waits for the person, before and after a draft (the app's one waiting
+    sampling: this + 1 s, this + ``MODEL_REPLY_TIMEOUT_S`` + 1 s while the model drafts)
 ``APPS_MAX_TOOLS``
     an app may call at most this many tools (50): the first ones, in the server's listing order, whose
     ``_meta.ui.visibility`` includes ``"app"``; any further one is refused

@@ -8,18 +8,21 @@ app: it runs on the sandbox origin, without the site's cookies); every POST carr
   html}`` (the host-rendered confirmation, outside the frame); ``resources/read`` ``{"uri"}``:
   started; ``ui/open-link`` ``{"url"}``: ``{"status": "offered", "card": html}`` (the URL-mode
   interstitial); ``ui/download-file`` ``{"contents"}``: ``{"status": "offered", "card": html}``;
-  ``sampling/createMessage`` ``{"params"}`` (:mod:`mrtrweb.appcalls.sampling`): the tenant's model
-  drafts, ``{"status": "confirm", "card": html}`` (the request and the draft, editable, outside the
-  frame), or ``not_offered`` (JSON-RPC ``-32601``) where the page does not offer sampling; every one
+  ``sampling/createMessage`` ``{"params"}`` (:mod:`mrtrweb.appcalls.sampling`): held for the
+  person, no model asked: ``{"status": "confirm", "card": html}`` (the request, outside the frame,
+  with Draft with the model / Write the reply myself / Refuse), or ``not_offered`` (JSON-RPC ``-32601``) where the page does not offer sampling; every one
   of them counts toward the app's ``APPS_CALLS_PER_SECOND`` (429 ``rate_limited``).
   A refusal: 4xx ``{"error": code, "message": text, "rpc": <JSON-RPC error code for the app>}``
   (:class:`mrtrweb.appcalls.AppCallRefused`: ``-32602`` for ``bad_arguments``, else ``-32001``).
 * ``app_decide`` (POST, ``decision`` = ``confirm`` | ``decline``) -- the person's decision on a card:
   started, or ``{"error": "declined"}``.
 * ``app_sampling_decide`` (POST, ``token`` -- in the body, so that no log holds it --, ``decision`` =
-  ``send`` | ``refuse``, ``reply``) -- the person's
-  decision on a sampling draft: ``{"status": "sampled", "result": CreateMessageResult}`` (what the
-  app receives), or a refusal (``declined``, ``expired``, ``bad_reply``).
+  ``draft`` | ``write`` | ``send`` | ``refuse``, ``reply``) -- the person's decision on an app's
+  sampling card: ``draft`` (only now the tenant's model is asked) ``{"status": "drafted", "card":
+  html}`` (the request and the draft, editable, under a new token; or ``model_failed``: the request
+  still waits); ``write`` (the person's reply, no model asked) or ``send`` (the draft, as it is or
+  edited): ``{"status": "sampled", "result": CreateMessageResult}`` (what the app receives); or a
+  refusal (``declined``, ``expired``, ``bad_reply``, ``bad_request``).
 * ``app_call`` (GET) -- an app's operation as the page waits for it (:func:`mrtrweb.appcalls.calls.outcome`).
 * ``app_download`` (GET) -- an offered file, once, as an attachment.
 """
@@ -62,6 +65,15 @@ def _started(op: Operation) -> JsonResponse:
 
 def _card(request: HttpRequest, **ctx: Any) -> str:
     return render_to_string("mrtrweb/_app_request.html", ctx, request=request)
+
+
+def _sampling_card(request: HttpRequest, host: Any, view: dict[str, Any], token: str,
+                   draft: app_sampling.Draft | None = None) -> str:
+    """An app's sampling card: the request (stage ``asked``) or the request and the model's draft."""
+    return _card(request, kind="sampling", stage="drafted" if draft else "asked", host=host, view=view,
+                 draft=draft.text if draft else "", model=draft.model if draft else "",
+                 max_reply=app_sampling.MAX_REPLY_CHARS, sampling_token=token,
+                 decide_url=reverse("mrtrweb:app-sampling-decide", args=[host.op.id]))
 
 
 @login_required
@@ -107,13 +119,10 @@ async def app_request(request: HttpRequest, op_id: Any) -> HttpResponse:
             logger.info("app of operation %s: %d file(s) offered to the person", host.op.pk, len(files))
             return JsonResponse({"status": "offered",
                                  "card": await sync_to_async(_card)(request, kind="download", files=files)})
-        if method == app_sampling.METHOD:
-            draft = await app_sampling.request(user, host, body.get("params"))
-            card = await sync_to_async(_card)(
-                request, kind="sampling", host=host, view=draft.view, draft=draft.text, model=draft.model,
-                max_reply=app_sampling.MAX_REPLY_CHARS, sampling_token=draft.token,
-                decide_url=reverse("mrtrweb:app-sampling-decide", args=[host.op.id]))
-            return JsonResponse({"status": "confirm", "card": card})
+        if method == app_sampling.METHOD:  # held for the person: no model is asked yet
+            asked = await app_sampling.request(user, host, body.get("params"))
+            return JsonResponse({"status": "confirm", "card": await sync_to_async(_sampling_card)(
+                request, host, asked.view, asked.token)})
         raise AppCallRefused("bad_request", calls.BAD_REQUEST)
     except AppCallRefused as exc:
         logger.info("app of operation %s: request refused (%s)", op_id, exc.code)
@@ -143,10 +152,14 @@ async def app_sampling_decide(request: HttpRequest, op_id: Any) -> HttpResponse:
     try:
         host = await app_host(user, op_id)
         decision = request.POST.get("decision")
-        if decision not in ("send", "refuse"):
+        if decision not in ("draft", "write", "send", "refuse"):
             raise AppCallRefused("bad_request", calls.BAD_REQUEST)
-        result = await app_sampling.decide(user, host, request.POST.get("token", ""), send=decision == "send",
-                                           reply=request.POST.get("reply"))
+        token = request.POST.get("token", "")
+        if decision == "draft":  # only now the request goes to the tenant's model
+            drafted = await app_sampling.draft(user, host, token)
+            return JsonResponse({"status": "drafted", "card": await sync_to_async(_sampling_card)(
+                request, host, drafted.view, drafted.token, drafted)})
+        result = await app_sampling.decide(user, host, token, decision=decision, reply=request.POST.get("reply"))
     except AppCallRefused as exc:
         return _refused(exc)
     return JsonResponse({"status": "sampled", "result": result})

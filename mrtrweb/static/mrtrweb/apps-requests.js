@@ -87,47 +87,57 @@ export function installAppRequests(bridge, box) {
   }
 
   // The person's decision on an app's sampling request (mrtrweb.appcalls.sampling): the card holds
-  // the request and the model's draft (rendered and escaped by the server); Send posts the reply as
-  // it stands (edited or not), Refuse refuses. The app receives the CreateMessageResult the server
-  // answers, or a JSON-RPC error; a reply the server does not take keeps the card, saying why.
+  // the request (rendered and escaped by the server); nothing has gone to the model. "Draft with the
+  // model" asks the server to draft (only then the model sees the request): the card is replaced by
+  // the request and the draft, editable, with Send / Refuse. "Write the reply myself" sends the
+  // person's text (no model asked); Refuse refuses. The app receives the CreateMessageResult the
+  // server answers, or a JSON-RPC error; a decision the server does not take (a bad reply, a model
+  // that failed to draft) keeps the card, saying why.
+  const STILL_WAITS = ["bad_reply", "model_failed", "bad_request"];
   function samplingDecision(html) {
     return new Promise((resolve, reject) => {
       const holder = show(html, "sampling");
-      const form = holder.querySelector("form.app-sampling");
-      const said = document.createElement("p");
-      said.className = "app-sampling-error error";
-      said.hidden = true;
-      form.appendChild(said);
-      form.addEventListener("submit", async (event) => {
-        event.preventDefault();
-        const decision = event.submitter ? event.submitter.value : "refuse";
-        const reply = form.querySelector("textarea[name=reply]").value;
-        const token = form.querySelector("input[name=token]").value;
-        form.querySelectorAll("button").forEach((b) => { b.disabled = true; });
-        let answer = null;
-        let data = null;
-        try {
-          answer = await fetch(form.getAttribute("action"), {
-            method: "POST", credentials: "same-origin",
-            headers: { "X-CSRFToken": csrf, "Accept": "application/json" },
-            body: new URLSearchParams({ token: token, decision: decision, reply: reply }),
-          });
-          data = await answer.json();
-        } catch (e) {
-          data = null;
-        }
-        if (answer && answer.ok && data && data.status === "sampled") {
-          holder.remove();
-          resolve(data.result);
-        } else if (data && data.error === "bad_reply") { // the draft still waits: said, and decided again
-          said.textContent = data.message;
-          said.hidden = false;
-          form.querySelectorAll("button").forEach((b) => { b.disabled = false; });
-        } else {
-          holder.remove();
-          reject(rpcError(REFUSED, (data && data.message) || text("refused"), (data && data.error) || "unavailable"));
-        }
-      });
+      function bind() {
+        const form = holder.querySelector("form.app-sampling");
+        const said = document.createElement("p");
+        said.className = "app-sampling-error error";
+        said.hidden = true;
+        form.appendChild(said);
+        form.addEventListener("submit", async (event) => {
+          event.preventDefault();
+          const decision = event.submitter ? event.submitter.value : "refuse";
+          const box = form.querySelector("textarea[name=reply]");
+          const token = form.querySelector("input[name=token]").value;
+          form.querySelectorAll("button").forEach((b) => { b.disabled = true; });
+          let answer = null;
+          let data = null;
+          try {
+            answer = await fetch(form.getAttribute("action"), {
+              method: "POST", credentials: "same-origin",
+              headers: { "X-CSRFToken": csrf, "Accept": "application/json" },
+              body: new URLSearchParams({ token: token, decision: decision, reply: box ? box.value : "" }),
+            });
+            data = await answer.json();
+          } catch (e) {
+            data = null;
+          }
+          if (answer && answer.ok && data && data.status === "sampled") {
+            holder.remove();
+            resolve(data.result);
+          } else if (answer && answer.ok && data && data.status === "drafted") { // the draft, for the person
+            holder.innerHTML = data.card; // rendered and escaped by the server
+            bind();
+          } else if (data && STILL_WAITS.includes(data.error)) { // the card still waits: said, decided again
+            said.textContent = data.message;
+            said.hidden = false;
+            form.querySelectorAll("button").forEach((b) => { b.disabled = false; });
+          } else {
+            holder.remove();
+            reject(rpcError(REFUSED, (data && data.message) || text("refused"), (data && data.error) || "unavailable"));
+          }
+        });
+      }
+      bind();
     });
   }
 
