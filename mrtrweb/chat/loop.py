@@ -26,6 +26,7 @@ from .. import conf
 from ..audit.events import AuditUnavailable
 from ..models import Conversation, Operation, Proposal
 from ..providers import ProviderError
+from ..runtime import push as runtime_push
 from ..tenancy import access
 from . import choice, context, decisions, push, tools, turns
 from .turns import spawn
@@ -108,6 +109,9 @@ async def start_call(proposal_id: Any, user: Any) -> None:
         await sync_to_async(decisions.refuse)(p.pk, "start_refused")
         return
     await Proposal.objects.filter(pk=p.pk).aupdate(operation=op)
+    # a fast call may have ended before the proposal named it: its watcher, woken by its pushes
+    # before then, found no operation to look at; this push (its panel again) wakes it once more
+    await runtime_push.operation_changed(user.pk, op.id)
 
 
 async def advance(conversation_id: Any, user_id: Any) -> None:
@@ -157,7 +161,9 @@ async def _follow(conversation_id: Any, user_id: Any) -> None:
             started = [p for p in proposals if p.status in decisions.STARTED]
             # an approval whose operation has not started yet is looked at again after its grace
             unstarted = any(p.operation_id is None for p in started)
-            await listener.wait_for({str(p.operation_id) for p in started if p.operation_id},
+            # (one not started yet has no id to listen for: then any of the person's operations
+            # changing wakes the watcher, else its start's own push would go unheard for the grace)
+            await listener.wait_for(None if unstarted else {str(p.operation_id) for p in started if p.operation_id},
                                     decisions.START_GRACE_S + 1 if unstarted else FOLLOW_SAFETY_S)
     except Exception:  # noqa: BLE001 -- the database failed: watched again when its page is read
         logger.exception("chat: conversation %s: its calls could not be watched", conversation_id)
@@ -199,8 +205,8 @@ class _Listener:
             logger.warning("chat: the channel layer cannot be listened to (%s); calls looked at every %s s until "
                            "it can", exc.__class__.__name__, FOLLOW_FALLBACK_S)
 
-    async def wait_for(self, operation_ids: set[str], within_s: float) -> None:
-        """Return when one of ``operation_ids`` was pushed as changed, after ``within_s`` seconds
+    async def wait_for(self, operation_ids: set[str] | None, within_s: float) -> None:
+        """Return when one of ``operation_ids`` (None: any of the person's) was pushed as changed, after ``within_s`` seconds
         without one, or after :data:`FOLLOW_FALLBACK_S` when the layer cannot be listened to (then
         it is tried again)."""
         if self.layer is None:
@@ -211,7 +217,8 @@ class _Listener:
             async with asyncio.timeout(within_s):
                 while True:
                     message = await self.layer.receive(self.channel)
-                    if message.get("type") == "operation.update" and str(message.get("operation_id")) in operation_ids:
+                    if message.get("type") == "operation.update" and (
+                            operation_ids is None or str(message.get("operation_id")) in operation_ids):
                         return
         except TimeoutError:
             return

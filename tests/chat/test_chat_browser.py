@@ -102,9 +102,14 @@ def test_approve_a_destructive_call_and_answer_its_round_in_the_conversation(cha
     before = page.viewport_size
     page.set_viewport_size({"width": 390, "height": 844})
     value = proposal.locator(".proposal-args dd").first
-    line = value.evaluate("e => parseFloat(getComputedStyle(e).lineHeight) || 1.5 * parseFloat(getComputedStyle(e).fontSize)")
-    assert value.bounding_box()["height"] < 2 * line, value.bounding_box()  # "staging", not a letter a line
-    card_box, origin_box = proposal.bounding_box(), proposal.locator(".server-origin").bounding_box()
+    for _ in range(50):  # (re-rendered by a push meanwhile: a node replaced has no box; read again)
+        line = value.evaluate("e => parseFloat(getComputedStyle(e).lineHeight) || 1.5 * parseFloat(getComputedStyle(e).fontSize)")
+        value_box, card_box = value.bounding_box(), proposal.bounding_box()
+        origin_box = proposal.locator(".server-origin").bounding_box()
+        if line and value_box and card_box and origin_box:
+            break
+        page.wait_for_timeout(100)
+    assert value_box["height"] < 2 * line, value_box  # "staging", not a letter a line
     assert origin_box["x"] + origin_box["width"] <= card_box["x"] + card_box["width"] + 1, (origin_box, card_box)
     screenshot(page, "chat-proposal-390.png")
     page.set_viewport_size(before)

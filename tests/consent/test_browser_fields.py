@@ -415,7 +415,7 @@ def test_roots_allowed_on_the_settings_page_are_shown_reviewed_and_sent(app):
     server = app.seeded["servers"]["acme"]
     page.goto(f"/mcp/servers/{server.pk}/settings/")
     page.get_by_label("allow roots (deprecated)").check()
-    page.get_by_label("Roots:", exact=True).fill(json.dumps(ROOTS))
+    page.get_by_label("Roots (a JSON list):", exact=True).fill(json.dumps(ROOTS))
     with page.expect_navigation():
         page.get_by_role("button", name="Save").click()
     expect(page.locator("p.notice")).to_have_text("Saved.")

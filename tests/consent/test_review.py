@@ -379,6 +379,7 @@ async def test_the_legacy_hold_notice_shows_only_when_set(seeded):
     import datetime
 
     deadline = datetime.datetime(2026, 11, 30, 12, 34, 56, tzinfo=datetime.timezone.utc)
+    op.round_expires_at = deadline  # a legacy round's one deadline is its hold's (the card, the waiting list)
     held = await sync_to_async(render)(legacy_hold={"deadline": deadline, "method": "elicitation/create", "round": 1})
     assert '<aside class="legacy-notice" role="note"' in held
     assert "The server is holding its call open while you decide." in held
