@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from mrtrweb.models import Conversation, TenantModel
+
 from tests.chat.model_server import ModelServer
 
 
@@ -25,3 +27,13 @@ def model_settings(settings, model_server):
                         "MODEL_URL_POLICY": {"allow_hosts": ["127.0.0.1"], "allow_http_hosts": ["127.0.0.1"]},
                         "MODEL_REPLY_TIMEOUT_S": 3, "MODEL_REPLY_CHARS": 2000}
     return settings
+
+
+@pytest.fixture
+def chat(seeded, model_settings, model_server):
+    """alice signed in, acme using the scripted endpoint, a fresh conversation."""
+    alice = seeded["users"]["alice"]
+    acme = seeded["servers"]["acme"].tenant
+    TenantModel.objects.create(tenant=acme, provider="local", model="scripted-1")
+    conv = Conversation.objects.create(tenant=acme, user=alice)
+    return {"alice": alice, "conv": conv, "server": seeded["servers"]["acme"], "model": model_server}

@@ -10,7 +10,7 @@ import pytest
 
 from mrtrweb.models import AppOffer, ChatMessage, Operation, Proposal
 
-from tests.chat.test_turns import _client, _send, chat, pending, settle  # noqa: F401 -- fixtures and helpers
+from tests.chat.conversation import client_for as _client, pending, send as _send, settle
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 

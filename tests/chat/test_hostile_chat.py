@@ -11,7 +11,7 @@ import pytest
 
 from mrtrweb.models import ChatMessage, McpServer, ToolPolicy
 
-from tests.chat.test_turns import _client, _send, chat, pending, settle  # noqa: F401 -- the fixture too
+from tests.chat.conversation import client_for as _client, pending, send as _send, settle
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 

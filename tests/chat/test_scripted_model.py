@@ -14,7 +14,7 @@ from mrtrweb.models import ChatMessage, Conversation, Proposal
 from mrtrweb.providers import ToolSpec
 from mrtrweb.providers.scripted import SIGNATURE, ScriptedDemoModel
 
-from tests.chat.test_turns import _client, _send, pending, settle
+from tests.chat.conversation import client_for as _client, pending, send as _send, settle
 
 
 def _spec(server: str, pk: int, tool: str) -> ToolSpec:

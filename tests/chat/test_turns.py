@@ -16,51 +16,9 @@ from mrtrweb import operations
 from mrtrweb.models import AuditEvent, ChatMessage, Conversation, Operation, Proposal, TenantModel, ToolPolicy
 
 from tests.answering import post_answer
+from tests.chat.conversation import client_for as _client, pending, send as _send, settle
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
-
-
-async def settle(conv_id, states=("idle", "failed"), timeout=20.0) -> Conversation:
-    """The conversation once it is in one of ``states`` (the background steps awaited)."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        conv = await Conversation.objects.aget(pk=conv_id)
-        if conv.state in states:
-            return conv
-        assert asyncio.get_running_loop().time() < deadline, (conv.state, conv.error_code)
-        await asyncio.sleep(0.1)
-
-
-async def pending(conv_id, n: int, timeout=20.0) -> list[Proposal]:
-    """The last ``n`` proposals once there are ``n`` and the step that made them is saved."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while await Proposal.objects.filter(conversation_id=conv_id).acount() < n:
-        assert asyncio.get_running_loop().time() < deadline
-        await asyncio.sleep(0.1)
-    await settle(conv_id, ("waiting", "failed", "idle"), timeout)
-    return [p async for p in Proposal.objects.filter(conversation_id=conv_id).select_related("server")
-            .order_by("created_at", "position")][-n:]
-
-
-@pytest.fixture
-def chat(seeded, model_settings, model_server):
-    """alice signed in, acme using the scripted endpoint, a fresh conversation."""
-    alice = seeded["users"]["alice"]
-    acme = seeded["servers"]["acme"].tenant
-    TenantModel.objects.create(tenant=acme, provider="local", model="scripted-1")
-    conv = Conversation.objects.create(tenant=acme, user=alice)
-    return {"alice": alice, "conv": conv, "server": seeded["servers"]["acme"], "model": model_server}
-
-
-async def _client(user) -> AsyncClient:
-    client = AsyncClient()
-    await client.aforce_login(user)
-    return client
-
-
-async def _send(client, conv, text):
-    r = await client.post(f"/mcp/chat/{conv.pk}/send/", {"text": text})
-    assert r.status_code == 302, r.status_code
 
 
 async def test_parallel_proposals_approve_and_deny_then_the_model_reads_only_results(chat):
