@@ -10,10 +10,9 @@ import json
 import re
 
 import pytest
-from django.test import AsyncClient
 
 from mrtrweb import operations
-from mrtrweb.models import AuditEvent, ChatMessage, Conversation, Operation, Proposal, TenantModel, ToolPolicy
+from mrtrweb.models import AuditEvent, ChatMessage, Conversation, Operation, Proposal, ToolPolicy
 
 from tests.answering import post_answer
 from tests.chat.conversation import client_for as _client, pending, send as _send, settle

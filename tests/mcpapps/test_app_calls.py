@@ -12,59 +12,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from django.test import AsyncClient
 
 from mrtrweb import operations
 from mrtrweb.models import McpServer, Operation
-from tests import apps_server
+from tests.mcpapps.app_requests import ask as _ask, client_for as _client, rendered as _rendered
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
-SANDBOX = "http://apps-sandbox.example"
-
-
-@pytest.fixture
-def own():
-    handle = apps_server.serve()
-    try:
-        yield handle
-    finally:
-        handle.stop()
-
-
-@pytest.fixture
-def sandbox(settings):
-    settings.MRTRWEB = {**getattr(settings, "MRTRWEB", {}), "APPS_SANDBOX_ORIGIN": SANDBOX}
-
-
-async def _client(user, csrf: bool = False) -> AsyncClient:
-    client = AsyncClient(enforce_csrf_checks=csrf)
-    await client.aforce_login(user)
-    return client
-
-
-async def _rendered(seeded, own, *, render: bool = True) -> tuple[Operation, AsyncClient]:
-    """alice's open_panel call on our app server, its app rendered by the product (unless not)."""
-    alice, acme = seeded["users"]["alice"], seeded["servers"]["acme"]
-    server = await McpServer.objects.acreate(tenant=acme.tenant, name="Panel app", url=own.url, apps_enabled=True)
-    host = await operations.start_operation(user=alice, server=server, method="tools/call", name="open_panel",
-                                            params={"name": "open_panel", "arguments": {}})
-    await operations.wait_idle()
-    client = await _client(alice)
-    if render:
-        started = await client.post(f"/mcp/operations/{host.id}/app/")
-        assert started.status_code == 200, started.content
-        read = started.json()["read"]
-        await operations.wait_idle()
-        doc = await client.get(f"/mcp/operations/{read}/app/document/")
-        assert doc.json()["status"] == "ready", doc.content
-    return host, client
-
-
-async def _ask(client, host, body) -> tuple[int, dict]:
-    answer = await client.post(f"/mcp/operations/{host.id}/app/requests/", json.dumps(body),
-                               content_type="application/json")
-    return answer.status_code, answer.json()
 
 
 async def test_nothing_before_the_product_rendered_the_app(seeded, own, sandbox):

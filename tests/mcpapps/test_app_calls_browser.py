@@ -29,7 +29,7 @@ import pytest
 
 from tests import apps_server, honest
 from tests.browser import OP_URL, expect, screenshot
-from tests.mcpapps.test_apps_browser import RECORDER, sandboxed  # noqa: F401 -- the fixture
+from tests.mcpapps.registry_apps import RECORDER, node_app_server
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -252,48 +252,9 @@ def test_without_the_socket_the_page_asks_slowly_and_the_app_still_gets_its_resu
 BUDGET_SERVER = "@modelcontextprotocol/server-budget-allocator@2.0.3"
 
 
-def _node_app_server(prefix: str, package: str):
-    """Run an npm MCP App example server on 127.0.0.1 (it listens on every interface; PORT from its
-    main.ts); yields its MCP URL."""
-    import socket
-    import subprocess
-    import time
-    from pathlib import Path
-
-    from tests.mcpapps.test_apps_browser import _free_port
-    from tests.nodejs import VAR, NodeUnavailable, node22, node_env, npm_install
-
-    try:
-        modules = npm_install(VAR / prefix, package)
-        node = node22()
-    except NodeUnavailable as exc:
-        pytest.fail(str(exc))
-    port = _free_port()
-    log = (VAR / f"{prefix}-{port}.log").open("w")
-    entry = modules / package.rsplit("@", 1)[0] / "dist" / "index.js"
-    proc = subprocess.Popen([node, str(entry)], env={**node_env(node), "PORT": str(port)}, stdout=log,
-                            stderr=subprocess.STDOUT, cwd=str(entry.parent))
-    try:
-        for _ in range(300):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                if proc.poll() is not None:
-                    pytest.fail(f"{package} ended: {Path(log.name).read_text()[-2000:]}")
-                time.sleep(0.1)
-        else:
-            pytest.fail(f"{package} did not listen")
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        log.close()
-
-
 @pytest.fixture(scope="module")
 def budget_app_server():
-    yield from _node_app_server("apps-budget", BUDGET_SERVER)
+    yield from node_app_server("apps-budget", BUDGET_SERVER)
 
 
 def test_the_budget_allocator_renders_and_its_controls_work(signed_in, budget_app_server, sandboxed, live):  # noqa: F811
@@ -333,7 +294,7 @@ SYSMON_SERVER = "@modelcontextprotocol/server-system-monitor@2.0.3"
 
 @pytest.fixture(scope="module")
 def sysmon_app_server():
-    yield from _node_app_server("apps-sysmon", SYSMON_SERVER)
+    yield from node_app_server("apps-sysmon", SYSMON_SERVER)
 
 
 def test_the_system_monitors_start_button_calls_its_tool_through_the_product(signed_in, sysmon_app_server,
@@ -372,7 +333,7 @@ PDF_SERVER = "@modelcontextprotocol/server-pdf@2.0.3"
 
 @pytest.fixture(scope="module")
 def pdf_app_server():
-    yield from _node_app_server("apps-pdf", PDF_SERVER)
+    yield from node_app_server("apps-pdf", PDF_SERVER)
 
 
 def test_the_pdf_viewer_is_refused_as_too_large_with_a_clear_message(signed_in, pdf_app_server, sandboxed, live):  # noqa: F811

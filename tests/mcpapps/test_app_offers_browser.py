@@ -17,37 +17,13 @@ import pytest
 
 from tests import apps_server
 from tests.browser import OP_URL, expect
-from tests.chat.model_server import ModelServer
-from tests.mcpapps.test_apps_browser import RECORDER, sandboxed  # noqa: F401 -- the fixture
+from tests.mcpapps.registry_apps import RECORDER
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 #: the person's words to the model and the model's reply: neither may reach the app's frame
 ASKED = "please open the panel-8841"
 REPLIED = "The panel is open-5527."
-
-
-@pytest.fixture
-def own():
-    handle = apps_server.serve()
-    try:
-        yield handle
-    finally:
-        handle.stop()
-
-
-@pytest.fixture
-def model(settings, sandboxed):  # noqa: F811
-    server = ModelServer().start()
-    settings.MRTRWEB = {**settings.MRTRWEB, "MODEL_DEMO": False,
-                        "MODEL_PROVIDERS": {"local": {"kind": "openai", "base_url": server.url,
-                                                      "models": ["scripted-1"], "label": "Test endpoint"}},
-                        "MODEL_URL_POLICY": {"allow_hosts": ["127.0.0.1"], "allow_http_hosts": ["127.0.0.1"]},
-                        "MODEL_REPLY_TIMEOUT_S": 5}
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def _reply(app, key: str) -> dict:

@@ -19,7 +19,7 @@ import pytest
 
 from mrtrweb.models import AuditEvent, McpServer, TenantModel
 from tests.chat.model_server import ModelServer
-from tests.mcpapps.test_app_calls import _ask, _client, _rendered, own, sandbox  # noqa: F401 -- fixtures
+from tests.mcpapps.app_requests import ask as _ask, client_for as _client, rendered as _rendered
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 

@@ -23,8 +23,7 @@ import pytest
 
 from tests import apps_server
 from tests.browser import OP_URL, expect
-from tests.mcpapps.test_app_offers_browser import model, own  # noqa: F401 -- the fixtures
-from tests.mcpapps.test_apps_browser import RECORDER, sandboxed  # noqa: F401 -- the fixture
+from tests.mcpapps.registry_apps import RECORDER
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

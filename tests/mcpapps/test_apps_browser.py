@@ -10,78 +10,22 @@ app-only, read-only call made through the product without asking."""
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import time
-from pathlib import Path
 
 import pytest
 
 from mrtrweb.mcpapps import csp as app_csp
 from tests.browser import OP_URL, expect, screenshot
-from tests.nodejs import VAR, NodeUnavailable, node22, node_env, npm_install
+from tests.mcpapps.registry_apps import RECORDER, node_app_server
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 BASIC = "@modelcontextprotocol/server-basic-vanillajs@2.0.3"
 
-# Recorded in every frame (the proxy's included, at document start): each message it receives.
-RECORDER = """
-window.__seen = [];
-window.addEventListener("message", (e) => {
-  let text;
-  try { text = JSON.stringify(e.data); } catch (err) { text = String(e.data); }
-  window.__seen.push(text);
-  if (window.__record) window.__record(text);
-}, true);
-"""
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 @pytest.fixture(scope="module")
 def basic_app_server():
     """The npm example server on 127.0.0.1 (it listens on every interface; PORT from its main.ts)."""
-    try:
-        modules = npm_install(VAR / "apps-basic", BASIC)
-        node = node22()
-    except NodeUnavailable as exc:
-        pytest.fail(str(exc))
-    port = _free_port()
-    log = (VAR / f"apps-basic-{port}.log").open("w")
-    entry = modules / "@modelcontextprotocol" / "server-basic-vanillajs" / "dist" / "index.js"
-    proc = subprocess.Popen([node, str(entry)], env={**node_env(node), "PORT": str(port)}, stdout=log,
-                            stderr=subprocess.STDOUT, cwd=str(entry.parent))
-    try:
-        for _ in range(300):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                if proc.poll() is not None:
-                    pytest.fail(f"the app server ended: {Path(log.name).read_text()[-2000:]}")
-                time.sleep(0.1)
-        else:
-            pytest.fail("the app server did not listen")
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        log.close()
-
-
-@pytest.fixture
-def sandboxed(settings, live):
-    """The sandbox origin: the same server under another host name (cookies ignore ports, so never
-    the site's host): ``http://localhost:<port>``."""
-    origin = f"http://localhost:{live.port}"
-    settings.MRTRWEB = {**getattr(settings, "MRTRWEB", {}), "APPS_SANDBOX_ORIGIN": origin}
-    return origin
+    yield from node_app_server("apps-basic", BASIC)
 
 
 def test_get_time_app_renders_in_the_sandbox_and_nothing_leaks(signed_in, basic_app_server, sandboxed, live):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.mcpapps.test_app_calls import _ask, _rendered, own, sandbox  # noqa: F401  (the fixtures)
+from tests.mcpapps.app_requests import ask as _ask, rendered as _rendered
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 

@@ -13,8 +13,6 @@ from __future__ import annotations
 import pytest
 
 from tests.mcpapps import hostile_apps
-from tests.mcpapps.test_apps_browser import sandboxed  # noqa: F401  (the fixture)
-from tests.mcpapps.test_hostile_browser import hostile, visit  # noqa: F401  (the fixtures)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

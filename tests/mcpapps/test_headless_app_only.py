@@ -12,7 +12,7 @@ from django.core.management import call_command
 
 from mrtrweb import headless
 from mrtrweb.models import Operation
-from tests.mcpapps.test_pages import CALLS, app_server  # noqa: F401  (the fixture)
+from tests.mcpapps.show_server import CALLS
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 

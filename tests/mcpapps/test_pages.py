@@ -4,42 +4,11 @@ turns apps on per server, and the sandbox origin's start-up check (``mrtrweb.E06
 
 from __future__ import annotations
 
-from typing import Any
-
-import mcp_types as types
 import pytest
 from django.test import AsyncClient
-from mcp.server.lowlevel import Server
 
-from mrtrweb.demo.server import serve_asgi_in_thread
 from mrtrweb.models import McpServer
-
-CALLS: list[str] = []
-TOOLS = [
-    types.Tool.model_validate({"name": "show", "description": "has an app", "inputSchema": {"type": "object"},
-                               "_meta": {"ui": {"resourceUri": "ui://show/app.html"}}}),
-    types.Tool.model_validate({"name": "refresh", "description": "for the app alone",
-                               "inputSchema": {"type": "object"},
-                               "_meta": {"ui": {"resourceUri": "ui://show/app.html", "visibility": ["app"]}}}),
-    types.Tool.model_validate({"name": "plain", "description": "no app", "inputSchema": {"type": "object"}}),
-]
-
-
-async def _list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
-    return types.ListToolsResult(tools=TOOLS)
-
-
-async def _call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-    CALLS.append(params.name)
-    return types.CallToolResult(content=[types.TextContent(type="text", text=f"{params.name} done")])
-
-
-@pytest.fixture(scope="module")
-def app_server():
-    server = Server("apps-test", version="1.0", on_list_tools=_list_tools, on_call_tool=_call_tool)
-    handle = serve_asgi_in_thread(server.streamable_http_app())
-    yield handle
-    handle.stop()
+from tests.mcpapps.show_server import CALLS
 
 
 async def _login(user) -> AsyncClient:
