@@ -13,7 +13,7 @@ from django.template.loader import render_to_string
 from mrtrweb.argforms import NestedArgumentsForm, Unsupported, read_schema
 from mrtrweb.argforms import form as argform
 
-from .test_shapes import MEMORY, PYDANTIC
+from tests.argforms.schemas import MEMORY, PYDANTIC
 
 
 def _form(schema, data=None, **kwargs):

@@ -23,7 +23,7 @@ from mrtrweb.mcp.errors import origin_of
 from mrtrweb.mcp.outbound import OutboundPolicy, OutboundRefused, guarded_client
 from mrtrweb.serverconfig.probe import probe
 
-from .test_probe import LOOPBACK, OUTBOUND
+from tests.serverconfig.policies import LOOPBACK, OUTBOUND
 
 #: what each bomb inflates to (past the 8 MiB bound of an MCP answer; compressed: a few KiB)
 INFLATED = 9 * 1024 * 1024

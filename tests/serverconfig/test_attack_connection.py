@@ -15,7 +15,6 @@ from mrtrweb.mcp import McpConnection
 from mrtrweb.mcp.auth import static_headers_auth
 from mrtrweb.mcp.url_policy import UrlPolicy, parse_policy
 
-from .test_url_policy import counted_demo, names  # noqa: F401 -- fixtures
 
 
 async def test_an_internationalized_host_is_the_servers_own_origin(names, counted_demo) -> None:
@@ -52,7 +51,7 @@ async def test_a_lost_sessions_replacement_is_checked_again(names) -> None:
     import pytest
 
     from mrtrweb.mcp import McpCallError
-    from tests.mcp.test_legacy_restart import ECHO, Restarting
+    from tests.restarting import ECHO, Restarting
 
     server = Restarting()
     try:

@@ -19,7 +19,6 @@ from mrtrweb.mcp import McpCallError, McpConnection
 from mrtrweb.mcp.url_policy import UrlPolicy
 from mrtrweb.serverconfig import policy
 
-from .test_url_policy import names  # noqa: F401 -- the resolver seam fixture
 
 INTERNAL = "redis.prod.internal"
 ADDRESS = "10.3.4.5"

@@ -18,7 +18,6 @@ from mrtrweb.demo.oauth import build_auth_app
 from mrtrweb.demo.server import build_demo_app, serve_built_in_thread
 from tests.oauth_sdk_as import BearerGate
 
-from .test_url_policy import names  # noqa: F401 -- the resolver seam fixture
 
 AS_PATHS = ("/.well-known/oauth-authorization-server", "/authorize", "/token", "/register", "/revoke")
 

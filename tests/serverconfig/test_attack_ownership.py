@@ -18,7 +18,7 @@ from mrtrweb.audit.events import verify_chain
 from mrtrweb.models import McpServer, Operation, Tenant
 from mrtrweb.serverconfig import limits, views
 from mrtrweb.tenancy import access
-from tests.serverconfig.test_pages import _allow_personal, _refused_and_nothing_sent, _round, policy  # noqa: F401
+from tests.serverconfig.ownership import allow_personal, refused_and_nothing_sent, start_round
 from tests.sockets import closed_with, csrf_client, denied_in_audit, open_socket
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
@@ -33,14 +33,14 @@ def _client(user) -> Client:
 async def test_a_personal_servers_new_owner_ends_the_old_owners_waiting_round(seeded, policy):  # noqa: F811
     """The superuser's admin gives carol's personal server to alice (``owner`` edited, a ``save``):
     carol's waiting round ends at once (denied, her socket closed) and she cannot answer it."""
-    await sync_to_async(_allow_personal)(seeded)
+    await sync_to_async(allow_personal)(seeded)
     mcp = seeded["mcp"]
     carol_user, alice_user = seeded["users"]["carol"], seeded["users"]["alice"]
     carol = await csrf_client(carol_user)
     resp = await carol.post("/mcp/tenants/acme/my-servers/add/", {"name": "Mine", "url": mcp.url, "protocol": "auto"})
     assert resp.status_code == 302
     mine = await McpServer.objects.aget(owner=carol_user)
-    op = await _round(carol, mine)
+    op = await start_round(carol, mine)
     ws = open_socket(carol)
     assert (await ws.connect())[0]
 
@@ -50,7 +50,7 @@ async def test_a_personal_servers_new_owner_ends_the_old_owners_waiting_round(se
     assert await access.adenial(carol_user.pk, mine.tenant_id, mine.pk) == access.SERVER_REMOVED
     await closed_with(ws, access.CLOSE_CODE)
     await denied_in_audit(op, access.SERVER_REMOVED)
-    await _refused_and_nothing_sent(carol, op, mcp)
+    await refused_and_nothing_sent(carol, op, mcp)
     await op.arefresh_from_db()
     assert op.status == Operation.Status.DENIED
     assert (await sync_to_async(verify_chain)(mine.tenant_id)).broken is None
@@ -59,7 +59,7 @@ async def test_a_personal_servers_new_owner_ends_the_old_owners_waiting_round(se
 def test_a_personal_add_racing_the_allowance_turned_off_adds_nothing(seeded, policy, monkeypatch):  # noqa: F811
     """The admin turns personal servers off between the add's first look at the tenant and its
     locked write: the add must not leave an enabled personal server in a tenant that forbids them."""
-    _allow_personal(seeded)
+    allow_personal(seeded)
     carol_user = seeded["users"]["carol"]
     real_lock = limits.lock_tenant
 
@@ -77,7 +77,7 @@ def test_a_personal_add_racing_the_allowance_turned_off_adds_nothing(seeded, pol
 def test_an_owners_enable_racing_the_allowance_turned_off_enables_nothing(seeded, policy, monkeypatch):  # noqa: F811
     """Carol enables her own (self-disabled) server while the admin turns personal servers off:
     whichever commits last, her server must not end up enabled in a tenant that forbids them."""
-    _allow_personal(seeded)
+    allow_personal(seeded)
     carol_user = seeded["users"]["carol"]
     acme = Tenant.objects.get(slug="acme")
     mine = McpServer.objects.create(tenant=acme, owner=carol_user, name="Mine", url=seeded["mcp"].url,
@@ -98,18 +98,18 @@ def test_an_owners_enable_racing_the_allowance_turned_off_enables_nothing(seeded
 async def test_an_owner_changed_past_the_signals_still_cannot_be_answered_by_the_old_owner(seeded, policy):  # noqa: F811
     """The same change made with ``QuerySet.update`` (no signal): the precompiled access SQL of the
     answer path (``access._query``: the owner condition) refuses carol's answer; nothing is sent."""
-    await sync_to_async(_allow_personal)(seeded)
+    await sync_to_async(allow_personal)(seeded)
     mcp = seeded["mcp"]
     carol_user, alice_user = seeded["users"]["carol"], seeded["users"]["alice"]
     carol = await csrf_client(carol_user)
     resp = await carol.post("/mcp/tenants/acme/my-servers/add/", {"name": "Mine", "url": mcp.url, "protocol": "auto"})
     assert resp.status_code == 302
     mine = await McpServer.objects.aget(owner=carol_user)
-    op = await _round(carol, mine)
+    op = await start_round(carol, mine)
     await McpServer.objects.filter(pk=mine.pk).aupdate(owner=alice_user)
     assert await sync_to_async(access.check_sql)("default") is not None  # the precompiled path, not the ORM's
     assert await sync_to_async(access.allowed_condition)("default") is not None
-    await _refused_and_nothing_sent(carol, op, mcp)
+    await refused_and_nothing_sent(carol, op, mcp)
     assert (await access.adenial(carol_user.pk, mine.tenant_id, mine.pk)) == access.SERVER_REMOVED
 
 
@@ -158,7 +158,7 @@ def test_the_superusers_admin_changes_are_events_of_the_tenants_chain(seeded, po
 
 
 def test_a_personal_server_removed_with_its_owners_account_is_an_event(seeded, policy):  # noqa: F811
-    _allow_personal(seeded)
+    allow_personal(seeded)
     from mrtrweb.models import AuditEvent
 
     carol_user = seeded["users"]["carol"]
@@ -182,7 +182,7 @@ def test_the_headless_clients_one_statement_never_picks_a_personal_server(seeded
     ``server_for`` does, never carol's (her bearer token, her rounds)."""
     from mrtrweb.headless.client import _member_server
 
-    _allow_personal(seeded)
+    allow_personal(seeded)
     carol, alice = seeded["users"]["carol"], seeded["users"]["alice"]
     acme = Tenant.objects.get(slug="acme")
     url = seeded["mcp"].url + "?personal"
@@ -199,7 +199,7 @@ def test_the_headless_clients_one_statement_never_picks_a_personal_server(seeded
 def test_an_owner_cannot_undo_an_admins_disable_by_removing_and_adding_it_again(seeded, policy):  # noqa: F811
     """The admin disables carol's personal server; carol may neither remove it (which would drop
     the admin's mark) nor add, or re-point another of hers, to the same origin."""
-    _allow_personal(seeded)
+    allow_personal(seeded)
     carol_user = seeded["users"]["carol"]
     carol, alice = _client(carol_user), _client(seeded["users"]["alice"])
     url = seeded["mcp"].url
@@ -234,7 +234,7 @@ def test_a_persons_own_token_does_not_pass_to_whoever_the_server_is_given_to(see
     from mrtrweb.authz import crypto
     from mrtrweb.models import AuditEvent
 
-    _allow_personal(seeded)
+    allow_personal(seeded)
     carol_user, alice_user = seeded["users"]["carol"], seeded["users"]["alice"]
     carol = _client(carol_user)
     assert carol.post("/mcp/tenants/acme/my-servers/add/", {"name": "Mine", "url": seeded["mcp"].url,
@@ -265,7 +265,7 @@ def test_a_persons_own_token_does_not_pass_to_whoever_the_server_is_given_to(see
 def test_a_personal_server_the_superuser_disabled_cannot_be_enabled_by_its_owner(seeded, policy):  # noqa: F811
     from django.contrib.auth import get_user_model
 
-    _allow_personal(seeded)
+    allow_personal(seeded)
     carol_user = seeded["users"]["carol"]
     carol = _client(carol_user)
     assert carol.post("/mcp/tenants/acme/my-servers/add/", {"name": "Mine", "url": seeded["mcp"].url,
@@ -309,7 +309,7 @@ def test_turning_personal_servers_off_in_the_admin_disables_them_as_the_page_doe
 
     from mrtrweb.models import AuditEvent
 
-    _allow_personal(seeded)
+    allow_personal(seeded)
     carol_user = seeded["users"]["carol"]
     assert _client(carol_user).post("/mcp/tenants/acme/my-servers/add/", {
         "name": "Mine", "url": seeded["mcp"].url, "protocol": "auto"}).status_code == 302
@@ -334,7 +334,7 @@ def test_a_person_cannot_allow_sampling_on_their_own_server(seeded, policy):  # 
     """Sampling is answered by the deployment's sampling provider, allowed per server by a tenant
     admin only (``mrtrweb.consent.sampling``): a personal server's owner may set its roots, not
     allow sampling on it (nor by an extra POST field)."""
-    _allow_personal(seeded)
+    allow_personal(seeded)
     carol_user = seeded["users"]["carol"]
     carol = _client(carol_user)
     assert carol.post("/mcp/tenants/acme/my-servers/add/", {"name": "Mine", "url": seeded["mcp"].url,

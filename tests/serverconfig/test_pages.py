@@ -11,28 +11,20 @@ from pathlib import Path
 
 import pytest
 from asgiref.sync import sync_to_async
-from django.test import AsyncClient, Client
+from django.test import Client
 
 from mrtrweb import operations
 from mrtrweb.audit.events import keyed_digest, verify_chain
 from mrtrweb.authz import crypto
-from mrtrweb.models import AuditEvent, McpServer, Operation, Tenant
+from mrtrweb.models import AuditEvent, McpServer, Tenant
 from mrtrweb.tenancy import access
 from tests.answering import DEPLOY_OK
+from tests.serverconfig.ownership import allow_personal, refused_and_nothing_sent, start_round
 from tests.sockets import closed_with, csrf_client, denied_in_audit, open_socket
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
-#: loopback is what the tests' servers listen on: allowed by the deployer here (http too)
-LOOPBACK_POLICY = {"allow_hosts": ["127.0.0.1"], "allow_http_hosts": ["127.0.0.1"]}
 FIXTURE = Path(__file__).with_name("server.json")
-
-
-@pytest.fixture
-def policy(settings):
-    settings.MRTRWEB = {"SERVER_URL_POLICY": LOOPBACK_POLICY, "MAX_STARTS_PER_MINUTE": 10_000,
-                        "MAX_TENANT_STARTS_PER_MINUTE": 10_000}
-    return settings
 
 
 def _client(user) -> Client:
@@ -166,53 +158,30 @@ def test_the_url_policy_refuses_on_add_and_edit_with_a_reason(seeded, settings):
 
 # -- waiting rounds end as access that ended does ------------------------------------------------------
 
-async def _round(client: AsyncClient, server: McpServer) -> Operation:
-    resp = await client.post(f"/mcp/servers/{server.pk}/tools/deploy/", {"arg-env": "staging", "arg-replicas": "2"})
-    assert resp.status_code == 302, resp.status_code
-    await operations.wait_idle()
-    op = await Operation.objects.select_related("server", "tenant").aget(pk=resp["Location"].rstrip("/").split("/")[-1])
-    assert op.status == Operation.Status.AWAITING_INPUT, (op.error_code, op.error_message)
-    return op
-
-
-async def _refused_and_nothing_sent(client: AsyncClient, op: Operation, mcp) -> None:
-    url = f"/mcp/operations/{op.id}"
-    assert (await client.get(f"{url}/")).status_code == 404
-    assert (await client.post(f"{url}/answer/", dict(DEPLOY_OK, action="accept", round="1"))).status_code == 404
-    await operations.wait_idle()
-    assert mcp.calls[("deploy", True)] == 0  # no retry reached the server
-
-
 async def test_disabling_or_removing_from_the_page_ends_a_waiting_round_and_sends_nothing(seeded, policy):
     mcp = seeded["mcp"]
     carol = await csrf_client(seeded["users"]["carol"])
     alice = await csrf_client(seeded["users"]["alice"])
     server = seeded["servers"]["acme"]
-    op = await _round(carol, server)
+    op = await start_round(carol, server)
     ws = open_socket(carol)
     assert (await ws.connect())[0]
     assert (await alice.post(f"/mcp/servers/{server.pk}/state/", {"enabled": "0"})).status_code == 302
     await closed_with(ws, access.CLOSE_CODE)
     await denied_in_audit(op, access.SERVER_DISABLED)
-    await _refused_and_nothing_sent(carol, op, mcp)
+    await refused_and_nothing_sent(carol, op, mcp)
 
     assert (await alice.post(f"/mcp/servers/{server.pk}/state/", {"enabled": "1"})).status_code == 302
-    op2 = await _round(carol, server)
+    op2 = await start_round(carol, server)
     assert (await alice.post(f"/mcp/servers/{server.pk}/remove/")).status_code == 302
     await operations.wait_idle()
     await denied_in_audit(op2, access.SERVER_REMOVED)
-    await _refused_and_nothing_sent(carol, op2, mcp)
+    await refused_and_nothing_sent(carol, op2, mcp)
     report = await sync_to_async(verify_chain)(server.tenant_id)
     assert report.broken is None
 
 
 # -- personal servers ----------------------------------------------------------------------------------
-
-def _allow_personal(seeded) -> None:
-    alice = _client(seeded["users"]["alice"])
-    assert alice.post("/mcp/tenants/acme/servers/personal/", {"allow": "1"}).status_code == 302
-    assert Tenant.objects.get(slug="acme").allow_personal_servers
-
 
 def test_personal_servers_are_off_by_default(seeded, policy):
     carol = _client(seeded["users"]["carol"])
@@ -224,7 +193,7 @@ def test_personal_servers_are_off_by_default(seeded, policy):
 
 
 def test_a_personal_server_is_its_owners_alone(seeded, policy):
-    _allow_personal(seeded)
+    allow_personal(seeded)
     carol_user, alice_user = seeded["users"]["carol"], seeded["users"]["alice"]
     carol, alice = _client(carol_user), _client(alice_user)
     resp = carol.post("/mcp/tenants/acme/my-servers/add/", {"name": "Carol's tools", "url": seeded["mcp"].url,
@@ -285,7 +254,7 @@ def test_a_personal_server_is_its_owners_alone(seeded, policy):
 
 
 async def test_the_personal_servers_rounds_are_its_owners_and_an_admin_can_disable_it(seeded, policy):
-    await sync_to_async(_allow_personal)(seeded)
+    await sync_to_async(allow_personal)(seeded)
     mcp = seeded["mcp"]
     carol_user = seeded["users"]["carol"]
     carol = await csrf_client(carol_user)
@@ -293,7 +262,7 @@ async def test_the_personal_servers_rounds_are_its_owners_and_an_admin_can_disab
     resp = await carol.post("/mcp/tenants/acme/my-servers/add/", {"name": "Mine", "url": mcp.url, "protocol": "auto"})
     assert resp.status_code == 302
     mine = await McpServer.objects.aget(owner=carol_user)
-    op = await _round(carol, mine)
+    op = await start_round(carol, mine)
     # another member (the tenant's admin) cannot read or answer it
     assert (await alice.get(f"/mcp/operations/{op.id}/")).status_code == 404
     assert (await alice.post(f"/mcp/operations/{op.id}/answer/", dict(DEPLOY_OK, action="accept",
@@ -311,7 +280,7 @@ async def test_the_personal_servers_rounds_are_its_owners_and_an_admin_can_disab
     assert (await alice.post(f"/mcp/servers/{mine.pk}/state/", {"enabled": "0"})).status_code == 302
     await closed_with(ws, access.CLOSE_CODE)
     await denied_in_audit(op, access.SERVER_DISABLED)
-    await _refused_and_nothing_sent(carol, op, mcp)
+    await refused_and_nothing_sent(carol, op, mcp)
     await mine.arefresh_from_db()
     assert not mine.enabled and mine.disabled_by_admin
     assert (await carol.post(f"/mcp/servers/{mine.pk}/state/", {"enabled": "1"})).status_code == 404
@@ -319,7 +288,7 @@ async def test_the_personal_servers_rounds_are_its_owners_and_an_admin_can_disab
     assert not mine.enabled
     # the admin may enable it again; then turning personal servers off disables it and ends its round
     assert (await alice.post(f"/mcp/servers/{mine.pk}/state/", {"enabled": "1"})).status_code == 302
-    op2 = await _round(carol, mine)
+    op2 = await start_round(carol, mine)
     assert (await alice.post("/mcp/tenants/acme/servers/personal/", {"allow": "0"})).status_code == 302
     await operations.wait_idle()
     await denied_in_audit(op2, access.SERVER_DISABLED)
@@ -337,7 +306,7 @@ async def test_the_personal_servers_rounds_are_its_owners_and_an_admin_can_disab
 def test_the_headless_client_never_picks_a_personal_server(seeded, policy):
     from mrtrweb.headless.client import server_for
 
-    _allow_personal(seeded)
+    allow_personal(seeded)
     carol = seeded["users"]["carol"]
     acme = Tenant.objects.get(slug="acme")
     url = seeded["mcp"].url + "?personal"
@@ -350,7 +319,7 @@ def test_the_headless_client_never_picks_a_personal_server(seeded, policy):
 
 def test_servers_per_tenant_and_per_person_are_bounded(seeded, policy):
     policy.MRTRWEB = dict(policy.MRTRWEB, MAX_TENANT_SERVERS=2, MAX_PERSONAL_SERVERS=1)
-    _allow_personal(seeded)
+    allow_personal(seeded)
     url = seeded["mcp"].url
     alice, carol = _client(seeded["users"]["alice"]), _client(seeded["users"]["carol"])
     assert alice.post("/mcp/tenants/acme/servers/add/", {"name": "Second", "url": url, "protocol": "auto"}).status_code == 302

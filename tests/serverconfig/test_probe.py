@@ -8,24 +8,20 @@ rate limit and the last test kept on a saved server.
 from __future__ import annotations
 
 import html as htmllib
-import ipaddress
 import json
 
 import pytest
 from django.test import AsyncClient
 from django.template.loader import render_to_string
 
-from mrtrweb.mcp.outbound import OutboundPolicy
 from mrtrweb.mcp.url_policy import UrlPolicy
 from mrtrweb.models import McpServer
 from mrtrweb.serverconfig.probe import probe
 from tests.protected_mcp import serve_protected
+from tests.serverconfig.policies import LOOPBACK, OUTBOUND
 
 from .hostile_http import AUTH_SERVER, Silent, serve_hostile
 
-LOOPBACK = UrlPolicy(allow_http_hosts=frozenset({"127.0.0.1"}), allow_networks=(ipaddress.ip_network("127.0.0.0/8"),),
-                     timeout_s=3.0)
-OUTBOUND = OutboundPolicy(allow_http_loopback=True, timeout_s=3.0)
 #: the settings under which the endpoint may test servers on loopback
 LOOPBACK_SETTINGS = {"SERVER_URL_POLICY": {"allow_http_hosts": ["127.0.0.1"], "allow_networks": ["127.0.0.0/8"]},
                      "SERVER_TESTS_PER_MINUTE": 100}

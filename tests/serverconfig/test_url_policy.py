@@ -15,39 +15,12 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured, ValidationError
 
 from mrtrweb import checks, conf
-from mrtrweb.demo.server import build_demo_app, serve_asgi_in_thread
-from mrtrweb.mcp import McpCallError, McpConnection, outbound
+from mrtrweb.mcp import McpCallError, McpConnection
 from mrtrweb.mcp.url_policy import UrlPolicy, UrlRefused, parse_policy
 from mrtrweb.serverconfig import policy
 
-from tests.mcp.test_tls import fresh_context, tls_demo  # noqa: F401 -- fixtures
-
-from .hostile_http import Counted
 
 DEFAULT = UrlPolicy(timeout_s=3.0)
-
-
-class Names:
-    """The resolver seam, controllable: ``names[host] = ["addr", ...]``; ``asked`` lists each
-    resolution; hosts not in ``names`` resolve for real."""
-
-    def __init__(self, monkeypatch) -> None:
-        self.names: dict[str, list[str]] = {}
-        self.asked: list[str] = []
-        real = outbound.resolve_host
-
-        async def resolve(host: str, port: int, timeout_s: float):
-            self.asked.append(host)
-            if host in self.names:
-                return [ipaddress.ip_address(a) for a in self.names[host]]
-            return await real(host, port, timeout_s)
-
-        monkeypatch.setattr(outbound, "resolve_host", resolve)
-
-
-@pytest.fixture
-def names(monkeypatch) -> Names:
-    return Names(monkeypatch)
 
 
 @pytest.mark.parametrize("url, code", [
@@ -204,16 +177,6 @@ def test_the_form_validator_says_why_in_the_persons_language(settings) -> None:
 # ------------------------------------------------------------------------------------------------
 # The connection: checked at each connection, pinned to the checked address
 # ------------------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def counted_demo():
-    """The demo MCP server behind :class:`Counted` (every HTTP request that reached it), taking any
-    ``Host`` (the connection sends the name it was given, to the address it checked)."""
-    counted = Counted(build_demo_app(host="0.0.0.0"))
-    handle = serve_asgi_in_thread(counted)
-    yield handle, counted
-    handle.stop()
 
 
 def _loopback_policy(**kw) -> UrlPolicy:
