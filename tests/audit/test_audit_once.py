@@ -75,3 +75,25 @@ def test_a_claim_without_its_event_fails_closed(seeded):
     with pytest.raises(audit.AuditUnavailable):
         audit.record(op, "shown", once=("round_number", "display_digest"), **kw)
     assert not AuditEvent.objects.filter(operation_id=op.id, event="shown").exists()
+
+
+def test_with_server_side_binding_a_receipt_is_claimed_and_written_once(seeded, monkeypatch):
+    """PostgreSQL with server-side binding (the append's lock, check and statement sent one after
+    the other, in a transaction): the claim is written with the receipt, its parameters typed by
+    the driver, and a repeat writes nothing."""
+    if connection.vendor != "postgresql":
+        pytest.skip("a PostgreSQL option")
+    op = _operation(seeded)
+    audit.record(op, "received", round_number=1, **DIGESTS)
+    kw = dict(round_number=1, display_digest="sha256:" + "d" * 64, once=("round_number", "display_digest"), **DIGESTS)
+    monkeypatch.setitem(connection.settings_dict["OPTIONS"], "server_side_binding", True)
+    connection.close()
+    try:
+        first = audit.record(op, "shown", **kw)
+        again = audit.record(op, "shown", **kw)
+    finally:
+        connection.close()  # the next test's connection binds client-side again
+    assert again.pk == first.pk
+    assert AuditEvent.objects.filter(operation_id=op.id, event="shown").count() == 1
+    assert AuditOnce.objects.filter(operation_id=op.id, event="shown").count() == 1
+    assert audit.verify_chain(op.tenant_id).broken is None
