@@ -15,7 +15,7 @@ from typing import Any
 
 from django.db import DatabaseError, OperationalError
 
-from ..models import AuditChainHead, AuditEvent
+from ..models import AuditChainHead, AuditEvent, AuditOnce
 
 logger = logging.getLogger("mrtrweb.audit")
 
@@ -56,6 +56,13 @@ def _canonical(values: dict[str, Any]) -> str:
     return json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
+def once_key(values: dict[str, Any], once: tuple[str, ...]) -> str:
+    """The key of an append's ``once`` claim (:class:`mrtrweb.models.AuditOnce`): the fields' names
+    and values, ``name=value`` joined by ``&`` in the order given (migration 0030 builds the same
+    keys for the events written before the claims). The values of ``once`` are numbers and digests."""
+    return "&".join(f"{name}={values[name]}" for name in once)
+
+
 class PgAppend:
     """PostgreSQL: one statement locks the head, moves it and inserts the event whose hash the
     database computes as ``sha256(prefix || prev_hash || middle || sequence || suffix)``, the
@@ -63,7 +70,17 @@ class PgAppend:
     placeholders for ``prev_hash`` and ``sequence``; returns (pk, sequence, prev_hash, hash) and,
     with ``then`` (an ``UPDATE ... WHERE ...`` without ``RETURNING``, and its parameters), how many
     rows that write moved: it is a step of the same statement, made only when the event is
-    inserted (the ``received`` event and the operation's row handed to the person, one statement)."""
+    inserted (the ``received`` event and the operation's row handed to the person, one statement).
+
+    With ``once`` the statement first inserts the event's claim (:class:`mrtrweb.models.AuditOnce`,
+    ``ON CONFLICT DO NOTHING``), and locks the head and appends only when that insert wrote it. A
+    concurrent inserter of the same claim waits at the unique index for the first one's transaction
+    and then writes nothing: the check is exact across workers in one statement (no lock of the head
+    by a statement before it, whose later snapshot the check needed). The claim is inserted only
+    where the tenant's head exists (a first append creates the head, then comes again), before the
+    head's lock (so two appenders of one claim never wait for each other in the opposite order), and
+    is rolled back with the statement if the event is not written. The event's own ``NOT EXISTS``
+    check stays for events written without a claim (by a worker not yet upgraded)."""
 
     LINKED = ("sequence", "prev_hash", "hash")
 
@@ -87,32 +104,43 @@ class PgAppend:
         same = [AuditEvent._meta.get_field(name) for name in ("operation_id", "event", *once)]
         guard = "" if not once else (f" AND NOT EXISTS (SELECT 1 FROM {event} e WHERE "
                                      + " AND ".join(f"e.{qn(f.column)} = %s" for f in same) + ")")
-        self.lock = f"SELECT 1 FROM {chain} WHERE tenant_id = %s FOR UPDATE"
-        # lock_timeout set in the statement itself, before its row lock is tried (the head's scan
-        # evaluates the setting's condition before the lock is taken): no SET of its own
-        self.timed_lock = (f"SELECT 1 FROM {chain} WHERE tenant_id = %s AND "
-                           "set_config('lock_timeout', %s, true) IS NOT NULL FOR UPDATE")
-        timed_head = (f"WITH t AS (SELECT set_config('lock_timeout', %s, true)), o AS (SELECT tenant_id, sequence, "
-                      f"hash FROM {chain} WHERE tenant_id = %s AND EXISTS (SELECT 1 FROM t) FOR UPDATE), ")
-        self.sql = (
-            f"WITH o AS (SELECT tenant_id, sequence, hash FROM {chain} WHERE tenant_id = %s FOR UPDATE), "
+        # the claim (once), then the head: each statement's own lock_timeout set before either
+        # waits (set_config(..., true): local to the statement's transaction; the head's scan
+        # evaluates its conditions before its row lock is taken)
+        claims = qn(AuditOnce._meta.db_table)
+        claim = (f"cl AS (INSERT INTO {claims} (tenant_id, operation_id, event, {qn('key')}) "
+                 f"SELECT %s, %s, %s, %s WHERE EXISTS (SELECT 1 FROM {chain} WHERE tenant_id = %s){{t}} "
+                 "ON CONFLICT DO NOTHING RETURNING 1), ")
+        lock = f"o AS (SELECT tenant_id, sequence, hash FROM {chain} WHERE tenant_id = %s{{after}} FOR UPDATE), "
+        timed = "t AS (SELECT set_config('lock_timeout', %s, true)), "
+        if once:
+            self.sql = "WITH " + claim.format(t="") + lock.format(after=" AND EXISTS (SELECT 1 FROM cl)")
+            self.timed_sql = ("WITH " + timed + claim.format(t=" AND EXISTS (SELECT 1 FROM t)")
+                              + lock.format(after=" AND EXISTS (SELECT 1 FROM cl)"))
+        else:
+            self.sql = "WITH " + lock.format(after="")
+            self.timed_sql = "WITH " + timed + lock.format(after=" AND EXISTS (SELECT 1 FROM t)")
+        body = (
             f"hd AS (UPDATE {chain} h SET sequence = o.sequence + 1, hash = encode(sha256(convert_to("
             "%s || o.hash || %s || (o.sequence + 1)::text || %s, 'UTF8')), 'hex') FROM o "
             f"WHERE h.tenant_id = o.tenant_id{guard} RETURNING h.sequence, h.hash, o.hash AS prev_hash), "
             f"ev AS (INSERT INTO {event} ({', '.join(qn(f.column) for f in fields)}, sequence, prev_hash, hash) "
             f"SELECT {', '.join(['%s'] * len(fields))}, hd.sequence, hd.prev_hash, hd.hash FROM hd "
             f"RETURNING {qn(AuditEvent._meta.pk.column)}, sequence, prev_hash, hash)")
-        self.params = ([values["tenant_id"], *texts] + ([f.get_db_prep_value(values[f.attname], conn) for f in same]
-                                                        if once else [])
-                       + [f.get_db_prep_save(values[f.attname], conn) for f in fields])
+        tenant_id = values["tenant_id"]
+        self.params = ([tenant_id, values["operation_id"], values["event"], once_key(values, once), tenant_id]
+                       if once else [])
+        self.params += ([tenant_id, *texts] + ([f.get_db_prep_value(values[f.attname], conn) for f in same]
+                                               if once else [])
+                        + [f.get_db_prep_save(values[f.attname], conn) for f in fields])
         if then is None:
-            self.sql += " SELECT * FROM ev"
+            body += " SELECT * FROM ev"
         else:  # the caller's write, made only with the event (after it in the statement's one transaction)
-            self.sql += (f", th AS ({then[0]} AND EXISTS (SELECT 1 FROM ev) RETURNING 1) "
-                         "SELECT ev.*, (SELECT count(*) FROM th) FROM ev")
+            body += (f", th AS ({then[0]} AND EXISTS (SELECT 1 FROM ev) RETURNING 1) "
+                     "SELECT ev.*, (SELECT count(*) FROM th) FROM ev")
             self.params += list(then[1])
-        head = f"WITH o AS (SELECT tenant_id, sequence, hash FROM {chain} WHERE tenant_id = %s FOR UPDATE), "
-        self.timed_sql = timed_head + self.sql[len(head):]
+        self.sql += body
+        self.timed_sql += body
 
     def one_trip(self) -> bool:
         """Whether ``lock_timeout`` and the statement can go in one ``execute`` (psycopg's
@@ -121,23 +149,17 @@ class PgAppend:
             return _client_side_binding(cur)
 
     def execute(self, deadline: float, *, with_timeout: bool) -> tuple[Any, int, str, str] | None:
-        """Run the statement; ``with_timeout`` (outside a transaction, client-side binding): in one
-        round trip and one transaction, ``lock_timeout`` set to what is left until ``deadline`` by
-        the statement itself before it tries the head's lock (``set_config(..., true)``: local to
-        its transaction) and, with ``once``, after a statement that locks the head first (the same
-        way; so the check's snapshot, taken when the statement starts, is later than the lock).
-        None when nothing was written: the tenant has no chain head yet, or (``once``) the event
-        exists."""
+        """Run the statement; ``with_timeout`` (outside a transaction, client-side binding): one
+        statement, its own transaction, ``lock_timeout`` set to what is left until ``deadline`` by
+        the statement itself before it waits for a claim or the head's lock (``set_config(...,
+        true)``: local to its transaction). None when nothing was written: the tenant has no chain
+        head yet, or (``once``) the event's claim or the event exists."""
         with self.conn.cursor() as cur:
             if not with_timeout:
                 cur.execute(self.sql, self.params)
                 return cur.fetchone()
             left = f"{max(1, int((deadline - time.monotonic()) * 1000))}ms"
-            if not self.once:  # one statement: the timeout, the lock, the head moved, the event inserted
-                cur.execute(self.timed_sql, [left] + self.params)
-                return cur.fetchone()
-            cur.execute(self.timed_lock + "; " + self.timed_sql, [self.params[0], left, left] + self.params)
-            cur.nextset()
+            cur.execute(self.timed_sql, [left] + self.params)
             return cur.fetchone()
 
 

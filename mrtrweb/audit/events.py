@@ -55,10 +55,14 @@ def _append(values: dict[str, Any], *, once: tuple[str, ...] = (),
       wait there for one tenant's head. The lock is held for
       that statement's execution and commit alone, no round trip to Python. The hash is checked
       here against :func:`event_hash` afterwards (tests/audit/test_audit_statements.py checks the two
-      agree on hostile text). With ``once`` the head is locked by a statement before it, in the
-      same round trip and transaction, so that its check for the same event sees every event
-      committed before the lock. Inside a caller's transaction (or with server-side binding) the
-      lock, the ``once`` check and the statement are sent one after the other;
+      agree on hostile text). With ``once`` the same statement first inserts the event's claim
+      (:class:`mrtrweb.models.AuditOnce`, unique; ``ON CONFLICT DO NOTHING``) and appends only
+      when it wrote it: a concurrent writer of the same claim waits at the unique index for the
+      first one's transaction, then writes nothing, so the check is exact across workers. Inside a
+      caller's transaction (or with server-side binding) the lock, the ``once`` check and the
+      statement (with its claim) are sent one after the other (there a writer of the same claim
+      through the one-statement path may wait for the head this one holds while this one waits for
+      its claim: PostgreSQL ends one of the two as a deadlock, an error, and nothing is written twice);
     * SQLite: the transaction's first statement is a write (``INSERT OR IGNORE`` of the head row),
       so the database's one write lock is taken at once and waited for (busy timeout = what is left
       of ``AUDIT_WAIT_S``) -- never the read-then-write lock upgrade that fails at once with
@@ -98,14 +102,18 @@ def _append(values: dict[str, Any], *, once: tuple[str, ...] = (),
     one = PgAppend(conn, values, once, then) if pg is not None and then is not None else pg
     same = once and AuditEvent.objects.using(using).filter(
         operation_id=values["operation_id"], event=values["event"], **{name: values[name] for name in once})
+    head_made = False
     while True:
         try:
             if pg is not None and not nested and conn.get_autocommit() and pg.one_trip():
                 with _queued(tenant_id, deadline, wait_s):
                     found = one.execute(deadline, with_timeout=True)  # its own transaction
                 if found is None and once and (existing := same.first()) is not None:
-                    return existing  # written before (the statement saw it under the lock)
+                    return existing  # written before (its claim was, and it committed with it)
+                if found is None and head_made:  # a claim without its event (a purged one): nothing appended
+                    raise DatabaseError("the audit event's once-claim exists without the event")
                 if found is None:  # the tenant has no head yet: create it, then append
+                    head_made = True
                     with transaction.atomic(using=using):
                         locked_head(conn, tenant_id, deadline)
                     continue

@@ -27,7 +27,8 @@ ROUND_GUARANTEES = {
                          "workers",
     ("_judge_round", 3): "the `received` append and, only with it, the row to awaiting_input -- audited before "
                          "anyone sees it",
-    ("show", 1): "the `shown` append under the chain's lock, once -- the consent receipt: no answer without it",
+    ("show", 1): "the `shown` append, made only with its claim (a unique key) inserted first in the same "
+                 "statement -- the consent receipt: no answer without it; one per round across workers",
     ("_answer_sync", 1): "the answer: the row, the owner's access, the round's trail and receipt, the binding -- "
                          "access at the answer; no answer without the receipt; configuration and authorization",
     ("_answer_sync", 2): "the round's claim, the retry id bound, the record moved -- consumed once across workers",

@@ -5,7 +5,7 @@ importable as ``mrtrweb.models.<Name>`` as before):
 * :mod:`.servers` -- ``McpServer`` and its field validators, ``ServerLogLevel`` (per person);
 * :mod:`.operations` -- ``Operation``;
 * :mod:`.apps` -- ``AppApproval`` (an MCP App's HTML approved by its digest, issue 31);
-* :mod:`.audit` -- ``AuditEvent``, ``AuditChainHead``, ``AuditCheckpoint`` (append-only);
+* :mod:`.audit` -- ``AuditEvent``, ``AuditChainHead``, ``AuditCheckpoint`` (append-only), ``AuditOnce``;
 * :mod:`.durability` -- ``LiveBinding``, ``BindingIndexEntry``, ``BindingClaim``, ``LegacyAnswer``,
   ``WorkerLease``;
 * :mod:`.chat` -- ``TenantModel``, ``ToolPolicy``, ``Conversation``, ``ChatMessage``, ``Proposal``, ``AppOffer``
@@ -23,13 +23,13 @@ from .tenancy import Membership, Tenant
 from .servers import McpServer, ServerLogLevel, validate_roots, validate_server_url
 from .operations import Operation
 from .apps import AppApproval
-from .audit import AppendOnlyQuerySet, AuditChainHead, AuditCheckpoint, AuditEvent
+from .audit import AppendOnlyQuerySet, AuditChainHead, AuditCheckpoint, AuditEvent, AuditOnce
 from ..authz.models import OAuthClientRegistration, OAuthConnection, PendingAuthorization
 from .durability import BindingClaim, BindingIndexEntry, LegacyAnswer, LiveBinding, WorkerLease
 from .chat import AppOffer, ChatMessage, Conversation, Proposal, TenantModel, ToolPolicy
 
 __all__ = [
-    "AppApproval", "AppendOnlyQuerySet", "AuditChainHead", "AuditCheckpoint", "AuditEvent", "BindingClaim", "BindingIndexEntry",
+    "AppApproval", "AppendOnlyQuerySet", "AuditChainHead", "AuditCheckpoint", "AuditEvent", "AuditOnce", "BindingClaim", "BindingIndexEntry",
     "AppOffer", "ChatMessage", "Conversation", "Proposal", "TenantModel", "ToolPolicy",
     "LegacyAnswer", "LiveBinding", "McpServer", "Membership", "OAuthClientRegistration", "OAuthConnection",
     "Operation", "PendingAuthorization", "ServerLogLevel", "Tenant", "WorkerLease", "validate_roots", "validate_server_url",

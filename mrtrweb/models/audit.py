@@ -154,3 +154,22 @@ class AuditCheckpoint(models.Model):
 
     class Meta:
         ordering = ["tenant_id", "sequence"]
+
+
+class AuditOnce(models.Model):
+    """The claim of an event an operation has at most once (an append's ``once``: the consent
+    receipt of a round and display, a round's ``expired`` outcome). On PostgreSQL the append inserts
+    its claim in its own statement (``ON CONFLICT DO NOTHING``) before it locks the chain head and
+    appends only when the insert wins: the unique index makes a second inserter wait for the first
+    one's transaction and then do nothing, so the check is exact across workers without a lock taken
+    by a statement of its own (:class:`mrtrweb.audit.chain.PgAppend`). ``key`` names the ``once``
+    fields and their values (:func:`mrtrweb.audit.chain.once_key`). Written with the event, never
+    alone; SQLite's append checks under the database's one write lock and writes none."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
+    operation_id = models.UUIDField()
+    event = models.CharField(max_length=16)
+    key = models.CharField(max_length=200)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["operation_id", "event", "key"], name="mrtrweb_auditonce_once")]

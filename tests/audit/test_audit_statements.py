@@ -183,9 +183,11 @@ def test_with_server_side_binding_the_lock_timeout_goes_first_in_the_transaction
 
 
 def test_a_receipt_written_once_costs_one_statement_and_its_repeat_one_more(seeded):
-    """``once`` (the consent receipt): on PostgreSQL the head is locked by a statement before the
-    append's, in the same round trip, so the check sees receipts committed before the lock; a
-    repeat writes nothing and returns the first receipt (found by one lookup after)."""
+    """``once`` (the consent receipt): on PostgreSQL ONE statement, which inserts the receipt's claim
+    (unique, ``ON CONFLICT DO NOTHING``: a concurrent inserter waits for the first and then writes
+    nothing) before it locks the head, and appends only with the claim (issue 30: no lock of the
+    head by a statement of its own); a repeat writes nothing and returns the first receipt (found by
+    one lookup after). A claim per receipt."""
     op = _operation(seeded)
     audit.record(op, "received", round_number=1, **DIGESTS)
     kw = dict(round_number=1, display_digest="sha256:" + "d" * 64, once=("round_number", "display_digest"), **DIGESTS)
@@ -197,9 +199,15 @@ def test_a_receipt_written_once_costs_one_statement_and_its_repeat_one_more(seed
     assert [r.display_digest[-1] for r in shown] == ["d", "e"] and other.pk == shown[1].pk
     assert again[0].pk == shown[0].pk
     if connection.vendor == "postgresql":
-        assert len(first_sql) == 1 and first_sql[0].count("FOR UPDATE") == 2, first_sql
+        assert len(first_sql) == 1 and first_sql[0].count("FOR UPDATE") == 1 and ";" not in first_sql[0], first_sql
+        assert 'INSERT INTO "mrtrweb_auditonce"' in first_sql[0] and "ON CONFLICT DO NOTHING" in first_sql[0]
+        assert first_sql[0].index("mrtrweb_auditonce") < first_sql[0].index("FOR UPDATE"), first_sql
         assert "NOT EXISTS" in first_sql[0]
         assert len(repeat_sql) == 2 and repeat_sql[1].startswith("SELECT"), repeat_sql
+        from mrtrweb.models import AuditOnce
+
+        assert sorted(AuditOnce.objects.filter(operation_id=op.id).values_list("key", flat=True)) == [
+            f"round_number=1&display_digest=sha256:{c * 64}" for c in "de"]
     assert audit.verify_chain(op.tenant_id).broken is None
 
 
@@ -221,6 +229,69 @@ def test_receipts_written_at_once_by_many_threads_land_once(seeded):
     assert AuditEvent.objects.filter(operation_id=op.id, event="rejected").count() == 16
     report = audit.verify_chain(op.tenant_id)
     assert report.broken is None and report.events == 18
+
+
+def test_receipts_racing_one_being_committed_land_once(seeded):
+    """PostgreSQL, the race the receipt's one statement must close (issue 30): one writer has
+    appended the receipt in a transaction still open (its claim and the head held), and 8 others
+    send the same receipt meanwhile: their statements start, and take their snapshots, before
+    that receipt commits, so a check of the events alone would miss it (two tabs, two receipts).
+    Their claims wait at the unique index for the first writer's transaction, then write nothing:
+    one receipt, one claim, every writer gets that receipt back, and the chain verifies."""
+    import threading
+    import time
+
+    from django.db import connections, transaction
+
+    from mrtrweb.models import AuditOnce
+
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite's append checks under the database's one write lock")
+    from tests.audit.concurrency import run_threads
+
+    op = _operation(seeded)
+    audit.record(op, "received", round_number=1, **DIGESTS)
+    kw = dict(round_number=1, display_digest="sha256:" + "d" * 64, once=("round_number", "display_digest"), **DIGESTS)
+    held, go, first, errors = threading.Event(), threading.Event(), [], []
+
+    def holder() -> None:
+        try:
+            with transaction.atomic():
+                first.append(audit.record(op, "shown", **kw))
+                held.set()
+                go.wait(20)
+        except BaseException as exc:  # noqa: BLE001 -- reported to the test
+            errors.append(exc)
+        finally:
+            held.set()
+            connections.close_all()
+
+    thread = threading.Thread(target=holder, daemon=True)
+    thread.start()
+    assert held.wait(10) and not errors, errors
+    got: list = []
+    racers = threading.Thread(target=lambda: errors.extend(run_threads(
+        lambda _i: got.append(audit.record(op, "shown", **kw)), 8)), daemon=True)
+    racers.start()
+    deadline = time.monotonic() + 10  # the racers at the database (a process sends at most
+    waiting = 0  # APPENDERS_PER_TENANT of them at a time) have started their statements and wait
+    try:
+        with connections["default"].cursor() as cur:
+            while time.monotonic() < deadline and waiting < audit.APPENDERS_PER_TENANT:
+                time.sleep(0.02)
+                cur.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                            "AND query LIKE %s AND pid <> pg_backend_pid()", ["WITH t AS (SELECT set_config('lock_timeout'%"])
+                waiting = cur.fetchone()[0]
+    finally:
+        go.set()
+    assert waiting == audit.APPENDERS_PER_TENANT, "the racing receipts never waited"
+    thread.join(20)
+    racers.join(60)
+    assert not errors, errors
+    assert AuditEvent.objects.filter(operation_id=op.id, event="shown").count() == 1
+    assert AuditOnce.objects.filter(operation_id=op.id, event="shown").count() == 1
+    assert {r.pk for r in got} == {first[0].pk} and len(got) == 8
+    assert audit.verify_chain(op.tenant_id).broken is None
 
 
 def test_a_process_queues_its_appenders_of_one_tenant_and_a_full_queue_fails_closed(seeded, settings):
