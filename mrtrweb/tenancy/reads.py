@@ -98,3 +98,67 @@ def operation_row(op_id: Any, user_id: Any) -> Operation | None:
     Operation._meta.get_field("tenant").set_cached_value(op, _instance(Tenant, alias, conn, tenant_fields,
                                                                        found[m:]))
     return op
+
+
+#: stand-ins for a user id while compiling a :class:`PerUser` query twice (values no id has)
+_STAND_INS = (-2_147_400_011, -2_147_400_012)
+_SLOT: Any = object()
+
+
+class PerUser:
+    """A ``values()`` query of one person's rows (``build(user_id)`` makes it), its SQL compiled by
+    the ORM once per database and then run with each user's id: the navigation's waiting count of
+    every page and the waiting rounds of a push (:mod:`mrtrweb.consent.pending`) are the ORM's own
+    SQL, rows and converters, without compiling it each time.
+
+    Compiled twice with two stand-in ids: only when the SQL is the same and the parameters differ
+    exactly where the ids go is the SQL kept (a parameter that depends on anything else -- a time
+    taken in Python -- would be frozen in it: such a query keeps the ORM's path, as does a user
+    model whose ids are no integers)."""
+
+    def __init__(self, build: Any, model: Any) -> None:
+        self.build, self.model = build, model  # the model the query reads (its database: the router's)
+        self._compiled: dict[str, Any] = {}
+
+    def _compile(self, alias: str) -> Any:
+        if alias not in self._compiled:
+            built = None
+            try:
+                one, two = (self.build(v) for v in _STAND_INS)
+                c1, c2 = one.query.get_compiler(using=alias), two.query.get_compiler(using=alias)
+                (sql1, p1), (sql2, p2) = c1.as_sql(), c2.as_sql()
+                a, b = _STAND_INS
+                if sql1 == sql2 and len(p1) == len(p2) and a in p1 and all(
+                        (x == a) == (y == b) and (x == a or (x == y and type(x) is type(y))) for x, y in zip(p1, p2)):
+                    query = one.query
+                    names = list(query.selected) if query.selected else [
+                        *query.extra_select, *query.values_select, *query.annotation_select]
+                    fields = [s[0] for s in c1.select[0:c1.col_count]]
+                    built = (sql1, [_SLOT if x == a else x for x in p1], c1, c1.get_converters(fields), names)
+            except Exception:  # noqa: BLE001 -- e.g. ids that are no integers: the ORM's path serves
+                built = None
+            self._compiled[alias] = built
+        return self._compiled[alias]
+
+    def rows(self, user_id: Any) -> list[dict[str, Any]]:
+        """The query's rows for ``user_id`` (dicts, as ``values()`` gives them). Sync."""
+        from django.contrib.auth import get_user_model
+        from django.db import connections, router
+
+        alias = router.db_for_read(self.model)
+        built = self._compile(alias)
+        if built is None or user_id is None:
+            return list(self.build(user_id))
+        sql, slots, compiler, converters, names = built
+        conn = connections[alias]
+        pk = get_user_model()._meta.pk
+        try:
+            value = pk.get_db_prep_value(pk.to_python(user_id), conn)
+        except (ValidationError, ValueError, TypeError):
+            return list(self.build(user_id))  # as the ORM judges such a value
+        with conn.cursor() as cur:
+            cur.execute(sql, [value if x is _SLOT else x for x in slots])
+            found = cur.fetchall()
+        if converters:
+            found = compiler.apply_converters(found, converters)
+        return [dict(zip(names, row)) for row in found]

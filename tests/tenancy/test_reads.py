@@ -58,3 +58,35 @@ def test_nothing_for_another_user_a_bad_id_or_no_user(op):
         assert operation_row(bad, op.user_id) is None
         assert operation_row(bad, ANY_USER) is None
     assert operation_row(op.pk, "not-a-number") is None
+
+
+def test_per_user_sql_gives_the_orms_rows_and_is_compiled_once(op):
+    from mrtrweb.consent import pending
+    from mrtrweb.models import Membership
+    from mrtrweb.tenancy.reads import PerUser
+
+    Membership.objects.create(tenant=op.tenant, user=op.user, role=Membership.Role.ADMIN)
+    Operation.objects.filter(pk=op.pk).update(round_expires_at=None)
+    for query, build in ((pending._NAV, pending._nav), (pending._WAITING, pending._waiting)):
+        fresh = PerUser(build, query.model)
+        assert fresh.rows(op.user_id) == list(build(op.user_id)) != []
+        assert fresh._compile(connection.alias) is not None  # the SQL is kept
+        assert fresh.rows(op.user_id + 1000) == list(build(op.user_id + 1000)) == []
+        assert fresh.rows(None) == list(build(None)) == []
+    assert pending.nav_summary(op.user_id) == {"count": 1, "admin_tenants": [("t-reads", "T reads")]}
+    assert pending.waiting_rounds(op.user_id)[0] == 1
+
+
+def test_a_query_with_a_value_taken_in_python_keeps_the_orms_path(op):
+    import itertools
+
+    from mrtrweb.tenancy.reads import PerUser
+
+    ticks = itertools.count()  # stands for a time taken in Python: a new value at every build
+
+    def build(user_id):
+        return Operation.objects.filter(user_id=user_id, rounds__gte=-next(ticks)).values("id")
+
+    query = PerUser(build, Operation)
+    assert query.rows(op.user_id) == [{"id": op.pk}]
+    assert query._compile(connection.alias) is None  # not frozen: every call builds the query
