@@ -20,13 +20,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Count, F, OuterRef, Subquery, Value, Window
+from django.db.models import Count, F, OuterRef, QuerySet, Subquery, Value, Window
 from django.db.models.functions import Coalesce
 from django.urls import reverse
 
 from ..text import display
 from ..tenancy.access import actionable_operations, open_rounds
-from ..models import Membership
+from ..tenancy.reads import PerUser
+from ..models import Membership, Operation
 
 #: at most this many waiting rounds are listed in a push (the count is exact)
 LISTED = 20
@@ -39,15 +40,31 @@ def _name(value: Any) -> str:
     return text if len(text) <= NAME_CHARS else text[:NAME_CHARS - 1] + "…"
 
 
+def _waiting(user_id: Any, limit: int = LISTED) -> QuerySet:
+    return (actionable_operations(user_id).filter(open_rounds())
+            .order_by(F("round_expires_at").asc(nulls_last=True), "created_at")
+            .annotate(total=Window(Count("pk")))
+            .values("id", "method", "name", "server__name", "round_expires_at", "total")[:limit])
+
+
+def _nav(user_id: Any) -> QuerySet:
+    waiting = (actionable_operations(user_id).filter(open_rounds(), tenant_id=OuterRef("tenant_id"))
+               .order_by().values("tenant_id").annotate(n=Count("pk")).values("n")[:1])
+    return (Membership.objects.filter(user_id=user_id)
+            .annotate(waiting=Coalesce(Subquery(waiting), Value(0)))
+            .order_by("tenant__name").values("role", "tenant__slug", "tenant__name", "waiting"))
+
+
+#: the two queries, their SQL compiled once (every page's navigation, every push that changes it)
+_WAITING, _NAV = PerUser(_waiting, Operation), PerUser(_nav, Membership)
+
+
 def waiting_rounds(user_id: Any, limit: int = LISTED) -> tuple[int, list[dict[str, Any]]]:
     """Sync, one query: ``(count, rounds)`` of ``user_id``'s operations whose round awaits their
     answer now (soonest to expire first; at most ``limit`` listed, the count is all of them). Each
     round: ``id``, ``server`` and ``tool`` (names, shown), ``method``, ``expires`` (ISO 8601, or
     ``""`` without a lifetime) and ``url`` (its operation page)."""
-    rows = list(actionable_operations(user_id).filter(open_rounds())
-                .order_by(F("round_expires_at").asc(nulls_last=True), "created_at")
-                .annotate(total=Window(Count("pk")))
-                .values("id", "method", "name", "server__name", "round_expires_at", "total")[:limit])
+    rows = _WAITING.rows(user_id) if limit == LISTED else list(_waiting(user_id, limit))
     rounds = [{"id": str(r["id"]), "server": _name(r["server__name"]), "tool": _name(r["name"]),
                "method": str(r["method"])[:32],
                "expires": r["round_expires_at"].isoformat() if r["round_expires_at"] else "",
@@ -66,11 +83,7 @@ def nav_summary(user_id: Any) -> dict[str, Any]:
     """Sync, one query: what the navigation shows for ``user_id`` -- ``count`` (their rounds
     waiting, as :func:`waiting_rounds` counts them) and ``admin_tenants`` (``(slug, name)`` of each
     tenant where they are a tenant admin, for its consent history)."""
-    waiting = (actionable_operations(user_id).filter(open_rounds(), tenant_id=OuterRef("tenant_id"))
-               .order_by().values("tenant_id").annotate(n=Count("pk")).values("n")[:1])
-    rows = (Membership.objects.filter(user_id=user_id)
-            .annotate(waiting=Coalesce(Subquery(waiting), Value(0)))
-            .order_by("tenant__name").values("role", "tenant__slug", "tenant__name", "waiting"))
+    rows = _NAV.rows(user_id)
     count, admin = 0, []
     for row in rows:
         count += int(row["waiting"] or 0)

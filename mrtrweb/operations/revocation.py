@@ -16,7 +16,6 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
-from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models.signals import post_delete, post_save, pre_delete, pre_save
 from django.http import Http404
@@ -43,15 +42,22 @@ async def operation_for(user: Any, op_id: Any) -> Operation:
         Http404: no such operation of this user (also for an ``op_id`` that is no UUID).
         access.AccessEnded: it is theirs but their access ended (it is ended now if it was pending).
     """
-    try:
-        op = await Operation.objects.select_related("server", "tenant").aget(pk=op_id, user=user)
-    except (Operation.DoesNotExist, ValueError, TypeError, ValidationError):  # a value that is no UUID
-        raise Http404("No such operation") from None
-    cause = await access.operation_denial(op)
+    op, cause = await sync_to_async(_mine)(user.pk, op_id)  # one thread hop: the row, then the access check
+    if op is None:
+        raise Http404("No such operation")
     if cause:
         await end_operation(op, cause)
         raise access.AccessEnded(op, cause)
     return op
+
+
+def _mine(user_id: Any, op_id: Any) -> tuple[Operation | None, str]:
+    """Sync: (the user's operation ``op_id`` with its server and tenant, or None; the access
+    check's cause for it, ``""`` when allowed)."""
+    from ..tenancy.reads import operation_row
+
+    op = operation_row(op_id, user_id)  # None also for a value that is no UUID
+    return op, ("" if op is None else access.denial(op.user_id, op.tenant_id, op.server_id))
 
 
 async def end_operation(op: Operation, cause: str) -> bool:

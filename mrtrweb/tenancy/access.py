@@ -25,7 +25,6 @@ from typing import Any, Final
 
 from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
-from django.core.exceptions import ValidationError
 from django.db.models import Exists, F, OuterRef, Q, QuerySet, Subquery
 from django.http import Http404
 from django.utils.translation import gettext_lazy as _
@@ -312,10 +311,11 @@ async def visible_operation(user_id: Any, op_id: Any) -> Operation | None:
 
 def visible_operation_sync(user_id: Any, op_id: Any) -> Operation | None:
     """:func:`visible_operation` in sync code (the operation with its server and tenant; two
-    queries)."""
-    try:
-        op = Operation.objects.select_related("server", "tenant").get(pk=op_id, user_id=user_id)
-    except (Operation.DoesNotExist, ValueError, TypeError, ValidationError):
+    queries, the first from SQL built once: :func:`mrtrweb.tenancy.reads.operation_row`)."""
+    from .reads import operation_row
+
+    op = operation_row(op_id, user_id)
+    if op is None:
         return None
     return None if denial(op.user_id, op.tenant_id, op.server_id) else op
 

@@ -16,6 +16,7 @@ from django.template.loader import render_to_string
 from django.utils.translation import gettext, gettext_lazy
 
 from ..tenancy import access
+from ..tenancy.reads import ANY_USER, operation_row
 from ..audit import events as audit
 from ..operations import expiry
 from .. import operations
@@ -106,7 +107,9 @@ async def _panel_response(request: HttpRequest, op: Operation, *, status: int, *
     csrf = get_token(request)
 
     def page() -> tuple[str, int]:
-        fresh = Operation.objects.select_related("server", "tenant").get(pk=op.pk)
+        fresh = operation_row(op.pk, ANY_USER)  # (SQL built once: no ORM query compiled)
+        if fresh is None:
+            raise Operation.DoesNotExist(f"operation {op.pk} is gone")
         shown, code = kwargs, status
         if (shown.get("forms") or shown.get("review")) and fresh.status != Operation.Status.AWAITING_INPUT:
             logger.info("operation %s: card or review not shown, the round is no longer open (%s)", fresh.id,

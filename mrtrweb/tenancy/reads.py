@@ -1,0 +1,164 @@
+"""An operation's row with its server's and tenant's, as ``Operation.objects.select_related("server",
+"tenant").get(pk=..., user_id=...)`` gives it, from SQL built once per database (issue 30): the web
+edge reads it for every push (the WebSocket consumer), every answer POST and every re-rendered panel,
+and compiling that ORM query cost more CPU than running it. Same rows, same instances (their related
+objects cached as ``select_related`` caches them), same columns and database converters; nothing
+about who may see the operation is decided here (:func:`mrtrweb.tenancy.access.denial` still is).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import ValidationError
+
+from ..models import McpServer, Operation, Tenant
+
+_SQL: dict[tuple[str, bool], Any] = {}
+#: :func:`operation_row`'s ``user_id`` when any user's operation will do (a re-read by id alone)
+ANY_USER: Any = object()
+
+
+def _fields(model: Any, conn: Any) -> list[tuple[Any, Any, list]]:
+    meta = model._meta
+    out = []
+    for field in meta.concrete_fields:
+        col = field.get_col(meta.db_table)
+        out.append((field, col, conn.ops.get_db_converters(col) + col.get_db_converters(conn)))
+    return out
+
+
+def _built(alias: str, conn: Any, by_user: bool) -> Any:
+    key = (alias, by_user)
+    if key not in _SQL:
+        qn = conn.ops.quote_name
+        op_meta, server_meta, tenant_meta = Operation._meta, McpServer._meta, Tenant._meta
+        parts = [_fields(Operation, conn), _fields(McpServer, conn), _fields(Tenant, conn)]
+        columns = [f"{alias_}.{qn(f.column)}" for alias_, fields in zip(("op", "s", "t"), parts)
+                   for f, _, _ in fields]
+        where = f"op.{qn(op_meta.pk.column)} = %s"
+        if by_user:
+            where += f" AND op.{qn(op_meta.get_field('user').column)} = %s"
+        sql = (f"SELECT {', '.join(columns)} FROM {qn(op_meta.db_table)} op "
+               f"INNER JOIN {qn(server_meta.db_table)} s ON s.{qn(server_meta.pk.column)} = "
+               f"op.{qn(op_meta.get_field('server').column)} "
+               f"INNER JOIN {qn(tenant_meta.db_table)} t ON t.{qn(tenant_meta.pk.column)} = "
+               f"op.{qn(op_meta.get_field('tenant').column)} WHERE {where}")
+        _SQL[key] = (sql, parts)
+    return _SQL[key]
+
+
+def _instance(model: Any, alias: str, conn: Any, fields: list, values: Any) -> Any:
+    converted = []
+    for (field, col, converters), value in zip(fields, values):
+        for convert in converters:
+            value = convert(value, col, conn)
+        converted.append(value)
+    return model.from_db(alias, [f.attname for f, _, _ in fields], converted)
+
+
+def operation_row(op_id: Any, user_id: Any) -> Operation | None:
+    """Operation ``op_id`` of user ``user_id`` (of anyone: :data:`ANY_USER`) with its server and
+    tenant loaded, or None when there is none (also for an ``op_id`` that is no UUID, and for a
+    ``user_id`` of None: nobody's). Sync; one statement.
+
+    Raises:
+        django.db.DatabaseError: the database failed."""
+    from django.db import connections, router
+
+    alias = router.db_for_read(Operation)
+    if router.db_for_read(McpServer) != alias or router.db_for_read(Tenant) != alias:
+        query = Operation.objects.select_related("server", "tenant")  # the rows live apart: the ORM's path
+        try:
+            return query.get(pk=op_id) if user_id is ANY_USER else query.get(pk=op_id, user_id=user_id)
+        except (Operation.DoesNotExist, ValueError, TypeError, ValidationError):
+            return None
+    if user_id is None:  # (the ORM's filter on NULL matches no row either)
+        return None
+    conn = connections[alias]
+    pk = Operation._meta.pk
+    try:
+        params = [pk.get_db_prep_value(pk.to_python(op_id), conn)]
+        if user_id is not ANY_USER:
+            user_pk = Operation._meta.get_field("user").target_field
+            params.append(user_pk.get_db_prep_value(user_pk.to_python(user_id), conn))
+    except (ValidationError, ValueError, TypeError):  # as the ORM's get(): no such operation
+        return None
+    sql, (op_fields, server_fields, tenant_fields) = _built(alias, conn, user_id is not ANY_USER)
+    with conn.cursor() as cur:
+        cur.execute(sql, params)
+        found = cur.fetchone()
+    if found is None:
+        return None
+    n, m = len(op_fields), len(op_fields) + len(server_fields)
+    op = _instance(Operation, alias, conn, op_fields, found[:n])
+    # cached as select_related caches them (op.server / op.tenant read no row)
+    Operation._meta.get_field("server").set_cached_value(op, _instance(McpServer, alias, conn, server_fields,
+                                                                       found[n:m]))
+    Operation._meta.get_field("tenant").set_cached_value(op, _instance(Tenant, alias, conn, tenant_fields,
+                                                                       found[m:]))
+    return op
+
+
+#: stand-ins for a user id while compiling a :class:`PerUser` query twice (values no id has)
+_STAND_INS = (-2_147_400_011, -2_147_400_012)
+_SLOT: Any = object()
+
+
+class PerUser:
+    """A ``values()`` query of one person's rows (``build(user_id)`` makes it), its SQL compiled by
+    the ORM once per database and then run with each user's id: the navigation's waiting count of
+    every page and the waiting rounds of a push (:mod:`mrtrweb.consent.pending`) are the ORM's own
+    SQL, rows and converters, without compiling it each time.
+
+    Compiled twice with two stand-in ids: only when the SQL is the same and the parameters differ
+    exactly where the ids go is the SQL kept (a parameter that depends on anything else -- a time
+    taken in Python -- would be frozen in it: such a query keeps the ORM's path, as does a user
+    model whose ids are no integers)."""
+
+    def __init__(self, build: Any, model: Any) -> None:
+        self.build, self.model = build, model  # the model the query reads (its database: the router's)
+        self._compiled: dict[str, Any] = {}
+
+    def _compile(self, alias: str) -> Any:
+        if alias not in self._compiled:
+            built = None
+            try:
+                one, two = (self.build(v) for v in _STAND_INS)
+                c1, c2 = one.query.get_compiler(using=alias), two.query.get_compiler(using=alias)
+                (sql1, p1), (sql2, p2) = c1.as_sql(), c2.as_sql()
+                a, b = _STAND_INS
+                if sql1 == sql2 and len(p1) == len(p2) and a in p1 and all(
+                        (x == a) == (y == b) and (x == a or (x == y and type(x) is type(y))) for x, y in zip(p1, p2)):
+                    query = one.query
+                    names = list(query.selected) if query.selected else [
+                        *query.extra_select, *query.values_select, *query.annotation_select]
+                    fields = [s[0] for s in c1.select[0:c1.col_count]]
+                    built = (sql1, [_SLOT if x == a else x for x in p1], c1, c1.get_converters(fields), names)
+            except Exception:  # noqa: BLE001 -- e.g. ids that are no integers: the ORM's path serves
+                built = None
+            self._compiled[alias] = built
+        return self._compiled[alias]
+
+    def rows(self, user_id: Any) -> list[dict[str, Any]]:
+        """The query's rows for ``user_id`` (dicts, as ``values()`` gives them). Sync."""
+        from django.contrib.auth import get_user_model
+        from django.db import connections, router
+
+        alias = router.db_for_read(self.model)
+        built = self._compile(alias)
+        if built is None or user_id is None:
+            return list(self.build(user_id))
+        sql, slots, compiler, converters, names = built
+        conn = connections[alias]
+        pk = get_user_model()._meta.pk
+        try:
+            value = pk.get_db_prep_value(pk.to_python(user_id), conn)
+        except (ValidationError, ValueError, TypeError):
+            return list(self.build(user_id))  # as the ORM judges such a value
+        with conn.cursor() as cur:
+            cur.execute(sql, [value if x is _SLOT else x for x in slots])
+            found = cur.fetchall()
+        if converters:
+            found = compiler.apply_converters(found, converters)
+        return [dict(zip(names, row)) for row in found]

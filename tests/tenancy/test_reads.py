@@ -1,0 +1,92 @@
+"""The web edge's read of an operation (:func:`mrtrweb.tenancy.reads.operation_row`, SQL built once)
+gives what ``Operation.objects.select_related("server", "tenant").get(...)`` gives: the same
+values (JSON, times, UUIDs converted alike), the server and tenant loaded without another query,
+and nothing for another user's operation, a value that is no UUID, or no user at all."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from mrtrweb.models import McpServer, Operation, Tenant
+from mrtrweb.tenancy.reads import ANY_USER, operation_row
+
+pytestmark = [pytest.mark.django_db]
+
+
+@pytest.fixture
+def op():
+    User = get_user_model()
+    tenant = Tenant.objects.create(slug="t-reads", name="T reads")
+    owner = User.objects.create(username="reads-owner")
+    server = McpServer.objects.create(tenant=tenant, name="S <b>reads</b>", url="https://mcp.example/mcp")
+    return Operation.objects.create(
+        tenant=tenant, user=owner, server=server, method="tools/call", name="deploy",
+        params={"name": "deploy", "arguments": {"env": "staging", "n": [1, 2]}}, status="awaiting_input",
+        request_id="r1", latest_request_id="r1", rounds=1, round_expires_at=timezone.now(),
+        result={"content": [{"type": "text", "text": "ok"}]}, server_log=[["info", "x", "y"]],
+        initiator_detail={"tool": "t"})
+
+
+def _values(instance):
+    return {f.attname: getattr(instance, f.attname) for f in type(instance)._meta.concrete_fields}
+
+
+def test_the_row_is_the_orms_with_server_and_tenant_loaded(op):
+    expected = Operation.objects.select_related("server", "tenant").get(pk=op.pk, user_id=op.user_id)
+    for user_id in (op.user_id, str(op.user_id), ANY_USER):
+        got = operation_row(str(op.pk), user_id)
+        assert _values(got) == _values(expected)
+        assert got._state.adding is False and got._state.db == expected._state.db
+        with CaptureQueriesContext(connection) as queries:
+            assert _values(got.server) == _values(expected.server)
+            assert _values(got.tenant) == _values(expected.tenant)
+        assert len(queries) == 0  # cached as select_related caches them
+
+
+def test_nothing_for_another_user_a_bad_id_or_no_user(op):
+    other = get_user_model().objects.create(username="reads-other")
+    assert operation_row(op.pk, other.pk) is None
+    assert operation_row(op.pk, None) is None  # nobody's (the ORM's filter on NULL matches nothing)
+    assert operation_row(uuid.uuid4(), op.user_id) is None
+    for bad in ("not-a-uuid", "", None, 12.5, "1; DROP TABLE x"):
+        assert operation_row(bad, op.user_id) is None
+        assert operation_row(bad, ANY_USER) is None
+    assert operation_row(op.pk, "not-a-number") is None
+
+
+def test_per_user_sql_gives_the_orms_rows_and_is_compiled_once(op):
+    from mrtrweb.consent import pending
+    from mrtrweb.models import Membership
+    from mrtrweb.tenancy.reads import PerUser
+
+    Membership.objects.create(tenant=op.tenant, user=op.user, role=Membership.Role.ADMIN)
+    Operation.objects.filter(pk=op.pk).update(round_expires_at=None)
+    for query, build in ((pending._NAV, pending._nav), (pending._WAITING, pending._waiting)):
+        fresh = PerUser(build, query.model)
+        assert fresh.rows(op.user_id) == list(build(op.user_id)) != []
+        assert fresh._compile(connection.alias) is not None  # the SQL is kept
+        assert fresh.rows(op.user_id + 1000) == list(build(op.user_id + 1000)) == []
+        assert fresh.rows(None) == list(build(None)) == []
+    assert pending.nav_summary(op.user_id) == {"count": 1, "admin_tenants": [("t-reads", "T reads")]}
+    assert pending.waiting_rounds(op.user_id)[0] == 1
+
+
+def test_a_query_with_a_value_taken_in_python_keeps_the_orms_path(op):
+    import itertools
+
+    from mrtrweb.tenancy.reads import PerUser
+
+    ticks = itertools.count()  # stands for a time taken in Python: a new value at every build
+
+    def build(user_id):
+        return Operation.objects.filter(user_id=user_id, rounds__gte=-next(ticks)).values("id")
+
+    query = PerUser(build, Operation)
+    assert query.rows(op.user_id) == [{"id": op.pk}]
+    assert query._compile(connection.alias) is None  # not frozen: every call builds the query
