@@ -4,8 +4,7 @@
   page and the WebSocket alike.
 * :mod:`.forms` -- Django forms from JSON schemas; :mod:`.argschema` the bounded check of tool
   arguments; :mod:`.fieldhints` and :mod:`.gate_text` what a field's bounds and the gate's messages
-  say in the person's language; :mod:`.jsonfields` a JSON form field that never raises;
-  :mod:`.renderer` the card's form renderer (Django's, its label and ``<input>`` in Python).
+  say in the person's language; :mod:`.jsonfields` a JSON form field that never raises.
 * :mod:`.sampling` -- sampling and roots, the deprecated exception (AID-H-028.008).
 * :mod:`.outcomes` -- how an operation's outcome reads; :mod:`.rerun` running it again;
   :mod:`.pending` the rounds waiting for a person ("Waiting for you").

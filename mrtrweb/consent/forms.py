@@ -22,7 +22,6 @@ from . import argschema, fieldhints
 from ..text import display, results
 from ..gate.schema import PATTERN_MESSAGE, CheckedSchema, Field
 from .gate_text import field_message
-from .renderer import card_renderer
 
 _EMPTY = ""
 logger = logging.getLogger("mrtrweb.forms")
@@ -147,11 +146,6 @@ class SchemaForm(forms.Form):
     def __init__(self, checked: CheckedSchema, *args: Any, budget: results.ShownBudget | None = None,
                  **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        # Django's default form renderer, its label and <input> in Python (mrtrweb.consent.renderer):
-        # a card renders every field's at each push; a portal's own FORM_RENDERER is kept, and so is a
-        # renderer given to this form
-        if kwargs.get("renderer") is None:
-            self.renderer = card_renderer(self.renderer)
         self.checked = checked
         self.budget = budget if budget is not None else results.ShownBudget()
         self._maps: dict[str, dict[str, Any]] = {}
