@@ -96,14 +96,17 @@ def _append(values: dict[str, Any], *, once: tuple[str, ...] = (),
     values = dict(values, created_at=timezone.now())
     pg = PgAppend(conn, values, once) if conn.vendor == "postgresql" else None
     one = PgAppend(conn, values, once, then) if pg is not None and then is not None else pg
-    same = once and AuditEvent.objects.using(using).filter(
-        operation_id=values["operation_id"], event=values["event"], **{name: values[name] for name in once})
+
+    def same() -> AuditEvent | None:  # (built only when asked: most appends with ``once`` write)
+        return AuditEvent.objects.using(using).filter(
+            operation_id=values["operation_id"], event=values["event"], **{name: values[name] for name in once}).first()
+
     while True:
         try:
             if pg is not None and not nested and conn.get_autocommit() and pg.one_trip():
                 with _queued(tenant_id, deadline, wait_s):
                     found = one.execute(deadline, with_timeout=True)  # its own transaction
-                if found is None and once and (existing := same.first()) is not None:
+                if found is None and once and (existing := same()) is not None:
                     return existing  # written before (the statement saw it under the lock)
                 if found is None:  # the tenant has no head yet: create it, then append
                     with transaction.atomic(using=using):
@@ -115,7 +118,7 @@ def _append(values: dict[str, Any], *, once: tuple[str, ...] = (),
                 return event
             with sqlite_busy_timeout(conn, deadline, nested), transaction.atomic(using=using):
                 sequence, prev_hash = locked_head(conn, tenant_id, deadline)
-                if once and (existing := same.first()) is not None:
+                if once and (existing := same()) is not None:
                     return existing
                 if pg is not None:
                     found = pg.execute(deadline, with_timeout=False)
@@ -168,11 +171,28 @@ def _queued(tenant_id: Any, deadline: float, wait_s: float):
         places.release()
 
 
+def _columns() -> tuple[str, ...]:
+    """The event's columns (attribute names) in the model's order, as its positional constructor
+    takes them (cheaper than keywords: no per-field look-up of each name)."""
+    global _COLUMNS
+    if _COLUMNS is None:
+        _COLUMNS = tuple(f.attname for f in AuditEvent._meta.concrete_fields)
+    return _COLUMNS
+
+
+_COLUMNS: tuple[str, ...] | None = None
+
+
 def _event(found: tuple[Any, int, str, str], values: dict[str, Any], using: str) -> AuditEvent:
     """The appended event from (pk, sequence, prev_hash, hash), its hash checked against
     :func:`event_hash` (a mismatch raises DatabaseError: the retry it guards is not sent)."""
     pk, sequence, prev_hash, digest_hex = found
-    event = AuditEvent(pk=pk, sequence=sequence, prev_hash=prev_hash, hash=digest_hex, **values)
+    row = dict(values, id=pk, sequence=sequence, prev_hash=prev_hash, hash=digest_hex)
+    names = _columns()
+    if len(row) == len(names) and all(name in row for name in names):  # every column: the positional path
+        event = AuditEvent(*[row[name] for name in names])
+    else:
+        event = AuditEvent(**row)
     event._state.adding, event._state.db = False, using
     if event_hash(event.__dict__) != digest_hex:
         raise DatabaseError("the audit event's hash computed by the database differs from its canonical hash")
