@@ -94,8 +94,15 @@ def _append(values: dict[str, Any], *, once: tuple[str, ...] = (),
     deadline = time.monotonic() + wait_s
     nested = conn.in_atomic_block
     values = dict(values, created_at=timezone.now())
-    pg = PgAppend(conn, values, once) if conn.vendor == "postgresql" else None
-    one = PgAppend(conn, values, once, then) if pg is not None and then is not None else pg
+    # the one-trip statement (with ``then``); the one without ``then`` is built only for the path
+    # that sends it (inside a transaction, server-side binding): each costs its canonical JSON
+    one = PgAppend(conn, values, once, then) if conn.vendor == "postgresql" else None
+    plain: list[PgAppend] = [] if then is not None else [one] if one is not None else []
+
+    def pg() -> PgAppend:
+        if not plain:
+            plain.append(PgAppend(conn, values, once))
+        return plain[0]
 
     def same() -> AuditEvent | None:  # (built only when asked: most appends with ``once`` write)
         return AuditEvent.objects.using(using).filter(
@@ -103,7 +110,7 @@ def _append(values: dict[str, Any], *, once: tuple[str, ...] = (),
 
     while True:
         try:
-            if pg is not None and not nested and conn.get_autocommit() and pg.one_trip():
+            if one is not None and not nested and conn.get_autocommit() and one.one_trip():
                 with _queued(tenant_id, deadline, wait_s):
                     found = one.execute(deadline, with_timeout=True)  # its own transaction
                 if found is None and once and (existing := same()) is not None:
@@ -120,8 +127,8 @@ def _append(values: dict[str, Any], *, once: tuple[str, ...] = (),
                 sequence, prev_hash = locked_head(conn, tenant_id, deadline)
                 if once and (existing := same()) is not None:
                     return existing
-                if pg is not None:
-                    found = pg.execute(deadline, with_timeout=False)
+                if one is not None:
+                    found = pg().execute(deadline, with_timeout=False)
                     if found is None or found[1] != sequence + 1:  # cannot happen while locked
                         raise DatabaseError("the audit chain head moved while locked")
                 else:
