@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import hmac
 import logging
@@ -94,20 +95,11 @@ def _append(values: dict[str, Any], *, once: tuple[str, ...] = (),
     deadline = time.monotonic() + wait_s
     nested = conn.in_atomic_block
     values = dict(values, created_at=timezone.now())
-    # the one-trip statement (with ``then``); the one without ``then`` is built only for the path
-    # that sends it (inside a transaction, server-side binding): each costs its canonical JSON
-    one = PgAppend(conn, values, once, then) if conn.vendor == "postgresql" else None
-    plain: list[PgAppend] = [] if then is not None else [one] if one is not None else []
+    one = PgAppend(conn, values, once, then) if conn.vendor == "postgresql" else None  # (without then: when sent)
 
-    def pg() -> PgAppend:
-        if not plain:
-            plain.append(PgAppend(conn, values, once))
-        return plain[0]
-
-    def same() -> AuditEvent | None:  # (built only when asked: most appends with ``once`` write)
+    def same() -> AuditEvent | None:  # (the once-guard's query: built only when asked)
         return AuditEvent.objects.using(using).filter(
             operation_id=values["operation_id"], event=values["event"], **{name: values[name] for name in once}).first()
-
     while True:
         try:
             if one is not None and not nested and conn.get_autocommit() and one.one_trip():
@@ -128,7 +120,7 @@ def _append(values: dict[str, Any], *, once: tuple[str, ...] = (),
                 if once and (existing := same()) is not None:
                     return existing
                 if one is not None:
-                    found = pg().execute(deadline, with_timeout=False)
+                    found = (one if then is None else PgAppend(conn, values, once)).execute(deadline, with_timeout=False)
                     if found is None or found[1] != sequence + 1:  # cannot happen while locked
                         raise DatabaseError("the audit chain head moved while locked")
                 else:
@@ -178,16 +170,9 @@ def _queued(tenant_id: Any, deadline: float, wait_s: float):
         places.release()
 
 
+@functools.cache
 def _columns() -> tuple[str, ...]:
-    """The event's columns (attribute names) in the model's order, as its positional constructor
-    takes them (cheaper than keywords: no per-field look-up of each name)."""
-    global _COLUMNS
-    if _COLUMNS is None:
-        _COLUMNS = tuple(f.attname for f in AuditEvent._meta.concrete_fields)
-    return _COLUMNS
-
-
-_COLUMNS: tuple[str, ...] | None = None
+    return tuple(f.attname for f in AuditEvent._meta.concrete_fields)
 
 
 def _event(found: tuple[Any, int, str, str], values: dict[str, Any], using: str) -> AuditEvent:
@@ -195,11 +180,8 @@ def _event(found: tuple[Any, int, str, str], values: dict[str, Any], using: str)
     :func:`event_hash` (a mismatch raises DatabaseError: the retry it guards is not sent)."""
     pk, sequence, prev_hash, digest_hex = found
     row = dict(values, id=pk, sequence=sequence, prev_hash=prev_hash, hash=digest_hex)
-    names = _columns()
-    if len(row) == len(names) and all(name in row for name in names):  # every column: the positional path
-        event = AuditEvent(*[row[name] for name in names])
-    else:
-        event = AuditEvent(**row)
+    names = _columns()  # every column given: the positional constructor (no look-up of each keyword)
+    event = AuditEvent(*[row[n] for n in names]) if row.keys() == set(names) else AuditEvent(**row)
     event._state.adding, event._state.db = False, using
     if event_hash(event.__dict__) != digest_hex:
         raise DatabaseError("the audit event's hash computed by the database differs from its canonical hash")
