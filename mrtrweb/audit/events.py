@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import hmac
 import logging
@@ -56,13 +57,9 @@ def _append(values: dict[str, Any], *, once: tuple[str, ...] = (),
       that statement's execution and commit alone, no round trip to Python. The hash is checked
       here against :func:`event_hash` afterwards (tests/audit/test_audit_statements.py checks the two
       agree on hostile text). With ``once`` the same statement first inserts the event's claim
-      (:class:`mrtrweb.models.AuditOnce`, unique; ``ON CONFLICT DO NOTHING``) and appends only
-      when it wrote it: a concurrent writer of the same claim waits at the unique index for the
-      first one's transaction, then writes nothing, so the check is exact across workers. Inside a
-      caller's transaction (or with server-side binding) the lock, the ``once`` check and the
-      statement (with its claim) are sent one after the other (there a writer of the same claim
-      through the one-statement path may wait for the head this one holds while this one waits for
-      its claim: PostgreSQL ends one of the two as a deadlock, an error, and nothing is written twice);
+      (:class:`mrtrweb.models.AuditOnce`, unique) and appends only when it wrote it, so the check
+      is exact across workers (:class:`PgAppend` says how; inside a caller's transaction the lock,
+      the check and the statement go one after the other: a race there ends as a deadlock error);
     * SQLite: the transaction's first statement is a write (``INSERT OR IGNORE`` of the head row),
       so the database's one write lock is taken at once and waited for (busy timeout = what is left
       of ``AUDIT_WAIT_S``) -- never the read-then-write lock upgrade that fails at once with
@@ -80,7 +77,6 @@ def _append(values: dict[str, Any], *, once: tuple[str, ...] = (),
         once: names of fields; when an event of the same operation and kind with equal values of
             these fields exists, it is returned and nothing is appended (checked under the lock,
             so concurrent writers of the same receipt append it once).
-
         then: an ``UPDATE ... WHERE ...`` (no ``RETURNING``) and its parameters made in the same
             statement, only when the event is inserted (PostgreSQL's one-trip path); the event's
             ``then_rows`` is how many rows it wrote, None when it was not made (the caller makes it).
@@ -98,17 +94,19 @@ def _append(values: dict[str, Any], *, once: tuple[str, ...] = (),
     deadline = time.monotonic() + wait_s
     nested = conn.in_atomic_block
     values = dict(values, created_at=timezone.now())
-    pg = PgAppend(conn, values, once) if conn.vendor == "postgresql" else None
-    one = PgAppend(conn, values, once, then) if pg is not None and then is not None else pg
-    same = once and AuditEvent.objects.using(using).filter(
-        operation_id=values["operation_id"], event=values["event"], **{name: values[name] for name in once})
+    one = PgAppend(conn, values, once, then) if conn.vendor == "postgresql" else None  # (without then: when sent)
+
+    def same() -> AuditEvent | None:  # (the once-guard's query: built only when asked)
+        return AuditEvent.objects.using(using).filter(
+            operation_id=values["operation_id"], event=values["event"], **{name: values[name] for name in once}).first()
+
     head_made = False
     while True:
         try:
-            if pg is not None and not nested and conn.get_autocommit() and pg.one_trip():
+            if one is not None and not nested and conn.get_autocommit() and one.one_trip():
                 with _queued(tenant_id, deadline, wait_s):
                     found = one.execute(deadline, with_timeout=True)  # its own transaction
-                if found is None and once and (existing := same.first()) is not None:
+                if found is None and once and (existing := same()) is not None:
                     return existing  # written before (its claim was, and it committed with it)
                 if found is None and head_made:  # a claim without its event (a purged one): nothing appended
                     raise DatabaseError("the audit event's once-claim exists without the event")
@@ -123,10 +121,10 @@ def _append(values: dict[str, Any], *, once: tuple[str, ...] = (),
                 return event
             with sqlite_busy_timeout(conn, deadline, nested), transaction.atomic(using=using):
                 sequence, prev_hash = locked_head(conn, tenant_id, deadline)
-                if once and (existing := same.first()) is not None:
+                if once and (existing := same()) is not None:
                     return existing
-                if pg is not None:
-                    found = pg.execute(deadline, with_timeout=False)
+                if one is not None:
+                    found = (one if then is None else PgAppend(conn, values, once)).execute(deadline, with_timeout=False)
                     if found is None or found[1] != sequence + 1:  # cannot happen while locked
                         raise DatabaseError("the audit chain head moved while locked")
                 else:
@@ -176,11 +174,18 @@ def _queued(tenant_id: Any, deadline: float, wait_s: float):
         places.release()
 
 
+@functools.cache
+def _columns() -> tuple[str, ...]:
+    return tuple(f.attname for f in AuditEvent._meta.concrete_fields)
+
+
 def _event(found: tuple[Any, int, str, str], values: dict[str, Any], using: str) -> AuditEvent:
     """The appended event from (pk, sequence, prev_hash, hash), its hash checked against
     :func:`event_hash` (a mismatch raises DatabaseError: the retry it guards is not sent)."""
     pk, sequence, prev_hash, digest_hex = found
-    event = AuditEvent(pk=pk, sequence=sequence, prev_hash=prev_hash, hash=digest_hex, **values)
+    row = dict(values, id=pk, sequence=sequence, prev_hash=prev_hash, hash=digest_hex)
+    names = _columns()  # every column given: the positional constructor (no look-up of each keyword)
+    event = AuditEvent(*[row[n] for n in names]) if row.keys() == set(names) else AuditEvent(**row)
     event._state.adding, event._state.db = False, using
     if event_hash(event.__dict__) != digest_hex:
         raise DatabaseError("the audit event's hash computed by the database differs from its canonical hash")

@@ -34,8 +34,15 @@ class SecretUnreadable(Exception):
 
 
 def _derived_key() -> bytes:
+    return _derived_from(str(settings.SECRET_KEY))
+
+
+@functools.lru_cache(maxsize=4)
+def _derived_from(secret_key: str) -> bytes:
+    """The key HKDF derives from ``secret_key``: once per value (every seal and unseal of a round
+    asked for it; a changed ``SECRET_KEY`` is another value, so another key)."""
     hkdf = HKDF(algorithm=hashes.SHA256(), length=32, salt=b"mrtrweb", info=b"mrtrweb secrets at rest")
-    return base64.urlsafe_b64encode(hkdf.derive(str(settings.SECRET_KEY).encode()))
+    return base64.urlsafe_b64encode(hkdf.derive(secret_key.encode()))
 
 
 #: an entry of ``SECRET_KEYS`` standing for the key derived from ``SECRET_KEY`` (the embedded

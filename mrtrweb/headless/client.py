@@ -251,8 +251,12 @@ async def _follow(op: Operation, changes: asyncio.Queue, consent: ConsentPolicy,
             answered = op.rounds
             missing += await _answer(op, consent, rnd if rnd is not None and rnd.number == op.rounds else None)
         try:
-            change = await asyncio.wait_for(changes.get(), min(PUSH_WAIT_S, max(0.0, deadline - time.monotonic())))
-        except asyncio.TimeoutError:
+            if changes.empty():  # (a change already queued is taken without a timer)
+                async with asyncio.timeout(min(PUSH_WAIT_S, max(0.0, deadline - time.monotonic()))):
+                    change = await changes.get()
+            else:
+                change = changes.get_nowait()
+        except TimeoutError:
             op, rnd = await _read(op.pk), None
             settled = bool(op.settled)
             continue

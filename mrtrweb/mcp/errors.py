@@ -26,6 +26,7 @@ Every failure of :mod:`mrtrweb.mcp` surfaces as :class:`McpCallError` with a ``c
 
 from __future__ import annotations
 
+import functools
 import urllib.parse
 from typing import Any, Final
 
@@ -124,6 +125,17 @@ def origin_of(url: str) -> str:
     """
     if not isinstance(url, str):
         raise ValueError("URL must be a string")
+    if len(url) <= _REMEMBERED_URL_CHARS:  # a round asks again and again for the same few URLs
+        return _origin_remembered(url)
+    return _origin(url)
+
+
+#: the longest URL whose origin :func:`origin_of` remembers (:data:`_REMEMBERED_URLS` of them)
+_REMEMBERED_URL_CHARS = 2048
+_REMEMBERED_URLS = 1024
+
+
+def _origin(url: str) -> str:
     try:
         parts = urllib.parse.urlsplit(url.strip())
         port = parts.port
@@ -140,4 +152,9 @@ def origin_of(url: str) -> str:
     if ":" in host:
         host = f"[{host}]"
     return f"{scheme}://{host}:{port}"
+
+
+#: :func:`_origin` remembered per URL (a pure function of the text; a refused URL is not remembered:
+#: it raises again each time)
+_origin_remembered = functools.lru_cache(maxsize=_REMEMBERED_URLS)(_origin)
 

@@ -85,6 +85,11 @@ class _LeaseThread:
         self._jobs.put((fn, future))
         return future
 
+    def running(self) -> bool:
+        """Whether the thread is alive (a fork or a crash leaves none: :meth:`_ensure` starts one)."""
+        thread = self._thread
+        return thread is not None and thread.is_alive()
+
     def wake(self) -> None:
         """Look at :attr:`keep_renewing` again now (renewals start or stop)."""
         self._ensure()
@@ -241,6 +246,12 @@ def keep_renewing(predicate: Callable[[], bool]) -> None:
     """Renew the lease every period while ``predicate()`` is true (checked before each renewal)."""
     _lease_thread.keep_renewing = predicate
     _lease_thread.wake()
+
+
+def renewing_with(predicate: Callable[[], bool]) -> bool:
+    """Whether the lease thread runs and already renews while ``predicate()`` is true: then
+    :func:`keep_renewing` with it would change nothing (and wake the thread for nothing)."""
+    return _lease_thread.keep_renewing is predicate and _lease_thread.running()
 
 
 def renew() -> None:

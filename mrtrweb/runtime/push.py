@@ -50,7 +50,8 @@ async def group_send(group: str, message: dict[str, Any], *, what: str) -> bool:
     if layer is None:
         return False
     try:
-        await asyncio.wait_for(layer.group_send(group, message), PUSH_TIMEOUT_S)
+        async with asyncio.timeout(PUSH_TIMEOUT_S):  # (no task of its own, as wait_for would make)
+            await layer.group_send(group, message)
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # noqa: BLE001 -- a lost push is recovered when the page reconnects

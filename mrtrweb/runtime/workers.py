@@ -47,7 +47,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 
-from .leases import (WORKER_ID, keep_renewing, lease_call, note_failure, period, renew, renewal_failed,
+from .leases import (WORKER_ID, keep_renewing, lease_call, note_failure, period, renew, renewal_failed, renewing_with,
                      renewal_succeeded, trusted)
 from .leases import TRUSTED_RENEWALS, _state, ensure_lease, release, reset  # noqa: F401 -- re-exported
 
@@ -186,7 +186,8 @@ async def ensure_heartbeat() -> None:
     loop = asyncio.get_running_loop()
     task = _beats.get(loop)
     if task is not None and not task.done():
-        keep_renewing(_beating)
+        if not renewing_with(_beating):  # every operation calls this: wake the lease thread only for a change
+            keep_renewing(_beating)
         return
     try:
         await lease_call(renew)

@@ -325,3 +325,29 @@ def test_a_process_queues_its_appenders_of_one_tenant_and_a_full_queue_fails_clo
         else:
             audit._queues[op.tenant_id] = real
     assert audit.verify_chain(op.tenant_id).broken is None
+
+
+def test_an_append_builds_only_the_statement_it_sends(seeded, monkeypatch):
+    """PostgreSQL: an append with a write of its own (``then``) builds its one-trip statement
+    alone (issue 30: the statement without ``then`` was built too, its canonical JSON and all,
+    and never sent); the event and the write are made as before."""
+    if connection.vendor != "postgresql":
+        pytest.skip("the one-statement append is PostgreSQL's")
+    op = _operation(seeded)
+    audit.record(op, "received", round_number=1, **DIGESTS)
+    built = []
+    real = audit.PgAppend
+
+    class Counting(real):
+        def __init__(self, *args, **kwargs):
+            built.append(kwargs.get("then", args[3] if len(args) > 3 else None))
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(audit, "PgAppend", Counting)
+    then = ('UPDATE "mrtrweb_operation" SET "error_code" = %s WHERE "id" = %s', ["touched", op.pk])
+    event = audit.record(op, "submitted", round_number=1, read_back=True, then=then, **DIGESTS)
+    assert len(built) == 1 and built[0] is not None, built
+    assert event.then_rows == 1 and Operation.objects.get(pk=op.pk).error_code == "touched"
+    audit.record(op, "shown", round_number=1, **DIGESTS)
+    assert len(built) == 2 and built[1] is None
+    assert audit.verify_chain(op.tenant_id).broken is None

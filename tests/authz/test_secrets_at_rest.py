@@ -469,3 +469,21 @@ async def test_live_rounds_and_handed_over_answers_are_sealed_at_rest(legacy, mo
     await operations.stop_operation(op)
     await operations.wait_idle()
     assert not await LiveBinding.objects.filter(operation_id=str(op.id)).aexists()  # closed with the operation
+
+
+def test_the_derived_key_is_derived_once_per_secret_key(settings, monkeypatch):
+    """Without ``SECRET_KEYS`` the key is derived from ``SECRET_KEY`` once per value (issue 30:
+    every seal and unseal of a round derived it again), and a changed ``SECRET_KEY`` is a changed
+    key: what the old one sealed no longer opens."""
+    settings.MRTRWEB = {}
+    crypto._derived_from.cache_clear()
+    derived = []
+    real_hkdf = crypto.HKDF
+    monkeypatch.setattr(crypto, "HKDF", lambda **kw: (derived.append(1), real_hkdf(**kw))[1])
+    token = crypto.seal({"bearer": "b"})
+    assert crypto.unseal(token) == {"bearer": "b"} and crypto.unseal(crypto.seal(1)) == 1
+    assert derived == [1]
+    settings.SECRET_KEY = settings.SECRET_KEY + "-rotated"
+    with pytest.raises(crypto.SecretUnreadable):
+        crypto.unseal(token)
+    assert derived == [1, 1]

@@ -692,3 +692,21 @@ async def test_pool_get_failure_is_not_cached() -> None:
         assert err.value.code == "transport_error" and len(pool) == 0
     finally:
         await pool.close_all()
+
+
+def test_origin_of_remembers_a_url_and_never_a_refusal():
+    """origin_of is asked for the same few URLs every round (issue 30): it remembers each one's
+    origin (up to 2,048 characters), and gives a longer URL's or a refused URL's answer as before,
+    every time."""
+    from mrtrweb.mcp import errors
+
+    errors._origin_remembered.cache_clear()
+    for _ in range(3):
+        assert errors.origin_of("HTTPS://MCP.Example.com/mcp?x=1") == "https://mcp.example.com:443"
+        assert errors.origin_of("http://bücher.example:8080/" + "p" * 3000) == "http://xn--bcher-kva.example:8080"
+        with pytest.raises(ValueError):
+            errors.origin_of("ftp://mcp.example/")
+        with pytest.raises(ValueError):
+            errors.origin_of("http://mcp.example:99999/")
+    info = errors._origin_remembered.cache_info()
+    assert (info.hits, info.currsize) == (2, 1)

@@ -232,3 +232,24 @@ async def test_renewals_go_on_while_the_event_loop_is_busy(transactional_db, set
     stopped = workers._state.streak
     await asyncio.sleep(0.9)
     assert workers._state.streak == stopped  # no heartbeat loop: no renewals
+
+
+async def test_a_running_heartbeat_does_not_wake_the_lease_thread_again(transactional_db, monkeypatch):
+    """Every operation calls ensure_heartbeat: once the heartbeat runs and the lease thread renews
+    under it, a call wakes the thread for nothing (issue 30: a queue put and a thread switch per
+    operation); a thread gone (a fork, a crash) is woken, so started again."""
+    from mrtrweb.runtime import leases
+
+    await workers.ensure_heartbeat()
+    try:
+        woken = []
+        real_wake = leases._lease_thread.wake
+        monkeypatch.setattr(leases._lease_thread, "wake", lambda: (woken.append(1), real_wake())[1])
+        await workers.ensure_heartbeat()
+        await workers.ensure_heartbeat()
+        assert woken == []
+        monkeypatch.setattr(leases._lease_thread, "running", lambda: False)
+        await workers.ensure_heartbeat()
+        assert woken == [1]
+    finally:
+        await workers.stop_heartbeat()
