@@ -53,23 +53,19 @@ def _append(values: dict[str, Any], *, once: tuple[str, ...] = (),
       ``sequence`` are filled in under the lock) and inserts the event; ``lock_timeout`` = what
       is left of ``MRTRWEB["AUDIT_WAIT_S"]`` is set by that statement itself before it tries the
       lock (``set_config(..., true)``). At most :data:`APPENDERS_PER_TENANT` threads of a process
-      wait there for one tenant's head. The lock is held for
-      that statement's execution and commit alone, no round trip to Python. The hash is checked
-      here against :func:`event_hash` afterwards (tests/audit/test_audit_statements.py checks the two
-      agree on hostile text). With ``once`` the same statement first inserts the event's claim
-      (:class:`mrtrweb.models.AuditOnce`, unique) and appends only when it wrote it, so the check
-      is exact across workers (:class:`PgAppend` says how; inside a caller's transaction the lock,
-      the check and the statement go one after the other: a race there ends as a deadlock error);
+      wait there for one tenant's head, the lock held for the statement's execution and commit alone; its hash is checked here against :func:`event_hash`. With ``once`` the same statement
+      first inserts the event's claim (:class:`mrtrweb.models.AuditOnce`, unique) and appends only
+      when it wrote it: exact across workers (:class:`PgAppend`; in a caller's transaction the lock,
+      check and statement go one by one, and a race there ends as a deadlock error);
     * SQLite: the transaction's first statement is a write (``INSERT OR IGNORE`` of the head row),
       so the database's one write lock is taken at once and waited for (busy timeout = what is left
       of ``AUDIT_WAIT_S``) -- never the read-then-write lock upgrade that fails at once with
       "database is locked" (with ``"transaction_mode": "IMMEDIATE"`` the ``BEGIN`` takes it);
       then the event is linked to the head (sequence + 1, ``prev_hash``), inserted, the head moved.
 
-    ``created_at`` is taken when the append starts (it is hashed before the lock), so it may be
-    earlier, by at most the wait for the chain, than that of the event before it in the chain.
-    A lock wait that fails is retried until ``AUDIT_WAIT_S`` seconds have passed (not inside a
-    caller's transaction, which a failed statement may have spoilt).
+    ``created_at`` is taken when the append starts (hashed before the lock): it may be earlier, by
+    at most the wait, than the previous event's. A failed lock wait is retried until ``AUDIT_WAIT_S``
+    has passed (not inside a caller's transaction, which a failed statement may have spoilt).
 
     Args:
         values: the event's fields by attribute name (``tenant_id``, ``operation_id``, ...), all but
