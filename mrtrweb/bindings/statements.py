@@ -23,13 +23,31 @@ UPSERT_VENDORS = frozenset({"postgresql", "sqlite"})
 def lifetime(ttl_s: float) -> ExpressionWrapper:
     """``expires_at`` ``ttl_s`` seconds (at least 1) from now by the **database's** clock: an
     expression for :func:`upsert` values, ``create`` and ``update``."""
-    return ExpressionWrapper(Now() + datetime.timedelta(seconds=max(1.0, float(ttl_s))), output_field=DateTimeField())
+    seconds = max(1.0, float(ttl_s))
+    expression = ExpressionWrapper(Now() + datetime.timedelta(seconds=seconds), output_field=DateTimeField())
+    expression.lifetime_s = seconds  # what :func:`_sql` keys its compiled text by
+    return expression
+
+
+#: the compiled text of ``Now()`` and of :func:`lifetime` per database and lifetime (a handful of
+#: TTLs: the store's settings), so that the ORM compiles them once, not ~14 times a round
+_COMPILED: dict[tuple[Any, ...], tuple[str, tuple[Any, ...]]] = {}
+_COMPILED_MAX = 256
 
 
 def _sql(model, conn, expression) -> tuple[str, list[Any]]:
-    """``expression`` (``Now()``, :func:`lifetime`) compiled for ``conn`` inside raw SQL."""
+    """``expression`` (``Now()``, :func:`lifetime`) compiled for ``conn`` inside raw SQL; the text
+    and parameters of ``Now()`` and of a :func:`lifetime` are compiled once per database (they do
+    not depend on the model: no column is named)."""
+    seconds = getattr(expression, "lifetime_s", None)
+    key = ((conn.alias, conn.vendor, "now") if type(expression) is Now
+           else (conn.alias, conn.vendor, "lifetime", seconds) if seconds is not None else None)
+    if key is not None and (hit := _COMPILED.get(key)) is not None:
+        return hit[0], list(hit[1])
     query = model.objects.all().query
     sql, params = query.get_compiler(connection=conn).compile(expression.resolve_expression(query))
+    if key is not None and len(_COMPILED) < _COMPILED_MAX:
+        _COMPILED[key] = (sql, tuple(params))
     return sql, list(params)
 
 
