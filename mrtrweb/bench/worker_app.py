@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import gc
+import os
 import signal
 import sys
 import time
@@ -38,16 +39,56 @@ _started: list[float] = []
 _in_census: list[bool] = []
 
 
+#: ``MRTRWEB_BENCH_GC_TRACE=1``: every collection's generation sizes at its start (``GC trace``), and
+#: every 16th young collection's garbage by type (``GC garbage``): what a collection walks and frees
+TRACE = os.environ.get("MRTRWEB_BENCH_GC_TRACE") == "1"
+_trace: dict[str, object] = {"n": 0, "sizes": (), "saveall": False}
+
+
+def _trace_start(info: dict) -> None:
+    gen = info.get("generation", 0)
+    _trace["sizes"] = tuple(len(gc.get_objects(g)) for g in range(gen + 1))
+    _trace["n"] = n = int(_trace["n"]) + 1
+    _trace["saveall"] = gen < 2 and n % 16 == 0 and not _in_census
+    if _trace["saveall"]:
+        gc.set_debug(gc.DEBUG_SAVEALL)
+
+
+def _trace_stop(info: dict, ms: float, cpu: float) -> None:
+    print(f"GC trace gen {info.get('generation')} sizes {','.join(map(str, _trace['sizes']))} collected "
+          f"{info.get('collected')} ms {ms:.1f} cpu {cpu:.1f}", file=sys.stderr, flush=True)
+    if _trace["saveall"]:
+        gc.set_debug(0)
+        counts = collections.Counter(_name(o) for o in gc.garbage)
+        gc.garbage.clear()
+        print(f"GC garbage {sum(counts.values())} " + " ".join(f"{k}={v}" for k, v in counts.most_common(40)),
+              file=sys.stderr, flush=True)
+
+
+def _name(o: object) -> str:
+    t = type(o).__qualname__
+    if t in ("coroutine", "function", "frame", "generator", "cell"):
+        code = getattr(o, "cr_code", None) or getattr(o, "__code__", None) or getattr(o, "f_code", None) \
+            or getattr(o, "gi_code", None)
+        if code is not None:
+            return f"{t}:{code.co_qualname}"
+    return t
+
+
 def _on_gc(phase: str, info: dict) -> None:
     if phase == "start":
+        if TRACE:
+            _trace_start(info)
         _started.append((time.perf_counter(), time.thread_time()))
         return
     if not _started:
         return
     wall0, cpu0 = _started.pop()
     ms = (time.perf_counter() - wall0) * 1000
+    cpu = (time.thread_time() - cpu0) * 1000  # the collector's own work; wall - cpu: the machine's other load
+    if TRACE:
+        _trace_stop(info, ms, cpu)
     if ms >= GC_LOG_MS and not _in_census:
-        cpu = (time.thread_time() - cpu0) * 1000  # the collector's own work; wall - cpu: the machine's other load
         print(f"GC pause {ms:.1f} ms gen {info.get('generation')} collected {info.get('collected')} cpu {cpu:.1f} ms",
               file=sys.stderr, flush=True)
 

@@ -1,0 +1,45 @@
+"""The benchmark worker's opt-in collector trace (:mod:`mrtrweb.bench.worker_app`,
+``MRTRWEB_BENCH_GC_TRACE=1``): every collection's generation sizes at its start, and every 16th
+young collection's garbage by type -- how issue 30's young-collection pauses were attributed."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+SCRIPT = """
+import gc
+import mrtrweb.bench.worker_app
+class Cycle:
+    pass
+for _ in range(32):
+    a = Cycle(); a.me = a; del a
+    gc.collect(0)
+"""
+
+
+def _run(trace: bool) -> str:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("MRTRWEB_BENCH_GC_TRACE", None)
+    if trace:
+        env["MRTRWEB_BENCH_GC_TRACE"] = "1"
+    out = subprocess.run([sys.executable, "-c", SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stderr
+
+
+def test_the_trace_names_each_collections_sizes_and_samples_the_garbage() -> None:
+    err = _run(trace=True)
+    traces = [x for x in err.splitlines() if x.startswith("GC trace gen 0 sizes ")]
+    assert len(traces) >= 32
+    garbage = [x for x in err.splitlines() if x.startswith("GC garbage ")]
+    assert len(garbage) >= 2 and any("Cycle=" in x for x in garbage)
+
+
+def test_off_by_default() -> None:
+    assert "GC trace" not in _run(trace=False)
