@@ -30,6 +30,7 @@ import os
 import signal
 import sys
 import time
+import types
 
 from mrtrweb.site.asgi import application  # noqa: F401 -- re-exported for uvicorn
 
@@ -59,20 +60,33 @@ def _trace_stop(info: dict, ms: float, cpu: float) -> None:
           f"{info.get('collected')} ms {ms:.1f} cpu {cpu:.1f}", file=sys.stderr, flush=True)
     if _trace["saveall"]:
         gc.set_debug(0)
-        counts = collections.Counter(_name(o) for o in gc.garbage)
-        gc.garbage.clear()
+        try:
+            counts = collections.Counter(_name(o) for o in gc.garbage)
+        finally:
+            gc.garbage.clear()  # freed by a later collection
         print(f"GC garbage {sum(counts.values())} " + " ".join(f"{k}={v}" for k, v in counts.most_common(40)),
               file=sys.stderr, flush=True)
 
 
 def _name(o: object) -> str:
-    t = type(o).__qualname__
-    if t in ("coroutine", "function", "frame", "generator", "cell"):
-        code = getattr(o, "cr_code", None) or getattr(o, "__code__", None) or getattr(o, "f_code", None) \
-            or getattr(o, "gi_code", None)
-        if code is not None:
-            return f"{t}:{code.co_qualname}"
-    return t
+    """The type's name; a code object's name for functions, coroutines, generators, frames and
+    tracebacks; ``exception:`` before an exception's. By type only: no attribute of the object
+    is read through its own class (a lazy object would evaluate)."""
+    t = type(o)
+    if issubclass(t, BaseException):
+        return f"exception:{t.__qualname__}"
+    code = None
+    if t is types.FunctionType:
+        code = o.__code__  # type: ignore[attr-defined]
+    elif t is types.CoroutineType:
+        code = o.cr_code  # type: ignore[attr-defined]
+    elif t is types.GeneratorType:
+        code = o.gi_code  # type: ignore[attr-defined]
+    elif t is types.FrameType:
+        code = o.f_code  # type: ignore[attr-defined]
+    elif t is types.TracebackType:
+        code = o.tb_frame.f_code  # type: ignore[attr-defined]
+    return f"{t.__qualname__}:{code.co_qualname}" if code is not None else t.__qualname__
 
 
 def _on_gc(phase: str, info: dict) -> None:

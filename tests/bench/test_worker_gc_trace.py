@@ -16,8 +16,18 @@ import gc
 import mrtrweb.bench.worker_app
 class Cycle:
     pass
+from django.utils.functional import SimpleLazyObject
+def boom():
+    raise RuntimeError("evaluated")
+async def job():
+    pass
 for _ in range(32):
-    a = Cycle(); a.me = a; del a
+    a = Cycle(); a.me = a; a.lazy = SimpleLazyObject(boom); a.coro = job(); a.coro.close()
+    try:
+        raise ValueError("x")
+    except ValueError as exc:
+        a.exc = exc
+    del a
     gc.collect(0)
 """
 
@@ -39,6 +49,9 @@ def test_the_trace_names_each_collections_sizes_and_samples_the_garbage() -> Non
     assert len(traces) >= 32
     garbage = [x for x in err.splitlines() if x.startswith("GC garbage ")]
     assert len(garbage) >= 2 and any("Cycle=" in x for x in garbage)
+    # named by type, a lazy object never evaluated (that would raise inside the collector's callback)
+    assert any("SimpleLazyObject=" in x and "exception:ValueError=" in x and "coroutine:job=" in x for x in garbage)
+    assert "Exception ignored" not in err
 
 
 def test_off_by_default() -> None:
