@@ -8,7 +8,8 @@ which applies the start-up collector policy, :mod:`mrtrweb.runtime.gcpolicy`), u
 * a census on ``SIGUSR1``: ``GC census tracked <n> frozen <f> thresholds <t0>,<t1>,<t2> sessions
   <open> released <k>`` -- the objects the collector tracks (what a full collection walks) and
   those frozen at start-up, and the MCP sessions the worker's pool holds and has released
-  (:meth:`mrtrweb.mcp.ConnectionPool.release`). Young garbage is collected first
+  (:meth:`mrtrweb.mcp.ConnectionPool.release`), then ``collections <g0>,<g1>,<g2> cpu_ms <g0>,<g1>,<g2>``:
+  every collection since start-up by generation, and their CPU time (the censuses' own excluded). Young garbage is collected first
   (``gc.collect(1)``, not logged as a pause: the census's, not the product's), so the count is of
   what the worker keeps plus the old generation's garbage;
 * a census by type on ``SIGUSR2``: ``GC types <n> <type>=<count> ...`` (the 30 most numerous),
@@ -37,6 +38,8 @@ from mrtrweb.site.asgi import application  # noqa: F401 -- re-exported for uvico
 #: pauses at least this long are logged, milliseconds
 GC_LOG_MS = 20.0
 _started: list[float] = []
+#: by generation: (collections, CPU ms) since start-up, the census's own excluded
+_totals: list[tuple[int, float]] = [(0, 0.0), (0, 0.0), (0, 0.0)]
 _in_census: list[bool] = []
 
 
@@ -100,6 +103,9 @@ def _on_gc(phase: str, info: dict) -> None:
     wall0, cpu0 = _started.pop()
     ms = (time.perf_counter() - wall0) * 1000
     cpu = (time.thread_time() - cpu0) * 1000  # the collector's own work; wall - cpu: the machine's other load
+    if not _in_census:  # every collection's CPU and count, by generation (the census reports them)
+        gen = int(info.get("generation", 0))
+        _totals[gen] = (_totals[gen][0] + 1, _totals[gen][1] + cpu)
     if TRACE:
         _trace_stop(info, ms, cpu)
     if ms >= GC_LOG_MS and not _in_census:
@@ -123,7 +129,9 @@ def _census(_signum: int, _frame: object) -> None:
     t = ",".join(str(v) for v in gc.get_threshold())
     pools = list(loop_pools.values())
     print(f"GC census tracked {tracked} frozen {gc.get_freeze_count()} thresholds {t} sessions "
-          f"{sum(len(p) for p in pools)} released {sum(p.released for p in pools)}", file=sys.stderr, flush=True)
+          f"{sum(len(p) for p in pools)} released {sum(p.released for p in pools)} collections "
+          f"{','.join(str(n) for n, _ in _totals)} cpu_ms {','.join(f'{c:.1f}' for _, c in _totals)}",
+          file=sys.stderr, flush=True)
 
 
 def _census_types(_signum: int, _frame: object) -> None:

@@ -5,6 +5,7 @@ young collection's garbage by type -- how issue 30's young-collection pauses wer
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -29,6 +30,7 @@ for _ in range(32):
         a.exc = exc
     del a
     gc.collect(0)
+mrtrweb.bench.worker_app._census(0, None)
 """
 
 
@@ -54,5 +56,9 @@ def test_the_trace_names_each_collections_sizes_and_samples_the_garbage() -> Non
     assert "Exception ignored" not in err
 
 
-def test_off_by_default() -> None:
-    assert "GC trace" not in _run(trace=False)
+def test_off_by_default_and_the_census_counts_every_collection() -> None:
+    err = _run(trace=False)
+    assert "GC trace" not in err
+    census = [x for x in err.splitlines() if x.startswith("GC census ")]
+    m = re.search(r"collections (\d+),(\d+),(\d+) cpu_ms ([0-9.]+),([0-9.]+),([0-9.]+)$", census[-1])
+    assert m and int(m.group(1)) >= 32, census  # the 32 young collections at least, by generation
