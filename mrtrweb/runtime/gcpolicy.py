@@ -18,7 +18,7 @@ by :func:`configure` after the application is loaded:
   generation grows past the threshold before it is collected: at 20,000, young collections walked
   18-152k objects (median 24k) at 1,000 users (``MRTRWEB_BENCH_GC_TRACE``, :mod:`mrtrweb.bench.worker_app`). Measured with the pending benchmark (``mrtrweb.bench.pending``, the
   collector's CPU of each pause; the 2-core machine shared, so wall-clock pauses were 2-5x that):
-  at 5,000 users ``(20000, 4, 100)`` 247 ms, ``(5000, 4, 400)`` 119 ms, ``(5000, 2, 800)`` 190 ms
+  at 5,000 users ``(20000, 4, 100)`` 247 ms, ``(5000, 4, 400)`` 119-147 ms, ``(5000, 2, 800)`` 190 ms
   (a generation-1 collection walks the objects that live seconds, not the young generation's
   garbage: fewer young collections between two do not make it shorter); ``(50000, 20, 100)`` had
   made 0.5-0.6 s generation-1 pauses at 1,000. The third threshold keeps full collections as rare
