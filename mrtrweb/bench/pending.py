@@ -69,9 +69,16 @@ async def _census(proc: Any, log: Any, *, by_type: bool = False, timeout_s: floa
             if by_type:
                 words = line[len(prefix):].split()
                 return {"tracked": int(words[0]), "top": {k: int(v) for k, v in (w.rsplit("=", 1) for w in words[1:])}}
-            m = re.match(r"GC census tracked (\d+) frozen (\d+) .* sessions (\d+) released (\d+)", line)
-            return {"tracked": int(m.group(1)), "frozen": int(m.group(2)), "sessions": int(m.group(3)),
-                    "released": int(m.group(4))} if m else {}
+            m = re.match(r"GC census tracked (\d+) frozen (\d+) .* sessions (\d+) released (\d+)"
+                         r"(?: collections ([0-9,]+) cpu_ms ([0-9.,]+))?", line)
+            if not m:
+                return {}
+            out = {"tracked": int(m.group(1)), "frozen": int(m.group(2)), "sessions": int(m.group(3)),
+                   "released": int(m.group(4))}
+            if m.group(5):
+                out["collections"] = [int(x) for x in m.group(5).split(",")]
+                out["cpu_ms"] = [float(x) for x in m.group(6).split(",")]
+            return out
     return {}
 
 
@@ -271,6 +278,12 @@ async def grow(ctx: Any, sizes: list[int], seeded: dict[str, Any], n_probe: int,
                 # the same pauses in the worker thread's CPU time (the collector's own work)
                 "gc_pause_max_cpu_ms_level": max((c for _w, c, _g in pauses), default=0.0),
                 "gc_full_collections_level": sum(1 for _w, _c, g in pauses if g == 2),
+                # every collection while the level's rounds arrived (fill; probes excluded), by
+                # generation, and the collector's CPU per round added (what the thresholds trade)
+                "gc_collections_fill": _gc_delta(census_ws, census_pending, "collections"),
+                "gc_cpu_ms_fill": _gc_delta(census_ws, census_pending, "cpu_ms"),
+                "gc_cpu_ms_per_round_fill": (round(sum(_gc_delta(census_ws, census_pending, "cpu_ms")) / delta, 2)
+                                             if _gc_delta(census_ws, census_pending, "cpu_ms") else None),
                 "gc_frozen": census_pending.get("frozen"),
                 "mcp_sessions_open": census_pending.get("sessions"),
                 "mcp_sessions_released": census_pending.get("released"),
@@ -328,6 +341,14 @@ async def _run(ctx: Any) -> dict[str, Any]:
     return out
 
 
+def _gc_delta(a: dict[str, Any], b: dict[str, Any], key: str) -> list[float] | None:
+    """By generation, ``b[key] - a[key]`` of two censuses (collections or their CPU ms); ``None``
+    without both."""
+    if not a.get(key) or not b.get(key):
+        return None
+    return [round(y - x, 1) for x, y in zip(a[key], b[key])]
+
+
 def _per(a: dict[str, Any], b: dict[str, Any], n: int) -> float | None:
     """Tracked objects added per unit between two censuses (``None``: a census is missing)."""
     if not a.get("tracked") or not b.get("tracked"):
@@ -357,7 +378,8 @@ def summary(res: dict[str, Any]) -> list[str]:
             f"({x['redis_keys_per_pending_round']} keys); push p99 probe {x['push_latency_probe']['p99_ms']} ms, "
             f"fill {x['push_latency_fill']['p99_ms']} ms ({x['fill_rounds_per_s']} rounds/s); "
             f"GC pauses >= 20 ms {x.get('gc_pauses_20ms_level')} (longest {x.get('gc_pause_max_ms_level')} ms, "
-            f"{x.get('gc_pause_max_cpu_ms_level')} ms CPU; full {x.get('gc_full_collections_level')}), "
+            f"{x.get('gc_pause_max_cpu_ms_level')} ms CPU; full {x.get('gc_full_collections_level')}; the collector's "
+            f"CPU {x.get('gc_cpu_ms_per_round_fill')} ms/round filling), "
             f"tracked objects {x.get('gc_objects_per_connected_user')}/connected user + "
             f"{x.get('gc_objects_per_pending_round')}/pending round, frozen {x.get('gc_frozen')}; MCP sessions "
             f"open {x.get('mcp_sessions_open')}, released {x.get('mcp_sessions_released')}; a full collection "

@@ -8,7 +8,8 @@ which applies the start-up collector policy, :mod:`mrtrweb.runtime.gcpolicy`), u
 * a census on ``SIGUSR1``: ``GC census tracked <n> frozen <f> thresholds <t0>,<t1>,<t2> sessions
   <open> released <k>`` -- the objects the collector tracks (what a full collection walks) and
   those frozen at start-up, and the MCP sessions the worker's pool holds and has released
-  (:meth:`mrtrweb.mcp.ConnectionPool.release`). Young garbage is collected first
+  (:meth:`mrtrweb.mcp.ConnectionPool.release`), then ``collections <g0>,<g1>,<g2> cpu_ms <g0>,<g1>,<g2>``:
+  every collection since start-up by generation, and their CPU time (the censuses' own excluded). Young garbage is collected first
   (``gc.collect(1)``, not logged as a pause: the census's, not the product's), so the count is of
   what the worker keeps plus the old generation's garbage;
 * a census by type on ``SIGUSR2``: ``GC types <n> <type>=<count> ...`` (the 30 most numerous),
@@ -26,28 +27,88 @@ from __future__ import annotations
 import asyncio
 import collections
 import gc
+import os
 import signal
 import sys
 import time
+import types
 
 from mrtrweb.site.asgi import application  # noqa: F401 -- re-exported for uvicorn
 
 #: pauses at least this long are logged, milliseconds
 GC_LOG_MS = 20.0
 _started: list[float] = []
+#: by generation: (collections, CPU ms) since start-up, the census's own excluded
+_totals: list[tuple[int, float]] = [(0, 0.0), (0, 0.0), (0, 0.0)]
 _in_census: list[bool] = []
+
+
+#: ``MRTRWEB_BENCH_GC_TRACE=1``: every collection's generation sizes at its start (``GC trace``), and
+#: every 16th young collection's garbage by type (``GC garbage``): what a collection walks and frees
+TRACE = os.environ.get("MRTRWEB_BENCH_GC_TRACE") == "1"
+_trace: dict[str, object] = {"n": 0, "sizes": (), "saveall": False}
+
+
+def _trace_start(info: dict) -> None:
+    gen = info.get("generation", 0)
+    _trace["sizes"] = tuple(len(gc.get_objects(g)) for g in range(gen + 1))
+    _trace["n"] = n = int(_trace["n"]) + 1
+    _trace["saveall"] = gen < 2 and n % 16 == 0 and not _in_census
+    if _trace["saveall"]:
+        gc.set_debug(gc.DEBUG_SAVEALL)
+
+
+def _trace_stop(info: dict, ms: float, cpu: float) -> None:
+    print(f"GC trace gen {info.get('generation')} sizes {','.join(map(str, _trace['sizes']))} collected "
+          f"{info.get('collected')} ms {ms:.1f} cpu {cpu:.1f}", file=sys.stderr, flush=True)
+    if _trace["saveall"]:
+        gc.set_debug(0)
+        try:
+            counts = collections.Counter(_name(o) for o in gc.garbage)
+        finally:
+            gc.garbage.clear()  # freed by a later collection
+        print(f"GC garbage {sum(counts.values())} " + " ".join(f"{k}={v}" for k, v in counts.most_common(40)),
+              file=sys.stderr, flush=True)
+
+
+def _name(o: object) -> str:
+    """The type's name; a code object's name for functions, coroutines, generators, frames and
+    tracebacks; ``exception:`` before an exception's. By type only: no attribute of the object
+    is read through its own class (a lazy object would evaluate)."""
+    t = type(o)
+    if issubclass(t, BaseException):
+        return f"exception:{t.__qualname__}"
+    code = None
+    if t is types.FunctionType:
+        code = o.__code__  # type: ignore[attr-defined]
+    elif t is types.CoroutineType:
+        code = o.cr_code  # type: ignore[attr-defined]
+    elif t is types.GeneratorType:
+        code = o.gi_code  # type: ignore[attr-defined]
+    elif t is types.FrameType:
+        code = o.f_code  # type: ignore[attr-defined]
+    elif t is types.TracebackType:
+        code = o.tb_frame.f_code  # type: ignore[attr-defined]
+    return f"{t.__qualname__}:{code.co_qualname}" if code is not None else t.__qualname__
 
 
 def _on_gc(phase: str, info: dict) -> None:
     if phase == "start":
+        if TRACE:
+            _trace_start(info)
         _started.append((time.perf_counter(), time.thread_time()))
         return
     if not _started:
         return
     wall0, cpu0 = _started.pop()
     ms = (time.perf_counter() - wall0) * 1000
+    cpu = (time.thread_time() - cpu0) * 1000  # the collector's own work; wall - cpu: the machine's other load
+    if not _in_census:  # every collection's CPU and count, by generation (the census reports them)
+        gen = int(info.get("generation", 0))
+        _totals[gen] = (_totals[gen][0] + 1, _totals[gen][1] + cpu)
+    if TRACE:
+        _trace_stop(info, ms, cpu)
     if ms >= GC_LOG_MS and not _in_census:
-        cpu = (time.thread_time() - cpu0) * 1000  # the collector's own work; wall - cpu: the machine's other load
         print(f"GC pause {ms:.1f} ms gen {info.get('generation')} collected {info.get('collected')} cpu {cpu:.1f} ms",
               file=sys.stderr, flush=True)
 
@@ -68,7 +129,9 @@ def _census(_signum: int, _frame: object) -> None:
     t = ",".join(str(v) for v in gc.get_threshold())
     pools = list(loop_pools.values())
     print(f"GC census tracked {tracked} frozen {gc.get_freeze_count()} thresholds {t} sessions "
-          f"{sum(len(p) for p in pools)} released {sum(p.released for p in pools)}", file=sys.stderr, flush=True)
+          f"{sum(len(p) for p in pools)} released {sum(p.released for p in pools)} collections "
+          f"{','.join(str(n) for n, _ in _totals)} cpu_ms {','.join(f'{c:.1f}' for _, c in _totals)}",
+          file=sys.stderr, flush=True)
 
 
 def _census_types(_signum: int, _frame: object) -> None:

@@ -166,7 +166,7 @@ Meanings are reStructuredText-lite: ``literal`` is the only markup.
     ``gc.set_threshold`` at start-up, three positive ints (generation 0 allocations, then
     collections of the younger generation): fewer, cheaper young collections and rare full ones
     (measured in mrtrweb.runtime.gcpolicy and docs/benchmarks NOTES); ``None`` keeps Python's
-    ``(700, 10, 10)``; ``MRTRWEB_GC_THRESHOLDS="20000 4 100"``
+    ``(700, 10, 10)``; default ``(5000, 4, 400)``; ``MRTRWEB_GC_THRESHOLDS="5000 4 400"``
 ``APPS_SANDBOX_ORIGIN``
     the origin MCP Apps run on (docs/apps.md; e.g. ``"https://apps.example.com"``), not the site's host name (``mrtrweb.E060``)
 ``APPS_CALLS_PER_SECOND``

@@ -51,7 +51,7 @@ DEFAULTS: dict[str, Any] = {
     "SERVER_URL_POLICY": {},
     "SERVER_TESTS_PER_MINUTE": 10,
     "GC_FREEZE": True,
-    "GC_THRESHOLDS": (20_000, 4, 100),
+    "GC_THRESHOLDS": (5_000, 4, 400),
     "TENANT_RESOLVER": None,
     "TENANT_SYNC_S": 60,
     "OUTCOME_HOLD_S": 60,

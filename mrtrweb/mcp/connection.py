@@ -71,7 +71,7 @@ from .resource_watch import ResourceWatch
 from .server_log import ServerLogging
 from .param_headers import ToolHeaders
 from .protocol import PROTOCOLS, SDK_MODE, ProtocolMismatch, ProtocolRefused, settle_protocol
-from .sending import ProgressCallback, Sending
+from .sending import ProgressCallback, Sending, end_reading, leaf_exception, let_go
 from .server_requests import SENDING, OpenCall, RootsProvider, ServerRequestHandler, ServerRequestRouting, session_log
 from .session_renewal import SessionRenewal
 from .url_policy import REFUSED_AT_CONNECT, UNREADABLE, UrlPolicy, refusal_in
@@ -92,13 +92,6 @@ APPS_MIME_TYPE: Final = "text/html;profile=mcp-app"
 #: as ``{"mimeTypes": [APPS_MIME_TYPE]}`` in the capabilities' ``extensions``: at ``initialize`` on
 #: 2025-11-25, in each request's client capabilities on 2026-07-28 -- the SDK's ``Client(extensions=)``)
 DECLARABLE: Final = frozenset({"sampling", "roots", "apps"})
-
-
-def _leaf_exception(exc: BaseException) -> BaseException:
-    """The first non-group exception inside (possibly nested) exception groups."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    return exc
 
 
 class McpConnection(Sending, SessionRenewal, ServerRequestRouting, Listings, ServerLogging, ListingWatch, ResourceWatch):
@@ -267,9 +260,12 @@ class McpConnection(Sending, SessionRenewal, ServerRequestRouting, Listings, Ser
                     if not ready.done():
                         ready.set_result(None)
                     await self._stop.wait()
+                    await end_reading(session := client.session)  # ends normally, freed by refcount (.sending)
+                self._client = None
+                let_go(session)
         except BaseException as exc:  # noqa: BLE001 - the owner task must report, never crash the loop
             cancelled = isinstance(exc, asyncio.CancelledError)
-            leaf = _leaf_exception(exc)
+            leaf = leaf_exception(exc)
             self._failure = f"{type(leaf).__name__}: {leaf}"
             challenge = self._evidence.last_challenge
             auth_error = challenge.error("connect") if challenge is not None else None

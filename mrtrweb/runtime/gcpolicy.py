@@ -10,23 +10,28 @@ by :func:`configure` after the application is loaded:
   start-up objects are frozen (modules, classes, settings, URL resolvers, the app's singletons),
   never a request's or a person's, so nothing that later becomes garbage is kept by it beyond
   start-up leftovers. :func:`configure` is idempotent: a second call freezes nothing more.
-* ``MRTRWEB["GC_THRESHOLDS"]`` (default ``(20_000, 4, 100)``): :func:`gc.set_threshold`. A young
-  collection every 20,000 net container allocations instead of 700 lets a request's short-lived
-  objects die in generation 0 rather than being promoted (promotions are what make full
-  collections come due); generation 1 is collected every 4 young collections, so it stays small
-  (a larger one is itself a long pause: ``(50_000, 20, 100)`` measured 480-640 ms generation-1
-  pauses at 1,000 users); a full collection needs 100 generation-1 collections (and, as always in
-  CPython, the old generation grown by a quarter since the last one). Measured with the pending
-  benchmark (``mrtrweb.bench.pending``) at 200 and 1,000 users: longest pause 74 ms instead of
-  620 ms, no full collection during the run. ``None`` keeps the interpreter's thresholds.
+* ``MRTRWEB["GC_THRESHOLDS"]`` (default ``(5_000, 4, 400)``): :func:`gc.set_threshold`. A young
+  collection's pause is the young generation it walks plus the cyclic garbage it frees (~5 us an
+  object in a worker: finalizers, frames, tracebacks). CPython 3.11 counts the young generation as
+  allocations *minus deallocations of any generation*, so where old objects die by reference count
+  (a worker's steady state: requests, timers and sessions that lived through a collection) the young
+  generation grows past the threshold before it is collected: at 20,000, young collections walked
+  18-152k objects (median 24k) at 1,000 users (``MRTRWEB_BENCH_GC_TRACE``, :mod:`mrtrweb.bench.worker_app`). Measured with the pending benchmark (``mrtrweb.bench.pending``, the
+  collector's CPU of each pause; the 2-core machine shared, so wall-clock pauses were 2-5x that):
+  at 5,000 users ``(20000, 4, 100)`` 247 ms, ``(5000, 4, 400)`` 119-147 ms, ``(5000, 2, 800)`` 190 ms
+  (a generation-1 collection walks the objects that live seconds, not the young generation's
+  garbage: fewer young collections between two do not make it shorter); ``(50000, 20, 100)`` had
+  made 0.5-0.6 s generation-1 pauses at 1,000. The third threshold keeps full collections as rare
+  in allocations as ``(20000, 4, 100)`` did (one after ~10^7 net allocations; none came due in
+  any run filling 5,000 users). ``None`` keeps the interpreter's thresholds.
 
 What it does not change: a full collection, when one comes due, still walks every object the
-people connected to the worker keep (~226-241 per connected user with a waiting round, ~180 of
-them the WebSocket's: uvicorn's and channels' tasks), plus the old garbage of closed MCP sessions
-(the SDK's anyio streams leave ~100 objects in cycles per closed session). Timed in the pending
-benchmark: ~0.5 s at 1,000 users and ~2.1-2.2 s at 5,000 on the 2-core benchmark machine. The
-thresholds make it rare -- none came due in three runs filling 5,000 users -- not short; spreading
-users over workers bounds it.
+people connected to the worker keep (~215-230 per connected user with a waiting round, ~180 of
+them the WebSocket's: uvicorn's and channels' tasks). Timed in the pending benchmark: 0.3-0.5 s
+at 1,000 users and 1.0-2.5 s at 5,000 on the 2-core benchmark machine. The thresholds make it rare,
+not short; spreading users over workers bounds it. A closed MCP session no longer adds to it: it
+is freed by reference counting (:func:`mrtrweb.mcp.sending.end_reading`), where it used to leave
+~170 objects (~35 KiB) in cycles until a full collection.
 
 Where it runs: the standalone site's ``mrtrweb.site.asgi`` calls :func:`configure` at the end of
 its import, once Django, the routing, the consumers and the operations are imported and before the

@@ -6,7 +6,6 @@ from __future__ import annotations
 import gc
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -97,6 +96,8 @@ def test_the_defaults(settings):
     settings.MRTRWEB = {}
     assert conf.get("GC_FREEZE") is True
     assert conf.get("GC_THRESHOLDS") == conf.DEFAULTS["GC_THRESHOLDS"]
+    # chosen by measurement (mrtrweb.runtime.gcpolicy: the pending benchmark at 5,000 users)
+    assert conf.DEFAULTS["GC_THRESHOLDS"] == (5_000, 4, 400)
 
 
 @pytest.mark.parametrize("value", [(0, 10, 10), (700, 10), (700, 10, 10, 10), "700 10 10", (700.0, 10, 10),
