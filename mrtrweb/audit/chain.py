@@ -263,3 +263,34 @@ def _read_sql(conn) -> tuple[str, list[tuple[str, Any, list]]]:
     sql = (f"SELECT {', '.join(qn(f.column) for f in meta.concrete_fields)} FROM {qn(meta.db_table)} "
            f"WHERE {qn(meta.pk.column)} = %s")
     return sql, columns
+
+
+def drop_purged_claims(tenant_id: Any, last_sequence: int) -> int:
+    """Before a purge removes ``tenant_id``'s events up to ``last_sequence`` (in its transaction):
+    delete the once-claims (:class:`mrtrweb.models.AuditOnce`) of the events it removes, so that no
+    claim is left without its event -- an append of it would fail closed for good (a round whose
+    receipt was purged while it is still open could never be answered) -- and the claims do not
+    outlive the retention. A claim stays while an event it names is kept. Returns how many went."""
+    from django.db.models import Exists, OuterRef
+
+    def events(**where: Any) -> Exists:
+        return Exists(AuditEvent.objects.filter(tenant_id=tenant_id, operation_id=OuterRef("operation_id"),
+                                                event=OuterRef("event"), **where))
+
+    claims = AuditOnce.objects.filter(tenant_id=tenant_id).filter(events(sequence__lte=last_sequence))
+    gone, _ = claims.exclude(events(sequence__gt=last_sequence)).delete()  # none of theirs kept: all go
+    doomed = []
+    for pk, operation_id, event, key in claims.filter(events(sequence__gt=last_sequence)).values_list(
+            "pk", "operation_id", "event", "key").iterator():  # some kept: the key's own event?
+        try:
+            fields = dict(part.split("=", 1) for part in key.split("&"))
+            kept = AuditEvent.objects.filter(tenant_id=tenant_id, operation_id=operation_id, event=event,
+                                             sequence__gt=last_sequence, **fields).exists()
+        except Exception:  # noqa: BLE001 -- a key this cannot read: the claim stays (fails closed)
+            logger.warning("audit purge: claim %s kept, its key names no event's fields", pk)
+            continue
+        if not kept:
+            doomed.append(pk)
+    if doomed:
+        gone += AuditOnce.objects.filter(pk__in=doomed).delete()[0]
+    return gone

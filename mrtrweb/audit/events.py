@@ -24,7 +24,7 @@ from django.utils import timezone
 
 from .. import conf
 from .chain import GENESIS, HASHED_FIELDS, OPTIONAL_HASHED_FIELDS, event_hash  # noqa: F401 -- the API
-from .chain import PgAppend, is_lock_wait, locked_head, read_event, sqlite_busy_timeout
+from .chain import PgAppend, drop_purged_claims, is_lock_wait, locked_head, read_event, sqlite_busy_timeout
 from ..models import AuditChainHead, AuditEvent, Operation
 from ..runtime import metrics  # noqa: I001 -- mrtrweb_* counters: one hook in record()
 
@@ -373,12 +373,9 @@ def verify_chain(tenant_id: Any) -> ChainReport:
 
 
 def purge_before(tenant_id: Any, cutoff) -> tuple[int, int]:
-    """Delete a tenant's events created before ``cutoff`` (a prefix of the chain) after writing a
-    signed checkpoint of the last purged link, so the rest stays verifiable.
-
-    Returns:
-        (events deleted, checkpoint sequence or 0).
-    """
+    """Delete a tenant's events created before ``cutoff`` (a prefix of the chain; their once-claims
+    too) after writing a signed checkpoint of the last purged link: the rest stays verifiable.
+    Returns (events deleted, checkpoint sequence or 0)."""
     from ..models import AuditCheckpoint
 
     with transaction.atomic():
@@ -394,6 +391,7 @@ def purge_before(tenant_id: Any, cutoff) -> tuple[int, int]:
                                        purged=AuditEvent.objects.filter(tenant_id=tenant_id,
                                                                         sequence__lte=last.sequence).count(),
                                        signature=sign_checkpoint(tenant_id, last.sequence, last.hash))
+        drop_purged_claims(tenant_id, last.sequence)
         doomed = AuditEvent.objects.filter(tenant_id=tenant_id, sequence__lte=last.sequence)
         deleted = doomed._raw_delete(doomed.db)  # the one sanctioned deletion: retention, behind a checkpoint
     logger.info("audit purge: tenant %s, %s events up to sequence %s", tenant_id, deleted, last.sequence)
