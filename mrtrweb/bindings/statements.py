@@ -23,25 +23,21 @@ UPSERT_VENDORS = frozenset({"postgresql", "sqlite"})
 def lifetime(ttl_s: float) -> ExpressionWrapper:
     """``expires_at`` ``ttl_s`` seconds (at least 1) from now by the **database's** clock: an
     expression for :func:`upsert` values, ``create`` and ``update``."""
-    seconds = max(1.0, float(ttl_s))
-    expression = ExpressionWrapper(Now() + datetime.timedelta(seconds=seconds), output_field=DateTimeField())
-    expression.lifetime_s = seconds  # what :func:`_sql` keys its compiled text by
+    expression = ExpressionWrapper(Now() + datetime.timedelta(seconds=(s := max(1.0, float(ttl_s)))),
+                                   output_field=DateTimeField())
+    expression.lifetime_s = s  # what :func:`_sql` keys its compiled text by
     return expression
 
 
-#: the compiled text of ``Now()`` and of :func:`lifetime` per database and lifetime (a handful of
-#: TTLs: the store's settings), so that the ORM compiles them once, not ~14 times a round
+#: ``Now()`` and :func:`lifetime` compiled per database and lifetime (no column: not per model)
 _COMPILED: dict[tuple[Any, ...], tuple[str, tuple[Any, ...]]] = {}
 _COMPILED_MAX = 256
 
 
 def _sql(model, conn, expression) -> tuple[str, list[Any]]:
-    """``expression`` (``Now()``, :func:`lifetime`) compiled for ``conn`` inside raw SQL; the text
-    and parameters of ``Now()`` and of a :func:`lifetime` are compiled once per database (they do
-    not depend on the model: no column is named)."""
-    seconds = getattr(expression, "lifetime_s", None)
-    key = ((conn.alias, conn.vendor, "now") if type(expression) is Now
-           else (conn.alias, conn.vendor, "lifetime", seconds) if seconds is not None else None)
+    """``expression`` (``Now()``, :func:`lifetime`: compiled once) compiled for ``conn`` in raw SQL."""
+    s = getattr(expression, "lifetime_s", None)
+    key = (conn.alias, conn.vendor, "now" if type(expression) is Now else s) if type(expression) is Now or s else None
     if key is not None and (hit := _COMPILED.get(key)) is not None:
         return hit[0], list(hit[1])
     query = model.objects.all().query
@@ -82,11 +78,9 @@ _SELECTS: dict[tuple[Any, str, tuple[str, ...], str], str] = {}
 
 
 def select_live(model, column: str, where: dict[str, Any]) -> Any:
-    """``column`` of the live row of ``model`` (``expires_at`` later than the database's now) matching ``where``
-    (field name -> value), or None: one SELECT whose SQL is built once per model, column, fields
-    and database (the ORM compiled it on every call for more time than the query took). Values
-    go through their fields' ``get_db_prep_value``; the row is read on the model's write database
-    (the store reads its own writes). Sync.
+    """``column`` of the live row of ``model`` (``expires_at`` later than the database's now) matching
+    ``where`` (field name -> value), or None: one SELECT built once per model, column, fields and
+    database, values through their fields' ``get_db_prep_value``, read on the model's write database. Sync.
 
     Raises:
         django.db.DatabaseError: the database failed (the store maps it to StoreUnavailable).
@@ -254,12 +248,9 @@ def delete_live(model, column: str, where: dict[str, Any], also: tuple[Any, dict
         qn = conn.ops.quote_name
         now_sql, _ = _sql(model, conn, Now())
         conditions = " AND ".join(f"{qn(meta.get_field(n).column)} = %s" for n in names)
-        first = ""
-        if also is not None:
-            other = also[0]._meta
-            first = (f"WITH also AS (DELETE FROM {qn(other.db_table)} WHERE "
-                     + " AND ".join(f"{qn(other.get_field(n).column)} = %s" for n in other_names)
-                     + f" RETURNING 1) ")
+        other = also[0]._meta if also is not None else None
+        first = "" if other is None else (f"WITH also AS (DELETE FROM {qn(other.db_table)} WHERE " + " AND ".join(
+            f"{qn(other.get_field(n).column)} = %s" for n in other_names) + " RETURNING 1) ")
         sql = _DELETES.setdefault(key, f"{first}DELETE FROM {qn(meta.db_table)} WHERE {conditions} RETURNING "
                                        f"{qn(meta.get_field(column).column)}, "
                                        f"{qn(meta.get_field('expires_at').column)} > {now_sql}")
