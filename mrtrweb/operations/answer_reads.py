@@ -13,6 +13,7 @@ import dataclasses
 from typing import Any
 
 from ..models import AuditEvent, McpServer, Operation, Tenant
+from ..tenancy.reads import field_converters, instance_from
 
 
 @dataclasses.dataclass
@@ -41,24 +42,6 @@ class AnswerReads:
 _SQL: dict[str, Any] = {}
 
 
-def _converters(model, conn) -> list[tuple[Any, Any, list]]:
-    meta = model._meta
-    out = []
-    for field in meta.concrete_fields:
-        col = field.get_col(meta.db_table)
-        out.append((field, col, conn.ops.get_db_converters(col) + col.get_db_converters(conn)))
-    return out
-
-
-def _row(model, alias: str, conn, fields, values) -> Any:
-    converted = []
-    for (field, col, converters), value in zip(fields, values):
-        for convert in converters:
-            value = convert(value, col, conn)
-        converted.append(value)
-    return model.from_db(alias, [f.attname for f, _, _ in fields], converted)
-
-
 def _built(alias: str, conn, legacy_code: str, url_code: str, record_sql: str | None = None):
     from ..tenancy import access
 
@@ -74,8 +57,8 @@ def _built(alias: str, conn, legacy_code: str, url_code: str, record_sql: str | 
     from django.contrib.auth import get_user_model
 
     User = get_user_model()
-    op_fields, server_fields = _converters(Operation, conn), _converters(McpServer, conn)
-    tenant_fields, user_fields = _converters(Tenant, conn), _converters(User, conn)
+    op_fields, server_fields = field_converters(Operation, conn), field_converters(McpServer, conn)
+    tenant_fields, user_fields = field_converters(Tenant, conn), field_converters(User, conn)
     schema_field = event_meta.get_field("schema_digests")
     schema_col = schema_field.get_col(event_meta.db_table)
     schema_conv = conn.ops.get_db_converters(schema_col) + schema_col.get_db_converters(conn)
@@ -147,12 +130,12 @@ def read_for_answer(known: Operation, legacy_code: str, url_code: str) -> Answer
     n, at = len(names), len(names) + len(op_fields)
     if found[n] is None:
         raise Operation.DoesNotExist(f"operation {known.pk} is gone")
-    op = _row(Operation, alias, conn, op_fields, found[n:at])
+    op = instance_from(Operation, alias, conn, op_fields, found[n:at])
     for relation, model, fields in zip(("server", "tenant", "user"), (McpServer, Tenant, get_user_model()), related):
         values = found[at:at + len(fields)]
         at += len(fields)
         if values[0] is not None:  # (a row the foreign key names; every one does while the operation exists)
-            setattr(op, relation, _row(model, alias, conn, fields, values))
+            setattr(op, relation, instance_from(model, alias, conn, fields, values))
     rest = found[at:]
     cause = access.cause_of(dict(zip(names, found[:n])), known.tenant_id, known.server_id)
     shown, received, config_digest, state_digest, schema_digests, legacy, url_round = rest[:7]

@@ -19,7 +19,9 @@ _SQL: dict[tuple[str, bool], Any] = {}
 ANY_USER: Any = object()
 
 
-def _fields(model: Any, conn: Any) -> list[tuple[Any, Any, list]]:
+def field_converters(model: Any, conn: Any) -> list[tuple[Any, Any, list]]:
+    """``(field, column, converters)`` of each concrete field of ``model`` on ``conn``: what
+    :func:`instance_from` needs to build an instance from a raw row (the ORM's own converters)."""
     meta = model._meta
     out = []
     for field in meta.concrete_fields:
@@ -33,7 +35,7 @@ def _built(alias: str, conn: Any, by_user: bool) -> Any:
     if key not in _SQL:
         qn = conn.ops.quote_name
         op_meta, server_meta, tenant_meta = Operation._meta, McpServer._meta, Tenant._meta
-        parts = [_fields(Operation, conn), _fields(McpServer, conn), _fields(Tenant, conn)]
+        parts = [field_converters(Operation, conn), field_converters(McpServer, conn), field_converters(Tenant, conn)]
         columns = [f"{alias_}.{qn(f.column)}" for alias_, fields in zip(("op", "s", "t"), parts)
                    for f, _, _ in fields]
         where = f"op.{qn(op_meta.pk.column)} = %s"
@@ -48,7 +50,9 @@ def _built(alias: str, conn: Any, by_user: bool) -> Any:
     return _SQL[key]
 
 
-def _instance(model: Any, alias: str, conn: Any, fields: list, values: Any) -> Any:
+def instance_from(model: Any, alias: str, conn: Any, fields: list, values: Any) -> Any:
+    """An instance of ``model`` from ``values`` (a raw row's columns in the order of ``fields``,
+    :func:`field_converters`), converted and built as the ORM builds it (``Model.from_db``)."""
     converted = []
     for (field, col, converters), value in zip(fields, values):
         for convert in converters:
@@ -91,11 +95,11 @@ def operation_row(op_id: Any, user_id: Any) -> Operation | None:
     if found is None:
         return None
     n, m = len(op_fields), len(op_fields) + len(server_fields)
-    op = _instance(Operation, alias, conn, op_fields, found[:n])
+    op = instance_from(Operation, alias, conn, op_fields, found[:n])
     # cached as select_related caches them (op.server / op.tenant read no row)
-    Operation._meta.get_field("server").set_cached_value(op, _instance(McpServer, alias, conn, server_fields,
+    Operation._meta.get_field("server").set_cached_value(op, instance_from(McpServer, alias, conn, server_fields,
                                                                        found[n:m]))
-    Operation._meta.get_field("tenant").set_cached_value(op, _instance(Tenant, alias, conn, tenant_fields,
+    Operation._meta.get_field("tenant").set_cached_value(op, instance_from(Tenant, alias, conn, tenant_fields,
                                                                        found[m:]))
     return op
 

@@ -5,27 +5,18 @@ append keys them, and changes no audit row."""
 from __future__ import annotations
 
 import importlib
-import uuid
 
 import pytest
 from django.db import connection
 
 from mrtrweb.audit import chain
 from mrtrweb.audit import events as audit
-from mrtrweb.models import AuditEvent, AuditOnce, Operation
+from mrtrweb.models import AuditEvent, AuditOnce
+from tests.audit.operations import DIGESTS, seeded_operation
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
-DIGESTS = {"state_digest": "sha256:" + "a" * 64, "schema_digests": {"confirm": "sha256:" + "b" * 64}}
 
-
-def _operation(seeded) -> Operation:
-    server = seeded["servers"]["acme"]
-    rid = f"mrtr-{uuid.uuid4()}"
-    op = Operation.objects.create(tenant=server.tenant, user=seeded["users"]["alice"], server=server,
-                                  method="tools/call", name="deploy", params={"name": "deploy", "arguments": {}},
-                                  request_id=rid, latest_request_id=rid)
-    return Operation.objects.select_related("server", "tenant").get(pk=op.pk)
 
 
 def _backfill() -> None:
@@ -37,7 +28,7 @@ def _backfill() -> None:
 
 
 def test_the_migration_backfills_one_claim_per_receipt_and_expired_round_as_the_append_keys_them(seeded):
-    op = _operation(seeded)
+    op = seeded_operation(seeded)
     audit.record(op, "received", round_number=1, **DIGESTS)
     shown = dict(round_number=1, display_digest="sha256:" + "d" * 64, **DIGESTS)
     for digest in "de":  # two displays of round 1: two receipts
@@ -67,7 +58,7 @@ def test_a_claim_without_its_event_fails_closed(seeded):
     (the caller denies), never loop nor write a second event."""
     if connection.vendor != "postgresql":
         pytest.skip("SQLite's append checks the events under the database's one write lock")
-    op = _operation(seeded)
+    op = seeded_operation(seeded)
     audit.record(op, "received", round_number=1, **DIGESTS)
     kw = dict(round_number=1, display_digest="sha256:" + "d" * 64, **DIGESTS)
     AuditOnce.objects.create(tenant_id=op.tenant_id, operation_id=op.id, event="shown",
@@ -83,7 +74,7 @@ def test_with_server_side_binding_a_receipt_is_claimed_and_written_once(seeded, 
     the driver, and a repeat writes nothing."""
     if connection.vendor != "postgresql":
         pytest.skip("a PostgreSQL option")
-    op = _operation(seeded)
+    op = seeded_operation(seeded)
     audit.record(op, "received", round_number=1, **DIGESTS)
     kw = dict(round_number=1, display_digest="sha256:" + "d" * 64, once=("round_number", "display_digest"), **DIGESTS)
     monkeypatch.setitem(connection.settings_dict["OPTIONS"], "server_side_binding", True)

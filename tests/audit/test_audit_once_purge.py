@@ -6,7 +6,6 @@ the retention; a claim whose event is kept stays."""
 from __future__ import annotations
 
 import datetime
-import uuid
 
 import pytest
 from django.db import connection
@@ -14,7 +13,8 @@ from django.utils import timezone
 
 from mrtrweb.audit import chain
 from mrtrweb.audit import events as audit
-from mrtrweb.models import AuditEvent, AuditOnce, Operation
+from mrtrweb.models import AuditEvent, AuditOnce
+from tests.audit.operations import DIGESTS, seeded_operation
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -24,17 +24,8 @@ def _claims() -> int:
     one write lock and writes none)."""
     return 1 if connection.vendor == "postgresql" else 0
 
-DIGESTS = {"state_digest": "sha256:" + "a" * 64, "schema_digests": {"confirm": "sha256:" + "b" * 64}}
 ONCE = ("round_number", "display_digest")
 
-
-def _operation(seeded) -> Operation:
-    server = seeded["servers"]["acme"]
-    rid = f"mrtr-{uuid.uuid4()}"
-    op = Operation.objects.create(tenant=server.tenant, user=seeded["users"]["alice"], server=server,
-                                  method="tools/call", name="deploy", params={"name": "deploy", "arguments": {}},
-                                  request_id=rid, latest_request_id=rid)
-    return Operation.objects.select_related("server", "tenant").get(pk=op.pk)
 
 
 def _shown(digest: str, number: int = 1) -> dict:
@@ -42,7 +33,7 @@ def _shown(digest: str, number: int = 1) -> dict:
 
 
 def test_a_receipt_purged_while_its_round_is_open_can_be_written_again(seeded):
-    op = _operation(seeded)
+    op = seeded_operation(seeded)
     audit.record(op, "received", round_number=1, **DIGESTS)
     audit.record(op, "shown", once=ONCE, **_shown("d"))
     assert AuditOnce.objects.filter(operation_id=op.id).count() == _claims()
@@ -57,7 +48,7 @@ def test_a_receipt_purged_while_its_round_is_open_can_be_written_again(seeded):
 
 
 def test_only_the_claims_of_purged_events_go(seeded):
-    op, other = _operation(seeded), _operation(seeded)
+    op, other = seeded_operation(seeded), seeded_operation(seeded)
     audit.record(op, "shown", once=ONCE, **_shown("d", 1))  # purged
     audit.record(other, "shown", once=ONCE, **_shown("d", 1))  # purged
     cutoff = timezone.now() + datetime.timedelta(microseconds=1)

@@ -5,26 +5,17 @@ settings) and on PostgreSQL (``DJANGO_SETTINGS_MODULE=tests.services_settings``)
 
 from __future__ import annotations
 
-import uuid
 
 import pytest
 from django.db import connection
 
 from mrtrweb.audit import events as audit
 from mrtrweb.models import AuditEvent, Operation
+from tests.audit.operations import DIGESTS, seeded_operation
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
-DIGESTS = {"state_digest": "sha256:" + "a" * 64, "schema_digests": {"confirm": "sha256:" + "b" * 64}}
 
-
-def _operation(seeded) -> Operation:
-    server = seeded["servers"]["acme"]
-    rid = f"mrtr-{uuid.uuid4()}"
-    op = Operation.objects.create(tenant=server.tenant, user=seeded["users"]["alice"], server=server,
-                                  method="tools/call", name="deploy", params={"name": "deploy", "arguments": {}},
-                                  request_id=rid, latest_request_id=rid)
-    return Operation.objects.select_related("server", "tenant").get(pk=op.pk)
 
 
 def _statements(fn) -> list[str]:
@@ -46,7 +37,7 @@ def test_one_append_read_back_sends_two_statements_on_postgresql_seven_on_sqlite
     moved and the event inserted, in one round trip, no ``BEGIN``/``COMMIT`` round trips), then
     the read-back; SQLite: busy timeout, the write-first head insert, the head, the INSERT, the
     move, the busy timeout restored, the read-back."""
-    op = _operation(seeded)
+    op = seeded_operation(seeded)
     audit.record(op, "received", round_number=1, **DIGESTS)
     seen = _statements(lambda: audit.record(op, "submitted", round_number=1, read_back=True, **DIGESTS))
     if connection.vendor == "postgresql":
@@ -71,7 +62,7 @@ def test_one_append_read_back_sends_two_statements_on_postgresql_seven_on_sqlite
 def test_without_the_digests_one_lookup_more_and_without_read_back_one_less(seeded):
     """A caller that does not pass the round's digests costs the lookup of its ``received`` event;
     without ``read_back`` there is no read-back."""
-    op = _operation(seeded)
+    op = seeded_operation(seeded)
     audit.record(op, "received", round_number=1, **DIGESTS)
     base = len(_statements(lambda: audit.record(op, "shown", round_number=1, **DIGESTS)))
     looked_up = _statements(lambda: audit.record(op, "shown", round_number=1))
@@ -83,7 +74,7 @@ def test_without_the_digests_one_lookup_more_and_without_read_back_one_less(seed
 
 def test_the_first_append_of_a_tenant_creates_its_head(seeded):
     """No head row yet: the append creates it at the genesis and links the first event to it."""
-    op = _operation(seeded)
+    op = seeded_operation(seeded)
     row = audit.record(op, "received", round_number=1, read_back=True, **DIGESTS)
     assert (row.sequence, row.prev_hash) == (1, audit.GENESIS)
     assert row.pk == AuditEvent.objects.get(operation_id=op.id).pk
@@ -100,7 +91,7 @@ def test_the_database_computes_the_canonical_hash_of_hostile_text(seeded, read_b
     ``prev_hash`` and ``sequence``): text that looks like JSON, quotes, escapes, non-ASCII, and
     nested keys named like the linked fields still give the hash :func:`audit.event_hash`
     computes, so every append (read back or not) keeps the chain verifiable."""
-    op = _operation(seeded)
+    op = seeded_operation(seeded)
     for i, text in enumerate(HOSTILE):
         op.name = text
         audit.record(op, "rejected", code="x", reason=text, round_number=i + 1, read_back=read_back,
@@ -117,7 +108,7 @@ def test_an_append_inside_a_callers_transaction_is_rolled_back_with_it(seeded):
     """Inside a caller's ``atomic`` block the append is part of the caller's transaction."""
     from django.db import transaction
 
-    op = _operation(seeded)
+    op = seeded_operation(seeded)
     audit.record(op, "received", round_number=1, **DIGESTS)
     with pytest.raises(RuntimeError), transaction.atomic():
         audit.record(op, "shown", round_number=1, **DIGESTS)
@@ -136,7 +127,7 @@ def test_the_read_back_reads_the_database_and_catches_a_row_that_differs(seeded,
     """A row the database stores otherwise than it was written (here a trigger rewrites its
     ``reason`` after the insert) fails the read-back: AuditUnavailable, the retry is not sent.
     Without ``read_back`` nothing reads it again (the chain check finds it later)."""
-    op = _operation(seeded)
+    op = seeded_operation(seeded)
     if connection.vendor == "postgresql":
         create = ["CREATE FUNCTION tamper() RETURNS trigger AS $$ BEGIN UPDATE mrtrweb_auditevent SET reason = "
                   "'tampered' WHERE id = NEW.id; RETURN NULL; END; $$ LANGUAGE plpgsql",
@@ -168,7 +159,7 @@ def test_with_server_side_binding_the_lock_timeout_goes_first_in_the_transaction
     the append sets ``lock_timeout``, locks the head and appends in one transaction instead."""
     if connection.vendor != "postgresql":
         pytest.skip("a PostgreSQL option")
-    op = _operation(seeded)
+    op = seeded_operation(seeded)
     audit.record(op, "received", round_number=1, **DIGESTS)
     monkeypatch.setitem(connection.settings_dict["OPTIONS"], "server_side_binding", True)
     connection.close()
@@ -188,7 +179,7 @@ def test_a_receipt_written_once_costs_one_statement_and_its_repeat_one_more(seed
     nothing) before it locks the head, and appends only with the claim (issue 30: no lock of the
     head by a statement of its own); a repeat writes nothing and returns the first receipt (found by
     one lookup after). A claim per receipt."""
-    op = _operation(seeded)
+    op = seeded_operation(seeded)
     audit.record(op, "received", round_number=1, **DIGESTS)
     kw = dict(round_number=1, display_digest="sha256:" + "d" * 64, once=("round_number", "display_digest"), **DIGESTS)
     first_sql = _statements(lambda: audit.record(op, "shown", **kw))
@@ -216,7 +207,7 @@ def test_receipts_written_at_once_by_many_threads_land_once(seeded):
     other events appended meanwhile: one receipt, and the chain verifies."""
     from tests.audit.concurrency import run_threads
 
-    op = _operation(seeded)
+    op = seeded_operation(seeded)
     audit.record(op, "received", round_number=1, **DIGESTS)
     kw = dict(round_number=1, display_digest="sha256:" + "d" * 64, once=("round_number", "display_digest"), **DIGESTS)
 
@@ -249,7 +240,7 @@ def test_receipts_racing_one_being_committed_land_once(seeded):
         pytest.skip("SQLite's append checks under the database's one write lock")
     from tests.audit.concurrency import run_threads
 
-    op = _operation(seeded)
+    op = seeded_operation(seeded)
     audit.record(op, "received", round_number=1, **DIGESTS)
     kw = dict(round_number=1, display_digest="sha256:" + "d" * 64, once=("round_number", "display_digest"), **DIGESTS)
     held, go, first, errors = threading.Event(), threading.Event(), [], []
@@ -304,7 +295,7 @@ def test_a_process_queues_its_appenders_of_one_tenant_and_a_full_queue_fails_clo
     if connection.vendor != "postgresql":
         pytest.skip("the queue guards PostgreSQL's one-statement append")
     settings.MRTRWEB = {**getattr(settings, "MRTRWEB", {}), "AUDIT_WAIT_S": 0.3}
-    op = _operation(seeded)
+    op = seeded_operation(seeded)
     audit.record(op, "submitted", round_number=1, **DIGESTS)  # the head row exists
     before = AuditEvent.objects.filter(operation_id=op.pk).count()
     taken = threading.BoundedSemaphore(audit.APPENDERS_PER_TENANT)
@@ -333,7 +324,7 @@ def test_an_append_builds_only_the_statement_it_sends(seeded, monkeypatch):
     and never sent); the event and the write are made as before."""
     if connection.vendor != "postgresql":
         pytest.skip("the one-statement append is PostgreSQL's")
-    op = _operation(seeded)
+    op = seeded_operation(seeded)
     audit.record(op, "received", round_number=1, **DIGESTS)
     built = []
     real = audit.PgAppend
