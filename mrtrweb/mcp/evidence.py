@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import re
 from typing import Any, Final
@@ -87,16 +88,32 @@ class AuthChallenge:
 class HttpSeen:
     """The HTTP response that carried (or failed to carry) one request's answer.
 
-    ``body`` classifies a JSON body: ``"error"`` (a JSON-RPC error object), ``"other"`` (anything
-    else, including unparseable bytes), or ``None`` (not a JSON body: SSE, text, none).
-    ``session``: whether the request carried an ``Mcp-Session-Id`` (a 2025-11-25 session).
+    :attr:`body` classifies a JSON body: ``"error"`` (a JSON-RPC error object), ``"other"`` (anything
+    else, including unparseable bytes), ``"too_large"``, or ``None`` (not a JSON body: SSE, text,
+    none). ``session``: whether the request carried an ``Mcp-Session-Id`` (a 2025-11-25 session).
+
+    A JSON body of at most :data:`_EVIDENCE_PARSE_BYTES` is kept (``json_body``, never in the repr) and
+    judged only when :attr:`body` is asked, i.e. only when the SDK raised for the request
+    (:func:`classify`): the answer the SDK returns is not parsed on the loop a second time.
     """
 
     status: int
     content_type: str
-    body: str | None
+    read: str | None  # "json" (judged on demand from ``json_body``), "other", "too_large" or None
     challenge: AuthChallenge | None = None
     session: bool = False
+    json_body: bytes | None = dataclasses.field(default=None, repr=False, compare=False)
+
+    @functools.cached_property
+    def body(self) -> str | None:
+        """``"error"``, ``"other"``, ``"too_large"`` or ``None`` (see the class doc); judged once."""
+        if self.read != "json":
+            return self.read
+        with contextlib.suppress(Exception):
+            parsed = json.loads(self.json_body or b"")
+            if isinstance(parsed, dict) and isinstance(parsed.get("error"), dict) and "result" not in parsed:
+                return "error"
+        return "other"
 
 
 def id_key(request_id: str | int) -> tuple[str, str | int]:
@@ -133,8 +150,9 @@ class HttpEvidence:
         return self._expected.pop(id_key(request_id), None)
 
     async def on_response(self, response: httpx2.Response) -> None:
+        content_type = response.headers.get("content-type", "").lower()
         self.last_status = response.status_code
-        self.last_content_type = response.headers.get("content-type", "").split(";", 1)[0].strip().lower()[:100]
+        self.last_content_type = content_type.split(";", 1)[0].strip()[:100]
         challenge = AuthChallenge.of(response) if response.status_code in (401, 403) else None
         if challenge is not None:
             self.last_challenge = challenge
@@ -152,25 +170,22 @@ class HttpEvidence:
         key = id_key(request_id)
         if key not in self._expected:
             return
-        content_type = response.headers.get("content-type", "").lower()
-        body: str | None = None
+        read: str | None = None
+        content: bytes | None = None
         if content_type.startswith("application/json"):
-            body = "other"
+            read = "other"
             try:
                 await response.aread()
             except ResponseTooLarge:
-                body = "too_large"
+                read = "too_large"
             except Exception:  # noqa: BLE001 - the SDK reports an unreadable body itself
                 pass
             else:
-                # a JSON-RPC error is small: a body of megabytes (a result) is not parsed on the loop again
+                # a JSON-RPC error is small: a body of megabytes (a result) is never judged (HttpSeen.body)
                 if len(response.content) <= _EVIDENCE_PARSE_BYTES:
-                    with contextlib.suppress(Exception):
-                        parsed = json.loads(response.content)
-                        if isinstance(parsed, dict) and isinstance(parsed.get("error"), dict) and "result" not in parsed:
-                            body = "error"
+                    read, content = "json", response.content
         session = bool(response.request.headers.get("mcp-session-id"))
-        self._expected[key] = HttpSeen(response.status_code, content_type, body, challenge, session)
+        self._expected[key] = HttpSeen(response.status_code, content_type, read, challenge, session, content)
 
 
 class ResponseTooLarge(httpx2.StreamError):

@@ -289,7 +289,13 @@ class GuardedTransport(httpx2.AsyncBaseTransport):
         self._inner = inner or http_transport()
 
     async def _mcp_pin(self) -> str:
-        """The checked address of ``mcp_origin`` (checked once, at the first request). Raises UrlRefused."""
+        """The checked address of ``mcp_origin`` (checked once, at the first request). Raises UrlRefused.
+
+        Once checked, the address is set for the transport's life (nothing ever resets it): later
+        requests take it without the lock, which only keeps concurrent first requests to one check."""
+        address = self.mcp_address
+        if address is not None:
+            return address
         async with self._pin_lock:
             if self.mcp_address is None:
                 assert self.mcp_policy is not None and self.mcp_origin is not None
