@@ -44,7 +44,9 @@ _in_census: list[bool] = []
 
 
 #: ``MRTRWEB_BENCH_GC_TRACE=1``: every collection's generation sizes at its start (``GC trace``), and
-#: every 16th young collection's garbage by type (``GC garbage``): what a collection walks and frees
+#: every 16th young collection's garbage by type (``GC garbage``), and before each generation-1
+#: collection what it walks by type (``GC walks gen 1 young|old <n> <type>=<count> ...``): what a
+#: collection walks and frees
 TRACE = os.environ.get("MRTRWEB_BENCH_GC_TRACE") == "1"
 _trace: dict[str, object] = {"n": 0, "sizes": (), "saveall": False}
 
@@ -52,10 +54,21 @@ _trace: dict[str, object] = {"n": 0, "sizes": (), "saveall": False}
 def _trace_start(info: dict) -> None:
     gen = info.get("generation", 0)
     _trace["sizes"] = tuple(len(gc.get_objects(g)) for g in range(gen + 1))
+    if gen == 1 and not _in_census:
+        _trace_walks()
     _trace["n"] = n = int(_trace["n"]) + 1
     _trace["saveall"] = gen < 2 and n % 16 == 0 and not _in_census
     if _trace["saveall"]:
         gc.set_debug(gc.DEBUG_SAVEALL)
+
+
+def _trace_walks() -> None:
+    """What a generation-1 collection is about to walk, by type (:func:`_name`): the young
+    generation and generation 1 (the survivors of the young collections since the last one)."""
+    for label, gen in (("young", 0), ("old", 1)):
+        counts = collections.Counter(_name(o) for o in gc.get_objects(gen))
+        print(f"GC walks gen 1 {label} {sum(counts.values())} "
+              + " ".join(f"{k}={v}" for k, v in counts.most_common(40)), file=sys.stderr, flush=True)
 
 
 def _trace_stop(info: dict, ms: float, cpu: float) -> None:
