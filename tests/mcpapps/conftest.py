@@ -37,8 +37,14 @@ def sandbox(settings):
 
 
 @pytest.fixture
-def model(settings, sandboxed):
-    """The scripted OpenAI-compatible endpoint as the tenant's only provider (no demo model), for the browser tests."""
+def model(model_endpoint, sandboxed):
+    """The scripted model endpoint (:func:`model_endpoint`) with the sandbox the browser tests load apps from."""
+    return model_endpoint
+
+
+@pytest.fixture
+def model_endpoint(settings):
+    """The scripted OpenAI-compatible endpoint as the tenant's only provider (no demo model)."""
     server = ModelServer().start()
     settings.MRTRWEB = {**settings.MRTRWEB, "MODEL_DEMO": False,
                         "MODEL_PROVIDERS": {"local": {"kind": "openai", "base_url": server.url,

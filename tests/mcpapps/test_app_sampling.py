@@ -18,7 +18,6 @@ import time
 import pytest
 
 from mrtrweb.models import AuditEvent, McpServer, TenantModel
-from tests.chat.model_server import ModelServer
 from tests.mcpapps.app_requests import ask as _ask, client_for as _client, rendered as _rendered
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
@@ -28,17 +27,9 @@ ASK = {"method": "sampling/createMessage",
 
 
 @pytest.fixture
-def model(settings, sandbox):  # noqa: F811
-    server = ModelServer().start()
-    settings.MRTRWEB = {**settings.MRTRWEB, "MODEL_DEMO": False,
-                        "MODEL_PROVIDERS": {"local": {"kind": "openai", "base_url": server.url,
-                                                      "models": ["scripted-1"], "label": "Test endpoint"}},
-                        "MODEL_URL_POLICY": {"allow_hosts": ["127.0.0.1"], "allow_http_hosts": ["127.0.0.1"]},
-                        "MODEL_REPLY_TIMEOUT_S": 5}
-    try:
-        yield server
-    finally:
-        server.stop()
+def model(model_endpoint, sandbox):
+    """The scripted model endpoint, apps' sandbox at a host nothing listens on (no browser here)."""
+    return model_endpoint
 
 
 async def test_sampling_is_not_offered_without_a_model_or_the_admins_allowance(seeded, own, model):  # noqa: F811

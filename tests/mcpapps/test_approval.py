@@ -10,23 +10,10 @@ from __future__ import annotations
 import asyncio
 import hashlib
 
-import pytest
 from django.test import AsyncClient
 
 from mrtrweb.models import AppApproval, AuditEvent, McpServer, Operation
 from tests.mcpapps import hostile_apps
-
-
-@pytest.fixture(scope="module")
-def hostile():
-    handle = hostile_apps.serve()
-    yield handle
-    handle.stop()
-
-
-@pytest.fixture
-def sandboxed(settings):
-    settings.MRTRWEB = {**getattr(settings, "MRTRWEB", {}), "APPS_SANDBOX_ORIGIN": "http://apps-sandbox.example"}
 
 
 async def _login(user, **kw) -> AsyncClient:
@@ -55,7 +42,7 @@ def _digest(version: int) -> str:
     return "sha256:" + hashlib.sha256(html.encode()).hexdigest()
 
 
-async def test_member_waits_admin_approves_by_digest_and_a_change_waits_again(seeded, hostile, sandboxed):
+async def test_member_waits_admin_approves_by_digest_and_a_change_waits_again(seeded, hostile, sandbox):
     hostile_apps.STATE["version"] = 1
     tenant_id = seeded["servers"]["acme"].tenant_id
     server = await McpServer.objects.acreate(tenant_id=tenant_id, name="Hostile", url=hostile.url,
@@ -146,7 +133,7 @@ async def test_member_waits_admin_approves_by_digest_and_a_change_waits_again(se
     assert "approved an MCP App" in history and "ui://hostile/versioned.html" in history
 
 
-async def test_without_approval_required_the_app_renders_and_nothing_is_recorded(seeded, hostile, sandboxed):
+async def test_without_approval_required_the_app_renders_and_nothing_is_recorded(seeded, hostile, sandbox):
     server = await McpServer.objects.acreate(tenant_id=seeded["servers"]["acme"].tenant_id, name="Hostile",
                                              url=hostile.url, apps_enabled=True)
     carol = await _login(seeded["users"]["carol"])
