@@ -26,6 +26,7 @@ from .authorization import _authorization_changed, authorization_changed_sync
 from .messages import STOPPED_BY, AUDIT_UNAVAILABLE, AUTHORIZATION_CHANGED, INVALID_RESULT, message_for, STATE_REUSED, STATE_REUSED_REASON, STORE_UNAVAILABLE
 from .result_reads import access_server_and_trail, state_seen
 from .retries import build_and_record
+from .ending import joined_end, mark_ended_joined
 from .rows import move, move_sql
 from .revocation import end_operation
 from .holding import database_back
@@ -272,9 +273,17 @@ def _complete(op: Operation, stored: Any, first_try: bool = True) -> tuple[bool,
             return False, _DOWN
         first_try = False  # the database answered: a failure from here on propagates
     cancelled, answered = known
-    # the row's move and the binding's close in one statement where the store can (then closed)
-    moved = _first_read(lambda: end_and_close(op, Operation.Status.COMPLETED), first_try)
+    # the terminal event carries the digests of the round it ends: the last answered one's
+    digests = {k: v for k, v in answered.items() if k != "round_number"} \
+        if answered.get("round_number") == op.rounds else None
+    # the row's move, the binding's close and the terminal event in one statement where the store
+    # can (then closed; the event's append says whether it was made there), else the row's move
+    # and the event in one (the binding closed after), else each on its own
+    joined = joined_end(op, "cancelled" if cancelled else "completed", digests)
+    moved = _first_read(lambda: end_and_close(op, Operation.Status.COMPLETED, joined), first_try)
     closed = moved is not None and moved is not _DOWN
+    if moved is None:
+        moved = _first_read(lambda: mark_ended_joined(op, Operation.Status.COMPLETED, joined), first_try)
     if moved is None:
         moved = _first_read(lambda: mark_ended(op, Operation.Status.COMPLETED, while_allowed=True), first_try)
     if moved is _DOWN or not moved:  # the row as it was: the caller waits, ends it for its cause, or drops this
@@ -286,11 +295,8 @@ def _complete(op: Operation, stored: Any, first_try: bool = True) -> tuple[bool,
         if not cause:
             logger.info("operation %s was already ended; late outcome completed ignored", op.id)
         return False, cause
-    # the terminal event carries the digests of the round it ends: the last answered one's
-    digests = {k: v for k, v in answered.items() if k != "round_number"} \
-        if answered.get("round_number") == op.rounds else None
     settle_ended(op, Operation.Status.COMPLETED, event="cancelled" if cancelled else "completed", reason="",
-                 digests=digests, closed=closed)
+                 digests=digests, closed=closed, joined=joined)
     return True, ""
 
 
