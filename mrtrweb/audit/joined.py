@@ -34,7 +34,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from django.db import OperationalError, connections, router
+from django.db import DatabaseError, OperationalError, connections, router
 from django.utils import timezone
 
 from .. import conf
@@ -164,8 +164,9 @@ class JoinedAppend:
         """``first`` (an ``UPDATE ... WHERE ...`` without ``RETURNING``, parameters), then this
         append only when it wrote, as ONE statement (on the event's database; a binding store with
         no statement to join, e.g. Redis). Returns the rows ``first`` wrote, or None when the
-        append's lock wait failed the statement, or no place in this process's queue came free in
-        time (nothing written: make both on their own).
+        statement failed with an error the database answered (the append's lock wait, its insert
+        refused), or no place in this process's queue came free in time (nothing written: make
+        both on their own, each then fails, or not, as it did).
 
         Raises:
             django.db.DatabaseError: the database failed otherwise (nothing written)."""
@@ -181,9 +182,20 @@ class JoinedAppend:
                 with conn.cursor() as cur:
                     cur.execute(sql, [p for _, _, params in steps for p in params])
                     found = cur.fetchone()
-            except OperationalError as exc:
-                if self.lock_wait(exc):
+            except DatabaseError as exc:  # refused by the database (the connection works): nothing written
+                if self.lock_wait(exc) or _answered(conn):
                     return None
                 raise
         self.took(found[1:])
         return int(found[0])
+
+
+def _answered(conn) -> bool:
+    """Whether the statement that just failed on ``conn`` was refused by the database (outside a
+    transaction, the connection still works: nothing was written) rather than lost with it."""
+    if conn.in_atomic_block or conn.connection is None:
+        return False
+    try:
+        return conn.is_usable()
+    except Exception:  # noqa: BLE001 -- a check that fails says the connection is gone
+        return False

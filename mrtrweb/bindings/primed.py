@@ -100,16 +100,19 @@ class Priming:
         return conn is not None and conn.alias == alias
 
     @contextlib.contextmanager
-    def joining(self, alias: str, joined: Any) -> Iterator[None]:
-        """Inside the block, this thread's next ``claim_and_save`` (what ``Gate.receive`` writes)
-        or ``consume`` (``Gate.respond``) on ``alias`` makes ``joined``
-        (:class:`mrtrweb.audit.joined.JoinedAppend`: the phase's audit event and the write that
-        goes with it) in its own statement, only once its claim won and its binding moved
-        (:mod:`.steps`). Whether it was made there is ``joined``'s to say (``appended``): when it
-        was not, the caller appends as before."""
-        _primed.joined = (alias, joined)
+    def joining(self, alias: str) -> Iterator[Any]:
+        """Inside the block, ``join(joined)`` (the callable it yields) makes this thread's next
+        ``claim_and_save`` (what ``Gate.receive`` writes) or ``consume`` (``Gate.respond``) on
+        ``alias`` carry ``joined`` (:class:`mrtrweb.audit.joined.JoinedAppend`: the phase's audit
+        event and the write that goes with it) in its own statement, made only once its claim won
+        and its binding moved (:mod:`.steps`); the gate's ``before_write`` is where it is known.
+        Whether it was made there is ``joined``'s to say (``appended``): when not, the caller
+        appends as before. Nothing is left primed after the block."""
+        def join(joined: Any) -> None:
+            _primed.joined = (alias, joined)
+
         try:
-            yield
+            yield join
         finally:
             _primed.joined = None
 

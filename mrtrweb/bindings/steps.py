@@ -5,16 +5,17 @@
 Either may carry a *joined* append (:class:`mrtrweb.audit.joined.JoinedAppend`, duck-typed here:
 ``running()``, ``steps(conn, after)``, ``took(values)``, ``lock_wait(exc)``): the phase's audit
 event and the caller's write that goes with it, made only when the store's own step ``after`` wrote
-(issue 30: one statement per phase). When the append's lock wait fails the statement (nothing
-written) or the appender found no place in its queue, the store's writes are made alone, as
-before the append was joined, and the append is left to the caller (``took`` never called).
+(issue 30: one statement per phase). When the statement fails with an error the database answered
+(the append's lock wait, its insert refused: nothing written) or the appender found no place in
+its queue, the store's writes are made alone, as before the append was joined, and the append is
+left to the caller (``took`` never called): each part then fails, or not, as it did on its own.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from django.db import OperationalError, connections, router
+from django.db import DatabaseError, connections, router
 from django.db.models.functions import Now
 
 from .statements import _sql
@@ -23,19 +24,35 @@ from .statements import _sql
 _UNDONE = "22012"
 
 
-def _joining(run, joined: Any):
+def _joining(conn, run, joined: Any):
     """``run(joined)`` inside the append's queue place, or ``run(None)`` (the store's writes
-    alone) when it found none or its lock wait failed the statement (nothing written then)."""
+    alone) when it found none, or the statement failed with an error the database answered (its
+    lock wait, a failure of the append's insert: nothing was written, the connection works): the
+    store's writes are then made as before the append was joined, and whichever part fails again
+    says which it was (the store's: raised here; the append's: the caller's own append). A
+    connection that broke is raised at once (whether the statement committed is unknown: never
+    made twice)."""
     if joined is None:
         return run(None)
     with joined.running() as placed:
         if placed:
             try:
                 return run(joined)
-            except OperationalError as exc:
-                if not joined.lock_wait(exc):
+            except DatabaseError as exc:
+                if not (joined.lock_wait(exc) or _answered(conn)):
                     raise
     return run(None)
+
+
+def _answered(conn) -> bool:
+    """Whether the statement that just failed on ``conn`` was refused by the database (outside a
+    transaction, the connection still works: nothing was written) rather than lost with it."""
+    if conn.in_atomic_block or conn.connection is None:
+        return False
+    try:
+        return conn.is_usable()
+    except Exception:  # noqa: BLE001 -- a check that fails says the connection is gone
+        return False
 
 
 def chained(conn, steps: list[tuple[str, str, list[Any]]], report: list[str],
@@ -75,7 +92,7 @@ def chained(conn, steps: list[tuple[str, str, list[Any]]], report: list[str],
             joined.took(found[len(report):len(report) + len(columns)])
         return [bool(v) for v in found[:len(report)]]
 
-    return _joining(run, joined)
+    return _joining(conn, run, joined)
 
 
 def delete_live_after(model, column: str, where: dict[str, Any], also: tuple[Any, dict[str, Any]],
@@ -119,4 +136,4 @@ def delete_live_after(model, column: str, where: dict[str, Any], also: tuple[Any
         found = [row for row in rows if row[2]]
         return wrote, None if not found else meta.get_field(column).to_python(found[0][1])
 
-    return _joining(run, joined)
+    return _joining(conn, run, joined)
