@@ -15,20 +15,19 @@ import logging
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.utils import timezone
 
 from ..audit import events as audit
 from ..text import results, stored_text
 from ..gate import GateRejection, Retry, Round, StoreUnavailable, id_key
 from ..runtime.gates import get_gate
 from ..models import Operation
-from .authorization import _authorization_changed, authorization_changed_sync
-from .messages import STOPPED_BY, AUDIT_UNAVAILABLE, AUTHORIZATION_CHANGED, INVALID_RESULT, message_for, STATE_REUSED, STATE_REUSED_REASON, STORE_UNAVAILABLE
+from .authorization import _authorization_changed
+from .messages import STOPPED_BY, AUDIT_UNAVAILABLE, AUTHORIZATION_CHANGED, INVALID_RESULT, message_for, STORE_UNAVAILABLE
 from .received import Received, joining_audit, prepare_received
 from .result_reads import access_server_and_trail
 from .retries import build_and_record
 from .ending import joined_end, mark_ended_joined
-from .rows import move, move_sql
+from .rows import move
 from .revocation import end_operation
 from .holding import database_back
 from .hops import round_hop
