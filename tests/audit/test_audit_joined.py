@@ -170,3 +170,65 @@ def test_the_store_close_and_the_event_in_one_statement(seeded):
     assert joined.event().sequence == 2 and _events(op) == ["received", "completed"]
     assert not LiveBinding.objects.filter(operation_id=str(op.id)).exists()
     assert audit.verify_chain(op.tenant_id).broken is None
+
+
+def _refusing(event: str):
+    """A trigger making the database refuse every new ``event`` row (a sink that fails), and its removal."""
+    create = ["CREATE FUNCTION sink_down() RETURNS trigger AS $$ BEGIN RAISE EXCEPTION 'sink down'; END; "
+              "$$ LANGUAGE plpgsql",
+              "CREATE TRIGGER sink_down BEFORE INSERT ON mrtrweb_auditevent FOR EACH ROW "
+              f"WHEN (NEW.event = '{event}') EXECUTE FUNCTION sink_down()"]
+    drop = ["DROP TRIGGER sink_down ON mrtrweb_auditevent", "DROP FUNCTION sink_down()"]
+    return create, drop
+
+
+async def _headless_round(seeded, event: str):
+    """One headless round while the database refuses ``event`` rows: its outcome and its events."""
+    from asgiref.sync import sync_to_async
+
+    from mrtrweb.headless import client as headless
+    from mrtrweb.headless.client import ConsentPolicy
+
+    def run(statements: list[str]) -> None:
+        with connection.cursor() as cur:
+            for sql in statements:
+                cur.execute(sql)
+
+    alice, server = seeded["users"]["alice"], seeded["servers"]["acme"]
+    create, drop = _refusing(event)
+    await sync_to_async(run)(create)
+    try:
+        outcome = await headless.arun(url=server.url, user=alice, tenant=server.tenant, method="tools/call",
+                                      params={"name": "wait_then_ask", "arguments": {"seconds": 0}},
+                                      consent=ConsentPolicy.parse("accept-defaults"))
+    finally:
+        await sync_to_async(run)(drop)
+    events = [e async for e in AuditEvent.objects.filter(operation_id=outcome.operation_id)
+              .order_by("sequence").values_list("event", flat=True)]
+    return outcome, events
+
+
+@pytest.mark.parametrize("event", ["received", "submitted"])
+async def test_a_refused_received_or_submitted_event_denies_the_round_as_before(seeded, event):
+    """The database refuses the event joined to the claim's (the consume's) statement: the store's
+    writes are made alone, the caller's own append fails, and the round is denied for the audit
+    (nothing sent), as when they were separate statements."""
+    outcome, events = await _headless_round(seeded, event)
+    assert outcome.status == "denied", outcome
+    assert event not in events and events[-1] == "denied", events
+    assert seeded["mcp"].calls[("wait_then_ask", True)] == 0  # no retry reached the server
+    op = await Operation.objects.aget(pk=outcome.operation_id)
+    assert op.status == Operation.Status.DENIED and op.error_code == "denied"
+
+
+async def test_a_refused_completed_event_leaves_the_operation_completed_as_before(seeded, caplog):
+    """The database refuses the ``completed`` event joined to the end's statement: the row's move and
+    the binding's close are made alone, the caller's own append fails (logged): the operation is
+    completed, its binding gone, as when they were separate statements."""
+    from mrtrweb.models import LiveBinding
+
+    outcome, events = await _headless_round(seeded, "completed")
+    assert outcome.status == "completed", outcome
+    assert events == ["received", "shown", "submitted"], events
+    assert "audit write failed" in caplog.text and "completed" in caplog.text
+    assert not await LiveBinding.objects.filter(operation_id=str(outcome.operation_id)).aexists()
