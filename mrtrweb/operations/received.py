@@ -40,9 +40,11 @@ class Received:
     joined: Any = None
 
 
-def prepare_received(op: Operation, rnd: Round, trail: Any, server: Any, request_id: str, received_code: str) -> Received:
+def prepare_received(op: Operation, rnd: Round, trail: Any, server: Any, request_id: str, received_code: str, *,
+                     joinable: bool = True) -> Received:
     """The replay check (with the access's trail, else :func:`.result_reads.state_seen`), the
-    authorization identity and the ``received`` event of ``rnd`` (see :class:`Received`). Sync."""
+    authorization identity and the ``received`` event of ``rnd`` (see :class:`Received`; its
+    ``joined`` only when ``joinable``: the store joins appends). Sync."""
     from django.db import connections, router
 
     from ..audit.joined import JoinedAppend
@@ -64,7 +66,7 @@ def prepare_received(op: Operation, rnd: Round, trail: Any, server: Any, request
                   round_number=rnd.number, request_id=request_id, state_digest=rnd.state_digest,
                   schema_digests=_schema_digests(rnd), config_digest=op.server.config_digest(), auth=changed)
     joined = JoinedAppend(op, "received", then=then, **fields) \
-        if JoinedAppend.joins(connections[router.db_for_write(AuditEvent)]) else None
+        if joinable and JoinedAppend.joins(connections[router.db_for_write(AuditEvent)]) else None
     return Received(replayed, changed, fields, awaiting, then, joined)
 
 

@@ -136,7 +136,7 @@ def _judge_round(op: Operation, request_id: str, raw: Any, received_code: str, f
     prepared: list[Received] = []
 
     def before_write(rnd: Round) -> None:  # the round accepted, its claim not yet written
-        prepared.append(prepare_received(op, rnd, trail, server, request_id, received_code))
+        prepared.append(prepare_received(op, rnd, trail, server, request_id, received_code, joinable=join is not None))
         if join is not None and prepared[0].joined is not None:
             join(prepared[0].joined)
 

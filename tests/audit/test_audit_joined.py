@@ -208,8 +208,20 @@ async def _headless_round(seeded, event: str):
     return outcome, events
 
 
+@pytest.fixture(params=["database", "cache"])
+def binding_store(request, settings):
+    """Each binding store in turn (the database's joins the events to its statements; Redis's none
+    but the end's row move)."""
+    from mrtrweb.runtime import gates
+
+    settings.MRTRWEB = {**getattr(settings, "MRTRWEB", {}), "BINDING_STORE": request.param}
+    gates.reset_gate()
+    yield request.param
+    gates.reset_gate()
+
+
 @pytest.mark.parametrize("event", ["received", "submitted"])
-async def test_a_refused_received_or_submitted_event_denies_the_round_as_before(seeded, event):
+async def test_a_refused_received_or_submitted_event_denies_the_round_as_before(seeded, event, binding_store):
     """The database refuses the event joined to the claim's (the consume's) statement: the store's
     writes are made alone, the caller's own append fails, and the round is denied for the audit
     (nothing sent), as when they were separate statements."""
@@ -221,7 +233,7 @@ async def test_a_refused_received_or_submitted_event_denies_the_round_as_before(
     assert op.status == Operation.Status.DENIED and op.error_code == "denied"
 
 
-async def test_a_refused_completed_event_leaves_the_operation_completed_as_before(seeded, caplog):
+async def test_a_refused_completed_event_leaves_the_operation_completed_as_before(seeded, caplog, binding_store):
     """The database refuses the ``completed`` event joined to the end's statement: the row's move and
     the binding's close are made alone, the caller's own append fails (logged): the operation is
     completed, its binding gone, as when they were separate statements."""
@@ -232,3 +244,9 @@ async def test_a_refused_completed_event_leaves_the_operation_completed_as_befor
     assert events == ["received", "shown", "submitted"], events
     assert "audit write failed" in caplog.text and "completed" in caplog.text
     assert not await LiveBinding.objects.filter(operation_id=str(outcome.operation_id)).aexists()
+    from asgiref.sync import sync_to_async
+
+    from mrtrweb.operations import get_gate
+
+    op = await Operation.objects.aget(pk=outcome.operation_id)
+    assert await sync_to_async(get_gate().store.load)(str(op.tenant_id), str(op.id)) is None  # closed in either store
