@@ -63,6 +63,22 @@ def once_key(values: dict[str, Any], once: tuple[str, ...]) -> str:
     return "&".join(f"{name}={values[name]}" for name in once)
 
 
+def link_texts(values: dict[str, Any]) -> list[str]:
+    """The event's canonical JSON (:func:`_canonical`) cut at its ``prev_hash`` and ``sequence``:
+    three texts the database joins around them to hash the event under the head's lock.
+
+    Raises:
+        DatabaseError: the JSON has no single place for either (never appended)."""
+    prev_mark, seq_mark = secrets.token_hex(16), secrets.token_hex(16)
+    text = _canonical(dict(values, prev_hash=prev_mark, sequence=seq_mark))
+    prev_at, seq_at = f'"prev_hash":"{prev_mark}"', f'"sequence":"{seq_mark}"'
+    if text.count(prev_at) != 1 or text.count(seq_at) != 1 or text.index(prev_at) > text.index(seq_at):
+        raise DatabaseError("the audit event's canonical JSON has no single place for its link")
+    head, rest = text.split(prev_at)
+    middle, tail = rest.split(seq_at)
+    return [head + '"prev_hash":"', '"' + middle + '"sequence":', tail]
+
+
 class PgAppend:
     """PostgreSQL: one statement locks the head, moves it and inserts the event whose hash the
     database computes as ``sha256(prefix || prev_hash || middle || sequence || suffix)``, the
@@ -89,14 +105,7 @@ class PgAppend:
         self.conn = conn
         self.once = once
         self.then = then
-        prev_mark, seq_mark = secrets.token_hex(16), secrets.token_hex(16)
-        text = _canonical(dict(values, prev_hash=prev_mark, sequence=seq_mark))
-        prev_at, seq_at = f'"prev_hash":"{prev_mark}"', f'"sequence":"{seq_mark}"'
-        if text.count(prev_at) != 1 or text.count(seq_at) != 1 or text.index(prev_at) > text.index(seq_at):
-            raise DatabaseError("the audit event's canonical JSON has no single place for its link")
-        head, rest = text.split(prev_at)
-        middle, tail = rest.split(seq_at)
-        texts = [head + '"prev_hash":"', '"' + middle + '"sequence":', tail]
+        texts = link_texts(values)
         fields = [f for f in AuditEvent._meta.concrete_fields if not f.primary_key and f.attname not in self.LINKED]
         qn = conn.ops.quote_name
         event, chain = qn(AuditEvent._meta.db_table), qn(AuditChainHead._meta.db_table)

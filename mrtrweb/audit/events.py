@@ -8,7 +8,6 @@ each ``requestedSchema`` as SHA-256 digests; answers as their keys and actions o
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 import hashlib
 import hmac
@@ -23,10 +22,11 @@ from django.db import DatabaseError, OperationalError, connections, router, tran
 from django.utils import timezone
 
 from .. import conf
-from .chain import GENESIS, HASHED_FIELDS, OPTIONAL_HASHED_FIELDS, event_hash  # noqa: F401 -- the API
-from .chain import PgAppend, drop_purged_claims, is_lock_wait, locked_head, read_event, sqlite_busy_timeout
+from .chain import HASHED_FIELDS, OPTIONAL_HASHED_FIELDS, event_hash  # noqa: F401 -- the API
+from .chain import PgAppend, is_lock_wait, locked_head, read_event, sqlite_busy_timeout
 from ..models import AuditChainHead, AuditEvent, Operation
 from ..runtime import metrics  # noqa: I001 -- mrtrweb_* counters: one hook in record()
+from . import verify as _verify
 
 logger = logging.getLogger("mrtrweb.audit")
 
@@ -188,6 +188,40 @@ def _event(found: tuple[Any, int, str, str], values: dict[str, Any], using: str)
     return event
 
 
+def event_values(operation: Operation, event: str, *, code: str = "", reason: str = "", round_number: int = 0,
+                 request_id: Any = "", retry_id: Any = "", state_digest: str | None = None,
+                 schema_digests: dict[str, str] | None = None, actions: dict[str, str] | None = None,
+                 display_digest: str = "", config_digest: str = "", user_id: Any = None,
+                 auth: dict[str, str] | None = None) -> dict[str, Any]:
+    """The fields of ``operation``'s event ``event`` by attribute name (what :func:`_append` takes;
+    the arguments as :func:`record`'s): digests only, never a value."""
+    return {
+        "tenant_id": operation.tenant_id,
+        "operation_id": operation.id,
+        "event": event,
+        "code": code,
+        "reason": reason[:200],
+        "round_number": round_number,
+        "original_request_id": str(operation.request_id or ""),
+        "request_id": str(request_id or ""),
+        "retry_id": str(retry_id or ""),
+        "server_id": str(operation.server_id),
+        "server_origin": operation.server.origin,
+        "method": operation.method,
+        "name": operation.name[:500],
+        "user_digest": keyed_digest(f"user:{operation.user_id if user_id is None else user_id}"),
+        "tenant_digest": keyed_digest(f"tenant:{operation.tenant_id}"),
+        "state_digest": state_digest or "",
+        "schema_digests": schema_digests or {},
+        "display_digest": display_digest,
+        "config_digest": config_digest,
+        "actions": actions or {},
+        "policy_version": str(conf.get("POLICY_VERSION")),
+        **_auth_fields(operation, auth),
+        **_initiator_fields(operation),
+    }
+
+
 def record(operation: Operation, event: str, *, code: str = "", reason: str = "", round_number: int = 0,
            request_id: Any = "", retry_id: Any = "", state_digest: str | None = None,
            schema_digests: dict[str, str] | None = None, actions: dict[str, str] | None = None,
@@ -213,8 +247,8 @@ def record(operation: Operation, event: str, *, code: str = "", reason: str = ""
     Raises:
         AuditUnavailable: the write or the read-back failed (reason logged).
     """
-    started = time.perf_counter()
-    try:
+    def append() -> AuditEvent:
+        nonlocal state_digest, schema_digests
         if event != "received" and round_number and (state_digest is None or schema_digests is None):
             # every event of a round carries the round's requestState and requestedSchema digests
             received = AuditEvent.objects.filter(operation_id=operation.id, round_number=round_number,
@@ -222,31 +256,24 @@ def record(operation: Operation, event: str, *, code: str = "", reason: str = ""
             if received is not None:
                 state_digest = received.state_digest if state_digest is None else state_digest
                 schema_digests = received.schema_digests if schema_digests is None else schema_digests
-        row = _append({
-            "tenant_id": operation.tenant_id,
-            "operation_id": operation.id,
-            "event": event,
-            "code": code,
-            "reason": reason[:200],
-            "round_number": round_number,
-            "original_request_id": str(operation.request_id or ""),
-            "request_id": str(request_id or ""),
-            "retry_id": str(retry_id or ""),
-            "server_id": str(operation.server_id),
-            "server_origin": operation.server.origin,
-            "method": operation.method,
-            "name": operation.name[:500],
-            "user_digest": keyed_digest(f"user:{operation.user_id if user_id is None else user_id}"),
-            "tenant_digest": keyed_digest(f"tenant:{operation.tenant_id}"),
-            "state_digest": state_digest or "",
-            "schema_digests": schema_digests or {},
-            "display_digest": display_digest,
-            "config_digest": config_digest,
-            "actions": actions or {},
-            "policy_version": str(conf.get("POLICY_VERSION")),
-            **_auth_fields(operation, auth),
-            **_initiator_fields(operation),
-        }, once=once, then=then)
+        return _append(event_values(operation, event, code=code, reason=reason, round_number=round_number,
+                                    request_id=request_id, retry_id=retry_id, state_digest=state_digest,
+                                    schema_digests=schema_digests, actions=actions, display_digest=display_digest,
+                                    config_digest=config_digest, user_id=user_id, auth=auth), once=once, then=then)
+
+    return recorded(operation, event, append, read_back=read_back, code=code, reason=reason,
+                    round_number=round_number, actions=actions, once=once)
+
+
+def recorded(operation: Operation, event: str, append, *, read_back: bool, code: str, reason: str, round_number: int,
+             actions: dict[str, str] | None, once: tuple[str, ...] = (), started: float | None = None) -> AuditEvent:
+    """What :func:`record` does around ``append()`` (a callable that appends the event, or gives
+    the event another statement appended: :mod:`mrtrweb.audit.joined`): the read-back with
+    ``read_back``, the metrics, and every failure logged and raised as :class:`AuditUnavailable`.
+    ``started``: ``time.perf_counter()`` when the append began (default: now)."""
+    started = time.perf_counter() if started is None else started
+    try:
+        row = append()
         if read_back:
             again = read_event(connections[router.db_for_read(AuditEvent)], row.pk)
             if again is None or again["hash"] != event_hash(again) or again["hash"] != row.hash:
@@ -303,96 +330,6 @@ def _initiator_fields(operation: Operation) -> dict[str, Any]:
     return {"initiator": initiator, "initiator_detail": dict(getattr(operation, "initiator_detail", None) or {})}
 
 
-# ---------------------------------------------------------------------------------------------
-# Chain verification, checkpoints and purge
-# ---------------------------------------------------------------------------------------------
-
-CHECKPOINT_SALT = "mrtrweb.audit.checkpoint"  # a salt: never renamed with the module
-
-
-def sign_checkpoint(tenant_id: Any, sequence: int, hash_hex: str) -> str:
-    """A :mod:`django.core.signing` token over (tenant, sequence, hash)."""
-    from django.core import signing
-
-    return signing.dumps({"tenant": str(tenant_id), "sequence": sequence, "hash": hash_hex}, salt=CHECKPOINT_SALT)
-
-
-def _checkpoint_ok(cp) -> bool:
-    from django.core import signing
-
-    try:
-        data = signing.loads(cp.signature, salt=CHECKPOINT_SALT)
-    except signing.BadSignature:
-        return False
-    return data == {"tenant": str(cp.tenant_id), "sequence": cp.sequence, "hash": cp.hash}
-
-
-@dataclasses.dataclass
-class ChainReport:
-    """The result of verifying one tenant's chain. ``broken`` is None when intact, else a
-    sentence naming the first broken link (sequence, event id, what is wrong)."""
-
-    tenant_id: Any
-    events: int
-    head_sequence: int
-    broken: str | None = None
-
-
-def verify_chain(tenant_id: Any) -> ChainReport:
-    """Walk a tenant's events in sequence order from its latest valid checkpoint (or the genesis)
-    and check each link: consecutive sequence, ``prev_hash`` equal to the previous hash, ``hash``
-    equal to the recomputed hash; finally the head row must match the last event."""
-    from ..models import AuditCheckpoint
-
-    checkpoints = list(AuditCheckpoint.objects.filter(tenant_id=tenant_id).order_by("sequence"))
-    for cp in checkpoints:
-        if not _checkpoint_ok(cp):
-            return ChainReport(tenant_id, 0, 0, f"checkpoint at sequence {cp.sequence} has an invalid signature")
-    seq, prev = (checkpoints[-1].sequence, checkpoints[-1].hash) if checkpoints else (0, GENESIS)
-    count = 0
-    for row in AuditEvent.objects.filter(tenant_id=tenant_id).order_by("sequence", "id").iterator():
-        count += 1
-        if row.sequence <= seq and checkpoints:
-            return ChainReport(tenant_id, count, seq, f"event {row.pk} (sequence {row.sequence}) is older than the "
-                                                      "last checkpoint but still present")
-        if row.sequence != seq + 1:
-            return ChainReport(tenant_id, count, seq, f"link {seq + 1} is missing: the next event (id {row.pk}) has "
-                                                      f"sequence {row.sequence}")
-        if row.prev_hash != prev:
-            return ChainReport(tenant_id, count, seq, f"event {row.pk} (sequence {row.sequence}) does not link to "
-                                                      "the previous event")
-        if row.hash != event_hash(row.__dict__):
-            return ChainReport(tenant_id, count, seq, f"event {row.pk} (sequence {row.sequence}) was altered: its "
-                                                      "content does not match its hash")
-        seq, prev = row.sequence, row.hash
-    head = AuditChainHead.objects.filter(tenant_id=tenant_id).first()
-    if head is not None and (head.sequence != seq or head.hash != prev):
-        return ChainReport(tenant_id, count, seq, f"the chain ends at sequence {seq} but its head says "
-                                                  f"{head.sequence}: events at the end were removed")
-    return ChainReport(tenant_id, count, seq)
-
-
-def purge_before(tenant_id: Any, cutoff) -> tuple[int, int]:
-    """Delete a tenant's events created before ``cutoff`` (a prefix of the chain; their once-claims
-    too) after writing a signed checkpoint of the last purged link: the rest stays verifiable.
-    Returns (events deleted, checkpoint sequence or 0)."""
-    from ..models import AuditCheckpoint
-
-    with transaction.atomic():
-        rows = AuditEvent.objects.filter(tenant_id=tenant_id).order_by("sequence")
-        last = None
-        for row in rows.iterator():
-            if row.created_at >= cutoff:
-                break
-            last = row
-        if last is None:
-            return 0, 0
-        AuditCheckpoint.objects.create(tenant_id=tenant_id, sequence=last.sequence, hash=last.hash,
-                                       purged=AuditEvent.objects.filter(tenant_id=tenant_id,
-                                                                        sequence__lte=last.sequence).count(),
-                                       signature=sign_checkpoint(tenant_id, last.sequence, last.hash))
-        drop_purged_claims(tenant_id, last.sequence)
-        doomed = AuditEvent.objects.filter(tenant_id=tenant_id, sequence__lte=last.sequence)
-        deleted = doomed._raw_delete(doomed.db)  # the one sanctioned deletion: retention, behind a checkpoint
-    logger.info("audit purge: tenant %s, %s events up to sequence %s", tenant_id, deleted, last.sequence)
-    return deleted, last.sequence
+# the chain's verification, checkpoints and purge (mrtrweb.audit.verify), where callers find them
+CHECKPOINT_SALT, ChainReport, sign_checkpoint = _verify.CHECKPOINT_SALT, _verify.ChainReport, _verify.sign_checkpoint
+verify_chain, purge_before, GENESIS = _verify.verify_chain, _verify.purge_before, _verify.GENESIS

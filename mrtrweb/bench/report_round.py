@@ -23,22 +23,22 @@ ROUND_GUARANTEES = {
                         "a result accepted only for the request this user sent",
     ("_judge_round", 1): "the result: access, the server as it is now, the requestState's trail, the live binding "
                          "-- access at the phase; replay denied; the configuration judged on the current server",
-    ("_judge_round", 2): "the result's single-use claim and the binding's move -- one result per request across "
-                         "workers",
-    ("_judge_round", 3): "the `received` append and, only with it, the row to awaiting_input -- audited before "
-                         "anyone sees it",
+    ("_judge_round", 2): "the result's single-use claim, the binding's move and, only with them, the `received` "
+                         "append and the row to awaiting_input (one statement) -- one result per request across "
+                         "workers; audited before anyone sees it",
     ("show", 1): "the `shown` append, made only with its claim (a unique key) inserted first in the same "
                  "statement -- the consent receipt: no answer without it; one per round across workers",
     ("_answer_sync", 1): "the answer: the row, the owner's access, the round's trail and receipt, the binding -- "
                          "access at the answer; no answer without the receipt; configuration and authorization",
-    ("_answer_sync", 2): "the round's claim, the retry id bound, the record moved -- consumed once across workers",
-    ("_answer_sync", 3): "the `submitted` append and, only with it, the row to running while the owner may act -- "
-                         "audited before the retry leaves; access right before it leaves",
-    ("_answer_sync", 4): "the `submitted` row read back, its hash checked -- the audit is durable before the retry "
+    ("_answer_sync", 2): "the round's claim, the retry id bound, the record moved and, only with them, the "
+                         "`submitted` append and the row to running while the owner may act (one statement) -- "
+                         "consumed once across workers; audited before the retry leaves; access right before it "
                          "leaves",
-    ("_check_and_complete", 1): "the end: the row to completed while the owner may act, the binding deleted only "
-                                "with it -- nothing can be sent for the operation any more",
-    ("_check_and_complete", 2): "the `completed` append -- the end is audited",
+    ("_answer_sync", 3): "the `submitted` row read back after the commit, its hash checked -- the audit is durable "
+                         "before the retry leaves",
+    ("_check_and_complete", 1): "the end: the row to completed while the owner may act and, only with it, the "
+                                "binding deleted and the `completed` append (one statement) -- nothing can be sent "
+                                "for the operation any more; the end is audited",
 }
 
 

@@ -41,9 +41,10 @@ from django.db import DatabaseError, connections, router, transaction
 from django.db.models.functions import Now
 
 from ..gate import StoreUnavailable
-from .primed import Priming, take_along, take_primed, take_primed_bound
-from .statements import (NO_RETURNING, _upsert_portable, broke_connection, chained, delete_live, delete_live_after,  # noqa: F401
+from .primed import Priming, take_along, take_joined, take_primed, take_primed_bound
+from .statements import (NO_RETURNING, _upsert_portable, broke_connection, delete_live,  # noqa: F401
                          delete_rows, delete_sql, drop_broken_connection, lifetime, select_bound, select_live, upsert, upsert_sql)
+from .steps import chained, delete_live_after
 
 logger = logging.getLogger("mrtrweb.bindings")
 
@@ -140,7 +141,7 @@ class DatabaseBindingStore(Priming):
         first = take_along(conn.alias) if conn is not None and also is not None else None
         if first is not None:  # the caller's write first (primed.py): the binding goes only with it
             wrote, sealed = self._call("index", LiveBinding, lambda: delete_live_after(  # never made twice
-                LiveBinding, "record", {"tenant": tenant, "operation_id": operation_id}, also, first[0]))
+                LiveBinding, "record", {"tenant": tenant, "operation_id": operation_id}, also, first[0], first[2]))
             first[1][:] = [True, wrote]
             return None if sealed is None else _open(sealed, tenant, operation_id)
         sealed = self._call("delete", LiveBinding, lambda: delete_live(
@@ -283,7 +284,8 @@ class DatabaseBindingStore(Priming):
             return True
         steps = [("c", *self._claim_step(conn, tenant, token, ttl_s)),
                  ("s", *self._record_step(conn, tenant, operation_id, record, ttl_s, "EXISTS (SELECT 1 FROM c)"))]
-        return self._call("claim", LiveBinding, lambda: chained(conn, steps, ["c"]))[0]
+        joined = take_joined(conn.alias)  # the received event and the row's move, only with the save (steps.py)
+        return self._call("claim", LiveBinding, lambda: chained(conn, steps, ["c"], joined=joined, after="s"))[0]
 
     def consume(self, tenant: str, token: str, user: str, new_key: str, old_key: str, operation_id: str,
                 record: dict[str, Any], ttl_s: float) -> tuple[bool, bool]:
@@ -301,7 +303,9 @@ class DatabaseBindingStore(Priming):
                  ("i", *self._index_step(conn, tenant, user, new_key, operation_id, ttl_s, "EXISTS (SELECT 1 FROM c)")),
                  ("s", *self._record_step(conn, tenant, operation_id, record, ttl_s, "EXISTS (SELECT 1 FROM i)")),
                  ("d", *delete_sql(Index, conn, old, when="EXISTS (SELECT 1 FROM i)"))]
-        found = self._call("claim", LiveBinding, lambda: chained(conn, steps, ["c", "i"], undo_unless=("c", "i")))
+        joined = take_joined(conn.alias)  # the submitted event and the row's move, only with the move (steps.py)
+        found = self._call("claim", LiveBinding, lambda: chained(conn, steps, ["c", "i"], undo_unless=("c", "i"),
+                                                                 joined=joined, after="i"))
         return (True, False) if found is None else (found[0], found[1])
 
     def _consume_in_transaction(self, tenant: str, token: str, user: str, new_key: str, old_key: str,

@@ -37,14 +37,25 @@ def take_primed_bound(tenant: str, user: str, id_key: str) -> tuple[Any, Any] | 
     return entry[3]
 
 
-def take_along(alias: str) -> tuple[tuple[str, list[Any]], list[bool]] | None:
-    """(the write handed to :meth:`Priming.along` for this thread's next ``bind`` on ``alias``,
-    the list to set True in once its statement ran), taken (once); None when none is."""
+def take_along(alias: str) -> tuple[tuple[str, list[Any]], list[bool], Any] | None:
+    """(the write handed to :meth:`Priming.along` for this thread's next ``bind`` or close on
+    ``alias``, the list to set True in once its statement ran, the append joined to it or None),
+    taken (once); None when none is."""
     entry = getattr(_primed, "along", None)
     if entry is None or entry[0] != alias:
         return None
     _primed.along = None
-    return entry[1], entry[2]
+    return entry[1], entry[2], entry[3]
+
+
+def take_joined(alias: str) -> Any:
+    """The append handed to :meth:`Priming.joining` for this thread's next ``claim_and_save`` or
+    ``consume`` on ``alias``, taken (once); None when none is."""
+    entry = getattr(_primed, "joined", None)
+    if entry is None or entry[0] != alias:
+        return None
+    _primed.joined = None
+    return entry[1]
 
 
 class Priming:
@@ -89,16 +100,35 @@ class Priming:
         return conn is not None and conn.alias == alias
 
     @contextlib.contextmanager
-    def along(self, alias: str, sql: str, params: list[Any]) -> Iterator[list[bool]]:
+    def joining(self, alias: str) -> Iterator[Any]:
+        """Inside the block, ``join(joined)`` (the callable it yields) makes this thread's next
+        ``claim_and_save`` (what ``Gate.receive`` writes) or ``consume`` (``Gate.respond``) on
+        ``alias`` carry ``joined`` (:class:`mrtrweb.audit.joined.JoinedAppend`: the phase's audit
+        event and the write that goes with it) in its own statement, made only once its claim won
+        and its binding moved (:mod:`.steps`); the gate's ``before_write`` is where it is known.
+        Whether it was made there is ``joined``'s to say (``appended``): when not, the caller
+        appends as before. Nothing is left primed after the block."""
+        def join(joined: Any) -> None:
+            _primed.joined = (alias, joined)
+
+        try:
+            yield join
+        finally:
+            _primed.joined = None
+
+    @contextlib.contextmanager
+    def along(self, alias: str, sql: str, params: list[Any], joined: Any = None) -> Iterator[list[bool]]:
         """Inside the block, this thread's next ``bind`` (what ``Gate.register`` writes) makes
         ``sql`` (an ``INSERT ... RETURNING``, e.g. the operation's row) first, in the same
         statement: the index entry and the record only once it wrote (all or nothing: a failure
         writes none). Yields a list whose first item is True once the statement ran (a register
         that failed before or in its bind did not run it: the caller makes the write), the second
         then whether the write wrote its row (an ``INSERT ... SELECT ... WHERE`` whose condition
-        was false writes none, and then nothing is bound: ``bind`` returns False)."""
+        was false writes none, and then nothing is bound: ``bind`` returns False). A close
+        (``discard`` with the index entry) makes it first too, its deletes only with it; ``joined``
+        (an append, :mod:`.steps`) then follows it in the same statement, made only when it wrote."""
         made = [False, False]
-        _primed.along = (alias, (sql, list(params)), made)
+        _primed.along = (alias, (sql, list(params)), made, joined)
         try:
             yield made
         finally:

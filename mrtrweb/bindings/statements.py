@@ -195,36 +195,6 @@ NO_RETURNING = object()
 _DELETES: dict[tuple[Any, str, tuple[str, ...], str], str] = {}
 
 
-def delete_live_after(model, column: str, where: dict[str, Any], also: tuple[Any, dict[str, Any]],
-                      first: tuple[str, list[Any]]) -> tuple[bool, Any]:
-    """:func:`delete_live` with ``also`` on PostgreSQL, made only when ``first`` (a write of the
-    caller's, ``UPDATE ... WHERE ...`` without ``RETURNING``, and its parameters) writes a row, in
-    the same statement. Returns (whether ``first`` wrote, what :func:`delete_live` returns). Sync.
-
-    Raises:
-        django.db.DatabaseError: the database failed (nothing written).
-    """
-    alias = router.db_for_write(model)
-    conn = connections[alias]
-    qn, meta, other = conn.ops.quote_name, model._meta, also[0]._meta
-    now_sql, _ = _sql(model, conn, Now())
-    mine = " AND ".join(f"{qn(meta.get_field(n).column)} = %s" for n in where)
-    theirs = " AND ".join(f"{qn(other.get_field(n).column)} = %s" for n in also[1])
-    sql = (f"WITH w AS ({first[0]} RETURNING 1), "
-           f"also AS (DELETE FROM {qn(other.db_table)} WHERE {theirs} AND EXISTS (SELECT 1 FROM w) RETURNING 1), "
-           f"d AS (DELETE FROM {qn(meta.db_table)} WHERE {mine} AND EXISTS (SELECT 1 FROM w) RETURNING "
-           f"{qn(meta.get_field(column).column)} AS v, {qn(meta.get_field('expires_at').column)} > {now_sql} AS live) "
-           "SELECT (SELECT count(*) FROM w), d.v, d.live FROM (SELECT 1 AS one) x LEFT JOIN d ON TRUE")
-    params = list(first[1]) + [other.get_field(n).get_db_prep_value(v, conn) for n, v in also[1].items()]
-    params += [meta.get_field(n).get_db_prep_value(v, conn) for n, v in where.items()]
-    with conn.cursor() as cur:
-        cur.execute(sql, params)
-        rows = cur.fetchall()
-    wrote = bool(rows and rows[0][0])
-    found = [row for row in rows if row[2]]
-    return wrote, None if not found else meta.get_field(column).to_python(found[0][1])
-
-
 def delete_live(model, column: str, where: dict[str, Any], also: tuple[Any, dict[str, Any]] | None = None) -> Any:
     """Delete the rows of ``model`` matching ``where`` and return ``column`` of the one that was
     live (``expires_at`` later than the database's now), or None: one ``DELETE ... RETURNING``
@@ -344,42 +314,6 @@ def delete_rows(model, where: dict[str, Any]) -> int:
     with conn.cursor() as cur:
         cur.execute(sql, [meta.get_field(n).get_db_prep_value(where[n], conn) for n in names])
         return cur.rowcount
-
-
-#: SQLSTATE division_by_zero: how :func:`chained` makes its statement fail on purpose
-_UNDONE = "22012"
-
-
-def chained(conn, steps: list[tuple[str, str, list[Any]]], report: list[str],
-            undo_unless: tuple[str, str] | None = None) -> list[bool] | None:
-    """Several writes as ONE statement (PostgreSQL: data-modifying ``WITH`` steps, atomic as any
-    statement, no ``BEGIN``/``COMMIT`` round trips). ``steps``: (name, SQL with ``RETURNING``,
-    parameters); a step's SQL may name earlier steps in its condition (``EXISTS (SELECT 1 FROM
-    name)``). Returns, for each name of ``report``, whether its step wrote a row; None when the
-    statement was undone: ``undo_unless`` = (a, b) makes it fail -- nothing written -- when step a
-    wrote and step b did not.
-
-    Raises:
-        django.db.DatabaseError: the database failed (nothing written).
-    """
-    from django.db import DataError
-
-    sql = "WITH " + ", ".join(f"{name} AS ({step})" for name, step, _ in steps) + " SELECT " + ", ".join(
-        f"EXISTS (SELECT 1 FROM {name})" for name in report)
-    if undo_unless:
-        a, b = undo_unless
-        sql += (f", CASE WHEN EXISTS (SELECT 1 FROM {a}) AND NOT EXISTS (SELECT 1 FROM {b}) "
-                f"THEN 1 / (SELECT count(*)::int FROM {b}) END")
-    params = [p for _, _, step_params in steps for p in step_params]
-    try:
-        with conn.cursor() as cur:
-            cur.execute(sql, params)
-            found = cur.fetchone()
-    except DataError as exc:
-        if getattr(exc.__cause__, "sqlstate", None) == _UNDONE:
-            return None
-        raise
-    return [bool(v) for v in found[:len(report)]]
 
 
 def _upsert_portable(model, alias: str, unique: dict[str, Any], values: dict[str, Any],

@@ -5,7 +5,7 @@ its input requests checked (rows 7-11), the accepted round stored and shown as a
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from . import codes
@@ -25,7 +25,8 @@ class Receiving:
     """Mixed into :class:`mrtrweb.gate.gate.Gate` (``store``, ``policy``, ``clock``, ``_policy``)."""
 
     # ------------------------------------------------------------------ accept (§1)
-    def receive(self, *, tenant: str, user: str, request_id: Any, origin: str, result: Any) -> Round:
+    def receive(self, *, tenant: str, user: str, request_id: Any, origin: str, result: Any,
+                before_write: Callable[[Round], None] | None = None) -> Round:
         """Judge an ``input_required`` result as it came on the wire (the raw JSON object).
 
         Args:
@@ -33,6 +34,9 @@ class Receiving:
             request_id: the JSON-RPC id the result answered.
             origin: the origin the result came from.
             result: the raw ``result`` member of the JSON-RPC response (any JSON value).
+            before_write: called with the accepted round right before the store writes it (the
+                record saved with the binding's single-use claim); never when a check refuses it.
+                What it raises propagates (nothing written by a store that claims with the save).
 
         Returns:
             the accepted :class:`Round` (the binding is now used; the round is open).
@@ -134,14 +138,17 @@ class Receiving:
             "expires_at": record["expires_at"],
             "backoff_s": backoff,
         }
+        # the views judged above, over the stored copies of the requests (as a re-check would give)
+        stored = record["round"]["requests"]
+        accepted = self._round_view(record, {k: dataclasses.replace(v, params=stored[k]["params"])
+                                             for k, v in views.items()})
+        if before_write is not None:
+            before_write(accepted)
         if claim_and_save is None:
             self.store.save(record["tenant"], handle.operation_id, record, policy.ttl_s + _STORE_SLACK_S)
         elif not claim_and_save(record["tenant"], token, handle.operation_id, record, policy.ttl_s + _STORE_SLACK_S):
             raise GateRejection(codes.NO_LIVE_REQUEST, "the binding was used by a concurrent result")
-        # the views judged above, over the stored copies of the requests (as a re-check would give)
-        stored = record["round"]["requests"]
-        return self._round_view(record, {k: dataclasses.replace(v, params=stored[k]["params"])
-                                         for k, v in views.items()})
+        return accepted
 
     def _check_request(self, key: Any, entry: Any, policy: Policy, server_id: str,
                        internal: bool = False) -> InputRequestView:

@@ -5,7 +5,7 @@ the retry built once, the round consumed with its single-use claim (:func:`_cons
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from . import codes
@@ -67,6 +67,7 @@ class Responding:
         params: Mapping[str, Any] | None = None,
         round_number: int | None = None,
         fresh_id: bool = False,
+        before_write: Callable[[Retry], None] | None = None,
     ) -> Retry:
         """Build the retry of the open round, consuming it (once, across processes).
 
@@ -85,6 +86,8 @@ class Responding:
                 live binding can hold it (a UUID4): the index is not asked first; binding it is
                 still checked (a taken id refuses with ``retry_requires_new_jsonrpc_id``, the
                 round stays open).
+            before_write: called with the retry right before the store's writes that consume the
+                round; never when a check refuses it. What it raises propagates (nothing consumed).
 
         Returns:
             the :class:`Retry` to send.
@@ -197,6 +200,12 @@ class Responding:
             retry_params["requestState"] = rnd["state"]
         ttl = policy.ttl_s + _STORE_SLACK_S
         token = f"round:{handle.operation_id}:{rnd['number']}"
+        actions = {k: (built[k].get("action", "result") if views[k].kind in ("form", "url") else "result")
+                   for k in keys}
+        retry = Retry(handle=handle, id=retry_id, method=record["method"], params=retry_params,
+                      round_number=rnd["number"], actions=actions)
+        if before_write is not None:
+            before_write(retry)
         consume = getattr(self.store, "consume", None)  # the consume's writes as one (see store.py)
         if consume is not None:
             old_key = _advance(record, retry_id, new_key, now, policy)
@@ -208,10 +217,7 @@ class Responding:
                 raise GateRejection(codes.RETRY_REQUIRES_NEW_JSONRPC_ID, "the retry id is bound to another live operation")
         else:
             self._consume_stepwise(handle, record, token, retry_id, new_key, now, policy, ttl, fresh_id)
-        actions = {k: (built[k].get("action", "result") if views[k].kind in ("form", "url") else "result")
-                   for k in keys}
-        return Retry(handle=handle, id=retry_id, method=record["method"], params=retry_params,
-                     round_number=rnd["number"], actions=actions)
+        return retry
 
     def _consume_stepwise(self, handle: OperationHandle, record: dict[str, Any], token: str, retry_id: Any,
                           new_key: str, now: float, policy: Any, ttl: float, fresh_id: bool) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 import time
 from typing import Any, Final
@@ -200,12 +201,33 @@ def _respond_and_record(op: Operation, gate: Any, retry_id: str, responses: dict
         mrtrweb.audit.events.AuditUnavailable: the event could not be written or read back (the round is
             consumed; the caller denies, nothing is sent).
     """
-    retry: Retry = gate.respond(handle_of(op), retry_id=retry_id, responses=responses, user=str(op.user_id),
-                                tenant=str(op.tenant_id), params=results.stored_params(op.params),
-                                round_number=round_number, fresh_id=fresh_id)
-    event = audit.record(op, "submitted", code=code, round_number=retry.round_number, request_id=op.latest_request_id,
-                         retry_id=retry.id, actions=dict(retry.actions), read_back=True, then=then, **(digests or {}))
-    return retry, event
+    from django.db import connections, router
+
+    from ..audit.joined import JoinedAppend
+    from ..models import AuditEvent
+
+    def submitted(retry: Retry) -> dict[str, Any]:
+        return dict(code=code, round_number=retry.round_number, request_id=op.latest_request_id, retry_id=retry.id,
+                    actions=dict(retry.actions), read_back=True, then=then, **(digests or {}))
+
+    respond = functools.partial(gate.respond, handle_of(op), retry_id=retry_id, responses=responses,
+                                user=str(op.user_id), tenant=str(op.tenant_id),
+                                params=results.stored_params(op.params), round_number=round_number, fresh_id=fresh_id)
+    joining, conn = getattr(gate.store, "joining", None), connections[router.db_for_write(AuditEvent)]
+    joined: list[JoinedAppend] = []
+    if joining is None or digests is None or not JoinedAppend.joins(conn):
+        retry: Retry = respond()
+    else:  # the event and the row's move in the consume's own statement (mrtrweb.audit.joined)
+        with joining(conn.alias) as join:
+            def before_write(built: Retry) -> None:
+                joined.append(JoinedAppend(op, "submitted", **submitted(built)))
+                join(joined[0])
+
+            retry = respond(before_write=before_write)
+    if joined and joined[0].appended:  # its hash checked and the row read back, as record's
+        return retry, joined[0].event()
+    # not made there (another store, no chain head yet, the head's lock wait): on its own, as before
+    return retry, audit.record(op, "submitted", **submitted(retry))
 
 
 #: the longest an answer's request waits for the database to record that its retry goes out

@@ -15,18 +15,19 @@ import logging
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.utils import timezone
 
 from ..audit import events as audit
 from ..text import results, stored_text
 from ..gate import GateRejection, Retry, Round, StoreUnavailable, id_key
 from ..runtime.gates import get_gate
 from ..models import Operation
-from .authorization import _authorization_changed, authorization_changed_sync
-from .messages import STOPPED_BY, AUDIT_UNAVAILABLE, AUTHORIZATION_CHANGED, INVALID_RESULT, message_for, STATE_REUSED, STATE_REUSED_REASON, STORE_UNAVAILABLE
-from .result_reads import access_server_and_trail, state_seen
+from .authorization import _authorization_changed
+from .messages import STOPPED_BY, AUDIT_UNAVAILABLE, AUTHORIZATION_CHANGED, INVALID_RESULT, message_for, STORE_UNAVAILABLE
+from .received import Received, joining_audit, prepare_received
+from .result_reads import access_server_and_trail
 from .retries import build_and_record
-from .rows import move, move_sql
+from .ending import joined_end, mark_ended_joined
+from .rows import move
 from .revocation import end_operation
 from .holding import database_back
 from .hops import round_hop
@@ -115,7 +116,6 @@ def _judge_round(op: Operation, request_id: str, raw: Any, received_code: str, f
     yet), the outcome is ``database_down`` on a ``first_try`` (the caller waits for it and judges
     again); after that the error propagates."""
     from ..tenancy import access
-    from .expiry import expires_at
 
     by = stop_requested(op.id)
     if by:  # Stop came before the answer asking for more: no round after a Stop
@@ -133,10 +133,17 @@ def _judge_round(op: Operation, request_id: str, raw: Any, received_code: str, f
     # the binding read with the access (one statement): the gate judges the result against it
     primed = gate.store.primed_bound(str(op.tenant_id), str(op.user_id), id_key(request_id), bound) \
         if bound is not None else contextlib.nullcontext()
+    prepared: list[Received] = []
+
+    def before_write(rnd: Round) -> None:  # the round accepted, its claim not yet written
+        prepared.append(prepare_received(op, rnd, trail, server, request_id, received_code, joinable=join is not None))
+        if join is not None and prepared[0].joined is not None:
+            join(prepared[0].joined)
+
     try:
-        with primed:
+        with primed, joining_audit(gate) as join:
             rnd: Round = gate.receive(tenant=str(op.tenant_id), user=str(op.user_id), request_id=request_id,
-                                      origin=op.server.origin, result=raw)
+                                      origin=op.server.origin, result=raw, before_write=before_write)
     except GateRejection as exc:
         logger.info("operation %s: round refused (%s): %s", op.id, exc.code, exc.reason)
         try:
@@ -148,25 +155,17 @@ def _judge_round(op: Operation, request_id: str, raw: Any, received_code: str, f
     except StoreUnavailable:
         return _Judged("store_unavailable")
     op.rounds = rnd.number
-    if not rnd.state_digest:
-        replayed, reused = False, False
-    elif trail is not None and trail[:2] == (rnd.state_digest, rnd.number):  # read with the access
-        replayed, reused = trail[2], trail[3]
-    else:
-        replayed, reused = state_seen(op, rnd.state_digest, rnd.number)
-    changed = authorization_changed_sync(op, server=server)
+    got = prepared[0]
+    replayed, changed = got.replayed, got.changed
     # a round handed to the person: no worker drives it now (any worker may take the answer), and it
     # expires by itself (mrtrweb.operations.expiry). The row's move is made with the received event
-    # (one statement, only once the event is written: PostgreSQL), else after it
-    hand_over = changed is None and not replayed and not rnd.state_only
-    awaiting = {"status": Operation.Status.AWAITING_INPUT, "rounds": rnd.number, "worker": "",
-                "round_expires_at": expires_at(rnd.expires_at), "updated_at": timezone.now()}
+    # (one statement with the claim and the record where the store joins it, else with the event alone:
+    # PostgreSQL), else after it
     try:
-        event = audit.record(op, "received", code=STATE_REUSED if reused else received_code,
-                             reason=STATE_REUSED_REASON if reused else "",
-                             round_number=rnd.number, request_id=request_id, state_digest=rnd.state_digest,
-                             schema_digests=_schema_digests(rnd), config_digest=op.server.config_digest(), auth=changed,
-                             then=move_sql(op.pk, awaiting, status_in=(Operation.Status.RUNNING,)) if hand_over else None)
+        if got.joined is not None and got.joined.appended:  # its hash checked
+            event = got.joined.event()
+        else:
+            event = audit.record(op, "received", then=got.then, **got.fields)
     except audit.AuditUnavailable:
         return _Judged("audit_unavailable", rnd)
     if changed is not None or replayed:  # the page counts the round all the same
@@ -176,7 +175,7 @@ def _judge_round(op: Operation, request_id: str, raw: Any, received_code: str, f
         return _Judged("state_only", rnd)
     moved = getattr(event, "then_rows", None)
     if moved is None:
-        moved = move(op.pk, awaiting, status_in=(Operation.Status.RUNNING,))
+        moved = move(op.pk, got.awaiting, status_in=(Operation.Status.RUNNING,))
     return _Judged("awaiting" if moved else "ended", rnd)
 
 
@@ -272,9 +271,17 @@ def _complete(op: Operation, stored: Any, first_try: bool = True) -> tuple[bool,
             return False, _DOWN
         first_try = False  # the database answered: a failure from here on propagates
     cancelled, answered = known
-    # the row's move and the binding's close in one statement where the store can (then closed)
-    moved = _first_read(lambda: end_and_close(op, Operation.Status.COMPLETED), first_try)
+    # the terminal event carries the digests of the round it ends: the last answered one's
+    digests = {k: v for k, v in answered.items() if k != "round_number"} \
+        if answered.get("round_number") == op.rounds else None
+    # the row's move, the binding's close and the terminal event in one statement where the store
+    # can (then closed; the event's append says whether it was made there), else the row's move
+    # and the event in one (the binding closed after), else each on its own
+    joined = joined_end(op, "cancelled" if cancelled else "completed", digests)
+    moved = _first_read(lambda: end_and_close(op, Operation.Status.COMPLETED, joined), first_try)
     closed = moved is not None and moved is not _DOWN
+    if moved is None:
+        moved = _first_read(lambda: mark_ended_joined(op, Operation.Status.COMPLETED, joined), first_try)
     if moved is None:
         moved = _first_read(lambda: mark_ended(op, Operation.Status.COMPLETED, while_allowed=True), first_try)
     if moved is _DOWN or not moved:  # the row as it was: the caller waits, ends it for its cause, or drops this
@@ -286,11 +293,8 @@ def _complete(op: Operation, stored: Any, first_try: bool = True) -> tuple[bool,
         if not cause:
             logger.info("operation %s was already ended; late outcome completed ignored", op.id)
         return False, cause
-    # the terminal event carries the digests of the round it ends: the last answered one's
-    digests = {k: v for k, v in answered.items() if k != "round_number"} \
-        if answered.get("round_number") == op.rounds else None
     settle_ended(op, Operation.Status.COMPLETED, event="cancelled" if cancelled else "completed", reason="",
-                 digests=digests, closed=closed)
+                 digests=digests, closed=closed, joined=joined)
     return True, ""
 
 

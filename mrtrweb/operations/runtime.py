@@ -283,29 +283,34 @@ def _finish_sync(op: Operation, status: str, *, event: str | None, already_marke
 
 
 def settle_ended(op: Operation, status: str, *, event: str | None, reason: str,
-                 digests: dict[str, Any] | None = None, closed: bool = False) -> None:
+                 digests: dict[str, Any] | None = None, closed: bool = False, joined: Any = None) -> None:
     """After the row says the operation ended (:func:`mark_ended`): its binding closed (unless
-    ``closed``: with the row's move, :func:`end_and_close`), its terminal event appended (sync;
-    never raises for a store or audit outage: both logged)."""
+    ``closed``: with the row's move, :func:`end_and_close`), its terminal event appended -- unless
+    ``joined`` (a :class:`mrtrweb.audit.joined.JoinedAppend`) appended it with the row's move: then
+    only checked (sync; never raises for a store or audit outage: both logged)."""
     try:
         if not closed:  # the latest request id the row names: its index entry goes with the record (one statement)
             get_gate().close(handle_of(op), latest=(str(op.user_id), op.latest_request_id))
     except StoreUnavailable:
         logger.warning("could not close binding of operation %s (store unavailable); it expires on its own", op.id)
     try:
-        audit.record(op, event or ("completed" if status == Operation.Status.COMPLETED else "failed"),
-                     code=op.error_code, reason=reason, round_number=op.rounds, request_id=op.latest_request_id,
-                     **(digests or {}))
+        if joined is not None and joined.appended:  # made with the row's move: its hash checked
+            joined.event()
+        else:
+            audit.record(op, event or ("completed" if status == Operation.Status.COMPLETED else "failed"),
+                         code=op.error_code, reason=reason, round_number=op.rounds, request_id=op.latest_request_id,
+                         **(digests or {}))
     except audit.AuditUnavailable:
         pass  # logged by audit.record
 
 
-def end_and_close(op: Operation, status: str) -> int | None:
+def end_and_close(op: Operation, status: str, joined: Any = None) -> int | None:
     """:func:`mark_ended` with ``while_allowed`` and, made only with it, the binding's close in
     ONE statement (the database store on PostgreSQL: the row's move is the first step of the
-    close's delete, :meth:`mrtrweb.bindings.primed.Priming.along`). Returns the rows moved, or
-    None when that is not possible here or the statement failed (nothing written: the caller
-    moves the row and closes the binding on their own). Sync."""
+    close's delete, :meth:`mrtrweb.bindings.primed.Priming.along`) -- and ``joined``'s append (the
+    terminal event, :mod:`mrtrweb.audit.joined`: whether it was made there, it says). Returns the
+    rows moved, or None when that is not possible here or the statement failed (nothing written:
+    the caller moves the row and closes the binding on their own). Sync."""
     from django.db import router
 
     store = get_gate().store
@@ -316,7 +321,7 @@ def end_and_close(op: Operation, status: str) -> int | None:
     built = mark_ended_sql(op, status)
     if built is None:
         return None
-    with store.along(alias, *built) as made:
+    with store.along(alias, *built, joined=joined) as made:
         try:
             get_gate().close(handle_of(op), latest=(str(op.user_id), op.latest_request_id))
         except StoreUnavailable:

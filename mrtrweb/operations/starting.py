@@ -69,8 +69,8 @@ def _start_sync(user: Any, server: McpServer, method: str, name: str, params: di
     database binding store on PostgreSQL that is ONE statement: the row's ``INSERT`` carries the
     access check and the limits in its ``WHERE`` and is the first step of the binding's statement
     (nothing is bound unless it wrote); only when it wrote nothing is the reason read (one more
-    statement). Else the access and the four limit counts in one statement, then the row, then the
-    binding.
+    statement). With another store on PostgreSQL (Redis), that ``INSERT`` alone, then the binding.
+    Else the access and the four limit counts in one statement, then the row, then the binding.
 
     Raises:
         OperationRefused: the user may not act on the server now (``denied``, nothing created),
@@ -83,8 +83,11 @@ def _start_sync(user: Any, server: McpServer, method: str, name: str, params: di
     gate = get_gate()
     takes_along = getattr(gate.store, "takes_along", None)
     alias = router.db_for_write(Operation)
-    guarded = _start_condition(alias, user, server) if guard and takes_along is not None and takes_along(alias) \
-        else None
+    joins = takes_along is not None and takes_along(alias)
+    # the access and the limits in the row's INSERT: with the database store, the first step of the
+    # binding's statement; with another store (Redis) on PostgreSQL, the INSERT alone (one statement)
+    guarded = _start_condition(alias, user, server) \
+        if guard and (joins or connections[alias].vendor == "postgresql") else None
     if guarded is None and access_and_limits_sync(user, server):
         # the owner's access and the four limit counts in one statement (the first request goes out right after)
         raise OperationRefused("denied", str(access.MESSAGE))
@@ -97,10 +100,16 @@ def _start_sync(user: Any, server: McpServer, method: str, name: str, params: di
         output_schema=output_schema, initiator=initiator, initiator_detail=initiator_detail or {}, **auth,
     )
     # the database store makes the row's INSERT the first step of the binding's own statement (PostgreSQL)
-    along = gate.store.along(alias, sql, insert_params) if guarded is not None else None
+    along = gate.store.along(alias, sql, insert_params) if guarded is not None and joins else None
     if along is None:
         with connections[alias].cursor() as cur:
             cur.execute(sql, insert_params)
+            wrote = guarded is None or cur.fetchone() is not None  # (RETURNING its key: a row when it wrote)
+        if not wrote:  # the start's WHERE refused (guarded): nothing written -- why, as below
+            if access_and_limits_sync(user, server):  # (a limit raises there)
+                raise OperationRefused("denied", str(access.MESSAGE))
+            return _start_sync(user, server, method, name, params, destructive, output_schema, initiator,
+                               initiator_detail, guard=False)
         inserted(op, alias)
     op.server = server
     try:

@@ -35,6 +35,18 @@ async def test_access_ended_while_the_answer_is_recorded_stops_its_retry(seeded,
         return real(operation, event, **kw)
 
     monkeypatch.setattr(audit, "record", record)
+    # on PostgreSQL the event is appended in the consume's own statement (mrtrweb.audit.joined): the
+    # disable lands as that append is made ready, right before the statement
+    from mrtrweb.audit.joined import JoinedAppend
+
+    made_ready = JoinedAppend.__init__
+
+    def ready(self, operation, event, **kw):
+        if event == "submitted":
+            McpServer.objects.filter(pk=operation.server_id).update(enabled=False)
+        made_ready(self, operation, event, **kw)
+
+    monkeypatch.setattr(JoinedAppend, "__init__", ready)
     # the retry's row move checks access in its WHERE (right before the retry would leave): refused there
     with pytest.raises(operations.OperationRefused) as refused:
         await operations.answer_round(await _full(op), {"confirm_deploy": {"action": "decline"}},

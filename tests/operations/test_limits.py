@@ -103,3 +103,36 @@ def test_the_starts_access_and_counts_are_one_statement_agreeing_with_the_orms(s
     assert {k: v or 0 for k, v in seen.items()} == expected and expected["tenant_pending"] == 2
     assert starting.access_and_limits_sync(bob, server) == access.denial(bob.pk, server.tenant_id, server.pk) \
         == access.MEMBERSHIP_REMOVED
+
+
+async def test_with_the_redis_store_the_starts_limits_and_access_hold_in_its_insert(seeded, settings):
+    """With ``BINDING_STORE = "cache"`` the start's row is inserted under the access check and the
+    limits in its own ``WHERE`` (PostgreSQL: one statement, no check before it): a limit reached
+    still refuses with its message, a server disabled still denies, and nothing is written or sent
+    for either."""
+    from asgiref.sync import sync_to_async
+
+    from mrtrweb.models import McpServer
+    from mrtrweb.runtime import gates
+
+    settings.MRTRWEB = {"MAX_STARTS_PER_MINUTE": 2, "BINDING_STORE": "cache"}
+    await sync_to_async(gates.reset_gate)()
+    try:
+        client = await _client(seeded["users"]["alice"])
+        server = seeded["servers"]["acme"]
+        for i in range(2):
+            assert (await client.post(f"/mcp/servers/{server.pk}/tools/echo/", {"arg-text": f"hi {i}"})).status_code == 302
+        resp = await client.post(f"/mcp/servers/{server.pk}/tools/echo/", {"arg-text": "one more"})
+        assert resp.status_code == 200 and "started too many operations in the last minute" in resp.content.decode()
+        await operations.wait_idle()
+        assert await Operation.objects.acount() == 2
+        settings.MRTRWEB = {"BINDING_STORE": "cache"}
+        await McpServer.objects.filter(pk=server.pk).aupdate(enabled=False)  # a bulk disable (no signal)
+        with pytest.raises(operations.OperationRefused) as refused:
+            await operations.start_operation(user=seeded["users"]["alice"], server=server, method="tools/call",
+                                             name="echo", params={"name": "echo", "arguments": {"text": "x"}})
+        assert refused.value.code == "denied"
+        assert await Operation.objects.acount() == 2
+        assert seeded["mcp"].calls[("echo", False)] == 2
+    finally:
+        await sync_to_async(gates.reset_gate)()

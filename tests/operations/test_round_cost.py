@@ -33,16 +33,16 @@ pytestmark = [pytest.mark.django_db(transaction=True)]
 LIMITS = {
     ("sqlite", "database"): (49, 6),  # SQLite: 7 statements per audit append, 2 on PostgreSQL
     ("sqlite", "cache"): (38, 6),
-    ("postgresql", "database"): (12, 6),
-    ("postgresql", "cache"): (11, 6),
+    ("postgresql", "database"): (9, 6),
+    ("postgresql", "cache"): (9, 6),
 }
 #: binding store -> the query messages that reach PostgreSQL per round, at most (tests/pgwire.py:
 #: every connection's, psycopg's own BEGIN / COMMIT included)
-WIRE_LIMITS = {"database": 12, "cache": 11}
+WIRE_LIMITS = {"database": 9, "cache": 9}
 #: binding store -> the statements PostgreSQL runs for them (a message may carry several), at most: as
 #: many as the messages since the receipt's append is one statement (its once-check a claim with a
 #: unique key, mrtrweb.models.AuditOnce; it was two, a lock of the chain head first: 13 / 12)
-SERVER_LIMITS = {"database": 12, "cache": 11}
+SERVER_LIMITS = {"database": 9, "cache": 9}
 
 
 class _Counter:

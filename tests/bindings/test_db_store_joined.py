@@ -1,0 +1,169 @@
+"""The database store's phase writes with the phase's audit append joined (issue 30,
+:mod:`mrtrweb.bindings.steps`, :mod:`mrtrweb.audit.joined`): ``consume`` with the ``submitted``
+event and the row to running, ``claim_and_save`` with the ``received`` event -- one statement, the
+event only with the store's writes, and every case in which the event is not made there leaving
+what the separate statements left (the store's writes alone, the append the caller's). PostgreSQL
+only (elsewhere nothing is joined); run with ``tests.services_settings``."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from django.db import connection, connections, router
+from django.test.utils import CaptureQueriesContext
+
+from mrtrweb.audit import events as audit
+from mrtrweb.audit.joined import JoinedAppend
+from mrtrweb.bindings.database import DatabaseBindingStore
+from mrtrweb.models import AuditChainHead, AuditEvent, BindingClaim, Operation
+from mrtrweb.operations.rows import move_sql
+from tests.audit.operations import DIGESTS, seeded_operation
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture(autouse=True)
+def _postgresql_only():
+    if connection.vendor != "postgresql":
+        pytest.skip("the append joins the store's statement on PostgreSQL only")
+
+
+def _waiting(seeded) -> tuple[Operation, DatabaseBindingStore, dict]:
+    """An operation awaiting an answer, its chain head made (its ``received`` event), its binding
+    bound to ``s:r-1`` with round 1 open."""
+    op = seeded_operation(seeded)
+    Operation.objects.filter(pk=op.pk).update(status=Operation.Status.AWAITING_INPUT, rounds=1)
+    audit.record(op, "received", round_number=1, **DIGESTS)
+    store, tenant = DatabaseBindingStore(), str(op.tenant_id)
+    record = {"tenant": tenant, "operation_id": str(op.id), "user": "alice", "round": {"number": 1}}
+    assert store.bind(tenant, "alice", "s:r-1", str(op.id), record, 60)
+    return op, store, record
+
+
+def _submitted(op: Operation) -> JoinedAppend:
+    then = move_sql(op.pk, {"status": Operation.Status.RUNNING}, status_not_in=Operation.TERMINAL)
+    return JoinedAppend(op, "submitted", round_number=1, retry_id="r-2", actions={"confirm": "accept"},
+                        read_back=True, then=then, **DIGESTS)
+
+
+def _consume(op: Operation, store: DatabaseBindingStore, record: dict, joined: JoinedAppend,
+             new_key: str = "s:r-2") -> tuple[bool, bool]:
+    with store.joining(router.db_for_write(AuditEvent)) as join:
+        join(joined)
+        return store.consume(str(op.tenant_id), "round:op:1", "alice", new_key, "s:r-1", str(op.id), record, 60)
+
+
+def _events(op: Operation) -> list[str]:
+    return list(AuditEvent.objects.filter(operation_id=op.id).order_by("sequence").values_list("event", flat=True))
+
+
+def test_the_consume_the_event_and_the_row_in_one_statement(seeded):
+    op, store, record = _waiting(seeded)
+    joined = _submitted(op)
+    with CaptureQueriesContext(connection) as ctx:
+        assert _consume(op, store, record, joined) == (True, True)
+    assert len(ctx.captured_queries) == 1, ctx.captured_queries
+    event = joined.event()  # its hash checked and read back
+    assert event.sequence == 2 and event.then_rows == 1 and _events(op) == ["received", "submitted"]
+    assert Operation.objects.get(pk=op.pk).status == Operation.Status.RUNNING
+    assert store.index_get(str(op.tenant_id), "alice", "s:r-2") == str(op.id)
+    assert audit.verify_chain(op.tenant_id).broken is None
+
+
+def test_a_round_consumed_already_appends_nothing(seeded):
+    op, store, record = _waiting(seeded)
+    assert store.claim(str(op.tenant_id), "round:op:1", 60)  # another answer's claim
+    joined = _submitted(op)
+    assert _consume(op, store, record, joined) == (False, False)
+    assert not joined.appended and _events(op) == ["received"]
+    assert Operation.objects.get(pk=op.pk).status == Operation.Status.AWAITING_INPUT
+    assert AuditChainHead.objects.get(tenant_id=op.tenant_id).sequence == 1
+
+
+def test_a_retry_id_bound_elsewhere_undoes_everything(seeded):
+    op, store, record = _waiting(seeded)
+    store.index_add(str(op.tenant_id), "alice", "s:taken", "op-9", 60)
+    joined = _submitted(op)
+    assert _consume(op, store, record, joined, new_key="s:taken") == (True, False)
+    assert not joined.appended and _events(op) == ["received"]
+    assert not BindingClaim.objects.exists()  # the claim was not kept: the round is still answerable
+    assert Operation.objects.get(pk=op.pk).status == Operation.Status.AWAITING_INPUT
+
+
+def test_a_head_locked_past_the_wait_leaves_the_consume_alone_and_the_append_to_the_caller(seeded, settings):
+    """As the separate statements did: the round consumed, nothing appended, the row not moved;
+    the caller's own append then waits (and here fails: the caller denies)."""
+    op, store, record = _waiting(seeded)
+    settings.MRTRWEB = {**getattr(settings, "MRTRWEB", {}), "AUDIT_WAIT_S": 0.3}
+    locked, release, errors = threading.Event(), threading.Event(), []
+
+    def hold() -> None:
+        from django.db import transaction
+        from django.db.models import F
+
+        try:
+            with transaction.atomic():
+                AuditChainHead.objects.filter(tenant_id=op.tenant_id).update(sequence=F("sequence"))
+                locked.set()
+                release.wait(20)
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    holder = threading.Thread(target=hold, daemon=True)
+    holder.start()
+    assert locked.wait(10), errors
+    try:
+        joined = _submitted(op)
+        assert _consume(op, store, record, joined) == (True, True)
+        with pytest.raises(audit.AuditUnavailable):
+            audit.record(op, "submitted", round_number=1, **DIGESTS)
+    finally:
+        release.set()
+        holder.join(20)
+    assert not errors and not joined.appended and _events(op) == ["received"]
+    assert BindingClaim.objects.count() == 1  # consumed, as before the append was joined
+    assert Operation.objects.get(pk=op.pk).status == Operation.Status.AWAITING_INPUT
+
+
+def test_an_insert_the_database_refuses_leaves_the_consume_alone(seeded):
+    """The append's insert refused (a trigger): the statement writes nothing, the store's writes are
+    made alone, the append is the caller's (and fails there as it did)."""
+    op, store, record = _waiting(seeded)
+    with connection.cursor() as cur:
+        cur.execute("CREATE FUNCTION sink_down() RETURNS trigger AS $$ BEGIN RAISE EXCEPTION 'sink down'; END; "
+                    "$$ LANGUAGE plpgsql")
+        cur.execute("CREATE TRIGGER sink_down BEFORE INSERT ON mrtrweb_auditevent FOR EACH ROW "
+                    "WHEN (NEW.event = 'submitted') EXECUTE FUNCTION sink_down()")
+    try:
+        joined = _submitted(op)
+        assert _consume(op, store, record, joined) == (True, True)
+    finally:
+        with connection.cursor() as cur:
+            cur.execute("DROP TRIGGER sink_down ON mrtrweb_auditevent")
+            cur.execute("DROP FUNCTION sink_down()")
+    assert not joined.appended and _events(op) == ["received"]
+    assert BindingClaim.objects.count() == 1
+    assert Operation.objects.get(pk=op.pk).status == Operation.Status.AWAITING_INPUT
+
+
+def test_the_claim_the_record_and_the_received_event_in_one_statement(seeded):
+    op, store, record = _waiting(seeded)
+    Operation.objects.filter(pk=op.pk).update(status=Operation.Status.RUNNING)
+    then = move_sql(op.pk, {"status": Operation.Status.AWAITING_INPUT}, status_in=(Operation.Status.RUNNING,))
+    joined = JoinedAppend(op, "received", round_number=2, then=then, **DIGESTS)
+    tenant = str(op.tenant_id)
+    with CaptureQueriesContext(connection) as ctx, store.joining(router.db_for_write(AuditEvent)) as join:
+        join(joined)
+        assert store.claim_and_save(tenant, "recv:op:s:r-1", str(op.id), dict(record, rounds=2), 60) is True
+    assert len(ctx.captured_queries) == 1 and joined.event().then_rows == 1
+    assert _events(op) == ["received", "received"]
+    assert Operation.objects.get(pk=op.pk).status == Operation.Status.AWAITING_INPUT
+    again = JoinedAppend(op, "received", round_number=2, then=then, **DIGESTS)
+    with store.joining(router.db_for_write(AuditEvent)) as join:  # the same result again: its claim is taken
+        join(again)
+        assert store.claim_and_save(tenant, "recv:op:s:r-1", str(op.id), record, 60) is False
+    assert not again.appended and _events(op) == ["received", "received"]
+    assert store.load(tenant, str(op.id))["rounds"] == 2  # not saved the second time
