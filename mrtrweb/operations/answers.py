@@ -156,10 +156,12 @@ async def answer_round(op: Operation, responses: dict[str, Any], *, round_number
             await end_unaccepted(op, retry)
             return retry
         params = resend_params(retry)
-    await notify(op)
     # read above, its owner's access checked by the row's move right before this: checked again
-    # before the retry goes out only when something is waited for first (a connection, a token)
+    # before the retry goes out only when something is waited for first (a connection, a token).
+    # Started before the push, which it need not wait for (the drive runs at the push's first await;
+    # the watchers' change is queued before that, so they see it before any change the drive makes)
     _spawn(_drive(op.id, str(retry.id), params, checked=op))
+    await notify(op)
     return retry
 
 
