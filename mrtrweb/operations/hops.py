@@ -73,14 +73,14 @@ def _done(i: int) -> None:
 
 
 #: module-level phase function -> its hop (built once: asgiref's wrapper and ours cost ~25 Python calls
-#: to build, six times a round); closures and bound methods are not kept (that would keep them alive)
+#: to build, five times a round); closures and bound methods are not kept (that would keep them alive)
 _hops: dict[Callable[..., Any], Callable[..., Awaitable[Any]]] = {}
 
 
 def round_hop(fn: Callable[..., T]) -> Callable[..., Awaitable[T]]:
     """``fn`` (a phase's sync work) as a coroutine function that runs it in one thread hop: on
     the least busy of the round's threads (PostgreSQL), else on asgiref's one sync thread."""
-    known = _hops.get(fn)
+    known = _hops.get(fn) if isinstance(fn, types.FunctionType) else None
     if known is not None:
         return known  # type: ignore[return-value]
     on_sync_thread = sync_to_async(fn)
