@@ -40,10 +40,9 @@ from typing import Any
 from ..servers import connections
 from .. import operations
 from ..operations.hops import round_hop
-from ..consent import sampling
-from ..gate import GateRejection, StoreUnavailable
 from ..models import McpServer, Membership, Operation
 from ..mcpapps import meta as app_meta
+from .answering import answer as _answer
 from .policy import (ACCEPT_DEFAULTS, ANSWERS, APP_ONLY, CANCEL, DECLINE, SHOWN_NAME_CHARS, TASK_REQUIRED, TIMEOUT,
                      ConsentPolicy, HeadlessError, HeadlessOutcome, default_content, shown_name)
 
@@ -293,71 +292,6 @@ async def _settled(op: Operation, grace_s: float = 5.0) -> None:
 def _outcome(op: Operation, missing: list[str]) -> HeadlessOutcome:
     return HeadlessOutcome(str(op.status), op.result if op.status == Operation.Status.COMPLETED else None,
                            op.rounds, str(op.id), op.error_code, tuple(missing), op.error_message or "")
-
-
-async def _answer(op: Operation, consent: ConsentPolicy, known: Any = None) -> list[str]:
-    """Show the open round to the scripted agent (consent receipt), then answer it once. Returns
-    :meth:`ConsentPolicy.missing_defaults` of the round when the policy answered it ``cancel``
-    for them (else ``[]``). ``known``: the round as the phase that opened it handed it over (a
-    :class:`mrtrweb.operations.Change`), else it is read from the binding store."""
-    from ..consent.panels import record_shown
-
-    def show() -> tuple[Operation, Any]:  # one thread hop: the round, the row, the consent receipt
-        rnd = known
-        if rnd is None:
-            state = operations.get_gate().state(operations.handle_of(op))
-            rnd = state.round if state else None
-        if rnd is None or rnd.number != op.rounds:
-            return op, None  # the round ended meanwhile (expired, stopped): the row says how
-        # the first display to this agent: the append's own guard keeps it to one receipt
-        record_shown(op, rnd, reason=f"headless: scripted consent policy {consent.kind}", first=True)
-        return op, rnd  # read with its server, tenant and user by _run
-
-    try:
-        full, rnd = await round_hop(show)()
-    except StoreUnavailable:
-        await operations.deny(op, operations.STORE_UNAVAILABLE)
-        return []
-    if rnd is None:
-        return []
-    approved = consent.approved_deprecated(rnd)
-    provided: dict[str, Any] = {}
-    for key, form_data in (approved or {}).items():
-        view = rnd.requests[key]
-        if view.kind == "roots":
-            provided[key] = sampling.roots_answer(full.server)
-            continue
-        try:
-            provided[key] = await sampling.provide(sampling.get_provider(), dict(view.params), user=full.user,
-                                                   operation=full, form_data=form_data)
-        except Exception:  # noqa: BLE001 -- a provider failure sends nothing
-            logger.exception("operation %s round %s: the sampling provider failed", op.id, rnd.number)
-            await operations.deny(full, "deprecated_request_refused")
-            return []
-    responses = consent.responses(rnd, provided) if approved is not None else None
-    if responses is None:
-        logger.info("operation %s round %s: sampling/roots refused by the scripted policy (keys: %s)", op.id,
-                    rnd.number, ", ".join(shown_name(k) for k, v in rnd.requests.items()
-                                         if v.kind in ("sampling", "roots")))
-        await operations.deny(full, "deprecated_request_refused")
-        return []
-    missing = consent.missing_defaults(rnd)
-    if missing:
-        logger.info("operation %s round %s: accept-defaults answers cancel: required fields without a default: %s",
-                    op.id, rnd.number, ", ".join(missing))
-    logger.info("operation %s round %s: answering %s", op.id, rnd.number,
-                {shown_name(k): v.get("action") or ("approved" if k in provided else None) for k, v in responses.items()})
-    try:
-        await operations.answer_round(full, responses, round_number=rnd.number)
-    except GateRejection as exc:
-        # e.g. answers that do not match the schema: no person can correct them here
-        logger.info("operation %s round %s: answer refused by the gate (%s)", op.id, rnd.number, exc.code)
-        await operations.deny(full, exc.code)
-    except operations.OperationRefused as exc:
-        logger.info("operation %s round %s: answer refused (%s)", op.id, rnd.number, exc.code)
-        if not (await Operation.objects.aget(pk=op.pk)).is_terminal:
-            await operations.deny(full, exc.code)
-    return missing
 
 
 def run(**kw: Any) -> HeadlessOutcome:

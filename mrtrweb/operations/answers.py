@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+from collections.abc import Callable
 from typing import Any
 
 
@@ -99,7 +100,8 @@ def _judge_answer(checked: _Checked, shown: bool, config_digest: str | None) -> 
     return checked
 
 
-async def answer_round(op: Operation, responses: dict[str, Any], *, round_number: int | None = None) -> Retry:
+async def answer_round(op: Operation, responses: dict[str, Any], *, round_number: int | None = None,
+                       first: Callable[[], None] | None = None) -> Retry:
     """Answer the operation's open round (the person's validated answers) and send the retry in
     the background. The caller has checked that ``op`` belongs to the requesting user.
     ``round_number``: the round the person answered (the card they saw): when another round is
@@ -108,14 +110,18 @@ async def answer_round(op: Operation, responses: dict[str, Any], *, round_number
 
     Thread hops: one for every check, the retry built and recorded and the row moved for it
     (:func:`_answer_sync`; the access check right before the retry leaves is in that move's
-    ``WHERE``), then the retry's own (:func:`~.calls._drive`).
+    ``WHERE``), then the retry's own (:func:`~.calls._drive`). ``first``: sync work run in that same
+    hop before the checks (the headless client's consent receipt; what it raises is raised here).
 
     Raises:
         GateRejection: refused by the gate (recorded as ``rejected``; nothing sent).
         OperationRefused: store or audit unavailable, or a deny condition (nothing sent).
     """
     driver = await driver_of(op, "")  # this worker's lease, before the row names it
-    checked, recorded = await round_hop(_answer_sync)(op, responses, round_number, driver)
+    if first is None:
+        checked, recorded = await round_hop(_answer_sync)(op, responses, round_number, driver)
+    else:
+        checked, recorded = await round_hop(_first_then_answer)(first, op, responses, round_number, driver)
     op = checked.op
     if round_number is not None and op.rounds != round_number:
         raise OperationRefused(codes.INACTIVE_MRTR_ROUND, message_for(codes.INACTIVE_MRTR_ROUND))
@@ -156,11 +162,19 @@ async def answer_round(op: Operation, responses: dict[str, Any], *, round_number
             await end_unaccepted(op, retry)
             return retry
         params = resend_params(retry)
-    await notify(op)
     # read above, its owner's access checked by the row's move right before this: checked again
-    # before the retry goes out only when something is waited for first (a connection, a token)
+    # before the retry goes out only when something is waited for first (a connection, a token).
+    # Started before the push, which it need not wait for (the drive runs at the push's first await;
+    # the watchers' change is queued before that, so they see it before any change the drive makes)
     _spawn(_drive(op.id, str(retry.id), params, checked=op))
+    await notify(op)
     return retry
+
+
+def _first_then_answer(first: Callable[[], None], *args: Any) -> tuple[_Checked, Recorded | BaseException | None]:
+    """``first()``, then :func:`_answer_sync` (``*args``), in one thread hop (sync)."""
+    first()
+    return _answer_sync(*args)
 
 
 def _answer_sync(op: Operation, responses: dict[str, Any], round_number: int | None,

@@ -26,6 +26,7 @@ from __future__ import annotations
 import concurrent.futures
 import functools
 import threading
+import types
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -71,20 +72,31 @@ def _done(i: int) -> None:
         _busy[i] -= 1
 
 
+#: module-level phase function -> its hop (built once: asgiref's wrapper and ours cost ~25 Python calls
+#: to build, five times a round); closures and bound methods are not kept (that would keep them alive)
+_hops: dict[Callable[..., Any], Callable[..., Awaitable[Any]]] = {}
+
+
 def round_hop(fn: Callable[..., T]) -> Callable[..., Awaitable[T]]:
     """``fn`` (a phase's sync work) as a coroutine function that runs it in one thread hop: on
     the least busy of the round's threads (PostgreSQL), else on asgiref's one sync thread."""
+    known = _hops.get(fn) if isinstance(fn, types.FunctionType) else None
+    if known is not None:
+        return known  # type: ignore[return-value]
+    on_sync_thread = sync_to_async(fn)
 
     @functools.wraps(fn)
     async def hop(*args: Any, **kwargs: Any) -> T:
         if not _own_threads():
-            return await sync_to_async(fn)(*args, **kwargs)
+            return await on_sync_thread(*args, **kwargs)
         i = _pick()
         try:
             return await sync_to_async(fn, thread_sensitive=False, executor=_executors[i])(*args, **kwargs)
         finally:
             _done(i)
 
+    if isinstance(fn, types.FunctionType) and "<locals>" not in fn.__qualname__:  # lives as long as its module
+        _hops[fn] = hop
     return hop
 
 
