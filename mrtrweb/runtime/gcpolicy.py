@@ -102,11 +102,12 @@ _spacer: dict[str, Any] = {}
 
 
 def configure() -> dict[str, Any]:
-    """Apply ``MRTRWEB["GC_FREEZE"]`` and ``MRTRWEB["GC_THRESHOLDS"]`` to this process (once).
+    """Apply ``MRTRWEB["GC_FREEZE"]``, ``MRTRWEB["GC_THRESHOLDS"]`` and ``MRTRWEB["GC_EVERY_S"]``
+    (the spacer thread started) to this process (once).
 
     Returns:
         :func:`state` after applying: ``{"frozen": <objects in the permanent generation>,
-        "thresholds": (t0, t1, t2), "configured": True}``.
+        "thresholds": (t0, t1, t2), "configured": True, "every_s": <seconds> | None}``.
 
     Raises:
         django.core.exceptions.ImproperlyConfigured: a setting of the wrong shape (see
@@ -191,7 +192,8 @@ if hasattr(os, "register_at_fork"):
 
 def state() -> dict[str, Any]:
     """What the collector is set to: ``{"frozen": int, "thresholds": (int, int, int), "configured":
-    bool}`` (``configured``: :func:`configure` ran in this process)."""
+    bool, "every_s": float | None}`` (``configured``: :func:`configure` ran in this process;
+    ``every_s``: the running spacer's period, seconds, ``None`` when none runs)."""
     thread = _spacer.get("thread")
     return {"frozen": gc.get_freeze_count(), "thresholds": gc.get_threshold(), "configured": bool(_applied),
             "every_s": _spacer.get("every_s") if thread is not None and thread.is_alive() else None}
