@@ -19,8 +19,11 @@ which applies the start-up collector policy, :mod:`mrtrweb.runtime.gcpolicy`), u
   one full collection costs the worker at this size (the pause a worker with this many people
   takes whenever one comes due), and the objects alive after it (not logged as a pause).
 
-The censuses run on the event loop's thread between two bytecodes (a Python signal handler); the
-benchmark asks for them outside its timed windows (:mod:`mrtrweb.bench.pending`)."""
+The censuses run on the event loop's thread between two bytecodes (a Python signal handler), with
+the collector disabled meanwhile (:func:`gc.disable`, which also holds off the product's spacer,
+:mod:`mrtrweb.runtime.gcpolicy`: a census holds every object in one list, which a collection
+would walk -- once a 234 ms pause); the benchmark asks for them outside its timed windows
+(:mod:`mrtrweb.bench.pending`)."""
 
 from __future__ import annotations
 
@@ -73,7 +76,7 @@ def _trace_walks() -> None:
 
 def _trace_stop(info: dict, ms: float, cpu: float) -> None:
     print(f"GC trace gen {info.get('generation')} sizes {','.join(map(str, _trace['sizes']))} collected "
-          f"{info.get('collected')} ms {ms:.1f} cpu {cpu:.1f}", file=sys.stderr, flush=True)
+          f"{info.get('collected')} ms {ms:.1f} cpu {cpu:.1f} t {time.monotonic():.2f}", file=sys.stderr, flush=True)
     if _trace["saveall"]:
         gc.set_debug(0)
         try:
@@ -126,6 +129,20 @@ def _on_gc(phase: str, info: dict) -> None:
               file=sys.stderr, flush=True)
 
 
+def _still(handler):
+    """``handler`` with automatic collections and the product's spacer held off
+    (:func:`gc.disable`): a census holds every object in one list, which a collection would walk."""
+    def run(signum: int, frame: object) -> None:
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            handler(signum, frame)
+        finally:
+            if enabled:
+                gc.enable()
+    return run
+
+
 def _young_collected() -> None:
     _in_census.append(True)
     try:
@@ -176,6 +193,6 @@ def _full(_signum: int, _frame: object) -> None:
 FULL_SIGNAL = signal.SIGRTMIN + 1
 
 gc.callbacks.append(_on_gc)
-signal.signal(signal.SIGUSR1, _census)
-signal.signal(signal.SIGUSR2, _census_types)
-signal.signal(FULL_SIGNAL, _full)
+signal.signal(signal.SIGUSR1, _still(_census))
+signal.signal(signal.SIGUSR2, _still(_census_types))
+signal.signal(FULL_SIGNAL, _still(_full))

@@ -166,7 +166,13 @@ Meanings are reStructuredText-lite: ``literal`` is the only markup.
     ``gc.set_threshold`` at start-up, three positive ints (generation 0 allocations, then
     collections of the younger generation): fewer, cheaper young collections and rare full ones
     (measured in mrtrweb.runtime.gcpolicy and docs/benchmarks NOTES); ``None`` keeps Python's
-    ``(700, 10, 10)``; default ``(5000, 4, 400)``; ``MRTRWEB_GC_THRESHOLDS="5000 4 400"``
+    ``(700, 10, 10)``; default ``(5000, 4, 1000)``; ``MRTRWEB_GC_THRESHOLDS="5000 4 1000"``
+``GC_EVERY_S``
+    the longest a worker goes without a collection, seconds (0.25): a thread of the worker collects
+    whenever the interpreter's allocation count did not in that time -- the young generation, the
+    older ones when their counts are due (``GC_THRESHOLDS``) -- so the objects a collection walks,
+    those made since the last one, stay few whatever old objects die meanwhile
+    (mrtrweb.runtime.gcpolicy); ``None``: the interpreter's counts alone
 ``APPS_SANDBOX_ORIGIN``
     the origin MCP Apps run on (docs/apps.md; e.g. ``"https://apps.example.com"``), not the site's host name (``mrtrweb.E060``)
 ``APPS_CALLS_PER_SECOND``
@@ -242,6 +248,8 @@ def get(key: str) -> Any:
     if not isinstance(user, dict):
         raise ImproperlyConfigured("MRTRWEB must be a dict")
     value = user.get(key, DEFAULTS[key])
+    if key == "GC_EVERY_S" and value is None:  # the interpreter's counts alone
+        return None
     if key in NUMERIC_KEYS and (isinstance(value, bool) or not isinstance(value, (int, float))
                             or (isinstance(value, float) and not math.isfinite(value)) or value <= 0):
         raise ImproperlyConfigured(f"MRTRWEB[{key!r}] must be a positive (finite) number")

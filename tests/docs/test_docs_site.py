@@ -77,7 +77,7 @@ def test_the_generator_reads_the_code_and_refuses_drift():
     by_key = {r[0]: r for r in rows}
     assert by_key["TTL_S"][1:3] == ("600", "a number")
     assert by_key["BINDING_STORE"][1] == '"database"'
-    assert by_key["GC_THRESHOLDS"][1:3] == ("(5000, 4, 400)", "numbers separated by spaces")
+    assert by_key["GC_THRESHOLDS"][1:3] == ("(5000, 4, 1000)", "numbers separated by spaces")
     assert by_key["SECRET_KEYS"][2] == "a JSON list, or words separated by spaces"
     # a key added in code without a meaning, and a meaning left for a removed key, are both found
     fake = types.SimpleNamespace(
