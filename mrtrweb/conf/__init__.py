@@ -169,8 +169,8 @@ Meanings are reStructuredText-lite: ``literal`` is the only markup.
     ``(700, 10, 10)``; default ``(5000, 4, 1000)``; ``MRTRWEB_GC_THRESHOLDS="5000 4 1000"``
 ``GC_EVERY_S``
     the longest a worker goes without a collection, seconds (0.25): a thread of the worker collects
-    whenever the interpreter's allocation count did not in that time -- the young generation, the
-    older ones when their counts are due (``GC_THRESHOLDS``) -- so the objects a collection walks,
+    whenever the interpreter's allocation count did not in that time -- the young generation,
+    generation 1 when its count is due (``GC_THRESHOLDS``), never a full one -- so the objects a collection walks,
     those made since the last one, stay few whatever old objects die meanwhile
     (mrtrweb.runtime.gcpolicy); ``None``: the interpreter's counts alone
 ``APPS_SANDBOX_ORIGIN``

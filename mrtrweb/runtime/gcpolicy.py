@@ -29,9 +29,11 @@ by :func:`configure` after the application is loaded:
 * ``MRTRWEB["GC_EVERY_S"]`` (default ``0.25``): the *spacer*, a daemon thread of the worker
   (``mrtrweb-gc-spacer``) that, whenever no collection ran for that many seconds, collects what the
   interpreter would were its count due -- the young generation; generation 1 once more young
-  collections than the second threshold ran since its last; a full collection once more
-  generation-1 collections than the third ran (without the interpreter's further wait for a
-  quarter of the long-lived objects to be new: a count Python does not show). A generation-1
+  collections than the second threshold ran since its last; never a full collection: its
+  generation-1 collections count towards the third threshold as the interpreter's do, and the
+  interpreter makes the full collection by its own rule (the count over the third threshold *and*
+  the objects promoted since the last one a quarter of those that survived it, a count Python does
+  not show), so the spacer never adds a full pause an idle worker would not have had. A generation-1
   collection walks the objects made since the previous one that are still alive -- at 5,000
   users mostly seconds-lived ones: uvicorn's keepalive ping of every socket every 20 s (a timer, its
   context, the pong's frame: ~20k objects in 5 s), the MCP session a round keeps ~11 s
@@ -58,10 +60,10 @@ people connected to the worker keep (~215-230 per connected user with a waiting 
 them the WebSocket's: uvicorn's and channels' tasks). Timed in the pending benchmark: 0.3-0.5 s
 at 1,000 users and 1.0-3.0 s at 5,000 on the 2-core benchmark machine. The thresholds make it rare,
 not short; spreading users over workers bounds it. With the spacer, generation-1 collections come
-at least every ``(t1 + 1) * GC_EVERY_S`` seconds (1.25-1.9 s), so a full collection comes due
-after ~20-30 min (1,000 of them) with sockets connected and idle, and after ~25 min under the
-benchmark's load (sooner under more), where without the spacer an idle worker might go hours
-without any collection (and then walk a young generation of everything made meanwhile). Not
+at least every ``(t1 + 1) * GC_EVERY_S`` seconds (1.25-1.9 s) and the third threshold's count is
+passed after ~20-30 min (1,000 of them), but the full collection is still the interpreter's: only
+when an allocation brings a collection and a quarter of the long-lived objects are new since the
+last full one (sockets connected and idle do not). Not
 changed either: uvicorn's keepalive (``--ws-ping-interval``, 20 s) makes most of the
 seconds-lived objects at 5,000 sockets; a longer interval would make fewer in proportion, at the
 cost of finding dead sockets later, and must stay under the proxies' idle timeouts (nginx's
@@ -139,13 +141,13 @@ def _collections() -> int:
 
 
 def _due() -> int:
-    """The generation the interpreter would collect if its allocation count came due now: the
-    oldest whose count of younger collections is over its threshold (``gc.get_count()``, the
-    interpreter's own rule, except that it also waits for a full collection until the objects
-    promoted since the last one are a quarter of those that survived it: a count Python does not
-    show)."""
+    """The young generation (0), or generation 1 when its count of young collections is over its
+    threshold (``gc.get_count()``, the interpreter's rule). Never 2: a full collection stays the
+    interpreter's, made only when it also finds a quarter of the long-lived objects new since the
+    last (a count Python does not show); the spacer's generation-1 collections count towards it
+    as the interpreter's own do (CPython's ``gc_collect_main``)."""
     counts, thresholds = gc.get_count(), gc.get_threshold()
-    return 2 if counts[2] > thresholds[2] else 1 if counts[1] > thresholds[1] else 0
+    return 1 if counts[1] > thresholds[1] else 0
 
 
 def _space(every_s: float, stop: threading.Event) -> None:
