@@ -1,0 +1,54 @@
+"""An answer whose consume, ``submitted`` event and row move are one statement (issue 30,
+:mod:`mrtrweb.audit.joined`) when that statement's outcome is unknown: the connection broke after
+the database may have committed it (its reply lost). Whatever it wrote, nothing is sent and the
+operation is not left ``running`` with no retry in flight and no worker to drive it (session 20's
+review). PostgreSQL only (elsewhere nothing is joined); run with ``tests.services_settings``."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import OperationalError, connection, connections
+
+from mrtrweb import operations
+from mrtrweb.audit.joined import JoinedAppend
+from mrtrweb.models import AuditEvent, Operation
+from tests.sockets import round_on_socket
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture(autouse=True)
+def _postgresql_only():
+    if connection.vendor != "postgresql":
+        pytest.skip("the append joins the consume's statement on PostgreSQL only")
+
+
+async def _full(op: Operation) -> Operation:
+    return await Operation.objects.select_related("server", "tenant", "user").aget(pk=op.pk)
+
+
+async def test_a_joined_answer_whose_reply_is_lost_after_commit_is_not_left_running(seeded, monkeypatch):
+    csrf_client, op, ws = await round_on_socket(seeded)
+    took = JoinedAppend.took
+    lost: list[str] = []
+
+    def reply_lost(self, values):
+        took(self, values)  # the statement ran and committed ...
+        if self.name == "submitted":  # ... and the connection broke before its reply came back
+            lost.append(self.name)
+            connections["default"].connection.close()
+            raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(JoinedAppend, "took", reply_lost)
+    with pytest.raises(operations.OperationRefused):
+        await operations.answer_round(await _full(op), {"confirm_deploy": {"action": "decline"}},
+                                      round_number=op.rounds)
+    await operations.wait_idle()
+    assert lost == ["submitted"]
+    assert seeded["mcp"].calls[("deploy", True)] == 0  # nothing was sent
+    # the statement did commit: the round consumed, its event written, the row moved to running ...
+    assert await AuditEvent.objects.filter(operation_id=op.pk, event="submitted").aexists()
+    ended = await Operation.objects.aget(pk=op.pk)
+    # ... so the operation must be ended here (fail closed), not left running with no retry in flight
+    assert ended.status in Operation.TERMINAL, (ended.status, ended.worker)
+    await ws.disconnect()
