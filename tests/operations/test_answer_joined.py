@@ -52,3 +52,39 @@ async def test_a_joined_answer_whose_reply_is_lost_after_commit_is_not_left_runn
     # ... so the operation must be ended here (fail closed), not left running with no retry in flight
     assert ended.status in Operation.TERMINAL, (ended.status, ended.worker)
     await ws.disconnect()
+
+
+async def test_a_joined_submitted_event_that_reads_back_altered_sends_nothing(seeded, monkeypatch):
+    """The ``submitted`` event made in the consume's statement is read back before the retry may
+    leave: read back altered (another row's hash, a changed field), the answer is denied and
+    nothing is sent -- though the statement moved the row to running."""
+    from mrtrweb.audit import events as audit_events
+
+    csrf_client, op, ws = await round_on_socket(seeded)
+    real = audit_events.read_event
+    checked: list[str] = []
+
+    def altered(conn, pk):
+        row = real(conn, pk)
+        if row is not None and row["event"] == "submitted":
+            checked.append(row["event"])
+            row = dict(row, retry_id=row["retry_id"] + "x")  # its content no longer matches its hash
+        return row
+
+    monkeypatch.setattr(audit_events, "read_event", altered)
+    made_there: list[str] = []
+    event = JoinedAppend.event
+
+    def joined_event(self):
+        made_there.append(self.name)  # the event was made in the consume's statement, checked here
+        return event(self)
+
+    monkeypatch.setattr(JoinedAppend, "event", joined_event)
+    with pytest.raises(operations.OperationRefused) as refused:
+        await operations.answer_round(await _full(op), {"confirm_deploy": {"action": "decline"}},
+                                      round_number=op.rounds)
+    await operations.wait_idle()
+    assert made_there == ["submitted"] and checked == ["submitted"] and refused.value.code == "audit_unavailable"
+    assert seeded["mcp"].calls[("deploy", True)] == 0
+    assert (await Operation.objects.aget(pk=op.pk)).status == Operation.Status.DENIED
+    await ws.disconnect()
