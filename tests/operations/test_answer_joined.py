@@ -88,3 +88,69 @@ async def test_a_joined_submitted_event_that_reads_back_altered_sends_nothing(se
     assert seeded["mcp"].calls[("deploy", True)] == 0
     assert (await Operation.objects.aget(pk=op.pk)).status == Operation.Status.DENIED
     await ws.disconnect()
+
+
+@pytest.mark.parametrize("ends", ["user_inactive", "membership_removed", "server_disabled"])
+async def test_access_ended_right_before_the_joined_consume_sends_nothing(seeded, monkeypatch, ends):
+    """The owner's access ends (no signal: a bulk update) after the answer's checks read it and right
+    before the consume's statement with the ``submitted`` event and the row's move: the move's own
+    ``WHERE`` refuses it, nothing is sent, the operation ends for the access."""
+    from django.contrib.auth import get_user_model
+
+    from mrtrweb.models import McpServer, Membership
+
+    csrf_client, op, ws = await round_on_socket(seeded)
+    made_ready = JoinedAppend.__init__
+
+    def ready(self, operation, event, **kw):
+        if event == "submitted":
+            if ends == "user_inactive":
+                get_user_model().objects.filter(pk=operation.user_id).update(is_active=False)
+            elif ends == "membership_removed":
+                Membership.objects.filter(tenant=operation.tenant_id, user=operation.user_id)._raw_delete("default")
+            else:
+                McpServer.objects.filter(pk=operation.server_id).update(enabled=False)
+        made_ready(self, operation, event, **kw)
+
+    monkeypatch.setattr(JoinedAppend, "__init__", ready)
+    with pytest.raises(operations.OperationRefused) as refused:
+        await operations.answer_round(await _full(op), {"confirm_deploy": {"action": "decline"}},
+                                      round_number=op.rounds)
+    await operations.wait_idle()
+    assert refused.value.code == "denied"
+    assert seeded["mcp"].calls[("deploy", True)] == 0
+    ended = await Operation.objects.aget(pk=op.pk)
+    assert ended.status in Operation.TERMINAL and ended.status != Operation.Status.RUNNING
+    await ws.disconnect()
+
+
+@pytest.mark.parametrize("event", ["received", "completed"])
+async def test_a_joined_received_or_completed_statement_lost_after_commit_leaves_nothing_open(seeded, monkeypatch,
+                                                                                              event):
+    """The result's claim, record, ``received`` event and row to awaiting -- or the end's row,
+    binding close and ``completed`` event -- one statement whose reply is lost after it committed:
+    the headless round ends (no operation left live), nothing more is sent."""
+    from mrtrweb.headless import client as headless
+    from mrtrweb.headless.client import ConsentPolicy
+
+    took = JoinedAppend.took
+    lost: list[str] = []
+
+    def reply_lost(self, values):
+        took(self, values)
+        if self.name == event and not lost:
+            lost.append(self.name)
+            connections["default"].connection.close()
+            raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(JoinedAppend, "took", reply_lost)
+    alice, server = seeded["users"]["alice"], seeded["servers"]["acme"]
+    outcome = await headless.arun(url=server.url, user=alice, tenant=server.tenant, method="tools/call",
+                                  params={"name": "wait_then_ask", "arguments": {"seconds": 0}},
+                                  consent=ConsentPolicy.parse("accept-defaults"))
+    await operations.wait_idle()
+    assert lost == [event]
+    op = await Operation.objects.aget(pk=outcome.operation_id)
+    assert op.status in Operation.TERMINAL, (outcome, op.status)
+    if event == "received":
+        assert seeded["mcp"].calls[("wait_then_ask", True)] == 0  # no retry
