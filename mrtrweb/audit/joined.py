@@ -58,9 +58,6 @@ class JoinedAppend:
         self.fields = fields
         self.values = event_values(operation, event, **fields)
         self.found: tuple[Any, ...] | None = None  # the statement's columns once it ran
-        #: the statement carrying the append failed with its connection (not answered by the
-        #: database): it may have committed, its reply lost -- whatever it wrote is unknown
-        self.lost = False
         self.started = time.perf_counter()
         self.deadline = 0.0
 
@@ -188,7 +185,6 @@ class JoinedAppend:
             except DatabaseError as exc:  # refused by the database (the connection works): nothing written
                 if self.lock_wait(exc) or _answered(conn):
                     return None
-                self.lost = True
                 raise
         self.took(found[1:])
         return int(found[0])

@@ -31,7 +31,7 @@ def _joining(conn, run, joined: Any):
     store's writes are then made as before the append was joined, and whichever part fails again
     says which it was (the store's: raised here; the append's: the caller's own append). A
     connection that broke is raised at once (whether the statement committed is unknown: never
-    made twice), ``joined.lost`` set: the caller cannot know what it wrote (the row's move too)."""
+    made twice)."""
     if joined is None:
         return run(None)
     with joined.running() as placed:
@@ -40,7 +40,6 @@ def _joining(conn, run, joined: Any):
                 return run(joined)
             except DatabaseError as exc:
                 if not (joined.lock_wait(exc) or _answered(conn)):
-                    joined.lost = True
                     raise
     return run(None)
 

@@ -199,8 +199,7 @@ def _respond_and_record(op: Operation, gate: Any, retry_id: str, responses: dict
         GateRejection: the gate refused the answer (nothing consumed).
         StoreUnavailable: the binding store failed.
         mrtrweb.audit.events.AuditUnavailable: the event could not be written or read back (the round is
-            consumed; the caller denies, nothing is sent) -- also when the statement that joined it to
-            the consume was lost with its connection (it may have committed: the caller denies).
+            consumed; the caller denies, nothing is sent).
     """
     from django.db import connections, router
 
@@ -224,18 +223,7 @@ def _respond_and_record(op: Operation, gate: Any, retry_id: str, responses: dict
                 joined.append(JoinedAppend(op, "submitted", **submitted(built)))
                 join(joined[0])
 
-            try:
-                retry = respond(before_write=before_write)
-            except StoreUnavailable:
-                if joined and joined[0].lost:
-                    # the consume, the event and the row's move to running were one statement, lost
-                    # with its connection: it may have committed (the round consumed, the row running
-                    # with no retry in flight). As for an append whose reply was lost: the caller
-                    # denies (the operation ends, nothing is sent)
-                    logger.error("operation %s: the answer's statement was lost with its connection; "
-                                 "its outcome is unknown, the answer is denied", op.id)
-                    raise audit.AuditUnavailable("the answer's joined statement's outcome is unknown") from None
-                raise
+            retry = respond(before_write=before_write)
     if joined and joined[0].appended:  # its hash checked and the row read back, as record's
         return retry, joined[0].event()
     # not made there (another store, no chain head yet, the head's lock wait): on its own, as before

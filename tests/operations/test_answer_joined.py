@@ -1,10 +1,13 @@
 """An answer whose consume, ``submitted`` event and row move are one statement (issue 30,
 :mod:`mrtrweb.audit.joined`) when that statement's outcome is unknown: the connection broke after
 the database may have committed it (its reply lost). Whatever it wrote, nothing is sent and the
-operation is not left ``running`` with no retry in flight and no worker to drive it (session 20's
-review). PostgreSQL only (elsewhere nothing is joined); run with ``tests.services_settings``."""
+operation is not left ``running`` for good with no retry in flight (session 20's review); also the
+read-back of the joined event, access ended right before the statement, and the result's and the
+end's joined statements lost after commit. PostgreSQL only (elsewhere nothing is joined); run with ``tests.services_settings``."""
 
 from __future__ import annotations
+
+import asyncio
 
 import pytest
 from django.db import OperationalError, connection, connections
@@ -27,7 +30,14 @@ async def _full(op: Operation) -> Operation:
     return await Operation.objects.select_related("server", "tenant", "user").aget(pk=op.pk)
 
 
-async def test_a_joined_answer_whose_reply_is_lost_after_commit_is_not_left_running(seeded, monkeypatch):
+async def test_a_joined_answer_whose_reply_is_lost_after_commit_sends_nothing_and_is_ended_by_the_heartbeat(
+        seeded, monkeypatch, settings, trusted_worker):
+    """The consume, the ``submitted`` event and the row to running committed, the reply lost: the
+    answer is refused as the store's failure and nothing is sent; the row names this worker with no
+    task following it, and the heartbeat's own check ends it (docs/round.md: "the heartbeat's check
+    ends it") -- it is not left ``running`` for good."""
+    from mrtrweb.operations import untracked
+
     csrf_client, op, ws = await round_on_socket(seeded)
     took = JoinedAppend.took
     lost: list[str] = []
@@ -40,17 +50,29 @@ async def test_a_joined_answer_whose_reply_is_lost_after_commit_is_not_left_runn
             raise OperationalError("server closed the connection unexpectedly")
 
     monkeypatch.setattr(JoinedAppend, "took", reply_lost)
-    with pytest.raises(operations.OperationRefused):
+    with pytest.raises(operations.OperationRefused) as refused:
         await operations.answer_round(await _full(op), {"confirm_deploy": {"action": "decline"}},
                                       round_number=op.rounds)
     await operations.wait_idle()
-    assert lost == ["submitted"]
+    assert lost == ["submitted"] and refused.value.code == "binding_store_unavailable"
     assert seeded["mcp"].calls[("deploy", True)] == 0  # nothing was sent
-    # the statement did commit: the round consumed, its event written, the row moved to running ...
+    # the statement did commit: its event written, the row running and naming this worker ...
     assert await AuditEvent.objects.filter(operation_id=op.pk, event="submitted").aexists()
-    ended = await Operation.objects.aget(pk=op.pk)
-    # ... so the operation must be ended here (fail closed), not left running with no retry in flight
-    assert ended.status in Operation.TERMINAL, (ended.status, ended.worker)
+    stranded = await Operation.objects.aget(pk=op.pk)
+    assert stranded.status == Operation.Status.RUNNING and stranded.worker
+    # ... with nothing following it: the heartbeat's check ends it once its row is quiet
+    settings.MRTRWEB = {**getattr(settings, "MRTRWEB", {}), "HEARTBEAT_S": 0.2}
+    untracked._last_check, _ = -1e9, untracked._missing_since.clear()
+    ended = 0
+    for _ in range(20):
+        untracked._last_check = -1e9
+        ended += await untracked.check_own()
+        if ended:
+            break
+        await asyncio.sleep(0.25)
+    final = await Operation.objects.aget(pk=op.pk)
+    assert ended == 1 and (final.status, final.error_code) == (Operation.Status.INTERRUPTED, "untracked")
+    assert seeded["mcp"].calls[("deploy", True)] == 0
     await ws.disconnect()
 
 
