@@ -259,3 +259,25 @@ def test_joined_and_separate_appends_of_one_tenant_at_once_keep_the_chain(seeded
     assert sorted(results) == list(range(2, 10))
     report = audit.verify_chain(op0.tenant_id)
     assert report.broken is None and report.head_sequence == 9
+
+
+def test_racing_results_claim_the_binding_once_and_append_one_received_event(seeded):
+    """The same result judged by four workers at once (each the claim and the record with the
+    ``received`` event and the row's move joined): one claim wins, one event, the row moved once."""
+    op, store, record = _waiting(seeded)
+    Operation.objects.filter(pk=op.pk).update(status=Operation.Status.RUNNING)
+    then = move_sql(op.pk, {"status": Operation.Status.AWAITING_INPUT}, status_in=(Operation.Status.RUNNING,))
+    joined = [JoinedAppend(op, "received", round_number=2, then=then, **DIGESTS) for _ in range(4)]
+    tenant = str(op.tenant_id)
+
+    def claim(i: int) -> bool:
+        with store.joining(router.db_for_write(AuditEvent)) as join:
+            join(joined[i])
+            return store.claim_and_save(tenant, "recv:op:s:r-1", str(op.id), dict(record, rounds=2), 60)
+
+    results = _race(4, claim)
+    assert sorted(results) == [False, False, False, True], results
+    won = [j for j in joined if j.appended]
+    assert len(won) == 1 and won[0].event().then_rows == 1
+    assert _events(op) == ["received", "received"]
+    assert audit.verify_chain(op.tenant_id).broken is None
