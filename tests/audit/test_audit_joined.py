@@ -250,3 +250,23 @@ async def test_a_refused_completed_event_leaves_the_operation_completed_as_befor
 
     op = await Operation.objects.aget(pk=outcome.operation_id)
     assert await sync_to_async(get_gate().store.load)(str(op.tenant_id), str(op.id)) is None  # closed in either store
+
+
+def test_hostile_text_in_the_event_goes_in_as_parameters_and_hashes_as_stored(seeded):
+    """The event's text fields (a name, a request id) holding quotes, ``%s``, ``$$``, a backslash, a
+    placeholder-like ``"prev_hash":"`` and non-ASCII: the joined statement binds them as parameters
+    (no other SQL runs, nothing breaks the statement's placeholders) and the hash the database
+    computed matches the stored row, read back and across the chain."""
+    from mrtrweb.audit.chain import read_event
+
+    op = _running(seeded)
+    hostile = "de'ploy\"; DROP TABLE x; -- %s %(x)s $$ \\ \"prev_hash\":\"0\" \"sequence\":\"1\" é—✓"
+    Operation.objects.filter(pk=op.pk).update(name=hostile, latest_request_id=hostile[:60])
+    op.name, op.latest_request_id = hostile, hostile[:60]
+    joined = _completed(op)
+    assert joined.run_after(mark_ended_sql(op, Operation.Status.COMPLETED)) == 1
+    event = joined.event()
+    again = read_event(connection, event.pk)
+    assert again["name"] == hostile and again["request_id"] == hostile[:60]
+    assert again["hash"] == audit.event_hash(again) == event.hash
+    assert audit.verify_chain(op.tenant_id).broken is None

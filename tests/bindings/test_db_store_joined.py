@@ -167,3 +167,117 @@ def test_the_claim_the_record_and_the_received_event_in_one_statement(seeded):
         assert store.claim_and_save(tenant, "recv:op:s:r-1", str(op.id), record, 60) is False
     assert not again.appended and _events(op) == ["received", "received"]
     assert store.load(tenant, str(op.id))["rounds"] == 2  # not saved the second time
+
+
+def _race(n: int, work) -> list:
+    """``work(i)`` in ``n`` threads at once (each its own connection); their results (or errors)."""
+    barrier, out = threading.Barrier(n), [None] * n
+
+    def run(i: int) -> None:
+        try:
+            barrier.wait(10)
+            out[i] = work(i)
+        except BaseException as exc:  # noqa: BLE001
+            out[i] = exc
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    return out
+
+
+@pytest.mark.parametrize("head_locked", [False, True])
+def test_racing_answers_consume_the_round_once_and_append_one_event(seeded, settings, head_locked):
+    """Four answers of one round at once, each its consume with the ``submitted`` event joined (and,
+    with ``head_locked``, the chain head held past the wait so that they fall back to the store's
+    writes alone): exactly one wins, at most one event is appended, the chain has no gap or fork."""
+    op, store, record = _waiting(seeded)
+    settings.MRTRWEB = {**getattr(settings, "MRTRWEB", {}), "AUDIT_WAIT_S": 0.5}
+    joined = [_submitted(op) for _ in range(4)]
+    holder_done, release, locked = threading.Event(), threading.Event(), threading.Event()
+
+    def hold() -> None:
+        from django.db import transaction
+        from django.db.models import F
+
+        try:
+            with transaction.atomic():
+                AuditChainHead.objects.filter(tenant_id=op.tenant_id).update(sequence=F("sequence"))
+                locked.set()
+                release.wait(20)
+        finally:
+            connections.close_all()
+            holder_done.set()
+
+    if head_locked:
+        threading.Thread(target=hold, daemon=True).start()
+        assert locked.wait(10)
+    try:
+        results = _race(4, lambda i: _consume(op, store, record, joined[i], new_key=f"s:r-{i + 2}"))
+    finally:
+        release.set()
+        if head_locked:
+            holder_done.wait(20)
+    assert [r for r in results if isinstance(r, BaseException)] == []
+    assert sorted(results) == [(False, False)] * 3 + [(True, True)], results
+    appended = [j for j in joined if j.appended]
+    assert len(appended) == (0 if head_locked else 1)
+    assert _events(op) == ["received"] + (["submitted"] if not head_locked else [])
+    assert BindingClaim.objects.count() == 1
+    assert audit.verify_chain(op.tenant_id).broken is None
+    if not head_locked:
+        assert appended[0].event().then_rows == 1
+
+
+def test_joined_and_separate_appends_of_one_tenant_at_once_keep_the_chain(seeded):
+    """Joined appends (the end's row move with its event) and plain appends of one tenant from eight
+    threads at once: every event is appended once, the sequence has no gap and the chain verifies."""
+    from mrtrweb.operations.runtime import mark_ended_sql
+    from tests.audit.operations import DIGESTS as D
+
+    op0 = seeded_operation(seeded)
+    audit.record(op0, "received", round_number=1, **D)  # the head
+    ops = [seeded_operation(seeded) for _ in range(8)]
+    for op in ops:
+        Operation.objects.filter(pk=op.pk).update(status=Operation.Status.RUNNING)
+        op.status, op.rounds = Operation.Status.COMPLETED, 1
+
+    def work(i: int):
+        op = ops[i]
+        if i % 2:
+            return audit.record(op, "completed", round_number=1, **D).sequence
+        joined = JoinedAppend(op, "completed", round_number=1, request_id=op.latest_request_id, **D)
+        assert joined.run_after(mark_ended_sql(op, Operation.Status.COMPLETED)) == 1
+        return joined.event().sequence
+
+    results = _race(8, work)
+    assert [r for r in results if isinstance(r, BaseException)] == []
+    assert sorted(results) == list(range(2, 10))
+    report = audit.verify_chain(op0.tenant_id)
+    assert report.broken is None and report.head_sequence == 9
+
+
+def test_racing_results_claim_the_binding_once_and_append_one_received_event(seeded):
+    """The same result judged by four workers at once (each the claim and the record with the
+    ``received`` event and the row's move joined): one claim wins, one event, the row moved once."""
+    op, store, record = _waiting(seeded)
+    Operation.objects.filter(pk=op.pk).update(status=Operation.Status.RUNNING)
+    then = move_sql(op.pk, {"status": Operation.Status.AWAITING_INPUT}, status_in=(Operation.Status.RUNNING,))
+    joined = [JoinedAppend(op, "received", round_number=2, then=then, **DIGESTS) for _ in range(4)]
+    tenant = str(op.tenant_id)
+
+    def claim(i: int) -> bool:
+        with store.joining(router.db_for_write(AuditEvent)) as join:
+            join(joined[i])
+            return store.claim_and_save(tenant, "recv:op:s:r-1", str(op.id), dict(record, rounds=2), 60)
+
+    results = _race(4, claim)
+    assert sorted(results) == [False, False, False, True], results
+    won = [j for j in joined if j.appended]
+    assert len(won) == 1 and won[0].event().then_rows == 1
+    assert _events(op) == ["received", "received"]
+    assert audit.verify_chain(op.tenant_id).broken is None
