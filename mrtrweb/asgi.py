@@ -19,7 +19,7 @@ and full-origin checks, the worker's lifespan, the collector policy (docs/embedd
   :data:`websocket_urlpatterns` -- ``/ws/mrtrweb/`` -- and any of the portal's own) and ``lifespan``
   (:data:`lifespan`: the worker's lease and heartbeat at start-up, a graceful drain on SIGTERM; run
   the ASGI server with ``--lifespan on``); last, :func:`configure_gc` (``MRTRWEB["GC_FREEZE"]``,
-  ``MRTRWEB["GC_THRESHOLDS"]``).
+  ``MRTRWEB["GC_THRESHOLDS"]``, ``MRTRWEB["GC_EVERY_S"]``: a daemon thread, ``mrtrweb-gc-spacer``).
 * The pieces, for a portal that builds its own router: :data:`lifespan`,
   :class:`SameOriginValidator`, :data:`websocket_urlpatterns`, :func:`configure_gc`.
 

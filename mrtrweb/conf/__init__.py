@@ -172,7 +172,8 @@ Meanings are reStructuredText-lite: ``literal`` is the only markup.
     whenever the interpreter's allocation count did not in that time -- the young generation,
     generation 1 when its count is due (``GC_THRESHOLDS``), never a full one -- so the objects a collection walks,
     those made since the last one, stay few whatever old objects die meanwhile
-    (mrtrweb.runtime.gcpolicy); ``None``: the interpreter's counts alone
+    (mrtrweb.runtime.gcpolicy); 0.01 to 3600; ``None`` (``MRTRWEB_GC_EVERY_S=none``): the
+    interpreter's counts alone, no thread
 ``APPS_SANDBOX_ORIGIN``
     the origin MCP Apps run on (docs/apps.md; e.g. ``"https://apps.example.com"``), not the site's host name (``mrtrweb.E060``)
 ``APPS_CALLS_PER_SECOND``
@@ -233,6 +234,9 @@ from django.core.exceptions import ImproperlyConfigured
 from .defaults import BOOL_KEYS, COUNT_KEYS, DEFAULTS, DICT_KEYS, INT_TUPLE_KEYS, LIST_KEYS, NUMERIC_KEYS
 from .environ import from_environ
 
+#: the seconds ``GC_EVERY_S`` may be (below, the thread would collect without pause; above, longer than any use)
+GC_EVERY_RANGE_S = (0.01, 3600.0)
+
 __all__ = ["BINDING_STORES", "BOOL_KEYS", "COUNT_KEYS", "DEFAULTS", "DICT_KEYS", "INT_TUPLE_KEYS", "LIST_KEYS", "NUMERIC_KEYS", "from_environ", "get", "policy", "server_policy", "server_url_policy",
            "server_url_policy_of", "unknown_keys"]
 
@@ -255,6 +259,9 @@ def get(key: str) -> Any:
         raise ImproperlyConfigured(f"MRTRWEB[{key!r}] must be a positive (finite) number")
     if key in COUNT_KEYS and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
         raise ImproperlyConfigured(f"MRTRWEB[{key!r}] must be a whole number, 0 or more")
+    if key == "GC_EVERY_S" and not GC_EVERY_RANGE_S[0] <= value <= GC_EVERY_RANGE_S[1]:
+        raise ImproperlyConfigured(f"MRTRWEB['GC_EVERY_S'] must be None or {GC_EVERY_RANGE_S[0]} to "
+                                   f"{GC_EVERY_RANGE_S[1]} seconds")
     if key == "GC_FREEZE" and not isinstance(value, bool):
         raise ImproperlyConfigured("MRTRWEB['GC_FREEZE'] must be True or False")
     if key == "GC_THRESHOLDS" and value is not None:

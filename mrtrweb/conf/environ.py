@@ -33,6 +33,9 @@ def from_environ(environ: Any) -> dict[str, Any]:
         if raw is None or not raw.strip():
             continue
         raw = raw.strip()
+        if key == "GC_EVERY_S" and raw.lower() in ("none", "off"):  # the interpreter's counts alone
+            out[key] = None
+            continue
         if key in NUMERIC_KEYS or key in COUNT_KEYS:
             try:
                 number = float(raw)

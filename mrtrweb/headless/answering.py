@@ -11,7 +11,7 @@ from typing import Any
 
 from .. import operations
 from ..consent import sampling
-from ..gate import GateRejection, StoreUnavailable
+from ..gate import GateRejection, StoreUnavailable, codes
 from ..models import Operation
 from ..operations.hops import round_hop
 from .policy import ConsentPolicy, shown_name
@@ -89,7 +89,12 @@ async def answer(op: Operation, consent: ConsentPolicy, known: Any = None) -> li
 async def send_answer(op: Operation, rnd: Any, responses: dict[str, Any], provided: dict[str, Any],
                        missing: list[str], first: Any = None) -> None:
     """Send ``responses`` as the answer to round ``rnd`` (``first``: sync work for the answer's own
-    thread hop, :func:`mrtrweb.operations.answer_round`); a refusal denies the operation."""
+    thread hop, :func:`mrtrweb.operations.answer_round`); a refusal denies the operation -- but
+    not when the round is no longer open (``inactive_mrtr_round``: a browser of the same person
+    answered it first, or it expired or ended: whoever closed it moves the operation on, and
+    denying here would end an operation whose retry is already out), nor when the answer is
+    pending (:class:`~mrtrweb.operations.AnswerPending`: consumed and audited, sent by this worker
+    once the database is back)."""
     if missing:
         logger.info("operation %s round %s: accept-defaults answers cancel: required fields without a default: %s",
                     op.id, rnd.number, ", ".join(missing))
@@ -99,11 +104,18 @@ async def send_answer(op: Operation, rnd: Any, responses: dict[str, Any], provid
                      for k, v in responses.items()})
     try:
         await operations.answer_round(op, responses, round_number=rnd.number, first=first)
-    except GateRejection as exc:
-        # e.g. answers that do not match the schema: no person can correct them here
-        logger.info("operation %s round %s: answer refused by the gate (%s)", op.id, rnd.number, exc.code)
-        await operations.deny(op, exc.code)
-    except operations.OperationRefused as exc:
+    except operations.AnswerPending:
+        logger.info("operation %s round %s: answer kept until the database is back", op.id, rnd.number)
+    except (GateRejection, operations.OperationRefused) as exc:
+        if exc.code == codes.INACTIVE_MRTR_ROUND:  # closed by someone else: theirs to move on
+            logger.info("operation %s round %s: the round was no longer open (answered elsewhere, expired or "
+                        "ended); the operation is left to that", op.id, rnd.number)
+            return
+        if isinstance(exc, GateRejection):
+            # e.g. answers that do not match the schema: no person can correct them here
+            logger.info("operation %s round %s: answer refused by the gate (%s)", op.id, rnd.number, exc.code)
+            await operations.deny(op, exc.code)
+            return
         logger.info("operation %s round %s: answer refused (%s)", op.id, rnd.number, exc.code)
         if not (await Operation.objects.aget(pk=op.pk)).is_terminal:
             await operations.deny(op, exc.code)

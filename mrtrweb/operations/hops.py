@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import functools
+import sys
 import threading
 import types
 from collections.abc import Awaitable, Callable
@@ -95,9 +96,21 @@ def round_hop(fn: Callable[..., T]) -> Callable[..., Awaitable[T]]:
         finally:
             _done(i)
 
-    if isinstance(fn, types.FunctionType) and "<locals>" not in fn.__qualname__:  # lives as long as its module
+    if _module_level(fn):  # lives as long as its module
         _hops[fn] = hop
     return hop
+
+
+def _module_level(fn: Any) -> bool:
+    """Whether ``fn`` is the function its module holds under its qualified name (a module-level
+    function, or a module-level decorated one): only those are kept in :data:`_hops`. A wrapper
+    made per call (``functools.wraps`` copies the name it wraps), a closure or a method is not."""
+    if not isinstance(fn, types.FunctionType) or "<locals>" in fn.__qualname__:
+        return False
+    found: Any = sys.modules.get(fn.__module__)
+    for part in fn.__qualname__.split("."):
+        found = getattr(found, part, None)
+    return found is fn
 
 
 def close_connections() -> None:

@@ -53,7 +53,7 @@ by :func:`configure` after the application is loaded:
   49.6, 36.2 and 32.9 ms (50 probes: one pause more or less). The mass disconnect of the 5,000
   sockets at the end: 68-69 ms of CPU at most without it, 77-81 with it at 0.25 s. Idle, it
   wakes eight times a second and collects what a fraction of a second made. It stops while the
-  collector is disabled (:func:`gc.disable`). ``None``: the interpreter's counts alone.
+  collector is disabled (:func:`gc.disable`, or a first threshold of 0). ``None``: the interpreter's counts alone.
 
 What it does not change: a full collection, when one comes due, still walks every object the
 people connected to the worker keep (~215-230 per connected user with a waiting round, ~180 of
@@ -153,13 +153,13 @@ def _due() -> int:
 def _space(every_s: float, stop: threading.Event) -> None:
     """The spacer's loop: every half of ``every_s``, when no collection ran for ``every_s``
     seconds, collect what the interpreter would collect were its count due (:func:`_due`); nothing
-    while the collector is disabled (:func:`gc.disable`)."""
+    while the collector is disabled (:func:`gc.disable`, or a first threshold of 0)."""
     seen, last = _collections(), time.monotonic()
     while not stop.wait(every_s / 2):
         now, count = time.monotonic(), _collections()
         if count != seen:
             seen, last = count, now
-        elif now - last >= every_s and gc.isenabled():  # gc.disable() stops it too
+        elif now - last >= every_s and gc.isenabled() and gc.get_threshold()[0]:  # gc.disable() or a 0 threshold stops it
             gc.collect(_due())
             seen, last = _collections(), time.monotonic()
 

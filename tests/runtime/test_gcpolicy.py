@@ -168,7 +168,8 @@ def test_the_defaults(settings):
     assert conf.get("GC_EVERY_S") == conf.DEFAULTS["GC_EVERY_S"] == 0.25
 
 
-@pytest.mark.parametrize("value", [0, -1, "0.5", True, float("nan"), float("inf")])
+@pytest.mark.parametrize("value", [0, -1, "0.5", True, float("nan"), float("inf"),
+                                   1e-9, 0.001, 1e11])  # a spinning thread; past threading.TIMEOUT_MAX
 def test_a_bad_spacing_is_refused_before_anything_changes(settings, fresh_gc, value):
     settings.MRTRWEB = {"GC_EVERY_S": value}
     with pytest.raises(ImproperlyConfigured, match="GC_EVERY_S"):
@@ -201,3 +202,32 @@ def test_the_environment_variables():
     assert got == {"GC_THRESHOLDS": (10000, 10, 100), "GC_FREEZE": False, "GC_EVERY_S": 0.25}
     with pytest.raises(ImproperlyConfigured, match="MRTRWEB_GC_THRESHOLDS"):
         conf.from_environ({"MRTRWEB_GC_THRESHOLDS": "10000 ten 100"})
+
+
+def test_the_spacer_can_be_turned_off_from_the_environment():
+    assert conf.from_environ({"MRTRWEB_GC_EVERY_S": "none"}) == {"GC_EVERY_S": None}
+    assert conf.from_environ({"MRTRWEB_GC_EVERY_S": " Off "}) == {"GC_EVERY_S": None}
+    with pytest.raises(ImproperlyConfigured, match="MRTRWEB_GC_EVERY_S"):
+        conf.from_environ({"MRTRWEB_GC_EVERY_S": "never"})
+
+
+def test_the_spacer_respects_automatic_collection_turned_off_by_a_zero_threshold(settings, fresh_gc):
+    """``gc.set_threshold(0)`` turns automatic collection off (Python's documentation): the spacer
+    collects nothing then, as with :func:`gc.disable`."""
+    settings.MRTRWEB = {"GC_FREEZE": False, "GC_THRESHOLDS": None, "GC_EVERY_S": 0.05}
+    gc.set_threshold(0)
+    gcpolicy.configure()
+    assert gcpolicy.state()["every_s"] == 0.05
+    before = gcpolicy._collections()
+    time.sleep(0.5)
+    assert gcpolicy._collections() == before
+
+
+def test_reset_stops_the_spacer_and_a_second_configure_starts_none(settings, fresh_gc):
+    settings.MRTRWEB = {"GC_FREEZE": False, "GC_EVERY_S": 0.05}
+    gcpolicy.configure()
+    gcpolicy.configure()
+    assert [t.name for t in threading.enumerate()].count("mrtrweb-gc-spacer") == 1
+    gcpolicy.reset()
+    assert "mrtrweb-gc-spacer" not in {t.name for t in threading.enumerate()}
+    assert gcpolicy.state()["every_s"] is None
