@@ -129,6 +129,13 @@ class JoinedAppend:
         alias = router.db_for_write(AuditEvent)
         return isinstance(exc, OperationalError) and is_lock_wait(connections[alias], exc)
 
+    def gave_way(self, exc: BaseException, conn) -> bool:
+        """Whether a failed statement carrying this append wrote nothing and left ``conn``
+        working -- a lock wait (:meth:`lock_wait`) or a refusal the database answered -- so its
+        parts may be made again on their own; ``False``: the connection broke (whether the
+        statement committed is unknown: never made twice)."""
+        return self.lock_wait(exc) or _answered(conn)
+
     @property
     def appended(self) -> bool:
         """Whether the statement ran and appended the event."""
@@ -183,7 +190,7 @@ class JoinedAppend:
                     cur.execute(sql, [p for _, _, params in steps for p in params])
                     found = cur.fetchone()
             except DatabaseError as exc:  # refused by the database (the connection works): nothing written
-                if self.lock_wait(exc) or _answered(conn):
+                if self.gave_way(exc, conn):
                     return None
                 raise
         self.took(found[1:])

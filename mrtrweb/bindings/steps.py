@@ -3,7 +3,7 @@
 (register, receive, respond) and :func:`delete_live_after` (the close after the caller's row move).
 
 Either may carry a *joined* append (:class:`mrtrweb.audit.joined.JoinedAppend`, duck-typed here:
-``running()``, ``steps(conn, after)``, ``took(values)``, ``lock_wait(exc)``): the phase's audit
+``running()``, ``steps(conn, after)``, ``took(values)``, ``gave_way(exc, conn)``): the phase's audit
 event and the caller's write that goes with it, made only when the store's own step ``after`` wrote
 (issue 30: one statement per phase). When the statement fails with an error the database answered
 (the append's lock wait, its insert refused: nothing written) or the appender found no place in
@@ -39,20 +39,9 @@ def _joining(conn, run, joined: Any):
             try:
                 return run(joined)
             except DatabaseError as exc:
-                if not (joined.lock_wait(exc) or _answered(conn)):
+                if not joined.gave_way(exc, conn):
                     raise
     return run(None)
-
-
-def _answered(conn) -> bool:
-    """Whether the statement that just failed on ``conn`` was refused by the database (outside a
-    transaction, the connection still works: nothing was written) rather than lost with it."""
-    if conn.in_atomic_block or conn.connection is None:
-        return False
-    try:
-        return conn.is_usable()
-    except Exception:  # noqa: BLE001 -- a check that fails says the connection is gone
-        return False
 
 
 def chained(conn, steps: list[tuple[str, str, list[Any]]], report: list[str],
