@@ -51,3 +51,39 @@ EXPECTED = {
     "cancel": ({"received": 1, "shown": 1, "submitted": 1, "cancelled": 1}, "completed"),
     "stop": ({"received": 1, "shown": 1, "denied": 1}, "denied"),
 }
+
+
+class ChainHolder:
+    """Another writer in the middle of its transaction: it holds the tenant ``tenant_id``'s chain
+    head (made first when the tenant has none; a row lock on PostgreSQL, the write lock on SQLite)
+    until :meth:`release`."""
+
+    def __init__(self, tenant_id) -> None:
+        self.tenant_id, self.locked, self._release = tenant_id, threading.Event(), threading.Event()
+        self.errors: list[BaseException] = []
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        assert self.locked.wait(10), self.errors
+
+    def _run(self) -> None:
+        from django.db import transaction
+        from django.db.models import F
+
+        from mrtrweb.audit import events as audit
+        from mrtrweb.models import AuditChainHead
+
+        try:
+            with transaction.atomic():
+                AuditChainHead.objects.get_or_create(tenant_id=self.tenant_id, defaults={"hash": audit.GENESIS})
+                AuditChainHead.objects.filter(tenant_id=self.tenant_id).update(sequence=F("sequence"))
+                self.locked.set()
+                self._release.wait(20)
+        except BaseException as exc:  # noqa: BLE001 -- reported by release()
+            self.errors.append(exc)
+        finally:
+            connections.close_all()
+
+    def release(self) -> None:
+        self._release.set()
+        self._thread.join(20)
+        assert not self.errors, self.errors

@@ -27,7 +27,7 @@ from mrtrweb.models import AuditEvent, Membership, McpServer, Operation
 
 from ..live_server import LiveAsgiServer
 from ..topology import WebSession, status_in
-from .concurrency import EXPECTED, INVALID, INVALID_POSTS, ROLES, USERS_PER_TENANT, VALID, run_threads
+from .concurrency import EXPECTED, INVALID, INVALID_POSTS, ROLES, USERS_PER_TENANT, VALID, ChainHolder, run_threads
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -227,48 +227,12 @@ def test_appends_wait_on_an_embedding_projects_plain_sqlite(seeded, monkeypatch)
     assert "OK acme" in _verify()
 
 
-class _ChainHolder:
-    """Another writer in the middle of its transaction: it holds ``tenant``'s chain head (a row
-    lock on PostgreSQL, the write lock on SQLite) until :meth:`release`."""
-
-    def __init__(self, tenant) -> None:
-        self.tenant = tenant
-        self.locked = threading.Event()
-        self._release = threading.Event()
-        self.errors: list[BaseException] = []
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-        assert self.locked.wait(10), self.errors
-
-    def _run(self) -> None:
-        from django.db import transaction
-        from django.db.models import F
-
-        from mrtrweb.models import AuditChainHead
-
-        try:
-            with transaction.atomic():
-                AuditChainHead.objects.get_or_create(tenant=self.tenant, defaults={"hash": audit.GENESIS})
-                AuditChainHead.objects.filter(tenant=self.tenant).update(sequence=F("sequence"))
-                self.locked.set()
-                self._release.wait(20)
-        except BaseException as exc:  # noqa: BLE001
-            self.errors.append(exc)
-        finally:
-            connections.close_all()
-
-    def release(self) -> None:
-        self._release.set()
-        self._thread.join(20)
-        assert not self.errors, self.errors
-
-
 def test_an_append_waits_for_a_writer_holding_the_chain(seeded, settings):
     """While another writer holds the tenant's chain, an append waits for it (it does not fail),
     then lands after it."""
     settings.MRTRWEB = {"AUDIT_WAIT_S": 20}
     op = _operation(seeded["users"]["alice"], seeded["servers"]["acme"])
-    holder = _ChainHolder(op.tenant)
+    holder = ChainHolder(op.tenant_id)
     done: list = []
     writer = threading.Thread(target=lambda: (done.append(audit.record(op, "shown", round_number=1)),
                                               connections.close_all()), daemon=True)
@@ -287,7 +251,7 @@ def test_an_append_fails_closed_after_the_wait_limit(seeded, settings, caplog):
     is intact and appends work again once it is free."""
     settings.MRTRWEB = {"AUDIT_WAIT_S": 0.5}
     op = _operation(seeded["users"]["alice"], seeded["servers"]["acme"])
-    holder = _ChainHolder(op.tenant)
+    holder = ChainHolder(op.tenant_id)
     try:
         with pytest.raises(audit.AuditUnavailable, match="stayed locked by other writers for 0.5 s"):
             audit.record(op, "submitted", round_number=1, read_back=True)
@@ -305,7 +269,7 @@ def test_another_tenants_chain_does_not_wait_on_postgresql(seeded, settings):
         pytest.skip("SQLite has one writer lock for the whole database")
     settings.MRTRWEB = {"AUDIT_WAIT_S": 1}
     acme, globex = seeded["servers"]["acme"], seeded["servers"]["globex"]
-    holder = _ChainHolder(acme.tenant)
+    holder = ChainHolder(acme.tenant_id)
     try:
         row = audit.record(_operation(seeded["users"]["bob"], globex), "received", round_number=1)
     finally:

@@ -5,7 +5,6 @@ is joined: :meth:`JoinedAppend.joins` is False); run with ``tests.services_setti
 
 from __future__ import annotations
 
-import threading
 
 import pytest
 from django.db import connection, connections, router
@@ -14,6 +13,7 @@ from mrtrweb.audit import events as audit
 from mrtrweb.audit.joined import JoinedAppend
 from mrtrweb.models import AuditChainHead, AuditEvent, Operation
 from mrtrweb.operations.runtime import mark_ended_sql
+from tests.audit.concurrency import ChainHolder
 from tests.audit.operations import DIGESTS, seeded_operation
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
@@ -23,36 +23,6 @@ pytestmark = [pytest.mark.django_db(transaction=True)]
 def _postgresql_only():
     if connection.vendor != "postgresql":
         pytest.skip("the append joins another statement on PostgreSQL only")
-
-
-class _HeadHolder:
-    """Another writer in the middle of its transaction, holding ``tenant_id``'s chain head."""
-
-    def __init__(self, tenant_id) -> None:
-        self.tenant_id, self.locked, self._release = tenant_id, threading.Event(), threading.Event()
-        self.errors: list[BaseException] = []
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-        assert self.locked.wait(10), self.errors
-
-    def _run(self) -> None:
-        from django.db import transaction
-        from django.db.models import F
-
-        try:
-            with transaction.atomic():
-                AuditChainHead.objects.filter(tenant_id=self.tenant_id).update(sequence=F("sequence"))
-                self.locked.set()
-                self._release.wait(20)
-        except BaseException as exc:  # noqa: BLE001
-            self.errors.append(exc)
-        finally:
-            connections.close_all()
-
-    def release(self) -> None:
-        self._release.set()
-        self._thread.join(20)
-        assert not self.errors, self.errors
 
 
 def _running(seeded, *, head: bool = True) -> Operation:
@@ -114,7 +84,7 @@ def test_a_head_locked_past_the_wait_fails_the_statement_and_writes_nothing(seed
     fails (``run_after`` None), the row is not moved: the caller makes both on their own."""
     op = _running(seeded)
     settings.MRTRWEB = {**getattr(settings, "MRTRWEB", {}), "AUDIT_WAIT_S": 0.3}
-    holder = _HeadHolder(op.tenant_id)
+    holder = ChainHolder(op.tenant_id)
     try:
         joined = _completed(op)
         assert joined.run_after(mark_ended_sql(op, Operation.Status.COMPLETED)) is None
@@ -137,7 +107,7 @@ def test_the_store_close_falls_back_to_its_own_writes_when_the_head_stays_locked
     store.save(tenant, str(op.id), {"tenant": tenant, "operation_id": str(op.id)}, 60)
     settings.MRTRWEB = {**getattr(settings, "MRTRWEB", {}), "AUDIT_WAIT_S": 0.3}
     alias = router.db_for_write(Operation)
-    holder = _HeadHolder(op.tenant_id)
+    holder = ChainHolder(op.tenant_id)
     try:
         joined = _completed(op)
         with store.along(alias, *mark_ended_sql(op, Operation.Status.COMPLETED), joined=joined) as made:
