@@ -1,7 +1,8 @@
 """Counting what reaches PostgreSQL (issue 30, item 6): a loopback TCP proxy in front of the
 server that reads the frontend protocol of every connection made through it and records each
 query message -- ``Query`` (simple protocol: one round trip, maybe several statements separated by
-``;``) and ``Execute`` (extended protocol, its text from the ``Parse`` before it) -- whatever sent
+``;``) and ``Execute`` (extended protocol, its text from the ``Parse`` of the statement its ``Bind``
+named: a prepared statement is parsed once per connection, then bound by name) -- whatever sent
 it: Django's cursors, psycopg's own ``BEGIN`` / ``COMMIT`` / ``ROLLBACK`` and connection set-up,
 or any other code holding a connection. Nothing is changed on the way (bytes pass as they came),
 and no setting of the server is needed (``pg_stat_statements`` is not preloaded on the test
@@ -12,6 +13,7 @@ Usage (tests/operations/test_round_cost.py)::
     with WireCounter(host, port) as wire:     # listens on 127.0.0.1:<wire.port>
         ...point new connections at wire.port (sslmode disable)...
         wire.reset(); ...work...; wire.statements   # [text of each message, in order]
+        wire.parsed                                 # [text of each Parse: statements (re)planned]
         [s for t in wire.statements for s in split_statements(t)]   # the statements the server ran
 
 Only plain-text connections are read (``sslmode=disable``: the proxy answers nothing itself and
@@ -35,6 +37,7 @@ class WireCounter:
         self.upstream = (host, port)
         self._lock = threading.Lock()
         self._statements: list[str] = []
+        self._parsed: list[str] = []
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port = self._listener.getsockname()[1]
         self._closed = False
@@ -49,13 +52,21 @@ class WireCounter:
         with self._lock:
             return list(self._statements)
 
+    @property
+    def parsed(self) -> list[str]:
+        """The ``Parse`` messages since the last :meth:`reset` (their text): what the server parsed
+        and planned anew -- a prepared statement's first run on a connection, or an unnamed one."""
+        with self._lock:
+            return list(self._parsed)
+
     def reset(self) -> None:
         with self._lock:
             self._statements.clear()
+            self._parsed.clear()
 
-    def _note(self, text: str) -> None:
+    def _note(self, text: str, parsed: bool = False) -> None:
         with self._lock:
-            self._statements.append(text)
+            (self._parsed if parsed else self._statements).append(text)
 
     # ------------------------------------------------------------------ the proxy
     def __enter__(self) -> WireCounter:
@@ -105,7 +116,8 @@ class WireCounter:
         """Forward the client's bytes, reading its messages as they pass."""
         buf = b""
         startup = True  # messages of the startup phase carry no type byte
-        parsed = ""  # the text of the last Parse (the statement an Execute runs)
+        texts: dict[bytes, str] = {}  # this connection's statements by name (b"": the unnamed one)
+        bound = ""  # the text of the statement the last Bind named (what an Execute runs)
         try:
             while data := src.recv(65536):
                 dst.sendall(data)
@@ -131,9 +143,13 @@ class WireCounter:
                     if kind == b"Q":
                         self._note(body.rstrip(b"\0").decode("utf-8", "replace"))
                     elif kind == b"P":  # name\0 query\0 ...
-                        parsed = body.split(b"\0", 2)[1].decode("utf-8", "replace")
+                        name, text = body.split(b"\0", 2)[:2]
+                        texts[name] = text.decode("utf-8", "replace")
+                        self._note(texts[name], parsed=True)
+                    elif kind == b"B":  # portal\0 statement\0 ...
+                        bound = texts.get(body.split(b"\0", 2)[1], "")
                     elif kind == b"E":
-                        self._note(parsed)
+                        self._note(bound)
         except OSError:
             pass
         finally:

@@ -57,7 +57,7 @@ PG_REDIS_FILES = (
     "tests/headless/test_headless_defaults.py", "tests/authz/test_authz_service.py",
     "tests/authz/test_authz_views.py", "tests/authz/test_auth_binding.py",
     "tests/authz/test_secrets_at_rest.py", "tests/bindings/test_db_store.py",
-    "tests/operations/test_attack_resilience.py", "tests/operations/test_round_cost.py",
+    "tests/operations/test_attack_resilience.py", "tests/operations/test_round_cost.py", "tests/prepared/test_prepared.py",
     "tests/live/test_nav_pending.py", "tests/operations/test_outcomes.py", "tests/tenancy/test_tenancy.py",
     "tests/text/test_i18n.py", "tests/audit/test_audit_once.py", "tests/audit/test_audit_once_purge.py",
     "tests/audit/test_audit_joined.py", "tests/bindings/test_db_store_joined.py", "tests/audit/test_audit_statements.py",

@@ -15,6 +15,7 @@ from typing import Any
 
 from django.db import DatabaseError, OperationalError
 
+from .. import prepared
 from ..models import AuditChainHead, AuditEvent, AuditOnce
 
 logger = logging.getLogger("mrtrweb.audit")
@@ -152,10 +153,10 @@ class PgAppend:
         self.timed_sql += body
 
     def one_trip(self) -> bool:
-        """Whether ``lock_timeout`` and the statement can go in one ``execute`` (psycopg's
-        client-side binding cursor, Django's default)."""
-        with self.conn.cursor() as cur:
-            return _client_side_binding(cur)
+        """Whether ``lock_timeout`` and the statement go in one ``execute``: always, the timeout
+        being the statement's first step (``timed_sql``), whether its parameters are bound client-
+        or server-side (:mod:`mrtrweb.prepared`)."""
+        return True
 
     def execute(self, deadline: float, *, with_timeout: bool) -> tuple[Any, int, str, str] | None:
         """Run the statement; ``with_timeout`` (outside a transaction, client-side binding): one
@@ -163,7 +164,7 @@ class PgAppend:
         the statement itself before it waits for a claim or the head's lock (``set_config(...,
         true)``: local to its transaction). None when nothing was written: the tenant has no chain
         head yet, or (``once``) the event's claim or the event exists."""
-        with self.conn.cursor() as cur:
+        with prepared.cursor(self.conn) as cur:
             if not with_timeout:
                 cur.execute(self.sql, self.params)
                 return cur.fetchone()
@@ -181,13 +182,13 @@ def sqlite_busy_timeout(conn, deadline: float, nested: bool):
         return
     left_ms = max(1, int((deadline - time.monotonic()) * 1000))
     own_ms = int(float(conn.settings_dict.get("OPTIONS", {}).get("timeout", 5)) * 1000)
-    with conn.cursor() as cur:
+    with prepared.cursor(conn) as cur:
         cur.execute(f"PRAGMA busy_timeout = {left_ms}")
     try:
         yield
     finally:
         try:
-            with conn.cursor() as cur:
+            with prepared.cursor(conn) as cur:
                 cur.execute(f"PRAGMA busy_timeout = {own_ms}")
         except DatabaseError:  # the connection broke: the append's own error is what counts
             logger.warning("could not restore the SQLite busy timeout after an audit append")
@@ -204,7 +205,7 @@ def locked_head(conn, tenant_id: Any, deadline: float) -> tuple[int, str]:
         qn = conn.ops.quote_name
         lock = (f"SELECT {qn('sequence')}, {qn('hash')} FROM {qn(AuditChainHead._meta.db_table)} "
                 f"WHERE {qn('tenant_id')} = %s FOR UPDATE")
-        with conn.cursor() as cur:
+        with prepared.cursor(conn) as cur:
             if _client_side_binding(cur):
                 cur.execute(f"SET LOCAL lock_timeout = {left_ms}; " + lock, [tenant_id])
                 cur.nextset()
@@ -246,7 +247,7 @@ def read_event(conn, pk: Any) -> dict[str, Any] | None:
     the fields' own converters like the ORM's, but with SQL built once per connection alias (the
     ORM's query compilation costs several times the query); None when there is no such row."""
     sql, columns = _READ_SQL.get(conn.alias) or _READ_SQL.setdefault(conn.alias, _read_sql(conn))
-    with conn.cursor() as cur:
+    with prepared.cursor(conn) as cur:
         cur.execute(sql, [pk])
         found = cur.fetchone()
     if found is None:

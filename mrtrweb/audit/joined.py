@@ -30,6 +30,7 @@ one the caller sees and finishes as before the steps were joined:
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -37,10 +38,12 @@ from typing import Any
 from django.db import DatabaseError, OperationalError, connections, router
 from django.utils import timezone
 
-from .. import conf
+from .. import conf, prepared
 from ..models import AuditChainHead, AuditEvent, Operation
-from .chain import _client_side_binding, is_lock_wait, link_texts
+from .chain import is_lock_wait, link_texts
 from .events import AuditUnavailable, _event, _queued, event_values, recorded
+
+logger = logging.getLogger("mrtrweb.audit")
 
 #: the event's columns the statement returns, then the rows ``th`` wrote
 _LINKED = ("sequence", "prev_hash", "hash")
@@ -64,11 +67,8 @@ class JoinedAppend:
     @staticmethod
     def joins(conn) -> bool:
         """Whether the steps can be a part of a statement on ``conn``: PostgreSQL, outside a
-        transaction, parameters bound client-side (Django's default cursor)."""
-        if conn.vendor != "postgresql" or conn.in_atomic_block or not conn.get_autocommit():
-            return False
-        with conn.cursor() as cur:
-            return _client_side_binding(cur)
+        transaction (its parameters bound client- or server-side: :mod:`mrtrweb.prepared`)."""
+        return conn.vendor == "postgresql" and not conn.in_atomic_block and conn.get_autocommit()
 
     @contextlib.contextmanager
     def running(self) -> Iterator[bool]:
@@ -134,7 +134,11 @@ class JoinedAppend:
         working -- a lock wait (:meth:`lock_wait`) or a refusal the database answered -- so its
         parts may be made again on their own; ``False``: the connection broke (whether the
         statement committed is unknown: never made twice)."""
-        return self.lock_wait(exc) or _answered(conn)
+        alone = self.lock_wait(exc) or _answered(conn)
+        logger.info("a joined %s append gave way (%s, sqlstate %s): %s", self.values.get("event", "audit"),
+                    type(exc).__name__, getattr(exc.__cause__, "sqlstate", None) or "-",
+                    "its parts made apart" if alone else "the connection broke, nothing made again")
+        return alone
 
     @property
     def appended(self) -> bool:
@@ -186,7 +190,7 @@ class JoinedAppend:
             sql = ("WITH " + ", ".join(f"{name} AS ({step})" for name, step, _ in steps)
                    + " SELECT (SELECT count(*) FROM w), " + ", ".join(columns))
             try:
-                with conn.cursor() as cur:
+                with prepared.cursor(conn) as cur:
                     cur.execute(sql, [p for _, _, params in steps for p in params])
                     found = cur.fetchone()
             except DatabaseError as exc:  # refused by the database (the connection works): nothing written

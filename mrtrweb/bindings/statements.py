@@ -15,6 +15,8 @@ from django.db import IntegrityError, connections, router, transaction
 from django.db.models import DateTimeField, ExpressionWrapper
 from django.db.models.functions import Now
 
+from .. import prepared
+
 #: database vendors whose ``INSERT ... ON CONFLICT ... DO UPDATE ... WHERE ... RETURNING`` (and
 #: ``DELETE ... RETURNING``) the store uses (SQLite >= 3.35); others take the portable path
 UPSERT_VENDORS = frozenset({"postgresql", "sqlite"})
@@ -91,7 +93,7 @@ def select_live(model, column: str, where: dict[str, Any]) -> Any:
     sql = select_live_sql(model, column, names)
     meta = model._meta
     params = [meta.get_field(n).get_db_prep_value(where[n], conn) for n in names]
-    with conn.cursor() as cur:
+    with prepared.cursor(conn) as cur:
         cur.execute(sql, params)
         found = cur.fetchone()
     return None if found is None else meta.get_field(column).to_python(found[0])
@@ -185,7 +187,7 @@ def select_bound(tenant: str, key_digest: str) -> tuple[str, str] | None:
     alias = router.db_for_write(LiveBinding)
     conn = connections[alias]
     sql = _bound_sql(alias)
-    with conn.cursor() as cur:
+    with prepared.cursor(conn) as cur:
         cur.execute(sql, [tenant, key_digest])
         found = cur.fetchone()
     return None if found is None else (found[0], found[1])
@@ -226,7 +228,7 @@ def delete_live(model, column: str, where: dict[str, Any], also: tuple[Any, dict
                                        f"{qn(meta.get_field('expires_at').column)} > {now_sql}")
     params = [also[0]._meta.get_field(n).get_db_prep_value(also[1][n], conn) for n in other_names] if also else []
     params += [meta.get_field(n).get_db_prep_value(where[n], conn) for n in names]
-    with conn.cursor() as cur:
+    with prepared.cursor(conn) as cur:
         cur.execute(sql, params)
         found = [row for row in cur.fetchall() if row[1]]
     return None if not found else meta.get_field(column).to_python(found[0][0])
@@ -249,7 +251,7 @@ def upsert(model, unique: dict[str, Any], values: dict[str, Any], *, only_over_e
     if conn.vendor not in UPSERT_VENDORS:
         return _upsert_portable(model, alias, unique, values, only_over_expired)
     sql, params = upsert_sql(model, conn, unique, values, only_over_expired=only_over_expired)
-    with conn.cursor() as cursor:
+    with prepared.cursor(conn) as cursor:
         cursor.execute(sql, params)
         return cursor.fetchone() is not None
 
@@ -311,7 +313,7 @@ def delete_rows(model, where: dict[str, Any]) -> int:
         qn = conn.ops.quote_name
         sql = _PLAIN_DELETES.setdefault(key, f"DELETE FROM {qn(meta.db_table)} WHERE "
                                         + " AND ".join(f"{qn(meta.get_field(n).column)} = %s" for n in names))
-    with conn.cursor() as cur:
+    with prepared.cursor(conn) as cur:
         cur.execute(sql, [meta.get_field(n).get_db_prep_value(where[n], conn) for n in names])
         return cur.rowcount
 

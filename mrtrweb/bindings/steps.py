@@ -18,6 +18,8 @@ from typing import Any
 from django.db import DatabaseError, connections, router
 from django.db.models.functions import Now
 
+from .. import prepared
+
 from .statements import _sql
 
 #: SQLSTATE division_by_zero: how :func:`chained` makes its statement fail on purpose
@@ -70,7 +72,7 @@ def chained(conn, steps: list[tuple[str, str, list[Any]]], report: list[str],
                     f"THEN 1 / (SELECT count(*)::int FROM {b}) END")
         params = [p for _, _, step_params in every for p in step_params]
         try:
-            with conn.cursor() as cur:
+            with prepared.cursor(conn) as cur:
                 cur.execute(sql, params)
                 found = cur.fetchone()
         except DataError as exc:
@@ -116,7 +118,7 @@ def delete_live_after(model, column: str, where: dict[str, Any], also: tuple[Any
                f"{qn(meta.get_field(column).column)} AS v, {qn(meta.get_field('expires_at').column)} > {now_sql} AS live)"
                f"{more} SELECT (SELECT count(*) FROM w), d.v, d.live{''.join(', ' + c for c in columns)} "
                "FROM (SELECT 1 AS one) x LEFT JOIN d ON TRUE")
-        with conn.cursor() as cur:
+        with prepared.cursor(conn) as cur:
             cur.execute(sql, params + more_params)
             rows = cur.fetchall()
         if joined is not None and rows:

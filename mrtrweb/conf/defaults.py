@@ -51,6 +51,7 @@ DEFAULTS: dict[str, Any] = {
     "SERVER_URL_POLICY": {},
     "SERVER_TESTS_PER_MINUTE": 10,
     "GC_FREEZE": True,
+    "PREPARED_STATEMENTS": True,
     "GC_THRESHOLDS": (5_000, 4, 1000),
     "GC_EVERY_S": 0.25,
     "TENANT_RESOLVER": None,
@@ -84,7 +85,7 @@ COUNT_KEYS = {"ROUND_THREADS"}
 #: keys whose value is a list (``MRTRWEB_<KEY>``: a JSON list, or words separated by white space)
 LIST_KEYS = {"SECRET_KEYS", "OUTBOUND_ALLOW_HOSTS"}
 #: keys whose value is a boolean (``MRTRWEB_<KEY>``: ``1``/``0``, ``true``/``false``, ``yes``/``no``)
-BOOL_KEYS = {"OUTBOUND_ALLOW_HTTP_LOOPBACK", "GC_FREEZE", "MODEL_DEMO"}
+BOOL_KEYS = {"OUTBOUND_ALLOW_HTTP_LOOPBACK", "GC_FREEZE", "MODEL_DEMO", "PREPARED_STATEMENTS"}
 #: keys whose value is a dict (``MRTRWEB_<KEY>``: a JSON object)
 DICT_KEYS = {"SERVER_URL_POLICY", "MODEL_PROVIDERS", "MODEL_URL_POLICY"}
 #: keys whose value is a tuple of ints (``MRTRWEB_<KEY>``: numbers separated by white space)

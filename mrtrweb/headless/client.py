@@ -38,7 +38,7 @@ from typing import Any
 
 
 from ..servers import connections
-from .. import operations
+from .. import operations, prepared
 from ..operations.hops import round_hop
 from ..models import McpServer, Membership, Operation
 from ..mcpapps import meta as app_meta
@@ -135,7 +135,7 @@ def _member_and_server(user: Any, tenant: Any, url: str) -> tuple[str, McpServer
     _, full, names, slots, fields = cached
     params = access.bind_ids(slots, user.pk, tenant.pk, None) + [
         McpServer._meta.get_field("tenant").get_db_prep_value(tenant.pk, conn), url]
-    with conn.cursor() as cur:
+    with prepared.cursor(conn) as cur:
         cur.execute(full, params)
         found = cur.fetchone()
     cause = access.cause_of(dict(zip(names, found[:len(names)])), tenant.pk, None)

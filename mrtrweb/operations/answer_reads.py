@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from .. import prepared
 from ..models import AuditEvent, McpServer, Operation, Tenant
 from ..tenancy.reads import field_converters, instance_from
 
@@ -124,7 +125,7 @@ def read_for_answer(known: Operation, legacy_code: str, url_code: str) -> Answer
     params = [legacy_code, url_code] + ([str(known.tenant_id), str(known.pk)] if record_sql else [])
     params += access.bind_ids(slots, known.user_id, known.tenant_id, known.server_id)
     params.append(Operation._meta.pk.get_db_prep_value(known.pk, conn))
-    with conn.cursor() as cur:
+    with prepared.cursor(conn) as cur:
         cur.execute(full, params)
         found = cur.fetchone()
     n, at = len(names), len(names) + len(op_fields)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .. import prepared
 from ..models import Operation
 from ..runtime.gates import get_gate
 
@@ -30,7 +31,7 @@ def state_seen(op: Operation, state_digest: str, round_number: int) -> tuple[boo
     alias = router.db_for_read(AuditEvent)
     conn = connections[alias]
     sql = _STATE_SQL.get(alias) or _state_seen_sql(alias)
-    with conn.cursor() as cur:
+    with prepared.cursor(conn) as cur:
         cur.execute(sql, _state_params(conn, op, state_digest, round_number))
         replayed, reused = cur.fetchone()
     return bool(replayed), bool(reused)

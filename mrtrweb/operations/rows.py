@@ -12,6 +12,7 @@ from typing import Any
 from django.db import connections, router
 from django.db.models.signals import post_save, pre_save
 
+from .. import prepared
 from ..models import Operation
 
 _INSERTS: dict[tuple[str, str], str] = {}
@@ -27,7 +28,7 @@ def insert_operation(**values: Any) -> Operation:
         django.db.DatabaseError: the database failed (nothing written).
     """
     op, alias, sql, params = prepare_insert(**values)
-    with connections[alias].cursor() as cur:
+    with prepared.cursor(connections[alias]) as cur:
         cur.execute(sql, params)
     return inserted(op, alias)
 
@@ -86,7 +87,7 @@ def move(op_id: Any, values: dict[str, Any], *, status_in: Collection[str] = (),
             return 0
         built = move_sql(op_id, values, status_in=status_in, status_not_in=status_not_in)
     sql, params = built  # type: ignore[misc]
-    with connections[router.db_for_write(Operation)].cursor() as cur:
+    with prepared.cursor(connections[router.db_for_write(Operation)]) as cur:
         cur.execute(sql, params)
         return cur.rowcount
 

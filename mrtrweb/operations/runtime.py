@@ -19,6 +19,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.utils import timezone
 
+from .. import prepared
 from ..audit import events as audit
 from ..runtime import push
 from ..text import results
@@ -213,7 +214,7 @@ def mark_ended(op: Operation, status: str, *, while_allowed: bool = False) -> in
             return 0
         return mark_ended(op, status)
     sql, params = _ended_params(op, status, conn, compiled)
-    with conn.cursor() as cur:
+    with prepared.cursor(conn) as cur:
         cur.execute(sql, params)
         return cur.rowcount
 

@@ -13,7 +13,7 @@ from django.db import connections, router
 from django.utils import timezone
 from django.utils.translation import gettext_noop
 
-from .. import conf
+from .. import conf, prepared
 from ..text import results
 from ..gate import StoreUnavailable
 from ..runtime.gates import get_gate
@@ -102,7 +102,7 @@ def _start_sync(user: Any, server: McpServer, method: str, name: str, params: di
     # the database store makes the row's INSERT the first step of the binding's own statement (PostgreSQL)
     along = gate.store.along(alias, sql, insert_params) if guarded is not None and joins else None
     if along is None:
-        with connections[alias].cursor() as cur:
+        with prepared.cursor(connections[alias]) as cur:
             cur.execute(sql, insert_params)
             wrote = guarded is None or cur.fetchone() is not None  # (RETURNING its key: a row when it wrote)
         if not wrote:  # the start's WHERE refused (guarded): nothing written -- why, as below
@@ -130,7 +130,7 @@ def _start_sync(user: Any, server: McpServer, method: str, name: str, params: di
                 raise
             finally:
                 if not made[0]:  # the register failed before or in its bind: the row is inserted on its own
-                    with connections[alias].cursor() as cur:
+                    with prepared.cursor(connections[alias]) as cur:
                         cur.execute(sql, insert_params)
                         made[:] = [True, cur.rowcount > 0]
                 if along is not None and made[1]:
@@ -307,7 +307,7 @@ def access_and_limits_sync(user: Any, server: McpServer) -> str:
     tenant_id = field("tenant").get_db_prep_value(server.tenant_id, conn)
     params = access.bind_ids(slots, user.pk, server.tenant_id, server.pk) + [
         user_id, waiting, user_id, recent, tenant_id, waiting, tenant_id, recent, user_id, tenant_id, waiting, recent]
-    with conn.cursor() as cur:
+    with prepared.cursor(conn) as cur:
         cur.execute(sql, params)
         found = cur.fetchone()
     row = dict(zip(names, found[:len(names)]))

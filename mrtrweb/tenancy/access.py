@@ -29,6 +29,7 @@ from django.db.models import Exists, F, OuterRef, Q, QuerySet, Subquery
 from django.http import Http404
 from django.utils.translation import gettext_lazy as _
 
+from .. import prepared
 from ..models import McpServer, Membership, Operation, Tenant
 
 logger = logging.getLogger("mrtrweb.access")
@@ -107,7 +108,7 @@ def denial(user_id: Any, tenant_id: Any, server_id: Any = None) -> str:
     sql, names, slots = compiled
     values = {_SENTINELS[0]: user_id, _SENTINELS[1]: tenant_id, _SENTINELS[2]: server_id}
     params = [values.get(slot, slot) if isinstance(slot, int) else slot for slot in slots]
-    with connections[alias].cursor() as cur:
+    with prepared.cursor(connections[alias]) as cur:
         cur.execute(sql, params)
         found = cur.fetchone()
     row = None if found is None else {name: (value if value is None else bool(value))
@@ -174,7 +175,7 @@ def denial_and_server(user_id: Any, tenant_id: Any, server_id: Any, *,
         sql = f"{head}, {beside[0]} FROM (SELECT 1 AS one) o {tail}"
         params = list(beside[2]) + params
     conn = connections[alias]
-    with conn.cursor() as cur:
+    with prepared.cursor(conn) as cur:
         cur.execute(sql, params)
         found = cur.fetchone()
     if beside is not None:

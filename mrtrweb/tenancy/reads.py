@@ -12,6 +12,7 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 
+from .. import prepared
 from ..models import McpServer, Operation, Tenant
 
 _SQL: dict[tuple[str, bool], Any] = {}
@@ -89,7 +90,7 @@ def operation_row(op_id: Any, user_id: Any) -> Operation | None:
     except (ValidationError, ValueError, TypeError):  # as the ORM's get(): no such operation
         return None
     sql, (op_fields, server_fields, tenant_fields) = _built(alias, conn, user_id is not ANY_USER)
-    with conn.cursor() as cur:
+    with prepared.cursor(conn) as cur:
         cur.execute(sql, params)
         found = cur.fetchone()
     if found is None:
@@ -160,7 +161,7 @@ class PerUser:
             value = pk.get_db_prep_value(pk.to_python(user_id), conn)
         except (ValidationError, ValueError, TypeError):
             return list(self.build(user_id))  # as the ORM judges such a value
-        with conn.cursor() as cur:
+        with prepared.cursor(conn) as cur:
             cur.execute(sql, [value if x is _SLOT else x for x in slots])
             found = cur.fetchall()
         if converters:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 
 import pytest
+from django.conf import settings
 from django.db import connection
 
 from mrtrweb.audit import events as audit
@@ -154,23 +155,28 @@ def test_the_read_back_reads_the_database_and_catches_a_row_that_differs(seeded,
     assert "was altered" in audit.verify_chain(op.tenant_id).broken
 
 
-def test_with_server_side_binding_the_lock_timeout_goes_first_in_the_transaction(seeded, monkeypatch):
-    """PostgreSQL with ``OPTIONS["server_side_binding"]`` (no several statements in one execute):
-    the append sets ``lock_timeout``, locks the head and appends in one transaction instead."""
+def test_with_server_side_binding_the_append_is_still_one_statement_its_lock_timeout_first(seeded, monkeypatch):
+    """PostgreSQL with ``OPTIONS["server_side_binding"]`` (Django's cursor binds server-side; no
+    several statements in one execute): the append is still ONE statement, ``lock_timeout`` set by
+    its first step before the head's lock, then the read-back -- as with client-side binding and as
+    with :mod:`mrtrweb.prepared`'s cursor (the default)."""
     if connection.vendor != "postgresql":
         pytest.skip("a PostgreSQL option")
     op = seeded_operation(seeded)
     audit.record(op, "received", round_number=1, **DIGESTS)
     monkeypatch.setitem(connection.settings_dict["OPTIONS"], "server_side_binding", True)
-    connection.close()
-    try:
-        seen = _statements(lambda: audit.record(op, "submitted", round_number=1, read_back=True, **DIGESTS))
-    finally:
-        connection.close()  # the next test's connection binds client-side again
-    assert [s.split()[0] for s in seen] == ["SELECT", "SELECT", "WITH", "SELECT"], seen
-    assert "set_config('lock_timeout'" in seen[0] and seen[1].endswith("FOR UPDATE"), seen
+    for prepare in (False, True):
+        monkeypatch.setattr(settings, "MRTRWEB", {**getattr(settings, "MRTRWEB", {}), "PREPARED_STATEMENTS": prepare})
+        connection.close()
+        try:
+            seen = _statements(lambda: audit.record(op, "submitted", round_number=1 + prepare, read_back=True,
+                                                    **DIGESTS))
+        finally:
+            connection.close()  # the next test's connection binds client-side again
+        assert [s.split()[0] for s in seen] == ["WITH", "SELECT"], seen
+        assert seen[0].index("set_config('lock_timeout'") < seen[0].index("FOR UPDATE") and ";" not in seen[0], seen
     assert audit.verify_chain(op.tenant_id).broken is None
-    assert AuditEvent.objects.filter(operation_id=op.id).count() == 2
+    assert AuditEvent.objects.filter(operation_id=op.id).count() == 3
 
 
 def test_a_receipt_written_once_costs_one_statement_and_its_repeat_one_more(seeded):
