@@ -159,7 +159,7 @@ class PgAppend:
         return True
 
     def execute(self, deadline: float, *, with_timeout: bool) -> tuple[Any, int, str, str] | None:
-        """Run the statement; ``with_timeout`` (outside a transaction, client-side binding): one
+        """Run the statement; ``with_timeout`` (outside a transaction): one
         statement, its own transaction, ``lock_timeout`` set to what is left until ``deadline`` by
         the statement itself before it waits for a claim or the head's lock (``set_config(...,
         true)``: local to its transaction). None when nothing was written: the tenant has no chain
@@ -197,21 +197,17 @@ def sqlite_busy_timeout(conn, deadline: float, nested: bool):
 def locked_head(conn, tenant_id: Any, deadline: float) -> tuple[int, str]:
     """(sequence, hash) of the tenant's chain head, locked for the current transaction (created at
     the genesis when the tenant has none yet). On PostgreSQL ``lock_timeout`` is set and the row
-    locked in one round trip (two statements sent together: psycopg's client-side binding cursor,
-    Django's default)."""
+    locked by one statement (``set_config(..., true)``, local to the transaction, in its first step:
+    evaluated before the row's lock is waited for)."""
     heads = AuditChainHead.objects.using(conn.alias)
     if conn.vendor == "postgresql":
         left_ms = max(1, int((deadline - time.monotonic()) * 1000))
         qn = conn.ops.quote_name
-        lock = (f"SELECT {qn('sequence')}, {qn('hash')} FROM {qn(AuditChainHead._meta.db_table)} "
-                f"WHERE {qn('tenant_id')} = %s FOR UPDATE")
+        lock = (f"WITH t AS (SELECT set_config('lock_timeout', %s, true)) SELECT {qn('sequence')}, {qn('hash')} "
+                f"FROM {qn(AuditChainHead._meta.db_table)} WHERE {qn('tenant_id')} = %s AND EXISTS (SELECT 1 FROM t) "
+                "FOR UPDATE")
         with prepared.cursor(conn) as cur:
-            if _client_side_binding(cur):
-                cur.execute(f"SET LOCAL lock_timeout = {left_ms}; " + lock, [tenant_id])
-                cur.nextset()
-            else:
-                cur.execute("SELECT set_config('lock_timeout', %s, true)", [f"{left_ms}ms"])
-                cur.execute(lock, [tenant_id])
+            cur.execute(lock, [f"{left_ms}ms", tenant_id])
             found = cur.fetchone()
         if found is not None:
             return int(found[0]), found[1]
@@ -220,14 +216,6 @@ def locked_head(conn, tenant_id: Any, deadline: float) -> tuple[int, str]:
     heads.bulk_create([AuditChainHead(tenant_id=tenant_id, sequence=0, hash=GENESIS)], ignore_conflicts=True)
     head = heads.select_for_update().get(tenant_id=tenant_id)
     return head.sequence, head.hash
-
-
-def _client_side_binding(cur) -> bool:
-    """Whether a Django cursor binds parameters client-side (then several statements with
-    parameters may go in one ``execute``)."""
-    import psycopg
-
-    return isinstance(getattr(cur, "cursor", None), psycopg.ClientCursor)
 
 
 #: PostgreSQL SQLSTATEs of a lock wait that ended: lock_not_available, serialization_failure,

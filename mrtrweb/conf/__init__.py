@@ -161,10 +161,11 @@ Meanings are reStructuredText-lite: ``literal`` is the only markup.
     one more is refused (``test_rate_limited``) without connecting
 ``PREPARED_STATEMENTS``
     on PostgreSQL with psycopg 3, the round's hand-compiled statements (access, the operation's row, the
-    binding store, the audit chain: :mod:`mrtrweb.prepared`) are prepared once per connection and then
-    run with their generic plan -- PostgreSQL's planning was 0.1-1.2 ms of each (True). ``False`` behind
-    a connection pooler in transaction mode that does not keep prepared statements (PgBouncer before
-    1.21, or without ``max_prepared_statements``); ``MRTRWEB_PREPARED_STATEMENTS=0``
+    binding store, the audit chain: :mod:`mrtrweb.prepared`) are prepared the second time a connection
+    runs them and then run with their generic plan -- PostgreSQL's planning was 0.1-1.2 ms of each
+    (True); the project's own queries are left as Django sends them. ``False`` behind a connection
+    pooler in transaction mode that does not keep prepared statements (PgBouncer before 1.22, or
+    without ``max_prepared_statements``); ``MRTRWEB_PREPARED_STATEMENTS=0``
 ``GC_FREEZE``
     at worker start-up (``mrtrweb.runtime.gcpolicy.configure()``, called last by ``mrtrweb/site/asgi.py`` and by
     a portal's ``asgi.py``), collect once and ``gc.freeze()`` what start-up built: no later collection walks it

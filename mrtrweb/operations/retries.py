@@ -103,7 +103,7 @@ def record_and_move(op: Operation, gate: Any, retry_id: str | None, responses: d
     right before the retry leaves, in the move's ``WHERE``). On PostgreSQL the move is a step of the
     ``submitted`` append's own statement, made only with the event (one statement, one
     transaction: the event and the move are both written or neither; the read-back follows, and
-    the retry leaves only after it); elsewhere (SQLite, a server-side binding cursor) it is a
+    the retry leaves only after it); elsewhere (SQLite, or inside a caller's transaction) it is a
     statement of its own after the read-back, and a move the database fails is left to
     :func:`after_recorded` (``moved`` None).
 

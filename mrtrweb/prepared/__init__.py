@@ -3,21 +3,31 @@
 Owns :func:`cursor`, the one way the round path's precompiled statements -- the access checks,
 the operation's row, the binding store's steps, the audit chain -- are run. On PostgreSQL with
 psycopg 3 and ``MRTRWEB["PREPARED_STATEMENTS"]`` on (the default), the cursor sends each statement
-with its parameters apart (server-side binding) and prepares it the first time a connection runs
-it (one more round trip, that once; psycopg's per-connection cache, ``prepared_max`` statements, 100 by default, the least used
-deallocated): PostgreSQL parses and plans it once per connection and then runs its generic plan.
-Planning was 0.1-1.2 ms of each of the round's statements, about 3 ms a round (docs/benchmarks
-NOTES, session 21). Any other database, psycopg 2, a connection whose time zone differs from its
-adapters' (Django then registers a loader per cursor), or the setting off: Django's own cursor,
-the statement sent with its parameters inlined, as before.
+with its parameters apart (server-side binding, Django's own ``ServerBindingCursor``) and psycopg
+prepares it the second time a connection runs it (:data:`PREPARE_AT`; the project's own
+``OPTIONS["prepare_threshold"]`` where it set one): from then on PostgreSQL neither parses nor
+plans it again on that connection but runs its generic plan. Planning was 0.1-1.2 ms of each of the
+round's statements, about 3 ms a round (docs/benchmarks NOTES, session 21). A statement run once
+per connection (a connection opened per request) is never prepared, so it costs no more than before
+(preparing is one more round trip, once). psycopg keeps at most ``prepared_max`` statements per
+connection (100), the least used deallocated.
+
+Only these statements: while one runs the connection's ``prepare_threshold`` is set as above and
+put back after, so the project's own queries (Django's default ``None``: nothing prepared) stay as
+Django sends them. Any other database, psycopg 2, a project ``cursor_factory`` of its own (its
+cursor is kept, e.g. a tracing one), a connection whose time zone differs from its adapters'
+(Django registers a loader per cursor then), or the setting off: Django's own cursor, as before.
+
+A prepared statement the server no longer takes -- a migration changed a column it returns
+(``cached plan must not change result type``, SQLSTATE 0A000) or the session forgot it
+(``DISCARD ALL``, 26000) -- would fail on every later run (psycopg keeps its name): the cursor then
+forgets every prepared statement of the connection (deallocated at its next statement) and,
+outside a transaction (nothing was written: the statement failed whole), runs it once more,
+unprepared; inside one the error goes to the caller, as any.
 
 Either way the cursor is Django's :class:`~django.db.backends.utils.CursorWrapper`: its execute
 wrappers (the statement counts of ``tests/operations/test_round_cost.py``), its debug log and
 its error translation (``django.db.DatabaseError`` and subclasses) apply unchanged.
-
-A statement run here must say what its parameters are where PostgreSQL cannot infer it (a
-parameter compared with nothing typed, e.g. ``%s IS NULL``: ``%s::text IS NULL``); every such
-statement of the product runs in the PostgreSQL suite with the setting on.
 
 May import: django.db, psycopg, :mod:`mrtrweb.conf`. Imported by the product's SQL (tenancy,
 operations, bindings, audit, headless).
@@ -25,52 +35,78 @@ operations, bindings, audit, headless).
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from .. import conf
 
-__all__ = ["ASKED_ONLY", "cursor", "prepares"]
+__all__ = ["PREPARE_AT", "cursor", "prepares"]
 
-#: the ``prepare_threshold`` this module gives a psycopg connection that has none (Django's default,
-#: ``None``, which keeps psycopg from preparing anything, even when asked): only what is asked
-#: (``prepare=True``, as :func:`cursor` does) is prepared -- no other query of the connection ever
-#: runs this often, so the project's own queries stay unprepared, as Django left them
-ASKED_ONLY = 2**62
+logger = logging.getLogger("mrtrweb.prepared")
+
+#: psycopg's ``prepare_threshold`` while one of these statements runs on a connection that has none
+#: (Django's default): prepared at its second run there (a statement run once per connection -- a
+#: connection per request -- costs no Parse round trip of its own)
+PREPARE_AT = 1
 
 _CURSOR_CLASS: list[Any] = []
 
 
 def _cursor_class() -> Any:
-    """``psycopg.Cursor`` whose ``execute`` prepares unless told not to (built on first use:
-    psycopg is imported only where PostgreSQL is used)."""
+    """Django's ``ServerBindingCursor`` whose ``execute`` prepares as the module says (built on
+    first use: psycopg is imported only where PostgreSQL is used)."""
     if not _CURSOR_CLASS:
-        import psycopg
+        from django.db.backends.postgresql.base import ServerBindingCursor
+        from psycopg import errors
+        from psycopg.pq import TransactionStatus
 
-        class PreparingCursor(psycopg.Cursor):
-            """Server-side binding; ``execute`` prepares the statement (``prepare=True``) unless the
-            caller says otherwise."""
+        class PreparingCursor(ServerBindingCursor):
+            """Server-side binding; preparing on the connection only while its own statement runs."""
 
             def execute(self, query: Any, params: Any = None, *, prepare: bool | None = None,
                         binary: bool | None = None) -> Any:
-                return super().execute(query, params, prepare=True if prepare is None else prepare, binary=binary)
+                raw = self.connection
+                own = raw.prepare_threshold
+                raw.prepare_threshold = PREPARE_AT if own is None else own
+                try:
+                    try:
+                        return super().execute(query, params, prepare=prepare, binary=binary)
+                    except (errors.InvalidSqlStatementName, errors.FeatureNotSupported) as exc:
+                        _forget(raw, exc)
+                        if raw.info.transaction_status != TransactionStatus.IDLE:
+                            raise  # a transaction's: aborted, the caller's error
+                    # once more, unprepared (nothing was written: the statement failed whole)
+                    return super().execute(query, params, prepare=False, binary=binary)
+                finally:
+                    raw.prepare_threshold = own
 
         _CURSOR_CLASS.append(PreparingCursor)
     return _CURSOR_CLASS[0]
 
 
+def _forget(raw: Any, exc: BaseException) -> None:
+    """Forget every statement psycopg prepared on ``raw`` (a ``DEALLOCATE ALL`` goes before its next
+    statement): one of them is no longer what the server has."""
+    logger.warning("prepared statements of a database connection forgotten after %s (sqlstate %s)",
+                   type(exc).__name__, getattr(exc, "sqlstate", None) or "-")
+    manager = getattr(raw, "_prepared", None)  # psycopg's own cache (3.0-3.3: PrepareManager.clear)
+    if manager is not None and callable(getattr(manager, "clear", None)):
+        manager.clear()
+
+
 def prepares(conn: Any) -> bool:
-    """Whether :func:`cursor` prepares on Django connection ``conn`` (PostgreSQL through psycopg 3 and
-    ``MRTRWEB["PREPARED_STATEMENTS"]``)."""
+    """Whether :func:`cursor` prepares on Django connection ``conn`` (PostgreSQL through psycopg 3,
+    ``MRTRWEB["PREPARED_STATEMENTS"]``, no ``cursor_factory`` of the project's own)."""
     if conn.vendor != "postgresql" or not conf.get("PREPARED_STATEMENTS"):
         return False
     from django.db.backends.postgresql.psycopg_any import is_psycopg3
 
-    return bool(is_psycopg3)
+    return bool(is_psycopg3) and "cursor_factory" not in conn.settings_dict.get("OPTIONS", {})
 
 
 def cursor(conn: Any) -> Any:
     """A cursor of Django connection ``conn`` for the product's precompiled statements: use it as
-    ``with cursor(conn) as cur: cur.execute(sql, params)``. Prepared where :func:`prepares`, else
+    ``with cursor(conn) as cur: cur.execute(sql, params)``. Preparing where :func:`prepares`, else
     ``conn.cursor()``.
 
     Raises:
@@ -87,8 +123,6 @@ def cursor(conn: Any) -> Any:
         loader = raw.adapters.get_loader(1184, Format.TEXT)  # timestamptz
         if conn.timezone != getattr(loader, "timezone", conn.timezone):
             return conn.cursor()  # Django registers its loader on its own cursor: keep its path
-        if raw.prepare_threshold is None:  # Django's default turns psycopg's preparing off altogether
-            raw.prepare_threshold = ASKED_ONLY
         made = _cursor_class()(raw)
     conn.validate_thread_sharing()
     return conn.make_debug_cursor(made) if conn.queries_logged else conn.make_cursor(made)

@@ -41,7 +41,9 @@ def test_on_postgresql_a_statement_is_prepared_once_then_run_by_its_plan(setting
     connection.close()
     assert prepared.prepares(connection)
     assert _run_probe(7) == [1, 2, 3, 4, 5, 6, 7]  # parameters bound server-side, each its own value
-    assert _prepared_runs() == 7  # one prepared statement of this connection ran all seven
+    # the first run parsed and planned as any statement; prepared at the second, which ran the rest
+    assert _prepared_runs() == 6
+    assert connection.connection.prepare_threshold is None  # Django's: put back after each run
 
 
 def test_with_the_setting_off_postgresql_gets_djangos_own_cursor(settings):
@@ -105,7 +107,7 @@ def test_after_a_rollback_the_statements_are_prepared_again_and_still_run(settin
 
     settings.MRTRWEB = {**getattr(settings, "MRTRWEB", {}), "PREPARED_STATEMENTS": True}
     connection.close()
-    assert _run_probe(3) == [1, 2, 3] and _prepared_runs() == 3
+    assert _run_probe(3) == [1, 2, 3] and _prepared_runs() == 2
     for nested in (False, True):
         with pytest.raises(IntegrityError):
             with transaction.atomic():
@@ -121,3 +123,96 @@ def test_after_a_rollback_the_statements_are_prepared_again_and_still_run(settin
                 assert _run_probe(1) == [1]
                 raise IntegrityError("rolled back")
         assert _run_probe(2) == [1, 2]
+
+
+def _table(name: str):
+    import contextlib
+
+    @contextlib.contextmanager
+    def made():
+        with connection.cursor() as cur:
+            cur.execute(f"CREATE TABLE {name} (v integer)")
+            cur.execute(f"INSERT INTO {name} VALUES (1)")
+        try:
+            yield
+        finally:
+            connection.close()  # (its prepared statements with it)
+            with connection.cursor() as cur:
+                cur.execute(f"DROP TABLE IF EXISTS {name}")
+    return made()
+
+
+def test_a_statement_a_migration_changed_under_it_runs_again_unprepared_once_and_is_prepared_afresh(settings, caplog):
+    """Another connection changes the type of a column a prepared statement returns (a deploy's
+    migration while workers run): PostgreSQL refuses the stored plan ("cached plan must not change
+    result type", 0A000) -- on every later run, since psycopg keeps the name. The cursor forgets
+    the connection's prepared statements and, outside a transaction, runs the statement again."""
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL's prepared statements")
+    import psycopg
+
+    settings.MRTRWEB = {**getattr(settings, "MRTRWEB", {}), "PREPARED_STATEMENTS": True}
+    connection.close()
+    name = "mrtrweb_prepared_probe_t"
+    sql = f"SELECT v FROM {name} WHERE v >= %s"
+    with _table(name):
+        for _ in range(3):
+            with prepared.cursor(connection) as cur:
+                cur.execute(sql, [0])
+                assert cur.fetchall() == [(1,)]
+        other = connection.settings_dict
+        with psycopg.connect(host=other["HOST"] or None, port=other["PORT"] or None, dbname=other["NAME"],
+                             user=other["USER"] or None, password=other["PASSWORD"] or None, autocommit=True) as c2:
+            c2.execute(f"ALTER TABLE {name} ALTER COLUMN v TYPE bigint")
+        for _ in range(3):
+            with prepared.cursor(connection) as cur:
+                cur.execute(sql, [0])
+                assert cur.fetchall() == [(1,)]
+    assert "prepared statements of a database connection forgotten" in caplog.text
+
+
+def test_a_statement_the_session_forgot_runs_again(settings):
+    """The session's prepared statements deallocated behind psycopg's back (a pooler's ``DISCARD
+    ALL``): the next run does not fail for the missing name."""
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL's prepared statements")
+    settings.MRTRWEB = {**getattr(settings, "MRTRWEB", {}), "PREPARED_STATEMENTS": True}
+    connection.close()
+    assert _run_probe(3) == [1, 2, 3] and _prepared_runs() == 2
+    connection.connection.pgconn.exec_(b"DEALLOCATE ALL")  # libpq itself: psycopg does not see it
+    assert _run_probe(3) == [1, 2, 3]
+    assert _prepared_runs() == 2  # prepared afresh: run 1 again unprepared after the failure, runs 2 and 3 prepared
+
+
+def test_the_projects_own_queries_are_not_prepared(settings):
+    """Between the product's statements the connection's ``prepare_threshold`` is Django's
+    (``None``): a project with server-side binding gets no prepared statement of its own."""
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL's prepared statements")
+    settings.MRTRWEB = {**getattr(settings, "MRTRWEB", {}), "PREPARED_STATEMENTS": True}
+    connection.close()
+    assert _run_probe(3) == [1, 2, 3]
+    raw = connection.connection
+    from django.db.backends.postgresql.base import ServerBindingCursor
+
+    for k in range(6):
+        cur = ServerBindingCursor(raw)
+        cur.execute("SELECT CAST(%s AS integer) AS project_query", [k])
+    with connection.cursor() as cur:
+        cur.execute("SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s", ["%project_query%"])
+        assert cur.fetchone()[0] == 0
+
+
+def test_a_projects_own_cursor_factory_is_kept(settings):
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL's prepared statements")
+    settings.MRTRWEB = {**getattr(settings, "MRTRWEB", {}), "PREPARED_STATEMENTS": True}
+    options = connection.settings_dict.setdefault("OPTIONS", {})
+    from django.db.backends.postgresql.base import Cursor
+
+    options["cursor_factory"] = Cursor
+    try:
+        assert not prepared.prepares(connection)
+    finally:
+        del options["cursor_factory"]
+    assert prepared.prepares(connection)
