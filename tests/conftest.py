@@ -99,12 +99,15 @@ def _fast_password_hasher(settings):
 
 @pytest.fixture
 def _fresh_gate_and_cache():
-    """Each test starts with an empty binding cache and a new gate."""
+    """Each test starts with an empty binding cache, a new gate and no server row the headless
+    client kept from another test (mrtrweb.headless.quickstart)."""
     from mrtrweb import operations
+    from mrtrweb.headless import quickstart
     from tests.caches import clear_cache
 
     clear_cache()
     operations.reset_gate()
+    quickstart.forget()
     yield
 
 

@@ -51,7 +51,7 @@ PG_REDIS_FILES = (
     "tests/operations/test_flow.py", "tests/live/test_consumers.py", "tests/operations/test_hostile.py",
     "tests/operations/test_limits.py", "tests/operations/test_fail_closed.py", "tests/audit/test_audit.py",
     "tests/audit/test_history.py", "tests/consent/test_review.py", "tests/mcp/test_legacy.py",
-    "tests/headless/test_headless.py", "tests/audit/test_audit_concurrency.py",
+    "tests/headless/test_headless.py", "tests/headless/test_quickstart.py", "tests/audit/test_audit_concurrency.py",
     "tests/tenancy/test_access.py", "tests/text/test_names.py", "tests/text/test_results_bounded.py",
     "tests/gate/test_state_reuse.py", "tests/text/test_hostile_text.py", "tests/site/test_login_throttle.py",
     "tests/headless/test_headless_defaults.py", "tests/authz/test_authz_service.py",

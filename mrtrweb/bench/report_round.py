@@ -41,6 +41,18 @@ ROUND_GUARANTEES = {
                                 "for the operation any more; the end is audited",
 }
 
+# the same statements where the headless client makes two phases in one hop: the member check and
+# the start (mrtrweb.headless.quickstart), the consent receipt and the answer
+ROUND_GUARANTEES.update({
+    ("_start_after", 1): ROUND_GUARANTEES[("_member_server", 1)],
+    ("_start_after", 2): ROUND_GUARANTEES[("_start_sync", 1)],
+    ("_first_then_answer", 1): ROUND_GUARANTEES[("show", 1)],
+    ("_first_then_answer", 2): ROUND_GUARANTEES[("_answer_sync", 1)],
+    ("_first_then_answer", 3): ROUND_GUARANTEES[("_answer_sync", 2)],
+    ("_first_then_answer", 4): ROUND_GUARANTEES[("_answer_sync", 3)],
+})
+
+
 
 def _statement_list(stmts: list[dict[str, str]]) -> list[str]:
     out, seen = [], {}

@@ -41,8 +41,8 @@ from ..servers import connections
 from .. import operations, prepared
 from ..operations.hops import round_hop
 from ..models import McpServer, Membership, Operation
-from ..mcpapps import meta as app_meta
 from .answering import answer as _answer
+from .quickstart import refusal_in, remember, start_known
 from .policy import (ACCEPT_DEFAULTS, ANSWERS, APP_ONLY, CANCEL, DECLINE, SHOWN_NAME_CHARS, TASK_REQUIRED, TIMEOUT,
                      ConsentPolicy, HeadlessError, HeadlessOutcome, default_content, shown_name)
 
@@ -179,7 +179,16 @@ async def arun(*, url: str, user: Any, tenant: Any, method: str, params: dict[st
             (``limit_reached``, ``binding_store_unavailable``).
     """
 
-    server = await round_hop(_member_server)(user, tenant, url)
+    started = await start_known(user=user, tenant=tenant, url=url, method=method, params=params,
+                                name=operation_name(method, params), member_server=_member_server)
+    if isinstance(started, Operation):  # the member check, the server and the start in one hop
+        # watched before anything of the operation ran (its task starts at the next await)
+        with operations.watching(started.pk) as changes:
+            return await _follow(started, changes, consent, timeout_s)
+    if started is None:
+        started = await round_hop(_member_server)(user, tenant, url)
+        remember(tenant.pk, url, started)
+    server = started
     refusal = await _not_run(user, server, params.get("name")) if method == "tools/call" else None
     if refusal is not None:
         logger.info("tools/call of a tool on server %s not run (%s): nothing sent", server.pk, refusal)
@@ -195,7 +204,6 @@ async def _not_run(user: Any, server: McpServer, name: Any) -> str | None:
     as a task, to completion). A listing that fails says None: the call then fails on its own, with
     the server's error."""
     from ..mcp import McpCallError
-    from ..operations.tasks import refused
 
     try:
         conn = await connections.connection_for(user, server)
@@ -204,10 +212,9 @@ async def _not_run(user: Any, server: McpServer, name: Any) -> str | None:
         tools = await conn.tools_known(listen=True)
     except McpCallError:
         return None
-    listed = [t for t in tools if isinstance(t, dict) and t.get("name") == name]
-    if any(app_meta.app_only(t) for t in listed):
-        return APP_ONLY
-    return TASK_REQUIRED if any(refused(t, conn.server_capabilities) for t in listed) else None
+    return refusal_in(tools, name, conn.server_capabilities)
+
+
 
 
 async def _run(server: McpServer, user: Any, method: str, params: dict[str, Any], consent: ConsentPolicy,

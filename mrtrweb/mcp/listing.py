@@ -145,11 +145,17 @@ class Listings:
         watch = getattr(self, "watch_listings", None)
         if listen and watch is not None:
             watch()  # opened once; acknowledged later
+        kept = self.tools_kept()
+        return kept if kept is not None else await self.list_tools()
+
+    def tools_kept(self) -> list[dict[str, Any]] | None:
+        """The tools listing :meth:`tools_known` would return now without a request (sync: no
+        wait, nothing sent), or None when it would list again. The caller must not change it."""
         kept = getattr(self, "_tools_kept", None)
         if kept is not None and kept[0] == getattr(self, "session_generation", 0) and \
                 self._hears_tool_changes() is not None:
             return kept[1]
-        return await self.list_tools()
+        return None
 
     def forget_tools(self) -> None:
         """Drop the kept tools listing (the server said it changed, or it could no longer say so)."""

@@ -26,7 +26,7 @@ access checked in that same hop (in the ``WHERE`` of the row move that hands the
 send): ``_start_sync``, ``_judge_round``, the card's receipt, ``_answer_sync`` (every check, the
 retry built and audited, the row moved), ``_check_and_complete`` (a small final result checked,
 stored and the operation completed; a big one is checked off the sync thread first);
-tests/operations/test_round_cost.py counts the statements (12 on PostgreSQL) and hops (6) of one
+tests/operations/test_round_cost.py counts the statements (9 on PostgreSQL) and hops (4) of one
 headless round, and docs/round.md lists them. :mod:`.hops` says where a phase's hop runs: asgiref's one
 sync thread, or with ``ROUND_THREADS`` on PostgreSQL one of the round's own threads.
 

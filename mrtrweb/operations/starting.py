@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from django.db import connections, router
@@ -33,7 +34,8 @@ logger = logging.getLogger("mrtrweb.operations")
 async def start_operation(*, user: Any, server: McpServer, method: str, name: str, params: dict[str, Any],
                           destructive: bool = False, output_schema: Any = None,
                           initiator: str = Operation.Initiator.PERSON,
-                          initiator_detail: dict[str, str] | None = None) -> Operation:
+                          initiator_detail: dict[str, str] | None = None,
+                          before: Callable[[], McpServer | None] | None = None) -> Operation | None:
     """Register and start an operation; returns at once (the request goes out in the background).
     ``destructive``: the tool's listing says it may destroy (:func:`mrtrweb.catalog.is_destructive`);
     stored, so that every card of the operation warns. ``output_schema``: the tool's listed
@@ -41,6 +43,10 @@ async def start_operation(*, user: Any, server: McpServer, method: str, name: st
     ``initiator`` / ``initiator_detail``: who makes the call (``Operation.Initiator``: the person,
     an app on their page, a model whose proposal they approved) and what names it
     (:func:`.initiators.checked_detail`); every initiator takes this same path.
+
+    ``before``: sync work made first in the start's own thread hop (the headless client's member
+    check and the server's row, :mod:`mrtrweb.headless.quickstart`): it returns the server to start
+    on -- or None, and then nothing is started and this returns None; what it raises, this raises.
 
     Raises:
         OperationRefused: this worker is draining (``worker_draining``, 503), a per-user limit is
@@ -54,11 +60,20 @@ async def start_operation(*, user: Any, server: McpServer, method: str, name: st
         raise OperationRefused(WORKER_DRAINING, message_for(WORKER_DRAINING))
     await workers.ensure_lease()  # before the operation names this worker
     initiator, detail = initiators.checked(initiator, initiator_detail)
-    op = await round_hop(_start_sync)(user, server, method, name, params, destructive,
-                                         kept_output_schema(output_schema), initiator, detail)
+    args = (user, server, method, name, params, destructive, kept_output_schema(output_schema), initiator, detail)
+    op = await (round_hop(_start_sync)(*args) if before is None else round_hop(_start_after)(before, *args))
+    if op is None:
+        return None
     op.access_checked = True  # by the start's own statement: the drive checks again only after a wait
     _spawn(_drive(op.id, op.request_id, params, checked=op))
     return op
+
+
+def _start_after(before: Callable[[], McpServer | None], user: Any, server: McpServer, *args: Any) -> Operation | None:
+    """``before()``, then, on the server it returns, :func:`_start_sync` -- in one thread hop; None
+    when it returns None (nothing started)."""
+    server = before()
+    return None if server is None else _start_sync(user, server, *args)
 
 
 def _start_sync(user: Any, server: McpServer, method: str, name: str, params: dict[str, Any],
