@@ -12,7 +12,7 @@ from .common import DEFAULT_OUT, DOCS_DIR
 from .goals import goal_rows
 from .loopstall import section as loopstall_section
 from .audit_threads import audit_threads_section
-from .report_round import component_lines, round_cost_lines
+from .report_round import component_lines, interleaved_lines, round_cost_lines
 from .plots import plots as _plots
 
 
@@ -162,6 +162,7 @@ def render(inp: Path = DEFAULT_OUT, docs: Path = DOCS_DIR) -> Path:
             ["(b)/(a)", q["b_over_a_p50"], q["b_over_a_p99"], q["a_over_b_throughput"]],
             ["(c)/(a)", q["c_over_a_p50"], q["c_over_a_p99"], q["a_over_c_throughput"]],
         ])
+        L += interleaved_lines(v, _table)
         L += round_cost_lines(v, _table)
         L += ["Where a headless round's time goes (p50 of each phase, ms):", ""]
         L += _table(list(v["b_headless"]["phases_p50_ms"]), [list(v["b_headless"]["phases_p50_ms"].values())])

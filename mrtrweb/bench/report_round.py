@@ -10,7 +10,7 @@ from typing import Any
 
 Table = Callable[[list[str], list[list[Any]]], list[str]]
 
-__all__ = ["ROUND_GUARANTEES", "component_lines", "round_cost_lines"]
+__all__ = ["ROUND_GUARANTEES", "component_lines", "interleaved_lines", "round_cost_lines"]
 
 
 #: (the hop that sends it, its place among that hop's statements) -> the guarantee a statement of the
@@ -108,4 +108,27 @@ def component_lines(prof: dict[str, Any], _table: Table) -> list[str]:
         L += _table(["component", "CPU ms / round (profiled)", "share %"],
                     [[x["component"], round(x["own_s"] / max(1, prof["rounds"]) * 1000, 2), x["share_pct"]]
                      for x in prof["by_component"]])
+    return L
+
+
+def interleaved_lines(v: dict[str, Any], table: Table) -> list[str]:
+    """The report's lines on (a) and (b) run in turn (:func:`mrtrweb.bench.vs_sdk.run_interleaved`);
+    none for a result without them."""
+    L: list[str] = []
+    if not v.get("interleaved"):
+        return []
+    x = v["interleaved"]
+    L += [f"The same two paths interleaved ({x['rounds']} rounds each: one bare-SDK round, then one headless "
+          "round, in turn), so that both meet the machine in the same state (run alone in a tight loop, the "
+          "SDK's client and the server process stay hot between its back-to-back requests):", ""]
+    L += table(["path", "p50 ms", "p99 ms"], [
+        ["(a) bare SDK manual loop", x["a_sdk"]["p50_ms"], x["a_sdk"]["p99_ms"]],
+        ["(b) headless", x["b_headless"]["p50_ms"], x["b_headless"]["p99_ms"]],
+        ["(b)/(a)", x["b_over_a_p50"], f"median of the pairs' ratios {x['median_pair_ratio']}"]])
+    if x.get("a_sdk_after_idle"):
+        y = x["a_sdk_after_idle"]
+        L += [f"The bare SDK alone again, each round after {x['idle_gap_ms']:g} ms of nothing: p50 "
+              f"{y['p50_ms']} ms, p99 {y['p99_ms']} ms (what waking an idle machine adds to a round; a "
+              "headless round hands its work between four processes and threads and waits at each "
+              "hand-over).", ""]
     return L

@@ -32,7 +32,7 @@ def _audit(rates=(400.0, 520.0, 530.0, 510.0), writers=(1, 8, 16, 40), chains_ok
 
 def test_nothing_ran_every_goal_says_not_measured_and_shows_no_number():
     rows = goal_rows({})
-    assert len(rows) == 15
+    assert len(rows) == 16
     for goal, target, measured, met in rows:
         assert met == "not measured" and measured.startswith("not measured ("), (goal, measured)
         assert not re.search(r"\d", measured), measured
@@ -121,3 +121,15 @@ def test_event_loop_gap_under_hostile_input():
     assert _rows({"loopstall": _loopstall(950.0)})[goal][3] is False
     small = _rows({"loopstall": _loopstall(40.0, {"listed": 500, "blocks": 2_000, "requests": 200})})[goal]
     assert small[3] == "n/a: measured at smaller sizes than 30,000 / 200,000 / 20,000"
+
+
+def test_the_interleaved_ratio_is_judged_against_3x_and_the_least_acceptable_5x():
+    goal = ("the same, rounds interleaved (one SDK round, one headless round, in turn; both met the machine in "
+            "one state)")
+    assert _rows({"vs_sdk": _vs_sdk()})[goal][3] == "not measured"  # an older result: no such figure
+    for ratio, met in ((2.9, True), (4.2, "**no** (within the least acceptable 5x)"), (6.0, False)):
+        v = _vs_sdk()
+        v["interleaved"] = {"rounds": 30, "a_sdk": {"p50_ms": 4.0}, "b_headless": {"p50_ms": round(4.0 * ratio, 2)},
+                            "b_over_a_p50": ratio, "median_pair_ratio": ratio}
+        row = _rows({"vs_sdk": v})[goal]
+        assert row[3] == met and row[2].startswith(f"{ratio}x ("), row
