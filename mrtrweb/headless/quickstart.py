@@ -8,11 +8,15 @@ listing (:func:`refusal_in`, by :func:`.client._not_run`: an app-only tool, or o
 task the server cannot run, is never called), which needs the server row. This process knows both beforehand when the same person
 started an operation on that URL before: the row the last member check found (kept per tenant
 and URL, :data:`KNOWN_MAX` at most) and the tools listing their pooled connection keeps (held only
-while the server would say that it changed: ``McpConnection.tools_kept``). When the listing lets
-the tool be called, the hop makes the member check -- a non-member is refused there, before
-anything is started, as before -- and starts on the server it finds, only if that is the server
-the listing was judged for (same row, same pool key); else nothing is started and the client goes
-on the two-hop way with the row the hop found. A listing that refuses the tool, or none kept:
+while the server would say that it changed: ``McpConnection.tools_kept``; and only from a
+connection made under the row's settings as they are: ``servers.connections.kept_connection``).
+When the listing lets the tool be called, the hop makes the member check -- a non-member is
+refused there, before anything is started, as before -- and starts on the server it finds, only if
+that row still has the settings the listing was judged under (the same row, pool key, URL,
+protocol, configuration digest and URL-policy flag: :func:`_settings`); else nothing is started and
+the client goes on the two-hop way with the row the hop found. (This worker's draining refusal and
+its lease come first, before the member check, as for any start: nothing is listed, connected or
+started for a non-member either way.) A listing that refuses the tool, or none kept:
 the two-hop way (the refusal is then given after the member check, as always).
 
 May import: operations, servers, models, mcpapps, :mod:`.policy` (not :mod:`.client`, which imports it).
@@ -51,9 +55,17 @@ def _listing_allows(user: Any, server: McpServer, method: str, name: Any) -> boo
     listing that does not refuse the tool (:func:`refusal_in`)."""
     if method != "tools/call":
         return True
-    conn = connections.pool().open_connection(str(user.pk), connections.server_key(server))
+    conn = connections.kept_connection(user, server)  # only one made under the row's settings as they are
     tools = conn.tools_kept() if conn is not None else None
     return tools is not None and refusal_in(tools, name, conn.server_capabilities) is None
+
+
+def _settings(server: McpServer) -> tuple[Any, ...]:
+    """What the person's pooled connection to ``server`` depends on (:func:`mrtrweb.servers.connections.kept_connection`):
+    the row, its pool key, URL, protocol setting, configuration digest (credentials' settings) and
+    URL-policy flag. A tools listing judged under one tuple says nothing about another."""
+    return (server.pk, connections.server_key(server), server.url, server.protocol, server.config_digest(),
+            bool(getattr(server, "url_policy", False)))
 
 
 def refusal_in(tools: list[Any], name: Any, capabilities: Any) -> str | None:
@@ -90,12 +102,13 @@ async def start_known(*, user: Any, tenant: Any, url: str, method: str, params: 
     if known is None or not _listing_allows(user, known, method, params.get("name")):
         return None
     found: list[McpServer] = []
+    judged = _settings(known)
 
     def member_then_server() -> McpServer | None:  # (in the start's hop, first)
         server = member_server(user, tenant, url)  # not a member: HeadlessError, nothing started
         found.append(server)
-        if server.pk != known.pk or connections.server_key(server) != connections.server_key(known):
-            return None  # not the server the listing was judged for
+        if _settings(server) != judged:
+            return None  # not the server, or not the settings, the listing was judged under
         return server
 
     try:

@@ -25,6 +25,12 @@ class _Slot:
     protocol: str = "auto"
     url_policy: Any = None
 
+    def serves(self, url: str, declare: frozenset[str], auth_key: str, protocol: str, url_policy: Any) -> bool:
+        """Whether this slot's open connection is what :meth:`ConnectionPool.get` hands out for
+        these settings (else it replaces it)."""
+        return (self.url == url and self.declare == declare and self.auth_key == auth_key
+                and self.protocol == protocol and self.url_policy == url_policy and self.connection.is_open)
+
 
 class ConnectionPool:
     """One :class:`McpConnection` per ``(user_key, server_key)``, reused across that user's operations.
@@ -98,8 +104,7 @@ class ConnectionPool:
                 raise RuntimeError("ConnectionPool is closed")
             slot = self._slots.get(key)
             wanted = frozenset(declare)
-            if (slot is not None and slot.url == url and slot.declare == wanted and slot.auth_key == auth_key
-                    and slot.protocol == protocol and slot.url_policy == url_policy and slot.connection.is_open):
+            if slot is not None and slot.serves(url, wanted, auth_key, protocol, url_policy):
                 slot.connection._last_activity = time.monotonic()  # a hand-out counts as activity
                 return slot.connection
             if slot is not None:
@@ -123,6 +128,15 @@ class ConnectionPool:
             self._slots[key] = _Slot(url, connection, wanted, auth_key, protocol, url_policy)
             self._ensure_sweeper()
             return connection
+
+    def matching_connection(self, user_key: str, server_key: str, url: str, *, declare: Collection[str] = (),
+                            auth_key: str = "", protocol: str = "auto", url_policy: Any = None) -> McpConnection | None:
+        """The open connection :meth:`get` would hand out for these settings without replacing it,
+        or None (no wait, no change)."""
+        slot = self._slots.get((str(user_key), str(server_key)))
+        if slot is None or not slot.serves(url, frozenset(declare), auth_key, protocol, url_policy):
+            return None
+        return slot.connection
 
     def open_connection(self, user_key: str, server_key: str) -> McpConnection | None:
         """The open connection this pool holds for this user and server, or None (no wait, no

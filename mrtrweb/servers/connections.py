@@ -119,6 +119,18 @@ def _listing_pusher(user_id: Any, server_id: int):
     return changed
 
 
+def kept_connection(user: Any, server: McpServer) -> Any:
+    """The pooled connection of ``user`` to ``server`` that :func:`connection_for` would hand out now
+    without replacing it (same URL, capabilities, credentials' configuration, protocol setting and
+    URL policy), or None (sync: no wait, nothing opened)."""
+    from ..authz import service as authz
+
+    return pool().matching_connection(
+        str(user.pk), server_key(server), server.url, declare=declared(server)[0],
+        auth_key=authz.auth_key(server, user), protocol=server.protocol,
+        url_policy=conf.server_url_policy() if getattr(server, "url_policy", False) else None)
+
+
 async def connection_for(user: Any, server: McpServer, *, key: str | None = None,
                          declare: frozenset[str] | None = None) -> Any:
     """The pooled connection of ``user`` to ``server``, with the credentials of the server's auth

@@ -97,6 +97,48 @@ async def test_a_server_replaced_since_is_not_started_on_the_two_hop_way_goes_on
     assert seen["hops"][:2] == ["_start_after", "_start_sync"], seen["hops"]
 
 
+async def test_a_server_whose_settings_changed_since_takes_the_two_hop_way(seeded, watched):
+    """The row is the same but its settings changed (here its name, part of the configuration
+    digest the pooled connection was made under): the hop finds the row's settings are not those
+    the kept listing was judged under and starts nothing; the listing is judged again on the
+    connection the pool makes now, then the start's own hop. The next run finds the new settings
+    known and the new connection's listing kept: one hop again."""
+    alice, server = seeded["users"]["alice"], seeded["servers"]["acme"]
+    await _warm(alice, server)
+    await McpServer.objects.filter(pk=server.pk).aupdate(name="Demo server, renamed")
+    seen = watched()
+    outcome = await _round(alice, server)
+    assert outcome.status == "completed", outcome
+    assert seen["hops"][:2] == ["_start_after", "_start_sync"], seen["hops"]
+
+
+async def test_a_row_pointed_at_another_url_never_lets_an_app_only_tool_through(seeded):
+    """An admin points the tenant's server row at another server whose ``lookup`` is for its MCP App
+    alone; another member's run makes this process know the new URL's row. The first person's pooled
+    connection still lists the old URL's tools (no ``lookup``): it must not judge the new URL's
+    tool -- the call is refused (``app_only``), nothing sent, no operation."""
+    from tests import apps_server
+
+    alice, carol, server = seeded["users"]["alice"], seeded["users"]["carol"], seeded["servers"]["acme"]
+    tenant = server.tenant
+    other = apps_server.serve()
+    try:
+        await _warm(alice, server)
+        await McpServer.objects.filter(pk=server.pk).aupdate(url=other.url)
+
+        async def lookup(user):
+            return await headless.arun(url=other.url, user=user, tenant=tenant, method="tools/call",
+                                       params={"name": "lookup", "arguments": {"q": "x"}},
+                                       consent=ConsentPolicy.parse("accept-defaults"))
+
+        assert (await lookup(carol)).status == "app_only"  # (and the row for the new URL is known now)
+        outcome = await lookup(alice)
+        assert outcome.status == "app_only" and not outcome.operation_id, outcome
+        assert not await Operation.objects.filter(name="lookup").aexists()
+    finally:
+        other.stop()
+
+
 def test_only_a_kept_listing_that_lets_the_tool_be_called_takes_the_one_hop_way(monkeypatch):
     """Judged from what the person's pooled connection keeps: no listing kept, or one that says the
     tool is for its app alone or must run as a task the server cannot run: the two-hop way (its
@@ -112,20 +154,13 @@ def test_only_a_kept_listing_that_lets_the_tool_be_called_takes_the_one_hop_way(
         def tools_kept(self):
             return self.tools
 
-    class Pool:
-        def __init__(self, conn):
-            self.conn = conn
-
-        def open_connection(self, user_key, server_key):
-            return self.conn
-
     user, server = type("U", (), {"pk": 7})(), McpServer(pk=3, url="http://127.0.0.1:9/mcp")
     listing = [{"name": "plain"}, {"name": "refresh", "_meta": {"ui": {"visibility": ["app"]}}},
                {"name": "long", "execution": {"taskSupport": "required"}}]
     cases = [(Kept(listing), "plain", True), (Kept(listing), "refresh", False), (Kept(listing), "long", False),
              (Kept(None), "plain", False), (None, "plain", False)]
     for conn, name, allowed in cases:
-        monkeypatch.setattr(connections, "pool", lambda conn=conn: Pool(conn))
+        monkeypatch.setattr(connections, "kept_connection", lambda user, server, conn=conn: conn)
         assert quickstart._listing_allows(user, server, "tools/call", name) is allowed, (name, conn)
     assert quickstart._listing_allows(user, server, "resources/read", "anything") is True
 
