@@ -172,15 +172,19 @@ class ConnectionPool:
             return False
         key = (str(user_key), str(server_key))
         loop = asyncio.get_running_loop()
-        loop.call_later(after_s, self._release_now, key, connection, after_s)
+        loop.call_later(after_s, self._release_now, key, connection, time.monotonic())
         return True
 
-    def _release_now(self, key: tuple[str, str], connection: McpConnection, after_s: float) -> None:
+    def _release_now(self, key: tuple[str, str], connection: McpConnection, asked: float) -> None:
+        """The release asked at ``asked`` (monotonic seconds), unless anything used the connection
+        since then -- judged by when, not by how long ago: a timer that fires late must not turn a
+        hand-out right after the ask into idleness."""
         slot = self._slots.get(key)
         lock = self._locks.get(key)
         watch = getattr(connection, "_watch", None)
+        used_since = connection.idle_for() < time.monotonic() - asked  # (0 while a request is in flight)
         if (self._closed or slot is None or slot.connection is not connection or connection.in_flight
-                or connection.idle_for() < after_s * 0.999 or (lock is not None and lock.locked())
+                or used_since or (lock is not None and lock.locked())
                 or (watch is not None and not watch.done())):
             return
         del self._slots[key]  # synchronously: a get() from here on opens a new connection

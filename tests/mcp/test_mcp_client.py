@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import time
 import uuid
 from typing import Any
 
@@ -710,3 +711,26 @@ def test_origin_of_remembers_a_url_and_never_a_refusal():
             errors.origin_of("http://mcp.example:99999/")
     info = errors._origin_remembered.cache_info()
     assert (info.hits, info.currsize) == (2, 1)
+
+
+async def test_a_release_whose_timer_fires_late_keeps_a_connection_handed_out_after_it_was_asked(
+        demo: DemoServerHandle) -> None:
+    """The release is judged by *when* the connection was last used, not by how long ago: a
+    hand-out right after the release was asked keeps it, however late the timer fires (ci33: a
+    timer 10 ms late on a loaded machine closed a connection a page had just been handed)."""
+    pool = ConnectionPool()
+    try:
+        conn = await pool.get("alice", "srv", demo.url)
+        assert pool.release("alice", "srv", conn, after_s=0.05, stateless=[conn.protocol_version])
+        await asyncio.sleep(0.005)
+        assert await pool.get("alice", "srv", demo.url) is conn  # a page, just after the ask
+        time.sleep(0.2)  # the loop busy: the release's timer fires 150 ms late
+        await asyncio.sleep(0.05)
+        assert pool.released == 0 and conn.is_open
+        # unused after the ask: released when the timer fires, late or not
+        assert pool.release("alice", "srv", conn, after_s=0.05, stateless=[conn.protocol_version])
+        time.sleep(0.2)
+        await asyncio.sleep(0.05)
+        assert pool.released == 1
+    finally:
+        await pool.close_all()
