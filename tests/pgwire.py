@@ -13,7 +13,6 @@ Usage (tests/operations/test_round_cost.py)::
     with WireCounter(host, port) as wire:     # listens on 127.0.0.1:<wire.port>
         ...point new connections at wire.port (sslmode disable)...
         wire.reset(); ...work...; wire.statements   # [text of each message, in order]
-        wire.parsed                                 # [text of each Parse: statements (re)planned]
         [s for t in wire.statements for s in split_statements(t)]   # the statements the server ran
 
 Only plain-text connections are read (``sslmode=disable``: the proxy answers nothing itself and
@@ -37,7 +36,6 @@ class WireCounter:
         self.upstream = (host, port)
         self._lock = threading.Lock()
         self._statements: list[str] = []
-        self._parsed: list[str] = []
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port = self._listener.getsockname()[1]
         self._closed = False
@@ -52,21 +50,13 @@ class WireCounter:
         with self._lock:
             return list(self._statements)
 
-    @property
-    def parsed(self) -> list[str]:
-        """The ``Parse`` messages since the last :meth:`reset` (their text): what the server parsed
-        and planned anew -- a prepared statement's first run on a connection, or an unnamed one."""
-        with self._lock:
-            return list(self._parsed)
-
     def reset(self) -> None:
         with self._lock:
             self._statements.clear()
-            self._parsed.clear()
 
-    def _note(self, text: str, parsed: bool = False) -> None:
+    def _note(self, text: str) -> None:
         with self._lock:
-            (self._parsed if parsed else self._statements).append(text)
+            self._statements.append(text)
 
     # ------------------------------------------------------------------ the proxy
     def __enter__(self) -> WireCounter:
@@ -145,7 +135,6 @@ class WireCounter:
                     elif kind == b"P":  # name\0 query\0 ...
                         name, text = body.split(b"\0", 2)[:2]
                         texts[name] = text.decode("utf-8", "replace")
-                        self._note(texts[name], parsed=True)
                     elif kind == b"B":  # portal\0 statement\0 ...
                         bound = texts.get(body.split(b"\0", 2)[1], "")
                     elif kind == b"E":

@@ -215,8 +215,6 @@ async def _not_run(user: Any, server: McpServer, name: Any) -> str | None:
     return refusal_in(tools, name, conn.server_capabilities)
 
 
-
-
 async def _run(server: McpServer, user: Any, method: str, params: dict[str, Any], consent: ConsentPolicy,
                timeout_s: float) -> HeadlessOutcome:
     try:
