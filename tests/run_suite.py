@@ -62,6 +62,7 @@ PG_REDIS_FILES = (
     "tests/text/test_i18n.py", "tests/audit/test_audit_once.py", "tests/audit/test_audit_once_purge.py",
     "tests/audit/test_audit_joined.py", "tests/bindings/test_db_store_joined.py", "tests/audit/test_audit_statements.py",
     "tests/operations/test_answer_binding.py", "tests/operations/test_answer_joined.py",
+    "tests/views/test_web_path_counts.py", "tests/live/test_session_read.py", "tests/tenancy/test_reads.py",
 )
 #: pytest's closing line, with -q bare ("3 failed, 2104 passed, 3 skipped in 1280.00s (0:21:20)"), else in ====
 _SUMMARY = re.compile(r"^=* ?(?P<body>(?:\d+ \w+|no tests ran)(?:, \d+ \w+)*) in [\d.]+s\b")

@@ -87,10 +87,11 @@ def record_shown(op: Operation, rnd: Round, *, reason: str = "", first: bool = F
     """Write the consent receipt (``shown`` event) the first time this card is displayed.
 
     ``reason`` says who saw it when it was not a person's browser (the headless client: no values).
-    ``first``: the caller shows this round for the first time (the headless client): the receipt is
-    appended without looking for it first -- the append's own guard (``once``, checked under the
-    chain's lock) still keeps it to one. A card displayed again (a page reload, another tab) looks
-    first: one read instead of a locked append."""
+    ``first``: the caller shows this round for what is mostly its first time (the headless client; a
+    push of the card, :mod:`mrtrweb.live.consumers`): the receipt is appended without looking for it
+    first -- the append's own guard (``once``: its claim, a unique key inserted in the append's
+    statement) still keeps it to one, and a receipt already there costs a second read. A card
+    displayed again (a page reload, another tab) looks first: one read instead of an append."""
     shown = display_digest(op, rnd)
     if not first and AuditEvent.objects.filter(operation_id=op.id, round_number=rnd.number, event="shown",
                                                display_digest=shown).exists():
@@ -146,7 +147,7 @@ def panel_context(op: Operation, *, forms: dict[str, SchemaForm] | None = None, 
             # a 2025-11-25 server holding its call open for this round: the notice and its deadline
             ctx["legacy_hold"] = legacy_hold(op)
             # made from a -32042 error: done (accept) sends the original request again, nothing else
-            ctx["url_required"] = is_url_required_round(op.id, rnd.number)
+            ctx["url_required"] = is_url_required_round(op.id, rnd.number, rnd)
             ctx["review"] = review
         elif not ctx["store_error"]:
             # answered meanwhile (another tab) or past its lifetime, not swept yet: not "waiting";

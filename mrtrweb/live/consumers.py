@@ -391,10 +391,10 @@ class OperationsConsumer(PendingWatch, ResourceWatching, ServerLogPush, ChatPush
 
 
 def _record_receipt(op: Operation, rnd: Any, sent: bool) -> None:
-    """Sync: the consent receipt of the card a push sent (``sent``; a card too large to push is
-    fetched by the page, whose fetch writes it), then the "receipt being written" mark down."""
+    """Sync: the consent receipt of the card a push sent (``sent``; not looked for first: ``first``;
+    a card too large to push is fetched by the page, whose fetch writes it), then the mark down."""
     try:
         if sent:
-            record_shown(op, rnd)
+            record_shown(op, rnd, first=True)
     finally:
         push.mark_receipt_pending(op.id, rnd.number, False)

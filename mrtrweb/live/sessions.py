@@ -33,6 +33,7 @@ from django.db.models.signals import post_save, pre_save
 from django.utils.crypto import constant_time_compare, salted_hmac
 
 from ..runtime import outage
+from . import session_read
 
 logger = logging.getLogger("mrtrweb.sessions")
 #: one line a minute for sessions that cannot be read (every socket re-checks during an outage)
@@ -63,11 +64,14 @@ def session_group(session_key: str) -> str:
 
 def session_denial(session_key: str | None, user_id: Any) -> str:
     """Why the session ``session_key`` no longer authenticates ``user_id`` (a cause constant), or
-    ``""`` while it does (sync: one session read, one user read). Nothing is written."""
+    ``""`` while it does (sync: one statement reading both where :mod:`.session_read` serves, else
+    one session read and one user read, Django's own). Nothing is written."""
     if not session_key:
         return SESSION_GONE
     try:
-        data = import_module(settings.SESSION_ENGINE).SessionStore(session_key).load()
+        # the session and the user in one statement where that is what Django's calls read (.session_read)
+        both = session_read.read(session_key, user_id)
+        data = both.data if both is not None else import_module(settings.SESSION_ENGINE).SessionStore(session_key).load()
     except Exception as exc:  # noqa: BLE001 -- a session that cannot be read authenticates nothing
         if outage.kind(exc) is not None:  # down now, not gone: the socket pauses (fail closed: no push)
             _limited.warning("session unreadable", "a session could not be read (%s); its sockets pause until it "
@@ -81,7 +85,10 @@ def session_denial(session_key: str | None, user_id: Any) -> str:
     if str(data.get(SESSION_KEY)) != str(user_id) or backend_path not in settings.AUTHENTICATION_BACKENDS:
         return SESSION_INVALID
     try:
-        user = load_backend(backend_path).get_user(user_id)
+        backend = load_backend(backend_path)
+        served, user = session_read.model_backend_user(backend, both.user) if both is not None else (False, None)
+        if not served:
+            user = backend.get_user(user_id)
     except Exception as exc:
         if outage.kind(exc) is None:
             raise

@@ -42,7 +42,7 @@ async def operation_for(user: Any, op_id: Any) -> Operation:
         Http404: no such operation of this user (also for an ``op_id`` that is no UUID).
         access.AccessEnded: it is theirs but their access ended (it is ended now if it was pending).
     """
-    op, cause = await sync_to_async(_mine)(user.pk, op_id)  # one thread hop: the row, then the access check
+    op, cause = await sync_to_async(_mine)(user.pk, op_id)  # one thread hop: the row and the access check
     if op is None:
         raise Http404("No such operation")
     if cause:
@@ -54,10 +54,7 @@ async def operation_for(user: Any, op_id: Any) -> Operation:
 def _mine(user_id: Any, op_id: Any) -> tuple[Operation | None, str]:
     """Sync: (the user's operation ``op_id`` with its server and tenant, or None; the access
     check's cause for it, ``""`` when allowed)."""
-    from ..tenancy.reads import operation_row
-
-    op = operation_row(op_id, user_id)  # None also for a value that is no UUID
-    return op, ("" if op is None else access.denial(op.user_id, op.tenant_id, op.server_id))
+    return access.operation_and_access(op_id, user_id)  # (None, "") also for a value that is no UUID
 
 
 async def end_operation(op: Operation, cause: str) -> bool:

@@ -115,10 +115,16 @@ async def url_required_round(op: Operation, request_id: str, exc: McpCallError) 
     await _handle_result(op, request_id, result, received_code=URL_REQUIRED)
 
 
-def is_url_required_round(op_id: Any, round_number: int) -> bool:
-    """Whether the operation's round ``round_number`` was made from a ``-32042`` error (sync)."""
+def is_url_required_round(op_id: Any, round_number: int, rnd: Any = None) -> bool:
+    """Whether the operation's round ``round_number`` was made from a ``-32042`` error (sync; one
+    query). With ``rnd`` (that round, :class:`mrtrweb.gate.Round`): False without a query when it
+    holds a request that is not URL mode, or a ``requestState`` -- a round made from a ``-32042``
+    error has neither (:func:`as_input_required`); the round's ``received`` event says the rest."""
     from ..models import AuditEvent
 
+    if rnd is not None and (rnd.has_state or not rnd.requests
+                            or any(view.kind != "url" for view in rnd.requests.values())):
+        return False
     return AuditEvent.objects.filter(operation_id=op_id, round_number=round_number, event="received",
                                      code=URL_REQUIRED).exists()
 

@@ -311,14 +311,30 @@ async def visible_operation(user_id: Any, op_id: Any) -> Operation | None:
 
 
 def visible_operation_sync(user_id: Any, op_id: Any) -> Operation | None:
-    """:func:`visible_operation` in sync code (the operation with its server and tenant; two
-    queries, the first from SQL built once: :func:`mrtrweb.tenancy.reads.operation_row`)."""
-    from .reads import operation_row
+    """:func:`visible_operation` in sync code (the operation with its server and tenant, and the
+    access check: :func:`operation_and_access`)."""
+    op, cause = operation_and_access(op_id, user_id)
+    return None if op is None or cause else op
 
-    op = operation_row(op_id, user_id)
-    if op is None:
-        return None
-    return None if denial(op.user_id, op.tenant_id, op.server_id) else op
+
+def operation_and_access(op_id: Any, user_id: Any) -> tuple[Operation | None, str]:
+    """``(the user's operation op_id with its server and tenant, or None; what`` :func:`denial`
+    ``says of its owner, tenant and server, "" when allowed -- and when there is none)``. Sync. On
+    PostgreSQL one statement, the check joined to the row
+    (:func:`mrtrweb.tenancy.reads.operation_row_beside`); elsewhere the row, then the check.
+
+    Raises:
+        django.db.DatabaseError: the database failed."""
+    from django.db import router
+
+    from .reads import operation_row, operation_row_beside
+
+    both = operation_row_beside(op_id, user_id, check_sql(router.db_for_read(get_user_model())), bind_ids)
+    if both is None:
+        op = operation_row(op_id, user_id)
+        return op, ("" if op is None else denial(op.user_id, op.tenant_id, op.server_id))
+    op, row = both
+    return op, ("" if op is None else cause_of(row, op.tenant_id, op.server_id))
 
 
 async def visible_server(user_id: Any, server_id: Any) -> bool:

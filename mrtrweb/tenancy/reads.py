@@ -105,6 +105,88 @@ def operation_row(op_id: Any, user_id: Any) -> Operation | None:
     return op
 
 
+_BESIDE: dict[str, Any] = {}
+
+
+def _built_beside(alias: str, conn: Any, check: tuple[str, list[str], list[Any]], bind: Any) -> Any:
+    """(SQL, the check's column names, parameters with :data:`_SLOT` where the operation's id and
+    user go) of :func:`operation_row_beside`, or None: :func:`operation_row`'s SQL with ``check``
+    joined ``LATERAL``, the ids it takes (``bind(slots, user, tenant, server)`` marks where) the
+    row's own columns. Built once per database and check."""
+    if alias in _BESIDE and _BESIDE[alias][0] == check:
+        return _BESIDE[alias][1]
+    built = None
+    sql, names, slots = check
+    pieces = sql.split("%s")
+    if conn.vendor == "postgresql" and "%%" not in sql and len(pieces) == len(slots) + 1:
+        qn, meta = conn.ops.quote_name, Operation._meta
+        user, tenant, server = object(), object(), object()
+        columns = {user: f"op.{qn(meta.get_field('user').column)}",
+                   tenant: f"op.{qn(meta.get_field('tenant').column)}",
+                   server: f"op.{qn(meta.get_field('server').column)}"}
+        inner, params = [pieces[0]], []
+        for value, piece in zip(bind(slots, user, tenant, server), pieces[1:]):
+            if value in columns:
+                inner.append(columns[value])  # the row's own id, not a parameter
+            else:
+                inner.append("%s")
+                params.append(value)
+            inner.append(piece)
+        base, _ = _built(alias, conn, True)
+        head, where = base.split(" WHERE ", 1)
+        select, rest = head.split(" FROM ", 1)
+        built = (f"{select}, a.* FROM {rest} LEFT JOIN LATERAL ({''.join(inner)}) a ON TRUE WHERE {where}",
+                 list(names), params + [_SLOT, _SLOT])
+    _BESIDE[alias] = (check, built)
+    return built
+
+
+def operation_row_beside(op_id: Any, user_id: Any, check: tuple[str, list[str], list[Any]] | None,
+                         bind: Any) -> tuple[Operation | None, dict[str, Any]] | None:
+    """``(operation_row(op_id, user_id), the row of check)`` in one statement: ``check`` a query
+    about the operation's owner, tenant and server (SQL, its column names, its parameters --
+    :func:`mrtrweb.tenancy.access.check_sql`), ``bind(slots, user, tenant, server)`` putting
+    values where those ids go (:func:`mrtrweb.tenancy.access.bind_ids`). The check's row is the
+    database's values by name (all None when it gave no row); ``(None, {})`` when there is no such
+    operation of that user. None when this path does not serve -- not PostgreSQL (no
+    ``LATERAL``), no check, the rows on different databases, any user (:data:`ANY_USER`): the
+    caller reads them apart. Sync.
+
+    Raises:
+        django.db.DatabaseError: the database failed."""
+    from django.contrib.auth import get_user_model
+    from django.db import connections, router
+
+    alias = router.db_for_read(Operation)
+    if check is None or user_id is None or user_id is ANY_USER or router.db_for_read(McpServer) != alias \
+            or router.db_for_read(Tenant) != alias or router.db_for_read(get_user_model()) != alias:
+        return None
+    conn = connections[alias]
+    built = _built_beside(alias, conn, check, bind)
+    if built is None:
+        return None
+    pk, user_pk = Operation._meta.pk, Operation._meta.get_field("user").target_field
+    try:
+        ids = iter([pk.get_db_prep_value(pk.to_python(op_id), conn),
+                    user_pk.get_db_prep_value(user_pk.to_python(user_id), conn)])
+    except (ValidationError, ValueError, TypeError):  # as the ORM's get(): no such operation
+        return None, {}
+    sql, names, slots = built
+    _, (op_fields, server_fields, tenant_fields) = _built(alias, conn, True)
+    with prepared.cursor(conn) as cur:
+        cur.execute(sql, [next(ids) if x is _SLOT else x for x in slots])
+        found = cur.fetchone()
+    if found is None:
+        return None, {}
+    n, m, k = len(op_fields), len(op_fields) + len(server_fields), len(found) - len(names)
+    op = instance_from(Operation, alias, conn, op_fields, found[:n])
+    Operation._meta.get_field("server").set_cached_value(op, instance_from(McpServer, alias, conn, server_fields,
+                                                                       found[n:m]))
+    Operation._meta.get_field("tenant").set_cached_value(op, instance_from(Tenant, alias, conn, tenant_fields,
+                                                                       found[m:k]))
+    return op, dict(zip(names, found[k:]))
+
+
 #: stand-ins for a user id while compiling a :class:`PerUser` query twice (values no id has)
 _STAND_INS = (-2_147_400_011, -2_147_400_012)
 _SLOT: Any = object()

@@ -12,7 +12,7 @@ from channels.layers import get_channel_layer
 from channels.testing.websocket import WebsocketCommunicator
 from django.test import AsyncClient
 
-from mrtrweb.live import sessions
+from mrtrweb.live import session_read, sessions
 from mrtrweb.models import Operation
 from mrtrweb.operations import user_group
 from mrtrweb.site.asgi import application
@@ -223,7 +223,9 @@ async def test_a_session_that_cannot_be_read_pauses_its_socket_and_is_not_gone(s
     def down(self):
         raise OperationalError("connection refused")
 
+    # both ways a session is read: Django's store, and the one statement of mrtrweb.live.session_read
     monkeypatch.setattr(SessionStore, "load", down)
+    monkeypatch.setattr(session_read, "read", lambda *a: down(None))
     assert await sync_to_async(sessions.session_denial)(key, user_id) == sessions.SESSION_UNREADABLE
     await _push(op)
     out = await ws.receive_output(timeout=5)
@@ -234,4 +236,5 @@ async def test_a_session_that_cannot_be_read_pauses_its_socket_and_is_not_gone(s
         raise ValueError("not an outage")
 
     monkeypatch.setattr(SessionStore, "load", broken)
+    monkeypatch.setattr(session_read, "read", lambda *a: broken(None))
     assert await sync_to_async(sessions.session_denial)(key, user_id) == sessions.SESSION_GONE

@@ -90,3 +90,51 @@ def test_a_query_with_a_value_taken_in_python_keeps_the_orms_path(op):
     query = PerUser(build, Operation)
     assert query.rows(op.user_id) == [{"id": op.pk}]
     assert query._compile(connection.alias) is None  # not frozen: every call builds the query
+
+
+def test_the_row_and_its_access_in_one_statement_agree_with_denial(op):
+    """:func:`access.operation_and_access` (issue 30: every push and every operation page read the row and
+    its owner's access) gives :func:`operation_row` and :func:`access.denial`'s cause in every
+    state -- one statement on PostgreSQL (the check joined to the row), the two elsewhere."""
+    from mrtrweb.models import Membership
+    from mrtrweb.tenancy import access
+    from mrtrweb.tenancy.access import operation_and_access
+
+    User = get_user_model()
+    owner = User.objects.get(pk=op.user_id)
+    other = User.objects.create(username="reads-other-2")
+    Membership.objects.create(tenant=op.tenant, user=owner, role="member")
+    one = 1 if connection.vendor == "postgresql" else 2
+
+    def both(op_id, user_id, *, statements: int | None = None):
+        with CaptureQueriesContext(connection) as ctx:
+            got, cause = operation_and_access(op_id, user_id)
+        row = operation_row(op_id, user_id)
+        assert (got is None) == (row is None)
+        if row is None:
+            assert cause == ""
+            return None
+        assert _values(got) == _values(row) and _values(got.server) == _values(row.server)
+        assert _values(got.tenant) == _values(row.tenant)
+        assert cause == access.denial(row.user_id, row.tenant_id, row.server_id)
+        if statements is not None:
+            assert len(ctx.captured_queries) == statements, [q["sql"][:90] for q in ctx.captured_queries]
+        return cause
+
+    assert both(op.pk, op.user_id, statements=one) == ""
+    assert both(str(op.pk), str(op.user_id)) == ""
+    assert both(op.pk, other.pk) is None  # another person's: nothing
+    for bad in ("not-a-uuid", uuid.uuid4(), None):
+        assert both(bad, op.user_id) is None
+    assert both(op.pk, None) is None
+    McpServer.objects.filter(pk=op.server_id).update(enabled=False)
+    assert both(op.pk, op.user_id) == access.SERVER_DISABLED
+    McpServer.objects.filter(pk=op.server_id).update(enabled=True, owner=other)  # another person's server
+    assert both(op.pk, op.user_id) == access.SERVER_REMOVED
+    McpServer.objects.filter(pk=op.server_id).update(owner=owner)  # her own personal server
+    assert both(op.pk, op.user_id, statements=one) == ""
+    Membership.objects.filter(user=owner)._raw_delete("default")
+    assert both(op.pk, op.user_id) == access.MEMBERSHIP_REMOVED
+    Membership.objects.create(tenant=op.tenant, user=owner, role="member")
+    User.objects.filter(pk=owner.pk).update(is_active=False)
+    assert both(op.pk, op.user_id) == access.USER_INACTIVE
