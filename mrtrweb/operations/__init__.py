@@ -58,7 +58,7 @@ from .messages import (ANSWER_PENDING, AUDIT_UNAVAILABLE, AUTHORIZATION_CHANGED,
                        message_for, server_error_text)
 from .reaping import reap_interrupted
 from .retries import build_and_record
-from .revocation import end_operation, operation_for
+from .revocation import end_operation, operation_and_state, operation_for
 from .rounds import parse_final
 from .runtime import Change, finish_operation, load_operation, running_tasks, new_request_id, notify, wait_idle, watching
 from .starting import start_operation
@@ -70,7 +70,7 @@ __all__ = [
     "STOPPED_BY", "STOPPED_BY_AT_ROUND", "STOP_UNDELIVERED", "STORE_UNAVAILABLE", "UNAVAILABLE_CODES",
     "WORKER_DRAINING", "AnswerPending", "OperationRefused", "answer_round", "connection_for", "deny", "end_operation",
     "failure_message", "finish_interrupted", "get_gate", "handle_of", "legacy_hold", "legacy_hold_s", "message_for",
-    "new_request_id", "notify", "operation_for", "pool", "reap_interrupted", "request_stop", "reset_gate",
+    "new_request_id", "notify", "operation_and_state", "operation_for", "pool", "reap_interrupted", "request_stop", "reset_gate",
     "server_error_text", "start_operation", "stop_operation", "user_group", "wait_idle", "watching",
     # used by the drain, the benchmark and tests
     "build_and_record", "finish_operation", "load_operation", "parse_final", "running_tasks",

@@ -51,6 +51,36 @@ async def operation_for(user: Any, op_id: Any) -> Operation:
     return op
 
 
+async def operation_and_state(user: Any, op_id: Any) -> tuple[Operation, Any]:
+    """:func:`operation_for`, and the gate's state of the operation read in the same thread hop
+    (an answer POST reads both): ``(op, state)``, ``state`` the gate's
+    :class:`~mrtrweb.gate.OperationState` (None: no live binding) or the
+    :class:`~mrtrweb.gate.StoreUnavailable` its read raised (returned, not raised: the caller
+    answers it as it answers an unreachable store).
+
+    Raises:
+        as :func:`operation_for`."""
+    op, cause, state = await sync_to_async(_mine_and_state)(user.pk, op_id)
+    if op is None:
+        raise Http404("No such operation")
+    if cause:
+        await end_operation(op, cause)
+        raise access.AccessEnded(op, cause)
+    return op, state
+
+
+def _mine_and_state(user_id: Any, op_id: Any) -> tuple[Operation | None, str, Any]:
+    from ..gate import StoreUnavailable
+
+    op, cause = _mine(user_id, op_id)
+    if op is None or cause:
+        return op, cause, None
+    try:
+        return op, cause, get_gate().state(handle_of(op))
+    except StoreUnavailable as exc:
+        return op, cause, exc
+
+
 def _mine(user_id: Any, op_id: Any) -> tuple[Operation | None, str]:
     """Sync: (the user's operation ``op_id`` with its server and tenant, or None; the access
     check's cause for it, ``""`` when allowed)."""

@@ -19,7 +19,8 @@ checks and embedding projects read it).
 
 The batch also makes ``request.auser()`` load the session and the user in one hop (Django's takes
 two, one per query) and share the result with ``request.user``, so a template reading ``user``
-does not load them again.
+does not load them again; for a signed-in request that hop is the batch's own on the way in
+(:func:`_user_now`), so the view's ``login_required`` takes none.
 """
 
 
@@ -65,7 +66,8 @@ class BatchedMiddleware:
 
     def _requests(self, request: HttpRequest) -> tuple[int, HttpResponseBase | None]:
         """Each member's ``process_request`` in order. Returns ``(n, response)``: the members whose
-        ``process_response`` runs (``len(instances)`` when the view runs, ``response`` None)."""
+        ``process_response`` runs (``len(instances)`` when the view runs, ``response`` None). When
+        the view runs, a signed-in request's user is loaded here too (:func:`_user_now`)."""
         for i, mw in enumerate(self.instances):
             if not hasattr(mw, "process_request"):
                 continue
@@ -75,6 +77,7 @@ class BatchedMiddleware:
                 return i, response_for_exception(request, exc)
             if response is not None:
                 return i + 1, response
+        _user_now(request)
         return len(self.instances), None
 
     def _responses(self, request: HttpRequest, response: HttpResponseBase, n: int) -> HttpResponseBase:
@@ -109,6 +112,27 @@ class BatchedMiddleware:
             _one_hop_auser(request)
             response = await self.get_response(request)
         return await sync_to_async(self._responses, thread_sensitive=True)(request, response, n)
+
+
+def _user_now(request: HttpRequest) -> None:
+    """In the batch's hop on the way in: when AuthenticationMiddleware set ``request.auser`` and
+    the session names a signed-in user, load that user now (Django's ``get_user(request)``, the
+    session's own read and the user's), cached where ``request.user`` and :func:`_one_hop_auser`
+    find it -- the view's ``login_required`` then takes no hop of its own. An anonymous request
+    (no user in its session, or no session) loads nothing more than before. A failure here is
+    left to the view: its own load raises it where Django's would."""
+    if not hasattr(request, "auser") or hasattr(request, "_acached_user"):
+        return
+    from django.contrib.auth import SESSION_KEY
+    from django.contrib.auth.middleware import get_user
+
+    try:
+        session = getattr(request, "session", None)
+        if session is None or SESSION_KEY not in session:
+            return
+        request._acached_user = get_user(request)
+    except Exception:  # noqa: BLE001 -- (e.g. the database down) the view's own load meets it again
+        return
 
 
 def _one_hop_auser(request: HttpRequest) -> None:

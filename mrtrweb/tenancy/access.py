@@ -295,14 +295,30 @@ async def server_for(user: Any, server_id: Any) -> McpServer:
     Raises:
         Http404: no such server for this user, or their access ended (e.g. an inactive user).
     """
-    try:
-        server = await McpServer.objects.select_related("tenant").filter(mine(user.pk)).aget(
-            pk=server_id, enabled=True, tenant__memberships__user=user)
-    except (McpServer.DoesNotExist, ValueError, TypeError, OverflowError):
-        raise Http404("No such server") from None
-    if await adenial(user.pk, server.tenant_id, server.pk):
+    server = await sync_to_async(server_for_sync)(user.pk, server_id)
+    if server is None:
         raise Http404("No such server")
     return server
+
+
+def server_for_sync(user_id: Any, server_id: Any) -> McpServer | None:
+    """Sync, one thread hop: :func:`server_for`'s server, None when refused. On PostgreSQL one
+    statement (:func:`mrtrweb.tenancy.reads.server_row_beside`: the row and :func:`denial`'s
+    check joined); elsewhere the ORM's read, then the check."""
+    from django.db import router
+
+    from .reads import server_row_beside
+
+    both = server_row_beside(server_id, user_id, check_sql(router.db_for_read(get_user_model())), bind_ids)
+    if both is not None:
+        server, row = both
+        return server if server is not None and cause_of(row, server.tenant_id, server.pk) == "" else None
+    try:
+        server = McpServer.objects.select_related("tenant").filter(mine(user_id)).get(
+            pk=server_id, enabled=True, tenant__memberships__user_id=user_id)
+    except (McpServer.DoesNotExist, ValueError, TypeError, OverflowError):
+        return None
+    return None if denial(user_id, server.tenant_id, server.pk) else server
 
 
 async def visible_operation(user_id: Any, op_id: Any) -> Operation | None:

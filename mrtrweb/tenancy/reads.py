@@ -105,40 +105,106 @@ def operation_row(op_id: Any, user_id: Any) -> Operation | None:
     return op
 
 
-_BESIDE: dict[str, Any] = {}
+_BESIDE: dict[tuple[str, str], Any] = {}
+#: where the user's id goes in a statement of :func:`_lateral` (a parameter)
+_USER: Any = object()
+
+
+def _lateral(check: tuple[str, list[str], list[Any]], bind: Any, columns: dict[str, str]) -> Any:
+    """``check``'s SQL with the ids it takes (``bind(slots, user, tenant, server)`` marks where)
+    replaced: ``columns`` maps ``"user"``, ``"tenant"``, ``"server"`` to a column of the outer row;
+    the user's id without a column stays a parameter (:data:`_USER`). Returns (SQL, parameters) or
+    None when the SQL cannot be cut at its placeholders."""
+    sql, _, slots = check
+    pieces = sql.split("%s")
+    if "%%" in sql or len(pieces) != len(slots) + 1:
+        return None
+    marks = {"user": object(), "tenant": object(), "server": object()}
+    inner, params = [pieces[0]], []
+    for value, piece in zip(bind(slots, marks["user"], marks["tenant"], marks["server"]), pieces[1:]):
+        name = next((n for n, mark in marks.items() if value is mark), None)
+        if name in columns:
+            inner.append(columns[name])  # the row's own id, not a parameter
+        else:
+            inner.append("%s")
+            params.append(_USER if name == "user" else value)
+        inner.append(piece)
+    return "".join(inner), params
 
 
 def _built_beside(alias: str, conn: Any, check: tuple[str, list[str], list[Any]], bind: Any) -> Any:
     """(SQL, the check's column names, parameters with :data:`_SLOT` where the operation's id and
     user go) of :func:`operation_row_beside`, or None: :func:`operation_row`'s SQL with ``check``
-    joined ``LATERAL``, the ids it takes (``bind(slots, user, tenant, server)`` marks where) the
-    row's own columns. Built once per database and check."""
-    if alias in _BESIDE and _BESIDE[alias][0] == check:
-        return _BESIDE[alias][1]
+    joined ``LATERAL``, the ids it takes the row's own columns. Built once per database and check."""
+    key = (alias, "operation")
+    if key in _BESIDE and _BESIDE[key][0] == check:
+        return _BESIDE[key][1]
     built = None
-    sql, names, slots = check
-    pieces = sql.split("%s")
-    if conn.vendor == "postgresql" and "%%" not in sql and len(pieces) == len(slots) + 1:
-        qn, meta = conn.ops.quote_name, Operation._meta
-        user, tenant, server = object(), object(), object()
-        columns = {user: f"op.{qn(meta.get_field('user').column)}",
-                   tenant: f"op.{qn(meta.get_field('tenant').column)}",
-                   server: f"op.{qn(meta.get_field('server').column)}"}
-        inner, params = [pieces[0]], []
-        for value, piece in zip(bind(slots, user, tenant, server), pieces[1:]):
-            if value in columns:
-                inner.append(columns[value])  # the row's own id, not a parameter
-            else:
-                inner.append("%s")
-                params.append(value)
-            inner.append(piece)
+    qn, meta = conn.ops.quote_name, Operation._meta
+    cut = _lateral(check, bind, {name: f"op.{qn(meta.get_field(name).column)}" for name in ("user", "tenant", "server")}) \
+        if conn.vendor == "postgresql" else None
+    if cut is not None:
         base, _ = _built(alias, conn, True)
         head, where = base.split(" WHERE ", 1)
         select, rest = head.split(" FROM ", 1)
-        built = (f"{select}, a.* FROM {rest} LEFT JOIN LATERAL ({''.join(inner)}) a ON TRUE WHERE {where}",
-                 list(names), params + [_SLOT, _SLOT])
-    _BESIDE[alias] = (check, built)
+        built = (f"{select}, a.* FROM {rest} LEFT JOIN LATERAL ({cut[0]}) a ON TRUE WHERE {where}",
+                 list(check[1]), cut[1] + [_SLOT, _SLOT])
+    _BESIDE[key] = (check, built)
     return built
+
+
+def server_row_beside(server_id: Any, user_id: Any, check: tuple[str, list[str], list[Any]] | None,
+                      bind: Any) -> tuple[McpServer | None, dict[str, Any]] | None:
+    """``(server server_id with its tenant loaded, or None; the row of check)`` in one statement,
+    ``check``/``bind`` as for :func:`operation_row_beside` (the server's own tenant and id, the
+    user ``user_id``). ``(None, {})`` when there is no such server (also for an id that is none).
+    None when this path does not serve (as :func:`operation_row_beside`). Sync.
+
+    Raises:
+        django.db.DatabaseError: the database failed."""
+    from django.contrib.auth import get_user_model
+    from django.db import connections, router
+
+    User = get_user_model()
+    alias = router.db_for_read(McpServer)
+    if check is None or user_id is None or router.db_for_read(Tenant) != alias or router.db_for_read(User) != alias:
+        return None
+    conn = connections[alias]
+    if conn.vendor != "postgresql":
+        return None
+    key = (alias, "server")
+    if key not in _BESIDE or _BESIDE[key][0] != check:
+        qn, smeta, tmeta = conn.ops.quote_name, McpServer._meta, Tenant._meta
+        cut = _lateral(check, bind, {"tenant": f"s.{qn(smeta.get_field('tenant').column)}",
+                                     "server": f"s.{qn(smeta.pk.column)}"})
+        built = None
+        if cut is not None:
+            parts = [field_converters(McpServer, conn), field_converters(Tenant, conn)]
+            columns = [f"{a}.{qn(f.column)}" for a, fields in zip(("s", "t"), parts) for f, _, _ in fields]
+            built = (f"SELECT {', '.join(columns)}, a.* FROM {qn(smeta.db_table)} s INNER JOIN {qn(tmeta.db_table)} t "
+                     f"ON t.{qn(tmeta.pk.column)} = s.{qn(smeta.get_field('tenant').column)} "
+                     f"LEFT JOIN LATERAL ({cut[0]}) a ON TRUE WHERE s.{qn(smeta.pk.column)} = %s",
+                     list(check[1]), cut[1] + [_SLOT], parts)
+        _BESIDE[key] = (check, built)
+    built = _BESIDE[key][1]
+    if built is None:
+        return None
+    sql, names, slots, (server_fields, tenant_fields) = built
+    try:
+        sid = McpServer._meta.pk.get_db_prep_value(McpServer._meta.pk.to_python(server_id), conn)
+        uid = User._meta.pk.get_db_prep_value(User._meta.pk.to_python(user_id), conn)
+    except (ValidationError, ValueError, TypeError, OverflowError):  # as the ORM's get(): no such server
+        return None, {}
+    with prepared.cursor(conn) as cur:
+        cur.execute(sql, [sid if x is _SLOT else uid if x is _USER else x for x in slots])
+        found = cur.fetchone()
+    if found is None:
+        return None, {}
+    n, k = len(server_fields), len(found) - len(names)
+    server = instance_from(McpServer, alias, conn, server_fields, found[:n])
+    McpServer._meta.get_field("tenant").set_cached_value(server, instance_from(Tenant, alias, conn, tenant_fields,
+                                                                            found[n:k]))
+    return server, dict(zip(names, found[k:]))
 
 
 def operation_row_beside(op_id: Any, user_id: Any, check: tuple[str, list[str], list[Any]] | None,

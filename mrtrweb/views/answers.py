@@ -27,7 +27,7 @@ from ..gate.shapes import valid_create_message_result, valid_list_roots_result, 
 from ..gate.ids import is_strict_json
 from ..models import AuditEvent, Operation
 from ..consent.panels import consent_forms
-from .common import (ANSWER_NOT_SENT, _operation_for, _panel_response, _record_foreign_attempt,
+from .common import (ANSWER_NOT_SENT, _panel_response, _record_foreign_attempt,
                      _record_refused_after_access, _user, login_required)
 from .review import _check_review, _review_payload, _review_response, REVIEW_INVALID_MESSAGE
 
@@ -41,7 +41,7 @@ async def operation_answer(request: HttpRequest, op_id: Any) -> HttpResponse:
     request of the card); form fields are validated by the form, then by the gate."""
     user = await _user(request)
     try:
-        op = await _operation_for(user, op_id)
+        op, state = await operations.operation_and_state(user, op_id)  # the row, its access, its round: one hop
     except access.AccessEnded as exc:
         await _record_refused_after_access(exc, "answer")
         raise
@@ -50,9 +50,7 @@ async def operation_answer(request: HttpRequest, op_id: Any) -> HttpResponse:
         raise
     action = request.POST.get("action")
     round_no = request.POST.get("round")
-    try:
-        state = await sync_to_async(operations.get_gate().state)(operations.handle_of(op))
-    except StoreUnavailable:
+    if isinstance(state, StoreUnavailable):
         return await _panel_response(request, op, error=operations.message_for(operations.STORE_UNAVAILABLE),
                                      status=503)
     rnd = state.round if state else None

@@ -112,3 +112,41 @@ async def test_the_site_stack_costs_fewer_hops_and_still_checks_csrf(seeded, mon
         forged = await client.post(f"/mcp/servers/{server.pk}/tools/deploy/", {"arg-env": "staging"})
         assert forged.status_code == 403  # no CSRF token: refused, batched or not
     assert counts[True] <= counts[False] - 12, counts  # 14 middleware hops become 2
+
+
+async def test_a_signed_in_requests_user_is_loaded_in_the_batchs_own_hop(seeded, monkeypatch):
+    """Issue 30: the user of a signed-in request is loaded in the batch's hop on the way in, so the
+    view's ``login_required`` takes no hop of its own (one hop fewer per page); an anonymous
+    request loads no user; the page is the user's as before."""
+    from asgiref.sync import SyncToAsync
+
+    names: list[str] = []
+    real = SyncToAsync.__call__
+
+    @functools.wraps(real)
+    async def named(self, *a, **k):
+        names.append(getattr(getattr(self, "func", None), "__qualname__", ""))
+        return await real(self, *a, **k)
+
+    monkeypatch.setattr(SyncToAsync, "__call__", named)
+    seen = {}
+    loads = onehop._user_now
+    for early in (False, True):
+        monkeypatch.setattr(onehop, "_user_now", loads if early else (lambda request: None))
+        client = _client(True)
+        await client.aforce_login(seeded["users"]["alice"])
+        names.clear()
+        page = await client.get("/mcp/")
+        assert page.status_code == 200 and "alice" in page.content.decode()
+        seen[early] = list(names)
+    assert "get_user" in seen[False] and "get_user" not in seen[True], seen
+    assert len(seen[True]) == len(seen[False]) - 1, seen
+    loaded: list[bool] = []
+
+    def watched(request):
+        loads(request)
+        loaded.append(hasattr(request, "_acached_user"))
+
+    monkeypatch.setattr(onehop, "_user_now", watched)
+    resp = await _client(True).get("/mcp/")
+    assert resp.status_code == 302 and loaded == [False]  # anonymous: to the sign-in page, no user loaded early

@@ -138,3 +138,53 @@ def test_the_row_and_its_access_in_one_statement_agree_with_denial(op):
     Membership.objects.create(tenant=op.tenant, user=owner, role="member")
     User.objects.filter(pk=owner.pk).update(is_active=False)
     assert both(op.pk, op.user_id) == access.USER_INACTIVE
+
+
+def test_a_server_page_reads_the_server_and_its_access_in_one_statement(op):
+    """:func:`access.server_for` (every server page: the tool, prompt and resource pages, their
+    POSTs) lets through exactly the servers the ORM's filter and :func:`access.denial` let through
+    -- one statement on PostgreSQL, one thread hop everywhere -- and nothing else."""
+    from mrtrweb.models import Membership
+    from mrtrweb.tenancy import access
+
+    User = get_user_model()
+    owner = User.objects.get(pk=op.user_id)
+    other = User.objects.create(username="reads-other-3")
+    Membership.objects.create(tenant=op.tenant, user=owner, role="member")
+    elsewhere = McpServer.objects.create(tenant=Tenant.objects.create(slug="t-else", name="Else"), name="E",
+                                         url="https://else.example/mcp")
+    one = 1 if connection.vendor == "postgresql" else 2
+
+    def orm(user_id, server_id):  # what server_for let through before (the ORM's filter, then the check)
+        try:
+            server = McpServer.objects.select_related("tenant").filter(access.mine(user_id)).get(
+                pk=server_id, enabled=True, tenant__memberships__user_id=user_id)
+        except (McpServer.DoesNotExist, ValueError, TypeError, OverflowError):
+            return None
+        return None if access.denial(user_id, server.tenant_id, server.pk) else server
+
+    def check(user, server_id, *, statements=None):
+        with CaptureQueriesContext(connection) as ctx:
+            got = access.server_for_sync(user.pk, server_id)  # (server_for: this in one thread hop, or 404)
+        expected = orm(user.pk, server_id)
+        assert (got is None) == (expected is None), (server_id, got, expected)
+        if got is not None:
+            assert _values(got) == _values(expected) and _values(got.tenant) == _values(expected.tenant)
+            if statements is not None:
+                assert len(ctx.captured_queries) == statements, [q["sql"][:90] for q in ctx.captured_queries]
+        return got
+
+    server = McpServer.objects.get(pk=op.server_id)
+    assert check(owner, server.pk, statements=one) is not None
+    assert check(owner, str(server.pk)) is not None
+    assert check(other, server.pk) is None  # not a member
+    for bad in (elsewhere.pk, 10**9, "x", None, 2**70):
+        assert check(owner, bad) is None
+    McpServer.objects.filter(pk=server.pk).update(enabled=False)
+    assert check(owner, server.pk) is None
+    McpServer.objects.filter(pk=server.pk).update(enabled=True, owner=other)  # another person's personal server
+    Membership.objects.create(tenant=op.tenant, user=other, role="member")
+    assert check(owner, server.pk) is None and check(other, server.pk) is not None
+    McpServer.objects.filter(pk=server.pk).update(owner=None)
+    User.objects.filter(pk=owner.pk).update(is_active=False)
+    assert check(User.objects.get(pk=owner.pk), server.pk) is None

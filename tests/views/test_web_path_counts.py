@@ -184,21 +184,24 @@ async def _browser_round(seeded) -> dict[str, tuple[int, int]]:
 #: Issue 30 (session 22): a push reads the socket's session and user in one statement
 #: (mrtrweb.live.session_read), the operation with its access check in one on PostgreSQL
 #: (access.operation_and_access, also every answer POST), writes the card's receipt without looking
-#: for it first, and a card of form requests asks no query whether it came from a -32042 error.
+#: for it first, and a card of form requests asks no query whether it came from a -32042 error;
+#: a signed-in request's user is loaded in the middleware batch's own hop (runtime.onehop), a server
+#: page's server and access check in one hop (one statement on PostgreSQL: access.server_for), an
+#: answer POST's operation, access and round in one (operations.operation_and_state).
 #: Counted on each database the suite runs (SQLite adds its savepoints; PostgreSQL joins more).
 CEILINGS_BY_VENDOR = {
     "sqlite": {
-        "start_post": (8, 11),
+        "start_post": (8, 9),
         "push_to_card": (13, 2),  # one hop for the card, one for its consent receipt after it
-        "review_post": (8, 10),
-        "send_post": (20, 11),  # incl. the look for the card's receipt (views.answers._await_receipt)
+        "review_post": (8, 8),
+        "send_post": (20, 9),  # incl. the look for the card's receipt (views.answers._await_receipt)
         "push_to_completed": (7, 2),  # two pushes (running, completed), one hop each
     },
     "postgresql": {
-        "start_post": (5, 11),
+        "start_post": (4, 9),
         "push_to_card": (5, 2),  # session+user, operation+access, the round, the receipt, the waiting rounds
-        "review_post": (7, 10),
-        "send_post": (7, 11),
+        "review_post": (7, 8),
+        "send_post": (7, 9),
         "push_to_completed": (3, 2),
     },
 }
