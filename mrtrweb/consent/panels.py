@@ -107,6 +107,16 @@ def record_shown(op: Operation, rnd: Round, *, reason: str = "", first: bool = F
         pass  # logged; without a receipt an answer to this round is denied
 
 
+def record_pushed(op: Operation, rnd: Round) -> None:
+    """The receipt of a card a push sent (:func:`record_shown`): on PostgreSQL appended without a
+    look first (``first``: the append's once-claim keeps a repeat out in its one statement; a card
+    pushed is mostly its round's first display); elsewhere looked for first (SQLite's append takes
+    the database's write lock even to find a repeat: one per tab and per repeated push)."""
+    from django.db import connections, router
+
+    record_shown(op, rnd, first=connections[router.db_for_write(AuditEvent)].vendor == "postgresql")
+
+
 def panel_context(op: Operation, *, forms: dict[str, SchemaForm] | None = None, error: str = "",
                   review: dict[str, Any] | None = None, receipt: bool = True) -> dict[str, Any]:
     """The template context of an operation panel (reads the live round from the binding store).

@@ -45,7 +45,6 @@ from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
-from django.core.exceptions import ValidationError
 from django.utils import translation
 
 from ..tenancy import access
@@ -55,7 +54,7 @@ from ..runtime import metrics, outage, push
 from .languages import scope_language
 from .csrf import form_token
 from ..models import Operation
-from ..consent.panels import record_shown, render_push
+from ..consent.panels import record_pushed, render_push
 from .pending_watch import PendingWatch
 from .resource_watch import ResourceWatching
 from .server_log import ServerLogPush
@@ -391,10 +390,10 @@ class OperationsConsumer(PendingWatch, ResourceWatching, ServerLogPush, ChatPush
 
 
 def _record_receipt(op: Operation, rnd: Any, sent: bool) -> None:
-    """Sync: the consent receipt of the card a push sent (``sent``; not looked for first: ``first``;
-    a card too large to push is fetched by the page, whose fetch writes it), then the mark down."""
+    """Sync: the consent receipt of the card a push sent (``sent``: :func:`record_pushed`; a card
+    too large to push is fetched by the page, whose fetch writes it), then the mark down."""
     try:
         if sent:
-            record_shown(op, rnd, first=True)
+            record_pushed(op, rnd)
     finally:
         push.mark_receipt_pending(op.id, rnd.number, False)

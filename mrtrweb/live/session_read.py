@@ -12,7 +12,8 @@ the two calls do:
 
 * ``SESSION_ENGINE`` is ``django.contrib.sessions.backends.db`` (its model Django's ``Session``);
 * the user model's default manager is a plain one (no ``get_queryset`` of its own, Django's
-  ``QuerySet``), the session and the user read from one database;
+  ``QuerySet``), its fields all in its own table and read as stored (:func:`_plain_user_model`),
+  the session and the user read from one database;
 * the backend the session names is ``ModelBackend`` or a subclass keeping its ``get_user``
   (``user_can_authenticate`` is asked of the backend itself, as ``get_user`` does).
 
@@ -49,11 +50,18 @@ class SessionRead:
         self.data, self.user = data, user
 
 
-def _plain_manager(model: Any) -> bool:
-    from django.db.models import Manager, QuerySet
+def _plain_user_model(model: Any) -> bool:
+    """Whether one ``SELECT`` of the model's own table gives what its default manager's ``get``
+    gives: a plain manager (no ``get_queryset`` of its own, Django's ``QuerySet``), every concrete
+    field in that one table (not a child of another concrete model: its parent's fields live in
+    the parent's table) and read as stored (no field with a ``select_format`` of its own, as a
+    geometry's)."""
+    from django.db.models import Field, Manager, QuerySet
 
-    manager = model._default_manager
-    return type(manager).get_queryset is Manager.get_queryset and manager._queryset_class is QuerySet
+    manager, meta = model._default_manager, model._meta
+    return (type(manager).get_queryset is Manager.get_queryset and manager._queryset_class is QuerySet
+            and all(f.model._meta.db_table == meta.db_table and type(f).select_format is Field.select_format
+                    for f in meta.concrete_fields))
 
 
 def _built(alias: str, conn: Any, session_model: Any, user_model: Any) -> Any:
@@ -88,7 +96,7 @@ def read(session_key: str, user_id: Any) -> SessionRead | None:
     user_model = get_user_model()
     from django.contrib.sessions.models import Session
 
-    if session_model is not Session or not _plain_manager(user_model):
+    if session_model is not Session or not _plain_user_model(user_model):
         return None
     alias = router.db_for_read(session_model)
     if router.db_for_read(user_model) != alias:

@@ -116,36 +116,55 @@ class BatchedMiddleware:
 
 def _user_now(request: HttpRequest) -> None:
     """In the batch's hop on the way in: when AuthenticationMiddleware set ``request.auser`` and
-    the session names a signed-in user, load that user now (Django's ``get_user(request)``, the
-    session's own read and the user's), cached where ``request.user`` and :func:`_one_hop_auser`
-    find it -- the view's ``login_required`` then takes no hop of its own. An anonymous request
-    (no user in its session, or no session) loads nothing more than before. A failure here is
-    left to the view: its own load raises it where Django's would."""
+    the session names a signed-in user, load that user now (``django.contrib.auth.get_user``: the
+    session's own read and the user's) and keep it with what the session said then
+    (:func:`_session_marks`). :func:`_one_hop_auser` serves it only while the session still says
+    the same -- a middleware after the batch that flushed, cycled or re-signed the session makes
+    the view load the user again, as Django's own lazy load would -- so the view's
+    ``login_required`` mostly takes no hop of its own. An anonymous request (no user in its
+    session, or no session) loads nothing more than its session. A failure here is left to the
+    view: its own load raises it where Django's would."""
     if not hasattr(request, "auser") or hasattr(request, "_acached_user"):
         return
-    from django.contrib.auth import SESSION_KEY
-    from django.contrib.auth.middleware import get_user
+    from django.contrib.auth import SESSION_KEY, get_user
 
     try:
         session = getattr(request, "session", None)
         if session is None or SESSION_KEY not in session:
             return
-        request._acached_user = get_user(request)
+        request._mrtr_early_user = (session, _session_marks(request), get_user(request))
     except Exception:  # noqa: BLE001 -- (e.g. the database down) the view's own load meets it again
         return
+
+
+def _session_marks(request: HttpRequest) -> tuple[Any, ...]:
+    """What the request's session says of who is signed in (its key, user, backend and auth hash),
+    read from the session as loaded (no query)."""
+    from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
+
+    session = request.session
+    return (session.session_key, session.get(SESSION_KEY), session.get(BACKEND_SESSION_KEY),
+            session.get(HASH_SESSION_KEY))
 
 
 def _one_hop_auser(request: HttpRequest) -> None:
     """Replace the ``request.auser`` AuthenticationMiddleware set by one that loads the session
     and the user in one thread hop, cached where ``request.user`` finds it (Django's
-    ``get_user(request)`` caches ``request._cached_user``)."""
+    ``get_user(request)`` caches ``request._cached_user``); the user :func:`_user_now` loaded is
+    served without a hop while the session still says what it said then."""
     if not hasattr(request, "auser"):
         return
     from django.contrib.auth.middleware import get_user
 
     async def auser() -> Any:
         if not hasattr(request, "_acached_user"):
-            request._acached_user = await sync_to_async(get_user, thread_sensitive=True)(request)
+            early = getattr(request, "_mrtr_early_user", None)
+            # the same session object (loaded: its marks are read from memory), saying the same
+            if early is not None and getattr(request, "session", None) is early[0] and \
+                    early[1] == _session_marks(request):
+                request._acached_user = request._cached_user = early[2]
+            else:
+                request._acached_user = await sync_to_async(get_user, thread_sensitive=True)(request)
         return request._acached_user
 
     request.auser = auser

@@ -98,3 +98,40 @@ def test_a_session_engine_it_does_not_know_is_left_to_django(settings):
     settings.SESSION_ENGINE = "django.contrib.sessions.backends.cached_db"
     assert session_read.read(key, user.pk) is None
     assert sessions.session_denial(key, user.pk) == ""  # Django's store (cached_db reads the same row)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_user_model_that_extends_another_is_left_to_django(monkeypatch):
+    """A user model whose fields live in two tables (multi-table inheritance: the parent's in the
+    parent's) is not read by the one statement (review of session 22: it selected the parent's
+    columns from the child's table and failed, every push taken for an outage): Django's calls
+    read it, and the socket's session holds."""
+    import django.contrib.auth as auth
+    from django.apps import apps
+    from django.contrib.auth.models import User
+    from django.db import models
+
+    class ChildUser(User):
+        nickname = models.CharField(max_length=20, default="n")
+
+        class Meta:
+            app_label = "mrtrweb"
+
+    with connection.schema_editor() as editor:
+        editor.create_model(ChildUser)
+    try:
+        user = ChildUser.objects.create_user("child", password="pw-0123456789")
+        client = Client()
+        client.force_login(user, backend=BACKEND)
+        key = client.session.session_key
+        monkeypatch.setattr(auth, "get_user_model", lambda: ChildUser)
+        monkeypatch.setattr("django.contrib.auth.backends.UserModel", ChildUser)
+        session_read._SQL.clear()
+        assert session_read.read(key, user.pk) is None
+        assert sessions.session_denial(key, user.pk) == ""
+    finally:
+        session_read._SQL.clear()
+        with connection.schema_editor() as editor:
+            editor.delete_model(ChildUser)
+        apps.all_models["mrtrweb"].pop("childuser", None)
+        apps.clear_cache()

@@ -150,3 +150,27 @@ async def test_a_signed_in_requests_user_is_loaded_in_the_batchs_own_hop(seeded,
     monkeypatch.setattr(onehop, "_user_now", watched)
     resp = await _client(True).get("/mcp/")
     assert resp.status_code == 302 and loaded == [False]  # anonymous: to the sign-in page, no user loaded early
+
+
+class _EndsSession(MiddlewareMixin):
+    """After the batch (not batched: it comes after axes): ends the session when asked, as an idle
+    timeout would, before the view runs."""
+
+    def process_request(self, request):
+        if request.headers.get("X-End-Session"):
+            request.session.flush()
+
+
+@pytest.mark.parametrize("early", [False, True])
+async def test_a_session_ended_after_the_batch_is_not_served_the_early_user(seeded, settings, monkeypatch, early):
+    """The user loaded in the batch's hop is served only while the session still says what it said
+    then: a middleware after the batch that ends the session sends the person to the sign-in page,
+    as Django's own lazy load does (review of session 22)."""
+    settings.MIDDLEWARE = [*settings.MIDDLEWARE, f"{__name__}._EndsSession"]
+    if not early:
+        monkeypatch.setattr(onehop, "_user_now", lambda request: None)
+    client = _client(True)
+    await client.aforce_login(seeded["users"]["alice"])
+    assert (await client.get("/mcp/")).status_code == 200
+    page = await client.get("/mcp/", headers={"X-End-Session": "1"})
+    assert page.status_code == 302 and "/login/" in page["Location"]

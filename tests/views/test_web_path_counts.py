@@ -184,7 +184,8 @@ async def _browser_round(seeded) -> dict[str, tuple[int, int]]:
 #: Issue 30 (session 22): a push reads the socket's session and user in one statement
 #: (mrtrweb.live.session_read), the operation with its access check in one on PostgreSQL
 #: (access.operation_and_access, also every answer POST), writes the card's receipt without looking
-#: for it first, and a card of form requests asks no query whether it came from a -32042 error;
+#: for it first there (consent.panels.record_pushed), and a card of form requests asks no query
+#: whether it came from a -32042 error;
 #: a signed-in request's user is loaded in the middleware batch's own hop (runtime.onehop), a server
 #: page's server and access check in one hop (one statement on PostgreSQL: access.server_for), an
 #: answer POST's operation, access and round in one (operations.operation_and_state).
@@ -192,7 +193,7 @@ async def _browser_round(seeded) -> dict[str, tuple[int, int]]:
 CEILINGS_BY_VENDOR = {
     "sqlite": {
         "start_post": (8, 9),
-        "push_to_card": (13, 2),  # one hop for the card, one for its consent receipt after it
+        "push_to_card": (14, 2),  # one hop for the card, one for its receipt after it (looked for first here)
         "review_post": (8, 8),
         "send_post": (20, 9),  # incl. the look for the card's receipt (views.answers._await_receipt)
         "push_to_completed": (7, 2),  # two pushes (running, completed), one hop each
