@@ -15,7 +15,7 @@ import json
 import re
 import secrets
 import time
-from typing import Any
+from typing import Any, Callable
 
 import httpx2
 from websockets.asyncio.client import connect
@@ -162,19 +162,32 @@ class BrowserUser:
             raise RuntimeError(f"start: HTTP {resp.status_code}: {resp.text[:300]}")
         return resp.headers["location"].rstrip("/").split("/")[-1]
 
-    async def round(self, arguments: dict[str, Any], fields: dict[str, Any], timeout_s: float = 60.0) -> dict[str, Any]:
-        """One whole round; returns its timings (seconds)."""
+    async def round(self, arguments: dict[str, Any], fields: dict[str, Any], timeout_s: float = 60.0,
+                    cpu: Callable[[], float] | None = None) -> dict[str, Any]:
+        """One whole round; returns its timings (seconds). ``cpu``: a reading of the worker's CPU
+        seconds (:func:`mrtrweb.bench.machine.cpu_seconds`) taken where each phase ends: then also
+        ``cpu``, the worker's CPU seconds in each phase (``start_post``, ``card`` -- from the start's
+        answer to the card --, ``answer_post``, ``to_completed``)."""
+        marks = [cpu()] if cpu else []
         t0 = time.monotonic()
         op_id = await self.start(arguments)
         t1 = time.monotonic()
+        marks += [cpu()] if cpu else []
         t_card, html, _ = await self.wait_status(op_id, "awaiting_input", timeout_s)
+        marks += [cpu()] if cpu else []
         m = _ROUND_RE.search(html)
         await answer_post(self, op_id, m.group(1) if m else "1", fields)
         t_answered = time.monotonic()
+        marks += [cpu()] if cpu else []
         t_done, _, _ = await self.wait_status(op_id, "completed", timeout_s)
+        marks += [cpu()] if cpu else []
         self.pushes.pop(op_id, None)
-        return {"op_id": op_id, "total": t_done - t0, "start_post": t1 - t0, "to_card": t_card - t0,
-                "answer_post": t_answered - t_card, "to_completed": t_done - t_answered}
+        out: dict[str, Any] = {"op_id": op_id, "total": t_done - t0, "start_post": t1 - t0, "to_card": t_card - t0,
+                               "answer_post": t_answered - t_card, "to_completed": t_done - t_answered}
+        if cpu:
+            out["cpu"] = dict(zip(("start_post", "card", "answer_post", "to_completed"),
+                                  (b - a for a, b in zip(marks, marks[1:]))))
+        return out
 
     async def close(self) -> None:
         if self.ws is not None:

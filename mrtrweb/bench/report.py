@@ -168,6 +168,14 @@ def render(inp: Path = DEFAULT_OUT, docs: Path = DOCS_DIR) -> Path:
         L += _table(list(v["b_headless"]["phases_p50_ms"]), [list(v["b_headless"]["phases_p50_ms"].values())])
         L += ["Where a browser round's time goes (p50, ms):", ""]
         L += _table(list(v["c_browser"]["phases_p50_ms"]), [list(v["c_browser"]["phases_p50_ms"].values())])
+        by_phase = v["c_browser"].get("worker_cpu_ms_by_phase")
+        if by_phase:
+            L += ["The ASGI worker's CPU in each phase of the same rounds (mean, ms; *card*: from the start's "
+                  "answer to the card's push -- the call, the result, the push --; the card's consent receipt is "
+                  "written just after it, in *answer_post*, which is the Accept POST (the review page) and the "
+                  "Send POST; *to_completed*: the retry's result, the end, the pushes). The bare SDK's whole "
+                  f"round: {v['a_sdk'].get('cpu_ms_per_round', '?')} ms of CPU at 8 concurrent clients.", ""]
+            L += _table([*by_phase, "all"], [[*by_phase.values(), round(sum(by_phase.values()), 2)]])
         if v.get("b_spans"):
             L += ["Time inside the product's components per headless round (wall time summed per component, "
                   "measured by wrapping them; SQL is every query of the round):", ""]

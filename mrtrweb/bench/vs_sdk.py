@@ -274,13 +274,16 @@ async def run_browser(base: str, sessions: list[str], server_id: int, r: dict[st
                       concurrency: int, worker_pid: int | None = None) -> dict[str, Any]:
     from .browser import open_users
 
+    from .machine import cpu_seconds
+
     users = await open_users(base, sessions[:max(1, concurrency)], server_id)
     args = r["request"]["params"]["arguments"]
     fields = tool_schema_fields(r)
+    reading = (lambda: cpu_seconds(worker_pid)) if worker_pid else None
     try:
         for _ in range(3):
             await users[0].round(args, fields)
-        phases = [await users[0].round(args, fields) for _ in range(n_seq)]
+        phases = [await users[0].round(args, fields, cpu=reading) for _ in range(n_seq)]
         counter = [0]
 
         async def worker(u: Any) -> int:
@@ -290,8 +293,6 @@ async def run_browser(base: str, sessions: list[str], server_id: int, r: dict[st
                 await u.round(args, fields)
                 done += 1
             return done
-
-        from .machine import cpu_seconds
 
         t0 = time.perf_counter()
         wcpu0 = cpu_seconds(worker_pid) if worker_pid else None
@@ -303,7 +304,11 @@ async def run_browser(base: str, sessions: list[str], server_id: int, r: dict[st
             await u.close()
     return {"latency": latency_summary([p["total"] for p in phases]),
             "phases_p50_ms": {k: round(sorted(p[k] for p in phases)[len(phases) // 2] * 1000, 2)
-                              for k in phases[0] if k != "op_id"},
+                              for k in phases[0] if k not in ("op_id", "cpu")},
+            # the worker's CPU in each phase of the same rounds, their mean (ms; /proc counts in 10 ms
+            # ticks: a mean over the rounds, not a per-round figure)
+            "worker_cpu_ms_by_phase": {k: round(sum(p["cpu"][k] for p in phases) / len(phases) * 1000, 2)
+                                       for k in phases[0]["cpu"]} if phases and "cpu" in phases[0] else None,
             "throughput_rounds_per_s": round(total / elapsed, 1), "concurrency": concurrency,
             "rounds_concurrent": total, "ws_reconnects": sum(u.reconnects for u in users),
             # the ASGI worker's CPU (uvicorn process) per round during the concurrent phase

@@ -121,11 +121,14 @@ def _user_now(request: HttpRequest) -> None:
     (:func:`_session_marks`). :func:`_one_hop_auser` serves it only while the session still says
     the same -- a middleware after the batch that flushed, cycled or re-signed the session makes
     the view load the user again, as Django's own lazy load would -- so the view's
-    ``login_required`` mostly takes no hop of its own. An anonymous request (no user in its
-    session, or no session) loads nothing more than its session. A failure here is left to the
-    view: its own load raises it where Django's would."""
-    if not hasattr(request, "auser") or hasattr(request, "_acached_user"):
-        return
+    ``login_required`` mostly takes no hop of its own. A request without a session cookie is left
+    as it is; one whose session names no user loads nothing more than its session. A failure here
+    is left to the view: its own load raises it where Django's would."""
+    from django.conf import settings
+
+    if not hasattr(request, "auser") or hasattr(request, "_acached_user") or \
+            not request.COOKIES.get(settings.SESSION_COOKIE_NAME):
+        return  # (no session cookie: the session is not even touched -- no Vary: Cookie for that)
     from django.contrib.auth import SESSION_KEY, get_user
 
     try:

@@ -152,6 +152,34 @@ async def test_a_signed_in_requests_user_is_loaded_in_the_batchs_own_hop(seeded,
     assert resp.status_code == 302 and loaded == [False]  # anonymous: to the sign-in page, no user loaded early
 
 
+def test_a_request_without_a_session_cookie_is_left_untouched_by_the_early_load(seeded):
+    """No session cookie: the early load does not even touch the session (no ``Vary: Cookie`` on an
+    embedding project's public pages because of it); with the cookie of a signed-in session the
+    user is loaded, with what the session said (review of session 22)."""
+    from django.conf import settings
+    from django.contrib.auth.middleware import AuthenticationMiddleware
+    from django.contrib.sessions.middleware import SessionMiddleware
+    from django.test import Client, RequestFactory
+
+    def prepared(cookie: str | None):
+        request = RequestFactory().get("/mcp/")
+        if cookie:
+            request.COOKIES[settings.SESSION_COOKIE_NAME] = cookie
+        SessionMiddleware(lambda r: None).process_request(request)
+        AuthenticationMiddleware(lambda r: None).process_request(request)
+        onehop._user_now(request)
+        return request
+
+    anonymous = prepared(None)
+    assert anonymous.session.accessed is False and not hasattr(anonymous, "_mrtr_early_user")
+    client = Client()
+    client.force_login(seeded["users"]["alice"])
+    signed_in = prepared(client.cookies[settings.SESSION_COOKIE_NAME].value)
+    session, marks, user = signed_in._mrtr_early_user
+    assert session is signed_in.session and user.pk == seeded["users"]["alice"].pk
+    assert marks == onehop._session_marks(signed_in)
+
+
 class _EndsSession(MiddlewareMixin):
     """After the batch (not batched: it comes after axes): ends the session when asked, as an idle
     timeout would, before the view runs."""
