@@ -19,8 +19,7 @@ checks and embedding projects read it).
 
 The batch also makes ``request.auser()`` load the session and the user in one hop (Django's takes
 two, one per query) and share the result with ``request.user``, so a template reading ``user``
-does not load them again; for a signed-in request that hop is the batch's own on the way in
-(:func:`_user_now`), so the view's ``login_required`` takes none.
+does not load them again.
 """
 
 
@@ -66,8 +65,7 @@ class BatchedMiddleware:
 
     def _requests(self, request: HttpRequest) -> tuple[int, HttpResponseBase | None]:
         """Each member's ``process_request`` in order. Returns ``(n, response)``: the members whose
-        ``process_response`` runs (``len(instances)`` when the view runs, ``response`` None). When
-        the view runs, a signed-in request's user is loaded here too (:func:`_user_now`)."""
+        ``process_response`` runs (``len(instances)`` when the view runs, ``response`` None)."""
         for i, mw in enumerate(self.instances):
             if not hasattr(mw, "process_request"):
                 continue
@@ -77,7 +75,6 @@ class BatchedMiddleware:
                 return i, response_for_exception(request, exc)
             if response is not None:
                 return i + 1, response
-        _user_now(request)
         return len(self.instances), None
 
     def _responses(self, request: HttpRequest, response: HttpResponseBase, n: int) -> HttpResponseBase:
@@ -114,60 +111,17 @@ class BatchedMiddleware:
         return await sync_to_async(self._responses, thread_sensitive=True)(request, response, n)
 
 
-def _user_now(request: HttpRequest) -> None:
-    """In the batch's hop on the way in: when AuthenticationMiddleware set ``request.auser`` and
-    the session names a signed-in user, load that user now (``django.contrib.auth.get_user``: the
-    session's own read and the user's) and keep it with what the session said then
-    (:func:`_session_marks`). :func:`_one_hop_auser` serves it only while the session still says
-    the same -- a middleware after the batch that flushed, cycled or re-signed the session makes
-    the view load the user again, as Django's own lazy load would -- so the view's
-    ``login_required`` mostly takes no hop of its own. A request without a session cookie is left
-    as it is; one whose session names no user loads nothing more than its session. A failure here
-    is left to the view: its own load raises it where Django's would."""
-    from django.conf import settings
-
-    if not hasattr(request, "auser") or hasattr(request, "_acached_user") or \
-            not request.COOKIES.get(settings.SESSION_COOKIE_NAME):
-        return  # (no session cookie: the session is not even touched -- no Vary: Cookie for that)
-    from django.contrib.auth import SESSION_KEY, get_user
-
-    try:
-        session = getattr(request, "session", None)
-        if session is None or SESSION_KEY not in session:
-            return
-        request._mrtr_early_user = (session, _session_marks(request), get_user(request))
-    except Exception:  # noqa: BLE001 -- (e.g. the database down) the view's own load meets it again
-        return
-
-
-def _session_marks(request: HttpRequest) -> tuple[Any, ...]:
-    """What the request's session says of who is signed in (its key, user, backend and auth hash),
-    read from the session as loaded (no query)."""
-    from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
-
-    session = request.session
-    return (session.session_key, session.get(SESSION_KEY), session.get(BACKEND_SESSION_KEY),
-            session.get(HASH_SESSION_KEY))
-
-
 def _one_hop_auser(request: HttpRequest) -> None:
     """Replace the ``request.auser`` AuthenticationMiddleware set by one that loads the session
     and the user in one thread hop, cached where ``request.user`` finds it (Django's
-    ``get_user(request)`` caches ``request._cached_user``); the user :func:`_user_now` loaded is
-    served without a hop while the session still says what it said then."""
+    ``get_user(request)`` caches ``request._cached_user``)."""
     if not hasattr(request, "auser"):
         return
     from django.contrib.auth.middleware import get_user
 
     async def auser() -> Any:
         if not hasattr(request, "_acached_user"):
-            early = getattr(request, "_mrtr_early_user", None)
-            # the same session object (loaded: its marks are read from memory), saying the same
-            if early is not None and getattr(request, "session", None) is early[0] and \
-                    early[1] == _session_marks(request):
-                request._acached_user = request._cached_user = early[2]
-            else:
-                request._acached_user = await sync_to_async(get_user, thread_sensitive=True)(request)
+            request._acached_user = await sync_to_async(get_user, thread_sensitive=True)(request)
         return request._acached_user
 
     request.auser = auser

@@ -4,6 +4,12 @@ edge reads it for every push (the WebSocket consumer), every answer POST and eve
 and compiling that ORM query cost more CPU than running it. Same rows, same instances (their related
 objects cached as ``select_related`` caches them), same columns and database converters; nothing
 about who may see the operation is decided here (:func:`mrtrweb.tenancy.access.denial` still is).
+
+On PostgreSQL the row (:func:`operation_row_beside`), or a server's with its tenant
+(:func:`server_row_beside`), comes in one statement with a check the caller passes -- the access
+check's own compiled SQL, joined ``LATERAL`` with the row's ids in place of its stand-ins -- so a
+push, an answer POST or a server page reads both at once (session 22); the verdict stays the
+caller's (:func:`mrtrweb.tenancy.access.operation_and_access`, :func:`~mrtrweb.tenancy.access.server_for`).
 """
 
 from __future__ import annotations
