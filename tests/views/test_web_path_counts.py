@@ -204,7 +204,7 @@ CEILINGS_BY_VENDOR = {
         "push_to_card": (5, 2),  # session+user, operation+access, the round, the receipt, the waiting rounds
         "review_post": (7, 9),
         "send_post": (7, 10),
-        "push_to_completed": (3, 2),
+        "push_to_completed": (5, 2),  # two pushes (session+user, operation+access each), the waiting rounds
     },
 }
 
