@@ -79,16 +79,18 @@ class DatabaseBindingStore(Priming):
         except StoreUnavailable:
             raise
         except Exception as exc:  # noqa: BLE001 -- any database failure fails closed
-            if what in self._RETRIED and broke_connection(model):
+            broken = broke_connection(model)
+            if what in self._RETRIED and broken:
                 # the first statement after a blip, on a connection the database broke while it was
                 # kept (between hops, in the pool's hands): once more on a new one
-                drop_broken_connection(model)
+                drop_broken_connection(model, broken=True)
                 try:
                     return fn(*args)
                 except Exception as again:  # noqa: BLE001
                     exc = again
+                    broken = None  # asked again
             logger.warning("binding store %s failed: %s", what, exc.__class__.__name__)
-            drop_broken_connection(model)
+            drop_broken_connection(model, broken=broken)
             raise StoreUnavailable(f"binding store unavailable ({what})") from exc
 
     @staticmethod

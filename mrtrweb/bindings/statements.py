@@ -49,16 +49,22 @@ def _sql(model, conn, expression) -> tuple[str, list[Any]]:
     return sql, list(params)
 
 
-def drop_broken_connection(model) -> None:
+def drop_broken_connection(model, *, broken: bool | None = None) -> None:
     """Close the model's database connection when a failure left it unusable (outside a
-    transaction only), so the next statement reconnects instead of failing on a dead socket."""
+    transaction only), so the next statement reconnects instead of failing on a dead socket; when
+    the database broke it (``broken``: :func:`broke_connection`'s answer, asked here when None),
+    its pool's idle connections are tested at once (:func:`mrtrweb.prepared.check_pool`)."""
     conn = connections[router.db_for_write(model)]
     if conn.in_atomic_block:
         return
+    if broken is None:
+        broken = broke_connection(model)
     try:
         conn.close_if_unusable_or_obsolete()
     except Exception:  # noqa: BLE001 -- closing a dead connection may itself fail; it is dropped anyway
         pass
+    if broken:
+        prepared.check_pool(conn)
 
 
 def broke_connection(model) -> bool:

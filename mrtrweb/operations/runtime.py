@@ -81,6 +81,7 @@ def discard_unusable() -> None:
                 conn.errors_occurred = False
             else:
                 conn.close()
+                prepared.check_pool(conn)  # the database broke it: its pool's idle ones too, likely
 
 
 #: True in an operation task's context when the thread hop that ended its drive closed what its work

@@ -29,6 +29,10 @@ Either way the cursor is Django's :class:`~django.db.backends.utils.CursorWrappe
 wrappers (the statement counts of ``tests/operations/test_round_cost.py``), its debug log and
 its error translation (``django.db.DatabaseError`` and subclasses) apply unchanged.
 
+Also owns :func:`check_pool`: after a connection was found broken (the database went away while it
+was kept), every idle connection of its pool is tested at once, so that no caller meets them one by
+one (see there).
+
 May import: django.db, psycopg, :mod:`mrtrweb.conf`. Imported by the product's SQL (tenancy,
 operations, bindings, audit, headless).
 """
@@ -40,7 +44,7 @@ from typing import Any
 
 from .. import conf
 
-__all__ = ["PREPARE_AT", "cursor", "prepares"]
+__all__ = ["PREPARE_AT", "check_pool", "cursor", "prepares"]
 
 logger = logging.getLogger("mrtrweb.prepared")
 
@@ -126,3 +130,25 @@ def cursor(conn: Any) -> Any:
         made = _cursor_class()(raw)
     conn.validate_thread_sharing()
     return conn.make_debug_cursor(made) if conn.queries_logged else conn.make_cursor(made)
+
+
+def check_pool(conn: Any) -> None:
+    """Test every idle connection of Django connection ``conn``'s pool now (psycopg_pool's
+    ``ConnectionPool.check``: a broken one is discarded and a new one asked for, a working one goes
+    back), after ``conn`` was found broken -- the database dropped its connections while they were
+    kept (a restart, a failover, a network blip). Sync; no pool (SQLite, no ``OPTIONS["pool"]``):
+    nothing. Never raises (a failure is logged at DEBUG: the pool's own checks remain).
+
+    Why: a pool hands out its idle connections one at a time, and ``getconn`` waits between two
+    failed health checks as it waits between reconnection attempts (1, 2, 4... s, psycopg_pool 3.2
+    and later). With N connections the blip broke still idle, the next caller waited about
+    2^(N-2) s and, from N = 4 with a 3 s pool timeout (N = 5 with the production 10 s), failed with
+    ``PoolTimeout`` although the database answered again (tests/bindings/test_db_blip.py). One
+    empty round trip per idle connection, made only after a break."""
+    pool = getattr(conn, "pool", None)  # Django's PostgreSQL backend: None without OPTIONS["pool"]
+    if pool is None:
+        return
+    try:
+        pool.check()
+    except Exception as exc:  # noqa: BLE001 -- e.g. the pool closed meanwhile
+        logger.debug("idle connections of the pool not checked: %s", exc.__class__.__name__)
