@@ -19,7 +19,9 @@ Exit codes (several operations: the first non-zero one, in order):
 0   every operation completed (whatever the consent answers were: a declined round
     completes when the server answers the decline)
 1   nothing was run: bad options, unreachable server for ``--list``/``--each``, not a
-    member, a limit reached (``CommandError``); 2 is argparse's usage error
+    member, a limit reached (``CommandError``); or the database, the round store or Redis
+    could not be reached (one line naming it, no traceback; what was run stops there); 2 is
+    argparse's usage error
 3   failed (transport or JSON-RPC error, a round refused by the gate, malformed result)
 4   denied (a deny condition, a sampling/roots request the policy refused, an answer the
     gate refused)
@@ -67,6 +69,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import re
 from typing import Any
@@ -78,6 +81,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from mrtrweb.headless import conformance, client as headless, auth as headless_auth
+from mrtrweb.runtime import outage
 from mrtrweb.servers import connections
 from mrtrweb.text import display, names, results
 from mrtrweb import operations
@@ -85,6 +89,8 @@ from mrtrweb.mcp import McpCallError
 from mrtrweb.mcpapps import meta as app_meta
 from mrtrweb.models import Membership, Operation, Tenant
 from mrtrweb.operations.tasks import TASK_REQUIRED_MESSAGE
+
+logger = logging.getLogger("mrtrweb.headless")
 
 #: the line boundaries of ``str.splitlines``
 _LINE_BREAK = re.compile("[\n\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
@@ -119,9 +125,7 @@ def exit_code(outcome: headless.HeadlessOutcome) -> int:
     return code
 
 
-# --------------------------------------------------------------------------------------------
-# Arguments synthesized from an input schema (--each): defaults, else a minimal typed value
-# --------------------------------------------------------------------------------------------
+# -- Arguments synthesized from an input schema (--each): defaults, else a minimal typed value ---
 
 
 def synthesize_arguments(schema: Any) -> dict[str, Any]:
@@ -169,9 +173,7 @@ def _prompt_arguments(prompt: dict[str, Any]) -> dict[str, str]:
             if isinstance(a, dict) and isinstance(a.get("name"), str) and a.get("required")}
 
 
-# --------------------------------------------------------------------------------------------
-# Plans: which operations one invocation runs
-# --------------------------------------------------------------------------------------------
+# -- Plans: which operations one invocation runs ---------------------------------------------
 
 
 async def _connection(user: Any, tenant: Any, url: str):
@@ -241,6 +243,20 @@ class Command(BaseCommand):
         parser.add_argument("--migrate", action="store_true", help="apply the database migrations first")
 
     def handle(self, *args, **options):
+        """:meth:`_handle`; a service that cannot be reached (:func:`mrtrweb.runtime.outage.kind`) ends
+        it with one line naming it and exit status 1, never a traceback (logged: the error's class)."""
+        try:
+            return self._handle(options)
+        except (CommandError, SystemExit):
+            raise
+        except Exception as exc:  # noqa: BLE001 -- only an outage is answered here; anything else goes on
+            if (what := outage.kind(exc)) is None:
+                raise
+            logger.warning("mrtr_client stopped: %s unavailable (%s)", what, exc.__class__.__name__)
+            raise CommandError(f"{what} unavailable ({exc.__class__.__name__}): stopped, nothing more is sent; "
+                               "run it again when it is back") from None
+
+    def _handle(self, options: dict[str, Any]) -> None:
         if options["migrate"]:
             call_command("migrate", interactive=False, verbosity=0)
         try:
