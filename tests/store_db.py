@@ -1,4 +1,4 @@
-"""A private PostgreSQL database with only the binding store's tables, and the environment of a
+"""A private PostgreSQL database with only the binding store's tables (and the workers' leases), and the environment of a
 worker process on the production settings using it (tests/bindings/test_db_clock.py, tests/bindings/test_db_blip.py).
 
 The tables are made from the models by Django's schema editor in one short process: the store
@@ -16,9 +16,9 @@ CREATE_TABLES = r"""
 import django
 django.setup()
 from django.db import connection
-from mrtrweb.models import BindingClaim, BindingIndexEntry, LegacyAnswer, LiveBinding
+from mrtrweb.models import BindingClaim, BindingIndexEntry, LegacyAnswer, LiveBinding, WorkerLease
 with connection.schema_editor() as editor:
-    for model in (LiveBinding, BindingIndexEntry, BindingClaim, LegacyAnswer):
+    for model in (LiveBinding, BindingIndexEntry, BindingClaim, LegacyAnswer, WorkerLease):
         editor.create_model(model)
 """
 

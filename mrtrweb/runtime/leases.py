@@ -335,6 +335,20 @@ def renewal_succeeded() -> None:
                        time.monotonic() - _state.failing_since)
         _state.failing_since = None
         _state.warned.pop("lease renewal", None)
+        _check_pool()
+
+
+def _check_pool() -> None:
+    """The database answers again after renewals failed: the idle connections of the project's pool
+    are tested at once (:func:`mrtrweb.prepared.check_pool`), so that a request does not meet the
+    ones the outage broke one by one (psycopg_pool waits 1, 2, 4... s between two failed checks of
+    one ``getconn``). Without a pool: nothing."""
+    from django.db import connections, router
+
+    from .. import prepared
+    from ..models import WorkerLease
+
+    prepared.check_pool(connections[router.db_for_write(WorkerLease)])
 
 
 def reset() -> None:

@@ -63,6 +63,31 @@ def grow():  # five threads each take a connection of the pool at once and give 
 
 
 steps["grow"] = grow
+
+
+def fresh():  # a new thread's first statement, as a request's: Django's own cursor, from the pool
+    import threading
+    out = []
+    def run():
+        from django.db import connection
+        try:
+            with connection.cursor() as cur:
+                cur.execute("SELECT 1")
+                out.append(cur.fetchone()[0] == 1)
+        except Exception as exc:
+            out.append(type(exc).__name__)
+        finally:
+            connection.close()
+    t = threading.Thread(target=run)
+    t.start()
+    t.join()
+    return out[0]
+
+
+from mrtrweb.runtime import leases
+steps["fresh"] = fresh
+steps["renewing"] = lambda: leases.keep_renewing(lambda: True) is None
+steps["recovered"] = lambda: leases.trusted()
 store.save("acme", "op-1", record, 60)
 store.index_add("acme", "alice", "k-0", "op-1", 60)
 print(json.dumps({"ready": True}), flush=True)
@@ -91,8 +116,8 @@ def _env(url: str) -> dict[str, str]:
 class Worker:
     """The script above in a process of its own, one step per line."""
 
-    def __init__(self, url: str) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-c", SCRIPT], cwd=ROOT, env=_env(url), text=True,
+    def __init__(self, url: str, **env: str) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-c", SCRIPT], cwd=ROOT, env=dict(_env(url), **env), text=True,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         assert json.loads(self._line()) == {"ready": True}
 
@@ -172,3 +197,36 @@ def test_a_blip_that_broke_every_idle_connection_of_the_pool_is_over_for_the_nex
         proxy.close()
     stderr = worker.proc.stderr.read()
     assert "binding store" not in stderr and "Traceback" not in stderr, stderr[-3000:]
+
+
+def test_when_the_database_is_back_the_lease_has_the_pool_test_its_idle_connections(database):
+    """Five idle connections in the pool when the database goes away for a while: no store statement
+    runs meanwhile, so nothing of the product finds them broken -- but the worker's lease renewals
+    fail, and the first that succeeds again has the pool test its idle connections at once
+    (``leases._check_pool``). A request's first statement then gets a working connection, instead
+    of meeting the five broken ones one by one until the pool's timeout (3 s here)."""
+    proxy = TcpProxy("127.0.0.1", 5432)
+    parts = urllib.parse.urlsplit(database.url)
+    worker = Worker(urllib.parse.urlunsplit(parts._replace(netloc=f"postgres@127.0.0.1:{proxy.port}")),
+                    MRTRWEB_HEARTBEAT_S="1")
+    try:
+        assert worker.step("renewing")[0] is True
+        deadline = time.monotonic() + 30
+        while worker.step("recovered")[0] is not True:  # renewing, trusted (three renewals in a row)
+            assert time.monotonic() < deadline
+            time.sleep(0.5)
+        assert worker.step("grow")[0] is True
+        proxy.cut()
+        deadline = time.monotonic() + 30
+        while worker.step("recovered")[0] is not False:  # a renewal failed
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        proxy.restore()
+        deadline = time.monotonic() + 60
+        while worker.step("recovered")[0] is not True:  # renewed again, three times
+            assert time.monotonic() < deadline
+            time.sleep(0.5)
+        assert worker.step("fresh")[0] is True
+    finally:
+        worker.close()
+        proxy.close()
