@@ -77,11 +77,27 @@ class InMemoryBindingStore:
             self._sweep()
 
     def _sweep(self) -> None:
+        """Drop expired records and index entries (a walk of each: they are few, every finished
+        operation deletes its own), and the expired claims at the front of the claims table. Claims
+        are never deleted when their round ends -- they are what keeps it consumed for the TTL -- so
+        that table holds every claim of the last TTL (two a round: 100,000 entries after 10,000
+        rounds a minute). They are kept in the order they were taken, which is the order they
+        expire in where their TTL is the same: the sweep stops at the first live one, costing
+        the expired ones only, where walking all made every 256th write cost the whole table (3 ms
+        at 100,000: a third of the gate's time per round in the benchmark). A claim behind a
+        longer-lived one (another TTL, or taken again after it expired) waits for the next sweep
+        that reaches it: at most its TTL longer, and never counted alive (``claim`` compares its
+        time)."""
         now = time.monotonic()
         for table in (self._records, self._index):
             for key in [k for k, (exp, _) in table.items() if exp <= now]:
                 del table[key]
-        for key in [k for k, exp in self._claims.items() if exp <= now]:
+        expired = []
+        for key, exp in self._claims.items():
+            if exp > now:
+                break
+            expired.append(key)
+        for key in expired:
             del self._claims[key]
 
     def load(self, tenant: str, operation_id: str) -> dict[str, Any] | None:
