@@ -150,15 +150,20 @@ def _admin_tenant(user: Any, slug: str) -> Tenant:
     return m.tenant
 
 
+#: what a tool's rule becomes in the audit when it is removed (the tool then follows the server's rule)
+REMOVED = "removed"
+
 RULES = [(ASK, gettext_lazy("Ask every time")), (READ_ONLY, gettext_lazy("Approve read-only calls without asking")),
          (NEVER, gettext_lazy("Never allow"))]
 
 
 def _save_policy(tenant: Tenant, user_id: Any, data: Any, listings: dict[int, list[dict[str, Any]] | None]) -> list[str]:
     """``rule-<server id>`` (the server's rule) and ``tool-<server id>`` + ``tool-rule-<server id>``
-    (one tool's rule; an empty tool name: none); each server's change audited with it. A tool must be
-    one the server lists (``listings``: :func:`mrtrweb.chat.tool_lists.listed`); only a server that
-    could not be listed takes a typed name. Returns the names of the servers whose tool was refused."""
+    (one tool's rule; an empty tool name: none); ``remove-<server id>``: a tool whose own rule is
+    removed (the tool then follows the server's rule; audited ``removed``); each server's change
+    audited with it. A tool must be one the server lists (``listings``:
+    :func:`mrtrweb.chat.tool_lists.listed`); only a server that could not be listed takes a typed
+    name. Returns the names of the servers whose tool was refused."""
     from django.db import transaction
 
     from ..chat.events import policy_changed
@@ -179,12 +184,16 @@ def _save_policy(tenant: Tenant, user_id: Any, data: Any, listings: dict[int, li
             changed[tool] = tool_rule
         current = {p.tool: p.rule for p in ToolPolicy.objects.filter(server=server)}
         changed = {t: r for t, r in changed.items() if current.get(t, ASK if t == "" else None) != r}
-        if not changed:
+        gone = data.get(f"remove-{server.pk}", "")  # the server's own rule ("") is set, never removed
+        gone = gone if gone and gone in current and gone not in changed else ""
+        if not changed and not gone:
             continue
         with transaction.atomic():
             for name, value in changed.items():
                 ToolPolicy.objects.update_or_create(tenant=tenant, server=server, tool=name, defaults={"rule": value})
-            policy_changed(tenant.pk, user_id, server, changed)
+            if gone:
+                ToolPolicy.objects.filter(server=server, tool=gone).delete()
+            policy_changed(tenant.pk, user_id, server, {**changed, **({gone: REMOVED} if gone else {})})
     return refused
 
 

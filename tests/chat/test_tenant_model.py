@@ -78,6 +78,40 @@ def test_the_policy_form_sets_server_and_tool_rules(seeded):
     assert not ToolPolicy.objects.filter(server=globex).exists()  # another tenant's server: untouched
 
 
+def test_a_tools_rule_is_removed_and_the_tool_follows_the_servers_rule(seeded):
+    """A tool's own rule has a Remove button (named for the tool and the server); pressing it deletes
+    the rule alone, audited ``removed``; the server's own rule is never removed, a tool without a rule
+    or another tenant's server changes nothing, and nothing is audited for them."""
+    from mrtrweb.chat import policy
+
+    alice, server = seeded["users"]["alice"], seeded["servers"]["acme"]
+    client = Client()
+    client.force_login(alice)
+    client.post("/mcp/tenants/acme/model/", {"what": "policy", f"rule-{server.pk}": "read_only",
+                                             f"tool-{server.pk}": "deploy", f"tool-rule-{server.pk}": "never"})
+    page = client.get("/mcp/tenants/acme/model/").content.decode()
+    button = f'<button type="submit" name="remove-{server.pk}" value="deploy" class="link policy-remove" ' \
+             f'aria-label="Remove the rule for deploy of {server.name}: it then follows the server\'s rule">Remove</button>'
+    assert button in page
+    form = {"what": "policy", f"rule-{server.pk}": "read_only", f"tool-{server.pk}": "",
+            f"tool-rule-{server.pk}": "ask"}  # what the browser sends with the button: the form as it stands
+    client.post("/mcp/tenants/acme/model/", {**form, f"remove-{server.pk}": "deploy"})
+    assert dict(ToolPolicy.objects.filter(server=server).values_list("tool", "rule")) == {"": "read_only"}
+    rules = policy.rules_of(server.tenant_id, [server.pk])
+    assert policy.rule(rules, server.pk, "deploy") == "read_only"  # the server's rule now
+    events = list(AuditEvent.objects.filter(method="chat/policy").order_by("sequence"))
+    assert [e.actions for e in events] == [{"*": "read_only", "deploy": "never"}, {"deploy": "removed"}]
+    assert 'value="deploy" class="link policy-remove"' not in client.get("/mcp/tenants/acme/model/").content.decode()
+    for gone in ("", "deploy", "echo"):  # the server's own rule; a tool whose rule is gone; one that never had one
+        client.post("/mcp/tenants/acme/model/", {**form, f"remove-{server.pk}": gone})
+    globex = seeded["servers"]["globex"]
+    ToolPolicy.objects.create(tenant=globex.tenant, server=globex, tool="deploy", rule="never")
+    client.post("/mcp/tenants/acme/model/", {**form, f"remove-{globex.pk}": "deploy"})
+    assert ToolPolicy.objects.filter(server=globex, tool="deploy").exists()  # another tenant's: untouched
+    assert ToolPolicy.objects.get(server=server, tool="").rule == "read_only"
+    assert AuditEvent.objects.filter(method="chat/policy").count() == 2  # nothing else changed, nothing audited
+
+
 def test_a_tools_rule_is_chosen_from_the_servers_listing(seeded):
     """Item 3: the tool of a rule is chosen from the tools the server lists (app-only tools left out),
     the listing kept a while; a name the server does not list is refused; only a server that cannot
