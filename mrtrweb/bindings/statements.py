@@ -60,7 +60,12 @@ def drop_broken_connection(model, *, broken: bool | None = None) -> None:
     if broken is None:
         broken = broke_connection(model)
     try:
-        conn.close_if_unusable_or_obsolete()
+        if broken:
+            conn.close()
+        else:  # asked: the connection works (an error the database answered), or there is none
+            if conn.connection is not None:
+                conn.errors_occurred = False  # so Django does not ask it again
+            conn.close_if_unusable_or_obsolete()
     except Exception:  # noqa: BLE001 -- closing a dead connection may itself fail; it is dropped anyway
         pass
     if broken:

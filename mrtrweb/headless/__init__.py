@@ -5,6 +5,7 @@ the conformance suite, another service).
 * :mod:`.policy` -- the :class:`ConsentPolicy` and the outcome / error shapes (re-exported by :mod:`.client`).
 * :mod:`.auth` -- authorization without a person.
 * :mod:`.conformance` -- the conformance run's setup.
+* :mod:`.arguments` -- ``--each``'s arguments synthesized from an input schema.
 
 The documented names (``mrtrweb.headless.arun``, ``run``, ``ConsentPolicy``...) are re-exported
 here, lazily.

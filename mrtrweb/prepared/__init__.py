@@ -40,6 +40,7 @@ operations, bindings, audit, headless).
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Any
 
 from .. import conf
@@ -132,23 +133,48 @@ def cursor(conn: Any) -> Any:
     return conn.make_debug_cursor(made) if conn.queries_logged else conn.make_cursor(made)
 
 
-def check_pool(conn: Any) -> None:
-    """Test every idle connection of Django connection ``conn``'s pool now (psycopg_pool's
+#: seconds :func:`check_pool`'s caller waits for the check at most (it goes on in the background)
+CHECK_WAIT_S = 0.5
+
+_checking = threading.Lock()
+
+
+def check_pool(conn: Any, *, wait_s: float = CHECK_WAIT_S) -> None:
+    """Have the pool of Django connection ``conn`` test its idle connections now (psycopg_pool's
     ``ConnectionPool.check``: a broken one is discarded and a new one asked for, a working one goes
     back), after ``conn`` was found broken -- the database dropped its connections while they were
-    kept (a restart, a failover, a network blip). Sync; no pool (SQLite, no ``OPTIONS["pool"]``):
-    nothing. Never raises (a failure is logged at DEBUG: the pool's own checks remain).
+    kept (a restart, a failover, a network blip). No pool (SQLite, no ``OPTIONS["pool"]``): nothing.
+
+    The check runs in a thread of its own (``mrtrweb-pool-check``; one at a time per process: a
+    check already running is not doubled) and the caller waits for it at most ``wait_s`` seconds
+    (0: not at all): a connection the database broke fails its test at once, so the check is done
+    in a few milliseconds and the caller's next statement gets a working connection; a half-open
+    one (no reset ever came) may hold its test for as long as the kernel waits, and only the check's
+    own thread waits for it. Never raises (a failure is logged at DEBUG: the pool's own checks remain).
 
     Why: a pool hands out its idle connections one at a time, and ``getconn`` waits between two
     failed health checks as it waits between reconnection attempts (1, 2, 4... s, psycopg_pool 3.2
     and later). With N connections the blip broke still idle, the next caller waited about
     2^(N-2) s and, from N = 4 with a 3 s pool timeout (N = 5 with the production 10 s), failed with
-    ``PoolTimeout`` although the database answered again (tests/bindings/test_db_blip.py). One
-    empty round trip per idle connection, made only after a break."""
+    ``PoolTimeout`` although the database answered again (tests/bindings/test_db_blip.py)."""
     pool = getattr(conn, "pool", None)  # Django's PostgreSQL backend: None without OPTIONS["pool"]
-    if pool is None:
+    if pool is None or not _checking.acquire(blocking=False):
         return
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            pool.check()
+        except Exception as exc:  # noqa: BLE001 -- e.g. the pool closed meanwhile
+            logger.debug("idle connections of the pool not checked: %s", exc.__class__.__name__)
+        finally:
+            _checking.release()
+            done.set()
+
     try:
-        pool.check()
-    except Exception as exc:  # noqa: BLE001 -- e.g. the pool closed meanwhile
-        logger.debug("idle connections of the pool not checked: %s", exc.__class__.__name__)
+        threading.Thread(target=run, name="mrtrweb-pool-check", daemon=True).start()
+    except RuntimeError:  # no thread can be started (interpreter shutting down)
+        _checking.release()
+        return
+    if wait_s > 0:
+        done.wait(wait_s)

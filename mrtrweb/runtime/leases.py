@@ -340,15 +340,16 @@ def renewal_succeeded() -> None:
 
 def _check_pool() -> None:
     """The database answers again after renewals failed: the idle connections of the project's pool
-    are tested at once (:func:`mrtrweb.prepared.check_pool`), so that a request does not meet the
-    ones the outage broke one by one (psycopg_pool waits 1, 2, 4... s between two failed checks of
-    one ``getconn``). Without a pool: nothing."""
+    are tested at once (:func:`mrtrweb.prepared.check_pool`, in its own thread: the lease thread --
+    or the event loop, where a renewal runs there -- does not wait for it), so that a request does
+    not meet the ones the outage broke one by one (psycopg_pool waits 1, 2, 4... s between two
+    failed checks of one ``getconn``). Without a pool: nothing."""
     from django.db import connections, router
 
     from .. import prepared
     from ..models import WorkerLease
 
-    prepared.check_pool(connections[router.db_for_write(WorkerLease)])
+    prepared.check_pool(connections[router.db_for_write(WorkerLease)], wait_s=0)
 
 
 def reset() -> None:

@@ -156,6 +156,8 @@ def _the_bridges_roots_round(op_id: str) -> bool:
     submitted = AuditEvent.objects.filter(operation_id=op_id, event="submitted")
     assert [set(e.actions) for e in submitted] in ([], [{"roots"}]), submitted  # the roots/list alone, nothing else
     assert Operation.objects.get(pk=op_id).rounds in (0, 1)
+    ended = [e.event for e in AuditEvent.objects.filter(operation_id=op_id, event__in=(*AuditEvent.TERMINAL, "rejected"))]
+    assert ended == ["completed"], ended  # the call's own result ended it: nothing refused, denied or failed
     return True
 
 

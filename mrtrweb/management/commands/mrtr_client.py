@@ -81,6 +81,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from mrtrweb.headless import conformance, client as headless, auth as headless_auth
+from mrtrweb.headless.arguments import prompt_arguments, synthesize_arguments  # noqa: F401 -- synthesize_arguments: this command's API too
 from mrtrweb.runtime import outage
 from mrtrweb.servers import connections
 from mrtrweb.text import display, names, results
@@ -115,6 +116,14 @@ EXIT_TOOL_ERROR = 8
 EXIT_MISSING_DEFAULTS = 9
 
 
+def _unreachable(exc: BaseException) -> bool:
+    """Whether ``exc`` says a service mrtrweb needs cannot be reached (not a bug, not a server's error)."""
+    from django.db import InterfaceError, OperationalError
+
+    what = outage.kind(exc)
+    return what not in (None, "network") and (what != "database" or isinstance(exc, (OperationalError, InterfaceError)))
+
+
 def exit_code(outcome: headless.HeadlessOutcome) -> int:
     """The process exit code of one outcome (see the module docstring)."""
     code = EXIT_CODES.get(outcome.status, 3)
@@ -123,54 +132,6 @@ def exit_code(outcome: headless.HeadlessOutcome) -> int:
     if code == 0 and isinstance(outcome.result, dict) and outcome.result.get("isError") is True:
         return EXIT_TOOL_ERROR
     return code
-
-
-# -- Arguments synthesized from an input schema (--each): defaults, else a minimal typed value ---
-
-
-def synthesize_arguments(schema: Any) -> dict[str, Any]:
-    """Arguments for a tool or prompt from its input schema: each required property takes its
-    ``default``, else its first ``enum``/``const`` value, else its ``minimum``, else a minimal value
-    of its type (0, false, "", [], {}). Optional properties are left out. ``$ref`` is never
-    followed (a schema may point at the network)."""
-    if not isinstance(schema, dict):
-        return {}
-    props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
-    required = [r for r in schema.get("required", []) if isinstance(r, str)] \
-        if isinstance(schema.get("required"), list) else []
-    return {name: _minimal(props.get(name)) for name in required}
-
-
-def _minimal(prop: Any) -> Any:
-    if not isinstance(prop, dict):
-        return ""
-    if "default" in prop:
-        return prop["default"]
-    if "const" in prop:
-        return prop["const"]
-    if isinstance(prop.get("enum"), list) and prop["enum"]:
-        return prop["enum"][0]
-    kind = prop.get("type")
-    if isinstance(kind, list):
-        kind = next((k for k in kind if k != "null"), "null")
-    if kind in ("number", "integer"):
-        low = prop.get("minimum", 0)
-        return low if isinstance(low, int | float) and not isinstance(low, bool) else 0
-    if kind == "boolean":
-        return False
-    if kind == "array":
-        return []
-    if kind == "object":
-        return synthesize_arguments(prop)
-    if kind == "null":
-        return None
-    return ""
-
-
-def _prompt_arguments(prompt: dict[str, Any]) -> dict[str, str]:
-    """``prompts/get`` arguments: every required argument as an empty string (prompt args are strings)."""
-    return {a["name"]: "" for a in prompt.get("arguments") or []
-            if isinstance(a, dict) and isinstance(a.get("name"), str) and a.get("required")}
 
 
 # -- Plans: which operations one invocation runs ---------------------------------------------
@@ -204,7 +165,7 @@ async def plan_each(user: Any, tenant: Any, url: str) -> list[tuple[str, dict[st
     if "prompts" in caps:
         for prompt in await _optional_listing(conn.list_prompts):
             if isinstance(prompt.get("name"), str):
-                ops.append(("prompts/get", {"name": prompt["name"], "arguments": _prompt_arguments(prompt)}))
+                ops.append(("prompts/get", {"name": prompt["name"], "arguments": prompt_arguments(prompt)}))
     if "resources" in caps:
         for resource in await _optional_listing(conn.list_resources):
             if isinstance(resource.get("uri"), str):
@@ -243,18 +204,22 @@ class Command(BaseCommand):
         parser.add_argument("--migrate", action="store_true", help="apply the database migrations first")
 
     def handle(self, *args, **options):
-        """:meth:`_handle`; a service that cannot be reached (:func:`mrtrweb.runtime.outage.kind`) ends
-        it with one line naming it and exit status 1, never a traceback (logged: the error's class)."""
+        """:meth:`_handle`; a service that cannot be reached -- the database (its connection failed:
+        ``OperationalError``, ``InterfaceError``), the round store, Redis -- ends it with one line
+        naming it and exit status 1, never a traceback; logged with the error's first line. Any
+        other error (a missing table, a constraint: no outage) goes on as it was."""
         try:
             return self._handle(options)
         except (CommandError, SystemExit):
             raise
-        except Exception as exc:  # noqa: BLE001 -- only an outage is answered here; anything else goes on
-            if (what := outage.kind(exc)) is None:
+        except Exception as exc:  # noqa: BLE001 -- only an outage is answered here
+            if not _unreachable(exc):
                 raise
-            logger.warning("mrtr_client stopped: %s unavailable (%s)", what, exc.__class__.__name__)
+            what = outage.kind(exc)
+            logger.warning("mrtr_client stopped: %s unavailable (%s: %s)", what, exc.__class__.__name__,
+                           (str(exc).splitlines() or [""])[0][:200])
             raise CommandError(f"{what} unavailable ({exc.__class__.__name__}): stopped, nothing more is sent; "
-                               "run it again when it is back") from None
+                               "run it again when it is back") from exc
 
     def _handle(self, options: dict[str, Any]) -> None:
         if options["migrate"]:
