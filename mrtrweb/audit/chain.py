@@ -80,6 +80,59 @@ def link_texts(values: dict[str, Any]) -> list[str]:
     return [head + '"prev_hash":"', '"' + middle + '"sequence":', tail]
 
 
+#: :class:`PgAppend`'s two texts per database, ``once`` and ``then`` (built once each)
+_APPEND_TEXTS: dict[tuple[Any, ...], tuple[str, str, list[Any], list[Any]]] = {}
+_APPEND_TEXTS_MAX = 64
+
+
+def _append_texts(conn, once: tuple[str, ...], then_sql: str | None) -> tuple[str, str, list[Any], list[Any]]:
+    """(``sql``, ``timed_sql``, the event's fields inserted in order, the fields ``once`` compares)
+    of :class:`PgAppend` for ``conn``, built once per database and shape."""
+    key = (conn.alias, conn.vendor, once, then_sql)
+    hit = _APPEND_TEXTS.get(key)
+    if hit is not None:
+        return hit
+    fields = [f for f in AuditEvent._meta.concrete_fields if not f.primary_key and f.attname not in PgAppend.LINKED]
+    qn = conn.ops.quote_name
+    event, chain = qn(AuditEvent._meta.db_table), qn(AuditChainHead._meta.db_table)
+    # once: nothing moves or is inserted when the operation has this event with these values
+    same = [AuditEvent._meta.get_field(name) for name in ("operation_id", "event", *once)]
+    guard = "" if not once else (f" AND NOT EXISTS (SELECT 1 FROM {event} e WHERE "
+                                 + " AND ".join(f"e.{qn(f.column)} = %s" for f in same) + ")")
+    # the claim (once), then the head: each statement's own lock_timeout set before either
+    # waits (set_config(..., true): local to the statement's transaction; the head's scan
+    # evaluates its conditions before its row lock is taken)
+    claims = qn(AuditOnce._meta.db_table)
+    claim = (f"cl AS (INSERT INTO {claims} (tenant_id, operation_id, event, {qn('key')}) "
+             f"SELECT %s, %s, %s, %s WHERE EXISTS (SELECT 1 FROM {chain} WHERE tenant_id = %s){{t}} "
+             "ON CONFLICT DO NOTHING RETURNING 1), ")
+    lock = f"o AS (SELECT tenant_id, sequence, hash FROM {chain} WHERE tenant_id = %s{{after}} FOR UPDATE), "
+    timed = "t AS (SELECT set_config('lock_timeout', %s, true)), "
+    if once:
+        sql = "WITH " + claim.format(t="") + lock.format(after=" AND EXISTS (SELECT 1 FROM cl)")
+        timed_sql = ("WITH " + timed + claim.format(t=" AND EXISTS (SELECT 1 FROM t)")
+                     + lock.format(after=" AND EXISTS (SELECT 1 FROM cl)"))
+    else:
+        sql = "WITH " + lock.format(after="")
+        timed_sql = "WITH " + timed + lock.format(after=" AND EXISTS (SELECT 1 FROM t)")
+    body = (
+        f"hd AS (UPDATE {chain} h SET sequence = o.sequence + 1, hash = encode(sha256(convert_to("
+        "%s || o.hash || %s || (o.sequence + 1)::text || %s, 'UTF8')), 'hex') FROM o "
+        f"WHERE h.tenant_id = o.tenant_id{guard} RETURNING h.sequence, h.hash, o.hash AS prev_hash), "
+        f"ev AS (INSERT INTO {event} ({', '.join(qn(f.column) for f in fields)}, sequence, prev_hash, hash) "
+        f"SELECT {', '.join(['%s'] * len(fields))}, hd.sequence, hd.prev_hash, hd.hash FROM hd "
+        f"RETURNING {qn(AuditEvent._meta.pk.column)}, sequence, prev_hash, hash)")
+    if then_sql is None:
+        body += " SELECT * FROM ev"
+    else:  # the caller's write, made only with the event (after it in the statement's one transaction)
+        body += (f", th AS ({then_sql} AND EXISTS (SELECT 1 FROM ev) RETURNING 1) "
+                 "SELECT ev.*, (SELECT count(*) FROM th) FROM ev")
+    built = (sql + body, timed_sql + body, fields, same)
+    if len(_APPEND_TEXTS) < _APPEND_TEXTS_MAX:
+        _APPEND_TEXTS[key] = built
+    return built
+
+
 class PgAppend:
     """PostgreSQL: one statement locks the head, moves it and inserts the event whose hash the
     database computes as ``sha256(prefix || prev_hash || middle || sequence || suffix)``, the
@@ -107,50 +160,15 @@ class PgAppend:
         self.once = once
         self.then = then
         texts = link_texts(values)
-        fields = [f for f in AuditEvent._meta.concrete_fields if not f.primary_key and f.attname not in self.LINKED]
-        qn = conn.ops.quote_name
-        event, chain = qn(AuditEvent._meta.db_table), qn(AuditChainHead._meta.db_table)
-        # once: nothing moves or is inserted when the operation has this event with these values
-        same = [AuditEvent._meta.get_field(name) for name in ("operation_id", "event", *once)]
-        guard = "" if not once else (f" AND NOT EXISTS (SELECT 1 FROM {event} e WHERE "
-                                     + " AND ".join(f"e.{qn(f.column)} = %s" for f in same) + ")")
-        # the claim (once), then the head: each statement's own lock_timeout set before either
-        # waits (set_config(..., true): local to the statement's transaction; the head's scan
-        # evaluates its conditions before its row lock is taken)
-        claims = qn(AuditOnce._meta.db_table)
-        claim = (f"cl AS (INSERT INTO {claims} (tenant_id, operation_id, event, {qn('key')}) "
-                 f"SELECT %s, %s, %s, %s WHERE EXISTS (SELECT 1 FROM {chain} WHERE tenant_id = %s){{t}} "
-                 "ON CONFLICT DO NOTHING RETURNING 1), ")
-        lock = f"o AS (SELECT tenant_id, sequence, hash FROM {chain} WHERE tenant_id = %s{{after}} FOR UPDATE), "
-        timed = "t AS (SELECT set_config('lock_timeout', %s, true)), "
-        if once:
-            self.sql = "WITH " + claim.format(t="") + lock.format(after=" AND EXISTS (SELECT 1 FROM cl)")
-            self.timed_sql = ("WITH " + timed + claim.format(t=" AND EXISTS (SELECT 1 FROM t)")
-                              + lock.format(after=" AND EXISTS (SELECT 1 FROM cl)"))
-        else:
-            self.sql = "WITH " + lock.format(after="")
-            self.timed_sql = "WITH " + timed + lock.format(after=" AND EXISTS (SELECT 1 FROM t)")
-        body = (
-            f"hd AS (UPDATE {chain} h SET sequence = o.sequence + 1, hash = encode(sha256(convert_to("
-            "%s || o.hash || %s || (o.sequence + 1)::text || %s, 'UTF8')), 'hex') FROM o "
-            f"WHERE h.tenant_id = o.tenant_id{guard} RETURNING h.sequence, h.hash, o.hash AS prev_hash), "
-            f"ev AS (INSERT INTO {event} ({', '.join(qn(f.column) for f in fields)}, sequence, prev_hash, hash) "
-            f"SELECT {', '.join(['%s'] * len(fields))}, hd.sequence, hd.prev_hash, hd.hash FROM hd "
-            f"RETURNING {qn(AuditEvent._meta.pk.column)}, sequence, prev_hash, hash)")
+        self.sql, self.timed_sql, fields, same = _append_texts(conn, once, then[0] if then is not None else None)
         tenant_id = values["tenant_id"]
         self.params = ([tenant_id, values["operation_id"], values["event"], once_key(values, once), tenant_id]
                        if once else [])
         self.params += ([tenant_id, *texts] + ([f.get_db_prep_value(values[f.attname], conn) for f in same]
                                                if once else [])
                         + [f.get_db_prep_save(values[f.attname], conn) for f in fields])
-        if then is None:
-            body += " SELECT * FROM ev"
-        else:  # the caller's write, made only with the event (after it in the statement's one transaction)
-            body += (f", th AS ({then[0]} AND EXISTS (SELECT 1 FROM ev) RETURNING 1) "
-                     "SELECT ev.*, (SELECT count(*) FROM th) FROM ev")
+        if then is not None:
             self.params += list(then[1])
-        self.sql += body
-        self.timed_sql += body
 
     def one_trip(self) -> bool:
         """Whether ``lock_timeout`` and the statement go in one ``execute``: always, the timeout

@@ -49,6 +49,44 @@ logger = logging.getLogger("mrtrweb.audit")
 _LINKED = ("sequence", "prev_hash", "hash")
 
 
+#: :meth:`JoinedAppend.steps`' texts per database, step followed and ``then`` (built once each)
+_STEP_TEXTS: dict[tuple[str, str, str | None], tuple[dict[str, Any], list[Any]]] = {}
+_STEP_TEXTS_MAX = 64
+
+
+def _step_texts(conn, after: str, then_sql: str | None) -> tuple[dict[str, Any], list[Any]]:
+    """({step name: SQL, "columns": the columns the statement selects}, the event's fields the
+    ``ev`` step inserts, in its order) for :meth:`JoinedAppend.steps`."""
+    key = (conn.alias, after, then_sql)
+    hit = _STEP_TEXTS.get(key)
+    if hit is not None:
+        return hit
+    qn = conn.ops.quote_name
+    event, chain = qn(AuditEvent._meta.db_table), qn(AuditChainHead._meta.db_table)
+    fields = [f for f in AuditEvent._meta.concrete_fields if not f.primary_key and f.attname not in _LINKED]
+    pk = qn(AuditEvent._meta.pk.column)
+    sql: dict[str, Any] = {
+        "t": "SELECT set_config('lock_timeout', %s, true)",
+        "o": f"SELECT tenant_id, sequence, hash FROM {chain} WHERE tenant_id = %s AND EXISTS (SELECT 1 FROM t) "
+             f"AND EXISTS (SELECT 1 FROM {after}) FOR UPDATE",
+        "hd": f"UPDATE {chain} h SET sequence = o.sequence + 1, hash = encode(sha256(convert_to("
+              "%s || o.hash || %s || (o.sequence + 1)::text || %s, 'UTF8')), 'hex') FROM o "
+              "WHERE h.tenant_id = o.tenant_id RETURNING h.sequence, h.hash, o.hash AS prev_hash",
+        "ev": f"INSERT INTO {event} ({', '.join(qn(f.column) for f in fields)}, sequence, prev_hash, hash) "
+              f"SELECT {', '.join(['%s'] * len(fields))}, hd.sequence, hd.prev_hash, hd.hash FROM hd "
+              f"RETURNING {pk}, sequence, prev_hash, hash",
+        "columns": (f"(SELECT {pk} FROM ev)", "(SELECT sequence FROM ev)", "(SELECT prev_hash FROM ev)",
+                    "(SELECT hash FROM ev)"),
+    }
+    if then_sql is not None:
+        sql["th"] = f"{then_sql} AND EXISTS (SELECT 1 FROM ev) RETURNING 1"
+        sql["columns"] += ("(SELECT count(*) FROM th)",)
+    built = (sql, fields)
+    if len(_STEP_TEXTS) < _STEP_TEXTS_MAX:
+        _STEP_TEXTS[key] = built
+    return built
+
+
 class JoinedAppend:
     """One event of ``operation`` (``event``; the keyword arguments as
     :func:`~mrtrweb.audit.events.record`'s, ``state_digest`` and ``schema_digests`` given) to be
@@ -93,31 +131,15 @@ class JoinedAppend:
         """(the steps ``t``, ``o``, ``hd``, ``ev`` and, with ``then``, ``th``: (name, SQL,
         parameters), to follow the statement's step ``after``; the columns the statement selects
         for :meth:`took`). Inside :meth:`running` (its deadline)."""
-        qn = conn.ops.quote_name
         self.values["created_at"] = timezone.now()
         texts = link_texts(self.values)
-        event, chain = qn(AuditEvent._meta.db_table), qn(AuditChainHead._meta.db_table)
-        fields = [f for f in AuditEvent._meta.concrete_fields if not f.primary_key and f.attname not in _LINKED]
-        pk = qn(AuditEvent._meta.pk.column)
+        sql, fields = _step_texts(conn, after, self.then[0] if self.then is not None else None)
         left = f"{max(1, int((self.deadline - time.monotonic()) * 1000))}ms"
-        steps = [
-            ("t", "SELECT set_config('lock_timeout', %s, true)", [left]),
-            ("o", f"SELECT tenant_id, sequence, hash FROM {chain} WHERE tenant_id = %s AND EXISTS (SELECT 1 FROM t) "
-                  f"AND EXISTS (SELECT 1 FROM {after}) FOR UPDATE", [self.values["tenant_id"]]),
-            ("hd", f"UPDATE {chain} h SET sequence = o.sequence + 1, hash = encode(sha256(convert_to("
-                   "%s || o.hash || %s || (o.sequence + 1)::text || %s, 'UTF8')), 'hex') FROM o "
-                   "WHERE h.tenant_id = o.tenant_id RETURNING h.sequence, h.hash, o.hash AS prev_hash", texts),
-            ("ev", f"INSERT INTO {event} ({', '.join(qn(f.column) for f in fields)}, sequence, prev_hash, hash) "
-                   f"SELECT {', '.join(['%s'] * len(fields))}, hd.sequence, hd.prev_hash, hd.hash FROM hd "
-                   f"RETURNING {pk}, sequence, prev_hash, hash",
-             [f.get_db_prep_save(self.values[f.attname], conn) for f in fields]),
-        ]
-        columns = [f"(SELECT {pk} FROM ev)", "(SELECT sequence FROM ev)", "(SELECT prev_hash FROM ev)",
-                   "(SELECT hash FROM ev)"]
+        steps = [("t", sql["t"], [left]), ("o", sql["o"], [self.values["tenant_id"]]), ("hd", sql["hd"], texts),
+                 ("ev", sql["ev"], [f.get_db_prep_save(self.values[f.attname], conn) for f in fields])]
         if self.then is not None:
-            steps.append(("th", f"{self.then[0]} AND EXISTS (SELECT 1 FROM ev) RETURNING 1", list(self.then[1])))
-            columns.append("(SELECT count(*) FROM th)")
-        return steps, columns
+            steps.append(("th", sql["th"], list(self.then[1])))
+        return steps, list(sql["columns"])
 
     def took(self, values: tuple[Any, ...] | list[Any]) -> None:
         """The statement ran: its values of :meth:`steps`' columns."""

@@ -267,33 +267,55 @@ def upsert(model, unique: dict[str, Any], values: dict[str, Any], *, only_over_e
         return cursor.fetchone() is not None
 
 
+#: :func:`upsert_sql`'s text per database, model and shape (which columns, which of them an
+#: expression and which, ``only_over_expired``, ``when``): built once, its parameters each call
+_UPSERTS: dict[tuple[Any, ...], str] = {}
+_UPSERTS_MAX = 256
+
+
 def upsert_sql(model, conn, unique: dict[str, Any], values: dict[str, Any], *, only_over_expired: bool,
                when: str = "") -> tuple[str, list[Any]]:
     """The SQL and parameters of :func:`upsert`'s statement (``... RETURNING`` the primary key).
     ``when``: a condition (no parameters) the row is written under at all (``INSERT ... SELECT
-    ... WHERE``; PostgreSQL: a step of :func:`chained`)."""
-    meta, q = model._meta, conn.ops.quote_name
+    ... WHERE``; PostgreSQL: a step of :func:`chained`). The text is built once per shape
+    (:data:`_UPSERTS`; an expression other than ``Now()`` and :func:`lifetime` is compiled each
+    call and its shape not kept)."""
+    meta = model._meta
     columns = {**unique, **values}
     fields = [meta.get_field(name) for name in columns]
     placeholders, params = [], []
+    shape: list[Any] = []
     for f, v in zip(fields, columns.values()):
         if hasattr(v, "resolve_expression"):
             part, part_params = _sql(model, conn, v)
             placeholders.append(part)
             params.extend(part_params)
+            kept = type(v) is Now or getattr(v, "lifetime_s", None)
+            shape.append(("now", None) if type(v) is Now else ("lifetime", v.lifetime_s) if kept else None)
         else:
             placeholders.append("%s")
             params.append(f.get_db_prep_save(v, conn))
+            shape.append(0)
+    if only_over_expired:
+        now_sql, now_params = _sql(model, conn, Now())
+        params.extend(now_params)
+    key = None if None in shape else (conn.alias, conn.vendor, model, tuple(unique), tuple(values), tuple(shape),
+                                      only_over_expired, when)
+    sql = _UPSERTS.get(key) if key is not None else None
+    if sql is not None:
+        return sql, params
+    q = conn.ops.quote_name
     table = q(meta.db_table)
     source = f"SELECT {', '.join(placeholders)} WHERE {when}" if when else f"VALUES ({', '.join(placeholders)})"
     sql = (f"INSERT INTO {table} ({', '.join(q(f.column) for f in fields)}) {source} "
            f"ON CONFLICT ({', '.join(q(meta.get_field(n).column) for n in unique)}) DO UPDATE SET "
            + ", ".join(f"{q(meta.get_field(n).column)} = excluded.{q(meta.get_field(n).column)}" for n in values))
     if only_over_expired:
-        now_sql, now_params = _sql(model, conn, Now())
         sql += f" WHERE {table}.{q(meta.get_field('expires_at').column)} <= {now_sql}"
-        params.extend(now_params)
-    return sql + f" RETURNING {q(meta.pk.column)}", params
+    sql += f" RETURNING {q(meta.pk.column)}"
+    if key is not None and len(_UPSERTS) < _UPSERTS_MAX:
+        _UPSERTS[key] = sql
+    return sql, params
 
 
 def delete_sql(model, conn, where: dict[str, Any], *, when: str = "") -> tuple[str, list[Any]]:

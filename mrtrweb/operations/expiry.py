@@ -52,7 +52,9 @@ def expires_at(epoch_s: float) -> Any:
     from django.db.models.functions import Now
 
     left = datetime.timedelta(seconds=float(epoch_s) - time.time())
-    return ExpressionWrapper(Now() + left, output_field=DateTimeField())
+    expression = ExpressionWrapper(Now() + left, output_field=DateTimeField())
+    expression.now_plus = left  # what :func:`mrtrweb.operations.rows.move_sql` binds in its compiled text
+    return expression
 
 
 def _due():

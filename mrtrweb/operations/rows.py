@@ -6,6 +6,7 @@ prepares them. Pages, admin and everything off the round path keep the ORM.
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Collection
 from typing import Any
 
@@ -92,6 +93,40 @@ def move(op_id: Any, values: dict[str, Any], *, status_in: Collection[str] = (),
         return cur.rowcount
 
 
+#: ``Now() + <interval>`` compiled per database: (SQL, its parameters, where the interval is among them);
+#: None where the interval is not one parameter as it was given (it is then compiled each time)
+_NOW_PLUS: dict[tuple[str, str], tuple[str, tuple[Any, ...], int] | None] = {}
+_PROBE_INTERVAL = datetime.timedelta(seconds=86_399, microseconds=123_457)
+
+
+def _compiled(conn, expression: Any) -> tuple[str, list[Any]]:
+    """(SQL, parameters) of a column-free ``expression`` on ``conn``. ``Now() + interval`` made by
+    :func:`.expiry.expires_at` (its ``now_plus``: the interval) is compiled once per database and
+    the interval bound as its parameter; any other is compiled by Django each time."""
+    interval = getattr(expression, "now_plus", None)
+    if isinstance(interval, datetime.timedelta):
+        key = (conn.alias, conn.vendor)
+        if key not in _NOW_PLUS:
+            from django.db.models import DateTimeField, ExpressionWrapper
+            from django.db.models.functions import Now
+
+            sql, params = _compile(conn, ExpressionWrapper(Now() + _PROBE_INTERVAL, output_field=DateTimeField()))
+            at = [i for i, p in enumerate(params) if type(p) is datetime.timedelta and p == _PROBE_INTERVAL]
+            _NOW_PLUS[key] = (sql, tuple(params), at[0]) if len(at) == 1 else None
+        template = _NOW_PLUS[key]
+        if template is not None:
+            params = list(template[1])
+            params[template[2]] = interval
+            return template[0], params
+    return _compile(conn, expression)
+
+
+def _compile(conn, expression: Any) -> tuple[str, list[Any]]:
+    query = Operation.objects.all().query
+    sql, params = query.get_compiler(connection=conn).compile(expression.resolve_expression(query))
+    return sql, list(params)
+
+
 def move_sql(op_id: Any, values: dict[str, Any], *, status_in: Collection[str] = (),
              status_not_in: Collection[str] = (), allowed: tuple[Any, Any, Any] | None = None
              ) -> tuple[str, list[Any]] | None:
@@ -115,10 +150,7 @@ def move_sql(op_id: Any, values: dict[str, Any], *, status_in: Collection[str] =
     parts: dict[str, tuple[str, list[Any]]] = {}
     for name in names:
         if hasattr(values[name], "resolve_expression"):
-            query = Operation.objects.all().query
-            sql_part, part_params = query.get_compiler(connection=conn).compile(
-                values[name].resolve_expression(query))
-            parts[name] = (sql_part, list(part_params))
+            parts[name] = _compiled(conn, values[name])
     key = (alias, names, kind, len(statuses), tuple((n, parts[n][0]) for n in names if n in parts), condition[0])
     sql = _MOVES.get(key)
     if sql is None:

@@ -251,3 +251,38 @@ def test_expiry_without_a_command_on_real_workers(demo_mcp):
     finally:
         c.stop_all()
         db.drop()
+
+
+@pytest.mark.parametrize("skew_s", [-60, 60])
+def test_a_moved_rows_lifetime_is_bound_into_sql_compiled_once(db, monkeypatch, skew_s):
+    """The row move writes the round's lifetime through SQL compiled once per database, the
+    interval bound as its parameter each time (issue 30: no ORM compile per round): the text is
+    Django's own for that interval, and the stored expiry is the remaining lifetime from the
+    database's now, whatever this worker's clock says (issue 26)."""
+    import datetime
+
+    from django.contrib.auth import get_user_model
+    from django.utils import timezone
+
+    from mrtrweb.models import McpServer, Tenant
+    from mrtrweb.operations import rows
+
+    tenant = Tenant.objects.create(name="t-expiry-sql", slug="t-expiry-sql")
+    server = McpServer.objects.create(tenant=tenant, name="s", url="http://127.0.0.1:9/mcp")
+    user = get_user_model().objects.create(username="expiry-sql")
+    op = Operation.objects.create(tenant=tenant, user=user, server=server, method="tools/call", name="x",
+                                  params={}, status=Operation.Status.RUNNING)
+    real = time.time
+    monkeypatch.setattr(time, "time", lambda: real() + skew_s)
+    for ttl in (600, 1200):
+        expression = expiry.expires_at(time.time() + ttl)
+        sql, params = rows._compiled(connection, expression)
+        django_sql, django_params = rows._compile(connection, expression)
+        assert (sql, params) == (django_sql, django_params)
+        assert rows._NOW_PLUS.get((connection.alias, connection.vendor)) is not None or \
+            connection.vendor not in ("postgresql",)
+        assert rows.move(op.pk, {"round_expires_at": expression}, status_in=(Operation.Status.RUNNING,)) == 1
+        stored = Operation.objects.values_list("round_expires_at", flat=True).get(pk=op.pk)
+        left = (stored - timezone.now()).total_seconds()
+        assert ttl - 10 < left <= ttl, left
+    assert isinstance(expression.now_plus, datetime.timedelta)
