@@ -22,11 +22,15 @@ from .. import prepared
 UPSERT_VENDORS = frozenset({"postgresql", "sqlite"})
 
 
+#: the output field of :func:`lifetime`'s expressions (one, unbound: made once, not per call)
+_DATETIME = DateTimeField()
+
+
 def lifetime(ttl_s: float) -> ExpressionWrapper:
     """``expires_at`` ``ttl_s`` seconds (at least 1) from now by the **database's** clock: an
     expression for :func:`upsert` values, ``create`` and ``update``."""
     expression = ExpressionWrapper(Now() + datetime.timedelta(seconds=(s := max(1.0, float(ttl_s)))),
-                                   output_field=DateTimeField())
+                                   output_field=_DATETIME)
     expression.lifetime_s = s  # what :func:`_sql` keys its compiled text by
     return expression
 
