@@ -272,7 +272,7 @@ def upsert(model, unique: dict[str, Any], values: dict[str, Any], *, only_over_e
 
 
 #: :func:`upsert_sql`'s text per database, model and shape (which columns, which of them an
-#: expression and which, ``only_over_expired``, ``when``): built once, its parameters each call
+#: expression and its text, ``only_over_expired``, ``when``): built once, its parameters each call
 _UPSERTS: dict[tuple[Any, ...], str] = {}
 _UPSERTS_MAX = 256
 
@@ -282,8 +282,8 @@ def upsert_sql(model, conn, unique: dict[str, Any], values: dict[str, Any], *, o
     """The SQL and parameters of :func:`upsert`'s statement (``... RETURNING`` the primary key).
     ``when``: a condition (no parameters) the row is written under at all (``INSERT ... SELECT
     ... WHERE``; PostgreSQL: a step of :func:`chained`). The text is built once per shape
-    (:data:`_UPSERTS`; an expression other than ``Now()`` and :func:`lifetime` is compiled each
-    call and its shape not kept)."""
+    (:data:`_UPSERTS`, keyed by everything it is made of: an expression by its compiled text; one
+    other than ``Now()`` and :func:`lifetime` is compiled each call and the text not kept)."""
     meta = model._meta
     columns = {**unique, **values}
     fields = [meta.get_field(name) for name in columns]
@@ -295,7 +295,7 @@ def upsert_sql(model, conn, unique: dict[str, Any], values: dict[str, Any], *, o
             placeholders.append(part)
             params.extend(part_params)
             kept = type(v) is Now or getattr(v, "lifetime_s", None)
-            shape.append(("now", None) if type(v) is Now else ("lifetime", v.lifetime_s) if kept else None)
+            shape.append(part if kept else None)  # its text (compiled once by _sql): the statement's part
         else:
             placeholders.append("%s")
             params.append(f.get_db_prep_save(v, conn))

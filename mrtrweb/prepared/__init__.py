@@ -137,7 +137,34 @@ def _converting_query_class() -> Any:
             self.dump(vars)
             return None
 
-    return ConvertingQuery
+    return ConvertingQuery if _converts_as_psycopg(base, ConvertingQuery) else None
+
+
+#: statements :func:`_converts_as_psycopg` converts both ways (positional, binary, a literal ``%``, named)
+_SAMPLES: tuple[tuple[str, Any], ...] = (
+    ("SELECT %s, %b, %t, '100%%'", (1, b"\x00", "t")),
+    ("SELECT %(a)s, %(b)s, %(a)s", {"a": 1, "b": "x"}),
+)
+
+
+def _converts_as_psycopg(base: Any, ours: Any) -> bool:
+    """Whether ``ours`` gives what psycopg's own ``base`` gives -- the query, parameters, types and
+    formats -- for :data:`_SAMPLES` (checked once, when the class is made: a psycopg whose internals
+    changed shape is then served by its own class, never by a conversion that would fail or differ)."""
+    try:
+        from psycopg.adapt import Transformer
+
+        for query, params in _SAMPLES:
+            theirs, mine = base(Transformer()), ours(Transformer())
+            theirs.convert(query, params)
+            mine.convert(query, params)
+            if (mine.query, mine.params, mine.types, mine.formats) != \
+                    (theirs.query, theirs.params, theirs.types, theirs.formats):
+                return False
+    except Exception as exc:  # noqa: BLE001 -- any surprise: psycopg's own class
+        logger.info("psycopg's own placeholder conversion kept (%s)", exc.__class__.__name__)
+        return False
+    return True
 
 
 def _forget(raw: Any, exc: BaseException) -> None:

@@ -253,3 +253,20 @@ def test_a_long_statements_placeholders_are_converted_once_and_its_values_bound_
         with prepared.cursor(connection) as cur:
             cur.execute(named, {"a": a, "b": b})
             assert cur.fetchone() == (a * 10 + b, a)
+
+
+def test_a_psycopg_whose_conversion_changed_shape_keeps_its_own(monkeypatch):
+    """The kept conversion is used only where it gives what psycopg's own gives (checked once, on
+    sample statements): a psycopg whose internals return something else -- here one more item --
+    is served by its own query class, so no statement fails or differs after an upgrade."""
+    pytest.importorskip("psycopg")
+    from psycopg import _queries
+
+    assert prepared._converting_query_class() is not None  # this psycopg: the kept conversion
+    real = _queries._query2pg_nocache
+    monkeypatch.setattr(_queries, "_query2pg_nocache", lambda query, encoding: (*real(query, encoding), None))
+    assert prepared._converting_query_class() is None
+    # one that converts otherwise than psycopg's own path (its cached copy is the real one)
+    monkeypatch.setattr(_queries, "_query2pg_nocache",
+                        lambda query, encoding: (real(query, encoding)[0].replace(b"$", b"?"), *real(query, encoding)[1:]))
+    assert prepared._converting_query_class() is None
