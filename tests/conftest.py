@@ -17,6 +17,11 @@ pytest_plugins = ["tests.browser", "tests.tls_demo"]
 ROOT = Path(__file__).resolve().parents[1]
 (ROOT / "var").mkdir(exist_ok=True)
 
+# a test's loop closes within a bound, whatever its tasks do (tests/loop_teardown.py)
+from tests import loop_teardown  # noqa: E402
+
+loop_teardown.install()
+
 
 def shared_dir() -> Path:
     """The ``shared/`` folder beside the checkout (or ``$MRTR_SHARED_DIR``)."""

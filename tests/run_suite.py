@@ -152,6 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     LOGS.mkdir(parents=True, exist_ok=True)
     for old in TIMES_DIR.glob("suite-*.json"):
         old.unlink()
+    (LOGS / "stuck-tasks.txt").unlink(missing_ok=True)  # tests/loop_teardown.py: written anew by this run
     t0 = time.monotonic()
     busy0, total0 = _cpu_ticks()
     sampler = CpuByProgram().start()
@@ -206,6 +207,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"run A (embedded defaults, browser, services): {a_summary or 'no summary (exit %d)' % a_code}; "
           f"{a_s:.0f} s wall")
     print(f"run B (PostgreSQL + Redis): {b_summary or 'no summary (exit %d)' % b_code}; {b_s:.0f} s wall")
+    stuck = LOGS / "stuck-tasks.txt"
+    if stuck.exists():  # tasks a test's loop left behind after its bounded close (tests/loop_teardown.py)
+        print(f"tasks left running by a test's loop ({stuck.relative_to(ROOT)}):\n{stuck.read_text(errors='replace')[-6000:]}")
     tests, files, cpu = _slowest()
     print("the ten slowest tests (setup + call + teardown):")
     for seconds, nodeid in tests:
