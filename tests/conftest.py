@@ -12,7 +12,7 @@ from tests.scheduling import pytest_addoption, pytest_configure  # noqa: F401
 
 # fixtures shared by the folders, too many for this file: the real-browser ones (browser, live,
 # valved_mcp, app, signed_in)
-pytest_plugins = ["tests.browser", "tests.tls_demo"]
+pytest_plugins = ["tests.browser", "tests.tls_demo", "tests.lock_watch"]
 
 ROOT = Path(__file__).resolve().parents[1]
 (ROOT / "var").mkdir(exist_ok=True)

@@ -51,6 +51,9 @@ def _report(pending: set[asyncio.Task]) -> None:
         stack = io.StringIO()
         task.print_stack(file=stack, limit=40)
         lines.append(f"--- {task.get_name()}\n{stack.getvalue()}")
+    from tests.lock_watch import thread_stacks  # what those tasks wait on runs in a thread, often
+
+    lines.append(f"the threads of this process:\n{thread_stacks()}")
     STUCK_FILE.parent.mkdir(parents=True, exist_ok=True)
     with STUCK_FILE.open("a") as out:
         out.write("\n".join(lines) + "\n")

@@ -126,6 +126,29 @@ def update_durations() -> None:
     print(f"wrote {WEIGHTS_FILE.relative_to(ROOT)} ({len(files)} files)")
 
 
+def stuck_summary(text: str, lines_each: int = 6, most: int = 160) -> str:
+    """``stuck-tasks.txt`` shortened for the end of the output: each report's heading and, of each
+    task or thread in it, its name and its ``lines_each`` innermost lines; at most ``most`` lines."""
+    out: list[str] = []
+    block: list[str] = []
+
+    def flush() -> None:
+        if block:
+            out.append(block[0])
+            out.extend(block[1:][-lines_each:])
+            block.clear()
+
+    for line in text.splitlines():
+        if line.startswith(("===", "--- ", "the threads of")):
+            flush()
+            if line.startswith(("===", "the threads of")):
+                out.append(line)
+                continue
+        block.append(line)
+    flush()
+    return "\n".join(out[:most])
+
+
 def _cpu_ticks() -> tuple[int, int]:
     """(busy, total) jiffies of every core since boot, from ``/proc/stat`` ((0, 0) where there is none)."""
     try:
@@ -207,9 +230,6 @@ def main(argv: list[str] | None = None) -> int:
     print(f"run A (embedded defaults, browser, services): {a_summary or 'no summary (exit %d)' % a_code}; "
           f"{a_s:.0f} s wall")
     print(f"run B (PostgreSQL + Redis): {b_summary or 'no summary (exit %d)' % b_code}; {b_s:.0f} s wall")
-    stuck = LOGS / "stuck-tasks.txt"
-    if stuck.exists():  # tasks a test's loop left behind after its bounded close (tests/loop_teardown.py)
-        print(f"tasks left running by a test's loop ({stuck.relative_to(ROOT)}):\n{stuck.read_text(errors='replace')[-6000:]}")
     tests, files, cpu = _slowest()
     print("the ten slowest tests (setup + call + teardown):")
     for seconds, nodeid in tests:
@@ -232,6 +252,10 @@ def main(argv: list[str] | None = None) -> int:
               "second, the last second of each, the kernel):")
         for kind, seconds in sorted(by_program.items(), key=lambda kv: -kv[1])[:12]:
             print(f"  {seconds:7.1f} s  {kind}")
+    stuck = LOGS / "stuck-tasks.txt"
+    if stuck.exists():  # tasks a test's loop left behind (tests/loop_teardown.py), a database left held (lock_watch)
+        print(f"held by a test: tasks left running or a database left locked ({stuck.relative_to(ROOT)}; "
+              f"each thread's innermost lines):\n{stuck_summary(stuck.read_text(errors='replace'))}")
     over = total_s > args.budget_s
     hard = total_s > 1.5 * args.budget_s
     print(f"suite wall time: {total_s:.0f} s of the {args.budget_s:.0f} s budget"
