@@ -59,6 +59,29 @@ def _report(pending: set[asyncio.Task]) -> None:
         out.write("\n".join(lines) + "\n")
 
 
+_shutdown_default_executor = asyncio.BaseEventLoop.shutdown_default_executor
+
+
+async def _bounded_shutdown_default_executor(self, *args, **kwargs) -> None:
+    """``loop.shutdown_default_executor`` waiting at most :data:`TEARDOWN_S` for the executor's
+    threads (Python 3.11 joins them without a bound: a thread blocked for ever -- a
+    ``sync_to_async(thread_sensitive=False)`` call whose task was left above -- held the close for
+    ever); the threads' stacks are written as the tasks' are."""
+    inner = asyncio.ensure_future(_shutdown_default_executor(self, *args, **kwargs))
+    done, _ = await asyncio.wait({inner}, timeout=TEARDOWN_S)
+    if not done:
+        from tests.lock_watch import thread_stacks
+
+        STUCK_FILE.parent.mkdir(parents=True, exist_ok=True)
+        with STUCK_FILE.open("a") as out:
+            out.write(f"=== {time.strftime('%Y-%m-%d %H:%M:%S')} {os.environ.get('PYTEST_CURRENT_TEST', '?')}: "
+                      f"the loop's default executor still had a thread running {TEARDOWN_S:g} s after its "
+                      f"shutdown began; left behind\nthe threads of this process:\n{thread_stacks()}\n")
+        return
+    inner.result()
+
+
 def install() -> None:
     """Bound every loop close of this test process (called by ``tests/conftest.py``)."""
     asyncio.runners._cancel_all_tasks = _cancel_all_tasks  # type: ignore[attr-defined]
+    asyncio.BaseEventLoop.shutdown_default_executor = _bounded_shutdown_default_executor  # type: ignore[method-assign]

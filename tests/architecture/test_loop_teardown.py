@@ -64,3 +64,31 @@ def test_tasks_that_end_on_cancellation_close_at_once_and_report_nothing(monkeyp
     t0 = time.monotonic()
     runner.close()
     assert time.monotonic() - t0 < 1 and seen == ["cancelled"] and not stuck_file.exists()
+
+
+def test_a_default_executor_thread_that_never_ends_holds_the_close_only_for_the_bound(monkeypatch, tmp_path):
+    import threading
+
+    stuck_file = tmp_path / "stuck-tasks.txt"
+    monkeypatch.setattr(loop_teardown, "TEARDOWN_S", 0.3)
+    monkeypatch.setattr(loop_teardown, "STUCK_FILE", stuck_file)
+    loop_teardown.install()
+    release = threading.Event()
+
+    def blocked_for_ever() -> None:
+        release.wait(30)
+
+    async def main() -> None:
+        asyncio.get_running_loop().run_in_executor(None, blocked_for_ever)
+        await asyncio.sleep(0.05)
+
+    runner = asyncio.Runner()
+    runner.run(main())
+    t0 = time.monotonic()
+    try:
+        runner.close()
+        assert time.monotonic() - t0 < 5
+    finally:
+        release.set()
+    report = stuck_file.read_text()
+    assert "default executor still had a thread running" in report and "in blocked_for_ever" in report

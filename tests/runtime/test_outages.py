@@ -394,6 +394,8 @@ def test_a_draining_worker_is_out_of_rotation_until_it_exits(worker, up, demo_mc
                 socket.create_connection(("127.0.0.1", port_d), timeout=1).close()
             except ConnectionRefusedError:
                 break
+            except ConnectionResetError:
+                pass  # the listener closed with this connection in its queue (ci43): closing, look again
             assert time.monotonic() < deadline, "the draining worker still accepts connections"
             time.sleep(0.05)
         deadline = time.monotonic() + 10
