@@ -14,6 +14,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django import forms
+from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
@@ -46,8 +47,6 @@ async def _decide(request: HttpRequest, proposal_id: Any, status: str, arguments
     except DecisionRefused as exc:
         if exc.code == "not_found":
             raise Http404("No such proposal") from None
-        from django.contrib import messages
-
         messages.error(request, str(DECISION_MESSAGES[exc.code]))
         p = await sync_to_async(decisions.proposal_for)(user.pk, proposal_id)
         return redirect("mrtrweb:chat", conversation_id=p.conversation_id)
@@ -157,19 +156,21 @@ RULES = [(ASK, gettext_lazy("Ask every time")), (READ_ONLY, gettext_lazy("Approv
          (NEVER, gettext_lazy("Never allow"))]
 
 
-def _save_policy(tenant: Tenant, user_id: Any, data: Any, listings: dict[int, list[dict[str, Any]] | None]) -> list[str]:
+def _save_policy(tenant: Tenant, user_id: Any, data: Any, listings: dict[int, list[dict[str, Any]] | None]
+                 ) -> tuple[list[str], list[str]]:
     """``rule-<server id>`` (the server's rule) and ``tool-<server id>`` + ``tool-rule-<server id>``
     (one tool's rule; an empty tool name: none); ``remove-<server id>``: a tool whose own rule is
     removed (the tool then follows the server's rule; audited ``removed``); each server's change
     audited with it. A tool must be one the server lists (``listings``:
     :func:`mrtrweb.chat.tool_lists.listed`); only a server that could not be listed takes a typed
-    name. Returns the names of the servers whose tool was refused."""
+    name. Returns ``(saved, refused)``: the names of the servers whose rules changed, and of those
+    whose tool was refused."""
     from django.db import transaction
 
     from ..chat.events import policy_changed
 
     valid = {r for r, _label in RULES}
-    refused = []
+    saved, refused = [], []
     for server in McpServer.objects.filter(tenant=tenant, owner__isnull=True):
         changed: dict[str, str] = {}
         rule = data.get(f"rule-{server.pk}")
@@ -194,7 +195,8 @@ def _save_policy(tenant: Tenant, user_id: Any, data: Any, listings: dict[int, li
             if gone:
                 ToolPolicy.objects.filter(server=server, tool=gone).delete()
             policy_changed(tenant.pk, user_id, server, {**changed, **({gone: REMOVED} if gone else {})})
-    return refused
+        saved.append(server.name)
+    return saved, refused
 
 
 def _admin_context(tenant: Tenant, form: ModelChoiceForm, listings: dict[int, list[dict[str, Any]] | None]
@@ -229,18 +231,21 @@ async def tenant_model(request: HttpRequest, slug: str) -> HttpResponse:
     initial = {"choice": f"{row.provider}/{row.model}"} if row else {}
     listings = await _listings(user, tenant)
     if request.method == "POST" and request.POST.get("what") == "policy":
-        refused = await sync_to_async(_save_policy)(tenant, user.pk, request.POST, listings)
+        saved, refused = await sync_to_async(_save_policy)(tenant, user.pk, request.POST, listings)
         if refused:
-            from django.contrib import messages
-
             messages.error(request, _("Not a tool the server lists; that rule was not saved: %(servers)s")
                            % {"servers": ", ".join(refused)})
+        if saved:
+            messages.success(request, _("Rules saved: %(servers)s") % {"servers": ", ".join(saved)})
+        elif not refused:
+            messages.info(request, _("No rule changed."))
         return redirect("mrtrweb:tenant-model", slug=slug)
     form = ModelChoiceForm(request.POST if request.method == "POST" else None, initial=initial)
     if request.method == "POST" and await sync_to_async(form.is_valid)():
         provider, _sep, model = form.cleaned_data["choice"].partition("/")
         key = "" if form.cleaned_data.get("remove_key") else (form.cleaned_data.get("api_key") or None)
         await sync_to_async(choice.choose)(tenant, user.pk, provider, model, key)
+        messages.success(request, _("The tenant's model is saved: %(model)s") % {"model": model})
         return redirect("mrtrweb:tenant-model", slug=slug)
     ctx = await sync_to_async(_admin_context)(tenant, form, listings)
     return TemplateResponse(request, "mrtrweb/tenant_model.html", ctx)

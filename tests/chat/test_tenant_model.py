@@ -23,6 +23,7 @@ def test_an_admin_chooses_the_model_and_the_key_is_sealed(seeded, model_settings
     assert page.status_code == 200 and "local/scripted-1" in page.content.decode()
     r = client.post("/mcp/tenants/acme/model/", {"choice": "local/scripted-1", "api_key": "sk-very-secret-123"})
     assert r.status_code == 302
+    assert "The tenant&#x27;s model is saved: scripted-1" in client.get(r["Location"]).content.decode()  # said once
     row = TenantModel.objects.get(tenant__slug="acme")
     assert (row.provider, row.model) == ("local", "scripted-1")
     assert "sk-very-secret-123" not in row.api_key_sealed and row.api_key_digest.startswith("hmac-sha256:")
@@ -63,14 +64,18 @@ def test_the_policy_form_sets_server_and_tool_rules(seeded):
     alice, server = seeded["users"]["alice"], seeded["servers"]["acme"]
     client = Client()
     client.force_login(alice)
-    client.post("/mcp/tenants/acme/model/", {"what": "policy", f"rule-{server.pk}": "read_only",
-                                             f"tool-{server.pk}": "deploy", f"tool-rule-{server.pk}": "never"})
+    r = client.post("/mcp/tenants/acme/model/", {"what": "policy", f"rule-{server.pk}": "read_only",
+                                                 f"tool-{server.pk}": "deploy", f"tool-rule-{server.pk}": "never"},
+                    follow=True)
+    assert '<li class="message success">Rules saved: Demo server</li>' in r.content.decode()
+    assert "Rules saved" not in client.get("/mcp/tenants/acme/model/").content.decode()  # said once
     rules = dict(ToolPolicy.objects.filter(server=server).values_list("tool", "rule"))
     assert rules == {"": "read_only", "deploy": "never"}
     event = AuditEvent.objects.get(method="chat/policy")
     assert event.event == "tenant_changed" and event.actions == {"*": "read_only", "deploy": "never"}
-    client.post("/mcp/tenants/acme/model/", {"what": "policy", f"rule-{server.pk}": "read_only"})
+    r = client.post("/mcp/tenants/acme/model/", {"what": "policy", f"rule-{server.pk}": "read_only"}, follow=True)
     assert AuditEvent.objects.filter(method="chat/policy").count() == 1  # nothing changed: nothing audited
+    assert "No rule changed." in r.content.decode() and "Rules saved" not in r.content.decode()
     client.post("/mcp/tenants/acme/model/", {"what": "policy", f"rule-{server.pk}": "anything"})
     assert ToolPolicy.objects.get(server=server, tool="").rule == "read_only"  # an unknown rule changes nothing
     globex = seeded["servers"]["globex"]
