@@ -85,8 +85,8 @@ def _held() -> str:
 
     db = connections["default"].settings_dict
     name = str(db.get("NAME") or "")
-    if "test" not in os.path.basename(name):
-        return ""  # not (yet) a test database: the tests' databases are made with "test" in their names
+    if name != str((db.get("TEST") or {}).get("NAME") or "") and "test" not in os.path.basename(name):
+        return ""  # not (yet) a test database: its TEST name, or made with "test" in its name
     engine = db.get("ENGINE", "")
     if engine.endswith("sqlite3"):
         return "the SQLite file is write-locked" if name != ":memory:" and os.path.exists(name) and \
