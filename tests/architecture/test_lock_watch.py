@@ -26,30 +26,43 @@ def _holder(path: str, held: threading.Event, release: threading.Event) -> None:
     conn.close()
 
 
-def test_a_database_left_locked_fails_the_test_that_left_it_and_names_the_thread(monkeypatch, tmp_path):
+@pytest.fixture
+def watched(monkeypatch, tmp_path):
+    """The watch writing to a file of the test's own (returned); SQLite only (run B's PostgreSQL
+    half reads pg_stat_activity)."""
     from django.db import connection
 
     if connection.vendor != "sqlite":
-        pytest.skip("the SQLite half of the watch (run B's PostgreSQL half reads pg_stat_activity)")
-    stuck_file = tmp_path / "stuck-tasks.txt"
-    monkeypatch.setattr(lock_watch, "STUCK_FILE", stuck_file)
+        pytest.skip("the SQLite half of the watch")
+    monkeypatch.setattr(lock_watch, "STUCK_FILE", tmp_path / "stuck-tasks.txt")
+    return tmp_path / "stuck-tasks.txt"
+
+
+def _hold(name: str = "holder-in-a-transaction") -> tuple[threading.Thread, threading.Event]:
+    """A thread holding the test database's write lock until the event returned is set."""
+    from django.db import connection
+
+    held, release = threading.Event(), threading.Event()
+    holder = threading.Thread(target=_holder, args=(connection.settings_dict["NAME"], held, release), name=name)
+    holder.start()
+    assert held.wait(10)
+    return holder, release
+
+
+def test_a_database_left_locked_fails_the_test_that_left_it_and_names_the_thread(monkeypatch, watched):
     monkeypatch.setattr(lock_watch, "GRACE_S", 0.5)
     item = SimpleNamespace(nodeid="tests/x.py::test_left_a_lock", fixturenames=["transactional_db"])
     assert lock_watch._held() == ""
     lock_watch._watch(item)  # nothing held: no report
-    assert not stuck_file.exists()
-    held, release = threading.Event(), threading.Event()
-    holder = threading.Thread(target=_holder, args=(connection.settings_dict["NAME"], held, release),
-                              name="holder-in-a-transaction")
-    holder.start()
+    assert not watched.exists()
+    holder, release = _hold()
     try:
-        assert held.wait(10)
         with pytest.raises(pytest.fail.Exception, match="still held"):
             lock_watch._watch(item)
     finally:
         release.set()
         holder.join(10)
-    report = stuck_file.read_text()
+    report = watched.read_text()
     assert "tests/x.py::test_left_a_lock" in report and "write-locked" in report
     assert "--- thread holder-in-a-transaction" in report and "in _holder" in report
     short = stuck_summary(report)
@@ -57,19 +70,10 @@ def test_a_database_left_locked_fails_the_test_that_left_it_and_names_the_thread
     assert lock_watch._held() == ""  # released: the next test's watch is quiet
 
 
-def test_a_lock_released_within_the_grace_is_not_reported(monkeypatch, tmp_path):
-    from django.db import connection
-
-    if connection.vendor != "sqlite":
-        pytest.skip("SQLite")
-    stuck_file = tmp_path / "stuck-tasks.txt"
-    monkeypatch.setattr(lock_watch, "STUCK_FILE", stuck_file)
+def test_a_lock_released_within_the_grace_is_not_reported(monkeypatch, watched):
     monkeypatch.setattr(lock_watch, "GRACE_S", 5)
-    held, release = threading.Event(), threading.Event()
-    holder = threading.Thread(target=_holder, args=(connection.settings_dict["NAME"], held, release))
-    holder.start()
-    assert held.wait(10)
+    holder, release = _hold("brief-holder")
     threading.Timer(0.5, release.set).start()
     lock_watch._watch(SimpleNamespace(nodeid="t", fixturenames=["db"]))
     holder.join(10)
-    assert not stuck_file.exists()
+    assert not watched.exists()
